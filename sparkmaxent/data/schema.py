@@ -1,0 +1,119 @@
+"""The prepared dataset: a directory every job after ``prepare`` reads.
+
+Layout::
+
+    <dir>/dataset.json   DatasetInfo (below)
+    <dir>/events/        Parquet, one row per (merged) event
+    <dir>/features/      Parquet feature dictionary: feature (string), id (int32),
+                         count (double: weighted number of events it occurs in)
+
+Event columns, by shape:
+
+    multiclass  label int32 (index into DatasetInfo.labels; -1 = unseen label),
+                weight double, indices array<int32>, values array<double>,
+                event_id int64, group int64
+    candidates  weight double, correct array<bool> (one per candidate),
+                cand_nnz array<int32> (features per candidate),
+                indices array<int32>, values array<double> (all candidates'
+                features, candidate after candidate), event_id int64, group int64
+
+``event_id`` is the event's position in its source (order of lines, tokens);
+``group`` ties events of one sentence together (CoNLL) and equals event_id
+otherwise. Merged identical events keep the smallest event_id.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from ..kernels import CANDIDATES, MULTICLASS, Space
+from ..kernels.blocks import Block, candidate_block, multiclass_block
+
+FORMAT_VERSION = 1
+INFO_FILE = "dataset.json"
+EVENTS_DIR = "events"
+FEATURES_DIR = "features"
+
+MULTICLASS_SCHEMA = pa.schema([
+    ("label", pa.int32()), ("weight", pa.float64()),
+    ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64())),
+    ("event_id", pa.int64()), ("group", pa.int64()),
+])
+CANDIDATES_SCHEMA = pa.schema([
+    ("weight", pa.float64()), ("correct", pa.list_(pa.bool_())),
+    ("cand_nnz", pa.list_(pa.int32())),
+    ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64())),
+    ("event_id", pa.int64()), ("group", pa.int64()),
+])
+FEATURES_SCHEMA = pa.schema([("feature", pa.string()), ("id", pa.int32()), ("count", pa.float64())])
+
+
+def events_schema(shape: str) -> pa.Schema:
+    return MULTICLASS_SCHEMA if shape == MULTICLASS else CANDIDATES_SCHEMA
+
+
+@dataclass
+class DatasetInfo:
+    """What ``dataset.json`` says about a prepared dataset."""
+
+    shape: str
+    n_features: int
+    labels: list[str] = field(default_factory=list)
+    n_events: int = 0
+    total_weight: float = 0.0
+    source: dict = field(default_factory=dict)
+    cutoff: int = 0
+    quarantined: int = 0
+    unknown_features: int = 0
+    unknown_labels: int = 0
+    format_version: int = FORMAT_VERSION
+
+    def space(self, bias: bool = False) -> Space:
+        if self.shape == MULTICLASS:
+            return Space(MULTICLASS, self.n_features, len(self.labels), bias=bias)
+        return Space(CANDIDATES, self.n_features, 1)
+
+    def save(self, directory: str) -> None:
+        with open(os.path.join(directory, INFO_FILE), "w") as f:
+            json.dump(asdict(self), f, indent=2)
+
+    @staticmethod
+    def load(directory: str) -> "DatasetInfo":
+        path = os.path.join(directory, INFO_FILE)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{directory} is not a prepared dataset: expected {INFO_FILE} in it "
+                "(run jobs/prepare.py first)")
+        with open(path) as f:
+            raw = json.load(f)
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: expected format_version {FORMAT_VERSION}, "
+                             f"got {raw.get('format_version')}")
+        return DatasetInfo(**raw)
+
+
+def _list_parts(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR (offsets from 0, flat values) of a possibly sliced list array."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    offsets = arr.offsets.to_numpy().astype(np.int64)
+    return offsets - offsets[0], arr.flatten().to_numpy(zero_copy_only=False)
+
+
+def block_from_arrow(table: pa.Table | pa.RecordBatch, info: DatasetInfo) -> Block:
+    """A kernel block from event rows, with no per-row Python loop."""
+    indptr, indices = _list_parts(table.column("indices"))
+    _, values = _list_parts(table.column("values"))
+    weights = table.column("weight").to_numpy()
+    if info.shape == MULTICLASS:
+        return multiclass_block(indptr, indices, values, table.column("label").to_numpy(),
+                                weights, info.n_features, len(info.labels))
+    event_ptr, correct = _list_parts(table.column("correct"))
+    _, cand_nnz = _list_parts(table.column("cand_nnz"))
+    cand_indptr = np.concatenate([[0], np.cumsum(cand_nnz, dtype=np.int64)])
+    return candidate_block(event_ptr, cand_indptr, indices, values, correct, weights,
+                           info.n_features)

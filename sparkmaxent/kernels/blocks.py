@@ -1,0 +1,161 @@
+"""In-memory blocks of events: the unit every kernel works on.
+
+A block is a batch of events held as CSR matrices, built once per partition
+and cached; kernels never see rows one at a time.
+
+Two event shapes share one model (DESIGN.md section 1):
+
+* ``MulticlassBlock``: event i has a sparse predicate vector x_i and a label
+  y_i; the candidate features are (predicate, label) pairs, numbered
+  ``j = p * n_labels + k``.
+* ``CandidateBlock``: event i lists candidates, each with its own sparse
+  feature vector, and a non-empty subset of correct candidates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class MulticlassBlock:
+    """Multiclass events.
+
+    Attributes
+    ----------
+    X : csr_matrix, shape (m, n_predicates)
+        Predicate values of each event.
+    y : ndarray of int64, shape (m,)
+        Label index of each event; -1 marks a label unseen in training
+        (allowed only when scoring, never when training).
+    c : ndarray of float64, shape (m,)
+        Event weights (counts of merged identical events).
+    n_labels : int
+        Number of labels K of the model.
+    """
+
+    X: sp.csr_matrix
+    y: np.ndarray
+    c: np.ndarray
+    n_labels: int
+
+    @property
+    def n_events(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_predicates(self) -> int:
+        return self.X.shape[1]
+
+
+@dataclass(frozen=True)
+class CandidateBlock:
+    """Candidate-set events (parse reranking, TADM format).
+
+    Attributes
+    ----------
+    F : csr_matrix, shape (n_candidates_total, n_features)
+        Feature vectors of all candidates of all events, event after event.
+    event_ptr : ndarray of int64, shape (m + 1,)
+        Candidates of event i are rows ``event_ptr[i]:event_ptr[i + 1]``;
+        every event has at least one candidate.
+    correct : ndarray of bool, shape (n_candidates_total,)
+        Which candidates are correct; every event used for training has at
+        least one.
+    c : ndarray of float64, shape (m,)
+        Event weights.
+    """
+
+    F: sp.csr_matrix
+    event_ptr: np.ndarray
+    correct: np.ndarray
+    c: np.ndarray
+
+    @property
+    def n_events(self) -> int:
+        return len(self.event_ptr) - 1
+
+    @property
+    def n_predicates(self) -> int:
+        return self.F.shape[1]
+
+    @property
+    def n_labels(self) -> int:
+        return 1
+
+    @property
+    def event_of_candidate(self) -> np.ndarray:
+        """Event index of every candidate, shape (n_candidates_total,)."""
+        return np.repeat(np.arange(self.n_events), np.diff(self.event_ptr))
+
+
+Block = MulticlassBlock | CandidateBlock
+
+
+def multiclass_block(indptr, indices, values, labels, weights, n_predicates: int,
+                     n_labels: int) -> MulticlassBlock:
+    """Build a multiclass block from CSR parts (no copies where dtypes allow)."""
+    m = len(indptr) - 1
+    X = sp.csr_matrix(
+        (np.asarray(values, dtype=np.float64), np.asarray(indices, dtype=np.int32),
+         np.asarray(indptr, dtype=np.int64)),
+        shape=(m, n_predicates),
+    )
+    return MulticlassBlock(X=X, y=np.asarray(labels, dtype=np.int64),
+                           c=np.asarray(weights, dtype=np.float64), n_labels=n_labels)
+
+
+def candidate_block(event_ptr, cand_indptr, indices, values, correct, weights,
+                    n_features: int) -> CandidateBlock:
+    """Build a candidate-set block from its CSR parts."""
+    n = len(cand_indptr) - 1
+    F = sp.csr_matrix(
+        (np.asarray(values, dtype=np.float64), np.asarray(indices, dtype=np.int32),
+         np.asarray(cand_indptr, dtype=np.int64)),
+        shape=(n, n_features),
+    )
+    return CandidateBlock(F=F, event_ptr=np.asarray(event_ptr, dtype=np.int64),
+                          correct=np.asarray(correct, dtype=bool),
+                          c=np.asarray(weights, dtype=np.float64))
+
+
+def concat_blocks(blocks: list[Block]) -> Block:
+    """Stack blocks of one shape into one (for tests and small data)."""
+    if not blocks:
+        raise ValueError("expected at least one block, got none")
+    first = blocks[0]
+    if isinstance(first, MulticlassBlock):
+        return MulticlassBlock(
+            X=sp.vstack([b.X for b in blocks], format="csr"),
+            y=np.concatenate([b.y for b in blocks]),
+            c=np.concatenate([b.c for b in blocks]),
+            n_labels=first.n_labels,
+        )
+    ptrs, offset = [np.zeros(1, dtype=np.int64)], 0
+    for b in blocks:
+        ptrs.append(b.event_ptr[1:] + offset)
+        offset += b.event_ptr[-1]
+    return CandidateBlock(
+        F=sp.vstack([b.F for b in blocks], format="csr"),
+        event_ptr=np.concatenate(ptrs),
+        correct=np.concatenate([b.correct for b in blocks]),
+        c=np.concatenate([b.c for b in blocks]),
+    )
+
+
+def split_block(block: Block, n_parts: int) -> list[Block]:
+    """Cut a block into ``n_parts`` consecutive blocks of events."""
+    m = block.n_events
+    bounds = np.linspace(0, m, n_parts + 1).astype(int)
+    parts = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if isinstance(block, MulticlassBlock):
+            parts.append(MulticlassBlock(X=block.X[lo:hi], y=block.y[lo:hi],
+                                         c=block.c[lo:hi], n_labels=block.n_labels))
+        else:
+            a, b = block.event_ptr[lo], block.event_ptr[hi]
+            parts.append(CandidateBlock(F=block.F[a:b], event_ptr=block.event_ptr[lo:hi + 1] - a,
+                                        correct=block.correct[a:b], c=block.c[lo:hi]))
+    return parts

@@ -1,0 +1,182 @@
+"""Loss, gradient and model probabilities of one block (DESIGN.md section 1).
+
+For event i with weight c_i, candidates Y_i and correct candidates C_i:
+
+    p(y | x_i)   = exp(w . f(x_i, y)) / sum_{y' in Y_i} exp(w . f(x_i, y'))
+    loss_i       = -log sum_{y in C_i} p(y | x_i)
+    d loss_i/dw  = E_p[f | x_i] - E_p[f | x_i, C_i]
+
+Kernels return *sums* over events (loss, gradient, weight); the driver
+divides by the total event weight once, so any split of the data into blocks
+gives the same objective.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .blocks import Block, CandidateBlock, MulticlassBlock
+from .params import Scaling, Space, Weights
+from .softmax import row_logsumexp, segment_logsumexp
+
+
+def _dense(A) -> np.ndarray:
+    return A.toarray() if sp.issparse(A) else np.asarray(A)
+
+
+def multiclass_scores(block: MulticlassBlock, space: Space, weights: Weights,
+                      scaling: Scaling | None = None) -> np.ndarray:
+    """Scores S[i, k] = w . f(x_i, k) + b_k, shape (m, K)."""
+    W = weights.matrix(space, scaling)
+    S = _dense(block.X @ W)
+    if scaling is not None:
+        # implicit centering: subtract sum_p mean_p * inv_scale_p * W_pk per label
+        S -= _dense(sp.csr_matrix(scaling.mean[None, :]) @ W).ravel() if sp.issparse(W) \
+            else scaling.mean @ W
+    if weights.bias is not None:
+        S += weights.bias[None, :]
+    return S
+
+
+def candidate_scores(block: CandidateBlock, space: Space, weights: Weights,
+                     scaling: Scaling | None = None) -> np.ndarray:
+    """Score of every candidate, shape (n_candidates_total,). Centering is
+    omitted: it shifts all candidates of an event alike (see Scaling)."""
+    if weights.ids is None:
+        w = weights.values
+    else:
+        w = np.zeros(space.n_predicates)
+        w[weights.ids] = weights.values
+    return block.F @ (w if scaling is None else w * scaling.inv_scale)
+
+
+def multiclass_proba(block: MulticlassBlock, space: Space, weights: Weights,
+                     scaling: Scaling | None = None) -> np.ndarray:
+    """p(k | x_i), shape (m, K)."""
+    S = multiclass_scores(block, space, weights, scaling)
+    return np.exp(S - row_logsumexp(S)[:, None])
+
+
+def candidate_proba(block: CandidateBlock, space: Space, weights: Weights,
+                    scaling: Scaling | None = None) -> np.ndarray:
+    """p(y | x_i) of every candidate within its event, shape (n_candidates_total,)."""
+    s = candidate_scores(block, space, weights, scaling)
+    lse = segment_logsumexp(s, block.event_ptr)
+    return np.exp(s - np.repeat(lse, np.diff(block.event_ptr)))
+
+
+@dataclass
+class LossGrad:
+    """Mergeable sums of one or more blocks.
+
+    Attributes
+    ----------
+    loss : float
+        sum_i c_i * loss_i.
+    weight : float
+        sum_i c_i.
+    correct : float
+        sum_i c_i [the top-scoring candidate of event i is correct].
+    grad : ndarray, shape (n_features,) or (len(grad_ids),)
+        sum_i c_i * d loss_i / dw over the requested features.
+    grad_bias : ndarray of shape (K,) or None
+    """
+
+    loss: float
+    weight: float
+    correct: float
+    grad: np.ndarray
+    grad_bias: np.ndarray | None
+
+    def merge(self, other: "LossGrad") -> "LossGrad":
+        return LossGrad(
+            self.loss + other.loss, self.weight + other.weight, self.correct + other.correct,
+            self.grad + other.grad,
+            None if self.grad_bias is None else self.grad_bias + other.grad_bias,
+        )
+
+
+def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights,
+                          scaling: Scaling | None, grad_ids: np.ndarray | None) -> LossGrad:
+    if np.any(block.y < 0):
+        raise ValueError("cannot train on events whose label was not seen in training (label -1)")
+    m, rows = block.n_events, np.arange(block.n_events)
+    S = multiclass_scores(block, space, weights, scaling)
+    lse = row_logsumexp(S)
+    loss = float(block.c @ (lse - S[rows, block.y]))
+    correct = float(block.c @ (S.argmax(axis=1) == block.y))
+    # R = c * (P - Y): residual whose products with the predicates give the gradient
+    R = np.exp(S - lse[:, None]) * block.c[:, None]
+    R[rows, block.y] -= block.c
+    r_sum = R.sum(axis=0)
+    if grad_ids is None:
+        preds = None
+        G = _dense(block.X.T @ R)  # (P, K)
+    else:
+        preds, inverse = np.unique(np.asarray(grad_ids) // space.n_labels, return_inverse=True)
+        G = _dense(block.X[:, preds].T @ R)  # (len(preds), K)
+    if scaling is not None:
+        inv = scaling.inv_scale if preds is None else scaling.inv_scale[preds]
+        mu = scaling.mean if preds is None else scaling.mean[preds]
+        G = inv[:, None] * (G - mu[:, None] * r_sum[None, :])
+    grad = G.ravel() if grad_ids is None else G[inverse, np.asarray(grad_ids) % space.n_labels]
+    return LossGrad(loss, float(block.c.sum()), correct, grad,
+                    r_sum if space.bias else None)
+
+
+def _candidate_loss_grad(block: CandidateBlock, space: Space, weights: Weights,
+                         scaling: Scaling | None, grad_ids: np.ndarray | None) -> LossGrad:
+    ptr, lengths = block.event_ptr, np.diff(block.event_ptr)
+    s = candidate_scores(block, space, weights, scaling)
+    lse_all = segment_logsumexp(s, ptr)
+    lse_correct = segment_logsumexp(np.where(block.correct, s, -np.inf), ptr)
+    if not np.all(np.isfinite(lse_correct)):
+        raise ValueError("cannot train on candidate-set events without a correct candidate")
+    loss = float(block.c @ (lse_all - lse_correct))
+    # top-scoring candidate correct? (ties count as correct if any tied one is)
+    top = np.maximum.reduceat(s, ptr[:-1])
+    hit = np.maximum.reduceat((block.correct & (s == np.repeat(top, lengths))).astype(np.int8), ptr[:-1])
+    correct = float(block.c @ hit)
+    p = np.exp(s - np.repeat(lse_all, lengths))
+    q = np.where(block.correct, np.exp(s - np.repeat(lse_correct, lengths)), 0.0)
+    r = np.repeat(block.c, lengths) * (p - q)
+    if grad_ids is None:
+        g = block.F.T @ r
+        if scaling is not None:
+            g = g * scaling.inv_scale
+    else:
+        ids = np.asarray(grad_ids)
+        g = block.F[:, ids].T @ r
+        if scaling is not None:
+            g = g * scaling.inv_scale[ids]
+    return LossGrad(loss, float(block.c.sum()), correct, np.asarray(g, dtype=np.float64), None)
+
+
+def loss_grad(block: Block, space: Space, weights: Weights, scaling: Scaling | None = None,
+              grad_ids: np.ndarray | None = None) -> LossGrad:
+    """Loss and gradient sums of one block.
+
+    Parameters
+    ----------
+    grad_ids : ndarray of int64 or None
+        Feature ids at which the gradient is wanted; None for all
+        ``space.n_features`` of them (the gradient test of grafting).
+    """
+    if isinstance(block, MulticlassBlock):
+        return _multiclass_loss_grad(block, space, weights, scaling, grad_ids)
+    return _candidate_loss_grad(block, space, weights, scaling, grad_ids)
+
+
+@dataclass(frozen=True)
+class LossGradTask:
+    """A picklable pass: loss and gradient of every block, merged."""
+
+    space: Space
+    weights: Weights
+    scaling: Scaling | None = None
+    grad_ids: np.ndarray | None = None
+
+    def __call__(self, block: Block) -> LossGrad:
+        return loss_grad(block, self.space, self.weights, self.scaling, self.grad_ids)

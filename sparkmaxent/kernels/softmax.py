@@ -1,0 +1,25 @@
+"""Numerically stable log-sum-exp over rows and over segments."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def row_logsumexp(S: np.ndarray) -> np.ndarray:
+    """log sum_k exp(S[i, k]) for each row i; S has shape (m, K)."""
+    mx = S.max(axis=1)
+    return mx + np.log(np.exp(S - mx[:, None]).sum(axis=1))
+
+
+def segment_logsumexp(s: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """log sum exp of ``s[ptr[i]:ptr[i+1]]`` for each segment i.
+
+    Segments must be non-empty. Entries equal to -inf are ignored; a segment
+    of only -inf gives -inf.
+    """
+    starts = ptr[:-1]
+    mx = np.maximum.reduceat(s, starts)
+    safe = np.where(np.isfinite(mx), mx, 0.0)
+    lengths = np.diff(ptr)
+    total = np.add.reduceat(np.exp(s - np.repeat(safe, lengths)), starts)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(total)

@@ -1,0 +1,71 @@
+"""Per-predicate moments for standardization, and the scaling they give."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocks import Block, MulticlassBlock
+from .params import Scaling
+
+
+@dataclass
+class Moments:
+    """Weighted sums over rows (events, or candidates of candidate sets).
+
+    Attributes
+    ----------
+    weight : float
+        sum of row weights.
+    total : ndarray, shape (n_predicates,)
+        sum of weight * x_p.
+    total_sq : ndarray, shape (n_predicates,)
+        sum of weight * x_p ** 2.
+    count : ndarray, shape (n_predicates,)
+        sum of weight over rows where x_p != 0.
+    """
+
+    weight: float
+    total: np.ndarray
+    total_sq: np.ndarray
+    count: np.ndarray
+
+    def merge(self, other: "Moments") -> "Moments":
+        return Moments(self.weight + other.weight, self.total + other.total,
+                       self.total_sq + other.total_sq, self.count + other.count)
+
+    def scaling(self, exclude: np.ndarray | None = None) -> Scaling:
+        """Zero-mean, unit-variance scaling. Predicates of zero variance get
+        inv_scale 0 (they carry no information); those in ``exclude`` are left
+        as they are (mean 0, inv_scale 1)."""
+        mean = self.total / self.weight
+        var = np.maximum(self.total_sq / self.weight - mean ** 2, 0.0)
+        std = np.sqrt(var)
+        # relative test: a constant predicate's variance is rounding noise
+        informative = std > 1e-12 * np.maximum(np.abs(mean), 1.0)
+        inv = np.where(informative, 1.0 / np.where(informative, std, 1.0), 0.0)
+        mean = np.where(informative, mean, 0.0)
+        if exclude is not None:
+            mean[exclude], inv[exclude] = 0.0, 1.0
+        return Scaling(mean=mean, inv_scale=inv)
+
+
+def moments(block: Block) -> Moments:
+    if isinstance(block, MulticlassBlock):
+        X, w = block.X, block.c
+    else:
+        X, w = block.F, np.repeat(block.c, np.diff(block.event_ptr))
+    Xw = X.multiply(w[:, None]).tocsr() if X.nnz else X
+    total = np.asarray(Xw.sum(axis=0)).ravel()
+    total_sq = np.asarray(Xw.multiply(X).sum(axis=0)).ravel()
+    nz = X.copy()
+    nz.data = np.ones_like(nz.data)
+    count = np.asarray(nz.multiply(w[:, None]).sum(axis=0)).ravel()
+    return Moments(float(w.sum()), total, total_sq, count)
+
+
+class MomentsTask:
+    """A picklable pass computing Moments of every block."""
+
+    def __call__(self, block: Block) -> Moments:
+        return moments(block)

@@ -1,0 +1,144 @@
+"""Kernels against finite differences and against brute-force per-event sums."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad)
+from sparkmaxent.kernels.blocks import concat_blocks, split_block
+from sparkmaxent.kernels.stats import moments
+from sparkmaxent.optim import Objective
+
+from .helpers import random_candidates, random_multiclass
+
+
+def brute_multiclass_loss(block, W, b, scaling):
+    X = block.X.toarray()
+    if scaling is not None:
+        X = (X - scaling.mean) * scaling.inv_scale
+    total = 0.0
+    for i in range(block.n_events):
+        s = X[i] @ W + (b if b is not None else 0.0)
+        total += block.c[i] * (logsumexp(s) - s[block.y[i]])
+    return total
+
+
+def brute_candidate_loss(block, w, scaling):
+    F = block.F.toarray()
+    if scaling is not None:
+        F = (F - scaling.mean) * scaling.inv_scale
+    total = 0.0
+    for i in range(block.n_events):
+        a, z = block.event_ptr[i], block.event_ptr[i + 1]
+        s = F[a:z] @ w
+        total += block.c[i] * (logsumexp(s) - logsumexp(s[block.correct[a:z]]))
+    return total
+
+
+def random_scaling(rng, n):
+    return Scaling(mean=rng.normal(size=n), inv_scale=rng.uniform(0.5, 2.0, size=n))
+
+
+@pytest.mark.parametrize("use_scaling", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_multiclass_loss_matches_brute_force(use_scaling, bias):
+    rng = np.random.default_rng(1)
+    block = random_multiclass(rng)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=bias)
+    theta = rng.normal(size=space.n_params)
+    weights = Weights.from_dense(space, theta, sparse=False)
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    lg = loss_grad(block, space, weights, scaling)
+    W = theta[: space.n_features].reshape(space.n_predicates, space.n_labels)
+    expected = brute_multiclass_loss(block, W, weights.bias, scaling)
+    assert lg.loss == pytest.approx(expected, rel=1e-12)
+    assert lg.weight == pytest.approx(block.c.sum())
+
+
+@pytest.mark.parametrize("use_scaling", [False, True])
+def test_candidate_loss_matches_brute_force(use_scaling):
+    rng = np.random.default_rng(2)
+    block = random_candidates(rng)
+    space = Space(CANDIDATES, block.n_predicates, 1)
+    w = rng.normal(size=space.n_features)
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    lg = loss_grad(block, space, Weights(None, w), scaling)
+    assert lg.loss == pytest.approx(brute_candidate_loss(block, w, scaling), rel=1e-12)
+
+
+def finite_difference(f, theta, eps=1e-6):
+    g = np.zeros_like(theta)
+    for j in range(len(theta)):
+        e = np.zeros_like(theta)
+        e[j] = eps
+        g[j] = (f(theta + e)[0] - f(theta - e)[0]) / (2 * eps)
+    return g
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+@pytest.mark.parametrize("use_scaling", [False, True])
+@pytest.mark.parametrize("l2", [0.0, 0.3])
+def test_gradient_matches_finite_differences(shape, use_scaling, l2):
+    rng = np.random.default_rng(3)
+    if shape == MULTICLASS:
+        block = random_multiclass(rng)
+        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    else:
+        block = random_candidates(rng)
+        space = Space(CANDIDATES, block.n_predicates, 1)
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    obj = Objective(LocalBackend([block], space), None, l2=l2, scaling=scaling)
+    theta = rng.normal(size=space.n_params) * 0.5
+    _, g = obj(theta)
+    np.testing.assert_allclose(g, finite_difference(obj, theta), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+def test_active_set_gradient_is_the_full_gradient_restricted(shape):
+    rng = np.random.default_rng(4)
+    if shape == MULTICLASS:
+        block = random_multiclass(rng)
+        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    else:
+        block = random_candidates(rng)
+        space = Space(CANDIDATES, block.n_predicates, 1)
+    ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
+    values = rng.normal(size=len(ids))
+    bias = rng.normal(size=space.n_labels) if space.bias else None
+    scaling = random_scaling(rng, space.n_predicates)
+    sparse = loss_grad(block, space, Weights(ids, values, bias), scaling, grad_ids=ids)
+    theta = np.zeros(space.n_features)
+    theta[ids] = values
+    full = loss_grad(block, space, Weights(None, theta, bias), scaling)
+    assert sparse.loss == pytest.approx(full.loss, rel=1e-12)
+    np.testing.assert_allclose(sparse.grad, full.grad[ids], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+@pytest.mark.parametrize("n_parts", [1, 2, 3, 7])
+def test_blocks_split_any_way_give_the_same_sums(shape, n_parts):
+    rng = np.random.default_rng(5)
+    block = random_multiclass(rng) if shape == MULTICLASS else random_candidates(rng)
+    space = (Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+             if shape == MULTICLASS else Space(CANDIDATES, block.n_predicates, 1))
+    theta = rng.normal(size=space.n_params)
+    obj1 = Objective(LocalBackend([block], space), None, l2=0.1)
+    objn = Objective(LocalBackend(split_block(block, n_parts), space), None, l2=0.1)
+    f1, g1 = obj1(theta)
+    fn, gn = objn(theta)
+    assert fn == pytest.approx(f1, rel=1e-12)
+    np.testing.assert_allclose(gn, g1, rtol=1e-10, atol=1e-14)
+    again = concat_blocks(split_block(block, n_parts))
+    assert (again.c == block.c).all()
+
+
+def test_moments_give_zero_mean_unit_variance():
+    rng = np.random.default_rng(6)
+    block = random_multiclass(rng, m=200)
+    sc = moments(block).scaling()
+    Xs = (block.X.toarray() - sc.mean) * sc.inv_scale
+    w = block.c / block.c.sum()
+    np.testing.assert_allclose(w @ Xs, 0, atol=1e-12)
+    np.testing.assert_allclose(w @ Xs ** 2, 1, rtol=1e-10)
