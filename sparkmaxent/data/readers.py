@@ -89,7 +89,7 @@ def parse_value(token: str) -> float | None:
 def split_feature(token: str) -> tuple[str, float] | None:
     """``name`` or ``name:value`` -> (name, value). A suffix after the last
     colon that is not a number belongs to the name (feature strings may hold
-    colons, e.g. ``w=12:30``); a number that is NaN or inf is an error (None)."""
+    colons, e.g. ``w=http://x``); a number that is NaN or inf is an error (None)."""
     name, sep, tail = token.rpartition(":")
     if not sep or not name:
         return token, 1.0
