@@ -34,12 +34,17 @@ class MulticlassBlock:
         Event weights (counts of merged identical events).
     n_labels : int
         Number of labels K of the model.
+    event_id, group : ndarray of int64, shape (m,), or None
+        Where each event came from (see data/schema.py); carried for
+        prediction output, unused by training kernels.
     """
 
     X: sp.csr_matrix
     y: np.ndarray
     c: np.ndarray
     n_labels: int
+    event_id: np.ndarray | None = None
+    group: np.ndarray | None = None
 
     @property
     def n_events(self) -> int:
@@ -66,12 +71,16 @@ class CandidateBlock:
         least one.
     c : ndarray of float64, shape (m,)
         Event weights.
+    event_id, group : ndarray of int64, shape (m,), or None
+        As for MulticlassBlock.
     """
 
     F: sp.csr_matrix
     event_ptr: np.ndarray
     correct: np.ndarray
     c: np.ndarray
+    event_id: np.ndarray | None = None
+    group: np.ndarray | None = None
 
     @property
     def n_events(self) -> int:
