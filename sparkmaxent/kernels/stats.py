@@ -69,3 +69,36 @@ class MomentsTask:
 
     def __call__(self, block: Block) -> Moments:
         return moments(block)
+
+
+@dataclass
+class FeatureCounts:
+    """Weighted empirical counts of every candidate feature, shape (n_features,).
+
+    Multiclass: weight of events with label k in which predicate p fires, for
+    feature (p, k). Candidate sets: weight of candidates on which the feature
+    fires. The count cutoff (l0 baseline) keeps features counted >= k times.
+    """
+
+    counts: np.ndarray
+
+    def merge(self, other: "FeatureCounts") -> "FeatureCounts":
+        return FeatureCounts(self.counts + other.counts)
+
+
+def feature_counts(block: Block) -> FeatureCounts:
+    if isinstance(block, MulticlassBlock):
+        nz = block.X.copy()
+        nz.data = np.ones_like(nz.data)
+        Y = np.zeros((block.n_events, block.n_labels))
+        known = block.y >= 0
+        Y[np.flatnonzero(known), block.y[known]] = block.c[known]
+        return FeatureCounts(np.asarray(nz.T @ Y).ravel())
+    return FeatureCounts(moments(block).count)
+
+
+class FeatureCountTask:
+    """A picklable pass computing FeatureCounts of every block."""
+
+    def __call__(self, block: Block) -> FeatureCounts:
+        return feature_counts(block)

@@ -1,0 +1,144 @@
+"""Configuration: frozen dataclasses loaded from TOML, overridable on the
+command line with ``--set section.key=value`` (value parsed as TOML).
+
+The resolved configuration is saved with every model.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field, fields
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """Spark session settings. ``master = ""`` leaves the master to
+    spark-submit (or pyspark's default, local[*])."""
+
+    master: str = ""
+    app_name: str = "sparkmaxent"
+    conf: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where events come from.
+
+    ``train``/``heldout``/``test`` are prepared dataset directories (see
+    data/schema.py). The pipeline job can also make them: from ``inputs`` in
+    ``format`` (a reader name, or "synthetic" for the built-in generator).
+    """
+
+    train: str = ""
+    heldout: str = ""
+    test: str = ""
+    format: str = "synthetic"
+    train_inputs: list = field(default_factory=list)
+    heldout_inputs: list = field(default_factory=list)
+    test_inputs: list = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+    prepare_cutoff: int = 0
+    partitions: int = 0
+    synthetic: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """What to train and how.
+
+    method : a name in sparkmaxent.train.METHODS ("mle", "l2", "cutoff").
+    l2 : gamma2 of C(w) = L(w) + gamma2/2 ||w||^2 (loss averaged over event
+        weight, as MLlib's regParam); used by "l2" and "cutoff".
+    cutoff : "cutoff" keeps features whose empirical count >= cutoff.
+    standardize : zero mean, unit variance per predicate (stored with the model).
+    bias : a per-label unpenalized bias (multiclass only).
+    backend : "spark" or "local" (in-process, for data that fits one machine).
+    """
+
+    method: str = "l2"
+    l2: float = 1.0e-4
+    cutoff: int = 0
+    standardize: bool = False
+    bias: bool = True
+    backend: str = "spark"
+    max_iter: int = 1000
+    memory: int = 10
+    gtol: float = 1.0e-7
+    ftol: float = 1.0e-12
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Where results go: the model directory and the run report (JSON)."""
+
+    dir: str = "out/run"
+    overwrite: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def digest(self) -> str:
+        """Short hash of the resolved configuration (for checkpoints)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+_SECTION_TYPES = {"data": DataConfig, "train": TrainConfig, "spark": SparkConfig,
+                  "output": OutputConfig}
+
+
+def _section(name: str, values: dict, source: str):
+    cls = _SECTION_TYPES[name]
+    known = {f.name for f in fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"{source}: unknown key(s) {sorted(unknown)} in [{name}]; "
+                         f"expected some of {sorted(known)}")
+    return cls(**values)
+
+
+def config_from_dict(raw: dict, source: str = "config") -> Config:
+    unknown = set(raw) - set(_SECTION_TYPES)
+    if unknown:
+        raise ValueError(f"{source}: unknown section(s) {sorted(unknown)}; "
+                         f"expected some of {sorted(_SECTION_TYPES)}")
+    return Config(**{name: _section(name, raw.get(name, {}), source) for name in _SECTION_TYPES})
+
+
+def parse_override(item: str) -> tuple[str, str, object]:
+    """``section.key=value`` -> (section, key, value); value parsed as TOML,
+    falling back to a plain string."""
+    path, sep, text = item.partition("=")
+    section, dot, key = path.strip().partition(".")
+    if not sep or not dot or section not in _SECTION_TYPES:
+        raise ValueError(f"expected an override like 'train.l2=1e-5', got {item!r}")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    return section, key.strip(), value
+
+
+def load_config(path: str | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a TOML file (or start from defaults) and apply overrides."""
+    raw: dict = {}
+    if path:
+        with open(path, "rb") as f:
+            try:
+                raw = tomllib.load(f)
+            except tomllib.TOMLDecodeError as e:
+                raise ValueError(f"{path}: not valid TOML: {e}") from e
+    for item in overrides or []:
+        section, key, value = parse_override(item)
+        raw.setdefault(section, {})[key] = value
+    return config_from_dict(raw, path or "overrides")
