@@ -8,6 +8,9 @@ habit)::
     <dir>/weights/       Parquet: feature, predicate (id in the training
                          dictionary), label, label_index, weight, and the
                          standardization mean and inv_scale of the predicate
+    <dir>/vocabulary/    the model's predicates and labels as a prepared-dataset
+                         dictionary, so new text is prepared for this model with
+                         ``prepare --vocabulary <dir>/vocabulary``
 
 Only non-zero weights are stored. Standardization statistics are stored for
 the predicates the model uses; the others do not affect any score.
@@ -32,6 +35,7 @@ from .kernels.predict import EvalStats, evaluate_block, predict_multiclass
 MODEL_FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"
 WEIGHTS_DIR = "weights"
+VOCABULARY_DIR = "vocabulary"
 
 WEIGHTS_SCHEMA = pa.schema([
     ("feature", pa.string()), ("predicate", pa.int32()), ("label", pa.string()),
@@ -130,6 +134,20 @@ class MaxentModel:
         }
         with open(os.path.join(directory, METADATA_FILE), "w") as f:
             json.dump(meta, f, indent=2, default=_json_default)
+        self._write_vocabulary(os.path.join(directory, VOCABULARY_DIR))
+
+    def _write_vocabulary(self, directory: str) -> None:
+        from .data.schema import FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo
+
+        used = sorted(self.feature_names)
+        os.makedirs(os.path.join(directory, FEATURES_DIR))
+        pq.write_table(pa.table({"feature": [self.feature_names[i] for i in used],
+                                 "id": np.asarray(used, dtype=np.int32),
+                                 "count": np.zeros(len(used))}, schema=FEATURES_SCHEMA),
+                       os.path.join(directory, FEATURES_DIR, "part-0.parquet"))
+        DatasetInfo(shape=self.space.shape, n_features=self.space.n_predicates,
+                    labels=list(self.labels), source={"model": "vocabulary of a saved model"}
+                    ).save(directory)
 
     @staticmethod
     def load(path: str) -> "MaxentModel":

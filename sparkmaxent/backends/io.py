@@ -1,0 +1,46 @@
+"""Output that is all or nothing, on any Hadoop file system.
+
+A job writes into a hidden temporary sibling of its output path and renames
+it into place only when complete, so a failed job leaves no partial output
+where a finished one would be.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from contextlib import contextmanager
+from typing import Iterator
+
+log = logging.getLogger(__name__)
+
+
+def _fs_and_path(spark, path: str):
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return fs, hpath, jvm
+
+
+def path_exists(spark, path: str) -> bool:
+    fs, hpath, _ = _fs_and_path(spark, path)
+    return bool(fs.exists(hpath))
+
+
+@contextmanager
+def atomic_output(spark, path: str, overwrite: bool = False) -> Iterator[str]:
+    """Yield a temporary path to write to; move it to ``path`` on success,
+    delete it on failure."""
+    fs, target, jvm = _fs_and_path(spark, path)
+    if fs.exists(target) and not overwrite:
+        raise FileExistsError(f"output {path} exists; pass --overwrite to replace it")
+    parent = target.getParent()
+    tmp = jvm.org.apache.hadoop.fs.Path(parent, f".tmp-{target.getName()}-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp.toString()
+        if fs.exists(target):
+            fs.delete(target, True)
+        if not fs.rename(tmp, target):
+            raise OSError(f"could not move finished output {tmp.toString()} to {path}")
+    except BaseException:
+        fs.delete(tmp, True)
+        raise

@@ -1,0 +1,83 @@
+"""Scoring a prepared dataset at scale with a vectorised UDF per partition."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
+from ..kernels import MULTICLASS
+from ..model import MaxentModel
+
+MULTICLASS_OUTPUT = pa.schema([
+    ("event_id", pa.int64()), ("group", pa.int64()), ("label", pa.string()),
+    ("predicted", pa.string()), ("probability", pa.float64()),
+    ("probabilities", pa.list_(pa.float64())),
+])
+CANDIDATES_OUTPUT = pa.schema([
+    ("event_id", pa.int64()), ("group", pa.int64()), ("predicted", pa.int32()),
+    ("correct", pa.list_(pa.bool_())), ("probabilities", pa.list_(pa.float64())),
+])
+
+
+def check_compatible(model: MaxentModel, info: DatasetInfo, where: str) -> None:
+    """The dataset must be indexed with the model's dictionary."""
+    if info.shape != model.space.shape:
+        raise ValueError(f"{where}: model is for {model.space.shape} events, data holds {info.shape}")
+    if info.n_features != model.space.n_predicates or (
+            info.shape == MULTICLASS and info.labels != model.labels):
+        raise ValueError(
+            f"{where}: events were not prepared with this model's dictionary "
+            f"(expected {model.space.n_predicates} features and labels {model.labels[:5]}..., "
+            f"got {info.n_features} and {info.labels[:5]}...); prepare them with "
+            f"--vocabulary <model>/vocabulary")
+
+
+def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
+    labels = np.asarray(model.labels + [None], dtype=object)
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        block = block_from_arrow(batch, info)
+        ids = batch.column("event_id")
+        groups = batch.column("group")
+        if info.shape == MULTICLASS:
+            pred, P = model.predict(block)
+            K = P.shape[1]
+            yield pa.RecordBatch.from_arrays([
+                ids, groups, pa.array(labels[np.where(block.y >= 0, block.y, len(model.labels))]),
+                pa.array(labels[pred]), pa.array(P[np.arange(len(pred)), pred]),
+                pa.ListArray.from_arrays(pa.array(np.arange(0, P.size + 1, K, dtype=np.int32)),
+                                         pa.array(P.ravel())),
+            ], schema=MULTICLASS_OUTPUT)
+        else:
+            p = model.candidate_proba(block)
+            ptr, lengths = block.event_ptr, np.diff(block.event_ptr)
+            # first candidate reaching its event's maximum probability
+            top = np.repeat(np.maximum.reduceat(p, ptr[:-1]), lengths)
+            position = np.arange(len(p)) - np.repeat(ptr[:-1], lengths)
+            best = np.minimum.reduceat(np.where(p == top, position, len(p)), ptr[:-1]).astype(np.int32)
+            offsets = pa.array(ptr.astype(np.int32))
+            yield pa.RecordBatch.from_arrays([
+                ids, groups, pa.array(best),
+                pa.ListArray.from_arrays(offsets, pa.array(block.correct)),
+                pa.ListArray.from_arrays(offsets, pa.array(p)),
+            ], schema=CANDIDATES_OUTPUT)
+
+
+def predictions(spark, model: MaxentModel, dataset_dir: str):
+    """A DataFrame of predictions for a prepared dataset, plus the broadcast
+    of the model to destroy once the DataFrame has been consumed."""
+    info = DatasetInfo.load(dataset_dir)
+    check_compatible(model, info, dataset_dir)
+    schema = MULTICLASS_OUTPUT if info.shape == MULTICLASS else CANDIDATES_OUTPUT
+    events = spark.read.parquet(os.path.join(dataset_dir, EVENTS_DIR))
+    bc = spark.sparkContext.broadcast(model)
+
+    def score(batches):
+        yield from _score_batches(bc.value, info, batches)
+
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return events.mapInArrow(score, from_arrow_schema(schema)), bc
