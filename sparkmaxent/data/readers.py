@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from ..kernels import CANDIDATES, MULTICLASS
+from ..shapes import CANDIDATES, MULTICLASS
 from .templates import pp_features, sentence_features
 
 

@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .params import Scaling, Space, Weights
-from .softmax import row_logsumexp, segment_logsumexp
+from .softmax import row_softmax, segment_logsumexp
 
 
 def _dense(A) -> np.ndarray:
@@ -55,8 +55,7 @@ def candidate_scores(block: CandidateBlock, space: Space, weights: Weights,
 def multiclass_proba(block: MulticlassBlock, space: Space, weights: Weights,
                      scaling: Scaling | None = None) -> np.ndarray:
     """p(k | x_i), shape (m, K)."""
-    S = multiclass_scores(block, space, weights, scaling)
-    return np.exp(S - row_logsumexp(S)[:, None])
+    return row_softmax(multiclass_scores(block, space, weights, scaling))[1]
 
 
 def candidate_proba(block: CandidateBlock, space: Space, weights: Weights,
@@ -104,11 +103,11 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
     m, rows = block.n_events, np.arange(block.n_events)
     S = multiclass_scores(block, space, weights, scaling)
-    lse = row_logsumexp(S)
+    lse, R = row_softmax(S)
     loss = float(block.c @ (lse - S[rows, block.y]))
     correct = float(block.c @ (S.argmax(axis=1) == block.y))
     # R = c * (P - Y): residual whose products with the predicates give the gradient
-    R = np.exp(S - lse[:, None]) * block.c[:, None]
+    R *= block.c[:, None]
     R[rows, block.y] -= block.c
     r_sum = R.sum(axis=0)
     if grad_ids is None:

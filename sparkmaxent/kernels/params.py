@@ -13,9 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-MULTICLASS = "multiclass"
-CANDIDATES = "candidates"
-SHAPES = (MULTICLASS, CANDIDATES)
+from ..shapes import CANDIDATES, MULTICLASS, SHAPES
 
 # Below this fill ratio the multiclass weight matrix is kept sparse.
 DENSE_FILL = 1.0 / 16

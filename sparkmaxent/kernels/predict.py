@@ -13,15 +13,14 @@ import numpy as np
 from .blocks import Block, MulticlassBlock
 from .loss import candidate_scores, multiclass_scores
 from .params import Scaling, Space, Weights
-from .softmax import row_logsumexp, segment_logsumexp
+from .softmax import row_logsumexp, row_softmax, segment_logsumexp
 
 
 def predict_multiclass(block: MulticlassBlock, space: Space, weights: Weights,
                        scaling: Scaling | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Most probable label and p(k | x_i) of each event: shapes (m,), (m, K)."""
     S = multiclass_scores(block, space, weights, scaling)
-    P = np.exp(S - row_logsumexp(S)[:, None])
-    return S.argmax(axis=1), P
+    return S.argmax(axis=1), row_softmax(S)[1]
 
 
 @dataclass

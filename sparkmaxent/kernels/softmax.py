@@ -10,6 +10,16 @@ def row_logsumexp(S: np.ndarray) -> np.ndarray:
     return mx + np.log(np.exp(S - mx[:, None]).sum(axis=1))
 
 
+def row_softmax(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row log-normalizers and probabilities of scores S, shape (m, K), with
+    one exp per entry (the exp dominates the kernel's own time)."""
+    mx = S.max(axis=1)
+    E = np.exp(S - mx[:, None])
+    total = E.sum(axis=1)
+    E /= total[:, None]
+    return mx + np.log(total), E
+
+
 def segment_logsumexp(s: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """log sum exp of ``s[ptr[i]:ptr[i+1]]`` for each segment i.
 
