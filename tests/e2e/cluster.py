@@ -1,0 +1,286 @@
+"""A throwaway Spark standalone cluster (one master, one worker) on 127.0.0.1.
+
+For end-to-end tests and benchmarks that need a real ``spark://`` master
+rather than ``local[N]``::
+
+    from tests.e2e.cluster import standalone_cluster
+
+    with standalone_cluster(cores=2, memory="2g") as cluster:
+        subprocess.run(["scripts/submit.sh", "--master", cluster.master_url, "train", ...])
+        assert cluster.app_dirs()          # the worker ran the application
+
+Or by hand, from the repository root (Ctrl-C stops it)::
+
+    .venv/bin/python -m tests.e2e.cluster --cores 2 --memory 4g
+
+Both daemons are started with pyspark's ``bin/spark-class`` in their own
+process group, bound to 127.0.0.1 only (``--host 127.0.0.1`` and
+``SPARK_LOCAL_IP=127.0.0.1``, which also puts the web UIs on loopback; see
+DESIGN.md section 6), with their logs, work and local directories in one
+temporary directory. On exit both process groups get SIGTERM, then SIGKILL
+after a grace period, and the temporary directory is removed.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from typing import Iterator
+
+LOOPBACK = "127.0.0.1"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def spark_home() -> str:
+    """``$SPARK_HOME``, else the directory of the installed pyspark package
+    (which carries ``bin/spark-class`` and the jars)."""
+    home = os.environ.get("SPARK_HOME")
+    if home:
+        return home
+    import pyspark
+
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+def spark_class() -> str:
+    """Path of ``bin/spark-class``; FileNotFoundError with the place looked in."""
+    path = os.path.join(spark_home(), "bin", "spark-class")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"expected Spark's launcher at {path} (set SPARK_HOME or "
+                                "install pyspark), it does not exist")
+    return path
+
+
+def _tail(path: str, lines: int = 30) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError as e:
+        return f"<cannot read {path}: {e}>"
+
+
+@dataclass
+class StandaloneCluster:
+    """A running master and worker.
+
+    Attributes
+    ----------
+    master_url : str
+        ``spark://127.0.0.1:PORT``, for ``--master``.
+    webui_url : str
+        The master's web UI, ``http://127.0.0.1:PORT`` (``/json/`` is its state).
+    base_dir : str
+        Temporary directory holding everything below; removed on exit.
+    master_log, worker_log : str
+        stdout and stderr of each daemon.
+    work_dir : str
+        The worker's work directory: one ``app-*`` directory per application
+        whose executors it launched.
+    """
+
+    master_url: str
+    webui_url: str
+    base_dir: str
+    master_log: str
+    worker_log: str
+    work_dir: str
+
+    def __str__(self) -> str:
+        return self.master_url
+
+    def state(self, timeout: float = 5.0) -> dict:
+        """The master's state from its web UI JSON (workers, active and
+        completed applications)."""
+        with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=timeout) as r:
+            return json.load(r)
+
+    def app_dirs(self) -> list[str]:
+        """Names of the application directories in the worker's work dir."""
+        if not os.path.isdir(self.work_dir):
+            return []
+        return sorted(d for d in os.listdir(self.work_dir) if d.startswith("app-"))
+
+    def applications(self) -> list[dict]:
+        """Active and completed applications the master knows of."""
+        s = self.state()
+        return list(s.get("activeapps", [])) + list(s.get("completedapps", []))
+
+    def logs(self, lines: int = 30) -> str:
+        """The last lines of both daemons' logs, for error messages."""
+        return (f"--- master log ({self.master_log}) ---\n{_tail(self.master_log, lines)}"
+                f"--- worker log ({self.worker_log}) ---\n{_tail(self.worker_log, lines)}")
+
+
+def cluster_env(base_dir: str) -> dict[str, str]:
+    """Environment of the daemons: loopback, temporary dirs, this Python for
+    executors (DESIGN.md section 6: executors must run the driver's Python)."""
+    env = dict(os.environ)
+    env.update({
+        "SPARK_LOCAL_IP": LOOPBACK,
+        "SPARK_LOCAL_DIRS": os.path.join(base_dir, "local"),
+        "SPARK_WORKER_DIR": os.path.join(base_dir, "work"),
+        "SPARK_LOG_DIR": os.path.join(base_dir, "logs"),
+        "SPARK_PID_DIR": os.path.join(base_dir, "pids"),
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_HOME": spark_home(),
+    })
+    # The master's REST submission server would take the fixed port 6066
+    # (clashing with any other cluster here); spark-submit does not need it.
+    env["SPARK_MASTER_OPTS"] = (env.get("SPARK_MASTER_OPTS", "")
+                                + " -Dspark.master.rest.enabled=false").strip()
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key in ("SPARK_LOCAL_DIRS", "SPARK_WORKER_DIR", "SPARK_LOG_DIR", "SPARK_PID_DIR"):
+        os.makedirs(env[key], exist_ok=True)
+    return env
+
+
+def _start(cmd: list[str], log_path: str, env: dict[str, str]) -> subprocess.Popen:
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)
+
+
+def stop_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the process group led by ``proc``, then SIGKILL after ``grace`` s."""
+    if proc.poll() is not None:
+        # The leader is gone; its group may still hold children (killpg fails if not).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+
+
+def _alive_workers(webui_url: str) -> int:
+    try:
+        with urllib.request.urlopen(f"{webui_url}/json/", timeout=2) as r:
+            state = json.load(r)
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0
+    return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+
+@contextlib.contextmanager
+def standalone_cluster(cores: int = 1, memory: str = "1g", timeout: float = 60.0,
+                       grace: float = 5.0) -> Iterator[StandaloneCluster]:
+    """Start a master and one worker on 127.0.0.1; yield when the worker is
+    registered; stop both and remove their files on exit.
+
+    Parameters
+    ----------
+    cores : int
+        Cores the worker offers (``--cores``).
+    memory : str
+        Memory the worker offers (``--memory``, e.g. "1g"); executors ask
+        for ``spark.executor.memory`` (1g by default) out of it.
+    timeout : float
+        Seconds to wait for the worker to register with the master.
+    grace : float
+        Seconds between SIGTERM and SIGKILL when stopping.
+
+    Yields
+    ------
+    StandaloneCluster
+        ``master_url`` is the ``spark://127.0.0.1:PORT`` URL.
+
+    Raises
+    ------
+    TimeoutError
+        The worker did not register in time (the message has both logs).
+    RuntimeError
+        A daemon exited during start-up (the message has both logs).
+    """
+    if cores < 1:
+        raise ValueError(f"expected cores >= 1, got {cores}")
+    launcher = spark_class()
+    base = tempfile.mkdtemp(prefix="sparkmaxent-cluster-")
+    procs: list[subprocess.Popen] = []
+    try:
+        env = cluster_env(base)
+        port, ui_port, worker_ui_port = free_port(), free_port(), free_port()
+        cluster = StandaloneCluster(
+            master_url=f"spark://{LOOPBACK}:{port}", webui_url=f"http://{LOOPBACK}:{ui_port}",
+            base_dir=base, master_log=os.path.join(env["SPARK_LOG_DIR"], "master.out"),
+            worker_log=os.path.join(env["SPARK_LOG_DIR"], "worker.out"),
+            work_dir=env["SPARK_WORKER_DIR"])
+        procs.append(_start([launcher, MASTER_CLASS, "--host", LOOPBACK, "--port", str(port),
+                             "--webui-port", str(ui_port)], cluster.master_log, env))
+        procs.append(_start([launcher, WORKER_CLASS, cluster.master_url, "--host", LOOPBACK,
+                             "--cores", str(cores), "--memory", memory,
+                             "--webui-port", str(worker_ui_port),
+                             "--work-dir", cluster.work_dir], cluster.worker_log, env))
+        deadline = time.monotonic() + timeout
+        while _alive_workers(cluster.webui_url) < 1:
+            for proc, name in zip(procs, ("master", "worker")):
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the Spark {name} exited with code {proc.returncode} "
+                                       f"during start-up\n{cluster.logs()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no worker registered with {cluster.master_url} within "
+                                   f"{timeout:g} s\n{cluster.logs()}")
+            time.sleep(0.5)
+        yield cluster
+    finally:
+        for proc in reversed(procs):  # worker first, so the master sees it leave
+            stop_process_group(proc, grace)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run a cluster in the foreground until Ctrl-C (for benchmarks by hand)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.e2e.cluster",
+        description="Start a Spark standalone master and worker on 127.0.0.1, print the "
+        "master URL, and stop both on Ctrl-C or SIGTERM.")
+    parser.add_argument("--cores", type=int, default=1, help="worker cores (default 1)")
+    parser.add_argument("--memory", default="1g", help="worker memory (default 1g)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to wait for the worker to register (default 60)")
+    args = parser.parse_args(argv)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        with standalone_cluster(args.cores, args.memory, args.timeout) as cluster:
+            print(f"master: {cluster.master_url}\nweb UI: {cluster.webui_url}\n"
+                  f"logs:   {os.path.dirname(cluster.master_log)}", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    except (TimeoutError, RuntimeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
