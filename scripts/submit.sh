@@ -168,6 +168,9 @@ build_wheel() {  # build_wheel OUT: pip wheel of the project, copied to OUT
   fi
   whl="$(ls "$dir"/sparkmaxent-*.whl | head -n 1)"
   mv -f "$whl" "$out"; rm -rf "$dir"
+  # setuptools builds in $ROOT/build/{lib,bdist.*}; a stale copy there of a
+  # since-deleted module would go into the next wheel
+  rm -rf "$ROOT/build/lib" "$ROOT"/build/bdist.*
 }
 
 if [ "$mode" = zip ]; then

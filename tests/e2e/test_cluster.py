@@ -1,9 +1,12 @@
 """scripts/submit.sh end to end, and on a real standalone cluster.
 
-The cluster test starts its own master and worker on 127.0.0.1
-(tests/e2e/cluster.py) and runs the prepare and train jobs on it through
-scripts/submit.sh, each job with its own driver: it does not use the
-session-wide ``spark`` fixture.
+The cluster tests start their own master and worker on 127.0.0.1
+(tests/e2e/cluster.py, one cluster per module) and run jobs on it through
+scripts/submit.sh, each job with its own driver: they do not use the
+session-wide ``spark`` fixture. The prepare+train test takes 75-120 s on this
+2-core machine and is marked slow (run it with ``-m slow`` or ``-m cluster``);
+the package-shipping test (15-40 s with the cluster start) is in the default
+suite.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import random
 import signal
 import subprocess
 import time
+import zipfile
 from typing import Iterator
 
 import pytest
@@ -126,6 +130,23 @@ def test_job_arguments_pass_through_untouched(tmp_path):
     assert os.path.samefile(conf["spark.pyspark.python"], seen["exe"])
 
 
+@pytest.mark.slow  # builds a wheel with pip (an isolated build fetches setuptools)
+def test_wheel_mode_ships_a_wheel(tmp_path):
+    script = tmp_path / "where.py"
+    out = tmp_path / "where.txt"
+    script.write_text("import sparkmaxent\n"
+                      f"open({str(out)!r}, 'w').write(sparkmaxent.__file__)\n")
+    env = submit_env()
+    env["BUILD_DIR"] = str(tmp_path / "build")
+    r = run_submit(["--master", "local[1]", "--py-files-mode", "wheel", str(script)], env=env)
+    assert r.returncode == 0, r.stdout[-4000:]
+    wheel = tmp_path / "build" / "sparkmaxent-wheel.zip"
+    assert out.read_text() == str(wheel / "sparkmaxent" / "__init__.py")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "sparkmaxent/cli.py" in names
+    assert any(n.endswith(".dist-info/WHEEL") for n in names)
+
+
 # ---- on a standalone cluster -----------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -188,7 +209,11 @@ def test_package_is_shipped_to_executors(cluster, tmp_path):
 
 
 @pytest.mark.cluster
+@pytest.mark.slow  # 75-120 s here (two jobs, each with its own driver and executor JVMs)
 def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
+    """jobs/prepare.py then jobs/train.py (Spark backend) through submit.sh on
+    the cluster: a converged model with a finite objective, from two
+    applications the worker ran."""
     started = time.perf_counter()
     text = str(tmp_path / "train.txt")
     write_maxent_text(text)
