@@ -1,0 +1,64 @@
+"""Choosing a backend by name: a small registry, not an if/elif chain.
+
+Registry: ``BACKENDS[kind] -> builder(dataset_dir, spark=..., bias=..., partitions=...)``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from ..data.schema import DatasetInfo
+from .base import Backend
+
+logger = logging.getLogger(__name__)
+
+
+def _local(dataset_dir: str, *, spark=None, bias: bool = False,
+           partitions: int | None = None) -> Backend:
+    """All events read into this process (pyarrow), cut into ``partitions`` blocks."""
+    from ..data.load import read_blocks
+    from .local import LocalBackend
+
+    info = DatasetInfo.load(dataset_dir)
+    blocks = read_blocks(dataset_dir, info, n_blocks=partitions or 1)
+    backend = LocalBackend(blocks, info.space(bias))
+    backend.info = info  # same attribute as SparkBackend.info
+    return backend
+
+
+def _spark(dataset_dir: str, *, spark=None, bias: bool = False,
+           partitions: int | None = None) -> Backend:
+    """Blocks cached on Spark executors; without ``spark``, the active session
+    (or a new one, with the master spark-submit gives)."""
+    from .session import spark_session
+    from .spark import SparkBackend
+
+    if spark is None:
+        spark = spark_session(master=None)
+    return SparkBackend(spark, dataset_dir, bias=bias, partitions=partitions)
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {"local": _local, "spark": _spark}
+
+
+def make_backend(kind: str, dataset_dir: str, *, spark=None, bias: bool = False,
+                 partitions: int | None = None) -> Backend:
+    """A backend of the given kind over a prepared dataset.
+
+    Parameters
+    ----------
+    kind : {"local", "spark"}
+        A key of ``BACKENDS``.
+    dataset_dir : str
+        A prepared dataset (``dataset.json`` and ``events/``).
+    spark : SparkSession or None
+        For "spark"; ignored by "local".
+    bias : bool
+        Whether the model has a per-label bias (multiclass only).
+    partitions : int or None
+        Spark partitions, or number of in-process blocks for "local".
+    """
+    if kind not in BACKENDS:
+        raise ValueError(f"unknown backend {kind!r}: expected one of {sorted(BACKENDS)}")
+    logger.debug("making a %s backend over %s", kind, dataset_dir)
+    return BACKENDS[kind](dataset_dir, spark=spark, bias=bias, partitions=partitions)

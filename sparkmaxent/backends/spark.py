@@ -1,0 +1,368 @@
+"""Spark backend: kernel blocks cached on the executors, one job per pass.
+
+Data flow (DESIGN.md section 2)::
+
+    events Parquet --read--> (repartition) --mapInArrow--> one CSR block per
+    partition (pickled, one row) --.rdd.map(unpickle)--> persisted RDD of blocks
+
+    each pass:  broadcast the task (it carries the weights)
+                -> task(block) on every cached block (pure numpy)
+                -> treeReduce(merge) to the driver
+                -> destroy the broadcast
+
+Why an RDD of blocks rather than a cached DataFrame of events rebuilt into
+blocks every pass: measured on 200k events x 17 nnz (benchmarks/pass_overhead.py),
+rebuilding blocks from the cached DataFrame costs the JVM a row-to-Arrow
+conversion of every event on every pass; the block RDD hands each Python
+worker one pickled block, which unpickles at memory speed. See the module
+``benchmarks/pass_overhead.py`` for the figures.
+
+Tasks cross to the executors with cloudpickle, so tasks defined in a script
+or notebook work as well as library ones. Errors raised by a task on an
+executor reach the driver as pyspark's ``PythonException`` whose message
+holds the executor's Python traceback, original message included; they are
+not wrapped.
+
+Job counting: every pass runs under this backend's Spark job group; the
+backend's job ids are collected after each pass, so ``spark_jobs()`` stays
+exact however many jobs Spark's status store retains. ``count_jobs`` counts
+the jobs of any code (an MLlib fit, a training run) the same way.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel, cloudpickle
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
+from ..kernels import Block
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+# Largest block cut from one partition, in stored non-zeros: keeps a pickled
+# block (about 12 bytes per non-zero) far below the 2 GB limits of Arrow
+# binary arrays and JVM byte arrays.
+MAX_BLOCK_NNZ = 1 << 24
+
+_GROUP_KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+# Job-id sets of the count_jobs calls in progress; passes add their jobs to them.
+_COUNTERS: list[set[int]] = []
+
+
+# ---------------------------------------------------------------- job groups
+
+
+@contextmanager
+def job_group(sc, group_id: str, description: str = "") -> Iterator[None]:
+    """Run the body under Spark job group ``group_id``, then restore the
+    caller's job group (if any) instead of clearing it."""
+    saved = [sc.getLocalProperty(key) for key in _GROUP_KEYS]
+    sc.setJobGroup(group_id, description)
+    try:
+        yield
+    finally:
+        for key, value in zip(_GROUP_KEYS, saved):
+            sc.setLocalProperty(key, value)  # None removes the property
+
+
+def _drain_listener_bus(sc, timeout_ms: int = 10_000) -> None:
+    # Job ids reach the status tracker through the asynchronous listener bus;
+    # waiting for it to empty makes job counts exact (typically < 1 ms).
+    try:
+        sc._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+    except Exception as exc:  # internal API: if it moves, counts may lag
+        logger.debug("could not wait for Spark's listener bus: %s", exc)
+
+
+def _group_job_ids(sc, group_id: str) -> set[int]:
+    _drain_listener_bus(sc)
+    return set(sc.statusTracker().getJobIdsForGroup(group_id))
+
+
+def count_jobs(spark, fn: Callable[[], R]) -> tuple[R, int]:
+    """Run ``fn()`` and count the Spark jobs it started.
+
+    Jobs are counted by a fresh job group, as ``SparkBackend.spark_jobs``
+    counts its own, so an MLlib fit and a sparkmaxent run are counted alike;
+    passes of a SparkBackend run inside ``fn`` are included although they run
+    under the backend's own group.
+
+    Jobs Spark starts from its own threads under their own groups (SQL
+    broadcast exchanges) are not seen, and the status tracker retains at most
+    ``spark.ui.retainedJobs`` (default 1000) jobs of ``fn``'s own calls.
+
+    Returns
+    -------
+    (result of fn, number of jobs)
+    """
+    sc = spark.sparkContext
+    group_id = f"sparkmaxent-count-{uuid.uuid4().hex[:12]}"
+    seen: set[int] = set()
+    _COUNTERS.append(seen)
+    try:
+        with job_group(sc, group_id, "sparkmaxent.count_jobs"):
+            result = fn()
+    finally:
+        _COUNTERS.remove(seen)
+    seen |= _group_job_ids(sc, group_id)
+    return result, len(seen)
+
+
+# ---------------------------------------------------------------- tasks
+
+
+class _Portable:
+    """Pickles the wrapped task with cloudpickle (broadcasts use plain pickle),
+    so tasks defined in ``__main__`` reach the executors; unpickles to the
+    task itself."""
+
+    def __init__(self, task: Any):
+        self.task = task
+
+    def __reduce__(self):
+        return cloudpickle.loads, (cloudpickle.dumps(self.task, protocol=pickle.HIGHEST_PROTOCOL),)
+
+
+def _merge(a, b):
+    return a.merge(b)
+
+
+@dataclass
+class Count:
+    """Mergeable size of the data: the result of the trivial pass."""
+
+    events: int
+    weight: float
+    blocks: int
+
+    def merge(self, other: "Count") -> "Count":
+        return Count(self.events + other.events, self.weight + other.weight,
+                     self.blocks + other.blocks)
+
+
+class CountTask:
+    """A trivial pass: how many events, how much weight, how many blocks.
+
+    Its cost is the fixed cost of a pass (scheduling, shipping blocks to the
+    Python workers), against which kernel passes are measured.
+    """
+
+    def __call__(self, block: Block) -> Count:
+        return Count(int(block.n_events), float(np.sum(block.c)), 1)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_events_frame(spark, dataset_dir: str, info: DatasetInfo):
+    """The events of a prepared dataset as a DataFrame with the columns of
+    ``schema.events_schema(info.shape)``."""
+    # An explicit schema spares a schema-inference job and fixes the types.
+    schema = from_arrow_schema(events_schema(info.shape))
+    return spark.read.schema(schema).parquet(f"{dataset_dir.rstrip('/')}/{EVENTS_DIR}")
+
+
+def partition_blocks(batches: list[pa.RecordBatch], info: DatasetInfo,
+                     max_block_nnz: int = MAX_BLOCK_NNZ) -> list[Block]:
+    """Kernel blocks from one partition's Arrow batches: one block, or a few
+    of consecutive events if it holds more than ``max_block_nnz`` non-zeros;
+    none if it is empty."""
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return []
+    table = pa.Table.from_batches(batches)
+    nnz = pc.sum(pc.list_value_length(table.column("indices"))).as_py() or 0
+    n_parts = max(1, math.ceil(nnz / max_block_nnz))
+    bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(np.int64)
+    return [block_from_arrow(table.slice(lo, hi - lo), info)
+            for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+
+
+def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
+    """The mapInArrow function: a partition's events in, one row per block
+    (column ``block``: the pickled block) out. ``large``: Spark expects
+    large_binary (spark.sql.execution.arrow.useLargeVarTypes)."""
+    arrow_type = pa.large_binary() if large else pa.binary()
+
+    def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for block in partition_blocks(list(batches), info, max_block_nnz):
+            data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+            yield pa.RecordBatch.from_arrays([pa.array([data], type=arrow_type)],
+                                             names=["block"])
+
+    return build
+
+
+def _unpickle_row(row) -> Block:
+    return pickle.loads(row[0])
+
+
+def _block_size(block: Block) -> Count:
+    return CountTask()(block)
+
+
+# ---------------------------------------------------------------- backend
+
+
+class SparkBackend:
+    """Runs tasks over kernel blocks cached on Spark executors.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    dataset_dir : str
+        A prepared dataset (``dataset.json`` and ``events/``).
+    info : DatasetInfo or None
+        Its description; read from ``dataset.json`` when None.
+    bias : bool
+        Whether the model has a per-label bias (multiclass only).
+    partitions : int or None
+        Repartition the events into this many partitions (one shuffle, at
+        construction); None keeps the partitions of the Parquet scan.
+    name : str or None
+        Names the cached RDD and the job group; a unique one by default.
+    storage_level : str
+        A ``pyspark.StorageLevel`` name for the block cache. With
+        MEMORY_ONLY an evicted partition is rebuilt from Parquet.
+    depth : int
+        Depth of the tree reduction.
+
+    Attributes
+    ----------
+    info : DatasetInfo
+    space : Space
+    passes : int
+        Passes run so far, failed ones included (construction is not a pass).
+    n_events, n_blocks : int
+        Events and blocks in the cache.
+    weight : float
+        Total event weight.
+    job_group : str
+        The Spark job group of this backend's jobs (construction and passes).
+    rdd : pyspark.RDD of Block
+        The cached blocks; None once closed.
+    """
+
+    def __init__(self, spark, dataset_dir: str, info: DatasetInfo | None = None, *,
+                 bias: bool = False, partitions: int | None = None, name: str | None = None,
+                 storage_level: str = "MEMORY_ONLY", depth: int = 2,
+                 max_block_nnz: int = MAX_BLOCK_NNZ):
+        if partitions is not None and partitions < 1:
+            raise ValueError(f"expected partitions >= 1 or None, got {partitions}")
+        if depth < 1:
+            raise ValueError(f"expected depth >= 1, got {depth}")
+        level = getattr(StorageLevel, storage_level, None)
+        if not isinstance(level, StorageLevel):
+            known = sorted(k for k, v in vars(StorageLevel).items() if isinstance(v, StorageLevel))
+            raise ValueError(f"expected a StorageLevel name in {known}, got {storage_level!r}")
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.dataset_dir = dataset_dir
+        self.info = info if info is not None else DatasetInfo.load(dataset_dir)
+        self.space = self.info.space(bias)
+        self.name = name or f"sparkmaxent-{uuid.uuid4().hex[:8]}"
+        # unique even when two backends share a name
+        self.job_group = f"{self.name}-{uuid.uuid4().hex[:12]}"
+        self.depth = depth
+        self.passes = 0
+        self.live_broadcasts = 0
+        self._job_ids: set[int] = set()
+        self.rdd = None
+
+        t0 = time.perf_counter()
+        with job_group(self.sc, self.job_group, f"{self.name}: cache blocks"):
+            frame = read_events_frame(spark, dataset_dir, self.info)
+            if partitions is not None:
+                frame = frame.repartition(partitions)
+            large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+            build = _pickled_blocks(self.info, max_block_nnz, large.lower() == "true")
+            rdd = frame.mapInArrow(build, "block binary").rdd.map(_unpickle_row)
+            rdd.setName(f"{self.name} blocks of {dataset_dir}")
+            rdd.persist(level)
+            self.rdd = rdd
+            try:
+                # fills the cache now, so that pass timings are clean
+                size = rdd.map(_block_size).treeAggregate(Count(0, 0.0, 0), _merge, _merge, depth)
+            except BaseException:
+                self.close()
+                raise
+        self._settle_jobs()
+        if size.events == 0:
+            self.close()
+            raise ValueError(f"{dataset_dir}: the dataset has no events")
+        self.n_events, self.n_blocks, self.weight = size.events, size.blocks, size.weight
+        self.partitions = rdd.getNumPartitions()
+        logger.info("%s: cached %d events in %d blocks over %d partitions in %.1f s",
+                    self.name, self.n_events, self.n_blocks, self.partitions,
+                    time.perf_counter() - t0)
+
+    def run(self, task: Callable[[Block], R]) -> R:
+        """Apply ``task`` to every cached block and merge the results: one
+        pass, one Spark job (plus shuffle stages of the tree for many
+        partitions).
+
+        Parameters
+        ----------
+        task : callable Block -> mergeable result
+            Picklable with cloudpickle; it is broadcast once per pass.
+        """
+        if self.rdd is None:
+            raise RuntimeError(f"{self.name} is closed: expected an open backend")
+        self.passes += 1
+        t0 = time.perf_counter()
+        bc = self.sc.broadcast(_Portable(task))
+        self.live_broadcasts += 1
+        try:
+            with job_group(self.sc, self.job_group,
+                           f"{self.name}: pass {self.passes} ({type(task).__name__})"):
+                result = self.rdd.map(lambda block: bc.value(block)).treeReduce(_merge, self.depth)
+        finally:
+            bc.destroy()
+            self.live_broadcasts -= 1
+            self._settle_jobs()
+        logger.debug("%s: pass %d (%s) in %.3f s", self.name, self.passes,
+                     type(task).__name__, time.perf_counter() - t0)
+        return result
+
+    def spark_jobs(self) -> int:
+        """Spark jobs run by this backend so far: the one filling the cache
+        plus those of every pass."""
+        self._settle_jobs()
+        return len(self._job_ids)
+
+    def _settle_jobs(self) -> None:
+        new = _group_job_ids(self.sc, self.job_group) - self._job_ids
+        self._job_ids |= new
+        for counter in _COUNTERS:
+            counter |= new
+
+    def close(self) -> None:
+        """Unpersist the cached blocks; later passes fail. Idempotent."""
+        if self.rdd is not None:
+            self.rdd.unpersist()
+            logger.debug("%s: unpersisted RDD %d", self.name, self.rdd.id())
+            self.rdd = None
+
+    def __enter__(self) -> "SparkBackend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.rdd is None else f"{self.n_events} events"
+        return f"SparkBackend({self.name!r}, {self.dataset_dir!r}, {state}, passes={self.passes})"

@@ -1,0 +1,264 @@
+"""SparkBackend against LocalBackend on small prepared datasets, and the
+backend's bookkeeping: passes, jobs, broadcasts, cache, errors."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.backends.factory import make_backend
+from sparkmaxent.backends.spark import Count, CountTask, SparkBackend, count_jobs
+from sparkmaxent.data.load import block_to_arrow, read_blocks, read_events_table, write_events
+from sparkmaxent.data.schema import DatasetInfo
+from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, LossGradTask, MomentsTask,
+                                 MulticlassBlock, Weights)
+from sparkmaxent.kernels.blocks import concat_blocks
+from sparkmaxent.optim import Objective
+
+from ..unit.helpers import random_candidates, random_multiclass
+
+RTOL = 1e-9
+
+
+def _write(directory, block, shape, n_files):
+    if shape == MULTICLASS:
+        info = DatasetInfo(MULTICLASS, block.n_predicates, [f"y{k}" for k in range(block.n_labels)])
+    else:
+        info = DatasetInfo(CANDIDATES, block.n_predicates)
+    return write_events(block, str(directory), info, n_files=n_files)
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    """One small prepared dataset per event shape, over several files."""
+    rng = np.random.default_rng(11)
+    blocks = {MULTICLASS: random_multiclass(rng, m=150, P=14, K=4),
+              CANDIDATES: random_candidates(rng, m=70, D=11)}
+    out = {}
+    for shape, block in blocks.items():
+        d = tmp_path_factory.mktemp(shape)
+        out[shape] = (str(d), _write(d, block, shape, n_files=3), block)
+    return out
+
+
+@pytest.fixture
+def multiclass_backend(spark, datasets):
+    directory, info, _ = datasets[MULTICLASS]
+    with SparkBackend(spark, directory, info, partitions=2, name="test-mc") as backend:
+        yield backend
+
+
+def assert_same(a, b, what):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    scale = max(np.max(np.abs(b), initial=0.0), 1e-300)
+    np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * scale, err_msg=what)
+
+
+# ---------------------------------------------------------------- data/load (no Spark)
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+def test_written_events_read_back_as_the_same_blocks(datasets, shape):
+    directory, info, block = datasets[shape]
+    assert read_events_table(directory).num_rows == block.n_events == info.n_events
+    assert info.total_weight == pytest.approx(block.c.sum())
+    blocks = read_blocks(directory, n_blocks=4)
+    assert len(blocks) == 4
+    again = concat_blocks(blocks)
+    assert (again.c == block.c).all()
+    if shape == MULTICLASS:
+        assert (again.X != block.X).nnz == 0 and (again.y == block.y).all()
+    else:
+        assert (again.F != block.F).nnz == 0
+        assert (again.event_ptr == block.event_ptr).all() and (again.correct == block.correct).all()
+    cap = block.n_events // 5 - 1  # just too small for 5 blocks
+    capped = read_blocks(directory, n_blocks=1, max_events_per_block=cap)
+    assert len(capped) == 6 and max(b.n_events for b in capped) <= cap
+    assert sum(b.n_events for b in capped) == block.n_events
+    assert block_to_arrow(block, event_id_start=10).column("event_id")[0].as_py() == 10
+
+
+def test_write_events_rejects_an_info_that_does_not_fit(tmp_path):
+    block = random_multiclass(np.random.default_rng(0), m=5, P=6, K=3)
+    with pytest.raises(ValueError, match="expected info.n_features == 6"):
+        write_events(block, str(tmp_path), DatasetInfo(MULTICLASS, 7, ["a", "b", "c"]))
+    with pytest.raises(ValueError, match="expected 3 labels"):
+        write_events(block, str(tmp_path), DatasetInfo(MULTICLASS, 6, ["a", "b"]))
+
+
+# ---------------------------------------------------------------- same sums as local
+
+
+def _compare(spark_backend, local_backend, space, rng, all_pairs=True):
+    """Moments, then objective and gradient from both backends: over all
+    features and over an active set, with and without scaling (all four
+    pairs, or two that between them cover each option)."""
+    ms, ml = spark_backend.run(MomentsTask()), local_backend.run(MomentsTask())
+    assert ms.weight == pytest.approx(ml.weight, rel=RTOL)
+    for field in ("total", "total_sq", "count"):
+        assert_same(getattr(ms, field), getattr(ml, field), field)
+    ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
+    pairs = ([(None, None), (None, ids), (ml.scaling(), None), (ml.scaling(), ids)] if all_pairs
+             else [(None, None), (ml.scaling(), ids)])
+    for scaling, active in pairs:
+        n = space.n_features if active is None else len(active)
+        theta = rng.normal(scale=0.5, size=n + space.n_bias)
+        fs, gs = Objective(spark_backend, active, l2=0.1, scaling=scaling)(theta)
+        fl, gl = Objective(local_backend, active, l2=0.1, scaling=scaling)(theta)
+        assert fs == pytest.approx(fl, rel=RTOL)
+        assert_same(gs, gl, f"gradient (scaling={scaling is not None}, "
+                            f"active={active is not None})")
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 7])
+@pytest.mark.parametrize("shape,bias", [(MULTICLASS, False), (MULTICLASS, True),
+                                        (CANDIDATES, False)])
+def test_same_objective_and_gradient_as_local(spark, datasets, shape, bias, partitions):
+    directory, info, block = datasets[shape]
+    local = LocalBackend(read_blocks(directory, info), info.space(bias))
+    with SparkBackend(spark, directory, bias=bias, partitions=partitions) as backend:
+        assert backend.space == local.space
+        assert backend.n_events == block.n_events
+        assert backend.weight == pytest.approx(block.c.sum(), rel=1e-12)
+        assert backend.partitions == partitions
+        assert backend.n_blocks == partitions  # every partition holds events here
+        _compare(backend, local, backend.space, np.random.default_rng(partitions),
+                 all_pairs=partitions == 2)
+
+
+def test_partitions_cut_into_several_blocks_give_the_same_sums(spark, datasets):
+    directory, info, block = datasets[CANDIDATES]
+    local = LocalBackend(read_blocks(directory, info), info.space())
+    # about 4 candidates x 4.4 features per event: ~18 nnz, so ~3 events per block
+    with SparkBackend(spark, directory, info, partitions=2, max_block_nnz=50) as backend:
+        assert backend.n_blocks > 10
+        count = backend.run(CountTask())
+        assert count == Count(block.n_events, pytest.approx(block.c.sum()), backend.n_blocks)
+        _compare(backend, local, backend.space, np.random.default_rng(5))
+
+
+def test_the_parquet_partitions_are_kept_without_repartition(spark, datasets):
+    directory, info, block = datasets[MULTICLASS]
+    with SparkBackend(spark, directory) as backend:
+        assert backend.info == info
+        assert backend.run(CountTask()).events == block.n_events
+        assert backend.passes == 1
+
+
+# ---------------------------------------------------------------- bookkeeping
+
+
+def test_passes_and_spark_jobs_are_counted(spark, datasets):
+    sc = spark.sparkContext
+    directory, info, _ = datasets[MULTICLASS]
+    # 7 partitions: the tree reduction has a shuffle level, still one job
+    with SparkBackend(spark, directory, info, partitions=7) as backend:
+        at_start = backend.spark_jobs()
+        assert at_start >= 1  # filling the cache
+        for _ in range(3):
+            backend.run(CountTask())
+        assert backend.passes == 3
+        assert backend.spark_jobs() == at_start + 3
+        sc.setJobGroup("caller-group", "outer")
+        try:
+            (result, n_jobs) = count_jobs(spark, lambda: (backend.run(CountTask()),
+                                                          sc.parallelize(range(4), 2).count()))
+            # the caller's job group is restored after a pass and after count_jobs
+            assert sc.getLocalProperty("spark.jobGroup.id") == "caller-group"
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert result[1] == 4
+        assert n_jobs == 2  # one pass, one count
+        assert backend.passes == 4 and backend.spark_jobs() == at_start + 4
+    _, none = count_jobs(spark, lambda: 42)
+    assert none == 0
+
+
+def test_broadcasts_are_destroyed_after_every_pass(spark, multiclass_backend, monkeypatch):
+    sc = spark.sparkContext
+    made = []
+    original = sc.broadcast
+
+    def recording_broadcast(value):
+        bc = original(value)
+        made.append(bc)
+        return bc
+
+    monkeypatch.setattr(sc, "broadcast", recording_broadcast)
+    space = multiclass_backend.space
+    multiclass_backend.run(LossGradTask(space, Weights.zeros(space)))
+    multiclass_backend.run(CountTask())
+    assert len(made) == 2
+    for bc in made:
+        assert not bc._jbroadcast.isValid()  # destroyed on the JVM side
+        assert not os.path.exists(bc._path)  # and its driver-side file removed
+    assert multiclass_backend.live_broadcasts == 0
+
+
+def test_close_unpersists_the_cache(spark, datasets):
+    persistent = spark.sparkContext._jsc.getPersistentRDDs
+    directory, info, _ = datasets[MULTICLASS]
+    backend = SparkBackend(spark, directory, info, partitions=2, name="to-close")
+    rdd_id = backend.rdd.id()
+    assert rdd_id in persistent()
+    assert backend.rdd.name().startswith("to-close")
+    with backend:
+        pass
+    assert rdd_id not in persistent()
+    backend.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        backend.run(CountTask())
+
+
+def test_an_error_in_a_task_reaches_the_driver(spark, tmp_path, monkeypatch):
+    sc = spark.sparkContext
+    block = random_multiclass(np.random.default_rng(3), m=30, P=5, K=3)
+    y = block.y.copy()
+    y[17] = -1  # a label unseen in training: the kernel refuses to train on it
+    bad = MulticlassBlock(X=block.X, y=y, c=block.c, n_labels=3)
+    info = _write(tmp_path, bad, MULTICLASS, n_files=1)
+    made = []
+    original = sc.broadcast
+    monkeypatch.setattr(sc, "broadcast", lambda v: made.append(original(v)) or made[-1])
+    with SparkBackend(spark, str(tmp_path), info, partitions=2) as backend:
+        space = backend.space
+        with pytest.raises(Exception, match="cannot train on events whose label was not seen"):
+            backend.run(LossGradTask(space, Weights.zeros(space)))
+        assert backend.passes == 1 and backend.live_broadcasts == 0
+        assert not made[-1]._jbroadcast.isValid()
+        assert sc.getLocalProperty("spark.jobGroup.id") is None
+        assert backend.run(CountTask()).events == 30  # the backend still works
+
+
+def test_an_empty_dataset_is_refused_and_leaves_no_cache(spark, tmp_path):
+    persistent = spark.sparkContext._jsc.getPersistentRDDs
+    before = set(persistent().keys())
+    empty = random_multiclass(np.random.default_rng(0), m=0, P=4, K=2)
+    info = _write(tmp_path, empty, MULTICLASS, n_files=1)
+    with pytest.raises(ValueError, match="has no events"):
+        SparkBackend(spark, str(tmp_path), info)
+    assert set(persistent().keys()) == before
+
+
+# ---------------------------------------------------------------- factory
+
+
+def test_factory_makes_both_backends_with_the_same_objective(spark, datasets):
+    directory, info, _ = datasets[MULTICLASS]
+    local = make_backend("local", directory, bias=True, partitions=3)
+    assert isinstance(local, LocalBackend) and len(local.blocks) == 3
+    assert local.info == info
+    remote = make_backend("spark", directory, spark=spark, bias=True, partitions=2)
+    try:
+        assert isinstance(remote, SparkBackend) and remote.space == local.space
+        theta = np.random.default_rng(0).normal(size=local.space.n_params)
+        fs, gs = Objective(remote, None)(theta)
+        fl, gl = Objective(local, None)(theta)
+        assert fs == pytest.approx(fl, rel=RTOL)
+        assert_same(gs, gl, "gradient")
+    finally:
+        remote.close()
+    with pytest.raises(ValueError, match=r"unknown backend 'dask': expected one of \['local', 'spark'\]"):
+        make_backend("dask", directory)
