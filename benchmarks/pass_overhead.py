@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import statistics
 import sys
 import tempfile
@@ -184,12 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             bare = backend.bare
         else:
             raise ValueError(f"expected designs among blocks,frame; got {design!r}")
-        figures = {"construct_s": time.perf_counter() - t0}
+        figures = {"construct_s": time.perf_counter() - t0, "load_before": os.getloadavg()[0]}
         fns = {"tiny": tiny.count, "bare": bare}
         fns.update({key: (lambda task=task: backend.run(task)) for key, task in tasks.items()})
         for key, times in timed_interleaved(fns, args.repeats).items():
             figures[f"{key}_s"] = statistics.median(times)
             figures[f"{key}_all_s"] = times
+        figures["load_after"] = os.getloadavg()[0]  # other processes share the cores
         figures["ratio_active_to_trivial"] = figures["active_s"] / figures["trivial_s"]
         figures["ratio_active_to_bare"] = figures["active_s"] / figures["bare_s"]
         figures["ratio_full_to_trivial"] = figures["full_s"] / figures["trivial_s"]
@@ -198,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         logger.info("%s: %s", design, {k: round(v, 3) for k, v in figures.items()
                                        if not isinstance(v, list)})
     spark.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
     text = json.dumps(report, indent=2)
     if args.out:
         with open(args.out, "w") as f:

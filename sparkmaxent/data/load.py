@@ -153,7 +153,8 @@ def block_to_arrow(block: Block, event_id_start: int = 0) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=events_schema(shape))
 
 
-def write_events(block: Block, dataset_dir: str, info: DatasetInfo, n_files: int = 1) -> DatasetInfo:
+def write_events(block: Block, dataset_dir: str, info: DatasetInfo,
+                 n_files: int = 1) -> DatasetInfo:
     """Write ``block`` as a prepared dataset: ``n_files`` Parquet files of
     consecutive events under ``<dataset_dir>/events`` and ``dataset.json``.
 
