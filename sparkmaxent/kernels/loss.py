@@ -26,18 +26,26 @@ def _dense(A) -> np.ndarray:
     return A.toarray() if sp.issparse(A) else np.asarray(A)
 
 
+def _linear_scores(X, W, bias: np.ndarray | None, mean: np.ndarray | None,
+                   inv_scale: np.ndarray | None) -> np.ndarray:
+    """S = ((X - mean) * inv_scale) @ W + bias without densifying X: the
+    centering term is one row vector subtracted from every event."""
+    if inv_scale is not None:
+        W = W.multiply(inv_scale[:, None]).tocsr() if sp.issparse(W) else W * inv_scale[:, None]
+    S = _dense(X @ W)
+    if mean is not None:
+        S -= _dense(sp.csr_matrix(mean[None, :]) @ W).ravel() if sp.issparse(W) else mean @ W
+    if bias is not None:
+        S += bias[None, :]
+    return S
+
+
 def multiclass_scores(block: MulticlassBlock, space: Space, weights: Weights,
                       scaling: Scaling | None = None) -> np.ndarray:
     """Scores S[i, k] = w . f(x_i, k) + b_k, shape (m, K)."""
-    W = weights.matrix(space, scaling)
-    S = _dense(block.X @ W)
-    if scaling is not None:
-        # implicit centering: subtract sum_p mean_p * inv_scale_p * W_pk per label
-        S -= _dense(sp.csr_matrix(scaling.mean[None, :]) @ W).ravel() if sp.issparse(W) \
-            else scaling.mean @ W
-    if weights.bias is not None:
-        S += weights.bias[None, :]
-    return S
+    return _linear_scores(block.X, weights.matrix(space), weights.bias,
+                          None if scaling is None else scaling.mean,
+                          None if scaling is None else scaling.inv_scale)
 
 
 def candidate_scores(block: CandidateBlock, space: Space, weights: Weights,
@@ -101,8 +109,24 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
                           scaling: Scaling | None, grad_ids: np.ndarray | None) -> LossGrad:
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
-    m, rows = block.n_events, np.arange(block.n_events)
-    S = multiclass_scores(block, space, weights, scaling)
+    K, rows = space.n_labels, np.arange(block.n_events)
+    mean = None if scaling is None else scaling.mean
+    inv = None if scaling is None else scaling.inv_scale
+    X, g_rows = block.X, None
+    if weights.ids is not None and grad_ids is not None:
+        # active-set pass: slice the predicates in play once, for scores and gradient
+        n_w = len(weights.ids)
+        preds, inverse = np.unique(np.concatenate([weights.ids // K, np.asarray(grad_ids) // K]),
+                                   return_inverse=True)
+        X = block.X[:, preds]
+        W = np.zeros((len(preds), K))
+        W[inverse[:n_w], weights.ids % K] = weights.values
+        g_rows = inverse[n_w:]
+        if scaling is not None:
+            mean, inv = mean[preds], inv[preds]
+    else:
+        W = weights.matrix(space)
+    S = _linear_scores(X, W, weights.bias, mean, inv)
     lse, R = row_softmax(S)
     loss = float(block.c @ (lse - S[rows, block.y]))
     correct = float(block.c @ (S.argmax(axis=1) == block.y))
@@ -110,17 +134,15 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
     R *= block.c[:, None]
     R[rows, block.y] -= block.c
     r_sum = R.sum(axis=0)
-    if grad_ids is None:
-        preds = None
-        G = _dense(block.X.T @ R)  # (P, K)
-    else:
-        preds, inverse = np.unique(np.asarray(grad_ids) // space.n_labels, return_inverse=True)
-        G = _dense(block.X[:, preds].T @ R)  # (len(preds), K)
+    if grad_ids is not None and g_rows is None:  # dense weights, gradient on a subset
+        preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
+        X = block.X[:, preds]
+        if scaling is not None:
+            mean, inv = mean[preds], inv[preds]
+    G = _dense(X.T @ R)  # (predicates in X, K)
     if scaling is not None:
-        inv = scaling.inv_scale if preds is None else scaling.inv_scale[preds]
-        mu = scaling.mean if preds is None else scaling.mean[preds]
-        G = inv[:, None] * (G - mu[:, None] * r_sum[None, :])
-    grad = G.ravel() if grad_ids is None else G[inverse, np.asarray(grad_ids) % space.n_labels]
+        G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
+    grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]
     return LossGrad(loss, float(block.c.sum()), correct, grad,
                     r_sum if space.bias else None)
 

@@ -139,17 +139,15 @@ class Weights:
     def nnz(self) -> int:
         return int(np.count_nonzero(self.values))
 
-    def matrix(self, space: Space, scaling: Scaling | None = None):
-        """The weights as a (n_predicates, n_labels) matrix, scaled by
-        ``inv_scale`` if given: dense when filled enough, else CSR."""
+    def matrix(self, space: Space):
+        """The weights as a (n_predicates, n_labels) matrix: dense when
+        filled enough, else CSR."""
         shape = (space.n_predicates, space.n_labels)
         if self.ids is None:
-            W = self.values.reshape(shape)
-            return W if scaling is None else W * scaling.inv_scale[:, None]
+            return self.values.reshape(shape)
         p, k = space.split(self.ids)
-        v = self.values if scaling is None else self.values * scaling.inv_scale[p]
         if len(self.ids) >= DENSE_FILL * space.n_features:
             W = np.zeros(shape)
-            W[p, k] = v
+            W[p, k] = self.values
             return W
-        return sp.csr_matrix((v, (p, k)), shape=shape)
+        return sp.csr_matrix((self.values, (p, k)), shape=shape)
