@@ -24,7 +24,7 @@ processes falls on all alike. Also reported: the in-process kernel time of
 
 Usage::
 
-    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python benchmarks/pass_overhead.py \\
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.pass_overhead \\
         --events 200000 --predicates 100000 --nnz 17 --labels 22 --partitions 2
 """
 from __future__ import annotations
@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
 
+from benchmarks.common import timed_interleaved
 from sparkmaxent.backends import merge_all
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.backends.spark import (CountTask, SparkBackend, _Portable, job_group,
@@ -119,20 +120,6 @@ def timed(fn, repeats: int) -> tuple[float, list[float]]:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times
-
-
-def timed_interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
-    """Wall times of each function, taking turns, so that load from other
-    processes on the machine falls on all of them alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    times: dict[str, list[float]] = {key: [] for key in fns}
-    for _ in range(repeats):
-        for key, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - t0)
-    return times
 
 
 def main(argv: list[str] | None = None) -> int:

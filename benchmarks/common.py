@@ -1,0 +1,81 @@
+"""Shared by the benchmarks: where the corpora are, machine facts, timing,
+and the result file format (command, date, machine, rows, extras)."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+SHARED_DATA = os.path.abspath(os.path.join(ROOT, "..", "shared", "data"))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+
+
+def shared_corpus(*parts: str, data_dir: str = SHARED_DATA) -> str:
+    """Path of a file of ../shared/data; exits with a clear message if absent."""
+    path = os.path.join(data_dir, *parts)
+    if not os.path.exists(path):
+        sys.exit(f"corpus not found: {path} (benchmarks read ../shared/data; "
+                 "pass --data to point elsewhere)")
+    return path
+
+
+def machine() -> dict:
+    mem_kb = 0
+    try:
+        with open("/proc/meminfo") as f:
+            mem_kb = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+    except (OSError, StopIteration, ValueError):
+        pass
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "load_average_at_end": [round(x, 2) for x in load] if load else None}
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+
+
+def write_result(path: str, rows: list[dict], **extra) -> dict:
+    """Write ``{command, date, machine, rows, **extra}`` as JSON and return it."""
+    result = {"command": command_line(),
+              "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              "machine": machine(), "rows": rows, **extra}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+    os.replace(tmp, path)
+    return result
+
+
+def timed_interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
+    """Wall times of each function, taking turns, so that load from other
+    processes on the machine falls on all of them alike."""
+    for fn in fns.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {key: [] for key in fns}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - t0)
+    return times
+
+
+def print_table(rows: list[dict], keys: list[str]) -> None:
+    """Rows side by side on stdout (benchmarks print their figures)."""
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.8g}"
+        return str(v)
+    cells = [[fmt(r.get(k, "")) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
+    for c in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
