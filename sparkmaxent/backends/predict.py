@@ -10,6 +10,7 @@ from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
 from ..kernels import MULTICLASS
 from ..model import MaxentModel
 
+# label: the gold label (also one unseen in training); predicted: the model's
 MULTICLASS_OUTPUT = pa.schema([
     ("event_id", pa.int64()), ("group", pa.int64()), ("label", pa.string()),
     ("predicted", pa.string()), ("probability", pa.float64()),
@@ -35,7 +36,9 @@ def check_compatible(model: MaxentModel, info: DatasetInfo, where: str) -> None:
 
 
 def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
-    labels = np.asarray(model.labels + [None], dtype=object)
+    labels = np.asarray(model.labels, dtype=object)
+    # gold label strings by index, unseen labels (negative indices) included
+    gold_names = np.asarray(list(model.labels) + list(reversed(info.unseen_labels)), dtype=object)
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -46,7 +49,7 @@ def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
             pred, P = model.predict(block)
             K = P.shape[1]
             yield pa.RecordBatch.from_arrays([
-                ids, groups, pa.array(labels[np.where(block.y >= 0, block.y, len(model.labels))]),
+                ids, groups, pa.array(gold_names[block.y]),
                 pa.array(labels[pred]), pa.array(P[np.arange(len(pred)), pred]),
                 pa.ListArray.from_arrays(pa.array(np.arange(0, P.size + 1, K, dtype=np.int32)),
                                          pa.array(P.ravel())),

@@ -502,8 +502,9 @@ def prepare(spark, inputs: list[str], out_dir: str, fmt: str, *,
         for test/prediction data so every event keeps its own row.
     vocabulary : str, optional
         A prepared training dataset whose feature dictionary and labels are
-        reused; unseen features are dropped and counted, unseen labels get
-        index -1 and are counted.
+        reused; unseen features are dropped and counted, unseen labels are
+        counted and listed in DatasetInfo.unseen_labels, event label -(j + 1)
+        for the j-th of them, so their names survive for evaluation.
     partitions : int, optional
         Number of event files (default: ``spark.sparkContext.defaultParallelism``).
     quarantine : bool
@@ -735,8 +736,10 @@ def _build(spark, src: _Source, raw, tmp: str, *, cutoff: int, merge_duplicates:
         else:
             known = F.array(*[F.lit(x) for x in vocab_info.labels]) if vocab_info.labels \
                 else F.array().cast("array<string>")
-            aggs.append(F.sum((is_event & ~F.array_contains(known, F.col("label")))
-                              .cast("long")).alias("unknown_labels"))
+            unseen = is_event & ~F.array_contains(known, F.col("label"))
+            aggs.append(F.sum(unseen.cast("long")).alias("unknown_labels"))
+            aggs.append(F.array_sort(F.collect_set(F.when(unseen, F.col("label"))))
+                        .alias("unseen_labels"))
     elif training:
         no_correct = is_event & ~F.exists("correct", lambda x: x)
         aggs.append(F.min(F.when(no_correct, F.struct("file_index", "line", "event_id",
@@ -772,7 +775,7 @@ def _build(spark, src: _Source, raw, tmp: str, *, cutoff: int, merge_duplicates:
                          f"event weight >= 0, got {bw['weight']}")
 
     # Labels.
-    unknown_labels = 0
+    unknown_labels, unseen_labels = 0, []
     if shape == MULTICLASS:
         if vocab_info is None:
             labels = list(stats["labels"])
@@ -783,6 +786,7 @@ def _build(spark, src: _Source, raw, tmp: str, *, cutoff: int, merge_duplicates:
         else:
             labels = list(vocab_info.labels)
             unknown_labels = int(stats["unknown_labels"] or 0)
+            unseen_labels = list(stats["unseen_labels"] or [])
     else:
         labels = []
         nc = stats["no_correct"] if training else None
@@ -826,8 +830,12 @@ def _build(spark, src: _Source, raw, tmp: str, *, cutoff: int, merge_duplicates:
     # Event columns ride along (first()) so no join back to the events is
     # needed; explode_outer keeps events without features.
     if shape == MULTICLASS:
-        label_index = (F.array_position(F.array(*[F.lit(x) for x in labels]), F.col("label"))
-                       .cast("int") - 1) if labels else F.lit(-1).cast("int")
+        # known label: its index; unseen label j (of DatasetInfo.unseen_labels): -(j + 1)
+        def position(names):
+            return (F.array_position(F.array(*[F.lit(x) for x in names]), F.col("label"))
+                    .cast("int") if names else F.lit(0))
+        label_index = F.when(position(labels) > 0, position(labels) - 1).otherwise(
+            -position(unseen_labels)).cast("int")
         head, zipped = [label_index.alias("label")], F.arrays_zip("features", "values")
         entry = ["id", "value"]
     else:
@@ -872,7 +880,7 @@ def _build(spark, src: _Source, raw, tmp: str, *, cutoff: int, merge_duplicates:
         total_weight=float(stats["total_weight"]), source=dict(src.source),
         cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
         quarantined=quarantined, unknown_features=int(unknown_features),
-        unknown_labels=unknown_labels)
+        unknown_labels=unknown_labels, unseen_labels=unseen_labels)
     info.source.update({"merge_duplicates": merge_duplicates, "vocabulary": vocabulary,
                         "partitions": n_parts})
     info.save(tmp)

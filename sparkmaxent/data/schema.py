@@ -9,7 +9,9 @@ Layout::
 
 Event columns, by shape:
 
-    multiclass  label int32 (index into DatasetInfo.labels; -1 = unseen label),
+    multiclass  label int32 (index into DatasetInfo.labels; a negative label
+                -(j + 1) is DatasetInfo.unseen_labels[j], a label the training
+                dictionary lacks),
                 weight double, indices array<int32>, values array<double>,
                 event_id int64, group int64
     candidates  weight double, correct array<bool> (one per candidate),
@@ -70,7 +72,12 @@ class DatasetInfo:
     quarantined: int = 0
     unknown_features: int = 0
     unknown_labels: int = 0
+    unseen_labels: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
+
+    def label_name(self, index: int) -> str:
+        """Label string of an event label index (negative: an unseen label)."""
+        return self.labels[index] if index >= 0 else self.unseen_labels[-index - 1]
 
     def space(self, bias: bool = False) -> Space:
         if self.shape == MULTICLASS:

@@ -57,7 +57,7 @@ def test_predict_text_with_unseen_features_and_labels(spark, run_dir, tmp_path):
     assert predict_main(["--model", str(run_dir / "model"), "--input", str(text),
                          "--format", "maxent", "--output", str(out)]) == 0
     t = pq.read_table(out).sort_by("event_id").to_pydict()
-    assert t["label"] == ["L0", None, "L1"]
+    assert t["label"] == ["L0", "ZZZ", "L1"]  # the unseen gold label keeps its name
     for probs, p in zip(t["probabilities"], t["probability"]):
         assert sum(probs) == pytest.approx(1.0)
         assert max(probs) == pytest.approx(p)

@@ -130,13 +130,14 @@ def test_cutoff_keeps_emptied_events_and_overwrites(spark, corpus):
 
 def test_vocabulary_reuse_counts_unknowns_and_keeps_order(spark, train_dir, tmp_path):
     train, train_info = train_dir
-    test = write(tmp_path / "test.txt", "A x y:2 x\nD x new\nB new other z\nA x y:2 x\n")
+    test = write(tmp_path / "test.txt", "A x y:2 x\nD x new\nB new other z\nA x y:2 x\nE x\n")
     out = str(tmp_path / "test")
     info = prepare(spark, [test], out, "maxent", vocabulary=train, merge_duplicates=False,
                    partitions=3)
     assert info.labels == train_info.labels and info.n_features == train_info.n_features
     assert features(out) == features(train)
-    assert (info.unknown_features, info.unknown_labels) == (3, 1)
+    assert (info.unknown_features, info.unknown_labels) == (3, 2)
+    assert info.unseen_labels == ["D", "E"]  # unseen label j is stored as -(j + 1)
     assert info.source["vocabulary"] == train
     assert rows(out) == [
         {"label": 0, "weight": 1.0, "indices": [2, 3], "values": [2.0, 2.0],
@@ -145,7 +146,9 @@ def test_vocabulary_reuse_counts_unknowns_and_keeps_order(spark, train_dir, tmp_
         {"label": 1, "weight": 1.0, "indices": [4], "values": [1.0], "event_id": 2, "group": 2},
         {"label": 0, "weight": 1.0, "indices": [2, 3], "values": [2.0, 2.0],
          "event_id": 3, "group": 3},
+        {"label": -2, "weight": 1.0, "indices": [2], "values": [1.0], "event_id": 4, "group": 4},
     ]
+    assert [info.label_name(i) for i in (0, -1, -2)] == ["A", "D", "E"]
 
 
 # ---------------------------------------------------------------- bad input
