@@ -42,7 +42,7 @@ from benchmarks.common import (RESULTS, SHARED_DATA, print_table, shared_corpus,
                                timed_interleaved, write_result)
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.session import spark_session
-from sparkmaxent.backends.spark import CountTask, SparkBackend, count_jobs
+from sparkmaxent.backends.spark import SparkBackend, count_jobs
 from sparkmaxent.cli import evaluate_model, train_model
 from sparkmaxent.config import TrainConfig, config_from_dict
 from sparkmaxent.data.load import read_blocks
@@ -50,6 +50,7 @@ from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import LossGradTask, Weights
 from sparkmaxent.kernels.blocks import concat_blocks
+from sparkmaxent.kernels.stats import CountTask
 from sparkmaxent.model import MaxentModel, feature_names_for
 from sparkmaxent.optim import Objective
 from sparkmaxent.train import evaluate, train

@@ -47,11 +47,12 @@ import scipy.sparse as sp
 from benchmarks.common import timed_interleaved
 from sparkmaxent.backends import merge_all
 from sparkmaxent.backends.session import spark_session
-from sparkmaxent.backends.spark import (CountTask, SparkBackend, _Portable, job_group,
+from sparkmaxent.backends.spark import (SparkBackend, _Portable, job_group,
                                         partition_blocks, read_events_frame)
 from sparkmaxent.data.load import read_blocks, write_events
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import MULTICLASS, LossGradTask, MulticlassBlock, Weights
+from sparkmaxent.kernels.stats import CountTask
 
 logger = logging.getLogger("pass_overhead")
 

@@ -21,9 +21,7 @@ def _local(dataset_dir: str, *, spark=None, bias: bool = False,
 
     info = DatasetInfo.load(dataset_dir)
     blocks = read_blocks(dataset_dir, info, n_blocks=partitions or 1)
-    backend = LocalBackend(blocks, info.space(bias))
-    backend.info = info  # same attribute as SparkBackend.info
-    return backend
+    return LocalBackend(blocks, info.space(bias), info)
 
 
 def _spark(dataset_dir: str, *, spark=None, bias: bool = False,

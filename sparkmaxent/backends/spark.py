@@ -56,6 +56,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 from ..kernels import Block
+from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 
 logger = logging.getLogger(__name__)
 
@@ -148,30 +149,6 @@ class _Portable:
 
 def _merge(a, b):
     return a.merge(b)
-
-
-@dataclass
-class Count:
-    """Mergeable size of the data: the result of the trivial pass."""
-
-    events: int
-    weight: float
-    blocks: int
-
-    def merge(self, other: "Count") -> "Count":
-        return Count(self.events + other.events, self.weight + other.weight,
-                     self.blocks + other.blocks)
-
-
-class CountTask:
-    """A trivial pass: how many events, how much weight, how many blocks.
-
-    Its cost is the fixed cost of a pass (scheduling, shipping blocks to the
-    Python workers), against which kernel passes are measured.
-    """
-
-    def __call__(self, block: Block) -> Count:
-        return Count(int(block.n_events), float(np.sum(block.c)), 1)
 
 
 # ---------------------------------------------------------------- reading

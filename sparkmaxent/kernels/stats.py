@@ -102,3 +102,27 @@ class FeatureCountTask:
 
     def __call__(self, block: Block) -> FeatureCounts:
         return feature_counts(block)
+
+
+@dataclass
+class Count:
+    """Mergeable size of the data: the result of the trivial pass."""
+
+    events: int
+    weight: float
+    blocks: int
+
+    def merge(self, other: "Count") -> "Count":
+        return Count(self.events + other.events, self.weight + other.weight,
+                     self.blocks + other.blocks)
+
+
+class CountTask:
+    """A trivial pass: how many events, how much weight, how many blocks.
+
+    Its cost is the fixed cost of a pass (scheduling, shipping blocks to the
+    Python workers), against which kernel passes are measured.
+    """
+
+    def __call__(self, block: Block) -> Count:
+        return Count(int(block.n_events), float(np.sum(block.c)), 1)

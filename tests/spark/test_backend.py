@@ -9,7 +9,8 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.factory import make_backend
-from sparkmaxent.backends.spark import Count, CountTask, SparkBackend, count_jobs
+from sparkmaxent.backends.spark import SparkBackend, count_jobs
+from sparkmaxent.kernels.stats import Count, CountTask
 from sparkmaxent.data.load import block_to_arrow, read_blocks, read_events_table, write_events
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, LossGradTask, MomentsTask,
