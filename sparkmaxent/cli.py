@@ -16,6 +16,8 @@ from typing import Callable
 
 import numpy as np
 
+from .jsonio import json_default, write_json
+
 log = logging.getLogger("sparkmaxent")
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -64,23 +66,6 @@ def session_for(cfg):
     from .backends.session import spark_session
 
     return spark_session(cfg.spark.master or None, cfg.spark.app_name, cfg.spark.conf)
-
-
-def write_json(path: str, obj: dict) -> None:
-    """Write JSON atomically (temporary file, then rename)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, default=_json_default)
-    os.replace(tmp, path)
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot write {type(o).__name__} to JSON")
 
 
 # ---- training ------------------------------------------------------------
@@ -270,7 +255,7 @@ def evaluate_main(argv: list[str] | None = None) -> int:
             chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
             report = evaluate_model(spark, model, data, chunks)
         summary = {k: v for k, v in report.items() if k != "per_label"}
-        print(json.dumps(summary, indent=2, default=_json_default))
+        print(json.dumps(summary, indent=2, default=json_default))
         if args.report:
             write_json(args.report, report)
         return EXIT_OK

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .jsonio import json_default
 from .kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights
 from .kernels.blocks import Block, MulticlassBlock
 from .kernels.loss import candidate_proba
@@ -133,7 +134,7 @@ class MaxentModel:
             "config": self.config, "summary": self.summary,
         }
         with open(os.path.join(directory, METADATA_FILE), "w") as f:
-            json.dump(meta, f, indent=2, default=_json_default)
+            json.dump(meta, f, indent=2, default=json_default)
         self._write_vocabulary(os.path.join(directory, VOCABULARY_DIR))
 
     def _write_vocabulary(self, directory: str) -> None:
@@ -177,14 +178,6 @@ class MaxentModel:
             scaling = Scaling(mean, inv)
         names = dict(zip(p.tolist(), t.column("feature").to_pylist()))
         return MaxentModel(space, weights, labels, names, scaling, meta["config"], meta["summary"])
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot write {type(o).__name__} to JSON")
 
 
 def feature_names_for(dataset_dir: str, ids: np.ndarray) -> dict[int, str]:
