@@ -30,10 +30,12 @@ writes benchmarks/results/conll2000_baselines.json.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -181,30 +183,51 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--l2-max-iter", type=int, default=3000)
     ap.add_argument("--sklearn-max-iter", type=int, default=10000)
     ap.add_argument("--repeats", type=int, default=7, help="pass-overhead timing rounds")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse the prepared data and the held-out choice of an earlier run "
+                         "in --work (same grids)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
     started = time.perf_counter()
     train_txt = shared_corpus("conll2000", "train.txt", data_dir=args.data)
     test_txt = shared_corpus("conll2000", "test.txt", data_dir=args.data)
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
+    choice_file = w("heldout_choice.json")
+    grids = {"l2_grid": args.l2_grid, "cutoff_grid": args.cutoff_grid,
+             "select_max_iter": args.select_max_iter}
+    reuse = args.reuse and os.path.exists(choice_file)
+    if not reuse:
+        shutil.rmtree(args.work, ignore_errors=True)
+        os.makedirs(args.work)
 
     spark = spark_session("local[2]", "conll2000-baselines",
                           {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"})
-    split_sentences(train_txt, w("fit.txt"), w("dev.txt"), 0.1)
-    prepare(spark, [train_txt], w("train"), "conll", cutoff=2, partitions=args.partitions)
-    prepare(spark, [test_txt], w("test"), "conll", merge_duplicates=False, vocabulary=w("train"))
-    prepare(spark, [w("fit.txt")], w("fit"), "conll", cutoff=2, partitions=args.partitions)
-    prepare(spark, [w("dev.txt")], w("dev"), "conll", merge_duplicates=False, vocabulary=w("fit"))
+    if not reuse:
+        split_sentences(train_txt, w("fit.txt"), w("dev.txt"), 0.1)
+        prepare(spark, [train_txt], w("train"), "conll", cutoff=2, partitions=args.partitions)
+        prepare(spark, [test_txt], w("test"), "conll", merge_duplicates=False,
+                vocabulary=w("train"))
+        prepare(spark, [w("fit.txt")], w("fit"), "conll", cutoff=2, partitions=args.partitions)
+        prepare(spark, [w("dev.txt")], w("dev"), "conll", merge_duplicates=False,
+                vocabulary=w("fit"))
     info = DatasetInfo.load(w("train"))
     log.info("train: %d events (weight %.0f), %d predicates, %d labels -> %d candidate features",
              info.n_events, info.total_weight, info.n_features, len(info.labels),
              info.n_features * len(info.labels))
 
-    chosen = choose_on_heldout(w("fit"), w("dev"), [float(x) for x in args.l2_grid.split(",")],
-                               [int(x) for x in args.cutoff_grid.split(",")], args.select_max_iter)
+    if reuse:
+        with open(choice_file) as f:
+            chosen = json.load(f)
+        if chosen.get("grids") != grids:
+            sys.exit(f"{choice_file} was made with {chosen.get('grids')}, not {grids}; drop --reuse")
+    else:
+        chosen = choose_on_heldout(w("fit"), w("dev"), [float(x) for x in args.l2_grid.split(",")],
+                                   [int(x) for x in args.cutoff_grid.split(",")],
+                                   args.select_max_iter)
+        chosen["grids"] = grids
+        with open(choice_file, "w") as f:
+            json.dump(chosen, f, indent=2)
     log.info("chosen on held-out data: l2 %g, cutoff %d", chosen["l2"], chosen["cutoff"])
 
     rows = []
