@@ -70,8 +70,13 @@ def session_for(cfg):
 
 # ---- training ------------------------------------------------------------
 
-def train_model(spark, cfg, train_dir: str, heldout_dir: str = ""):
-    """Train ``cfg.train.method`` on a prepared dataset; returns (model, report)."""
+def train_model(spark, cfg, train_dir: str, heldout_dir: str = "", output_dir: str | None = None,
+                resume: bool = False):
+    """Train ``cfg.train.method`` on a prepared dataset; returns (model, report).
+
+    Selection methods checkpoint every round into ``<output_dir>/checkpoint``
+    and write their plots to ``<output_dir>/plots``; ``resume`` continues
+    from that checkpoint."""
     from .backends.factory import make_backend
     from .data.schema import DatasetInfo
     from .model import MaxentModel, feature_names_for
@@ -84,7 +89,7 @@ def train_model(spark, cfg, train_dir: str, heldout_dir: str = ""):
     heldout = (make_backend(cfg.train.backend, heldout_dir, spark=spark, bias=bias,
                             partitions=partitions) if heldout_dir else None)
     try:
-        result = train(backend, cfg.train, heldout)
+        result = train(backend, cfg.train, heldout, output_dir=output_dir, resume=resume)
     finally:
         backend.close()
         if heldout is not None:
@@ -92,8 +97,15 @@ def train_model(spark, cfg, train_dir: str, heldout_dir: str = ""):
     predicates = backend.space.split(result.weights.ids)[0]
     model = MaxentModel(backend.space, result.weights, list(info.labels),
                         feature_names_for(train_dir, predicates), result.scaling,
-                        cfg.to_dict(), {k: v for k, v in result.report.items() if k != "trace"})
+                        cfg.to_dict(), {k: v for k, v in result.report.items()
+                                        if k not in ("trace", "rounds")})
     return model, result.report
+
+
+def resume_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resume", action="store_true",
+                        help="selection methods: continue the run checkpointed in the output "
+                        "directory (same train.* settings; max_rounds and backend may differ)")
 
 
 def train_main(argv: list[str] | None = None) -> int:
@@ -103,6 +115,7 @@ def train_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", help="prepared training dataset (overrides data.train)")
     parser.add_argument("--heldout", help="prepared held-out dataset (overrides data.heldout)")
     parser.add_argument("--output", help="output directory (overrides output.dir)")
+    resume_argument(parser)
 
     def main(args) -> int:
         cfg = load_job_config(args)
@@ -111,7 +124,8 @@ def train_main(argv: list[str] | None = None) -> int:
             raise ValueError("no training data: give --train or data.train in the config")
         out = args.output or cfg.output.dir
         spark = session_for(cfg)
-        model, report = train_model(spark, cfg, train_dir, args.heldout or cfg.data.heldout)
+        model, report = train_model(spark, cfg, train_dir, args.heldout or cfg.data.heldout,
+                                    output_dir=out, resume=args.resume)
         model.save(os.path.join(out, "model"), overwrite=cfg.output.overwrite)
         write_json(os.path.join(out, "train_report.json"), report)
         print(f"model: {os.path.join(out, 'model')}\nreport: {os.path.join(out, 'train_report.json')}")
@@ -304,6 +318,7 @@ def pipeline_main(argv: list[str] | None = None) -> int:
         "(default: the built-in synthetic data).")
     config_arguments(parser)
     parser.add_argument("--output", help="output directory (overrides output.dir)")
+    resume_argument(parser)
 
     def main(args) -> int:
         cfg = load_job_config(args)
@@ -311,7 +326,8 @@ def pipeline_main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         spark = session_for(cfg)
         dirs = make_datasets(spark, cfg, out)
-        model, report = train_model(spark, cfg, dirs["train"], dirs["heldout"])
+        model, report = train_model(spark, cfg, dirs["train"], dirs["heldout"], output_dir=out,
+                                    resume=args.resume)
         model_dir = os.path.join(out, "model")
         model.save(model_dir, overwrite=cfg.output.overwrite)
         full = {"config": cfg.to_dict(), "datasets": dirs, "train": report}

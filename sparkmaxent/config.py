@@ -48,10 +48,21 @@ class DataConfig:
 class TrainConfig:
     """What to train and how.
 
-    method : a name in sparkmaxent.train.METHODS ("mle", "l2", "cutoff").
+    method : a name in sparkmaxent.train.METHODS ("mle", "l2", "cutoff",
+        "grafting", "mle-ifs", "l2-ifs").
     l2 : gamma2 of C(w) = L(w) + gamma2/2 ||w||^2 (loss averaged over event
-        weight, as MLlib's regParam); used by "l2" and "cutoff".
+        weight, as MLlib's regParam); used by "l2", "cutoff" and "l2-ifs".
     cutoff : "cutoff" keeps features whose empirical count >= cutoff.
+    l1 : gamma1 of "grafting" (MLlib's regParam with elasticNetParam=1).
+    elastic_l2 : gamma2 added to grafting's objective (elastic net; 0: pure l1).
+    n_best : features added per grafting round (1 = Perkins' grafting).
+    grad_threshold : gradient-test threshold of "mle-ifs" and "l2-ifs".
+    kkt_tol : tolerance of the final optimality certificate.
+    max_rounds : stop selection after this many rounds (0: until no
+        candidate passes the test).
+    solver : optimizer of a selection round: "newton", "lbfgs-b" or "auto"
+        (Newton while active features + labels <= newton_max_active).
+    plots : write PNG plots of the selection trace next to the report.
     standardize : zero mean, unit variance per predicate (stored with the model).
     bias : a per-label unpenalized bias (multiclass only).
     backend : "spark" or "local" (in-process, for data that fits one machine).
@@ -67,6 +78,15 @@ class TrainConfig:
     memory: int = 10
     gtol: float = 1.0e-7
     ftol: float = 1.0e-12
+    l1: float = 1.0e-4
+    elastic_l2: float = 0.0
+    n_best: int = 10
+    grad_threshold: float = 1.0e-3
+    kkt_tol: float = 1.0e-6
+    max_rounds: int = 0
+    solver: str = "auto"
+    newton_max_active: int = 3000
+    plots: bool = True
 
 
 @dataclass(frozen=True)

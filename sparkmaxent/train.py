@@ -8,7 +8,8 @@ Baselines of the foundation (DESIGN.md section 1):
   ``cutoff`` (Koeling 2000; Zhou et al. 2003 use cutoff 7), then ``l2`` (or
   MLE when l2 = 0) over those only.
 
-Feature-selection methods register themselves here with ``@register``.
+Feature-selection methods register themselves here with ``@register``
+(``sparkmaxent/selection``: ``grafting``, ``mle-ifs``, ``l2-ifs``).
 """
 from __future__ import annotations
 
@@ -31,12 +32,21 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class TrainingContext:
-    """Inputs of a training run (unchanged while it runs)."""
+    """Inputs of a training run (unchanged while it runs).
+
+    ``output_dir``, ``resume`` and ``on_round`` concern selection methods:
+    where their round checkpoints and plots go, whether to continue from the
+    checkpoint there, and a hook called with the loop state after every
+    round's checkpoint (tests use it to interrupt a run).
+    """
 
     backend: Backend
     config: TrainConfig
     scaling: Scaling | None = None
     heldout: Backend | None = None
+    output_dir: str | None = None
+    resume: bool = False
+    on_round: Callable | None = None
 
 
 @dataclass
@@ -110,15 +120,28 @@ def evaluate(backend: Backend, weights: Weights, scaling: Scaling | None) -> Eva
     return backend.run(EvalTask(backend.space, weights, scaling))
 
 
-def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None) -> FitResult:
-    """Run ``config.method`` on the backend's events and report on it."""
+def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
+          output_dir: str | None = None, resume: bool = False,
+          on_round: Callable | None = None) -> FitResult:
+    """Run ``config.method`` on the backend's events and report on it.
+
+    Parameters
+    ----------
+    output_dir : str or None
+        Selection methods checkpoint every round into
+        ``<output_dir>/checkpoint`` and write plots to ``<output_dir>/plots``.
+    resume : bool
+        Continue a selection run from the checkpoint in ``output_dir``.
+    on_round : callable or None
+        Called with the selection loop's state after every round.
+    """
     if config.method not in METHODS:
         raise ValueError(f"unknown training method {config.method!r}: expected one of {sorted(METHODS)}")
     start, passes0 = time.perf_counter(), backend.passes
     scaling = None
     if config.standardize:
         scaling = backend.run(MomentsTask()).scaling()
-    ctx = TrainingContext(backend, config, scaling, heldout)
+    ctx = TrainingContext(backend, config, scaling, heldout, output_dir, resume, on_round)
     log.info("training %s on %d candidate features (%s events)", config.method,
              backend.space.n_features, backend.space.shape)
     result = METHODS[config.method](ctx)
@@ -134,3 +157,7 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None)
              report.get("objective", float("nan")), report["nonzero_weights"], report["passes"],
              report["wall_s"])
     return result
+
+
+# Selection methods register themselves on import (after ``register`` exists).
+from .selection import grafting as _grafting  # noqa: E402,F401

@@ -106,7 +106,8 @@ class LossGrad:
 
 
 def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights,
-                          scaling: Scaling | None, grad_ids: np.ndarray | None) -> LossGrad:
+                          scaling: Scaling | None, grad_ids: np.ndarray | None,
+                          keep_proba: bool = False) -> tuple[LossGrad, np.ndarray | None]:
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
     K, rows = space.n_labels, np.arange(block.n_events)
@@ -130,6 +131,7 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
     lse, R = row_softmax(S)
     loss = float(block.c @ (lse - S[rows, block.y]))
     correct = float(block.c @ (S.argmax(axis=1) == block.y))
+    proba = R.copy() if keep_proba else None  # curvature kernels need P itself
     # R = c * (P - Y): residual whose products with the predicates give the gradient
     R *= block.c[:, None]
     R[rows, block.y] -= block.c
@@ -144,11 +146,12 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
     grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]
     return LossGrad(loss, float(block.c.sum()), correct, grad,
-                    r_sum if space.bias else None)
+                    r_sum if space.bias else None), proba
 
 
 def _candidate_loss_grad(block: CandidateBlock, space: Space, weights: Weights,
-                         scaling: Scaling | None, grad_ids: np.ndarray | None) -> LossGrad:
+                         scaling: Scaling | None, grad_ids: np.ndarray | None
+                         ) -> tuple[LossGrad, np.ndarray]:
     ptr, lengths = block.event_ptr, np.diff(block.event_ptr)
     s = candidate_scores(block, space, weights, scaling)
     lse_all = segment_logsumexp(s, ptr)
@@ -172,7 +175,7 @@ def _candidate_loss_grad(block: CandidateBlock, space: Space, weights: Weights,
         g = block.F[:, ids].T @ r
         if scaling is not None:
             g = g * scaling.inv_scale[ids]
-    return LossGrad(loss, float(block.c.sum()), correct, np.asarray(g, dtype=np.float64), None)
+    return LossGrad(loss, float(block.c.sum()), correct, np.asarray(g, dtype=np.float64), None), p
 
 
 def loss_grad(block: Block, space: Space, weights: Weights, scaling: Scaling | None = None,
@@ -185,8 +188,17 @@ def loss_grad(block: Block, space: Space, weights: Weights, scaling: Scaling | N
         Feature ids at which the gradient is wanted; None for all
         ``space.n_features`` of them (the gradient test of grafting).
     """
+    return loss_grad_proba(block, space, weights, scaling, grad_ids)[0]
+
+
+def loss_grad_proba(block: Block, space: Space, weights: Weights, scaling: Scaling | None = None,
+                    grad_ids: np.ndarray | None = None, keep_proba: bool = True
+                    ) -> tuple[LossGrad, np.ndarray | None]:
+    """``loss_grad`` plus the model probabilities it computed on the way
+    (for kernels that also need curvature): P of shape (m, K) for multiclass
+    blocks, p of shape (n_candidates_total,) for candidate sets."""
     if isinstance(block, MulticlassBlock):
-        return _multiclass_loss_grad(block, space, weights, scaling, grad_ids)
+        return _multiclass_loss_grad(block, space, weights, scaling, grad_ids, keep_proba)
     return _candidate_loss_grad(block, space, weights, scaling, grad_ids)
 
 

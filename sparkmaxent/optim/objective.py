@@ -9,10 +9,37 @@ penalized. One call is one pass over the data returning loss and gradient.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..backends import Backend
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights
+from ..kernels.curvature import CurvatureTask
+
+
+@dataclass
+class Evaluation:
+    """One pass, normalized: C and its derivatives at theta = [w over ids, bias].
+
+    Attributes
+    ----------
+    value : float
+        C(theta) = L + gamma2/2 ||w||^2 (no l1 term: solvers add it).
+    grad : ndarray, shape (n_weights + n_bias,)
+    hess : ndarray, shape (n_weights + n_bias,) * 2, or None
+        Hessian of C (candidate sets: its PSD part, see kernels/curvature.py).
+    full_grad : ndarray, shape (n_features,), or None
+        dC/dw_j for every candidate feature j (the gradient test), when asked for.
+    lossgrad : LossGrad
+        The raw sums of the pass (loss, weight, correct).
+    """
+
+    value: float
+    grad: np.ndarray
+    hess: np.ndarray | None
+    full_grad: np.ndarray | None
+    lossgrad: LossGrad
 
 
 class Objective:
@@ -65,3 +92,43 @@ class Objective:
         if lg.grad_bias is not None:
             g = np.concatenate([g, lg.grad_bias / lg.weight])
         return f, g
+
+    def evaluate(self, theta: np.ndarray, full_gradient: bool = False,
+                 hessian: bool = True) -> Evaluation:
+        """One pass: value, gradient, optionally the Hessian over ``ids``
+        (+ bias) and the gradient over all candidate features.
+
+        Needs ``ids`` (the Hessian is dense over them)."""
+        if self.ids is None:
+            raise ValueError("expected an Objective over explicit feature ids for curvature passes, "
+                             "got one over all features")
+        self.evaluations += 1
+        weights = self.weights(theta)
+        # Full-gradient passes score with the non-zero weights only, so the
+        # same weights give bitwise the same gradient whichever pass computes
+        # it (a resumed run then repeats an uninterrupted one exactly).
+        scoring = weights.sparse() if full_gradient else weights
+        if hessian:
+            cv = self.backend.run(CurvatureTask(self.space, scoring, self.ids, self.scaling,
+                                                full_gradient))
+            lg, hess = cv.lg, cv.hess
+        else:
+            lg, hess = self.backend.run(LossGradTask(self.space, scoring, self.scaling,
+                                                     None if full_gradient else self.ids)), None
+        if lg.weight <= 0:
+            raise ValueError("the training events have zero total weight")
+        self.last = lg
+        n, w = self.n_weights, weights.values
+        full = None
+        if full_gradient:
+            full = lg.grad / lg.weight
+            full[self.ids] += self.l2 * w
+            g = full[self.ids]
+        else:
+            g = lg.grad / lg.weight + self.l2 * w
+        if lg.grad_bias is not None:
+            g = np.concatenate([g, lg.grad_bias / lg.weight])
+        if hess is not None:
+            hess = hess / lg.weight
+            hess[np.arange(n), np.arange(n)] += self.l2
+        return Evaluation(lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w), g, hess, full, lg)

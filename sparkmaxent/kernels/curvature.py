@@ -1,0 +1,186 @@
+"""Curvature over the active set: the Hessian block a second-order pass returns.
+
+One pass over a block returns loss, gradient *and* the Hessian of the loss
+over a set of features (the active set of a selection round) plus the bias,
+so the driver can take Newton steps (``optim/newton.py``) instead of the
+hundreds of first-order evaluations per round that L-BFGS-B needs on
+grafting problems (DESIGN.md section 6).
+
+Multiclass events (features (p, k), scaled predicate values e_ij = x_ip s_p)::
+
+    H[(p,k),(q,l)] = sum_i c_i e_ip e_iq P_ik (delta_kl - P_il)
+                   = blockdiag_k( Z_k^T diag(c P_k) Z_k )  -  V^T diag(c) V
+
+with Z_k the events x (features of label k) matrix and V_ij = e_ij P_(i,k_j).
+The bias is a predicate that is always 1. Centering x - mean is never
+materialised (it would densify X): it shifts the score of label k by
+-sum_(j: k_j = k) mean_p_j s_p_j w_j, a linear reparameterization
+b' = b - M w of the bias, so H = J^T H' J with J = [[I, 0], [-M, I]] and H'
+the Hessian in (w, b') of the uncentered problem.
+
+Candidate sets: with p the model's distribution over an event's candidates and
+q the one over its correct candidates, the Hessian is
+sum_i c_i (Cov_p[f] - Cov_q[f]); the loss is not convex when an event has
+several correct candidates (Riezler et al. 2002). The kernel returns the
+positive semi-definite part sum_i c_i Cov_p[f], which is the exact Hessian
+when every event has one correct candidate and an upper bound of it
+otherwise (Cov_q is PSD): a safe curvature for a Newton step with line
+search. Centering cancels within an event, so only the scale enters.
+
+Like every kernel, this one returns sums; the driver divides by the weight.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .blocks import Block, CandidateBlock, MulticlassBlock
+from .loss import LossGrad, loss_grad_proba
+from .params import Scaling, Space, Weights
+
+
+@dataclass
+class Curvature:
+    """Mergeable sums of a second-order pass.
+
+    Attributes
+    ----------
+    lg : LossGrad
+        Loss and gradient sums (gradient over ``hess_ids``, or over all
+        features when the pass asked for the full gradient).
+    hess : ndarray, shape (n + n_bias, n + n_bias)
+        sum_i c_i d^2 loss_i / d theta^2 over theta = [w over hess_ids, bias]
+        (candidate sets: the PSD part, see the module docstring).
+    """
+
+    lg: LossGrad
+    hess: np.ndarray
+
+    def merge(self, other: "Curvature") -> "Curvature":
+        return Curvature(self.lg.merge(other.lg), self.hess + other.hess)
+
+
+def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None) -> sp.csr_matrix:
+    """X[:, cols] (columns may repeat) times ``scale`` per gathered column."""
+    E = X[:, cols].tocsr()
+    if scale is not None:
+        E = (E @ sp.diags(scale)).tocsr()
+    return E
+
+
+def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids: np.ndarray,
+                       scaling: Scaling | None = None) -> np.ndarray:
+    """Hessian sums of a multiclass block over ``ids`` (+ bias when the space has one).
+
+    Parameters
+    ----------
+    P : ndarray, shape (m, K)
+        Model probabilities at the current weights.
+    ids : ndarray of int64, shape (n,)
+        Feature ids ``p * K + k``.
+
+    Returns
+    -------
+    ndarray, shape (n + n_bias, n + n_bias)
+    """
+    K = space.n_labels
+    ids = np.asarray(ids, dtype=np.int64)
+    preds, labels = ids // K, ids % K
+    n = len(ids)
+    c = block.c
+    cP = c[:, None] * P
+    E = _gather_columns(block.X, preds, None if scaling is None else scaling.inv_scale[preds])
+    H = np.zeros((n + K, n + K))
+    # term 1: label-diagonal blocks Z_k^T diag(c P_k) Z_k
+    for k in np.unique(labels):
+        idx = np.flatnonzero(labels == k)
+        Ek = E[:, idx]
+        H[np.ix_(idx, idx)] += (Ek.T @ (sp.diags(cP[:, k]) @ Ek)).toarray()
+    # term 2: V^T diag(c) V with V_ij = e_ij P_(i, k_j)
+    rows = np.repeat(np.arange(block.n_events), np.diff(E.indptr))
+    V = sp.csr_matrix((E.data * P[rows, labels[E.indices]], E.indices, E.indptr), shape=E.shape)
+    H[:n, :n] -= (V.T @ (sp.diags(c) @ V)).toarray()
+    # bias rows: the always-on predicate with every label
+    B = -np.asarray(V.T @ cP)  # (n, K)
+    B[np.arange(n), labels] += np.asarray(V.T @ c).ravel()
+    H[:n, n:] = B
+    H[n:, :n] = B.T
+    H[n:, n:] = np.diag(cP.sum(axis=0)) - P.T @ cP
+    if scaling is not None:
+        # uncentered (w, b') -> (w, b) with b' = b - M w, M[k, j] = [k_j = k] mean s
+        mu = scaling.mean[preds] * scaling.inv_scale[preds]
+        A, C = H[:n, :n], H[n:, n:]
+        BM = B[:, labels] * mu[None, :]
+        A = A - BM - BM.T + mu[:, None] * C[np.ix_(labels, labels)] * mu[None, :]
+        Bt = B - mu[:, None] * C[labels, :]
+        H[:n, :n], H[:n, n:], H[n:, :n] = A, Bt, Bt.T
+    if not space.bias:
+        H = H[:n, :n]
+    return H
+
+
+def candidate_hessian(block: CandidateBlock, space: Space, p: np.ndarray, ids: np.ndarray,
+                      scaling: Scaling | None = None) -> np.ndarray:
+    """PSD curvature sum_i c_i Cov_p[f] of a candidate-set block over ``ids``.
+
+    Parameters
+    ----------
+    p : ndarray, shape (n_candidates_total,)
+        p(y | x_i) of every candidate within its event.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    lengths = np.diff(block.event_ptr)
+    F = _gather_columns(block.F, ids, None if scaling is None else scaling.inv_scale[ids])
+    w = np.repeat(block.c, lengths) * p
+    H = (F.T @ (sp.diags(w) @ F)).toarray()
+    R = sp.csr_matrix((p, (block.event_of_candidate, np.arange(len(p)))),
+                      shape=(block.n_events, len(p)))
+    G = (R @ F).tocsr()  # (m, n): E_p[f | x_i]
+    H -= (G.T @ (sp.diags(block.c) @ G)).toarray()
+    return H
+
+
+def curvature(block: Block, space: Space, weights: Weights, hess_ids: np.ndarray,
+              scaling: Scaling | None = None, full_gradient: bool = False) -> Curvature:
+    """Loss, gradient and Hessian sums of one block.
+
+    Parameters
+    ----------
+    weights : Weights
+        Current weights (normally over ``hess_ids``).
+    hess_ids : ndarray of int64, shape (n,)
+        Features of the Hessian (and of the gradient unless ``full_gradient``).
+    full_gradient : bool
+        Return the gradient over all ``space.n_features`` features (the
+        gradient test of the next round rides on this pass), computed by the
+        same code as ``loss_grad(..., grad_ids=None)``.
+    """
+    hess_ids = np.asarray(hess_ids, dtype=np.int64)
+    lg, proba = loss_grad_proba(block, space, weights, scaling,
+                                None if full_gradient else hess_ids, keep_proba=True)
+    if isinstance(block, MulticlassBlock):
+        H = multiclass_hessian(block, space, proba, hess_ids, scaling)
+    else:
+        H = candidate_hessian(block, space, proba, hess_ids, scaling)
+    return Curvature(lg, H)
+
+
+@dataclass(frozen=True)
+class CurvatureTask:
+    """A picklable second-order pass: ``curvature`` of every block, merged."""
+
+    space: Space
+    weights: Weights
+    hess_ids: np.ndarray
+    scaling: Scaling | None = None
+    full_gradient: bool = False
+
+    def __call__(self, block: Block) -> Curvature:
+        return curvature(block, self.space, self.weights, self.hess_ids, self.scaling,
+                         self.full_gradient)

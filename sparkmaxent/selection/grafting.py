@@ -1,0 +1,252 @@
+"""l1 n-best grafting (Riezler & Vasserman 2004, section 5 and Figure 1;
+Perkins, Lacker & Theiler 2003) and the thresholded variants it is compared
+with there.
+
+    C(w) = L(w) + gamma1 ||w||_1 + gamma2/2 ||w||_2^2
+
+Start from all-zero weights (the bias alone). Each round:
+
+1. **Gradient test** (one pass): dC/dw_j for every candidate feature j.
+   At w_j = 0 the subdifferential of gamma1 |w_j| is [-gamma1, gamma1], so
+   C decreases by moving w_j away from 0 iff |dC/dw_j| > gamma1. The
+   ``n_best`` inactive candidates with the largest |dC/dw_j| above the
+   threshold join the active set (n = 1 is Perkins' grafting).
+2. **Re-optimize** C over the active set, warm-started, every weight held in
+   its orthant; a new weight enters with sign -sign(dC/dw_j)
+   (``optim/l1.py``). Solver: Newton with an exact Hessian block per pass
+   (default while the active set is small enough) or L-BFGS-B.
+3. **Prune** weights the optimizer drove to exactly 0 (footnote 2).
+
+Stop when no candidate passes the test; the pass that found none is the
+KKT certificate over *all* candidate features (``optim.l1.kkt_certificate``).
+
+Variants (Riezler & Vasserman's comparison; registered in train.METHODS):
+
+==========  =========  ===========  =====================
+method      gamma1     gamma2       test threshold
+==========  =========  ===========  =====================
+grafting    train.l1   elastic_l2   gamma1
+mle-ifs     0          0            train.grad_threshold
+l2-ifs      0          train.l2     train.grad_threshold
+==========  =========  ===========  =====================
+
+The gradient test of a round usually costs no pass of its own: when the
+Newton solver predicts that its next step converges, that pass also returns
+the full gradient (``optim/newton.py``), which is the next round's test.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels import Weights
+from ..optim import Evaluation, Objective
+from ..optim.l1 import SOLVERS, SolverOptions, choose_solver, kkt_certificate, orthant_problem
+from ..train import FitResult, TrainingContext, register
+from .loop import LoopState, RoundOutcome, run_rounds
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Penalties and test threshold of a grafting-family method."""
+
+    name: str
+    l1: float
+    l2: float
+    threshold: float
+
+
+def variant(name: str, cfg) -> Variant:
+    """The Variant of method ``name`` under TrainConfig ``cfg`` (checked)."""
+    if name == "grafting":
+        if not cfg.l1 > 0:
+            raise ValueError(f"method 'grafting' needs train.l1 > 0, got {cfg.l1}")
+        if cfg.elastic_l2 < 0:
+            raise ValueError(f"expected train.elastic_l2 >= 0, got {cfg.elastic_l2}")
+        return Variant(name, cfg.l1, cfg.elastic_l2, cfg.l1)
+    if name in ("mle-ifs", "l2-ifs"):
+        if not cfg.grad_threshold > 0:
+            raise ValueError(f"method {name!r} needs train.grad_threshold > 0, got {cfg.grad_threshold}")
+        l2 = cfg.l2 if name == "l2-ifs" else 0.0
+        if name == "l2-ifs" and not l2 > 0:
+            raise ValueError(f"method 'l2-ifs' needs train.l2 > 0, got {l2}")
+        return Variant(name, 0.0, l2, cfg.grad_threshold)
+    raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
+
+
+def select_candidates(full_grad: np.ndarray, active: np.ndarray, threshold: float,
+                      n_best: int) -> tuple[np.ndarray, float]:
+    """The gradient test: inactive features with |dC/dw_j| > threshold, the
+    ``n_best`` largest first.
+
+    Parameters
+    ----------
+    full_grad : ndarray, shape (n_features,)
+    active : ndarray of int64
+        Features already in the active set (never selected again).
+
+    Returns
+    -------
+    (ids sorted by decreasing |gradient|, max |gradient| over inactive features)
+    """
+    if n_best < 1:
+        raise ValueError(f"expected n_best >= 1, got {n_best}")
+    score = np.abs(full_grad)
+    score[active] = -1.0
+    best = float(score.max(initial=0.0))
+    passing = np.flatnonzero(score > threshold)
+    if len(passing) > n_best:
+        passing = passing[np.argpartition(-score[passing], n_best - 1)[:n_best]]
+    order = np.lexsort((passing, -score[passing]))  # ties broken by id: deterministic
+    return passing[order], max(best, 0.0)
+
+
+class Grafting:
+    """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py)."""
+
+    def __init__(self, ctx: TrainingContext, spec: Variant):
+        self.ctx = ctx
+        self.spec = spec
+        cfg = ctx.config
+        # A candidate enters only if |dC/dw_j| > threshold (1 + kkt_tol): the
+        # certificate's own bound, so a run that stops is certified. Its
+        # projected gradient then exceeds threshold * kkt_tol, and the solver
+        # tolerance is kept below that: otherwise a round could end at once
+        # with the new weight still 0, prune it, and re-add it forever.
+        self.test_bound = spec.threshold * (1 + cfg.kkt_tol)
+        self.options = SolverOptions(tol=min(cfg.gtol, 0.5 * spec.threshold * cfg.kkt_tol),
+                                     max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol)
+        # full gradient already known at some weights (from a solver's last pass)
+        self._known: tuple[Weights, Evaluation] | None = None
+        self.evaluations = 0
+        self.iterations = 0
+        self.solver_use: dict[str, int] = {}
+
+    def objective(self, ids: np.ndarray) -> Objective:
+        return Objective(self.ctx.backend, ids, l2=self.spec.l2, scaling=self.ctx.scaling)
+
+    def gradient_test(self, weights: Weights) -> Evaluation:
+        """dC/dw_j of the smooth part for every candidate at ``weights``
+        (one pass, unless the last solver pass already brought it)."""
+        if self._known is not None and _same(self._known[0], weights):
+            return self._known[1]
+        obj = self.objective(weights.active_ids())
+        theta = np.concatenate([weights.values, weights.bias if weights.bias is not None else []])
+        ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+        self._known = (weights, ev)
+        return ev
+
+    def _certificate(self, weights: Weights) -> dict:
+        """KKT certificate at ``weights`` over all candidates (a pass unless
+        the gradient there is known)."""
+        test = self.gradient_test(weights)
+        lg = test.lossgrad  # the bias gradient (test.grad may span pruned ids too)
+        grad_bias = lg.grad_bias / lg.weight if lg.grad_bias is not None else None
+        return kkt_certificate(test.full_grad, weights, grad_bias, self.spec.l1,
+                               self.ctx.config.kkt_tol, bound=self.spec.threshold)
+
+    def penalized(self, value: float, weights: Weights) -> float:
+        return value + self.spec.l1 * float(np.abs(weights.values).sum())
+
+    def round(self, state: LoopState) -> RoundOutcome:
+        spec, space = self.spec, self.ctx.backend.space
+        weights = state.weights
+        active = weights.active_ids()
+        test = self.gradient_test(weights)
+        new, best = select_candidates(test.full_grad, active, self.test_bound, self.ctx.config.n_best)
+        if not len(new):
+            return RoundOutcome(True, weights, objective=self.penalized(test.value, weights),
+                                score=best, info={"kkt": self._certificate(weights)})
+        ids = np.union1d(active, new)
+        pos = np.searchsorted(ids, active)
+        values = np.zeros(len(ids))
+        values[pos] = weights.values
+        signs = np.sign(values)
+        new_pos = np.searchsorted(ids, new)
+        # a new weight enters on the side where C decreases: -sign(dC/dw_j)
+        signs[new_pos] = -np.sign(test.full_grad[new])
+        box = orthant_problem(signs, spec.l1, space.n_bias)
+        obj = self.objective(ids)
+        theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
+        solver = choose_solver(self.ctx.config.solver, len(theta0), self.ctx.config.newton_max_active)
+        res = SOLVERS[solver](obj, theta0, box, self.options, None)
+        self.evaluations += res.evaluations
+        self.iterations += res.iterations
+        self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
+        n = len(ids)
+        w, bias = res.theta[:n], (res.theta[n:].copy() if space.bias else None)
+        # prune weights driven to exactly 0 (footnote 2); without l1 the
+        # selected features stay
+        keep = w != 0 if spec.l1 > 0 else np.ones(n, dtype=bool)
+        out = Weights(ids[keep], w[keep].copy(), bias)
+        if res.last is not None and res.last.full_grad is not None:
+            self._known = (out, res.last)
+        if _same(out, weights):
+            # every new weight stayed at 0: the solver could not move it, and
+            # the same test would pick it again. Stop instead of cycling.
+            log.warning("%s: round added %d features and pruned them all without changing the "
+                        "weights (solver tolerance %.3g too loose for the test?); stopping",
+                        spec.name, len(new), self.options.tol)
+            return RoundOutcome(True, weights, objective=res.value, score=best,
+                                info={"kkt": self._certificate(weights)})
+        return RoundOutcome(False, out, added=len(new), removed=int(n - keep.sum()),
+                            objective=res.value, score=best,
+                            info={"solver": solver, "iterations": res.iterations,
+                                  "evaluations": res.evaluations, "violation": res.violation,
+                                  "converged": res.converged})
+
+
+def _same(a: Weights, b: Weights) -> bool:
+    return (np.array_equal(a.active_ids(), b.active_ids()) and np.array_equal(a.values, b.values)
+            and (a.bias is None) == (b.bias is None)
+            and (a.bias is None or np.array_equal(a.bias, b.bias)))
+
+
+def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
+    """Run a grafting-family method through the shared round loop."""
+    spec = variant(name, ctx.config)
+    method = Grafting(ctx, spec)
+    log.info("%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s", name, spec.l1,
+             spec.l2, spec.threshold, ctx.config.n_best, ctx.config.solver)
+    state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
+    weights = state.weights
+    # stopped by max_rounds: certify what there is (one more pass)
+    cert = state.info["kkt"] if "kkt" in state.info else method._certificate(weights)
+    test = method.gradient_test(weights)  # known by now: no pass
+    lg = test.lossgrad
+    if not cert["passed"]:
+        log.warning("%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
+                    "max active violation %.3g (tol %.3g)", name, cert["max_zero_gradient"],
+                    cert["bound"], cert["max_active_violation"], cert["tol"])
+    report = {
+        "objective": method.penalized(test.value, weights), "l1": spec.l1, "l2": spec.l2,
+        "threshold": spec.threshold, "n_best": ctx.config.n_best,
+        "active_features": int(len(weights.values)),
+        "loss": lg.loss / lg.weight, "train_accuracy": lg.correct / lg.weight,
+        "rounds_run": state.round, "stopped": "no candidate passes the test" if state.done
+        else f"max_rounds = {ctx.config.max_rounds}",
+        "converged": bool(state.done and cert["passed"]), "kkt": cert,
+        "iterations": method.iterations, "evaluations": method.evaluations,
+        "solvers": method.solver_use, "selection_passes": state.passes,
+        "selection_elapsed_s": state.elapsed_s, "rounds": state.trace,
+    }
+    return FitResult(weights.sparse(), report)
+
+
+@register("grafting")
+def fit_grafting(ctx: TrainingContext) -> FitResult:
+    return fit_grafting_family(ctx, "grafting")
+
+
+@register("mle-ifs")
+def fit_mle_ifs(ctx: TrainingContext) -> FitResult:
+    return fit_grafting_family(ctx, "mle-ifs")
+
+
+@register("l2-ifs")
+def fit_l2_ifs(ctx: TrainingContext) -> FitResult:
+    return fit_grafting_family(ctx, "l2-ifs")

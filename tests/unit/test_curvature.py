@@ -1,0 +1,117 @@
+"""The curvature kernel against finite differences of the gradient, and the
+second-order pass through the backend and Objective."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad
+from sparkmaxent.kernels.blocks import CandidateBlock, split_block
+from sparkmaxent.kernels.curvature import CurvatureTask, curvature
+from sparkmaxent.optim import Objective
+
+from .helpers import random_candidates, random_multiclass
+
+
+def random_scaling(rng, n):
+    return Scaling(mean=rng.normal(size=n), inv_scale=rng.uniform(0.5, 2.0, size=n))
+
+
+def one_correct(block: CandidateBlock) -> CandidateBlock:
+    correct = np.zeros_like(block.correct)
+    correct[block.event_ptr[:-1]] = True
+    return CandidateBlock(F=block.F, event_ptr=block.event_ptr, correct=correct, c=block.c)
+
+
+def fd_hessian(grad, theta, eps=1e-6):
+    return np.array([(grad(theta + eps * e) - grad(theta - eps * e)) / (2 * eps)
+                     for e in np.eye(len(theta))])
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("use_scaling", [False, True])
+def test_multiclass_hessian_matches_finite_differences(bias, use_scaling):
+    rng = np.random.default_rng(11)
+    block = random_multiclass(rng, m=60)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=bias)
+    ids = np.sort(rng.choice(space.n_features, size=17, replace=False))
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    n = len(ids)
+    theta = rng.normal(size=n + space.n_bias) * 0.5
+
+    def grad(th):
+        lg = loss_grad(block, space, Weights(ids, th[:n], th[n:] if bias else None), scaling, ids)
+        return np.concatenate([lg.grad, lg.grad_bias]) if bias else lg.grad
+
+    H = curvature(block, space, Weights(ids, theta[:n], theta[n:] if bias else None), ids,
+                  scaling).hess
+    assert H.shape == (n + space.n_bias,) * 2
+    np.testing.assert_allclose(H, fd_hessian(grad, theta), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(H, H.T, atol=1e-12)
+
+
+@pytest.mark.parametrize("use_scaling", [False, True])
+def test_candidate_hessian_is_exact_with_one_correct_candidate(use_scaling):
+    rng = np.random.default_rng(12)
+    block = one_correct(random_candidates(rng, m=30))
+    space = Space(CANDIDATES, block.n_predicates, 1)
+    ids = np.array([0, 2, 3, 5, 7, 9])
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    theta = rng.normal(size=len(ids))
+    H = curvature(block, space, Weights(ids, theta), ids, scaling).hess
+    Hfd = fd_hessian(lambda th: loss_grad(block, space, Weights(ids, th), scaling, ids).grad, theta)
+    np.testing.assert_allclose(H, Hfd, rtol=1e-6, atol=1e-7)
+
+
+def test_candidate_curvature_bounds_the_hessian_with_several_correct():
+    """With several correct candidates the loss is not convex; the kernel's
+    curvature is Cov_p, which exceeds the true Hessian Cov_p - Cov_q by a PSD
+    matrix and is itself PSD."""
+    rng = np.random.default_rng(13)
+    block = random_candidates(rng, m=40, max_cands=6)
+    assert (np.add.reduceat(block.correct.astype(int), block.event_ptr[:-1]) > 1).any()
+    space = Space(CANDIDATES, block.n_predicates, 1)
+    ids = np.arange(space.n_features)
+    theta = rng.normal(size=len(ids))
+    H = curvature(block, space, Weights(ids, theta), ids).hess
+    Hfd = fd_hessian(lambda th: loss_grad(block, space, Weights(ids, th), None, ids).grad, theta)
+    assert np.linalg.eigvalsh(H).min() > -1e-10
+    gap = np.linalg.eigvalsh(H - (Hfd + Hfd.T) / 2)
+    assert gap.min() > -1e-6 and gap.max() > 1e-3  # a real gap: the bound is not the Hessian
+
+
+def test_full_gradient_pass_equals_the_gradient_test_pass():
+    """A curvature pass asked for the full gradient returns exactly what the
+    loss+gradient pass over all features returns (same code path)."""
+    rng = np.random.default_rng(14)
+    block = random_multiclass(rng, m=80)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=9, replace=False))
+    w = Weights(ids, rng.normal(size=9), rng.normal(size=space.n_labels))
+    cv = curvature(block, space, w, ids, None, full_gradient=True)
+    lg = loss_grad(block, space, w, None, None)
+    assert np.array_equal(cv.lg.grad, lg.grad) and cv.lg.loss == lg.loss
+
+
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_objective_evaluate_normalizes_and_adds_l2(n_parts):
+    rng = np.random.default_rng(15)
+    block = random_multiclass(rng, m=90)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=11, replace=False))
+    backend = LocalBackend(split_block(block, n_parts), space)
+    obj = Objective(backend, ids, l2=0.3)
+    theta = rng.normal(size=len(ids) + space.n_bias)
+    ev = obj.evaluate(theta, full_gradient=True)
+    f, g = obj(theta)
+    assert ev.value == pytest.approx(f, rel=1e-12)
+    np.testing.assert_allclose(ev.grad, g, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(ev.full_grad[ids], g[: len(ids)], rtol=1e-10, atol=1e-14)
+    Hfd = fd_hessian(lambda th: obj(th)[1], theta)
+    np.testing.assert_allclose(ev.hess, Hfd, rtol=1e-6, atol=1e-7)
+    assert backend.passes == 2 + 2 * len(theta)  # one pass per evaluation
+    # the task pickles (it is what a Spark pass broadcasts)
+    import pickle
+    task = pickle.loads(pickle.dumps(CurvatureTask(space, obj.weights(theta), ids)))
+    assert task(block).hess.shape == ev.hess.shape
