@@ -49,7 +49,7 @@ class TrainConfig:
     """What to train and how.
 
     method : a name in sparkmaxent.train.METHODS ("mle", "l2", "cutoff",
-        "grafting", "mle-ifs", "l2-ifs").
+        "grafting", "mle-ifs", "l2-ifs", "ifs", "sgc", "sgc-lookahead").
     l2 : gamma2 of C(w) = L(w) + gamma2/2 ||w||^2 (loss averaged over event
         weight, as MLlib's regParam); used by "l2", "cutoff" and "l2-ifs".
     cutoff : "cutoff" keeps features whose empirical count >= cutoff.
@@ -63,6 +63,16 @@ class TrainConfig:
     solver : optimizer of a selection round: "newton", "lbfgs-b" or "auto"
         (Newton while active features + labels <= newton_max_active).
     plots : write PNG plots of the selection trace next to the report.
+    max_features : "ifs"/"sgc": stop after this many features (0: no limit).
+    gain_threshold : "ifs"/"sgc": stop when the best gain (decrease of the
+        mean loss L) is below this.
+    sgc_batch : "sgc": candidates whose gains are recomputed per pass batch.
+    lookahead : "sgc-lookahead": after each selection, recompute the next L
+        candidates' gains (Zhou et al. used 500).
+    reestimate_every : "ifs"/"sgc": re-fit all selected weights (with l2)
+        every r stages and at the end (0: never; only the new weight changes).
+    gain_method : how gains are fitted: "sketch" (2 passes per batch) or
+        "exact" (a pass per Newton iteration); kernels/gains.py.
     standardize : zero mean, unit variance per predicate (stored with the model).
     bias : a per-label unpenalized bias (multiclass only).
     backend : "spark" or "local" (in-process, for data that fits one machine).
@@ -87,6 +97,12 @@ class TrainConfig:
     solver: str = "auto"
     newton_max_active: int = 3000
     plots: bool = True
+    max_features: int = 0
+    gain_threshold: float = 1.0e-6
+    sgc_batch: int = 32
+    lookahead: int = 500
+    reestimate_every: int = 0
+    gain_method: str = "sketch"
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,4 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
 
 # Selection methods register themselves on import (after ``register`` exists).
 from .selection import grafting as _grafting  # noqa: E402,F401
+from .selection import ifs as _ifs  # noqa: E402,F401

@@ -47,6 +47,8 @@ CHECKPOINT_VERSION = 1
 # Keys that change how far or where a run goes, not the path it takes:
 # a run may be resumed with a different value.
 RUN_CONTROL_KEYS = ("backend", "max_rounds", "plots")
+# Prefix of LoopState.arrays entries in a round's .npz.
+_STATE_ARRAY = "state_"
 
 
 @dataclass
@@ -69,6 +71,9 @@ class LoopState:
         The last candidate test found nothing to add.
     info : dict
         Method-specific, JSON-able (for example the final certificate).
+    arrays : dict of str to ndarray
+        Method-specific arrays kept between rounds (for example SGC's stale
+        gains); saved in the round's .npz.
     """
 
     round: int
@@ -78,6 +83,7 @@ class LoopState:
     trace: list[dict] = field(default_factory=list)
     done: bool = False
     info: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +105,11 @@ class RoundOutcome:
         (grafting: max |dC/dw_j| over inactive features).
     info : dict
         Extra trace fields (JSON-able).
+    arrays : dict or None
+        New ``LoopState.arrays`` (None: unchanged).
+    note : str
+        Added to the round's progress line (e.g. the feature selected); for
+        a stop, why (default "no candidate passes the test").
     """
 
     stop: bool
@@ -108,6 +119,8 @@ class RoundOutcome:
     objective: float = float("nan")
     score: float = float("nan")
     info: dict = field(default_factory=dict)
+    arrays: dict | None = None
+    note: str = ""
 
 
 class RoundMethod(Protocol):
@@ -143,6 +156,7 @@ class Checkpoint:
         arrays = {"ids": w.active_ids(), "values": w.values}
         if w.bias is not None:
             arrays["bias"] = w.bias
+        arrays.update({f"{_STATE_ARRAY}{k}": v for k, v in state.arrays.items()})
         tmp = os.path.join(self.directory, f".tmp-{os.getpid()}-{name}")
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
@@ -176,9 +190,11 @@ class Checkpoint:
         with np.load(os.path.join(self.directory, doc["weights_file"])) as z:
             bias = z["bias"].copy() if "bias" in z.files else None
             weights = Weights(z["ids"].astype(np.int64), z["values"].astype(np.float64), bias)
+            arrays = {k[len(_STATE_ARRAY):]: z[k].copy() for k in z.files
+                      if k.startswith(_STATE_ARRAY)}
         return LoopState(round=doc["round"], weights=weights, passes=doc["passes"],
                          elapsed_s=doc["elapsed_s"], trace=doc["trace"], done=doc["done"],
-                         info=doc["info"])
+                         info=doc["info"], arrays=arrays)
 
 
 def _json_default(o):
@@ -245,21 +261,24 @@ def run_rounds(ctx, method: RoundMethod, name: str, score_name: str = "max_gradi
         if outcome.stop:
             state.done = True
             state.info.update(outcome.info)
-            log.info("round %d: no candidate passes the test (max %s %.4g); %d passes, %.1fs",
-                     state.round + 1, score_label, outcome.score, state.passes, state.elapsed_s)
+            log.info("round %d: %s (max %s %.4g); %d passes, %.1fs", state.round + 1,
+                     outcome.note or "no candidate passes the test", score_label, outcome.score,
+                     state.passes, state.elapsed_s)
             if checkpoint is not None:
                 checkpoint.save(state, name)
             break
         state.round += 1
         state.weights = outcome.weights
+        if outcome.arrays is not None:
+            state.arrays = outcome.arrays
         row = {"round": state.round, "active": int(len(outcome.weights.values)),
                "added": outcome.added, "removed": outcome.removed,
                "objective": outcome.objective, score_name: outcome.score}
-        held = ""
+        held = f", {outcome.note}" if outcome.note else ""
         if ctx.heldout is not None:
             stats = evaluate(ctx.heldout, state.weights, ctx.scaling)
             row.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
-            held = f", held-out accuracy {stats.accuracy:.4f}"
+            held += f", held-out accuracy {stats.accuracy:.4f}"
         row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
         state.trace.append(row)
         log.info("round %d: %d active (+%d, -%d), objective %.10g, max %s %.4g%s, %d passes, %.1fs",

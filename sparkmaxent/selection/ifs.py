@@ -1,0 +1,418 @@
+"""Incremental feature selection (IFS) and Selective Gain Computation (SGC).
+
+IFS (Berger, Della Pietra & Della Pietra 1996, section 4.2; Zhou, Weng, Wu &
+Jiang 2003, section 2 and Figure 1). Each stage, for every candidate feature
+f not yet selected, the approximate gain with all other weights fixed::
+
+    G_S,f(alpha) = alpha E~[f] - sum_x p~(x) log(Z_{S+f,alpha}(x) / Z_S(x))
+    g(f) = max_alpha G_S,f(alpha)     (1-D Newton: kernels/gains.fit_gains)
+
+The feature with the largest g joins the model with weight alpha*; no other
+weight changes. Stop after ``max_features`` features or when the best gain
+is below ``gain_threshold``. G is in mean units (the decrease of the DESIGN
+loss L). Real-valued features are fitted like binary ones (``fit_gains``
+falls back to exact Newton for them); candidate-set events use, for each
+feature, the candidates it fires on (the kernel handles both shapes).
+
+SGC (Zhou et al. 2003, section 3 and Figure 2). Gains are assumed not to
+grow as the model grows, so a stale gain (computed under an earlier model)
+is taken as an upper bound. Initial gains and alphas come in closed form
+for the uniform model (``uniform_initial_gains``, multiclass with binary
+predicates and no standardization; otherwise one IFS-like fit of every
+candidate). At each stage candidates are visited by decreasing last gain and
+recomputed from the top down until the best fresh gain is at least every
+remaining stale gain. Departure from Figure 2: the top ``sgc_batch`` stale
+candidates are recomputed together (one batch costs the passes of one
+``fit_gains`` call, 2 with the sketch), and batches are taken until the
+stopping rule holds, so the feature selected has a fresh gain at least as
+large as every stale gain left, as in the paper. Ties go to the lower id,
+in IFS and SGC alike.
+
+SGC with look-ahead (Zhou et al. section 3, "look-ahead"): after a
+selection, the next ``lookahead`` candidates (by stale gain) are recomputed
+under the new model at once; they are fresh at the next stage, which often
+settles without a batch of its own.
+
+Re-estimation (``reestimate_every`` = r > 0): every r stages and at the end
+all selected weights (and the bias) are re-fitted by L-BFGS on
+L(w) + l2/2 ||w||^2 over the selected features (``train.fit_smooth``); the
+default r = 0 follows the paper (only the new weight ever changes).
+
+The stages run in the shared round loop (selection/loop.py): one progress
+line, trace row and checkpoint per stage; SGC's stale gains, alphas and the
+stage each was computed at are saved with the checkpoint, so a resumed run
+selects what an uninterrupted one does.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import softmax
+
+from ..kernels import MULTICLASS, Weights
+from ..kernels.gains import GainFit, fit_gains, uniform_initial_gains
+from ..kernels.loss import LossGradTask
+from ..kernels.stats import FeatureCountTask, MomentsTask
+from ..train import FitResult, TrainingContext, fit_smooth, register
+from .loop import CHECKPOINT_DIR, STATE_FILE, LoopState, RoundOutcome, run_rounds
+
+log = logging.getLogger(__name__)
+
+#: Relative tolerance under which two gains count as tied.
+TIE_RTOL = 1e-12
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One registered incremental method.
+
+    Attributes
+    ----------
+    name : str
+    selective : bool
+        SGC (stale gains as upper bounds) rather than IFS.
+    lookahead : int
+        Candidates recomputed after each selection (SGC only; 0: none).
+    """
+
+    name: str
+    selective: bool
+    lookahead: int = 0
+
+
+def _check_config(ctx: TrainingContext, spec: Variant) -> None:
+    cfg = ctx.config
+    if cfg.max_features < 0:
+        raise ValueError(f"expected train.max_features >= 0, got {cfg.max_features}")
+    if not cfg.gain_threshold >= 0:
+        raise ValueError(f"expected train.gain_threshold >= 0, got {cfg.gain_threshold}")
+    if spec.selective and cfg.sgc_batch < 1:
+        raise ValueError(f"expected train.sgc_batch >= 1, got {cfg.sgc_batch}")
+    if spec.lookahead < 0:
+        raise ValueError(f"expected train.lookahead >= 0, got {spec.lookahead}")
+    if cfg.reestimate_every < 0:
+        raise ValueError(f"expected train.reestimate_every >= 0, got {cfg.reestimate_every}")
+    if cfg.gain_method not in ("sketch", "exact"):
+        raise ValueError(f"expected train.gain_method 'sketch' or 'exact', got {cfg.gain_method!r}")
+
+
+def best_of(gains: np.ndarray, ids: np.ndarray) -> int:
+    """Position of the largest gain; ties (exactly equal) go to the lowest id."""
+    top = gains.max()
+    tied = np.flatnonzero(gains == top)
+    return int(tied[np.argmin(ids[tied])])
+
+
+class FeatureNamer:
+    """Names of features for progress lines: ``predicate|label``, with the
+    predicate's string when the backend knows its dataset directory, its
+    label name when it knows the labels; ids otherwise."""
+
+    def __init__(self, backend):
+        self.space = backend.space
+        info = getattr(backend, "info", None)
+        self.labels = list(info.labels) if info is not None and info.labels else None
+        self.dataset_dir = getattr(backend, "dataset_dir", None)
+
+    def __call__(self, j: int) -> str:
+        p, k = divmod(int(j), self.space.n_labels)
+        pred = str(p)
+        if self.dataset_dir:
+            try:
+                from ..model import feature_names_for
+
+                pred = feature_names_for(self.dataset_dir, np.array([p])).get(p, pred)
+            except (OSError, ValueError) as e:  # a name is a nicety, never a failure
+                log.debug("no feature name for predicate %d: %s", p, e)
+        if self.space.shape != MULTICLASS:
+            return pred
+        label = self.labels[k] if self.labels and k < len(self.labels) else str(k)
+        return f"{pred}|{label}"
+
+
+class Incremental:
+    """The round method of IFS and SGC (one stage per round)."""
+
+    def __init__(self, ctx: TrainingContext, spec: Variant):
+        self.ctx = ctx
+        self.spec = spec
+        self.space = ctx.backend.space
+        self.namer = FeatureNamer(ctx.backend)
+        counts = ctx.backend.run(FeatureCountTask()).counts
+        # candidates: features observed in training (multiclass: (p, k) seen
+        # with label k, Berger's and Zhou's candidate set); candidate sets:
+        # features firing on some candidate
+        self.candidates = np.flatnonzero(counts > 0).astype(np.int64)
+        self.counts = counts
+        self.gain_evaluations = 0
+        log.info("%s: %d candidate features", spec.name, len(self.candidates))
+
+    # -- gains --------------------------------------------------------------
+
+    def fit(self, weights: Weights, ids: np.ndarray) -> GainFit:
+        fit = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
+                        method=self.ctx.config.gain_method)
+        self.gain_evaluations += len(ids)
+        return fit
+
+    def initial_loss(self, weights: Weights) -> float:
+        lg = self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
+                                               np.zeros(0, dtype=np.int64)))
+        return lg.loss / lg.weight
+
+    def _sgc_initial(self, weights: Weights) -> dict:
+        """Stale gains of every candidate under the starting model, stage 1
+        (they are exact there): closed form if the model is uniform
+        (Zhou et al. section 3), else one fit of every candidate."""
+        n = self.space.n_features
+        gain, alpha = np.full(n, -np.inf), np.zeros(n)
+        at = np.zeros(n, dtype=np.int64)  # stage at which gain[j] was computed
+        ids = self.candidates
+        closed = (self.space.shape == MULTICLASS and self.ctx.scaling is None
+                  and len(weights.values) == 0)
+        if closed:
+            m = self.ctx.backend.run(MomentsTask())
+            # binary predicates: sum c (x - 1)^2 over firing entries is 0
+            closed = bool(np.all(np.abs(m.total_sq - 2 * m.total + m.count)
+                                 <= 1e-9 * np.maximum(m.count, 1.0)))
+            if closed:
+                probs = None if weights.bias is None else softmax(weights.bias)
+                u = uniform_initial_gains(self.counts, m.weight, self.space.n_labels, probs)
+                gain[ids], alpha[ids] = u.gain[ids], u.alpha[ids]
+                log.info("%s: initial gains of %d candidates in closed form (%s model)",
+                         self.spec.name, len(ids), "uniform" if probs is None else "bias-only")
+        if not closed:
+            fit = self.fit(weights, ids)
+            gain[ids], alpha[ids] = fit.gain, fit.alpha
+        at[ids] = 1
+        return {"gain": gain, "alpha": alpha, "at": at}
+
+    # -- one stage ------------------------------------------------------------
+
+    def start(self) -> Weights:
+        """The model the stages start from: uniform (the paper), or with a
+        bias (``train.bias``) the maximum-likelihood bias-only model
+        b_k = log(W_k / W), W_k the weight of label k (one pass)."""
+        weights = Weights.zeros(self.space)
+        if weights.bias is None:
+            return weights
+        lg = self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
+                                               np.zeros(0, dtype=np.int64)))
+        # at b = 0: dL/db_k = sum_i c_i (1/K - [y_i = k]) = W / K - W_k
+        label_weight = lg.weight / self.space.n_labels - lg.grad_bias
+        if np.any(label_weight <= 0):
+            raise ValueError(f"expected every label to occur in training, got label weights "
+                             f"{label_weight.tolist()}")
+        return Weights(weights.ids, weights.values, np.log(label_weight / lg.weight))
+
+    def round(self, state: LoopState) -> RoundOutcome:
+        cfg = self.ctx.config
+        weights = state.weights
+        stage = state.round + 1
+        evals0, passes0 = self.gain_evaluations, self.ctx.backend.passes
+        objective = (state.trace[-1]["objective"] if state.trace
+                     else self.initial_loss(weights))
+        selected = weights.active_ids()
+        if cfg.max_features and len(selected) >= cfg.max_features:
+            return _stop(weights, objective, float("nan"), f"max_features = {cfg.max_features}")
+        if self.spec.selective:
+            arrays = (dict(state.arrays) if "gain" in state.arrays
+                      else self._sgc_initial(weights))
+            arrays = {k: v.copy() for k, v in arrays.items()}
+            j, g, a, batches = self._sgc_select(arrays, weights, stage)
+        else:
+            arrays = None
+            ids = np.setdiff1d(self.candidates, selected, assume_unique=True)
+            if not len(ids):
+                return _stop(weights, objective, float("nan"), "no candidate left")
+            fit = self.fit(weights, ids)
+            b = best_of(fit.gain, ids)
+            j, g, a, batches = int(ids[b]), float(fit.gain[b]), float(fit.alpha[b]), 1
+        if j < 0:
+            return _stop(weights, objective, float("nan"), "no candidate left")
+        if not g > cfg.gain_threshold:
+            return _stop(weights, objective, g,
+                         f"best gain {g:.4g} <= gain_threshold {cfg.gain_threshold:g}")
+        new = _add(weights, j, a)
+        objective = objective - g  # G is exact at alpha: L(S + f) = L(S) - G
+        reestimated = False
+        if cfg.reestimate_every and stage % cfg.reestimate_every == 0:
+            new, objective = self.reestimate(new)
+            reestimated = True
+        if self.spec.selective:
+            arrays["gain"][j], arrays["at"][j] = -np.inf, -1  # selected: no longer a candidate
+            if self.spec.lookahead:
+                self._refresh(arrays, new, stage + 1, self.spec.lookahead)
+        evals = self.gain_evaluations - evals0
+        name = self.namer(j)
+        info = {"feature": j, "feature_name": name, "gain": g, "alpha": a,
+                "gain_evaluations": evals, "stage_passes": self.ctx.backend.passes - passes0,
+                "batches": batches, "reestimated": reestimated}
+        note = (f"selected {name} gain {g:.6g} alpha {a:.4g}, {evals} gain evaluations"
+                + (", re-estimated" if reestimated else ""))
+        return RoundOutcome(False, new, added=1, objective=objective, score=g, info=info,
+                            arrays=arrays, note=note)
+
+    def _refresh(self, arrays: dict, weights: Weights, stage: int, count: int) -> int:
+        """Recompute the gains of the ``count`` best stale candidates under
+        ``weights`` (marked computed at ``stage``); returns how many."""
+        gain, at = arrays["gain"], arrays["at"]
+        stale = np.flatnonzero((at > 0) & (at != stage))
+        if not len(stale):
+            return 0
+        if len(stale) > count:
+            stale = stale[np.argpartition(-gain[stale], count - 1)[:count]]
+        ids = stale[np.lexsort((stale, -gain[stale]))]
+        fit = self.fit(weights, ids)
+        gain[ids], arrays["alpha"][ids], at[ids] = fit.gain, fit.alpha, stage
+        return len(ids)
+
+    def _sgc_select(self, arrays: dict, weights: Weights, stage: int
+                    ) -> tuple[int, float, float, int]:
+        """Zhou et al. Figure 2 with batches: recompute the best stale gains
+        until the best fresh gain is at least every stale gain left.
+        Returns (feature, gain, alpha, batches); feature -1 if none is left."""
+        gain, alpha, at = arrays["gain"], arrays["alpha"], arrays["at"]
+        batches = 0
+        while True:
+            live = at > 0
+            fresh = np.flatnonzero(live & (at == stage))
+            stale = live & (at != stage)
+            top_stale = float(gain[stale].max()) if np.any(stale) else -np.inf
+            if len(fresh):
+                b = fresh[best_of(gain[fresh], fresh)]
+                if gain[b] >= top_stale:
+                    return int(b), float(gain[b]), float(alpha[b]), batches
+            elif not np.any(stale):
+                return -1, float("nan"), 0.0, batches
+            self._refresh(arrays, weights, stage, self.ctx.config.sgc_batch)
+            batches += 1
+
+    def reestimate(self, weights: Weights) -> tuple[Weights, float]:
+        """Re-fit all selected weights and the bias (L-BFGS over the selected
+        ids, warm-started); returns the weights and the loss L there."""
+        ids = weights.active_ids()
+        res = fit_smooth(self.ctx, ids, self.ctx.config.l2, start=weights)
+        theta = res.weights.to_dense(self.space)
+        # a weight the fit sets to exactly 0 stays selected (at 0)
+        out = Weights(ids.copy(), theta[ids], res.weights.bias)
+        log.info("%s: re-estimated %d weights: loss %.10g (%d evaluations)", self.spec.name,
+                 len(ids), res.report["loss"], res.report["evaluations"])
+        return out, float(res.report["loss"])
+
+
+def _stop(weights: Weights, objective: float, best: float, why: str) -> RoundOutcome:
+    return RoundOutcome(True, weights, objective=objective, score=best, info={"stopped": why},
+                        note=f"stopped: {why}")
+
+
+def _add(weights: Weights, j: int, alpha: float) -> Weights:
+    """The weights with feature j added at alpha (or incremented, if present)."""
+    ids = weights.active_ids()
+    pos = int(np.searchsorted(ids, j))
+    if pos < len(ids) and ids[pos] == j:
+        values = weights.values.copy()
+        values[pos] += alpha
+        return Weights(ids.copy(), values, weights.bias)
+    return Weights(np.insert(ids, pos, j), np.insert(weights.values, pos, alpha), weights.bias)
+
+
+def _has_checkpoint(ctx: TrainingContext) -> bool:
+    return bool(ctx.output_dir) and os.path.exists(
+        os.path.join(ctx.output_dir, CHECKPOINT_DIR, STATE_FILE))
+
+
+def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
+    """Run IFS or SGC through the shared round loop; report the selection."""
+    _check_config(ctx, spec)
+    method = Incremental(ctx, spec)
+    cfg = ctx.config
+    log.info("%s: max_features %d, gain_threshold %g%s, gains by %s", spec.name,
+             cfg.max_features, cfg.gain_threshold,
+             f", batch {cfg.sgc_batch}, lookahead {spec.lookahead}" if spec.selective else "",
+             cfg.gain_method)
+    start = None if ctx.resume and _has_checkpoint(ctx) else method.start()
+    state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start)
+    weights = state.weights
+    objective = state.trace[-1]["objective"] if state.trace else method.initial_loss(weights)
+    final_reestimate = bool(cfg.reestimate_every and len(weights.values))
+    if final_reestimate:
+        weights, objective = method.reestimate(weights)
+    trace = state.trace
+    evals = [r["gain_evaluations"] for r in trace]
+    report = {
+        "objective": objective, "loss": objective, "selected": [r["feature"] for r in trace],
+        "selected_names": [r["feature_name"] for r in trace],
+        "active_features": int(len(weights.values)), "candidates": int(len(method.candidates)),
+        "stages": state.round,
+        "stopped": state.info.get("stopped", f"max_rounds = {cfg.max_rounds}") if state.done
+        else f"max_rounds = {cfg.max_rounds}",
+        "gain_evaluations": int(sum(evals)),
+        "mean_gain_evaluations_per_stage": float(np.mean(evals)) if evals else 0.0,
+        "final_reestimate": final_reestimate, "selection_passes": state.passes,
+        "selection_elapsed_s": state.elapsed_s, "rounds": trace,
+    }
+    return FitResult(weights.sparse(), report)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where two selection traces first part.
+
+    Attributes
+    ----------
+    stage : int
+        1-based stage of the first different feature (0: none differ).
+    agree : int
+        Stages selecting the same feature before it (ties included).
+    ties : list of int
+        Stages where the features differ but the gains are equal within
+        TIE_RTOL (not a difference; the traces are compared no further than
+        the first tie, as the models part there).
+    features, gains : tuple
+        The two selected features and their gains at ``stage`` (or at the
+        tie), None if they agree throughout.
+    """
+
+    stage: int
+    agree: int
+    ties: list
+    features: tuple | None = None
+    gains: tuple | None = None
+
+
+def compare_selections(a: list[dict], b: list[dict], rtol: float = TIE_RTOL) -> Difference:
+    """Compare two stage traces (``report["rounds"]`` of ifs / sgc runs):
+    the first stage where the selected features differ, and whether that is
+    a tie (gains within ``rtol`` relative) rather than a difference."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x["feature"] != y["feature"]:
+            gx, gy = x["gain"], y["gain"]
+            pair = ((x["feature"], y["feature"]), (gx, gy))
+            if abs(gx - gy) <= rtol * max(abs(gx), abs(gy)):
+                return Difference(0, i, [i + 1], *pair)
+            return Difference(i + 1, i, [], *pair)
+    return Difference(0, min(len(a), len(b)), [])
+
+
+VARIANTS = {"ifs": lambda cfg: Variant("ifs", False),
+            "sgc": lambda cfg: Variant("sgc", True),
+            "sgc-lookahead": lambda cfg: Variant("sgc-lookahead", True, cfg.lookahead)}
+
+
+@register("ifs")
+def fit_ifs(ctx: TrainingContext) -> FitResult:
+    return fit_incremental(ctx, VARIANTS["ifs"](ctx.config))
+
+
+@register("sgc")
+def fit_sgc(ctx: TrainingContext) -> FitResult:
+    return fit_incremental(ctx, VARIANTS["sgc"](ctx.config))
+
+
+@register("sgc-lookahead")
+def fit_sgc_lookahead(ctx: TrainingContext) -> FitResult:
+    return fit_incremental(ctx, VARIANTS["sgc-lookahead"](ctx.config))

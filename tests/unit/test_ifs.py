@@ -1,0 +1,319 @@
+"""IFS and SGC (selection/ifs.py) in-process: SGC against IFS on generated
+data, gain evaluations per stage, the loss bookkeeping, look-ahead,
+re-estimation, both event shapes, real values, progress lines and resume.
+
+That the gains themselves equal brute force is tests/unit/test_gains.py.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import TrainConfig
+from sparkmaxent.data import synthetic
+from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Space
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.gains import fit_gains
+from sparkmaxent.kernels.loss import loss_grad
+from sparkmaxent.optim import Objective
+from sparkmaxent.selection.ifs import compare_selections
+from sparkmaxent.train import METHODS, train
+
+from .helpers import random_multiclass
+
+log = logging.getLogger(__name__)
+
+SPEC = synthetic.SyntheticSpec(n_events=3000, n_predicates=1000, n_labels=4, active_per_event=3,
+                               n_support=20, weight_scale=1.0, n_copies=0, n_conjunctions=0,
+                               min_support_count=40, seed=3)
+
+
+@pytest.fixture(scope="module")
+def generated():
+    block = synthetic.generate(SPEC).block()
+    return block, Space(MULTICLASS, SPEC.n_predicates, SPEC.n_labels, bias=True)
+
+
+def config(method, **kw) -> TrainConfig:
+    base = dict(method=method, max_features=40, gain_threshold=0.0, sgc_batch=16, lookahead=24,
+                plots=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def run(block, space, method, blocks=2, **kw):
+    return train(LocalBackend(split_block(block, blocks), space), config(method, **kw))
+
+
+@pytest.fixture(scope="module")
+def runs(generated):
+    block, space = generated
+    out = {}
+    for method in ("ifs", "sgc", "sgc-lookahead"):
+        captured = {}
+
+        def keep(state, captured=captured):
+            captured[state.round] = {k: v.copy() for k, v in state.arrays.items()}
+
+        res = train(LocalBackend(split_block(block, 2), space), config(method),
+                    output_dir=None, on_round=keep)
+        out[method] = (res, captured)
+    return out
+
+
+def loss_at(block, space, weights) -> float:
+    lg = loss_grad(block, space, weights)
+    return lg.loss / lg.weight
+
+
+# ---- SGC against IFS --------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["sgc", "sgc-lookahead"])
+def test_sgc_selects_what_ifs_selects_until_a_gain_grows(generated, runs, method):
+    """SGC takes a stale gain as an upper bound (Zhou et al. section 3). It
+    picks IFS's feature at every stage until the gain of IFS's pick has grown
+    past SGC's pick since SGC last computed it: that is the only way they can
+    part, and this data keeps them together for 24 stages."""
+    block, space = generated
+    ifs, sgc = runs["ifs"][0].report["rounds"], runs[method][0].report["rounds"]
+    assert len(ifs) == len(sgc) == 40
+    d = compare_selections(ifs, sgc)
+    assert d.agree >= 24 and not d.ties
+    for x, y in zip(ifs[:d.agree], sgc[:d.agree]):
+        assert y["gain"] == pytest.approx(x["gain"], rel=1e-9)
+        assert y["alpha"] == pytest.approx(x["alpha"], rel=1e-6, abs=1e-9)
+    if d.stage:
+        f_ifs, f_sgc = d.features
+        g_ifs, g_sgc = d.gains
+        assert g_ifs > g_sgc * (1 + 1e-12)
+        stale = runs[method][1][d.stage - 1]["gain"][f_ifs]  # SGC's view before the stage
+        assert stale < g_sgc < g_ifs  # its gain grew after it was last computed
+
+
+def test_sgc_computes_far_fewer_gains_than_ifs(runs):
+    ifs, sgc = runs["ifs"][0].report, runs["sgc"][0].report
+    n = ifs["candidates"]
+    # IFS fits every remaining candidate at every stage
+    assert [r["gain_evaluations"] for r in ifs["rounds"]] == [n - s for s in range(40)]
+    # SGC: closed-form start (no fit at stage 1), then a batch or two per stage
+    ev = [r["gain_evaluations"] for r in sgc["rounds"]]
+    assert ev[0] == 0 and all(e % 16 == 0 for e in ev)
+    assert sgc["mean_gain_evaluations_per_stage"] < ifs["mean_gain_evaluations_per_stage"] / 50
+    look = [r["gain_evaluations"] for r in runs["sgc-lookahead"][0].report["rounds"]]
+    assert all(e >= 24 for e in look)  # every stage refreshes the next 24
+
+
+def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
+    """Only the new weight changes, and G is exact at its alpha, so the loss
+    after a stage is the loss before it minus the stage's gain."""
+    block, space = generated
+    for method in ("ifs", "sgc"):
+        res = runs[method][0]
+        rounds = res.report["rounds"]
+        assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights),
+                                                        rel=1e-10)
+        objectives = [r["objective"] for r in rounds]
+        for prev, r in zip(objectives, rounds[1:]):
+            assert r["objective"] == pytest.approx(prev - r["gain"], rel=1e-12)
+        assert len(res.weights.ids) == 40
+        # the bias is the bias-only maximum-likelihood model's, never re-fitted
+        w_k = np.bincount(block.y, weights=block.c, minlength=space.n_labels)
+        np.testing.assert_allclose(res.weights.bias, np.log(w_k / w_k.sum()), rtol=1e-12)
+
+
+# ---- stopping, re-estimation, configuration ------------------------------------
+
+def test_threshold_stops_and_reports_why(generated):
+    block, space = generated
+    res = run(block, space, "sgc", max_features=0, gain_threshold=2e-3)
+    gains = [r["gain"] for r in res.report["rounds"]]
+    assert 5 <= len(gains) < 40 and min(gains) > 2e-3
+    assert "gain_threshold" in res.report["stopped"]
+    # IFS agrees on where to stop (the top of the ranking is the same here)
+    ifs = run(block, space, "ifs", max_features=0, gain_threshold=2e-3)
+    assert ifs.report["selected"] == res.report["selected"]
+    # a fresh fit at the final model finds no candidate above the threshold
+    ids = np.setdiff1d(np.arange(space.n_features), res.weights.ids)
+    fit = fit_gains(LocalBackend([block], space), res.weights, ids)
+    assert fit.gain.max() <= 2e-3 * (1 + 1e-9)
+
+
+def test_reestimation_every_r_stages_and_at_the_end(generated):
+    block, space = generated
+    res = run(block, space, "sgc", max_features=7, reestimate_every=3, l2=1e-4)
+    flags = [r["reestimated"] for r in res.report["rounds"]]
+    assert flags == [False, False, True, False, False, True, False]
+    assert res.report["final_reestimate"]
+    w = res.weights
+    obj = Objective(LocalBackend([block], space), w.ids, l2=1e-4)
+    ev = obj.evaluate(np.concatenate([w.values, w.bias]), full_gradient=False, hessian=False)
+    assert np.abs(ev.grad).max() < 1e-6  # stationary over the selected weights and bias
+    plain = run(block, space, "sgc", max_features=7)
+    assert res.report["loss"] < plain.report["loss"]
+
+
+def test_methods_are_registered_and_bad_settings_fail_before_training(generated):
+    assert {"ifs", "sgc", "sgc-lookahead"} <= set(METHODS)
+    block, space = generated
+    backend = LocalBackend([block], space)
+    for kw, match in ((dict(sgc_batch=0), "sgc_batch >= 1"),
+                      (dict(gain_threshold=-1.0), "gain_threshold >= 0"),
+                      (dict(gain_method="newton"), "gain_method"),
+                      (dict(max_features=-2), "max_features >= 0")):
+        with pytest.raises(ValueError, match=match):
+            train(backend, config("sgc", **kw))
+    assert backend.passes == 0
+
+
+def test_progress_lines_name_the_feature_gain_alpha_and_evaluations(generated, caplog):
+    block, space = generated
+    with caplog.at_level("INFO", logger="sparkmaxent.selection.loop"):
+        res = run(block, space, "sgc", max_features=3)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
+    first = res.report["rounds"][0]
+    p, k = divmod(first["feature"], space.n_labels)
+    assert f"selected {p}|{k} gain " in lines[0] and "alpha" in lines[0]
+    assert "gain evaluations" in lines[1] and "passes" in lines[1]
+    for key in ("feature", "feature_name", "gain", "alpha", "gain_evaluations", "passes",
+                "elapsed_s", "objective"):
+        assert key in first
+
+
+# ---- other data: real values, candidate sets -----------------------------------------
+
+def real_multiclass(seed=4):
+    rng = np.random.default_rng(seed)
+    block = random_multiclass(rng, m=600, P=30, K=3, density=0.15)
+    return block, Space(MULTICLASS, 30, 3, bias=True)
+
+
+def candidate_sets(seed=5, m=400, D=25):
+    """Events with 2-5 candidates of real-valued features, one or two correct."""
+    rng = np.random.default_rng(seed)
+    beta = np.where(rng.random(D) < 0.3, rng.normal(scale=1.5, size=D), 0.0)
+    sizes = rng.integers(2, 6, size=m)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    F = sp.random(ptr[-1], D, density=0.2, format="csr", random_state=rng,
+                  data_rvs=lambda n: rng.normal(size=n))
+    s = F @ beta
+    correct = np.zeros(ptr[-1], dtype=bool)
+    for i in range(m):
+        g = s[ptr[i]:ptr[i + 1]] + rng.gumbel(size=sizes[i])
+        correct[ptr[i] + np.argsort(-g)[: 1 + (i % 5 == 0)]] = True
+    block = CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=rng.uniform(0.5, 2, size=m))
+    return block, Space(CANDIDATES, D, 1)
+
+
+@pytest.mark.parametrize("data", [real_multiclass, candidate_sets], ids=["real", "candidates"])
+def test_other_data_ifs_and_sgc(data):
+    """Real-valued features and candidate sets: no closed form, so SGC fits
+    every candidate once at the start; after that the same rules."""
+    block, space = data()
+    n = 8
+    ifs = run(block, space, "ifs", max_features=n, sgc_batch=4)
+    sgc = run(block, space, "sgc", max_features=n, sgc_batch=4)
+    cand = ifs.report["candidates"]
+    assert sgc.report["rounds"][0]["gain_evaluations"] == cand  # the initial fit
+    d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
+    assert d.agree >= 4
+    for res in (ifs, sgc):
+        assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights),
+                                                        rel=1e-9)
+    assert np.all(np.diff([r["objective"] for r in ifs.report["rounds"]]) < 0)
+    assert sum(r["gain_evaluations"] for r in sgc.report["rounds"][1:]) \
+        < sum(r["gain_evaluations"] for r in ifs.report["rounds"][1:])
+
+
+# ---- resume --------------------------------------------------------------------------
+
+class Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method", ["ifs", "sgc-lookahead"])
+def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tmp_path, method):
+    block, space = generated
+    cfg = config(method, max_features=10)
+    whole = train(LocalBackend([block], space), cfg, output_dir=str(tmp_path / "whole"))
+
+    def stop_after_4(state):
+        if state.round == 4:
+            raise Interrupted
+
+    out = str(tmp_path / "cut")
+    with pytest.raises(Interrupted):
+        train(LocalBackend([block], space), cfg, output_dir=out, on_round=stop_after_4)
+    resumed = train(LocalBackend([block], space), cfg, output_dir=out, resume=True)
+    assert resumed.report["selected"] == whole.report["selected"]
+    np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
+    np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
+    assert [r["gain_evaluations"] for r in resumed.report["rounds"]] \
+        == [r["gain_evaluations"] for r in whole.report["rounds"]]
+    assert resumed.report["passes"] < whole.report["passes"]
+
+
+# ---- long runs (slow): 200 stages on generated data and on PP attachment ------------
+
+def ppattach_block(path):
+    """Ratnaparkhi's PP-attachment training set as one block (duplicate
+    events kept: each has weight 1)."""
+    from sparkmaxent.data.readers import parse_ppattach
+    from sparkmaxent.kernels.blocks import multiclass_block
+
+    with open(path) as f:
+        raw = [e for e in parse_ppattach(path, f, {}) if hasattr(e, "label")]
+    vocab: dict[str, int] = {}
+    labels = sorted({e.label for e in raw})
+    indptr, indices, values = [0], [], []
+    for e in raw:
+        indices += [vocab.setdefault(name, len(vocab)) for name in e.features]
+        values += e.values
+        indptr.append(len(indices))
+    y = [labels.index(e.label) for e in raw]
+    block = multiclass_block(indptr, indices, values, y, np.ones(len(raw)), len(vocab), len(labels))
+    return block, Space(MULTICLASS, len(vocab), len(labels), bias=True)
+
+
+def long_comparison(block, space, stages, sgc_batch=64):
+    """IFS and SGC for ``stages`` stages; checks that SGC parts from IFS
+    only where a gain grew, and returns the figures."""
+    captured = {}
+
+    def keep(state):
+        captured[state.round] = state.arrays["gain"].copy()
+
+    cfg = dict(max_features=stages, gain_threshold=0.0, sgc_batch=sgc_batch)
+    ifs = train(LocalBackend(split_block(block, 4), space), config("ifs", **cfg))
+    sgc = train(LocalBackend(split_block(block, 4), space), config("sgc", **cfg), on_round=keep)
+    d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
+    if d.stage:
+        stale = captured[d.stage - 1][d.features[0]]
+        assert stale < d.gains[1] < d.gains[0]
+    figures = {"stages": stages, "agree": d.agree, "first_difference": d.stage,
+               "features": d.features, "gains": d.gains, "ties": d.ties,
+               "ifs_evaluations_per_stage": ifs.report["mean_gain_evaluations_per_stage"],
+               "sgc_evaluations_per_stage": sgc.report["mean_gain_evaluations_per_stage"],
+               "ifs_passes": ifs.report["passes"], "sgc_passes": sgc.report["passes"]}
+    assert figures["sgc_evaluations_per_stage"] < figures["ifs_evaluations_per_stage"] / 20
+    return figures
+
+
+@pytest.mark.slow
+def test_sgc_against_ifs_for_200_stages_on_generated_data():
+    data = synthetic.generate(synthetic.SyntheticSpec(n_events=20000, n_predicates=3000,
+                                                      n_labels=4, n_support=60, seed=11))
+    space = Space(MULTICLASS, 3000, 4, bias=True)
+    figures = long_comparison(data.block(), space, 200)
+    log.warning("generated data: %s", figures)
+
+
+@pytest.mark.slow
+def test_sgc_against_ifs_for_200_stages_on_pp_attachment(shared_data):
+    block, space = ppattach_block(os.path.join(shared_data, "ppattach", "training"))
+    figures = long_comparison(block, space, 200)
+    log.warning("PP attachment: %s", figures)
