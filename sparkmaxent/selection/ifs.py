@@ -100,9 +100,12 @@ def _check_config(ctx: TrainingContext, spec: Variant) -> None:
 
 
 def best_of(gains: np.ndarray, ids: np.ndarray) -> int:
-    """Position of the largest gain; ties (exactly equal) go to the lowest id."""
+    """Position of the largest gain; gains within TIE_RTOL (relative) of it
+    tie, and ties go to the lowest id. Ties are common: with two labels the
+    features (p, 0) and (p, 1) are mirror images with the same gain, which
+    the closed form and the Newton fit reproduce only to rounding."""
     top = gains.max()
-    tied = np.flatnonzero(gains == top)
+    tied = np.flatnonzero(gains >= top - TIE_RTOL * abs(top))
     return int(tied[np.argmin(ids[tied])])
 
 
