@@ -258,7 +258,7 @@ def test_standardization_equals_training_on_standardized_data(shape):
 
     rng = np.random.default_rng(8)
     if shape == MULTICLASS:
-        _, block, space = planted(seed=3, m=1500, P=60, K=3, n_support=6)
+        _, block, space = planted(seed=3, m=800, P=40, K=3, n_support=5)
         X = block.X
     else:
         block = random_candidates(rng, m=150, D=10, max_cands=4)

@@ -1,0 +1,83 @@
+"""Grafting's round optimizer: Newton with Hessian-block passes against
+L-BFGS-B, in-process (LocalBackend), on synthetic data and CoNLL-2000.
+
+Passes are the figure that carries over to Spark (each costs 0.1-0.5 s there,
+DESIGN.md section 6); wall seconds here are in-process.
+
+    python benchmarks/grafting_solvers.py synthetic 1e-3 10 newton,lbfgs-b
+    python benchmarks/grafting_solvers.py basenp 1e-4 100 newton,lbfgs-b --data /tmp/prepared
+
+``basenp`` / ``conll`` read ``<data>/<name>-train`` prepared with
+``sparkmaxent.data.prepare.prepare(spark, [train.txt], out, "conll", cutoff=2)``
+(``options={"mode": "basenp"}`` for Base-NP). Appends one JSON row per solver
+to benchmarks/results/grafting_solvers.jsonl.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
+
+from benchmarks.common import RESULTS, machine  # noqa: E402
+
+
+def dataset(name: str, data_dir: str):
+    from sparkmaxent.data import synthetic
+    from sparkmaxent.data.load import read_blocks
+    from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.kernels import Space
+
+    if name == "synthetic":
+        d = synthetic.generate(synthetic.SyntheticSpec(n_events=20000, n_predicates=2000,
+                                                       n_labels=5, seed=1))
+        return [d.block()], Space("multiclass", d.n_predicates, d.n_labels, bias=True)
+    path = os.path.join(data_dir, f"{name}-train")
+    info = DatasetInfo.load(path)
+    return read_blocks(path, info, n_blocks=2), info.space(True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sparkmaxent.backends import LocalBackend
+    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.train import train
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", choices=["synthetic", "basenp", "conll"])
+    parser.add_argument("l1", type=float)
+    parser.add_argument("n_best", type=int)
+    parser.add_argument("solvers", help="comma-separated: newton,lbfgs-b")
+    parser.add_argument("--data", default="/tmp/grafting-work", dest="data_dir")
+    parser.add_argument("--output", default=os.path.join(RESULTS, "grafting_solvers.jsonl"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    blocks, space = dataset(args.data, args.data_dir)
+    for solver in args.solvers.split(","):
+        backend = LocalBackend(blocks, space)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = train(backend, TrainConfig(method="grafting", l1=args.l1, n_best=args.n_best,
+                                             solver=solver))
+        rep = res.report
+        row = {"data": args.data, "l1": args.l1, "n_best": args.n_best, "solver": solver,
+               "passes": rep["passes"], "rounds": rep["rounds_run"],
+               "evaluations": rep["evaluations"], "objective": rep["objective"],
+               "nonzero": rep["nonzero_weights"], "kkt_passed": rep["kkt"]["passed"],
+               "max_zero_grad": rep["kkt"]["max_zero_gradient"],
+               "wall_s": round(time.perf_counter() - t0, 1), "warnings": len(caught),
+               "candidates": space.n_features, "load_average": machine()["load_average_at_end"]}
+        print(json.dumps(row), flush=True)
+        os.makedirs(os.path.dirname(args.output), exist_ok=True)
+        with open(args.output, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
