@@ -261,9 +261,10 @@ def run_rounds(ctx, method: RoundMethod, name: str, score_name: str = "max_gradi
         if outcome.stop:
             state.done = True
             state.info.update(outcome.info)
-            log.info("round %d: %s (max %s %.4g); %d passes, %.1fs", state.round + 1,
-                     outcome.note or "no candidate passes the test", score_label, outcome.score,
-                     state.passes, state.elapsed_s)
+            best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"
+            log.info("round %d: %s%s; %d passes, %.1fs", state.round + 1,
+                     outcome.note or "no candidate passes the test", best, state.passes,
+                     state.elapsed_s)
             if checkpoint is not None:
                 checkpoint.save(state, name)
             break
