@@ -35,6 +35,7 @@ from typing import Callable, Protocol
 import numpy as np
 
 from ..config import TrainConfig
+from ..jsonio import write_json
 from ..kernels import Space, Weights
 
 log = logging.getLogger(__name__)
@@ -164,10 +165,7 @@ class Checkpoint:
         doc = {"format_version": CHECKPOINT_VERSION, "digest": self.digest, "method": method,
                "round": state.round, "passes": state.passes, "elapsed_s": state.elapsed_s,
                "done": state.done, "weights_file": name, "info": state.info, "trace": state.trace}
-        tmp = os.path.join(self.directory, f".tmp-{os.getpid()}-{STATE_FILE}")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1, default=_json_default)
-        os.replace(tmp, self.state_path)
+        write_json(self.state_path, doc)
         for old in os.listdir(self.directory):  # earlier rounds' weights
             if old.startswith("round-") and old.endswith(".npz") and old != name:
                 os.remove(os.path.join(self.directory, old))
@@ -195,14 +193,6 @@ class Checkpoint:
         return LoopState(round=doc["round"], weights=weights, passes=doc["passes"],
                          elapsed_s=doc["elapsed_s"], trace=doc["trace"], done=doc["done"],
                          info=doc["info"], arrays=arrays)
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot write {type(o).__name__} to JSON")
 
 
 def run_rounds(ctx, method: RoundMethod, name: str, score_name: str = "max_gradient",
