@@ -45,7 +45,6 @@ import pickle
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypeVar
 
 import numpy as np
