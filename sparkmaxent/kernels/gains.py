@@ -114,7 +114,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import expit
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .loss import candidate_scores, multiclass_scores
@@ -181,18 +181,21 @@ def multiclass_logits(S: np.ndarray) -> np.ndarray:
     ndarray, shape (m, K), clipped to [-LOGIT_CLIP, LOGIT_CLIP] (K = 1 gives
     +LOGIT_CLIP: the feature is a constant shift).
     """
-    m = S.shape[0]
+    m, K = S.shape
+    if K == 1:
+        return np.full(S.shape, LOGIT_CLIP)
     rows = np.arange(m)
     top = S.argmax(axis=1)
     D = S - S[rows, top][:, None]
-    E = np.exp(D)
-    E[rows, top] = 0.0
-    others = E.sum(axis=1)
-    # non-top label k: 1 - P_k = (total - E_k) / total, and total - E_k >= 1
-    T = D - np.log1p(np.maximum(others[:, None] - E, 0.0))
     D[rows, top] = -np.inf
-    with np.errstate(divide="ignore"):
-        T[rows, top] = -logsumexp(D, axis=1)
+    E = np.exp(D)  # top label: 0
+    others = E.sum(axis=1)
+    # non-top label k: 1 - P_k = (1 + others - E_k) / (1 + others), and 1 + others - E_k >= 1
+    T = D - np.log1p(np.maximum(others[:, None] - E, 0.0))
+    # top label: logit = -log(others), with others summed relative to the
+    # second-best score so that it neither underflows nor loses digits
+    second = D.max(axis=1)
+    T[rows, top] = -(second + np.log(np.exp(D - second[:, None]).sum(axis=1)))
     return np.clip(T, -LOGIT_CLIP, LOGIT_CLIP)
 
 
@@ -514,9 +517,33 @@ def _n_bins(bin_width: float) -> int:
     return 2 * int(math.ceil(LOGIT_CLIP / bin_width)) + 2
 
 
-def _aggregate(keys: np.ndarray, c: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique keys (sorted) and per-key sums (c, c t, c t^2), shape (R, 3)."""
-    uk, inv = np.unique(keys, return_inverse=True)
+def _aggregate(keys: np.ndarray, c: np.ndarray, t: np.ndarray, bin_width: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Unique keys (sorted) and per-key sums (c, c t, c t^2), shape (R, 3).
+
+    Keys are ``group * n_bins + bin`` (``_bin_keys``). The bins in use are
+    few (logits of a few tens at most, plus the two of +-LOGIT_CLIP) while
+    n_bins is millions, so the bins are renumbered densely, order kept, and
+    summed by bincount: a linear pass instead of np.unique's sort, which
+    dominated a sketch pass over a large batch. np.unique remains for the
+    rare block whose dense range would be large.
+    """
+    nb = _n_bins(bin_width)
+    clip_lo, clip_hi = (int(x) for x in _bin_of(np.array([-LOGIT_CLIP, LOGIT_CLIP]), bin_width))
+    group, b = np.divmod(keys, nb)
+    inner = (b != clip_lo) & (b != clip_hi)
+    lo, hi = (int(b[inner].min()), int(b[inner].max())) if np.any(inner) else (0, -1)
+    width = hi - lo + 3  # dense bins: 0 is clip_lo, 1 + (lo .. hi), then clip_hi
+    size = (int(group.max()) + 1) * width if len(keys) else 0
+    if size > 4 * len(keys) + (1 << 20):
+        uk, inv = np.unique(keys, return_inverse=True)
+    else:
+        dense = group * width + np.where(b == clip_lo, 0, np.where(b == clip_hi, width - 1,
+                                                                   b - lo + 1))
+        present = np.flatnonzero(np.bincount(dense, minlength=size))
+        g, d = np.divmod(present, width)
+        uk = g * nb + np.where(d == 0, clip_lo, np.where(d == width - 1, clip_hi, d - 1 + lo))
+        inv = np.searchsorted(present, dense)
     R = len(uk)
     sums = np.stack([_sum_by(inv, c, R), _sum_by(inv, c * t, R), _sum_by(inv, c * t * t, R)],
                     axis=1)
@@ -696,8 +723,11 @@ def _bin_keys(slot: np.ndarray, side: int | np.ndarray, t: np.ndarray, bin_width
     nb = _n_bins(bin_width)
     if len(slot) and (2 * float(slot.max()) + 2) * nb >= 2.0 ** 62:
         raise ValueError(f"bin_width {bin_width} is too small for int64 sketch keys")
-    b = np.floor(t / bin_width).astype(np.int64) + nb // 2
-    return (slot * 2 + side) * nb + b
+    return (slot * 2 + side) * nb + _bin_of(t, bin_width)
+
+
+def _bin_of(t: np.ndarray, bin_width: float) -> np.ndarray:
+    return np.floor(t / bin_width).astype(np.int64) + _n_bins(bin_width) // 2
 
 
 def gain_sketch(block: Block, space: Space, weights: Weights, scaling: Scaling | None,
@@ -745,7 +775,7 @@ def gain_sketch(block: Block, space: Space, weights: Weights, scaling: Scaling |
         keys, c, t = (np.concatenate(a) for a in zip(*parts))
     else:
         keys, c, t = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
-    uk, sums = _aggregate(keys, c, t)
+    uk, sums = _aggregate(keys, c, t, bin_width)
     return GainSketch(float(bin_width), uk, sums, v_lo, v_hi, v0, labels, float(block.c.sum()))
 
 

@@ -12,8 +12,9 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Scaling,
                                  Space, Weights, loss_grad)
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.gains import (EmpiricalExpectationTask, GainDerivativesTask,
-                                       GainSketchTask, fit_gains, gain_derivatives, gain_sketch,
+from sparkmaxent.kernels.gains import (LOGIT_CLIP, EmpiricalExpectationTask,
+                                       GainDerivativesTask, GainSketchTask, _aggregate, _bin_keys,
+                                       fit_gains, gain_derivatives, gain_sketch,
                                        multiclass_logits, uniform_initial_gains)
 from sparkmaxent.kernels.stats import feature_counts
 
@@ -256,6 +257,27 @@ def test_sketch_stays_within_its_error_bound(shape, use_scaling):
     np.testing.assert_allclose(fine.derivatives(a).loglik,
                                gain_derivatives(block, space, weights, scaling, ids, a).loglik,
                                rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("spread", [3.0, 1e5])
+def test_sketch_aggregation_matches_a_sort(spread):
+    """The bincount path (narrow logits) and the np.unique fallback (wide)
+    give the sorted unique keys and per-key sums of a plain sort."""
+    rng = np.random.default_rng(0)
+    n = 5000
+    t = rng.normal(0.0, spread, n)
+    t[rng.random(n) < 0.1] = LOGIT_CLIP  # the correct side of multiclass events
+    t[rng.random(n) < 0.05] = -LOGIT_CLIP
+    slot = rng.integers(0, 40, n)
+    keys = _bin_keys(slot, rng.integers(0, 2, n), t, 0.25)
+    c = rng.random(n)
+    uk, sums = _aggregate(keys, c, t, 0.25)
+    ref_k, inv = np.unique(keys, return_inverse=True)
+    ref = np.stack([np.bincount(inv, w) for w in (c, c * t, c * t * t)], axis=1)
+    np.testing.assert_array_equal(uk, ref_k)
+    np.testing.assert_allclose(sums, ref, rtol=1e-12)
+    empty_k, empty_s = _aggregate(keys[:0], c[:0], t[:0], 0.25)
+    assert empty_k.shape == (0,) and empty_s.shape == (0, 3)
 
 
 @pytest.mark.parametrize("prior_variance", [None, 2.0])
