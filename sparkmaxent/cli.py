@@ -154,25 +154,13 @@ def prepared_for_model(spark, model_dir: str, data: str, fmt: str | None, workdi
 
 
 def evaluate_predictions(frame, labels: list[str], chunks: bool) -> dict:
-    """Accuracy, per-label P/R/F1 and (for IOB tags) chunk P/R/F1 of a
-    prediction DataFrame (backends.predict schema)."""
-    from . import evaluate as ev
+    """``evaluate.score_tagging`` of a prediction DataFrame (backends.predict schema)."""
+    from .evaluate import score_tagging
 
     t = frame.select("group", "event_id", "label", "predicted").toArrow()
-    order = np.lexsort((t.column("event_id").to_numpy(), t.column("group").to_numpy()))
-    gold = np.asarray(t.column("label").to_pylist(), dtype=object)[order]
-    pred = np.asarray(t.column("predicted").to_pylist(), dtype=object)[order]
-    groups = t.column("group").to_numpy()[order]
-    unseen = ~np.isin(gold, np.asarray(labels, dtype=object))
-    # a gold label unseen in training is never predicted: it counts as an error
-    report = {"events": int(len(gold)), "accuracy": ev.accuracy(gold, pred),
-              "unseen_gold_labels": int(unseen.sum()),
-              "per_label": ev.per_label_prf(gold, pred, labels)}
-    if chunks:
-        cuts = np.flatnonzero(np.diff(groups)) + 1
-        report["chunks"] = ev.chunk_prf([list(s) for s in np.split(gold, cuts)],
-                                        [list(s) for s in np.split(pred, cuts)])
-    return report
+    return score_tagging(t.column("group").to_numpy(), t.column("event_id").to_numpy(),
+                         t.column("label").to_pylist(), t.column("predicted").to_pylist(),
+                         labels, chunks)
 
 
 def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -> dict:

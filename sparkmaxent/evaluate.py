@@ -357,6 +357,52 @@ def chunk_prf(gold_sentences: Sequence[Sequence[str]], pred_sentences: Sequence[
             "accuracy": _ratio(correct_tags, n_tokens), "by_type": types}
 
 
+# ---- a whole test set ---------------------------------------------------------
+
+def score_tagging(groups: np.ndarray, event_ids: np.ndarray, gold: Sequence[Hashable],
+                  pred: Sequence[Hashable], labels: Sequence[str], chunks: bool) -> dict:
+    """Accuracy, per-label P/R/F1 and, for IOB chunk tags, conlleval chunk
+    P/R/F1 of predictions on events in any order: events are put back in
+    source order (``group`` = sentence, then ``event_id``). A gold label not
+    among ``labels`` (unseen in training) is never predicted: an error."""
+    order = np.lexsort((np.asarray(event_ids), np.asarray(groups)))
+    gold = np.asarray(gold, dtype=object)[order]
+    pred = np.asarray(pred, dtype=object)[order]
+    groups = np.asarray(groups)[order]
+    unseen = ~np.isin(gold, np.asarray(list(labels), dtype=object))
+    report = {"events": int(len(gold)), "accuracy": accuracy(gold, pred),
+              "unseen_gold_labels": int(unseen.sum()),
+              "per_label": per_label_prf(gold, pred, list(labels))}
+    if chunks:
+        cuts = np.flatnonzero(np.diff(groups)) + 1
+        report["chunks"] = chunk_prf([list(s) for s in np.split(gold, cuts)],
+                                     [list(s) for s in np.split(pred, cuts)])
+    return report
+
+
+def evaluate_dataset(dataset_dir: str, weights, space, scaling=None,
+                     chunks: bool | None = None) -> dict:
+    """``score_tagging`` of in-process predictions on a prepared multiclass
+    dataset (prepared with the training vocabulary, duplicates not merged);
+    for benchmarks and data that fit the driver. ``chunks`` None: when the
+    labels are IOB tags."""
+    from .data.load import read_events_table
+    from .data.schema import DatasetInfo, block_from_arrow
+    from .kernels.predict import predict_multiclass
+
+    info = DatasetInfo.load(dataset_dir)
+    if info.shape != "multiclass":
+        raise ValueError(f"{dataset_dir}: expected multiclass events, got {info.shape}")
+    table = read_events_table(dataset_dir, info)
+    predicted, _ = predict_multiclass(block_from_arrow(table, info), space, weights, scaling)
+    labels = list(info.labels)
+    gold = [info.label_name(int(y)) for y in table.column("label").to_numpy()]
+    if chunks is None:
+        chunks = any(label[:2] in ("B-", "I-") for label in labels)
+    return score_tagging(table.column("group").to_numpy(), table.column("event_id").to_numpy(),
+                         gold, [labels[int(k)] for k in predicted], labels, chunks)
+
+
 # ---- model size --------------------------------------------------------------
 
 def compression(n_selected: int, n_candidates: int) -> float:

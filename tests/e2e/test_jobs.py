@@ -10,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkmaxent.cli import evaluate_main, pipeline_main, predict_main, train_main
+from sparkmaxent.evaluate import evaluate_dataset
+from sparkmaxent.model import MaxentModel
 
 SMALL = ("data.synthetic = {n_events = 3000, n_predicates = 300, n_labels = 3, n_support = 9, "
          "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 3}")
@@ -78,7 +80,14 @@ def test_evaluate_matches_the_pipeline_report(spark, run_dir, tmp_path):
     path = tmp_path / "eval.json"
     assert evaluate_main(["--model", str(run_dir / "model"), "--input", data["datasets"]["test"],
                           "--report", str(path)]) == 0
-    assert json.load(open(path))["accuracy"] == pytest.approx(data["test"]["accuracy"])
+    report = json.load(open(path))
+    assert report["accuracy"] == pytest.approx(data["test"]["accuracy"])
+    # the in-process scorer of benchmarks gives the same figures
+    model = MaxentModel.load(str(run_dir / "model"))
+    local = evaluate_dataset(data["datasets"]["test"], model.weights, model.space, model.scaling)
+    assert local["events"] == report["events"]
+    assert local["accuracy"] == pytest.approx(report["accuracy"], abs=1e-12)
+    assert local["per_label"] == report["per_label"]
 
 
 def test_predict_refuses_to_overwrite_and_bad_input_exits_2(spark, run_dir, tmp_path, capsys):
