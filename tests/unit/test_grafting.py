@@ -156,15 +156,19 @@ def test_certificate_fails_when_stopped_early():
 def test_kkt_certificate_flags_each_kind_of_violation():
     w = Weights(np.array([0, 2]), np.array([1.0, -2.0]), np.zeros(2))
     good = np.array([-0.1, 0.05, 0.1, -0.02])
-    assert kkt_certificate(good, w, np.zeros(2), 0.1, 1e-6)["passed"]
+    cert = kkt_certificate(good, w, np.zeros(2), 0.1, 1e-6)
+    assert cert["passed"] and cert["violation"] == 0.0
     bad_active = good.copy()
     bad_active[2] = 0.2
-    assert not kkt_certificate(bad_active, w, np.zeros(2), 0.1, 1e-6)["passed"]
+    cert = kkt_certificate(bad_active, w, np.zeros(2), 0.1, 1e-6)
+    assert not cert["passed"] and cert["violation"] == pytest.approx(0.1)
     bad_zero = good.copy()
     bad_zero[3] = 0.11
     cert = kkt_certificate(bad_zero, w, np.zeros(2), 0.1, 1e-6)
     assert not cert["passed"] and cert["zero_weights_over_bound"] == 1
-    assert not kkt_certificate(good, w, np.array([1e-3, 0]), 0.1, 1e-6)["passed"]
+    assert cert["violation"] == pytest.approx(0.01)
+    cert = kkt_certificate(good, w, np.array([1e-3, 0]), 0.1, 1e-6)
+    assert not cert["passed"] and cert["violation"] == pytest.approx(1e-3)
 
 
 # ---- solvers agree; agreement with scikit-learn -------------------------------
