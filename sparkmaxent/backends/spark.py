@@ -331,10 +331,15 @@ class SparkBackend:
         # the cluster's parallelism goes; int keys hash to themselves
         n_reduce = max(1, min(task.n_blocks + 1, max(self.partitions, self.sc.defaultParallelism)))
         with self._pass(task) as bc:
-            return (self.rdd.flatMap(lambda block: bc.value.split(bc.value.partial(block)))
-                    .reduceByKey(_add_piece, n_reduce)
-                    .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
-                    .treeReduce(_merge, self.depth))
+            summary = (self.rdd.flatMap(lambda block: bc.value.split(bc.value.partial(block)))
+                       .reduceByKey(_add_piece, n_reduce)
+                       .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
+                       .treeReduce(_merge, self.depth))
+        # the pass's own weight sum must be the one the gradient was divided by
+        if summary.lg is not None and not math.isclose(summary.lg.weight, weight, rel_tol=1e-12):
+            raise RuntimeError(f"{self.name}: the events weigh {summary.lg.weight} in this pass, "
+                               f"{weight} when cached: expected the same")
+        return summary
 
     @contextmanager
     def _pass(self, task: Any) -> Iterator[Any]:
