@@ -128,7 +128,8 @@ def run_path(args) -> dict:
     logging.basicConfig(level=logging.WARNING)
     spark = spark_session("local[2]", "grafting-10m", {"spark.driver.memory": args.driver_memory,
                                                       "spark.driver.maxResultSize": "4g"})
-    with SparkBackend(spark, args.dataset, bias=True, partitions=2, name=f"g10m-{args.child}") as backend:
+    with SparkBackend(spark, args.dataset, bias=True, partitions=2,
+                      name=f"g10m-{args.child}") as backend:
         pools = _heap_pools(spark)
         spark.sparkContext._jvm.java.lang.System.gc()
         for p in pools:
@@ -156,8 +157,8 @@ def run_path(args) -> dict:
             "driver_rss_before_mb": round(rss_before / 1024, 1),
             "driver_peak_is_whole_process": not hwm_reset,
             "jvm_heap_peak_mb": round(sum(peaks.values()) / 2**20, 1),
-            "jvm_old_gen_peak_mb": round(sum(v for k, v in peaks.items() if "Old" in k or "Tenured" in k)
-                                         / 2**20, 1),
+            "jvm_old_gen_peak_mb": round(sum(v for k, v in peaks.items()
+                                             if "Old" in k or "Tenured" in k) / 2**20, 1),
             "objective": rep["objective"], "active_features": rep["active_features"],
             "kkt_zero_weights_over_bound": rep["kkt"]["zero_weights_over_bound"],
             "kkt_max_zero_gradient": rep["kkt"]["max_zero_gradient"],
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predicates", type=int, default=500_000)
     parser.add_argument("--labels", type=int, default=20)
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--active", type=float, default=12.0, help="mean active predicates per event")
+    parser.add_argument("--active", type=float, default=12.0,
+                        help="mean active predicates per event")
     parser.add_argument("--zipf", type=float, default=0.8, help="Zipf exponent of predicate rates")
     parser.add_argument("--support", type=int, default=40, help="planted support size")
     parser.add_argument("--seed", type=int, default=1)
@@ -207,13 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(json.loads(out.strip().splitlines()[-1]))
         print_table(rows[-1:], ["path", "candidate_features", "rounds", "passes", "wall_s",
                                 "driver_peak_rss_mb", "jvm_heap_peak_mb", "objective"])
+    same = len(rows) == 2 and rows[0]["selected_ids"] == rows[1]["selected_ids"]
     if len(rows) == 2:
-        same = rows[0]["selected_ids"] == rows[1]["selected_ids"]
         print(f"same selected features on both paths: {same}")
     write_result(args.output, rows, dataset=data,
                  settings={k: getattr(args, k) for k in ("l1", "n_best", "rounds", "block_size",
                                                          "driver_memory")},
-                 same_selection=len(rows) == 2 and rows[0]["selected_ids"] == rows[1]["selected_ids"])
+                 same_selection=same)
     return 0
 
 

@@ -115,7 +115,8 @@ class GradientSummary:
     def merge(self, other: "GradientSummary") -> "GradientSummary":
         if (self.threshold, self.n_best) != (other.threshold, other.n_best):
             raise ValueError("cannot merge gradient summaries of different tests: threshold "
-                             f"{self.threshold} / {other.threshold}, n_best {self.n_best} / {other.n_best}")
+                             f"{self.threshold} / {other.threshold}, "
+                             f"n_best {self.n_best} / {other.n_best}")
         ids = np.concatenate([self.top_ids, other.top_ids])
         grad = np.concatenate([self.top_grad, other.top_grad])
         keep = top_candidates(np.abs(grad), ids, self.threshold, self.n_best)

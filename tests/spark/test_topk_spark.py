@@ -84,7 +84,8 @@ def test_short_grafting_run_block_path_equals_dense_path(backend, problem, round
     assert backend.live_broadcasts == 0
     assert tiled.report["gradient_test"]["path"] == "block-wise"
     assert tiled.report["gradient_test"]["blocks"] == 17
-    assert [r["added"] for r in tiled.report["rounds"]] == [r["added"] for r in dense.report["rounds"]]
+    added = [r["added"] for r in dense.report["rounds"]]
+    assert [r["added"] for r in tiled.report["rounds"]] == added
     np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
     np.testing.assert_allclose(tiled.weights.values, dense.weights.values, rtol=1e-7, atol=1e-10)
     assert tiled.report["objective"] == pytest.approx(dense.report["objective"], rel=1e-10)

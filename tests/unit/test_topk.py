@@ -137,7 +137,6 @@ def test_block_pass_equals_dense_pass_on_data(standardize):
     ids = np.union1d(w.ids, [5])
     values = np.zeros(len(ids))
     values[np.searchsorted(ids, w.ids)] = w.values
-    weights = Weights(ids, values, w.bias)
     theta = np.concatenate([values, w.bias])
     obj = Objective(backend, ids, l2=1e-3, scaling=scaling)
     ev = obj.evaluate(theta, full_gradient=True, hessian=False)
@@ -178,7 +177,8 @@ def test_grafting_block_path_grafts_the_dense_path_model(solver):
     assert tiled.report["objective"] == dense.report["objective"]
     np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(tiled.weights.values, dense.weights.values)
-    assert [r["added"] for r in tiled.report["rounds"]] == [r["added"] for r in dense.report["rounds"]]
+    added = [r["added"] for r in dense.report["rounds"]]
+    assert [r["added"] for r in tiled.report["rounds"]] == added
     if solver == "newton":  # the dense test rides on Newton's last pass; the block test cannot
         assert tiled.report["passes"] > dense.report["passes"]
 
