@@ -62,6 +62,12 @@ class TrainConfig:
         candidate passes the test).
     solver : optimizer of a selection round: "newton", "lbfgs-b" or "auto"
         (Newton while active features + labels <= newton_max_active).
+    dense_test_max : largest candidate space (features) whose gradient test
+        brings the dense gradient to the driver; above it the test is
+        block-wise: partial gradients are summed per feature block across
+        executors and only each block's best candidates and KKT figures
+        come back (kernels/topk.py). 0: always block-wise.
+    test_block_size : features per feature block of the block-wise test.
     plots : write PNG plots of the selection trace next to the report.
     max_features : "ifs"/"sgc": stop after this many features (0: no limit).
     gain_threshold : "ifs"/"sgc": stop when the best gain (decrease of the
@@ -96,6 +102,8 @@ class TrainConfig:
     max_rounds: int = 0
     solver: str = "auto"
     newton_max_active: int = 3000
+    dense_test_max: int = 4_000_000
+    test_block_size: int = 1_000_000
     plots: bool = True
     max_features: int = 0
     gain_threshold: float = 1.0e-6

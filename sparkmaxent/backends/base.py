@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Protocol, TypeVar
 
 from ..kernels import Block, Space
+from ..kernels.topk import GradientSummary, GradientTestTask
 
 R = TypeVar("R")
 
@@ -24,6 +25,11 @@ class Backend(Protocol):
 
     def run(self, task: Callable[[Block], R]) -> R:
         """Apply ``task`` to every block and merge the results."""
+        ...
+
+    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
+        """The block-wise gradient test of grafting (kernels/topk.py) in one
+        pass: per feature block only its summary reaches the caller."""
         ...
 
     def close(self) -> None:

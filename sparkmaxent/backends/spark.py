@@ -54,7 +54,8 @@ from pyspark import StorageLevel, cloudpickle
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
-from ..kernels import Block
+from ..kernels import Block, LossGrad
+from ..kernels.topk import GradientSummary, GradientTestTask
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,11 @@ class _Portable:
 
 def _merge(a, b):
     return a.merge(b)
+
+
+def _add_piece(a, b):
+    # pieces of a block-wise gradient test: gradient slices, or the scalar sums
+    return a.merge(b) if isinstance(a, LossGrad) else a + b
 
 
 # ---------------------------------------------------------------- reading
@@ -305,6 +311,40 @@ class SparkBackend:
         task : callable Block -> mergeable result
             Picklable with cloudpickle; it is broadcast once per pass.
         """
+        with self._pass(task) as bc:
+            return self.rdd.map(lambda block: bc.value(block)).treeReduce(_merge, self.depth)
+
+    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
+        """The block-wise gradient test (kernels/topk.py) in one pass, one
+        job: each data block's dense partial gradient is cut into feature
+        blocks, those are summed per feature block across executors
+        (reduceByKey), each sum is reduced to its summary where it was
+        summed, and only the summaries are tree-reduced to the driver.
+
+        g_j = G_j / W is normalized on the executors with the total event
+        weight W counted when the blocks were cached (a data constant).
+        """
+        weight = self.weight
+        if not weight > 0:
+            raise ValueError("the training events have zero total weight")
+        # one reduce partition per feature block (and the scalars), as far as
+        # the cluster's parallelism goes; int keys hash to themselves
+        n_reduce = max(1, min(task.n_blocks + 1, max(self.partitions, self.sc.defaultParallelism)))
+        with self._pass(task) as bc:
+            summary = (self.rdd.flatMap(lambda block: bc.value.split(bc.value.partial(block)))
+                       .reduceByKey(_add_piece, n_reduce)
+                       .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
+                       .treeReduce(_merge, self.depth))
+        # the pass's own weight sum must be the one the gradient was divided by
+        if summary.lg is not None and not math.isclose(summary.lg.weight, weight, rel_tol=1e-12):
+            raise RuntimeError(f"{self.name}: the events weigh {summary.lg.weight} in this pass, "
+                               f"{weight} when cached: expected the same")
+        return summary
+
+    @contextmanager
+    def _pass(self, task: Any) -> Iterator[Any]:
+        """Bookkeeping of one pass: count it, broadcast ``task`` (yielded),
+        run the body under the backend's job group, destroy the broadcast."""
         if self.rdd is None:
             raise RuntimeError(f"{self.name} is closed: expected an open backend")
         self.passes += 1
@@ -314,14 +354,13 @@ class SparkBackend:
         try:
             with job_group(self.sc, self.job_group,
                            f"{self.name}: pass {self.passes} ({type(task).__name__})"):
-                result = self.rdd.map(lambda block: bc.value(block)).treeReduce(_merge, self.depth)
+                yield bc
         finally:
             bc.destroy()
             self.live_broadcasts -= 1
             self._settle_jobs()
         logger.debug("%s: pass %d (%s) in %.3f s", self.name, self.passes,
                      type(task).__name__, time.perf_counter() - t0)
-        return result
 
     def spark_jobs(self) -> int:
         """Spark jobs run by this backend so far: the one filling the cache

@@ -16,6 +16,7 @@ import numpy as np
 from ..backends import Backend
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights
 from ..kernels.curvature import CurvatureTask
+from ..kernels.topk import GradientSummary, GradientTestTask
 
 
 @dataclass
@@ -87,7 +88,7 @@ class Objective:
             raise ValueError("the training events have zero total weight")
         self.last = lg
         w = weights.values
-        f = lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)
+        f = self._value(lg, w)
         g = lg.grad / lg.weight + self.l2 * w
         if lg.grad_bias is not None:
             g = np.concatenate([g, lg.grad_bias / lg.weight])
@@ -131,4 +132,30 @@ class Objective:
         if hess is not None:
             hess = hess / lg.weight
             hess[np.arange(n), np.arange(n)] += self.l2
-        return Evaluation(lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w), g, hess, full, lg)
+        return Evaluation(self._value(lg, w), g, hess, full, lg)
+
+    def gradient_summary(self, theta: np.ndarray, threshold: float, n_best: int,
+                         block_size: int) -> tuple[float, GradientSummary]:
+        """One block-wise gradient-test pass (kernels/topk.py): C(theta) and
+        what the test keeps of the gradient over every candidate, without a
+        dense n_features vector on the driver.
+
+        Returns
+        -------
+        (C(theta), summary with its active features sorted as ``ids``)
+        """
+        if self.ids is None:
+            raise ValueError("expected an Objective over explicit feature ids for a gradient test, "
+                             "got one over all features")
+        self.evaluations += 1
+        weights = self.weights(theta)
+        summary = self.backend.gradient_test(GradientTestTask(
+            self.space, weights, self.scaling, self.l2, threshold, n_best, block_size))
+        summary = summary.finish(self.space, self.ids)
+        if summary.lg.weight <= 0:
+            raise ValueError("the training events have zero total weight")
+        self.last = summary.lg
+        return self._value(summary.lg, weights.values), summary
+
+    def _value(self, lg: LossGrad, w: np.ndarray) -> float:
+        return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)

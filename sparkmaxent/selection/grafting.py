@@ -33,6 +33,14 @@ l2-ifs      0          train.l2     train.grad_threshold
 The gradient test of a round usually costs no pass of its own: when the
 Newton solver predicts that its next step converges, that pass also returns
 the full gradient (``optim/newton.py``), which is the next round's test.
+
+Above ``train.dense_test_max`` candidate features the test is block-wise
+instead (``kernels/topk.py``): partial gradients are summed per feature block
+of ``train.test_block_size`` features across executors and only each block's
+n best candidates and KKT figures reach the driver, which never holds the
+dense gradient. It selects exactly what the dense test selects (the n best
+by (-|g_j|, j) of the whole are among the per-block n best). Every
+block-wise test is a pass of its own: Newton's last pass does not bring it.
 """
 from __future__ import annotations
 
@@ -41,9 +49,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels import Weights
+from ..kernels import LossGrad, Weights
+from ..kernels.topk import top_candidates
 from ..optim import Evaluation, Objective
-from ..optim.l1 import SOLVERS, SolverOptions, choose_solver, kkt_certificate, orthant_problem
+from ..optim.l1 import (SOLVERS, SolverOptions, choose_solver, kkt_certificate, kkt_from_parts,
+                        orthant_problem)
 from ..train import FitResult, TrainingContext, register
 from .loop import LoopState, RoundOutcome, run_rounds
 
@@ -81,7 +91,7 @@ def variant(name: str, cfg) -> Variant:
 def select_candidates(full_grad: np.ndarray, active: np.ndarray, threshold: float,
                       n_best: int) -> tuple[np.ndarray, float]:
     """The gradient test: inactive features with |dC/dw_j| > threshold, the
-    ``n_best`` largest first.
+    ``n_best`` largest first (ties: the smaller id first, also at the cut).
 
     Parameters
     ----------
@@ -93,16 +103,39 @@ def select_candidates(full_grad: np.ndarray, active: np.ndarray, threshold: floa
     -------
     (ids sorted by decreasing |gradient|, max |gradient| over inactive features)
     """
-    if n_best < 1:
-        raise ValueError(f"expected n_best >= 1, got {n_best}")
     score = np.abs(full_grad)
     score[active] = -1.0
     best = float(score.max(initial=0.0))
-    passing = np.flatnonzero(score > threshold)
-    if len(passing) > n_best:
-        passing = passing[np.argpartition(-score[passing], n_best - 1)[:n_best]]
-    order = np.lexsort((passing, -score[passing]))  # ties broken by id: deterministic
-    return passing[order], max(best, 0.0)
+    ids = top_candidates(score, np.arange(len(score)), threshold, n_best)
+    return ids, best
+
+
+@dataclass(frozen=True)
+class GradientTest:
+    """The gradient test at some weights, by either path.
+
+    Attributes
+    ----------
+    value : float
+        C of the smooth part (no l1 term) at the weights.
+    lossgrad : LossGrad
+        Sums of the pass (loss, weight, correct, bias gradient).
+    new : ndarray of int64
+        Selected candidates, the best first.
+    new_grad : ndarray
+        dC/dw_j of the selected candidates.
+    best : float
+        max |dC/dw_j| over inactive features.
+    kkt : dict
+        The KKT certificate at the weights (``optim.l1.kkt_certificate``).
+    """
+
+    value: float
+    lossgrad: LossGrad
+    new: np.ndarray
+    new_grad: np.ndarray
+    best: float
+    kkt: dict
 
 
 class Grafting:
@@ -118,10 +151,18 @@ class Grafting:
         # tolerance is kept below that: otherwise a round could end at once
         # with the new weight still 0, prune it, and re-add it forever.
         self.test_bound = spec.threshold * (1 + cfg.kkt_tol)
+        if cfg.dense_test_max < 0:
+            raise ValueError(f"expected train.dense_test_max >= 0, got {cfg.dense_test_max}")
+        if cfg.test_block_size < 1:
+            raise ValueError(f"expected train.test_block_size >= 1, got {cfg.test_block_size}")
+        # features per block of the block-wise test; None: the dense test
+        self.block_size = (cfg.test_block_size if ctx.backend.space.n_features > cfg.dense_test_max
+                           else None)
         self.options = SolverOptions(tol=min(cfg.gtol, 0.5 * spec.threshold * cfg.kkt_tol),
-                                     max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol)
-        # full gradient already known at some weights (from a solver's last pass)
-        self._known: tuple[Weights, Evaluation] | None = None
+                                     max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol,
+                                     full_gradient=self.block_size is None)
+        # the test already known at some weights (from a solver's last pass)
+        self._known: tuple[Weights, GradientTest] | None = None
         self.evaluations = 0
         self.iterations = 0
         self.solver_use: dict[str, int] = {}
@@ -129,25 +170,42 @@ class Grafting:
     def objective(self, ids: np.ndarray) -> Objective:
         return Objective(self.ctx.backend, ids, l2=self.spec.l2, scaling=self.ctx.scaling)
 
-    def gradient_test(self, weights: Weights) -> Evaluation:
-        """dC/dw_j of the smooth part for every candidate at ``weights``
-        (one pass, unless the last solver pass already brought it)."""
+    def gradient_test(self, weights: Weights) -> GradientTest:
+        """The gradient test at ``weights`` over every candidate (one pass,
+        unless the last solver pass already brought the full gradient)."""
         if self._known is not None and _same(self._known[0], weights):
             return self._known[1]
         obj = self.objective(weights.active_ids())
         theta = np.concatenate([weights.values, weights.bias if weights.bias is not None else []])
-        ev = obj.evaluate(theta, full_gradient=True, hessian=False)
-        self._known = (weights, ev)
-        return ev
+        if self.block_size is None:
+            test = self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
+        else:
+            value, summary = obj.gradient_summary(theta, self.test_bound, self.ctx.config.n_best,
+                                                  self.block_size)
+            lg = summary.lg
+            # test_bound = threshold (1 + kkt_tol) is the certificate's bound
+            # too, so the summary's count over it is the certificate's count
+            kkt = kkt_from_parts(summary.active_grad, weights, summary.max_inactive,
+                                 summary.n_over, summary.n_features, _grad_bias(lg),
+                                 self.spec.l1, self.ctx.config.kkt_tol, bound=self.spec.threshold)
+            test = GradientTest(value, lg, summary.top_ids, summary.top_grad,
+                                summary.max_inactive, kkt)
+        self._known = (weights, test)
+        return test
+
+    def _dense_test(self, weights: Weights, ev: Evaluation) -> GradientTest:
+        """The test from an evaluation that carries the full gradient."""
+        new, best = select_candidates(ev.full_grad, weights.active_ids(), self.test_bound,
+                                      self.ctx.config.n_best)
+        # the bias gradient from the raw sums (ev.grad may span pruned ids too)
+        kkt = kkt_certificate(ev.full_grad, weights, _grad_bias(ev.lossgrad), self.spec.l1,
+                              self.ctx.config.kkt_tol, bound=self.spec.threshold)
+        return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
     def _certificate(self, weights: Weights) -> dict:
         """KKT certificate at ``weights`` over all candidates (a pass unless
-        the gradient there is known)."""
-        test = self.gradient_test(weights)
-        lg = test.lossgrad  # the bias gradient (test.grad may span pruned ids too)
-        grad_bias = lg.grad_bias / lg.weight if lg.grad_bias is not None else None
-        return kkt_certificate(test.full_grad, weights, grad_bias, self.spec.l1,
-                               self.ctx.config.kkt_tol, bound=self.spec.threshold)
+        the test there is known)."""
+        return self.gradient_test(weights).kkt
 
     def penalized(self, value: float, weights: Weights) -> float:
         return value + self.spec.l1 * float(np.abs(weights.values).sum())
@@ -157,7 +215,7 @@ class Grafting:
         weights = state.weights
         active = weights.active_ids()
         test = self.gradient_test(weights)
-        new, best = select_candidates(test.full_grad, active, self.test_bound, self.ctx.config.n_best)
+        new, best = test.new, test.best
         if not len(new):
             return RoundOutcome(True, weights, objective=self.penalized(test.value, weights),
                                 score=best, info={"kkt": self._certificate(weights)})
@@ -168,7 +226,7 @@ class Grafting:
         signs = np.sign(values)
         new_pos = np.searchsorted(ids, new)
         # a new weight enters on the side where C decreases: -sign(dC/dw_j)
-        signs[new_pos] = -np.sign(test.full_grad[new])
+        signs[new_pos] = -np.sign(test.new_grad)
         box = orthant_problem(signs, spec.l1, space.n_bias)
         obj = self.objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
@@ -184,7 +242,7 @@ class Grafting:
         keep = w != 0 if spec.l1 > 0 else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:
-            self._known = (out, res.last)
+            self._known = (out, self._dense_test(out, res.last))
         if _same(out, weights):
             # every new weight stayed at 0: the solver could not move it, and
             # the same test would pick it again. Stop instead of cycling.
@@ -200,6 +258,10 @@ class Grafting:
                                   "converged": res.converged})
 
 
+def _grad_bias(lg: LossGrad) -> np.ndarray | None:
+    return lg.grad_bias / lg.weight if lg.grad_bias is not None else None
+
+
 def _same(a: Weights, b: Weights) -> bool:
     return (np.array_equal(a.active_ids(), b.active_ids()) and np.array_equal(a.values, b.values)
             and (a.bias is None) == (b.bias is None)
@@ -210,8 +272,13 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
     """Run a grafting-family method through the shared round loop."""
     spec = variant(name, ctx.config)
     method = Grafting(ctx, spec)
-    log.info("%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s", name, spec.l1,
-             spec.l2, spec.threshold, ctx.config.n_best, ctx.config.solver)
+    space = ctx.backend.space
+    test_path = ({"path": "dense"} if method.block_size is None else
+                 {"path": "block-wise", "block_size": method.block_size,
+                  "blocks": -(-space.n_features // method.block_size)})
+    log.info("%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
+             "over %d candidates", name, spec.l1, spec.l2, spec.threshold, ctx.config.n_best,
+             ctx.config.solver, test_path["path"], space.n_features)
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
     weights = state.weights
     # stopped by max_rounds: certify what there is (one more pass)
@@ -231,7 +298,8 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
         else f"max_rounds = {ctx.config.max_rounds}",
         "converged": bool(state.done and cert["passed"]), "kkt": cert,
         "iterations": method.iterations, "evaluations": method.evaluations,
-        "solvers": method.solver_use, "selection_passes": state.passes,
+        "solvers": method.solver_use, "gradient_test": test_path,
+        "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s, "rounds": state.trace,
     }
     return FitResult(weights.sparse(), report)

@@ -1,0 +1,205 @@
+"""The block-wise gradient test (kernels/topk.py) in-process: the top-k rule,
+per-block summaries merged against the dense test, and grafting runs on
+both paths giving the same selections, certificate and model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import TrainConfig
+from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask, Space, Weights
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.curvature import CurvatureTask
+from sparkmaxent.kernels.topk import GradientSummary, GradientTestTask, top_candidates
+from sparkmaxent.optim import Objective
+from sparkmaxent.optim.l1 import kkt_certificate, kkt_from_parts
+from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.train import train
+
+from .helpers import random_candidates
+from .test_grafting import grafting_config, planted
+
+
+# ---- the top-k rule ---------------------------------------------------------------
+
+def test_top_candidates_orders_by_score_then_id_and_keeps_ties_at_the_cut():
+    score = np.array([0.3, 0.9, 0.5, 0.9, 0.5, 0.5, 0.1])
+    ids = np.array([10, 11, 12, 13, 14, 15, 16])
+    # 0.9 twice, then three tied at 0.5 for the last two places: the smaller ids win
+    assert ids[top_candidates(score, ids, 0.2, 4)].tolist() == [11, 13, 12, 14]
+    # strictly above the threshold
+    assert ids[top_candidates(score, ids, 0.5, 10)].tolist() == [11, 13]
+    # the id order decides, not the position
+    rev = ids[::-1].copy()
+    assert rev[top_candidates(score, rev, 0.2, 3)].tolist() == [13, 15, 11]
+    assert len(top_candidates(np.zeros(0), np.zeros(0, dtype=np.int64), 0.0, 3)) == 0
+    with pytest.raises(ValueError, match="n_best"):
+        top_candidates(score, ids, 0.0, 0)
+
+
+def test_dense_selection_breaks_ties_at_the_cut_by_id():
+    g = np.array([0.4, -0.4, 0.4, 0.4, -0.4, 0.9])
+    for _ in range(3):
+        ids, best = select_candidates(g, np.array([5]), threshold=0.1, n_best=2)
+        assert ids.tolist() == [0, 1] and best == 0.4
+
+
+# ---- summaries against the dense test -----------------------------------------------
+
+def _random_gradient(rng, n, K=3):
+    # rounded values: many exact ties; a few exactly 0
+    grad = np.round(rng.normal(size=n), 1) * 0.01
+    grad[rng.random(n) < 0.1] = 0.0
+    return LossGrad(1.7, 5.0, 3.0, grad * 5.0, rng.normal(size=K))
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 7, 64, 1000])
+@pytest.mark.parametrize("n_best", [1, 5, 40])
+def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
+    rng = np.random.default_rng(block_size * 100 + n_best)
+    space = Space("multiclass", 100, 3, bias=True)
+    lg = _random_gradient(rng, space.n_features)
+    active = np.sort(rng.choice(space.n_features, 20, replace=False))
+    values = rng.normal(size=20)
+    values[[3, 11]] = 0.0  # active at exactly 0: excluded from selection, zero for the KKT
+    weights = Weights(active, values, np.zeros(3))
+    l2, threshold, l1, tol = 0.03, 0.005, 0.005, 1e-6
+    bound = threshold * (1 + tol)
+    task = GradientTestTask(space, weights, None, l2, bound, n_best, block_size)
+    summary = task.summarize_all(lg, lg.weight).finish(space, active)
+
+    full = lg.grad / lg.weight
+    full[active] += l2 * values
+    ids, best = select_candidates(full, active, bound, n_best)
+    assert len(ids) == min(n_best, summary.n_over) > 0
+    np.testing.assert_array_equal(summary.top_ids, ids)
+    np.testing.assert_array_equal(summary.top_grad, full[ids])
+    assert summary.max_inactive == best
+    np.testing.assert_array_equal(summary.active_grad, full[active])
+    grad_bias = lg.grad_bias / lg.weight
+    dense = kkt_certificate(full, weights, grad_bias, l1, tol, bound=threshold)
+    parts = kkt_from_parts(summary.active_grad, weights, summary.max_inactive, summary.n_over,
+                           summary.n_features, grad_bias, l1, tol, bound=threshold)
+    assert parts == dense
+    assert summary.lg.loss == lg.loss and summary.lg.weight == lg.weight
+    np.testing.assert_array_equal(summary.lg.grad_bias, lg.grad_bias)
+
+
+def test_summaries_merge_in_any_order_to_the_same_answer():
+    rng = np.random.default_rng(5)
+    space = Space("multiclass", 50, 4)
+    lg = _random_gradient(rng, space.n_features, K=4)
+    weights = Weights(np.array([3, 17, 80]), np.array([0.5, -1.0, 2.0]))
+    task = GradientTestTask(space, weights, None, 0.0, 0.004, 6, 9)
+    pieces = [task.summarize(k, v, lg.weight) for k, v in task.split(lg)]
+    forward = pieces[0]
+    for p in pieces[1:]:
+        forward = forward.merge(p)
+    backward = pieces[-1]
+    for p in pieces[-2::-1]:
+        backward = p.merge(backward)
+    a, b = forward.finish(space, weights.ids), backward.finish(space, weights.ids)
+    np.testing.assert_array_equal(a.top_ids, b.top_ids)
+    assert (a.max_inactive, a.n_over, a.n_features) == (b.max_inactive, b.n_over, 200)
+
+
+def test_summaries_of_different_tests_do_not_merge_and_gaps_are_caught():
+    space = Space("multiclass", 10, 2)
+    a = GradientSummary.empty(0.1, 5)
+    with pytest.raises(ValueError, match="different tests"):
+        a.merge(GradientSummary.empty(0.2, 5))
+    with pytest.raises(RuntimeError, match="covered 0 features"):
+        a.finish(space, np.zeros(0, dtype=np.int64))
+    with pytest.raises(ValueError, match="block size"):
+        GradientTestTask(space, Weights.zeros(space), None, 0.0, 0.1, 5, 0)
+
+
+# ---- one pass on a backend, both paths --------------------------------------------
+
+def _nonzero_weights(block, space):
+    res = train(LocalBackend([block], space), grafting_config(n_best=8, max_rounds=2))
+    return res.weights
+
+
+@pytest.mark.parametrize("standardize", [False, True])
+def test_block_pass_equals_dense_pass_on_data(standardize):
+    """Same data, same weights: the block-wise pass over many tiny feature
+    blocks and the dense pass agree bit for bit (empirical expectation,
+    centering term and bias gradient included)."""
+    _, block, space = planted()
+    backend = LocalBackend(split_block(block, 3), space)
+    scaling = None
+    if standardize:
+        scaling = backend.run(MomentsTask()).scaling()
+    w = _nonzero_weights(block, space)
+    # one active weight at exactly 0, as after a round whose solver left it there
+    ids = np.union1d(w.ids, [5])
+    values = np.zeros(len(ids))
+    values[np.searchsorted(ids, w.ids)] = w.values
+    theta = np.concatenate([values, w.bias])
+    obj = Objective(backend, ids, l2=1e-3, scaling=scaling)
+    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    value, summary = obj.gradient_summary(theta, 2e-3 * (1 + 1e-6), 10, 37)
+    assert value == ev.value
+    ids_dense, best = select_candidates(ev.full_grad, ids, 2e-3 * (1 + 1e-6), 10)
+    assert len(ids_dense) == 10
+    np.testing.assert_array_equal(summary.top_ids, ids_dense)
+    np.testing.assert_array_equal(summary.top_grad, ev.full_grad[ids_dense])
+    np.testing.assert_array_equal(summary.active_grad, ev.full_grad[ids])
+    assert summary.max_inactive == best
+    np.testing.assert_array_equal(summary.lg.grad_bias, ev.lossgrad.grad_bias)
+    assert summary.lg.correct == ev.lossgrad.correct
+
+
+class DenseRefusingBackend(LocalBackend):
+    """Fails any pass that would bring a dense n_features gradient back."""
+
+    def run(self, task):
+        dense = ((isinstance(task, LossGradTask) and task.grad_ids is None)
+                 or (isinstance(task, CurvatureTask) and task.full_gradient))
+        assert not dense, f"a dense gradient pass on the block-wise path: {type(task).__name__}"
+        return super().run(task)
+
+
+@pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
+def test_grafting_block_path_grafts_the_dense_path_model(solver):
+    _, block, space = planted()
+    blocks = split_block(block, 2)
+    dense = train(LocalBackend(blocks, space), grafting_config(solver=solver))
+    backend = DenseRefusingBackend(blocks, space)
+    cfg = grafting_config(solver=solver, dense_test_max=space.n_features - 1, test_block_size=13)
+    tiled = train(backend, cfg)
+    assert dense.report["gradient_test"] == {"path": "dense"}
+    assert tiled.report["gradient_test"] == {"path": "block-wise", "block_size": 13,
+                                             "blocks": -(-space.n_features // 13)}
+    assert dense.report["kkt"]["passed"] and tiled.report["kkt"] == dense.report["kkt"]
+    assert tiled.report["objective"] == dense.report["objective"]
+    np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
+    np.testing.assert_array_equal(tiled.weights.values, dense.weights.values)
+    added = [r["added"] for r in dense.report["rounds"]]
+    assert [r["added"] for r in tiled.report["rounds"]] == added
+    if solver == "newton":  # the dense test rides on Newton's last pass; the block test cannot
+        assert tiled.report["passes"] > dense.report["passes"]
+
+
+def test_block_path_on_candidate_sets_and_with_a_round_limit():
+    rng = np.random.default_rng(3)
+    block = random_candidates(rng, m=150, D=30, max_cands=5)
+    space = Space(CANDIDATES, 30, 1)
+    cfg = dict(method="mle-ifs", grad_threshold=1e-2, n_best=3, max_rounds=2, gtol=1e-9)
+    dense = train(LocalBackend([block], space), TrainConfig(**cfg))
+    tiled = train(DenseRefusingBackend([block], space),
+                  TrainConfig(**cfg, dense_test_max=0, test_block_size=4))
+    assert tiled.report["rounds_run"] == 2 and not tiled.report["kkt"]["passed"]
+    assert len(dense.weights.ids) > 0
+    assert tiled.report["kkt"] == dense.report["kkt"]
+    np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
+    np.testing.assert_allclose(tiled.weights.values, dense.weights.values, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("key, value", [("dense_test_max", -1), ("test_block_size", 0)])
+def test_bad_test_settings_name_the_key(key, value):
+    _, block, space = planted()
+    with pytest.raises(ValueError, match=f"train.{key}"):
+        train(LocalBackend([block], space), grafting_config(**{key: value}))
