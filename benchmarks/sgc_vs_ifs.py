@@ -51,8 +51,11 @@ ROW_KEYS = ["method", "features", "precision", "recall", "f1", "refit_f1", "gain
 BASENP = {"mode": "basenp"}
 
 
-def prepare_all(work: str, reuse: bool, dev_fraction: float) -> dict:
-    """Base-NP train/test and a fit/dev split of train, prepared once by Spark."""
+def prepare_all(work: str, reuse: bool, dev_fraction: float, options: dict = BASENP,
+                sources: tuple[str, str] | None = None) -> dict:
+    """Train/test (Base-NP unless ``options`` say otherwise) and a fit/dev
+    split of train, prepared once by Spark; ``sources``: the (train, test)
+    CoNLL files, by default the shared CoNLL-2000 corpus."""
     from benchmarks.conll2000_baselines import split_sentences
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.data.prepare import prepare
@@ -60,18 +63,19 @@ def prepare_all(work: str, reuse: bool, dev_fraction: float) -> dict:
     dirs = {k: os.path.join(work, k) for k in ("train", "test", "fit", "dev")}
     if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
-    train_txt = shared_corpus("conll2000", "train.txt")
+    train_txt, test_txt = sources or (shared_corpus("conll2000", "train.txt"),
+                                      shared_corpus("conll2000", "test.txt"))
     fit_txt, dev_txt = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
     os.makedirs(work, exist_ok=True)
     split_sentences(train_txt, fit_txt, dev_txt, dev_fraction)
     spark = spark_session("local[2]", "sgc-vs-ifs-prepare", {"spark.driver.memory": "4g"})
     try:
         for train_in, test_in, train_out, test_out in (
-                (train_txt, shared_corpus("conll2000", "test.txt"), dirs["train"], dirs["test"]),
+                (train_txt, test_txt, dirs["train"], dirs["test"]),
                 (fit_txt, dev_txt, dirs["fit"], dirs["dev"])):
-            prepare(spark, [train_in], train_out, "conll", options=BASENP, cutoff=2,
+            prepare(spark, [train_in], train_out, "conll", options=options, cutoff=2,
                     overwrite=True)
-            prepare(spark, [test_in], test_out, "conll", options=BASENP, merge_duplicates=False,
+            prepare(spark, [test_in], test_out, "conll", options=options, merge_duplicates=False,
                     vocabulary=train_out, overwrite=True)
     finally:
         spark.stop()
