@@ -271,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgc-batch", type=int, default=32)
     parser.add_argument("--lookahead", type=int, default=500)
     parser.add_argument("--dev-fraction", type=float, default=0.1)
+    parser.add_argument("--skip-baselines", action="store_true",
+                        help="no l2-all and cutoff rows (e.g. a second process for one method)")
     parser.add_argument("--l2", type=float, help="gamma2 of the l2 fits (default: chosen on "
                         "the held-out sentences among %s)" % (L2_GRID,))
     parser.add_argument("--work", default="/tmp/sparkmaxent-sgc-bench")
@@ -302,13 +304,15 @@ def main(argv: list[str] | None = None) -> int:
         write_result(args.output, rows, **extra)
         plot(rows, stages, os.path.splitext(args.output)[0])
 
-    t0 = time.perf_counter()
-    full = fit_l2(backend, None, gamma2)
-    rows.append({"method": "l2-all", "features": int(np.count_nonzero(full.weights.values)),
-                 **chunk_scores(dirs["test"], full.weights, backend.space),
-                 "passes": full.report["evaluations"], "wall_s": round(time.perf_counter() - t0, 1)})
-    rows += cutoff_rows(backend, dirs["test"], gamma2, args.max_features)
-    save()
+    if not args.skip_baselines:
+        t0 = time.perf_counter()
+        full = fit_l2(backend, None, gamma2)
+        rows.append({"method": "l2-all", "features": int(np.count_nonzero(full.weights.values)),
+                     **chunk_scores(dirs["test"], full.weights, backend.space),
+                     "passes": full.report["evaluations"],
+                     "wall_s": round(time.perf_counter() - t0, 1)})
+        rows += cutoff_rows(backend, dirs["test"], gamma2, args.max_features)
+        save()
     for method, max_features in (("ifs", args.ifs_stages), ("sgc", args.max_features),
                                  ("sgc-lookahead", args.lookahead_max_features)):
         if max_features <= 0:
