@@ -113,14 +113,25 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
 
 
 def run_grafting(spark, train_dir, test_dir, backend, gamma, n_best, out_dir, solver,
-                 max_rounds) -> dict:
+                 max_rounds, progress=None) -> dict:
+    """One grafting run; ``progress(row)`` gets a partial row after every
+    round, so that a long run stopped midway leaves what it measured."""
     from sparkmaxent.config import TrainConfig
     from sparkmaxent.train import train
 
     cfg = TrainConfig(method="grafting", l1=gamma, n_best=n_best, backend="spark",
                       solver=solver, max_rounds=max_rounds, plots=False)
     t0 = time.perf_counter()
-    res = train(backend, cfg, output_dir=out_dir)
+
+    def on_round(state) -> None:
+        if progress is not None:
+            last = state.trace[-1]
+            progress({"system": "sparkmaxent grafting", "gamma": gamma, "n": n_best,
+                      "objective": last["objective"], "nonzero_weights": last["active"],
+                      "passes": state.passes, "wall_s": round(time.perf_counter() - t0, 1),
+                      "solver": solver, "finished": False, "rounds": state.round})
+
+    res = train(backend, cfg, output_dir=out_dir, on_round=on_round)
     wall = time.perf_counter() - t0
     rep = res.report
     return {"system": "sparkmaxent grafting", "gamma": gamma, "n": n_best,
@@ -220,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
                 log.info("%s", rows[-1])
             for n in args.n_best:
                 out = os.path.join(args.work, f"graft-{gamma:g}-{n}")
+                def progress(partial, done=list(rows)):
+                    write_result(args.output, done + [partial], partitions=args.partitions,
+                                 targets=targets(done), status="running")
+
                 rows.append(run_grafting(spark, train_dir, test_dir, backend, gamma, n, out,
-                                         args.solver, args.max_rounds))
+                                         args.solver, args.max_rounds, progress))
                 log.info("%s", {k: v for k, v in rows[-1].items() if k != "trace"})
                 write_result(args.output, rows, partitions=args.partitions,
                              targets=targets(rows))
