@@ -120,8 +120,11 @@ def choose_l2(dirs: dict) -> tuple[float, dict]:
 
 
 def run_selection(backend, method: str, max_features: int, sgc_batch: int, lookahead: int,
-                  test_dir: str, gamma2: float) -> tuple[list[dict], dict]:
-    """One selection run; rows at each checkpoint, and the stage trace."""
+                  test_dir: str, gamma2: float, reestimate_every: int = 0
+                  ) -> tuple[list[dict], dict]:
+    """One selection run; rows at each checkpoint, and the stage trace.
+    With ``reestimate_every`` = r all selected weights are re-fitted (l2,
+    gamma2) every r stages, and the rows are labelled ``<method>-reestimate-r``."""
     from sparkmaxent.config import TrainConfig
     from sparkmaxent.kernels import Weights
     from sparkmaxent.train import train
@@ -137,7 +140,9 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
                         "passes": state.passes, "wall_s": state.elapsed_s}
 
     cfg = TrainConfig(method=method, max_features=max_features, sgc_batch=sgc_batch,
-                      lookahead=lookahead, gain_threshold=0.0, plots=False)
+                      lookahead=lookahead, gain_threshold=0.0, plots=False,
+                      reestimate_every=reestimate_every, l2=gamma2, gtol=REFIT_GTOL)
+    label = f"{method}-reestimate-{reestimate_every}" if reestimate_every else method
     t0 = time.perf_counter()
     res = train(backend, cfg, on_round=on_round)
     log.info("%s: %d stages in %.0f s", method, res.report["stages"], time.perf_counter() - t0)
@@ -145,7 +150,7 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
     for n, snap in sorted(snaps.items()):
         w: Weights = snap["weights"]
         refit = fit_l2(backend, w.active_ids(), gamma2, start=w, gtol=REFIT_GTOL)
-        rows.append({"method": method, "features": n,
+        rows.append({"method": label, "features": n,
                      **chunk_scores(test_dir, w, backend.space),
                      "refit_f1": chunk_scores(test_dir, refit.weights, backend.space)["f1"],
                      "gain_evaluations": snap["gain_evaluations"], "passes": snap["passes"],
@@ -224,8 +229,10 @@ def plot(rows: list[dict], stages: dict, base: str) -> None:
     fig = Figure(figsize=(7, 4.5))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    for method, style in (("ifs", "o-"), ("sgc", "s-"), ("sgc-lookahead", "^--"),
-                          ("cutoff", "x:")):
+    styles = {"ifs": "o-", "sgc": "s-", "sgc-lookahead": "^--", "cutoff": "x:"}
+    methods = dict.fromkeys(r["method"] for r in rows if r["method"] != "l2-all")
+    for method in methods:
+        style = styles.get(method, "d-.")
         pts = [(r["features"], r["f1"]) for r in rows if r["method"] == method]
         if pts:
             ax.plot(*zip(*pts), style, label=method)
@@ -271,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgc-batch", type=int, default=32)
     parser.add_argument("--lookahead", type=int, default=500)
     parser.add_argument("--dev-fraction", type=float, default=0.1)
+    parser.add_argument("--reestimate-every", type=int, default=0,
+                        help="also run SGC re-fitting all selected weights every r stages")
+    parser.add_argument("--reestimate-max-features", type=int, default=1160)
     parser.add_argument("--skip-baselines", action="store_true",
                         help="no l2-all and cutoff rows (e.g. a second process for one method)")
     parser.add_argument("--l2", type=float, help="gamma2 of the l2 fits (default: chosen on "
@@ -320,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
         method_rows, stages[method] = run_selection(backend, method, max_features, args.sgc_batch,
                                                     args.lookahead, dirs["test"], gamma2)
         rows += method_rows
+        save()
+    if args.reestimate_every and args.reestimate_max_features:
+        method_rows, trace = run_selection(backend, "sgc", args.reestimate_max_features,
+                                           args.sgc_batch, args.lookahead, dirs["test"], gamma2,
+                                           args.reestimate_every)
+        rows += method_rows
+        stages[method_rows[0]["method"] if method_rows else "sgc-reestimate"] = trace
         save()
     print_table(rows, ROW_KEYS)
     for key, value in extra["speed"].items():
