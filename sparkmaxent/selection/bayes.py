@@ -231,8 +231,8 @@ class BayesFactor:
         fit, beta = self.fit(weights, ids)
         best = float(beta.max())
         if not best > 0.0:
-            return _stop(weights, loss, best, f"no proposal beats beta_0 (best beta - beta_0 "
-                         f"{best:.4g} over {len(ids)} proposals)", beta0, stopped_by_rule=True)
+            return _stop(weights, loss, best, f"no proposal beats beta_0 ({len(ids)} scored)",
+                         beta0, stopped_by_rule=True)
         picks, rescored = self.select(weights, ids, beta, fit.alpha,
                                       min(cfg.bf_per_round, room))
         grown = weights
