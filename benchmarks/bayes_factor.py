@@ -10,7 +10,7 @@ Runs:
 
 * bayes-factor, correct (Laplace) sign and printed sign, S in {1, 10, 100}
   features per round, the default prior (sigma^2 = W): no threshold, no
-  choice on held-out data. Capped at ``--bf-max-rounds`` rounds (and
+  choice on held-out data. Capped at ``--bf-rounds`` rounds per S (and
   OptMAP at ``--optmap-max-iter`` L-BFGS iterations per round); each row
   says whether it stopped by itself (``stopped_by_rule``). Also the
   correct sign with sigma^2 = 1 (the maxent convention), S = 100.
@@ -154,20 +154,25 @@ def pp_runs(args, dirs: dict) -> tuple[list[dict], dict]:
                  "wall_s": pick["elapsed_s"], "chosen_on_devset": True})
     save()
 
-    # Bayes factor: no threshold, nothing chosen on devset
-    common = {"max_rounds": args.bf_max_rounds, "max_iter": args.optmap_max_iter}
-    for sign in ("laplace", "printed"):
-        for S in args.bf_s:
-            row, _ = run("bayes-factor", f"{sign} sign, S={S}",
-                         {**common, "bf_sign": sign, "bf_per_round": S},
-                         backends, out(f"bf-{sign}-{S}"))
+    # Bayes factor: no threshold, nothing chosen on devset; the longest run last
+    rounds = dict(zip(args.bf_s, args.bf_rounds))
+    top = max(args.bf_s)
+    plan = [(sign, S) for sign in ("laplace", "printed") for S in args.bf_s]
+    plan.sort(key=lambda p: (p == ("laplace", top), p[0] == "laplace"))
+    for sign, S in plan:
+        if (sign, S) == ("laplace", top):  # first sigma^2 = 1 (the maxent convention)
+            row, _ = run("bayes-factor", f"laplace sign, S={S}, sigma^2=1",
+                         {"max_rounds": args.bf_unit_rounds, "max_iter": args.optmap_max_iter,
+                          "bf_per_round": S, "prior_variance": 1.0},
+                         backends, out(f"bf-laplace-{S}-s2-1"))
             rows.append(row)
             save()
-    row, _ = run("bayes-factor", "laplace sign, S=100, sigma^2=1",
-                 {**common, "bf_per_round": 100, "prior_variance": 1.0}, backends,
-                 out("bf-laplace-100-s2-1"))
-    rows.append(row)
-    save()
+        row, _ = run("bayes-factor", f"{sign} sign, S={S}",
+                     {"max_rounds": rounds[S], "max_iter": args.optmap_max_iter,
+                      "bf_sign": sign, "bf_per_round": S},
+                     backends, out(f"bf-{sign}-{S}"))
+        rows.append(row)
+        save()
     return rows, choices
 
 
@@ -213,12 +218,18 @@ def main(argv: list[str] | None = None) -> int:
                     help="scratch folder for prepared data and run checkpoints (not committed)")
     ap.add_argument("--reuse", action="store_true", help="reuse the prepared data in --work")
     ap.add_argument("--output", default=os.path.join(RESULTS, "bayes_factor.json"))
-    ap.add_argument("--graft-gammas", type=float, nargs="+", default=[3e-3, 1e-3, 3e-4, 1e-4])
-    ap.add_argument("--sgc-max-features", type=int, default=400)
+    ap.add_argument("--graft-gammas", type=float, nargs="+",
+                    default=[3e-3, 1e-3, 3e-4, 1e-4])
+    ap.add_argument("--sgc-max-features", type=int, default=2000)
     ap.add_argument("--bf-s", type=int, nargs="+", default=[1, 10, 100])
-    ap.add_argument("--bf-max-rounds", type=int, default=30)
+    ap.add_argument("--bf-rounds", type=int, nargs="+", default=[200, 100, 100],
+                    help="round cap of each --bf-s")
+    ap.add_argument("--bf-unit-rounds", type=int, default=30,
+                    help="round cap of the sigma^2 = 1 run")
     ap.add_argument("--optmap-max-iter", type=int, default=300)
     args = ap.parse_args(argv)
+    if len(args.bf_rounds) != len(args.bf_s):
+        ap.error(f"expected one --bf-rounds per --bf-s ({len(args.bf_s)}), got {args.bf_rounds}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -262,7 +262,8 @@ class BayesFactor:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring".
 
-        Returns the picks ({feature, beta, mu}) and how many rescorings ran."""
+        Returns the picks ({feature, beta, mu}) and the number of proposal
+        scores recomputed (``bf_rescore`` at most per pick after the first)."""
         score, mu = beta.copy(), mu.copy()
         live = score > 0  # only proposals that beat beta_0 against lambda0 take part
         b = best_of(score, ids)
