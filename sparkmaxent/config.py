@@ -49,7 +49,8 @@ class TrainConfig:
     """What to train and how.
 
     method : a name in sparkmaxent.train.METHODS ("mle", "l2", "cutoff",
-        "grafting", "mle-ifs", "l2-ifs", "ifs", "sgc", "sgc-lookahead").
+        "grafting", "mle-ifs", "l2-ifs", "ifs", "sgc", "sgc-lookahead",
+        "bayes-factor").
     l2 : gamma2 of C(w) = L(w) + gamma2/2 ||w||^2 (loss averaged over event
         weight, as MLlib's regParam); used by "l2", "cutoff" and "l2-ifs".
     cutoff : "cutoff" keeps features whose empirical count >= cutoff.
@@ -69,7 +70,8 @@ class TrainConfig:
         come back (kernels/topk.py). 0: always block-wise.
     test_block_size : features per feature block of the block-wise test.
     plots : write PNG plots of the selection trace next to the report.
-    max_features : "ifs"/"sgc": stop after this many features (0: no limit).
+    max_features : "ifs"/"sgc"/"bayes-factor": stop after this many features
+        (0: no limit).
     gain_threshold : "ifs"/"sgc": stop when the best gain (decrease of the
         mean loss L) is below this.
     sgc_batch : "sgc": candidates whose gains are recomputed per pass batch.
@@ -77,8 +79,21 @@ class TrainConfig:
         candidates' gains (Zhou et al. used 500).
     reestimate_every : "ifs"/"sgc": re-fit all selected weights (with l2)
         every r stages and at the end (0: never; only the new weight changes).
-    gain_method : how gains are fitted: "sketch" (2 passes per batch) or
-        "exact" (a pass per Newton iteration); kernels/gains.py.
+    gain_method : how gains (and Bayes-factor mu_g, a_g) are fitted: "sketch"
+        (2 passes per batch) or "exact" (a pass per Newton iteration);
+        kernels/gains.py.
+    prior_variance : "bayes-factor": sigma^2 of the Gaussian prior on each
+        weight, on the log-likelihood summed over events (not averaged); used
+        in the evidence and in OptMAP (gamma2 = 1 / (sigma^2 W)), so ``l2``
+        is not used. 0 (default): sigma^2 = W, the total event weight, an
+        Occam factor of at least BIC's 1/2 log W (selection/bayes.py).
+    bf_per_round : "bayes-factor": S, features selected per round at most
+        (each after the first rescored with the earlier ones fixed, Eq. 14).
+    bf_sign : "bayes-factor": "laplace" (-1/2 log a_g, the correct Laplace
+        approximation) or "printed" (+1/2 log a_g, Daume 2004 Eq. 12 as
+        printed and MEGAM; with prior_variance <= 1 it never stops by itself).
+    bf_rescore : "bayes-factor": proposals rescored before each pick after
+        the first of a round (one fit_gains call each).
     standardize : zero mean, unit variance per predicate (stored with the model).
     bias : a per-label unpenalized bias (multiclass only).
     backend : "spark" or "local" (in-process, for data that fits one machine).
@@ -111,6 +126,10 @@ class TrainConfig:
     lookahead: int = 500
     reestimate_every: int = 0
     gain_method: str = "sketch"
+    prior_variance: float = 0.0
+    bf_per_round: int = 1
+    bf_sign: str = "laplace"
+    bf_rescore: int = 50
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Baselines of the foundation (DESIGN.md section 1):
   MLE when l2 = 0) over those only.
 
 Feature-selection methods register themselves here with ``@register``
-(``sparkmaxent/selection``: ``grafting``, ``mle-ifs``, ``l2-ifs``).
+(``sparkmaxent/selection``: ``grafting``, ``mle-ifs``, ``l2-ifs``, ``ifs``,
+``sgc``, ``sgc-lookahead``, ``bayes-factor``).
 """
 from __future__ import annotations
 
@@ -160,5 +161,6 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
 
 
 # Selection methods register themselves on import (after ``register`` exists).
+from .selection import bayes as _bayes  # noqa: E402,F401
 from .selection import grafting as _grafting  # noqa: E402,F401
 from .selection import ifs as _ifs  # noqa: E402,F401

@@ -1,0 +1,335 @@
+"""Approximate Bayes-factor feature selection (Daume III 2004, sections
+3.3-3.7 and Figure 1): grow the model while some proposed feature makes the
+data more probable *as a model*, with no threshold to tune.
+
+Each round, from the current active set and its MAP weights lambda0:
+
+1. **Proposals** (section 3.6; one pass, ``kernels/proposals.py``): the
+   features of misclassified training events; for a multiclass event, every
+   (predicate, gold label) and (predicate, predicted label) pair of its
+   firing predicates; for a candidate-set event, the features of its
+   correct candidates and of the wrongly preferred ones.
+2. **Mean-field fit** (sections 3.3-3.4; ``kernels/gains.fit_gains``, 2
+   passes with the sketch): for each proposal g, every other weight fixed
+   at lambda0, mu_g maximizes the 1-D log posterior
+   h(mu) = S(mu) + log pi(mu) (Eq. 17, by safeguarded Newton on its first
+   and second derivatives), S(mu) = log p(D | lambda0, mu) - log p(D | lambda0)
+   in sum units, pi = N(0, sigma^2), and a_g = -h''(mu_g) = -S''(mu_g) +
+   1 / sigma^2 (Eq. 11 plus the prior's precision).
+3. **Score** (Eq. 12, 13; ``bayes_factor_score``): beta_g - beta_0 with a
+   uniform prior over models, so log pi(M_g) - log pi(M_0) = 0. beta_0 is
+   log p(D | lambda0) itself; the scores are reported relative to it.
+4. **Select up to S = ``bf_per_round``** (section 3.7, Eq. 14): take the
+   best proposal, add it at its mu to a model held fixed, rescore the
+   best remaining proposals against that model (so a correlated twin of a
+   chosen feature loses its score: the chosen one already explains the
+   data it would), take the best again, and so on while some rescored
+   proposal beats beta_0.
+5. **OptMAP** (section 3.5): the MAP weights of the grown active set under
+   the same Gaussian prior, by L-BFGS on L(w) + gamma2/2 ||w||^2 with
+   gamma2 = 1 / (sigma^2 W) (``train.fit_smooth``; the loss L is a mean
+   over event weight W, the prior is on the sum), warm-started. The first
+   round starts from the bias features alone (their MAP fit, the bias
+   being unpenalized).
+
+Stop when no proposal beats beta_0 (or none is left, or ``max_rounds``,
+``max_features``).
+
+The sign question
+-----------------
+The 1-D Laplace approximation of log int p(D | lambda0, mu) pi(mu) dmu is
+h(mu_g) + 1/2 log 2 pi - 1/2 log a_g: the curvature term *penalizes* a
+sharply determined weight, which is where the Occam factor of the Bayes
+factor comes from. The note prints + 1/2 log a_g (Eq. 12), and MEGAM's
+code follows the print. The two differ by log a_g; with the printed sign
+
+    beta_g - beta_0 = [S(mu_g) - mu_g^2 / (2 sigma^2)] + 1/2 log(a_g / sigma^2)
+
+where the bracket is >= 0 (mu_g maximizes it, and it is 0 at mu = 0). The
+curvature term then *rewards* a sharply determined weight (a frequent
+feature) instead of charging for it. With sigma^2 <= 1, a_g >= 1/sigma^2
+>= sigma^2 for multiclass events, so every proposal beats beta_0 and the
+printed rule never stops by itself (only ``max_rounds`` / ``max_features``
+end it); with sigma^2 = W it stops, later than the correct sign and
+preferring frequent features. ``bf_sign = "laplace"`` (default) is the
+correct sign, ``"printed"`` the note's.
+
+Bounded rescoring (Eq. 14)
+--------------------------
+Rescoring every proposal after every pick would cost S fits of all of
+them. Only proposals that beat beta_0 against lambda0 take part (the model
+only grows within the round, and a feature that did not help lambda0 is
+left to the next round's proposals); before each pick after the first,
+the ``bf_rescore`` of them with the best latest scores are rescored
+against the fixed model (one ``fit_gains`` call, 2 passes with the
+sketch) and the best that still beats beta_0 is taken; one that no longer
+does leaves the round. As in SGC, a proposal outside the rescored ones is
+assumed not to have overtaken them.
+
+Prior variance
+--------------
+``train.prior_variance`` = sigma^2 is the variance of the Gaussian prior on
+each weight, on the log-likelihood summed over events; it is used both in
+OptMAP and in the evidence, so the evidence is that of the model OptMAP
+fits. The Occam factor of a proposal is -1/2 log(sigma^2 a_g): the *vaguer*
+the prior, the more a new weight must explain (Lindley's paradox), and the
+scale of sigma^2 is what decides how many of thousands of proposals pass by
+chance. Default (``prior_variance = 0``): sigma^2 = W, the total event
+weight. Then sigma^2 a_g >= W for every proposal with at least one unit of
+Fisher information (a_g >= 1), so the Occam factor is at least BIC's
+1/2 log W (Schwarz 1978; Kass & Wasserman 1995 relate BIC to a
+unit-information prior), and the selection is consistent as W grows (a
+fixed noise feature's log Bayes factor goes to -inf like -1/2 log W). It is
+fixed by the data size, not fitted to any score. A positive value sets
+sigma^2 directly; sigma^2 = 1 is the usual maxent convention (MEGAM's
+default precision), but on a few thousand proposals its Occam factor
+1/2 log(1 + a_g) lets chance associations through (README, measured).
+Caveats: with sigma^2 = W OptMAP is close to maximum likelihood, so on
+separable subsets of sparse data its weights grow until L-BFGS's iteration
+cap; and a proposal firing only on misclassified events of one gold label
+has a positive log Bayes factor under *any* sigma^2 (its predictive
+probability of those events rises on average), so on sparse NLP data the
+rule keeps adding such features until few training events are wrong.
+
+Checkpoint and resume: a round depends only on the active weights, which
+the shared loop (selection/loop.py) saves every round; a resumed run takes
+the same steps.
+"""
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+
+from ..kernels import Weights
+from ..kernels.gains import fit_gains
+from ..kernels.loss import LossGradTask
+from ..kernels.proposals import ProposalTask
+from ..train import FitResult, TrainingContext, fit_smooth, register
+from .ifs import FeatureNamer, _add, _has_checkpoint, best_of
+from .loop import LoopState, RoundOutcome, run_rounds
+
+log = logging.getLogger(__name__)
+
+#: Curvature term sign of the score: -1 Laplace (correct), +1 as printed (Eq. 12).
+SIGNS = {"laplace": -1.0, "printed": 1.0}
+
+#: Selected features listed by name in a progress line (the trace has all).
+_NOTE_FEATURES = 5
+
+
+def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray,
+                       prior_variance: float, sign: str = "laplace") -> np.ndarray:
+    """beta_g - beta_0 of each proposal (Daume 2004, Eq. 12-13), sum units.
+
+    Parameters
+    ----------
+    loglik_change : ndarray, shape (n,)
+        S(mu_g) = log p(D | lambda0, mu_g) - log p(D | lambda0).
+    mu : ndarray, shape (n,)
+        mu_g, the 1-D MAP weight (Eq. 17).
+    curvature : ndarray, shape (n,)
+        a_g = -S''(mu_g) + 1 / sigma^2 (Eq. 11 plus the prior's precision).
+    prior_variance : float
+        sigma^2.
+    sign : {"laplace", "printed"}
+        -1/2 log a_g (the Laplace approximation) or +1/2 log a_g (Eq. 12 as
+        printed, and MEGAM).
+    """
+    if sign not in SIGNS:
+        raise ValueError(f"expected bf_sign in {sorted(SIGNS)}, got {sign!r}")
+    S, mu, a = (np.asarray(v, dtype=np.float64) for v in (loglik_change, mu, curvature))
+    s2 = float(prior_variance)
+    # Eq. 12: beta_g = log pi(M_g) + log pi(mu_g) + log p(D | lambda0, mu_g)
+    #                  + 1/2 log 2 pi -+ 1/2 log a_g
+    # Eq. 13: beta_0 = log pi(M_0) + log p(D | lambda0); uniform pi(M): the
+    # model priors cancel, and log p(D | lambda0, mu_g) - log p(D | lambda0) = S.
+    log_prior_mu = -mu * mu / (2.0 * s2) - 0.5 * math.log(2.0 * math.pi * s2)
+    return S + log_prior_mu + 0.5 * math.log(2.0 * math.pi) + SIGNS[sign] * 0.5 * np.log(a)
+
+
+def check_config(ctx: TrainingContext) -> None:
+    cfg = ctx.config
+    if not (cfg.prior_variance >= 0 and math.isfinite(cfg.prior_variance)):
+        raise ValueError(f"expected train.prior_variance >= 0 (sigma^2 of the Gaussian prior on "
+                         f"each weight, sum units; 0: the total event weight W), got "
+                         f"{cfg.prior_variance}")
+    if cfg.bf_per_round < 1:
+        raise ValueError(f"expected train.bf_per_round >= 1, got {cfg.bf_per_round}")
+    if cfg.bf_rescore < 1:
+        raise ValueError(f"expected train.bf_rescore >= 1, got {cfg.bf_rescore}")
+    if cfg.bf_sign not in SIGNS:
+        raise ValueError(f"expected train.bf_sign in {sorted(SIGNS)}, got {cfg.bf_sign!r}")
+    if cfg.max_features < 0:
+        raise ValueError(f"expected train.max_features >= 0, got {cfg.max_features}")
+    if cfg.gain_method not in ("sketch", "exact"):
+        raise ValueError(f"expected train.gain_method 'sketch' or 'exact', got {cfg.gain_method!r}")
+
+
+class BayesFactor:
+    """The round method of Bayes-factor selection (one round of Figure 1)."""
+
+    def __init__(self, ctx: TrainingContext):
+        self.ctx = ctx
+        cfg = ctx.config
+        self.space = ctx.backend.space
+        self.namer = FeatureNamer(ctx.backend)
+        self.sign = cfg.bf_sign
+        lg = self.loss_grad(Weights.zeros(self.space))
+        self.weight = float(lg.weight)  # W: events count as repeated (sum units)
+        # sigma^2 = W by default: an Occam factor of at least BIC's (module docstring)
+        self.sigma2 = float(cfg.prior_variance) or self.weight
+        # OptMAP's gamma2 in the mean units of L: W L + ||w||^2 / (2 sigma^2) = W C
+        self.l2 = 1.0 / (self.sigma2 * self.weight)
+
+    # -- passes ---------------------------------------------------------------
+
+    def loss_grad(self, weights: Weights):
+        return self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
+                                                 np.zeros(0, dtype=np.int64)))
+
+    def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
+        """mu_g, a_g and the score of each id against ``weights`` (mean field)."""
+        f = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
+                      method=self.ctx.config.gain_method, prior_variance=self.sigma2,
+                      alpha0=alpha0)
+        return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
+
+    def optmap(self, weights: Weights) -> tuple[Weights, dict]:
+        """MAP weights of the active set of ``weights`` (and the bias), warm-started."""
+        ids = weights.active_ids()
+        res = fit_smooth(self.ctx, ids, self.l2, start=weights)
+        theta = res.weights.to_dense(self.space)
+        return Weights(ids.copy(), theta[ids], res.weights.bias), res.report
+
+    def start(self) -> Weights:
+        """OptMAP of the bias features alone (section 3.5); all-zero without a bias."""
+        weights = Weights.zeros(self.space)
+        if not self.space.bias:
+            return weights
+        return self.optmap(weights)[0]
+
+    # -- one round ------------------------------------------------------------
+
+    def round(self, state: LoopState) -> RoundOutcome:
+        cfg = self.ctx.config
+        weights = state.weights
+        active = weights.active_ids()
+        loss = state.trace[-1]["loss"] if state.trace else self.loss_grad(weights).loss / self.weight
+        # beta_0 = log pi(M_0) + log p(D | lambda0), up to the (cancelling) model prior
+        beta0 = -self.weight * loss
+        room = cfg.max_features - len(active) if cfg.max_features else cfg.bf_per_round
+        if room <= 0:
+            return _stop(weights, loss, float("nan"), f"max_features = {cfg.max_features}", beta0)
+        prop = self.ctx.backend.run(ProposalTask(self.space, weights, self.ctx.scaling))
+        ids = np.setdiff1d(prop.ids, active, assume_unique=True)
+        if not len(ids):
+            why = ("no misclassified training event" if prop.misclassified_events == 0
+                   else "no proposal outside the active set")
+            return _stop(weights, loss, float("nan"), why, beta0)
+        fit, beta = self.fit(weights, ids)
+        best = float(beta.max())
+        if not best > 0.0:
+            return _stop(weights, loss, best, f"no proposal beats beta_0 ({len(ids)} scored)",
+                         beta0, stopped_by_rule=True)
+        picks, rescored = self.select(weights, ids, beta, fit.alpha,
+                                      min(cfg.bf_per_round, room))
+        grown = weights
+        for p in picks:
+            grown = _add(grown, p["feature"], p["mu"])
+        new, report = self.optmap(grown)
+        objective, new_loss = float(report["objective"]), float(report["loss"])
+        for p in picks:
+            p["feature_name"] = self.namer(p["feature"])
+        info = {"proposals": int(len(ids)), "misclassified_events": prop.misclassified_events,
+                "misclassified_weight": prop.misclassified, "beta_0": beta0,
+                "positive_proposals": int(np.count_nonzero(beta > 0)), "rescored": rescored,
+                "selected": picks, "loss": new_loss,
+                "log_likelihood": -self.weight * new_loss,
+                "optmap_evaluations": int(report["evaluations"]),
+                "optmap_converged": bool(report["converged"])}
+        shown = ", ".join(f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}"
+                          for p in picks[:_NOTE_FEATURES])
+        more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
+        note = (f"{len(ids)} proposals scored ({info['positive_proposals']} beat beta_0 "
+                f"{beta0:.6g}), selected {shown}{more}")
+        return RoundOutcome(False, new, added=len(picks), objective=objective, score=best,
+                            info=info, note=note)
+
+    def select(self, weights: Weights, ids: np.ndarray, beta: np.ndarray, mu: np.ndarray,
+               limit: int) -> tuple[list[dict], int]:
+        """Up to ``limit`` proposals, greedily, each scored with the earlier
+        picks fixed at their mu (Eq. 14); see "Bounded rescoring".
+
+        Returns the picks ({feature, beta, mu}) and the number of proposal
+        scores recomputed (``bf_rescore`` at most per pick after the first)."""
+        score, mu = beta.copy(), mu.copy()
+        live = score > 0  # only proposals that beat beta_0 against lambda0 take part
+        b = best_of(score, ids)
+        picks = [{"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])}]
+        live[b] = False
+        model = _add(weights, int(ids[b]), float(mu[b]))
+        rescored = 0
+        while len(picks) < limit and np.any(live):
+            pos = np.flatnonzero(live)
+            order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
+            top = pos[order[: self.ctx.config.bf_rescore]]
+            f, s = self.fit(model, ids[top], alpha0=mu[top])
+            rescored += len(top)
+            score[top], mu[top] = s, f.alpha
+            live[top] = s > 0  # no longer beats beta_0 given the picks: out of this round
+            if not np.any(live[top]):
+                continue
+            cand = top[live[top]]
+            b = cand[best_of(score[cand], ids[cand])]
+            picks.append({"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])})
+            live[b] = False
+            model = _add(model, int(ids[b]), float(mu[b]))
+        return picks, rescored
+
+
+def _stop(weights: Weights, loss: float, best: float, why: str, beta0: float,
+          stopped_by_rule: bool = False) -> RoundOutcome:
+    return RoundOutcome(True, weights, objective=float("nan"), score=best,
+                        info={"stopped": why, "stopped_by_rule": stopped_by_rule,
+                              "final_beta_0": beta0, "final_loss": loss},
+                        note=f"stopped: {why}")
+
+
+def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
+    """Run Bayes-factor selection through the shared round loop; report it."""
+    check_config(ctx)
+    cfg = ctx.config
+    method = BayesFactor(ctx)
+    log.info("bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, up to %d per round "
+             "(rescoring %d), fits by %s", method.sigma2, method.l2, method.sign,
+             cfg.bf_per_round, cfg.bf_rescore, cfg.gain_method)
+    start = None if ctx.resume and _has_checkpoint(ctx) else method.start()
+    state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
+    weights = state.weights
+    lg = method.loss_grad(weights)
+    loss = lg.loss / lg.weight
+    theta = weights.values
+    selected = [p for r in state.trace for p in r["selected"]]
+    report = {
+        "objective": loss + 0.5 * method.l2 * float(theta @ theta), "loss": loss,
+        "train_accuracy": lg.correct / lg.weight, "prior_variance": method.sigma2,
+        "l2": method.l2, "bf_sign": method.sign, "bf_per_round": cfg.bf_per_round,
+        "bf_rescore": cfg.bf_rescore, "active_features": int(len(weights.values)),
+        "selected": [p["feature"] for p in selected],
+        "selected_names": [p["feature_name"] for p in selected],
+        "rounds_run": state.round,
+        "stopped": state.info.get("stopped", f"max_rounds = {cfg.max_rounds}") if state.done
+        else f"max_rounds = {cfg.max_rounds}",
+        "stopped_by_rule": bool(state.done and state.info.get("stopped_by_rule", False)),
+        "proposals_scored": int(sum(r["proposals"] for r in state.trace)),
+        "selection_passes": state.passes, "selection_elapsed_s": state.elapsed_s,
+        "rounds": state.trace,
+    }
+    return FitResult(weights.sparse(), report)
+
+
+@register("bayes-factor")
+def fit_bayes(ctx: TrainingContext) -> FitResult:
+    return fit_bayes_factor(ctx)
