@@ -2,8 +2,10 @@
 and the result file format (command, date, machine, rows, extras)."""
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
+import logging
 import os
 import platform
 import shlex
@@ -79,3 +81,19 @@ def print_table(rows: list[dict], keys: list[str]) -> None:
     print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))
     for c in cells:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
+
+
+def work_arguments(parser: argparse.ArgumentParser, work: str, output_name: str) -> None:
+    """--work (scratch directory), --reuse (its prepared data) and --output."""
+    parser.add_argument("--work", default=work, help="scratch directory: prepared data, runs")
+    parser.add_argument("--reuse", action="store_true", help="reuse the prepared data in --work")
+    parser.add_argument("--output", default=os.path.join(RESULTS, output_name))
+
+
+def start(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line; timestamped INFO logging (runs are long);
+    Spark bound to loopback unless the caller says otherwise."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    return args

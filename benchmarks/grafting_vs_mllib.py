@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from benchmarks.common import RESULTS, print_table, shared_corpus, write_result  # noqa: E402
+from benchmarks.common import (print_table, shared_corpus, start,  # noqa: E402
+                               work_arguments, write_result)
 
 log = logging.getLogger("grafting_vs_mllib")
 
@@ -210,12 +211,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="cap on grafting rounds (0: until certified); n = 1 needs about "
                              "one round per non-zero weight")
     parser.add_argument("--partitions", type=int, default=2)
-    parser.add_argument("--work", default="/tmp/sparkmaxent-grafting-bench")
-    parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
-    parser.add_argument("--output", default=os.path.join(RESULTS, "grafting_vs_mllib.json"))
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    work_arguments(parser, "/tmp/sparkmaxent-grafting-bench", "grafting_vs_mllib.json")
+    args = start(parser, argv)
 
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.backends.spark import SparkBackend

@@ -75,7 +75,8 @@ import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from benchmarks.common import RESULTS, print_table, shared_corpus, write_result  # noqa: E402
+from benchmarks.common import (print_table, shared_corpus, start,  # noqa: E402
+                               work_arguments, write_result)
 from benchmarks.sgc_vs_ifs import local_backend, prepare_all  # noqa: E402
 
 log = logging.getLogger("riezler_tables")
@@ -374,22 +375,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-sentences", type=int, default=0,
                    help="quick runs: the first N training sentences and N/4 test sentences")
     p.add_argument("--dev-fraction", type=float, default=0.1)
-    p.add_argument("--work", default="/tmp/sparkmaxent-riezler")
-    p.add_argument("--reuse", action="store_true", help="reuse the prepared data in --work")
+    work_arguments(p, "/tmp/sparkmaxent-riezler", "riezler_tables.json")
     p.add_argument("--resume", action="store_true",
                    help="keep the rows of --output measured with the same configuration and "
                         "continue interrupted grafting-family fits from their checkpoints in "
                         "--work/runs (implies --reuse)")
-    p.add_argument("--output", default=os.path.join(RESULTS, "riezler_tables.json"))
-    args = p.parse_args(argv)
+    args = start(p, argv)
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         p.error(f"unknown method(s) {unknown}: expected some of {list(METHODS)}")
     n_values = [int(n) for n in args.n_values.split(",") if n]
     args.reuse = args.reuse or args.resume  # re-preparing would drop the checkpoints
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     started = time.perf_counter()
     dirs = prepare_data(args)

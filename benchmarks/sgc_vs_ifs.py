@@ -38,7 +38,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from benchmarks.common import RESULTS, print_table, shared_corpus, write_result  # noqa: E402
+from benchmarks.common import (print_table, shared_corpus, start,  # noqa: E402
+                               work_arguments, write_result)
 
 log = logging.getLogger("sgc_vs_ifs")
 
@@ -223,12 +224,9 @@ def agreement(stages: dict) -> dict:
 
 
 def plot(rows: list[dict], stages: dict, base: str) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    """Figure 5's shape (F1 against features) and Figure 3's (gain
+    evaluations per stage)."""
+    fig, ax = _figure()
     styles = {"ifs": "o-", "sgc": "s-", "sgc-lookahead": "^--", "cutoff": "x:"}
     methods = dict.fromkeys(r["method"] for r in rows if r["method"] != "l2-all")
     for method in methods:
@@ -247,27 +245,34 @@ def plot(rows: list[dict], stages: dict, base: str) -> None:
             label="Zhou et al. 2003, SGC (1,160)")
     ax.axhline(92.5, color="r", linewidth=0.5, label="target 92.5")
     ax.set_xscale("log")
-    ax.set_xlabel("selected features")
-    ax.set_ylabel("Base-NP chunk F1 (test, %)")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(base + "_f1.png", dpi=90)
+    _finish(fig, ax, "selected features", "Base-NP chunk F1 (test, %)", base + "_f1.png")
 
-    fig = Figure(figsize=(7, 4.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = _figure()
     for method, s in stages.items():
         t = s["trace"]
         ax.plot([r["stage"] for r in t], [max(r["gain_evaluations"], 0.5) for r in t], ".",
                 markersize=3, label=method)
     ax.set_yscale("log")
-    ax.set_xlabel("stage (selected features)")
-    ax.set_ylabel("gain evaluations in the stage")
+    _finish(fig, ax, "stage (selected features)", "gain evaluations in the stage",
+            base + "_gains.png")
+
+
+def _figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _finish(fig, ax, xlabel: str, ylabel: str, path: str) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(base + "_gains.png", dpi=90)
+    fig.savefig(path, dpi=90)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,12 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="no l2-all and cutoff rows (e.g. a second process for one method)")
     parser.add_argument("--l2", type=float, help="gamma2 of the l2 fits (default: chosen on "
                         "the held-out sentences among %s)" % (L2_GRID,))
-    parser.add_argument("--work", default="/tmp/sparkmaxent-sgc-bench")
-    parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
-    parser.add_argument("--output", default=os.path.join(RESULTS, "sgc_vs_ifs.json"))
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    work_arguments(parser, "/tmp/sparkmaxent-sgc-bench", "sgc_vs_ifs.json")
+    args = start(parser, argv)
 
     t_start = time.perf_counter()
     dirs = prepare_all(args.work, args.reuse, args.dev_fraction)
