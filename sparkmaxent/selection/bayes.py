@@ -107,8 +107,8 @@ from ..kernels.gains import fit_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import ProposalTask
 from ..train import FitResult, TrainingContext, fit_smooth, register
-from .ifs import FeatureNamer, _add, _has_checkpoint, best_of
-from .loop import LoopState, RoundOutcome, run_rounds
+from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of, has_checkpoint,
+                   run_rounds)
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class BayesFactor:
                                       min(cfg.bf_per_round, room))
         grown = weights
         for p in picks:
-            grown = _add(grown, p["feature"], p["mu"])
+            grown = add_feature(grown, p["feature"], p["mu"])
         new, report = self.optmap(grown)
         objective, new_loss = float(report["objective"]), float(report["loss"])
         for p in picks:
@@ -269,7 +269,7 @@ class BayesFactor:
         b = best_of(score, ids)
         picks = [{"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])}]
         live[b] = False
-        model = _add(weights, int(ids[b]), float(mu[b]))
+        model = add_feature(weights, int(ids[b]), float(mu[b]))
         rescored = 0
         while len(picks) < limit and np.any(live):
             pos = np.flatnonzero(live)
@@ -285,7 +285,7 @@ class BayesFactor:
             b = cand[best_of(score[cand], ids[cand])]
             picks.append({"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])})
             live[b] = False
-            model = _add(model, int(ids[b]), float(mu[b]))
+            model = add_feature(model, int(ids[b]), float(mu[b]))
         return picks, rescored
 
 
@@ -305,7 +305,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     log.info("bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, up to %d per round "
              "(rescoring %d), fits by %s", method.sigma2, method.l2, method.sign,
              cfg.bf_per_round, cfg.bf_rescore, cfg.gain_method)
-    start = None if ctx.resume and _has_checkpoint(ctx) else method.start()
+    start = None if ctx.resume and has_checkpoint(ctx) else method.start()
     state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
     weights = state.weights
     lg = method.loss_grad(weights)

@@ -46,7 +46,6 @@ selects what an uninterrupted one does.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,12 +56,11 @@ from ..kernels.gains import GainFit, fit_gains, uniform_initial_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..train import FitResult, TrainingContext, fit_smooth, register
-from .loop import CHECKPOINT_DIR, STATE_FILE, LoopState, RoundOutcome, run_rounds
+from .loop import (TIE_RTOL, FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
+                   has_checkpoint, run_rounds)
 
 log = logging.getLogger(__name__)
 
-#: Relative tolerance under which two gains count as tied.
-TIE_RTOL = 1e-12
 
 
 @dataclass(frozen=True)
@@ -97,43 +95,6 @@ def _check_config(ctx: TrainingContext, spec: Variant) -> None:
         raise ValueError(f"expected train.reestimate_every >= 0, got {cfg.reestimate_every}")
     if cfg.gain_method not in ("sketch", "exact"):
         raise ValueError(f"expected train.gain_method 'sketch' or 'exact', got {cfg.gain_method!r}")
-
-
-def best_of(gains: np.ndarray, ids: np.ndarray) -> int:
-    """Position of the largest gain; gains within TIE_RTOL (relative) of it
-    tie, and ties go to the lowest id. Ties are common: with two labels the
-    features (p, 0) and (p, 1) are mirror images with the same gain, which
-    the closed form and the Newton fit reproduce only to rounding."""
-    top = gains.max()
-    tied = np.flatnonzero(gains >= top - TIE_RTOL * abs(top))
-    return int(tied[np.argmin(ids[tied])])
-
-
-class FeatureNamer:
-    """Names of features for progress lines: ``predicate|label``, with the
-    predicate's string when the backend knows its dataset directory, its
-    label name when it knows the labels; ids otherwise."""
-
-    def __init__(self, backend):
-        self.space = backend.space
-        info = getattr(backend, "info", None)
-        self.labels = list(info.labels) if info is not None and info.labels else None
-        self.dataset_dir = getattr(backend, "dataset_dir", None)
-
-    def __call__(self, j: int) -> str:
-        p, k = divmod(int(j), self.space.n_labels)
-        pred = str(p)
-        if self.dataset_dir:
-            try:
-                from ..model import feature_names_for
-
-                pred = feature_names_for(self.dataset_dir, np.array([p])).get(p, pred)
-            except (OSError, ValueError) as e:  # a name is a nicety, never a failure
-                log.debug("no feature name for predicate %d: %s", p, e)
-        if self.space.shape != MULTICLASS:
-            return pred
-        label = self.labels[k] if self.labels and k < len(self.labels) else str(k)
-        return f"{pred}|{label}"
 
 
 class Incremental:
@@ -239,7 +200,7 @@ class Incremental:
         if not g > cfg.gain_threshold:
             return _stop(weights, objective, g,
                          f"best gain {g:.4g} <= gain_threshold {cfg.gain_threshold:g}")
-        new = _add(weights, j, a)
+        new = add_feature(weights, j, a)
         objective = objective - g  # G is exact at alpha: L(S + f) = L(S) - G
         reestimated = False
         if cfg.reestimate_every and stage % cfg.reestimate_every == 0:
@@ -312,22 +273,6 @@ def _stop(weights: Weights, objective: float, best: float, why: str) -> RoundOut
                         note=f"stopped: {why}")
 
 
-def _add(weights: Weights, j: int, alpha: float) -> Weights:
-    """The weights with feature j added at alpha (or incremented, if present)."""
-    ids = weights.active_ids()
-    pos = int(np.searchsorted(ids, j))
-    if pos < len(ids) and ids[pos] == j:
-        values = weights.values.copy()
-        values[pos] += alpha
-        return Weights(ids.copy(), values, weights.bias)
-    return Weights(np.insert(ids, pos, j), np.insert(weights.values, pos, alpha), weights.bias)
-
-
-def _has_checkpoint(ctx: TrainingContext) -> bool:
-    return bool(ctx.output_dir) and os.path.exists(
-        os.path.join(ctx.output_dir, CHECKPOINT_DIR, STATE_FILE))
-
-
 def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     """Run IFS or SGC through the shared round loop; report the selection."""
     _check_config(ctx, spec)
@@ -337,7 +282,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
              cfg.max_features, cfg.gain_threshold,
              f", batch {cfg.sgc_batch}, lookahead {spec.lookahead}" if spec.selective else "",
              cfg.gain_method)
-    start = None if ctx.resume and _has_checkpoint(ctx) else method.start()
+    start = None if ctx.resume and has_checkpoint(ctx) else method.start()
     state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start)
     weights = state.weights
     objective = state.trace[-1]["objective"] if state.trace else method.initial_loss(weights)

@@ -30,13 +30,16 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..config import TrainConfig
 from ..jsonio import write_json
-from ..kernels import Space, Weights
+from ..kernels import MULTICLASS, Space, Weights
+
+if TYPE_CHECKING:  # train imports the selection modules that import this one
+    from ..train import TrainingContext
 
 log = logging.getLogger(__name__)
 
@@ -323,3 +326,62 @@ def write_plots(trace: list[dict], directory: str, score_name: str = "max_gradie
         fig.savefig(path, dpi=90)
         written.append(path)
     return written
+
+
+# ---- helpers the selection methods share -------------------------------------
+
+#: Relative tolerance under which two gains count as tied.
+TIE_RTOL = 1e-12
+
+
+def best_of(gains: np.ndarray, ids: np.ndarray) -> int:
+    """Position of the largest gain; gains within TIE_RTOL (relative) of it
+    tie, and ties go to the lowest id. Ties are common: with two labels the
+    features (p, 0) and (p, 1) are mirror images with the same gain, which
+    the closed form and the Newton fit reproduce only to rounding."""
+    top = gains.max()
+    tied = np.flatnonzero(gains >= top - TIE_RTOL * abs(top))
+    return int(tied[np.argmin(ids[tied])])
+
+
+class FeatureNamer:
+    """Names of features for progress lines: ``predicate|label``, with the
+    predicate's string when the backend knows its dataset directory, its
+    label name when it knows the labels; ids otherwise."""
+
+    def __init__(self, backend):
+        self.space = backend.space
+        info = getattr(backend, "info", None)
+        self.labels = list(info.labels) if info is not None and info.labels else None
+        self.dataset_dir = getattr(backend, "dataset_dir", None)
+
+    def __call__(self, j: int) -> str:
+        p, k = divmod(int(j), self.space.n_labels)
+        pred = str(p)
+        if self.dataset_dir:
+            try:
+                from ..model import feature_names_for
+
+                pred = feature_names_for(self.dataset_dir, np.array([p])).get(p, pred)
+            except (OSError, ValueError) as e:  # a name is a nicety, never a failure
+                log.debug("no feature name for predicate %d: %s", p, e)
+        if self.space.shape != MULTICLASS:
+            return pred
+        label = self.labels[k] if self.labels and k < len(self.labels) else str(k)
+        return f"{pred}|{label}"
+
+
+def add_feature(weights: Weights, j: int, alpha: float) -> Weights:
+    """The weights with feature j added at alpha (or incremented, if present)."""
+    ids = weights.active_ids()
+    pos = int(np.searchsorted(ids, j))
+    if pos < len(ids) and ids[pos] == j:
+        values = weights.values.copy()
+        values[pos] += alpha
+        return Weights(ids.copy(), values, weights.bias)
+    return Weights(np.insert(ids, pos, j), np.insert(weights.values, pos, alpha), weights.bias)
+
+
+def has_checkpoint(ctx: TrainingContext) -> bool:
+    return bool(ctx.output_dir) and os.path.exists(
+        os.path.join(ctx.output_dir, CHECKPOINT_DIR, STATE_FILE))

@@ -22,7 +22,7 @@ from sparkmaxent.kernels.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
 from sparkmaxent.kernels.proposals import proposals
 from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score
-from sparkmaxent.selection.ifs import _add
+from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.train import TrainingContext, train
 
 from .helpers import random_candidates, random_multiclass
@@ -39,7 +39,7 @@ def quadrature_log_evidence(block, space, weights, j, sigma2, lo=-15.0, hi=15.0)
     base = loglik(block, space, weights)
 
     def S(m):
-        return loglik(block, space, _add(weights, j, m)) - base
+        return loglik(block, space, add_feature(weights, j, m)) - base
 
     # centre the integrand at its mode for a well-scaled quadrature
     grid = np.linspace(lo, hi, 601)
@@ -219,7 +219,7 @@ def test_eq14_rescoring_makes_a_perfect_copy_lose_its_score():
     j, twin = 0 * 3 + 1, 1 * 3 + 1
     fit, beta = bf.fit(start, np.array([j, twin]))
     assert beta[0] == pytest.approx(beta[1], rel=1e-9) and beta[0] > 10  # identical, strong
-    _, again = bf.fit(_add(start, j, float(fit.alpha[0])), np.array([twin]))
+    _, again = bf.fit(add_feature(start, j, float(fit.alpha[0])), np.array([twin]))
     assert again[0] < 0 < beta[1]            # the copy no longer beats beta_0
     # and the round's selection takes one of the pair only, even with room for 5
     picks, rescored = bf.select(start, np.array([j, twin]), beta, fit.alpha, 5)

@@ -103,3 +103,18 @@ def test_unknown_method_is_a_clear_error():
     block, space = multiclass_problem()
     with pytest.raises(ValueError, match="unknown training method 'nope'"):
         train(LocalBackend([block], space), TrainConfig(method="nope"))
+
+
+@pytest.mark.parametrize("module", ["sparkmaxent.selection.ifs", "sparkmaxent.selection.bayes",
+                                    "sparkmaxent.selection.grafting", "sparkmaxent.selection.loop",
+                                    "sparkmaxent.train"])
+def test_every_selection_module_can_be_imported_first(module):
+    """train imports the selection modules to register them and they import
+    train: whichever is imported first, the cycle must close."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", f"import {module}; import sparkmaxent.train as t; "
+                           "assert {'ifs', 'sgc', 'grafting', 'bayes-factor'} <= set(t.METHODS)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
