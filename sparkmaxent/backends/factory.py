@@ -21,7 +21,7 @@ def _local(dataset_dir: str, *, spark=None, bias: bool = False,
 
     info = DatasetInfo.load(dataset_dir)
     blocks = read_blocks(dataset_dir, info, n_blocks=partitions or 1)
-    return LocalBackend(blocks, info.space(bias), info)
+    return LocalBackend(blocks, info.space(bias), info, dataset_dir)
 
 
 def _spark(dataset_dir: str, *, spark=None, bias: bool = False,

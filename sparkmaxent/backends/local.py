@@ -14,12 +14,14 @@ class LocalBackend:
     """Runs tasks over a list of in-memory blocks, for data that fits one
     machine and for tests. Same kernels, same merge order rules as Spark."""
 
-    def __init__(self, blocks: list[Block], space: Space, info=None):
+    def __init__(self, blocks: list[Block], space: Space, info=None,
+                 dataset_dir: str | None = None):
         if not blocks:
             raise ValueError("expected at least one block of events, got none")
         self.blocks = blocks
         self.space = space
         self.info = info  # the DatasetInfo the blocks came from, if any
+        self.dataset_dir = dataset_dir  # where they were read from: feature names for reports
         self.passes = 0
 
     def run(self, task: Callable[[Block], R]) -> R:

@@ -11,7 +11,7 @@ import pytest
 
 from sparkmaxent.cli import evaluate_main, pipeline_main, predict_main, train_main
 from sparkmaxent.evaluate import evaluate_dataset
-from sparkmaxent.model import MaxentModel
+from sparkmaxent.model import MaxentModel, feature_names_for
 
 SMALL = ("data.synthetic = {n_events = 3000, n_predicates = 300, n_labels = 3, n_support = 9, "
          "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 3}")
@@ -50,6 +50,22 @@ def test_local_and_spark_backends_train_the_same_model(spark, run_dir, tmp_path)
     spark_report = json.load(open(run_dir / "report.json"))["train"]
     assert local["objective"] == pytest.approx(spark_report["objective"], rel=1e-9)
     assert local["nonzero_weights"] == spark_report["nonzero_weights"]
+
+
+def test_selection_reports_name_features_on_either_backend(spark, run_dir, tmp_path):
+    """Progress lines and reports name a selected feature by its string and
+    label, whichever backend read the prepared dataset."""
+    data = json.load(open(run_dir / "report.json"))["datasets"]
+    labels = json.load(open(run_dir / "model" / "metadata.json"))["labels"]
+    for backend in ("local", "spark"):
+        out = tmp_path / backend
+        assert train_main(["--train", data["train"], "--set", "train.method=sgc",
+                           "--set", "train.max_features=2", "--set", f"train.backend={backend}",
+                           "--set", "train.plots=false", "--output", str(out)]) == 0
+        report = json.load(open(out / "train_report.json"))
+        for j, name in zip(report["selected"], report["selected_names"]):
+            p, k = divmod(j, len(labels))
+            assert name == f"{feature_names_for(data['train'], np.array([p]))[p]}|{labels[k]}"
 
 
 def test_predict_text_with_unseen_features_and_labels(spark, run_dir, tmp_path):
