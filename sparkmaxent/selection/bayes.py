@@ -107,8 +107,8 @@ from ..kernels.gains import fit_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import ProposalTask
 from ..train import FitResult, TrainingContext, fit_smooth, register
-from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of, has_checkpoint,
-                   run_rounds)
+from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
+                   check_gain_selection, has_checkpoint, run_rounds)
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +161,7 @@ def check_config(ctx: TrainingContext) -> None:
         raise ValueError(f"expected train.bf_rescore >= 1, got {cfg.bf_rescore}")
     if cfg.bf_sign not in SIGNS:
         raise ValueError(f"expected train.bf_sign in {sorted(SIGNS)}, got {cfg.bf_sign!r}")
-    if cfg.max_features < 0:
-        raise ValueError(f"expected train.max_features >= 0, got {cfg.max_features}")
-    if cfg.gain_method not in ("sketch", "exact"):
-        raise ValueError(f"expected train.gain_method 'sketch' or 'exact', got {cfg.gain_method!r}")
+    check_gain_selection(cfg)
 
 
 class BayesFactor:

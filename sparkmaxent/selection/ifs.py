@@ -57,7 +57,7 @@ from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..train import FitResult, TrainingContext, fit_smooth, register
 from .loop import (TIE_RTOL, FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
-                   has_checkpoint, run_rounds)
+                   check_gain_selection, has_checkpoint, run_rounds)
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,7 @@ class Variant:
 
 def _check_config(ctx: TrainingContext, spec: Variant) -> None:
     cfg = ctx.config
-    if cfg.max_features < 0:
-        raise ValueError(f"expected train.max_features >= 0, got {cfg.max_features}")
+    check_gain_selection(cfg)
     if not cfg.gain_threshold >= 0:
         raise ValueError(f"expected train.gain_threshold >= 0, got {cfg.gain_threshold}")
     if spec.selective and cfg.sgc_batch < 1:
@@ -93,8 +92,6 @@ def _check_config(ctx: TrainingContext, spec: Variant) -> None:
         raise ValueError(f"expected train.lookahead >= 0, got {spec.lookahead}")
     if cfg.reestimate_every < 0:
         raise ValueError(f"expected train.reestimate_every >= 0, got {cfg.reestimate_every}")
-    if cfg.gain_method not in ("sketch", "exact"):
-        raise ValueError(f"expected train.gain_method 'sketch' or 'exact', got {cfg.gain_method!r}")
 
 
 class Incremental:

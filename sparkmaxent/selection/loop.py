@@ -334,6 +334,17 @@ def write_plots(trace: list[dict], directory: str, score_name: str = "max_gradie
 TIE_RTOL = 1e-12
 
 
+def check_gain_selection(cfg: TrainConfig) -> None:
+    """The keys every gain-fitting selection method (IFS, SGC, Bayes factor) reads."""
+    from ..kernels.gains import GAIN_METHODS
+
+    if cfg.max_features < 0:
+        raise ValueError(f"expected train.max_features >= 0, got {cfg.max_features}")
+    if cfg.gain_method not in GAIN_METHODS:
+        raise ValueError(f"expected train.gain_method in {sorted(GAIN_METHODS)}, "
+                         f"got {cfg.gain_method!r}")
+
+
 def best_of(gains: np.ndarray, ids: np.ndarray) -> int:
     """Position of the largest gain; gains within TIE_RTOL (relative) of it
     tie, and ties go to the lowest id. Ties are common: with two labels the

@@ -25,3 +25,34 @@ def random_candidates(rng: np.random.Generator, m=15, D=10, max_cands=5, density
         k = rng.integers(1, sizes[i] + 1)
         correct[ptr[i] + rng.choice(sizes[i], size=k, replace=False)] = True
     return CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=rng.uniform(0.5, 3, size=m))
+
+
+class Interrupted(Exception):
+    """Raised from on_round to stop a selection run as a crash would."""
+
+
+def interrupt_and_resume(make_backend, config, tmp_path, after: int):
+    """Train once through (output ``whole``), then stop a second run after
+    round ``after`` and resume it from its checkpoint (output ``cut``).
+    Returns (whole result, resumed result, the checkpoint state the
+    interrupted run left)."""
+    import json
+    import os
+
+    import pytest
+
+    from sparkmaxent.selection.loop import CHECKPOINT_DIR, STATE_FILE
+    from sparkmaxent.train import train
+
+    whole = train(make_backend(), config, output_dir=str(tmp_path / "whole"))
+
+    def stop(state):
+        if state.round == after:
+            raise Interrupted
+
+    out = str(tmp_path / "cut")
+    with pytest.raises(Interrupted):
+        train(make_backend(), config, output_dir=out, on_round=stop)
+    with open(os.path.join(out, CHECKPOINT_DIR, STATE_FILE)) as f:
+        left = json.load(f)
+    return whole, train(make_backend(), config, output_dir=out, resume=True), left

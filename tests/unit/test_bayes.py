@@ -25,7 +25,7 @@ from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.train import TrainingContext, train
 
-from .helpers import random_candidates, random_multiclass
+from .helpers import interrupt_and_resume, random_candidates, random_multiclass
 
 
 def loglik(block, space, weights) -> float:
@@ -310,24 +310,12 @@ def test_progress_lines_show_proposals_picks_and_beta_0(generated, caplog):
     assert " beta " in lines[0] and " mu " in lines[0] and "max beta - beta_0" in lines[0]
 
 
-class Interrupted(Exception):
-    pass
-
-
 def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tmp_path):
     data, space = generated
     block = data.block()
     cfg = bf_config(bf_per_round=3, max_rounds=5)
-    whole = train(LocalBackend([block], space), cfg, output_dir=str(tmp_path / "whole"))
-
-    def stop_after_2(state):
-        if state.round == 2:
-            raise Interrupted
-
-    out = str(tmp_path / "cut")
-    with pytest.raises(Interrupted):
-        train(LocalBackend([block], space), cfg, output_dir=out, on_round=stop_after_2)
-    resumed = train(LocalBackend([block], space), cfg, output_dir=out, resume=True)
+    whole, resumed, _ = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
+                                             tmp_path, after=2)
     assert resumed.report["selected"] == whole.report["selected"]
     np.testing.assert_array_equal(resumed.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(resumed.weights.values, whole.weights.values, rtol=1e-12)

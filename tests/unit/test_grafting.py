@@ -3,7 +3,6 @@ handling, pruning, the KKT certificate, agreement with scikit-learn, both
 event shapes, standardization, both solvers, checkpoints and resume."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -19,10 +18,9 @@ from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.optim import Objective
 from sparkmaxent.optim.l1 import kkt_certificate, orthant_problem
 from sparkmaxent.selection.grafting import select_candidates
-from sparkmaxent.selection.loop import CHECKPOINT_DIR, STATE_FILE
 from sparkmaxent.train import METHODS, train
 
-from .helpers import random_candidates
+from .helpers import interrupt_and_resume, random_candidates
 
 
 def planted(seed=1, m=6000, P=400, K=4, n_support=16):
@@ -316,26 +314,13 @@ def test_methods_are_registered_and_bad_settings_fail_before_training():
 
 # ---- run report, checkpoints, resume --------------------------------------------
 
-class Interrupted(Exception):
-    pass
-
-
 def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path):
     _, block, space = planted(seed=6)
     cfg = grafting_config(n_best=3)
-    whole = train(LocalBackend([block], space), cfg, output_dir=str(tmp_path / "whole"))
+    whole, resumed, state = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
+                                                 tmp_path, after=3)
     assert whole.report["rounds_run"] >= 5
-
-    def stop_after_3(state):
-        if state.round == 3:
-            raise Interrupted
-
-    out = str(tmp_path / "cut")
-    with pytest.raises(Interrupted):
-        train(LocalBackend([block], space), cfg, output_dir=out, on_round=stop_after_3)
-    state = json.load(open(os.path.join(out, CHECKPOINT_DIR, STATE_FILE)))
     assert state["round"] == 3 and len(state["trace"]) == 3 and not state["done"]
-    resumed = train(LocalBackend([block], space), cfg, output_dir=out, resume=True)
     assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
     np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
@@ -345,7 +330,7 @@ def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path):
     assert resumed.report["objective"] == whole.report["objective"]
     # the resumed session ran only the remaining rounds
     assert resumed.report["passes"] < whole.report["passes"]
-    assert os.path.exists(os.path.join(out, "plots", "objective.png"))
+    assert os.path.exists(tmp_path / "cut" / "plots" / "objective.png")
 
 
 def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):

@@ -24,7 +24,7 @@ from sparkmaxent.optim import Objective
 from sparkmaxent.selection.ifs import compare_selections
 from sparkmaxent.train import METHODS, train
 
-from .helpers import random_multiclass
+from .helpers import interrupt_and_resume, random_multiclass
 
 log = logging.getLogger(__name__)
 
@@ -231,24 +231,12 @@ def test_other_data_ifs_and_sgc(data):
 
 # ---- resume --------------------------------------------------------------------------
 
-class Interrupted(Exception):
-    pass
-
-
 @pytest.mark.parametrize("method", ["ifs", "sgc-lookahead"])
 def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tmp_path, method):
     block, space = generated
     cfg = config(method, max_features=10)
-    whole = train(LocalBackend([block], space), cfg, output_dir=str(tmp_path / "whole"))
-
-    def stop_after_4(state):
-        if state.round == 4:
-            raise Interrupted
-
-    out = str(tmp_path / "cut")
-    with pytest.raises(Interrupted):
-        train(LocalBackend([block], space), cfg, output_dir=out, on_round=stop_after_4)
-    resumed = train(LocalBackend([block], space), cfg, output_dir=out, resume=True)
+    whole, resumed, _ = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
+                                             tmp_path, after=4)
     assert resumed.report["selected"] == whole.report["selected"]
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
     np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
