@@ -105,8 +105,8 @@ class SolverOptions:
 def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,
                  first: Evaluation | None = None) -> BoxResult:
     """Box-constrained Newton, one curvature pass per iteration."""
-    def evaluate(theta, full):
-        return obj.evaluate(theta, full_gradient=full and options.full_gradient)
+    def evaluate(theta, full, hessian):
+        return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
     return minimize_box_newton(evaluate, theta0, box.lin, box.lower, box.upper,
                                NewtonOptions(tol=options.tol, max_iter=options.max_iter), first)

@@ -18,9 +18,13 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    converges for any PSD H), until the model's projected gradient is below
    ``inner_ratio`` times the outer one;
 2. an Armijo backtracking line search along d (the box is convex, so every
-   step in (0, 1] stays feasible); the accepted trial evaluation already
+   step in (0, 1] stays feasible); the full step's trial evaluation already
    carries the next iteration's Hessian, so an iteration costs one pass
-   unless the step is cut.
+   unless the step is cut. Cut steps are evaluated without curvature (a
+   Hessian pass costs up to 20 first-order ones with many labels); when one
+   is accepted, one curvature pass at the new point follows. A stale
+   Hessian is never reused: far from the optimum (the first iterations of a
+   round that adds many features) its directions need steps of 1e-6.
 
 Convergence is measured by the projected gradient, the largest violation of
 the optimality conditions of the box problem. Passes dominate the cost on
@@ -111,9 +115,17 @@ def projected_gradient(grad: np.ndarray, theta: np.ndarray, lower: np.ndarray,
 
 
 def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, tol: float,
-              max_sweeps: int) -> tuple[np.ndarray, int]:
+              max_sweeps: int, face_every: int = 10) -> tuple[np.ndarray, int]:
     """Minimize g.d + d^T H d / 2 over dlo <= d <= dhi by cyclic coordinate
-    descent (H symmetric PSD, shape (n, n)); returns d and the sweeps run."""
+    descent (H symmetric PSD, shape (n, n)); returns d and the sweeps run.
+
+    Coordinate descent identifies which bounds are active in a few sweeps
+    but converges only linearly on the free coordinates when features are
+    correlated (hundreds of sweeps near a round's optimum). Every
+    ``face_every`` sweeps the model is therefore minimized exactly on the
+    current face (free coordinates by one linear solve, the others at their
+    bounds); the result is kept when it is feasible and optimal for the box
+    (projected-Newton refinement; Bertsekas 1982)."""
     n = len(g)
     d = np.zeros(n)
     Hd = np.zeros(n)
@@ -140,7 +152,40 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
         pg = projected_gradient(g + Hd, d, dlo, dhi)
         if np.abs(pg[movable]).max(initial=0.0) <= tol:
             break
+        if sweep % face_every == 0:
+            face = _face_minimizer(H, g, d, dlo, dhi, movable)
+            if face is None:
+                continue
+            Hf = H @ face
+            # keep it only if it solves the box model and lowers it (a nearly
+            # singular H on the face can give a huge "solution")
+            if (np.abs(projected_gradient(g + Hf, face, dlo, dhi)[movable]).max(initial=0.0) <= tol
+                    and g @ face + face @ Hf / 2 <= g @ d + d @ Hd / 2):
+                return face, sweep
     return d, sweep
+
+
+def _face_minimizer(H: np.ndarray, g: np.ndarray, d: np.ndarray, dlo: np.ndarray,
+                    dhi: np.ndarray, movable: np.ndarray) -> np.ndarray | None:
+    """The model's minimizer with the coordinates of ``movable`` that ``d``
+    has strictly inside their bounds free and every other one held where
+    ``d`` has it; None when it leaves the box."""
+    free = movable[(d[movable] > dlo[movable]) & (d[movable] < dhi[movable])]
+    if not len(free):
+        return None
+    out = d.copy()
+    out[free] = 0.0
+    rhs = -(g[free] + H[free] @ out)
+    # least squares: H is singular along directions the loss ignores (the
+    # softmax's shift of every label's bias, a predicate's weights over
+    # all labels); the minimum-norm solution minimizes the model
+    try:
+        out[free] = np.linalg.lstsq(H[np.ix_(free, free)], rhs, rcond=1e-12)[0]
+    except np.linalg.LinAlgError:
+        return None
+    if not (np.all(np.isfinite(out)) and np.all(out >= dlo) and np.all(out <= dhi)):
+        return None
+    return out
 
 
 def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: np.ndarray,
@@ -151,10 +196,10 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: n
 
     Parameters
     ----------
-    fun : callable (theta, full_gradient) -> Evaluation
-        One pass: f, gradient and Hessian at theta (``Evaluation.hess``
-        required); with ``full_gradient`` also the gradient over every
-        candidate feature.
+    fun : callable (theta, full_gradient, hessian) -> Evaluation
+        One pass: f and gradient at theta, with ``hessian`` also the Hessian
+        (``Evaluation.hess``); with ``full_gradient`` also the gradient over
+        every candidate feature.
     theta0 : ndarray, shape (n,)
         A feasible start.
     lin, lower, upper : ndarray, shape (n,)
@@ -166,13 +211,13 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: n
     start = time.perf_counter()
     evals = 0
 
-    def evaluate(theta, full):
+    def evaluate(theta, full, hessian):
         nonlocal evals
         evals += 1
-        return fun(theta, full)
+        return fun(theta, full, hessian)
 
     theta = theta0.copy()
-    ev = first if first is not None else evaluate(theta, False)
+    ev = first if first is not None and first.hess is not None else evaluate(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
     prev_violation = np.inf
@@ -185,6 +230,8 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: n
             converged, message = True, "projected gradient below tol"
             it -= 1
             break
+        if ev.hess is None:  # a cut step was accepted
+            ev = evaluate(theta, False, True)
         d, sweeps = box_qp_cd(ev.hess, grad, lower - theta, upper - theta,
                               max(options.inner_ratio * violation, 0.1 * options.tol),
                               options.max_sweeps)
@@ -204,7 +251,7 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: n
         step, accepted = 1.0, None
         for _ in range(options.max_backtracks):
             trial = np.clip(theta + step * d, lower, upper)
-            ev_t = evaluate(trial, want_full)
+            ev_t = evaluate(trial, want_full, step == 1.0)
             value_t = ev_t.value + float(lin @ trial)
             if np.isfinite(value_t) and (value_t <= value + options.armijo * step * slope
                                          or (-slope * step <= noise and value_t <= value + noise)):
@@ -219,6 +266,8 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: n
         trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
                       "sweeps": sweeps, "evaluations": evals,
                       "elapsed_s": round(time.perf_counter() - start, 3)})
+        log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, %d sweeps, "
+                  "%d evaluations", it, value, violation, step, sweeps, evals)
     else:
         it = options.max_iter
     violation = float(np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0))
