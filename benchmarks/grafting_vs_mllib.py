@@ -114,14 +114,14 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
 
 
 def run_grafting(spark, train_dir, test_dir, backend, gamma, n_best, out_dir, solver,
-                 max_rounds, progress=None) -> dict:
+                 max_rounds, max_seconds, progress=None) -> dict:
     """One grafting run; ``progress(row)`` gets a partial row after every
     round, so that a long run stopped midway leaves what it measured."""
     from sparkmaxent.config import TrainConfig
     from sparkmaxent.train import train
 
     cfg = TrainConfig(method="grafting", l1=gamma, n_best=n_best, backend="spark",
-                      solver=solver, max_rounds=max_rounds, plots=False)
+                      solver=solver, max_rounds=max_rounds, max_seconds=max_seconds, plots=False)
     t0 = time.perf_counter()
 
     def on_round(state) -> None:
@@ -204,12 +204,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-best", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--mllib-iter", type=int, default=500)
     parser.add_argument("--skip-mllib", action="store_true")
-    parser.add_argument("--solver", default="lbfgs-b",
-                        help="grafting's round solver; Newton's Hessian block is costly with "
-                             "22 labels (README, Grafting)")
+    parser.add_argument("--solver", default="auto",
+                        help="grafting's round solver (train.solver)")
     parser.add_argument("--max-rounds", type=int, default=0,
                         help="cap on grafting rounds (0: until certified); n = 1 needs about "
                              "one round per non-zero weight")
+    parser.add_argument("--max-seconds", type=float, default=0,
+                        help="time cap of each grafting run (train.max_seconds; 0: none): n = 1 "
+                             "and 10 need hundreds of rounds")
     parser.add_argument("--partitions", type=int, default=2)
     work_arguments(parser, "/tmp/sparkmaxent-grafting-bench", "grafting_vs_mllib.json")
     args = start(parser, argv)
@@ -233,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                                  targets=targets(done), status="running")
 
                 rows.append(run_grafting(spark, train_dir, test_dir, backend, gamma, n, out,
-                                         args.solver, args.max_rounds, progress))
+                                         args.solver, args.max_rounds, args.max_seconds,
+                                         progress))
                 log.info("%s", {k: v for k, v in rows[-1].items() if k != "trace"})
                 write_result(args.output, rows, partitions=args.partitions,
                              targets=targets(rows))

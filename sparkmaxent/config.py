@@ -61,6 +61,9 @@ class TrainConfig:
     kkt_tol : tolerance of the final optimality certificate.
     max_rounds : stop selection after this many rounds (0: until no
         candidate passes the test).
+    max_seconds : stop selection after the first round that ends past this
+        many seconds of selection time, summed over resumed sessions (0: no
+        limit); for scheduled pipelines with a time slot.
     solver : optimizer of a selection round: "newton", "lbfgs-b" or "auto"
         (Newton while active features + labels <= newton_max_active).
     dense_test_max : largest candidate space (features) whose gradient test
@@ -115,6 +118,7 @@ class TrainConfig:
     grad_threshold: float = 1.0e-3
     kkt_tol: float = 1.0e-6
     max_rounds: int = 0
+    max_seconds: float = 0.0
     solver: str = "auto"
     newton_max_active: int = 3000
     dense_test_max: int = 4_000_000

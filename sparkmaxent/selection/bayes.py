@@ -108,7 +108,7 @@ from ..kernels.loss import LossGradTask
 from ..kernels.proposals import ProposalTask
 from ..train import FitResult, TrainingContext, fit_smooth, register
 from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
-                   check_gain_selection, has_checkpoint, run_rounds)
+                   check_gain_selection, has_checkpoint, limit_reached, run_rounds)
 
 log = logging.getLogger(__name__)
 
@@ -317,8 +317,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selected": [p["feature"] for p in selected],
         "selected_names": [p["feature_name"] for p in selected],
         "rounds_run": state.round,
-        "stopped": state.info.get("stopped", f"max_rounds = {cfg.max_rounds}") if state.done
-        else f"max_rounds = {cfg.max_rounds}",
+        "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "stopped_by_rule": bool(state.done and state.info.get("stopped_by_rule", False)),
         "proposals_scored": int(sum(r["proposals"] for r in state.trace)),
         "selection_passes": state.passes, "selection_elapsed_s": state.elapsed_s,

@@ -55,7 +55,7 @@ from ..optim import Evaluation, Objective
 from ..optim.l1 import (SOLVERS, SolverOptions, choose_solver, kkt_certificate, kkt_from_parts,
                         orthant_problem)
 from ..train import FitResult, TrainingContext, register
-from .loop import LoopState, RoundOutcome, run_rounds
+from .loop import LoopState, RoundOutcome, limit_reached, run_rounds
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
              ctx.config.solver, test_path["path"], space.n_features)
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
     weights = state.weights
-    # stopped by max_rounds: certify what there is (one more pass)
+    # stopped by a cap: certify what there is (one more pass)
     cert = state.info["kkt"] if "kkt" in state.info else method._certificate(weights)
     test = method.gradient_test(weights)  # known by now: no pass
     lg = test.lossgrad
@@ -295,7 +295,7 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
         "active_features": int(len(weights.values)),
         "loss": lg.loss / lg.weight, "train_accuracy": lg.correct / lg.weight,
         "rounds_run": state.round, "stopped": "no candidate passes the test" if state.done
-        else f"max_rounds = {ctx.config.max_rounds}",
+        else limit_reached(ctx.config, state),
         "converged": bool(state.done and cert["passed"]), "kkt": cert,
         "iterations": method.iterations, "evaluations": method.evaluations,
         "solvers": method.solver_use, "gradient_test": test_path,

@@ -57,7 +57,7 @@ from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..train import FitResult, TrainingContext, fit_smooth, register
 from .loop import (TIE_RTOL, FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
-                   check_gain_selection, has_checkpoint, run_rounds)
+                   check_gain_selection, has_checkpoint, limit_reached, run_rounds)
 
 log = logging.getLogger(__name__)
 
@@ -293,8 +293,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         "selected_names": [r["feature_name"] for r in trace],
         "active_features": int(len(weights.values)), "candidates": int(len(method.candidates)),
         "stages": state.round,
-        "stopped": state.info.get("stopped", f"max_rounds = {cfg.max_rounds}") if state.done
-        else f"max_rounds = {cfg.max_rounds}",
+        "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "gain_evaluations": int(sum(evals)),
         "mean_gain_evaluations_per_stage": float(np.mean(evals)) if evals else 0.0,
         "final_reestimate": final_reestimate, "selection_passes": state.passes,

@@ -50,7 +50,7 @@ CHECKPOINT_VERSION = 1
 
 # Keys that change how far or where a run goes, not the path it takes:
 # a run may be resumed with a different value.
-RUN_CONTROL_KEYS = ("backend", "max_rounds", "plots")
+RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots")
 # Prefix of LoopState.arrays entries in a round's .npz.
 _STATE_ARRAY = "state_"
 
@@ -198,10 +198,21 @@ class Checkpoint:
                          info=doc["info"], arrays=arrays)
 
 
+def limit_reached(cfg, state: LoopState) -> str:
+    """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
+    loop before the method stops by itself; '' while none is reached."""
+    if cfg.max_rounds and state.round >= cfg.max_rounds:
+        return f"max_rounds = {cfg.max_rounds}"
+    if cfg.max_seconds and state.elapsed_s >= cfg.max_seconds:
+        return f"max_seconds = {cfg.max_seconds:g}"
+    return ""
+
+
 def run_rounds(ctx, method: RoundMethod, name: str, score_name: str = "max_gradient",
                score_label: str = "candidate |gradient|", start: Weights | None = None
                ) -> LoopState:
-    """Run ``method`` round after round until it stops or ``max_rounds``.
+    """Run ``method`` round after round until it stops or a cap
+    (``max_rounds``, ``max_seconds``: ``limit_reached``).
 
     Parameters
     ----------
@@ -248,7 +259,7 @@ def run_rounds(ctx, method: RoundMethod, name: str, score_name: str = "max_gradi
         state.passes = base_passes + ctx.backend.passes - passes0
         state.elapsed_s = round(base_elapsed + time.perf_counter() - t0, 3)
 
-    while not state.done and not (cfg.max_rounds and state.round >= cfg.max_rounds):
+    while not state.done and not limit_reached(cfg, state):
         outcome = method.round(state)
         counters()
         if outcome.stop:

@@ -151,6 +151,15 @@ def test_certificate_fails_when_stopped_early():
     assert cert["max_zero_gradient"] > cert["bound"]
 
 
+def test_max_seconds_stops_after_the_round_that_passes_it():
+    """A time cap of a microsecond ends the run after its first round, says
+    so in the report, and the certificate reports the unfinished optimum."""
+    _, block, space = planted()
+    res = train(LocalBackend([block], space), grafting_config(n_best=2, max_seconds=1e-6))
+    assert res.report["rounds_run"] == 1 and res.report["stopped"] == "max_seconds = 1e-06"
+    assert not res.report["converged"] and not res.report["kkt"]["passed"]
+
+
 def test_kkt_certificate_flags_each_kind_of_violation():
     w = Weights(np.array([0, 2]), np.array([1.0, -2.0]), np.zeros(2))
     good = np.array([-0.1, 0.05, 0.1, -0.02])
