@@ -123,8 +123,8 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
     but converges only linearly on the free coordinates when features are
     correlated (hundreds of sweeps near a round's optimum). Every
     ``face_every`` sweeps the model is therefore minimized exactly on the
-    current face (free coordinates by one linear solve, the others at their
-    bounds); the result is kept when it is feasible and optimal for the box
+    current face (free coordinates by one least-squares solve, the others at
+    their bounds); the result is kept when it is feasible and optimal for the box
     (projected-Newton refinement; Bertsekas 1982)."""
     n = len(g)
     d = np.zeros(n)
@@ -188,7 +188,7 @@ def _face_minimizer(H: np.ndarray, g: np.ndarray, d: np.ndarray, dlo: np.ndarray
     return out
 
 
-def minimize_box_newton(fun: Callable[[np.ndarray, bool], Evaluation], theta0: np.ndarray,
+def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,
                         lin: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                         options: NewtonOptions = NewtonOptions(),
                         first: Evaluation | None = None) -> BoxResult:

@@ -1,0 +1,84 @@
+"""The box-constrained Newton solver (optim/newton.py) against scipy's
+L-BFGS-B on the same problems."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from sparkmaxent.optim.newton import (NewtonOptions, box_qp_cd, minimize_box_newton,
+                                      projected_gradient)
+from sparkmaxent.optim.objective import Evaluation
+
+
+def correlated_box_qp(seed: int, n: int = 40):
+    """A PSD model with near-duplicate columns (slow for coordinate descent),
+    a null direction (like the softmax's shift of all biases), and mixed
+    orthant bounds."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(200, n))
+    A[:, 1::2] = A[:, ::2] + 0.1 * rng.normal(size=(200, n // 2))  # near twins
+    A[:, -1] = A[:, -2]  # an exact twin: H singular
+    H = A.T @ A / 200
+    g = rng.normal(size=n)
+    g[-1] = g[-2]  # g in H's range, as a gradient is
+    kind = rng.integers(0, 3, size=n)
+    lo = np.where(kind == 1, 0.0, -np.inf)
+    hi = np.where(kind == 2, 0.0, np.inf)
+    return H, g, lo, hi
+
+
+def box_qp_reference(H, g, lo, hi):
+    res = minimize(lambda d: (g @ d + d @ H @ d / 2, g + H @ d), np.zeros(len(g)), jac=True,
+                   method="L-BFGS-B", bounds=list(zip(lo, hi)),
+                   options={"maxiter": 100000, "ftol": 1e-15, "gtol": 1e-12})
+    return res.fun
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_box_qp_face_solve_reaches_the_optimum_in_few_sweeps(seed):
+    H, g, lo, hi = correlated_box_qp(seed)
+    tol = 1e-9
+    d, sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=5000)
+    q = g @ d + d @ H @ d / 2
+    assert np.all(d >= lo) and np.all(d <= hi)
+    assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
+    assert q <= box_qp_reference(H, g, lo, hi) + 1e-9
+    # plain coordinate descent needs far more sweeps on the same model
+    # (measured: 130-530 against 3,168-3,687)
+    _, cd_sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=5000, face_every=10 ** 9)
+    assert 5 * sweeps < cd_sweeps
+
+
+def test_newton_evaluates_cut_steps_without_curvature():
+    """A smooth convex problem whose first full step overshoots: the cut
+    trials ask for no Hessian, the next direction still gets one at its own
+    point, and the optimum matches L-BFGS-B's."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 6))
+    y = (X @ rng.normal(size=6) + rng.normal(size=300) > 0).astype(float)
+    lin = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
+    lower = np.array([0.0, -np.inf, 0.0, -np.inf, -np.inf, -np.inf])
+    upper = np.array([np.inf, 0.0, np.inf, np.inf, np.inf, np.inf])
+    calls: list[tuple[np.ndarray, bool]] = []
+
+    def f(theta):  # mean logistic loss
+        z = X @ theta
+        p = 0.5 * (1 + np.tanh(z / 2))
+        return (np.logaddexp(0, z) - y * z).mean(), X.T @ (p - y) / len(y), p
+
+    def fun(theta, full, hessian):
+        calls.append((theta.copy(), hessian))
+        v, grad, p = f(theta)
+        hess = (X * (p * (1 - p))[:, None]).T @ X / len(y) if hessian else None
+        return Evaluation(v, grad, hess, None, None)
+
+    theta0 = np.array([3.0, -3.0, 3.0, 5.0, -5.0, 5.0])  # far: the full step is cut
+    res = minimize_box_newton(fun, theta0, lin, lower, upper, NewtonOptions(tol=1e-10))
+    assert res.converged
+    assert any(not hessian for _, hessian in calls)
+    ref = minimize(lambda t: (f(t)[0] + lin @ t, f(t)[1] + lin), theta0, jac=True,
+                   method="L-BFGS-B", bounds=list(zip(lower, upper)),
+                   options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
+    assert res.value <= ref.fun + 1e-12
+    np.testing.assert_allclose(res.theta, ref.x, atol=1e-5)
