@@ -60,6 +60,9 @@ class NewtonOptions:
     armijo : sufficient-decrease constant sigma of the line search.
     backtrack : step shrink factor of the line search.
     max_backtracks : line-search trials before giving up.
+    stall : stop (not converged) after this many iterations in a row that
+        lower neither the objective beyond its rounding nor the projected
+        gradient's best value by 1%.
     """
 
     tol: float = 1e-9
@@ -69,6 +72,7 @@ class NewtonOptions:
     armijo: float = 1e-4
     backtrack: float = 0.5
     max_backtracks: int = 30
+    stall: int = 10
 
 
 @dataclass
@@ -130,13 +134,22 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
     d = np.zeros(n)
     Hd = np.zeros(n)
     diag = np.diag(H).copy()
-    # coordinates without curvature cannot be minimized along; leave them
-    movable = np.flatnonzero(diag > 1e-14 * max(float(diag.max(initial=0.0)), 1e-300))
+    is_movable = diag > 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
+    movable = np.flatnonzero(is_movable)
+    # Without curvature (a feature whose probabilities saturated) the model
+    # is linear along a coordinate (a PSD H has a zero row there): its
+    # minimum is the bound that -g points to, when finite. For an l1 weight
+    # that is 0, where the orthant ends; leaving it would stall the round
+    # at a projected gradient of gamma1.
+    flat = ~is_movable
+    d[flat & (g > 0) & np.isfinite(dlo)] = dlo[flat & (g > 0) & np.isfinite(dlo)]
+    d[flat & (g < 0) & np.isfinite(dhi)] = dhi[flat & (g < 0) & np.isfinite(dhi)]
+    Hd += H @ d
     inv = np.zeros(n)
     inv[movable] = 1.0 / diag[movable]
     lo, hi = dlo.tolist(), dhi.tolist()
     gl, il = g.tolist(), inv.tolist()
-    dl = [0.0] * n
+    dl = d.tolist()
     for sweep in range(1, max_sweeps + 1):
         for j in movable.tolist():
             dj = dl[j]
@@ -220,7 +233,8 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
     ev = first if first is not None and first.hess is not None else evaluate(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
-    prev_violation = np.inf
+    prev_violation = best_violation = np.inf
+    stalled = 0
     converged, message, it = False, "maximum number of iterations reached", 0
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
@@ -261,6 +275,9 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         if accepted is None:
             message = f"line search failed at violation {violation:.3g}"
             break
+        progress = accepted[2] < value - noise or violation < 0.99 * best_violation
+        stalled = 0 if progress else stalled + 1
+        best_violation = min(best_violation, violation)
         theta, ev, value = accepted
         prev_violation = violation
         trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
@@ -268,6 +285,9 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
                       "elapsed_s": round(time.perf_counter() - start, 3)})
         log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, %d sweeps, "
                   "%d evaluations", it, value, violation, step, sweeps, evals)
+        if stalled >= options.stall:
+            message = f"stalled for {stalled} iterations"
+            break
     else:
         it = options.max_iter
     violation = float(np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0))
