@@ -8,9 +8,11 @@ wall time, data passes (Spark jobs for MLlib, counted with the same job-group
 counter), the objective C(w) = L(w) + gamma ||w||_1 evaluated by our kernels
 on each model's weights, non-zero weights and test token accuracy. The
 target of issue 3: the best n reaches an objective <= MLlib's + 1e-6 in at
-most 1/3 of MLlib's time and 1/5 of its passes.
+most 1/3 of MLlib's time and 1/5 of its passes (``targets``: the first round
+at that objective, from the run's trace; also when each n ends certified).
 
     python benchmarks/grafting_vs_mllib.py                       # full grid (long)
+    python benchmarks/grafting_vs_mllib.py --n-best 1000 100 10 1 --max-seconds 420 --reuse
     python benchmarks/grafting_vs_mllib.py --gammas 1e-4 --n-best 100 1000 --mllib-iter 200
 
 Writes benchmarks/results/grafting_vs_mllib.json (rows: system, gamma, n,
@@ -175,25 +177,44 @@ def plot(rows: list[dict], gamma: float, path: str) -> None:
     fig.savefig(path, dpi=90)
 
 
+def reached(row: dict, objective: float) -> dict | None:
+    """The first round of a grafting row whose objective is <= ``objective``
+    (its passes and seconds from the run's start), or None."""
+    for r in row.get("trace", []):
+        if r["objective"] <= objective:
+            return r
+    return None
+
+
 def targets(rows: list[dict]) -> dict:
-    """Per gamma: the n whose objective reaches MLlib's + 1e-6 with the least
-    wall time, and its time and passes against MLlib's (issue 3's target:
-    at most 1/3 of the time and 1/5 of the passes)."""
+    """Per gamma: the n that first reaches MLlib's objective + 1e-6 (the
+    round whose objective is there, from its trace) with the least wall
+    time, and its time and passes against MLlib's whole fit (issue 3's
+    target: at most 1/3 of the time and 1/5 of the passes). Also the n whose
+    certified end (no candidate passes the test) comes first."""
     out = {}
     for mllib in (r for r in rows if r["system"] == "mllib"):
         gamma = mllib["gamma"]
+        bound = mllib["objective"] + 1e-6
         ours = [r for r in rows if r["system"] != "mllib" and r["gamma"] == gamma]
-        reached = [r for r in ours if r["objective"] <= mllib["objective"] + 1e-6]
+        hits = [(r, reached(r, bound)) for r in ours]
+        hits = [(r, h) for r, h in hits if h is not None]
         entry = {"mllib_objective": mllib["objective"], "mllib_wall_s": mllib["wall_s"],
-                 "mllib_passes": mllib["passes"], "n_reaching_mllib_objective": [r["n"] for r in reached]}
-        if reached:
-            best = min(reached, key=lambda r: r["wall_s"])
-            entry.update(best_n=best["n"], wall_ratio=best["wall_s"] / mllib["wall_s"],
-                         passes_ratio=best["passes"] / mllib["passes"],
-                         met=bool(best["wall_s"] <= mllib["wall_s"] / 3
-                                  and best["passes"] <= mllib["passes"] / 5))
+                 "mllib_passes": mllib["passes"], "n_reaching_mllib_objective": [r["n"] for r, _ in hits]}
+        if hits:
+            best, at = min(hits, key=lambda rh: rh[1]["elapsed_s"])
+            entry.update(best_n=best["n"], reached_in_round=at["round"], reached_wall_s=at["elapsed_s"],
+                         reached_passes=at["passes"], wall_ratio=at["elapsed_s"] / mllib["wall_s"],
+                         passes_ratio=at["passes"] / mllib["passes"],
+                         met=bool(at["elapsed_s"] <= mllib["wall_s"] / 3
+                                  and at["passes"] <= mllib["passes"] / 5))
         else:
             entry["met"] = False
+        certified = [r for r in ours if r.get("kkt_passed") and r.get("stopped") == "no candidate passes the test"]
+        if certified:
+            first = min(certified, key=lambda r: r["wall_s"])
+            entry.update(first_certified_n=first["n"], certified_wall_s=first["wall_s"],
+                         certified_passes=first["passes"])
         out[f"{gamma:g}"] = entry
     return out
 
