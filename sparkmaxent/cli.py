@@ -105,7 +105,8 @@ def train_model(spark, cfg, train_dir: str, heldout_dir: str = "", output_dir: s
 def resume_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="selection methods: continue the run checkpointed in the output "
-                        "directory (same train.* settings; max_rounds and backend may differ)")
+                        "directory (same train.* settings; max_rounds, max_seconds and backend "
+                        "may differ)")
 
 
 def train_main(argv: list[str] | None = None) -> int:

@@ -186,8 +186,8 @@ class Checkpoint:
             raise ValueError(
                 f"{self.state_path}: cannot resume: the checkpoint is of method {doc['method']!r} "
                 f"with configuration hash {doc['digest']}, this run is {method!r} with hash "
-                f"{self.digest} (same train.* settings and data needed; backend, max_rounds and "
-                f"plots may differ)")
+                f"{self.digest} (same train.* settings and data needed; "
+                f"{', '.join(RUN_CONTROL_KEYS)} may differ)")
         with np.load(os.path.join(self.directory, doc["weights_file"])) as z:
             bias = z["bias"].copy() if "bias" in z.files else None
             weights = Weights(z["ids"].astype(np.int64), z["values"].astype(np.float64), bias)
