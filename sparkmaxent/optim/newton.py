@@ -128,8 +128,8 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
     correlated (hundreds of sweeps near a round's optimum). Every
     ``face_every`` sweeps the model is therefore minimized exactly on the
     current face (free coordinates by one least-squares solve, the others at
-    their bounds); the result is kept when it is feasible and optimal for the box
-    (projected-Newton refinement; Bertsekas 1982)."""
+    their bounds); the result is kept when it is feasible and optimal for the
+    box (projected-Newton refinement; Bertsekas 1982)."""
     n = len(g)
     d = np.zeros(n)
     Hd = np.zeros(n)
@@ -141,9 +141,9 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
     # minimum is the bound that -g points to, when finite. For an l1 weight
     # that is 0, where the orthant ends; leaving it would stall the round
     # at a projected gradient of gamma1.
-    flat = ~is_movable
-    d[flat & (g > 0) & np.isfinite(dlo)] = dlo[flat & (g > 0) & np.isfinite(dlo)]
-    d[flat & (g < 0) & np.isfinite(dhi)] = dhi[flat & (g < 0) & np.isfinite(dhi)]
+    to_lo = ~is_movable & (g > 0) & np.isfinite(dlo)
+    to_hi = ~is_movable & (g < 0) & np.isfinite(dhi)
+    d[to_lo], d[to_hi] = dlo[to_lo], dhi[to_hi]
     Hd += H @ d
     inv = np.zeros(n)
     inv[movable] = 1.0 / diag[movable]
