@@ -8,25 +8,18 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import TrainConfig
-from sparkmaxent.data import synthetic
-from sparkmaxent.data.load import write_events
-from sparkmaxent.data.schema import DatasetInfo
-from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.optim import Objective
 from sparkmaxent.train import train
+
+from .helpers import written_multiclass
 
 GAMMA = 2e-3
 
 
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=1500, n_predicates=40, n_labels=3, active_per_event=6, n_support=6,
-        n_copies=0, n_conjunctions=0, min_support_count=60, seed=9))
-    block = data.block()
-    directory = str(tmp_path_factory.mktemp("grafting-mc"))
-    info = write_events(block, directory, DatasetInfo(MULTICLASS, 40, data.label_names), n_files=2)
-    return directory, info, block, Space(MULTICLASS, 40, 3, bias=True)
+    p = written_multiclass(str(tmp_path_factory.mktemp("grafting-mc")), 40, active_per_event=6)
+    return p.directory, p.info, p.block, p.space
 
 
 def config(**kw):

@@ -7,30 +7,23 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import TrainConfig
-from sparkmaxent.data import synthetic
-from sparkmaxent.data.load import write_events
-from sparkmaxent.data.schema import DatasetInfo
-from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.train import train
+
+from .helpers import written_multiclass
 
 
 @pytest.mark.parametrize("method", ["ifs", "sgc"])
 def test_spark_backend_selects_what_local_selects(spark, tmp_path, method):
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=1500, n_predicates=60, n_labels=3, active_per_event=5, n_support=6,
-        n_copies=0, n_conjunctions=0, min_support_count=60, seed=9))
-    block = data.block()
-    info = write_events(block, str(tmp_path), DatasetInfo(MULTICLASS, 60, data.label_names),
-                        n_files=2)
+    p = written_multiclass(str(tmp_path), 60, active_per_event=5)
     cfg = TrainConfig(method=method, max_features=6, gain_threshold=0.0, sgc_batch=8,
                       plots=False)
-    local = train(LocalBackend([block], Space(MULTICLASS, 60, 3, bias=True)), cfg)
-    with SparkBackend(spark, str(tmp_path), info, bias=True, partitions=2,
+    local = train(LocalBackend([p.block], p.space), cfg)
+    with SparkBackend(spark, p.directory, p.info, bias=True, partitions=2,
                       name=f"test-{method}") as backend:
         res = train(backend, cfg)
         assert backend.live_broadcasts == 0
     assert res.report["selected"] == local.report["selected"]
     # label names come from the dataset (no feature dictionary written here)
-    assert res.report["selected_names"][0].split("|")[1] in data.label_names
+    assert res.report["selected_names"][0].split("|")[1] in p.label_names
     np.testing.assert_allclose(res.weights.values, local.weights.values, rtol=1e-8)
     assert res.report["objective"] == pytest.approx(local.report["objective"], rel=1e-10)

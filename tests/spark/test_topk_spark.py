@@ -9,14 +9,12 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import TrainConfig
-from sparkmaxent.data import synthetic
-from sparkmaxent.data.load import write_events
-from sparkmaxent.data.schema import DatasetInfo
-from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.optim import Objective
 from sparkmaxent.optim.l1 import kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import train
+
+from .helpers import written_multiclass
 
 GAMMA = 2e-3
 P, K = 60, 3
@@ -24,13 +22,9 @@ P, K = 60, 3
 
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=1500, n_predicates=P, n_labels=K, active_per_event=6, n_support=6,
-        n_copies=0, n_conjunctions=0, min_support_count=60, seed=9))
-    block = data.block()
-    directory = str(tmp_path_factory.mktemp("topk-mc"))
-    info = write_events(block, directory, DatasetInfo(MULTICLASS, P, data.label_names), n_files=3)
-    return directory, info, block, Space(MULTICLASS, P, K, bias=True)
+    p = written_multiclass(str(tmp_path_factory.mktemp("topk-mc")), P, active_per_event=6,
+                           n_files=3, n_labels=K)
+    return p.directory, p.info, p.block, p.space
 
 
 @pytest.fixture(scope="module")
