@@ -55,7 +55,11 @@ Cost: the grafting family dominates. Measured in-process on the full data
 (2.2M candidates, loaded machine): a loss+gradient pass over all features
 about 0.4 s of CPU, over an active set about 0.2 s; L-BFGS-B rounds at the
 default tolerances take a few hundred passes each (README, Grafting), and
-n = 10 needs ten times the rounds of n = 100. Usage::
+n = 10 needs ten times the rounds of n = 100. --select-max-seconds and
+--max-seconds cap each grafting-family fit (train.max_seconds: it ends
+after the first round past the cap); a capped fit is scored where it
+stopped and says so (``capped_at`` in the held-out cache, ``converged:
+false`` and ``stopped`` in a row). Usage::
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.riezler_tables      # full (long)
     # quick look: few methods, one-point grids, a corpus subset, output in /tmp
@@ -159,7 +163,7 @@ def prepare_data(args) -> dict:
 def base_config(args) -> dict:
     return {"backend": args.backend, "plots": False, "solver": args.solver,
             "n_best": args.n_best, "max_iter": args.max_iter, "gtol": args.gtol,
-            "kkt_tol": args.kkt_tol}
+            "kkt_tol": args.kkt_tol, "max_seconds": args.max_seconds}
 
 
 def config_for(method: str, setting: dict, base: dict):
@@ -173,7 +177,7 @@ def config_summary(cfg) -> dict:
     a row only when they are the same)."""
     return {k: getattr(cfg, k) for k in (
         "method", "l2", "l1", "cutoff", "standardize", "n_best", "grad_threshold", "max_iter",
-        "gtol", "kkt_tol", "max_rounds", "solver", "backend")}
+        "gtol", "kkt_tol", "max_rounds", "max_seconds", "solver", "backend")}
 
 
 def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str,
@@ -228,7 +232,11 @@ def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str
 
 class HeldoutCache:
     """Dev scores of (method, setting) under fixed choice parameters, kept
-    in a JSON file so that an interrupted choice resumes."""
+    in a JSON file so that an interrupted choice resumes.
+
+    A fit that ended by itself stands for any time cap; one ended by the
+    cap (``capped_at``) only for the same cap: under another it is fitted
+    again (a grafting-family fit resumes from its checkpoint)."""
 
     def __init__(self, path: str, params: dict):
         self.path, self.params = path, params
@@ -244,11 +252,14 @@ class HeldoutCache:
     def score(self, fit, method: str, setting: dict, base: dict, dev_dir: str,
               runs_dir: str, resume: bool) -> dict:
         key = f"{method} {setting_label(setting)}"
-        if key not in self.entries:
+        cap = base.get("max_seconds", 0.0)
+        if key not in self.entries or self.entries[key].get("capped_at", cap) != cap:
             row = fit_and_score(fit, method, setting, base, dev_dir, runs_dir, resume)
             self.entries[key] = {k: row[k] for k in ("chunk_f1", "token_accuracy",
                                                       "nonzero_weights", "iterations", "passes",
                                                       "wall_s", "converged")}
+            if row.get("stopped", "").startswith("max_seconds"):
+                self.entries[key].update(capped_at=cap, stopped=row["stopped"])
             with open(self.path + ".tmp", "w") as f:
                 json.dump({"params": self.params, "entries": self.entries}, f, indent=1)
             os.replace(self.path + ".tmp", self.path)
@@ -270,7 +281,8 @@ def grids(args, chosen_l2: float | None) -> dict[str, list[dict]]:
 def choose_on_dev(args, dirs: dict, methods: list[str]) -> dict:
     """The setting of every method that has one, by chunk F1 on dev."""
     base = {**base_config(args), "backend": "local", "max_iter": args.select_max_iter,
-            "gtol": args.select_gtol, "kkt_tol": args.select_kkt_tol}
+            "gtol": args.select_gtol, "kkt_tol": args.select_kkt_tol,
+            "max_seconds": args.select_max_seconds}
     cache = HeldoutCache(os.path.join(args.work, "riezler_heldout.json"),
                          {"select_max_iter": args.select_max_iter, "gtol": args.select_gtol,
                           "kkt_tol": args.select_kkt_tol,
@@ -361,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="train.kkt_tol of the held-out grafting-family fits (their round solver "
                         "tolerance is below threshold * kkt_tol; 1e-6 costs far more passes)")
     p.add_argument("--kkt-tol", type=float, default=1e-6, help="train.kkt_tol of the reported fits")
+    p.add_argument("--select-max-seconds", type=float, default=0.0,
+                   help="train.max_seconds of the held-out grafting-family fits (0: no cap); a "
+                        "capped fit is scored where it stopped and marked capped_at")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="train.max_seconds of the reported grafting-family fits (0: no cap); a "
+                        "capped row says converged: false and stopped: max_seconds")
     p.add_argument("--max-iter", type=int, default=1000, help="optimizer cap of the reported fits")
     p.add_argument("--mle-max-iter", type=int, default=400,
                    help="cap of mle, std and l0 (MLE need not converge)")
