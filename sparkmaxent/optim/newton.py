@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import scipy.linalg
 
 from .lbfgs import ConvergenceWarning
 from .objective import Evaluation
@@ -189,16 +190,37 @@ def _face_minimizer(H: np.ndarray, g: np.ndarray, d: np.ndarray, dlo: np.ndarray
     out = d.copy()
     out[free] = 0.0
     rhs = -(g[free] + H[free] @ out)
-    # least squares: H is singular along directions the loss ignores (the
-    # softmax's shift of every label's bias, a predicate's weights over
-    # all labels); the minimum-norm solution minimizes the model
-    try:
-        out[free] = np.linalg.lstsq(H[np.ix_(free, free)], rhs, rcond=1e-12)[0]
-    except np.linalg.LinAlgError:
+    x = _psd_solve(H[np.ix_(free, free)], rhs)
+    if x is None:
         return None
+    out[free] = x
     if not (np.all(np.isfinite(out)) and np.all(out >= dlo) and np.all(out <= dhi)):
         return None
     return out
+
+
+def _psd_solve(A: np.ndarray, b: np.ndarray, refinements: int = 3) -> np.ndarray | None:
+    """A solution of A x = b for a symmetric PSD ``A`` that may be singular.
+
+    A is singular along directions the loss ignores (the softmax's shift of
+    every label's bias, a predicate's weights over all labels), where the
+    minimum-norm solution minimizes the model. Iterated Tikhonov: Cholesky
+    of A + eps I (eps 1e-8 of A's mean diagonal), then a few refinement
+    steps on the residual; each shrinks a component along an eigenvalue
+    lambda by eps / (lambda + eps) and leaves the null space at 0 (a
+    smaller eps amplifies rounding into the null space). A
+    Cholesky costs n^3/3 flops, about 50x less than the SVD of a least-
+    squares solve (measured: 0.6 s against 29 s at n = 3,000)."""
+    n = len(b)
+    eps = 1e-8 * max(float(np.trace(A)) / max(n, 1), 1e-300)
+    try:
+        factor = scipy.linalg.cho_factor(A + eps * np.eye(n), check_finite=False)
+    except np.linalg.LinAlgError:
+        return None
+    x = scipy.linalg.cho_solve(factor, b, check_finite=False)
+    for _ in range(refinements):
+        x += scipy.linalg.cho_solve(factor, b - A @ x, check_finite=False)
+    return x
 
 
 def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,

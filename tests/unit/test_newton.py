@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from sparkmaxent.optim.newton import (NewtonOptions, box_qp_cd, minimize_box_newton,
+from sparkmaxent.optim.newton import (NewtonOptions, _psd_solve, box_qp_cd, minimize_box_newton,
                                       projected_gradient)
 from sparkmaxent.optim.objective import Evaluation
 
@@ -113,3 +113,18 @@ def test_a_weight_without_curvature_moves_to_its_orthant_bound():
     d, _ = box_qp_cd(fun(res.theta, False, True).hess, np.array([0, 0, 0, 0, gamma]),
                      np.array([-1.0] * 4 + [-0.7]), np.full(5, np.inf), 1e-12, 10)
     assert d[4] == -0.7 and np.all(d[:4] == 0)
+
+
+def test_psd_solve_gives_the_minimum_norm_solution_of_a_singular_system():
+    """The face solve's Cholesky with iterated Tikhonov matches the SVD
+    least-squares (minimum-norm) solution when A is singular, as the
+    multinomial Hessian is along the all-bias shift."""
+    rng = np.random.default_rng(3)
+    n = 60
+    B = rng.standard_normal((n, n - 5))
+    A = B @ B.T  # PSD, rank n - 5
+    b = A @ rng.standard_normal(n)  # consistent
+    x = _psd_solve(A, b)
+    expected = np.linalg.lstsq(A, b, rcond=1e-12)[0]
+    np.testing.assert_allclose(A @ x, b, atol=1e-8 * np.abs(b).max())
+    np.testing.assert_allclose(x, expected, atol=1e-6 * np.abs(expected).max())
