@@ -26,9 +26,12 @@ Each round, from the current active set and its MAP weights lambda0:
    data it would), take the best again, and so on while some rescored
    proposal beats beta_0.
 5. **OptMAP** (section 3.5): the MAP weights of the grown active set under
-   the same Gaussian prior, by L-BFGS on L(w) + gamma2/2 ||w||^2 with
-   gamma2 = 1 / (sigma^2 W) (``train.fit_smooth``; the loss L is a mean
-   over event weight W, the prior is on the sum), warm-started. The first
+   the same Gaussian prior, minimizing L(w) + gamma2/2 ||w||^2 with
+   gamma2 = 1 / (sigma^2 W) (the loss L is a mean over event weight W, the
+   prior is on the sum), warm-started, by the solver of a grafting round
+   (``train.solver``): Newton while the active set is small (with the weak
+   default prior L-BFGS needs hundreds of passes per round), L-BFGS
+   (``train.fit_smooth``) beyond ``newton_max_active``. The first
    round starts from the bias features alone (their MAP fit, the bias
    being unpenalized).
 
@@ -106,6 +109,8 @@ from ..kernels import Weights
 from ..kernels.gains import fit_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import ProposalTask
+from ..optim.l1 import SolverOptions, choose_solver, orthant_problem, solve_newton
+from ..optim.objective import Objective
 from ..train import FitResult, TrainingContext, fit_smooth, register
 from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
                    check_gain_selection, has_checkpoint, limit_reached, run_rounds)
@@ -194,11 +199,25 @@ class BayesFactor:
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
 
     def optmap(self, weights: Weights) -> tuple[Weights, dict]:
-        """MAP weights of the active set of ``weights`` (and the bias), warm-started."""
+        """MAP weights of the active set of ``weights`` (and the bias),
+        warm-started, by the round solver ``train.solver`` picks: Newton
+        (one curvature pass per iteration, a handful per round) or L-BFGS."""
+        cfg = self.ctx.config
         ids = weights.active_ids()
-        res = fit_smooth(self.ctx, ids, self.l2, start=weights)
-        theta = res.weights.to_dense(self.space)
-        return Weights(ids.copy(), theta[ids], res.weights.bias), res.report
+        solver = choose_solver(cfg.solver, len(ids) + self.space.n_bias, cfg.newton_max_active)
+        if solver != "newton":
+            res = fit_smooth(self.ctx, ids, self.l2, start=weights)
+            theta = res.weights.to_dense(self.space)
+            return Weights(ids.copy(), theta[ids], res.weights.bias), res.report
+        obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
+        unbounded = orthant_problem(np.zeros(len(ids)), 0.0, self.space.n_bias)
+        res = solve_newton(obj, obj.theta(weights), unbounded,
+                           SolverOptions(tol=cfg.gtol, max_iter=cfg.max_iter, full_gradient=False))
+        n = len(ids)
+        w = res.theta[:n].copy()
+        report = {"objective": res.value, "loss": res.value - 0.5 * self.l2 * float(w @ w),
+                  "evaluations": res.evaluations, "converged": res.converged}
+        return Weights(ids.copy(), w, res.theta[n:].copy() if self.space.bias else None), report
 
     def start(self) -> Weights:
         """OptMAP of the bias features alone (section 3.5); all-zero without a bias."""

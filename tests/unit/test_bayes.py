@@ -21,6 +21,7 @@ from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
 from sparkmaxent.kernels.proposals import proposals
+from sparkmaxent.optim.objective import Objective
 from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.train import TrainingContext, train
@@ -330,9 +331,38 @@ def test_max_features_caps_the_selection(generated):
     assert not res.report["stopped_by_rule"] and "max_features" in res.report["stopped"]
 
 
+@pytest.mark.parametrize("shape", ["multiclass", "candidates"])
+def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_run, shape):
+    """OptMAP follows train.solver: Newton (auto, small active sets) and
+    L-BFGS reach the same MAP weights, where the objective's gradient
+    vanishes."""
+    if shape == "multiclass":
+        data, space = generated
+        backend = LocalBackend(split_block(data.block(), 2), space)
+        ids = np.array(sorted(generated_run.report["selected"]))
+    else:
+        backend, ids = candidate_backend(), np.array([2, 5, 11, 17, 23])
+    fits, objective = {}, {}
+    for solver in ("newton", "lbfgs-b"):
+        bf = BayesFactor(TrainingContext(backend, bf_config(solver=solver, gtol=1e-9)))
+        start = Weights(ids, np.zeros(len(ids)), bf.start().bias)
+        fits[solver], report = bf.optmap(start)
+        objective[solver] = report["objective"]
+    newton, lbfgs = fits["newton"], fits["lbfgs-b"]
+    assert np.array_equal(newton.active_ids(), ids)
+    # L-BFGS stops on its relative-decrease test first: same objective, weights to 1e-4
+    assert objective["newton"] <= objective["lbfgs-b"] + 1e-12
+    assert objective["newton"] == pytest.approx(objective["lbfgs-b"], rel=1e-9)
+    np.testing.assert_allclose(newton.values, lbfgs.values, atol=1e-4)
+    obj = Objective(backend, ids, l2=bf.l2)
+    _, grad = obj(obj.theta(newton))
+    assert np.abs(grad).max() < 1e-9
+
+
 # ---- candidate sets, config --------------------------------------------------------------
 
-def test_candidate_set_events_are_supported():
+def candidate_backend() -> LocalBackend:
+    """Candidate-set events whose correct candidate follows 3 true features."""
     rng = np.random.default_rng(8)
     D, m = 30, 400
     sizes = rng.integers(2, 6, size=m)
@@ -348,7 +378,11 @@ def test_candidate_set_events_are_supported():
     from sparkmaxent.kernels import CandidateBlock
 
     block = CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=np.ones(m))
-    res = train(LocalBackend(split_block(block, 2), Space(CANDIDATES, D, 1)), bf_config())
+    return LocalBackend(split_block(block, 2), Space(CANDIDATES, D, 1))
+
+
+def test_candidate_set_events_are_supported():
+    res = train(candidate_backend(), bf_config())
     assert res.report["stopped_by_rule"]
     assert {2, 11, 17} <= set(res.report["selected"])
     assert len(res.report["selected"]) <= 6
