@@ -208,7 +208,8 @@ class BayesFactor:
         if solver != "newton":
             res = fit_smooth(self.ctx, ids, self.l2, start=weights)
             theta = res.weights.to_dense(self.space)
-            return Weights(ids.copy(), theta[ids], res.weights.bias), res.report
+            return Weights(ids.copy(), theta[ids], res.weights.bias), {**res.report,
+                                                                       "solver": "lbfgs"}
         obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
         unbounded = orthant_problem(np.zeros(len(ids)), 0.0, self.space.n_bias)
         res = solve_newton(obj, obj.theta(weights), unbounded,
@@ -216,7 +217,7 @@ class BayesFactor:
         n = len(ids)
         w = res.theta[:n].copy()
         report = {"objective": res.value, "loss": res.value - 0.5 * self.l2 * float(w @ w),
-                  "evaluations": res.evaluations, "converged": res.converged}
+                  "evaluations": res.evaluations, "converged": res.converged, "solver": solver}
         return Weights(ids.copy(), w, res.theta[n:].copy() if self.space.bias else None), report
 
     def start(self) -> Weights:
@@ -263,6 +264,7 @@ class BayesFactor:
                 "positive_proposals": int(np.count_nonzero(beta > 0)), "rescored": rescored,
                 "selected": picks, "loss": new_loss,
                 "log_likelihood": -self.weight * new_loss,
+                "optmap_solver": report["solver"],
                 "optmap_evaluations": int(report["evaluations"]),
                 "optmap_converged": bool(report["converged"])}
         shown = ", ".join(f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}"

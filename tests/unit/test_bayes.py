@@ -291,6 +291,7 @@ def test_trace_rows_carry_proposals_picks_and_beta_0(generated_run):
         assert all(p["beta"] > 0 and np.isfinite(p["mu"]) for p in r["selected"])
         assert r["beta"] == pytest.approx(r["selected"][0]["beta"])  # best of the round first
         assert r["beta_0"] < 0 and r["log_likelihood"] >= r["beta_0"]  # OptMAP gains likelihood
+        assert r["optmap_solver"] == "newton" and r["optmap_converged"]  # auto, small active set
 
 
 def test_printed_sign_selects_more_on_the_same_data(generated, generated_run):
