@@ -128,9 +128,14 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
     but converges only linearly on the free coordinates when features are
     correlated (hundreds of sweeps near a round's optimum). Every
     ``face_every`` sweeps the model is therefore minimized exactly on the
-    current face (free coordinates by one least-squares solve, the others at
-    their bounds); the result is kept when it is feasible and optimal for the
-    box (projected-Newton refinement; Bertsekas 1982)."""
+    current face (free coordinates by one linear solve, the others where
+    they are); the result is kept when it is feasible and optimal for the
+    box (projected-Newton refinement; Bertsekas 1982). Otherwise d moves
+    to it, or towards it as far as the box allows (the model is convex, so
+    it decreases along that segment; the coordinates that reach a bound
+    leave the face), and the sweeps go on from there: an active-set step.
+    Rejecting a face minimizer without moving would let the sweeps return
+    to the same face and pay its solve (n^3/3 flops) again."""
     n = len(g)
     d = np.zeros(n)
     Hd = np.zeros(n)
@@ -170,20 +175,35 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
             face = _face_minimizer(H, g, d, dlo, dhi, movable)
             if face is None:
                 continue
-            Hf = H @ face
-            # keep it only if it solves the box model and lowers it (a nearly
-            # singular H on the face can give a huge "solution")
-            if (np.abs(projected_gradient(g + Hf, face, dlo, dhi)[movable]).max(initial=0.0) <= tol
-                    and g @ face + face @ Hf / 2 <= g @ d + d @ Hd / 2):
-                return face, sweep
+            step = _towards(d, face, dlo, dhi)  # the face minimizer itself when inside
+            Hs = H @ step
+            # a nearly singular H on the face can give a huge "solution":
+            # move only when the model decreases
+            if not g @ step + step @ Hs / 2 < g @ d + d @ Hd / 2:
+                continue
+            d, Hd = step, Hs
+            dl = d.tolist()
+            if np.abs(projected_gradient(g + Hd, d, dlo, dhi)[movable]).max(initial=0.0) <= tol:
+                return d, sweep
     return d, sweep
+
+
+def _towards(d: np.ndarray, target: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The point of the segment from ``d`` (inside the box) to ``target``
+    farthest along it that stays in the box [lo, hi]."""
+    delta = target - d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.where(delta < 0, (lo - d) / delta, np.where(delta > 0, (hi - d) / delta, np.inf))
+    t = min(1.0, float(room.min(initial=np.inf)))
+    return np.clip(d + t * delta, lo, hi)
 
 
 def _face_minimizer(H: np.ndarray, g: np.ndarray, d: np.ndarray, dlo: np.ndarray,
                     dhi: np.ndarray, movable: np.ndarray) -> np.ndarray | None:
     """The model's minimizer with the coordinates of ``movable`` that ``d``
     has strictly inside their bounds free and every other one held where
-    ``d`` has it; None when it leaves the box."""
+    ``d`` has it (it may leave the box); None when there is none to free or
+    the solve fails."""
     free = movable[(d[movable] > dlo[movable]) & (d[movable] < dhi[movable])]
     if not len(free):
         return None
@@ -194,9 +214,7 @@ def _face_minimizer(H: np.ndarray, g: np.ndarray, d: np.ndarray, dlo: np.ndarray
     if x is None:
         return None
     out[free] = x
-    if not (np.all(np.isfinite(out)) and np.all(out >= dlo) and np.all(out <= dhi)):
-        return None
-    return out
+    return out if np.all(np.isfinite(out)) else None
 
 
 def _psd_solve(A: np.ndarray, b: np.ndarray, refinements: int = 3) -> np.ndarray | None:
