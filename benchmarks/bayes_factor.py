@@ -1,28 +1,40 @@
-"""Bayes-factor selection (Daume III 2004) against l1 grafting and SGC on PP
-attachment (Ratnaparkhi et al. 1994), with accuracy against the number of
-selected features.
+"""Bayes-factor selection (Daume III 2004) against l1 grafting and SGC, with
+accuracy (and chunk F1) against the number of selected features, on PP
+attachment (Ratnaparkhi et al. 1994) and CoNLL-2000 chunking.
 
-Data: ../shared/data/ppattach, ``training`` to train, ``devset`` for every
-choice, ``test`` to report. Everything runs in-process (LocalBackend, 2
-blocks) on the events the Spark ``prepare`` job writes.
+Data (``--datasets``, both by default; the rows of a dataset not run stay
+in ``--output``):
 
-Runs:
+* ``pp``: ../shared/data/ppattach, ``training`` to train, ``devset`` for
+  every choice, ``test`` to report.
+* ``conll``: CoNLL-2000 chunking (22 labels, the 17 templates, predicate
+  cutoff 2): the first 90% of the training sentences to train, the last
+  10% for every choice (chunk F1), ``test.txt`` to report. 22 labels make
+  every pass about 10x a PP pass, so each run is capped at
+  ``--conll-max-seconds`` (``train.max_seconds``: it ends after the first
+  round past the cap; the row's ``stopped`` says so).
+
+Everything runs in-process (LocalBackend, 2 blocks) on the events the Spark
+``prepare`` job writes.
+
+Runs, per dataset:
 
 * bayes-factor, correct (Laplace) sign and printed sign, S in {1, 10, 100}
   features per round, the default prior (sigma^2 = W): no threshold, no
-  choice on held-out data. Capped at ``--bf-rounds`` rounds per S (and
-  OptMAP at ``--optmap-max-iter`` L-BFGS iterations per round); each row
-  says whether it stopped by itself (``stopped_by_rule``). Also the
-  correct sign with sigma^2 = 1 (the maxent convention), S = 100.
-* l1 grafting (n_best 10): gamma1 chosen by devset accuracy from a grid.
-* SGC: one run up to ``--sgc-max-features`` stages; the number of features
-  (equivalently, the gain threshold reached there) chosen by devset
-  accuracy along the run.
+  choice on held-out data. Capped at a number of rounds per S (and OptMAP
+  at ``--optmap-max-iter`` iterations per round); each row says whether it
+  stopped by itself (``stopped_by_rule``). On PP also the correct sign with
+  sigma^2 = 1 (the maxent convention), S = 100.
+* l1 grafting (n_best 10 on PP, 100 on CoNLL): gamma1 chosen by the dev
+  metric (accuracy; chunk F1) from a grid.
+* SGC: one run up to a number of stages; the number of features
+  (equivalently, the gain threshold reached there) chosen by the dev
+  metric along the run.
 
-Every run records, per round, active features, devset and test accuracy,
-passes and seconds (``curve``); the plot shows test accuracy against
-features, a filled star where a Bayes-factor run stopped by itself, a cross
-where a cap ended it.
+Every run records, per round, active features, dev and test accuracy (and
+chunk F1), passes and seconds (``curve``); the plot (one panel per dataset)
+shows the test score against features, a filled star where a Bayes-factor
+run stopped by itself, a cross where a cap ended it.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.bayes_factor
 
@@ -31,10 +43,12 @@ writes benchmarks/results/bayes_factor.json and bayes_factor.png.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
@@ -43,8 +57,8 @@ from benchmarks.common import (RESULTS, SHARED_DATA, command_line, print_table, 
 
 log = logging.getLogger("bayes_factor")
 
-ROW_KEYS = ["method", "variant", "dataset", "features", "accuracy", "dev_accuracy",
-            "stopped_by_rule", "passes", "wall_s"]
+ROW_KEYS = ["method", "variant", "dataset", "features", "accuracy", "f1", "dev_accuracy",
+            "dev_f1", "stopped_by_rule", "passes", "wall_s"]
 #: Reported for PP attachment (Ratnaparkhi et al. 1994: maxent ~81.6%; always N).
 PP_REFERENCE = {"maxent_reported": "about 81-82%", "always_N": 0.5896}
 
@@ -68,41 +82,89 @@ def prepare_pp(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
     return dirs
 
 
-class Curve:
-    """An on_round hook: devset and test accuracy of the weights after each round."""
+class Scorer:
+    """Accuracy (and chunk F1 on chunking data) of weights on one held-out
+    or test split."""
 
-    def __init__(self, dev, test):
-        self.dev, self.test, self.points = dev, test, []
+    def __init__(self, backend=None, chunk_dir: str | None = None):
+        self.backend, self.chunk_dir = backend, chunk_dir
+
+    def __call__(self, weights) -> tuple[float, float | None]:
+        if self.chunk_dir is None:
+            from sparkmaxent.train import evaluate
+
+            return evaluate(self.backend, weights, None).accuracy, None
+        from sparkmaxent.evaluate import evaluate_dataset
+
+        scores = evaluate_dataset(self.chunk_dir, weights.sparse(), self.backend.space,
+                                  chunks=True)
+        return scores["accuracy"], scores["chunks"]["f1"]
+
+
+@dataclass
+class Dataset:
+    """One dataset's runs: train on ``train``, choose on ``dev`` by
+    ``metric`` (of the Scorer's (accuracy, f1)), report on ``test``."""
+
+    name: str
+    train: object
+    dev: Scorer
+    test: Scorer
+    metric: str  # "accuracy" or "f1"
+    graft_gammas: list[float]
+    graft_n_best: int
+    sgc_max_features: int
+    bf_rounds: dict[int, int]  # S -> round cap
+    unit_rounds: int  # round cap of the sigma^2 = 1 run (0: not run)
+    max_seconds: float  # cap of every run (0: none)
+
+
+class Curve:
+    """An on_round hook: dev and test scores of the weights after each round."""
+
+    def __init__(self, ds: Dataset):
+        self.ds, self.points = ds, []
 
     def __call__(self, state) -> None:
-        from sparkmaxent.train import evaluate
-
         w = state.weights
+        dev_acc, dev_f1 = self.ds.dev(w)
+        acc, f1 = self.ds.test(w)
         self.points.append({"round": state.round, "features": int(w.nnz),
-                            "dev_accuracy": evaluate(self.dev, w, None).accuracy,
-                            "test_accuracy": evaluate(self.test, w, None).accuracy,
+                            "dev_accuracy": dev_acc, "dev_f1": dev_f1,
+                            "test_accuracy": acc, "test_f1": f1,
                             "passes": state.passes, "elapsed_s": state.elapsed_s})
 
 
-def run(method: str, variant: str, cfg_kw: dict, backends: dict, out_dir: str) -> tuple[dict, object]:
-    from sparkmaxent.config import TrainConfig
-    from sparkmaxent.train import evaluate, train
+def dev_score(ds: Dataset, point: dict) -> float:
+    return point["dev_" + ds.metric]
 
+
+def run(ds: Dataset, method: str, variant: str, cfg_kw: dict, out_dir: str) -> tuple[dict, object]:
+    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.train import train
+
+    cfg_kw = {**cfg_kw, "max_seconds": ds.max_seconds}
     cfg = TrainConfig(method=method, backend="local", plots=False, **cfg_kw)
-    curve = Curve(backends["devset"], backends["test"])
+    curve = Curve(ds)
     t0 = time.perf_counter()
-    res = train(backends["train"], cfg, output_dir=out_dir, on_round=curve)
+    res = train(ds.train, cfg, output_dir=out_dir, on_round=curve)
     wall = time.perf_counter() - t0
     rep = res.report
-    row = {"method": method, "variant": variant, "dataset": "ppattach",
-           "features": int(res.weights.nnz),
-           "accuracy": evaluate(backends["test"], res.weights, None).accuracy, "f1": None,
-           "dev_accuracy": evaluate(backends["devset"], res.weights, None).accuracy,
+    acc, f1 = ds.test(res.weights)
+    dev_acc, dev_f1 = ds.dev(res.weights)
+    row = {"method": method, "variant": variant, "dataset": ds.name,
+           "features": int(res.weights.nnz), "accuracy": acc, "f1": f1,
+           "dev_accuracy": dev_acc, "dev_f1": dev_f1,
            "stopped_by_rule": None, "passes": rep["passes"], "wall_s": round(wall, 1),
            "config": cfg_kw, "stopped": rep.get("stopped"), "command": command_line(),
            "curve": curve.points}
     if method == "bayes-factor":
+        solvers: dict[str, int] = {}
+        for r in rep["rounds"]:
+            if "optmap_solver" in r:
+                solvers[r["optmap_solver"]] = solvers.get(r["optmap_solver"], 0) + 1
         row.update(stopped_by_rule=rep["stopped_by_rule"], rounds=rep["rounds_run"],
+                   optmap_solvers=solvers,
                    prior_variance=rep["prior_variance"],
                    proposals_scored=rep["proposals_scored"],
                    last_round={k: rep["rounds"][-1].get(k) for k in
@@ -112,103 +174,142 @@ def run(method: str, variant: str, cfg_kw: dict, backends: dict, out_dir: str) -
     return row, res
 
 
-def pp_runs(args, dirs: dict) -> tuple[list[dict], dict]:
-    from sparkmaxent.backends.factory import make_backend
-
-    backends = {"train": make_backend("local", dirs["train"], bias=True, partitions=2),
-                "devset": make_backend("local", dirs["devset"], bias=True),
-                "test": make_backend("local", dirs["test"], bias=True)}
-    out = lambda name: os.path.join(args.work, "runs", name)  # noqa: E731
+def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
+    """l1 grafting and SGC with their settings chosen on dev, then the
+    Bayes-factor runs (nothing chosen); ``save(rows, choices)`` after each."""
+    out = lambda name: os.path.join(args.work, "runs", ds.name, name)  # noqa: E731
     rows, choices = [], {}
 
-    def save():
-        write_result(args.output, rows, pp_reference=PP_REFERENCE, choices=choices,
-                     settings=vars(args), conll="not run (see README: time budget)")
-
-    # l1 grafting: gamma1 by devset accuracy
+    # l1 grafting: gamma1 by the dev metric; ties to fewer features
     graft = []
-    for gamma in args.graft_gammas:
-        row, _ = run("grafting", f"gamma1={gamma:g}", {"l1": gamma, "n_best": 10},
-                     backends, out(f"grafting-{gamma:g}"))
+    for gamma in ds.graft_gammas:
+        row, _ = run(ds, "grafting", f"gamma1={gamma:g}, n={ds.graft_n_best}",
+                     {"l1": gamma, "n_best": ds.graft_n_best}, out(f"grafting-{gamma:g}"))
         graft.append(row)
-    best = max(graft, key=lambda r: (r["dev_accuracy"], -r["features"]))
+    best = max(graft, key=lambda r: (r["dev_" + ds.metric], -r["features"]))
     for r in graft:
         r["chosen_on_devset"] = r is best
     choices["grafting_gamma1"] = best["config"]["l1"]
     rows += graft
-    save()
+    save(rows, choices)
 
-    # SGC: the stage count (gain threshold) by devset accuracy along one run
-    row, res = run("sgc", f"up to {args.sgc_max_features} features",
-                   {"max_features": args.sgc_max_features, "gain_threshold": 0.0},
-                   backends, out("sgc"))
-    curve = row["curve"]
-    pick = max(curve, key=lambda p: (p["dev_accuracy"], -p["features"]))
-    gains = [r["gain"] for r in res.report["rounds"]]
-    choices["sgc_features"] = pick["features"]
-    choices["sgc_gain_threshold"] = gains[pick["round"] - 1]
+    # SGC: the stage count (gain threshold) by the dev metric along one run
+    row, res = run(ds, "sgc", f"up to {ds.sgc_max_features} features",
+                   {"max_features": ds.sgc_max_features, "gain_threshold": 0.0}, out("sgc"))
+    pick = max(row["curve"], key=lambda p: (dev_score(ds, p), -p["features"]))
+    gain = res.report["rounds"][pick["round"] - 1]["gain"]
+    choices.update(sgc_features=pick["features"], sgc_gain_threshold=gain)
     rows.append({**row, "variant": f"chosen on devset: {pick['features']} features "
-                                   f"(gain threshold {gains[pick['round'] - 1]:.3g})",
+                                   f"(gain threshold {gain:.3g})",
                  "features": pick["features"], "accuracy": pick["test_accuracy"],
-                 "dev_accuracy": pick["dev_accuracy"], "passes": pick["passes"],
+                 "f1": pick["test_f1"], "dev_accuracy": pick["dev_accuracy"],
+                 "dev_f1": pick["dev_f1"], "passes": pick["passes"],
                  "wall_s": pick["elapsed_s"], "chosen_on_devset": True})
-    save()
+    save(rows, choices)
 
-    # Bayes factor: no threshold, nothing chosen on devset; the longest run last
-    rounds = dict(zip(args.bf_s, args.bf_rounds))
-    top = max(args.bf_s)
-    plan = [(sign, S) for sign in ("laplace", "printed") for S in args.bf_s]
+    # Bayes factor: no threshold, nothing chosen on dev; the longest run last
+    top = max(ds.bf_rounds)
+    plan = [(sign, S) for sign in ("laplace", "printed") for S in ds.bf_rounds]
     plan.sort(key=lambda p: (p == ("laplace", top), p[0] == "laplace"))
     for sign, S in plan:
-        if (sign, S) == ("laplace", top):  # first sigma^2 = 1 (the maxent convention)
-            row, _ = run("bayes-factor", f"laplace sign, S={S}, sigma^2=1",
-                         {"max_rounds": args.bf_unit_rounds, "max_iter": args.optmap_max_iter,
+        if (sign, S) == ("laplace", top) and ds.unit_rounds:
+            # first sigma^2 = 1 (the maxent convention)
+            row, _ = run(ds, "bayes-factor", f"laplace sign, S={S}, sigma^2=1",
+                         {"max_rounds": ds.unit_rounds, "max_iter": args.optmap_max_iter,
                           "bf_per_round": S, "prior_variance": 1.0},
-                         backends, out(f"bf-laplace-{S}-s2-1"))
+                         out(f"bf-laplace-{S}-s2-1"))
             rows.append(row)
-            save()
-        row, _ = run("bayes-factor", f"{sign} sign, S={S}",
-                     {"max_rounds": rounds[S], "max_iter": args.optmap_max_iter,
-                      "bf_sign": sign, "bf_per_round": S},
-                     backends, out(f"bf-{sign}-{S}"))
+            save(rows, choices)
+        row, _ = run(ds, "bayes-factor", f"{sign} sign, S={S}",
+                     {"max_rounds": ds.bf_rounds[S], "max_iter": args.optmap_max_iter,
+                      "bf_sign": sign, "bf_per_round": S}, out(f"bf-{sign}-{S}"))
         rows.append(row)
-        save()
+        save(rows, choices)
     return rows, choices
+
+
+def pp_dataset(args) -> Dataset:
+    from sparkmaxent.backends.factory import make_backend
+
+    dirs = prepare_pp(os.path.join(args.work, "pp"), args.data, args.reuse)
+    return Dataset("ppattach", make_backend("local", dirs["train"], bias=True, partitions=2),
+                   Scorer(make_backend("local", dirs["devset"], bias=True)),
+                   Scorer(make_backend("local", dirs["test"], bias=True)), "accuracy",
+                   args.graft_gammas, 10, args.sgc_max_features,
+                   dict(zip(args.bf_s, args.bf_rounds)), args.bf_unit_rounds, 0.0)
+
+
+def conll_dataset(args) -> Dataset:
+    """CoNLL-2000 chunking (22 labels, 17 templates, cutoff 2): train on the
+    first 90% of the training sentences, choose on the last 10%, report on
+    test (every method on the same split)."""
+    from benchmarks.sgc_vs_ifs import local_backend, prepare_all
+
+    work = os.path.join(args.work, "conll")
+    dirs = prepare_all(work, args.reuse, 0.1, {"mode": "chunk"})
+    # test in the predicate vocabulary of the part trained on ("test" has the whole file's)
+    test = os.path.join(work, "test-fit")
+    if not (args.reuse and os.path.exists(os.path.join(test, "dataset.json"))):
+        from sparkmaxent.backends.session import spark_session
+        from sparkmaxent.data.prepare import prepare
+
+        spark = spark_session("local[2]", "bayes-factor-prepare", {"spark.driver.memory": "4g"})
+        try:
+            prepare(spark, [shared_corpus("conll2000", "test.txt", data_dir=args.data)], test,
+                    "conll", options={"mode": "chunk"}, merge_duplicates=False,
+                    vocabulary=dirs["fit"], overwrite=True)
+        finally:
+            spark.stop()
+    train = local_backend(dirs["fit"])
+    return Dataset("conll2000-chunking", train, Scorer(train, dirs["dev"]),
+                   Scorer(train, test), "f1", args.conll_graft_gammas, 100,
+                   args.conll_sgc_max_features, dict(zip(args.bf_s, args.conll_bf_rounds)), 0,
+                   args.conll_max_seconds)
 
 
 def plot(rows: list[dict], path: str) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(9, 5.5))
+    names = [d for d in DATASETS.values() if any(r["dataset"] == d for r in rows)]
+    fig = Figure(figsize=(9 * len(names), 5.5))
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for row in rows:
-        pts = row["curve"]
-        if not pts or (row["method"] == "sgc" and not row.get("chosen_on_devset")):
-            continue
-        x = [p["features"] for p in pts]
-        y = [p["test_accuracy"] for p in pts]
-        label = f"{row['method']} {row['variant']}"
-        if row["method"] == "grafting":
-            label += " (chosen)" if row.get("chosen_on_devset") else ""
-            ax.plot(x[-1:], y[-1:], "o" if row.get("chosen_on_devset") else ".", label=label)
-            continue
-        line, = ax.plot(x, y, linewidth=1, label=label)
-        if row["method"] == "bayes-factor":
-            ax.plot(x[-1], y[-1], "*" if row["stopped_by_rule"] else "x", color=line.get_color(),
-                    markersize=12 if row["stopped_by_rule"] else 8)
-        else:
-            ax.plot(row["features"], row["accuracy"], "s", color=line.get_color())
-    ax.axhline(PP_REFERENCE["always_N"], color="grey", linestyle=":", label="always N")
-    ax.set_xscale("log")
-    ax.set_xlabel("selected features (non-zero weights)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title("PP attachment: Bayes factor (* stopped by itself, x capped) vs grafting, SGC")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), i + 1)
+        chunking = name != "ppattach"
+        key = "test_f1" if chunking else "test_accuracy"
+        for row in (r for r in rows if r["dataset"] == name):
+            pts = row["curve"]
+            if not pts or (row["method"] == "sgc" and not row.get("chosen_on_devset")):
+                continue
+            x = [p["features"] for p in pts]
+            y = [p[key] for p in pts]
+            label = f"{row['method']} {row['variant']}"
+            if row["method"] == "grafting":
+                label += " (chosen)" if row.get("chosen_on_devset") else ""
+                ax.plot(x[-1:], y[-1:], "o" if row.get("chosen_on_devset") else ".", label=label)
+                continue
+            line, = ax.plot(x, y, linewidth=1, label=label)
+            if row["method"] == "bayes-factor":
+                ax.plot(x[-1], y[-1], "*" if row["stopped_by_rule"] else "x",
+                        color=line.get_color(), markersize=12 if row["stopped_by_rule"] else 8)
+            else:
+                ax.plot(row["features"], row["f1" if chunking else "accuracy"], "s",
+                        color=line.get_color())
+        if not chunking:
+            ax.axhline(PP_REFERENCE["always_N"], color="grey", linestyle=":", label="always N")
+        ax.set_xscale("log")
+        ax.set_xlabel("selected features (non-zero weights)")
+        ax.set_ylabel("test chunk F1" if chunking else "test accuracy")
+        ax.set_title(f"{name}: Bayes factor (* stopped by itself, x capped) vs grafting, SGC",
+                     fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
+
+
+DATASETS = {"pp": "ppattach", "conll": "conll2000-chunking"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,25 +319,62 @@ def main(argv: list[str] | None = None) -> int:
                     help="scratch folder for prepared data and run checkpoints (not committed)")
     ap.add_argument("--reuse", action="store_true", help="reuse the prepared data in --work")
     ap.add_argument("--output", default=os.path.join(RESULTS, "bayes_factor.json"))
+    ap.add_argument("--datasets", nargs="+", choices=sorted(DATASETS), default=["pp", "conll"],
+                    help="datasets to run; the rows of the others stay in --output")
     ap.add_argument("--graft-gammas", type=float, nargs="+",
                     default=[3e-3, 1e-3, 3e-4, 1e-4])
     ap.add_argument("--sgc-max-features", type=int, default=2000)
     ap.add_argument("--bf-s", type=int, nargs="+", default=[1, 10, 100])
     ap.add_argument("--bf-rounds", type=int, nargs="+", default=[200, 100, 100],
-                    help="round cap of each --bf-s")
+                    help="PP: round cap of each --bf-s")
     ap.add_argument("--bf-unit-rounds", type=int, default=30,
-                    help="round cap of the sigma^2 = 1 run")
+                    help="PP: round cap of the sigma^2 = 1 run")
     ap.add_argument("--optmap-max-iter", type=int, default=300)
+    ap.add_argument("--conll-graft-gammas", type=float, nargs="+", default=[1e-4, 3e-5])
+    ap.add_argument("--conll-sgc-max-features", type=int, default=2000)
+    ap.add_argument("--conll-bf-rounds", type=int, nargs="+", default=[200, 100, 100],
+                    help="CoNLL: round cap of each --bf-s")
+    ap.add_argument("--conll-max-seconds", type=float, default=300.0,
+                    help="CoNLL: train.max_seconds of every run (0: none); 22 labels make "
+                         "each run long")
     args = ap.parse_args(argv)
-    if len(args.bf_rounds) != len(args.bf_s):
-        ap.error(f"expected one --bf-rounds per --bf-s ({len(args.bf_s)}), got {args.bf_rounds}")
+    for key, name in (("pp", "bf_rounds"), ("conll", "conll_bf_rounds")):
+        if key in args.datasets and len(getattr(args, name)) != len(args.bf_s):
+            ap.error(f"expected one --{name.replace('_', '-')} per --bf-s ({len(args.bf_s)}), "
+                     f"got {getattr(args, name)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    dirs = prepare_pp(os.path.join(args.work, "pp"), args.data, args.reuse)
-    rows, _ = pp_runs(args, dirs)
-    plot(rows, os.path.splitext(args.output)[0] + ".png")
-    print_table(rows, ROW_KEYS)
+
+    previous = {"rows": [], "choices": {}}
+    if os.path.exists(args.output):
+        with open(args.output) as f:
+            previous = json.load(f)
+    run_names = {DATASETS[d] for d in args.datasets}
+    kept = [r for r in previous["rows"] if r["dataset"] not in run_names]
+    choices = {k: v for k, v in previous.get("choices", {}).items() if k not in run_names}
+    commands = {k: v for k, v in previous.get("commands", {}).items() if k not in run_names}
+    # what was true of a dataset's kept rows when they were measured
+    notes = {k: v for k, v in previous.get("notes", {}).items() if k not in run_names}
+    rows: list[dict] = []
+
+    def save(ds_rows: list[dict], ds_choices: dict) -> None:
+        done = {r["dataset"] for r in ds_rows}
+        write_result(args.output, kept + rows + ds_rows, pp_reference=PP_REFERENCE,
+                     choices={**choices, **{d: ds_choices for d in done}},
+                     commands={**commands, **{d: command_line() for d in done}},
+                     notes=notes, settings=vars(args))
+
+    for key in ("pp", "conll"):
+        if key in args.datasets:
+            ds = pp_dataset(args) if key == "pp" else conll_dataset(args)
+            ds_rows, ds_choices = dataset_runs(args, ds, save)
+            rows += ds_rows
+            choices[ds.name] = ds_choices
+            commands[ds.name] = command_line()
+    all_rows = kept + rows
+    plot(all_rows, os.path.splitext(args.output)[0] + ".png")
+    print_table(all_rows, ROW_KEYS)
     return 0
 
 
