@@ -209,7 +209,7 @@ class BayesFactor:
             res = fit_smooth(self.ctx, ids, self.l2, start=weights)
             theta = res.weights.to_dense(self.space)
             return Weights(ids.copy(), theta[ids], res.weights.bias), {**res.report,
-                                                                       "solver": "lbfgs"}
+                                                                       "solver": solver}
         obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
         unbounded = orthant_problem(np.zeros(len(ids)), 0.0, self.space.n_bias)
         res = solve_newton(obj, obj.theta(weights), unbounded,
