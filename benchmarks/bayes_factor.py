@@ -48,6 +48,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
@@ -159,12 +160,9 @@ def run(ds: Dataset, method: str, variant: str, cfg_kw: dict, out_dir: str) -> t
            "config": cfg_kw, "stopped": rep.get("stopped"), "command": command_line(),
            "curve": curve.points}
     if method == "bayes-factor":
-        solvers: dict[str, int] = {}
-        for r in rep["rounds"]:
-            if "optmap_solver" in r:
-                solvers[r["optmap_solver"]] = solvers.get(r["optmap_solver"], 0) + 1
         row.update(stopped_by_rule=rep["stopped_by_rule"], rounds=rep["rounds_run"],
-                   optmap_solvers=solvers,
+                   optmap_solvers=dict(Counter(r["optmap_solver"] for r in rep["rounds"]
+                                               if "optmap_solver" in r)),
                    prior_variance=rep["prior_variance"],
                    proposals_scored=rep["proposals_scored"],
                    last_round={k: rep["rounds"][-1].get(k) for k in

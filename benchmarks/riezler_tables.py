@@ -76,6 +76,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
@@ -216,12 +217,10 @@ def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str
            "passes": rep["passes"], "wall_s": round(wall, 2), "converged": rep["converged"],
            "objective": rep["objective"], "config": config_summary(cfg)}
     if method in SELECTION:
-        solvers: dict[str, int] = {}
-        for r in rep["rounds"]:
-            if "solver" in r:
-                solvers[r["solver"]] = solvers.get(r["solver"], 0) + 1
+        # from the trace: the report's "solvers" counts this session only
+        solvers = Counter(r["solver"] for r in rep["rounds"] if "solver" in r)
         row.update(rounds=rep["rounds_run"], stopped=rep["stopped"], resumed=resumed,
-                   kkt_violation=rep["kkt"]["violation"], solvers=solvers)
+                   kkt_violation=rep["kkt"]["violation"], solvers=dict(solvers))
     else:
         row["optimizer_message"] = rep["optimizer_message"]
     log.info("%s %s: F1 %.4f, %d non-zero, %d iterations, %d passes, %.1f s", method,

@@ -30,8 +30,8 @@ Each round, from the current active set and its MAP weights lambda0:
    gamma2 = 1 / (sigma^2 W) (the loss L is a mean over event weight W, the
    prior is on the sum), warm-started, by the solver of a grafting round
    (``train.solver``): Newton while the active set is small (with the weak
-   default prior L-BFGS needs hundreds of passes per round), L-BFGS
-   (``train.fit_smooth``) beyond ``newton_max_active``. The first
+   default prior L-BFGS needs hundreds of passes per round), L-BFGS-B
+   without bounds beyond ``newton_max_active``. The first
    round starts from the bias features alone (their MAP fit, the bias
    being unpenalized).
 
@@ -109,9 +109,9 @@ from ..kernels import Weights
 from ..kernels.gains import fit_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import ProposalTask
-from ..optim.l1 import SolverOptions, choose_solver, orthant_problem, solve_newton
+from ..optim.l1 import SOLVERS, SolverOptions, choose_solver, orthant_problem
 from ..optim.objective import Objective
-from ..train import FitResult, TrainingContext, fit_smooth, register
+from ..train import FitResult, TrainingContext, register
 from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
                    check_gain_selection, has_checkpoint, limit_reached, run_rounds)
 
@@ -200,21 +200,17 @@ class BayesFactor:
 
     def optmap(self, weights: Weights) -> tuple[Weights, dict]:
         """MAP weights of the active set of ``weights`` (and the bias),
-        warm-started, by the round solver ``train.solver`` picks: Newton
-        (one curvature pass per iteration, a handful per round) or L-BFGS."""
+        warm-started, by a grafting round's solver on the unbounded problem
+        (``train.solver``: Newton, a curvature pass per iteration and a
+        handful per round, or L-BFGS)."""
         cfg = self.ctx.config
-        ids = weights.active_ids()
-        solver = choose_solver(cfg.solver, len(ids) + self.space.n_bias, cfg.newton_max_active)
-        if solver != "newton":
-            res = fit_smooth(self.ctx, ids, self.l2, start=weights)
-            theta = res.weights.to_dense(self.space)
-            return Weights(ids.copy(), theta[ids], res.weights.bias), {**res.report,
-                                                                       "solver": solver}
+        ids, n = weights.active_ids(), len(weights.values)
+        solver = choose_solver(cfg.solver, n + self.space.n_bias, cfg.newton_max_active)
         obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
-        unbounded = orthant_problem(np.zeros(len(ids)), 0.0, self.space.n_bias)
-        res = solve_newton(obj, obj.theta(weights), unbounded,
-                           SolverOptions(tol=cfg.gtol, max_iter=cfg.max_iter, full_gradient=False))
-        n = len(ids)
+        res = SOLVERS[solver](obj, obj.theta(weights),
+                              orthant_problem(np.zeros(n), 0.0, self.space.n_bias),
+                              SolverOptions(tol=cfg.gtol, max_iter=cfg.max_iter, memory=cfg.memory,
+                                            ftol=cfg.ftol, full_gradient=False))
         w = res.theta[:n].copy()
         report = {"objective": res.value, "loss": res.value - 0.5 * self.l2 * float(w @ w),
                   "evaluations": res.evaluations, "converged": res.converged, "solver": solver}
