@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .params import Scaling, Space, Weights
-from .softmax import row_softmax, segment_logsumexp
+from .softmax import row_logsumexp, row_softmax, segment_logsumexp
 
 
 def _dense(A) -> np.ndarray:
@@ -213,3 +213,61 @@ class LossGradTask:
 
     def __call__(self, block: Block) -> LossGrad:
         return loss_grad(block, self.space, self.weights, self.scaling, self.grad_ids)
+
+
+@dataclass
+class RayLoss:
+    """Mergeable loss sums at the points of one ray (``ray_losses``)."""
+
+    loss: np.ndarray  # shape (n_steps,)
+    weight: float
+
+    def merge(self, other: "RayLoss") -> "RayLoss":
+        return RayLoss(self.loss + other.loss, self.weight + other.weight)
+
+
+def ray_losses(block: Block, space: Space, weights: Weights, direction: Weights,
+               steps: np.ndarray, scaling: Scaling | None = None) -> np.ndarray:
+    """Loss sums at ``weights + t * direction`` for every t in ``steps``.
+
+    Scores are linear in t, so the block is scored twice (at the weights
+    and along the direction) and each step costs a log-sum-exp, not a pass:
+    a backtracking line search tries all its steps in one pass. The two
+    Weights range over the same ids (or are both dense).
+
+    Returns
+    -------
+    ndarray, shape (len(steps),)
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    if isinstance(block, MulticlassBlock):
+        if np.any(block.y < 0):
+            raise ValueError("cannot train on events whose label was not seen in training (label -1)")
+        S0 = multiclass_scores(block, space, weights, scaling)
+        D = multiclass_scores(block, space, direction, scaling)
+        rows = np.arange(block.n_events)
+        return np.array([block.c @ (row_logsumexp(S0 + t * D) - (S0 + t * D)[rows, block.y])
+                         for t in steps])
+    s0 = candidate_scores(block, space, weights, scaling)
+    ds = candidate_scores(block, space, direction, scaling)
+    out = np.empty(len(steps))
+    for k, t in enumerate(steps):
+        s = s0 + t * ds
+        lse_correct = segment_logsumexp(np.where(block.correct, s, -np.inf), block.event_ptr)
+        out[k] = block.c @ (segment_logsumexp(s, block.event_ptr) - lse_correct)
+    return out
+
+
+@dataclass(frozen=True)
+class RayTask:
+    """A picklable pass: ``ray_losses`` of every block, merged."""
+
+    space: Space
+    weights: Weights
+    direction: Weights
+    steps: np.ndarray
+    scaling: Scaling | None = None
+
+    def __call__(self, block: Block) -> RayLoss:
+        return RayLoss(ray_losses(block, self.space, self.weights, self.direction, self.steps,
+                                  self.scaling), float(block.c.sum()))

@@ -109,7 +109,8 @@ def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: S
         return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
     return minimize_box_newton(evaluate, theta0, box.lin, box.lower, box.upper,
-                               NewtonOptions(tol=options.tol, max_iter=options.max_iter), first)
+                               NewtonOptions(tol=options.tol, max_iter=options.max_iter), first,
+                               ray=obj.ray)
 
 
 def solve_lbfgsb(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,

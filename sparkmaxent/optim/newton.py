@@ -20,11 +20,14 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
 2. an Armijo backtracking line search along d (the box is convex, so every
    step in (0, 1] stays feasible); the full step's trial evaluation already
    carries the next iteration's Hessian, so an iteration costs one pass
-   unless the step is cut. Cut steps are evaluated without curvature (a
-   Hessian pass costs up to 20 first-order ones with many labels); when one
-   is accepted, one curvature pass at the new point follows. A stale
-   Hessian is never reused: far from the optimum (the first iterations of a
-   round that adds many features) its directions need steps of 1e-6.
+   unless the step is cut. The scores are linear along d, so one *ray pass*
+   (``kernels.loss.ray_losses``) evaluates every cut step 1/2, 1/4, ... at
+   once, and one curvature pass at the largest acceptable step follows: a
+   cut iteration costs 3 passes instead of one per trial step (far from the
+   optimum, where a round has just added many features, Newton's step is
+   cut 3-5 times). After a cut, the next line search starts with the ray
+   pass (2 passes). A stale Hessian is never reused: far from the optimum
+   its directions need steps of 1e-6.
 
 Convergence is measured by the projected gradient, the largest violation of
 the optimality conditions of the box problem. Passes dominate the cost on
@@ -61,6 +64,7 @@ class NewtonOptions:
     armijo : sufficient-decrease constant sigma of the line search.
     backtrack : step shrink factor of the line search.
     max_backtracks : line-search trials before giving up.
+    ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
@@ -73,6 +77,9 @@ class NewtonOptions:
     armijo: float = 1e-4
     backtrack: float = 0.5
     max_backtracks: int = 30
+    ray_steps: int = 8
+    radius: float = np.inf
+    min_radius: float = 1e-12
     stall: int = 10
 
 
@@ -244,7 +251,9 @@ def _psd_solve(A: np.ndarray, b: np.ndarray, refinements: int = 3) -> np.ndarray
 def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,
                         lin: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                         options: NewtonOptions = NewtonOptions(),
-                        first: Evaluation | None = None) -> BoxResult:
+                        first: Evaluation | None = None,
+                        ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
+                        ) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
     Parameters
@@ -258,6 +267,11 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
     lin, lower, upper : ndarray, shape (n,)
     first : Evaluation or None
         The evaluation at theta0 if already known (saves a pass).
+    ray : callable (theta, d, steps) -> ndarray, or None
+        One pass: f(theta + t d) for every t in ``steps``. With it a line
+        search costs at most 3 passes (full step, the cut steps at once,
+        curvature at the one taken), and after a cut iteration it starts
+        with the ray pass (2 passes); without it every trial is a pass.
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
@@ -269,12 +283,18 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         evals += 1
         return fun(theta, full, hessian)
 
+    def along(theta, d, steps):
+        nonlocal evals
+        evals += 1
+        return ray(theta, d, steps)
+
     theta = theta0.copy()
     ev = first if first is not None and first.hess is not None else evaluate(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
     prev_violation = best_violation = np.inf
     stalled = 0
+    radius = options.radius  # of the trust region |d_j| <= radius
     converged, message, it = False, "maximum number of iterations reached", 0
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
@@ -286,7 +306,8 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
             break
         if ev.hess is None:  # a cut step was accepted
             ev = evaluate(theta, False, True)
-        d, sweeps = box_qp_cd(ev.hess, grad, lower - theta, upper - theta,
+        d, sweeps = box_qp_cd(ev.hess, grad, np.maximum(lower - theta, -radius),
+                              np.minimum(upper - theta, radius),
                               max(options.inner_ratio * violation, 0.1 * options.tol),
                               options.max_sweeps)
         slope = float(grad @ d)
@@ -302,19 +323,52 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         # compares noise; a step that keeps the value within that rounding
         # is then accepted, and progress is judged by the projected gradient.
         noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
-        step, accepted = 1.0, None
-        for _ in range(options.max_backtracks):
+
+        def acceptable(step: float, value_t: float) -> bool:
+            return bool(np.isfinite(value_t)) and (
+                value_t <= value + options.armijo * step * slope
+                or (-slope * step <= noise and value_t <= value + noise))
+
+        steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
+        accepted = None
+        # the full step first, with the Hessian the next iteration needs;
+        # without a ray pass, each cut step is a pass of its own
+        for step in (steps[:1] if ray is not None else steps):
             trial = np.clip(theta + step * d, lower, upper)
             ev_t = evaluate(trial, want_full, step == 1.0)
             value_t = ev_t.value + float(lin @ trial)
-            if np.isfinite(value_t) and (value_t <= value + options.armijo * step * slope
-                                         or (-slope * step <= noise and value_t <= value + noise)):
+            if acceptable(step, value_t):
                 accepted = (trial, ev_t, value_t)
                 break
-            step *= options.backtrack
+        if ray is not None and accepted is None:
+            # the cut steps ``ray_steps`` per pass (each costs a log-sum-exp
+            # over every event), then one curvature pass at the largest
+            # acceptable one
+            for first in range(1, len(steps), options.ray_steps):
+                chunk = steps[first:first + options.ray_steps]
+                values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
+                ok = [acceptable(t, v) for t, v in zip(chunk, values)]
+                if any(ok):
+                    step = float(chunk[ok.index(True)])
+                    trial = np.clip(theta + step * d, lower, upper)
+                    ev_t = evaluate(trial, want_full, True)
+                    accepted = (trial, ev_t, ev_t.value + float(lin @ trial))
+                    break
+        length = float(np.abs(d).max(initial=0.0))
         if accepted is None:
+            # even the smallest trial step went too far (a direction along
+            # which the model's curvature is near 0): retry inside half of it
+            radius = steps[-1] * length / 2
+            if radius > options.min_radius:
+                continue
             message = f"line search failed at violation {violation:.3g}"
             break
+        # the trust region follows the line search: the length a cut step
+        # reached, doubled after a full step that reached its border
+        if step < 1:
+            radius = step * length
+        elif length >= radius / 2:
+            radius *= 2
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)

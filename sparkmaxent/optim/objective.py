@@ -15,6 +15,7 @@ import numpy as np
 
 from ..backends import Backend
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights
+from ..kernels.loss import RayTask
 from ..kernels.curvature import CurvatureTask
 from ..kernels.topk import GradientSummary, GradientTestTask
 
@@ -133,6 +134,18 @@ class Objective:
             hess = hess / lg.weight
             hess[np.arange(n), np.arange(n)] += self.l2
         return Evaluation(self._value(lg, w), g, hess, full, lg)
+
+    def ray(self, theta: np.ndarray, direction: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        """C(theta + t * direction) for every t in ``steps``, in one pass
+        (``kernels.loss.ray_losses``): a line search's trial steps at once."""
+        self.evaluations += 1
+        steps = np.asarray(steps, dtype=np.float64)
+        task = RayTask(self.space, self.weights(theta), self.weights(direction), steps, self.scaling)
+        ray = self.backend.run(task)
+        w, dw = theta[: self.n_weights], direction[: self.n_weights]
+        # ||w + t dw||^2 expanded, so each step costs no vector of its own
+        norms = float(w @ w) + 2 * steps * float(w @ dw) + steps ** 2 * float(dw @ dw)
+        return ray.loss / ray.weight + 0.5 * self.l2 * norms
 
     def gradient_summary(self, theta: np.ndarray, threshold: float, n_best: int,
                          block_size: int) -> tuple[float, GradientSummary]:

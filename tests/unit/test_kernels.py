@@ -142,3 +142,27 @@ def test_moments_give_zero_mean_unit_variance():
     w = block.c / block.c.sum()
     np.testing.assert_allclose(w @ Xs, 0, atol=1e-12)
     np.testing.assert_allclose(w @ Xs ** 2, 1, rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+@pytest.mark.parametrize("l2", [0.0, 0.3])
+def test_ray_pass_gives_the_objective_at_every_step(shape, l2):
+    """One ray pass (a line search's trial steps at once) equals a separate
+    pass at each point theta + t d, over two blocks, with scaling."""
+    rng = np.random.default_rng(7)
+    if shape == MULTICLASS:
+        block = random_multiclass(rng)
+        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    else:
+        block = random_candidates(rng)
+        space = Space(CANDIDATES, block.n_predicates, 1)
+    ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
+    backend = LocalBackend(split_block(block, 2), space)
+    obj = Objective(backend, ids, l2=l2, scaling=random_scaling(rng, space.n_predicates))
+    theta = rng.normal(size=len(ids) + space.n_bias)
+    d = rng.normal(size=len(theta))
+    steps = np.array([1.0, 0.5, 0.25, 1e-3, 0.0])
+    before = backend.passes
+    along = obj.ray(theta, d, steps)
+    assert backend.passes == before + 1
+    np.testing.assert_allclose(along, [obj(theta + t * d)[0] for t in steps], rtol=1e-12)

@@ -84,6 +84,44 @@ def test_newton_evaluates_cut_steps_without_curvature():
     np.testing.assert_allclose(res.theta, ref.x, atol=1e-5)
 
 
+def test_a_ray_pass_tries_the_cut_steps_at_once():
+    """The same far start with a ray (every cut step in one pass): the same
+    optimum, no pass without curvature at a trial point, at most 3 passes
+    per iteration, and fewer passes than one per trial step."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 6))
+    y = (X @ rng.normal(size=6) + rng.normal(size=300) > 0).astype(float)
+    lin = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
+    lower = np.array([0.0, -np.inf, 0.0, -np.inf, -np.inf, -np.inf])
+    upper = np.array([np.inf, 0.0, np.inf, np.inf, np.inf, np.inf])
+    hessians = []
+
+    def value(theta):
+        z = X @ theta
+        return (np.logaddexp(0, z) - y * z).mean()
+
+    def fun(theta, full, hessian):
+        hessians.append(hessian)
+        z = X @ theta
+        p = 0.5 * (1 + np.tanh(z / 2))
+        hess = (X * (p * (1 - p))[:, None]).T @ X / len(y) if hessian else None
+        return Evaluation(value(theta), X.T @ (p - y) / len(y), hess, None, None)
+
+    def ray(theta, d, steps):
+        return np.array([value(theta + t * d) for t in steps])
+
+    theta0 = np.array([15.0, -15.0, 15.0, 25.0, -25.0, 25.0])  # far: cut to 1/8
+    options = NewtonOptions(tol=1e-10)
+    plain = minimize_box_newton(fun, theta0, lin, lower, upper, options)
+    hessians.clear()
+    res = minimize_box_newton(fun, theta0, lin, lower, upper, options, ray=ray)
+    assert res.converged and all(hessians)
+    assert any(t["step"] < 1 for t in res.trace)  # steps were cut
+    np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
+    assert res.evaluations <= 3 * res.iterations + 1
+    assert res.evaluations < plain.evaluations
+
+
 def test_a_weight_without_curvature_moves_to_its_orthant_bound():
     """A weight the loss no longer depends on (probabilities saturated:
     zero gradient and curvature) but inside its orthant with an l1 term:
