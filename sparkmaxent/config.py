@@ -59,6 +59,12 @@ class TrainConfig:
     n_best : features added per grafting round (1 = Perkins' grafting).
     grad_threshold : gradient-test threshold of "mle-ifs" and "l2-ifs".
     kkt_tol : tolerance of the final optimality certificate.
+    round_tol_ratio : grafting family: a round solves its active set only to
+        a projected gradient of round_tol_ratio times the gradient test's
+        excess (max candidate |gradient| - threshold), never tighter than
+        needed for the certificate; the active set is finished to the final
+        tolerance once no candidate passes the test. 0: every round to the
+        final tolerance.
     max_rounds : stop selection after this many rounds (0: until no
         candidate passes the test).
     max_seconds : stop selection after the first round that ends past this
@@ -117,6 +123,7 @@ class TrainConfig:
     n_best: int = 10
     grad_threshold: float = 1.0e-3
     kkt_tol: float = 1.0e-6
+    round_tol_ratio: float = 0.1
     max_rounds: int = 0
     max_seconds: float = 0.0
     solver: str = "auto"

@@ -44,6 +44,7 @@ block-wise test is a pass of its own: Newton's last pass does not bring it.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -161,6 +162,8 @@ class Grafting:
         self.options = SolverOptions(tol=min(cfg.gtol, 0.5 * spec.threshold * cfg.kkt_tol),
                                      max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol,
                                      full_gradient=self.block_size is None)
+        if not 0 <= cfg.round_tol_ratio < 1:
+            raise ValueError(f"expected 0 <= train.round_tol_ratio < 1, got {cfg.round_tol_ratio}")
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
         self.evaluations = 0
@@ -210,15 +213,36 @@ class Grafting:
     def penalized(self, value: float, weights: Weights) -> float:
         return value + self.spec.l1 * float(np.abs(weights.values).sum())
 
+    def round_tol(self, test: GradientTest) -> float:
+        """A round's projected-gradient tolerance: ``round_tol_ratio`` times
+        the test's excess (how far the best candidate violates optimality),
+        never below the final tolerance. An active set that is about to grow
+        needs no more accuracy than the violation the next test will find
+        anyway (the inexact subproblems of working-set methods: Johnson &
+        Guestrin 2015, Blitz). The best new weight's projected gradient at 0
+        is the excess itself, so every round moves at least it."""
+        excess = test.best - self.test_bound
+        return max(self.options.tol, self.ctx.config.round_tol_ratio * excess)
+
     def round(self, state: LoopState) -> RoundOutcome:
-        spec, space = self.spec, self.ctx.backend.space
         weights = state.weights
-        active = weights.active_ids()
         test = self.gradient_test(weights)
-        new, best = test.new, test.best
-        if not len(new):
+        if len(test.new):
+            return self._optimize(weights, test, self.round_tol(test))
+        last = state.trace[-1] if state.trace else {}
+        if test.kkt["passed"] or last.get("added", 1) == 0:
+            # certified, or the finishing round below ran and could not certify
             return RoundOutcome(True, weights, objective=self.penalized(test.value, weights),
-                                score=best, info={"kkt": self._certificate(weights)})
+                                score=test.best, info={"kkt": test.kkt})
+        # no candidate passes, but the active set was solved only to a
+        # round's tolerance: finish it to the final one (no features added)
+        return self._optimize(weights, test, self.options.tol)
+
+    def _optimize(self, weights: Weights, test: GradientTest, tol: float) -> RoundOutcome:
+        """Add the test's candidates (none in a finishing round), re-optimize
+        the active set to projected gradient ``tol``, prune zeros."""
+        spec, space = self.spec, self.ctx.backend.space
+        active, new = weights.active_ids(), test.new
         ids = np.union1d(active, new)
         pos = np.searchsorted(ids, active)
         values = np.zeros(len(ids))
@@ -231,7 +255,7 @@ class Grafting:
         obj = self.objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
         solver = choose_solver(self.ctx.config.solver, len(theta0), self.ctx.config.newton_max_active)
-        res = SOLVERS[solver](obj, theta0, box, self.options, None)
+        res = SOLVERS[solver](obj, theta0, box, dataclasses.replace(self.options, tol=tol), None)
         self.evaluations += res.evaluations
         self.iterations += res.iterations
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
@@ -243,19 +267,20 @@ class Grafting:
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:
             self._known = (out, self._dense_test(out, res.last))
-        if _same(out, weights):
+        if len(new) and _same(out, weights):
             # every new weight stayed at 0: the solver could not move it, and
             # the same test would pick it again. Stop instead of cycling.
             log.warning("%s: round added %d features and pruned them all without changing the "
                         "weights (solver tolerance %.3g too loose for the test?); stopping",
-                        spec.name, len(new), self.options.tol)
-            return RoundOutcome(True, weights, objective=res.value, score=best,
+                        spec.name, len(new), tol)
+            return RoundOutcome(True, weights, objective=res.value, score=test.best,
                                 info={"kkt": self._certificate(weights)})
         return RoundOutcome(False, out, added=len(new), removed=int(n - keep.sum()),
-                            objective=res.value, score=best,
+                            objective=res.value, score=test.best,
+                            note="" if len(new) else "finished to the final tolerance",
                             info={"solver": solver, "iterations": res.iterations,
-                                  "evaluations": res.evaluations, "violation": res.violation,
-                                  "converged": res.converged})
+                                  "evaluations": res.evaluations, "tol": tol,
+                                  "violation": res.violation, "converged": res.converged})
 
 
 def _grad_bias(lg: LossGrad) -> np.ndarray | None:

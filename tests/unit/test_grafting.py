@@ -23,9 +23,11 @@ from sparkmaxent.train import METHODS, train
 from .helpers import interrupt_and_resume, random_candidates
 
 
-def planted(seed=1, m=6000, P=400, K=4, n_support=16):
+def planted(seed=1, m=6000, P=400, K=4, n_support=16, n_copies=2):
+    """Planted data; with n_copies > 0 a perfect copy makes the l1 optimum's
+    support not unique (its weight may split between the two)."""
     data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=m, n_predicates=P, n_labels=K, n_support=n_support, n_copies=2,
+        n_events=m, n_predicates=P, n_labels=K, n_support=n_support, n_copies=n_copies,
         n_conjunctions=1, min_support_count=60, seed=seed))
     block = data.block()
     return data, block, Space(MULTICLASS, P, K, bias=True)
@@ -136,7 +138,9 @@ def test_certificate_after_a_round_that_pruned():
         n_events=1500, n_predicates=40, n_labels=3, active_per_event=6, n_support=6,
         n_copies=0, n_conjunctions=0, min_support_count=60, seed=9))
     space = Space(MULTICLASS, 40, 3, bias=True)
-    res = train(LocalBackend([data.block()], space), grafting_config(n_best=10, gtol=1e-10))
+    # exact rounds: the path on which the last round prunes
+    res = train(LocalBackend([data.block()], space),
+                grafting_config(n_best=10, gtol=1e-10, round_tol_ratio=0.0))
     assert res.report["rounds"][-1]["removed"] > 0
     cert = res.report["kkt"]
     assert cert["passed"] and cert["max_bias_gradient"] < 1e-9
@@ -181,7 +185,7 @@ def test_kkt_certificate_flags_each_kind_of_violation():
 # ---- solvers agree; agreement with scikit-learn -------------------------------
 
 def test_newton_and_lbfgsb_reach_the_same_optimum_newton_in_fewer_passes():
-    _, block, space = planted(seed=2)
+    _, block, space = planted(seed=2, n_copies=0)  # a unique support
     a = train(LocalBackend([block], space), grafting_config(solver="newton"))
     b = train(LocalBackend([block], space), grafting_config(solver="lbfgs-b"))
     assert a.report["objective"] == pytest.approx(b.report["objective"], rel=1e-9)
@@ -375,3 +379,40 @@ def test_progress_trace_heldout_and_plots(tmp_path, caplog):
     for name in ("objective.png", "max_gradient.png", "heldout_accuracy.png"):
         with open(tmp_path / "plots" / name, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- inexact rounds ------------------------------------------------------------
+
+def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
+    _, block, space = planted(seed=3, n_copies=0)  # a unique support
+    exact = train(LocalBackend([block], space), grafting_config(round_tol_ratio=0.0))
+    loose = train(LocalBackend([block], space), grafting_config(round_tol_ratio=0.5))
+    for res in (exact, loose):
+        assert res.report["kkt"]["passed"] and res.report["converged"]
+    assert loose.weights.ids.tolist() == exact.weights.ids.tolist()
+    np.testing.assert_allclose(loose.weights.values, exact.weights.values, atol=1e-5)
+    assert loose.report["objective"] == pytest.approx(exact.report["objective"], rel=1e-10)
+    final_tol = min(1e-9, 0.5 * 2e-3 * 1e-6)
+    rounds = loose.report["rounds"]
+    # the first round stopped at half the test's excess, far above the final
+    # tolerance; the exact run solved every round to the final tolerance
+    assert rounds[0]["tol"] == pytest.approx(0.5 * (rounds[0]["max_gradient"] - 2e-3 * (1 + 1e-6)))
+    assert rounds[0]["tol"] > 1e3 * final_tol
+    assert all(r["tol"] == final_tol for r in exact.report["rounds"])
+    # a round that adds nothing only finishes the active set, and only last
+    assert all(r["added"] > 0 for r in rounds[:-1])
+    assert loose.report["passes"] < exact.report["passes"]
+
+
+def test_a_finishing_round_that_cannot_certify_stops_the_run():
+    # three L-BFGS-B iterations per round: the finishing round cannot reach
+    # the final tolerance, and the run stops instead of finishing forever
+    _, block, space = planted(seed=6, m=800, P=60, K=3, n_support=4)
+    with pytest.warns(Warning):
+        res = train(LocalBackend([block], space), grafting_config(solver="lbfgs-b", max_iter=3))
+    added = [r["added"] for r in res.report["rounds"]]
+    # a finishing round may reveal new candidates (the run goes on), but
+    # never follows another one
+    assert added[-1] == 0 and not any(a == b == 0 for a, b in zip(added, added[1:]))
+    assert res.report["stopped"] == "no candidate passes the test"
+    assert not res.report["converged"] and not res.report["kkt"]["passed"]
