@@ -127,7 +127,7 @@ class TrainConfig:
     max_rounds: int = 0
     max_seconds: float = 0.0
     solver: str = "auto"
-    newton_max_active: int = 3000
+    newton_max_active: int = 7000
     dense_test_max: int = 4_000_000
     test_block_size: int = 1_000_000
     plots: bool = True

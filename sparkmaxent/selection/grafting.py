@@ -20,6 +20,11 @@ Start from all-zero weights (the bias alone). Each round:
 Stop when no candidate passes the test; the pass that found none is the
 KKT certificate over *all* candidate features (``optim.l1.kkt_certificate``).
 
+Rounds are inexact (``train.round_tol_ratio``, ``Grafting.round_tol``): a
+round that adds features stops at a fraction of the test's excess; when no
+candidate passes, one finishing round (adding nothing) solves the active set
+to the final tolerance before the certificate.
+
 Variants (Riezler & Vasserman's comparison; registered in train.METHODS):
 
 ==========  =========  ===========  =====================
