@@ -103,6 +103,9 @@ class TrainConfig:
         printed and MEGAM; with prior_variance <= 1 it never stops by itself).
     bf_rescore : "bayes-factor": proposals rescored before each pick after
         the first of a round (one fit_gains call each).
+    bf_signature_bits : "bayes-factor": proposals that fire on no common
+        event (event bitmaps of this many bits, a multiple of 8) are picked
+        without a rescoring between them; 0: rescore before every pick.
     standardize : zero mean, unit variance per predicate (stored with the model).
     bias : a per-label unpenalized bias (multiclass only).
     backend : "spark" or "local" (in-process, for data that fits one machine).
@@ -141,6 +144,7 @@ class TrainConfig:
     bf_per_round: int = 1
     bf_sign: str = "laplace"
     bf_rescore: int = 50
+    bf_signature_bits: int = 8192
 
 
 @dataclass(frozen=True)

@@ -107,4 +107,61 @@ class ProposalTask:
         return proposals(block, self.space, self.weights, self.scaling)
 
 
-__all__ = ["Proposals", "proposals", "ProposalTask"]
+@dataclass
+class EventSignatures:
+    """Mergeable bitmaps of the events each of some features fires on.
+
+    Attributes
+    ----------
+    bits : ndarray of uint8, shape (n_ids, n_bits // 8)
+        Packed bits (little-endian within a byte, as
+        ``np.unpackbits(bitorder="little")`` reads them); event i of a block
+        sets bit i % n_bits of every feature firing on it. Two features whose bitmaps share no bit fire on no
+        common event (the converse need not hold: a shared bit may be two
+        events), so fixing the weight of one leaves the other's statistics
+        as they were.
+    """
+
+    bits: np.ndarray
+
+    def merge(self, other: "EventSignatures") -> "EventSignatures":
+        return EventSignatures(self.bits | other.bits)
+
+
+def event_signatures(block: Block, space: Space, ids: np.ndarray, n_bits: int) -> EventSignatures:
+    """Event bitmaps of features ``ids`` in one block (``n_bits`` a
+    multiple of 8). A multiclass feature (p, k) fires where predicate p does;
+    a candidate-set feature on the events of candidates it is non-zero on."""
+    if n_bits < 8 or n_bits % 8:
+        raise ValueError(f"expected a positive multiple of 8 bits, got {n_bits}")
+    ids = np.asarray(ids, dtype=np.int64)
+    if isinstance(block, MulticlassBlock):
+        cols, event_of_row = ids // space.n_labels, None
+        sub = block.X[:, cols].tocsc()
+    else:
+        cols, event_of_row = ids, block.event_of_candidate
+        sub = block.F[:, cols].tocsc()
+    feature = np.repeat(np.arange(len(ids)), np.diff(sub.indptr))
+    fire = sub.data != 0
+    rows = sub.indices[fire].astype(np.int64)
+    events = rows if event_of_row is None else event_of_row[rows]
+    bit = events % n_bits
+    out = np.zeros((len(ids), n_bits // 8), dtype=np.uint8)
+    np.bitwise_or.at(out, (feature[fire], bit // 8), (1 << (bit % 8)).astype(np.uint8))
+    return EventSignatures(out)
+
+
+@dataclass(frozen=True)
+class EventSignatureTask:
+    """A picklable pass: the EventSignatures of ``ids`` over every block."""
+
+    space: Space
+    ids: np.ndarray
+    n_bits: int
+
+    def __call__(self, block: Block) -> EventSignatures:
+        return event_signatures(block, self.space, self.ids, self.n_bits)
+
+
+__all__ = ["Proposals", "proposals", "ProposalTask", "EventSignatures", "event_signatures",
+           "EventSignatureTask"]

@@ -69,6 +69,25 @@ sketch) and the best that still beats beta_0 is taken; one that no longer
 does leaves the round. As in SGC, a proposal outside the rescored ones is
 assumed not to have overtaken them.
 
+Disjoint picks
+--------------
+A proposal that fires on no event of the picks fixed since it was scored
+has, given them, the score it has: its 1-D posterior only sees its own
+events (mean field). So after a rescoring (and from the round's first
+scores) the best proposals are taken in turn without rescoring while each
+fires on no event of the ones taken since; the first that may share one
+ends the batch and the rescoring runs. Events are compared by bitmaps
+(``kernels/proposals.event_signatures``, one pass per round,
+``bf_signature_bits`` bits: event i sets bit i mod bits), which may call
+two disjoint proposals overlapping but never the reverse. The assumption
+this adds to the bounded rescoring: a lower-ranked proposal that does
+share events with the batch would not have risen above the next disjoint
+one had it been rescored (scores fall as correlated features enter, as
+SGC assumes of gains; not always: in the unit test on word-like data one
+score rose from 8.1 to 10.5 given the picks, and 29 of 30 picks agree with
+pick-by-pick rescoring, at 200 proposals rescored instead of 1,450).
+``bf_signature_bits = 0`` rescores before every pick.
+
 Prior variance
 --------------
 ``train.prior_variance`` = sigma^2 is the variance of the Gaussian prior on
@@ -108,7 +127,7 @@ import numpy as np
 from ..kernels import Weights
 from ..kernels.gains import fit_gains
 from ..kernels.loss import LossGradTask
-from ..kernels.proposals import ProposalTask
+from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..optim.l1 import SOLVERS, SolverOptions, choose_solver, orthant_problem
 from ..optim.objective import Objective
 from ..train import FitResult, TrainingContext, register
@@ -164,6 +183,9 @@ def check_config(ctx: TrainingContext) -> None:
         raise ValueError(f"expected train.bf_per_round >= 1, got {cfg.bf_per_round}")
     if cfg.bf_rescore < 1:
         raise ValueError(f"expected train.bf_rescore >= 1, got {cfg.bf_rescore}")
+    if cfg.bf_signature_bits < 0 or cfg.bf_signature_bits % 8:
+        raise ValueError(f"expected train.bf_signature_bits a multiple of 8 >= 0, got "
+                         f"{cfg.bf_signature_bits}")
     if cfg.bf_sign not in SIGNS:
         raise ValueError(f"expected train.bf_sign in {sorted(SIGNS)}, got {cfg.bf_sign!r}")
     check_gain_selection(cfg)
@@ -274,33 +296,51 @@ class BayesFactor:
     def select(self, weights: Weights, ids: np.ndarray, beta: np.ndarray, mu: np.ndarray,
                limit: int) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
-        picks fixed at their mu (Eq. 14); see "Bounded rescoring".
+        picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
+        "Disjoint picks".
 
         Returns the picks ({feature, beta, mu}) and the number of proposal
-        scores recomputed (``bf_rescore`` at most per pick after the first)."""
+        scores recomputed (``bf_rescore`` at most per rescoring)."""
+        cfg = self.ctx.config
         score, mu = beta.copy(), mu.copy()
         live = score > 0  # only proposals that beat beta_0 against lambda0 take part
-        b = best_of(score, ids)
-        picks = [{"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])}]
-        live[b] = False
-        model = add_feature(weights, int(ids[b]), float(mu[b]))
-        rescored = 0
-        while len(picks) < limit and np.any(live):
+        signatures = None
+        if cfg.bf_signature_bits and limit > 1:
+            signatures = np.zeros((len(ids), cfg.bf_signature_bits // 8), dtype=np.uint8)
+            signatures[live] = self.ctx.backend.run(EventSignatureTask(
+                self.space, ids[live], cfg.bf_signature_bits)).bits
+        picks: list[dict] = []
+        model, rescored = weights, 0
+        fresh = np.flatnonzero(live)  # scored against ``model`` as it is now
+        while True:
+            # take the best fresh proposal while it fires on no event of the
+            # picks taken since its score was computed: its score given them
+            # is the score it has
+            batch = np.zeros(cfg.bf_signature_bits // 8, dtype=np.uint8)  # their events
+            taken = 0
+            while len(picks) < limit:
+                cand = fresh[live[fresh]]
+                if not len(cand):
+                    break
+                b = cand[best_of(score[cand], ids[cand])]
+                if taken and (signatures is None or np.any(signatures[b] & batch)):
+                    break
+                picks.append({"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])})
+                live[b] = False
+                model = add_feature(model, int(ids[b]), float(mu[b]))
+                if signatures is not None:
+                    batch |= signatures[b]
+                taken += 1
+            if len(picks) >= limit or not np.any(live):
+                return picks, rescored
+            # rescore the best remaining ones against the model with the picks
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
-            top = pos[order[: self.ctx.config.bf_rescore]]
-            f, s = self.fit(model, ids[top], alpha0=mu[top])
-            rescored += len(top)
-            score[top], mu[top] = s, f.alpha
-            live[top] = s > 0  # no longer beats beta_0 given the picks: out of this round
-            if not np.any(live[top]):
-                continue
-            cand = top[live[top]]
-            b = cand[best_of(score[cand], ids[cand])]
-            picks.append({"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])})
-            live[b] = False
-            model = add_feature(model, int(ids[b]), float(mu[b]))
-        return picks, rescored
+            fresh = pos[order[: cfg.bf_rescore]]
+            f, s = self.fit(model, ids[fresh], alpha0=mu[fresh])
+            rescored += len(fresh)
+            score[fresh], mu[fresh] = s, f.alpha
+            live[fresh] = s > 0  # no longer beats beta_0 given the picks: out of this round
 
 
 def _stop(weights: Weights, loss: float, best: float, why: str, beta0: float,
