@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from sparkmaxent.kernels import CandidateBlock, MulticlassBlock
+from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Space
 
 
 def random_multiclass(rng: np.random.Generator, m=40, P=12, K=4, density=0.3) -> MulticlassBlock:
@@ -25,6 +25,16 @@ def random_candidates(rng: np.random.Generator, m=15, D=10, max_cands=5, density
         k = rng.integers(1, sizes[i] + 1)
         correct[ptr[i] + rng.choice(sizes[i], size=k, replace=False)] = True
     return CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=rng.uniform(0.5, 3, size=m))
+
+
+def random_block(rng: np.random.Generator, shape: str):
+    """A small random block of either event shape and its Space (multiclass
+    with a bias)."""
+    if shape == MULTICLASS:
+        block = random_multiclass(rng)
+        return block, Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    block = random_candidates(rng)
+    return block, Space(CANDIDATES, block.n_predicates, 1)
 
 
 class Interrupted(Exception):

@@ -26,7 +26,7 @@ from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.train import TrainingContext, train
 
-from .helpers import interrupt_and_resume, random_candidates, random_multiclass
+from .helpers import interrupt_and_resume, random_block, random_candidates, random_multiclass
 
 
 def loglik(block, space, weights) -> float:
@@ -227,16 +227,13 @@ def test_eq14_rescoring_makes_a_perfect_copy_lose_its_score():
     assert [p["feature"] for p in picks] == [j] and rescored == 1
 
 
-@pytest.mark.parametrize("shape", ["multiclass", "candidates"])
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
 def test_event_signatures_mark_the_events_each_feature_fires_on(shape):
     rng = np.random.default_rng(5)
-    if shape == "multiclass":
-        block = random_multiclass(rng)
-        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    block, space = random_block(rng, shape)
+    if shape == MULTICLASS:
         fires = (block.X.toarray() != 0)[:, np.arange(space.n_features) // space.n_labels]
     else:
-        block = random_candidates(rng)
-        space = Space(CANDIDATES, block.n_predicates, 1)
         on = block.F.toarray() != 0
         fires = np.array([on[block.event_ptr[i]:block.event_ptr[i + 1]].any(axis=0)
                           for i in range(block.n_events)])

@@ -11,7 +11,7 @@ from sparkmaxent.kernels.blocks import concat_blocks, split_block
 from sparkmaxent.kernels.stats import moments
 from sparkmaxent.optim import Objective
 
-from .helpers import random_candidates, random_multiclass
+from .helpers import random_block, random_candidates, random_multiclass
 
 
 def brute_multiclass_loss(block, W, b, scaling):
@@ -82,12 +82,7 @@ def finite_difference(f, theta, eps=1e-6):
 @pytest.mark.parametrize("l2", [0.0, 0.3])
 def test_gradient_matches_finite_differences(shape, use_scaling, l2):
     rng = np.random.default_rng(3)
-    if shape == MULTICLASS:
-        block = random_multiclass(rng)
-        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
-    else:
-        block = random_candidates(rng)
-        space = Space(CANDIDATES, block.n_predicates, 1)
+    block, space = random_block(rng, shape)
     scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
     obj = Objective(LocalBackend([block], space), None, l2=l2, scaling=scaling)
     theta = rng.normal(size=space.n_params) * 0.5
@@ -98,12 +93,7 @@ def test_gradient_matches_finite_differences(shape, use_scaling, l2):
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
 def test_active_set_gradient_is_the_full_gradient_restricted(shape):
     rng = np.random.default_rng(4)
-    if shape == MULTICLASS:
-        block = random_multiclass(rng)
-        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
-    else:
-        block = random_candidates(rng)
-        space = Space(CANDIDATES, block.n_predicates, 1)
+    block, space = random_block(rng, shape)
     ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
     values = rng.normal(size=len(ids))
     bias = rng.normal(size=space.n_labels) if space.bias else None
@@ -150,12 +140,7 @@ def test_ray_pass_gives_the_objective_at_every_step(shape, l2):
     """One ray pass (a line search's trial steps at once) equals a separate
     pass at each point theta + t d, over two blocks, with scaling."""
     rng = np.random.default_rng(7)
-    if shape == MULTICLASS:
-        block = random_multiclass(rng)
-        space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
-    else:
-        block = random_candidates(rng)
-        space = Space(CANDIDATES, block.n_predicates, 1)
+    block, space = random_block(rng, shape)
     ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
     backend = LocalBackend(split_block(block, 2), space)
     obj = Objective(backend, ids, l2=l2, scaling=random_scaling(rng, space.n_predicates))

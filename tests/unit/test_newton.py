@@ -50,72 +50,67 @@ def test_box_qp_face_solve_reaches_the_optimum_in_few_sweeps(seed):
     assert 5 * sweeps < cd_sweeps
 
 
+class LogisticBox:
+    """Mean logistic loss with l1 terms and mixed orthant bounds: a smooth
+    convex box problem whose Newton steps from far away are cut. Records
+    whether each pass asked for the Hessian."""
+
+    def __init__(self):
+        rng = np.random.default_rng(3)
+        self.X = rng.normal(size=(300, 6))
+        self.y = (self.X @ rng.normal(size=6) + rng.normal(size=300) > 0).astype(float)
+        self.lin = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
+        self.lower = np.array([0.0, -np.inf, 0.0, -np.inf, -np.inf, -np.inf])
+        self.upper = np.array([np.inf, 0.0, np.inf, np.inf, np.inf, np.inf])
+        self.hessians: list[bool] = []
+
+    def value(self, theta):
+        z = self.X @ theta
+        return (np.logaddexp(0, z) - self.y * z).mean()
+
+    def gradient(self, theta):
+        p = 0.5 * (1 + np.tanh(self.X @ theta / 2))
+        return self.X.T @ (p - self.y) / len(self.y), p
+
+    def fun(self, theta, full, hessian):
+        self.hessians.append(hessian)
+        grad, p = self.gradient(theta)
+        hess = (self.X * (p * (1 - p))[:, None]).T @ self.X / len(self.y) if hessian else None
+        return Evaluation(self.value(theta), grad, hess, None, None)
+
+    def ray(self, theta, d, steps):
+        return np.array([self.value(theta + t * d) for t in steps])
+
+    def solve(self, theta0, ray=False):
+        return minimize_box_newton(self.fun, theta0, self.lin, self.lower, self.upper,
+                                   NewtonOptions(tol=1e-10), ray=self.ray if ray else None)
+
+
 def test_newton_evaluates_cut_steps_without_curvature():
-    """A smooth convex problem whose first full step overshoots: the cut
-    trials ask for no Hessian, the next direction still gets one at its own
-    point, and the optimum matches L-BFGS-B's."""
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(300, 6))
-    y = (X @ rng.normal(size=6) + rng.normal(size=300) > 0).astype(float)
-    lin = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
-    lower = np.array([0.0, -np.inf, 0.0, -np.inf, -np.inf, -np.inf])
-    upper = np.array([np.inf, 0.0, np.inf, np.inf, np.inf, np.inf])
-    calls: list[tuple[np.ndarray, bool]] = []
-
-    def f(theta):  # mean logistic loss
-        z = X @ theta
-        p = 0.5 * (1 + np.tanh(z / 2))
-        return (np.logaddexp(0, z) - y * z).mean(), X.T @ (p - y) / len(y), p
-
-    def fun(theta, full, hessian):
-        calls.append((theta.copy(), hessian))
-        v, grad, p = f(theta)
-        hess = (X * (p * (1 - p))[:, None]).T @ X / len(y) if hessian else None
-        return Evaluation(v, grad, hess, None, None)
-
-    theta0 = np.array([3.0, -3.0, 3.0, 5.0, -5.0, 5.0])  # far: the full step is cut
-    res = minimize_box_newton(fun, theta0, lin, lower, upper, NewtonOptions(tol=1e-10))
+    """A far start: the full step is cut, the cut trials ask for no Hessian,
+    the next direction still gets one at its own point, and the optimum
+    matches L-BFGS-B's."""
+    pb = LogisticBox()
+    theta0 = np.array([3.0, -3.0, 3.0, 5.0, -5.0, 5.0])
+    res = pb.solve(theta0)
     assert res.converged
-    assert any(not hessian for _, hessian in calls)
-    ref = minimize(lambda t: (f(t)[0] + lin @ t, f(t)[1] + lin), theta0, jac=True,
-                   method="L-BFGS-B", bounds=list(zip(lower, upper)),
+    assert not all(pb.hessians)
+    ref = minimize(lambda t: (pb.value(t) + pb.lin @ t, pb.gradient(t)[0] + pb.lin), theta0,
+                   jac=True, method="L-BFGS-B", bounds=list(zip(pb.lower, pb.upper)),
                    options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
     assert res.value <= ref.fun + 1e-12
     np.testing.assert_allclose(res.theta, ref.x, atol=1e-5)
 
 
 def test_a_ray_pass_tries_the_cut_steps_at_once():
-    """The same far start with a ray (every cut step in one pass): the same
-    optimum, no pass without curvature at a trial point, at most 3 passes
-    per iteration, and fewer passes than one per trial step."""
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(300, 6))
-    y = (X @ rng.normal(size=6) + rng.normal(size=300) > 0).astype(float)
-    lin = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
-    lower = np.array([0.0, -np.inf, 0.0, -np.inf, -np.inf, -np.inf])
-    upper = np.array([np.inf, 0.0, np.inf, np.inf, np.inf, np.inf])
-    hessians = []
-
-    def value(theta):
-        z = X @ theta
-        return (np.logaddexp(0, z) - y * z).mean()
-
-    def fun(theta, full, hessian):
-        hessians.append(hessian)
-        z = X @ theta
-        p = 0.5 * (1 + np.tanh(z / 2))
-        hess = (X * (p * (1 - p))[:, None]).T @ X / len(y) if hessian else None
-        return Evaluation(value(theta), X.T @ (p - y) / len(y), hess, None, None)
-
-    def ray(theta, d, steps):
-        return np.array([value(theta + t * d) for t in steps])
-
+    """The same problem from farther with a ray (every cut step in one
+    pass): the same optimum, no pass without curvature at a trial point, at
+    most 3 passes per iteration, and fewer passes than one per trial."""
     theta0 = np.array([15.0, -15.0, 15.0, 25.0, -25.0, 25.0])  # far: cut to 1/8
-    options = NewtonOptions(tol=1e-10)
-    plain = minimize_box_newton(fun, theta0, lin, lower, upper, options)
-    hessians.clear()
-    res = minimize_box_newton(fun, theta0, lin, lower, upper, options, ray=ray)
-    assert res.converged and all(hessians)
+    plain = LogisticBox().solve(theta0)
+    pb = LogisticBox()
+    res = pb.solve(theta0, ray=True)
+    assert res.converged and all(pb.hessians)
     assert any(t["step"] < 1 for t in res.trace)  # steps were cut
     np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
     assert res.evaluations <= 3 * res.iterations + 1
