@@ -25,9 +25,14 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    once, and one curvature pass at the largest acceptable step follows: a
    cut iteration costs 3 passes instead of one per trial step (far from the
    optimum, where a round has just added many features, Newton's step is
-   cut 3-5 times). After a cut, the next line search starts with the ray
-   pass (2 passes). A stale Hessian is never reused: far from the optimum
-   its directions need steps of 1e-6.
+   cut 3-5 times). An infinity-norm trust region |d_j| <= radius follows the
+   line search (the length an accepted cut step reached, doubled after a
+   full step that went half way to it), so the next direction is mostly
+   taken whole; when no trial step of a direction is acceptable (a
+   direction along which the model's curvature is near 0) the region
+   shrinks to half the smallest trial and the iteration is retried instead
+   of failing. A stale Hessian is never reused: far from the optimum its
+   directions need steps of 1e-6.
 
 Convergence is measured by the projected gradient, the largest violation of
 the optimality conditions of the box problem. Passes dominate the cost on
@@ -65,6 +70,8 @@ class NewtonOptions:
     backtrack : step shrink factor of the line search.
     max_backtracks : line-search trials before giving up.
     ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
+    radius : initial trust-region radius (infinity norm of a step).
+    min_radius : give up (line search failed) below this radius.
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
@@ -269,9 +276,9 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         The evaluation at theta0 if already known (saves a pass).
     ray : callable (theta, d, steps) -> ndarray, or None
         One pass: f(theta + t d) for every t in ``steps``. With it a line
-        search costs at most 3 passes (full step, the cut steps at once,
-        curvature at the one taken), and after a cut iteration it starts
-        with the ray pass (2 passes); without it every trial is a pass.
+        search costs 3 passes when the full step is cut (the full step, the
+        cut steps at once, curvature at the one taken); without it every
+        trial step is a pass.
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
@@ -344,8 +351,8 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
             # the cut steps ``ray_steps`` per pass (each costs a log-sum-exp
             # over every event), then one curvature pass at the largest
             # acceptable one
-            for first in range(1, len(steps), options.ray_steps):
-                chunk = steps[first:first + options.ray_steps]
+            for k in range(1, len(steps), options.ray_steps):
+                chunk = steps[k:k + options.ray_steps]
                 values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
                 ok = [acceptable(t, v) for t, v in zip(chunk, values)]
                 if any(ok):
@@ -364,7 +371,7 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
             message = f"line search failed at violation {violation:.3g}"
             break
         # the trust region follows the line search: the length a cut step
-        # reached, doubled after a full step that reached its border
+        # reached, doubled after a full step that went half way to it
         if step < 1:
             radius = step * length
         elif length >= radius / 2:
