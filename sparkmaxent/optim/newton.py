@@ -245,8 +245,10 @@ def _psd_solve(A: np.ndarray, b: np.ndarray, refinements: int = 3) -> np.ndarray
     0.6 s against 29 s at n = 3,000)."""
     n = len(b)
     eps = 1e-8 * max(float(np.trace(A)) / max(n, 1), 1e-300)
+    shifted = A.copy()  # A itself serves the refinement
+    shifted[np.diag_indices(n)] += eps
     try:
-        factor = scipy.linalg.cho_factor(A + eps * np.eye(n), check_finite=False)
+        factor = scipy.linalg.cho_factor(shifted, overwrite_a=True, check_finite=False)
     except np.linalg.LinAlgError:
         return None
     x = scipy.linalg.cho_solve(factor, b, check_finite=False)
