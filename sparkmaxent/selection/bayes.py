@@ -304,10 +304,10 @@ class BayesFactor:
         cfg = self.ctx.config
         score, mu = beta.copy(), mu.copy()
         live = score > 0  # only proposals that beat beta_0 against lambda0 take part
-        signatures = None
+        signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]
         if cfg.bf_signature_bits and limit > 1:
-            signatures = np.zeros((len(ids), cfg.bf_signature_bits // 8), dtype=np.uint8)
-            signatures[live] = self.ctx.backend.run(EventSignatureTask(
+            sig_row = np.cumsum(live) - 1
+            signatures = self.ctx.backend.run(EventSignatureTask(
                 self.space, ids[live], cfg.bf_signature_bits)).bits
         picks: list[dict] = []
         model, rescored = weights, 0
@@ -323,13 +323,13 @@ class BayesFactor:
                 if not len(cand):
                     break
                 b = cand[best_of(score[cand], ids[cand])]
-                if taken and (signatures is None or np.any(signatures[b] & batch)):
+                if taken and (signatures is None or np.any(signatures[sig_row[b]] & batch)):
                     break
                 picks.append({"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])})
                 live[b] = False
                 model = add_feature(model, int(ids[b]), float(mu[b]))
                 if signatures is not None:
-                    batch |= signatures[b]
+                    batch |= signatures[sig_row[b]]
                 taken += 1
             if len(picks) >= limit or not np.any(live):
                 return picks, rescored
