@@ -245,8 +245,10 @@ def ray_losses(block: Block, space: Space, weights: Weights, direction: Weights,
             raise ValueError("cannot train on events whose label was not seen in training (label -1)")
         S0 = multiclass_scores(block, space, weights, scaling)
         D = multiclass_scores(block, space, direction, scaling)
+        # the gold label's score is linear in t too: no (m, K) gather per step
         rows = np.arange(block.n_events)
-        return np.array([block.c @ (row_logsumexp(S0 + t * D) - (S0 + t * D)[rows, block.y])
+        gold0, gold_d = S0[rows, block.y], D[rows, block.y]
+        return np.array([block.c @ (row_logsumexp(S0 + t * D) - (gold0 + t * gold_d))
                          for t in steps])
     s0 = candidate_scores(block, space, weights, scaling)
     ds = candidate_scores(block, space, direction, scaling)
