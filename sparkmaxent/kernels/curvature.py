@@ -70,6 +70,46 @@ def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None
     return E
 
 
+def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP: np.ndarray,
+                  n_labels: int) -> np.ndarray:
+    """sum_i c_i e_ia e_ib P_(i,k_a) (delta(k_a = k_b) - P_(i,k_b)), the (w, w) block.
+
+    ``E`` holds the scaled predicate values of the features as columns
+    ordered by label (``labels`` non-decreasing), so that the features of
+    label k are one column slice; ``P_entry`` is P_(i,k_b) of each entry
+    of E, ``cP`` is c_i P_ik. The block is symmetric; it is built one
+    block column per label, below the diagonal only:
+
+        H[>=k, k] = Q_k^T diag(c P_k) Z_k,  Q_k[i, b] = e_ib (delta(k_b = k) - P_(i,k_b))
+
+    with Z_k the columns of label k. Term 1 of the module docstring is
+    folded into the diagonal block (Z_k^T diag(c P_k (1 - P_k)) Z_k), and
+    each pair of labels is multiplied once: about half the sparse products
+    of V^T diag(c) V plus a product per label (measured on CoNLL-2000
+    chunking, 1,000-6,000 features of 22 labels: 1.6-2x faster).
+    """
+    n = E.shape[1]
+    ptr, rows = E.indptr, E.indices
+    q = -E.data * P_entry          # Q_k's entries of labels > k ...
+    own = E.data * (1.0 - P_entry)  # ... and of label k
+    bounds = np.searchsorted(labels, np.arange(n_labels + 1))
+    H = np.zeros((n, n))
+    for k in range(n_labels):
+        a, b = bounds[k], bounds[k + 1]
+        if a == b:
+            continue
+        s, e = ptr[a], ptr[b]
+        Zk = sp.csc_matrix((E.data[s:e] * cP[rows[s:e], k], rows[s:e], ptr[a:b + 1] - s),
+                           shape=(E.shape[0], b - a))
+        q[s:e] = own[s:e]  # labels < k+1 are never read again
+        # Q_k^T as CSR: the CSC columns (features) of labels >= k become rows
+        QkT = sp.csr_matrix((q[s:], rows[s:], ptr[a:] - s), shape=(n - a, E.shape[0]))
+        column = (QkT @ Zk).toarray()
+        H[a:, a:b] = column
+        H[a:b, b:] = column[b - a:].T
+    return H
+
+
 def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids: np.ndarray,
                        scaling: Scaling | None = None) -> np.ndarray:
     """Hessian sums of a multiclass block over ``ids`` (+ bias when the space has one).
@@ -91,20 +131,19 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
     n = len(ids)
     c = block.c
     cP = c[:, None] * P
-    E = _gather_columns(block.X, preds, None if scaling is None else scaling.inv_scale[preds])
+    by_label = np.argsort(labels, kind="stable")
+    back = np.empty_like(by_label)
+    back[by_label] = np.arange(n)
+    E = _gather_columns(block.X, preds[by_label],
+                        None if scaling is None else scaling.inv_scale[preds[by_label]]).tocsc()
+    P_entry = P[E.indices, np.repeat(labels[by_label], np.diff(E.indptr))]
     H = np.zeros((n + K, n + K))
-    # term 1: label-diagonal blocks Z_k^T diag(c P_k) Z_k
-    for k in np.unique(labels):
-        idx = np.flatnonzero(labels == k)
-        Ek = E[:, idx]
-        H[np.ix_(idx, idx)] += (Ek.T @ (sp.diags(cP[:, k]) @ Ek)).toarray()
-    # term 2: V^T diag(c) V with V_ij = e_ij P_(i, k_j)
-    rows = np.repeat(np.arange(block.n_events), np.diff(E.indptr))
-    V = sp.csr_matrix((E.data * P[rows, labels[E.indices]], E.indices, E.indptr), shape=E.shape)
-    H[:n, :n] -= (V.T @ (sp.diags(c) @ V)).toarray()
-    # bias rows: the always-on predicate with every label
-    B = -np.asarray(V.T @ cP)  # (n, K)
-    B[np.arange(n), labels] += np.asarray(V.T @ c).ravel()
+    H[:n, :n] = _label_blocks(E, labels[by_label], P_entry, cP, K)[np.ix_(back, back)]
+    # bias rows: the always-on predicate with every label; V^T = E^T with
+    # entries e_ib P_(i,k_b), the CSC columns read as rows
+    Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, block.n_events))
+    B = -np.asarray(Vt @ cP)[back]  # (n, K)
+    B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()[back]
     H[:n, n:] = B
     H[n:, :n] = B.T
     H[n:, n:] = np.diag(cP.sum(axis=0)) - P.T @ cP

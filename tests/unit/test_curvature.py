@@ -31,11 +31,16 @@ def fd_hessian(grad, theta, eps=1e-6):
 
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("use_scaling", [False, True])
-def test_multiclass_hessian_matches_finite_differences(bias, use_scaling):
+@pytest.mark.parametrize("ids_kind", ["sorted", "shuffled, a label without features"])
+def test_multiclass_hessian_matches_finite_differences(bias, use_scaling, ids_kind):
     rng = np.random.default_rng(11)
     block = random_multiclass(rng, m=60)
     space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=bias)
-    ids = np.sort(rng.choice(space.n_features, size=17, replace=False))
+    K = space.n_labels
+    # predicate 0 with every label: the kernel groups features by label
+    ids = np.union1d(rng.choice(space.n_features, size=17, replace=False), np.arange(K))
+    if ids_kind != "sorted":
+        ids = rng.permutation(ids[ids % K != 1])
     scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
     n = len(ids)
     theta = rng.normal(size=n + space.n_bias) * 0.5
