@@ -8,7 +8,8 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad
 from sparkmaxent.kernels.blocks import CandidateBlock, split_block
-from sparkmaxent.kernels.curvature import CurvatureTask, curvature
+from sparkmaxent.kernels.curvature import Curvature, CurvatureTask, curvature
+from sparkmaxent.kernels.loss import LossGrad
 from sparkmaxent.optim import Objective
 
 from .helpers import random_candidates, random_multiclass
@@ -54,6 +55,18 @@ def test_multiclass_hessian_matches_finite_differences(bias, use_scaling, ids_ki
     assert H.shape == (n + space.n_bias,) * 2
     np.testing.assert_allclose(H, fd_hessian(grad, theta), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(H, H.T, atol=1e-12)
+
+
+@pytest.mark.parametrize("size", [1, 2, 9])
+def test_curvature_carries_the_upper_triangle_and_merges(size):
+    rng = np.random.default_rng(14)
+    halves = [rng.normal(size=(size, size)) for _ in range(2)]
+    H1, H2 = (A + A.T for A in halves)
+    lg = LossGrad(loss=1.0, weight=1.0, correct=0.0, grad=np.zeros(size), grad_bias=None)
+    one, two = Curvature.of(lg, H1), Curvature.of(lg, H2)
+    assert one.hess_upper.shape == (size * (size + 1) // 2,)
+    np.testing.assert_array_equal(one.hess, H1)
+    np.testing.assert_array_equal(one.merge(two).hess, H1 + H2)
 
 
 @pytest.mark.parametrize("use_scaling", [False, True])
