@@ -187,10 +187,11 @@ def reached(row: dict, objective: float) -> dict | None:
 
 
 def targets(rows: list[dict]) -> dict:
-    """Per gamma: the n that first reaches MLlib's objective + 1e-6 (the
-    round whose objective is there, from its trace) with the least wall
-    time, and its time and passes against MLlib's whole fit (issue 3's
-    target: at most 1/3 of the time and 1/5 of the passes). Also the n whose
+    """Per gamma, the best n against MLlib's whole fit: the first round of
+    each n at MLlib's objective + 1e-6 (from its trace) is measured against
+    issue 3's target, at most 1/3 of MLlib's time and 1/5 of its passes.
+    The best n is the fastest of those that meet both halves, or when none
+    does, the fastest to reach the objective at all. Also the n whose
     certified end (no candidate passes the test) comes first."""
     out = {}
     for mllib in (r for r in rows if r["system"] == "mllib"):
@@ -202,12 +203,17 @@ def targets(rows: list[dict]) -> dict:
         entry = {"mllib_objective": mllib["objective"], "mllib_wall_s": mllib["wall_s"],
                  "mllib_passes": mllib["passes"], "n_reaching_mllib_objective": [r["n"] for r, _ in hits]}
         if hits:
-            best, at = min(hits, key=lambda rh: rh[1]["elapsed_s"])
+            def meets(at):
+                return bool(at["elapsed_s"] <= mllib["wall_s"] / 3
+                            and at["passes"] <= mllib["passes"] / 5)
+
+            best, at = min(hits, key=lambda rh: (not meets(rh[1]), rh[1]["elapsed_s"]))
             entry.update(best_n=best["n"], reached_in_round=at["round"], reached_wall_s=at["elapsed_s"],
                          reached_passes=at["passes"], wall_ratio=at["elapsed_s"] / mllib["wall_s"],
-                         passes_ratio=at["passes"] / mllib["passes"],
-                         met=bool(at["elapsed_s"] <= mllib["wall_s"] / 3
-                                  and at["passes"] <= mllib["passes"] / 5))
+                         passes_ratio=at["passes"] / mllib["passes"], met=meets(at),
+                         reached={r["n"]: {"round": h["round"], "wall_s": h["elapsed_s"],
+                                           "passes": h["passes"], "meets": meets(h)}
+                                  for r, h in hits})
         else:
             entry["met"] = False
         certified = [r for r in ours if r.get("kkt_passed") and r.get("stopped") == "no candidate passes the test"]
