@@ -53,8 +53,8 @@ def test_multiclass_hessian_matches_finite_differences(bias, use_scaling, ids_ki
     H = curvature(block, space, Weights(ids, theta[:n], theta[n:] if bias else None), ids,
                   scaling).hess
     assert H.shape == (n + space.n_bias,) * 2
+    # every entry, both triangles (a pass carries the upper one, so H is symmetric by construction)
     np.testing.assert_allclose(H, fd_hessian(grad, theta), rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(H, H.T, atol=1e-12)
 
 
 @pytest.mark.parametrize("size", [1, 2, 9])
