@@ -177,8 +177,9 @@ def config_summary(cfg) -> dict:
     """The TrainConfig keys a row's figures depend on (``--resume`` reuses
     a row only when they are the same)."""
     return {k: getattr(cfg, k) for k in (
-        "method", "l2", "l1", "cutoff", "standardize", "n_best", "grad_threshold", "max_iter",
-        "gtol", "kkt_tol", "max_rounds", "max_seconds", "solver", "backend")}
+        "method", "l2", "l1", "elastic_l2", "cutoff", "standardize", "n_best", "grad_threshold",
+        "max_iter", "gtol", "kkt_tol", "round_tol_ratio", "max_rounds", "max_seconds", "solver",
+        "newton_max_active", "backend")}
 
 
 def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str,
