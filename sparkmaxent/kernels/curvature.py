@@ -154,14 +154,16 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
     n = len(ids)
     c = block.c
     cP = c[:, None] * P
+    # features in label order (E's columns), ``back`` restores the order of ``ids``
     by_label = np.argsort(labels, kind="stable")
     back = np.empty_like(by_label)
     back[by_label] = np.arange(n)
-    E = _gather_columns(block.X, preds[by_label],
-                        None if scaling is None else scaling.inv_scale[preds[by_label]]).tocsc()
-    P_entry = P[E.indices, np.repeat(labels[by_label], np.diff(E.indptr))]
+    sorted_preds, sorted_labels = preds[by_label], labels[by_label]
+    E = _gather_columns(block.X, sorted_preds,
+                        None if scaling is None else scaling.inv_scale[sorted_preds]).tocsc()
+    P_entry = P[E.indices, np.repeat(sorted_labels, np.diff(E.indptr))]
     H = np.zeros((n + K, n + K))
-    H[:n, :n] = _label_blocks(E, labels[by_label], P_entry, cP, K)[np.ix_(back, back)]
+    H[:n, :n] = _label_blocks(E, sorted_labels, P_entry, cP, K)[np.ix_(back, back)]
     # bias rows: the always-on predicate with every label; V^T = E^T with
     # entries e_ib P_(i,k_b), the CSC columns read as rows
     Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, block.n_events))
