@@ -50,6 +50,39 @@ def test_box_qp_face_solve_reaches_the_optimum_in_few_sweeps(seed):
     assert 5 * sweeps < cd_sweeps
 
 
+def hairline_box_qp(seed: int, noise: float, n: int = 60):
+    """A model like a late grafting round's: near-twin features (flat
+    directions of H), an exact twin, and orthant bounds 1e-20 away (weights
+    a hair above 0 that the optimum takes to 0)."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(300, n))
+    A[:, 1::2] = A[:, ::2] + noise * rng.normal(size=(300, n // 2))
+    A[:, -1] = A[:, -2]
+    H = A.T @ A / 300
+    g = rng.normal(size=n)
+    g[-1] = g[-2]
+    kind = rng.integers(0, 3, size=n)
+    lo = np.where(kind == 1, -1e-20, -np.inf)
+    hi = np.where(kind == 2, 1e-20, np.inf)
+    return H, g, lo, hi
+
+
+@pytest.mark.parametrize("seed,noise", [(1, 0.03), (0, 0.01), (3, 0.01), (5, 0.03)])
+def test_box_qp_holds_coordinates_a_hair_from_their_bound(seed, noise):
+    """The face step holds a coordinate at the bound it is pushed towards
+    when it is that close. The earlier step (free = strictly inside, stop
+    at the first bound) cut every face step to nothing on the first three
+    cases and ran out of 5,000 sweeps far from the optimum."""
+    H, g, lo, hi = hairline_box_qp(seed, noise)
+    tol = 1e-9
+    d, sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=5000)
+    assert np.all(d >= lo) and np.all(d <= hi)
+    assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
+    assert sweeps <= 300  # measured 30-130
+    q = g @ d + d @ H @ d / 2
+    assert q <= box_qp_reference(H, g, lo, hi) + 1e-9 * abs(q)
+
+
 class LogisticBox:
     """Mean logistic loss with l1 terms and mixed orthant bounds: a smooth
     convex box problem whose Newton steps from far away are cut. Records
