@@ -24,7 +24,8 @@ Runs, per dataset:
   choice on held-out data. Capped at a number of rounds per S (and OptMAP
   at ``--optmap-max-iter`` iterations per round); each row says whether it
   stopped by itself (``stopped_by_rule``). On PP also the correct sign with
-  sigma^2 = 1 (the maxent convention), S = 100.
+  sigma^2 = 1 (the maxent convention), S = 100; on both the correct sign,
+  S = 100, with the beta-binomial model prior (``train.bf_model_prior``).
 * l1 grafting (n_best 10 on PP, 100 on CoNLL): gamma1 chosen by the dev
   metric (accuracy; chunk F1) from a grid.
 * SGC: one run up to a number of stages; the number of features
@@ -223,6 +224,13 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
                       "bf_sign": sign, "bf_per_round": S}, out(f"bf-{sign}-{S}"))
         rows.append(row)
         save(rows, choices)
+    # the multiplicity correction (selection/bayes.py, "Model prior"); no parameter either
+    row, _ = run(ds, "bayes-factor", f"laplace sign, S={top}, beta-binomial model prior",
+                 {"max_rounds": ds.bf_rounds[top], "max_iter": args.optmap_max_iter,
+                  "bf_per_round": top, "bf_model_prior": "beta-binomial"},
+                 out(f"bf-laplace-{top}-beta-binomial"))
+    rows.append(row)
+    save(rows, choices)
     return rows, choices
 
 

@@ -101,6 +101,9 @@ class TrainConfig:
     bf_sign : "bayes-factor": "laplace" (-1/2 log a_g, the correct Laplace
         approximation) or "printed" (+1/2 log a_g, Daume 2004 Eq. 12 as
         printed and MEGAM; with prior_variance <= 1 it never stops by itself).
+    bf_model_prior : "bayes-factor": prior over models, "uniform" (Daume 2004
+        Eq. 13) or "beta-binomial" (Scott & Berger 2010: a multiplicity
+        correction of log((k + 1) / (K - k)) per added feature, no parameter).
     bf_rescore : "bayes-factor": proposals rescored before each pick after
         the first of a round (one fit_gains call each).
     bf_signature_bits : "bayes-factor": proposals that fire on no common
@@ -143,6 +146,7 @@ class TrainConfig:
     prior_variance: float = 0.0
     bf_per_round: int = 1
     bf_sign: str = "laplace"
+    bf_model_prior: str = "uniform"
     bf_rescore: int = 50
     bf_signature_bits: int = 8192
 

@@ -17,8 +17,9 @@ Each round, from the current active set and its MAP weights lambda0:
    in sum units, pi = N(0, sigma^2), and a_g = -h''(mu_g) = -S''(mu_g) +
    1 / sigma^2 (Eq. 11 plus the prior's precision).
 3. **Score** (Eq. 12, 13; ``bayes_factor_score``): beta_g - beta_0 with a
-   uniform prior over models, so log pi(M_g) - log pi(M_0) = 0. beta_0 is
-   log p(D | lambda0) itself; the scores are reported relative to it.
+   uniform prior over models by default, so log pi(M_g) - log pi(M_0) = 0
+   (``bf_model_prior``; see "Model prior"). beta_0 is log p(D | lambda0)
+   plus log pi(M_0); the scores are reported relative to it.
 4. **Select up to S = ``bf_per_round``** (section 3.7, Eq. 14): take the
    best proposal, add it at its mu to a model held fixed, rescore the
    best remaining proposals against that model (so a correlated twin of a
@@ -113,6 +114,28 @@ has a positive log Bayes factor under *any* sigma^2 (its predictive
 probability of those events rises on average), so on sparse NLP data the
 rule keeps adding such features until few training events are wrong.
 
+Model prior
+-----------
+Eq. 13's uniform prior over models lets every one of K candidate features
+enter on its own evidence; with K = 10^5 proposals a few thousand beat
+beta_0 by chance (the multiple-comparisons problem; measured on PP in the
+README). ``bf_model_prior = "beta-binomial"`` puts Scott & Berger's (2010)
+prior on the models instead: each candidate is in the model with an
+unknown probability p, p ~ Uniform(0, 1), so a model with k of the K
+candidates has pi(M) = 1 / ((K + 1) C(K, k)) and adding one feature to a
+model of k changes the log prior by
+
+    log pi(M_g) - log pi(M_0) = log((k + 1) / (K - k))
+
+(-log K for the first feature, rising towards 0 as the model fills up).
+It has no parameter: the penalty comes from the size of the candidate
+space, and it adapts to how many features the data support. K is the
+candidate space (``space.n_features``), k the model a proposal is scored
+against (the active set and the round's earlier picks). Picks taken
+together without a rescoring ("Disjoint picks") keep the prior odds of
+the model they were scored against, lower than their own by
+log((k + j + 1) / (k + 1)) for the j-th of the batch: conservative.
+
 Checkpoint and resume: a round depends only on the active weights, which
 the shared loop (selection/loop.py) saves every round; a resumed run takes
 the same steps.
@@ -139,12 +162,26 @@ log = logging.getLogger(__name__)
 #: Curvature term sign of the score: -1 Laplace (correct), +1 as printed (Eq. 12).
 SIGNS = {"laplace": -1.0, "printed": 1.0}
 
+#: Priors over models ("Model prior" above).
+MODEL_PRIORS = ("uniform", "beta-binomial")
+
 #: Selected features listed by name in a progress line (the trace has all).
 _NOTE_FEATURES = 5
 
 
+def log_model_prior_odds(kind: str, k: int, candidates: int) -> float:
+    """log pi(M_g) - log pi(M_0) for adding one feature to a model of ``k``
+    of ``candidates`` features ("Model prior" above)."""
+    if kind == "uniform":  # Eq. 13
+        return 0.0
+    if kind == "beta-binomial":  # Scott & Berger 2010: C(K, k) / C(K, k + 1)
+        return math.log((k + 1) / max(candidates - k, 1))
+    raise ValueError(f"expected bf_model_prior in {list(MODEL_PRIORS)}, got {kind!r}")
+
+
 def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray,
-                       prior_variance: float, sign: str = "laplace") -> np.ndarray:
+                       prior_variance: float, sign: str = "laplace",
+                       log_prior_odds: float = 0.0) -> np.ndarray:
     """beta_g - beta_0 of each proposal (Daume 2004, Eq. 12-13), sum units.
 
     Parameters
@@ -160,6 +197,9 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
     sign : {"laplace", "printed"}
         -1/2 log a_g (the Laplace approximation) or +1/2 log a_g (Eq. 12 as
         printed, and MEGAM).
+    log_prior_odds : float
+        log pi(M_g) - log pi(M_0) (0 under Eq. 13's uniform prior;
+        ``log_model_prior_odds``).
     """
     if sign not in SIGNS:
         raise ValueError(f"expected bf_sign in {sorted(SIGNS)}, got {sign!r}")
@@ -167,10 +207,11 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
     s2 = float(prior_variance)
     # Eq. 12: beta_g = log pi(M_g) + log pi(mu_g) + log p(D | lambda0, mu_g)
     #                  + 1/2 log 2 pi -+ 1/2 log a_g
-    # Eq. 13: beta_0 = log pi(M_0) + log p(D | lambda0); uniform pi(M): the
-    # model priors cancel, and log p(D | lambda0, mu_g) - log p(D | lambda0) = S.
+    # Eq. 13: beta_0 = log pi(M_0) + log p(D | lambda0); with a uniform pi(M)
+    # the model priors cancel; log p(D | lambda0, mu_g) - log p(D | lambda0) = S.
     log_prior_mu = -mu * mu / (2.0 * s2) - 0.5 * math.log(2.0 * math.pi * s2)
-    return S + log_prior_mu + 0.5 * math.log(2.0 * math.pi) + SIGNS[sign] * 0.5 * np.log(a)
+    return (log_prior_odds + S + log_prior_mu + 0.5 * math.log(2.0 * math.pi)
+            + SIGNS[sign] * 0.5 * np.log(a))
 
 
 def check_config(ctx: TrainingContext) -> None:
@@ -188,6 +229,9 @@ def check_config(ctx: TrainingContext) -> None:
                          f"{cfg.bf_signature_bits}")
     if cfg.bf_sign not in SIGNS:
         raise ValueError(f"expected train.bf_sign in {sorted(SIGNS)}, got {cfg.bf_sign!r}")
+    if cfg.bf_model_prior not in MODEL_PRIORS:
+        raise ValueError(f"expected train.bf_model_prior in {list(MODEL_PRIORS)}, got "
+                         f"{cfg.bf_model_prior!r}")
     check_gain_selection(cfg)
 
 
@@ -215,10 +259,13 @@ class BayesFactor:
 
     def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
         """mu_g, a_g and the score of each id against ``weights`` (mean field)."""
+        cfg = self.ctx.config
         f = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
-                      method=self.ctx.config.gain_method, prior_variance=self.sigma2,
-                      alpha0=alpha0)
-        return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
+                      method=cfg.gain_method, prior_variance=self.sigma2, alpha0=alpha0)
+        odds = log_model_prior_odds(cfg.bf_model_prior, len(weights.values),
+                                    self.space.n_features)
+        return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2,
+                                     self.sign, odds)
 
     def optmap(self, weights: Weights) -> tuple[Weights, dict]:
         """MAP weights of the active set of ``weights`` (and the bias),
@@ -252,7 +299,8 @@ class BayesFactor:
         weights = state.weights
         active = weights.active_ids()
         loss = state.trace[-1]["loss"] if state.trace else self.loss_grad(weights).loss / self.weight
-        # beta_0 = log pi(M_0) + log p(D | lambda0), up to the (cancelling) model prior
+        # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
+        # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
         room = cfg.max_features - len(active) if cfg.max_features else cfg.bf_per_round
         if room <= 0:
@@ -356,9 +404,9 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     check_config(ctx)
     cfg = ctx.config
     method = BayesFactor(ctx)
-    log.info("bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, up to %d per round "
-             "(rescoring %d), fits by %s", method.sigma2, method.l2, method.sign,
-             cfg.bf_per_round, cfg.bf_rescore, cfg.gain_method)
+    log.info("bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, %s model prior, up to %d "
+             "per round (rescoring %d), fits by %s", method.sigma2, method.l2, method.sign,
+             cfg.bf_model_prior, cfg.bf_per_round, cfg.bf_rescore, cfg.gain_method)
     start = None if ctx.resume and has_checkpoint(ctx) else method.start()
     state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
     weights = state.weights
@@ -369,7 +417,8 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta), "loss": loss,
         "train_accuracy": lg.correct / lg.weight, "prior_variance": method.sigma2,
-        "l2": method.l2, "bf_sign": method.sign, "bf_per_round": cfg.bf_per_round,
+        "l2": method.l2, "bf_sign": method.sign, "bf_model_prior": cfg.bf_model_prior,
+        "bf_per_round": cfg.bf_per_round,
         "bf_rescore": cfg.bf_rescore, "active_features": int(len(weights.values)),
         "selected": [p["feature"] for p in selected],
         "selected_names": [p["feature_name"] for p in selected],

@@ -22,7 +22,7 @@ from sparkmaxent.kernels.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
 from sparkmaxent.kernels.proposals import EventSignatureTask, event_signatures, proposals
 from sparkmaxent.optim.objective import Objective
-from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score
+from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score, log_model_prior_odds
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.train import TrainingContext, train
 
@@ -372,6 +372,36 @@ def test_printed_sign_selects_more_on_the_same_data(generated, generated_run):
     assert rec["precision"] < 0.9  # it rewards curvature: frequent noise passes
 
 
+@pytest.mark.parametrize("K,k", [(10, 0), (10, 9), (360, 7), (115656, 3000)])
+def test_beta_binomial_prior_odds_are_the_ratio_of_model_priors(K, k):
+    """Scott & Berger's prior, pi(M) = 1 / ((K + 1) C(K, k)) for a model of
+    k of K candidates, by log-gamma against the closed form."""
+    def log_prior(k):
+        return -math.log(K + 1) - (math.lgamma(K + 1) - math.lgamma(k + 1) - math.lgamma(K - k + 1))
+
+    assert log_model_prior_odds("beta-binomial", k, K) == pytest.approx(
+        log_prior(k + 1) - log_prior(k), rel=1e-9, abs=1e-9)
+    assert log_model_prior_odds("uniform", k, K) == 0.0
+
+
+def test_beta_binomial_prior_charges_for_the_candidate_space(generated, generated_run):
+    """The first pick is scored against the same bias-only model under both
+    priors, so its beta differs by log(1 / K) exactly; the multiplicity
+    correction selects no more features and stays precise."""
+    data, space = generated
+    res = train(LocalBackend(split_block(data.block(), 2), space),
+                bf_config(bf_model_prior="beta-binomial"))
+    rep, uniform = res.report, generated_run.report
+    first, first_uniform = rep["rounds"][0]["selected"][0], uniform["rounds"][0]["selected"][0]
+    assert first["feature"] == first_uniform["feature"]
+    assert first["beta"] == pytest.approx(first_uniform["beta"] - math.log(space.n_features),
+                                          rel=1e-9)
+    assert rep["stopped_by_rule"] and rep["bf_model_prior"] == "beta-binomial"
+    assert rep["active_features"] <= uniform["active_features"]
+    rec = synthetic.support_recovery(selected_pairs(data, rep), data)
+    assert rec["precision"] >= 0.9, rec
+
+
 def test_progress_lines_show_proposals_picks_and_beta_0(generated, caplog):
     data, space = generated
     with caplog.at_level("INFO", logger="sparkmaxent.selection.loop"):
@@ -463,7 +493,8 @@ def test_candidate_set_events_are_supported():
                                              ("prior_variance", -1.0, "prior_variance"),
                                              ("bf_per_round", 0, "bf_per_round"),
                                              ("bf_rescore", 0, "bf_rescore"),
-                                             ("bf_signature_bits", 12, "bf_signature_bits")])
+                                             ("bf_signature_bits", 12, "bf_signature_bits"),
+                                             ("bf_model_prior", "flat", "bf_model_prior")])
 def test_bad_config_fails_before_training(key, value, match):
     block, space = copy_data(m=50)
     with pytest.raises(ValueError, match=match):
