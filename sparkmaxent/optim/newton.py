@@ -179,7 +179,7 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
         if np.abs(pg[movable]).max(initial=0.0) <= tol:
             break
         if sweep % face_every == 0:
-            d, Hd = _face_step(H, g, d, Hd, dlo, dhi, movable, inv)
+            d, Hd = _face_step(H, g, d, Hd, dlo, dhi, is_movable, inv)
             dl = d.tolist()
             if np.abs(projected_gradient(g + Hd, d, dlo, dhi)[movable]).max(initial=0.0) <= tol:
                 return d, sweep
@@ -187,7 +187,7 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
 
 
 def _face_step(H: np.ndarray, g: np.ndarray, d: np.ndarray, Hd: np.ndarray, dlo: np.ndarray,
-               dhi: np.ndarray, movable: np.ndarray, inv_diag: np.ndarray
+               dhi: np.ndarray, is_movable: np.ndarray, inv_diag: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """One projected Newton step on q(d) = g.d + d^T H d / 2 over the box
     (Bertsekas 1982); returns the new d and H d (the old ones when q does
@@ -209,8 +209,6 @@ def _face_step(H: np.ndarray, g: np.ndarray, d: np.ndarray, Hd: np.ndarray, dlo:
     Coordinates at a bound are freed again by the sweeps."""
     grad = g + Hd
     eps = float(np.abs(np.clip(d - grad * inv_diag, dlo, dhi) - d).max(initial=0.0))
-    is_movable = np.zeros(len(d), dtype=bool)
-    is_movable[movable] = True
     hold_lo = is_movable & (d - dlo <= eps) & (grad > 0)
     hold_hi = is_movable & (dhi - d <= eps) & (grad < 0)
     free = np.flatnonzero(is_movable & (d > dlo) & (d < dhi) & ~hold_lo & ~hold_hi)

@@ -11,20 +11,21 @@ from sparkmaxent.optim.newton import (NewtonOptions, _psd_solve, box_qp_cd, mini
 from sparkmaxent.optim.objective import Evaluation
 
 
-def correlated_box_qp(seed: int, n: int = 40):
-    """A PSD model with near-duplicate columns (slow for coordinate descent),
-    a null direction (like the softmax's shift of all biases), and mixed
-    orthant bounds."""
+def correlated_box_qp(seed: int, n: int = 40, m: int = 200, noise: float = 0.1,
+                      room: float = 0.0):
+    """A PSD model with near-duplicate columns (``noise`` apart: slow for
+    coordinate descent), a null direction (like the softmax's shift of all
+    biases), and mixed orthant bounds ``room`` away from 0."""
     rng = np.random.default_rng(seed)
-    A = rng.normal(size=(200, n))
-    A[:, 1::2] = A[:, ::2] + 0.1 * rng.normal(size=(200, n // 2))  # near twins
+    A = rng.normal(size=(m, n))
+    A[:, 1::2] = A[:, ::2] + noise * rng.normal(size=(m, n // 2))  # near twins
     A[:, -1] = A[:, -2]  # an exact twin: H singular
-    H = A.T @ A / 200
+    H = A.T @ A / m
     g = rng.normal(size=n)
     g[-1] = g[-2]  # g in H's range, as a gradient is
     kind = rng.integers(0, 3, size=n)
-    lo = np.where(kind == 1, 0.0, -np.inf)
-    hi = np.where(kind == 2, 0.0, np.inf)
+    lo = np.where(kind == 1, -room, -np.inf)
+    hi = np.where(kind == 2, room, np.inf)
     return H, g, lo, hi
 
 
@@ -50,30 +51,15 @@ def test_box_qp_face_solve_reaches_the_optimum_in_few_sweeps(seed):
     assert 5 * sweeps < cd_sweeps
 
 
-def hairline_box_qp(seed: int, noise: float, n: int = 60):
-    """A model like a late grafting round's: near-twin features (flat
-    directions of H), an exact twin, and orthant bounds 1e-20 away (weights
-    a hair above 0 that the optimum takes to 0)."""
-    rng = np.random.default_rng(seed)
-    A = rng.normal(size=(300, n))
-    A[:, 1::2] = A[:, ::2] + noise * rng.normal(size=(300, n // 2))
-    A[:, -1] = A[:, -2]
-    H = A.T @ A / 300
-    g = rng.normal(size=n)
-    g[-1] = g[-2]
-    kind = rng.integers(0, 3, size=n)
-    lo = np.where(kind == 1, -1e-20, -np.inf)
-    hi = np.where(kind == 2, 1e-20, np.inf)
-    return H, g, lo, hi
-
-
 @pytest.mark.parametrize("seed,noise", [(1, 0.03), (0, 0.01), (3, 0.01), (5, 0.03)])
 def test_box_qp_holds_coordinates_a_hair_from_their_bound(seed, noise):
     """The face step holds a coordinate at the bound it is pushed towards
     when it is that close. The earlier step (free = strictly inside, stop
     at the first bound) cut every face step to nothing on the first three
-    cases and ran out of 5,000 sweeps far from the optimum."""
-    H, g, lo, hi = hairline_box_qp(seed, noise)
+    cases and ran out of 5,000 sweeps far from the optimum. The model is
+    like a late grafting round's: near twins (flat directions of H) and
+    weights a hair (1e-20) above 0 that the optimum takes to 0."""
+    H, g, lo, hi = correlated_box_qp(seed, n=60, m=300, noise=noise, room=1e-20)
     tol = 1e-9
     d, sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=5000)
     assert np.all(d >= lo) and np.all(d <= hi)
