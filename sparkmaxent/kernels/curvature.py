@@ -84,6 +84,22 @@ class Curvature:
     def merge(self, other: "Curvature") -> "Curvature":
         return Curvature(self.lg.merge(other.lg), self.hess_upper + other.hess_upper)
 
+    # Pickling (how a partition's result reaches the driver) ships the
+    # triangle's non-zeros and a bit mask of where they are: two features
+    # whose predicates never occur in one event have a 0 entry, and on
+    # CoNLL-2000 chunking 75-80% of the entries are 0 (6,226 features: 35
+    # instead of 155 MB per partition).
+    def __getstate__(self) -> dict:
+        nonzero = self.hess_upper != 0
+        return {"lg": self.lg, "size": len(self.hess_upper), "mask": np.packbits(nonzero),
+                "values": self.hess_upper[nonzero]}
+
+    def __setstate__(self, state: dict) -> None:
+        nonzero = np.unpackbits(state["mask"], count=state["size"]).view(bool)
+        self.lg = state["lg"]
+        self.hess_upper = np.zeros(state["size"])
+        self.hess_upper[nonzero] = state["values"]
+
 
 def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None) -> sp.csr_matrix:
     """X[:, cols] (columns may repeat) times ``scale`` per gathered column."""

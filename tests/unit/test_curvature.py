@@ -2,6 +2,8 @@
 second-order pass through the backend and Objective."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -130,6 +132,18 @@ def test_objective_evaluate_normalizes_and_adds_l2(n_parts):
     np.testing.assert_allclose(ev.hess, Hfd, rtol=1e-6, atol=1e-7)
     assert backend.passes == 2 + 2 * len(theta)  # one pass per evaluation
     # the task pickles (it is what a Spark pass broadcasts)
-    import pickle
     task = pickle.loads(pickle.dumps(CurvatureTask(space, obj.weights(theta), ids)))
     assert task(block).hess.shape == ev.hess.shape
+
+
+def test_curvature_pickles_its_nonzeros_and_back_exactly():
+    rng = np.random.default_rng(3)
+    H = rng.normal(size=(40, 40)) * (rng.random((40, 40)) < 0.2)
+    H = H + H.T
+    lg = LossGrad(1.5, 2.0, 1.0, rng.normal(size=38), rng.normal(size=2))
+    cv = Curvature.of(lg, H)
+    back = pickle.loads(pickle.dumps(cv))
+    np.testing.assert_array_equal(back.hess, H)
+    assert back.lg.loss == 1.5 and np.array_equal(back.lg.grad_bias, lg.grad_bias)
+    # the shipped form holds the non-zeros only
+    assert len(cv.__getstate__()["values"]) == np.count_nonzero(cv.hess_upper) < len(cv.hess_upper) / 2
