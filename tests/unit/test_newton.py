@@ -134,6 +134,9 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
     np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
     assert res.evaluations <= 3 * res.iterations + 1
     assert res.evaluations < plain.evaluations
+    # the first iteration (no trust region yet) tries the full step in its
+    # ray pass: the start, the ray, curvature at the step taken
+    assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 3
 
 
 def test_a_weight_without_curvature_moves_to_its_orthant_bound():
