@@ -66,8 +66,11 @@ class Curvature:
     hess_upper: np.ndarray
 
     @classmethod
-    def of(cls, lg: LossGrad, hess: np.ndarray) -> "Curvature":
-        return cls(lg, np.concatenate([hess[i, i:] for i in range(len(hess))]))
+    def of(cls, lg: LossGrad, hess: np.ndarray, order: np.ndarray | None = None) -> "Curvature":
+        """Pack ``hess``, or ``hess[np.ix_(order, order)]`` when ``order`` is given."""
+        if order is None:
+            return cls(lg, np.concatenate([hess[i, i:] for i in range(len(hess))]))
+        return cls(lg, np.concatenate([hess[o, order[i:]] for i, o in enumerate(order)]))
 
     @property
     def hess(self) -> np.ndarray:
@@ -110,8 +113,9 @@ def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None
 
 
 def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP: np.ndarray,
-                  n_labels: int) -> np.ndarray:
-    """sum_i c_i e_ia e_ib P_(i,k_a) (delta(k_a = k_b) - P_(i,k_b)), the (w, w) block.
+                  n_labels: int, out: np.ndarray) -> None:
+    """sum_i c_i e_ia e_ib P_(i,k_a) (delta(k_a = k_b) - P_(i,k_b)), the (w, w)
+    block, written into ``out`` (n x n, zeros).
 
     ``E`` holds the scaled predicate values of the features as columns
     ordered by label (``labels`` non-decreasing), so that the features of
@@ -132,7 +136,6 @@ def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP:
     q = -E.data * P_entry          # Q_k's entries of labels > k ...
     own = E.data * (1.0 - P_entry)  # ... and of label k
     bounds = np.searchsorted(labels, np.arange(n_labels + 1))
-    H = np.zeros((n, n))
     for k in range(n_labels):
         a, b = bounds[k], bounds[k + 1]
         if a == b:
@@ -144,14 +147,14 @@ def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP:
         # Q_k^T as CSR: the CSC columns (features) of labels >= k become rows
         QkT = sp.csr_matrix((q[s:], rows[s:], ptr[a:] - s), shape=(n - a, E.shape[0]))
         column = (QkT @ Zk).toarray()
-        H[a:, a:b] = column
-        H[a:b, b:] = column[b - a:].T
-    return H
+        out[a:, a:b] = column
+        out[a:b, b:] = column[b - a:].T
 
 
 def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids: np.ndarray,
-                       scaling: Scaling | None = None) -> np.ndarray:
-    """Hessian sums of a multiclass block over ``ids`` (+ bias when the space has one).
+                       scaling: Scaling | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Hessian sums of a multiclass block over ``ids`` (+ bias when the space
+    has one), with the features grouped by label.
 
     Parameters
     ----------
@@ -162,29 +165,29 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
 
     Returns
     -------
-    ndarray, shape (n + n_bias, n + n_bias)
+    H : ndarray, shape (N, N), N = n + n_bias
+    order : ndarray of int64, shape (N,)
+        ``H[np.ix_(order, order)]`` is the Hessian over [w over ids, bias].
+        The permutation is left to the reader: ``Curvature.of`` packs the
+        triangle through it, where a permuted copy cost 0.3-0.6 s of a 2.3-
+        3.4 s block at 6,226 features.
     """
     K = space.n_labels
     ids = np.asarray(ids, dtype=np.int64)
-    preds, labels = ids // K, ids % K
     n = len(ids)
+    by_label = np.argsort(ids % K, kind="stable")  # E's columns: features of label 0, 1, ...
+    preds, labels = ids[by_label] // K, ids[by_label] % K
     c = block.c
     cP = c[:, None] * P
-    # features in label order (E's columns), ``back`` restores the order of ``ids``
-    by_label = np.argsort(labels, kind="stable")
-    back = np.empty_like(by_label)
-    back[by_label] = np.arange(n)
-    sorted_preds, sorted_labels = preds[by_label], labels[by_label]
-    E = _gather_columns(block.X, sorted_preds,
-                        None if scaling is None else scaling.inv_scale[sorted_preds]).tocsc()
-    P_entry = P[E.indices, np.repeat(sorted_labels, np.diff(E.indptr))]
+    E = _gather_columns(block.X, preds, None if scaling is None else scaling.inv_scale[preds]).tocsc()
+    P_entry = P[E.indices, np.repeat(labels, np.diff(E.indptr))]
     H = np.zeros((n + K, n + K))
-    H[:n, :n] = _label_blocks(E, sorted_labels, P_entry, cP, K)[np.ix_(back, back)]
+    _label_blocks(E, labels, P_entry, cP, K, out=H[:n, :n])
     # bias rows: the always-on predicate with every label; V^T = E^T with
     # entries e_ib P_(i,k_b), the CSC columns read as rows
     Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, block.n_events))
-    B = -np.asarray(Vt @ cP)[back]  # (n, K)
-    B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()[back]
+    B = -np.asarray(Vt @ cP)  # (n, K)
+    B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()
     H[:n, n:] = B
     H[n:, :n] = B.T
     H[n:, n:] = np.diag(cP.sum(axis=0)) - P.T @ cP
@@ -196,9 +199,11 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
         A = A - BM - BM.T + mu[:, None] * C[np.ix_(labels, labels)] * mu[None, :]
         Bt = B - mu[:, None] * C[labels, :]
         H[:n, :n], H[:n, n:], H[n:, :n] = A, Bt, Bt.T
+    order = np.arange(n + K)
+    order[by_label] = np.arange(n)
     if not space.bias:
-        H = H[:n, :n]
-    return H
+        H, order = H[:n, :n], order[:n]
+    return H, order
 
 
 def candidate_hessian(block: CandidateBlock, space: Space, p: np.ndarray, ids: np.ndarray,
@@ -245,10 +250,8 @@ def curvature(block: Block, space: Space, weights: Weights, hess_ids: np.ndarray
     lg, proba = loss_grad_proba(block, space, weights, scaling,
                                 None if full_gradient else hess_ids, keep_proba=True)
     if isinstance(block, MulticlassBlock):
-        H = multiclass_hessian(block, space, proba, hess_ids, scaling)
-    else:
-        H = candidate_hessian(block, space, proba, hess_ids, scaling)
-    return Curvature.of(lg, H)
+        return Curvature.of(lg, *multiclass_hessian(block, space, proba, hess_ids, scaling))
+    return Curvature.of(lg, candidate_hessian(block, space, proba, hess_ids, scaling))
 
 
 @dataclass(frozen=True)
