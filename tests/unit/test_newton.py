@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from sparkmaxent.optim.newton import (NewtonOptions, _psd_solve, box_qp_cd, minimize_box_newton,
+from sparkmaxent.optim.newton import (NewtonOptions, _psd_solver, box_qp_cd, minimize_box_newton,
                                       projected_gradient)
 from sparkmaxent.optim.objective import Evaluation
 
@@ -179,7 +179,7 @@ def test_psd_solve_gives_the_minimum_norm_solution_of_a_singular_system():
     B = rng.standard_normal((n, n - 5))
     A = B @ B.T  # PSD, rank n - 5
     b = A @ rng.standard_normal(n)  # consistent
-    x = _psd_solve(A, b)
+    x = _psd_solver(A)(b)
     expected = np.linalg.lstsq(A, b, rcond=1e-12)[0]
     np.testing.assert_allclose(A @ x, b, atol=1e-8 * np.abs(b).max())
     np.testing.assert_allclose(x, expected, atol=1e-6 * np.abs(expected).max())
