@@ -93,6 +93,8 @@ class SolverOptions:
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
+    ray_first_at_start : Newton tries its first full step in the ray pass
+        (``NewtonOptions``): worth it when that step is likely to be cut.
     """
 
     tol: float = 1e-7
@@ -100,6 +102,7 @@ class SolverOptions:
     memory: int = 10
     ftol: float = 1e-12
     full_gradient: bool = True
+    ray_first_at_start: bool = True
 
 
 def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,
@@ -109,7 +112,8 @@ def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: S
         return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
     return minimize_box_newton(evaluate, theta0, box.lin, box.lower, box.upper,
-                               NewtonOptions(tol=options.tol, max_iter=options.max_iter), first,
+                               NewtonOptions(tol=options.tol, max_iter=options.max_iter,
+                                             ray_first_at_start=options.ray_first_at_start), first,
                                ray=obj.ray)
 
 

@@ -29,9 +29,9 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    line search (the length an accepted cut step reached; twice the length
    of a full step whose decrease the model predicted well), so the next
    direction is mostly taken whole. Where the full step is likely to be
-   cut (no region yet, as in a round's first iteration, or the last full
-   step fell well short of the model's decrease) the ray pass tries it
-   too: 2 passes when it is cut. When no trial step of a direction is
+   cut (the first iteration of a grafting round that added many
+   features, or after a full step that fell well short of the model's
+   decrease) the ray pass tries it too: 2 passes when it is cut. When no trial step of a direction is
    acceptable (a direction along which the model's curvature is near 0)
    the region shrinks to half the smallest trial and the iteration is
    retried instead of failing. A stale Hessian is never reused: far from
@@ -78,6 +78,8 @@ class NewtonOptions:
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
+    ray_first_at_start : the first iteration's full step is tried in the
+        ray pass, as a likely cut (see ``minimize_box_newton``).
     """
 
     tol: float = 1e-9
@@ -91,6 +93,7 @@ class NewtonOptions:
     radius: float = np.inf
     min_radius: float = 1e-12
     stall: int = 10
+    ray_first_at_start: bool = True
 
 
 @dataclass
@@ -368,13 +371,14 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         accepted = None
         # When the full step is likely to be cut, the ray pass tries it too
         # and the curvature pass goes to the step taken: 2 passes and one
-        # Hessian instead of 3 and two. Likely: while the trust region is
-        # unbounded (a grafting round's first iteration, its new features at
-        # 0: cut in 7 of 8 rounds on CoNLL-2000, gamma 1e-5), and after a
-        # full step whose decrease the model overestimated (rho < 0.85: the
-        # next step was cut 11 times of 17 there; after other steps, 5 of 28).
-        ray_first = ray is not None and (not np.isfinite(radius)
-                                         or (ratio is not None and ratio < 0.85))
+        # Hessian instead of 3 and two, but 2 passes instead of one when it
+        # is taken. Likely: in the first iteration when the caller says so
+        # (a grafting round that added many features at 0), and after a full
+        # step whose decrease the model overestimated (rho < 0.85: on
+        # CoNLL-2000 at gamma 1e-5 the next step was cut 11 times of 17;
+        # after other steps, 5 of 28).
+        ray_first = ray is not None and (
+            (it == 1 and options.ray_first_at_start) or (ratio is not None and ratio < 0.85))
         # the full step first, with the Hessian the next iteration needs;
         # without a ray pass, each cut step is a pass of its own
         for step in ([] if ray_first else steps[:1] if ray is not None else steps):
