@@ -102,7 +102,7 @@ class SolverOptions:
     memory: int = 10
     ftol: float = 1e-12
     full_gradient: bool = True
-    ray_first_at_start: bool = True
+    ray_first_at_start: bool = False
 
 
 def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,

@@ -79,7 +79,8 @@ class NewtonOptions:
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
     ray_first_at_start : the first iteration's full step is tried in the
-        ray pass, as a likely cut (see ``minimize_box_newton``).
+        ray pass, as a likely cut (see ``minimize_box_newton``); grafting
+        sets it for rounds that add many weights.
     """
 
     tol: float = 1e-9
@@ -93,7 +94,7 @@ class NewtonOptions:
     radius: float = np.inf
     min_radius: float = 1e-12
     stall: int = 10
-    ray_first_at_start: bool = True
+    ray_first_at_start: bool = False
 
 
 @dataclass

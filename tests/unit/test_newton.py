@@ -134,15 +134,15 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
     np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
     assert res.evaluations <= 3 * res.iterations + 1
     assert res.evaluations < plain.evaluations
-    # the first iteration tries the full step in its ray pass: the start,
-    # the ray, curvature at the step taken; told that the first step is not
-    # likely to be cut, the full step's own pass comes first
-    assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 3
+    # the start, the full step's own pass, the ray, curvature at the step
+    # taken; told that the first step is likely to be cut, the ray pass
+    # tries the full step too and saves a pass
+    assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 4
     pb = LogisticBox()
-    later = minimize_box_newton(pb.fun, theta0, pb.lin, pb.lower, pb.upper,
-                                NewtonOptions(tol=1e-10, ray_first_at_start=False), ray=pb.ray)
-    assert later.trace[0]["step"] < 1 and later.trace[0]["evaluations"] == 4
-    np.testing.assert_allclose(later.theta, res.theta, atol=1e-8)
+    first = minimize_box_newton(pb.fun, theta0, pb.lin, pb.lower, pb.upper,
+                                NewtonOptions(tol=1e-10, ray_first_at_start=True), ray=pb.ray)
+    assert first.trace[0]["step"] < 1 and first.trace[0]["evaluations"] == 3
+    np.testing.assert_allclose(first.theta, res.theta, atol=1e-8)
 
 
 def test_a_weight_without_curvature_moves_to_its_orthant_bound():
