@@ -361,13 +361,6 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
                 value_t <= value + options.armijo * step * slope
                 or (-slope * step <= noise and value_t <= value + noise))
 
-        curvature = float(d @ (ev.hess @ d))
-
-        def rho(value_t: float) -> float:
-            """Actual over predicted decrease of the full step."""
-            predicted = -(slope + curvature / 2)
-            return (value - value_t) / predicted if predicted > noise else 1.0
-
         steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
         accepted = None
         # When the full step is likely to be cut, the ray pass tries it too
@@ -416,10 +409,12 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         # reached; after a full step, twice its length when the quadratic
         # model predicted at least half of the decrease (rho, as in trust-
         # region methods; Nocedal & Wright, Algorithm 4.1), else its length.
-        ratio = rho(accepted[2]) if step == 1 else None
+        ratio = None  # rho: actual over predicted decrease of a full step
         if step < 1:
             radius = step * length
         else:
+            predicted = -(slope + float(d @ (ev.hess @ d)) / 2)
+            ratio = (value - accepted[2]) / predicted if predicted > noise else 1.0
             radius = (2 if ratio >= 0.5 else 1) * length
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
