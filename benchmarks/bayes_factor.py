@@ -25,10 +25,11 @@ Runs, per dataset:
   at ``--optmap-max-iter`` iterations per round); each row says whether it
   stopped by itself (``stopped_by_rule``). On PP also the correct sign with
   sigma^2 = 1 (the maxent convention), S = 100; on both the correct sign,
-  S = 100, with the beta-binomial model prior (``train.bf_model_prior``),
-  and on PP that prior again at each sigma^2 of ``--bb-variances``, the
-  devset choosing among them and the default (a prior variance is
-  regularization, not a threshold; the plot shows the chosen one).
+  S = 100, with the beta-binomial and the empirical-Bayes model priors
+  (``train.bf_model_prior``), each also at every sigma^2 of
+  ``--prior-variances`` (CoNLL: ``--conll-prior-variances``), the devset
+  choosing among those runs and the default (a prior variance is
+  regularization, not a threshold; the plot shows the chosen run).
 * l1 grafting (n_best 10 on PP, 100 on CoNLL): gamma1 chosen by the dev
   metric (accuracy; chunk F1) from a grid.
 * SGC: one run up to a number of stages; the number of features
@@ -121,7 +122,7 @@ class Dataset:
     sgc_max_features: int
     bf_rounds: dict[int, int]  # S -> round cap
     unit_rounds: int  # round cap of the sigma^2 = 1 run (0: not run)
-    bb_variances: list[float]  # sigma^2 grid of the beta-binomial prior, chosen on dev
+    prior_variances: list[float]  # sigma^2 grid of the model-prior runs, chosen on dev
     max_seconds: float  # cap of every run (0: none)
 
 
@@ -228,30 +229,27 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
                       "bf_sign": sign, "bf_per_round": S}, out(f"bf-{sign}-{S}"))
         rows.append(row)
         save(rows, choices)
-    # the multiplicity correction (selection/bayes.py, "Model prior"); no parameter either
-    bb_kw = {"max_rounds": ds.bf_rounds[top], "max_iter": args.optmap_max_iter,
-             "bf_per_round": top, "bf_model_prior": "beta-binomial"}
-    row, _ = run(ds, "bayes-factor", f"laplace sign, S={top}, beta-binomial model prior",
-                 bb_kw, out(f"bf-laplace-{top}-beta-binomial"))
-    rows.append(row)
-    save(rows, choices)
-    if ds.bb_variances:
-        # does a prior variance chosen on dev (regularization, not a threshold)
-        # move the beta-binomial prior's stop? The default (sigma^2 = W) competes.
-        grid = [row]
-        for s2 in ds.bb_variances:
-            row, _ = run(ds, "bayes-factor",
-                         f"laplace sign, S={top}, beta-binomial model prior, sigma^2={s2:g}",
-                         {**bb_kw, "prior_variance": s2},
-                         out(f"bf-laplace-{top}-beta-binomial-s2-{s2:g}"))
+    # the multiplicity corrections (selection/bayes.py, "Model prior"): no parameter either;
+    # then each at the sigma^2 grid, the devset choosing among those runs and the default
+    # (a prior variance is regularization, not a threshold)
+    for prior in ("beta-binomial", "empirical-bayes"):
+        kw = {"max_rounds": ds.bf_rounds[top], "max_iter": args.optmap_max_iter,
+              "bf_per_round": top, "bf_model_prior": prior}
+        grid = []
+        for s2 in [0.0] + ds.prior_variances:
+            suffix = f", sigma^2={s2:g}" if s2 else ""
+            row, _ = run(ds, "bayes-factor", f"laplace sign, S={top}, {prior} model prior{suffix}",
+                         {**kw, "prior_variance": s2},
+                         out(f"bf-laplace-{top}-{prior}" + (f"-s2-{s2:g}" if s2 else "")))
             grid.append(row)
             rows.append(row)
             save(rows, choices)
-        best = max(grid, key=lambda r: (r["dev_" + ds.metric], -r["features"]))
-        for r in grid:
-            r["chosen_on_devset"] = r is best
-        choices["bf_beta_binomial_sigma2"] = best["prior_variance"]
-        save(rows, choices)
+        if len(grid) > 1:
+            best = max(grid, key=lambda r: (r["dev_" + ds.metric], -r["features"]))
+            for r in grid:
+                r["chosen_on_devset"] = r is best
+            choices[f"bf_{prior}_sigma2"] = best["prior_variance"]
+            save(rows, choices)
     return rows, choices
 
 
@@ -264,7 +262,7 @@ def pp_dataset(args) -> Dataset:
                    Scorer(make_backend("local", dirs["test"], bias=True)), "accuracy",
                    args.graft_gammas, 10, args.sgc_max_features,
                    dict(zip(args.bf_s, args.bf_rounds)), args.bf_unit_rounds,
-                   args.bb_variances, 0.0)
+                   args.prior_variances, 0.0)
 
 
 def conll_dataset(args) -> Dataset:
@@ -292,7 +290,7 @@ def conll_dataset(args) -> Dataset:
     return Dataset("conll2000-chunking", train, Scorer(train, dirs["dev"]),
                    Scorer(train, test), "f1", args.conll_graft_gammas, 100,
                    args.conll_sgc_max_features, dict(zip(args.bf_s, args.conll_bf_rounds)), 0,
-                   [], args.conll_max_seconds)
+                   args.conll_prior_variances, args.conll_max_seconds)
 
 
 def plot(rows: list[dict], path: str) -> None:
@@ -359,14 +357,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="PP: round cap of each --bf-s")
     ap.add_argument("--bf-unit-rounds", type=int, default=30,
                     help="PP: round cap of the sigma^2 = 1 run")
-    ap.add_argument("--bb-variances", type=float, nargs="*", default=[0.3, 1.0, 3.0, 10.0, 100.0],
-                    help="PP: sigma^2 values of the beta-binomial prior's runs (with the "
-                         "default W, the one with the best devset accuracy is marked chosen)")
+    ap.add_argument("--prior-variances", type=float, nargs="*",
+                    default=[0.3, 1.0, 3.0, 10.0, 100.0],
+                    help="PP: sigma^2 values of the runs with each model prior besides the "
+                         "default W; the devset marks one of them chosen")
     ap.add_argument("--optmap-max-iter", type=int, default=300)
     ap.add_argument("--conll-graft-gammas", type=float, nargs="+", default=[1e-4, 3e-5])
     ap.add_argument("--conll-sgc-max-features", type=int, default=2000)
     ap.add_argument("--conll-bf-rounds", type=int, nargs="+", default=[200, 100, 100],
                     help="CoNLL: round cap of each --bf-s")
+    ap.add_argument("--conll-prior-variances", type=float, nargs="*", default=[1.0],
+                    help="CoNLL: as --prior-variances (each run takes --conll-max-seconds)")
     ap.add_argument("--conll-max-seconds", type=float, default=300.0,
                     help="CoNLL: train.max_seconds of every run (0: none); 22 labels make "
                          "each run long")

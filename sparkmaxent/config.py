@@ -102,8 +102,10 @@ class TrainConfig:
         approximation) or "printed" (+1/2 log a_g, Daume 2004 Eq. 12 as
         printed and MEGAM; with prior_variance <= 1 it never stops by itself).
     bf_model_prior : "bayes-factor": prior over models, "uniform" (Daume 2004
-        Eq. 13) or "beta-binomial" (Scott & Berger 2010: a multiplicity
-        correction of log((k + 1) / (K - k)) per added feature, no parameter).
+        Eq. 13), "beta-binomial" (Scott & Berger 2010: a multiplicity
+        correction of log((k + 1) / (K - k)) per added feature, no parameter)
+        or "empirical-bayes" (George & Foster 2000: log(p / (1 - p)), p <= 1/2
+        fitted to each round's proposals, no parameter).
     bf_rescore : "bayes-factor": proposals rescored before each pick after
         the first of a round (one fit_gains call each).
     bf_signature_bits : "bayes-factor": proposals that fire on no common

@@ -16,9 +16,10 @@ Each round, from the current active set and its MAP weights lambda0:
    and second derivatives), S(mu) = log p(D | lambda0, mu) - log p(D | lambda0)
    in sum units, pi = N(0, sigma^2), and a_g = -h''(mu_g) = -S''(mu_g) +
    1 / sigma^2 (Eq. 11 plus the prior's precision).
-3. **Score** (Eq. 12, 13; ``bayes_factor_score``): beta_g - beta_0 with a
-   uniform prior over models by default, so log pi(M_g) - log pi(M_0) = 0
-   (``bf_model_prior``; see "Model prior"). beta_0 = log pi(M_0) +
+3. **Score** (Eq. 12, 13; ``bayes_factor_score``): beta_g - beta_0, the
+   log Bayes factor plus the log prior odds of the models, 0 under the
+   default uniform prior over models (``bf_model_prior``; see "Model
+   prior"). beta_0 = log pi(M_0) +
    log p(D | lambda0); progress lines show log p(D | lambda0) and every
    score relative to beta_0.
 4. **Select up to S = ``bf_per_round``** (section 3.7, Eq. 14): take the
@@ -139,6 +140,24 @@ together without a rescoring ("Disjoint picks") keep the prior odds of
 the model they were scored against, lower than their own by
 log((k + j + 1) / (k + 1)) for the j-th of the batch: conservative.
 
+``bf_model_prior = "empirical-bayes"`` estimates p instead (George &
+Foster 2000), once per round, from the round's proposals: under mean field
+their log Bayes factors b_g are independent given lambda0, each proposal is
+in with probability p, so the proposals are most probable at the p that
+maximizes sum_g log(1 - p + p e^(b_g)) (concave in p;
+``empirical_inclusion_probability``), and every pick of the round has prior
+odds log(p / (1 - p)). p is kept in [0, 1/2]: at 1/2 this is Eq. 13's
+uniform prior, so the estimate can only charge for testing many proposals,
+never favour inclusion. It has no parameter either; it charges when most
+proposals do not look real, so the rule stops while the uniform prior
+would go on. Two caveats: the proposals are the features of mistakes,
+which favours positive b_g, so p is high (1/2 on PP attachment for most
+rounds at sigma^2 <= 3); and if the sum of (e^(b_g) - 1) is <= 0, p is 0
+and the run stops, however large the best b_g (the empirical-Bayes
+collapse that Scott & Berger 2010 point out; over the whole candidate
+space it stops PP attachment at 112-300 features, which is why the
+proposals are the population here).
+
 Checkpoint and resume: a round depends only on the active weights, which
 the shared loop (selection/loop.py) saves every round; a resumed run takes
 the same steps.
@@ -147,8 +166,10 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import Callable
 
 import numpy as np
+from scipy.optimize import brentq
 
 from ..kernels import Weights
 from ..kernels.gains import fit_gains
@@ -166,20 +187,42 @@ log = logging.getLogger(__name__)
 SIGNS = {"laplace": -1.0, "printed": 1.0}
 
 #: Priors over models ("Model prior" above).
-MODEL_PRIORS = ("uniform", "beta-binomial")
+MODEL_PRIORS = ("uniform", "beta-binomial", "empirical-bayes")
 
 #: Selected features listed by name in a progress line (the trace has all).
 _NOTE_FEATURES = 5
 
 
-def log_model_prior_odds(kind: str, k: int, candidates: int) -> float:
+def log_model_prior_odds(kind: str, k: int, candidates: int, inclusion: float = 0.5) -> float:
     """log pi(M_g) - log pi(M_0) for adding one feature to a model of ``k``
-    of ``candidates`` features ("Model prior" above)."""
+    of ``candidates`` features ("Model prior" above); ``inclusion`` is the
+    empirical-Bayes p (``empirical_inclusion_probability``)."""
     if kind == "uniform":  # Eq. 13
         return 0.0
     if kind == "beta-binomial":  # Scott & Berger 2010: C(K, k) / C(K, k + 1)
         return math.log((k + 1) / max(candidates - k, 1))
+    if kind == "empirical-bayes":  # George & Foster 2000: p / (1 - p)
+        return math.log(inclusion / (1.0 - inclusion)) if inclusion > 0 else -math.inf
     raise ValueError(f"expected bf_model_prior in {list(MODEL_PRIORS)}, got {kind!r}")
+
+
+def empirical_inclusion_probability(log_bayes_factors: np.ndarray) -> float:
+    """The p in [0, 1/2] that maximizes sum_g log(1 - p + p e^(b_g)), the log
+    probability of the proposals when each is in the model with probability
+    p ("Model prior" above; George & Foster 2000)."""
+    b = np.asarray(log_bayes_factors, dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore"):
+        inv = 1.0 / np.expm1(b)  # 1 / (e^b - 1): 0 for a huge b, +-inf at b = 0
+
+    def slope(p: float) -> float:  # sum_g (e^b - 1) / (1 + p (e^b - 1)), decreasing in p
+        with np.errstate(divide="ignore"):
+            return float(np.sum(1.0 / (p + inv)))
+
+    if slope(0.0) <= 0.0:
+        return 0.0
+    if slope(0.5) >= 0.0:
+        return 0.5
+    return float(brentq(slope, 0.0, 0.5, xtol=1e-15))
 
 
 def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray,
@@ -261,14 +304,22 @@ class BayesFactor:
                                                  np.zeros(0, dtype=np.int64)))
 
     def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
-        """mu_g, a_g and the score of each id against ``weights`` (mean field)."""
-        cfg = self.ctx.config
+        """mu_g, a_g and the log Bayes factor of each id against ``weights``
+        (mean field; the model prior's odds are the caller's)."""
         f = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
-                      method=cfg.gain_method, prior_variance=self.sigma2, alpha0=alpha0)
-        odds = log_model_prior_odds(cfg.bf_model_prior, len(weights.values),
-                                    self.space.n_features)
+                      method=self.ctx.config.gain_method, prior_variance=self.sigma2,
+                      alpha0=alpha0)
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2,
-                                     self.sign, odds)
+                                     self.sign)
+
+    def model_prior(self, log_bf: np.ndarray) -> tuple[Callable[[int], float], float | None]:
+        """This round's log prior odds of a pick added to a model of k
+        features, as a function of k, and the empirical-Bayes inclusion
+        probability behind them (fitted to the round's log Bayes factors
+        ``log_bf``; None under the other model priors)."""
+        kind, K = self.ctx.config.bf_model_prior, self.space.n_features
+        p = empirical_inclusion_probability(log_bf) if kind == "empirical-bayes" else None
+        return (lambda k: log_model_prior_odds(kind, k, K, 0.5 if p is None else p)), p
 
     def optmap(self, weights: Weights) -> tuple[Weights, dict]:
         """MAP weights of the active set of ``weights`` (and the bias),
@@ -314,13 +365,19 @@ class BayesFactor:
             why = ("no misclassified training event" if prop.misclassified_events == 0
                    else "no proposal outside the active set")
             return _stop(weights, loss, float("nan"), why, beta0)
-        fit, beta = self.fit(weights, ids)
+        fit, log_bf = self.fit(weights, ids)
+        odds, inclusion = self.model_prior(log_bf)
+        beta = log_bf + odds(len(active))
+        if inclusion == 0.0:  # the prior odds are -inf: nothing can beat beta_0
+            return _stop(weights, loss, float("nan"), f"no proposal beats beta_0 ({len(ids)} "
+                         f"scored; empirical-Bayes inclusion probability 0)", beta0,
+                         stopped_by_rule=True)
         best = float(beta.max())
         if not best > 0.0:
             return _stop(weights, loss, best, f"no proposal beats beta_0 ({len(ids)} scored)",
                          beta0, stopped_by_rule=True)
         picks, rescored = self.select(weights, ids, beta, fit.alpha,
-                                      min(cfg.bf_per_round, room))
+                                      min(cfg.bf_per_round, room), odds)
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
@@ -331,6 +388,7 @@ class BayesFactor:
         info = {"proposals": int(len(ids)), "misclassified_events": prop.misclassified_events,
                 "misclassified_weight": prop.misclassified, "beta_0": beta0,
                 "positive_proposals": int(np.count_nonzero(beta > 0)), "rescored": rescored,
+                "inclusion_probability": inclusion, "log_prior_odds": odds(len(active)),
                 "selected": picks, "loss": new_loss,
                 "log_likelihood": -self.weight * new_loss,
                 "optmap_solver": report["solver"],
@@ -339,16 +397,18 @@ class BayesFactor:
         shown = ", ".join(f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}"
                           for p in picks[:_NOTE_FEATURES])
         more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
+        prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
         note = (f"{len(ids)} proposals scored ({info['positive_proposals']} beat beta_0 "
-                f"{beta0:.6g}), selected {shown}{more}")
+                f"{beta0:.6g}{prior}), selected {shown}{more}")
         return RoundOutcome(False, new, added=len(picks), objective=objective, score=best,
                             info=info, note=note)
 
     def select(self, weights: Weights, ids: np.ndarray, beta: np.ndarray, mu: np.ndarray,
-               limit: int) -> tuple[list[dict], int]:
+               limit: int, odds: Callable[[int], float]) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
-        "Disjoint picks".
+        "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
+        a model of k features.
 
         Returns the picks ({feature, beta, mu}) and the number of proposal
         scores recomputed (``bf_rescore`` at most per rescoring)."""
@@ -389,6 +449,7 @@ class BayesFactor:
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
             fresh = pos[order[: cfg.bf_rescore]]
             f, s = self.fit(model, ids[fresh], alpha0=mu[fresh])
+            s += odds(len(model.values))
             rescored += len(fresh)
             score[fresh], mu[fresh] = s, f.alpha
             live[fresh] = s > 0  # no longer beats beta_0 given the picks: out of this round

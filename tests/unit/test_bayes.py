@@ -22,7 +22,9 @@ from sparkmaxent.kernels.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
 from sparkmaxent.kernels.proposals import EventSignatureTask, event_signatures, proposals
 from sparkmaxent.optim.objective import Objective
-from sparkmaxent.selection.bayes import BayesFactor, bayes_factor_score, log_model_prior_odds
+from sparkmaxent.selection import bayes
+from sparkmaxent.selection.bayes import (BayesFactor, bayes_factor_score,
+                                         empirical_inclusion_probability, log_model_prior_odds)
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.train import TrainingContext, train
 
@@ -223,7 +225,7 @@ def test_eq14_rescoring_makes_a_perfect_copy_lose_its_score():
     _, again = bf.fit(add_feature(start, j, float(fit.alpha[0])), np.array([twin]))
     assert again[0] < 0 < beta[1]            # the copy no longer beats beta_0
     # and the round's selection takes one of the pair only, even with room for 5
-    picks, rescored = bf.select(start, np.array([j, twin]), beta, fit.alpha, 5)
+    picks, rescored = bf.select(start, np.array([j, twin]), beta, fit.alpha, 5, lambda k: 0.0)
     assert [p["feature"] for p in picks] == [j] and rescored == 1
 
 
@@ -280,7 +282,7 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
         start = bf.start()
         ids = np.arange(space.n_features)
         fit, beta = bf.fit(start, ids)
-        picks, rescored = bf.select(start, ids, beta, fit.alpha, 30)
+        picks, rescored = bf.select(start, ids, beta, fit.alpha, 30, lambda k: 0.0)
         assert len(picks) == 30
         model = start
         for p in picks:
@@ -400,6 +402,74 @@ def test_beta_binomial_prior_charges_for_the_candidate_space(generated, generate
     assert rep["active_features"] <= uniform["active_features"]
     rec = synthetic.support_recovery(selected_pairs(data, rep), data)
     assert rec["precision"] >= 0.9, rec
+
+
+def proposals_log_probability(log_bf: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """sum_g log(1 - p + p e^(b_g)) for each p, without overflow."""
+    p = np.asarray(p, dtype=np.float64)[:, None]
+    with np.errstate(divide="ignore"):
+        return np.logaddexp(np.log1p(-p), np.log(p) + log_bf[None, :]).sum(axis=1)
+
+
+@pytest.mark.parametrize("case", ["interior", "most look real", "none looks real", "one huge"])
+def test_empirical_inclusion_probability_maximizes_the_proposals_probability(case):
+    """Against a grid of 20,001 p in [0, 1/2]: the estimate is the grid's
+    best to within its spacing and no grid point is more probable."""
+    rng = np.random.default_rng(3)
+    noise = rng.normal(-2.0, 1.0, size=2000)
+    log_bf = {"interior": np.concatenate([noise, rng.normal(3.0, 1.0, size=150)]),
+              "most look real": rng.normal(1.0, 0.5, size=500),
+              "none looks real": rng.normal(-3.0, 0.5, size=500),
+              "one huge": np.concatenate([noise, [900.0]])}[case]
+    p = empirical_inclusion_probability(log_bf)
+    grid = np.linspace(0.0, 0.5, 20001)
+    logp = proposals_log_probability(log_bf, grid)
+    best = grid[np.argmax(logp)]
+    assert 0.0 <= p <= 0.5
+    assert abs(p - best) <= grid[1]
+    assert proposals_log_probability(log_bf, [p])[0] >= logp.max() - 1e-9 * abs(logp.max())
+    expected = {"most look real": 0.5, "none looks real": 0.0}
+    if case in expected:
+        assert p == expected[case]
+    else:
+        assert 0.0 < p < 0.5
+    if case == "one huge":  # one overwhelming proposal keeps p from 0: the slope's
+        # root is then p = 1 / sum over the others of (1 - e^b), to first order
+        assert p == pytest.approx(1 / np.sum(-np.expm1(noise)), rel=0.01)
+    assert log_model_prior_odds("empirical-bayes", 7, 100, 0.2) == pytest.approx(math.log(0.25))
+    assert log_model_prior_odds("empirical-bayes", 7, 100, 0.0) == -math.inf
+
+
+def test_empirical_bayes_prior_charges_when_few_proposals_look_real(generated, generated_run):
+    """The first round is scored against the same bias-only model under both
+    priors: the first pick's beta differs by exactly the fitted prior odds
+    log(p / (1 - p)); the run stops by itself, precise, with no more
+    features than under the uniform prior."""
+    data, space = generated
+    res = train(LocalBackend(split_block(data.block(), 2), space),
+                bf_config(bf_model_prior="empirical-bayes"))
+    rep, uniform = res.report, generated_run.report
+    first, first_uniform = rep["rounds"][0], uniform["rounds"][0]
+    p = first["inclusion_probability"]
+    assert 0.0 < p < 0.5  # noise proposals outnumber the real ones here
+    assert first["log_prior_odds"] == pytest.approx(math.log(p / (1 - p)), rel=1e-12)
+    assert first["selected"][0]["feature"] == first_uniform["selected"][0]["feature"]
+    assert first["selected"][0]["beta"] == pytest.approx(
+        first_uniform["selected"][0]["beta"] + first["log_prior_odds"], rel=1e-9)
+    assert uniform["rounds"][0]["inclusion_probability"] is None
+    assert rep["stopped_by_rule"] and rep["bf_model_prior"] == "empirical-bayes"
+    assert rep["active_features"] <= uniform["active_features"]
+    rec = synthetic.support_recovery(selected_pairs(data, rep), data)
+    assert rec["precision"] >= 0.9, rec
+
+
+def test_empirical_bayes_inclusion_probability_0_stops_the_run(generated, monkeypatch):
+    data, space = generated
+    monkeypatch.setattr(bayes, "empirical_inclusion_probability", lambda log_bf: 0.0)
+    res = train(LocalBackend([data.block()], space), bf_config(bf_model_prior="empirical-bayes"))
+    rep = res.report
+    assert rep["stopped_by_rule"] and rep["active_features"] == 0
+    assert "empirical-Bayes inclusion probability 0" in rep["stopped"]
 
 
 def test_progress_lines_show_proposals_picks_and_beta_0(generated, caplog):
