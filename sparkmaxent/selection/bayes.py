@@ -226,9 +226,10 @@ def empirical_inclusion_probability(log_bayes_factors: np.ndarray) -> float:
 
 
 def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray,
-                       prior_variance: float, sign: str = "laplace",
-                       log_prior_odds: float = 0.0) -> np.ndarray:
-    """beta_g - beta_0 of each proposal (Daume 2004, Eq. 12-13), sum units.
+                       prior_variance: float, sign: str = "laplace") -> np.ndarray:
+    """beta_g - beta_0 of each proposal under Eq. 13's uniform prior over
+    models, i.e. its log Bayes factor (Daume 2004, Eq. 12-13), sum units;
+    another model prior adds its log odds (``log_model_prior_odds``).
 
     Parameters
     ----------
@@ -243,9 +244,6 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
     sign : {"laplace", "printed"}
         -1/2 log a_g (the Laplace approximation) or +1/2 log a_g (Eq. 12 as
         printed, and MEGAM).
-    log_prior_odds : float
-        log pi(M_g) - log pi(M_0) (0 under Eq. 13's uniform prior;
-        ``log_model_prior_odds``).
     """
     if sign not in SIGNS:
         raise ValueError(f"expected bf_sign in {sorted(SIGNS)}, got {sign!r}")
@@ -256,7 +254,7 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
     # Eq. 13: beta_0 = log pi(M_0) + log p(D | lambda0); with a uniform pi(M)
     # the model priors cancel; log p(D | lambda0, mu_g) - log p(D | lambda0) = S.
     log_prior_mu = -mu * mu / (2.0 * s2) - 0.5 * math.log(2.0 * math.pi * s2)
-    return (log_prior_odds + S + log_prior_mu + 0.5 * math.log(2.0 * math.pi)
+    return (S + log_prior_mu + 0.5 * math.log(2.0 * math.pi)
             + SIGNS[sign] * 0.5 * np.log(a))
 
 
@@ -367,11 +365,11 @@ class BayesFactor:
             return _stop(weights, loss, float("nan"), why, beta0)
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf)
-        beta = log_bf + odds(len(active))
         if inclusion == 0.0:  # the prior odds are -inf: nothing can beat beta_0
             return _stop(weights, loss, float("nan"), f"no proposal beats beta_0 ({len(ids)} "
                          f"scored; empirical-Bayes inclusion probability 0)", beta0,
                          stopped_by_rule=True)
+        beta = log_bf + odds(len(active))
         best = float(beta.max())
         if not best > 0.0:
             return _stop(weights, loss, best, f"no proposal beats beta_0 ({len(ids)} scored)",
