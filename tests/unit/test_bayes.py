@@ -1,8 +1,9 @@
 """Bayes-factor selection (selection/bayes.py, kernels/proposals.py) in-process:
 the Laplace evidence against quadrature (and where it is loose), the two
 signs, proposals against brute force, Eq. 14 rescoring of a perfect copy,
-support recovery on generated data, resume, candidate sets, config errors
-and the progress line.
+support recovery on generated data, the model priors (beta-binomial odds
+by log-gamma, the empirical-Bayes p against a grid), resume, candidate
+sets, config errors and the progress line.
 """
 from __future__ import annotations
 
