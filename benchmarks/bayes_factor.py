@@ -237,10 +237,9 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
               "bf_per_round": top, "bf_model_prior": prior}
         grid = []
         for s2 in [0.0] + ds.prior_variances:
-            suffix = f", sigma^2={s2:g}" if s2 else ""
-            row, _ = run(ds, "bayes-factor", f"laplace sign, S={top}, {prior} model prior{suffix}",
-                         {**kw, "prior_variance": s2},
-                         out(f"bf-laplace-{top}-{prior}" + (f"-s2-{s2:g}" if s2 else "")))
+            label, tag = (f", sigma^2={s2:g}", f"-s2-{s2:g}") if s2 else ("", "")
+            row, _ = run(ds, "bayes-factor", f"laplace sign, S={top}, {prior} model prior{label}",
+                         {**kw, "prior_variance": s2}, out(f"bf-laplace-{top}-{prior}{tag}"))
             grid.append(row)
             rows.append(row)
             save(rows, choices)
@@ -306,9 +305,8 @@ def plot(rows: list[dict], path: str) -> None:
         key = "test_f1" if chunking else "test_accuracy"
         for row in (r for r in rows if r["dataset"] == name):
             pts = row["curve"]
-            unchosen = row.get("chosen_on_devset") is False or (
-                row["method"] == "sgc" and not row.get("chosen_on_devset"))
-            if not pts or (row["method"] != "grafting" and unchosen):
+            # grafting shows every gamma1 as a point; other runs only when chosen
+            if not pts or (row["method"] != "grafting" and row.get("chosen_on_devset") is False):
                 continue
             x = [p["features"] for p in pts]
             y = [p[key] for p in pts]

@@ -31,11 +31,11 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    direction is mostly taken whole. Where the full step is likely to be
    cut (the first iteration of a grafting round that added many
    features, or after a full step that fell well short of the model's
-   decrease) the ray pass tries it too: 2 passes when it is cut. When no trial step of a direction is
-   acceptable (a direction along which the model's curvature is near 0)
-   the region shrinks to half the smallest trial and the iteration is
-   retried instead of failing. A stale Hessian is never reused: far from
-   the optimum its directions need steps of 1e-6.
+   decrease) the ray pass tries it too: 2 passes when it is cut. When no
+   trial step of a direction is acceptable (a direction along which the
+   model's curvature is near 0) the region shrinks to half the smallest
+   trial and the iteration is retried instead of failing. A stale Hessian
+   is never reused: far from the optimum its directions need steps of 1e-6.
 
 Convergence is measured by the projected gradient, the largest violation of
 the optimality conditions of the box problem. Passes dominate the cost on

@@ -437,7 +437,11 @@ def test_empirical_inclusion_probability_maximizes_the_proposals_probability(cas
     if case == "one huge":  # one overwhelming proposal keeps p from 0: the slope's
         # root is then p = 1 / sum over the others of (1 - e^b), to first order
         assert p == pytest.approx(1 / np.sum(-np.expm1(noise)), rel=0.01)
+
+
+def test_empirical_bayes_prior_odds_are_those_of_the_inclusion_probability():
     assert log_model_prior_odds("empirical-bayes", 7, 100, 0.2) == pytest.approx(math.log(0.25))
+    assert log_model_prior_odds("empirical-bayes", 7, 100, 0.5) == 0.0  # the uniform prior
     assert log_model_prior_odds("empirical-bayes", 7, 100, 0.0) == -math.inf
 
 
