@@ -147,11 +147,11 @@ def dev_score(ds: Dataset, point: dict) -> float:
 
 
 def run(ds: Dataset, method: str, variant: str, cfg_kw: dict, out_dir: str) -> tuple[dict, object]:
-    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.config import TrainConfig, train_config
     from sparkmaxent.train import train
 
     cfg_kw = {**cfg_kw, "max_seconds": ds.max_seconds}
-    cfg = TrainConfig(method=method, backend="local", plots=False, **cfg_kw)
+    cfg = train_config(method=method, backend="local", plots=False, **cfg_kw)
     curve = Curve(ds)
     t0 = time.perf_counter()
     res = train(ds.train, cfg, output_dir=out_dir, on_round=curve)
@@ -220,13 +220,13 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
             # first sigma^2 = 1 (the maxent convention)
             row, _ = run(ds, "bayes-factor", f"laplace sign, S={S}, sigma^2=1",
                          {"max_rounds": ds.unit_rounds, "max_iter": args.optmap_max_iter,
-                          "bf_per_round": S, "prior_variance": 1.0},
+                          "per_round": S, "prior_variance": 1.0},
                          out(f"bf-laplace-{S}-s2-1"))
             rows.append(row)
             save(rows, choices)
         row, _ = run(ds, "bayes-factor", f"{sign} sign, S={S}",
                      {"max_rounds": ds.bf_rounds[S], "max_iter": args.optmap_max_iter,
-                      "bf_sign": sign, "bf_per_round": S}, out(f"bf-{sign}-{S}"))
+                      "sign": sign, "per_round": S}, out(f"bf-{sign}-{S}"))
         rows.append(row)
         save(rows, choices)
     # the multiplicity corrections (selection/bayes.py, "Model prior"): no parameter either;
@@ -234,7 +234,7 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
     # (a prior variance is regularization, not a threshold)
     for prior in ("beta-binomial", "empirical-bayes"):
         kw = {"max_rounds": ds.bf_rounds[top], "max_iter": args.optmap_max_iter,
-              "bf_per_round": top, "bf_model_prior": prior}
+              "per_round": top, "model_prior": prior}
         grid = []
         for s2 in [0.0] + ds.prior_variances:
             label, tag = (f", sigma^2={s2:g}", f"-s2-{s2:g}") if s2 else ("", "")

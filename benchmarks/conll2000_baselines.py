@@ -45,7 +45,7 @@ from benchmarks.common import (RESULTS, SHARED_DATA, print_table, shared_corpus,
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.backends.spark import SparkBackend, count_jobs
-from sparkmaxent.cli import evaluate_model, train_model
+from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.config import TrainConfig, config_from_dict
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
@@ -83,11 +83,11 @@ def choose_on_heldout(fit_dir: str, dev_dir: str, l2_grid: list[float], cutoff_g
     dev = LocalBackend(read_blocks(dev_dir, DatasetInfo.load(dev_dir), n_blocks=1), space)
     scores = {"l2": {}, "cutoff": {}}
     for gamma in l2_grid:
-        res = train(fit, TrainConfig(method="l2", l2=gamma, max_iter=max_iter, gtol=1e-5))
+        res = train(fit, train_config(method="l2", l2=gamma, max_iter=max_iter, gtol=1e-5))
         scores["l2"][gamma] = evaluate(dev, res.weights, None).accuracy
         log.info("held-out: l2 %.3g -> accuracy %.5f", gamma, scores["l2"][gamma])
     for k in cutoff_grid:
-        res = train(fit, TrainConfig(method="cutoff", cutoff=k, l2=0.0, max_iter=max_iter, gtol=1e-5))
+        res = train(fit, train_config(method="cutoff", cutoff=k, l2=0.0, max_iter=max_iter, gtol=1e-5))
         scores["cutoff"][k] = evaluate(dev, res.weights, None).accuracy
         log.info("held-out: cutoff %d -> accuracy %.5f", k, scores["cutoff"][k])
     # ties go to the stronger regularization

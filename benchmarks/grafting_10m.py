@@ -122,7 +122,7 @@ def run_path(args) -> dict:
 
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.backends.spark import SparkBackend
-    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.config import TrainConfig, train_config
     from sparkmaxent.train import train
 
     logging.basicConfig(level=logging.WARNING)
@@ -136,7 +136,7 @@ def run_path(args) -> dict:
             p.resetPeakUsage()
         rss_before = _status_kb("VmRSS")
         hwm_reset = _reset_peak_rss()
-        cfg = TrainConfig(method="grafting", l1=args.l1, n_best=args.n_best,
+        cfg = train_config(method="grafting", l1=args.l1, n_best=args.n_best,
                           max_rounds=args.rounds, plots=False,
                           dense_test_max=0 if args.child == "block" else backend.space.n_features,
                           test_block_size=args.block_size)

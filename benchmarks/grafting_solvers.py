@@ -44,7 +44,7 @@ def dataset(name: str, data_dir: str):
 
 def main(argv: list[str] | None = None) -> int:
     from sparkmaxent.backends import LocalBackend
-    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.config import TrainConfig, train_config
     from sparkmaxent.train import train
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            res = train(backend, TrainConfig(method="grafting", l1=args.l1, n_best=args.n_best,
+            res = train(backend, train_config(method="grafting", l1=args.l1, n_best=args.n_best,
                                              solver=solver))
         rep = res.report
         row = {"data": args.data, "l1": args.l1, "n_best": args.n_best, "solver": solver,

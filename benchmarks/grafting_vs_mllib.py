@@ -119,10 +119,10 @@ def run_grafting(spark, train_dir, test_dir, backend, gamma, n_best, out_dir, so
                  max_rounds, max_seconds, progress=None) -> dict:
     """One grafting run; ``progress(row)`` gets a partial row after every
     round, so that a long run stopped midway leaves what it measured."""
-    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.config import TrainConfig, train_config
     from sparkmaxent.train import train
 
-    cfg = TrainConfig(method="grafting", l1=gamma, n_best=n_best, backend="spark",
+    cfg = train_config(method="grafting", l1=gamma, n_best=n_best, backend="spark",
                       solver=solver, max_rounds=max_rounds, max_seconds=max_seconds, plots=False)
     t0 = time.perf_counter()
 

@@ -168,15 +168,18 @@ def base_config(args) -> dict:
 
 
 def config_for(method: str, setting: dict, base: dict):
-    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.config import train_config
 
-    return TrainConfig(**{**base, **ROW_CONFIG[method], **setting})
+    return train_config(**{**base, **ROW_CONFIG[method], **setting})
 
 
 def config_summary(cfg) -> dict:
     """The TrainConfig keys a row's figures depend on (``--resume`` reuses
     a row only when they are the same)."""
-    return {k: getattr(cfg, k) for k in (
+    from sparkmaxent.config import train_keys
+
+    keys = train_keys(cfg)
+    return {k: keys[k] for k in (
         "method", "l2", "l1", "elastic_l2", "cutoff", "standardize", "n_best", "grad_threshold",
         "max_iter", "gtol", "kkt_tol", "round_tol_ratio", "max_rounds", "max_seconds", "solver",
         "newton_max_active", "backend")}
@@ -190,7 +193,7 @@ def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str
     the configuration and data>`` and, with ``resume``, continue from there;
     the row then counts passes, iterations and time over all sessions."""
     from sparkmaxent.evaluate import compression, evaluate_dataset
-    from sparkmaxent.selection.loop import run_digest
+    from sparkmaxent.selection.checkpoint import run_digest
     from sparkmaxent.train import train
 
     cfg = config_for(method, setting, base)

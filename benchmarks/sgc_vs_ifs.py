@@ -101,10 +101,11 @@ def chunk_scores(test_dir: str, weights, space) -> dict:
 
 def fit_l2(backend, ids, gamma2: float, start=None, gtol: float = 1e-7):
     """l2 fit over ``ids`` (None: all features), as the l2 method does."""
-    from sparkmaxent.config import TrainConfig
-    from sparkmaxent.train import TrainingContext, fit_smooth
+    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.selection.base import TrainingContext
+    from sparkmaxent.selection.baselines import fit_smooth
 
-    ctx = TrainingContext(backend, TrainConfig(method="l2", l2=gamma2, gtol=gtol))
+    ctx = TrainingContext(backend, train_config(method="l2", l2=gamma2, gtol=gtol))
     return fit_smooth(ctx, ids, gamma2, start=start)
 
 
@@ -126,7 +127,7 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
     """One selection run; rows at each checkpoint, and the stage trace.
     With ``reestimate_every`` = r all selected weights are re-fitted (l2,
     gamma2) every r stages, and the rows are labelled ``<method>-reestimate-r``."""
-    from sparkmaxent.config import TrainConfig
+    from sparkmaxent.config import TrainConfig, train_config
     from sparkmaxent.kernels import Weights
     from sparkmaxent.train import train
 
@@ -140,7 +141,7 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
             snaps[n] = {"weights": state.weights, "gain_evaluations": evaluations[0],
                         "passes": state.passes, "wall_s": state.elapsed_s}
 
-    cfg = TrainConfig(method=method, max_features=max_features, sgc_batch=sgc_batch,
+    cfg = train_config(method=method, max_features=max_features, batch=sgc_batch,
                       lookahead=lookahead, gain_threshold=0.0, plots=False,
                       reestimate_every=reestimate_every, l2=gamma2, gtol=REFIT_GTOL)
     label = f"{method}-reestimate-{reestimate_every}" if reestimate_every else method

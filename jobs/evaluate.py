@@ -1,12 +1,9 @@
-"""spark-submit entry point: see sparkmaxent.cli.evaluate_main (--help for options)."""
+"""spark-submit entry point of `sparkmaxent evaluate` (options: --help; docs/cli.md)."""
 import sys
 
-from sparkmaxent.cli import evaluate_main
+from sparkmaxent.cli import job_main
 
-
-def main(argv=None) -> int:
-    return evaluate_main(argv)
-
+main = job_main("evaluate")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,12 +1,9 @@
-"""spark-submit entry point: see sparkmaxent.cli.pipeline_main (--help for options)."""
+"""spark-submit entry point of `sparkmaxent pipeline` (options: --help; docs/cli.md)."""
 import sys
 
-from sparkmaxent.cli import pipeline_main
+from sparkmaxent.cli import job_main
 
-
-def main(argv=None) -> int:
-    return pipeline_main(argv)
-
+main = job_main("pipeline")
 
 if __name__ == "__main__":
     sys.exit(main())

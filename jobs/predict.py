@@ -1,12 +1,9 @@
-"""spark-submit entry point: see sparkmaxent.cli.predict_main (--help for options)."""
+"""spark-submit entry point of `sparkmaxent predict` (options: --help; docs/cli.md)."""
 import sys
 
-from sparkmaxent.cli import predict_main
+from sparkmaxent.cli import job_main
 
-
-def main(argv=None) -> int:
-    return predict_main(argv)
-
+main = job_main("predict")
 
 if __name__ == "__main__":
     sys.exit(main())

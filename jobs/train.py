@@ -1,12 +1,9 @@
-"""spark-submit entry point: see sparkmaxent.cli.train_main (--help for options)."""
+"""spark-submit entry point of `sparkmaxent train` (options: --help; docs/cli.md)."""
 import sys
 
-from sparkmaxent.cli import train_main
+from sparkmaxent.cli import job_main
 
-
-def main(argv=None) -> int:
-    return train_main(argv)
-
+main = job_main("train")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,335 +1,248 @@
-"""Command-line entry points behind jobs/*.py (thin spark-submit wrappers).
-
-Every ``*_main(argv) -> int`` returns 0 on success, 2 on bad input or
-configuration (one clear message on stderr, no traceback) and 1 on any other
-failure.
-"""
+"""The command line: ``sparkmaxent SUBCOMMAND`` (also ``python -m
+sparkmaxent`` and ``spark-submit jobs/SUBCOMMAND.py``), one parser, one
+logging setup and one table of exit codes for every job."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
-import time
 from typing import Callable
 
-import numpy as np
-
+from . import api
 from .jsonio import json_default, write_json
 
 log = logging.getLogger("sparkmaxent")
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+#: Exit codes, for schedulers (docs/cli.md).
+EXIT_OK = 0
+EXIT_FAILED = 1       # an internal error: logged with its traceback
+EXIT_BAD_INPUT = 2    # bad input data or paths: the message names the file (and line)
+EXIT_BAD_CONFIG = 3   # a bad configuration key, type or value: the message names the key
+
+SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
 
 
 def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S", stream=sys.stderr)
+    """Log lines with the date and time on stderr; Spark's Python loggers quiet."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: "
+                            "%(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+    logging.getLogger("sparkmaxent").setLevel(logging.DEBUG if verbose else logging.INFO)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def run(main: Callable[[argparse.Namespace], int], parser: argparse.ArgumentParser,
-        argv: list[str] | None) -> int:
-    """Parse arguments and run, mapping errors to exit codes."""
+def parse_options(items: list[str]) -> dict:
+    """``["mode=basenp"]`` -> ``{"mode": "basenp"}`` (values stay strings;
+    the reader converts them to the type of its default)."""
     from .data.readers import InputError
 
-    args = parser.parse_args(argv)
-    setup_logging(getattr(args, "verbose", False))
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--option: expected KEY=VALUE (e.g. mode=basenp), got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+# ---- subcommands: arguments, then what they do ------------------------------
+
+def _prepare_args(p: argparse.ArgumentParser) -> None:
+    from .data.readers import FORMATS
+
+    p.add_argument("--input", nargs="+", action="extend", required=True, metavar="PATH",
+                   help="files, directories or globs (repeatable)")
+    p.add_argument("--format", required=True, metavar="NAME",
+                   help=f"input format, one of {sorted(FORMATS)}")
+    p.add_argument("--output", required=True, help="dataset directory to create")
+    p.add_argument("--cutoff", type=int, default=0,
+                   help="keep features occurring in >= CUTOFF (weighted) events; 0 keeps all")
+    p.add_argument("--no-merge", dest="merge", action="store_false",
+                   help="keep identical events apart (test/prediction data)")
+    p.add_argument("--vocabulary", help="prepared training dataset whose dictionary and "
+                   "labels to reuse (held-out and test data)")
+    p.add_argument("--partitions", type=int, help="number of event files "
+                   "(default: Spark's default parallelism)")
+    p.add_argument("--quarantine", action="store_true",
+                   help="set malformed records aside in OUTPUT/_quarantine instead of failing")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="reader option, e.g. mode=basenp (repeatable)")
+    p.add_argument("--master", help="Spark master (default: spark.master of the config, "
+                   "else whatever spark-submit or pyspark sets)")
+
+
+def _prepare(args, cfg) -> int:
+    from .data.prepare import info_summary, prepare
+
+    options = parse_options(args.option)
+    if args.master:
+        cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master=args.master))
+    spark = api.session(cfg, args.command)
+    info = prepare(spark, args.input, args.output, args.format, options=options,
+                   cutoff=args.cutoff, merge_duplicates=args.merge, vocabulary=args.vocabulary,
+                   partitions=args.partitions, quarantine=args.quarantine,
+                   overwrite=args.overwrite)
+    log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
+    return EXIT_OK
+
+
+def _resume_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--resume", action="store_true",
+                   help="selection methods: continue the run checkpointed in the output "
+                   "directory (same train settings; max_rounds, max_seconds, plots and backend "
+                   "may differ)")
+
+
+def _train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--train", help="prepared training dataset (overrides data.train)")
+    p.add_argument("--heldout", help="prepared held-out dataset (overrides data.heldout)")
+    p.add_argument("--output", help="output directory (overrides output.dir)")
+    _resume_arg(p)
+
+
+def _train(args, cfg) -> int:
+    train_dir = args.train or cfg.data.train
+    if not train_dir:
+        raise ValueError("no training data: give --train or data.train in the config")
+    out = args.output or cfg.output.dir
+    api.fit(api.session(cfg, args.command), cfg, train_dir, out, args.heldout or cfg.data.heldout,
+            args.resume)
+    print(f"model: {os.path.join(out, api.MODEL_DIR)}\n"
+          f"report: {os.path.join(out, api.TRAIN_REPORT)}")
+    return EXIT_OK
+
+
+def _scoring_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="saved model directory")
+    p.add_argument("--input", required=True, help="prepared dataset or text file/directory")
+    p.add_argument("--format", help="reader of a text --input (e.g. maxent, conll)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="reader option, e.g. mode=basenp")
+
+
+def _predict_args(p: argparse.ArgumentParser) -> None:
+    _scoring_args(p)
+    p.add_argument("--output", required=True, help="Parquet output directory")
+    p.add_argument("--overwrite", action="store_true")
+
+
+def _predict(args, cfg) -> int:
+    from .model import MaxentModel
+
+    spark = api.session(cfg, args.command)
+    model = MaxentModel.load(args.model)
+    api.predict(spark, model, args.model, args.input, args.output, args.format,
+                parse_options(args.option), args.overwrite)
+    print(f"predictions: {args.output}")
+    return EXIT_OK
+
+
+def _evaluate_args(p: argparse.ArgumentParser) -> None:
+    _scoring_args(p)
+    p.add_argument("--chunks", choices=["auto", "yes", "no"], default="auto",
+                   help="score chunks with the CoNLL-2000 rules (auto: when labels are IOB tags)")
+    p.add_argument("--report", help="write the report JSON here")
+
+
+def _evaluate(args, cfg) -> int:
+    import tempfile
+
+    from .model import MaxentModel
+
+    spark = api.session(cfg, args.command)
+    model = MaxentModel.load(args.model)
+    with tempfile.TemporaryDirectory(prefix="sparkmaxent-eval-") as work:
+        data = api.prepared_for_model(spark, args.model, args.input, args.format, work,
+                                      parse_options(args.option))
+        chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
+        report = api.evaluate_model(spark, model, data, chunks)
+    summary = {k: v for k, v in report.items() if k != "per_label"}
+    print(json.dumps(summary, indent=2, default=json_default))
+    if args.report:
+        write_json(args.report, report)
+    return EXIT_OK
+
+
+def _pipeline_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--output", help="output directory (overrides output.dir)")
+    _resume_arg(p)
+
+
+def _pipeline(args, cfg) -> int:
+    out = args.output or cfg.output.dir
+    full = api.pipeline(api.session(cfg, args.command), cfg, out, args.resume)
+    report, test = full["train"], full.get("test", {})
+    print(f"trained {cfg.train.method}: {report['nonzero_weights']} non-zero weights, "
+          f"objective {report.get('objective', float('nan')):.6g}, {report['passes']} passes"
+          + (f", test accuracy {test['accuracy']:.4f}" if test else ""))
+    print(f"model:  {os.path.join(out, api.MODEL_DIR)}\n"
+          f"report: {os.path.join(out, api.PIPELINE_REPORT)}")
+    return EXIT_OK
+
+
+COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
+    "prepare": ("Parse text files on Spark, build the feature dictionary, index and merge "
+                "events, and write a prepared dataset.", _prepare_args, _prepare),
+    "train": ("Train a conditional maxent model on a prepared dataset.", _train_args, _train),
+    "predict": ("Score a dataset with a saved model; writes Parquet (event_id, group, label, "
+                "predicted, probability, probabilities).", _predict_args, _predict),
+    "evaluate": ("Accuracy, per-label P/R/F1 and CoNLL chunk P/R/F1 of a model.",
+                 _evaluate_args, _evaluate),
+    "pipeline": ("Prepare, train and evaluate in one Spark session (default: the built-in "
+                 "synthetic data).", _pipeline_args, _pipeline),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparkmaxent", description="Sparse conditional maximum-entropy models with "
+        "feature selection, on Apache Spark. Exit codes: 0 done, 1 internal error, 2 bad "
+        "input, 3 bad configuration.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    for name, (help_text, add_args, _) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(p)
+        p.add_argument("--config", help="TOML configuration file (conf/*.toml)")
+        p.add_argument("--set", dest="overrides", action="append", default=[],
+                       metavar="SECTION.KEY=VALUE",
+                       help="override one configuration value, e.g. --set train.grafting.l1=1e-5")
+        p.add_argument("--verbose", action="store_true", help="debug logging")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns its exit code (the table above)."""
+    from .config import ConfigError, load_config
+    from .data.readers import InputError
+
+    args = build_parser().parse_args(argv)
+    setup_logging(args.verbose)
     try:
-        return main(args)
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    try:
+        return COMMANDS[args.command][2](args, cfg)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     except (InputError, ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception:
-        log.exception("job failed")
+        log.exception("%s failed", args.command)
         return EXIT_FAILED
 
 
-def config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML configuration file (conf/*.toml)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="SECTION.KEY=VALUE",
-                        help="override one configuration value, e.g. --set train.l2=1e-5")
-    parser.add_argument("--verbose", action="store_true", help="debug logging")
-
-
-def load_job_config(args: argparse.Namespace):
-    from .config import load_config
-
-    return load_config(args.config, args.overrides)
-
-
-def session_for(cfg):
-    from .backends.session import spark_session
-
-    return spark_session(cfg.spark.master or None, cfg.spark.app_name, cfg.spark.conf)
-
-
-# ---- training ------------------------------------------------------------
-
-def train_model(spark, cfg, train_dir: str, heldout_dir: str = "", output_dir: str | None = None,
-                resume: bool = False):
-    """Train ``cfg.train.method`` on a prepared dataset; returns (model, report).
-
-    Selection methods checkpoint every round into ``<output_dir>/checkpoint``
-    and write their plots to ``<output_dir>/plots``; ``resume`` continues
-    from that checkpoint."""
-    from .backends.factory import make_backend
-    from .data.schema import DatasetInfo
-    from .model import MaxentModel, feature_names_for
-    from .train import train
-
-    info = DatasetInfo.load(train_dir)
-    partitions = cfg.data.partitions or None
-    bias = cfg.train.bias and info.shape == "multiclass"
-    backend = make_backend(cfg.train.backend, train_dir, spark=spark, bias=bias, partitions=partitions)
-    heldout = (make_backend(cfg.train.backend, heldout_dir, spark=spark, bias=bias,
-                            partitions=partitions) if heldout_dir else None)
-    try:
-        result = train(backend, cfg.train, heldout, output_dir=output_dir, resume=resume)
-    finally:
-        backend.close()
-        if heldout is not None:
-            heldout.close()
-    predicates = backend.space.split(result.weights.ids)[0]
-    model = MaxentModel(backend.space, result.weights, list(info.labels),
-                        feature_names_for(train_dir, predicates), result.scaling,
-                        cfg.to_dict(), {k: v for k, v in result.report.items()
-                                        if k not in ("trace", "rounds")})
-    return model, result.report
-
-
-def resume_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--resume", action="store_true",
-                        help="selection methods: continue the run checkpointed in the output "
-                        "directory (same train.* settings; max_rounds, max_seconds and backend "
-                        "may differ)")
-
-
-def train_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="train", description="Train a conditional maxent model on a prepared dataset.")
-    config_arguments(parser)
-    parser.add_argument("--train", help="prepared training dataset (overrides data.train)")
-    parser.add_argument("--heldout", help="prepared held-out dataset (overrides data.heldout)")
-    parser.add_argument("--output", help="output directory (overrides output.dir)")
-    resume_argument(parser)
-
-    def main(args) -> int:
-        cfg = load_job_config(args)
-        train_dir = args.train or cfg.data.train
-        if not train_dir:
-            raise ValueError("no training data: give --train or data.train in the config")
-        out = args.output or cfg.output.dir
-        spark = session_for(cfg)
-        model, report = train_model(spark, cfg, train_dir, args.heldout or cfg.data.heldout,
-                                    output_dir=out, resume=args.resume)
-        model.save(os.path.join(out, "model"), overwrite=cfg.output.overwrite)
-        write_json(os.path.join(out, "train_report.json"), report)
-        print(f"model: {os.path.join(out, 'model')}\nreport: {os.path.join(out, 'train_report.json')}")
-        return EXIT_OK
-
-    return run(main, parser, argv)
-
-
-# ---- prediction and evaluation ----------------------------------------------
-
-def prepared_for_model(spark, model_dir: str, data: str, fmt: str | None, workdir: str,
-                       options: dict | None = None) -> str:
-    """A prepared dataset indexed with the model's dictionary: ``data`` itself
-    if it is one, else ``data`` (text in ``fmt``) prepared into ``workdir``."""
-    from .data.prepare import prepare
-    from .model import VOCABULARY_DIR
-
-    if os.path.exists(os.path.join(data, "dataset.json")):
-        return data
-    if not fmt:
-        raise ValueError(f"{data} is not a prepared dataset; give --format to read it as text")
-    out = os.path.join(workdir, "prepared")
-    prepare(spark, [data], out, fmt, options=options or {}, merge_duplicates=False,
-            vocabulary=os.path.join(model_dir, VOCABULARY_DIR), overwrite=True)
-    return out
-
-
-def evaluate_predictions(frame, labels: list[str], chunks: bool) -> dict:
-    """``evaluate.score_tagging`` of a prediction DataFrame (backends.predict schema)."""
-    from .evaluate import score_tagging
-
-    t = frame.select("group", "event_id", "label", "predicted").toArrow()
-    return score_tagging(t.column("group").to_numpy(), t.column("event_id").to_numpy(),
-                         t.column("label").to_pylist(), t.column("predicted").to_pylist(),
-                         labels, chunks)
-
-
-def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -> dict:
-    from .backends.predict import predictions
-
-    frame, bc = predictions(spark, model, dataset_dir)
-    try:
-        if model.space.shape != "multiclass":
-            t = frame.select("predicted", "correct").toArrow()
-            hits = [c[p] for p, c in zip(t.column("predicted").to_pylist(), t.column("correct").to_pylist())]
-            return {"events": len(hits), "accuracy": float(np.mean(hits)) if hits else float("nan")}
-        if chunks is None:  # IOB chunk tags: score chunks as the CoNLL shared task does
-            chunks = any(label[:2] in ("B-", "I-") for label in model.labels)
-        return evaluate_predictions(frame, model.labels, chunks)
-    finally:
-        bc.destroy()
-
-
-def predict_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="predict", description="Score a dataset with a saved model; writes Parquet "
-        "(event_id, group, label, predicted, probability, probabilities).")
-    config_arguments(parser)
-    parser.add_argument("--model", required=True, help="saved model directory")
-    parser.add_argument("--input", required=True, help="prepared dataset or text file/directory")
-    parser.add_argument("--format", help="reader of a text --input (e.g. maxent, conll)")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="reader option, e.g. mode=basenp")
-    parser.add_argument("--output", required=True, help="Parquet output directory")
-    parser.add_argument("--overwrite", action="store_true")
-
-    def main(args) -> int:
-        from .backends.io import atomic_output
-        from .backends.predict import predictions
-        from .model import MaxentModel
-
-        cfg = load_job_config(args)
-        spark = session_for(cfg)
-        model = MaxentModel.load(args.model)
-        with atomic_output(spark, args.output, overwrite=args.overwrite) as tmp:
-            data = prepared_for_model(spark, args.model, args.input, args.format,
-                                      tmp + "-work", parse_options(args.option))
-            frame, bc = predictions(spark, model, data)
-            try:
-                frame.write.parquet(tmp)
-            finally:
-                bc.destroy()
-                _remove_local(tmp + "-work")
-        print(f"predictions: {args.output}")
-        return EXIT_OK
-
-    return run(main, parser, argv)
-
-
-def parse_options(items: list[str]) -> dict:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"expected a reader option like mode=basenp, got {item!r}")
-        out[key] = value
-    return out
-
-
-def _remove_local(path: str) -> None:
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def evaluate_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="evaluate", description="Accuracy, per-label P/R/F1 and CoNLL chunk P/R/F1 of a model.")
-    config_arguments(parser)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--input", required=True, help="prepared dataset or text file/directory")
-    parser.add_argument("--format")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--chunks", choices=["auto", "yes", "no"], default="auto",
-                        help="score chunks with the CoNLL-2000 rules (auto: when labels are IOB tags)")
-    parser.add_argument("--report", help="write the report JSON here")
-
-    def main(args) -> int:
-        import tempfile
-
-        from .model import MaxentModel
-
-        cfg = load_job_config(args)
-        spark = session_for(cfg)
-        model = MaxentModel.load(args.model)
-        with tempfile.TemporaryDirectory(prefix="sparkmaxent-eval-") as work:
-            data = prepared_for_model(spark, args.model, args.input, args.format, work,
-                                      parse_options(args.option))
-            chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
-            report = evaluate_model(spark, model, data, chunks)
-        summary = {k: v for k, v in report.items() if k != "per_label"}
-        print(json.dumps(summary, indent=2, default=json_default))
-        if args.report:
-            write_json(args.report, report)
-        return EXIT_OK
-
-    return run(main, parser, argv)
-
-
-# ---- the main job: prepare + train + evaluate -------------------------------
-
-def make_datasets(spark, cfg, out: str) -> dict[str, str]:
-    """Prepared train/heldout/test directories for a run: taken from the
-    config, or prepared from its inputs (or the synthetic generator)."""
-    from .data.prepare import prepare
-
-    d = cfg.data
-    if d.train:
-        return {"train": d.train, "heldout": d.heldout, "test": d.test}
-    inputs = {"train": d.train_inputs, "heldout": d.heldout_inputs, "test": d.test_inputs}
-    fmt = d.format
-    if fmt == "synthetic":
-        from .data import synthetic
-
-        spec = synthetic.SyntheticSpec(**d.synthetic)
-        inputs = synthetic.write_splits(spec, os.path.join(out, "data", "text"))
-        fmt = "maxent"
-    if not inputs["train"]:
-        raise ValueError("no training data: set data.train (prepared) or data.train_inputs")
-    dirs = {}
-    for split in ("train", "heldout", "test"):
-        if not inputs.get(split):
-            dirs[split] = ""
-            continue
-        dirs[split] = os.path.join(out, "data", split)
-        is_train = split == "train"
-        prepare(spark, list(inputs[split]) if not isinstance(inputs[split], str) else [inputs[split]],
-                dirs[split], fmt, options=dict(d.options),
-                cutoff=d.prepare_cutoff if is_train else 0, merge_duplicates=is_train,
-                vocabulary=None if is_train else dirs["train"],
-                partitions=d.partitions or None, overwrite=True)
-    return dirs
-
-
-def pipeline_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="pipeline", description="Prepare, train and evaluate in one Spark session "
-        "(default: the built-in synthetic data).")
-    config_arguments(parser)
-    parser.add_argument("--output", help="output directory (overrides output.dir)")
-    resume_argument(parser)
-
-    def main(args) -> int:
-        cfg = load_job_config(args)
-        out = args.output or cfg.output.dir
-        started = time.perf_counter()
-        spark = session_for(cfg)
-        dirs = make_datasets(spark, cfg, out)
-        model, report = train_model(spark, cfg, dirs["train"], dirs["heldout"], output_dir=out,
-                                    resume=args.resume)
-        model_dir = os.path.join(out, "model")
-        model.save(model_dir, overwrite=cfg.output.overwrite)
-        full = {"config": cfg.to_dict(), "datasets": dirs, "train": report}
-        if dirs["test"]:
-            full["test"] = evaluate_model(spark, model, dirs["test"])
-        full["wall_s"] = round(time.perf_counter() - started, 3)
-        report_path = os.path.join(out, "report.json")
-        write_json(report_path, full)
-        test = full.get("test", {})
-        print(f"trained {cfg.train.method}: {report['nonzero_weights']} non-zero weights, "
-              f"objective {report.get('objective', float('nan')):.6g}, {report['passes']} passes"
-              + (f", test accuracy {test['accuracy']:.4f}" if test else ""))
-        print(f"model:  {model_dir}\nreport: {report_path}")
-        return EXIT_OK
-
-    return run(main, parser, argv)
+def job_main(command: str) -> Callable[[list[str] | None], int]:
+    """The ``main(argv)`` of ``jobs/<command>.py``: this CLI's subcommand."""
+    def run(argv: list[str] | None = None) -> int:
+        return main([command, *(sys.argv[1:] if argv is None else argv)])
+    return run

@@ -294,16 +294,7 @@ def chunk_prf(gold_sentences: Sequence[Sequence[str]], pred_sentences: Sequence[
         by_type : dict type -> dict(precision, recall, f1, n_gold, n_pred,
             n_correct)
     """
-    if len(gold_sentences) != len(pred_sentences):
-        raise ValueError(f"expected as many predicted sentences as gold ones, got "
-                         f"{len(pred_sentences)} predicted for {len(gold_sentences)} gold")
-    for s, (g, p) in enumerate(zip(gold_sentences, pred_sentences)):
-        if isinstance(g, str) or isinstance(p, str):
-            raise ValueError(f"expected sentences as lists of tags, got a string at sentence {s}")
-        if len(g) != len(p):
-            raise ValueError(f"sentence {s}: expected {len(g)} predicted tags (one per gold tag), "
-                             f"got {len(p)}")
-
+    _check_sentences(gold_sentences, pred_sentences)
     n_correct = n_gold = n_pred = correct_tags = n_tokens = 0
     by_type: dict[str, list[int]] = {}  # type -> [correct, gold, pred]
 
@@ -345,26 +336,45 @@ def chunk_prf(gold_sentences: Sequence[Sequence[str]], pred_sentences: Sequence[
         n_correct += 1
         bump(last_ct, 0)
 
-    precision, recall = _ratio(n_correct, n_pred), _ratio(n_correct, n_gold)
-    types = {}
-    for typ in sorted(by_type):
-        k, ng, npred = by_type[typ]
-        p, r = _ratio(k, npred), _ratio(k, ng)
-        types[typ] = {"precision": p, "recall": r, "f1": _f1(p, r),
-                      "n_gold": ng, "n_pred": npred, "n_correct": k}
-    return {"precision": precision, "recall": recall, "f1": _f1(precision, recall),
-            "n_gold": n_gold, "n_pred": n_pred, "n_correct": n_correct,
-            "accuracy": _ratio(correct_tags, n_tokens), "by_type": types}
+    return {**_prf(n_correct, n_gold, n_pred), "accuracy": _ratio(correct_tags, n_tokens),
+            "by_type": {typ: _prf(*by_type[typ]) for typ in sorted(by_type)}}
+
+
+def _prf(n_correct: int, n_gold: int, n_pred: int) -> dict:
+    p, r = _ratio(n_correct, n_pred), _ratio(n_correct, n_gold)
+    return {"precision": p, "recall": r, "f1": _f1(p, r),
+            "n_gold": n_gold, "n_pred": n_pred, "n_correct": n_correct}
+
+
+def _check_sentences(gold_sentences, pred_sentences) -> None:
+    if len(gold_sentences) != len(pred_sentences):
+        raise ValueError(f"expected as many predicted sentences as gold ones, got "
+                         f"{len(pred_sentences)} predicted for {len(gold_sentences)} gold")
+    for s, (g, p) in enumerate(zip(gold_sentences, pred_sentences)):
+        if isinstance(g, str) or isinstance(p, str):
+            raise ValueError(f"expected sentences as lists of tags, got a string at sentence {s}")
+        if len(g) != len(p):
+            raise ValueError(f"sentence {s}: expected {len(g)} predicted tags (one per gold tag), "
+                             f"got {len(p)}")
 
 
 # ---- a whole test set ---------------------------------------------------------
 
+def is_iob(labels: Sequence[str]) -> bool:
+    """Whether labels are IOB chunk tags (some start with B- or I-)."""
+    return any(str(label)[:2] in ("B-", "I-") for label in labels)
+
+
 def score_tagging(groups: np.ndarray, event_ids: np.ndarray, gold: Sequence[Hashable],
-                  pred: Sequence[Hashable], labels: Sequence[str], chunks: bool) -> dict:
+                  pred: Sequence[Hashable], labels: Sequence[str],
+                  chunks: bool | None = None) -> dict:
     """Accuracy, per-label P/R/F1 and, for IOB chunk tags, conlleval chunk
     P/R/F1 of predictions on events in any order: events are put back in
     source order (``group`` = sentence, then ``event_id``). A gold label not
-    among ``labels`` (unseen in training) is never predicted: an error."""
+    among ``labels`` (unseen in training) is never predicted: an error.
+    ``chunks`` None: score chunks when the labels are IOB tags."""
+    if chunks is None:
+        chunks = is_iob(labels)
     order = np.lexsort((np.asarray(event_ids), np.asarray(groups)))
     gold = np.asarray(gold, dtype=object)[order]
     pred = np.asarray(pred, dtype=object)[order]
@@ -397,8 +407,6 @@ def evaluate_dataset(dataset_dir: str, weights, space, scaling=None,
     predicted, _ = predict_multiclass(block_from_arrow(table, info), space, weights, scaling)
     labels = list(info.labels)
     gold = [info.label_name(int(y)) for y in table.column("label").to_numpy()]
-    if chunks is None:
-        chunks = any(label[:2] in ("B-", "I-") for label in labels)
     return score_tagging(table.column("group").to_numpy(), table.column("event_id").to_numpy(),
                          gold, [labels[int(k)] for k in predicted], labels, chunks)
 

@@ -180,6 +180,16 @@ class MaxentModel:
         return MaxentModel(space, weights, labels, names, scaling, meta["config"], meta["summary"])
 
 
+def feature_table(dataset_dir: str):
+    """A prepared dataset's dictionary as (predicate ids in increasing
+    order, their feature column): names found by binary search."""
+    from .data.schema import FEATURES_DIR
+
+    t = pq.read_table(os.path.join(dataset_dir, FEATURES_DIR), columns=["feature", "id"])
+    t = t.sort_by("id")
+    return t.column("id").to_numpy().astype(np.int64), t.column("feature")
+
+
 def feature_names_for(dataset_dir: str, ids: np.ndarray) -> dict[int, str]:
     """Feature strings of the given predicate ids from a prepared dataset's dictionary."""
     import pyarrow.compute as pc
@@ -192,4 +202,4 @@ def feature_names_for(dataset_dir: str, ids: np.ndarray) -> dict[int, str]:
     return dict(zip(t.column("id").to_pylist(), t.column("feature").to_pylist()))
 
 
-__all__ = ["MaxentModel", "feature_names_for", "CANDIDATES", "MULTICLASS"]
+__all__ = ["MaxentModel", "feature_names_for", "feature_table", "CANDIDATES", "MULTICLASS"]

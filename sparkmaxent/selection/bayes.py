@@ -177,9 +177,10 @@ from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..optim.l1 import SOLVERS, SolverOptions, choose_solver, orthant_problem
 from ..optim.objective import Objective
-from ..train import FitResult, TrainingContext, register
-from .loop import (FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
-                   check_gain_selection, has_checkpoint, limit_reached, run_rounds)
+from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from .checkpoint import has_checkpoint
+from .loop import add_feature, best_of, limit_reached, run_rounds
+from .reporting import FeatureNamer
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ def log_model_prior_odds(kind: str, k: int, candidates: int, inclusion: float = 
         return math.log((k + 1) / max(candidates - k, 1))
     if kind == "empirical-bayes":  # George & Foster 2000: p / (1 - p)
         return math.log(inclusion / (1.0 - inclusion)) if inclusion > 0 else -math.inf
-    raise ValueError(f"expected bf_model_prior in {list(MODEL_PRIORS)}, got {kind!r}")
+    raise ValueError(f"expected train.bayes.model_prior in {list(MODEL_PRIORS)}, got {kind!r}")
 
 
 def empirical_inclusion_probability(log_bayes_factors: np.ndarray) -> float:
@@ -246,7 +247,7 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
         printed, and MEGAM).
     """
     if sign not in SIGNS:
-        raise ValueError(f"expected bf_sign in {sorted(SIGNS)}, got {sign!r}")
+        raise ValueError(f"expected train.bayes.sign in {sorted(SIGNS)}, got {sign!r}")
     S, mu, a = (np.asarray(v, dtype=np.float64) for v in (loglik_change, mu, curvature))
     s2 = float(prior_variance)
     # Eq. 12: beta_g = log pi(M_g) + log pi(mu_g) + log p(D | lambda0, mu_g)
@@ -258,27 +259,6 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
             + SIGNS[sign] * 0.5 * np.log(a))
 
 
-def check_config(ctx: TrainingContext) -> None:
-    cfg = ctx.config
-    if not (cfg.prior_variance >= 0 and math.isfinite(cfg.prior_variance)):
-        raise ValueError(f"expected train.prior_variance >= 0 (sigma^2 of the Gaussian prior on "
-                         f"each weight, sum units; 0: the total event weight W), got "
-                         f"{cfg.prior_variance}")
-    if cfg.bf_per_round < 1:
-        raise ValueError(f"expected train.bf_per_round >= 1, got {cfg.bf_per_round}")
-    if cfg.bf_rescore < 1:
-        raise ValueError(f"expected train.bf_rescore >= 1, got {cfg.bf_rescore}")
-    if cfg.bf_signature_bits < 0 or cfg.bf_signature_bits % 8:
-        raise ValueError(f"expected train.bf_signature_bits a multiple of 8 >= 0, got "
-                         f"{cfg.bf_signature_bits}")
-    if cfg.bf_sign not in SIGNS:
-        raise ValueError(f"expected train.bf_sign in {sorted(SIGNS)}, got {cfg.bf_sign!r}")
-    if cfg.bf_model_prior not in MODEL_PRIORS:
-        raise ValueError(f"expected train.bf_model_prior in {list(MODEL_PRIORS)}, got "
-                         f"{cfg.bf_model_prior!r}")
-    check_gain_selection(cfg)
-
-
 class BayesFactor:
     """The round method of Bayes-factor selection (one round of Figure 1)."""
 
@@ -287,11 +267,11 @@ class BayesFactor:
         cfg = ctx.config
         self.space = ctx.backend.space
         self.namer = FeatureNamer(ctx.backend)
-        self.sign = cfg.bf_sign
+        self.sign = cfg.bayes.sign
         lg = self.loss_grad(Weights.zeros(self.space))
         self.weight = float(lg.weight)  # W: events count as repeated (sum units)
         # sigma^2 = W by default: an Occam factor of at least BIC's (module docstring)
-        self.sigma2 = float(cfg.prior_variance) or self.weight
+        self.sigma2 = float(cfg.bayes.prior_variance) or self.weight
         # OptMAP's gamma2 in the mean units of L: W L + ||w||^2 / (2 sigma^2) = W C
         self.l2 = 1.0 / (self.sigma2 * self.weight)
 
@@ -305,7 +285,7 @@ class BayesFactor:
         """mu_g, a_g and the log Bayes factor of each id against ``weights``
         (mean field; the model prior's odds are the caller's)."""
         f = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
-                      method=self.ctx.config.gain_method, prior_variance=self.sigma2,
+                      method=self.ctx.config.selection.gain_method, prior_variance=self.sigma2,
                       alpha0=alpha0)
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2,
                                      self.sign)
@@ -315,7 +295,7 @@ class BayesFactor:
         features, as a function of k, and the empirical-Bayes inclusion
         probability behind them (fitted to the round's log Bayes factors
         ``log_bf``; None under the other model priors)."""
-        kind, K = self.ctx.config.bf_model_prior, self.space.n_features
+        kind, K = self.ctx.config.bayes.model_prior, self.space.n_features
         p = empirical_inclusion_probability(log_bf) if kind == "empirical-bayes" else None
         return (lambda k: log_model_prior_odds(kind, k, K, 0.5 if p is None else p)), p
 
@@ -326,7 +306,7 @@ class BayesFactor:
         handful per round, or L-BFGS)."""
         cfg = self.ctx.config
         ids, n = weights.active_ids(), len(weights.values)
-        solver = choose_solver(cfg.solver, n + self.space.n_bias, cfg.newton_max_active)
+        solver = choose_solver(cfg.selection.solver, n + self.space.n_bias, cfg.selection.newton_max_active)
         obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
         res = SOLVERS[solver](obj, obj.theta(weights),
                               orthant_problem(np.zeros(n), 0.0, self.space.n_bias),
@@ -354,9 +334,9 @@ class BayesFactor:
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
-        room = cfg.max_features - len(active) if cfg.max_features else cfg.bf_per_round
+        room = cfg.selection.max_features - len(active) if cfg.selection.max_features else cfg.bayes.per_round
         if room <= 0:
-            return _stop(weights, loss, float("nan"), f"max_features = {cfg.max_features}", beta0)
+            return _stop(weights, loss, float("nan"), f"max_features = {cfg.selection.max_features}", beta0)
         prop = self.ctx.backend.run(ProposalTask(self.space, weights, self.ctx.scaling))
         ids = np.setdiff1d(prop.ids, active, assume_unique=True)
         if not len(ids):
@@ -375,7 +355,7 @@ class BayesFactor:
             return _stop(weights, loss, best, f"no proposal beats beta_0 ({len(ids)} scored)",
                          beta0, stopped_by_rule=True)
         picks, rescored = self.select(weights, ids, beta, fit.alpha,
-                                      min(cfg.bf_per_round, room), odds)
+                                      min(cfg.bayes.per_round, room), odds)
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
@@ -414,10 +394,10 @@ class BayesFactor:
         score, mu = beta.copy(), mu.copy()
         live = score > 0  # only proposals that beat beta_0 against lambda0 take part
         signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]
-        if cfg.bf_signature_bits and limit > 1:
+        if cfg.bayes.signature_bits and limit > 1:
             sig_row = np.cumsum(live) - 1
             signatures = self.ctx.backend.run(EventSignatureTask(
-                self.space, ids[live], cfg.bf_signature_bits)).bits
+                self.space, ids[live], cfg.bayes.signature_bits)).bits
         picks: list[dict] = []
         model, rescored = weights, 0
         fresh = np.flatnonzero(live)  # scored against ``model`` as it is now
@@ -425,7 +405,7 @@ class BayesFactor:
             # take the best fresh proposal while it fires on no event of the
             # picks taken since its score was computed: its score given them
             # is the score it has
-            batch = np.zeros(cfg.bf_signature_bits // 8, dtype=np.uint8)  # their events
+            batch = np.zeros(cfg.bayes.signature_bits // 8, dtype=np.uint8)  # their events
             taken = 0
             while len(picks) < limit:
                 cand = fresh[live[fresh]]
@@ -445,7 +425,7 @@ class BayesFactor:
             # rescore the best remaining ones against the model with the picks
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
-            fresh = pos[order[: cfg.bf_rescore]]
+            fresh = pos[order[: cfg.bayes.rescore]]
             f, s = self.fit(model, ids[fresh], alpha0=mu[fresh])
             s += odds(len(model.values))
             rescored += len(fresh)
@@ -463,13 +443,12 @@ def _stop(weights: Weights, loss: float, best: float, why: str, beta0: float,
 
 def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     """Run Bayes-factor selection through the shared round loop; report it."""
-    check_config(ctx)
     cfg = ctx.config
     method = BayesFactor(ctx)
     log.info("bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, %s model prior, up to %d "
              "per round (rescoring %d), fits by %s", method.sigma2, method.l2, method.sign,
-             cfg.bf_model_prior, cfg.bf_per_round, cfg.bf_rescore, cfg.gain_method)
-    start = None if ctx.resume and has_checkpoint(ctx) else method.start()
+             cfg.bayes.model_prior, cfg.bayes.per_round, cfg.bayes.rescore, cfg.selection.gain_method)
+    start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
     weights = state.weights
     lg = method.loss_grad(weights)
@@ -479,9 +458,9 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta), "loss": loss,
         "train_accuracy": lg.correct / lg.weight, "prior_variance": method.sigma2,
-        "l2": method.l2, "bf_sign": method.sign, "bf_model_prior": cfg.bf_model_prior,
-        "bf_per_round": cfg.bf_per_round,
-        "bf_rescore": cfg.bf_rescore, "active_features": int(len(weights.values)),
+        "l2": method.l2, "bf_sign": method.sign, "bf_model_prior": cfg.bayes.model_prior,
+        "bf_per_round": cfg.bayes.per_round,
+        "bf_rescore": cfg.bayes.rescore, "active_features": int(len(weights.values)),
         "selected": [p["feature"] for p in selected],
         "selected_names": [p["feature_name"] for p in selected],
         "rounds_run": state.round,
@@ -494,6 +473,3 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     return FitResult(weights.sparse(), report)
 
 
-@register("bayes-factor")
-def fit_bayes(ctx: TrainingContext) -> FitResult:
-    return fit_bayes_factor(ctx)

@@ -60,8 +60,8 @@ from ..kernels.topk import top_candidates
 from ..optim import Evaluation, Objective
 from ..optim.l1 import (SOLVERS, SolverOptions, choose_solver, kkt_certificate, kkt_from_parts,
                         orthant_problem)
-from ..train import FitResult, TrainingContext, register
-from .loop import LoopState, RoundOutcome, limit_reached, run_rounds
+from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from .loop import limit_reached, run_rounds
 
 log = logging.getLogger(__name__)
 
@@ -86,18 +86,18 @@ class Variant:
 def variant(name: str, cfg) -> Variant:
     """The Variant of method ``name`` under TrainConfig ``cfg`` (checked)."""
     if name == "grafting":
-        if not cfg.l1 > 0:
-            raise ValueError(f"method 'grafting' needs train.l1 > 0, got {cfg.l1}")
-        if cfg.elastic_l2 < 0:
-            raise ValueError(f"expected train.elastic_l2 >= 0, got {cfg.elastic_l2}")
-        return Variant(name, cfg.l1, cfg.elastic_l2, cfg.l1)
+        if not cfg.grafting.l1 > 0:
+            raise ValueError(f"method 'grafting' needs train.l1 > 0, got {cfg.grafting.l1}")
+        if cfg.grafting.elastic_l2 < 0:
+            raise ValueError(f"expected train.elastic_l2 >= 0, got {cfg.grafting.elastic_l2}")
+        return Variant(name, cfg.grafting.l1, cfg.grafting.elastic_l2, cfg.grafting.l1)
     if name in ("mle-ifs", "l2-ifs"):
-        if not cfg.grad_threshold > 0:
-            raise ValueError(f"method {name!r} needs train.grad_threshold > 0, got {cfg.grad_threshold}")
+        if not cfg.grafting.grad_threshold > 0:
+            raise ValueError(f"method {name!r} needs train.grad_threshold > 0, got {cfg.grafting.grad_threshold}")
         l2 = cfg.l2 if name == "l2-ifs" else 0.0
         if name == "l2-ifs" and not l2 > 0:
             raise ValueError(f"method 'l2-ifs' needs train.l2 > 0, got {l2}")
-        return Variant(name, 0.0, l2, cfg.grad_threshold)
+        return Variant(name, 0.0, l2, cfg.grafting.grad_threshold)
     raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
 
 
@@ -163,19 +163,19 @@ class Grafting:
         # projected gradient then exceeds threshold * kkt_tol, and the solver
         # tolerance is kept below that: otherwise a round could end at once
         # with the new weight still 0, prune it, and re-add it forever.
-        self.test_bound = spec.threshold * (1 + cfg.kkt_tol)
-        if cfg.dense_test_max < 0:
-            raise ValueError(f"expected train.dense_test_max >= 0, got {cfg.dense_test_max}")
-        if cfg.test_block_size < 1:
-            raise ValueError(f"expected train.test_block_size >= 1, got {cfg.test_block_size}")
+        self.test_bound = spec.threshold * (1 + cfg.grafting.kkt_tol)
+        if cfg.grafting.dense_test_max < 0:
+            raise ValueError(f"expected train.dense_test_max >= 0, got {cfg.grafting.dense_test_max}")
+        if cfg.grafting.test_block_size < 1:
+            raise ValueError(f"expected train.test_block_size >= 1, got {cfg.grafting.test_block_size}")
         # features per block of the block-wise test; None: the dense test
-        self.block_size = (cfg.test_block_size if ctx.backend.space.n_features > cfg.dense_test_max
+        self.block_size = (cfg.grafting.test_block_size if ctx.backend.space.n_features > cfg.grafting.dense_test_max
                            else None)
-        self.options = SolverOptions(tol=min(cfg.gtol, 0.5 * spec.threshold * cfg.kkt_tol),
+        self.options = SolverOptions(tol=min(cfg.gtol, 0.5 * spec.threshold * cfg.grafting.kkt_tol),
                                      max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol,
                                      full_gradient=self.block_size is None)
-        if not 0 <= cfg.round_tol_ratio < 1:
-            raise ValueError(f"expected 0 <= train.round_tol_ratio < 1, got {cfg.round_tol_ratio}")
+        if not 0 <= cfg.grafting.round_tol_ratio < 1:
+            raise ValueError(f"expected 0 <= train.round_tol_ratio < 1, got {cfg.grafting.round_tol_ratio}")
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
         self.evaluations = 0
@@ -195,14 +195,14 @@ class Grafting:
         if self.block_size is None:
             test = self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
         else:
-            value, summary = obj.gradient_summary(theta, self.test_bound, self.ctx.config.n_best,
+            value, summary = obj.gradient_summary(theta, self.test_bound, self.ctx.config.grafting.n_best,
                                                   self.block_size)
             lg = summary.lg
             # test_bound = threshold (1 + kkt_tol) is the certificate's bound
             # too, so the summary's count over it is the certificate's count
             kkt = kkt_from_parts(summary.active_grad, weights, summary.max_inactive,
                                  summary.n_over, summary.n_features, _grad_bias(lg),
-                                 self.spec.l1, self.ctx.config.kkt_tol, bound=self.spec.threshold)
+                                 self.spec.l1, self.ctx.config.grafting.kkt_tol, bound=self.spec.threshold)
             test = GradientTest(value, lg, summary.top_ids, summary.top_grad,
                                 summary.max_inactive, kkt)
         self._known = (weights, test)
@@ -211,10 +211,10 @@ class Grafting:
     def _dense_test(self, weights: Weights, ev: Evaluation) -> GradientTest:
         """The test from an evaluation that carries the full gradient."""
         new, best = select_candidates(ev.full_grad, weights.active_ids(), self.test_bound,
-                                      self.ctx.config.n_best)
+                                      self.ctx.config.grafting.n_best)
         # the bias gradient from the raw sums (ev.grad may span pruned ids too)
         kkt = kkt_certificate(ev.full_grad, weights, _grad_bias(ev.lossgrad), self.spec.l1,
-                              self.ctx.config.kkt_tol, bound=self.spec.threshold)
+                              self.ctx.config.grafting.kkt_tol, bound=self.spec.threshold)
         return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
     def _certificate(self, weights: Weights) -> dict:
@@ -234,7 +234,7 @@ class Grafting:
         Guestrin 2015, Blitz). The best new weight's projected gradient at 0
         is the excess itself, so every round moves at least it."""
         excess = test.best - self.test_bound
-        return max(self.options.tol, self.ctx.config.round_tol_ratio * excess)
+        return max(self.options.tol, self.ctx.config.grafting.round_tol_ratio * excess)
 
     def round(self, state: LoopState) -> RoundOutcome:
         weights = state.weights
@@ -266,7 +266,7 @@ class Grafting:
         box = orthant_problem(signs, spec.l1, space.n_bias)
         obj = self.objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
-        solver = choose_solver(self.ctx.config.solver, len(theta0), self.ctx.config.newton_max_active)
+        solver = choose_solver(self.ctx.config.selection.solver, len(theta0), self.ctx.config.selection.newton_max_active)
         options = dataclasses.replace(self.options, tol=tol,
                                       ray_first_at_start=len(new) >= RAY_FIRST_MIN_ADDED)
         res = SOLVERS[solver](obj, theta0, box, options, None)
@@ -316,8 +316,8 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
                  {"path": "block-wise", "block_size": method.block_size,
                   "blocks": -(-space.n_features // method.block_size)})
     log.info("%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
-             "over %d candidates", name, spec.l1, spec.l2, spec.threshold, ctx.config.n_best,
-             ctx.config.solver, test_path["path"], space.n_features)
+             "over %d candidates", name, spec.l1, spec.l2, spec.threshold, ctx.config.grafting.n_best,
+             ctx.config.selection.solver, test_path["path"], space.n_features)
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
     weights = state.weights
     # stopped by a cap: certify what there is (one more pass)
@@ -330,7 +330,7 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
                     cert["bound"], cert["max_active_violation"], cert["tol"])
     report = {
         "objective": method.penalized(test.value, weights), "l1": spec.l1, "l2": spec.l2,
-        "threshold": spec.threshold, "n_best": ctx.config.n_best,
+        "threshold": spec.threshold, "n_best": ctx.config.grafting.n_best,
         "active_features": int(len(weights.values)),
         "loss": lg.loss / lg.weight, "train_accuracy": lg.correct / lg.weight,
         "rounds_run": state.round, "stopped": "no candidate passes the test" if state.done
@@ -344,16 +344,13 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
     return FitResult(weights.sparse(), report)
 
 
-@register("grafting")
 def fit_grafting(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "grafting")
 
 
-@register("mle-ifs")
 def fit_mle_ifs(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "mle-ifs")
 
 
-@register("l2-ifs")
 def fit_l2_ifs(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "l2-ifs")

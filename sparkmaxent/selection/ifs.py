@@ -55,9 +55,11 @@ from ..kernels import MULTICLASS, Weights
 from ..kernels.gains import GainFit, fit_gains, uniform_initial_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
-from ..train import FitResult, TrainingContext, fit_smooth, register
-from .loop import (TIE_RTOL, FeatureNamer, LoopState, RoundOutcome, add_feature, best_of,
-                   check_gain_selection, has_checkpoint, limit_reached, run_rounds)
+from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from .baselines import fit_smooth
+from .checkpoint import has_checkpoint
+from .loop import TIE_RTOL, add_feature, best_of, limit_reached, run_rounds
+from .reporting import FeatureNamer
 
 log = logging.getLogger(__name__)
 
@@ -81,19 +83,6 @@ class Variant:
     lookahead: int = 0
 
 
-def _check_config(ctx: TrainingContext, spec: Variant) -> None:
-    cfg = ctx.config
-    check_gain_selection(cfg)
-    if not cfg.gain_threshold >= 0:
-        raise ValueError(f"expected train.gain_threshold >= 0, got {cfg.gain_threshold}")
-    if spec.selective and cfg.sgc_batch < 1:
-        raise ValueError(f"expected train.sgc_batch >= 1, got {cfg.sgc_batch}")
-    if spec.lookahead < 0:
-        raise ValueError(f"expected train.lookahead >= 0, got {spec.lookahead}")
-    if cfg.reestimate_every < 0:
-        raise ValueError(f"expected train.reestimate_every >= 0, got {cfg.reestimate_every}")
-
-
 class Incremental:
     """The round method of IFS and SGC (one stage per round)."""
 
@@ -115,7 +104,7 @@ class Incremental:
 
     def fit(self, weights: Weights, ids: np.ndarray) -> GainFit:
         fit = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
-                        method=self.ctx.config.gain_method)
+                        method=self.ctx.config.selection.gain_method)
         self.gain_evaluations += len(ids)
         return fit
 
@@ -177,8 +166,8 @@ class Incremental:
         objective = (state.trace[-1]["objective"] if state.trace
                      else self.initial_loss(weights))
         selected = weights.active_ids()
-        if cfg.max_features and len(selected) >= cfg.max_features:
-            return _stop(weights, objective, float("nan"), f"max_features = {cfg.max_features}")
+        if cfg.selection.max_features and len(selected) >= cfg.selection.max_features:
+            return _stop(weights, objective, float("nan"), f"max_features = {cfg.selection.max_features}")
         if self.spec.selective:
             arrays = (dict(state.arrays) if "gain" in state.arrays
                       else self._sgc_initial(weights))
@@ -194,13 +183,13 @@ class Incremental:
             j, g, a, batches = int(ids[b]), float(fit.gain[b]), float(fit.alpha[b]), 1
         if j < 0:
             return _stop(weights, objective, float("nan"), "no candidate left")
-        if not g > cfg.gain_threshold:
+        if not g > cfg.ifs.gain_threshold:
             return _stop(weights, objective, g,
-                         f"best gain {g:.4g} <= gain_threshold {cfg.gain_threshold:g}")
+                         f"best gain {g:.4g} <= gain_threshold {cfg.ifs.gain_threshold:g}")
         new = add_feature(weights, j, a)
         objective = objective - g  # G is exact at alpha: L(S + f) = L(S) - G
         reestimated = False
-        if cfg.reestimate_every and stage % cfg.reestimate_every == 0:
+        if cfg.ifs.reestimate_every and stage % cfg.ifs.reestimate_every == 0:
             new, objective = self.reestimate(new)
             reestimated = True
         if self.spec.selective:
@@ -249,7 +238,7 @@ class Incremental:
                     return int(b), float(gain[b]), float(alpha[b]), batches
             elif not np.any(stale):
                 return -1, float("nan"), 0.0, batches
-            self._refresh(arrays, weights, stage, self.ctx.config.sgc_batch)
+            self._refresh(arrays, weights, stage, self.ctx.config.ifs.batch)
             batches += 1
 
     def reestimate(self, weights: Weights) -> tuple[Weights, float]:
@@ -272,18 +261,17 @@ def _stop(weights: Weights, objective: float, best: float, why: str) -> RoundOut
 
 def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     """Run IFS or SGC through the shared round loop; report the selection."""
-    _check_config(ctx, spec)
     method = Incremental(ctx, spec)
     cfg = ctx.config
     log.info("%s: max_features %d, gain_threshold %g%s, gains by %s", spec.name,
-             cfg.max_features, cfg.gain_threshold,
-             f", batch {cfg.sgc_batch}, lookahead {spec.lookahead}" if spec.selective else "",
-             cfg.gain_method)
-    start = None if ctx.resume and has_checkpoint(ctx) else method.start()
+             cfg.selection.max_features, cfg.ifs.gain_threshold,
+             f", batch {cfg.ifs.batch}, lookahead {spec.lookahead}" if spec.selective else "",
+             cfg.selection.gain_method)
+    start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start)
     weights = state.weights
     objective = state.trace[-1]["objective"] if state.trace else method.initial_loss(weights)
-    final_reestimate = bool(cfg.reestimate_every and len(weights.values))
+    final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
     trace = state.trace
@@ -344,19 +332,16 @@ def compare_selections(a: list[dict], b: list[dict], rtol: float = TIE_RTOL) -> 
 
 VARIANTS = {"ifs": lambda cfg: Variant("ifs", False),
             "sgc": lambda cfg: Variant("sgc", True),
-            "sgc-lookahead": lambda cfg: Variant("sgc-lookahead", True, cfg.lookahead)}
+            "sgc-lookahead": lambda cfg: Variant("sgc-lookahead", True, cfg.ifs.lookahead)}
 
 
-@register("ifs")
 def fit_ifs(ctx: TrainingContext) -> FitResult:
     return fit_incremental(ctx, VARIANTS["ifs"](ctx.config))
 
 
-@register("sgc")
 def fit_sgc(ctx: TrainingContext) -> FitResult:
     return fit_incremental(ctx, VARIANTS["sgc"](ctx.config))
 
 
-@register("sgc-lookahead")
 def fit_sgc_lookahead(ctx: TrainingContext) -> FitResult:
     return fit_incremental(ctx, VARIANTS["sgc-lookahead"](ctx.config))

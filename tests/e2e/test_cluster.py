@@ -257,7 +257,7 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
     # applications, and the worker launched an executor for each, which ran
     # tasks.
     new_apps = [a for a in _settled_state(cluster)["completedapps"] if a["id"] not in before]
-    assert sorted(a["name"] for a in new_apps) == sorted(["sparkmaxent-prepare", "sparkmaxent"]), \
+    assert sorted(a["name"] for a in new_apps) == sorted(["sparkmaxent-prepare", "sparkmaxent-train"]), \
         (new_apps, cluster.logs())
     for app in new_apps:
         assert app["id"] in cluster.app_dirs(), (app, cluster.app_dirs())

@@ -12,13 +12,16 @@ import time
 import numpy as np
 import pytest
 
-from sparkmaxent.cli import pipeline_main, train_main
+from sparkmaxent.cli import job_main
 from sparkmaxent.model import MaxentModel
+
+train_main = job_main("train")
+pipeline_main = job_main("pipeline")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = ("data.synthetic = {n_events = 4000, n_predicates = 400, n_labels = 4, n_support = 16, "
         "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 5}")
-GRAFT = ["--set", "train.method=grafting", "--set", "train.l1=2e-3", "--set", "train.n_best=3",
+GRAFT = ["--set", "train.method=grafting", "--set", "train.grafting.l1=2e-3", "--set", "train.grafting.n_best=3",
          "--set", "data.partitions=2",
          "--set", "train.backend=local"]
 
@@ -28,7 +31,7 @@ def interrupted(spark, tmp_path_factory):
     """A pipeline stopped after 2 rounds (max_rounds), as an interrupted run."""
     out = tmp_path_factory.mktemp("graft-pipeline")
     assert pipeline_main(["--set", DATA, *GRAFT,
-                          "--set", "train.max_rounds=2", "--output", str(out)]) == 0
+                          "--set", "train.selection.max_rounds=2", "--output", str(out)]) == 0
     return out
 
 
@@ -56,7 +59,7 @@ def test_resume_continues_to_the_model_of_an_uninterrupted_run(spark, interrupte
     assert a.weights.ids.tolist() == b.weights.ids.tolist()
     np.testing.assert_array_equal(a.weights.values, b.weights.values)
     # a different l1 does not resume this checkpoint
-    assert train_main(["--train", train_dir, *GRAFT, "--set", "train.l1=1e-3",
+    assert train_main(["--train", train_dir, *GRAFT, "--set", "train.grafting.l1=1e-3",
                        "--output", str(interrupted), "--resume"]) == 2
 
 
@@ -65,7 +68,7 @@ def test_a_killed_training_job_resumes_to_the_same_model(spark, interrupted, tmp
     """SIGKILL a jobs/train.py process once it has checkpointed round 3, then
     resume it in this process."""
     train_dir = json.load(open(interrupted / "report.json"))["datasets"]["train"]
-    args = ["--train", train_dir, *GRAFT, "--set", "train.n_best=1"]
+    args = ["--train", train_dir, *GRAFT, "--set", "train.grafting.n_best=1"]
     out = tmp_path / "killed"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": ROOT}
     proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "jobs", "train.py"), *args,

@@ -9,9 +9,14 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from sparkmaxent.cli import evaluate_main, pipeline_main, predict_main, train_main
+from sparkmaxent.cli import job_main
 from sparkmaxent.evaluate import evaluate_dataset
 from sparkmaxent.model import MaxentModel, feature_names_for
+
+train_main = job_main("train")
+predict_main = job_main("predict")
+evaluate_main = job_main("evaluate")
+pipeline_main = job_main("pipeline")
 
 SMALL = ("data.synthetic = {n_events = 3000, n_predicates = 300, n_labels = 3, n_support = 9, "
          "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 3}")
@@ -60,8 +65,8 @@ def test_selection_reports_name_features_on_either_backend(spark, run_dir, tmp_p
     for backend in ("local", "spark"):
         out = tmp_path / backend
         assert train_main(["--train", data["train"], "--set", "train.method=sgc",
-                           "--set", "train.max_features=2", "--set", f"train.backend={backend}",
-                           "--set", "train.plots=false", "--output", str(out)]) == 0
+                           "--set", "train.selection.max_features=2", "--set", f"train.backend={backend}",
+                           "--set", "train.selection.plots=false", "--output", str(out)]) == 0
         report = json.load(open(out / "train_report.json"))
         for j, name in zip(report["selected"], report["selected_names"]):
             p, k = divmod(j, len(labels))
@@ -118,5 +123,5 @@ def test_predict_refuses_to_overwrite_and_bad_input_exits_2(spark, run_dir, tmp_
     assert "no training data" in capsys.readouterr().err
     assert evaluate_main(["--model", str(tmp_path / "nope"), "--input", str(text)]) == 2
     assert "not a saved model" in capsys.readouterr().err
-    assert train_main(["--train", "x", "--set", "train.nonsense=1"]) == 2
+    assert train_main(["--train", "x", "--set", "train.nonsense=1"]) == 3
     assert "unknown key" in capsys.readouterr().err

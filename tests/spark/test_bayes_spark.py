@@ -6,7 +6,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.train import train
 
 from .helpers import written_multiclass
@@ -15,7 +15,7 @@ from .helpers import written_multiclass
 @pytest.mark.slow  # ~45 s on a loaded 2-core machine: OptMAP's L-BFGS passes on Spark
 def test_spark_backend_selects_what_local_selects(spark, tmp_path):
     p = written_multiclass(str(tmp_path), 60, active_per_event=5, n_copies=1)
-    cfg = TrainConfig(method="bayes-factor", bf_per_round=3, max_rounds=2, plots=False)
+    cfg = train_config(method="bayes-factor", per_round=3, max_rounds=2, plots=False)
     local = train(LocalBackend([p.block], p.space), cfg)
     with SparkBackend(spark, p.directory, p.info, bias=True, partitions=2,
                       name="test-bayes") as backend:

@@ -7,7 +7,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.optim import Objective
 from sparkmaxent.train import train
 
@@ -23,7 +23,7 @@ def problem(tmp_path_factory):
 
 
 def config(**kw):
-    return TrainConfig(**{"method": "grafting", "l1": GAMMA, "n_best": 10, "gtol": 1e-10, **kw})
+    return train_config(**{"method": "grafting", "l1": GAMMA, "n_best": 10, "gtol": 1e-10, **kw})
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.train import train
 
 from .helpers import written_multiclass
@@ -15,7 +15,7 @@ from .helpers import written_multiclass
 @pytest.mark.parametrize("method", ["ifs", "sgc"])
 def test_spark_backend_selects_what_local_selects(spark, tmp_path, method):
     p = written_multiclass(str(tmp_path), 60, active_per_event=5)
-    cfg = TrainConfig(method=method, max_features=6, gain_threshold=0.0, sgc_batch=8,
+    cfg = train_config(method=method, max_features=6, gain_threshold=0.0, batch=8,
                       plots=False)
     local = train(LocalBackend([p.block], p.space), cfg)
     with SparkBackend(spark, p.directory, p.info, bias=True, partitions=2,

@@ -8,7 +8,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.optim import Objective
 from sparkmaxent.optim.l1 import kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
@@ -35,7 +35,7 @@ def backend(spark, problem):
 
 
 def config(**kw):
-    return TrainConfig(**{"method": "grafting", "l1": GAMMA, "n_best": 4, "gtol": 1e-10, **kw})
+    return train_config(**{"method": "grafting", "l1": GAMMA, "n_best": 4, "gtol": 1e-10, **kw})
 
 
 def test_block_pass_selects_what_the_dense_pass_selects(backend, problem):

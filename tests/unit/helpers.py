@@ -51,7 +51,7 @@ def interrupt_and_resume(make_backend, config, tmp_path, after: int):
 
     import pytest
 
-    from sparkmaxent.selection.loop import CHECKPOINT_DIR, STATE_FILE
+    from sparkmaxent.selection.checkpoint import CHECKPOINT_DIR, STATE_FILE
     from sparkmaxent.train import train
 
     whole = train(make_backend(), config, output_dir=str(tmp_path / "whole"))

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from scipy import integrate
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
@@ -130,7 +130,7 @@ def test_printed_sign_adds_log_curvature_and_never_stops_with_a_unit_prior():
     assert np.all(printed > 0)
     # the correct sign rejects most of these random (label-independent) features
     assert np.count_nonzero(lap > 0) < len(ids) // 2
-    with pytest.raises(ValueError, match="bf_sign"):
+    with pytest.raises(ValueError, match="train.bayes.sign"):
         bayes_factor_score(S, mu, a, 1.0, "plus")
 
 
@@ -217,7 +217,7 @@ def copy_data(seed=6, m=2000, K=3):
 def test_eq14_rescoring_makes_a_perfect_copy_lose_its_score():
     block, space = copy_data()
     ctx = TrainingContext(LocalBackend([block], space),
-                          TrainConfig(method="bayes-factor", bf_per_round=5, plots=False))
+                          train_config(method="bayes-factor", per_round=5, plots=False))
     bf = BayesFactor(ctx)
     start = bf.start()
     j, twin = 0 * 3 + 1, 1 * 3 + 1
@@ -277,8 +277,8 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
     backend = LocalBackend(split_block(block, 2), space)
     scores = {}
     for bits in (0, 4096):
-        ctx = TrainingContext(backend, TrainConfig(method="bayes-factor", bf_per_round=30,
-                                                   bf_signature_bits=bits, plots=False))
+        ctx = TrainingContext(backend, train_config(method="bayes-factor", per_round=30,
+                                                   signature_bits=bits, plots=False))
         bf = BayesFactor(ctx)
         start = bf.start()
         ids = np.arange(space.n_features)
@@ -314,9 +314,9 @@ def generated():
 
 
 def bf_config(**kw) -> TrainConfig:
-    base = dict(method="bayes-factor", bf_per_round=10, plots=False)
+    base = dict(method="bayes-factor", per_round=10, plots=False)
     base.update(kw)
-    return TrainConfig(**base)
+    return train_config(**base)
 
 
 def selected_pairs(data, report) -> set:
@@ -369,7 +369,7 @@ def test_trace_rows_carry_proposals_picks_and_beta_0(generated_run):
 
 def test_printed_sign_selects_more_on_the_same_data(generated, generated_run):
     data, space = generated
-    res = train(LocalBackend([data.block()], space), bf_config(bf_sign="printed", max_rounds=6))
+    res = train(LocalBackend([data.block()], space), bf_config(sign="printed", max_rounds=6))
     assert res.report["active_features"] > generated_run.report["active_features"]
     rec = synthetic.support_recovery(selected_pairs(data, res.report), data)
     assert rec["precision"] < 0.9  # it rewards curvature: frequent noise passes
@@ -393,7 +393,7 @@ def test_beta_binomial_prior_charges_for_the_candidate_space(generated, generate
     correction selects no more features and stays precise."""
     data, space = generated
     res = train(LocalBackend(split_block(data.block(), 2), space),
-                bf_config(bf_model_prior="beta-binomial"))
+                bf_config(model_prior="beta-binomial"))
     rep, uniform = res.report, generated_run.report
     first, first_uniform = rep["rounds"][0]["selected"][0], uniform["rounds"][0]["selected"][0]
     assert first["feature"] == first_uniform["feature"]
@@ -452,7 +452,7 @@ def test_empirical_bayes_prior_charges_when_few_proposals_look_real(generated, g
     features than under the uniform prior."""
     data, space = generated
     res = train(LocalBackend(split_block(data.block(), 2), space),
-                bf_config(bf_model_prior="empirical-bayes"))
+                bf_config(model_prior="empirical-bayes"))
     rep, uniform = res.report, generated_run.report
     first, first_uniform = rep["rounds"][0], uniform["rounds"][0]
     p = first["inclusion_probability"]
@@ -471,7 +471,7 @@ def test_empirical_bayes_prior_charges_when_few_proposals_look_real(generated, g
 def test_empirical_bayes_inclusion_probability_0_stops_the_run(generated, monkeypatch):
     data, space = generated
     monkeypatch.setattr(bayes, "empirical_inclusion_probability", lambda log_bf: 0.0)
-    res = train(LocalBackend([data.block()], space), bf_config(bf_model_prior="empirical-bayes"))
+    res = train(LocalBackend([data.block()], space), bf_config(model_prior="empirical-bayes"))
     rep = res.report
     assert rep["stopped_by_rule"] and rep["active_features"] == 0
     assert "empirical-Bayes inclusion probability 0" in rep["stopped"]
@@ -480,7 +480,7 @@ def test_empirical_bayes_inclusion_probability_0_stops_the_run(generated, monkey
 def test_progress_lines_show_proposals_picks_and_beta_0(generated, caplog):
     data, space = generated
     with caplog.at_level("INFO", logger="sparkmaxent.selection.loop"):
-        train(LocalBackend([data.block()], space), bf_config(max_rounds=2, bf_per_round=2))
+        train(LocalBackend([data.block()], space), bf_config(max_rounds=2, per_round=2))
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
     assert len(lines) == 2
     assert "proposals scored" in lines[0] and "beat beta_0" in lines[0]
@@ -490,7 +490,7 @@ def test_progress_lines_show_proposals_picks_and_beta_0(generated, caplog):
 def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tmp_path):
     data, space = generated
     block = data.block()
-    cfg = bf_config(bf_per_round=3, max_rounds=5)
+    cfg = bf_config(per_round=3, max_rounds=5)
     whole, resumed, _ = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
                                              tmp_path, after=2)
     assert resumed.report["selected"] == whole.report["selected"]
@@ -564,12 +564,12 @@ def test_candidate_set_events_are_supported():
     assert len(res.report["selected"]) <= 6
 
 
-@pytest.mark.parametrize("key,value,match", [("bf_sign", "plus", "bf_sign"),
-                                             ("prior_variance", -1.0, "prior_variance"),
-                                             ("bf_per_round", 0, "bf_per_round"),
-                                             ("bf_rescore", 0, "bf_rescore"),
-                                             ("bf_signature_bits", 12, "bf_signature_bits"),
-                                             ("bf_model_prior", "flat", "bf_model_prior")])
+@pytest.mark.parametrize("key,value,match", [("sign", "plus", "train.bayes.sign"),
+                                             ("prior_variance", -1.0, "train.bayes.prior_variance"),
+                                             ("per_round", 0, "train.bayes.per_round"),
+                                             ("rescore", 0, "train.bayes.rescore"),
+                                             ("signature_bits", 12, "train.bayes.signature_bits"),
+                                             ("model_prior", "flat", "train.bayes.model_prior")])
 def test_bad_config_fails_before_training(key, value, match):
     block, space = copy_data(m=50)
     with pytest.raises(ValueError, match=match):

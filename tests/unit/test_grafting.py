@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
@@ -36,7 +36,7 @@ def planted(seed=1, m=6000, P=400, K=4, n_support=16, n_copies=2):
 def grafting_config(**kw) -> TrainConfig:
     base = dict(method="grafting", l1=2e-3, n_best=5, gtol=1e-9, kkt_tol=1e-6)
     base.update(kw)
-    return TrainConfig(**base)
+    return train_config(**base)
 
 
 def binary_candidates(seed=0, m=300, D=12, density=0.3):
@@ -285,7 +285,7 @@ def test_standardization_equals_training_on_standardized_data(shape):
               if shape == MULTICLASS else
               CandidateBlock(F=Xs, event_ptr=block.event_ptr, correct=block.correct, c=block.c))
     cfg = grafting_config(l1=3e-3, n_best=3)
-    a = train(LocalBackend([block], space), TrainConfig(**{**cfg.__dict__, "standardize": True}))
+    a = train(LocalBackend([block], space), train_config(cfg, standardize=True))
     b = train(LocalBackend([manual], space), cfg)
     assert a.scaling is not None
     assert a.report["objective"] == pytest.approx(b.report["objective"], rel=1e-9)
@@ -296,7 +296,7 @@ def test_standardization_equals_training_on_standardized_data(shape):
 @pytest.mark.parametrize("method", ["mle-ifs", "l2-ifs"])
 def test_thresholded_variants_stop_when_no_gradient_exceeds_the_threshold(method):
     _, block, space = planted(seed=4)
-    cfg = TrainConfig(method=method, grad_threshold=5e-3, l2=1e-3, n_best=4, gtol=1e-9)
+    cfg = train_config(method=method, grad_threshold=5e-3, l2=1e-3, n_best=4, gtol=1e-9)
     res = train(LocalBackend([block], space), cfg)
     cert = res.report["kkt"]
     assert cert["passed"] and cert["l1"] == 0 and cert["bound"] == 5e-3
@@ -316,12 +316,12 @@ def test_methods_are_registered_and_bad_settings_fail_before_training():
     assert {"grafting", "mle-ifs", "l2-ifs"} <= set(METHODS)
     _, block, space = planted(seed=5, m=200, P=30, K=3, n_support=3)
     backend = LocalBackend([block], space)
-    with pytest.raises(ValueError, match="train.l1 > 0"):
-        train(backend, TrainConfig(method="grafting", l1=0.0))
-    with pytest.raises(ValueError, match="grad_threshold > 0"):
-        train(backend, TrainConfig(method="mle-ifs", grad_threshold=0.0))
-    with pytest.raises(ValueError, match="unknown solver 'cg'"):
-        train(backend, TrainConfig(method="grafting", solver="cg"))
+    with pytest.raises(ValueError, match="train.grafting.l1: expected a value > 0"):
+        train(backend, train_config(method="grafting", l1=0.0))
+    with pytest.raises(ValueError, match="train.grafting.grad_threshold: expected a value > 0"):
+        train(backend, train_config(method="mle-ifs", grad_threshold=0.0))
+    with pytest.raises(ValueError, match="train.selection.solver: expected one of"):
+        train(backend, train_config(method="grafting", solver="cg"))
     assert backend.passes <= 1  # failed at the start
 
 

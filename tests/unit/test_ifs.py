@@ -14,7 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Space
 from sparkmaxent.kernels.blocks import split_block
@@ -40,10 +40,10 @@ def generated():
 
 
 def config(method, **kw) -> TrainConfig:
-    base = dict(method=method, max_features=40, gain_threshold=0.0, sgc_batch=16, lookahead=24,
+    base = dict(method=method, max_features=40, gain_threshold=0.0, batch=16, lookahead=24,
                 plots=False)
     base.update(kw)
-    return TrainConfig(**base)
+    return train_config(**base)
 
 
 def run(block, space, method, blocks=2, **kw):
@@ -161,10 +161,10 @@ def test_methods_are_registered_and_bad_settings_fail_before_training(generated)
     assert {"ifs", "sgc", "sgc-lookahead"} <= set(METHODS)
     block, space = generated
     backend = LocalBackend([block], space)
-    for kw, match in ((dict(sgc_batch=0), "sgc_batch >= 1"),
-                      (dict(gain_threshold=-1.0), "gain_threshold >= 0"),
-                      (dict(gain_method="newton"), "gain_method"),
-                      (dict(max_features=-2), "max_features >= 0")):
+    for kw, match in ((dict(batch=0), "train.ifs.batch: expected a value >= 1"),
+                      (dict(gain_threshold=-1.0), "train.ifs.gain_threshold: expected a value >= 0"),
+                      (dict(gain_method="newton"), "train.selection.gain_method"),
+                      (dict(max_features=-2), "train.selection.max_features: expected a value >= 0")):
         with pytest.raises(ValueError, match=match):
             train(backend, config("sgc", **kw))
     assert backend.passes == 0
@@ -215,8 +215,8 @@ def test_other_data_ifs_and_sgc(data):
     every candidate once at the start; after that the same rules."""
     block, space = data()
     n = 8
-    ifs = run(block, space, "ifs", max_features=n, sgc_batch=4)
-    sgc = run(block, space, "sgc", max_features=n, sgc_batch=4)
+    ifs = run(block, space, "ifs", max_features=n, batch=4)
+    sgc = run(block, space, "sgc", max_features=n, batch=4)
     cand = ifs.report["candidates"]
     assert sgc.report["rounds"][0]["gain_evaluations"] == cand  # the initial fit
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
@@ -267,7 +267,7 @@ def ppattach_block(path):
     return block, Space(MULTICLASS, len(vocab), len(labels), bias=True)
 
 
-def long_comparison(block, space, stages, sgc_batch=64):
+def long_comparison(block, space, stages, batch=64):
     """IFS and SGC for ``stages`` stages; checks that SGC parts from IFS
     only where a gain grew, and returns the figures."""
     captured = {}
@@ -275,7 +275,7 @@ def long_comparison(block, space, stages, sgc_batch=64):
     def keep(state):
         captured[state.round] = state.arrays["gain"].copy()
 
-    cfg = dict(max_features=stages, gain_threshold=0.0, sgc_batch=sgc_batch)
+    cfg = dict(max_features=stages, gain_threshold=0.0, batch=batch)
     ifs = train(LocalBackend(split_block(block, 4), space), config("ifs", **cfg))
     sgc = train(LocalBackend(split_block(block, 4), space), config("sgc", **cfg), on_round=keep)
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
@@ -315,8 +315,8 @@ def test_ties_go_to_the_lowest_id_in_ifs_and_sgc():
         n_events=2000, n_predicates=200, n_labels=2, active_per_event=4, n_support=8,
         n_copies=0, n_conjunctions=0, min_support_count=40, seed=5))
     block, space = data.block(), Space(MULTICLASS, 200, 2, bias=True)
-    ifs = run(block, space, "ifs", max_features=8, sgc_batch=8)
-    sgc = run(block, space, "sgc", max_features=8, sgc_batch=8)
+    ifs = run(block, space, "ifs", max_features=8, batch=8)
+    sgc = run(block, space, "sgc", max_features=8, batch=8)
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
     assert not d.ties and d.agree >= 2
     assert ifs.report["selected"][0] % 2 == 0 == sgc.report["selected"][0] % 2

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.curvature import CurvatureTask
@@ -188,9 +188,9 @@ def test_block_path_on_candidate_sets_and_with_a_round_limit():
     block = random_candidates(rng, m=150, D=30, max_cands=5)
     space = Space(CANDIDATES, 30, 1)
     cfg = dict(method="mle-ifs", grad_threshold=1e-2, n_best=3, max_rounds=2, gtol=1e-9)
-    dense = train(LocalBackend([block], space), TrainConfig(**cfg))
+    dense = train(LocalBackend([block], space), train_config(**cfg))
     tiled = train(DenseRefusingBackend([block], space),
-                  TrainConfig(**cfg, dense_test_max=0, test_block_size=4))
+                  train_config(**cfg, dense_test_max=0, test_block_size=4))
     assert tiled.report["rounds_run"] == 2 and not tiled.report["kkt"]["passed"]
     assert len(dense.weights.ids) > 0
     assert tiled.report["kkt"] == dense.report["kkt"]
@@ -201,5 +201,5 @@ def test_block_path_on_candidate_sets_and_with_a_round_limit():
 @pytest.mark.parametrize("key, value", [("dense_test_max", -1), ("test_block_size", 0)])
 def test_bad_test_settings_name_the_key(key, value):
     _, block, space = planted()
-    with pytest.raises(ValueError, match=f"train.{key}"):
+    with pytest.raises(ValueError, match=f"train.grafting.{key}: expected a value"):
         train(LocalBackend([block], space), grafting_config(**{key: value}))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig
+from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Space
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.model import MaxentModel
@@ -29,7 +29,7 @@ def test_l2_matches_scikit_learn_at_the_same_regularization():
     block, space = multiclass_problem()
     gamma2 = 0.01
     backend = LocalBackend(split_block(block, 3), space)
-    res = train(backend, TrainConfig(method="l2", l2=gamma2, gtol=1e-10))
+    res = train(backend, train_config(method="l2", l2=gamma2, gtol=1e-10))
     assert res.report["converged"]
     m = block.n_events
     sk = LogisticRegression(C=1.0 / (m * gamma2), tol=1e-12, max_iter=10000).fit(block.X, block.y)
@@ -49,7 +49,7 @@ def test_stationary_point_and_report(shape):
         block = random_candidates(rng, m=80)
         space = Space(CANDIDATES, block.n_predicates, 1)
     backend = LocalBackend([block], space)
-    res = train(backend, TrainConfig(method="l2", l2=0.05, gtol=1e-9, ftol=1e-15))
+    res = train(backend, train_config(method="l2", l2=0.05, gtol=1e-9, ftol=1e-15))
     _, g = Objective(backend, None, l2=0.05)(res.weights.to_dense(space))
     assert np.abs(g).max() < 1e-7
     assert res.report["passes"] == res.report["evaluations"]
@@ -59,7 +59,7 @@ def test_stationary_point_and_report(shape):
 def test_cutoff_keeps_only_frequent_features():
     block, space = multiclass_problem(2)
     backend = LocalBackend([block], space)
-    res = train(backend, TrainConfig(method="cutoff", cutoff=26, l2=0.01))
+    res = train(backend, train_config(method="cutoff", cutoff=26, l2=0.01))
     X = (block.X != 0).astype(float)
     Y = np.eye(space.n_labels)[block.y]
     counts = (X.T @ Y).ravel()
@@ -72,7 +72,7 @@ def test_cutoff_keeps_only_frequent_features():
 def test_standardized_model_scores_the_same_after_save_and_load(tmp_path):
     block, space = multiclass_problem(3)
     backend = LocalBackend([block], space)
-    res = train(backend, TrainConfig(method="l2", l2=0.01, standardize=True))
+    res = train(backend, train_config(method="l2", l2=0.01, standardize=True))
     assert res.scaling is not None
     names = {p: f"f{p}" for p in range(space.n_predicates)}
     model = MaxentModel(space, res.weights, ["a", "b", "c"], names, res.scaling,
@@ -93,16 +93,16 @@ def test_standardization_does_not_change_the_mle_fit():
     """With an unpenalized bias, scaling only reparameterizes the MLE: the
     optimal probabilities are the same (up to optimizer tolerance)."""
     block, space = multiclass_problem(4, m=400, P=8)
-    a = train(LocalBackend([block], space), TrainConfig(method="l2", l2=0.0, gtol=1e-9))
-    b = train(LocalBackend([block], space), TrainConfig(method="l2", l2=0.0, gtol=1e-9,
+    a = train(LocalBackend([block], space), train_config(method="l2", l2=0.0, gtol=1e-9))
+    b = train(LocalBackend([block], space), train_config(method="l2", l2=0.0, gtol=1e-9,
                                                         standardize=True))
     assert b.report["objective"] == pytest.approx(a.report["objective"], rel=1e-6)
 
 
 def test_unknown_method_is_a_clear_error():
     block, space = multiclass_problem()
-    with pytest.raises(ValueError, match="unknown training method 'nope'"):
-        train(LocalBackend([block], space), TrainConfig(method="nope"))
+    with pytest.raises(ValueError, match="train.method: expected one of"):
+        train(LocalBackend([block], space), train_config(method="nope"))
 
 
 @pytest.mark.parametrize("module", ["sparkmaxent.selection.ifs", "sparkmaxent.selection.bayes",

@@ -1,0 +1,120 @@
+"""What every training method shares: its inputs (TrainingContext), its
+result (FitResult), and the state and outcome of a selection round."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..backends import Backend
+from ..config import TrainConfig
+from ..kernels import Scaling, Weights
+from ..kernels.predict import EvalStats, EvalTask
+
+
+@dataclass
+class TrainingContext:
+    """Inputs of a training run (unchanged while it runs).
+
+    ``output_dir``, ``resume`` and ``on_round`` concern selection methods:
+    where their round checkpoints and plots go, whether to continue from the
+    checkpoint there, and a hook called with the loop state after every
+    round's checkpoint (tests use it to interrupt a run).
+    """
+
+    backend: Backend
+    config: TrainConfig
+    scaling: Scaling | None = None
+    heldout: Backend | None = None
+    output_dir: str | None = None
+    resume: bool = False
+    on_round: Callable | None = None
+
+
+@dataclass
+class FitResult:
+    """What a method returns: the weights and a JSON-able report (train()
+    adds the standardization the weights are relative to)."""
+
+    weights: Weights
+    report: dict = field(default_factory=dict)
+    scaling: Scaling | None = None
+
+
+Method = Callable[[TrainingContext], FitResult]
+
+
+def evaluate(backend: Backend, weights: Weights, scaling: Scaling | None) -> EvalStats:
+    """Accuracy, loss and confusion of ``weights`` on a backend's events."""
+    return backend.run(EvalTask(backend.space, weights, scaling))
+
+
+@dataclass
+class LoopState:
+    """The changing state of a selection run: what a checkpoint holds.
+
+    Attributes
+    ----------
+    round : int
+        Rounds completed.
+    weights : Weights
+        Active features (ids), their weights, and the bias.
+    passes : int
+        Training passes of the selection loop so far (all sessions).
+    elapsed_s : float
+        Wall time of the selection loop so far (all sessions).
+    trace : list of dict
+        One row per completed round.
+    done : bool
+        The method stopped by itself (for example: no candidate passed the test).
+    info : dict
+        Method-specific, JSON-able (for example the final certificate).
+    arrays : dict of str to ndarray
+        Method-specific arrays kept between rounds (for example SGC's stale
+        gains); saved in the round's .npz.
+    """
+
+    round: int
+    weights: Weights
+    passes: int = 0
+    elapsed_s: float = 0.0
+    trace: list[dict] = field(default_factory=list)
+    done: bool = False
+    info: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+
+
+@dataclass
+class RoundOutcome:
+    """What one round of a method did.
+
+    Attributes
+    ----------
+    stop : bool
+        The method stops: nothing changed, the loop ends.
+    weights : Weights
+        Weights after the round (unchanged when ``stop``).
+    added, removed : int
+        Features that entered the active set, and that were pruned from it.
+    objective : float
+        The method's objective at ``weights``.
+    score : float
+        The largest candidate statistic of the test that opened the round
+        (grafting: max |dC/dw_j| over inactive features).
+    info : dict
+        Extra trace fields (JSON-able).
+    arrays : dict or None
+        New ``LoopState.arrays`` (None: unchanged).
+    note : str
+        Added to the round's progress line (e.g. the feature selected); for
+        a stop, why (default "no candidate passes the test").
+    """
+
+    stop: bool
+    weights: Weights
+    added: int = 0
+    removed: int = 0
+    objective: float = float("nan")
+    score: float = float("nan")
+    info: dict = field(default_factory=dict)
+    arrays: dict | None = None
+    note: str = ""

@@ -1,0 +1,57 @@
+"""The baselines: ``mle`` (L(w) over all candidates), ``l2`` (L(w) +
+gamma2/2 ||w||^2, a Gaussian prior) and ``cutoff``, the l0 baseline: keep
+features whose empirical count is at least ``train.cutoff`` (Koeling 2000;
+Zhou et al. 2003 use 7), then l2 (MLE when l2 = 0) over those."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..config import TrainConfig
+from ..kernels import Weights
+from ..kernels.stats import FeatureCountTask
+from ..optim import LbfgsOptions, Objective, minimize_lbfgs
+from .base import FitResult, TrainingContext
+
+log = logging.getLogger(__name__)
+
+
+def lbfgs_options(cfg: TrainConfig) -> LbfgsOptions:
+    return LbfgsOptions(max_iter=cfg.max_iter, memory=cfg.memory, gtol=cfg.gtol, ftol=cfg.ftol)
+
+
+def fit_smooth(ctx: TrainingContext, ids: np.ndarray | None, l2: float,
+               start: Weights | None = None) -> FitResult:
+    """Minimize L(w) + l2/2 ||w||^2 over ``ids`` (None: all features) with
+    L-BFGS; one loss+gradient pass per evaluation."""
+    obj = Objective(ctx.backend, ids, l2=l2, scaling=ctx.scaling)
+    theta0 = obj.theta(start) if start is not None else np.zeros(obj.n_weights + ctx.backend.space.n_bias)
+    res = minimize_lbfgs(obj, theta0, lbfgs_options(ctx.config))
+    weights = obj.weights(res.theta).sparse()
+    last = obj.last
+    report = {
+        "objective": res.objective, "l2": l2, "active_features": int(obj.n_weights),
+        "loss": last.loss / last.weight if last else None,
+        "train_accuracy": last.correct / last.weight if last else None,
+        "iterations": res.iterations, "evaluations": res.evaluations,
+        "converged": res.converged, "optimizer_message": res.message, "trace": res.trace,
+    }
+    return FitResult(weights, report)
+
+
+def fit_mle(ctx: TrainingContext) -> FitResult:
+    return fit_smooth(ctx, None, 0.0)
+
+
+def fit_l2(ctx: TrainingContext) -> FitResult:
+    return fit_smooth(ctx, None, ctx.config.l2)
+
+
+def fit_cutoff(ctx: TrainingContext) -> FitResult:
+    counts = ctx.backend.run(FeatureCountTask()).counts
+    ids = np.flatnonzero(counts >= ctx.config.cutoff)
+    log.info("count cutoff %d keeps %d of %d features", ctx.config.cutoff, len(ids), len(counts))
+    result = fit_smooth(ctx, ids, ctx.config.l2)
+    result.report["cutoff"] = ctx.config.cutoff
+    return result
