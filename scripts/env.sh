@@ -9,7 +9,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # install (or refresh) the project and its test/benchmark extras quietly
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,bench]"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,bench,dev]"
 export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON="$VENV/bin/python"
 export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
