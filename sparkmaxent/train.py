@@ -26,7 +26,8 @@ from .config import TrainConfig
 from .kernels import MomentsTask, Scaling, Weights
 from .kernels.predict import EvalStats, EvalTask
 from .kernels.stats import FeatureCountTask
-from .optim import LbfgsOptions, Objective, minimize_lbfgs
+from .problem import Objective
+from .solvers import SolverOptions, minimize_lbfgs
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,8 @@ def register(name: str) -> Callable[[Method], Method]:
     return deco
 
 
-def lbfgs_options(cfg: TrainConfig) -> LbfgsOptions:
-    return LbfgsOptions(max_iter=cfg.max_iter, memory=cfg.memory, gtol=cfg.gtol, ftol=cfg.ftol)
+def lbfgs_options(cfg: TrainConfig) -> SolverOptions:
+    return SolverOptions(max_iter=cfg.max_iter, memory=cfg.memory, tol=cfg.gtol, ftol=cfg.ftol)
 
 
 def fit_smooth(ctx: TrainingContext, ids: np.ndarray | None, l2: float,

@@ -105,6 +105,14 @@ class LossGrad:
         )
 
 
+def check_total_weight(weight: float) -> float:
+    """``weight`` (W, the total event weight every sum is divided by), or a
+    ValueError when it is not positive (no events, or all of weight 0)."""
+    if not weight > 0:
+        raise ValueError("the training events have zero total weight")
+    return weight
+
+
 def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights,
                           scaling: Scaling | None, grad_ids: np.ndarray | None,
                           keep_proba: bool = False) -> tuple[LossGrad, np.ndarray | None]:

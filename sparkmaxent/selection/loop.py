@@ -347,7 +347,7 @@ TIE_RTOL = 1e-12
 
 def check_gain_selection(cfg: TrainConfig) -> None:
     """The keys every gain-fitting selection method (IFS, SGC, Bayes factor) reads."""
-    from ..kernels.gains import GAIN_METHODS
+    from ..solvers.gains import GAIN_METHODS
 
     if cfg.max_features < 0:
         raise ValueError(f"expected train.max_features >= 0, got {cfg.max_features}")

@@ -54,47 +54,11 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
+from ..problem.objective import Evaluation
 from .lbfgs import ConvergenceWarning
-from .objective import Evaluation
+from .options import SolverOptions
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class NewtonOptions:
-    """Stopping and line-search settings.
-
-    tol : stop when the projected gradient's largest entry is <= tol.
-    max_iter : at most this many Newton iterations.
-    inner_ratio : coordinate descent stops when the model's projected
-        gradient is below inner_ratio times the outer one (or below tol / 10).
-    max_sweeps : at most this many coordinate-descent sweeps per iteration.
-    armijo : sufficient-decrease constant sigma of the line search.
-    backtrack : step shrink factor of the line search.
-    max_backtracks : line-search trials before giving up.
-    ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
-    radius : initial trust-region radius (infinity norm of a step).
-    min_radius : give up (line search failed) below this radius.
-    stall : stop (not converged) after this many iterations in a row that
-        lower neither the objective beyond its rounding nor the projected
-        gradient's best value by 1%.
-    ray_first_at_start : the first iteration's full step is tried in the
-        ray pass, as a likely cut (see ``minimize_box_newton``); grafting
-        sets it for rounds that add many weights.
-    """
-
-    tol: float = 1e-9
-    max_iter: int = 200
-    inner_ratio: float = 0.1
-    max_sweeps: int = 500
-    armijo: float = 1e-4
-    backtrack: float = 0.5
-    max_backtracks: int = 30
-    ray_steps: int = 8
-    radius: float = np.inf
-    min_radius: float = 1e-12
-    stall: int = 10
-    ray_first_at_start: bool = False
 
 
 @dataclass
@@ -281,7 +245,7 @@ def _psd_solver(A: np.ndarray, refinements: int = 3
 
 def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,
                         lin: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                        options: NewtonOptions = NewtonOptions(),
+                        options: SolverOptions = SolverOptions(),
                         first: Evaluation | None = None,
                         ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
                         ) -> BoxResult:
