@@ -160,16 +160,7 @@ def newton_gains(evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives], 
         raise ValueError(f"expected prior_variance > 0, got {prior_variance}")
     start = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, float), -max_alpha,
                                                        max_alpha)
-    alpha, S, G, H = start.copy(), np.zeros(n), np.zeros(n), np.zeros(n)
-    F1c, F2c = np.zeros(n), np.zeros(n)        # F', F'' at the current point
-    lo, hi = np.full(n, -max_alpha), np.full(n, max_alpha)
-    lo_ev, hi_ev = np.zeros(n, bool), np.zeros(n, bool)
-    flo, fhi = np.zeros(n), np.zeros(n)        # F' at lo and hi (Illinois-scaled)
-    last = np.zeros(n, np.int8)                # bracket end moved last: 1 lo, -1 hi
-    prev, prev_newton = np.zeros(n), np.zeros(n)
-    trust = np.full(n, np.inf)
-    done, at_cap = np.zeros(n, bool), np.zeros(n, bool)
-    iters = np.zeros(n, np.int64)
+    st = _NewtonState(n, start, max_alpha)
     weight, evaluations = float("nan"), 0
     plan = [(np.arange(n), start.copy())]  # groups of points: a candidate at most once each
     for _ in range(max_iter):
@@ -180,62 +171,103 @@ def newton_gains(evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives], 
         d = evaluate(plan_idx, plan_a)
         evaluations += 1
         weight = d.weight
+        st.absorb(plan, plan_idx, plan_a, d, lam)
+        idx = plan[0][0]
+        st.iters[idx] += 1
+        a, step, fin = st.stop(idx, xtol, max_alpha)
+        plan = st.plan(idx[~fin], a[~fin], step[~fin], xtol)
+    curvature = -st.H + lam
+    fit = GainFit(np.arange(n), st.alpha, st.S, st.S / weight if n else st.S, st.G, curvature,
+                  st.at_cap, st.done, st.iters, 0, weight, prior_variance,
+                  None if prior_variance is None
+                  else laplace_log_evidence(st.S, st.alpha, curvature, prior_variance))
+    return fit, evaluations
+
+
+class _NewtonState:
+    """Per-candidate state of ``newton_gains``: the current point (alpha, S,
+    S', S'', F', F''), the bracket [lo, hi] with F' at its ends, the last
+    steps, the trust region, and what has stopped."""
+
+    def __init__(self, n: int, start: np.ndarray, max_alpha: float):
+        self.n = n
+        self.alpha, self.S, self.G, self.H = start.copy(), np.zeros(n), np.zeros(n), np.zeros(n)
+        self.F1c, self.F2c = np.zeros(n), np.zeros(n)  # F', F'' at the current point
+        self.lo, self.hi = np.full(n, -max_alpha), np.full(n, max_alpha)
+        self.lo_ev, self.hi_ev = np.zeros(n, bool), np.zeros(n, bool)
+        self.flo, self.fhi = np.zeros(n), np.zeros(n)  # F' at lo and hi (Illinois-scaled)
+        self.last = np.zeros(n, np.int8)  # bracket end moved last: 1 lo, -1 hi
+        self.prev, self.prev_newton = np.zeros(n), np.zeros(n)
+        self.trust = np.full(n, np.inf)
+        self.done, self.at_cap = np.zeros(n, bool), np.zeros(n, bool)
+        self.iters = np.zeros(n, np.int64)
+
+    def absorb(self, plan: list, plan_idx: np.ndarray, plan_a: np.ndarray, d: GainDerivatives,
+               lam: float) -> None:
+        """Apply one pass's points group by group (bracket, Illinois, best
+        point); the first group holds every active candidate."""
         F1, F2 = d.grad - lam * plan_a, d.curv - lam
         with np.errstate(divide="ignore"):
-            trust[plan_idx] = _TRUST_LOGIT / d.value_range
-        # apply the groups in order (bracket, Illinois, best point); the
-        # first group holds every active candidate
+            self.trust[plan_idx] = _TRUST_LOGIT / d.value_range
         bounds = np.cumsum([0] + [len(q) for q, _ in plan])
-        best = np.full(n, np.inf)
+        best = np.full(self.n, np.inf)
         for b0, b1 in zip(bounds[:-1], bounds[1:]):
             grp = slice(b0, b1)
             q, a, f1 = plan_idx[grp], plan_a[grp], F1[grp]
-            for side, upd, ends, fends, other in ((1, f1 > 0, lo, flo, fhi),
-                                                  (-1, f1 < 0, hi, fhi, flo)):
+            for side, upd, ends, fends, other in ((1, f1 > 0, self.lo, self.flo, self.fhi),
+                                                  (-1, f1 < 0, self.hi, self.fhi, self.flo)):
                 u = q[upd]
-                other[u[last[u] == side]] *= 0.5  # Illinois: same end moved twice
-                last[u] = side
+                other[u[self.last[u] == side]] *= 0.5  # Illinois: same end moved twice
+                self.last[u] = side
                 ends[u], fends[u] = a[upd], f1[upd]
-            lo_ev[q[f1 > 0]] = True
-            hi_ev[q[f1 < 0]] = True
+            self.lo_ev[q[f1 > 0]] = True
+            self.hi_ev[q[f1 < 0]] = True
             better = np.abs(f1) < best[q]
             b = q[better]
             best[b] = np.abs(f1[better])
-            alpha[b], S[b], G[b], H[b] = a[better], d.loglik[grp][better], \
+            self.alpha[b], self.S[b], self.G[b], self.H[b] = a[better], d.loglik[grp][better], \
                 d.grad[grp][better], d.curv[grp][better]
-            F1c[b], F2c[b] = f1[better], F2[grp][better]
-        idx = plan[0][0]
-        iters[idx] += 1
-        a, f1, f2 = alpha[idx], F1c[idx], F2c[idx]
+            self.F1c[b], self.F2c[b] = f1[better], F2[grp][better]
+
+    def stop(self, idx: np.ndarray, xtol: float, max_alpha: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mark the candidates ``idx`` that stop (converged, capped, bracket
+        collapsed, or finished by an extrapolated last step); returns their
+        alpha, Newton step and the stop mask."""
+        a, f1, f2 = self.alpha[idx], self.F1c[idx], self.F2c[idx]
+        lo, hi = self.lo[idx], self.hi[idx]
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(f2 < 0, -f1 / f2, np.sign(f1) * np.inf)
         tol = xtol * (1.0 + np.abs(a))
         conv = (f1 == 0) | (np.abs(step) <= tol)
         capped = ((a >= max_alpha) & (f1 > 0)) | ((a <= -max_alpha) & (f1 < 0))
-        collapsed = lo_ev[idx] & hi_ev[idx] & (hi[idx] - lo[idx] <= tol)
+        collapsed = self.lo_ev[idx] & self.hi_ev[idx] & (hi - lo <= tol)
         # quadratic regime, step below sqrt(xtol): the next step would be
         # below xtol, so take this one without a pass and extrapolate S, S'
         # along it (error O(step^3) in S, O(step^2) in S')
         with np.errstate(invalid="ignore"):
             finish = (~conv & ~capped & ~collapsed & (f2 < 0)
                       & (np.abs(step) <= math.sqrt(xtol) * (1.0 + np.abs(a)))
-                      & (a + step > lo[idx]) & (a + step < hi[idx]))
+                      & (a + step > lo) & (a + step < hi))
         if np.any(finish):
             f, st = idx[finish], step[finish]
-            alpha[f] = a[finish] + st
-            S[f] += G[f] * st + 0.5 * H[f] * st * st
-            G[f] += H[f] * st
+            self.alpha[f] = a[finish] + st
+            self.S[f] += self.G[f] * st + 0.5 * self.H[f] * st * st
+            self.G[f] += self.H[f] * st
         fin = conv | capped | collapsed | finish
-        done[idx[fin]] = True
-        at_cap[idx[capped & ~conv]] = True
-        # plan the next points of the rest
-        r = idx[~fin]
-        a, st = a[~fin], step[~fin]
-        p, pn = prev[r], prev_newton[r]
-        prev_newton[r] = st
-        lo_r, hi_r = lo[r], hi[r]
-        bracketed = lo_ev[r] & hi_ev[r]
-        open_side = np.where(st > 0, ~hi_ev[r], ~lo_ev[r])
+        self.done[idx[fin]] = True
+        self.at_cap[idx[capped & ~conv]] = True
+        return a, step, fin
+
+    def plan(self, r: np.ndarray, a: np.ndarray, st: np.ndarray, xtol: float) -> list:
+        """The next points of the candidates ``r`` (at ``a``, Newton step
+        ``st``): the safeguarded target, and the hedge clipped to the trust
+        region where it differs."""
+        p, pn = self.prev[r], self.prev_newton[r]
+        self.prev_newton[r] = st
+        lo_r, hi_r = self.lo[r], self.hi[r]
+        bracketed = self.lo_ev[r] & self.hi_ev[r]
+        open_side = np.where(st > 0, ~self.hi_ev[r], ~self.lo_ev[r])
         grow = (np.sign(st) == np.sign(pn)) & (np.sign(st) == np.sign(p)) & open_side \
             & (np.abs(st) > 0.5 * np.abs(pn))
         big = np.where(grow, np.sign(st) * np.maximum(np.abs(st), 4.0 * np.abs(p)), st)
@@ -243,23 +275,17 @@ def newton_gains(evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives], 
         newton = (target > lo_r) & (target < hi_r) \
             & ~(bracketed & (np.abs(big) > 0.5 * np.abs(p)) & (p != 0))
         with np.errstate(divide="ignore", invalid="ignore"):
-            secant = lo_r + flo[r] * (hi_r - lo_r) / (flo[r] - fhi[r])
+            secant = lo_r + self.flo[r] * (hi_r - lo_r) / (self.flo[r] - self.fhi[r])
         secant_ok = bracketed & (secant > lo_r) & (secant < hi_r)
         fallback = np.where(secant_ok, secant, 0.5 * (lo_r + hi_r))
         cap = np.where(st > 0, hi_r, lo_r)
         target = np.where(newton, target, np.where(~newton & open_side, cap, fallback))
-        prev[r] = target - a
+        self.prev[r] = target - a
         with np.errstate(invalid="ignore"):
-            small = a + np.clip(st, -trust[r], trust[r])
+            small = a + np.clip(st, -self.trust[r], self.trust[r])
             hedge = (small > lo_r) & (small < hi_r) \
                 & (np.abs(small - target) > xtol * (1.0 + np.abs(a)))
-        plan = [(r, target), (r[hedge], small[hedge])]
-    curvature = -H + lam
-    fit = GainFit(np.arange(n), alpha, S, S / weight if n else S, G, curvature, at_cap, done,
-                  iters, 0, weight, prior_variance,
-                  None if prior_variance is None
-                  else laplace_log_evidence(S, alpha, curvature, prior_variance))
-    return fit, evaluations
+        return [(r, target), (r[hedge], small[hedge])]
 
 
 def _fit_exact(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scaling | None,

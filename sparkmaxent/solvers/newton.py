@@ -243,6 +243,122 @@ def _psd_solver(A: np.ndarray, refinements: int = 3
     return solve
 
 
+class _Passes:
+    """``fun`` and ``ray`` with their calls counted: each is one pass."""
+
+    def __init__(self, fun: Callable, ray: Callable | None):
+        self.fun, self.ray, self.count = fun, ray, 0
+
+    def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
+        self.count += 1
+        return self.fun(theta, full, hessian)
+
+    def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        self.count += 1
+        return self.ray(theta, d, steps)
+
+
+def _acceptance(value: float, slope: float, armijo: float
+                ) -> tuple[Callable[[float, float], bool], float]:
+    """Armijo's sufficient-decrease test from phi = ``value`` along a
+    direction of ``slope``, and the rounding noise of ``value``.
+
+    Near the optimum the decrease slope * step falls below the rounding
+    error of the objective (a sum over all events) and Armijo's test
+    compares noise; a step that keeps the value within that rounding is then
+    accepted, and progress is judged by the projected gradient.
+    """
+    noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
+
+    def acceptable(step: float, value_t: float) -> bool:
+        return bool(np.isfinite(value_t)) and (
+            value_t <= value + armijo * step * slope
+            or (-slope * step <= noise and value_t <= value + noise))
+
+    return acceptable, noise
+
+
+def _record(trace: list[dict], start: float, it: int, value: float, violation: float,
+            step: float, ratio: float | None, sweeps: int, evals: int) -> None:
+    """One iteration's row of the trace, and its debug log line."""
+    trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
+                  "rho": ratio, "sweeps": sweeps, "evaluations": evals,
+                  "elapsed_s": round(time.perf_counter() - start, 3)})
+    log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, rho %s, "
+              "%d sweeps, %d evaluations", it, value, violation, step,
+              "-" if ratio is None else f"{ratio:.3g}", sweeps, evals)
+
+
+def _line_search(evaluate: Callable, along: Callable | None, theta: np.ndarray, d: np.ndarray,
+                 lin: np.ndarray, lower: np.ndarray, upper: np.ndarray, steps: np.ndarray,
+                 acceptable: Callable[[float, float], bool], want_full: bool, ray_first: bool,
+                 ray_steps: int) -> tuple[tuple | None, float]:
+    """Backtracking along d over ``steps`` (1, b, b^2, ...): the accepted
+    (theta, evaluation, phi) and its step, or (None, the last step tried).
+
+    The full step first, with the Hessian the next iteration needs; without a
+    ray pass each cut step is a pass of its own. With one, the cut steps go
+    ``ray_steps`` per pass (each costs a log-sum-exp over every event), then
+    one curvature pass at the largest acceptable one; with ``ray_first`` the
+    ray pass tries the full step too (2 passes and one Hessian instead of 3
+    and two when it is cut, but 2 instead of one when it is taken).
+    """
+    step = float(steps[0])
+    for step in ([] if ray_first else steps[:1] if along is not None else steps):
+        trial = np.clip(theta + step * d, lower, upper)
+        ev_t = evaluate(trial, want_full, step == 1.0)
+        value_t = ev_t.value + float(lin @ trial)
+        if acceptable(step, value_t):
+            return (trial, ev_t, value_t), step
+    if along is None:
+        return None, step
+    for k in range(0 if ray_first else 1, len(steps), ray_steps):
+        chunk = steps[k:k + ray_steps]
+        values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
+        ok = [acceptable(t, v) for t, v in zip(chunk, values)]
+        if any(ok):
+            step = float(chunk[ok.index(True)])
+            trial = np.clip(theta + step * d, lower, upper)
+            ev_t = evaluate(trial, want_full, True)
+            return (trial, ev_t, ev_t.value + float(lin @ trial)), step
+    return None, step
+
+
+def _next_radius(step: float, length: float, slope: float, d: np.ndarray, hess: np.ndarray,
+                 value: float, value_t: float, noise: float) -> tuple[float, float | None]:
+    """The trust region after an accepted step, and rho for a full one.
+
+    The region follows the line search: the length a cut step reached; after
+    a full step, twice its length when the quadratic model predicted at least
+    half of the decrease (rho, actual over predicted decrease, as in trust-
+    region methods; Nocedal & Wright, Algorithm 4.1), else its length.
+    """
+    if step < 1:
+        return step * length, None
+    predicted = -(slope + float(d @ (hess @ d)) / 2)
+    ratio = (value - value_t) / predicted if predicted > noise else 1.0
+    return (2 if ratio >= 0.5 else 1) * length, ratio
+
+
+def _direction(hess: np.ndarray, grad: np.ndarray, theta: np.ndarray, lower: np.ndarray,
+               upper: np.ndarray, radius: float, violation: float, options: SolverOptions
+               ) -> tuple[np.ndarray, int]:
+    """The Newton direction: the quadratic model minimized over the box and
+    the trust region, to ``inner_ratio`` times the outer violation."""
+    return box_qp_cd(hess, grad, np.maximum(lower - theta, -radius),
+                     np.minimum(upper - theta, radius),
+                     max(options.inner_ratio * violation, 0.1 * options.tol), options.max_sweeps)
+
+
+def _ray_first(it: int, ratio: float | None, ray: Callable | None, options: SolverOptions) -> bool:
+    """Whether the full step is likely to be cut, so the ray pass tries it:
+    in the first iteration when the caller says so (a grafting round that
+    added many features at 0), and after a full step whose decrease the model
+    overestimated (rho < 0.85)."""
+    return ray is not None and ((it == 1 and options.ray_first_at_start)
+                                or (ratio is not None and ratio < 0.85))
+
+
 def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,
                         lin: np.ndarray, lower: np.ndarray, upper: np.ndarray,
                         options: SolverOptions = SolverOptions(),
@@ -263,103 +379,43 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
     first : Evaluation or None
         The evaluation at theta0 if already known (saves a pass).
     ray : callable (theta, d, steps) -> ndarray, or None
-        One pass: f(theta + t d) for every t in ``steps``. With it a line
-        search costs 3 passes when the full step is cut (the full step, the
-        cut steps at once, curvature at the one taken); without it every
-        trial step is a pass.
+        One pass: f(theta + t d) for every t in ``steps`` (``_line_search``);
+        without it every trial step is a pass.
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    evals = 0
-
-    def evaluate(theta, full, hessian):
-        nonlocal evals
-        evals += 1
-        return fun(theta, full, hessian)
-
-    def along(theta, d, steps):
-        nonlocal evals
-        evals += 1
-        return ray(theta, d, steps)
-
+    passes = _Passes(fun, ray)
+    evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
     ev = first if first is not None and first.hess is not None else evaluate(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
-    prev_violation = best_violation = np.inf
-    stalled = 0
-    radius = options.radius  # of the trust region |d_j| <= radius
-    ratio = None  # rho of the last step when it was a full one
+    stalled, prev_violation, best_violation = 0, np.inf, np.inf
+    radius, ratio = options.radius, None  # trust region |d_j| <= radius; rho of a full step
     converged, message, it = False, "maximum number of iterations reached", 0
+    steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
-        pg = projected_gradient(grad, theta, lower, upper)
-        violation = float(np.abs(pg).max(initial=0.0))
+        violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
         if violation <= options.tol:
             converged, message = True, "projected gradient below tol"
             it -= 1
             break
         if ev.hess is None:  # a cut step was accepted
             ev = evaluate(theta, False, True)
-        d, sweeps = box_qp_cd(ev.hess, grad, np.maximum(lower - theta, -radius),
-                              np.minimum(upper - theta, radius),
-                              max(options.inner_ratio * violation, 0.1 * options.tol),
-                              options.max_sweeps)
+        d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
         slope = float(grad @ d)
         if not slope < 0:
             message = f"no descent direction (slope {slope:.3g}) at violation {violation:.3g}"
             break
         # superlinear convergence: predict the next violation; if it meets tol,
         # let the trial pass bring the full gradient for the next gradient test
-        predicted = violation * min(1.0, violation / prev_violation)
-        want_full = predicted <= options.tol
-        # Near the optimum the decrease slope * step falls below the rounding
-        # error of the objective (a sum over all events) and Armijo's test
-        # compares noise; a step that keeps the value within that rounding
-        # is then accepted, and progress is judged by the projected gradient.
-        noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
-
-        def acceptable(step: float, value_t: float) -> bool:
-            return bool(np.isfinite(value_t)) and (
-                value_t <= value + options.armijo * step * slope
-                or (-slope * step <= noise and value_t <= value + noise))
-
-        steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
-        accepted = None
-        # When the full step is likely to be cut, the ray pass tries it too
-        # and the curvature pass goes to the step taken: 2 passes and one
-        # Hessian instead of 3 and two, but 2 passes instead of one when it
-        # is taken. Likely: in the first iteration when the caller says so
-        # (a grafting round that added many features at 0), and after a full
-        # step whose decrease the model overestimated (rho < 0.85: on
-        # CoNLL-2000 at gamma 1e-5 the next step was cut 11 times of 17;
-        # after other steps, 5 of 28).
-        ray_first = ray is not None and (
-            (it == 1 and options.ray_first_at_start) or (ratio is not None and ratio < 0.85))
-        # the full step first, with the Hessian the next iteration needs;
-        # without a ray pass, each cut step is a pass of its own
-        for step in ([] if ray_first else steps[:1] if ray is not None else steps):
-            trial = np.clip(theta + step * d, lower, upper)
-            ev_t = evaluate(trial, want_full, step == 1.0)
-            value_t = ev_t.value + float(lin @ trial)
-            if acceptable(step, value_t):
-                accepted = (trial, ev_t, value_t)
-                break
-        if ray is not None and accepted is None:
-            # the cut steps ``ray_steps`` per pass (each costs a log-sum-exp
-            # over every event), then one curvature pass at the largest
-            # acceptable one
-            for k in range(0 if ray_first else 1, len(steps), options.ray_steps):
-                chunk = steps[k:k + options.ray_steps]
-                values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
-                ok = [acceptable(t, v) for t, v in zip(chunk, values)]
-                if any(ok):
-                    step = float(chunk[ok.index(True)])
-                    trial = np.clip(theta + step * d, lower, upper)
-                    ev_t = evaluate(trial, want_full, True)
-                    accepted = (trial, ev_t, ev_t.value + float(lin @ trial))
-                    break
+        want_full = violation * min(1.0, violation / prev_violation) <= options.tol
+        acceptable, noise = _acceptance(value, slope, options.armijo)
+        accepted, step = _line_search(evaluate, along, theta, d, lin, lower, upper, steps,
+                                      acceptable, want_full, _ray_first(it, ratio, along, options),
+                                      options.ray_steps)
         length = float(np.abs(d).max(initial=0.0))
         if accepted is None:
             # even the smallest trial step went too far (a direction along
@@ -369,38 +425,31 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
                 continue
             message = f"line search failed at violation {violation:.3g}"
             break
-        # The trust region follows the line search: the length a cut step
-        # reached; after a full step, twice its length when the quadratic
-        # model predicted at least half of the decrease (rho, as in trust-
-        # region methods; Nocedal & Wright, Algorithm 4.1), else its length.
-        ratio = None  # rho: actual over predicted decrease of a full step
-        if step < 1:
-            radius = step * length
-        else:
-            predicted = -(slope + float(d @ (ev.hess @ d)) / 2)
-            ratio = (value - accepted[2]) / predicted if predicted > noise else 1.0
-            radius = (2 if ratio >= 0.5 else 1) * length
+        radius, ratio = _next_radius(step, length, slope, d, ev.hess, value, accepted[2], noise)
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)
         theta, ev, value = accepted
         prev_violation = violation
-        trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
-                      "rho": ratio, "sweeps": sweeps, "evaluations": evals,
-                      "elapsed_s": round(time.perf_counter() - start, 3)})
-        log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, rho %s, "
-                  "%d sweeps, %d evaluations", it, value, violation, step,
-                  "-" if ratio is None else f"{ratio:.3g}", sweeps, evals)
+        _record(trace, start, it, value, violation, step, ratio, sweeps, passes.count)
         if stalled >= options.stall:
             message = f"stalled for {stalled} iterations"
             break
     else:
         it = options.max_iter
+    return _result(theta, ev, value, lin, lower, upper, it, passes.count, converged, message,
+                   trace, options.tol)
+
+
+def _result(theta: np.ndarray, ev: Evaluation, value: float, lin: np.ndarray, lower: np.ndarray,
+            upper: np.ndarray, it: int, evals: int, converged: bool, message: str,
+            trace: list[dict], tol: float) -> BoxResult:
+    """The BoxResult at the last point, warned about when not converged."""
     violation = float(np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0))
-    converged = converged or violation <= options.tol
+    converged = converged or violation <= tol
     if not converged:
-        warnings.warn(f"Newton stopped at violation {violation:.3g} > tol {options.tol:.3g} "
-                      f"after {it} iterations: {message}", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"Newton stopped at violation {violation:.3g} > tol {tol:.3g} "
+                      f"after {it} iterations: {message}", ConvergenceWarning, stacklevel=3)
     log.debug("newton: %d iterations, %d evaluations, value %.12g, violation %.3g",
               it, evals, value, violation)
     return BoxResult(theta, value, violation, ev, it, evals, converged, message, trace)
