@@ -1,4 +1,5 @@
-"""Loss, gradient and model probabilities of one block (DESIGN.md section 1).
+"""Loss, gradient and model probabilities of one block (the conditional maxent
+model over both event shapes, ``blocks.py``).
 
 For event i with weight c_i, candidates Y_i and correct candidates C_i:
 

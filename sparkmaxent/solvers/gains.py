@@ -360,7 +360,7 @@ def fit_gains(backend: _Runs, weights: Weights, candidate_ids: np.ndarray,
         polish pass: 2 passes per batch (method (b); options ``bin_width``
         (0.25), ``order`` (2), ``polish`` (True)); real-valued candidates
         fall back to "exact". "exact": Newton with one pass per iteration
-        (method (a)), typically 5-9 passes per batch, more with centering.
+        (method (a)), more passes per batch, more still with centering.
     prior_variance : float or None
         sigma^2 of the Gaussian prior on the new weight: fit mu_g and the
         Laplace log evidence (Daume 2004); None fits the plain gain.

@@ -25,7 +25,7 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    once, and one curvature pass at the largest acceptable step follows: a
    cut iteration costs 3 passes instead of one per trial step (far from the
    optimum, where a round has just added many features, Newton's step is
-   cut 3-5 times). An infinity-norm trust region |d_j| <= radius follows the
+   often cut several times). An infinity-norm trust region |d_j| <= radius follows the
    line search (the length an accepted cut step reached; twice the length
    of a full step whose decrease the model predicted well), so the next
    direction is mostly taken whole. Where the full step is likely to be
@@ -35,11 +35,11 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    trial step of a direction is acceptable (a direction along which the
    model's curvature is near 0) the region shrinks to half the smallest
    trial and the iteration is retried instead of failing. A stale Hessian
-   is never reused: far from the optimum its directions need steps of 1e-6.
+   is never reused: far from the optimum its directions need tiny steps.
 
 Convergence is measured by the projected gradient, the largest violation of
 the optimality conditions of the box problem. Passes dominate the cost on
-Spark (0.1-0.5 s each), so when the next point is predicted to converge the
+Spark, so when the next point is predicted to converge the
 trial pass also asks for the gradient over all candidate features: it then
 doubles as the next round's gradient test.
 """
@@ -223,8 +223,7 @@ def _psd_solver(A: np.ndarray, refinements: int = 3
     steps on the residual; each shrinks a component along an eigenvalue
     lambda by eps / (lambda + eps) and leaves the null space at 0 (a
     smaller eps amplifies rounding into the null space). A Cholesky costs
-    n^3/3 flops, far less than the SVD of a least-squares solve (measured:
-    0.6 s against 29 s at n = 3,000)."""
+    n^3/3 flops, far less than the SVD of a least-squares solve."""
     n = len(A)
     eps = 1e-8 * max(float(np.trace(A)) / max(n, 1), 1e-300)
     shifted = A.copy()  # A itself serves the refinement
