@@ -54,7 +54,7 @@ from sparkmaxent.kernels import LossGradTask, Weights
 from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.stats import CountTask
 from sparkmaxent.model import MaxentModel, feature_names_for
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
 from sparkmaxent.train import evaluate, train
 
 log = logging.getLogger("conll2000_baselines")

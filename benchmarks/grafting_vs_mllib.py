@@ -20,7 +20,7 @@ objective, kkt_violation, token_accuracy, chunk_f1, nonzero_weights, passes,
 wall_s; extra key ``targets``: per gamma, the best n against MLlib) and, per
 gamma, a PNG of objective against passes and against seconds (grafting: one
 point per round). ``kkt_violation`` is the certificate's largest violation
-(optim/l1.kkt_certificate) over all candidate features, computed by our
+(problem/kkt.kkt_certificate) over all candidate features, computed by our
 kernels for MLlib's weights too.
 """
 from __future__ import annotations
@@ -70,8 +70,7 @@ def mllib_frame(spark, dataset_dir: str, n_features: int):
 def objective_and_kkt(backend, weights, gamma: float) -> tuple[float, dict]:
     """C(w) = L(w) + gamma ||w||_1 and the KKT certificate over all candidates
     (one full-gradient pass of our kernels)."""
-    from sparkmaxent.optim import Objective
-    from sparkmaxent.optim.l1 import kkt_certificate
+    from sparkmaxent.problem import Objective, kkt_certificate
 
     ids = weights.active_ids()
     obj = Objective(backend, ids)

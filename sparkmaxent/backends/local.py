@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from ..kernels import Block, Space
+from ..kernels import Block, Space, check_total_weight
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import merge_all
 
@@ -35,9 +35,7 @@ class LocalBackend:
         selections of the distributed test, bit for bit those of the dense one)."""
         self.passes += 1
         lg = merge_all([task.partial(b) for b in self.blocks])
-        if not lg.weight > 0:
-            raise ValueError("the training events have zero total weight")
-        return task.summarize_all(lg, lg.weight)
+        return task.summarize_all(lg, check_total_weight(lg.weight))
 
     def close(self) -> None:
         self.blocks = []

@@ -54,7 +54,7 @@ from pyspark import StorageLevel, cloudpickle
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
-from ..kernels import Block, LossGrad
+from ..kernels import Block, LossGrad, check_total_weight
 from ..kernels.topk import GradientSummary, GradientTestTask
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 
@@ -324,9 +324,7 @@ class SparkBackend:
         g_j = G_j / W is normalized on the executors with the total event
         weight W counted when the blocks were cached (a data constant).
         """
-        weight = self.weight
-        if not weight > 0:
-            raise ValueError("the training events have zero total weight")
+        weight = check_total_weight(self.weight)
         # one reduce partition per feature block (and the scalars), as far as
         # the cluster's parallelism goes; int keys hash to themselves
         n_reduce = max(1, min(task.n_blocks + 1, max(self.partitions, self.sc.defaultParallelism)))

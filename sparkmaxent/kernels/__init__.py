@@ -1,12 +1,13 @@
-"""Pure numpy/scipy kernels: never import pyspark here."""
+"""Per-block executor kernels: pure numpy/scipy, never import pyspark or
+anything outside ``sparkmaxent.kernels``."""
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .gains import (EmpiricalExpectationTask, GainDerivativesTask, GainFit, GainSketchTask,
-                    fit_gains, uniform_initial_gains)
-from .loss import LossGrad, LossGradTask, loss_grad
+from .gain_sketch import GainSketchTask
+from .gains import EmpiricalExpectationTask, GainDerivativesTask
+from .loss import LossGrad, LossGradTask, check_total_weight, loss_grad
 from .params import CANDIDATES, MULTICLASS, Scaling, Space, Weights
 from .stats import Moments, MomentsTask
 
 __all__ = ["Block", "CandidateBlock", "MulticlassBlock", "LossGrad", "LossGradTask",
-           "loss_grad", "CANDIDATES", "MULTICLASS", "Scaling", "Space", "Weights",
-           "Moments", "MomentsTask", "EmpiricalExpectationTask", "GainDerivativesTask",
-           "GainFit", "GainSketchTask", "fit_gains", "uniform_initial_gains"]
+           "check_total_weight", "loss_grad", "CANDIDATES", "MULTICLASS", "Scaling", "Space",
+           "Weights", "Moments", "MomentsTask", "EmpiricalExpectationTask",
+           "GainDerivativesTask", "GainSketchTask"]

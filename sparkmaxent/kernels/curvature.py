@@ -2,9 +2,9 @@
 
 One pass over a block returns loss, gradient *and* the Hessian of the loss
 over a set of features (the active set of a selection round) plus the bias,
-so the driver can take Newton steps (``optim/newton.py``) instead of the
-hundreds of first-order evaluations per round that L-BFGS-B needs on
-grafting problems (DESIGN.md section 6).
+so the driver can take Newton steps (``solvers/newton.py``) instead of the
+many first-order evaluations per round that L-BFGS-B needs on grafting
+problems.
 
 Multiclass events (features (p, k), scaled predicate values e_ij = x_ip s_p)::
 

@@ -1,4 +1,5 @@
-"""Loss, gradient and model probabilities of one block (DESIGN.md section 1).
+"""Loss, gradient and model probabilities of one block (the conditional maxent
+model over both event shapes, ``blocks.py``).
 
 For event i with weight c_i, candidates Y_i and correct candidates C_i:
 
@@ -103,6 +104,14 @@ class LossGrad:
             self.grad + other.grad,
             None if self.grad_bias is None else self.grad_bias + other.grad_bias,
         )
+
+
+def check_total_weight(weight: float) -> float:
+    """``weight`` (W, the total event weight every sum is divided by), or a
+    ValueError when it is not positive (no events, or all of weight 0)."""
+    if not weight > 0:
+        raise ValueError("the training events have zero total weight")
+    return weight
 
 
 def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights,

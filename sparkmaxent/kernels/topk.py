@@ -9,7 +9,7 @@ for every candidate feature j (G: the gradient sums of ``loss_grad``, W: the
 total event weight), but only to take (a) the ``n_best`` inactive features
 with the largest |g_j| above a threshold, (b) max |g_j| and the number of
 |g_j| above the threshold over inactive features, and (c) g_j of the active
-features, for the KKT certificate (``optim.l1.kkt_from_parts``). All three
+features, for the KKT certificate (``problem.kkt.kkt_from_parts``). All three
 decompose over any partition of the feature ids into blocks: the global n
 best by (-|g_j|, j) are among the union of each block's n best by the same
 order, maxima and counts add up, and the active features are disjoint.

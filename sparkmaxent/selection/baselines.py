@@ -11,14 +11,15 @@ import numpy as np
 from ..config import TrainConfig
 from ..kernels import Weights
 from ..kernels.stats import FeatureCountTask
-from ..optim import LbfgsOptions, Objective, minimize_lbfgs
+from ..problem import Objective
+from ..solvers import SolverOptions, minimize_lbfgs
 from .base import FitResult, TrainingContext
 
 log = logging.getLogger(__name__)
 
 
-def lbfgs_options(cfg: TrainConfig) -> LbfgsOptions:
-    return LbfgsOptions(max_iter=cfg.max_iter, memory=cfg.memory, gtol=cfg.gtol, ftol=cfg.ftol)
+def lbfgs_options(cfg: TrainConfig) -> SolverOptions:
+    return SolverOptions(max_iter=cfg.max_iter, memory=cfg.memory, tol=cfg.gtol, ftol=cfg.ftol)
 
 
 def fit_smooth(ctx: TrainingContext, ids: np.ndarray | None, l2: float,

@@ -9,7 +9,7 @@ Each round, from the current active set and its MAP weights lambda0:
    (predicate, gold label) and (predicate, predicted label) pair of its
    firing predicates; for a candidate-set event, the features of its
    correct candidates and of the wrongly preferred ones.
-2. **Mean-field fit** (sections 3.3-3.4; ``kernels/gains.fit_gains``, 2
+2. **Mean-field fit** (sections 3.3-3.4; ``solvers/gains.fit_gains``, 2
    passes with the sketch): for each proposal g, every other weight fixed
    at lambda0, mu_g maximizes the 1-D log posterior
    h(mu) = S(mu) + log pi(mu) (Eq. 17, by safeguarded Newton on its first
@@ -172,11 +172,11 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..kernels import Weights
-from ..kernels.gains import fit_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
-from ..optim.l1 import SOLVERS, SolverOptions, choose_solver, orthant_problem
-from ..optim.objective import Objective
+from ..problem import Objective, orthant_problem
+from ..solvers import SOLVERS, SolverOptions, choose_solver
+from ..solvers.gains import fit_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .checkpoint import has_checkpoint
 from .loop import add_feature, best_of, limit_reached, run_rounds

@@ -13,19 +13,20 @@ Start from all-zero weights (the bias alone). Each round:
    threshold join the active set (n = 1 is Perkins' grafting).
 2. **Re-optimize** C over the active set, warm-started, every weight held in
    its orthant; a new weight enters with sign -sign(dC/dw_j)
-   (``optim/l1.py``). Solver: Newton with an exact Hessian block per pass
+   (``problem/penalty.py``, ``solvers/box_qp.py``). Solver: Newton with an exact Hessian block per pass
    (default while the active set is small enough) or L-BFGS-B.
 3. **Prune** weights the optimizer drove to exactly 0 (footnote 2).
 
 Stop when no candidate passes the test; the pass that found none is the
-KKT certificate over *all* candidate features (``optim.l1.kkt_certificate``).
+KKT certificate over *all* candidate features (``problem.kkt.kkt_certificate``).
 
 Rounds are inexact (``train.round_tol_ratio``, ``Grafting.round_tol``): a
 round that adds features stops at a fraction of the test's excess; when no
 candidate passes, one finishing round (adding nothing) solves the active set
 to the final tolerance before the certificate.
 
-Variants (Riezler & Vasserman's comparison; registered in train.METHODS):
+Variants (Riezler & Vasserman's comparison; registered in train.METHODS),
+each a ``problem.Penalty``:
 
 ==========  =========  ===========  =====================
 method      gamma1     gamma2       test threshold
@@ -37,7 +38,7 @@ l2-ifs      0          train.l2     train.grad_threshold
 
 The gradient test of a round usually costs no pass of its own: when the
 Newton solver predicts that its next step converges, that pass also returns
-the full gradient (``optim/newton.py``), which is the next round's test.
+the full gradient (``solvers/newton.py``), which is the next round's test.
 
 Above ``train.dense_test_max`` candidate features the test is block-wise
 instead (``kernels/topk.py``): partial gradients are summed per feature block
@@ -55,49 +56,40 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config import TrainConfig
 from ..kernels import LossGrad, Weights
 from ..kernels.topk import top_candidates
-from ..optim import Evaluation, Objective
-from ..optim.l1 import (SOLVERS, SolverOptions, choose_solver, kkt_certificate, kkt_from_parts,
-                        orthant_problem)
+from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
+from ..solvers import SOLVERS, SolverOptions, choose_solver
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .loop import limit_reached, run_rounds
 
 log = logging.getLogger(__name__)
 
 #: a round that adds at least this many weights has Newton try its first
-#: full step in the ray pass (``Grafting._optimize``), as a likely cut. On
-#: CoNLL-2000 it was cut in 4 of 40 rounds at n = 1, 7 of 20 at n = 10,
-#: 19 of 27 at n = 100 and 7 of 8 at n = 1,000; the ray pass first pays off
-#: above one in two.
+#: full step in the ray pass (``Grafting._optimize``), as a likely cut: the
+#: ray pass first pays off when more than one such step in two is cut
+#: (measured on CoNLL-2000: docs/benchmarks.md).
 RAY_FIRST_MIN_ADDED = 50
 
 
 @dataclass(frozen=True)
 class Variant:
-    """Penalties and test threshold of a grafting-family method."""
+    """A grafting-family method: its name and its penalty (gamma1, gamma2,
+    and the gradient test's threshold as the zero-weight bound)."""
 
     name: str
-    l1: float
-    l2: float
-    threshold: float
+    penalty: Penalty
 
 
-def variant(name: str, cfg) -> Variant:
-    """The Variant of method ``name`` under TrainConfig ``cfg`` (checked)."""
+def variant(name: str, cfg: TrainConfig) -> Variant:
+    """The Variant of method ``name`` under ``cfg`` (its ranges are checked
+    by the config schema)."""
     if name == "grafting":
-        if not cfg.grafting.l1 > 0:
-            raise ValueError(f"method 'grafting' needs train.l1 > 0, got {cfg.grafting.l1}")
-        if cfg.grafting.elastic_l2 < 0:
-            raise ValueError(f"expected train.elastic_l2 >= 0, got {cfg.grafting.elastic_l2}")
-        return Variant(name, cfg.grafting.l1, cfg.grafting.elastic_l2, cfg.grafting.l1)
+        return Variant(name, Penalty(l1=cfg.grafting.l1, l2=cfg.grafting.elastic_l2))
     if name in ("mle-ifs", "l2-ifs"):
-        if not cfg.grafting.grad_threshold > 0:
-            raise ValueError(f"method {name!r} needs train.grad_threshold > 0, got {cfg.grafting.grad_threshold}")
         l2 = cfg.l2 if name == "l2-ifs" else 0.0
-        if name == "l2-ifs" and not l2 > 0:
-            raise ValueError(f"method 'l2-ifs' needs train.l2 > 0, got {l2}")
-        return Variant(name, 0.0, l2, cfg.grafting.grad_threshold)
+        return Variant(name, Penalty(l1=0.0, l2=l2, threshold=cfg.grafting.grad_threshold))
     raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
 
 
@@ -140,7 +132,7 @@ class GradientTest:
     best : float
         max |dC/dw_j| over inactive features.
     kkt : dict
-        The KKT certificate at the weights (``optim.l1.kkt_certificate``).
+        The KKT certificate at the weights (``problem.kkt.kkt_certificate``).
     """
 
     value: float
@@ -157,25 +149,16 @@ class Grafting:
     def __init__(self, ctx: TrainingContext, spec: Variant):
         self.ctx = ctx
         self.spec = spec
+        self.penalty = spec.penalty
         cfg = ctx.config
-        # A candidate enters only if |dC/dw_j| > threshold (1 + kkt_tol): the
-        # certificate's own bound, so a run that stops is certified. Its
-        # projected gradient then exceeds threshold * kkt_tol, and the solver
-        # tolerance is kept below that: otherwise a round could end at once
-        # with the new weight still 0, prune it, and re-add it forever.
-        self.test_bound = spec.threshold * (1 + cfg.grafting.kkt_tol)
-        if cfg.grafting.dense_test_max < 0:
-            raise ValueError(f"expected train.dense_test_max >= 0, got {cfg.grafting.dense_test_max}")
-        if cfg.grafting.test_block_size < 1:
-            raise ValueError(f"expected train.test_block_size >= 1, got {cfg.grafting.test_block_size}")
+        # the certificate's own bound (Penalty.test_bound, Penalty.solver_tol)
+        self.test_bound = self.penalty.test_bound(cfg.grafting.kkt_tol)
         # features per block of the block-wise test; None: the dense test
         self.block_size = (cfg.grafting.test_block_size if ctx.backend.space.n_features > cfg.grafting.dense_test_max
                            else None)
-        self.options = SolverOptions(tol=min(cfg.gtol, 0.5 * spec.threshold * cfg.grafting.kkt_tol),
+        self.options = SolverOptions(tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
                                      max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol,
                                      full_gradient=self.block_size is None)
-        if not 0 <= cfg.grafting.round_tol_ratio < 1:
-            raise ValueError(f"expected 0 <= train.round_tol_ratio < 1, got {cfg.grafting.round_tol_ratio}")
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
         self.evaluations = 0
@@ -183,7 +166,7 @@ class Grafting:
         self.solver_use: dict[str, int] = {}
 
     def objective(self, ids: np.ndarray) -> Objective:
-        return Objective(self.ctx.backend, ids, l2=self.spec.l2, scaling=self.ctx.scaling)
+        return Objective(self.ctx.backend, ids, l2=self.penalty.l2, scaling=self.ctx.scaling)
 
     def gradient_test(self, weights: Weights) -> GradientTest:
         """The gradient test at ``weights`` over every candidate (one pass,
@@ -202,7 +185,7 @@ class Grafting:
             # too, so the summary's count over it is the certificate's count
             kkt = kkt_from_parts(summary.active_grad, weights, summary.max_inactive,
                                  summary.n_over, summary.n_features, _grad_bias(lg),
-                                 self.spec.l1, self.ctx.config.grafting.kkt_tol, bound=self.spec.threshold)
+                                 self.penalty, self.ctx.config.grafting.kkt_tol)
             test = GradientTest(value, lg, summary.top_ids, summary.top_grad,
                                 summary.max_inactive, kkt)
         self._known = (weights, test)
@@ -213,8 +196,8 @@ class Grafting:
         new, best = select_candidates(ev.full_grad, weights.active_ids(), self.test_bound,
                                       self.ctx.config.grafting.n_best)
         # the bias gradient from the raw sums (ev.grad may span pruned ids too)
-        kkt = kkt_certificate(ev.full_grad, weights, _grad_bias(ev.lossgrad), self.spec.l1,
-                              self.ctx.config.grafting.kkt_tol, bound=self.spec.threshold)
+        kkt = kkt_certificate(ev.full_grad, weights, _grad_bias(ev.lossgrad), self.penalty,
+                              self.ctx.config.grafting.kkt_tol)
         return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
     def _certificate(self, weights: Weights) -> dict:
@@ -223,7 +206,8 @@ class Grafting:
         return self.gradient_test(weights).kkt
 
     def penalized(self, value: float, weights: Weights) -> float:
-        return value + self.spec.l1 * float(np.abs(weights.values).sum())
+        """C with the l1 term, from the smooth part's ``value``."""
+        return value + self.penalty.l1_value(weights.values)
 
     def round_tol(self, test: GradientTest) -> float:
         """A round's projected-gradient tolerance: ``round_tol_ratio`` times
@@ -253,7 +237,7 @@ class Grafting:
     def _optimize(self, weights: Weights, test: GradientTest, tol: float) -> RoundOutcome:
         """Add the test's candidates (none in a finishing round), re-optimize
         the active set to projected gradient ``tol``, prune zeros."""
-        spec, space = self.spec, self.ctx.backend.space
+        spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
         active, new = weights.active_ids(), test.new
         ids = np.union1d(active, new)
         pos = np.searchsorted(ids, active)
@@ -263,7 +247,7 @@ class Grafting:
         new_pos = np.searchsorted(ids, new)
         # a new weight enters on the side where C decreases: -sign(dC/dw_j)
         signs[new_pos] = -np.sign(test.new_grad)
-        box = orthant_problem(signs, spec.l1, space.n_bias)
+        box = penalty.box(signs, space.n_bias)
         obj = self.objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
         solver = choose_solver(self.ctx.config.selection.solver, len(theta0), self.ctx.config.selection.newton_max_active)
@@ -277,7 +261,7 @@ class Grafting:
         w, bias = res.theta[:n], (res.theta[n:].copy() if space.bias else None)
         # prune weights driven to exactly 0 (footnote 2); without l1 the
         # selected features stay
-        keep = w != 0 if spec.l1 > 0 else np.ones(n, dtype=bool)
+        keep = w != 0 if penalty.prunes else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:
             self._known = (out, self._dense_test(out, res.last))
@@ -310,13 +294,14 @@ def _same(a: Weights, b: Weights) -> bool:
 def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
     """Run a grafting-family method through the shared round loop."""
     spec = variant(name, ctx.config)
+    penalty = spec.penalty
     method = Grafting(ctx, spec)
     space = ctx.backend.space
     test_path = ({"path": "dense"} if method.block_size is None else
                  {"path": "block-wise", "block_size": method.block_size,
                   "blocks": -(-space.n_features // method.block_size)})
     log.info("%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
-             "over %d candidates", name, spec.l1, spec.l2, spec.threshold, ctx.config.grafting.n_best,
+             "over %d candidates", name, penalty.l1, penalty.l2, penalty.bound, ctx.config.grafting.n_best,
              ctx.config.selection.solver, test_path["path"], space.n_features)
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
     weights = state.weights
@@ -329,8 +314,8 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
                     "max active violation %.3g (tol %.3g)", name, cert["max_zero_gradient"],
                     cert["bound"], cert["max_active_violation"], cert["tol"])
     report = {
-        "objective": method.penalized(test.value, weights), "l1": spec.l1, "l2": spec.l2,
-        "threshold": spec.threshold, "n_best": ctx.config.grafting.n_best,
+        "objective": method.penalized(test.value, weights), "l1": penalty.l1, "l2": penalty.l2,
+        "threshold": penalty.bound, "n_best": ctx.config.grafting.n_best,
         "active_features": int(len(weights.values)),
         "loss": lg.loss / lg.weight, "train_accuracy": lg.correct / lg.weight,
         "rounds_run": state.round, "stopped": "no candidate passes the test" if state.done

@@ -5,7 +5,7 @@ Jiang 2003, section 2 and Figure 1). Each stage, for every candidate feature
 f not yet selected, the approximate gain with all other weights fixed::
 
     G_S,f(alpha) = alpha E~[f] - sum_x p~(x) log(Z_{S+f,alpha}(x) / Z_S(x))
-    g(f) = max_alpha G_S,f(alpha)     (1-D Newton: kernels/gains.fit_gains)
+    g(f) = max_alpha G_S,f(alpha)     (1-D Newton: solvers/gains.fit_gains)
 
 The feature with the largest g joins the model with weight alpha*; no other
 weight changes. Stop after ``max_features`` features or when the best gain
@@ -52,7 +52,7 @@ import numpy as np
 from scipy.special import softmax
 
 from ..kernels import MULTICLASS, Weights
-from ..kernels.gains import GainFit, fit_gains, uniform_initial_gains
+from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext

@@ -16,7 +16,7 @@ from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, LossGradTask, MomentsTask,
                                  MulticlassBlock, Weights)
 from sparkmaxent.kernels.blocks import concat_blocks
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
 
 from ..unit.helpers import random_candidates, random_multiclass
 

@@ -8,7 +8,7 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import TrainConfig, train_config
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
 from sparkmaxent.train import train
 
 from .helpers import written_multiclass

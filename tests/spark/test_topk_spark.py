@@ -9,8 +9,7 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import TrainConfig, train_config
-from sparkmaxent.optim import Objective
-from sparkmaxent.optim.l1 import kkt_certificate, kkt_from_parts
+from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import train
 

@@ -19,10 +19,10 @@ from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
 from sparkmaxent.kernels.proposals import EventSignatureTask, event_signatures, proposals
-from sparkmaxent.optim.objective import Objective
+from sparkmaxent.problem.objective import Objective
+from sparkmaxent.solvers.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.selection import bayes
 from sparkmaxent.selection.bayes import (BayesFactor, bayes_factor_score,
                                          empirical_inclusion_probability, log_model_prior_odds)

@@ -12,7 +12,7 @@ from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights,
 from sparkmaxent.kernels.blocks import CandidateBlock, split_block
 from sparkmaxent.kernels.curvature import Curvature, CurvatureTask, curvature
 from sparkmaxent.kernels.loss import LossGrad
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
 
 from .helpers import random_candidates, random_multiclass
 

@@ -12,11 +12,11 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Scaling,
                                  Space, Weights, loss_grad)
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.gains import (LOGIT_CLIP, EmpiricalExpectationTask,
-                                       GainDerivativesTask, GainSketchTask, _aggregate, _bin_keys,
-                                       fit_gains, gain_derivatives, gain_sketch,
-                                       multiclass_logits, uniform_initial_gains)
+from sparkmaxent.kernels.gain_sketch import GainSketchTask, _aggregate, _bin_keys, gain_sketch
+from sparkmaxent.kernels.gains import (LOGIT_CLIP, EmpiricalExpectationTask, GainDerivativesTask,
+                                       gain_derivatives, multiclass_logits)
 from sparkmaxent.kernels.stats import feature_counts
+from sparkmaxent.solvers.gains import fit_gains, uniform_initial_gains
 
 from .helpers import random_candidates, random_multiclass
 

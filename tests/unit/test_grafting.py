@@ -15,8 +15,7 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
-from sparkmaxent.optim import Objective
-from sparkmaxent.optim.l1 import kkt_certificate, orthant_problem
+from sparkmaxent.problem import Objective, kkt_certificate, orthant_problem
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import METHODS, train
 

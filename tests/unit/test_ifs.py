@@ -18,9 +18,9 @@ from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Space
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.gains import fit_gains
 from sparkmaxent.kernels.loss import loss_grad
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
+from sparkmaxent.solvers.gains import fit_gains
 from sparkmaxent.selection.ifs import compare_selections
 from sparkmaxent.train import METHODS, train
 

@@ -9,7 +9,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad)
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
 from sparkmaxent.kernels.stats import moments
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
 
 from .helpers import random_block, random_candidates, random_multiclass
 

@@ -1,4 +1,4 @@
-"""The box-constrained Newton solver (optim/newton.py) against scipy's
+"""The box-constrained Newton solver (solvers/newton.py) against scipy's
 L-BFGS-B on the same problems."""
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from sparkmaxent.optim.newton import (NewtonOptions, _psd_solver, box_qp_cd, minimize_box_newton,
+from sparkmaxent.solvers.newton import (_psd_solver, box_qp_cd, minimize_box_newton,
                                       projected_gradient)
-from sparkmaxent.optim.objective import Evaluation
+from sparkmaxent.problem.objective import Evaluation
+from sparkmaxent.solvers.options import SolverOptions
 
 
 def correlated_box_qp(seed: int, n: int = 40, m: int = 200, noise: float = 0.1,
@@ -102,7 +103,7 @@ class LogisticBox:
 
     def solve(self, theta0, ray=False):
         return minimize_box_newton(self.fun, theta0, self.lin, self.lower, self.upper,
-                                   NewtonOptions(tol=1e-10), ray=self.ray if ray else None)
+                                   SolverOptions(tol=1e-10), ray=self.ray if ray else None)
 
 
 def test_newton_evaluates_cut_steps_without_curvature():
@@ -140,7 +141,7 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
     assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 4
     pb = LogisticBox()
     first = minimize_box_newton(pb.fun, theta0, pb.lin, pb.lower, pb.upper,
-                                NewtonOptions(tol=1e-10, ray_first_at_start=True), ray=pb.ray)
+                                SolverOptions(tol=1e-10, ray_first_at_start=True), ray=pb.ray)
     assert first.trace[0]["step"] < 1 and first.trace[0]["evaluations"] == 3
     np.testing.assert_allclose(first.theta, res.theta, atol=1e-8)
 
@@ -167,7 +168,7 @@ def test_a_weight_without_curvature_moves_to_its_orthant_bound():
     lower = np.array([-np.inf] * 4 + [0.0])
     upper = np.full(5, np.inf)
     res = minimize_box_newton(fun, np.array([0, 0, 0, 0, 0.7]), lin, lower, upper,
-                              NewtonOptions(tol=1e-12))
+                              SolverOptions(tol=1e-12))
     assert res.converged and res.theta[4] == 0.0
     np.testing.assert_allclose(res.theta[:4], np.linalg.lstsq(A, b, rcond=None)[0], atol=1e-10)
     # and the model step alone: the flat coordinate goes to its bound

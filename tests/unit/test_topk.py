@@ -12,8 +12,7 @@ from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask,
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.curvature import CurvatureTask
 from sparkmaxent.kernels.topk import GradientSummary, GradientTestTask, top_candidates
-from sparkmaxent.optim import Objective
-from sparkmaxent.optim.l1 import kkt_certificate, kkt_from_parts
+from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import train
 

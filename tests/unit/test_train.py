@@ -10,7 +10,7 @@ from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Space
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.model import MaxentModel
-from sparkmaxent.optim import Objective
+from sparkmaxent.problem import Objective
 from sparkmaxent.train import train
 
 from .helpers import random_candidates, random_multiclass

@@ -10,6 +10,8 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import minimize
 
+from .options import SolverOptions
+
 log = logging.getLogger(__name__)
 
 
@@ -17,16 +19,11 @@ class ConvergenceWarning(UserWarning):
     """The optimizer stopped before meeting its tolerance."""
 
 
-@dataclass(frozen=True)
-class LbfgsOptions:
-    max_iter: int = 1000
-    memory: int = 10
-    gtol: float = 1e-7
-    ftol: float = 1e-12
-
-
 @dataclass
 class OptimResult:
+    """What ``minimize_lbfgs`` returns: the point, its value, the counts, and
+    one diagnostics row per iteration."""
+
     theta: np.ndarray
     objective: float
     iterations: int
@@ -37,7 +34,7 @@ class OptimResult:
 
 
 def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0: np.ndarray,
-                   options: LbfgsOptions = LbfgsOptions(), bounds=None,
+                   options: SolverOptions = SolverOptions(), bounds=None,
                    log_every: int = 10) -> OptimResult:
     """Minimize ``fun`` (returning value and gradient from one call).
 
@@ -70,7 +67,7 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0
     res = minimize(counted, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
                    callback=callback,
                    options={"maxiter": options.max_iter, "maxcor": options.memory,
-                            "gtol": options.gtol, "ftol": options.ftol, "maxls": 50})
+                            "gtol": options.tol, "ftol": options.ftol, "maxls": 50})
     message = str(res.message)
     if not res.success:
         warnings.warn(f"L-BFGS-B stopped without converging after {res.nit} iterations: {message}",

@@ -1,4 +1,5 @@
-"""The regularized objective over a set of features (DESIGN.md section 1).
+"""The data fit over a set of features, computed over the blocks through a
+backend, with the smooth part of the penalty (``penalty.py``) added:
 
     C(w) = L(w) + (gamma2 / 2) ||w||_2^2
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends import Backend
-from ..kernels import LossGrad, LossGradTask, Scaling, Weights
+from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weight
 from ..kernels.loss import RayTask
 from ..kernels.curvature import CurvatureTask
 from ..kernels.topk import GradientSummary, GradientTestTask
@@ -85,8 +86,7 @@ class Objective:
         self.evaluations += 1
         weights = self.weights(theta)
         lg = self.backend.run(LossGradTask(self.space, weights, self.scaling, self.ids))
-        if lg.weight <= 0:
-            raise ValueError("the training events have zero total weight")
+        check_total_weight(lg.weight)
         self.last = lg
         w = weights.values
         f = self._value(lg, w)
@@ -117,8 +117,7 @@ class Objective:
         else:
             lg, hess = self.backend.run(LossGradTask(self.space, scoring, self.scaling,
                                                      None if full_gradient else self.ids)), None
-        if lg.weight <= 0:
-            raise ValueError("the training events have zero total weight")
+        check_total_weight(lg.weight)
         self.last = lg
         n, w = self.n_weights, weights.values
         full = None
@@ -165,8 +164,7 @@ class Objective:
         summary = self.backend.gradient_test(GradientTestTask(
             self.space, weights, self.scaling, self.l2, threshold, n_best, block_size))
         summary = summary.finish(self.space, self.ids)
-        if summary.lg.weight <= 0:
-            raise ValueError("the training events have zero total weight")
+        check_total_weight(summary.lg.weight)
         self.last = summary.lg
         return self._value(summary.lg, weights.values), summary
 

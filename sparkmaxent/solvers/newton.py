@@ -25,7 +25,7 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    once, and one curvature pass at the largest acceptable step follows: a
    cut iteration costs 3 passes instead of one per trial step (far from the
    optimum, where a round has just added many features, Newton's step is
-   cut 3-5 times). An infinity-norm trust region |d_j| <= radius follows the
+   often cut several times). An infinity-norm trust region |d_j| <= radius follows the
    line search (the length an accepted cut step reached; twice the length
    of a full step whose decrease the model predicted well), so the next
    direction is mostly taken whole. Where the full step is likely to be
@@ -35,11 +35,11 @@ Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
    trial step of a direction is acceptable (a direction along which the
    model's curvature is near 0) the region shrinks to half the smallest
    trial and the iteration is retried instead of failing. A stale Hessian
-   is never reused: far from the optimum its directions need steps of 1e-6.
+   is never reused: far from the optimum its directions need tiny steps.
 
 Convergence is measured by the projected gradient, the largest violation of
 the optimality conditions of the box problem. Passes dominate the cost on
-Spark (0.1-0.5 s each), so when the next point is predicted to converge the
+Spark, so when the next point is predicted to converge the
 trial pass also asks for the gradient over all candidate features: it then
 doubles as the next round's gradient test.
 """
@@ -54,47 +54,11 @@ from typing import Callable
 import numpy as np
 import scipy.linalg
 
+from ..problem.objective import Evaluation
 from .lbfgs import ConvergenceWarning
-from .objective import Evaluation
+from .options import SolverOptions
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class NewtonOptions:
-    """Stopping and line-search settings.
-
-    tol : stop when the projected gradient's largest entry is <= tol.
-    max_iter : at most this many Newton iterations.
-    inner_ratio : coordinate descent stops when the model's projected
-        gradient is below inner_ratio times the outer one (or below tol / 10).
-    max_sweeps : at most this many coordinate-descent sweeps per iteration.
-    armijo : sufficient-decrease constant sigma of the line search.
-    backtrack : step shrink factor of the line search.
-    max_backtracks : line-search trials before giving up.
-    ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
-    radius : initial trust-region radius (infinity norm of a step).
-    min_radius : give up (line search failed) below this radius.
-    stall : stop (not converged) after this many iterations in a row that
-        lower neither the objective beyond its rounding nor the projected
-        gradient's best value by 1%.
-    ray_first_at_start : the first iteration's full step is tried in the
-        ray pass, as a likely cut (see ``minimize_box_newton``); grafting
-        sets it for rounds that add many weights.
-    """
-
-    tol: float = 1e-9
-    max_iter: int = 200
-    inner_ratio: float = 0.1
-    max_sweeps: int = 500
-    armijo: float = 1e-4
-    backtrack: float = 0.5
-    max_backtracks: int = 30
-    ray_steps: int = 8
-    radius: float = np.inf
-    min_radius: float = 1e-12
-    stall: int = 10
-    ray_first_at_start: bool = False
 
 
 @dataclass
@@ -259,8 +223,7 @@ def _psd_solver(A: np.ndarray, refinements: int = 3
     steps on the residual; each shrinks a component along an eigenvalue
     lambda by eps / (lambda + eps) and leaves the null space at 0 (a
     smaller eps amplifies rounding into the null space). A Cholesky costs
-    n^3/3 flops, far less than the SVD of a least-squares solve (measured:
-    0.6 s against 29 s at n = 3,000)."""
+    n^3/3 flops, far less than the SVD of a least-squares solve."""
     n = len(A)
     eps = 1e-8 * max(float(np.trace(A)) / max(n, 1), 1e-300)
     shifted = A.copy()  # A itself serves the refinement
@@ -279,9 +242,125 @@ def _psd_solver(A: np.ndarray, refinements: int = 3
     return solve
 
 
+class _Passes:
+    """``fun`` and ``ray`` with their calls counted: each is one pass."""
+
+    def __init__(self, fun: Callable, ray: Callable | None):
+        self.fun, self.ray, self.count = fun, ray, 0
+
+    def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
+        self.count += 1
+        return self.fun(theta, full, hessian)
+
+    def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        self.count += 1
+        return self.ray(theta, d, steps)
+
+
+def _acceptance(value: float, slope: float, armijo: float
+                ) -> tuple[Callable[[float, float], bool], float]:
+    """Armijo's sufficient-decrease test from phi = ``value`` along a
+    direction of ``slope``, and the rounding noise of ``value``.
+
+    Near the optimum the decrease slope * step falls below the rounding
+    error of the objective (a sum over all events) and Armijo's test
+    compares noise; a step that keeps the value within that rounding is then
+    accepted, and progress is judged by the projected gradient.
+    """
+    noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
+
+    def acceptable(step: float, value_t: float) -> bool:
+        return bool(np.isfinite(value_t)) and (
+            value_t <= value + armijo * step * slope
+            or (-slope * step <= noise and value_t <= value + noise))
+
+    return acceptable, noise
+
+
+def _record(trace: list[dict], start: float, it: int, value: float, violation: float,
+            step: float, ratio: float | None, sweeps: int, evals: int) -> None:
+    """One iteration's row of the trace, and its debug log line."""
+    trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
+                  "rho": ratio, "sweeps": sweeps, "evaluations": evals,
+                  "elapsed_s": round(time.perf_counter() - start, 3)})
+    log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, rho %s, "
+              "%d sweeps, %d evaluations", it, value, violation, step,
+              "-" if ratio is None else f"{ratio:.3g}", sweeps, evals)
+
+
+def _line_search(evaluate: Callable, along: Callable | None, theta: np.ndarray, d: np.ndarray,
+                 lin: np.ndarray, lower: np.ndarray, upper: np.ndarray, steps: np.ndarray,
+                 acceptable: Callable[[float, float], bool], want_full: bool, ray_first: bool,
+                 ray_steps: int) -> tuple[tuple | None, float]:
+    """Backtracking along d over ``steps`` (1, b, b^2, ...): the accepted
+    (theta, evaluation, phi) and its step, or (None, the last step tried).
+
+    The full step first, with the Hessian the next iteration needs; without a
+    ray pass each cut step is a pass of its own. With one, the cut steps go
+    ``ray_steps`` per pass (each costs a log-sum-exp over every event), then
+    one curvature pass at the largest acceptable one; with ``ray_first`` the
+    ray pass tries the full step too (2 passes and one Hessian instead of 3
+    and two when it is cut, but 2 instead of one when it is taken).
+    """
+    step = float(steps[0])
+    for step in ([] if ray_first else steps[:1] if along is not None else steps):
+        trial = np.clip(theta + step * d, lower, upper)
+        ev_t = evaluate(trial, want_full, step == 1.0)
+        value_t = ev_t.value + float(lin @ trial)
+        if acceptable(step, value_t):
+            return (trial, ev_t, value_t), step
+    if along is None:
+        return None, step
+    for k in range(0 if ray_first else 1, len(steps), ray_steps):
+        chunk = steps[k:k + ray_steps]
+        values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
+        ok = [acceptable(t, v) for t, v in zip(chunk, values)]
+        if any(ok):
+            step = float(chunk[ok.index(True)])
+            trial = np.clip(theta + step * d, lower, upper)
+            ev_t = evaluate(trial, want_full, True)
+            return (trial, ev_t, ev_t.value + float(lin @ trial)), step
+    return None, step
+
+
+def _next_radius(step: float, length: float, slope: float, d: np.ndarray, hess: np.ndarray,
+                 value: float, value_t: float, noise: float) -> tuple[float, float | None]:
+    """The trust region after an accepted step, and rho for a full one.
+
+    The region follows the line search: the length a cut step reached; after
+    a full step, twice its length when the quadratic model predicted at least
+    half of the decrease (rho, actual over predicted decrease, as in trust-
+    region methods; Nocedal & Wright, Algorithm 4.1), else its length.
+    """
+    if step < 1:
+        return step * length, None
+    predicted = -(slope + float(d @ (hess @ d)) / 2)
+    ratio = (value - value_t) / predicted if predicted > noise else 1.0
+    return (2 if ratio >= 0.5 else 1) * length, ratio
+
+
+def _direction(hess: np.ndarray, grad: np.ndarray, theta: np.ndarray, lower: np.ndarray,
+               upper: np.ndarray, radius: float, violation: float, options: SolverOptions
+               ) -> tuple[np.ndarray, int]:
+    """The Newton direction: the quadratic model minimized over the box and
+    the trust region, to ``inner_ratio`` times the outer violation."""
+    return box_qp_cd(hess, grad, np.maximum(lower - theta, -radius),
+                     np.minimum(upper - theta, radius),
+                     max(options.inner_ratio * violation, 0.1 * options.tol), options.max_sweeps)
+
+
+def _ray_first(it: int, ratio: float | None, ray: Callable | None, options: SolverOptions) -> bool:
+    """Whether the full step is likely to be cut, so the ray pass tries it:
+    in the first iteration when the caller says so (a grafting round that
+    added many features at 0), and after a full step whose decrease the model
+    overestimated (rho < 0.85)."""
+    return ray is not None and ((it == 1 and options.ray_first_at_start)
+                                or (ratio is not None and ratio < 0.85))
+
+
 def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,
                         lin: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                        options: NewtonOptions = NewtonOptions(),
+                        options: SolverOptions = SolverOptions(),
                         first: Evaluation | None = None,
                         ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
                         ) -> BoxResult:
@@ -299,103 +378,43 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
     first : Evaluation or None
         The evaluation at theta0 if already known (saves a pass).
     ray : callable (theta, d, steps) -> ndarray, or None
-        One pass: f(theta + t d) for every t in ``steps``. With it a line
-        search costs 3 passes when the full step is cut (the full step, the
-        cut steps at once, curvature at the one taken); without it every
-        trial step is a pass.
+        One pass: f(theta + t d) for every t in ``steps`` (``_line_search``);
+        without it every trial step is a pass.
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    evals = 0
-
-    def evaluate(theta, full, hessian):
-        nonlocal evals
-        evals += 1
-        return fun(theta, full, hessian)
-
-    def along(theta, d, steps):
-        nonlocal evals
-        evals += 1
-        return ray(theta, d, steps)
-
+    passes = _Passes(fun, ray)
+    evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
     ev = first if first is not None and first.hess is not None else evaluate(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
-    prev_violation = best_violation = np.inf
-    stalled = 0
-    radius = options.radius  # of the trust region |d_j| <= radius
-    ratio = None  # rho of the last step when it was a full one
+    stalled, prev_violation, best_violation = 0, np.inf, np.inf
+    radius, ratio = options.radius, None  # trust region |d_j| <= radius; rho of a full step
     converged, message, it = False, "maximum number of iterations reached", 0
+    steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
-        pg = projected_gradient(grad, theta, lower, upper)
-        violation = float(np.abs(pg).max(initial=0.0))
+        violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
         if violation <= options.tol:
             converged, message = True, "projected gradient below tol"
             it -= 1
             break
         if ev.hess is None:  # a cut step was accepted
             ev = evaluate(theta, False, True)
-        d, sweeps = box_qp_cd(ev.hess, grad, np.maximum(lower - theta, -radius),
-                              np.minimum(upper - theta, radius),
-                              max(options.inner_ratio * violation, 0.1 * options.tol),
-                              options.max_sweeps)
+        d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
         slope = float(grad @ d)
         if not slope < 0:
             message = f"no descent direction (slope {slope:.3g}) at violation {violation:.3g}"
             break
         # superlinear convergence: predict the next violation; if it meets tol,
         # let the trial pass bring the full gradient for the next gradient test
-        predicted = violation * min(1.0, violation / prev_violation)
-        want_full = predicted <= options.tol
-        # Near the optimum the decrease slope * step falls below the rounding
-        # error of the objective (a sum over all events) and Armijo's test
-        # compares noise; a step that keeps the value within that rounding
-        # is then accepted, and progress is judged by the projected gradient.
-        noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
-
-        def acceptable(step: float, value_t: float) -> bool:
-            return bool(np.isfinite(value_t)) and (
-                value_t <= value + options.armijo * step * slope
-                or (-slope * step <= noise and value_t <= value + noise))
-
-        steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
-        accepted = None
-        # When the full step is likely to be cut, the ray pass tries it too
-        # and the curvature pass goes to the step taken: 2 passes and one
-        # Hessian instead of 3 and two, but 2 passes instead of one when it
-        # is taken. Likely: in the first iteration when the caller says so
-        # (a grafting round that added many features at 0), and after a full
-        # step whose decrease the model overestimated (rho < 0.85: on
-        # CoNLL-2000 at gamma 1e-5 the next step was cut 11 times of 17;
-        # after other steps, 5 of 28).
-        ray_first = ray is not None and (
-            (it == 1 and options.ray_first_at_start) or (ratio is not None and ratio < 0.85))
-        # the full step first, with the Hessian the next iteration needs;
-        # without a ray pass, each cut step is a pass of its own
-        for step in ([] if ray_first else steps[:1] if ray is not None else steps):
-            trial = np.clip(theta + step * d, lower, upper)
-            ev_t = evaluate(trial, want_full, step == 1.0)
-            value_t = ev_t.value + float(lin @ trial)
-            if acceptable(step, value_t):
-                accepted = (trial, ev_t, value_t)
-                break
-        if ray is not None and accepted is None:
-            # the cut steps ``ray_steps`` per pass (each costs a log-sum-exp
-            # over every event), then one curvature pass at the largest
-            # acceptable one
-            for k in range(0 if ray_first else 1, len(steps), options.ray_steps):
-                chunk = steps[k:k + options.ray_steps]
-                values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
-                ok = [acceptable(t, v) for t, v in zip(chunk, values)]
-                if any(ok):
-                    step = float(chunk[ok.index(True)])
-                    trial = np.clip(theta + step * d, lower, upper)
-                    ev_t = evaluate(trial, want_full, True)
-                    accepted = (trial, ev_t, ev_t.value + float(lin @ trial))
-                    break
+        want_full = violation * min(1.0, violation / prev_violation) <= options.tol
+        acceptable, noise = _acceptance(value, slope, options.armijo)
+        accepted, step = _line_search(evaluate, along, theta, d, lin, lower, upper, steps,
+                                      acceptable, want_full, _ray_first(it, ratio, along, options),
+                                      options.ray_steps)
         length = float(np.abs(d).max(initial=0.0))
         if accepted is None:
             # even the smallest trial step went too far (a direction along
@@ -405,38 +424,31 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
                 continue
             message = f"line search failed at violation {violation:.3g}"
             break
-        # The trust region follows the line search: the length a cut step
-        # reached; after a full step, twice its length when the quadratic
-        # model predicted at least half of the decrease (rho, as in trust-
-        # region methods; Nocedal & Wright, Algorithm 4.1), else its length.
-        ratio = None  # rho: actual over predicted decrease of a full step
-        if step < 1:
-            radius = step * length
-        else:
-            predicted = -(slope + float(d @ (ev.hess @ d)) / 2)
-            ratio = (value - accepted[2]) / predicted if predicted > noise else 1.0
-            radius = (2 if ratio >= 0.5 else 1) * length
+        radius, ratio = _next_radius(step, length, slope, d, ev.hess, value, accepted[2], noise)
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)
         theta, ev, value = accepted
         prev_violation = violation
-        trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
-                      "rho": ratio, "sweeps": sweeps, "evaluations": evals,
-                      "elapsed_s": round(time.perf_counter() - start, 3)})
-        log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, rho %s, "
-                  "%d sweeps, %d evaluations", it, value, violation, step,
-                  "-" if ratio is None else f"{ratio:.3g}", sweeps, evals)
+        _record(trace, start, it, value, violation, step, ratio, sweeps, passes.count)
         if stalled >= options.stall:
             message = f"stalled for {stalled} iterations"
             break
     else:
         it = options.max_iter
+    return _result(theta, ev, value, lin, lower, upper, it, passes.count, converged, message,
+                   trace, options.tol)
+
+
+def _result(theta: np.ndarray, ev: Evaluation, value: float, lin: np.ndarray, lower: np.ndarray,
+            upper: np.ndarray, it: int, evals: int, converged: bool, message: str,
+            trace: list[dict], tol: float) -> BoxResult:
+    """The BoxResult at the last point, warned about when not converged."""
     violation = float(np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0))
-    converged = converged or violation <= options.tol
+    converged = converged or violation <= tol
     if not converged:
-        warnings.warn(f"Newton stopped at violation {violation:.3g} > tol {options.tol:.3g} "
-                      f"after {it} iterations: {message}", ConvergenceWarning, stacklevel=2)
+        warnings.warn(f"Newton stopped at violation {violation:.3g} > tol {tol:.3g} "
+                      f"after {it} iterations: {message}", ConvergenceWarning, stacklevel=3)
     log.debug("newton: %d iterations, %d evaluations, value %.12g, violation %.3g",
               it, evals, value, violation)
     return BoxResult(theta, value, violation, ev, it, evals, converged, message, trace)

@@ -1,0 +1,72 @@
+"""The box-constrained solvers of a round's problem (``problem.penalty.BoxProblem``):
+
+    minimize  C(theta) + lin . theta   s.t.  lower <= theta <= upper
+
+with C the objective (``problem.objective``) and the box the one the
+penalty implies for the round's orthants (Riezler & Vasserman 2004,
+section 5). Registry ``SOLVERS``: ``newton`` (exact Hessian block per pass
+and coordinate descent on the quadratic model, ``newton.py``) and
+``lbfgs-b`` (scipy's L-BFGS-B on the same box problem: one loss+gradient
+pass per evaluation). ``choose_solver`` resolves ``auto``: Newton while the
+Hessian block is small enough.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..problem.objective import Evaluation, Objective
+from ..problem.penalty import BoxProblem
+from .lbfgs import minimize_lbfgs
+from .newton import BoxResult, minimize_box_newton, projected_gradient
+from .options import SolverOptions
+
+
+def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,
+                 first: Evaluation | None = None) -> BoxResult:
+    """Box-constrained Newton, one curvature pass per iteration."""
+    def evaluate(theta, full, hessian):
+        return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
+
+    return minimize_box_newton(evaluate, theta0, box.lin, box.lower, box.upper, options, first,
+                               ray=obj.ray)
+
+
+def solve_lbfgsb(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,
+                 first: Evaluation | None = None) -> BoxResult:
+    """scipy's L-BFGS-B on the box problem, one loss+gradient pass per evaluation."""
+    last: dict = {}
+
+    def fun(theta):
+        f, g = obj(theta)
+        last.update(theta=theta.copy(), f=f, g=g)
+        return f + float(box.lin @ theta), g + box.lin
+
+    bounds = list(zip(box.lower.tolist(), box.upper.tolist()))
+    res = minimize_lbfgs(fun, theta0, options, bounds=bounds, log_every=0)
+    if last and np.array_equal(last["theta"], res.theta):
+        grad = last["g"] + box.lin
+        violation = float(np.abs(projected_gradient(grad, res.theta, box.lower, box.upper)).max(initial=0.0))
+        ev = Evaluation(last["f"], last["g"], None, None, obj.last)
+    else:  # scipy returned an earlier point than the last evaluated
+        violation, ev = float("nan"), None
+    return BoxResult(res.theta, res.objective, violation, ev, res.iterations, res.evaluations,
+                     res.converged, res.message, res.trace)
+
+
+Solver = Callable[[Objective, np.ndarray, BoxProblem, SolverOptions, "Evaluation | None"], BoxResult]
+SOLVERS: dict[str, Solver] = {"newton": solve_newton, "lbfgs-b": solve_lbfgsb}
+
+
+def choose_solver(name: str, n_params: int, newton_max: int) -> str:
+    """Resolve ``auto``: Newton while the dense Hessian block (n_params^2
+    doubles, per partition) stays small, L-BFGS-B beyond."""
+    if name == "auto":
+        return "newton" if n_params <= newton_max else "lbfgs-b"
+    if name not in SOLVERS:
+        raise ValueError(f"unknown solver {name!r}: expected 'auto' or one of {sorted(SOLVERS)}")
+    return name
+
+
+__all__ = ["SOLVERS", "Solver", "choose_solver", "solve_newton", "solve_lbfgsb"]

@@ -1,0 +1,64 @@
+"""The settings of every solver, in one class: the shared stop (``tol``,
+``max_iter``), then what only L-BFGS-B or only Newton reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Settings of the solvers (``lbfgs.py``, ``newton.py``, ``box_qp.py``).
+
+    Shared:
+
+    tol : stop when the projected gradient's largest entry is <= tol
+        (L-BFGS-B: its ``gtol``).
+    max_iter : at most this many iterations (Newton or L-BFGS-B).
+
+    L-BFGS-B:
+
+    memory : history length (``maxcor``).
+    ftol : relative-decrease stop.
+
+    Newton (``minimize_box_newton``):
+
+    inner_ratio : coordinate descent stops when the model's projected
+        gradient is below inner_ratio times the outer one (or below tol / 10).
+    max_sweeps : at most this many coordinate-descent sweeps per iteration.
+    armijo : sufficient-decrease constant sigma of the line search.
+    backtrack : step shrink factor of the line search.
+    max_backtracks : line-search trials before giving up.
+    ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
+    radius : initial trust-region radius (infinity norm of a step).
+    min_radius : give up (line search failed) below this radius.
+    stall : stop (not converged) after this many iterations in a row that
+        lower neither the objective beyond its rounding nor the projected
+        gradient's best value by 1%.
+    ray_first_at_start : the first iteration's full step is tried in the
+        ray pass, as a likely cut; grafting sets it for rounds that add many
+        weights.
+    full_gradient : Newton's last pass may bring the gradient over every
+        candidate (the next gradient test); off when that gradient is too
+        large for the driver (the block-wise test, kernels/topk.py).
+    """
+
+    tol: float = 1e-7
+    max_iter: int = 1000
+    memory: int = 10
+    ftol: float = 1e-12
+    inner_ratio: float = 0.1
+    max_sweeps: int = 500
+    armijo: float = 1e-4
+    backtrack: float = 0.5
+    max_backtracks: int = 30
+    ray_steps: int = 8
+    radius: float = np.inf
+    min_radius: float = 1e-12
+    stall: int = 10
+    ray_first_at_start: bool = False
+    full_gradient: bool = True
+
+
+__all__ = ["SolverOptions"]
