@@ -8,6 +8,7 @@ import os
 import time
 
 from .config import Config
+from .errors import InputError
 from .jsonio import write_json
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def prepared_for_model(spark, model_dir: str, data: str, fmt: str | None, workdi
     if os.path.exists(os.path.join(data, "dataset.json")):
         return data
     if not fmt:
-        raise ValueError(f"{data} is not a prepared dataset; give --format to read it as text")
+        raise InputError(f"{data} is not a prepared dataset; give --format to read it as text")
     out = os.path.join(workdir, "prepared")
     prepare(spark, [data], out, fmt, options=options or {}, merge_duplicates=False,
             vocabulary=os.path.join(model_dir, VOCABULARY_DIR), overwrite=True)
@@ -147,7 +148,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
         inputs = synthetic.write_splits(spec, os.path.join(out, "data", "text"))
         fmt = "maxent"
     if not inputs["train"]:
-        raise ValueError("no training data: set data.train (prepared) or data.train_inputs")
+        raise InputError("no training data: set data.train (prepared) or data.train_inputs")
     dirs = {}
     for split in ("train", "heldout", "test"):
         if not inputs.get(split):

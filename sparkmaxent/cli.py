@@ -12,6 +12,7 @@ import sys
 from typing import Callable
 
 from . import api
+from .errors import ConfigError, InputError
 from .jsonio import json_default, write_json
 
 log = logging.getLogger("sparkmaxent")
@@ -39,8 +40,6 @@ def setup_logging(verbose: bool = False) -> None:
 def parse_options(items: list[str]) -> dict:
     """``["mode=basenp"]`` -> ``{"mode": "basenp"}`` (values stay strings;
     the reader converts them to the type of its default)."""
-    from .data.readers import InputError
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -109,7 +108,7 @@ def _train_args(p: argparse.ArgumentParser) -> None:
 def _train(args, cfg) -> int:
     train_dir = args.train or cfg.data.train
     if not train_dir:
-        raise ValueError("no training data: give --train or data.train in the config")
+        raise InputError("no training data: give --train or data.train in the config")
     out = args.output or cfg.output.dir
     api.fit(api.session(cfg, args.command), cfg, train_dir, out, args.heldout or cfg.data.heldout,
             args.resume)
@@ -218,8 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns its exit code (the table above)."""
-    from .config import ConfigError, load_config
-    from .data.readers import InputError
+    from .config import load_config
 
     args = build_parser().parse_args(argv)
     setup_logging(args.verbose)
@@ -233,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except (InputError, ValueError, FileNotFoundError, FileExistsError) as e:
+    except (InputError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception:

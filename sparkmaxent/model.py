@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import InputError
 from .jsonio import json_default
 from .kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights
 from .kernels.blocks import Block, MulticlassBlock
@@ -158,7 +159,7 @@ class MaxentModel:
         with open(meta_path) as f:
             meta = json.load(f)
         if meta.get("format_version") != MODEL_FORMAT_VERSION:
-            raise ValueError(f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
+            raise InputError(f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
                              f"got {meta.get('format_version')}")
         shape, labels = meta["shape"], meta["labels"]
         n_labels = len(labels) if shape == MULTICLASS else 1

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from ..errors import InputError
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
 from ..kernels import MULTICLASS
 from ..model import MaxentModel
@@ -25,10 +26,10 @@ CANDIDATES_OUTPUT = pa.schema([
 def check_compatible(model: MaxentModel, info: DatasetInfo, where: str) -> None:
     """The dataset must be indexed with the model's dictionary."""
     if info.shape != model.space.shape:
-        raise ValueError(f"{where}: model is for {model.space.shape} events, data holds {info.shape}")
+        raise InputError(f"{where}: model is for {model.space.shape} events, data holds {info.shape}")
     if info.n_features != model.space.n_predicates or (
             info.shape == MULTICLASS and info.labels != model.labels):
-        raise ValueError(
+        raise InputError(
             f"{where}: events were not prepared with this model's dictionary "
             f"(expected {model.space.n_predicates} features and labels {model.labels[:5]}..., "
             f"got {info.n_features} and {info.labels[:5]}...); prepare them with "

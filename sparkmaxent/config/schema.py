@@ -13,9 +13,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-
-class ConfigError(ValueError):
-    """A configuration value, key or file that cannot be used."""
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+from ..errors import InputError
 from ..shapes import CANDIDATES, MULTICLASS
 from .templates import pp_features, sentence_features
 
@@ -67,10 +68,6 @@ class ParseError:
 
     def message(self) -> str:
         return f"{self.path}:{self.line}: {self.reason}"
-
-
-class InputError(ValueError):
-    """Bad input; the message names the file and line (or column)."""
 
 
 Parsed = RawEvent | RawCandidateEvent | ParseError

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp
@@ -108,9 +109,9 @@ class LossGrad:
 
 def check_total_weight(weight: float) -> float:
     """``weight`` (W, the total event weight every sum is divided by), or a
-    ValueError when it is not positive (no events, or all of weight 0)."""
+    InputError when it is not positive (no events, or all of weight 0)."""
     if not weight > 0:
-        raise ValueError("the training events have zero total weight")
+        raise InputError("the training events have zero total weight")
     return weight
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..config import digest as config_digest
+from ..errors import InputError
 from ..jsonio import write_json
 from ..kernels import Space, Weights
 from .base import LoopState
@@ -88,10 +89,10 @@ class Checkpoint:
         with open(self.state_path) as f:
             doc = json.load(f)
         if doc.get("format_version") != CHECKPOINT_VERSION:
-            raise ValueError(f"{self.state_path}: expected checkpoint format_version "
+            raise InputError(f"{self.state_path}: expected checkpoint format_version "
                              f"{CHECKPOINT_VERSION}, got {doc.get('format_version')}")
         if doc["digest"] != self.digest or doc["method"] != method:
-            raise ValueError(
+            raise InputError(
                 f"{self.state_path}: cannot resume: the checkpoint is of method {doc['method']!r} "
                 f"with configuration hash {doc['digest']}, this run is {method!r} with hash "
                 f"{self.digest} (same train.* settings and data needed; "

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
+from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
 from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from ..kernels.loss import LossGradTask
@@ -154,7 +155,7 @@ class Incremental:
         # at b = 0: dL/db_k = sum_i c_i (1/K - [y_i = k]) = W / K - W_k
         label_weight = lg.weight / self.space.n_labels - lg.grad_bias
         if np.any(label_weight <= 0):
-            raise ValueError(f"expected every label to occur in training, got label weights "
+            raise InputError(f"expected every label to occur in training, got label weights "
                              f"{label_weight.tolist()}")
         return Weights(weights.ids, weights.values, np.log(label_weight / lg.weight))
 

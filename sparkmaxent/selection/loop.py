@@ -16,6 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..errors import InputError
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext, evaluate
 from .checkpoint import Checkpoint, checkpoint_dir, run_digest
@@ -105,7 +106,7 @@ def _start_state(ctx: TrainingContext, checkpoint: Checkpoint | None, name: str,
     """The checkpointed state when resuming (if there is one), else round 0."""
     if ctx.resume:
         if checkpoint is None:
-            raise ValueError("resume needs an output directory holding a checkpoint, got none")
+            raise InputError("resume needs an output directory holding a checkpoint, got none")
         state = checkpoint.load(name)
         if state is not None:
             log.info("resuming %s after round %d (%d active features, %d passes so far)",
