@@ -1,19 +1,9 @@
 """Readers of text formats into raw events (feature strings, label strings).
 
 A parser reads the lines of one file and yields raw events, or a ParseError
-for each malformed record; the caller (``prepare``) either stops at the first
-error, naming file and line, or quarantines the rejected records when asked.
-Parsers are pure Python and never import pyspark: ``prepare`` runs them
-inside a vectorised Spark UDF, one file per task, so line numbers are exact.
-
-A parser never raises for a malformed record: it yields a ParseError and
-carries on with the next record. It raises InputError only for a bad option
-(that is the caller's mistake, not the file's).
-
-``event_id`` counts records in the file, the malformed ones included, so an
-id names the same record whether or not earlier records were rejected.
-
-Registry: ``FORMATS[name] -> FormatSpec``.
+per malformed record and carries on (``prepare`` stops at the first or
+quarantines them); it raises InputError only for a bad option. Parsers never
+import pyspark: ``prepare`` runs them on the executors. Registry: ``FORMATS``.
 """
 from __future__ import annotations
 
@@ -31,8 +21,10 @@ from .templates import pp_features, sentence_features
 class RawEvent:
     """A multiclass event before feature indexing.
 
-    ``event_id`` is the event's 0-based position in its file; ``group`` ties
-    events of one sentence together (CoNLL) and equals ``event_id`` otherwise.
+    ``event_id`` is the event's 0-based position in its file, malformed
+    records counted (so an id names the same record whether or not earlier
+    ones were rejected); ``group`` ties events of one sentence together
+    (CoNLL) and equals ``event_id`` otherwise.
     """
 
     label: str
@@ -260,35 +252,22 @@ def _tadm_candidate(tokens: list[str]) -> tuple[bool, list[str], list[float]] | 
 def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parsed]:
     """Candidate sets in the TADM event format (TinyEst, featuresqueeze).
 
-    An event is a line holding its number of candidates n, then n candidate
-    lines ``score nfeat f v f v ...``; a candidate with score > 0 is correct
-    (several may be). Feature ids are non-negative integers, named by their
-    decimal string. Blank lines are skipped. An event with no correct
-    candidate is returned as it is (valid for prediction data; ``prepare``
-    decides what to do with it). The event weight is 1.0.
-
-    Parameters
-    ----------
-    path : str
-        File name, for error messages.
-    lines : iterable of str
-        The file's lines.
-    options : dict
-        ``weight_from_score`` is accepted and not used yet.
+    An event is a count line n, then n candidate lines ``score nfeat f v f v
+    ...``; score > 0 marks a correct candidate (several may be). Feature ids
+    are named by their decimal string; blank lines are skipped; the weight is
+    1.0. An event with no correct candidate is returned as it is (valid for
+    prediction data; ``prepare`` decides). ``path`` names the file in
+    errors; option ``weight_from_score`` is accepted and not used yet.
 
     Yields
     ------
     RawCandidateEvent or ParseError
         One ParseError per malformed event: a count line that is not a
         positive integer (the lines up to the next count line are skipped),
-        a malformed candidate line (the rest of the event is skipped), or
-        an event cut short by a count line or by the end of the file
-        (reported at the short event's count line).
-
-    Notes
-    -----
-    A count line has one token and a candidate line at least two: that is
-    how the parser finds the next event after a malformed one.
+        a malformed candidate line (the rest of the event is skipped), or an
+        event cut short by a count line or the end of the file (reported at
+        its count line). A count line has one token and a candidate line at
+        least two: that is how the parser finds the next event.
     """
     event = 0           # id of the next event
     start = 0           # line of the open event's count line; 0 = no open event

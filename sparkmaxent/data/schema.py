@@ -1,27 +1,10 @@
 """The prepared dataset: a directory every job after ``prepare`` reads.
 
-Layout::
-
-    <dir>/dataset.json   DatasetInfo (below)
-    <dir>/events/        Parquet, one row per (merged) event
-    <dir>/features/      Parquet feature dictionary: feature (string), id (int32),
-                         count (double: weighted number of events it occurs in)
-
-Event columns, by shape:
-
-    multiclass  label int32 (index into DatasetInfo.labels; a negative label
-                -(j + 1) is DatasetInfo.unseen_labels[j], a label the training
-                dictionary lacks),
-                weight double, indices array<int32>, values array<double>,
-                event_id int64, group int64
-    candidates  weight double, correct array<bool> (one per candidate),
-                cand_nnz array<int32> (features per candidate),
-                indices array<int32>, values array<double> (all candidates'
-                features, candidate after candidate), event_id int64, group int64
-
-``event_id`` is the event's position in its source (order of lines, tokens);
-``group`` ties events of one sentence together (CoNLL) and equals event_id
-otherwise. Merged identical events keep the smallest event_id.
+``dataset.json`` holds the DatasetInfo, ``events/`` the events in Parquet,
+one row per (merged) event with the columns of ``events_schema(shape)``, and
+``features/`` the feature dictionary (``FEATURES_SCHEMA``). A multiclass
+label -(j + 1) is ``DatasetInfo.unseen_labels[j]``, a label the training
+dictionary lacks.
 """
 from __future__ import annotations
 

@@ -2,18 +2,9 @@
 
 Shared by the readers (training data) and by predictors (new text), so a
 model sees the same feature strings at training and at prediction time.
-Pure Python: no numpy, no pyspark.
-
-Feature strings name the template, then ``=``, then the values it saw::
-
-    w0=the            word at offset 0
-    t-1,t0=DT,NN      tags at offsets -1 and 0
-    v,p=join,as       verb and preposition of a PP-attachment tuple
-
-In a conjunction the values are joined by ``,``; a ``,`` or ``\\`` inside a
-value is escaped with ``\\`` (``1,000`` -> ``1\\,000``) so that two different
-value tuples can never give the same string. Single-value templates are not
-escaped (nothing to confuse them with).
+A string is the template name, ``=``, then the values it saw
+(``t-1,t0=DT,NN``); ``,`` and ``\\`` inside a conjunction's values are
+escaped, so two value tuples never give one string. Pure Python.
 """
 from __future__ import annotations
 

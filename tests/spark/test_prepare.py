@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from sparkmaxent.data import prepare as prep
-from sparkmaxent.data.prepare import FILE_SHIFT, QUARANTINE_DIR, prepare, prepare_table
+from sparkmaxent.data.checks import QUARANTINE_DIR
+from sparkmaxent.data.prepare import prepare, prepare_table
+from sparkmaxent.data.raw import FILE_SHIFT
 from sparkmaxent.data.readers import FORMATS, InputError
 from sparkmaxent.data.schema import (FEATURES_SCHEMA, DatasetInfo, block_from_arrow,
                                      events_schema)

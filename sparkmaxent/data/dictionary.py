@@ -1,0 +1,95 @@
+"""The dictionary stage of ``prepare``: the label list and the feature dictionary.
+
+For training data, count(f) is the sum of the weights of the events f occurs
+in; features with count >= cutoff are kept (the count-cutoff baseline) and
+numbered in feature-string order, and labels are the sorted distinct label
+strings. With a ``vocabulary`` (held-out and test data) the dictionary and
+labels of a prepared training set are reused instead.
+"""
+from __future__ import annotations
+
+import os
+
+from ..shapes import MULTICLASS
+from .checks import describe
+from .raw import RawSource
+from .readers import InputError
+from .schema import FEATURES_DIR, DatasetInfo
+
+
+def load_vocabulary(vocabulary: str | None, shape: str) -> DatasetInfo | None:
+    """The DatasetInfo of the ``vocabulary`` dataset (None without one),
+    checked to hold events of ``shape``."""
+    if vocabulary is None:
+        return None
+    try:
+        vocab_info = DatasetInfo.load(vocabulary)
+    except (FileNotFoundError, ValueError) as e:
+        raise InputError(f"vocabulary: {e}") from None
+    if vocab_info.shape != shape:
+        raise InputError(f"vocabulary {vocabulary} holds {vocab_info.shape} events, but "
+                         f"the input is {shape}")
+    return vocab_info
+
+
+def labels_of(src: RawSource, stats, vocab_info: DatasetInfo | None, training: bool
+              ) -> tuple[list[str], int, list[str]]:
+    """(labels, unknown_labels, unseen_labels) from the figures of
+    ``checks.raw_stats``. Training data needs >= 2 labels (multiclass) or a
+    correct candidate in every event (candidate sets)."""
+    unknown_labels, unseen_labels = 0, []
+    if src.shape == MULTICLASS:
+        if vocab_info is None:
+            labels = list(stats["labels"])
+            if training and len(labels) < 2:
+                raise InputError(f"expected at least 2 distinct labels in training data, got "
+                                 f"{len(labels)} ({labels}) in {describe(src)}; pass a "
+                                 "vocabulary (or require_labels=False) for test data")
+        else:
+            labels = list(vocab_info.labels)
+            unknown_labels = int(stats["unknown_labels"] or 0)
+            unseen_labels = list(stats["unseen_labels"] or [])
+    else:
+        labels = []
+        nc = stats["no_correct"] if training else None
+        if nc is not None:
+            where = (src.where(nc["file_index"], nc["line"]) if src.table is None
+                     else f"table {src.table}")
+            raise InputError(f"{where}: expected at least one correct candidate in a training "
+                             f"event, got none among {nc['n']} candidate(s) (pass a "
+                             "vocabulary or require_labels=False for test data)")
+    return labels, unknown_labels, unseen_labels
+
+
+def feature_dictionary(spark, events, cutoff: int, vocabulary: str | None):
+    """The (feature, id, count) dictionary, persisted: counted from ``events``
+    and cut off, or read from the ``vocabulary`` dataset."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    if vocabulary is None:
+        counts = (events.select("weight", F.explode(F.array_distinct("features")).alias("feature"))
+                  .groupBy("feature").agg(F.sum("weight").alias("count")))
+        if cutoff > 0:
+            counts = counts.where(F.col("count") >= cutoff)
+        # One partition sorted by feature: monotonically_increasing_id is then
+        # the row number, so ids follow feature-string order.
+        return (counts.repartition(1).sortWithinPartitions("feature")
+                .withColumn("id", F.monotonically_increasing_id().cast("int"))
+                .select("feature", "id", "count")
+                .persist(StorageLevel.MEMORY_AND_DISK))
+    return (spark.read.parquet(os.path.join(vocabulary, FEATURES_DIR))
+            .select(F.col("feature").cast("string"), F.col("id").cast("int"),
+                    F.col("count").cast("double"))
+            .persist(StorageLevel.MEMORY_AND_DISK))
+
+
+def check_vocabulary_size(vocab_info: DatasetInfo | None, vocabulary: str | None,
+                          n_features: int) -> None:
+    """A reused dictionary must hold as many features as its dataset.json says."""
+    if vocab_info is not None and n_features != vocab_info.n_features:
+        raise InputError(f"vocabulary {vocabulary}: dataset.json says {vocab_info.n_features} "
+                         f"features, {FEATURES_DIR}/ holds {n_features}")
+
+
+__all__ = ["load_vocabulary", "labels_of", "feature_dictionary", "check_vocabulary_size"]
