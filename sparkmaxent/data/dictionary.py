@@ -84,12 +84,20 @@ def feature_dictionary(spark, events, cutoff: int, vocabulary: str | None):
             .persist(StorageLevel.MEMORY_AND_DISK))
 
 
-def check_vocabulary_size(vocab_info: DatasetInfo | None, vocabulary: str | None,
-                          n_features: int) -> None:
-    """A reused dictionary must hold as many features as its dataset.json says."""
-    if vocab_info is not None and n_features != vocab_info.n_features:
+def feature_space_size(vocab_info: DatasetInfo | None, vocabulary: str | None,
+                       n_features: int) -> int:
+    """How many feature ids the prepared dataset has: the ``n_features``
+    rows of its dictionary, or with a reused vocabulary its dataset.json's
+    count. A reused dictionary must hold that many rows, except a saved
+    model's vocabulary, which holds only the predicates the model uses."""
+    if vocab_info is None:
+        return n_features
+    model_vocabulary = "model" in (vocab_info.source or {})
+    if n_features > vocab_info.n_features or (not model_vocabulary
+                                              and n_features != vocab_info.n_features):
         raise InputError(f"vocabulary {vocabulary}: dataset.json says {vocab_info.n_features} "
                          f"features, {FEATURES_DIR}/ holds {n_features}")
+    return vocab_info.n_features
 
 
-__all__ = ["load_vocabulary", "labels_of", "feature_dictionary", "check_vocabulary_size"]
+__all__ = ["load_vocabulary", "labels_of", "feature_dictionary", "feature_space_size"]

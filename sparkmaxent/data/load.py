@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import InputError
 from ..kernels import CANDIDATES, MULTICLASS
 from ..kernels.blocks import Block, CandidateBlock, MulticlassBlock
 from .schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
@@ -59,7 +60,7 @@ def read_events_table(dataset_dir: str, info: DatasetInfo | None = None) -> pa.T
         table = pq.read_table(path)
         missing = [n for n in schema.names if n not in table.column_names]
         if missing:
-            raise ValueError(f"{path}: expected {info.shape} event columns {schema.names}, "
+            raise InputError(f"{path}: expected {info.shape} event columns {schema.names}, "
                              f"missing {missing} (got {table.column_names})")
         tables.append(table.select(schema.names).cast(schema))
     return pa.concat_tables(tables)
@@ -94,7 +95,7 @@ def read_blocks(dataset_dir: str, info: DatasetInfo | None = None, n_blocks: int
     table = read_events_table(dataset_dir, info)
     m = table.num_rows
     if m == 0:
-        raise ValueError(f"{dataset_dir}: the dataset has no events")
+        raise InputError(f"{dataset_dir}: the dataset has no events")
     if max_events_per_block is not None:
         n_blocks = max(n_blocks, math.ceil(m / max_events_per_block))
     bounds = np.linspace(0, m, min(n_blocks, m) + 1).astype(np.int64)

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict
 
 from .checks import check_raw, raw_stats
-from .dictionary import check_vocabulary_size, feature_dictionary, labels_of, load_vocabulary
+from .dictionary import feature_space_size, feature_dictionary, labels_of, load_vocabulary
 from .indexing import index_events, merge_duplicates as merge_events
 from .inputs import resolve_options
 from .publish import check_out_dir, publish, temp_sibling, write_events, write_features
@@ -195,7 +195,7 @@ def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicate
     dictionary = feature_dictionary(spark, events, cutoff, vocabulary)
     cached.append(dictionary)
     n_features = write_features(dictionary, tmp)
-    check_vocabulary_size(vocab_info, vocabulary, n_features)
+    n_ids = feature_space_size(vocab_info, vocabulary, n_features)
 
     final, unknown_features = index_events(events, dictionary, n_features, src.shape, labels,
                                            unseen_labels, count_unknown=vocab_info is not None)
@@ -204,7 +204,7 @@ def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicate
     n_events = write_events(final, tmp, src.shape, n_parts)
 
     info = DatasetInfo(
-        shape=src.shape, n_features=int(n_features), labels=labels, n_events=n_events,
+        shape=src.shape, n_features=int(n_ids), labels=labels, n_events=n_events,
         total_weight=float(stats["total_weight"]), source=dict(src.source),
         cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
         quarantined=quarantined, unknown_features=int(unknown_features),

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from ..errors import InputError
 from ..kernels import CANDIDATES, MULTICLASS, Space
 from ..kernels.blocks import Block, candidate_block, multiclass_block
 
@@ -81,7 +82,7 @@ class DatasetInfo:
         with open(path) as f:
             raw = json.load(f)
         if raw.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: expected format_version {FORMAT_VERSION}, "
+            raise InputError(f"{path}: expected format_version {FORMAT_VERSION}, "
                              f"got {raw.get('format_version')}")
         return DatasetInfo(**raw)
 
