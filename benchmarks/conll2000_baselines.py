@@ -46,7 +46,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.backends.spark import SparkBackend, count_jobs
 from sparkmaxent.api import evaluate_model, train_model
-from sparkmaxent.config import TrainConfig, config_from_dict
+from sparkmaxent.config import config_from_dict, train_config
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
