@@ -90,7 +90,7 @@ def test_scores(weights, space, test_dir: str) -> dict:
 def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
     from pyspark.ml.classification import LogisticRegression
 
-    from sparkmaxent.backends.spark import count_jobs
+    from benchmarks.instrumentation import count_jobs
     from sparkmaxent.kernels import Weights
 
     space = backend.space
