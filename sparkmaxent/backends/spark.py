@@ -1,6 +1,6 @@
 """Spark backend: kernel blocks cached on the executors, one job per pass.
 
-Data flow (DESIGN.md section 2)::
+Data flow::
 
     events Parquet --read--> (repartition) --mapInArrow--> one CSR block per
     partition (pickled, one row) --.rdd.map(unpickle)--> persisted RDD of blocks
@@ -10,20 +10,11 @@ Data flow (DESIGN.md section 2)::
                 -> treeReduce(merge) to the driver
                 -> destroy the broadcast
 
-Why an RDD of blocks rather than a cached DataFrame of events rebuilt into
-blocks every pass (``benchmarks/pass_overhead.py``; 200k events, 17 nnz
-each, P=100k, K=22, local[2], 2 partitions, median seconds per pass on a
-shared 2-core machine at load 4 / load 6-7):
-
-    cache                trivial pass   loss+grad (2000 active)   full gradient
-    RDD of blocks        0.11 / 0.19    0.16 / 0.33               0.37 / 0.80
-    cached DataFrame     0.30 / 0.51    0.29 / 0.54               0.95 / 1.55
-
-The cached DataFrame makes the JVM convert every event from its columnar
-cache to Arrow on every pass; the block RDD hands each Python worker one
-pickled block, which unpickles at memory speed (15 ms for 100k events). A
-trivial pass over the blocks costs what a bare ``count()`` of them does; the
-backend's own work (broadcast, job group, destroy) adds 10-30 ms.
+The blocks are cached as an RDD rather than as a cached DataFrame of events
+rebuilt into blocks every pass: the DataFrame makes the JVM convert every
+event to Arrow on every pass, while the RDD hands each Python worker one
+pickled block, which unpickles at memory speed. Measured per-pass costs:
+docs/benchmarks.md, "Figures from the code" (``python -m benchmarks.pass_overhead``).
 
 Tasks cross to the executors with cloudpickle, so tasks defined in a script
 or notebook work as well as library ones. Errors raised by a task on an
@@ -33,7 +24,7 @@ not wrapped.
 
 Every pass runs under the backend's own Spark job group (``job_group``), so
 its jobs can be cancelled or found in the Spark UI; the caller's job group is
-restored afterwards. Job counting lives in benchmarks/instrumentation.py.
+restored afterwards.
 """
 from __future__ import annotations
 
