@@ -1,8 +1,8 @@
 """Grafting's round optimizer: Newton with Hessian-block passes against
 L-BFGS-B, in-process (LocalBackend), on synthetic data and CoNLL-2000.
 
-Passes are the figure that carries over to Spark (each costs 0.1-0.5 s there,
-DESIGN.md section 6); wall seconds here are in-process.
+Passes are the figure that carries over to Spark (each costs 0.1-0.5 s there:
+docs/benchmarks.md, "Figures from the code"); wall seconds here are in-process.
 
     python -m benchmarks.grafting_solvers synthetic 1e-3 10 newton,lbfgs-b
     python -m benchmarks.grafting_solvers basenp 1e-4 100 newton,lbfgs-b --data /tmp/prepared
