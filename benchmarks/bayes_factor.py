@@ -56,9 +56,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from benchmarks.common import (RESULTS, SHARED_DATA, command_line, print_table,  # noqa: E402
+from benchmarks.common import (RESULTS, SHARED_DATA, command_line, print_table,
                                shared_corpus, write_result)
 
 log = logging.getLogger("bayes_factor")
@@ -147,7 +145,7 @@ def dev_score(ds: Dataset, point: dict) -> float:
 
 
 def run(ds: Dataset, method: str, variant: str, cfg_kw: dict, out_dir: str) -> tuple[dict, object]:
-    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
     cfg_kw = {**cfg_kw, "max_seconds": ds.max_seconds}

@@ -40,7 +40,10 @@ def machine() -> dict:
 
 
 def command_line() -> str:
-    return " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:])
+    """The command that ran the benchmark: ``python -m benchmarks.X ...``."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    head = ["python", "-m", spec.name] if spec is not None else [os.path.relpath(sys.argv[0], ROOT)]
+    return " ".join(shlex.quote(a) for a in head + sys.argv[1:])
 
 
 def write_result(path: str, rows: list[dict], **extra) -> dict:

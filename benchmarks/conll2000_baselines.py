@@ -42,9 +42,10 @@ import numpy as np
 
 from benchmarks.common import (RESULTS, SHARED_DATA, print_table, shared_corpus,
                                timed_interleaved, write_result)
+from benchmarks.instrumentation import count_jobs
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.session import spark_session
-from sparkmaxent.backends.spark import SparkBackend, count_jobs
+from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.config import config_from_dict, train_config
 from sparkmaxent.data.load import read_blocks

@@ -2,8 +2,8 @@
 block-wise gradient test (kernels/topk.py) against the dense one, with the
 driver's peak memory.
 
-    python benchmarks/grafting_10m.py                       # 500k predicates x 20 labels
-    python benchmarks/grafting_10m.py --paths block --rounds 2
+    python -m benchmarks.grafting_10m                       # 500k predicates x 20 labels
+    python -m benchmarks.grafting_10m --paths block --rounds 2
 
 Generated data (data/synthetic.py) is written once as a prepared dataset
 under ``--work``; each path then runs in a fresh Python process (its own
@@ -31,9 +31,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from benchmarks.common import RESULTS, print_table, write_result  # noqa: E402
+from benchmarks.common import RESULTS, print_table, write_result
 
 PATHS = ("block", "dense")
 
@@ -122,7 +120,7 @@ def run_path(args) -> dict:
 
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.backends.spark import SparkBackend
-    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
     logging.basicConfig(level=logging.WARNING)

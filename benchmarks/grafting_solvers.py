@@ -1,11 +1,11 @@
 """Grafting's round optimizer: Newton with Hessian-block passes against
 L-BFGS-B, in-process (LocalBackend), on synthetic data and CoNLL-2000.
 
-Passes are the figure that carries over to Spark (each costs 0.1-0.5 s there,
-DESIGN.md section 6); wall seconds here are in-process.
+Passes are the figure that carries over to Spark (each costs 0.1-0.5 s there:
+docs/benchmarks.md, "Figures from the code"); wall seconds here are in-process.
 
-    python benchmarks/grafting_solvers.py synthetic 1e-3 10 newton,lbfgs-b
-    python benchmarks/grafting_solvers.py basenp 1e-4 100 newton,lbfgs-b --data /tmp/prepared
+    python -m benchmarks.grafting_solvers synthetic 1e-3 10 newton,lbfgs-b
+    python -m benchmarks.grafting_solvers basenp 1e-4 100 newton,lbfgs-b --data /tmp/prepared
 
 ``basenp`` / ``conll`` read ``<data>/<name>-train`` prepared with
 ``sparkmaxent.data.prepare.prepare(spark, [train.txt], out, "conll", cutoff=2)``
@@ -22,9 +22,7 @@ import sys
 import time
 import warnings
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from benchmarks.common import RESULTS, machine  # noqa: E402
+from benchmarks.common import RESULTS, machine
 
 
 def dataset(name: str, data_dir: str):
@@ -44,7 +42,7 @@ def dataset(name: str, data_dir: str):
 
 def main(argv: list[str] | None = None) -> int:
     from sparkmaxent.backends import LocalBackend
-    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -11,9 +11,9 @@ target of issue 3: the best n reaches an objective <= MLlib's + 1e-6 in at
 most 1/3 of MLlib's time and 1/5 of its passes (``targets``: the first round
 at that objective, from the run's trace; also when each n ends certified).
 
-    python benchmarks/grafting_vs_mllib.py                       # full grid (long)
-    python benchmarks/grafting_vs_mllib.py --n-best 1000 100 10 1 --max-seconds 420 --reuse
-    python benchmarks/grafting_vs_mllib.py --gammas 1e-4 --n-best 100 1000 --mllib-iter 200
+    python -m benchmarks.grafting_vs_mllib                       # full grid (long)
+    python -m benchmarks.grafting_vs_mllib --n-best 1000 100 10 1 --max-seconds 420 --reuse
+    python -m benchmarks.grafting_vs_mllib --gammas 1e-4 --n-best 100 1000 --mllib-iter 200
 
 Writes benchmarks/results/grafting_vs_mllib.json (rows: system, gamma, n,
 objective, kkt_violation, token_accuracy, chunk_f1, nonzero_weights, passes,
@@ -33,9 +33,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from benchmarks.common import (print_table, shared_corpus, start,  # noqa: E402
+from benchmarks.common import (print_table, shared_corpus, start,
                                work_arguments, write_result)
 
 log = logging.getLogger("grafting_vs_mllib")
@@ -91,7 +89,7 @@ def test_scores(weights, space, test_dir: str) -> dict:
 def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
     from pyspark.ml.classification import LogisticRegression
 
-    from sparkmaxent.backends.spark import count_jobs
+    from benchmarks.instrumentation import count_jobs
     from sparkmaxent.kernels import Weights
 
     space = backend.space
@@ -118,7 +116,7 @@ def run_grafting(spark, train_dir, test_dir, backend, gamma, n_best, out_dir, so
                  max_rounds, max_seconds, progress=None) -> dict:
     """One grafting run; ``progress(row)`` gets a partial row after every
     round, so that a long run stopped midway leaves what it measured."""
-    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
     cfg = train_config(method="grafting", l1=gamma, n_best=n_best, backend="spark",

@@ -78,11 +78,9 @@ import sys
 import time
 from collections import Counter
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from benchmarks.common import (print_table, shared_corpus, start,  # noqa: E402
+from benchmarks.common import (print_table, shared_corpus, start,
                                work_arguments, write_result)
-from benchmarks.sgc_vs_ifs import local_backend, prepare_all  # noqa: E402
+from benchmarks.sgc_vs_ifs import local_backend, prepare_all
 
 log = logging.getLogger("riezler_tables")
 

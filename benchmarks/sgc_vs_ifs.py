@@ -18,8 +18,8 @@ passes and the ratio of wall times, which the backend does not change):
   l2 fits is chosen by chunk F1 on the last 10% of the training sentences,
   never on test. Target: F1 >= 92.5 with at most 1,160 features.
 
-    python benchmarks/sgc_vs_ifs.py                       # the full run (long)
-    python benchmarks/sgc_vs_ifs.py --ifs-stages 5 --max-features 200 --lookahead-max-features 200
+    python -m benchmarks.sgc_vs_ifs                       # the full run (long)
+    python -m benchmarks.sgc_vs_ifs --ifs-stages 5 --max-features 200 --lookahead-max-features 200
 
 Writes benchmarks/results/sgc_vs_ifs.json (rows: method, features,
 precision, recall, f1, cumulative gain_evaluations / passes / wall_s; extra
@@ -36,9 +36,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
-
-from benchmarks.common import (print_table, shared_corpus, start,  # noqa: E402
+from benchmarks.common import (print_table, shared_corpus, start,
                                work_arguments, write_result)
 
 log = logging.getLogger("sgc_vs_ifs")
@@ -101,7 +99,7 @@ def chunk_scores(test_dir: str, weights, space) -> dict:
 
 def fit_l2(backend, ids, gamma2: float, start=None, gtol: float = 1e-7):
     """l2 fit over ``ids`` (None: all features), as the l2 method does."""
-    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.config import train_config
     from sparkmaxent.selection.base import TrainingContext
     from sparkmaxent.selection.baselines import fit_smooth
 
@@ -127,7 +125,7 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
     """One selection run; rows at each checkpoint, and the stage trace.
     With ``reestimate_every`` = r all selected weights are re-fitted (l2,
     gamma2) every r stages, and the rows are labelled ``<method>-reestimate-r``."""
-    from sparkmaxent.config import TrainConfig, train_config
+    from sparkmaxent.config import train_config
     from sparkmaxent.kernels import Weights
     from sparkmaxent.train import train
 

@@ -1,5 +1,5 @@
 """What a backend is: something that runs a kernel over every block and
-merges the results (DESIGN.md section 2).
+merges the results.
 
 A *task* is a picklable callable ``task(block) -> result`` whose result has a
 ``merge(other)`` method; the backend broadcasts the task (which carries the

@@ -5,7 +5,7 @@ import os
 import sys
 
 # Spark binds to the machine's external interface unless told otherwise; local
-# runs and tests here stay on loopback (DESIGN.md section 6).
+# runs and tests here stay on loopback, so nothing listens on the network.
 LOOPBACK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",

@@ -1,6 +1,6 @@
 """Spark backend: kernel blocks cached on the executors, one job per pass.
 
-Data flow (DESIGN.md section 2)::
+Data flow::
 
     events Parquet --read--> (repartition) --mapInArrow--> one CSR block per
     partition (pickled, one row) --.rdd.map(unpickle)--> persisted RDD of blocks
@@ -10,20 +10,11 @@ Data flow (DESIGN.md section 2)::
                 -> treeReduce(merge) to the driver
                 -> destroy the broadcast
 
-Why an RDD of blocks rather than a cached DataFrame of events rebuilt into
-blocks every pass (``benchmarks/pass_overhead.py``; 200k events, 17 nnz
-each, P=100k, K=22, local[2], 2 partitions, median seconds per pass on a
-shared 2-core machine at load 4 / load 6-7):
-
-    cache                trivial pass   loss+grad (2000 active)   full gradient
-    RDD of blocks        0.11 / 0.19    0.16 / 0.33               0.37 / 0.80
-    cached DataFrame     0.30 / 0.51    0.29 / 0.54               0.95 / 1.55
-
-The cached DataFrame makes the JVM convert every event from its columnar
-cache to Arrow on every pass; the block RDD hands each Python worker one
-pickled block, which unpickles at memory speed (15 ms for 100k events). A
-trivial pass over the blocks costs what a bare ``count()`` of them does; the
-backend's own work (broadcast, job group, destroy) adds 10-30 ms.
+The blocks are cached as an RDD rather than as a cached DataFrame of events
+rebuilt into blocks every pass: the DataFrame makes the JVM convert every
+event to Arrow on every pass, while the RDD hands each Python worker one
+pickled block, which unpickles at memory speed. Measured per-pass costs:
+docs/benchmarks.md, "Figures from the code" (``python -m benchmarks.pass_overhead``).
 
 Tasks cross to the executors with cloudpickle, so tasks defined in a script
 or notebook work as well as library ones. Errors raised by a task on an
@@ -31,11 +22,9 @@ executor reach the driver as pyspark's ``PythonException`` whose message
 holds the executor's Python traceback, original message included; they are
 not wrapped.
 
-Job counting: every pass runs under this backend's Spark job group; the
-backend's job ids are collected after each pass, so ``spark_jobs()`` stays
-exact over any number of passes (Spark's status store forgets jobs beyond
-``spark.ui.retainedJobs``). ``count_jobs`` counts
-the jobs of any code (an MLlib fit, a training run) the same way.
+Every pass runs under the backend's own Spark job group (``job_group``), so
+its jobs can be cancelled or found in the Spark UI; the caller's job group is
+restored afterwards.
 """
 from __future__ import annotations
 
@@ -69,10 +58,6 @@ MAX_BLOCK_NNZ = 1 << 24
 
 _GROUP_KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
-# Job-id sets of the count_jobs calls in progress; passes add their jobs to them.
-_COUNTERS: list[set[int]] = []
-
-
 # ---------------------------------------------------------------- job groups
 
 
@@ -87,49 +72,6 @@ def job_group(sc, group_id: str, description: str = "") -> Iterator[None]:
     finally:
         for key, value in zip(_GROUP_KEYS, saved):
             sc.setLocalProperty(key, value)  # None removes the property
-
-
-def _drain_listener_bus(sc, timeout_ms: int = 10_000) -> None:
-    # Job ids reach the status tracker through the asynchronous listener bus;
-    # waiting for it to empty makes job counts exact (typically < 1 ms).
-    try:
-        sc._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
-    except Exception as exc:  # internal API: if it moves, counts may lag
-        logger.debug("could not wait for Spark's listener bus: %s", exc)
-
-
-def _group_job_ids(sc, group_id: str) -> set[int]:
-    _drain_listener_bus(sc)
-    return set(sc.statusTracker().getJobIdsForGroup(group_id))
-
-
-def count_jobs(spark, fn: Callable[[], R]) -> tuple[R, int]:
-    """Run ``fn()`` and count the Spark jobs it started.
-
-    Jobs are counted by a fresh job group, as ``SparkBackend.spark_jobs``
-    counts its own, so an MLlib fit and a sparkmaxent run are counted alike;
-    passes of a SparkBackend run inside ``fn`` are included although they run
-    under the backend's own group.
-
-    Jobs Spark starts from its own threads under their own groups (SQL
-    broadcast exchanges) are not seen, and the status tracker retains at most
-    ``spark.ui.retainedJobs`` (default 1000) jobs of ``fn``'s own calls.
-
-    Returns
-    -------
-    (result of fn, number of jobs)
-    """
-    sc = spark.sparkContext
-    group_id = f"sparkmaxent-count-{uuid.uuid4().hex[:12]}"
-    seen: set[int] = set()
-    _COUNTERS.append(seen)
-    try:
-        with job_group(sc, group_id, "sparkmaxent.count_jobs"):
-            result = fn()
-    finally:
-        _COUNTERS.remove(seen)
-    seen |= _group_job_ids(sc, group_id)
-    return result, len(seen)
 
 
 # ---------------------------------------------------------------- tasks
@@ -243,7 +185,9 @@ class SparkBackend:
     weight : float
         Total event weight.
     job_group : str
-        The Spark job group of this backend's jobs (construction and passes).
+        The Spark job group of this backend's jobs (filling the cache and
+        every pass): cancel them with ``sc.cancelJobGroup(job_group)``, find
+        them in the Spark UI or count them with the status tracker.
     rdd : pyspark.RDD of Block
         The cached blocks; None once closed.
     """
@@ -271,7 +215,6 @@ class SparkBackend:
         self.depth = depth
         self.passes = 0
         self.live_broadcasts = 0
-        self._job_ids: set[int] = set()
         self.rdd = None
 
         t0 = time.perf_counter()
@@ -291,7 +234,6 @@ class SparkBackend:
             except BaseException:
                 self.close()
                 raise
-        self._settle_jobs()
         if size.events == 0:
             self.close()
             raise ValueError(f"{dataset_dir}: the dataset has no events")
@@ -356,21 +298,8 @@ class SparkBackend:
         finally:
             bc.destroy()
             self.live_broadcasts -= 1
-            self._settle_jobs()
         logger.debug("%s: pass %d (%s) in %.3f s", self.name, self.passes,
                      type(task).__name__, time.perf_counter() - t0)
-
-    def spark_jobs(self) -> int:
-        """Spark jobs run by this backend so far: the one filling the cache
-        plus those of every pass."""
-        self._settle_jobs()
-        return len(self._job_ids)
-
-    def _settle_jobs(self) -> None:
-        new = _group_job_ids(self.sc, self.job_group) - self._job_ids
-        self._job_ids |= new
-        for counter in _COUNTERS:
-            counter |= new
 
     def close(self) -> None:
         """Unpersist the cached blocks; later passes fail. Idempotent."""
