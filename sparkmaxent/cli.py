@@ -12,7 +12,7 @@ import sys
 from typing import Callable
 
 from . import api
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, NumericError
 from .jsonio import json_default, write_json
 
 log = logging.getLogger("sparkmaxent")
@@ -22,6 +22,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1       # an internal error: logged with its traceback
 EXIT_BAD_INPUT = 2    # bad input data or paths: the message names the file (and line)
 EXIT_BAD_CONFIG = 3   # a bad configuration key, type or value: the message names the key
+EXIT_NUMERIC = 5      # a non-finite loss, gradient or objective: no model is saved
 
 SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
 
@@ -202,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparkmaxent", description="Sparse conditional maximum-entropy models with "
         "feature selection, on Apache Spark. Exit codes: 0 done, 1 internal error, 2 bad "
-        "input, 3 bad configuration.")
+        "input, 3 bad configuration, 5 non-finite numbers in training (no model saved).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -234,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, FileNotFoundError, FileExistsError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except NumericError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_NUMERIC
     except Exception:
         log.exception("%s failed", args.command)
         return EXIT_FAILED

@@ -10,3 +10,8 @@ class InputError(ValueError):
 class ConfigError(ValueError):
     """A configuration value, key or file that cannot be used; the message
     names the key."""
+
+
+class NumericError(ArithmeticError):
+    """Training met a non-finite loss, gradient or objective: no model is
+    saved (exit 5). The message says where and what to check."""
