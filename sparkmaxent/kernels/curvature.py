@@ -31,8 +31,8 @@ class Curvature:
 
     The Hessian is symmetric, so a pass's result carries its upper triangle
     only: the partition results the driver collects are (N + 1) N / 2
-    doubles each instead of N^2 (N = n + n_bias; 115 MB instead of 231 MB at
-    5,375, where moving them through Spark took most of a local[2] pass).
+    doubles each instead of N^2 (N = n + n_bias), about half the bytes
+    moved through Spark.
 
     Attributes
     ----------
