@@ -3,7 +3,7 @@
 A block is a batch of events held as CSR matrices, built once per partition
 and cached; kernels never see rows one at a time.
 
-Two event shapes share one model (DESIGN.md section 1):
+Two event shapes share one model (docs/design.md, notation):
 
 * ``MulticlassBlock``: event i has a sparse predicate vector x_i and a label
   y_i; the candidate features are (predicate, label) pairs, numbered

@@ -3,31 +3,14 @@
 One pass over a block returns loss, gradient *and* the Hessian of the loss
 over a set of features (the active set of a selection round) plus the bias,
 so the driver can take Newton steps (``solvers/newton.py``) instead of the
-many first-order evaluations per round that L-BFGS-B needs on grafting
-problems.
+many first-order evaluations per round that L-BFGS-B needs.
 
-Multiclass events (features (p, k), scaled predicate values e_ij = x_ip s_p)::
-
-    H[(p,k),(q,l)] = sum_i c_i e_ip e_iq P_ik (delta_kl - P_il)
-                   = blockdiag_k( Z_k^T diag(c P_k) Z_k )  -  V^T diag(c) V
-
-with Z_k the events x (features of label k) matrix and V_ij = e_ij P_(i,k_j).
-The bias is a predicate that is always 1. Centering x - mean is never
-materialised (it would densify X): it shifts the score of label k by
--sum_(j: k_j = k) mean_p_j s_p_j w_j, a linear reparameterization
-b' = b - M w of the bias, so H = J^T H' J with J = [[I, 0], [-M, I]] and H'
-the Hessian in (w, b') of the uncentered problem.
-
-Candidate sets: with p the model's distribution over an event's candidates and
-q the one over its correct candidates, the Hessian is
-sum_i c_i (Cov_p[f] - Cov_q[f]); the loss is not convex when an event has
-several correct candidates (Riezler et al. 2002). The kernel returns the
-positive semi-definite part sum_i c_i Cov_p[f], which is the exact Hessian
-when every event has one correct candidate and an upper bound of it
-otherwise (Cov_q is PSD): a safe curvature for a Newton step with line
-search. Centering cancels within an event, so only the scale enters.
-
+Multiclass: H[(p,k),(q,l)] = sum_i c_i e_ip e_iq P_ik (delta_kl - P_il), with
+centering applied as a reparameterization of the bias, never materialised.
+Candidate sets: the PSD part sum_i c_i Cov_p[f], exact with one correct
+candidate per event and an upper bound otherwise (Riezler et al. 2002).
 Like every kernel, this one returns sums; the driver divides by the weight.
+The derivation: docs/methods/grafting.md, "The round solver".
 """
 from __future__ import annotations
 
@@ -48,8 +31,8 @@ class Curvature:
 
     The Hessian is symmetric, so a pass's result carries its upper triangle
     only: the partition results the driver collects are (N + 1) N / 2
-    doubles each instead of N^2 (N = n + n_bias; 115 MB instead of 231 MB at
-    5,375, where moving them through Spark took most of a local[2] pass).
+    doubles each instead of N^2 (N = n + n_bias), about half the bytes
+    moved through Spark.
 
     Attributes
     ----------
@@ -82,7 +65,7 @@ class Curvature:
             H[i, i:] = self.hess_upper[start:start + size - i]
             start += size - i
         # the lower triangle tile by tile: adding the whole transpose reads
-        # it column-wise (0.3 s at 6,000, 0.04 s in tiles of 512)
+        # it column-wise (tile size chosen by measurement, see docs/benchmarks.md)
         tile = 512
         for i in range(0, size, tile):
             for j in range(0, i, tile):
@@ -97,8 +80,7 @@ class Curvature:
     # Pickling (how a partition's result reaches the driver) ships the
     # triangle's non-zeros and a bit mask of where they are: two features
     # whose predicates never occur in one event have a 0 entry, and on
-    # CoNLL-2000 chunking 75-80% of the entries are 0 (6,226 features: 35
-    # instead of 155 MB per partition).
+    # sparse NLP data most entries are (see docs/benchmarks.md).
     def __getstate__(self) -> dict:
         nonzero = self.hess_upper != 0
         return {"lg": self.lg, "size": len(self.hess_upper), "mask": np.packbits(nonzero),
@@ -135,8 +117,7 @@ def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP:
     with Z_k the columns of label k. Term 1 of the module docstring is
     folded into the diagonal block (Z_k^T diag(c P_k (1 - P_k)) Z_k), and
     each pair of labels is multiplied once: about half the sparse products
-    of V^T diag(c) V plus a product per label (measured on CoNLL-2000
-    chunking, 1,000-6,000 features of 22 labels: 1.4-1.8x faster).
+    of V^T diag(c) V plus a product per label.
     """
     n = E.shape[1]
     ptr, rows = E.indptr, E.indices
@@ -176,8 +157,7 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
     order : ndarray of int64, shape (N,)
         ``H[np.ix_(order, order)]`` is the Hessian over [w over ids, bias].
         The permutation is left to the reader: ``Curvature.of`` packs the
-        triangle through it, where a permuted copy cost 0.3-0.6 s of a 2.3-
-        3.4 s block at 6,226 features.
+        triangle through it, which is cheaper than a permuted copy.
     """
     K = space.n_labels
     ids = np.asarray(ids, dtype=np.int64)

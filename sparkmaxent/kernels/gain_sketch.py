@@ -2,23 +2,13 @@
 the gain statistics, ``gains.py``), per block (executor side).
 
 ``GainSketchTask``: one pass returns, per candidate, a sparse histogram of
-the logits t = log q - log(1 - q) of the model mass q on the candidates
-where g fires (multiclass: q = P_ik), in bins of width ``bin_width``,
-keeping per bin the sums (c, c t, c t^2). For a feature with one value v
-where it fires (binary features), each event's term is
-``phi(t, alpha v) = softplus(t + alpha v) - softplus(t)`` and
-d^2 phi / dt^2 = sigma'(t + alpha v) - sigma'(t) lies in [-1/4, 1/4] for
-every alpha; so replacing the events of a bin by their weighted mean logit
-errs by at most V / 8 (V = within-bin sum of c (t - mean)^2), uniformly in
-alpha, hence also on the gain max_alpha S. With the second-order term
-V phi_tt / 2 added the bound becomes 0.0321 * bin_width * V. The 1-D Newton
-then runs on the driver at no pass (``solvers/gains.py``).
-
-Real-valued features (several values where they fire) are not compressible
-this way; the sketch marks them (``GainSketch.valid``) and the solver fits
-them exactly. Multiclass centering (``Scaling.mean``) costs one histogram
-of all events per label, shared by the batch. Under a constant P (SGC's
-uniform start) every bin holds one value and the sketch is exact.
+the logits of the model mass on the candidates where g fires, in bins of
+width ``bin_width``, keeping per bin the sums (c, c t, c t^2). For binary
+features the bin-mean approximation errs by at most V / 8 (V the within-bin
+variance sum), uniformly in alpha, so the 1-D Newton can run on the driver
+at no pass (``solvers/gains.py``); real-valued features are marked
+(``GainSketch.valid``) and fitted exactly. The bound and its second-order
+refinement: docs/methods/ifs-sgc.md, "The gain sketch".
 """
 from __future__ import annotations
 

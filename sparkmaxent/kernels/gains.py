@@ -3,48 +3,15 @@ derivatives S, S', S'' of the log-likelihood change, and the empirical
 feature expectations. The logit-histogram sketch is ``gain_sketch.py``; the
 1-D solvers that drive both are in ``solvers/gains.py``.
 
-The gain of a candidate
------------------------
-A candidate feature g is added to the current model p with weight (increment)
-alpha, every other weight held fixed (Berger, Della Pietra & Della Pietra
-1996, section 4.2; Zhou, Weng, Wu & Jiang 2003, section 2; the "mean field"
-of Daume III 2004, section 3.3). For event i with weight c_i, candidates Y_i
-and correct candidates C_i::
-
-    A_Y,i(alpha) = log sum_{y in Y_i} p(y | x_i) exp(alpha g(x_i, y))
-                 = log Z_{S+g,alpha}(x_i) / Z_S(x_i)
-    A_C,i(alpha) = log sum_{y in C_i} p(y | x_i, C_i) exp(alpha g(x_i, y))
-    S(alpha)     = sum_i c_i [A_C,i(alpha) - A_Y,i(alpha)]
-    S'(alpha)    = sum_i c_i (E_{C,alpha}[g] - E_{Y,alpha}[g])
-    S''(alpha)   = sum_i c_i (Var_{C,alpha}[g] - Var_{Y,alpha}[g])
-
-with E_{Y,alpha}, Var_{Y,alpha} under the tilted distribution
-p(y | x_i) e^{alpha g} / Z ratio (and likewise within C_i). S(alpha) is the
-change of the conditional log-likelihood in *sum* units. For multiclass
-events C_i = {y_i}, so A_C,i = alpha g(x_i, y_i), Var_C = 0 and S is concave
-(S'' <= 0); with several correct candidates it need not be.
-
-For a multiclass feature g = (p, k), g(x_i, y) = x_ip [y = k] and the ratio
-is 1 + P_ik (exp(alpha x_ip) - 1): only events where p fires contribute
-(with centering, see ``Scaling``, every event does; handled exactly).
-
-Kernels return sums over events, like ``loss.py``; W = sum_i c_i. The gain
-(IFS, SGC; Zhou et al. Eq. 3) is G(alpha) = S(alpha) / W, the decrease of
-the mean loss; the Bayes factor (Daume 2004) works in sum units (see
-``solvers/gains.py``).
-
-Exact sums (method (a))
------------------------
-``GainDerivativesTask``: one pass returns, for a batch of candidates at given
-alphas, the mergeable sums S, S', S''. The work per pass is O(nnz of the
-batch's predicate columns): the batch's columns are sliced once, expanded to
-(event, candidate) pairs via the CSC structure and reduced with bincount,
-with no per-candidate Python loop. Multiclass centering (``Scaling.mean``)
-makes a candidate non-zero on every event: a dense O(events x centered
-candidates) term per pass.
-
-Also here: ``EmpiricalExpectationTask`` (E~[g] of every candidate feature,
-value-weighted and counted).
+A candidate g is added with weight alpha, every other weight fixed (Berger,
+Della Pietra & Della Pietra 1996, section 4.2; Zhou et al. 2003, section 2;
+the "mean field" of Daume III 2004, section 3.3). S(alpha) is the change of
+the conditional log-likelihood in *sum* units, S' and S'' the differences of
+the tilted means and variances of g over the correct and all candidates; the
+gain (Zhou et al. Eq. 3) is S / W. ``GainDerivativesTask`` returns the
+mergeable sums for a batch in one pass (method (a)), O(nnz of the batch's
+predicate columns); ``EmpiricalExpectationTask`` returns E~[g].
+The derivation: docs/methods/ifs-sgc.md, "The gain kernel".
 """
 from __future__ import annotations
 

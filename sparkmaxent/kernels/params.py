@@ -1,6 +1,6 @@
 """The candidate feature space, sparse weights over it, and standardization.
 
-Feature numbering (DESIGN.md section 1): for multiclass events a feature is a
+Feature numbering (docs/design.md, notation): for multiclass events a feature is a
 (predicate p, label k) pair with id ``j = p * n_labels + k``; for candidate
 sets a feature id is the column of the candidate feature vectors. Multiclass
 models may also carry a per-label bias (intercept) that is never penalized,

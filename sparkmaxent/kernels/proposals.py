@@ -1,21 +1,14 @@
 """Proposal features: the features of misclassified training events.
 
 Daume III (2004, section 3.6) proposes, each round, only features that
-could fix a mistake of the current model: the features active on training
-events the model gets wrong. Per block, for the current weights:
-
-* multiclass event i, predicted label k^ = argmax_k s_k(x_i) != y_i: every
-  (p, y_i) and (p, k^) with x_ip != 0, the gold and the predicted label
-  (the two labels the mistake implicates; the softmax gradient of the
-  event is largest in magnitude on exactly those two columns);
-* candidate-set event i where some wrong candidate scores at least as
-  high as every correct one (a tie is no win): every feature firing on a
-  correct candidate or on a wrongly preferred one (the wrong candidates at
-  the top wrong score).
-
-The result is a mergeable sorted union of feature ids; the driver removes
-the features already active. Events with a label unseen in training (-1)
-are not training events and raise, as in the other training kernels.
+could fix a mistake of the current model. Per block, for the current
+weights: for a misclassified multiclass event, every (p, gold label) and
+(p, predicted label) with x_ip != 0 (the two columns where the event's
+softmax gradient is largest); for a candidate-set event whose best wrong
+candidate scores at least as high as every correct one, every feature
+firing on a correct candidate or on a wrongly preferred one. The result is
+a mergeable sorted union of feature ids; events with a label unseen in
+training (-1) raise. See docs/methods/bayes-factor.md.
 """
 from __future__ import annotations
 

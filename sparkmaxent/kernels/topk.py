@@ -1,28 +1,17 @@
 """The block-wise gradient test: the n best candidates and the KKT figures of
 grafting without a dense gradient over all candidates in one place.
 
-The gradient test of grafting (selection/grafting.py) needs, at weights w,
-
-    g_j = dL/dw_j + gamma2 w_j = G_j / W + gamma2 w_j
-
-for every candidate feature j (G: the gradient sums of ``loss_grad``, W: the
-total event weight), but only to take (a) the ``n_best`` inactive features
-with the largest |g_j| above a threshold, (b) max |g_j| and the number of
-|g_j| above the threshold over inactive features, and (c) g_j of the active
-features, for the KKT certificate (``problem.kkt.kkt_from_parts``). All three
-decompose over any partition of the feature ids into blocks: the global n
-best by (-|g_j|, j) are among the union of each block's n best by the same
-order, maxima and counts add up, and the active features are disjoint.
-
-So a pass can sum the partial gradients of the data blocks per *feature*
-block (on Spark: keyed by feature block, reduced across executors) and
-reduce each feature block to a ``GradientSummary`` of O(n_best + active)
-numbers; the driver merges the summaries and never holds a dense
-n_features vector. Feature block b covers ids [b * size, (b + 1) * size).
+The test needs only the ``n_best`` inactive features with the largest |g_j|
+above a threshold, max |g_j| and the count above it, and g_j of the active
+features; all three decompose over feature blocks (the global n best by
+(-|g_j|, j) are among each block's n best). So each feature block is reduced
+to a ``GradientSummary`` and the driver merges the summaries, never holding
+a dense n_features vector. Feature block b covers ids [b * size, (b + 1) * size).
 
 This module is the pure-numpy half: the top-k rule (``top_candidates``, also
 the dense test's), the per-block summary, and its merge. The orchestration
 is in backends (``LocalBackend.gradient_test``, ``SparkBackend.gradient_test``).
+See docs/methods/grafting.md, "Block-wise gradient test".
 """
 from __future__ import annotations
 

@@ -2,165 +2,21 @@
 3.3-3.7 and Figure 1): grow the model while some proposed feature makes the
 data more probable *as a model*, with no threshold to tune.
 
-Each round, from the current active set and its MAP weights lambda0:
+Each round: propose the features of misclassified events (section 3.6,
+``kernels/proposals.py``); fit each proposal's weight mu_g and curvature a_g
+with every other weight fixed (mean field, Eq. 17 and Eq. 11;
+``solvers/gains.fit_gains``); score it by its log Bayes factor plus the log
+prior odds of the models (Eq. 12-13, ``bayes_factor_score``; the Laplace
+sign by default, the note's printed sign selectable); take up to
+``per_round`` picks, rescoring against the grown model between them (Eq. 14,
+bounded, with disjoint picks taken without rescoring); then refit the MAP
+weights of the active set (OptMAP, section 3.5) by a grafting round's
+solver. Stop when no proposal beats beta_0. The uniform (Eq. 13),
+beta-binomial (Scott & Berger 2010) and empirical-Bayes (George & Foster
+2000) model priors are here too.
 
-1. **Proposals** (section 3.6; one pass, ``kernels/proposals.py``): the
-   features of misclassified training events; for a multiclass event, every
-   (predicate, gold label) and (predicate, predicted label) pair of its
-   firing predicates; for a candidate-set event, the features of its
-   correct candidates and of the wrongly preferred ones.
-2. **Mean-field fit** (sections 3.3-3.4; ``solvers/gains.fit_gains``, 2
-   passes with the sketch): for each proposal g, every other weight fixed
-   at lambda0, mu_g maximizes the 1-D log posterior
-   h(mu) = S(mu) + log pi(mu) (Eq. 17, by safeguarded Newton on its first
-   and second derivatives), S(mu) = log p(D | lambda0, mu) - log p(D | lambda0)
-   in sum units, pi = N(0, sigma^2), and a_g = -h''(mu_g) = -S''(mu_g) +
-   1 / sigma^2 (Eq. 11 plus the prior's precision).
-3. **Score** (Eq. 12, 13; ``bayes_factor_score``): beta_g - beta_0, the
-   log Bayes factor plus the log prior odds of the models, 0 under the
-   default uniform prior over models (``bf_model_prior``; see "Model
-   prior"). beta_0 = log pi(M_0) +
-   log p(D | lambda0); progress lines show log p(D | lambda0) and every
-   score relative to beta_0.
-4. **Select up to S = ``bf_per_round``** (section 3.7, Eq. 14): take the
-   best proposal, add it at its mu to a model held fixed, rescore the
-   best remaining proposals against that model (so a correlated twin of a
-   chosen feature loses its score: the chosen one already explains the
-   data it would), take the best again, and so on while some rescored
-   proposal beats beta_0.
-5. **OptMAP** (section 3.5): the MAP weights of the grown active set under
-   the same Gaussian prior, minimizing L(w) + gamma2/2 ||w||^2 with
-   gamma2 = 1 / (sigma^2 W) (the loss L is a mean over event weight W, the
-   prior is on the sum), warm-started, by the solver of a grafting round
-   (``train.solver``): Newton while the active set is small (with the weak
-   default prior L-BFGS needs hundreds of passes per round), L-BFGS-B
-   without bounds beyond ``newton_max_active``. The first
-   round starts from the bias features alone (their MAP fit, the bias
-   being unpenalized).
-
-Stop when no proposal beats beta_0 (or none is left, or ``max_rounds``,
-``max_features``).
-
-The sign question
------------------
-The 1-D Laplace approximation of log int p(D | lambda0, mu) pi(mu) dmu is
-h(mu_g) + 1/2 log 2 pi - 1/2 log a_g: the curvature term *penalizes* a
-sharply determined weight, which is where the Occam factor of the Bayes
-factor comes from. The note prints + 1/2 log a_g (Eq. 12), and MEGAM's
-code follows the print. The two differ by log a_g; with the printed sign
-
-    beta_g - beta_0 = [S(mu_g) - mu_g^2 / (2 sigma^2)] + 1/2 log(a_g / sigma^2)
-
-where the bracket is >= 0 (mu_g maximizes it, and it is 0 at mu = 0). The
-curvature term then *rewards* a sharply determined weight (a frequent
-feature) instead of charging for it. With sigma^2 <= 1, a_g >= 1/sigma^2
->= sigma^2 for multiclass events, so every proposal beats beta_0 and the
-printed rule never stops by itself (only ``max_rounds`` / ``max_features``
-end it); with sigma^2 = W it stops, later than the correct sign and
-preferring frequent features. ``bf_sign = "laplace"`` (default) is the
-correct sign, ``"printed"`` the note's.
-
-Bounded rescoring (Eq. 14)
---------------------------
-Rescoring every proposal after every pick would cost S fits of all of
-them. Only proposals that beat beta_0 against lambda0 take part (the model
-only grows within the round, and a feature that did not help lambda0 is
-left to the next round's proposals); before each pick after the first,
-the ``bf_rescore`` of them with the best latest scores are rescored
-against the fixed model (one ``fit_gains`` call, 2 passes with the
-sketch) and the best that still beats beta_0 is taken; one that no longer
-does leaves the round. As in SGC, a proposal outside the rescored ones is
-assumed not to have overtaken them.
-
-Disjoint picks
---------------
-A proposal that fires on no event of the picks fixed since it was scored
-has, given them, the score it has: its 1-D posterior only sees its own
-events (mean field). So after a rescoring (and from the round's first
-scores) the best proposals are taken in turn without rescoring while each
-fires on no event of the ones taken since; the first that may share one
-ends the batch and the rescoring runs. Events are compared by bitmaps
-(``kernels/proposals.event_signatures``, one pass per round,
-``bf_signature_bits`` bits: event i sets bit i mod bits), which may call
-two disjoint proposals overlapping but never the reverse. The assumption
-this adds to the bounded rescoring: a lower-ranked proposal that does
-share events with the batch would not have risen above the next disjoint
-one had it been rescored (scores fall as correlated features enter, as
-SGC assumes of gains; not always: in the unit test on word-like data one
-score rose from 8.1 to 10.5 given the picks, and 29 of 30 picks agree with
-pick-by-pick rescoring, at 200 proposals rescored instead of 1,450).
-``bf_signature_bits = 0`` rescores before every pick.
-
-Prior variance
---------------
-``train.prior_variance`` = sigma^2 is the variance of the Gaussian prior on
-each weight, on the log-likelihood summed over events; it is used both in
-OptMAP and in the evidence, so the evidence is that of the model OptMAP
-fits. The Occam factor of a proposal is -1/2 log(sigma^2 a_g): the *vaguer*
-the prior, the more a new weight must explain (Lindley's paradox), and the
-scale of sigma^2 is what decides how many of thousands of proposals pass by
-chance. Default (``prior_variance = 0``): sigma^2 = W, the total event
-weight. Then sigma^2 a_g >= W for every proposal with at least one unit of
-Fisher information (a_g >= 1), so the Occam factor is at least BIC's
-1/2 log W (Schwarz 1978; Kass & Wasserman 1995 relate BIC to a
-unit-information prior), and the selection is consistent as W grows (a
-fixed noise feature's log Bayes factor goes to -inf like -1/2 log W). It is
-fixed by the data size, not fitted to any score. A positive value sets
-sigma^2 directly; sigma^2 = 1 is the usual maxent convention (MEGAM's
-default precision), but on a few thousand proposals its Occam factor
-1/2 log(1 + a_g) lets chance associations through (README, measured).
-Caveats: with sigma^2 = W OptMAP is close to maximum likelihood, so on
-separable subsets of sparse data its weights grow until L-BFGS's iteration
-cap; and a proposal firing only on misclassified events of one gold label
-has a positive log Bayes factor under *any* sigma^2 (its predictive
-probability of those events rises on average), so on sparse NLP data the
-rule keeps adding such features until few training events are wrong.
-
-Model prior
------------
-Eq. 13's uniform prior over models lets every one of K candidate features
-enter on its own evidence, and nothing charges for testing 10^5 of them
-(the multiple-comparisons problem; on PP attachment the uniform prior
-adds features until the training data are nearly fitted, README).
-``bf_model_prior = "beta-binomial"`` puts Scott & Berger's (2010)
-prior on the models instead: each candidate is in the model with an
-unknown probability p, p ~ Uniform(0, 1), so a model with k of the K
-candidates has pi(M) = 1 / ((K + 1) C(K, k)) and adding one feature to a
-model of k changes the log prior by
-
-    log pi(M_g) - log pi(M_0) = log((k + 1) / (K - k))
-
-(-log K for the first feature, rising towards 0 as the model grows).
-It has no parameter: the charge comes from the size of the candidate
-space. On PP attachment it overcorrects (63 features, 4.6 points below
-l1 grafting; README). K is the
-candidate space (``space.n_features``), k the model a proposal is scored
-against (the active set and the round's earlier picks). Picks taken
-together without a rescoring ("Disjoint picks") keep the prior odds of
-the model they were scored against, lower than their own by
-log((k + j + 1) / (k + 1)) for the j-th of the batch: conservative.
-
-``bf_model_prior = "empirical-bayes"`` estimates p instead (George &
-Foster 2000), once per round, from the round's proposals: under mean field
-their log Bayes factors b_g are independent given lambda0, each proposal is
-in with probability p, so the proposals are most probable at the p that
-maximizes sum_g log(1 - p + p e^(b_g)) (concave in p;
-``empirical_inclusion_probability``), and every pick of the round has prior
-odds log(p / (1 - p)). p is kept in [0, 1/2]: at 1/2 this is Eq. 13's
-uniform prior, so the estimate can only charge for testing many proposals,
-never favour inclusion. It has no parameter either; it charges when most
-proposals do not look real, so the rule stops while the uniform prior
-would go on. Two caveats: the proposals are the features of mistakes,
-which favours positive b_g, so p is high (1/2 on PP attachment for most
-rounds at sigma^2 <= 3); and if the sum of (e^(b_g) - 1) is <= 0, p is 0
-and the run stops, however large the best b_g (the empirical-Bayes
-collapse that Scott & Berger 2010 point out; over the whole candidate
-space it stops PP attachment at 112-300 features, which is why the
-proposals are the population here).
-
-Checkpoint and resume: a round depends only on the active weights, which
-the shared loop (selection/loop.py) saves every round; a resumed run takes
-the same steps.
+The sign question, the prior variance, the model priors and the rescoring
+assumptions are explained in docs/methods/bayes-factor.md.
 """
 from __future__ import annotations
 

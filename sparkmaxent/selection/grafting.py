@@ -1,52 +1,19 @@
 """l1 n-best grafting (Riezler & Vasserman 2004, section 5 and Figure 1;
 Perkins, Lacker & Theiler 2003) and the thresholded variants it is compared
-with there.
+with there (``mle-ifs``, ``l2-ifs``), each a ``problem.Penalty``:
 
     C(w) = L(w) + gamma1 ||w||_1 + gamma2/2 ||w||_2^2
 
-Start from all-zero weights (the bias alone). Each round:
+Each round: a gradient test adds the ``n_best`` inactive candidates with
+|dC/dw_j| above gamma1 (the subdifferential of gamma1 |w_j| at 0); C is
+re-optimized over the active set, warm-started, each weight held in its
+orthant (Newton or L-BFGS-B, ``solvers/``); weights driven to exactly 0 are
+pruned (footnote 2). The run stops when no candidate passes the test, which
+is then the KKT certificate over all candidates (``problem.kkt``). Above
+``dense_test_max`` candidates the test is block-wise (``kernels/topk.py``).
 
-1. **Gradient test** (one pass): dC/dw_j for every candidate feature j.
-   At w_j = 0 the subdifferential of gamma1 |w_j| is [-gamma1, gamma1], so
-   C decreases by moving w_j away from 0 iff |dC/dw_j| > gamma1. The
-   ``n_best`` inactive candidates with the largest |dC/dw_j| above the
-   threshold join the active set (n = 1 is Perkins' grafting).
-2. **Re-optimize** C over the active set, warm-started, every weight held in
-   its orthant; a new weight enters with sign -sign(dC/dw_j)
-   (``problem/penalty.py``, ``solvers/box_qp.py``). Solver: Newton with an exact Hessian block per pass
-   (default while the active set is small enough) or L-BFGS-B.
-3. **Prune** weights the optimizer drove to exactly 0 (footnote 2).
-
-Stop when no candidate passes the test; the pass that found none is the
-KKT certificate over *all* candidate features (``problem.kkt.kkt_certificate``).
-
-Rounds are inexact (``train.round_tol_ratio``, ``Grafting.round_tol``): a
-round that adds features stops at a fraction of the test's excess; when no
-candidate passes, one finishing round (adding nothing) solves the active set
-to the final tolerance before the certificate.
-
-Variants (Riezler & Vasserman's comparison; registered in train.METHODS),
-each a ``problem.Penalty``:
-
-==========  =========  ===========  =====================
-method      gamma1     gamma2       test threshold
-==========  =========  ===========  =====================
-grafting    train.l1   elastic_l2   gamma1
-mle-ifs     0          0            train.grad_threshold
-l2-ifs      0          train.l2     train.grad_threshold
-==========  =========  ===========  =====================
-
-The gradient test of a round usually costs no pass of its own: when the
-Newton solver predicts that its next step converges, that pass also returns
-the full gradient (``solvers/newton.py``), which is the next round's test.
-
-Above ``train.dense_test_max`` candidate features the test is block-wise
-instead (``kernels/topk.py``): partial gradients are summed per feature block
-of ``train.test_block_size`` features across executors and only each block's
-n best candidates and KKT figures reach the driver, which never holds the
-dense gradient. It selects exactly what the dense test selects (the n best
-by (-|g_j|, j) of the whole are among the per-block n best). Every
-block-wise test is a pass of its own: Newton's last pass does not bring it.
+Inexact rounds, the round solvers and the block-wise test are explained in
+docs/methods/grafting.md.
 """
 from __future__ import annotations
 

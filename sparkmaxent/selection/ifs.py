@@ -1,47 +1,21 @@
 """Incremental feature selection (IFS) and Selective Gain Computation (SGC).
 
 IFS (Berger, Della Pietra & Della Pietra 1996, section 4.2; Zhou, Weng, Wu &
-Jiang 2003, section 2 and Figure 1). Each stage, for every candidate feature
-f not yet selected, the approximate gain with all other weights fixed::
+Jiang 2003, section 2 and Figure 1): each stage adds the candidate f with
+the largest approximate gain g(f) = max_alpha G_S,f(alpha), all other
+weights fixed (Zhou et al. Eq. 3, in mean units: the decrease of the loss L;
+``solvers/gains.fit_gains``), at its alpha; no other weight changes.
 
-    G_S,f(alpha) = alpha E~[f] - sum_x p~(x) log(Z_{S+f,alpha}(x) / Z_S(x))
-    g(f) = max_alpha G_S,f(alpha)     (1-D Newton: solvers/gains.fit_gains)
+SGC (Zhou et al. 2003, section 3 and Figure 2) takes a stale gain as an upper
+bound and recomputes the best stale gains, ``sgc_batch`` at a time, until
+the best fresh gain beats every stale one; with look-ahead it also refreshes
+the next ``lookahead`` candidates after each selection. Optional
+re-estimation (``reestimate_every``) refits all selected weights. Stages run
+in the shared round loop (selection/loop.py); SGC's stale gains are saved
+with each checkpoint, so a resumed run selects what an uninterrupted one
+does.
 
-The feature with the largest g joins the model with weight alpha*; no other
-weight changes. Stop after ``max_features`` features or when the best gain
-is below ``gain_threshold``. G is in mean units (the decrease of the DESIGN
-loss L). Real-valued features are fitted like binary ones (``fit_gains``
-falls back to exact Newton for them); candidate-set events use, for each
-feature, the candidates it fires on (the kernel handles both shapes).
-
-SGC (Zhou et al. 2003, section 3 and Figure 2). Gains are assumed not to
-grow as the model grows, so a stale gain (computed under an earlier model)
-is taken as an upper bound. Initial gains and alphas come in closed form
-for the uniform model (``uniform_initial_gains``, multiclass with binary
-predicates and no standardization; otherwise one IFS-like fit of every
-candidate). At each stage candidates are visited by decreasing last gain and
-recomputed from the top down until the best fresh gain is at least every
-remaining stale gain. Departure from Figure 2: the top ``sgc_batch`` stale
-candidates are recomputed together (one batch costs the passes of one
-``fit_gains`` call, 2 with the sketch), and batches are taken until the
-stopping rule holds, so the feature selected has a fresh gain at least as
-large as every stale gain left, as in the paper. Ties go to the lower id,
-in IFS and SGC alike.
-
-SGC with look-ahead (Zhou et al. section 3, "look-ahead"): after a
-selection, the next ``lookahead`` candidates (by stale gain) are recomputed
-under the new model at once; they are fresh at the next stage, which often
-settles without a batch of its own.
-
-Re-estimation (``reestimate_every`` = r > 0): every r stages and at the end
-all selected weights (and the bias) are re-fitted by L-BFGS on
-L(w) + l2/2 ||w||^2 over the selected features (``train.fit_smooth``); the
-default r = 0 follows the paper (only the new weight ever changes).
-
-The stages run in the shared round loop (selection/loop.py): one progress
-line, trace row and checkpoint per stage; SGC's stale gains, alphas and the
-stage each was computed at are saved with the checkpoint, so a resumed run
-selects what an uninterrupted one does.
+Details (initial gains, ties, departures from Figure 2): docs/methods/ifs-sgc.md.
 """
 from __future__ import annotations
 

@@ -1,28 +1,18 @@
 """The 1-D gain solvers (driver side): fit each candidate's weight alpha with
 every other weight fixed, from the per-block sums of ``kernels/gains.py``
 (exact, one pass per Newton iteration) or ``kernels/gain_sketch.py`` (one
-sketch pass, Newton on the driver).
+sketch pass, Newton on the driver, then one exact "polish" pass).
 
 * Gain (IFS, SGC; Zhou et al. 2003, Eq. 3; Berger et al. 1996, section 4.2):
-  G(alpha) = S(alpha) / W, mean units. ``GainFit.gain`` is max_alpha G;
-  ``GainFit.loglik_change`` is max S = W G.
-* Bayes factor (Daume III 2004, sections 3.3-3.4), in sum units: the log
-  posterior of the new weight mu is
-  ``h(mu) = S(mu) - mu^2 / (2 sigma^2) - log sqrt(2 pi sigma^2)``,
-  mu_g maximizes h (Eq. 17, by Newton), the curvature is
-  ``a_g = -h''(mu_g) = -S''(mu_g) + 1 / sigma^2`` (Eq. 11 plus the prior's
-  precision), and the 1-D Laplace approximation of the log Bayes factor is
-  ``S(mu_g) - mu_g^2 / (2 sigma^2) - log(sigma^2 a_g) / 2``. Event weights
-  count as repeated events there (the evidence is not invariant to
-  rescaling the weights, unlike the gain).
+  G(alpha) = S(alpha) / W, mean units; ``GainFit.loglik_change`` is max S.
+* Bayes factor (Daume III 2004, sections 3.3-3.4), in sum units: mu_g
+  maximizes h(mu) = S(mu) + log N(mu; 0, sigma^2) (Eq. 17), the curvature is
+  a_g = -S''(mu_g) + 1 / sigma^2 (Eq. 11 plus the prior's precision).
 
-``fit_gains`` defaults to the sketch with one exact "polish" pass at the
-sketch's alphas: 2 passes per batch, the reported S(alpha) exact and the
-gain's error second order in the alpha error. ``uniform_initial_gains`` is
-SGC's closed form under the uniform model (Zhou et al. 2003, section 3).
-
-The solvers take any backend with ``space`` and ``run(task)``
-(backends/base.py) and import no backend.
+``uniform_initial_gains`` is SGC's closed form under the uniform model (Zhou
+et al. 2003, section 3). The solvers take any backend with ``space`` and
+``run(task)`` (backends/base.py) and import no backend. Details:
+docs/methods/ifs-sgc.md ("The gain kernel", "The gain sketch").
 """
 from __future__ import annotations
 

@@ -4,44 +4,17 @@ Solves, over theta = [weights, bias],
 
     minimize  phi(theta) = f(theta) + lin . theta   subject to  lower <= theta <= upper
 
-where f is smooth and every evaluation returns f, its gradient and its
-Hessian (one data pass, ``kernels/curvature.py``). This is the l1 problem of
-a grafting round once every active weight is confined to its orthant
-(Riezler & Vasserman 2004, section 5: weights keep the sign they entered
-with; lin = gamma1 * sign, bounds [0, inf) or (-inf, 0]); with gamma1 = 0
-the bounds are infinite and this is plain damped Newton.
-
-Each iteration (newGLMNET's outer loop; Yuan, Ho & Lin 2012, section 3):
-
-1. the quadratic model q(d) = (grad f + lin) . d + d^T H d / 2 is minimized
-   over the box by cyclic coordinate descent (exact per coordinate, so it
-   converges for any PSD H), until the model's projected gradient is below
-   ``inner_ratio`` times the outer one;
-2. an Armijo backtracking line search along d (the box is convex, so every
-   step in (0, 1] stays feasible); the full step's trial evaluation already
-   carries the next iteration's Hessian, so an iteration costs one pass
-   unless the step is cut. The scores are linear along d, so one *ray pass*
-   (``kernels.loss.ray_losses``) evaluates every cut step 1/2, 1/4, ... at
-   once, and one curvature pass at the largest acceptable step follows: a
-   cut iteration costs 3 passes instead of one per trial step (far from the
-   optimum, where a round has just added many features, Newton's step is
-   often cut several times). An infinity-norm trust region |d_j| <= radius follows the
-   line search (the length an accepted cut step reached; twice the length
-   of a full step whose decrease the model predicted well), so the next
-   direction is mostly taken whole. Where the full step is likely to be
-   cut (the first iteration of a grafting round that added many
-   features, or after a full step that fell well short of the model's
-   decrease) the ray pass tries it too: 2 passes when it is cut. When no
-   trial step of a direction is acceptable (a direction along which the
-   model's curvature is near 0) the region shrinks to half the smallest
-   trial and the iteration is retried instead of failing. A stale Hessian
-   is never reused: far from the optimum its directions need tiny steps.
-
-Convergence is measured by the projected gradient, the largest violation of
-the optimality conditions of the box problem. Passes dominate the cost on
-Spark, so when the next point is predicted to converge the
-trial pass also asks for the gradient over all candidate features: it then
-doubles as the next round's gradient test.
+with f, its gradient and its Hessian from one data pass
+(``kernels/curvature.py``): the l1 problem of a grafting round once every
+active weight is held in its orthant (Riezler & Vasserman 2004, section 5;
+lin = gamma1 * sign). Each iteration follows newGLMNET's outer loop (Yuan,
+Ho & Lin 2012, section 3): coordinate descent on the quadratic model over
+the box, with projected Newton face steps (Bertsekas 1982), then a
+backtracking line search whose cut steps one ray pass evaluates at once, and
+an infinity-norm trust region. Convergence is measured by the projected
+gradient; the pass predicted to converge also brings the full gradient,
+the next round's gradient test. Details: docs/methods/grafting.md,
+"The round solver".
 """
 from __future__ import annotations
 
