@@ -1,0 +1,122 @@
+"""The package's shape, checked from its source: no import cycle, executor
+kernels free of driver code, modules and functions of readable size."""
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "sparkmaxent"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80
+LONG_MARK = "# long:"  # a comment right above a def that says why it is longer
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imported(name: str, path: Path, known: set[str]) -> set[str]:
+    """Package modules that ``name`` imports anywhere in its source (module
+    level or inside functions)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" for a in node.names] + [base]
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imported(name, path, set(mods)) for name, path in mods.items()}
+
+
+def test_no_import_cycle():
+    g = graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(g[node]):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(g):
+        if node not in state:
+            visit(node, [node])
+    # a package importing its own submodules (its __init__ re-exporting them) is no cycle
+    real = [c for c in cycles if not all(m == c[0] or m.startswith(c[0] + ".") for m in c)]
+    assert not real, "import cycles:\n" + "\n".join(" -> ".join(c) for c in real)
+
+
+#: what executor kernels may import besides themselves: constants and error types
+KERNEL_IMPORTS = ("sparkmaxent.kernels", "sparkmaxent.shapes", "sparkmaxent.errors")
+
+
+def test_kernels_import_no_driver_code():
+    g = graph()
+    leaks = {name: sorted(m for m in deps if not m.startswith(KERNEL_IMPORTS))
+             for name, deps in g.items() if name.startswith("sparkmaxent.kernels")}
+    assert not {k: v for k, v in leaks.items() if v}, leaks
+
+
+def test_modules_are_at_most_600_lines():
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in modules().values()
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, long
+
+
+def test_functions_are_at_most_80_lines_unless_a_comment_says_why():
+    long = []
+    for path in modules().values():
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                n = node.end_lineno - node.lineno + 1
+                above = lines[first - 2].strip() if first >= 2 else ""
+                if n > MAX_FUNCTION_LINES and not above.startswith(LONG_MARK):
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
+                                f"{node.name} ({n} lines)")
+    assert not long, "\n".join(long)
+
+
+def test_no_citation_of_files_outside_the_repository():
+    cited = [str(p.relative_to(PACKAGE.parent)) for p in modules().values()
+             if "DESIGN.md" in p.read_text()]
+    assert not cited, cited
+
+
+@pytest.mark.parametrize("generated", ["conf/defaults.toml", "docs/configuration.md"])
+def test_generated_configuration_reference_matches_the_schema(generated):
+    from sparkmaxent.config.reference import ROOT, stale
+
+    assert os.path.isdir(ROOT)
+    assert generated not in stale(), (f"{generated} is out of date: run "
+                                      "python -m sparkmaxent.config.reference")
