@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from ..errors import InputError
 from ..kernels import CANDIDATES, MULTICLASS
 from ..kernels.blocks import Block, CandidateBlock, MulticlassBlock
+from .fingerprint import events_fingerprint_table
 from .schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 
 logger = logging.getLogger(__name__)
@@ -189,6 +190,7 @@ def write_events(block: Block, dataset_dir: str, info: DatasetInfo,
     for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         pq.write_table(table.slice(lo, hi - lo), os.path.join(events_dir, f"part-{i:05d}.parquet"))
     written = dataclasses.replace(info, n_events=int(block.n_events),
-                                  total_weight=float(np.sum(block.c)))
+                                  total_weight=float(np.sum(block.c)),
+                                  events_fingerprint=events_fingerprint_table(table, info.shape))
     written.save(dataset_dir)
     return written

@@ -15,6 +15,7 @@ from dataclasses import asdict
 
 from .checks import check_raw, raw_stats
 from .dictionary import feature_space_size, feature_dictionary, labels_of, load_vocabulary
+from .fingerprint import events_fingerprint_spark, vocabulary_fingerprint_spark
 from .indexing import index_events, merge_duplicates as merge_events
 from .inputs import resolve_options
 from .publish import check_out_dir, publish, temp_sibling, write_events, write_features
@@ -208,7 +209,10 @@ def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicate
         total_weight=float(stats["total_weight"]), source=dict(src.source),
         cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
         quarantined=quarantined, unknown_features=int(unknown_features),
-        unknown_labels=unknown_labels, unseen_labels=unseen_labels)
+        unknown_labels=unknown_labels, unseen_labels=unseen_labels,
+        events_fingerprint=events_fingerprint_spark(spark, tmp, src.shape),
+        vocabulary_fingerprint=vocabulary_fingerprint_spark(spark, tmp, src.shape, int(n_ids),
+                                                            labels))
     info.source.update({"merge_duplicates": merge_duplicates, "vocabulary": vocabulary,
                         "partitions": n_parts})
     info.save(tmp)

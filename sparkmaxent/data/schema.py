@@ -58,6 +58,9 @@ class DatasetInfo:
     unknown_labels: int = 0
     unseen_labels: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION
+    # Content fingerprints (data/fingerprint.py); {} = unknown (older datasets).
+    events_fingerprint: dict = field(default_factory=dict)
+    vocabulary_fingerprint: dict = field(default_factory=dict)
 
     def label_name(self, index: int) -> str:
         """Label string of an event label index (negative: an unseen label)."""

@@ -5,7 +5,10 @@
 pickle. The JSON names the .npz it belongs to and is replaced atomically
 after the .npz is written, so a run killed at any moment leaves a
 consistent checkpoint. A checkpoint is resumed only under the same
-configuration hash (``run_digest``); the resumed run takes the same steps
+configuration hash (``run_digest``) and on the same training data: the
+content fingerprints of the dataset's events and vocabulary
+(data/fingerprint.py) are recorded and must match (a checkpoint or dataset
+without them resumes with a warning). The resumed run takes the same steps
 from the same weights as an uninterrupted one.
 """
 from __future__ import annotations
@@ -13,12 +16,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
+import re
+import zipfile
 
 import numpy as np
 
 from ..config import TrainConfig
 from ..config import digest as config_digest
+from ..data.fingerprint import describe as describe_fingerprint
 from ..errors import InputError
 from ..jsonio import write_json
 from ..kernels import Space, Weights
@@ -33,6 +40,12 @@ CHECKPOINT_VERSION = 2
 RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots")
 # Prefix of LoopState.arrays entries in a round's .npz.
 _STATE_ARRAY = "state_"
+# The only weights_file a state.json may name: a file in the checkpoint directory.
+_WEIGHTS_FILE = re.compile(r"round-[0-9]{5,}\.npz")
+_STATE_KEYS = ("digest", "method", "round", "passes", "elapsed_s", "done", "weights_file",
+               "info", "trace")
+
+log = logging.getLogger(__name__)
 
 
 def run_digest(config: TrainConfig, space: Space) -> str:
@@ -41,6 +54,18 @@ def run_digest(config: TrainConfig, space: Space) -> str:
     blob = json.dumps({"train": config_digest(config, RUN_CONTROL_KEYS),
                        "space": dataclasses.asdict(space)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def data_fingerprint(backend) -> dict | None:
+    """What a checkpoint records of the training data: the dataset's path and
+    its events and vocabulary fingerprints ({} each when the dataset has
+    none); None for a backend without a dataset (in-memory blocks)."""
+    info = getattr(backend, "info", None)
+    if info is None:
+        return None
+    return {"dataset": getattr(backend, "dataset_dir", None),
+            "events": dict(getattr(info, "events_fingerprint", None) or {}),
+            "vocabulary": dict(getattr(info, "vocabulary_fingerprint", None) or {})}
 
 
 def checkpoint_dir(output_dir: str) -> str:
@@ -54,9 +79,10 @@ def has_checkpoint(output_dir: str | None) -> bool:
 class Checkpoint:
     """Round checkpoints in ``directory`` (JSON + .npz)."""
 
-    def __init__(self, directory: str, digest: str):
+    def __init__(self, directory: str, digest: str, data: dict | None = None):
         self.directory = directory
         self.digest = digest
+        self.data = data  # data_fingerprint(backend): what to record and check on resume
 
     @property
     def state_path(self) -> str:
@@ -77,31 +103,105 @@ class Checkpoint:
         doc = {"format_version": CHECKPOINT_VERSION, "digest": self.digest, "method": method,
                "round": state.round, "passes": state.passes, "elapsed_s": state.elapsed_s,
                "done": state.done, "weights_file": name, "info": state.info, "trace": state.trace}
+        if self.data is not None:
+            doc["data"] = self.data
         write_json(self.state_path, doc)
         for old in os.listdir(self.directory):  # earlier rounds' weights
             if old.startswith("round-") and old.endswith(".npz") and old != name:
                 os.remove(os.path.join(self.directory, old))
 
     def load(self, method: str) -> LoopState | None:
-        """The saved state, or None if there is no checkpoint."""
+        """The saved state, or None if there is no checkpoint.
+
+        Raises InputError naming the file for a state.json that is not a
+        checkpoint's JSON, a ``weights_file`` other than a round-NNNNN.npz in
+        this directory, an unreadable .npz, and a checkpoint of another
+        configuration, method or training data."""
         if not os.path.exists(self.state_path):
             return None
-        with open(self.state_path) as f:
-            doc = json.load(f)
-        if doc.get("format_version") != CHECKPOINT_VERSION:
-            raise InputError(f"{self.state_path}: expected checkpoint format_version "
-                             f"{CHECKPOINT_VERSION}, got {doc.get('format_version')}")
+        doc = self._read_state()
+        self._check_data(doc.get("data"))  # first: other data also changes the hash
         if doc["digest"] != self.digest or doc["method"] != method:
             raise InputError(
                 f"{self.state_path}: cannot resume: the checkpoint is of method {doc['method']!r} "
                 f"with configuration hash {doc['digest']}, this run is {method!r} with hash "
                 f"{self.digest} (same train.* settings and data needed; "
                 f"{', '.join(RUN_CONTROL_KEYS)} may differ)")
-        with np.load(os.path.join(self.directory, doc["weights_file"])) as z:
-            bias = z["bias"].copy() if "bias" in z.files else None
-            weights = Weights(z["ids"].astype(np.int64), z["values"].astype(np.float64), bias)
-            arrays = {k[len(_STATE_ARRAY):]: z[k].copy() for k in z.files
-                      if k.startswith(_STATE_ARRAY)}
+        weights_path = self._weights_path(doc["weights_file"])
+        try:
+            with np.load(weights_path) as z:
+                bias = z["bias"].copy() if "bias" in z.files else None
+                weights = Weights(z["ids"].astype(np.int64), z["values"].astype(np.float64), bias)
+                arrays = {k[len(_STATE_ARRAY):]: z[k].copy() for k in z.files
+                          if k.startswith(_STATE_ARRAY)}
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+            raise InputError(f"{weights_path}: cannot read the checkpoint's weights "
+                             f"(named by {self.state_path}): {type(e).__name__}: {e}") from None
+        if len(weights.ids) != len(weights.values):
+            raise InputError(f"{weights_path}: expected as many ids as values, got "
+                             f"{len(weights.ids)} ids and {len(weights.values)} values")
         return LoopState(round=doc["round"], weights=weights, passes=doc["passes"],
                          elapsed_s=doc["elapsed_s"], trace=doc["trace"], done=doc["done"],
                          info=doc["info"], arrays=arrays)
+
+    def _read_state(self) -> dict:
+        """state.json, checked to be a checkpoint of this format."""
+        try:
+            with open(self.state_path) as f:
+                doc = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(f"{self.state_path}: expected the JSON of a checkpoint, got "
+                             f"unreadable or truncated content ({e}); remove the checkpoint "
+                             "directory to start over") from None
+        if not isinstance(doc, dict):
+            raise InputError(f"{self.state_path}: expected a JSON object, got "
+                             f"{type(doc).__name__}")
+        if doc.get("format_version") != CHECKPOINT_VERSION:
+            raise InputError(f"{self.state_path}: expected checkpoint format_version "
+                             f"{CHECKPOINT_VERSION}, got {doc.get('format_version')}")
+        missing = [k for k in _STATE_KEYS if k not in doc]
+        if missing:
+            raise InputError(f"{self.state_path}: expected checkpoint keys {list(_STATE_KEYS)}, "
+                             f"missing {missing}")
+        return doc
+
+    def _weights_path(self, name) -> str:
+        """``<directory>/<name>`` for a plain round-NNNNN.npz name only."""
+        if not isinstance(name, str) or not _WEIGHTS_FILE.fullmatch(name):
+            raise InputError(f"{self.state_path}: expected weights_file to be a file name "
+                             f"round-NNNNN.npz in {self.directory}, got {name!r}")
+        return os.path.join(self.directory, name)
+
+    def _check_data(self, saved: dict | None) -> None:
+        """Refuse a checkpoint made on other training data (events or
+        vocabulary fingerprints differ); warn when either side has none."""
+        current = self.data
+        if current is None:  # in-memory blocks: no dataset to compare
+            return
+        if not isinstance(saved, dict):
+            log.warning("%s: the checkpoint records no training data fingerprint (older "
+                        "version or in-memory data): resuming without checking that this "
+                        "run's training data is the checkpoint's", self.state_path)
+            return
+        where = {"saved": f" from {saved['dataset']}" if saved.get("dataset") else "",
+                 "current": f" {current['dataset']}" if current.get("dataset") else ""}
+        differences, unknown = [], []
+        for kind, what in (("events", "data"), ("vocabulary", "vocabulary")):
+            a, b = saved.get(kind) or {}, current.get(kind) or {}
+            if not a or not b or a.get("scheme") != b.get("scheme") or "id" not in a \
+                    or "id" not in b:
+                unknown.append(kind)
+            elif a["id"] != b["id"]:
+                differences.append(
+                    f"the checkpoint was made on {what} {describe_fingerprint(a, kind)}"
+                    f"{where['saved']}, this run's training data (--train){where['current']} "
+                    f"has {what} {describe_fingerprint(b, kind)}")
+        if differences:
+            raise InputError(f"{self.state_path}: cannot resume on other training data: "
+                             + "; ".join(differences)
+                             + " (resume with the same --train, or start over without --resume)")
+        if unknown:
+            log.warning("%s: no %s fingerprint to compare (the checkpoint or the dataset "
+                        "predates them; prepare the data again to get them): resuming without "
+                        "checking that this run's training data is the checkpoint's",
+                        self.state_path, " or ".join(unknown))

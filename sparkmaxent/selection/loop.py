@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import InputError
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext, evaluate
-from .checkpoint import Checkpoint, checkpoint_dir, run_digest
+from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
 from .reporting import PLOTS_DIR, write_plots
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,8 @@ def run_rounds(ctx: TrainingContext, method: RoundMethod, name: str, score_name:
         The final state; ``state.trace`` is the per-round trace.
     """
     cfg = ctx.config
-    checkpoint = (Checkpoint(checkpoint_dir(ctx.output_dir), run_digest(cfg, ctx.backend.space))
+    checkpoint = (Checkpoint(checkpoint_dir(ctx.output_dir), run_digest(cfg, ctx.backend.space),
+                             data_fingerprint(ctx.backend))
                   if ctx.output_dir else None)
     state = _start_state(ctx, checkpoint, name, start)
     t0, passes0 = time.perf_counter(), ctx.backend.passes
