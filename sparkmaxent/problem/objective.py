@@ -90,7 +90,7 @@ class Objective:
         self.evaluations += 1
         weights = self.weights(theta)
         lg = self.backend.run(LossGradTask(self.space, weights, self.scaling, self.ids))
-        self.last = _checked(lg, "loss+gradient pass")
+        self.last = checked_pass(lg, "loss+gradient pass")
         w = weights.values
         f = self._value(lg, w)
         g = lg.grad / lg.weight + self.l2 * w
@@ -120,7 +120,7 @@ class Objective:
         else:
             lg, hess = self.backend.run(LossGradTask(self.space, scoring, self.scaling,
                                                      None if full_gradient else self.ids)), None
-        self.last = _checked(lg, "curvature pass" if hessian else "full-gradient pass", hess)
+        self.last = checked_pass(lg, "curvature pass" if hessian else "full-gradient pass", hess)
         n, w = self.n_weights, weights.values
         full = None
         if full_gradient:
@@ -166,7 +166,7 @@ class Objective:
         summary = self.backend.gradient_test(GradientTestTask(
             self.space, weights, self.scaling, self.l2, threshold, n_best, block_size))
         summary = summary.finish(self.space, self.ids)
-        self.last = _checked(summary.lg, "gradient-test pass")
+        self.last = checked_pass(summary.lg, "gradient-test pass")
         check_finite("gradient-test pass", active_gradient=summary.active_grad,
                      max_inactive_gradient=summary.max_inactive)
         return self._value(summary.lg, weights.values), summary
@@ -175,7 +175,7 @@ class Objective:
         return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)
 
 
-def _checked(lg: LossGrad, where: str, hess: np.ndarray | None = None) -> LossGrad:
+def checked_pass(lg: LossGrad, where: str, hess: np.ndarray | None = None) -> LossGrad:
     """``lg`` once its total weight is positive and its sums (and ``hess``)
     are finite: InputError / NumericError naming the pass otherwise."""
     check_total_weight(lg.weight)
