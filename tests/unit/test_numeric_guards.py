@@ -183,3 +183,27 @@ def test_block_wise_certificate_never_passes_on_a_nan_max():
     cert = kkt_from_parts(full_grad[weights.ids], weights, math.nan, 0, 4, grad_bias, penalty,
                           1e-6)
     assert not cert["passed"] and not cert["finite"]
+
+
+class NaNGainBackend(LocalBackend):
+    """Gain passes (IFS/SGC gains, Bayes-factor mu_g and a_g) return NaN."""
+
+    def run(self, task):
+        result = super().run(task)
+        if hasattr(result, "loglik"):
+            result.loglik = np.full_like(result.loglik, np.nan)
+            result.grad = np.full_like(result.grad, np.nan)
+        return result
+
+
+@pytest.mark.parametrize("gain_method, pass_name", [("exact", "gain pass"),
+                                                    ("sketch", "gain (polish )?pass")])
+@pytest.mark.parametrize("method", ["ifs", "sgc", "bayes-factor"])
+def test_a_nan_gain_fit_is_an_error_not_a_silent_stop(method, gain_method, pass_name):
+    """Newton absorbed NaN sums as a zero gain: the run stopped at 'best gain
+    0' with exit 0 and a model without features. (The sketch falls back to
+    exact gain passes for real-valued candidates.)"""
+    blocks, space = problem(4)
+    cfg = train_config(method=method, gain_method=gain_method, max_features=3, plots=False)
+    with pytest.raises(NumericError, match=rf"^{method}: {pass_name}: non-finite loglik"):
+        train(NaNGainBackend(blocks, space), cfg)
