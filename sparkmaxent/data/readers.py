@@ -262,7 +262,8 @@ def _tadm_candidate(tokens: list[str]) -> tuple[bool, list[str], list[float]] | 
         if v is None:
             return f"expected a finite value for feature {f}, got {val!r}"
         if value_too_large(v):
-            return f"expected a value with |value| <= {MAX_ABS_VALUE:g} for feature {f}, got {val!r}"
+            return (f"expected a value with |value| <= {MAX_ABS_VALUE:g} for feature {f}, "
+                    f"got {val!r}")
         features.append(str(int(f)))
         values.append(v)
     return score > 0, features, values

@@ -330,8 +330,8 @@ def test_values_over_the_bound_are_malformed_in_every_format():
 
     assert MAX_ABS_VALUE == 1e12
     out = run(parse_maxent, "A x:1e12 y:-1e12\nB x:1e300\nC y:-1.000001e12\n")
-    assert errors(out) == [(2, "expected a feature value with |value| <= 1e+12, got 'x:1e300'"),
-                           (3, "expected a feature value with |value| <= 1e+12, got 'y:-1.000001e12'")]
+    bound = "expected a feature value with |value| <= 1e+12, got"
+    assert errors(out) == [(2, f"{bound} 'x:1e300'"), (3, f"{bound} 'y:-1.000001e12'")]
     assert [e.values for e in events(out)] == [[1e12, -1e12]]
     out = run(parse_svmlight, "0 1:1e12\n1 3:2e12\n")
     assert errors(out) == [(2, "expected a value with |value| <= 1e+12, got '2e12' in '3:2e12'")]
