@@ -9,6 +9,7 @@ from typing import Callable
 from .backends import Backend
 from .config import TrainConfig
 from .config.schema import METHODS as METHOD_NAMES
+from .errors import NumericError, check_finite
 from .kernels import MomentsTask
 from .selection import baselines, bayes, grafting, ifs
 from .selection.base import FitResult, Method, TrainingContext, evaluate
@@ -45,6 +46,12 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
         Continue a selection run from the checkpoint in ``output_dir``.
     on_round : callable or None
         Called with the selection loop's state after every round.
+
+    Raises
+    ------
+    NumericError
+        If a pass's loss or gradient, a round's result, or the final
+        objective or weights are not finite (nothing is returned to save).
     """
     start, passes0 = time.perf_counter(), backend.passes
     scaling = None
@@ -53,8 +60,16 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
     ctx = TrainingContext(backend, config, scaling, heldout, output_dir, resume, on_round)
     log.info("training %s on %d candidate features (%s events)", config.method,
              backend.space.n_features, backend.space.shape)
-    result = METHODS[config.method](ctx)
+    try:
+        result = METHODS[config.method](ctx)
+    except NumericError as e:  # name the method once, whichever pass raised
+        if str(e).startswith(config.method):
+            raise
+        raise NumericError(f"{config.method}: {e}") from e
     report = result.report
+    # the last gate before a model exists: never hand back NaN weights or objective
+    check_finite(f"{config.method}: the trained model", objective=report.get("objective"),
+                 weights=result.weights.values, bias=result.weights.bias)
     report.update(method=config.method, nonzero_weights=result.weights.nnz,
                   candidate_features=backend.space.n_features,
                   passes=backend.passes - passes0, wall_s=round(time.perf_counter() - start, 3))

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..shapes import MULTICLASS
 from .inputs import display_path, expand_inputs
-from .readers import InputError, ParseError, format_spec
+from .readers import MAX_ABS_VALUE, InputError, ParseError, format_spec
 
 logger = logging.getLogger("sparkmaxent.data.prepare")  # a prepare run logs under one name
 
@@ -317,6 +317,8 @@ def _check_table_values(df, name: str, weight, label_col: str, features_col: str
     if values_col:
         checks += [(values_col, "rows with null, NaN or infinite values",
                     F.exists(F.col(values_col), lambda x: x.isNull() | not_finite(x))),
+                   (values_col, f"rows with a value of magnitude > {MAX_ABS_VALUE:g}",
+                    F.exists(F.col(values_col), lambda x: F.abs(x) > MAX_ABS_VALUE)),
                    (values_col, f"rows whose values do not pair up with {features_col!r}",
                     F.size(F.col(values_col)) != F.size(F.col(features_col)))]
     counts = df.agg(*[F.sum(F.coalesce(cond, F.lit(False)).cast("long")).alias(f"c{i}")

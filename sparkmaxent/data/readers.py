@@ -85,6 +85,18 @@ class FormatSpec:
 _UINT = re.compile(r"[0-9]+")
 
 
+#: Largest |feature value| ``prepare`` accepts (every format, and tables). Logits
+#: sum weight x value and the solvers' Hessians sum value^2 over events in float64:
+#: |value| <= 1e12 keeps value^2 <= 1e24, so even sums over 1e15 events stay below
+#: 1e40, far from overflow (1.8e308), where 1e300 overflows at its first square.
+MAX_ABS_VALUE = 1e12
+
+
+def value_too_large(value: float) -> bool:
+    """Whether a finite feature value exceeds MAX_ABS_VALUE in magnitude."""
+    return abs(value) > MAX_ABS_VALUE
+
+
 def parse_value(token: str) -> float | None:
     """A finite float, or None if ``token`` is not one (NaN and inf included)."""
     try:
@@ -147,6 +159,9 @@ def parse_maxent(path: str, lines: Iterable[str], options: dict) -> Iterator[Par
             if fv is None:
                 bad = f"expected a finite feature value, got {tok!r}"
                 break
+            if value_too_large(fv[1]):
+                bad = f"expected a feature value with |value| <= {MAX_ABS_VALUE:g}, got {tok!r}"
+                break
             features.append(fv[0])
             values.append(fv[1])
         if bad:
@@ -173,6 +188,8 @@ def _svmlight_record(tokens: list[str]) -> tuple[list[str], list[float]] | str:
         v = parse_value(val)
         if v is None:
             return f"expected a finite number as the value, got {val!r} in {tok!r}"
+        if value_too_large(v):
+            return f"expected a value with |value| <= {MAX_ABS_VALUE:g}, got {val!r} in {tok!r}"
         features.append(str(int(idx)))  # "007" and "7" are one feature
         values.append(v)
     return features, values
@@ -244,6 +261,9 @@ def _tadm_candidate(tokens: list[str]) -> tuple[bool, list[str], list[float]] | 
         v = parse_value(val)
         if v is None:
             return f"expected a finite value for feature {f}, got {val!r}"
+        if value_too_large(v):
+            return (f"expected a value with |value| <= {MAX_ABS_VALUE:g} for feature {f}, "
+                    f"got {val!r}")
         features.append(str(int(f)))
         values.append(v)
     return score > 0, features, values

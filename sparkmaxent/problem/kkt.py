@@ -32,7 +32,8 @@ def kkt_certificate(full_grad: np.ndarray, weights: Weights, grad_bias: np.ndarr
     with ``bound = penalty.bound``: gamma1 (grafting), or for the thresholded
     variants without l1 (mle-ifs, l2-ifs) the gradient-test threshold; the
     certificate then says no candidate passes the test and the active
-    weights are stationary.
+    weights are stationary. It never passes on a non-finite gradient entry
+    or weight (``finite`` is False then).
 
     Parameters
     ----------
@@ -74,14 +75,21 @@ def kkt_from_parts(active_grad: np.ndarray, weights: Weights, max_inactive: floa
     max_zero = max(max_inactive, float(zero_active.max(initial=0.0)))
     over = inactive_over + int(np.count_nonzero(zero_active > bound * (1 + tol)))
     bias_violation = float(np.abs(grad_bias).max(initial=0.0)) if grad_bias is not None else 0.0
-    passed = (max_zero <= bound * (1 + tol) and active_violation <= tol and bias_violation <= tol)
+    # NaN compares False, but max() and abs().max() can drop or hide it: check outright
+    finite = bool(np.isfinite(max_inactive) and np.all(np.isfinite(active_grad))
+                  and np.all(np.isfinite(weights.values))
+                  and (weights.bias is None or np.all(np.isfinite(weights.bias)))
+                  and (grad_bias is None or np.all(np.isfinite(grad_bias))))
+    passed = (finite and max_zero <= bound * (1 + tol) and active_violation <= tol
+              and bias_violation <= tol)
     # one figure for comparing solvers: the largest violation of the three
     # conditions (absolute, gradient units; 0 at an exact optimum)
     violation = max(max_zero - bound, active_violation, bias_violation, 0.0)
     return {"passed": bool(passed), "violation": violation, "tol": tol, "l1": l1, "bound": bound,
             "nonzero_weights": int(nz.sum()), "features_checked": int(n_features),
             "max_active_violation": active_violation, "max_zero_gradient": max_zero,
-            "max_bias_gradient": bias_violation, "zero_weights_over_bound": over}
+            "max_bias_gradient": bias_violation, "zero_weights_over_bound": over,
+            "finite": finite}
 
 
 __all__ = ["kkt_certificate", "kkt_from_parts"]

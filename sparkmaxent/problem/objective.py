@@ -6,7 +6,10 @@ backend, with the smooth part of the penalty (``penalty.py``) added:
 with L the event-weight-averaged negative conditional log-likelihood, so
 gamma2 means what Spark MLlib's regParam (elasticNetParam=0) and
 scikit-learn's 1 / (C * sum of sample weights) mean. The bias is never
-penalized. One call is one pass over the data returning loss and gradient.
+penalized. One call is one pass over the data returning loss and gradient;
+every pass's loss, gradient and Hessian must be finite, else NumericError
+(``errors.check_finite``). A ray pass's trial values are not checked: a
+non-finite one is a step the line search rejects.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends import Backend
+from ..errors import check_finite
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weight
 from ..kernels.loss import RayTask
 from ..kernels.curvature import CurvatureTask
@@ -86,8 +90,7 @@ class Objective:
         self.evaluations += 1
         weights = self.weights(theta)
         lg = self.backend.run(LossGradTask(self.space, weights, self.scaling, self.ids))
-        check_total_weight(lg.weight)
-        self.last = lg
+        self.last = checked_pass(lg, "loss+gradient pass")
         w = weights.values
         f = self._value(lg, w)
         g = lg.grad / lg.weight + self.l2 * w
@@ -117,8 +120,7 @@ class Objective:
         else:
             lg, hess = self.backend.run(LossGradTask(self.space, scoring, self.scaling,
                                                      None if full_gradient else self.ids)), None
-        check_total_weight(lg.weight)
-        self.last = lg
+        self.last = checked_pass(lg, "curvature pass" if hessian else "full-gradient pass", hess)
         n, w = self.n_weights, weights.values
         full = None
         if full_gradient:
@@ -164,9 +166,19 @@ class Objective:
         summary = self.backend.gradient_test(GradientTestTask(
             self.space, weights, self.scaling, self.l2, threshold, n_best, block_size))
         summary = summary.finish(self.space, self.ids)
-        check_total_weight(summary.lg.weight)
-        self.last = summary.lg
+        self.last = checked_pass(summary.lg, "gradient-test pass")
+        check_finite("gradient-test pass", active_gradient=summary.active_grad,
+                     max_inactive_gradient=summary.max_inactive)
         return self._value(summary.lg, weights.values), summary
 
     def _value(self, lg: LossGrad, w: np.ndarray) -> float:
         return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)
+
+
+def checked_pass(lg: LossGrad, where: str, hess: np.ndarray | None = None) -> LossGrad:
+    """``lg`` once its total weight is positive and its sums (and ``hess``)
+    are finite: InputError / NumericError naming the pass otherwise."""
+    check_total_weight(lg.weight)
+    check_finite(where, loss=lg.loss, gradient=lg.grad, bias_gradient=lg.grad_bias,
+                 hessian=hess)
+    return lg

@@ -31,6 +31,7 @@ from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..problem import Objective, orthant_problem
+from ..problem.objective import checked_pass
 from ..solvers import SOLVERS, SolverOptions, choose_solver
 from ..solvers.gains import fit_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
@@ -134,8 +135,9 @@ class BayesFactor:
     # -- passes ---------------------------------------------------------------
 
     def loss_grad(self, weights: Weights):
-        return self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
-                                                 np.zeros(0, dtype=np.int64)))
+        return checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
+                                                              np.zeros(0, dtype=np.int64))),
+                            "loss pass")
 
     def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
         """mu_g, a_g and the log Bayes factor of each id against ``weights``

@@ -30,6 +30,7 @@ from ..kernels import MULTICLASS, Weights
 from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
+from ..problem.objective import checked_pass
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import fit_smooth
 from .checkpoint import has_checkpoint
@@ -84,8 +85,9 @@ class Incremental:
         return fit
 
     def initial_loss(self, weights: Weights) -> float:
-        lg = self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
-                                               np.zeros(0, dtype=np.int64)))
+        lg = checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
+                                                            np.zeros(0, dtype=np.int64))),
+                          "loss pass")
         return lg.loss / lg.weight
 
     def _sgc_initial(self, weights: Weights) -> dict:
@@ -124,8 +126,9 @@ class Incremental:
         weights = Weights.zeros(self.space)
         if weights.bias is None:
             return weights
-        lg = self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
-                                               np.zeros(0, dtype=np.int64)))
+        lg = checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
+                                                            np.zeros(0, dtype=np.int64))),
+                          "bias pass")
         # at b = 0: dL/db_k = sum_i c_i (1/K - [y_i = k]) = W / K - W_k
         label_weight = lg.weight / self.space.n_labels - lg.grad_bias
         if np.any(label_weight <= 0):

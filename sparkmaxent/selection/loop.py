@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, check_finite
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext, evaluate
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
@@ -89,6 +89,9 @@ def run_rounds(ctx: TrainingContext, method: RoundMethod, name: str, score_name:
                      outcome.note or "no candidate passes the test", best, state.passes,
                      state.elapsed_s)
         else:
+            # a round's result becomes the state (and checkpoint) only if it is finite
+            check_finite(f"{name} round {state.round + 1}", objective=outcome.objective,
+                         weights=outcome.weights.values, bias=outcome.weights.bias)
             _record_round(ctx, state, outcome, score_name, score_label)
         if checkpoint is not None:
             checkpoint.save(state, name)

@@ -22,6 +22,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from ..errors import check_finite
 from ..kernels.gain_sketch import GainSketchTask
 from ..kernels.gains import GainDerivatives, GainDerivativesTask, check_candidate_ids
 from ..kernels.params import Scaling, Space, Weights
@@ -278,12 +279,20 @@ class _NewtonState:
         return [(r, target), (r[hedge], small[hedge])]
 
 
+def _checked(d: GainDerivatives, where: str) -> GainDerivatives:
+    """``d`` once its sums are finite: Newton would otherwise absorb a NaN
+    as a zero gain and the selection stop there, as if converged."""
+    check_finite(where, loglik=d.loglik, gradient=d.grad, curvature=d.curv)
+    return d
+
+
 def _fit_exact(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scaling | None,
                opts: dict) -> GainFit:
     space = backend.space
 
     def evaluate(index, alphas):
-        return backend.run(GainDerivativesTask(space, weights, scaling, ids[index], alphas))
+        return _checked(backend.run(GainDerivativesTask(space, weights, scaling, ids[index],
+                                                        alphas)), "gain pass")
 
     fit, evaluations = newton_gains(evaluate, len(ids), **opts)
     fit.passes = evaluations
@@ -298,7 +307,8 @@ def _fit_sketch(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scal
     space = backend.space
     sketch = backend.run(GainSketchTask(space, weights, scaling, ids, bin_width))
     passes = 1
-    fit, _ = newton_gains(lambda index, alphas: sketch.derivatives(alphas, index, order),
+    fit, _ = newton_gains(lambda index, alphas: _checked(sketch.derivatives(alphas, index, order),
+                                                         "gain sketch pass"),
                           len(ids), **opts)
     fit.error_bound = sketch.error_bound(order)
     invalid = np.flatnonzero(~sketch.valid)
@@ -314,8 +324,8 @@ def _fit_sketch(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scal
         # change is exact at alpha, and short of the optimum by ~ F'^2 / 2a
         good = np.flatnonzero(sketch.valid)
         if good.size:
-            d = backend.run(GainDerivativesTask(space, weights, scaling, ids[good],
-                                                fit.alpha[good]))
+            d = _checked(backend.run(GainDerivativesTask(space, weights, scaling, ids[good],
+                                                         fit.alpha[good])), "gain polish pass")
             passes += 1
             lam = 0.0 if fit.prior_variance is None else 1.0 / fit.prior_variance
             fit.loglik_change[good], fit.grad[good] = d.loglik, d.grad
@@ -364,6 +374,8 @@ def fit_gains(backend: _Runs, weights: Weights, candidate_ids: np.ndarray,
                 max_iter=max_iter)
     fit = GAIN_METHODS[method](backend, weights, ids, scaling, opts, **method_options)
     fit.candidate_ids = ids
+    # alpha is capped, so gains are finite unless a pass was not
+    check_finite(f"gain fit ({method})", gain=fit.gain, alpha=fit.alpha)
     return fit
 
 

@@ -1,4 +1,6 @@
-"""Smooth minimization with scipy's L-BFGS-B, checked and traced."""
+"""Smooth minimization with scipy's L-BFGS-B, checked and traced: a
+non-finite value or gradient raises NumericError instead of ending in
+scipy's "ABNORMAL" stop with a result."""
 from __future__ import annotations
 
 import logging
@@ -10,6 +12,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import minimize
 
+from ..errors import check_finite
 from .options import SolverOptions
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,12 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0
 
     Records one diagnostics dict per iteration, logs every ``log_every``
     iterations, and warns with scipy's reason when it stops unconverged.
+
+    Raises
+    ------
+    NumericError
+        If ``fun`` returns a non-finite value or gradient, or the result is
+        not finite.
     """
     trace: list[dict] = []
     start = time.perf_counter()
@@ -50,6 +59,7 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0
         nonlocal n_evals
         n_evals += 1
         f, g = fun(theta)
+        check_finite(f"L-BFGS-B evaluation {n_evals}", objective=f, gradient=g)
         last["f"], last["g"] = f, g
         return f, g
 
@@ -69,6 +79,7 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0
                    options={"maxiter": options.max_iter, "maxcor": options.memory,
                             "gtol": options.tol, "ftol": options.ftol, "maxls": 50})
     message = str(res.message)
+    check_finite(f"L-BFGS-B ({message})", objective=res.fun, weights=res.x)
     if not res.success:
         warnings.warn(f"L-BFGS-B stopped without converging after {res.nit} iterations: {message}",
                       ConvergenceWarning, stacklevel=2)

@@ -166,6 +166,23 @@ def test_parse_error_names_first_file_and_line_and_leaves_nothing(spark, tmp_pat
     assert not out.exists() and leftovers(tmp_path) == []
 
 
+def test_value_over_the_bound_names_file_and_line(spark, tmp_path):
+    """A value the model's arithmetic would overflow on (issue 23: 1e300
+    trained to a NaN model) is refused at prepare, text or table."""
+    write(tmp_path / "in" / "a.txt", "A x\nB y:1e12\nA x:1e300\n")
+    out = tmp_path / "out"
+    with pytest.raises(InputError) as e:
+        prepare(spark, [str(tmp_path / "in")], str(out), "maxent")
+    assert str(e.value).startswith(f"{tmp_path / 'in' / 'a.txt'}:3: expected a feature value "
+                                   f"with |value| <= 1e+12, got 'x:1e300'")
+    huge = spark.createDataFrame([("A", ["x", "y"], [1.0, -2e12]), ("B", ["y"], [1.0])],
+                                 "label string, features array<string>, v array<double>")
+    with pytest.raises(InputError, match=r"column 'v': expected no rows with a value of "
+                                         r"magnitude > 1e\+12, got 1"):
+        prepare_table(spark, huge, str(out), values_col="v")
+    assert not out.exists() and leftovers(tmp_path) == []
+
+
 def test_unknown_format_and_unmatched_pattern(spark, tmp_path):
     with pytest.raises(InputError, match=r"unknown input format 'megam'.*'maxent'"):
         prepare(spark, [str(tmp_path)], str(tmp_path / "o"), "megam")

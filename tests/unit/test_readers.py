@@ -318,3 +318,26 @@ def test_real_corpora_counts_and_predicates(shared_data):
     assert errors(out) == []
     assert len(out) == 20_801
     assert Counter(e.label for e in out) == {"N": 10_865, "V": 9_936}
+
+
+# ------------------------------------------------------ the value bound (issue 23)
+
+def test_values_over_the_bound_are_malformed_in_every_format():
+    """|value| > MAX_ABS_VALUE (1e12) would overflow the solvers' squares:
+    a malformed record in every format that carries values; the bound itself
+    is accepted."""
+    from sparkmaxent.data.readers import MAX_ABS_VALUE
+
+    assert MAX_ABS_VALUE == 1e12
+    out = run(parse_maxent, "A x:1e12 y:-1e12\nB x:1e300\nC y:-1.000001e12\n")
+    bound = "expected a feature value with |value| <= 1e+12, got"
+    assert errors(out) == [(2, f"{bound} 'x:1e300'"), (3, f"{bound} 'y:-1.000001e12'")]
+    assert [e.values for e in events(out)] == [[1e12, -1e12]]
+    out = run(parse_svmlight, "0 1:1e12\n1 3:2e12\n")
+    assert errors(out) == [(2, "expected a value with |value| <= 1e+12, got '2e12' in '3:2e12'")]
+    assert [e.values for e in events(out)] == [[1e12]]
+    # a TADM score is only compared with 0: a huge one is no value
+    out = run(parse_tadm, "1\n1e300 1 5 -1e12\n" "1\n1 1 3 1e300\n")
+    assert errors(out) == [(4, "expected a value with |value| <= 1e+12 for feature 3, got '1e300' "
+                               "(candidate 1 of 1, event at line 3)")]
+    assert [e.values for e in events(out)] == [[-1e12]]
