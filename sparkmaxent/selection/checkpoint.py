@@ -48,7 +48,9 @@ def checkpoint_dir(output_dir: str) -> str:
 
 
 def has_checkpoint(output_dir: str | None) -> bool:
-    return bool(output_dir) and os.path.exists(os.path.join(checkpoint_dir(output_dir), STATE_FILE))
+    if not output_dir:
+        return False
+    return os.path.exists(os.path.join(checkpoint_dir(output_dir), STATE_FILE))
 
 
 class Checkpoint:
@@ -72,7 +74,7 @@ class Checkpoint:
         arrays.update({f"{_STATE_ARRAY}{k}": v for k, v in state.arrays.items()})
         tmp = os.path.join(self.directory, f".tmp-{os.getpid()}-{name}")
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stub: **kwds vs allow_pickle
         os.replace(tmp, os.path.join(self.directory, name))
         doc = {"format_version": CHECKPOINT_VERSION, "digest": self.digest, "method": method,
                "round": state.round, "passes": state.passes, "elapsed_s": state.elapsed_s,
