@@ -84,7 +84,7 @@ class BoxResult:
     theta: np.ndarray
     value: float
     violation: float
-    last: Evaluation
+    last: Evaluation | None
     iterations: int
     evaluations: int
     converged: bool
@@ -254,6 +254,7 @@ class _Passes:
 
     def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
         self.count += 1
+        assert self.ray is not None, "along is only used with a ray pass"
         return self.ray(theta, d, steps)
 
 
@@ -267,7 +268,7 @@ def _acceptance(value: float, slope: float, armijo: float
     compares noise; a step that keeps the value within that rounding is then
     accepted, and progress is judged by the projected gradient.
     """
-    noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
+    noise = float(64 * np.finfo(float).eps * max(1.0, abs(value)))
 
     def acceptable(step: float, value_t: float) -> bool:
         return bool(np.isfinite(value_t)) and (
@@ -403,6 +404,7 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
             break
         if ev.hess is None:  # a cut step was accepted
             ev = evaluate(theta, False, True)
+        assert ev.hess is not None, "an evaluation with hessian=True carries it"
         d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
         slope = float(grad @ d)
         if not slope < 0:
