@@ -178,7 +178,8 @@ class GainSketch:
             sd_list.append(rm // nb)
             sums_list.append(s2)
             vals_list.append(self.v0[cs])
-        cand, sd, sums, vals = (np.concatenate(a) for a in (cand_list, sd_list, sums_list, vals_list))
+        cand, sd, sums, vals = (np.concatenate(a)
+                                for a in (cand_list, sd_list, sums_list, vals_list))
         order = np.argsort(cand, kind="stable")
         cand, sd, sums, vals = cand[order], sd[order], sums[order], vals[order]
         C = sums[:, 0]
