@@ -52,7 +52,7 @@ def train_model(spark, cfg: Config, train_dir: str, heldout_dir: str = "",
         backend.close()
         if heldout is not None:
             heldout.close()
-    predicates = backend.space.split(result.weights.ids)[0]
+    predicates = backend.space.split(result.weights.active_ids())[0]
     model = MaxentModel(backend.space, result.weights, list(info.labels),
                         feature_names_for(train_dir, predicates), result.scaling,
                         cfg.to_dict(), {k: v for k, v in result.report.items()
@@ -139,13 +139,14 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     d = cfg.data
     if d.train:
         return {"train": d.train, "heldout": d.heldout, "test": d.test}
-    inputs = {"train": d.train_inputs, "heldout": d.heldout_inputs, "test": d.test_inputs}
+    inputs: dict[str, str | list[str]] = {"train": d.train_inputs, "heldout": d.heldout_inputs,
+                                          "test": d.test_inputs}
     fmt = d.format
     if fmt == "synthetic":
         from .data import synthetic
 
         spec = synthetic.SyntheticSpec(**d.synthetic)
-        inputs = synthetic.write_splits(spec, os.path.join(out, "data", "text"))
+        inputs = dict(synthetic.write_splits(spec, os.path.join(out, "data", "text")))
         fmt = "maxent"
     if not inputs["train"]:
         raise InputError("no training data: set data.train (prepared) or data.train_inputs")
@@ -156,7 +157,8 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
             continue
         dirs[split] = os.path.join(out, "data", split)
         is_train = split == "train"
-        paths = [inputs[split]] if isinstance(inputs[split], str) else list(inputs[split])
+        given = inputs[split]
+        paths = [given] if isinstance(given, str) else list(given)
         prepare(spark, paths, dirs[split], fmt, options=dict(d.options),
                 cutoff=d.prepare_cutoff if is_train else 0, merge_duplicates=is_train,
                 vocabulary=None if is_train else dirs["train"],

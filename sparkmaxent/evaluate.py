@@ -307,8 +307,12 @@ def chunk_prf(gold_sentences: Sequence[Sequence[str]], pred_sentences: Sequence[
         # the trailing (None, None) is the sentence boundary, read as O / O
         for g_tag, p_tag in [*zip(g_sent, p_sent), (None, None)]:
             boundary = g_tag is None
-            c, ct = ("O", "") if boundary else split_tag(g_tag, raw)
-            g, gt = ("O", "") if boundary else split_tag(p_tag, raw)
+            if g_tag is None:
+                c, ct, g, gt = "O", "", "O", ""
+            else:
+                assert p_tag is not None, "only the boundary pair is (None, None)"
+                c, ct = split_tag(g_tag, raw)
+                g, gt = split_tag(p_tag, raw)
             end_c = _end_of_chunk(last_c, c, last_ct, ct)
             end_g = _end_of_chunk(last_g, g, last_gt, gt)
             start_c = _start_of_chunk(last_c, c, last_ct, ct)
@@ -365,8 +369,8 @@ def is_iob(labels: Sequence[str]) -> bool:
     return any(str(label)[:2] in ("B-", "I-") for label in labels)
 
 
-def score_tagging(groups: np.ndarray, event_ids: np.ndarray, gold: Sequence[Hashable],
-                  pred: Sequence[Hashable], labels: Sequence[str],
+def score_tagging(groups: np.ndarray, event_ids: np.ndarray, gold: Sequence[Hashable] | np.ndarray,
+                  pred: Sequence[Hashable] | np.ndarray, labels: Sequence[str],
                   chunks: bool | None = None) -> dict:
     """Accuracy, per-label P/R/F1 and, for IOB chunk tags, conlleval chunk
     P/R/F1 of predictions on events in any order: events are put back in
@@ -398,13 +402,16 @@ def evaluate_dataset(dataset_dir: str, weights, space, scaling=None,
     labels are IOB tags."""
     from .data.load import read_events_table
     from .data.schema import DatasetInfo, block_from_arrow
+    from .kernels.blocks import MulticlassBlock
     from .kernels.predict import predict_multiclass
 
     info = DatasetInfo.load(dataset_dir)
     if info.shape != "multiclass":
         raise ValueError(f"{dataset_dir}: expected multiclass events, got {info.shape}")
     table = read_events_table(dataset_dir, info)
-    predicted, _ = predict_multiclass(block_from_arrow(table, info), space, weights, scaling)
+    block = block_from_arrow(table, info)
+    assert isinstance(block, MulticlassBlock), "block_from_arrow follows info.shape"
+    predicted, _ = predict_multiclass(block, space, weights, scaling)
     labels = list(info.labels)
     gold = [info.label_name(int(y)) for y in table.column("label").to_numpy()]
     return score_tagging(table.column("group").to_numpy(), table.column("event_id").to_numpy(),

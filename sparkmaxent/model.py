@@ -115,7 +115,7 @@ class MaxentModel:
 
     def _write(self, directory: str) -> None:
         w = self.weights.sparse()
-        p, k = self.space.split(w.ids)
+        p, k = self.space.split(w.active_ids())
         mean = self.scaling.mean[p] if self.scaling is not None else np.zeros(len(p))
         inv = self.scaling.inv_scale[p] if self.scaling is not None else np.ones(len(p))
         table = pa.table({

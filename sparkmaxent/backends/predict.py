@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
-from ..kernels import MULTICLASS
+from ..kernels import MULTICLASS, CandidateBlock, MulticlassBlock
 from ..model import MaxentModel
 
 # label: the gold label (also one unseen in training); predicted: the model's
@@ -47,6 +47,7 @@ def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
         ids = batch.column("event_id")
         groups = batch.column("group")
         if info.shape == MULTICLASS:
+            assert isinstance(block, MulticlassBlock), "block_from_arrow follows info.shape"
             pred, P = model.predict(block)
             K = P.shape[1]
             yield pa.RecordBatch.from_arrays([
@@ -56,6 +57,7 @@ def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
                                          pa.array(P.ravel())),
             ], schema=MULTICLASS_OUTPUT)
         else:
+            assert isinstance(block, CandidateBlock), "block_from_arrow follows info.shape"
             p = model.candidate_proba(block)
             ptr, lengths = block.event_ptr, np.diff(block.event_ptr)
             # first candidate reaching its event's maximum probability

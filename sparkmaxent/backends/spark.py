@@ -254,6 +254,7 @@ class SparkBackend:
             Picklable with cloudpickle; it is broadcast once per pass.
         """
         with self._pass(task) as bc:
+            assert self.rdd is not None, "_pass raises when the backend is closed"
             return self.rdd.map(lambda block: bc.value(block)).treeReduce(_merge, self.depth)
 
     def gradient_test(self, task: GradientTestTask) -> GradientSummary:
@@ -271,6 +272,7 @@ class SparkBackend:
         # the cluster's parallelism goes; int keys hash to themselves
         n_reduce = max(1, min(task.n_blocks + 1, max(self.partitions, self.sc.defaultParallelism)))
         with self._pass(task) as bc:
+            assert self.rdd is not None, "_pass raises when the backend is closed"
             summary = (self.rdd.flatMap(lambda block: bc.value.split(bc.value.partial(block)))
                        .reduceByKey(_add_piece, n_reduce)
                        .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))

@@ -8,7 +8,6 @@ docs/configuration.md. A test fails when either drifts from the code.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -16,7 +15,7 @@ import textwrap
 from dataclasses import fields
 
 from .load import SECTIONS
-from .schema import rule_of
+from .schema import default_of, rule_of
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULTS_TOML = os.path.join("conf", "defaults.toml")
@@ -27,7 +26,7 @@ def _keys(cls: type):
     for f in fields(cls):
         rule = rule_of(f)
         if rule is not None:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            default = default_of(f)
             yield f.name, default, rule
 
 

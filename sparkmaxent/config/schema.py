@@ -53,6 +53,14 @@ def rule_of(f: dataclasses.Field) -> Rule | None:
     return f.metadata.get("rule")
 
 
+def default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    raise TypeError(f"expected a default or default_factory for key {f.name!r}")
+
+
 def _type_name(value: Any) -> str:
     return {bool: "bool", int: "int", float: "float", str: "str", list: "list",
             dict: "table"}.get(type(value), type(value).__name__)
@@ -86,13 +94,14 @@ class Section:
     """A frozen dataclass of keys (and sub-sections) checked on creation."""
 
     PATH: ClassVar[str] = ""
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def __post_init__(self) -> None:
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in fields(self):
             rule = rule_of(f)
             if rule is None:
                 continue
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            default = default_of(f)
             value = check_value(f"{self.PATH}.{f.name}", default, getattr(self, f.name), rule)
             object.__setattr__(self, f.name, value)
 

@@ -115,8 +115,8 @@ def sentence_features(words: Sequence[str], tags: Sequence[str],
         feats = []
         for prefix, parts in compiled:
             if len(parts) == 1:
-                col, o = parts[0]
-                feats.append(prefix + col[i + o])
+                column, offset = parts[0]
+                feats.append(prefix + column[i + offset])
             else:
                 feats.append(prefix + ",".join(_escape(col[i + o]) for col, o in parts))
         out.append(feats)

@@ -134,23 +134,27 @@ def concat_blocks(blocks: list[Block]) -> Block:
     """Stack blocks of one shape into one (for tests and small data)."""
     if not blocks:
         raise ValueError("expected at least one block, got none")
-    first = blocks[0]
-    if isinstance(first, MulticlassBlock):
+    multi = [b for b in blocks if isinstance(b, MulticlassBlock)]
+    cands = [b for b in blocks if isinstance(b, CandidateBlock)]
+    if multi and cands:
+        raise ValueError(f"expected blocks of one shape, got {len(multi)} multiclass "
+                         f"and {len(cands)} candidate-set blocks")
+    if multi:
         return MulticlassBlock(
-            X=sp.vstack([b.X for b in blocks], format="csr"),
-            y=np.concatenate([b.y for b in blocks]),
-            c=np.concatenate([b.c for b in blocks]),
-            n_labels=first.n_labels,
+            X=sp.vstack([b.X for b in multi], format="csr"),
+            y=np.concatenate([b.y for b in multi]),
+            c=np.concatenate([b.c for b in multi]),
+            n_labels=multi[0].n_labels,
         )
     ptrs, offset = [np.zeros(1, dtype=np.int64)], 0
-    for b in blocks:
-        ptrs.append(b.event_ptr[1:] + offset)
-        offset += b.event_ptr[-1]
+    for cb in cands:
+        ptrs.append(cb.event_ptr[1:] + offset)
+        offset += cb.event_ptr[-1]
     return CandidateBlock(
-        F=sp.vstack([b.F for b in blocks], format="csr"),
+        F=sp.vstack([cb.F for cb in cands], format="csr"),
         event_ptr=np.concatenate(ptrs),
-        correct=np.concatenate([b.correct for b in blocks]),
-        c=np.concatenate([b.c for b in blocks]),
+        correct=np.concatenate([cb.correct for cb in cands]),
+        c=np.concatenate([cb.c for cb in cands]),
     )
 
 
@@ -158,7 +162,7 @@ def split_block(block: Block, n_parts: int) -> list[Block]:
     """Cut a block into ``n_parts`` consecutive blocks of events."""
     m = block.n_events
     bounds = np.linspace(0, m, n_parts + 1).astype(int)
-    parts = []
+    parts: list[Block] = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         if isinstance(block, MulticlassBlock):
             parts.append(MulticlassBlock(X=block.X[lo:hi], y=block.y[lo:hi],

@@ -236,6 +236,7 @@ def curvature(block: Block, space: Space, weights: Weights, hess_ids: np.ndarray
     hess_ids = np.asarray(hess_ids, dtype=np.int64)
     lg, proba = loss_grad_proba(block, space, weights, scaling,
                                 None if full_gradient else hess_ids, keep_proba=True)
+    assert proba is not None, "keep_proba=True returns the probabilities"
     if isinstance(block, MulticlassBlock):
         return Curvature.of(lg, *multiclass_hessian(block, space, proba, hess_ids, scaling))
     return Curvature.of(lg, candidate_hessian(block, space, proba, hess_ids, scaling))

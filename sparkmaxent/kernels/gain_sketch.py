@@ -140,10 +140,10 @@ class GainSketch:
         side, b = np.divmod(rem, nb)
         fire = slot < n
         v_fire = np.where(self.valid & np.isfinite(self.v_lo), self.v_lo, 0.0)
-        cand = [slot[fire]]
-        sd = [side[fire]]
-        sums = [self.sums[fire]]
-        vals = [v_fire[slot[fire]]]
+        cand_list = [slot[fire]]
+        sd_list = [side[fire]]
+        sums_list = [self.sums[fire]]
+        vals_list = [v_fire[slot[fire]]]
         centered = np.flatnonzero(self.v0 != 0)
         if centered.size:
             # events where p does not fire = all events of label k minus the
@@ -164,11 +164,12 @@ class GainSketch:
             keep = s2[:, 0] > 1e-12 * max(self.weight, 1.0)  # drop rows that cancelled
             uk, s2 = uk[keep], s2[keep]
             cs, rm = np.divmod(uk, 2 * nb)
-            cand.append(cs)
-            sd.append(rm // nb)
-            sums.append(s2)
-            vals.append(self.v0[cs])
-        cand, sd, sums, vals = (np.concatenate(a) for a in (cand, sd, sums, vals))
+            cand_list.append(cs)
+            sd_list.append(rm // nb)
+            sums_list.append(s2)
+            vals_list.append(self.v0[cs])
+        cand, sd, sums, vals = (np.concatenate(a)
+                                for a in (cand_list, sd_list, sums_list, vals_list))
         order = np.argsort(cand, kind="stable")
         cand, sd, sums, vals = cand[order], sd[order], sums[order], vals[order]
         C = sums[:, 0]

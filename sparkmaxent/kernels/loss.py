@@ -134,7 +134,7 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
         W[inverse[:n_w], weights.ids % K] = weights.values
         g_rows = inverse[n_w:]
         if scaling is not None:
-            mean, inv = mean[preds], inv[preds]
+            mean, inv = scaling.mean[preds], scaling.inv_scale[preds]
     else:
         W = weights.matrix(space)
     S = _linear_scores(X, W, weights.bias, mean, inv)
@@ -150,9 +150,9 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
         preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
         X = block.X[:, preds]
         if scaling is not None:
-            mean, inv = mean[preds], inv[preds]
+            mean, inv = scaling.mean[preds], scaling.inv_scale[preds]
     G = _dense(X.T @ R)  # (predicates in X, K)
-    if scaling is not None:
+    if mean is not None and inv is not None:
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
     grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]
     return LossGrad(loss, float(block.c.sum()), correct, grad,

@@ -217,4 +217,5 @@ class GradientTestTask:
         for key, value in self.split(lg):
             piece = self.summarize(key, value, weight)
             out = piece if out is None else out.merge(piece)
+        assert out is not None, "split always yields the scalars piece"
         return out

@@ -69,7 +69,7 @@ class Objective:
         self.backend = backend
         self.space = backend.space
         self.ids = None if ids is None else np.asarray(ids, dtype=np.int64)
-        self.n_weights = self.space.n_features if ids is None else len(self.ids)
+        self.n_weights = self.space.n_features if ids is None else len(ids)
         self.l2 = l2
         self.scaling = scaling
         self.evaluations = 0
@@ -166,10 +166,12 @@ class Objective:
         summary = self.backend.gradient_test(GradientTestTask(
             self.space, weights, self.scaling, self.l2, threshold, n_best, block_size))
         summary = summary.finish(self.space, self.ids)
-        self.last = checked_pass(summary.lg, "gradient-test pass")
+        lg = summary.lg
+        assert lg is not None, "finish() raises when the loss sums are missing"
+        self.last = checked_pass(lg, "gradient-test pass")
         check_finite("gradient-test pass", active_gradient=summary.active_grad,
                      max_inactive_gradient=summary.max_inactive)
-        return self._value(summary.lg, weights.values), summary
+        return self._value(lg, weights.values), summary
 
     def _value(self, lg: LossGrad, w: np.ndarray) -> float:
         return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)

@@ -73,7 +73,9 @@ def checkpoint_dir(output_dir: str) -> str:
 
 
 def has_checkpoint(output_dir: str | None) -> bool:
-    return bool(output_dir) and os.path.exists(os.path.join(checkpoint_dir(output_dir), STATE_FILE))
+    if not output_dir:
+        return False
+    return os.path.exists(os.path.join(checkpoint_dir(output_dir), STATE_FILE))
 
 
 class Checkpoint:
@@ -98,7 +100,7 @@ class Checkpoint:
         arrays.update({f"{_STATE_ARRAY}{k}": v for k, v in state.arrays.items()})
         tmp = os.path.join(self.directory, f".tmp-{os.getpid()}-{name}")
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stub: **kwds vs allow_pickle
         os.replace(tmp, os.path.join(self.directory, name))
         doc = {"format_version": CHECKPOINT_VERSION, "digest": self.digest, "method": method,
                "round": state.round, "passes": state.passes, "elapsed_s": state.elapsed_s,
@@ -131,15 +133,16 @@ class Checkpoint:
         try:
             with np.load(weights_path) as z:
                 bias = z["bias"].copy() if "bias" in z.files else None
-                weights = Weights(z["ids"].astype(np.int64), z["values"].astype(np.float64), bias)
+                ids = z["ids"].astype(np.int64)
+                weights = Weights(ids, z["values"].astype(np.float64), bias)
                 arrays = {k[len(_STATE_ARRAY):]: z[k].copy() for k in z.files
                           if k.startswith(_STATE_ARRAY)}
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
             raise InputError(f"{weights_path}: cannot read the checkpoint's weights "
                              f"(named by {self.state_path}): {type(e).__name__}: {e}") from None
-        if len(weights.ids) != len(weights.values):
+        if len(ids) != len(weights.values):
             raise InputError(f"{weights_path}: expected as many ids as values, got "
-                             f"{len(weights.ids)} ids and {len(weights.values)} values")
+                             f"{len(ids)} ids and {len(weights.values)} values")
         return LoopState(round=doc["round"], weights=weights, passes=doc["passes"],
                          elapsed_s=doc["elapsed_s"], trace=doc["trace"], done=doc["done"],
                          info=doc["info"], arrays=arrays)

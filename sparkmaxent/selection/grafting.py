@@ -148,6 +148,7 @@ class Grafting:
             value, summary = obj.gradient_summary(theta, self.test_bound, self.ctx.config.grafting.n_best,
                                                   self.block_size)
             lg = summary.lg
+            assert lg is not None, "gradient_summary() returns a finished summary"
             # test_bound = threshold (1 + kkt_tol) is the certificate's bound
             # too, so the summary's count over it is the certificate's count
             kkt = kkt_from_parts(summary.active_grad, weights, summary.max_inactive,
@@ -160,6 +161,7 @@ class Grafting:
 
     def _dense_test(self, weights: Weights, ev: Evaluation) -> GradientTest:
         """The test from an evaluation that carries the full gradient."""
+        assert ev.full_grad is not None, "callers pass an evaluation with the full gradient"
         new, best = select_candidates(ev.full_grad, weights.active_ids(), self.test_bound,
                                       self.ctx.config.grafting.n_best)
         # the bias gradient from the raw sums (ev.grad may span pruned ids too)
@@ -255,7 +257,7 @@ def _grad_bias(lg: LossGrad) -> np.ndarray | None:
 def _same(a: Weights, b: Weights) -> bool:
     return (np.array_equal(a.active_ids(), b.active_ids()) and np.array_equal(a.values, b.values)
             and (a.bias is None) == (b.bias is None)
-            and (a.bias is None or np.array_equal(a.bias, b.bias)))
+            and (a.bias is None or b.bias is not None and np.array_equal(a.bias, b.bias)))
 
 
 def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:

@@ -129,6 +129,7 @@ class Incremental:
         lg = checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
                                                             np.zeros(0, dtype=np.int64))),
                           "bias pass")
+        assert lg.grad_bias is not None, "a space with a bias has bias gradients"
         # at b = 0: dL/db_k = sum_i c_i (1/K - [y_i = k]) = W / K - W_k
         label_weight = lg.weight / self.space.n_labels - lg.grad_bias
         if np.any(label_weight <= 0):
@@ -171,6 +172,7 @@ class Incremental:
             new, objective = self.reestimate(new)
             reestimated = True
         if self.spec.selective:
+            assert arrays is not None, "set above for selective methods"
             arrays["gain"][j], arrays["at"][j] = -np.inf, -1  # selected: no longer a candidate
             if self.spec.lookahead:
                 self._refresh(arrays, new, stage + 1, self.spec.lookahead)

@@ -40,6 +40,7 @@ class FeatureNamer:
                     self._ids = ids
                 except (OSError, ValueError) as e:  # a name is a nicety, never a failure
                     log.debug("no feature names from %s: %s", self.dataset_dir, e)
+        assert self._names is not None, "set together with _ids"
         pos = int(np.searchsorted(self._ids, p))
         if pos < len(self._ids) and self._ids[pos] == p:
             return str(self._names[pos].as_py())

@@ -12,7 +12,7 @@ Hessian block is small enough.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Protocol
 
 import numpy as np
 
@@ -48,6 +48,7 @@ def solve_lbfgsb(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: S
     if last and np.array_equal(last["theta"], res.theta):
         grad = last["g"] + box.lin
         violation = float(np.abs(projected_gradient(grad, res.theta, box.lower, box.upper)).max(initial=0.0))
+        assert obj.last is not None, "fun() evaluated obj"
         ev = Evaluation(last["f"], last["g"], None, None, obj.last)
     else:  # scipy returned an earlier point than the last evaluated
         violation, ev = float("nan"), None
@@ -55,7 +56,11 @@ def solve_lbfgsb(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: S
                      res.converged, res.message, res.trace)
 
 
-Solver = Callable[[Objective, np.ndarray, BoxProblem, SolverOptions, "Evaluation | None"], BoxResult]
+class Solver(Protocol):
+    def __call__(self, obj: Objective, theta0: np.ndarray, box: BoxProblem,
+                 options: SolverOptions, first: Evaluation | None = None) -> BoxResult: ...
+
+
 SOLVERS: dict[str, Solver] = {"newton": solve_newton, "lbfgs-b": solve_lbfgsb}
 
 

@@ -57,7 +57,7 @@ class BoxResult:
     theta: np.ndarray
     value: float
     violation: float
-    last: Evaluation
+    last: Evaluation | None
     iterations: int
     evaluations: int
     converged: bool
@@ -227,6 +227,7 @@ class _Passes:
 
     def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
         self.count += 1
+        assert self.ray is not None, "along is only used with a ray pass"
         return self.ray(theta, d, steps)
 
 
@@ -240,7 +241,7 @@ def _acceptance(value: float, slope: float, armijo: float
     compares noise; a step that keeps the value within that rounding is then
     accepted, and progress is judged by the projected gradient.
     """
-    noise = 64 * np.finfo(float).eps * max(1.0, abs(value))
+    noise = float(64 * np.finfo(float).eps * max(1.0, abs(value)))
 
     def acceptable(step: float, value_t: float) -> bool:
         return bool(np.isfinite(value_t)) and (
@@ -376,13 +377,13 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
             break
         if ev.hess is None:  # a cut step was accepted
             ev = evaluate(theta, False, True)
+        assert ev.hess is not None, "an evaluation with hessian=True carries it"
         d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
         slope = float(grad @ d)
         if not slope < 0:
             message = f"no descent direction (slope {slope:.3g}) at violation {violation:.3g}"
             break
-        # superlinear convergence: predict the next violation; if it meets tol,
-        # let the trial pass bring the full gradient for the next gradient test
+        # predicted next violation within tol: the trial pass brings the full gradient
         want_full = violation * min(1.0, violation / prev_violation) <= options.tol
         acceptable, noise = _acceptance(value, slope, options.armijo)
         accepted, step = _line_search(evaluate, along, theta, d, lin, lower, upper, steps,
