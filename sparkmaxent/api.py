@@ -56,7 +56,8 @@ def train_model(spark, cfg: Config, train_dir: str, heldout_dir: str = "",
     model = MaxentModel(backend.space, result.weights, list(info.labels),
                         feature_names_for(train_dir, predicates), result.scaling,
                         cfg.to_dict(), {k: v for k, v in result.report.items()
-                                        if k not in ("trace", "rounds")})
+                                        if k not in ("trace", "rounds")},
+                        dictionary=train_dir)
     return model, result.report
 
 
