@@ -16,6 +16,8 @@ log = logging.getLogger(__name__)
 MODEL_DIR = "model"
 TRAIN_REPORT = "train_report.json"
 PIPELINE_REPORT = "report.json"
+#: predict/evaluate refuse data with a larger fraction of unknown feature occurrences
+MAX_UNKNOWN = 0.5
 
 
 def session(cfg: Config, job: str = ""):
@@ -56,7 +58,8 @@ def train_model(spark, cfg: Config, train_dir: str, heldout_dir: str = "",
     model = MaxentModel(backend.space, result.weights, list(info.labels),
                         feature_names_for(train_dir, predicates), result.scaling,
                         cfg.to_dict(), {k: v for k, v in result.report.items()
-                                        if k not in ("trace", "rounds")})
+                                        if k not in ("trace", "rounds")},
+                        dictionary=train_dir)
     return model, result.report
 
 
@@ -71,20 +74,68 @@ def fit(spark, cfg: Config, train_dir: str, output_dir: str, heldout_dir: str = 
 
 
 def prepared_for_model(spark, model_dir: str, data: str, fmt: str | None, workdir: str,
-                       options: dict | None = None) -> str:
+                       options: dict | None = None, max_unknown: float = MAX_UNKNOWN,
+                       allow_unknown: bool = False) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
-    if it is one, else ``data`` (text in ``fmt``) prepared into ``workdir``."""
+    if it is one, else ``data`` (text in ``fmt``) prepared into ``workdir``;
+    checked by :func:`check_unknown`."""
     from .data.prepare import prepare
     from .model import VOCABULARY_DIR
 
     if os.path.exists(os.path.join(data, "dataset.json")):
-        return data
-    if not fmt:
+        out = data
+    elif not fmt:
         raise InputError(f"{data} is not a prepared dataset; give --format to read it as text")
-    out = os.path.join(workdir, "prepared")
-    prepare(spark, [data], out, fmt, options=options or {}, merge_duplicates=False,
-            vocabulary=os.path.join(model_dir, VOCABULARY_DIR), overwrite=True)
+    else:
+        out = os.path.join(workdir, "prepared")
+        prepare(spark, [data], out, fmt, options=options or {}, merge_duplicates=False,
+                vocabulary=os.path.join(model_dir, VOCABULARY_DIR), overwrite=True)
+    check_unknown(model_dir, out, data, fmt, max_unknown, allow_unknown)
     return out
+
+
+def check_unknown(model_dir: str, dataset_dir: str, data: str, fmt: str | None = None,
+                  max_unknown: float = MAX_UNKNOWN, allow_unknown: bool = False
+                  ) -> float | None:
+    """The fraction of ``data``'s feature occurrences unknown to the model,
+    from the counts ``prepare`` recorded in ``dataset_dir`` (``data``
+    prepared for the model); None when they were not recorded.
+
+    Raises InputError (exit 2) when it exceeds ``max_unknown``: the input
+    was most likely read with the wrong format or prepared with another
+    vocabulary. With ``allow_unknown``, a WARNING instead. Not raised for a
+    model whose vocabulary holds only the features it uses (older models):
+    there, unknown features are expected."""
+    from .data.schema import DatasetInfo
+    from .model import vocabulary_is_complete
+
+    info = DatasetInfo.load(dataset_dir)
+    unknown, total = info.unknown_features, info.feature_occurrences
+    if not unknown:
+        return 0.0
+    if total < unknown:  # dataset.json from before feature_occurrences was recorded
+        log.warning("%s: %d feature occurrences unknown to the model %s; their fraction "
+                    "was not recorded (prepared by an older version), so it is not checked",
+                    data, unknown, model_dir)
+        return None
+    fraction = unknown / total
+    if fraction <= max_unknown:
+        log.info("%s: %d of %d feature occurrences (%.1f%%) unknown to the model, dropped",
+                 data, unknown, total, 100 * fraction)
+        return fraction
+    what = (f"{fraction:.1%} of the feature occurrences in {data} ({unknown} of {total}) "
+            f"are unknown to the model {model_dir}, more than --max-unknown {max_unknown:g}")
+    if not vocabulary_is_complete(model_dir):
+        log.warning("%s; the model's vocabulary holds only the features it uses, so this is "
+                    "not checked", what)
+        return fraction
+    if allow_unknown:
+        log.warning("%s; scoring anyway (--allow-unknown)", what)
+        return fraction
+    how = (f"--format {fmt} (and --option) read this input as the training data was read"
+           if fmt else "this dataset was prepared with the model's vocabulary")
+    raise InputError(f"{what}: a format or vocabulary mismatch? Check that {how}; "
+                     "--allow-unknown scores it anyway")
 
 
 def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -> dict:
@@ -111,9 +162,11 @@ def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -
 
 
 def predict(spark, model, model_dir: str, data: str, output: str, fmt: str | None = None,
-            options: dict | None = None, overwrite: bool = False) -> None:
+            options: dict | None = None, overwrite: bool = False,
+            max_unknown: float = MAX_UNKNOWN, allow_unknown: bool = False) -> None:
     """Score ``data`` (a prepared dataset or text in ``fmt``) and write the
-    predictions as Parquet to ``output``, all or nothing."""
+    predictions as Parquet to ``output``, all or nothing; ``max_unknown``
+    and ``allow_unknown`` as in :func:`check_unknown`."""
     import shutil
 
     from .backends.io import atomic_output
@@ -121,7 +174,8 @@ def predict(spark, model, model_dir: str, data: str, output: str, fmt: str | Non
 
     with atomic_output(spark, output, overwrite=overwrite) as tmp:
         try:
-            data = prepared_for_model(spark, model_dir, data, fmt, tmp + "-work", options)
+            data = prepared_for_model(spark, model_dir, data, fmt, tmp + "-work", options,
+                                      max_unknown, allow_unknown)
             frame, bc = predictions(spark, model, data)
             try:
                 frame.write.parquet(tmp)

@@ -124,6 +124,22 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", help="reader of a text --input (e.g. maxent, conll)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="reader option, e.g. mode=basenp")
+    p.add_argument("--max-unknown", type=_fraction, default=api.MAX_UNKNOWN, metavar="FRACTION",
+                   help="fail (exit 2) when more than this fraction of the input's feature "
+                   "occurrences are unknown to the model, a sign of the wrong --format "
+                   f"(default {api.MAX_UNKNOWN:g})")
+    p.add_argument("--allow-unknown", action="store_true",
+                   help="score anyway, with a warning, above --max-unknown")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1], got {text!r}")
+    return value
 
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
@@ -138,7 +154,8 @@ def _predict(args, cfg) -> int:
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
     api.predict(spark, model, args.model, args.input, args.output, args.format,
-                parse_options(args.option), args.overwrite)
+                parse_options(args.option), args.overwrite, args.max_unknown,
+                args.allow_unknown)
     print(f"predictions: {args.output}")
     return EXIT_OK
 
@@ -159,7 +176,8 @@ def _evaluate(args, cfg) -> int:
     model = MaxentModel.load(args.model)
     with tempfile.TemporaryDirectory(prefix="sparkmaxent-eval-") as work:
         data = api.prepared_for_model(spark, args.model, args.input, args.format, work,
-                                      parse_options(args.option))
+                                      parse_options(args.option), args.max_unknown,
+                                      args.allow_unknown)
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         report = api.evaluate_model(spark, model, data, chunks)
     summary = {k: v for k, v in report.items() if k != "per_label"}

@@ -10,7 +10,10 @@ habit)::
                          standardization mean and inv_scale of the predicate
     <dir>/vocabulary/    the model's predicates and labels as a prepared-dataset
                          dictionary, so new text is prepared for this model with
-                         ``prepare --vocabulary <dir>/vocabulary``
+                         ``prepare --vocabulary <dir>/vocabulary``: the whole
+                         training dictionary (models trained by ``api``), or
+                         only the predicates with a weight (dataset.json
+                         source["dictionary"] says which)
 
 Only non-zero weights are stored. Standardization statistics are stored for
 the predicates the model uses; the others do not affect any score.
@@ -38,6 +41,10 @@ MODEL_FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"
 WEIGHTS_DIR = "weights"
 VOCABULARY_DIR = "vocabulary"
+# what a model's vocabulary holds (its dataset.json source["dictionary"])
+VOCABULARY_TRAINING = "training"  # the whole training dictionary
+VOCABULARY_USED = "used"  # only the features with a weight (and older models)
+METADATA_KEYS = ("shape", "n_predicates", "labels", "bias", "standardized", "config", "summary")
 
 WEIGHTS_SCHEMA = pa.schema([
     ("feature", pa.string()), ("predicate", pa.int32()), ("label", pa.string()),
@@ -63,6 +70,11 @@ class MaxentModel:
         Dense over ``space.n_predicates``.
     config, summary : dict
         Resolved configuration and training summary, saved with the model.
+    dictionary : str
+        A prepared dataset (the training data) whose whole feature dictionary
+        is saved as the model's vocabulary, so that ``unknown_features`` of
+        data prepared for the model counts features the training data lacks;
+        empty: only the features the model uses.
     """
 
     space: Space
@@ -72,6 +84,7 @@ class MaxentModel:
     scaling: Scaling | None = None
     config: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
+    dictionary: str = ""
 
     # ---- scoring -------------------------------------------------------
     def predict(self, block: MulticlassBlock) -> tuple[np.ndarray, np.ndarray]:
@@ -141,30 +154,48 @@ class MaxentModel:
     def _write_vocabulary(self, directory: str) -> None:
         from .data.schema import FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo
 
-        used = sorted(self.feature_names)
-        os.makedirs(os.path.join(directory, FEATURES_DIR))
-        pq.write_table(pa.table({"feature": [self.feature_names[i] for i in used],
-                                 "id": np.asarray(used, dtype=np.int32),
-                                 "count": np.zeros(len(used))}, schema=FEATURES_SCHEMA),
-                       os.path.join(directory, FEATURES_DIR, "part-0.parquet"))
+        os.makedirs(directory)
+        if self.dictionary:  # the training dictionary, every feature of it
+            shutil.copytree(os.path.join(self.dictionary, FEATURES_DIR),
+                            os.path.join(directory, FEATURES_DIR))
+        else:
+            used = sorted(self.feature_names)
+            os.makedirs(os.path.join(directory, FEATURES_DIR))
+            pq.write_table(pa.table({"feature": [self.feature_names[i] for i in used],
+                                     "id": np.asarray(used, dtype=np.int32),
+                                     "count": np.zeros(len(used))}, schema=FEATURES_SCHEMA),
+                           os.path.join(directory, FEATURES_DIR, "part-0.parquet"))
         DatasetInfo(shape=self.space.shape, n_features=self.space.n_predicates,
-                    labels=list(self.labels), source={"model": "vocabulary of a saved model"}
+                    labels=list(self.labels), source={
+                        "model": "vocabulary of a saved model",
+                        "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED}
                     ).save(directory)
 
     @staticmethod
     def load(path: str) -> "MaxentModel":
+        """Read a saved model, checking what it reads.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path`` has no metadata.json.
+        InputError
+            Naming the file: metadata.json that is not valid JSON (e.g.
+            truncated), lacks a key or holds a value of the wrong kind; a
+            weights/ Parquet that cannot be read or lacks a column; a
+            predicate id outside [0, n_predicates), a label index outside
+            [0, number of labels), a non-finite weight (or standardization
+            statistic), a (predicate, label) given twice.
+        """
         meta_path = os.path.join(path, METADATA_FILE)
         if not os.path.exists(meta_path):
             raise FileNotFoundError(f"{path} is not a saved model: no {METADATA_FILE} in it")
-        with open(meta_path) as f:
-            meta = json.load(f)
-        if meta.get("format_version") != MODEL_FORMAT_VERSION:
-            raise InputError(f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
-                             f"got {meta.get('format_version')}")
+        meta = _read_metadata(meta_path)
         shape, labels = meta["shape"], meta["labels"]
         n_labels = len(labels) if shape == MULTICLASS else 1
         space = Space(shape, meta["n_predicates"], n_labels, bias=meta["bias"] is not None)
-        t = pq.read_table(os.path.join(path, WEIGHTS_DIR))
+        weights_path = os.path.join(path, WEIGHTS_DIR)
+        t = _read_weights(weights_path, space, meta["standardized"])
         p = t.column("predicate").to_numpy().astype(np.int64)
         k = t.column("label_index").to_numpy().astype(np.int64)
         ids = p * n_labels + k
@@ -179,6 +210,121 @@ class MaxentModel:
             scaling = Scaling(mean, inv)
         names = dict(zip(p.tolist(), t.column("feature").to_pylist()))
         return MaxentModel(space, weights, labels, names, scaling, meta["config"], meta["summary"])
+
+
+def _read_metadata(meta_path: str) -> dict:
+    """A saved model's metadata.json, checked key by key (InputError naming it)."""
+    try:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"{meta_path}: not valid JSON ({e}); the model file is damaged or "
+                         "truncated") from None
+    if not isinstance(meta, dict):
+        raise InputError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+    if meta.get("format_version") != MODEL_FORMAT_VERSION:
+        raise InputError(f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
+                         f"got {meta.get('format_version')}")
+    missing = [key for key in METADATA_KEYS if key not in meta]
+    if missing:
+        raise InputError(f"{meta_path}: missing key{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)}")
+
+    def bad(key: str, expected: str):
+        return InputError(f"{meta_path}: {key}: expected {expected}, got {meta[key]!r}")
+
+    if meta["shape"] not in (MULTICLASS, CANDIDATES):
+        raise bad("shape", f"{MULTICLASS!r} or {CANDIDATES!r}")
+    n = meta["n_predicates"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise bad("n_predicates", "an integer >= 0")
+    labels = meta["labels"]
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise bad("labels", "a list of strings")
+    n_labels = len(labels) if meta["shape"] == MULTICLASS else 1
+    bias = meta["bias"]
+    if meta["shape"] == CANDIDATES and bias is not None:
+        raise bad("bias", "null (candidate-set models have no bias)")
+    if bias is not None and not (
+            isinstance(bias, list) and len(bias) == n_labels
+            and all(isinstance(b, (int, float)) and not isinstance(b, bool)
+                    and np.isfinite(b) for b in bias)):
+        raise bad("bias", f"null or a list of {n_labels} finite numbers (one per label)")
+    if not isinstance(meta["standardized"], bool):
+        raise bad("standardized", "true or false")
+    for key in ("config", "summary"):
+        if not isinstance(meta[key], dict):
+            raise bad(key, "a JSON object")
+    return meta
+
+
+def _read_weights(weights_path: str, space: Space, standardized: bool) -> pa.Table:
+    """A saved model's weights/ Parquet, checked row by row (InputError naming it)."""
+    try:
+        t = pq.read_table(weights_path)
+    except (OSError, ValueError, pa.ArrowException) as e:
+        raise InputError(f"{weights_path}: cannot read the model's weights as Parquet "
+                         f"({e})") from None
+    needed = ["feature", "predicate", "label_index", "weight"]
+    if standardized:
+        needed += ["mean", "inv_scale"]
+    missing = [c for c in needed if c not in t.column_names]
+    if missing:
+        raise InputError(f"{weights_path}: missing column{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} (found {', '.join(t.column_names)})")
+    for c in needed[1:]:
+        col = t.column(c)
+        if col.null_count:
+            raise InputError(f"{weights_path}: {col.null_count} null value(s) in column {c}")
+        kind = pa.types.is_integer if c in ("predicate", "label_index") else pa.types.is_floating
+        if not kind(col.type):
+            raise InputError(f"{weights_path}: column {c}: unexpected type {col.type}")
+
+    def first(bad: np.ndarray) -> int:
+        return int(np.flatnonzero(bad)[0])
+
+    p = t.column("predicate").to_numpy().astype(np.int64)
+    k = t.column("label_index").to_numpy().astype(np.int64)
+    out = (p < 0) | (p >= space.n_predicates)
+    if out.any():
+        i = first(out)
+        raise InputError(f"{weights_path}: row {i}: predicate id {p[i]} is out of range "
+                         f"[0, {space.n_predicates}) ({int(out.sum())} row(s) out of range); "
+                         "the weights do not belong to this metadata.json")
+    out = (k < 0) | (k >= space.n_labels)
+    if out.any():
+        i = first(out)
+        raise InputError(f"{weights_path}: row {i}: label index {k[i]} is out of range "
+                         f"[0, {space.n_labels}) ({int(out.sum())} row(s) out of range)")
+    for c in needed[3:]:
+        v = t.column(c).to_numpy()
+        if not np.isfinite(v).all():
+            i = first(~np.isfinite(v))
+            raise InputError(f"{weights_path}: row {i}: non-finite {c} {v[i]} "
+                             f"({int((~np.isfinite(v)).sum())} row(s))")
+    ids = p * space.n_labels + k
+    order = np.argsort(ids, kind="stable")
+    dup = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+    if len(dup):
+        a, b = sorted(order[dup[0]:dup[0] + 2].tolist())
+        raise InputError(f"{weights_path}: rows {a} and {b} both hold predicate {p[a]}, "
+                         f"label index {k[a]} ({len(dup)} duplicate row(s))")
+    return t
+
+
+def vocabulary_is_complete(model_dir: str) -> bool:
+    """Whether a saved model's vocabulary holds its whole training dictionary
+    (then a feature it lacks is one the training data lacked) rather than
+    only the features the model uses (older models, or models built without
+    ``dictionary``)."""
+    from .data.schema import FEATURES_DIR, DatasetInfo
+
+    vocab = os.path.join(model_dir, VOCABULARY_DIR)
+    info = DatasetInfo.load(vocab)
+    if info.source.get("dictionary") == VOCABULARY_TRAINING:
+        return True
+    rows = pq.ParquetDataset(os.path.join(vocab, FEATURES_DIR)).read(columns=["id"]).num_rows
+    return rows >= info.n_features
 
 
 def feature_table(dataset_dir: str):
@@ -203,4 +349,4 @@ def feature_names_for(dataset_dir: str, ids: np.ndarray) -> dict[int, str]:
     return dict(zip(t.column("id").to_pylist(), t.column("feature").to_pylist()))
 
 
-__all__ = ["MaxentModel", "feature_names_for", "feature_table", "CANDIDATES", "MULTICLASS"]
+__all__ = ["MaxentModel", "feature_names_for", "vocabulary_is_complete", "feature_table", "CANDIDATES", "MULTICLASS"]

@@ -25,9 +25,10 @@ BROADCAST_MAX_FEATURES = 2_000_000
 def index_events(events, dictionary, n_features: int, shape: str, labels: list[str],
                  unseen_labels: list[str], count_unknown: bool):
     """(indexed events in the columns of ``schema.events_schema``, number of
-    (event, feature) occurrences dropped as unknown, counted only when
-    ``count_unknown``). Multiclass labels become their index in ``labels``, or
-    -(j + 1) for the j-th of ``unseen_labels``."""
+    (event, feature) occurrences dropped as unknown, number of (event,
+    feature) occurrences in all, known or not; both counted only when
+    ``count_unknown``, else 0). Multiclass labels become their index in
+    ``labels``, or -(j + 1) for the j-th of ``unseen_labels``."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -56,17 +57,19 @@ def index_events(events, dictionary, n_features: int, shape: str, labels: list[s
     if n_features <= BROADCAST_MAX_FEATURES:
         lookup = F.broadcast(lookup)
     joined = occ.join(lookup, "feature", "left")
-    unknown_features = 0
-    if count_unknown:  # occurrences of features outside the vocabulary
-        unknown_features = joined.where(F.col("feature").isNotNull()
-                                        & F.col("id").isNull()).count()
+    unknown_features = occurrences = 0
+    if count_unknown:  # occurrences of features outside the vocabulary, and all of them
+        counts = (joined.where(F.col("feature").isNotNull())
+                  .agg(F.count(F.lit(1)).alias("all"),
+                       F.sum(F.col("id").isNull().cast("long")).alias("unknown")).first())
+        unknown_features, occurrences = int(counts["unknown"] or 0), int(counts["all"] or 0)
     indexed = (joined.groupBy("event_id")
                .agg(*[F.first(c).alias(c) for c in carried],
                     F.collect_list(F.when(F.col("id").isNotNull(), F.struct(*entry))).alias("fs")))
     final_struct = _spark_schema(events_schema(shape))
     final = indexed.mapInArrow(_finalize_udf(shape, to_arrow_schema(final_struct)),
                                final_struct)
-    return final, unknown_features
+    return final, unknown_features, occurrences
 
 
 def merge_duplicates(events, shape: str):

@@ -55,7 +55,8 @@ def prepare(spark, inputs: list[str], out_dir: str, fmt: str, *,
         reused; unseen features are dropped and counted, unseen labels are
         counted and listed in DatasetInfo.unseen_labels, event label -(j + 1)
         for the j-th of them, so their names survive for evaluation.
-        ``unknown_features`` counts dropped (event, feature) occurrences,
+        ``unknown_features`` counts dropped (event, feature) occurrences
+        (``feature_occurrences`` all of them, known or not),
         ``unknown_labels`` events (before merging).
     partitions : int, optional
         Number of event files (default: ``spark.sparkContext.defaultParallelism``).
@@ -198,7 +199,7 @@ def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicate
     n_features = write_features(dictionary, tmp)
     n_ids = feature_space_size(vocab_info, vocabulary, n_features)
 
-    final, unknown_features = index_events(events, dictionary, n_features, src.shape, labels,
+    final, unknown_features, occurrences = index_events(events, dictionary, n_features, src.shape, labels,
                                            unseen_labels, count_unknown=vocab_info is not None)
     if merge_duplicates:
         final = merge_events(final, src.shape)
@@ -209,6 +210,7 @@ def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicate
         total_weight=float(stats["total_weight"]), source=dict(src.source),
         cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
         quarantined=quarantined, unknown_features=int(unknown_features),
+        feature_occurrences=int(occurrences),
         unknown_labels=unknown_labels, unseen_labels=unseen_labels,
         events_fingerprint=events_fingerprint_spark(spark, tmp, src.shape),
         vocabulary_fingerprint=vocabulary_fingerprint_spark(spark, tmp, src.shape, int(n_ids),

@@ -55,6 +55,10 @@ class DatasetInfo:
     cutoff: int = 0
     quarantined: int = 0
     unknown_features: int = 0
+    # (event, feature) occurrences in the input, known or not; counted with
+    # unknown_features (prepared with a vocabulary), 0 otherwise and in
+    # dataset.json files written before it was recorded
+    feature_occurrences: int = 0
     unknown_labels: int = 0
     unseen_labels: list[str] = field(default_factory=list)
     format_version: int = FORMAT_VERSION

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -125,3 +127,111 @@ def test_predict_refuses_to_overwrite_and_bad_input_exits_2(spark, run_dir, tmp_
     assert "not a saved model" in capsys.readouterr().err
     assert train_main(["--train", "x", "--set", "train.nonsense=1"]) == 3
     assert "unknown key" in capsys.readouterr().err
+
+
+# ---- issue 23: input the model cannot have been meant for -------------------
+
+CONLL_TEXT = "He PRP B-NP\nreckons VBZ B-VP\nthe DT B-NP\ncurrent JJ I-NP\n\nIt PRP B-NP\n"
+
+
+def test_wrong_format_exits_2_unless_allowed(spark, run_dir, tmp_path, capsys, caplog):
+    """CoNLL columns read as ``maxent``: every feature unknown to the model."""
+    text = tmp_path / "tagged.txt"
+    text.write_text(CONLL_TEXT)
+    model = str(run_dir / "model")
+    out = tmp_path / "pred"
+    assert predict_main(["--model", model, "--input", str(text), "--format", "maxent",
+                         "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "100.0% of the feature occurrences" in err and "(10 of 10)" in err
+    assert "format or vocabulary mismatch" in err and "--format maxent" in err
+    assert "--allow-unknown" in err
+    assert not out.exists() and sorted(os.listdir(tmp_path)) == ["tagged.txt"]
+    assert evaluate_main(["--model", model, "--input", str(text), "--format", "maxent"]) == 2
+    assert "100.0% of the feature occurrences" in capsys.readouterr().err
+    # a stricter threshold catches the unseen features of a right format too
+    good = tmp_path / "new.txt"
+    good.write_text("L0 p1 p2 never-seen-feature\nL1 p5\n")
+    assert evaluate_main(["--model", model, "--input", str(good), "--format", "maxent",
+                          "--max-unknown", "0.2"]) == 2
+    assert "25.0% of the feature occurrences" in capsys.readouterr().err
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sparkmaxent"):
+        assert predict_main(["--model", model, "--input", str(text), "--format", "maxent",
+                             "--output", str(out), "--allow-unknown"]) == 0
+    assert any(r.levelname == "WARNING" and "100.0% of the feature occurrences" in r.message
+               and "--allow-unknown" in r.message for r in caplog.records)
+    assert pq.read_table(out).num_rows == 5
+    with caplog.at_level("WARNING", logger="sparkmaxent"):
+        assert evaluate_main(["--model", model, "--input", str(text), "--format", "maxent",
+                              "--allow-unknown"]) == 0
+
+
+def test_prepared_input_uses_its_recorded_counts(spark, run_dir, tmp_path, capsys):
+    text = tmp_path / "tagged.txt"
+    text.write_text(CONLL_TEXT)
+    model = str(run_dir / "model")
+    prepared = tmp_path / "prepared"
+    assert job_main("prepare")(["--input", str(text), "--format", "maxent", "--no-merge",
+                                "--vocabulary", os.path.join(model, "vocabulary"),
+                                "--output", str(prepared)]) == 0
+    info = json.load(open(prepared / "dataset.json"))
+    assert (info["unknown_features"], info["feature_occurrences"]) == (10, 10)
+    assert evaluate_main(["--model", model, "--input", str(prepared)]) == 2
+    err = capsys.readouterr().err
+    assert f"in {prepared} (10 of 10)" in err and "prepared with the model's vocabulary" in err
+    assert evaluate_main(["--model", model, "--input", str(prepared), "--allow-unknown"]) == 0
+    # the test split prepared with the training dictionary: nothing unknown
+    data = json.load(open(run_dir / "report.json"))["datasets"]
+    assert evaluate_main(["--model", model, "--input", data["test"], "--max-unknown", "0"]) == 0
+
+
+def _damage(model_dir, case):
+    meta = os.path.join(model_dir, "metadata.json")
+    weights = os.path.join(model_dir, "weights")
+    part = os.path.join(weights, sorted(f for f in os.listdir(weights)
+                                        if f.endswith(".parquet"))[0])
+    if case == "truncated metadata":
+        text = open(meta).read()
+        open(meta, "w").write(text[: len(text) // 3])
+        return meta
+    if case == "missing key":
+        m = json.load(open(meta))
+        del m["n_predicates"]
+        json.dump(m, open(meta, "w"))
+        return meta
+    if case == "unreadable weights":
+        open(part, "wb").write(b"not parquet at all")
+        return weights
+    d = pq.read_table(part).to_pydict()
+    if case == "predicate out of range":
+        d["predicate"][0] = json.load(open(meta))["n_predicates"]
+    elif case == "label out of range":
+        d["label_index"][0] = len(json.load(open(meta))["labels"])
+    elif case == "non-finite weight":
+        d["weight"][0] = float("nan")
+    elif case == "duplicate rows":
+        for c in d:
+            d[c].append(d[c][0])
+    pq.write_table(pa.table(d, schema=pq.read_schema(part)), part)
+    return weights
+
+
+@pytest.mark.parametrize("case,command", [
+    ("truncated metadata", "evaluate"), ("missing key", "predict"),
+    ("unreadable weights", "evaluate"), ("predicate out of range", "predict"),
+    ("label out of range", "evaluate"), ("non-finite weight", "predict"),
+    ("duplicate rows", "evaluate")])
+def test_damaged_model_exits_2_naming_the_file(spark, run_dir, tmp_path, capsys, case, command):
+    model = tmp_path / "model"
+    shutil.copytree(run_dir / "model", model)
+    damaged = _damage(str(model), case)
+    data = json.load(open(run_dir / "report.json"))["datasets"]["test"]
+    args = ["--model", str(model), "--input", data]
+    if command == "predict":
+        assert predict_main(args + ["--output", str(tmp_path / "pred")]) == 2
+    else:
+        assert evaluate_main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and damaged in err and "Traceback" not in err

@@ -139,6 +139,7 @@ def test_vocabulary_reuse_counts_unknowns_and_keeps_order(spark, train_dir, tmp_
     assert info.labels == train_info.labels and info.n_features == train_info.n_features
     assert features(out) == features(train)
     assert (info.unknown_features, info.unknown_labels) == (3, 2)
+    assert info.feature_occurrences == 12  # every (event, feature) occurrence, known or not
     assert info.unseen_labels == ["D", "E"]  # unseen label j is stored as -(j + 1)
     assert info.source["vocabulary"] == train
     assert rows(out) == [
