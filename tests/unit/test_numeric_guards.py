@@ -207,3 +207,15 @@ def test_a_nan_gain_fit_is_an_error_not_a_silent_stop(method, gain_method, pass_
     cfg = train_config(method=method, gain_method=gain_method, max_features=3, plots=False)
     with pytest.raises(NumericError, match=rf"^{method}: {pass_name}: non-finite loglik"):
         train(NaNGainBackend(blocks, space), cfg)
+
+
+@pytest.mark.parametrize("method", ["l2", "grafting", "sgc"])
+def test_events_of_zero_total_weight_are_bad_input(method):
+    from sparkmaxent.errors import InputError
+
+    rng = np.random.default_rng(4)
+    block = random_multiclass(rng, m=30, P=8, K=3, density=0.3)
+    block = type(block)(X=block.X, y=block.y, c=np.zeros(30), n_labels=3)
+    backend = LocalBackend([block], Space(MULTICLASS, 8, 3, bias=True))
+    with pytest.raises(InputError, match="zero total weight"):
+        train(backend, train_config(method=method, gain_threshold=0.0, max_features=3))
