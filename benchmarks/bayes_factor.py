@@ -45,6 +45,7 @@ run stopped by itself, a cross where a cap ended it.
 
 writes benchmarks/results/bayes_factor.json and bayes_factor.png.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,13 +57,30 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from benchmarks.common import (RESULTS, SHARED_DATA, command_line, print_table,
-                               shared_corpus, write_result)
+from benchmarks.common import (
+    RESULTS,
+    SHARED_DATA,
+    command_line,
+    print_table,
+    shared_corpus,
+    write_result,
+)
 
 log = logging.getLogger("bayes_factor")
 
-ROW_KEYS = ["method", "variant", "dataset", "features", "accuracy", "f1", "dev_accuracy",
-            "dev_f1", "stopped_by_rule", "passes", "wall_s"]
+ROW_KEYS = [
+    "method",
+    "variant",
+    "dataset",
+    "features",
+    "accuracy",
+    "f1",
+    "dev_accuracy",
+    "dev_f1",
+    "stopped_by_rule",
+    "passes",
+    "wall_s",
+]
 #: Reported for PP attachment (Ratnaparkhi et al. 1994: maxent ~81.6%; always N).
 PP_REFERENCE = {"maxent_reported": "about 81-82%", "always_N": 0.5896}
 
@@ -76,11 +94,24 @@ def prepare_pp(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
 
     spark = spark_session("local[2]", "bayes-factor-prepare", {"spark.driver.memory": "4g"})
     try:
-        prepare(spark, [shared_corpus("ppattach", "training", data_dir=data_dir)], dirs["train"],
-                "ppattach", partitions=2, overwrite=True)
+        prepare(
+            spark,
+            [shared_corpus("ppattach", "training", data_dir=data_dir)],
+            dirs["train"],
+            "ppattach",
+            partitions=2,
+            overwrite=True,
+        )
         for name in ("devset", "test"):
-            prepare(spark, [shared_corpus("ppattach", name, data_dir=data_dir)], dirs[name],
-                    "ppattach", merge_duplicates=False, vocabulary=dirs["train"], overwrite=True)
+            prepare(
+                spark,
+                [shared_corpus("ppattach", name, data_dir=data_dir)],
+                dirs[name],
+                "ppattach",
+                merge_duplicates=False,
+                vocabulary=dirs["train"],
+                overwrite=True,
+            )
     finally:
         spark.stop()
     return dirs
@@ -100,8 +131,7 @@ class Scorer:
             return evaluate(self.backend, weights, None).accuracy, None
         from sparkmaxent.evaluate import evaluate_dataset
 
-        scores = evaluate_dataset(self.chunk_dir, weights.sparse(), self.backend.space,
-                                  chunks=True)
+        scores = evaluate_dataset(self.chunk_dir, weights.sparse(), self.backend.space, chunks=True)
         return scores["accuracy"], scores["chunks"]["f1"]
 
 
@@ -134,10 +164,18 @@ class Curve:
         w = state.weights
         dev_acc, dev_f1 = self.ds.dev(w)
         acc, f1 = self.ds.test(w)
-        self.points.append({"round": state.round, "features": int(w.nnz),
-                            "dev_accuracy": dev_acc, "dev_f1": dev_f1,
-                            "test_accuracy": acc, "test_f1": f1,
-                            "passes": state.passes, "elapsed_s": state.elapsed_s})
+        self.points.append(
+            {
+                "round": state.round,
+                "features": int(w.nnz),
+                "dev_accuracy": dev_acc,
+                "dev_f1": dev_f1,
+                "test_accuracy": acc,
+                "test_f1": f1,
+                "passes": state.passes,
+                "elapsed_s": state.elapsed_s,
+            }
+        )
 
 
 def dev_score(ds: Dataset, point: dict) -> float:
@@ -157,21 +195,45 @@ def run(ds: Dataset, method: str, variant: str, cfg_kw: dict, out_dir: str) -> t
     rep = res.report
     acc, f1 = ds.test(res.weights)
     dev_acc, dev_f1 = ds.dev(res.weights)
-    row = {"method": method, "variant": variant, "dataset": ds.name,
-           "features": int(res.weights.nnz), "accuracy": acc, "f1": f1,
-           "dev_accuracy": dev_acc, "dev_f1": dev_f1,
-           "stopped_by_rule": None, "passes": rep["passes"], "wall_s": round(wall, 1),
-           "config": cfg_kw, "stopped": rep.get("stopped"), "command": command_line(),
-           "curve": curve.points}
+    row = {
+        "method": method,
+        "variant": variant,
+        "dataset": ds.name,
+        "features": int(res.weights.nnz),
+        "accuracy": acc,
+        "f1": f1,
+        "dev_accuracy": dev_acc,
+        "dev_f1": dev_f1,
+        "stopped_by_rule": None,
+        "passes": rep["passes"],
+        "wall_s": round(wall, 1),
+        "config": cfg_kw,
+        "stopped": rep.get("stopped"),
+        "command": command_line(),
+        "curve": curve.points,
+    }
     if method == "bayes-factor":
-        row.update(stopped_by_rule=rep["stopped_by_rule"], rounds=rep["rounds_run"],
-                   optmap_solvers=dict(Counter(r["optmap_solver"] for r in rep["rounds"]
-                                               if "optmap_solver" in r)),
-                   prior_variance=rep["prior_variance"],
-                   proposals_scored=rep["proposals_scored"],
-                   last_round={k: rep["rounds"][-1].get(k) for k in
-                               ("proposals", "positive_proposals", "beta_0", "beta",
-                                "misclassified_events")} if rep["rounds"] else None)
+        row.update(
+            stopped_by_rule=rep["stopped_by_rule"],
+            rounds=rep["rounds_run"],
+            optmap_solvers=dict(
+                Counter(r["optmap_solver"] for r in rep["rounds"] if "optmap_solver" in r)
+            ),
+            prior_variance=rep["prior_variance"],
+            proposals_scored=rep["proposals_scored"],
+            last_round={
+                k: rep["rounds"][-1].get(k)
+                for k in (
+                    "proposals",
+                    "positive_proposals",
+                    "beta_0",
+                    "beta",
+                    "misclassified_events",
+                )
+            }
+            if rep["rounds"]
+            else None,
+        )
     log.info("%s", {k: v for k, v in row.items() if k != "curve"})
     return row, res
 
@@ -185,8 +247,13 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
     # l1 grafting: gamma1 by the dev metric; ties to fewer features
     graft = []
     for gamma in ds.graft_gammas:
-        row, _ = run(ds, "grafting", f"gamma1={gamma:g}, n={ds.graft_n_best}",
-                     {"l1": gamma, "n_best": ds.graft_n_best}, out(f"grafting-{gamma:g}"))
+        row, _ = run(
+            ds,
+            "grafting",
+            f"gamma1={gamma:g}, n={ds.graft_n_best}",
+            {"l1": gamma, "n_best": ds.graft_n_best},
+            out(f"grafting-{gamma:g}"),
+        )
         graft.append(row)
     best = max(graft, key=lambda r: (r["dev_" + ds.metric], -r["features"]))
     for r in graft:
@@ -196,17 +263,30 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
     save(rows, choices)
 
     # SGC: the stage count (gain threshold) by the dev metric along one run
-    row, res = run(ds, "sgc", f"up to {ds.sgc_max_features} features",
-                   {"max_features": ds.sgc_max_features, "gain_threshold": 0.0}, out("sgc"))
+    row, res = run(
+        ds,
+        "sgc",
+        f"up to {ds.sgc_max_features} features",
+        {"max_features": ds.sgc_max_features, "gain_threshold": 0.0},
+        out("sgc"),
+    )
     pick = max(row["curve"], key=lambda p: (dev_score(ds, p), -p["features"]))
     gain = res.report["rounds"][pick["round"] - 1]["gain"]
     choices.update(sgc_features=pick["features"], sgc_gain_threshold=gain)
-    rows.append({**row, "variant": f"chosen on devset: {pick['features']} features "
-                                   f"(gain threshold {gain:.3g})",
-                 "features": pick["features"], "accuracy": pick["test_accuracy"],
-                 "f1": pick["test_f1"], "dev_accuracy": pick["dev_accuracy"],
-                 "dev_f1": pick["dev_f1"], "passes": pick["passes"],
-                 "wall_s": pick["elapsed_s"], "chosen_on_devset": True})
+    rows.append(
+        {
+            **row,
+            "variant": f"chosen on devset: {pick['features']} features (gain threshold {gain:.3g})",
+            "features": pick["features"],
+            "accuracy": pick["test_accuracy"],
+            "f1": pick["test_f1"],
+            "dev_accuracy": pick["dev_accuracy"],
+            "dev_f1": pick["dev_f1"],
+            "passes": pick["passes"],
+            "wall_s": pick["elapsed_s"],
+            "chosen_on_devset": True,
+        }
+    )
     save(rows, choices)
 
     # Bayes factor: no threshold, nothing chosen on dev; the longest run last
@@ -216,28 +296,54 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
     for sign, S in plan:
         if (sign, S) == ("laplace", top) and ds.unit_rounds:
             # first sigma^2 = 1 (the maxent convention)
-            row, _ = run(ds, "bayes-factor", f"laplace sign, S={S}, sigma^2=1",
-                         {"max_rounds": ds.unit_rounds, "max_iter": args.optmap_max_iter,
-                          "per_round": S, "prior_variance": 1.0},
-                         out(f"bf-laplace-{S}-s2-1"))
+            row, _ = run(
+                ds,
+                "bayes-factor",
+                f"laplace sign, S={S}, sigma^2=1",
+                {
+                    "max_rounds": ds.unit_rounds,
+                    "max_iter": args.optmap_max_iter,
+                    "per_round": S,
+                    "prior_variance": 1.0,
+                },
+                out(f"bf-laplace-{S}-s2-1"),
+            )
             rows.append(row)
             save(rows, choices)
-        row, _ = run(ds, "bayes-factor", f"{sign} sign, S={S}",
-                     {"max_rounds": ds.bf_rounds[S], "max_iter": args.optmap_max_iter,
-                      "sign": sign, "per_round": S}, out(f"bf-{sign}-{S}"))
+        row, _ = run(
+            ds,
+            "bayes-factor",
+            f"{sign} sign, S={S}",
+            {
+                "max_rounds": ds.bf_rounds[S],
+                "max_iter": args.optmap_max_iter,
+                "sign": sign,
+                "per_round": S,
+            },
+            out(f"bf-{sign}-{S}"),
+        )
         rows.append(row)
         save(rows, choices)
     # the multiplicity corrections (selection/bayes.py, "Model prior"): no parameter either;
     # then each at the sigma^2 grid, the devset choosing among those runs and the default
     # (a prior variance is regularization, not a threshold)
     for prior in ("beta-binomial", "empirical-bayes"):
-        kw = {"max_rounds": ds.bf_rounds[top], "max_iter": args.optmap_max_iter,
-              "per_round": top, "model_prior": prior}
+        kw = {
+            "max_rounds": ds.bf_rounds[top],
+            "max_iter": args.optmap_max_iter,
+            "per_round": top,
+            "model_prior": prior,
+        }
         grid = []
         for s2 in [0.0] + ds.prior_variances:
             label, tag = (f", sigma^2={s2:g}", f"-s2-{s2:g}") if s2 else ("", "")
-            row, _ = run(ds, "bayes-factor", f"laplace sign, S={top}, {prior} model prior{label}",
-                         {**kw, "prior_variance": s2}, out(f"bf-laplace-{top}-{prior}{tag}"))
+            row, _ = run(
+                ds,
+                "bayes-factor",
+                f"laplace sign, S={top}, {prior} model prior{label}",
+                {**kw, "prior_variance": s2},
+                out(f"bf-laplace-{top}-{prior}{tag}"),
+            )
             grid.append(row)
             rows.append(row)
             save(rows, choices)
@@ -254,12 +360,20 @@ def pp_dataset(args) -> Dataset:
     from sparkmaxent.backends.factory import make_backend
 
     dirs = prepare_pp(os.path.join(args.work, "pp"), args.data, args.reuse)
-    return Dataset("ppattach", make_backend("local", dirs["train"], bias=True, partitions=2),
-                   Scorer(make_backend("local", dirs["devset"], bias=True)),
-                   Scorer(make_backend("local", dirs["test"], bias=True)), "accuracy",
-                   args.graft_gammas, 10, args.sgc_max_features,
-                   dict(zip(args.bf_s, args.bf_rounds)), args.bf_unit_rounds,
-                   args.prior_variances, 0.0)
+    return Dataset(
+        "ppattach",
+        make_backend("local", dirs["train"], bias=True, partitions=2),
+        Scorer(make_backend("local", dirs["devset"], bias=True)),
+        Scorer(make_backend("local", dirs["test"], bias=True)),
+        "accuracy",
+        args.graft_gammas,
+        10,
+        args.sgc_max_features,
+        dict(zip(args.bf_s, args.bf_rounds)),
+        args.bf_unit_rounds,
+        args.prior_variances,
+        0.0,
+    )
 
 
 def conll_dataset(args) -> Dataset:
@@ -278,16 +392,33 @@ def conll_dataset(args) -> Dataset:
 
         spark = spark_session("local[2]", "bayes-factor-prepare", {"spark.driver.memory": "4g"})
         try:
-            prepare(spark, [shared_corpus("conll2000", "test.txt", data_dir=args.data)], test,
-                    "conll", options={"mode": "chunk"}, merge_duplicates=False,
-                    vocabulary=dirs["fit"], overwrite=True)
+            prepare(
+                spark,
+                [shared_corpus("conll2000", "test.txt", data_dir=args.data)],
+                test,
+                "conll",
+                options={"mode": "chunk"},
+                merge_duplicates=False,
+                vocabulary=dirs["fit"],
+                overwrite=True,
+            )
         finally:
             spark.stop()
     train = local_backend(dirs["fit"])
-    return Dataset("conll2000-chunking", train, Scorer(train, dirs["dev"]),
-                   Scorer(train, test), "f1", args.conll_graft_gammas, 100,
-                   args.conll_sgc_max_features, dict(zip(args.bf_s, args.conll_bf_rounds)), 0,
-                   args.conll_prior_variances, args.conll_max_seconds)
+    return Dataset(
+        "conll2000-chunking",
+        train,
+        Scorer(train, dirs["dev"]),
+        Scorer(train, test),
+        "f1",
+        args.conll_graft_gammas,
+        100,
+        args.conll_sgc_max_features,
+        dict(zip(args.bf_s, args.conll_bf_rounds)),
+        0,
+        args.conll_prior_variances,
+        args.conll_max_seconds,
+    )
 
 
 def plot(rows: list[dict], path: str) -> None:
@@ -313,20 +444,30 @@ def plot(rows: list[dict], path: str) -> None:
                 label += " (chosen)" if row.get("chosen_on_devset") else ""
                 ax.plot(x[-1:], y[-1:], "o" if row.get("chosen_on_devset") else ".", label=label)
                 continue
-            line, = ax.plot(x, y, linewidth=1, label=label)
+            (line,) = ax.plot(x, y, linewidth=1, label=label)
             if row["method"] == "bayes-factor":
-                ax.plot(x[-1], y[-1], "*" if row["stopped_by_rule"] else "x",
-                        color=line.get_color(), markersize=12 if row["stopped_by_rule"] else 8)
+                ax.plot(
+                    x[-1],
+                    y[-1],
+                    "*" if row["stopped_by_rule"] else "x",
+                    color=line.get_color(),
+                    markersize=12 if row["stopped_by_rule"] else 8,
+                )
             else:
-                ax.plot(row["features"], row["f1" if chunking else "accuracy"], "s",
-                        color=line.get_color())
+                ax.plot(
+                    row["features"],
+                    row["f1" if chunking else "accuracy"],
+                    "s",
+                    color=line.get_color(),
+                )
         if not chunking:
             ax.axhline(PP_REFERENCE["always_N"], color="grey", linestyle=":", label="always N")
         ax.set_xscale("log")
         ax.set_xlabel("selected features (non-zero weights)")
         ax.set_ylabel("test chunk F1" if chunking else "test accuracy")
-        ax.set_title(f"{name}: Bayes factor (* stopped by itself, x capped) vs grafting, SGC",
-                     fontsize=9)
+        ax.set_title(
+            f"{name}: Bayes factor (* stopped by itself, x capped) vs grafting, SGC", fontsize=9
+        )
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -339,41 +480,74 @@ DATASETS = {"pp": "ppattach", "conll": "conll2000-chunking"}
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=SHARED_DATA, help="the shared corpora folder")
-    ap.add_argument("--work", default="/tmp/sparkmaxent-bench/bayes_factor",
-                    help="scratch folder for prepared data and run checkpoints (not committed)")
+    ap.add_argument(
+        "--work",
+        default="/tmp/sparkmaxent-bench/bayes_factor",
+        help="scratch folder for prepared data and run checkpoints (not committed)",
+    )
     ap.add_argument("--reuse", action="store_true", help="reuse the prepared data in --work")
     ap.add_argument("--output", default=os.path.join(RESULTS, "bayes_factor.json"))
-    ap.add_argument("--datasets", nargs="+", choices=sorted(DATASETS), default=["pp", "conll"],
-                    help="datasets to run; the rows of the others stay in --output")
-    ap.add_argument("--graft-gammas", type=float, nargs="+",
-                    default=[3e-3, 1e-3, 3e-4, 1e-4])
+    ap.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=sorted(DATASETS),
+        default=["pp", "conll"],
+        help="datasets to run; the rows of the others stay in --output",
+    )
+    ap.add_argument("--graft-gammas", type=float, nargs="+", default=[3e-3, 1e-3, 3e-4, 1e-4])
     ap.add_argument("--sgc-max-features", type=int, default=2000)
     ap.add_argument("--bf-s", type=int, nargs="+", default=[1, 10, 100])
-    ap.add_argument("--bf-rounds", type=int, nargs="+", default=[200, 100, 100],
-                    help="PP: round cap of each --bf-s")
-    ap.add_argument("--bf-unit-rounds", type=int, default=30,
-                    help="PP: round cap of the sigma^2 = 1 run")
-    ap.add_argument("--prior-variances", type=float, nargs="*",
-                    default=[0.3, 1.0, 3.0, 10.0, 100.0],
-                    help="PP: sigma^2 values of the runs with each model prior besides the "
-                         "default W; the devset marks one of them chosen")
+    ap.add_argument(
+        "--bf-rounds",
+        type=int,
+        nargs="+",
+        default=[200, 100, 100],
+        help="PP: round cap of each --bf-s",
+    )
+    ap.add_argument(
+        "--bf-unit-rounds", type=int, default=30, help="PP: round cap of the sigma^2 = 1 run"
+    )
+    ap.add_argument(
+        "--prior-variances",
+        type=float,
+        nargs="*",
+        default=[0.3, 1.0, 3.0, 10.0, 100.0],
+        help="PP: sigma^2 values of the runs with each model prior besides the "
+        "default W; the devset marks one of them chosen",
+    )
     ap.add_argument("--optmap-max-iter", type=int, default=300)
     ap.add_argument("--conll-graft-gammas", type=float, nargs="+", default=[1e-4, 3e-5])
     ap.add_argument("--conll-sgc-max-features", type=int, default=2000)
-    ap.add_argument("--conll-bf-rounds", type=int, nargs="+", default=[200, 100, 100],
-                    help="CoNLL: round cap of each --bf-s")
-    ap.add_argument("--conll-prior-variances", type=float, nargs="*", default=[1.0],
-                    help="CoNLL: as --prior-variances (each run takes --conll-max-seconds)")
-    ap.add_argument("--conll-max-seconds", type=float, default=300.0,
-                    help="CoNLL: train.max_seconds of every run (0: none); 22 labels make "
-                         "each run long")
+    ap.add_argument(
+        "--conll-bf-rounds",
+        type=int,
+        nargs="+",
+        default=[200, 100, 100],
+        help="CoNLL: round cap of each --bf-s",
+    )
+    ap.add_argument(
+        "--conll-prior-variances",
+        type=float,
+        nargs="*",
+        default=[1.0],
+        help="CoNLL: as --prior-variances (each run takes --conll-max-seconds)",
+    )
+    ap.add_argument(
+        "--conll-max-seconds",
+        type=float,
+        default=300.0,
+        help="CoNLL: train.max_seconds of every run (0: none); 22 labels make each run long",
+    )
     args = ap.parse_args(argv)
     for key, name in (("pp", "bf_rounds"), ("conll", "conll_bf_rounds")):
         if key in args.datasets and len(getattr(args, name)) != len(args.bf_s):
-            ap.error(f"expected one --{name.replace('_', '-')} per --bf-s ({len(args.bf_s)}), "
-                     f"got {getattr(args, name)}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")
+            ap.error(
+                f"expected one --{name.replace('_', '-')} per --bf-s ({len(args.bf_s)}), "
+                f"got {getattr(args, name)}"
+            )
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     previous = {"rows": [], "choices": {}}
@@ -390,10 +564,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def save(ds_rows: list[dict], ds_choices: dict) -> None:
         done = {r["dataset"] for r in ds_rows}
-        write_result(args.output, kept + rows + ds_rows, pp_reference=PP_REFERENCE,
-                     choices={**choices, **{d: ds_choices for d in done}},
-                     commands={**commands, **{d: command_line() for d in done}},
-                     notes=notes, settings=vars(args))
+        write_result(
+            args.output,
+            kept + rows + ds_rows,
+            pp_reference=PP_REFERENCE,
+            choices={**choices, **{d: ds_choices for d in done}},
+            commands={**commands, **{d: command_line() for d in done}},
+            notes=notes,
+            settings=vars(args),
+        )
 
     for key in ("pp", "conll"):
         if key in args.datasets:

@@ -1,5 +1,6 @@
 """Shared by the benchmarks: where the corpora are, machine facts, timing,
 and the result file format (command, date, machine, rows, extras)."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,10 @@ def shared_corpus(*parts: str, data_dir: str = SHARED_DATA) -> str:
     """Path of a file of ../shared/data; exits with a clear message if absent."""
     path = os.path.join(data_dir, *parts)
     if not os.path.exists(path):
-        sys.exit(f"corpus not found: {path} (benchmarks read ../shared/data; "
-                 "pass --data to point elsewhere)")
+        sys.exit(
+            f"corpus not found: {path} (benchmarks read ../shared/data; "
+            "pass --data to point elsewhere)"
+        )
     return path
 
 
@@ -34,9 +37,13 @@ def machine() -> dict:
     except (OSError, StopIteration, ValueError):
         pass
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "load_average_at_end": [round(x, 2) for x in load] if load else None}
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kb / 2**20, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_end": [round(x, 2) for x in load] if load else None,
+    }
 
 
 def command_line() -> str:
@@ -48,9 +55,13 @@ def command_line() -> str:
 
 def write_result(path: str, rows: list[dict], **extra) -> dict:
     """Write ``{command, date, machine, rows, **extra}`` as JSON and return it."""
-    result = {"command": command_line(),
-              "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-              "machine": machine(), "rows": rows, **extra}
+    result = {
+        "command": command_line(),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "rows": rows,
+        **extra,
+    }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -75,10 +86,12 @@ def timed_interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
 
 def print_table(rows: list[dict], keys: list[str]) -> None:
     """Rows side by side on stdout (benchmarks print their figures)."""
+
     def fmt(v):
         if isinstance(v, float):
             return f"{v:.8g}"
         return str(v)
+
     cells = [[fmt(r.get(k, "")) for k in keys] for r in rows]
     widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
     print("  ".join(k.ljust(w) for k, w in zip(keys, widths)))

@@ -27,6 +27,7 @@ Usage::
 
 writes benchmarks/results/conll2000_baselines.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,13 +41,19 @@ import time
 
 import numpy as np
 
-from benchmarks.common import (RESULTS, SHARED_DATA, print_table, shared_corpus,
-                               timed_interleaved, write_result)
+from benchmarks.common import (
+    RESULTS,
+    SHARED_DATA,
+    print_table,
+    shared_corpus,
+    timed_interleaved,
+    write_result,
+)
 from benchmarks.instrumentation import count_jobs
+from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.config import config_from_dict, train_config
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
@@ -60,8 +67,17 @@ from sparkmaxent.train import evaluate, train
 
 log = logging.getLogger("conll2000_baselines")
 
-ROW_KEYS = ["system", "method", "regularization", "objective", "token_accuracy", "chunk_f1",
-            "nonzero_weights", "passes", "wall_s"]
+ROW_KEYS = [
+    "system",
+    "method",
+    "regularization",
+    "objective",
+    "token_accuracy",
+    "chunk_f1",
+    "nonzero_weights",
+    "passes",
+    "wall_s",
+]
 
 
 def split_sentences(path: str, fit_path: str, dev_path: str, dev_fraction: float) -> None:
@@ -74,8 +90,9 @@ def split_sentences(path: str, fit_path: str, dev_path: str, dev_fraction: float
             f.write("\n\n".join(s.strip("\n") for s in part) + "\n")
 
 
-def choose_on_heldout(fit_dir: str, dev_dir: str, l2_grid: list[float], cutoff_grid: list[int],
-                      max_iter: int) -> dict:
+def choose_on_heldout(
+    fit_dir: str, dev_dir: str, l2_grid: list[float], cutoff_grid: list[int], max_iter: int
+) -> dict:
     """gamma2 for l2 and the count cutoff for the l0 baseline, by held-out
     token accuracy (in-process: the choice is not what is being timed)."""
     info = DatasetInfo.load(fit_dir)
@@ -88,36 +105,73 @@ def choose_on_heldout(fit_dir: str, dev_dir: str, l2_grid: list[float], cutoff_g
         scores["l2"][gamma] = evaluate(dev, res.weights, None).accuracy
         log.info("held-out: l2 %.3g -> accuracy %.5f", gamma, scores["l2"][gamma])
     for k in cutoff_grid:
-        res = train(fit, train_config(method="cutoff", cutoff=k, l2=0.0, max_iter=max_iter, gtol=1e-5))
+        res = train(
+            fit, train_config(method="cutoff", cutoff=k, l2=0.0, max_iter=max_iter, gtol=1e-5)
+        )
         scores["cutoff"][k] = evaluate(dev, res.weights, None).accuracy
         log.info("held-out: cutoff %d -> accuracy %.5f", k, scores["cutoff"][k])
     # ties go to the stronger regularization
     best_l2 = max(sorted(l2_grid, reverse=True), key=lambda g: scores["l2"][g])
     best_cutoff = max(sorted(cutoff_grid, reverse=True), key=lambda k: scores["cutoff"][k])
-    return {"l2": best_l2, "cutoff": best_cutoff,
-            "heldout_accuracy": {"l2": {str(k): v for k, v in scores["l2"].items()},
-                                 "cutoff": {str(k): v for k, v in scores["cutoff"].items()}}}
+    return {
+        "l2": best_l2,
+        "cutoff": best_cutoff,
+        "heldout_accuracy": {
+            "l2": {str(k): v for k, v in scores["l2"].items()},
+            "cutoff": {str(k): v for k, v in scores["cutoff"].items()},
+        },
+    }
 
 
-def sparkmaxent_row(spark, train_dir: str, test_dir: str, method: str, l2: float, cutoff: int,
-                    max_iter: int, partitions: int) -> tuple[dict, MaxentModel]:
-    cfg = config_from_dict({"train": {"method": method, "l2": l2, "cutoff": cutoff,
-                                      "max_iter": max_iter, "gtol": 1e-7, "ftol": 1e-12,
-                                      "backend": "spark"},
-                            "data": {"partitions": partitions}})
+def sparkmaxent_row(
+    spark,
+    train_dir: str,
+    test_dir: str,
+    method: str,
+    l2: float,
+    cutoff: int,
+    max_iter: int,
+    partitions: int,
+) -> tuple[dict, MaxentModel]:
+    cfg = config_from_dict(
+        {
+            "train": {
+                "method": method,
+                "l2": l2,
+                "cutoff": cutoff,
+                "max_iter": max_iter,
+                "gtol": 1e-7,
+                "ftol": 1e-12,
+                "backend": "spark",
+            },
+            "data": {"partitions": partitions},
+        }
+    )
     t0 = time.perf_counter()
     (model, report), jobs = count_jobs(spark, lambda: train_model(spark, cfg, train_dir))
     wall = time.perf_counter() - t0
     test = evaluate_model(spark, model, test_dir, chunks=True)
-    reg = {"mle": "none", "l2": f"l2 gamma2={l2:g}",
-           "cutoff": f"count >= {cutoff}" + (f", l2 gamma2={l2:g}" if l2 else "")}[method]
-    row = {"system": "sparkmaxent (Spark local[2])", "method": method, "regularization": reg,
-           "objective": report["objective"], "token_accuracy": test["accuracy"],
-           "chunk_f1": test["chunks"]["f1"], "nonzero_weights": report["nonzero_weights"],
-           "passes": report["passes"], "spark_jobs": jobs, "wall_s": round(wall, 2),
-           "iterations": report["iterations"], "converged": report["converged"],
-           "optimizer_message": report["optimizer_message"],
-           "active_features": report["active_features"]}
+    reg = {
+        "mle": "none",
+        "l2": f"l2 gamma2={l2:g}",
+        "cutoff": f"count >= {cutoff}" + (f", l2 gamma2={l2:g}" if l2 else ""),
+    }[method]
+    row = {
+        "system": "sparkmaxent (Spark local[2])",
+        "method": method,
+        "regularization": reg,
+        "objective": report["objective"],
+        "token_accuracy": test["accuracy"],
+        "chunk_f1": test["chunks"]["f1"],
+        "nonzero_weights": report["nonzero_weights"],
+        "passes": report["passes"],
+        "spark_jobs": jobs,
+        "wall_s": round(wall, 2),
+        "iterations": report["iterations"],
+        "converged": report["converged"],
+        "optimizer_message": report["optimizer_message"],
+        "active_features": report["active_features"],
+    }
     return row, model
 
 
@@ -135,111 +189,178 @@ def sklearn_row(spark, train_dir: str, test_dir: str, gamma2: float, max_iter: i
     theta = np.concatenate([clf.coef_.T.ravel(), clf.intercept_])
     objective, _ = Objective(LocalBackend([block], space), None, l2=gamma2)(theta)
     weights = Weights.from_dense(space, theta)
-    model = MaxentModel(space, weights, list(info.labels),
-                        feature_names_for(train_dir, space.split(weights.ids)[0]))
+    model = MaxentModel(
+        space, weights, list(info.labels), feature_names_for(train_dir, space.split(weights.ids)[0])
+    )
     test = evaluate_model(spark, model, test_dir, chunks=True)
-    return {"system": "scikit-learn LogisticRegression (lbfgs)", "method": "l2",
-            "regularization": f"l2 C={C:.6g} (gamma2={gamma2:g})", "objective": objective,
-            "token_accuracy": test["accuracy"], "chunk_f1": test["chunks"]["f1"],
-            "nonzero_weights": weights.nnz, "passes": None, "wall_s": round(wall, 2),
-            "iterations": int(np.max(clf.n_iter_)),
-            "converged": bool(np.max(clf.n_iter_) < max_iter)}
+    return {
+        "system": "scikit-learn LogisticRegression (lbfgs)",
+        "method": "l2",
+        "regularization": f"l2 C={C:.6g} (gamma2={gamma2:g})",
+        "objective": objective,
+        "token_accuracy": test["accuracy"],
+        "chunk_f1": test["chunks"]["f1"],
+        "nonzero_weights": weights.nnz,
+        "passes": None,
+        "wall_s": round(wall, 2),
+        "iterations": int(np.max(clf.n_iter_)),
+        "converged": bool(np.max(clf.n_iter_) < max_iter),
+    }
 
 
-def pass_overhead(spark, train_dir: str, partitions: int, weights_full: Weights,
-                  active_ids: np.ndarray, repeats: int) -> dict:
+def pass_overhead(
+    spark,
+    train_dir: str,
+    partitions: int,
+    weights_full: Weights,
+    active_ids: np.ndarray,
+    repeats: int,
+) -> dict:
     """Median wall time of loss+gradient passes against a trivial pass, over
     the same cached partitions, taking turns."""
-    with SparkBackend(spark, train_dir, bias=True, partitions=partitions,
-                      name="pass-overhead") as backend:
+    with SparkBackend(
+        spark, train_dir, bias=True, partitions=partitions, name="pass-overhead"
+    ) as backend:
         space = backend.space
         dense = Weights.from_dense(space, weights_full.to_dense(space), sparse=False)
         active = Weights(active_ids, dense.values[active_ids], dense.bias)
-        times = timed_interleaved({
-            "trivial": lambda: backend.run(CountTask()),
-            "full": lambda: backend.run(LossGradTask(space, dense)),
-            "active": lambda: backend.run(LossGradTask(space, active, grad_ids=active_ids)),
-        }, repeats)
+        times = timed_interleaved(
+            {
+                "trivial": lambda: backend.run(CountTask()),
+                "full": lambda: backend.run(LossGradTask(space, dense)),
+                "active": lambda: backend.run(LossGradTask(space, active, grad_ids=active_ids)),
+            },
+            repeats,
+        )
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"trivial_s": med["trivial"], "full_gradient_pass_s": med["full"],
-            "active_set_pass_s": med["active"], "active_features": int(len(active_ids)),
-            "full_ratio": med["full"] / med["trivial"],
-            "active_ratio": med["active"] / med["trivial"], "repeats": repeats,
-            "partitions": partitions}
+    return {
+        "trivial_s": med["trivial"],
+        "full_gradient_pass_s": med["full"],
+        "active_set_pass_s": med["active"],
+        "active_features": int(len(active_ids)),
+        "full_ratio": med["full"] / med["trivial"],
+        "active_ratio": med["active"] / med["trivial"],
+        "repeats": repeats,
+        "partitions": partitions,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=SHARED_DATA, help="the shared corpora folder")
-    ap.add_argument("--work", default="/tmp/sparkmaxent-bench/conll2000",
-                    help="scratch folder for prepared data (not committed)")
+    ap.add_argument(
+        "--work",
+        default="/tmp/sparkmaxent-bench/conll2000",
+        help="scratch folder for prepared data (not committed)",
+    )
     ap.add_argument("--out", default=os.path.join(RESULTS, "conll2000_baselines.json"))
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--l2-grid", default="1e-5,3e-6,1e-6")
     ap.add_argument("--cutoff-grid", default="2,3,5,7")
-    ap.add_argument("--select-max-iter", type=int, default=200,
-                    help="iteration cap of the held-out selection fits")
-    ap.add_argument("--mle-max-iter", type=int, default=400,
-                    help="iteration cap of MLE and cutoff (MLE need not converge)")
+    ap.add_argument(
+        "--select-max-iter",
+        type=int,
+        default=200,
+        help="iteration cap of the held-out selection fits",
+    )
+    ap.add_argument(
+        "--mle-max-iter",
+        type=int,
+        default=400,
+        help="iteration cap of MLE and cutoff (MLE need not converge)",
+    )
     ap.add_argument("--l2-max-iter", type=int, default=3000)
     ap.add_argument("--sklearn-max-iter", type=int, default=10000)
     ap.add_argument("--repeats", type=int, default=7, help="pass-overhead timing rounds")
-    ap.add_argument("--reuse", action="store_true",
-                    help="reuse the prepared data and the held-out choice of an earlier run "
-                         "in --work (same grids)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="reuse the prepared data and the held-out choice of an earlier run "
+        "in --work (same grids)",
+    )
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
     started = time.perf_counter()
     train_txt = shared_corpus("conll2000", "train.txt", data_dir=args.data)
     test_txt = shared_corpus("conll2000", "test.txt", data_dir=args.data)
     w = lambda name: os.path.join(args.work, name)  # noqa: E731
     choice_file = w("heldout_choice.json")
-    grids = {"l2_grid": args.l2_grid, "cutoff_grid": args.cutoff_grid,
-             "select_max_iter": args.select_max_iter}
+    grids = {
+        "l2_grid": args.l2_grid,
+        "cutoff_grid": args.cutoff_grid,
+        "select_max_iter": args.select_max_iter,
+    }
     reuse = args.reuse and os.path.exists(choice_file)
     if not reuse:
         shutil.rmtree(args.work, ignore_errors=True)
         os.makedirs(args.work)
 
-    spark = spark_session("local[2]", "conll2000-baselines",
-                          {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"})
+    spark = spark_session(
+        "local[2]",
+        "conll2000-baselines",
+        {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"},
+    )
     if not reuse:
         split_sentences(train_txt, w("fit.txt"), w("dev.txt"), 0.1)
         prepare(spark, [train_txt], w("train"), "conll", cutoff=2, partitions=args.partitions)
-        prepare(spark, [test_txt], w("test"), "conll", merge_duplicates=False,
-                vocabulary=w("train"))
+        prepare(
+            spark, [test_txt], w("test"), "conll", merge_duplicates=False, vocabulary=w("train")
+        )
         prepare(spark, [w("fit.txt")], w("fit"), "conll", cutoff=2, partitions=args.partitions)
-        prepare(spark, [w("dev.txt")], w("dev"), "conll", merge_duplicates=False,
-                vocabulary=w("fit"))
+        prepare(
+            spark, [w("dev.txt")], w("dev"), "conll", merge_duplicates=False, vocabulary=w("fit")
+        )
     info = DatasetInfo.load(w("train"))
-    log.info("train: %d events (weight %.0f), %d predicates, %d labels -> %d candidate features",
-             info.n_events, info.total_weight, info.n_features, len(info.labels),
-             info.n_features * len(info.labels))
+    log.info(
+        "train: %d events (weight %.0f), %d predicates, %d labels -> %d candidate features",
+        info.n_events,
+        info.total_weight,
+        info.n_features,
+        len(info.labels),
+        info.n_features * len(info.labels),
+    )
 
     if reuse:
         with open(choice_file) as f:
             chosen = json.load(f)
         if chosen.get("grids") != grids:
-            sys.exit(f"{choice_file} was made with {chosen.get('grids')}, not {grids}; drop --reuse")
+            sys.exit(
+                f"{choice_file} was made with {chosen.get('grids')}, not {grids}; drop --reuse"
+            )
     else:
-        chosen = choose_on_heldout(w("fit"), w("dev"), [float(x) for x in args.l2_grid.split(",")],
-                                   [int(x) for x in args.cutoff_grid.split(",")],
-                                   args.select_max_iter)
+        chosen = choose_on_heldout(
+            w("fit"),
+            w("dev"),
+            [float(x) for x in args.l2_grid.split(",")],
+            [int(x) for x in args.cutoff_grid.split(",")],
+            args.select_max_iter,
+        )
         chosen["grids"] = grids
         with open(choice_file, "w") as f:
             json.dump(chosen, f, indent=2)
     log.info("chosen on held-out data: l2 %g, cutoff %d", chosen["l2"], chosen["cutoff"])
 
     rows = []
-    row, _ = sparkmaxent_row(spark, w("train"), w("test"), "mle", 0.0, 0, args.mle_max_iter,
-                             args.partitions)
+    row, _ = sparkmaxent_row(
+        spark, w("train"), w("test"), "mle", 0.0, 0, args.mle_max_iter, args.partitions
+    )
     rows.append(row)
-    row, l2_model = sparkmaxent_row(spark, w("train"), w("test"), "l2", chosen["l2"], 0, args.l2_max_iter,
-                                    args.partitions)
+    row, l2_model = sparkmaxent_row(
+        spark, w("train"), w("test"), "l2", chosen["l2"], 0, args.l2_max_iter, args.partitions
+    )
     rows.append(row)
-    row, _ = sparkmaxent_row(spark, w("train"), w("test"), "cutoff", 0.0, chosen["cutoff"],
-                             args.mle_max_iter, args.partitions)
+    row, _ = sparkmaxent_row(
+        spark,
+        w("train"),
+        w("test"),
+        "cutoff",
+        0.0,
+        chosen["cutoff"],
+        args.mle_max_iter,
+        args.partitions,
+    )
     rows.append(row)
     rows.append(sklearn_row(spark, w("train"), w("test"), chosen["l2"], args.sklearn_max_iter))
 
@@ -248,8 +369,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # an active set of the size feature selection works with: the largest l2 weights
     order = np.argsort(-np.abs(l2_model.weights.values))[:2000]
-    overhead = pass_overhead(spark, w("train"), args.partitions, l2_model.weights,
-                             np.sort(l2_model.weights.ids[order]), args.repeats)
+    overhead = pass_overhead(
+        spark,
+        w("train"),
+        args.partitions,
+        l2_model.weights,
+        np.sort(l2_model.weights.ids[order]),
+        args.repeats,
+    )
 
     targets = {
         "l2_objective_rel_gap_vs_sklearn": l2_gap,
@@ -261,12 +388,22 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, ROW_KEYS)
     print({k: v for k, v in targets.items()})
     print(overhead)
-    write_result(args.out, rows, pass_overhead_ratio=overhead["full_ratio"],
-                 pass_overhead=overhead, chosen_on_heldout=chosen, targets=targets,
-                 dataset={"train_events": info.n_events, "train_weight": info.total_weight,
-                          "predicates": info.n_features, "labels": len(info.labels),
-                          "candidate_features": info.n_features * len(info.labels)},
-                 total_wall_s=round(time.perf_counter() - started, 1))
+    write_result(
+        args.out,
+        rows,
+        pass_overhead_ratio=overhead["full_ratio"],
+        pass_overhead=overhead,
+        chosen_on_heldout=chosen,
+        targets=targets,
+        dataset={
+            "train_events": info.n_events,
+            "train_weight": info.total_weight,
+            "predicates": info.n_features,
+            "labels": len(info.labels),
+            "candidate_features": info.n_features * len(info.labels),
+        },
+        total_wall_s=round(time.perf_counter() - started, 1),
+    )
     print(f"wrote {args.out}")
     spark.stop()
     return 0

@@ -21,6 +21,7 @@ driver and JVM), so the peaks are that path's alone:
 
 Writes benchmarks/results/grafting_10m.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,17 +49,31 @@ def make_dataset(args) -> dict:
         with open(meta) as f:
             return json.load(f)
     t0 = time.perf_counter()
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=args.events, n_predicates=args.predicates, n_labels=args.labels,
-        active_per_event=args.active, zipf_exponent=args.zipf, n_support=args.support,
-        min_support_count=50, seed=args.seed))
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=args.events,
+            n_predicates=args.predicates,
+            n_labels=args.labels,
+            active_per_event=args.active,
+            zipf_exponent=args.zipf,
+            n_support=args.support,
+            min_support_count=50,
+            seed=args.seed,
+        )
+    )
     block = data.block()
-    write_events(block, directory, DatasetInfo("multiclass", args.predicates, data.label_names),
-                 n_files=2)
-    doc = {"dataset": directory, "events": int(block.n_events), "nonzeros": int(block.X.nnz),
-           "predicates": args.predicates, "labels": args.labels,
-           "predicates_seen": int(len(set(block.X.indices.tolist()))),
-           "generate_s": round(time.perf_counter() - t0, 1)}
+    write_events(
+        block, directory, DatasetInfo("multiclass", args.predicates, data.label_names), n_files=2
+    )
+    doc = {
+        "dataset": directory,
+        "events": int(block.n_events),
+        "nonzeros": int(block.X.nnz),
+        "predicates": args.predicates,
+        "labels": args.labels,
+        "predicates_seen": int(len(set(block.X.indices.tolist()))),
+        "generate_s": round(time.perf_counter() - t0, 1),
+    }
     with open(meta, "w") as f:
         json.dump(doc, f)
     return doc
@@ -106,10 +121,18 @@ def per_round(trace: list[dict]) -> list[dict]:
     """Each round's own passes and seconds (the trace holds running totals)."""
     rows, passes, elapsed = [], 0, 0.0
     for r in trace:
-        rows.append({"round": r["round"], "added": r["added"], "removed": r["removed"],
-                     "active": r["active"], "objective": r["objective"],
-                     "max_gradient": r["max_gradient"], "passes": r["passes"] - passes,
-                     "wall_s": round(r["elapsed_s"] - elapsed, 2)})
+        rows.append(
+            {
+                "round": r["round"],
+                "added": r["added"],
+                "removed": r["removed"],
+                "active": r["active"],
+                "objective": r["objective"],
+                "max_gradient": r["max_gradient"],
+                "passes": r["passes"] - passes,
+                "wall_s": round(r["elapsed_s"] - elapsed, 2),
+            }
+        )
         passes, elapsed = r["passes"], r["elapsed_s"]
     return rows
 
@@ -124,40 +147,54 @@ def run_path(args) -> dict:
     from sparkmaxent.train import train
 
     logging.basicConfig(level=logging.WARNING)
-    spark = spark_session("local[2]", "grafting-10m", {"spark.driver.memory": args.driver_memory,
-                                                      "spark.driver.maxResultSize": "4g"})
-    with SparkBackend(spark, args.dataset, bias=True, partitions=2,
-                      name=f"g10m-{args.child}") as backend:
+    spark = spark_session(
+        "local[2]",
+        "grafting-10m",
+        {"spark.driver.memory": args.driver_memory, "spark.driver.maxResultSize": "4g"},
+    )
+    with SparkBackend(
+        spark, args.dataset, bias=True, partitions=2, name=f"g10m-{args.child}"
+    ) as backend:
         pools = _heap_pools(spark)
         spark.sparkContext._jvm.java.lang.System.gc()
         for p in pools:
             p.resetPeakUsage()
         rss_before = _status_kb("VmRSS")
         hwm_reset = _reset_peak_rss()
-        cfg = train_config(method="grafting", l1=args.l1, n_best=args.n_best,
-                          max_rounds=args.rounds, plots=False,
-                          dense_test_max=0 if args.child == "block" else backend.space.n_features,
-                          test_block_size=args.block_size)
+        cfg = train_config(
+            method="grafting",
+            l1=args.l1,
+            n_best=args.n_best,
+            max_rounds=args.rounds,
+            plots=False,
+            dense_test_max=0 if args.child == "block" else backend.space.n_features,
+            test_block_size=args.block_size,
+        )
         test_times = _time_test_passes(backend)
         passes0, t0 = backend.passes, time.perf_counter()
         res = train(backend, cfg)
         wall = time.perf_counter() - t0
-        peak_kb = _status_kb("VmHWM") if hwm_reset else \
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak_kb = (
+            _status_kb("VmHWM") if hwm_reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        )
         peaks = {p.getName(): p.getPeakUsage().getUsed() for p in pools}
         rep = res.report
         row = {
             "path": "block-wise" if args.child == "block" else "dense",
             "candidate_features": backend.space.n_features,
-            "gradient_test": rep["gradient_test"], "rounds": rep["rounds_run"],
-            "passes": backend.passes - passes0, "wall_s": round(wall, 1),
+            "gradient_test": rep["gradient_test"],
+            "rounds": rep["rounds_run"],
+            "passes": backend.passes - passes0,
+            "wall_s": round(wall, 1),
             "driver_peak_rss_mb": round(peak_kb / 1024, 1),
             "driver_rss_before_mb": round(rss_before / 1024, 1),
             "driver_peak_is_whole_process": not hwm_reset,
             "jvm_heap_peak_mb": round(sum(peaks.values()) / 2**20, 1),
-            "jvm_old_gen_peak_mb": round(sum(v for k, v in peaks.items()
-                                             if "Old" in k or "Tenured" in k) / 2**20, 1),
-            "objective": rep["objective"], "active_features": rep["active_features"],
+            "jvm_old_gen_peak_mb": round(
+                sum(v for k, v in peaks.items() if "Old" in k or "Tenured" in k) / 2**20, 1
+            ),
+            "objective": rep["objective"],
+            "active_features": rep["active_features"],
             "kkt_zero_weights_over_bound": rep["kkt"]["zero_weights_over_bound"],
             "kkt_max_zero_gradient": rep["kkt"]["max_zero_gradient"],
             "per_round": per_round(rep["rounds"]),
@@ -173,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predicates", type=int, default=500_000)
     parser.add_argument("--labels", type=int, default=20)
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--active", type=float, default=12.0,
-                        help="mean active predicates per event")
+    parser.add_argument(
+        "--active", type=float, default=12.0, help="mean active predicates per event"
+    )
     parser.add_argument("--zipf", type=float, default=0.8, help="Zipf exponent of predicate rates")
     parser.add_argument("--support", type=int, default=40, help="planted support size")
     parser.add_argument("--seed", type=int, default=1)
@@ -201,19 +239,41 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.paths.split(","):
         if path not in PATHS:
             parser.error(f"expected --paths among {PATHS}, got {path!r}")
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", path,
-               "--dataset", data["dataset"]] + (argv if argv is not None else sys.argv[1:])
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--child",
+            path,
+            "--dataset",
+            data["dataset"],
+        ] + (argv if argv is not None else sys.argv[1:])
         out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
         rows.append(json.loads(out.strip().splitlines()[-1]))
-        print_table(rows[-1:], ["path", "candidate_features", "rounds", "passes", "wall_s",
-                                "driver_peak_rss_mb", "jvm_heap_peak_mb", "objective"])
+        print_table(
+            rows[-1:],
+            [
+                "path",
+                "candidate_features",
+                "rounds",
+                "passes",
+                "wall_s",
+                "driver_peak_rss_mb",
+                "jvm_heap_peak_mb",
+                "objective",
+            ],
+        )
     same = len(rows) == 2 and rows[0]["selected_ids"] == rows[1]["selected_ids"]
     if len(rows) == 2:
         print(f"same selected features on both paths: {same}")
-    write_result(args.output, rows, dataset=data,
-                 settings={k: getattr(args, k) for k in ("l1", "n_best", "rounds", "block_size",
-                                                         "driver_memory")},
-                 same_selection=same)
+    write_result(
+        args.output,
+        rows,
+        dataset=data,
+        settings={
+            k: getattr(args, k) for k in ("l1", "n_best", "rounds", "block_size", "driver_memory")
+        },
+        same_selection=same,
+    )
     return 0
 
 

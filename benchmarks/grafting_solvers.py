@@ -12,6 +12,7 @@ docs/benchmarks.md, "Figures from the code"); wall seconds here are in-process.
 (``options={"mode": "basenp"}`` for Base-NP). Appends one JSON row per solver
 to benchmarks/results/grafting_solvers.jsonl.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ def dataset(name: str, data_dir: str):
     from sparkmaxent.kernels import Space
 
     if name == "synthetic":
-        d = synthetic.generate(synthetic.SyntheticSpec(n_events=20000, n_predicates=2000,
-                                                       n_labels=5, seed=1))
+        d = synthetic.generate(
+            synthetic.SyntheticSpec(n_events=20000, n_predicates=2000, n_labels=5, seed=1)
+        )
         return [d.block()], Space("multiclass", d.n_predicates, d.n_labels, bias=True)
     path = os.path.join(data_dir, f"{name}-train")
     info = DatasetInfo.load(path)
@@ -60,16 +62,28 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            res = train(backend, train_config(method="grafting", l1=args.l1, n_best=args.n_best,
-                                             solver=solver))
+            res = train(
+                backend,
+                train_config(method="grafting", l1=args.l1, n_best=args.n_best, solver=solver),
+            )
         rep = res.report
-        row = {"data": args.data, "l1": args.l1, "n_best": args.n_best, "solver": solver,
-               "passes": rep["passes"], "rounds": rep["rounds_run"],
-               "evaluations": rep["evaluations"], "objective": rep["objective"],
-               "nonzero": rep["nonzero_weights"], "kkt_passed": rep["kkt"]["passed"],
-               "max_zero_grad": rep["kkt"]["max_zero_gradient"],
-               "wall_s": round(time.perf_counter() - t0, 1), "warnings": len(caught),
-               "candidates": space.n_features, "load_average": machine()["load_average_at_end"]}
+        row = {
+            "data": args.data,
+            "l1": args.l1,
+            "n_best": args.n_best,
+            "solver": solver,
+            "passes": rep["passes"],
+            "rounds": rep["rounds_run"],
+            "evaluations": rep["evaluations"],
+            "objective": rep["objective"],
+            "nonzero": rep["nonzero_weights"],
+            "kkt_passed": rep["kkt"]["passed"],
+            "max_zero_grad": rep["kkt"]["max_zero_gradient"],
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "warnings": len(caught),
+            "candidates": space.n_features,
+            "load_average": machine()["load_average_at_end"],
+        }
         print(json.dumps(row), flush=True)
         os.makedirs(os.path.dirname(args.output), exist_ok=True)
         with open(args.output, "a") as f:

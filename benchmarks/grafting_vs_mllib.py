@@ -23,6 +23,7 @@ point per round). ``kkt_violation`` is the certificate's largest violation
 (problem/kkt.kkt_certificate) over all candidate features, computed by our
 kernels for MLlib's weights too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import (print_table, shared_corpus, start,
-                               work_arguments, write_result)
+from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
 
 log = logging.getLogger("grafting_vs_mllib")
 
@@ -44,10 +44,23 @@ def prepared(spark, work: str, reuse: bool) -> tuple[str, str]:
 
     train_dir, test_dir = os.path.join(work, "train"), os.path.join(work, "test")
     if not (reuse and os.path.exists(os.path.join(train_dir, "dataset.json"))):
-        prepare(spark, [shared_corpus("conll2000", "train.txt")], train_dir, "conll", cutoff=2,
-                overwrite=True)
-        prepare(spark, [shared_corpus("conll2000", "test.txt")], test_dir, "conll",
-                merge_duplicates=False, vocabulary=train_dir, overwrite=True)
+        prepare(
+            spark,
+            [shared_corpus("conll2000", "train.txt")],
+            train_dir,
+            "conll",
+            cutoff=2,
+            overwrite=True,
+        )
+        prepare(
+            spark,
+            [shared_corpus("conll2000", "test.txt")],
+            test_dir,
+            "conll",
+            merge_duplicates=False,
+            vocabulary=train_dir,
+            overwrite=True,
+        )
     return train_dir, test_dir
 
 
@@ -60,8 +73,11 @@ def mllib_frame(spark, dataset_dir: str, n_features: int):
 
     info = DatasetInfo.load(dataset_dir)
     # an RDD map, not a UDF: Arrow-backed UDFs cannot return vector UDTs
-    rows = (read_events_frame(spark, dataset_dir, info).select("label", "weight", "indices", "values")
-            .rdd.map(lambda r: (float(r[0]), float(r[1]), SparseVector(n_features, r[2], r[3]))))
+    rows = (
+        read_events_frame(spark, dataset_dir, info)
+        .select("label", "weight", "indices", "values")
+        .rdd.map(lambda r: (float(r[0]), float(r[1]), SparseVector(n_features, r[2], r[3])))
+    )
     return rows.toDF(["label", "weight", "features"])
 
 
@@ -95,9 +111,16 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
     space = backend.space
     frame = mllib_frame(spark, train_dir, space.n_predicates).cache()
     frame.count()
-    lr = LogisticRegression(family="multinomial", regParam=gamma, elasticNetParam=1.0,
-                            standardization=False, fitIntercept=True, weightCol="weight",
-                            maxIter=max_iter, tol=1e-6)
+    lr = LogisticRegression(
+        family="multinomial",
+        regParam=gamma,
+        elasticNetParam=1.0,
+        standardization=False,
+        fitIntercept=True,
+        weightCol="weight",
+        maxIter=max_iter,
+        tol=1e-6,
+    )
     t0 = time.perf_counter()
     model, jobs = count_jobs(spark, lambda: lr.fit(frame))
     wall = time.perf_counter() - t0
@@ -106,42 +129,91 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
     theta = np.concatenate([W.T.ravel(), model.interceptVector.toArray()])
     weights = Weights.from_dense(space, theta).sparse()
     objective, cert = objective_and_kkt(backend, weights, gamma)
-    return {"system": "mllib", "gamma": gamma, "n": None, "objective": objective,
-            "kkt_violation": cert["violation"], **test_scores(weights, space, test_dir),
-            "nonzero_weights": int(np.count_nonzero(W)), "passes": jobs, "wall_s": round(wall, 1),
-            "iterations": model.summary.totalIterations, "kkt": cert}
+    return {
+        "system": "mllib",
+        "gamma": gamma,
+        "n": None,
+        "objective": objective,
+        "kkt_violation": cert["violation"],
+        **test_scores(weights, space, test_dir),
+        "nonzero_weights": int(np.count_nonzero(W)),
+        "passes": jobs,
+        "wall_s": round(wall, 1),
+        "iterations": model.summary.totalIterations,
+        "kkt": cert,
+    }
 
 
-def run_grafting(spark, train_dir, test_dir, backend, gamma, n_best, out_dir, solver,
-                 max_rounds, max_seconds, progress=None) -> dict:
+def run_grafting(
+    spark,
+    train_dir,
+    test_dir,
+    backend,
+    gamma,
+    n_best,
+    out_dir,
+    solver,
+    max_rounds,
+    max_seconds,
+    progress=None,
+) -> dict:
     """One grafting run; ``progress(row)`` gets a partial row after every
     round, so that a long run stopped midway leaves what it measured."""
     from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
-    cfg = train_config(method="grafting", l1=gamma, n_best=n_best, backend="spark",
-                      solver=solver, max_rounds=max_rounds, max_seconds=max_seconds, plots=False)
+    cfg = train_config(
+        method="grafting",
+        l1=gamma,
+        n_best=n_best,
+        backend="spark",
+        solver=solver,
+        max_rounds=max_rounds,
+        max_seconds=max_seconds,
+        plots=False,
+    )
     t0 = time.perf_counter()
 
     def on_round(state) -> None:
         if progress is not None:
             last = state.trace[-1]
-            progress({"system": "sparkmaxent grafting", "gamma": gamma, "n": n_best,
-                      "objective": last["objective"], "nonzero_weights": last["active"],
-                      "passes": state.passes, "wall_s": round(time.perf_counter() - t0, 1),
-                      "solver": solver, "finished": False, "rounds": state.round})
+            progress(
+                {
+                    "system": "sparkmaxent grafting",
+                    "gamma": gamma,
+                    "n": n_best,
+                    "objective": last["objective"],
+                    "nonzero_weights": last["active"],
+                    "passes": state.passes,
+                    "wall_s": round(time.perf_counter() - t0, 1),
+                    "solver": solver,
+                    "finished": False,
+                    "rounds": state.round,
+                }
+            )
 
     res = train(backend, cfg, output_dir=out_dir, on_round=on_round)
     wall = time.perf_counter() - t0
     rep = res.report
-    return {"system": "sparkmaxent grafting", "gamma": gamma, "n": n_best,
-            "objective": rep["objective"], "kkt_violation": rep["kkt"]["violation"],
-            **test_scores(res.weights, backend.space, test_dir),
-            "nonzero_weights": rep["nonzero_weights"], "passes": rep["passes"],
-            "wall_s": round(wall, 1), "rounds": rep["rounds_run"], "solver": solver,
-            "stopped": rep.get("stopped"), "kkt_passed": rep["kkt"]["passed"],
-            "trace": [{k: r[k] for k in ("round", "active", "objective", "passes", "elapsed_s")}
-                      for r in rep["rounds"]]}
+    return {
+        "system": "sparkmaxent grafting",
+        "gamma": gamma,
+        "n": n_best,
+        "objective": rep["objective"],
+        "kkt_violation": rep["kkt"]["violation"],
+        **test_scores(res.weights, backend.space, test_dir),
+        "nonzero_weights": rep["nonzero_weights"],
+        "passes": rep["passes"],
+        "wall_s": round(wall, 1),
+        "rounds": rep["rounds_run"],
+        "solver": solver,
+        "stopped": rep.get("stopped"),
+        "kkt_passed": rep["kkt"]["passed"],
+        "trace": [
+            {k: r[k] for k in ("round", "active", "objective", "passes", "elapsed_s")}
+            for r in rep["rounds"]
+        ],
+    }
 
 
 def plot(rows: list[dict], gamma: float, path: str) -> None:
@@ -161,8 +233,12 @@ def plot(rows: list[dict], gamma: float, path: str) -> None:
         else:
             trace = row["trace"]
             for ax, key in zip(axes, ("passes", "elapsed_s")):
-                ax.plot([r[key] for r in trace], [r["objective"] for r in trace], marker=".",
-                        label=f"grafting n={row['n']}")
+                ax.plot(
+                    [r[key] for r in trace],
+                    [r["objective"] for r in trace],
+                    marker=".",
+                    label=f"grafting n={row['n']}",
+                )
     for ax, label in zip(axes, ("data passes", "seconds")):
         ax.set_xlabel(label)
         ax.set_ylabel("objective C(w)")
@@ -197,27 +273,52 @@ def targets(rows: list[dict]) -> dict:
         ours = [r for r in rows if r["system"] != "mllib" and r["gamma"] == gamma]
         hits = [(r, reached(r, bound)) for r in ours]
         hits = [(r, h) for r, h in hits if h is not None]
-        entry = {"mllib_objective": mllib["objective"], "mllib_wall_s": mllib["wall_s"],
-                 "mllib_passes": mllib["passes"], "n_reaching_mllib_objective": [r["n"] for r, _ in hits]}
+        entry = {
+            "mllib_objective": mllib["objective"],
+            "mllib_wall_s": mllib["wall_s"],
+            "mllib_passes": mllib["passes"],
+            "n_reaching_mllib_objective": [r["n"] for r, _ in hits],
+        }
         if hits:
-            def meets(at):
-                return bool(at["elapsed_s"] <= mllib["wall_s"] / 3
-                            and at["passes"] <= mllib["passes"] / 5)
+
+            def meets(at, mllib=mllib):
+                return bool(
+                    at["elapsed_s"] <= mllib["wall_s"] / 3 and at["passes"] <= mllib["passes"] / 5
+                )
 
             best, at = min(hits, key=lambda rh: (not meets(rh[1]), rh[1]["elapsed_s"]))
-            entry.update(best_n=best["n"], reached_in_round=at["round"], reached_wall_s=at["elapsed_s"],
-                         reached_passes=at["passes"], wall_ratio=at["elapsed_s"] / mllib["wall_s"],
-                         passes_ratio=at["passes"] / mllib["passes"], met=meets(at),
-                         reached={r["n"]: {"round": h["round"], "wall_s": h["elapsed_s"],
-                                           "passes": h["passes"], "meets": meets(h)}
-                                  for r, h in hits})
+            entry.update(
+                best_n=best["n"],
+                reached_in_round=at["round"],
+                reached_wall_s=at["elapsed_s"],
+                reached_passes=at["passes"],
+                wall_ratio=at["elapsed_s"] / mllib["wall_s"],
+                passes_ratio=at["passes"] / mllib["passes"],
+                met=meets(at),
+                reached={
+                    r["n"]: {
+                        "round": h["round"],
+                        "wall_s": h["elapsed_s"],
+                        "passes": h["passes"],
+                        "meets": meets(h),
+                    }
+                    for r, h in hits
+                },
+            )
         else:
             entry["met"] = False
-        certified = [r for r in ours if r.get("kkt_passed") and r.get("stopped") == "no candidate passes the test"]
+        certified = [
+            r
+            for r in ours
+            if r.get("kkt_passed") and r.get("stopped") == "no candidate passes the test"
+        ]
         if certified:
             first = min(certified, key=lambda r: r["wall_s"])
-            entry.update(first_certified_n=first["n"], certified_wall_s=first["wall_s"],
-                         certified_passes=first["passes"])
+            entry.update(
+                first_certified_n=first["n"],
+                certified_wall_s=first["wall_s"],
+                certified_passes=first["passes"],
+            )
         out[f"{gamma:g}"] = entry
     return out
 
@@ -228,14 +329,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-best", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--mllib-iter", type=int, default=500)
     parser.add_argument("--skip-mllib", action="store_true")
-    parser.add_argument("--solver", default="auto",
-                        help="grafting's round solver (train.solver)")
-    parser.add_argument("--max-rounds", type=int, default=0,
-                        help="cap on grafting rounds (0: until certified); n = 1 needs about "
-                             "one round per non-zero weight")
-    parser.add_argument("--max-seconds", type=float, default=0,
-                        help="time cap of each grafting run (train.max_seconds; 0: none): n = 1 "
-                             "and 10 need hundreds of rounds")
+    parser.add_argument("--solver", default="auto", help="grafting's round solver (train.solver)")
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=0,
+        help="cap on grafting rounds (0: until certified); n = 1 needs about "
+        "one round per non-zero weight",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=0,
+        help="time cap of each grafting run (train.max_seconds; 0: none): n = 1 "
+        "and 10 need hundreds of rounds",
+    )
     parser.add_argument("--partitions", type=int, default=2)
     work_arguments(parser, "/tmp/sparkmaxent-grafting-bench", "grafting_vs_mllib.json")
     args = start(parser, argv)
@@ -246,28 +354,60 @@ def main(argv: list[str] | None = None) -> int:
     spark = spark_session("local[2]", "grafting-vs-mllib", {"spark.driver.memory": "8g"})
     train_dir, test_dir = prepared(spark, args.work, args.reuse)
     rows: list[dict] = []
-    with SparkBackend(spark, train_dir, bias=True, partitions=args.partitions,
-                      name="grafting-bench") as backend:
+    with SparkBackend(
+        spark, train_dir, bias=True, partitions=args.partitions, name="grafting-bench"
+    ) as backend:
         for gamma in args.gammas:
             if not args.skip_mllib:
                 rows.append(run_mllib(spark, train_dir, test_dir, backend, gamma, args.mllib_iter))
                 log.info("%s", rows[-1])
             for n in args.n_best:
                 out = os.path.join(args.work, f"graft-{gamma:g}-{n}")
-                def progress(partial, done=list(rows)):
-                    write_result(args.output, done + [partial], partitions=args.partitions,
-                                 targets=targets(done), status="running")
 
-                rows.append(run_grafting(spark, train_dir, test_dir, backend, gamma, n, out,
-                                         args.solver, args.max_rounds, args.max_seconds,
-                                         progress))
+                done = list(rows)
+
+                def progress(partial, done=done):
+                    write_result(
+                        args.output,
+                        done + [partial],
+                        partitions=args.partitions,
+                        targets=targets(done),
+                        status="running",
+                    )
+
+                rows.append(
+                    run_grafting(
+                        spark,
+                        train_dir,
+                        test_dir,
+                        backend,
+                        gamma,
+                        n,
+                        out,
+                        args.solver,
+                        args.max_rounds,
+                        args.max_seconds,
+                        progress,
+                    )
+                )
                 log.info("%s", {k: v for k, v in rows[-1].items() if k != "trace"})
-                write_result(args.output, rows, partitions=args.partitions,
-                             targets=targets(rows))
+                write_result(args.output, rows, partitions=args.partitions, targets=targets(rows))
             plot(rows, gamma, os.path.splitext(args.output)[0] + f"_{gamma:g}.png")
-    print_table([{k: v for k, v in r.items() if k not in ("trace", "kkt")} for r in rows],
-                ["system", "gamma", "n", "objective", "kkt_violation", "token_accuracy",
-                 "chunk_f1", "nonzero_weights", "passes", "wall_s"])
+    print_table(
+        [{k: v for k, v in r.items() if k not in ("trace", "kkt")} for r in rows],
+        [
+            "system",
+            "gamma",
+            "n",
+            "objective",
+            "kkt_violation",
+            "token_accuracy",
+            "chunk_f1",
+            "nonzero_weights",
+            "passes",
+            "wall_s",
+        ],
+    )
     print("targets", targets(rows))
     return 0
 

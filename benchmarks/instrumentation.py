@@ -17,11 +17,13 @@ and ``count_jobs`` warns when it gets there. Job ids reach the tracker
 through Spark's asynchronous listener bus; waiting for the bus to empty
 (a private call, typically < 1 ms) makes the counts exact.
 """
+
 from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +48,13 @@ def _retained_jobs(sc) -> int:
 def _check_retention(sc, n_jobs: int, what: str) -> None:
     retained = _retained_jobs(sc)
     if n_jobs >= retained:
-        logger.warning("%s: %d jobs counted, as many as Spark retains "
-                       "(spark.ui.retainedJobs = %d): the count may fall short",
-                       what, n_jobs, retained)
+        logger.warning(
+            "%s: %d jobs counted, as many as Spark retains "
+            "(spark.ui.retainedJobs = %d): the count may fall short",
+            what,
+            n_jobs,
+            retained,
+        )
 
 
 def count_jobs(spark, fn: Callable[[], R]) -> tuple[R, int]:

@@ -27,6 +27,7 @@ Usage::
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.pass_overhead \\
         --events 200000 --predicates 100000 --nnz 17 --labels 22 --partitions 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,13 @@ import scipy.sparse as sp
 from benchmarks.common import timed_interleaved
 from sparkmaxent.backends import merge_all
 from sparkmaxent.backends.session import spark_session
-from sparkmaxent.backends.spark import (SparkBackend, _Portable, job_group,
-                                        partition_blocks, read_events_frame)
+from sparkmaxent.backends.spark import (
+    SparkBackend,
+    _Portable,
+    job_group,
+    partition_blocks,
+    read_events_frame,
+)
 from sparkmaxent.data.load import read_blocks, write_events
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import MULTICLASS, LossGradTask, MulticlassBlock, Weights
@@ -57,15 +63,27 @@ from sparkmaxent.kernels.stats import CountTask
 logger = logging.getLogger("pass_overhead")
 
 
-def synthetic(n_events: int, n_predicates: int, nnz: float, n_labels: int,
-              seed: int = 0) -> MulticlassBlock:
+def synthetic(
+    n_events: int, n_predicates: int, nnz: float, n_labels: int, seed: int = 0
+) -> MulticlassBlock:
     """Binary indicator predicates (as in NLP data), labels from a planted
     sparse model so the loss is not flat."""
     rng = np.random.default_rng(seed)
-    X = sp.random(n_events, n_predicates, density=nnz / n_predicates, format="csr",
-                  random_state=rng, data_rvs=np.ones)
-    W = sp.random(n_predicates, n_labels, density=0.01, random_state=rng,
-                  data_rvs=lambda k: rng.normal(scale=2.0, size=k)).toarray()
+    X = sp.random(
+        n_events,
+        n_predicates,
+        density=nnz / n_predicates,
+        format="csr",
+        random_state=rng,
+        data_rvs=np.ones,
+    )
+    W = sp.random(
+        n_predicates,
+        n_labels,
+        density=0.01,
+        random_state=rng,
+        data_rvs=lambda k: rng.normal(scale=2.0, size=k),
+    ).toarray()
     S = X @ W + rng.gumbel(size=(n_events, n_labels))
     return MulticlassBlock(X=X, y=S.argmax(axis=1), c=np.ones(n_events), n_labels=n_labels)
 
@@ -93,8 +111,9 @@ class FrameBackend:
             results = [bc.value(b) for b in partition_blocks(list(batches), info)]
             if results:
                 data = pickle.dumps(merge_all(results), protocol=pickle.HIGHEST_PROTOCOL)
-                yield pa.RecordBatch.from_arrays([pa.array([data], type=pa.binary())],
-                                                 names=["result"])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([data], type=pa.binary())], names=["result"]
+                )
 
         try:
             with job_group(self.sc, "frame-backend", "pass"):
@@ -105,8 +124,10 @@ class FrameBackend:
 
     def bare(self) -> int:
         def count(batches):
-            yield pa.RecordBatch.from_arrays([pa.array([sum(b.num_rows for b in batches)])],
-                                             names=["n"])
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([sum(b.num_rows for b in batches)])], names=["n"]
+            )
+
         return sum(r[0] for r in self.frame.mapInArrow(count, "n long").collect())
 
     def close(self) -> None:
@@ -156,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     blocks = read_blocks(tmp, info, n_blocks=args.partitions)
     for key in ("active", "full"):
-        med, _ = timed(lambda: merge_all([tasks[key](b) for b in blocks]), args.repeats)
+        med, _ = timed(lambda key=key: merge_all([tasks[key](b) for b in blocks]), args.repeats)
         report[f"local_{key}_s"] = med
 
     spark = spark_session(args.master, "pass_overhead", {"spark.driver.memory": "6g"})
@@ -175,7 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"expected designs among blocks,frame; got {design!r}")
         figures = {"construct_s": time.perf_counter() - t0, "load_before": os.getloadavg()[0]}
         fns = {"tiny": tiny.count, "bare": bare}
-        fns.update({key: (lambda task=task: backend.run(task)) for key, task in tasks.items()})
+        fns.update(
+            {
+                key: (lambda task=task, backend=backend: backend.run(task))
+                for key, task in tasks.items()
+            }
+        )
         for key, times in timed_interleaved(fns, args.repeats).items():
             figures[f"{key}_s"] = statistics.median(times)
             figures[f"{key}_all_s"] = times
@@ -185,8 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         figures["ratio_full_to_trivial"] = figures["full_s"] / figures["trivial_s"]
         backend.close()
         report[design] = figures
-        logger.info("%s: %s", design, {k: round(v, 3) for k, v in figures.items()
-                                       if not isinstance(v, list)})
+        logger.info(
+            "%s: %s",
+            design,
+            {k: round(v, 3) for k, v in figures.items() if not isinstance(v, list)},
+        )
     spark.stop()
     shutil.rmtree(tmp, ignore_errors=True)
     text = json.dumps(report, indent=2)

@@ -66,6 +66,7 @@ false`` and ``stopped`` in a row). Usage::
     ... -m benchmarks.riezler_tables --max-sentences 400 --work /tmp/rz --output /tmp/rz.json \\
         --methods l2,grafting --l2-grid 3e-6 --l1-grid 1e-4 --n-values 10,100
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,7 @@ import sys
 import time
 from collections import Counter
 
-from benchmarks.common import (print_table, shared_corpus, start,
-                               work_arguments, write_result)
+from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
 from benchmarks.sgc_vs_ifs import local_backend, prepare_all
 
 log = logging.getLogger("riezler_tables")
@@ -87,18 +87,38 @@ log = logging.getLogger("riezler_tables")
 METHODS = ("mle", "std", "l0", "l2", "grafting", "mle-ifs", "l2-ifs")
 #: TrainConfig keys chosen on held-out data per method, strongest-first: on
 #: a tie in dev F1 the larger value of the first key wins, then the next.
-CHOSEN_KEYS = {"l0": ("cutoff",), "l2": ("l2",), "grafting": ("l1",),
-               "mle-ifs": ("grad_threshold",), "l2-ifs": ("grad_threshold", "l2")}
+CHOSEN_KEYS = {
+    "l0": ("cutoff",),
+    "l2": ("l2",),
+    "grafting": ("l1",),
+    "mle-ifs": ("grad_threshold",),
+    "l2-ifs": ("grad_threshold", "l2"),
+}
 #: sparkmaxent's method and fixed settings of each row.
-ROW_CONFIG = {"mle": {"method": "mle"}, "std": {"method": "mle", "standardize": True},
-              "l0": {"method": "cutoff", "l2": 0.0}, "l2": {"method": "l2"},
-              "grafting": {"method": "grafting"}, "mle-ifs": {"method": "mle-ifs"},
-              "l2-ifs": {"method": "l2-ifs"}}
+ROW_CONFIG = {
+    "mle": {"method": "mle"},
+    "std": {"method": "mle", "standardize": True},
+    "l0": {"method": "cutoff", "l2": 0.0},
+    "l2": {"method": "l2"},
+    "grafting": {"method": "grafting"},
+    "mle-ifs": {"method": "mle-ifs"},
+    "l2-ifs": {"method": "l2-ifs"},
+}
 #: methods that run to an iteration cap rather than to convergence (MLE).
 UNREGULARIZED = ("mle", "std", "l0")
 SELECTION = ("grafting", "mle-ifs", "l2-ifs")
-ROW_KEYS = ["method", "setting", "chunk_f1", "token_accuracy", "compression", "nonzero_weights",
-            "iterations", "passes", "wall_s", "converged"]
+ROW_KEYS = [
+    "method",
+    "setting",
+    "chunk_f1",
+    "token_accuracy",
+    "compression",
+    "nonzero_weights",
+    "iterations",
+    "passes",
+    "wall_s",
+    "converged",
+]
 
 
 def choose(scores: list[tuple[dict, float]], keys: tuple[str, ...]) -> dict:
@@ -119,8 +139,12 @@ def choose(scores: list[tuple[dict, float]], keys: tuple[str, ...]) -> dict:
 
 def setting_label(setting: dict) -> str:
     """``{"l2": 3e-06, "n_best": 10}`` -> ``"l2=3e-06 n_best=10"``."""
-    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                    for k, v in sorted(setting.items())) or "-"
+    return (
+        " ".join(
+            f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(setting.items())
+        )
+        or "-"
+    )
 
 
 def head_sentences(path: str, out: str, n: int) -> str:
@@ -135,8 +159,12 @@ def head_sentences(path: str, out: str, n: int) -> str:
 def prepare_data(args) -> dict:
     """train/test and the fit/dev split, prepared in ``args.work`` (or reused)."""
     marker = os.path.join(args.work, "riezler_data.json")
-    wanted = {"mode": args.mode, "max_sentences": args.max_sentences,
-              "dev_fraction": args.dev_fraction, "cutoff": 2}
+    wanted = {
+        "mode": args.mode,
+        "max_sentences": args.max_sentences,
+        "dev_fraction": args.dev_fraction,
+        "cutoff": 2,
+    }
     if args.reuse and os.path.exists(marker):
         with open(marker) as f:
             made = json.load(f)
@@ -145,10 +173,15 @@ def prepare_data(args) -> dict:
     sources = None
     if args.max_sentences:
         os.makedirs(args.work, exist_ok=True)
-        sources = tuple(head_sentences(shared_corpus("conll2000", name), os.path.join(
-            args.work, "head-" + name), n) for name, n in (
+        sources = tuple(
+            head_sentences(
+                shared_corpus("conll2000", name), os.path.join(args.work, "head-" + name), n
+            )
+            for name, n in (
                 ("train.txt", args.max_sentences),
-                ("test.txt", max(1, args.max_sentences // 4))))
+                ("test.txt", max(1, args.max_sentences // 4)),
+            )
+        )
     if not args.reuse:  # fresh data: no earlier dev scores or checkpoints
         shutil.rmtree(os.path.join(args.work, "runs"), ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
@@ -160,9 +193,16 @@ def prepare_data(args) -> dict:
 
 
 def base_config(args) -> dict:
-    return {"backend": args.backend, "plots": False, "solver": args.solver,
-            "n_best": args.n_best, "max_iter": args.max_iter, "gtol": args.gtol,
-            "kkt_tol": args.kkt_tol, "max_seconds": args.max_seconds}
+    return {
+        "backend": args.backend,
+        "plots": False,
+        "solver": args.solver,
+        "n_best": args.n_best,
+        "max_iter": args.max_iter,
+        "gtol": args.gtol,
+        "kkt_tol": args.kkt_tol,
+        "max_seconds": args.max_seconds,
+    }
 
 
 def config_for(method: str, setting: dict, base: dict):
@@ -177,14 +217,39 @@ def config_summary(cfg) -> dict:
     from sparkmaxent.config import train_keys
 
     keys = train_keys(cfg)
-    return {k: keys[k] for k in (
-        "method", "l2", "l1", "elastic_l2", "cutoff", "standardize", "n_best", "grad_threshold",
-        "max_iter", "gtol", "kkt_tol", "round_tol_ratio", "max_rounds", "max_seconds", "solver",
-        "newton_max_active", "backend")}
+    return {
+        k: keys[k]
+        for k in (
+            "method",
+            "l2",
+            "l1",
+            "elastic_l2",
+            "cutoff",
+            "standardize",
+            "n_best",
+            "grad_threshold",
+            "max_iter",
+            "gtol",
+            "kkt_tol",
+            "round_tol_ratio",
+            "max_rounds",
+            "max_seconds",
+            "solver",
+            "newton_max_active",
+            "backend",
+        )
+    }
 
 
-def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str,
-                  runs_dir: str | None = None, resume: bool = False) -> dict:
+def fit_and_score(
+    backend,
+    method: str,
+    setting: dict,
+    base: dict,
+    eval_dir: str,
+    runs_dir: str | None = None,
+    resume: bool = False,
+) -> dict:
     """Train one row's configuration and score it on ``eval_dir``.
 
     Selection methods checkpoint every round in ``runs_dir/<method>-<hash of
@@ -195,39 +260,65 @@ def fit_and_score(backend, method: str, setting: dict, base: dict, eval_dir: str
     from sparkmaxent.train import train
 
     cfg = config_for(method, setting, base)
-    out_dir = (os.path.join(runs_dir, f"{method}-{run_digest(cfg, backend.space)}")
-               if runs_dir and method in SELECTION else None)
+    out_dir = (
+        os.path.join(runs_dir, f"{method}-{run_digest(cfg, backend.space)}")
+        if runs_dir and method in SELECTION
+        else None
+    )
     t0 = time.perf_counter()
     res = train(backend, cfg, output_dir=out_dir, resume=resume and out_dir is not None)
     wall = time.perf_counter() - t0
     rep = res.report
     resumed = method in SELECTION and rep["selection_passes"] > rep["passes"]
     if resumed:  # this session's counters miss the earlier sessions
-        rep.update(passes=rep["selection_passes"],
-                   iterations=sum(r.get("iterations", 0) for r in rep["rounds"]),
-                   evaluations=sum(r.get("evaluations", 0) for r in rep["rounds"]))
+        rep.update(
+            passes=rep["selection_passes"],
+            iterations=sum(r.get("iterations", 0) for r in rep["rounds"]),
+            evaluations=sum(r.get("evaluations", 0) for r in rep["rounds"]),
+        )
         wall = max(wall, rep["selection_elapsed_s"])
     scores = evaluate_dataset(eval_dir, res.weights, backend.space, res.scaling, chunks=True)
     chunks = scores["chunks"]
-    row = {"method": method, "setting": setting_label(setting),
-           "chunk_f1": chunks["f1"], "precision": chunks["precision"], "recall": chunks["recall"],
-           "token_accuracy": scores["accuracy"],
-           "compression": compression(rep["nonzero_weights"], rep["candidate_features"]),
-           "nonzero_weights": rep["nonzero_weights"],
-           "candidate_features": rep["candidate_features"],
-           "iterations": rep["iterations"], "evaluations": rep["evaluations"],
-           "passes": rep["passes"], "wall_s": round(wall, 2), "converged": rep["converged"],
-           "objective": rep["objective"], "config": config_summary(cfg)}
+    row = {
+        "method": method,
+        "setting": setting_label(setting),
+        "chunk_f1": chunks["f1"],
+        "precision": chunks["precision"],
+        "recall": chunks["recall"],
+        "token_accuracy": scores["accuracy"],
+        "compression": compression(rep["nonzero_weights"], rep["candidate_features"]),
+        "nonzero_weights": rep["nonzero_weights"],
+        "candidate_features": rep["candidate_features"],
+        "iterations": rep["iterations"],
+        "evaluations": rep["evaluations"],
+        "passes": rep["passes"],
+        "wall_s": round(wall, 2),
+        "converged": rep["converged"],
+        "objective": rep["objective"],
+        "config": config_summary(cfg),
+    }
     if method in SELECTION:
         # from the trace: the report's "solvers" counts this session only
         solvers = Counter(r["solver"] for r in rep["rounds"] if "solver" in r)
-        row.update(rounds=rep["rounds_run"], stopped=rep["stopped"], resumed=resumed,
-                   kkt_violation=rep["kkt"]["violation"], solvers=dict(solvers))
+        row.update(
+            rounds=rep["rounds_run"],
+            stopped=rep["stopped"],
+            resumed=resumed,
+            kkt_violation=rep["kkt"]["violation"],
+            solvers=dict(solvers),
+        )
     else:
         row["optimizer_message"] = rep["optimizer_message"]
-    log.info("%s %s: F1 %.4f, %d non-zero, %d iterations, %d passes, %.1f s", method,
-             row["setting"], row["chunk_f1"], row["nonzero_weights"], row["iterations"],
-             row["passes"], wall)
+    log.info(
+        "%s %s: F1 %.4f, %d non-zero, %d iterations, %d passes, %.1f s",
+        method,
+        row["setting"],
+        row["chunk_f1"],
+        row["nonzero_weights"],
+        row["iterations"],
+        row["passes"],
+        wall,
+    )
     return row
 
 
@@ -250,15 +341,25 @@ class HeldoutCache:
             else:
                 log.info("%s was made with %s: not reused", path, saved.get("params"))
 
-    def score(self, fit, method: str, setting: dict, base: dict, dev_dir: str,
-              runs_dir: str, resume: bool) -> dict:
+    def score(
+        self, fit, method: str, setting: dict, base: dict, dev_dir: str, runs_dir: str, resume: bool
+    ) -> dict:
         key = f"{method} {setting_label(setting)}"
         cap = base.get("max_seconds", 0.0)
         if key not in self.entries or self.entries[key].get("capped_at", cap) != cap:
             row = fit_and_score(fit, method, setting, base, dev_dir, runs_dir, resume)
-            self.entries[key] = {k: row[k] for k in ("chunk_f1", "token_accuracy",
-                                                      "nonzero_weights", "iterations", "passes",
-                                                      "wall_s", "converged")}
+            self.entries[key] = {
+                k: row[k]
+                for k in (
+                    "chunk_f1",
+                    "token_accuracy",
+                    "nonzero_weights",
+                    "iterations",
+                    "passes",
+                    "wall_s",
+                    "converged",
+                )
+            }
             if row.get("stopped", "").startswith("max_seconds"):
                 self.entries[key].update(capped_at=cap, stopped=row["stopped"])
             with open(self.path + ".tmp", "w") as f:
@@ -271,35 +372,55 @@ def grids(args, chosen_l2: float | None) -> dict[str, list[dict]]:
     """Candidate settings per method chosen on held-out data."""
     floats = lambda text: [float(x) for x in text.split(",") if x]  # noqa: E731
     l2_ifs = floats(args.l2_ifs_grid) if args.l2_ifs_grid else [chosen_l2]
-    return {"l2": [{"l2": g} for g in floats(args.l2_grid)],
-            "l0": [{"cutoff": int(k)} for k in floats(args.cutoff_grid)],
-            "grafting": [{"l1": g} for g in floats(args.l1_grid)],
-            "mle-ifs": [{"grad_threshold": t} for t in floats(args.threshold_grid)],
-            "l2-ifs": [{"grad_threshold": t, "l2": g} for t in floats(args.threshold_grid)
-                       for g in l2_ifs]}
+    return {
+        "l2": [{"l2": g} for g in floats(args.l2_grid)],
+        "l0": [{"cutoff": int(k)} for k in floats(args.cutoff_grid)],
+        "grafting": [{"l1": g} for g in floats(args.l1_grid)],
+        "mle-ifs": [{"grad_threshold": t} for t in floats(args.threshold_grid)],
+        "l2-ifs": [
+            {"grad_threshold": t, "l2": g} for t in floats(args.threshold_grid) for g in l2_ifs
+        ],
+    }
 
 
 def choose_on_dev(args, dirs: dict, methods: list[str]) -> dict:
     """The setting of every method that has one, by chunk F1 on dev."""
-    base = {**base_config(args), "backend": "local", "max_iter": args.select_max_iter,
-            "gtol": args.select_gtol, "kkt_tol": args.select_kkt_tol,
-            "max_seconds": args.select_max_seconds}
-    cache = HeldoutCache(os.path.join(args.work, "riezler_heldout.json"),
-                         {"select_max_iter": args.select_max_iter, "gtol": args.select_gtol,
-                          "kkt_tol": args.select_kkt_tol,
-                          "n_best": args.n_best, "solver": args.solver,
-                          "dev_fraction": args.dev_fraction, "mode": args.mode,
-                          "max_sentences": args.max_sentences})
+    base = {
+        **base_config(args),
+        "backend": "local",
+        "max_iter": args.select_max_iter,
+        "gtol": args.select_gtol,
+        "kkt_tol": args.select_kkt_tol,
+        "max_seconds": args.select_max_seconds,
+    }
+    cache = HeldoutCache(
+        os.path.join(args.work, "riezler_heldout.json"),
+        {
+            "select_max_iter": args.select_max_iter,
+            "gtol": args.select_gtol,
+            "kkt_tol": args.select_kkt_tol,
+            "n_best": args.n_best,
+            "solver": args.solver,
+            "dev_fraction": args.dev_fraction,
+            "mode": args.mode,
+            "max_sentences": args.max_sentences,
+        },
+    )
     fit = local_backend(dirs["fit"])
     runs_dir = os.path.join(args.work, "runs")
     out: dict = {}
     # l2 first: l2-ifs uses its gamma2 unless --l2-ifs-grid is given
-    needed = [m for m in ("l2", "l0", "grafting", "mle-ifs", "l2-ifs")
-              if m in methods or (m == "l2" and "l2-ifs" in methods and not args.l2_ifs_grid)]
+    needed = [
+        m
+        for m in ("l2", "l0", "grafting", "mle-ifs", "l2-ifs")
+        if m in methods or (m == "l2" and "l2-ifs" in methods and not args.l2_ifs_grid)
+    ]
     for method in needed:
         settings = grids(args, out.get("l2", {}).get("chosen", {}).get("l2"))[method]
-        scored = [(s, cache.score(fit, method, s, base, dirs["dev"], runs_dir, args.resume))
-                  for s in settings]
+        scored = [
+            (s, cache.score(fit, method, s, base, dirs["dev"], runs_dir, args.resume))
+            for s in settings
+        ]
         best = choose([(s, r["chunk_f1"]) for s, r in scored], CHOSEN_KEYS[method])
         out[method] = {"chosen": best, "dev": {setting_label(s): r for s, r in scored}}
         log.info("held-out: %s -> %s", method, setting_label(best))
@@ -322,15 +443,21 @@ def plot(n_rows: list[dict], path: str, title: str) -> None:
         return
     fig = Figure(figsize=(10, 4))
     FigureCanvasAgg(fig)
-    for i, (key, label) in enumerate((("chunk_f1", "chunk F1 on test (%)"),
-                                      ("iterations", "optimizer iterations"))):
+    for i, (key, label) in enumerate(
+        (("chunk_f1", "chunk F1 on test (%)"), ("iterations", "optimizer iterations"))
+    ):
         ax = fig.add_subplot(1, 2, i + 1)
         scale = 100.0 if key == "chunk_f1" else 1.0
         ax.plot([r["n"] for r in rows], [scale * r[key] for r in rows], "o-")
         capped = [r for r in rows if not r["converged"]]
         if capped:
-            ax.plot([r["n"] for r in capped], [scale * r[key] for r in capped], "rx",
-                    markersize=10, label="stopped before convergence")
+            ax.plot(
+                [r["n"] for r in capped],
+                [scale * r[key] for r in capped],
+                "rx",
+                markersize=10,
+                label="stopped before convergence",
+            )
             ax.legend(fontsize=8)
         ax.set_xscale("log")
         ax.set_xlabel("n (features added per grafting round)")
@@ -349,56 +476,94 @@ def make_backend(args, train_dir: str, stack):
 
     spark = spark_session("local[2]", "riezler-tables", {"spark.driver.memory": "8g"})
     stack.callback(spark.stop)
-    return stack.enter_context(SparkBackend(spark, train_dir, bias=True,
-                                            partitions=args.partitions, name="riezler"))
+    return stack.enter_context(
+        SparkBackend(spark, train_dir, bias=True, partitions=args.partitions, name="riezler")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--methods", default=",".join(METHODS), help="Table 2 rows to run")
     p.add_argument("--n-values", default="1,10,100,1000", help="Table 3's n ('' to skip)")
-    p.add_argument("--n-best", type=int, default=100,
-                   help="n of Table 2's grafting row and of the held-out choices")
-    p.add_argument("--n1-max-rounds", type=int, default=100,
-                   help="cap on the rounds of n = 1 (0: until certified, about one round per "
-                        "non-zero weight)")
+    p.add_argument(
+        "--n-best",
+        type=int,
+        default=100,
+        help="n of Table 2's grafting row and of the held-out choices",
+    )
+    p.add_argument(
+        "--n1-max-rounds",
+        type=int,
+        default=100,
+        help="cap on the rounds of n = 1 (0: until certified, about one round per non-zero weight)",
+    )
     p.add_argument("--l2-grid", default="1e-5,3e-6,1e-6")
     p.add_argument("--cutoff-grid", default="2,3,5,7")
     p.add_argument("--l1-grid", default="1e-4,3e-5,1e-5")
     p.add_argument("--threshold-grid", default="1e-3,3e-4,1e-4")
-    p.add_argument("--l2-ifs-grid", default="",
-                   help="gamma2 values of l2-ifs (default: the one chosen for l2)")
+    p.add_argument(
+        "--l2-ifs-grid", default="", help="gamma2 values of l2-ifs (default: the one chosen for l2)"
+    )
     p.add_argument("--select-max-iter", type=int, default=200)
     p.add_argument("--select-gtol", type=float, default=1e-5)
-    p.add_argument("--select-kkt-tol", type=float, default=1e-3,
-                   help="train.kkt_tol of the held-out grafting-family fits (their round solver "
-                        "tolerance is below threshold * kkt_tol; 1e-6 costs far more passes)")
+    p.add_argument(
+        "--select-kkt-tol",
+        type=float,
+        default=1e-3,
+        help="train.kkt_tol of the held-out grafting-family fits (their round solver "
+        "tolerance is below threshold * kkt_tol; 1e-6 costs far more passes)",
+    )
     p.add_argument("--kkt-tol", type=float, default=1e-6, help="train.kkt_tol of the reported fits")
-    p.add_argument("--select-max-seconds", type=float, default=0.0,
-                   help="train.max_seconds of the held-out grafting-family fits (0: no cap); a "
-                        "capped fit is scored where it stopped and marked capped_at")
-    p.add_argument("--max-seconds", type=float, default=0.0,
-                   help="train.max_seconds of the reported grafting-family fits (0: no cap); a "
-                        "capped row says converged: false and stopped: max_seconds")
+    p.add_argument(
+        "--select-max-seconds",
+        type=float,
+        default=0.0,
+        help="train.max_seconds of the held-out grafting-family fits (0: no cap); a "
+        "capped fit is scored where it stopped and marked capped_at",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=0.0,
+        help="train.max_seconds of the reported grafting-family fits (0: no cap); a "
+        "capped row says converged: false and stopped: max_seconds",
+    )
     p.add_argument("--max-iter", type=int, default=1000, help="optimizer cap of the reported fits")
-    p.add_argument("--mle-max-iter", type=int, default=400,
-                   help="cap of mle, std and l0 (MLE need not converge)")
+    p.add_argument(
+        "--mle-max-iter",
+        type=int,
+        default=400,
+        help="cap of mle, std and l0 (MLE need not converge)",
+    )
     p.add_argument("--gtol", type=float, default=1e-7)
-    p.add_argument("--solver", default="lbfgs-b",
-                   help="grafting-family round solver (Newton's Hessian block is costly with "
-                        "22 labels)")
-    p.add_argument("--backend", choices=("local", "spark"), default="local",
-                   help="of the reported fits (held-out choices run in-process)")
+    p.add_argument(
+        "--solver",
+        default="lbfgs-b",
+        help="grafting-family round solver (Newton's Hessian block is costly with 22 labels)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("local", "spark"),
+        default="local",
+        help="of the reported fits (held-out choices run in-process)",
+    )
     p.add_argument("--partitions", type=int, default=2, help="with --backend spark")
     p.add_argument("--mode", choices=("chunk", "basenp"), default="chunk")
-    p.add_argument("--max-sentences", type=int, default=0,
-                   help="quick runs: the first N training sentences and N/4 test sentences")
+    p.add_argument(
+        "--max-sentences",
+        type=int,
+        default=0,
+        help="quick runs: the first N training sentences and N/4 test sentences",
+    )
     p.add_argument("--dev-fraction", type=float, default=0.1)
     work_arguments(p, "/tmp/sparkmaxent-riezler", "riezler_tables.json")
-    p.add_argument("--resume", action="store_true",
-                   help="keep the rows of --output measured with the same configuration and "
-                        "continue interrupted grafting-family fits from their checkpoints in "
-                        "--work/runs (implies --reuse)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the rows of --output measured with the same configuration and "
+        "continue interrupted grafting-family fits from their checkpoints in "
+        "--work/runs (implies --reuse)",
+    )
     args = start(p, argv)
     methods = [m for m in args.methods.split(",") if m]
     unknown = sorted(set(methods) - set(METHODS))
@@ -415,12 +580,14 @@ def main(argv: list[str] | None = None) -> int:
     n_rows: list[dict] = []
     png = os.path.splitext(args.output)[0] + "_n.png"
     base = base_config(args)
-    extra = {"heldout": heldout, "heldout_criterion": "chunk F1 on the held-out sentences",
-             "data": f"CoNLL-2000 ({args.mode}), 17 templates, predicate cutoff 2"
-                     + (f", first {args.max_sentences} training sentences" if args.max_sentences
-                        else ""),
-             "backend": args.backend, "settings": {k: v for k, v in vars(args).items()
-                                                   if k not in ("output", "resume", "reuse")}}
+    extra = {
+        "heldout": heldout,
+        "heldout_criterion": "chunk F1 on the held-out sentences",
+        "data": f"CoNLL-2000 ({args.mode}), 17 templates, predicate cutoff 2"
+        + (f", first {args.max_sentences} training sentences" if args.max_sentences else ""),
+        "backend": args.backend,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("output", "resume", "reuse")},
+    }
 
     previous: dict = {}
     if args.resume and os.path.exists(args.output):
@@ -437,8 +604,14 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         all_rows = sorted(rows + kept, key=lambda r: METHODS.index(r["method"]))
         all_n = sorted(n_rows + kept_n, key=lambda r: r["n"])
-        write_result(args.output, all_rows, n_best_rows=all_n, **extra,
-                     heldout_wall_s=heldout_s, total_wall_s=round(time.perf_counter() - started, 1))
+        write_result(
+            args.output,
+            all_rows,
+            n_best_rows=all_n,
+            **extra,
+            heldout_wall_s=heldout_s,
+            total_wall_s=round(time.perf_counter() - started, 1),
+        )
         gamma1 = extra["heldout"].get("grafting", {}).get("chosen", {}).get("l1", float("nan"))
         plot(all_n, png, f"l1 grafting, gamma1 = {gamma1:g}")
 
@@ -455,9 +628,15 @@ def main(argv: list[str] | None = None) -> int:
             cfg = {**base, "max_iter": args.mle_max_iter} if method in UNREGULARIZED else base
             label = f"{method} {setting_label(setting)}"
             if label not in fitted:
-                fitted[label] = (measured(key, method, setting, cfg)
-                                 or fit_and_score(backend, method, setting, cfg, dirs["test"],
-                                                  os.path.join(args.work, "runs"), args.resume))
+                fitted[label] = measured(key, method, setting, cfg) or fit_and_score(
+                    backend,
+                    method,
+                    setting,
+                    cfg,
+                    dirs["test"],
+                    os.path.join(args.work, "runs"),
+                    args.resume,
+                )
             return fitted[label]
 
         for method in methods:

@@ -26,6 +26,7 @@ precision, recall, f1, cumulative gain_evaluations / passes / wall_s; extra
 keys speed, stages, agreement, heldout), sgc_vs_ifs_f1.png (F1 against
 features) and sgc_vs_ifs_gains.png (gain evaluations per stage).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import (print_table, shared_corpus, start,
-                               work_arguments, write_result)
+from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
 
 log = logging.getLogger("sgc_vs_ifs")
 
@@ -45,13 +45,27 @@ CHECKPOINTS = (100, 200, 500, 1000, 1160, 2000, 3000, 5000)
 L2_GRID = (1e-5, 3e-6, 1e-6)
 # l2 fits of few features converge slowly to 1e-7; 1e-5 moves F1 by < 0.01
 REFIT_GTOL = 1e-5
-ROW_KEYS = ["method", "features", "precision", "recall", "f1", "refit_f1", "gain_evaluations",
-            "passes", "wall_s"]
+ROW_KEYS = [
+    "method",
+    "features",
+    "precision",
+    "recall",
+    "f1",
+    "refit_f1",
+    "gain_evaluations",
+    "passes",
+    "wall_s",
+]
 BASENP = {"mode": "basenp"}
 
 
-def prepare_all(work: str, reuse: bool, dev_fraction: float, options: dict = BASENP,
-                sources: tuple[str, str] | None = None) -> dict:
+def prepare_all(
+    work: str,
+    reuse: bool,
+    dev_fraction: float,
+    options: dict = BASENP,
+    sources: tuple[str, str] | None = None,
+) -> dict:
     """Train/test (Base-NP unless ``options`` say otherwise) and a fit/dev
     split of train, prepared once by Spark; ``sources``: the (train, test)
     CoNLL files, by default the shared CoNLL-2000 corpus."""
@@ -62,20 +76,32 @@ def prepare_all(work: str, reuse: bool, dev_fraction: float, options: dict = BAS
     dirs = {k: os.path.join(work, k) for k in ("train", "test", "fit", "dev")}
     if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
-    train_txt, test_txt = sources or (shared_corpus("conll2000", "train.txt"),
-                                      shared_corpus("conll2000", "test.txt"))
+    train_txt, test_txt = sources or (
+        shared_corpus("conll2000", "train.txt"),
+        shared_corpus("conll2000", "test.txt"),
+    )
     fit_txt, dev_txt = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
     os.makedirs(work, exist_ok=True)
     split_sentences(train_txt, fit_txt, dev_txt, dev_fraction)
     spark = spark_session("local[2]", "sgc-vs-ifs-prepare", {"spark.driver.memory": "4g"})
     try:
         for train_in, test_in, train_out, test_out in (
-                (train_txt, test_txt, dirs["train"], dirs["test"]),
-                (fit_txt, dev_txt, dirs["fit"], dirs["dev"])):
-            prepare(spark, [train_in], train_out, "conll", options=options, cutoff=2,
-                    overwrite=True)
-            prepare(spark, [test_in], test_out, "conll", options=options, merge_duplicates=False,
-                    vocabulary=train_out, overwrite=True)
+            (train_txt, test_txt, dirs["train"], dirs["test"]),
+            (fit_txt, dev_txt, dirs["fit"], dirs["dev"]),
+        ):
+            prepare(
+                spark, [train_in], train_out, "conll", options=options, cutoff=2, overwrite=True
+            )
+            prepare(
+                spark,
+                [test_in],
+                test_out,
+                "conll",
+                options=options,
+                merge_duplicates=False,
+                vocabulary=train_out,
+                overwrite=True,
+            )
     finally:
         spark.stop()
     return dirs
@@ -119,9 +145,16 @@ def choose_l2(dirs: dict) -> tuple[float, dict]:
     return best, {str(g): f for g, f in scores.items()}
 
 
-def run_selection(backend, method: str, max_features: int, sgc_batch: int, lookahead: int,
-                  test_dir: str, gamma2: float, reestimate_every: int = 0
-                  ) -> tuple[list[dict], dict]:
+def run_selection(
+    backend,
+    method: str,
+    max_features: int,
+    sgc_batch: int,
+    lookahead: int,
+    test_dir: str,
+    gamma2: float,
+    reestimate_every: int = 0,
+) -> tuple[list[dict], dict]:
     """One selection run; rows at each checkpoint, and the stage trace.
     With ``reestimate_every`` = r all selected weights are re-fitted (l2,
     gamma2) every r stages, and the rows are labelled ``<method>-reestimate-r``."""
@@ -136,12 +169,24 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
         evaluations[0] += state.trace[-1]["gain_evaluations"]
         n = len(state.weights.values)
         if n in CHECKPOINTS:
-            snaps[n] = {"weights": state.weights, "gain_evaluations": evaluations[0],
-                        "passes": state.passes, "wall_s": state.elapsed_s}
+            snaps[n] = {
+                "weights": state.weights,
+                "gain_evaluations": evaluations[0],
+                "passes": state.passes,
+                "wall_s": state.elapsed_s,
+            }
 
-    cfg = train_config(method=method, max_features=max_features, batch=sgc_batch,
-                      lookahead=lookahead, gain_threshold=0.0, plots=False,
-                      reestimate_every=reestimate_every, l2=gamma2, gtol=REFIT_GTOL)
+    cfg = train_config(
+        method=method,
+        max_features=max_features,
+        batch=sgc_batch,
+        lookahead=lookahead,
+        gain_threshold=0.0,
+        plots=False,
+        reestimate_every=reestimate_every,
+        l2=gamma2,
+        gtol=REFIT_GTOL,
+    )
     label = f"{method}-reestimate-{reestimate_every}" if reestimate_every else method
     t0 = time.perf_counter()
     res = train(backend, cfg, on_round=on_round)
@@ -150,18 +195,35 @@ def run_selection(backend, method: str, max_features: int, sgc_batch: int, looka
     for n, snap in sorted(snaps.items()):
         w: Weights = snap["weights"]
         refit = fit_l2(backend, w.active_ids(), gamma2, start=w, gtol=REFIT_GTOL)
-        rows.append({"method": label, "features": n,
-                     **chunk_scores(test_dir, w, backend.space),
-                     "refit_f1": chunk_scores(test_dir, refit.weights, backend.space)["f1"],
-                     "gain_evaluations": snap["gain_evaluations"], "passes": snap["passes"],
-                     "wall_s": round(snap["wall_s"], 2)})
+        rows.append(
+            {
+                "method": label,
+                "features": n,
+                **chunk_scores(test_dir, w, backend.space),
+                "refit_f1": chunk_scores(test_dir, refit.weights, backend.space)["f1"],
+                "gain_evaluations": snap["gain_evaluations"],
+                "passes": snap["passes"],
+                "wall_s": round(snap["wall_s"], 2),
+            }
+        )
         log.info("%s", rows[-1])
-    trace = [{"stage": r["round"], "feature": r["feature"], "feature_name": r["feature_name"],
-              "gain": r["gain"], "gain_evaluations": r["gain_evaluations"],
-              "passes": r["stage_passes"], "elapsed_s": r["elapsed_s"]}
-             for r in res.report["rounds"]]
-    return rows, {"trace": trace, "stopped": res.report["stopped"],
-                  "candidates": res.report["candidates"]}
+    trace = [
+        {
+            "stage": r["round"],
+            "feature": r["feature"],
+            "feature_name": r["feature_name"],
+            "gain": r["gain"],
+            "gain_evaluations": r["gain_evaluations"],
+            "passes": r["stage_passes"],
+            "elapsed_s": r["elapsed_s"],
+        }
+        for r in res.report["rounds"]
+    ]
+    return rows, {
+        "trace": trace,
+        "stopped": res.report["stopped"],
+        "candidates": res.report["candidates"],
+    }
 
 
 def cutoff_rows(backend, test_dir: str, gamma2: float, largest: int) -> list[dict]:
@@ -174,10 +236,15 @@ def cutoff_rows(backend, test_dir: str, gamma2: float, largest: int) -> list[dic
     for n in (c for c in CHECKPOINTS if c <= largest):
         ids = np.sort(order[:n])
         res = fit_l2(backend, ids, gamma2, gtol=REFIT_GTOL)
-        rows.append({"method": "cutoff", "features": n,
-                     "min_count": int(counts[order[n - 1]]),
-                     **chunk_scores(test_dir, res.weights, backend.space),
-                     "passes": res.report["evaluations"]})
+        rows.append(
+            {
+                "method": "cutoff",
+                "features": n,
+                "min_count": int(counts[order[n - 1]]),
+                **chunk_scores(test_dir, res.weights, backend.space),
+                "passes": res.report["evaluations"],
+            }
+        )
         log.info("%s", rows[-1])
     return rows
 
@@ -187,11 +254,14 @@ def speed_summary(stages: dict) -> dict:
     out = {}
     for method, s in stages.items():
         t = s["trace"]
-        out[method] = {"stages": len(t),
-                       "mean_gain_evaluations_per_stage": float(np.mean([r["gain_evaluations"]
-                                                                         for r in t])) if t else 0.0,
-                       "mean_passes_per_stage": float(np.mean([r["passes"] for r in t])) if t else 0.0,
-                       "wall_s": t[-1]["elapsed_s"] if t else 0.0}
+        out[method] = {
+            "stages": len(t),
+            "mean_gain_evaluations_per_stage": float(np.mean([r["gain_evaluations"] for r in t]))
+            if t
+            else 0.0,
+            "mean_passes_per_stage": float(np.mean([r["passes"] for r in t])) if t else 0.0,
+            "wall_s": t[-1]["elapsed_s"] if t else 0.0,
+        }
     if "ifs" in stages:
         ifs = stages["ifs"]["trace"]
         for method in ("sgc", "sgc-lookahead"):
@@ -199,12 +269,15 @@ def speed_summary(stages: dict) -> dict:
                 continue
             other = stages[method]["trace"]
             n = min(len(ifs), len(other))
-            ev = (np.mean([r["gain_evaluations"] for r in ifs[:n]])
-                  / np.mean([r["gain_evaluations"] for r in other[:n]]))
+            ev = np.mean([r["gain_evaluations"] for r in ifs[:n]]) / np.mean(
+                [r["gain_evaluations"] for r in other[:n]]
+            )
             out[f"ifs_over_{method}"] = {
-                "common_stages": n, "gain_evaluations_ratio": float(ev),
+                "common_stages": n,
+                "gain_evaluations_ratio": float(ev),
                 "wall_time_ratio": float(ifs[n - 1]["elapsed_s"] / other[n - 1]["elapsed_s"]),
-                "targets": {"gain_evaluations_ratio": 100, "wall_time_ratio": 20}}
+                "targets": {"gain_evaluations_ratio": 100, "wall_time_ratio": 20},
+            }
     return out
 
 
@@ -217,8 +290,13 @@ def agreement(stages: dict) -> dict:
     for method in ("sgc", "sgc-lookahead"):
         if method in stages:
             d = compare_selections(stages["ifs"]["trace"], stages[method]["trace"])
-            out[method] = {"agree_for_stages": d.agree, "first_difference_stage": d.stage,
-                           "ties": d.ties, "features": d.features, "gains": d.gains}
+            out[method] = {
+                "agree_for_stages": d.agree,
+                "first_difference_stage": d.stage,
+                "ties": d.ties,
+                "features": d.features,
+                "gains": d.gains,
+            }
     return out
 
 
@@ -233,15 +311,25 @@ def plot(rows: list[dict], stages: dict, base: str) -> None:
         pts = [(r["features"], r["f1"]) for r in rows if r["method"] == method]
         if pts:
             ax.plot(*zip(*pts), style, label=method)
-        refit = [(r["features"], r["refit_f1"]) for r in rows
-                 if r["method"] == method and r.get("refit_f1") is not None]
+        refit = [
+            (r["features"], r["refit_f1"])
+            for r in rows
+            if r["method"] == method and r.get("refit_f1") is not None
+        ]
         if refit and method == "sgc":
             ax.plot(*zip(*refit), "s:", color="gray", label="sgc, refitted with l2")
     for r in rows:
         if r["method"] == "l2-all":
-            ax.axhline(r["f1"], color="k", linestyle="--", label=f"l2, all {r['features']:,} features")
-    ax.plot([1160], [2 * 92.75 * 93.25 / (92.75 + 93.25)], "r*", markersize=12,
-            label="Zhou et al. 2003, SGC (1,160)")
+            ax.axhline(
+                r["f1"], color="k", linestyle="--", label=f"l2, all {r['features']:,} features"
+            )
+    ax.plot(
+        [1160],
+        [2 * 92.75 * 93.25 / (92.75 + 93.25)],
+        "r*",
+        markersize=12,
+        label="Zhou et al. 2003, SGC (1,160)",
+    )
     ax.axhline(92.5, color="r", linewidth=0.5, label="target 92.5")
     ax.set_xscale("log")
     _finish(fig, ax, "selected features", "Base-NP chunk F1 (test, %)", base + "_f1.png")
@@ -249,11 +337,17 @@ def plot(rows: list[dict], stages: dict, base: str) -> None:
     fig, ax = _figure()
     for method, s in stages.items():
         t = s["trace"]
-        ax.plot([r["stage"] for r in t], [max(r["gain_evaluations"], 0.5) for r in t], ".",
-                markersize=3, label=method)
+        ax.plot(
+            [r["stage"] for r in t],
+            [max(r["gain_evaluations"], 0.5) for r in t],
+            ".",
+            markersize=3,
+            label=method,
+        )
     ax.set_yscale("log")
-    _finish(fig, ax, "stage (selected features)", "gain evaluations in the stage",
-            base + "_gains.png")
+    _finish(
+        fig, ax, "stage (selected features)", "gain evaluations in the stage", base + "_gains.png"
+    )
 
 
 def _figure():
@@ -282,13 +376,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgc-batch", type=int, default=32)
     parser.add_argument("--lookahead", type=int, default=500)
     parser.add_argument("--dev-fraction", type=float, default=0.1)
-    parser.add_argument("--reestimate-every", type=int, default=0,
-                        help="also run SGC re-fitting all selected weights every r stages")
+    parser.add_argument(
+        "--reestimate-every",
+        type=int,
+        default=0,
+        help="also run SGC re-fitting all selected weights every r stages",
+    )
     parser.add_argument("--reestimate-max-features", type=int, default=1160)
-    parser.add_argument("--skip-baselines", action="store_true",
-                        help="no l2-all and cutoff rows (e.g. a second process for one method)")
-    parser.add_argument("--l2", type=float, help="gamma2 of the l2 fits (default: chosen on "
-                        "the held-out sentences among %s)" % (L2_GRID,))
+    parser.add_argument(
+        "--skip-baselines",
+        action="store_true",
+        help="no l2-all and cutoff rows (e.g. a second process for one method)",
+    )
+    parser.add_argument(
+        "--l2",
+        type=float,
+        help=f"gamma2 of the l2 fits (default: chosen on the held-out sentences among {L2_GRID})",
+    )
     work_arguments(parser, "/tmp/sparkmaxent-sgc-bench", "sgc_vs_ifs.json")
     args = start(parser, argv)
 
@@ -299,42 +403,71 @@ def main(argv: list[str] | None = None) -> int:
     backend = local_backend(dirs["train"])
     rows: list[dict] = []
     stages: dict[str, dict] = {}
-    extra = {"heldout": {"gamma2": gamma2, "chunk_f1_by_gamma2": heldout,
-                         "dev_fraction": args.dev_fraction},
-             "data": "CoNLL-2000 Base-NP (NP chunks only), 17 templates, cutoff 2",
-             "candidate_features": backend.space.n_features,
-             "backend": "local (in-process, 2 blocks)",
-             "settings": {"ifs_stages": args.ifs_stages, "sgc_batch": args.sgc_batch,
-                          "lookahead": args.lookahead, "max_features": args.max_features,
-                          "lookahead_max_features": args.lookahead_max_features}}
+    extra = {
+        "heldout": {
+            "gamma2": gamma2,
+            "chunk_f1_by_gamma2": heldout,
+            "dev_fraction": args.dev_fraction,
+        },
+        "data": "CoNLL-2000 Base-NP (NP chunks only), 17 templates, cutoff 2",
+        "candidate_features": backend.space.n_features,
+        "backend": "local (in-process, 2 blocks)",
+        "settings": {
+            "ifs_stages": args.ifs_stages,
+            "sgc_batch": args.sgc_batch,
+            "lookahead": args.lookahead,
+            "max_features": args.max_features,
+            "lookahead_max_features": args.lookahead_max_features,
+        },
+    }
 
     def save() -> None:
-        extra.update(speed=speed_summary(stages), agreement=agreement(stages), stages=stages,
-                     total_wall_s=round(time.perf_counter() - t_start, 1))
+        extra.update(
+            speed=speed_summary(stages),
+            agreement=agreement(stages),
+            stages=stages,
+            total_wall_s=round(time.perf_counter() - t_start, 1),
+        )
         write_result(args.output, rows, **extra)
         plot(rows, stages, os.path.splitext(args.output)[0])
 
     if not args.skip_baselines:
         t0 = time.perf_counter()
         full = fit_l2(backend, None, gamma2)
-        rows.append({"method": "l2-all", "features": int(np.count_nonzero(full.weights.values)),
-                     **chunk_scores(dirs["test"], full.weights, backend.space),
-                     "passes": full.report["evaluations"],
-                     "wall_s": round(time.perf_counter() - t0, 1)})
+        rows.append(
+            {
+                "method": "l2-all",
+                "features": int(np.count_nonzero(full.weights.values)),
+                **chunk_scores(dirs["test"], full.weights, backend.space),
+                "passes": full.report["evaluations"],
+                "wall_s": round(time.perf_counter() - t0, 1),
+            }
+        )
         rows += cutoff_rows(backend, dirs["test"], gamma2, args.max_features)
         save()
-    for method, max_features in (("ifs", args.ifs_stages), ("sgc", args.max_features),
-                                 ("sgc-lookahead", args.lookahead_max_features)):
+    for method, max_features in (
+        ("ifs", args.ifs_stages),
+        ("sgc", args.max_features),
+        ("sgc-lookahead", args.lookahead_max_features),
+    ):
         if max_features <= 0:
             continue
-        method_rows, stages[method] = run_selection(backend, method, max_features, args.sgc_batch,
-                                                    args.lookahead, dirs["test"], gamma2)
+        method_rows, stages[method] = run_selection(
+            backend, method, max_features, args.sgc_batch, args.lookahead, dirs["test"], gamma2
+        )
         rows += method_rows
         save()
     if args.reestimate_every and args.reestimate_max_features:
-        method_rows, trace = run_selection(backend, "sgc", args.reestimate_max_features,
-                                           args.sgc_batch, args.lookahead, dirs["test"], gamma2,
-                                           args.reestimate_every)
+        method_rows, trace = run_selection(
+            backend,
+            "sgc",
+            args.reestimate_max_features,
+            args.sgc_batch,
+            args.lookahead,
+            dirs["test"],
+            gamma2,
+            args.reestimate_every,
+        )
         rows += method_rows
         stages[method_rows[0]["method"] if method_rows else "sgc-reestimate"] = trace
         save()

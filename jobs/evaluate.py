@@ -1,4 +1,5 @@
 """spark-submit entry point of `sparkmaxent evaluate` (options: --help; docs/cli.md)."""
+
 import sys
 
 from sparkmaxent.cli import job_main

@@ -1,4 +1,5 @@
 """``python -m sparkmaxent SUBCOMMAND ...``: the command line (cli.py)."""
+
 import sys
 
 from .cli import main

@@ -1,6 +1,7 @@
 """The application API: prepare, train, predict and evaluate as plain
 functions over a Spark session and a Config. The command line
 (sparkmaxent/cli.py), the benchmarks and notebooks call these."""
+
 from __future__ import annotations
 
 import logging
@@ -29,8 +30,14 @@ def session(cfg: Config, job: str = ""):
     return spark_session(cfg.spark.master or None, name, cfg.spark.conf)
 
 
-def train_model(spark, cfg: Config, train_dir: str, heldout_dir: str = "",
-                output_dir: str | None = None, resume: bool = False):
+def train_model(
+    spark,
+    cfg: Config,
+    train_dir: str,
+    heldout_dir: str = "",
+    output_dir: str | None = None,
+    resume: bool = False,
+):
     """Train ``cfg.train.method`` on a prepared dataset; returns (model, report).
 
     Selection methods checkpoint every round into ``<output_dir>/checkpoint``
@@ -44,10 +51,14 @@ def train_model(spark, cfg: Config, train_dir: str, heldout_dir: str = "",
     info = DatasetInfo.load(train_dir)
     partitions = cfg.data.partitions or None
     bias = cfg.train.bias and info.shape == "multiclass"
-    backend = make_backend(cfg.train.backend, train_dir, spark=spark, bias=bias,
-                           partitions=partitions)
-    heldout = (make_backend(cfg.train.backend, heldout_dir, spark=spark, bias=bias,
-                            partitions=partitions) if heldout_dir else None)
+    backend = make_backend(
+        cfg.train.backend, train_dir, spark=spark, bias=bias, partitions=partitions
+    )
+    heldout = (
+        make_backend(cfg.train.backend, heldout_dir, spark=spark, bias=bias, partitions=partitions)
+        if heldout_dir
+        else None
+    )
     try:
         result = train(backend, cfg.train, heldout, output_dir=output_dir, resume=resume)
     finally:
@@ -55,16 +66,22 @@ def train_model(spark, cfg: Config, train_dir: str, heldout_dir: str = "",
         if heldout is not None:
             heldout.close()
     predicates = backend.space.split(result.weights.active_ids())[0]
-    model = MaxentModel(backend.space, result.weights, list(info.labels),
-                        feature_names_for(train_dir, predicates), result.scaling,
-                        cfg.to_dict(), {k: v for k, v in result.report.items()
-                                        if k not in ("trace", "rounds")},
-                        dictionary=train_dir)
+    model = MaxentModel(
+        backend.space,
+        result.weights,
+        list(info.labels),
+        feature_names_for(train_dir, predicates),
+        result.scaling,
+        cfg.to_dict(),
+        {k: v for k, v in result.report.items() if k not in ("trace", "rounds")},
+        dictionary=train_dir,
+    )
     return model, result.report
 
 
-def fit(spark, cfg: Config, train_dir: str, output_dir: str, heldout_dir: str = "",
-        resume: bool = False):
+def fit(
+    spark, cfg: Config, train_dir: str, output_dir: str, heldout_dir: str = "", resume: bool = False
+):
     """Train and save: ``<output_dir>/model`` and ``<output_dir>/train_report.json``.
     Returns (model, report)."""
     model, report = train_model(spark, cfg, train_dir, heldout_dir, output_dir, resume)
@@ -73,9 +90,16 @@ def fit(spark, cfg: Config, train_dir: str, output_dir: str, heldout_dir: str = 
     return model, report
 
 
-def prepared_for_model(spark, model_dir: str, data: str, fmt: str | None, workdir: str,
-                       options: dict | None = None, max_unknown: float = MAX_UNKNOWN,
-                       allow_unknown: bool = False) -> str:
+def prepared_for_model(
+    spark,
+    model_dir: str,
+    data: str,
+    fmt: str | None,
+    workdir: str,
+    options: dict | None = None,
+    max_unknown: float = MAX_UNKNOWN,
+    allow_unknown: bool = False,
+) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
     if it is one, else ``data`` (text in ``fmt``) prepared into ``workdir``;
     checked by :func:`check_unknown`."""
@@ -88,15 +112,28 @@ def prepared_for_model(spark, model_dir: str, data: str, fmt: str | None, workdi
         raise InputError(f"{data} is not a prepared dataset; give --format to read it as text")
     else:
         out = os.path.join(workdir, "prepared")
-        prepare(spark, [data], out, fmt, options=options or {}, merge_duplicates=False,
-                vocabulary=os.path.join(model_dir, VOCABULARY_DIR), overwrite=True)
+        prepare(
+            spark,
+            [data],
+            out,
+            fmt,
+            options=options or {},
+            merge_duplicates=False,
+            vocabulary=os.path.join(model_dir, VOCABULARY_DIR),
+            overwrite=True,
+        )
     check_unknown(model_dir, out, data, fmt, max_unknown, allow_unknown)
     return out
 
 
-def check_unknown(model_dir: str, dataset_dir: str, data: str, fmt: str | None = None,
-                  max_unknown: float = MAX_UNKNOWN, allow_unknown: bool = False
-                  ) -> float | None:
+def check_unknown(
+    model_dir: str,
+    dataset_dir: str,
+    data: str,
+    fmt: str | None = None,
+    max_unknown: float = MAX_UNKNOWN,
+    allow_unknown: bool = False,
+) -> float | None:
     """The fraction of ``data``'s feature occurrences unknown to the model,
     from the counts ``prepare`` recorded in ``dataset_dir`` (``data``
     prepared for the model); None when they were not recorded.
@@ -114,28 +151,46 @@ def check_unknown(model_dir: str, dataset_dir: str, data: str, fmt: str | None =
     if not unknown:
         return 0.0
     if total < unknown:  # dataset.json from before feature_occurrences was recorded
-        log.warning("%s: %d feature occurrences unknown to the model %s; their fraction "
-                    "was not recorded (prepared by an older version), so it is not checked",
-                    data, unknown, model_dir)
+        log.warning(
+            "%s: %d feature occurrences unknown to the model %s; their fraction "
+            "was not recorded (prepared by an older version), so it is not checked",
+            data,
+            unknown,
+            model_dir,
+        )
         return None
     fraction = unknown / total
     if fraction <= max_unknown:
-        log.info("%s: %d of %d feature occurrences (%.1f%%) unknown to the model, dropped",
-                 data, unknown, total, 100 * fraction)
+        log.info(
+            "%s: %d of %d feature occurrences (%.1f%%) unknown to the model, dropped",
+            data,
+            unknown,
+            total,
+            100 * fraction,
+        )
         return fraction
-    what = (f"{fraction:.1%} of the feature occurrences in {data} ({unknown} of {total}) "
-            f"are unknown to the model {model_dir}, more than --max-unknown {max_unknown:g}")
+    what = (
+        f"{fraction:.1%} of the feature occurrences in {data} ({unknown} of {total}) "
+        f"are unknown to the model {model_dir}, more than --max-unknown {max_unknown:g}"
+    )
     if not vocabulary_is_complete(model_dir):
-        log.warning("%s; the model's vocabulary holds only the features it uses, so this is "
-                    "not checked", what)
+        log.warning(
+            "%s; the model's vocabulary holds only the features it uses, so this is not checked",
+            what,
+        )
         return fraction
     if allow_unknown:
         log.warning("%s; scoring anyway (--allow-unknown)", what)
         return fraction
-    how = (f"--format {fmt} (and --option) read this input as the training data was read"
-           if fmt else "this dataset was prepared with the model's vocabulary")
-    raise InputError(f"{what}: a format or vocabulary mismatch? Check that {how}; "
-                     "--allow-unknown scores it anyway")
+    how = (
+        f"--format {fmt} (and --option) read this input as the training data was read"
+        if fmt
+        else "this dataset was prepared with the model's vocabulary"
+    )
+    raise InputError(
+        f"{what}: a format or vocabulary mismatch? Check that {how}; "
+        "--allow-unknown scores it anyway"
+    )
 
 
 def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -> dict:
@@ -150,20 +205,36 @@ def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -
     try:
         if model.space.shape != "multiclass":
             t = frame.select("predicted", "correct").toArrow()
-            hits = [c[p] for p, c in zip(t.column("predicted").to_pylist(),
-                                         t.column("correct").to_pylist())]
+            hits = [
+                c[p]
+                for p, c in zip(t.column("predicted").to_pylist(), t.column("correct").to_pylist())
+            ]
             return {"events": len(hits), "accuracy": float(np.mean(hits)) if hits else float("nan")}
         t = frame.select("group", "event_id", "label", "predicted").toArrow()
-        return score_tagging(t.column("group").to_numpy(), t.column("event_id").to_numpy(),
-                             t.column("label").to_pylist(), t.column("predicted").to_pylist(),
-                             model.labels, chunks)
+        return score_tagging(
+            t.column("group").to_numpy(),
+            t.column("event_id").to_numpy(),
+            t.column("label").to_pylist(),
+            t.column("predicted").to_pylist(),
+            model.labels,
+            chunks,
+        )
     finally:
         bc.destroy()
 
 
-def predict(spark, model, model_dir: str, data: str, output: str, fmt: str | None = None,
-            options: dict | None = None, overwrite: bool = False,
-            max_unknown: float = MAX_UNKNOWN, allow_unknown: bool = False) -> None:
+def predict(
+    spark,
+    model,
+    model_dir: str,
+    data: str,
+    output: str,
+    fmt: str | None = None,
+    options: dict | None = None,
+    overwrite: bool = False,
+    max_unknown: float = MAX_UNKNOWN,
+    allow_unknown: bool = False,
+) -> None:
     """Score ``data`` (a prepared dataset or text in ``fmt``) and write the
     predictions as Parquet to ``output``, all or nothing; ``max_unknown``
     and ``allow_unknown`` as in :func:`check_unknown`."""
@@ -174,8 +245,9 @@ def predict(spark, model, model_dir: str, data: str, output: str, fmt: str | Non
 
     with atomic_output(spark, output, overwrite=overwrite) as tmp:
         try:
-            data = prepared_for_model(spark, model_dir, data, fmt, tmp + "-work", options,
-                                      max_unknown, allow_unknown)
+            data = prepared_for_model(
+                spark, model_dir, data, fmt, tmp + "-work", options, max_unknown, allow_unknown
+            )
             frame, bc = predictions(spark, model, data)
             try:
                 frame.write.parquet(tmp)
@@ -193,8 +265,11 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     d = cfg.data
     if d.train:
         return {"train": d.train, "heldout": d.heldout, "test": d.test}
-    inputs: dict[str, str | list[str]] = {"train": d.train_inputs, "heldout": d.heldout_inputs,
-                                          "test": d.test_inputs}
+    inputs: dict[str, str | list[str]] = {
+        "train": d.train_inputs,
+        "heldout": d.heldout_inputs,
+        "test": d.test_inputs,
+    }
     fmt = d.format
     if fmt == "synthetic":
         from .data import synthetic
@@ -213,10 +288,18 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
         is_train = split == "train"
         given = inputs[split]
         paths = [given] if isinstance(given, str) else list(given)
-        prepare(spark, paths, dirs[split], fmt, options=dict(d.options),
-                cutoff=d.prepare_cutoff if is_train else 0, merge_duplicates=is_train,
-                vocabulary=None if is_train else dirs["train"],
-                partitions=d.partitions or None, overwrite=True)
+        prepare(
+            spark,
+            paths,
+            dirs[split],
+            fmt,
+            options=dict(d.options),
+            cutoff=d.prepare_cutoff if is_train else 0,
+            merge_duplicates=is_train,
+            vocabulary=None if is_train else dirs["train"],
+            partitions=d.partitions or None,
+            overwrite=True,
+        )
     return dirs
 
 

@@ -1,6 +1,7 @@
 """The command line: ``sparkmaxent SUBCOMMAND`` (also ``python -m
 sparkmaxent`` and ``spark-submit jobs/SUBCOMMAND.py``), one parser, one
 logging setup and one table of exit codes for every job."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,7 @@ import json
 import logging
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from . import api
 from .errors import ConfigError, InputError, NumericError
@@ -19,10 +20,10 @@ log = logging.getLogger("sparkmaxent")
 
 #: Exit codes, for schedulers (docs/cli.md).
 EXIT_OK = 0
-EXIT_FAILED = 1       # an internal error: logged with its traceback
-EXIT_BAD_INPUT = 2    # bad input data or paths: the message names the file (and line)
-EXIT_BAD_CONFIG = 3   # a bad configuration key, type or value: the message names the key
-EXIT_NUMERIC = 5      # a non-finite loss, gradient or objective: no model is saved
+EXIT_FAILED = 1  # an internal error: logged with its traceback
+EXIT_BAD_INPUT = 2  # bad input data or paths: the message names the file (and line)
+EXIT_BAD_CONFIG = 3  # a bad configuration key, type or value: the message names the key
+EXIT_NUMERIC = 5  # a non-finite loss, gradient or objective: no model is saved
 
 SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
 
@@ -31,8 +32,11 @@ def setup_logging(verbose: bool = False) -> None:
     """Log lines with the date and time on stderr; Spark's Python loggers quiet."""
     root = logging.getLogger()
     if not root.handlers:
-        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: "
-                            "%(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+        logging.basicConfig(
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            datefmt="%Y-%m-%d %H:%M:%S",
+        )
     logging.getLogger("sparkmaxent").setLevel(logging.DEBUG if verbose else logging.INFO)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -52,29 +56,62 @@ def parse_options(items: list[str]) -> dict:
 
 # ---- subcommands: arguments, then what they do ------------------------------
 
+
 def _prepare_args(p: argparse.ArgumentParser) -> None:
     from .data.readers import FORMATS
 
-    p.add_argument("--input", nargs="+", action="extend", required=True, metavar="PATH",
-                   help="files, directories or globs (repeatable)")
-    p.add_argument("--format", required=True, metavar="NAME",
-                   help=f"input format, one of {sorted(FORMATS)}")
+    p.add_argument(
+        "--input",
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="PATH",
+        help="files, directories or globs (repeatable)",
+    )
+    p.add_argument(
+        "--format", required=True, metavar="NAME", help=f"input format, one of {sorted(FORMATS)}"
+    )
     p.add_argument("--output", required=True, help="dataset directory to create")
-    p.add_argument("--cutoff", type=int, default=0,
-                   help="keep features occurring in >= CUTOFF (weighted) events; 0 keeps all")
-    p.add_argument("--no-merge", dest="merge", action="store_false",
-                   help="keep identical events apart (test/prediction data)")
-    p.add_argument("--vocabulary", help="prepared training dataset whose dictionary and "
-                   "labels to reuse (held-out and test data)")
-    p.add_argument("--partitions", type=int, help="number of event files "
-                   "(default: Spark's default parallelism)")
-    p.add_argument("--quarantine", action="store_true",
-                   help="set malformed records aside in OUTPUT/_quarantine instead of failing")
+    p.add_argument(
+        "--cutoff",
+        type=int,
+        default=0,
+        help="keep features occurring in >= CUTOFF (weighted) events; 0 keeps all",
+    )
+    p.add_argument(
+        "--no-merge",
+        dest="merge",
+        action="store_false",
+        help="keep identical events apart (test/prediction data)",
+    )
+    p.add_argument(
+        "--vocabulary",
+        help="prepared training dataset whose dictionary and "
+        "labels to reuse (held-out and test data)",
+    )
+    p.add_argument(
+        "--partitions",
+        type=int,
+        help="number of event files (default: Spark's default parallelism)",
+    )
+    p.add_argument(
+        "--quarantine",
+        action="store_true",
+        help="set malformed records aside in OUTPUT/_quarantine instead of failing",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="reader option, e.g. mode=basenp (repeatable)")
-    p.add_argument("--master", help="Spark master (default: spark.master of the config, "
-                   "else whatever spark-submit or pyspark sets)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="reader option, e.g. mode=basenp (repeatable)",
+    )
+    p.add_argument(
+        "--master",
+        help="Spark master (default: spark.master of the config, "
+        "else whatever spark-submit or pyspark sets)",
+    )
 
 
 def _prepare(args, cfg) -> int:
@@ -84,19 +121,31 @@ def _prepare(args, cfg) -> int:
     if args.master:
         cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master=args.master))
     spark = api.session(cfg, args.command)
-    info = prepare(spark, args.input, args.output, args.format, options=options,
-                   cutoff=args.cutoff, merge_duplicates=args.merge, vocabulary=args.vocabulary,
-                   partitions=args.partitions, quarantine=args.quarantine,
-                   overwrite=args.overwrite)
+    info = prepare(
+        spark,
+        args.input,
+        args.output,
+        args.format,
+        options=options,
+        cutoff=args.cutoff,
+        merge_duplicates=args.merge,
+        vocabulary=args.vocabulary,
+        partitions=args.partitions,
+        quarantine=args.quarantine,
+        overwrite=args.overwrite,
+    )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
 
 
 def _resume_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--resume", action="store_true",
-                   help="selection methods: continue the run checkpointed in the output "
-                   "directory (same train settings; max_rounds, max_seconds, plots and backend "
-                   "may differ)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="selection methods: continue the run checkpointed in the output "
+        "directory (same train settings; max_rounds, max_seconds, plots and backend "
+        "may differ)",
+    )
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -111,10 +160,17 @@ def _train(args, cfg) -> int:
     if not train_dir:
         raise InputError("no training data: give --train or data.train in the config")
     out = args.output or cfg.output.dir
-    api.fit(api.session(cfg, args.command), cfg, train_dir, out, args.heldout or cfg.data.heldout,
-            args.resume)
-    print(f"model: {os.path.join(out, api.MODEL_DIR)}\n"
-          f"report: {os.path.join(out, api.TRAIN_REPORT)}")
+    api.fit(
+        api.session(cfg, args.command),
+        cfg,
+        train_dir,
+        out,
+        args.heldout or cfg.data.heldout,
+        args.resume,
+    )
+    print(
+        f"model: {os.path.join(out, api.MODEL_DIR)}\nreport: {os.path.join(out, api.TRAIN_REPORT)}"
+    )
     return EXIT_OK
 
 
@@ -122,14 +178,27 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="saved model directory")
     p.add_argument("--input", required=True, help="prepared dataset or text file/directory")
     p.add_argument("--format", help="reader of a text --input (e.g. maxent, conll)")
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                   help="reader option, e.g. mode=basenp")
-    p.add_argument("--max-unknown", type=_fraction, default=api.MAX_UNKNOWN, metavar="FRACTION",
-                   help="fail (exit 2) when more than this fraction of the input's feature "
-                   "occurrences are unknown to the model, a sign of the wrong --format "
-                   f"(default {api.MAX_UNKNOWN:g})")
-    p.add_argument("--allow-unknown", action="store_true",
-                   help="score anyway, with a warning, above --max-unknown")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="reader option, e.g. mode=basenp",
+    )
+    p.add_argument(
+        "--max-unknown",
+        type=_fraction,
+        default=api.MAX_UNKNOWN,
+        metavar="FRACTION",
+        help="fail (exit 2) when more than this fraction of the input's feature "
+        "occurrences are unknown to the model, a sign of the wrong --format "
+        f"(default {api.MAX_UNKNOWN:g})",
+    )
+    p.add_argument(
+        "--allow-unknown",
+        action="store_true",
+        help="score anyway, with a warning, above --max-unknown",
+    )
 
 
 def _fraction(text: str) -> float:
@@ -153,17 +222,30 @@ def _predict(args, cfg) -> int:
 
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
-    api.predict(spark, model, args.model, args.input, args.output, args.format,
-                parse_options(args.option), args.overwrite, args.max_unknown,
-                args.allow_unknown)
+    api.predict(
+        spark,
+        model,
+        args.model,
+        args.input,
+        args.output,
+        args.format,
+        parse_options(args.option),
+        args.overwrite,
+        args.max_unknown,
+        args.allow_unknown,
+    )
     print(f"predictions: {args.output}")
     return EXIT_OK
 
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     _scoring_args(p)
-    p.add_argument("--chunks", choices=["auto", "yes", "no"], default="auto",
-                   help="score chunks with the CoNLL-2000 rules (auto: when labels are IOB tags)")
+    p.add_argument(
+        "--chunks",
+        choices=["auto", "yes", "no"],
+        default="auto",
+        help="score chunks with the CoNLL-2000 rules (auto: when labels are IOB tags)",
+    )
     p.add_argument("--report", help="write the report JSON here")
 
 
@@ -175,9 +257,16 @@ def _evaluate(args, cfg) -> int:
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
     with tempfile.TemporaryDirectory(prefix="sparkmaxent-eval-") as work:
-        data = api.prepared_for_model(spark, args.model, args.input, args.format, work,
-                                      parse_options(args.option), args.max_unknown,
-                                      args.allow_unknown)
+        data = api.prepared_for_model(
+            spark,
+            args.model,
+            args.input,
+            args.format,
+            work,
+            parse_options(args.option),
+            args.max_unknown,
+            args.allow_unknown,
+        )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         report = api.evaluate_model(spark, model, data, chunks)
     summary = {k: v for k, v in report.items() if k != "per_label"}
@@ -196,40 +285,65 @@ def _pipeline(args, cfg) -> int:
     out = args.output or cfg.output.dir
     full = api.pipeline(api.session(cfg, args.command), cfg, out, args.resume)
     report, test = full["train"], full.get("test", {})
-    print(f"trained {cfg.train.method}: {report['nonzero_weights']} non-zero weights, "
-          f"objective {report.get('objective', float('nan')):.6g}, {report['passes']} passes"
-          + (f", test accuracy {test['accuracy']:.4f}" if test else ""))
-    print(f"model:  {os.path.join(out, api.MODEL_DIR)}\n"
-          f"report: {os.path.join(out, api.PIPELINE_REPORT)}")
+    print(
+        f"trained {cfg.train.method}: {report['nonzero_weights']} non-zero weights, "
+        f"objective {report.get('objective', float('nan')):.6g}, {report['passes']} passes"
+        + (f", test accuracy {test['accuracy']:.4f}" if test else "")
+    )
+    print(
+        f"model:  {os.path.join(out, api.MODEL_DIR)}\n"
+        f"report: {os.path.join(out, api.PIPELINE_REPORT)}"
+    )
     return EXIT_OK
 
 
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
-    "prepare": ("Parse text files on Spark, build the feature dictionary, index and merge "
-                "events, and write a prepared dataset.", _prepare_args, _prepare),
+    "prepare": (
+        "Parse text files on Spark, build the feature dictionary, index and merge "
+        "events, and write a prepared dataset.",
+        _prepare_args,
+        _prepare,
+    ),
     "train": ("Train a conditional maxent model on a prepared dataset.", _train_args, _train),
-    "predict": ("Score a dataset with a saved model; writes Parquet (event_id, group, label, "
-                "predicted, probability, probabilities).", _predict_args, _predict),
-    "evaluate": ("Accuracy, per-label P/R/F1 and CoNLL chunk P/R/F1 of a model.",
-                 _evaluate_args, _evaluate),
-    "pipeline": ("Prepare, train and evaluate in one Spark session (default: the built-in "
-                 "synthetic data).", _pipeline_args, _pipeline),
+    "predict": (
+        "Score a dataset with a saved model; writes Parquet (event_id, group, label, "
+        "predicted, probability, probabilities).",
+        _predict_args,
+        _predict,
+    ),
+    "evaluate": (
+        "Accuracy, per-label P/R/F1 and CoNLL chunk P/R/F1 of a model.",
+        _evaluate_args,
+        _evaluate,
+    ),
+    "pipeline": (
+        "Prepare, train and evaluate in one Spark session (default: the built-in synthetic data).",
+        _pipeline_args,
+        _pipeline,
+    ),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sparkmaxent", description="Sparse conditional maximum-entropy models with "
+        prog="sparkmaxent",
+        description="Sparse conditional maximum-entropy models with "
         "feature selection, on Apache Spark. Exit codes: 0 done, 1 internal error, 2 bad "
-        "input, 3 bad configuration, 5 non-finite numbers in training (no model saved).")
+        "input, 3 bad configuration, 5 non-finite numbers in training (no model saved).",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         add_args(p)
         p.add_argument("--config", help="TOML configuration file (conf/*.toml)")
-        p.add_argument("--set", dest="overrides", action="append", default=[],
-                       metavar="SECTION.KEY=VALUE",
-                       help="override one configuration value, e.g. --set train.grafting.l1=1e-5")
+        p.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="SECTION.KEY=VALUE",
+            help="override one configuration value, e.g. --set train.grafting.l1=1e-5",
+        )
         p.add_argument("--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -263,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def job_main(command: str) -> Callable[[list[str] | None], int]:
     """The ``main(argv)`` of ``jobs/<command>.py``: this CLI's subcommand."""
+
     def run(argv: list[str] | None = None) -> int:
         return main([command, *(sys.argv[1:] if argv is None else argv)])
+
     return run

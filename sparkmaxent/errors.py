@@ -18,9 +18,11 @@ class NumericError(ArithmeticError):
 
 
 #: What a NumericError suggests checking, whichever pass it comes from.
-NUMERIC_HINT = ("check the feature values' magnitudes (prepare refuses |value| > 1e12, but "
-                "large values still make a model ill-conditioned), try train.standardize = true, "
-                "or raise the regularization (train.l2, train.grafting.l1)")
+NUMERIC_HINT = (
+    "check the feature values' magnitudes (prepare refuses |value| > 1e12, but "
+    "large values still make a model ill-conditioned), try train.standardize = true, "
+    "or raise the regularization (train.l2, train.grafting.l1)"
+)
 
 
 def check_finite(where: str, **quantities) -> None:
@@ -29,8 +31,10 @@ def check_finite(where: str, **quantities) -> None:
     ``"loss+gradient pass"``. The one check every pass result goes through."""
     import numpy as np
 
-    bad = [name for name, value in quantities.items()
-           if value is not None and not np.all(np.isfinite(np.asarray(value, dtype=np.float64)))]
+    bad = [
+        name
+        for name, value in quantities.items()
+        if value is not None and not np.all(np.isfinite(np.asarray(value, dtype=np.float64)))
+    ]
     if bad:
-        raise NumericError(f"{where}: non-finite {', '.join(bad)} (no model saved); "
-                           f"{NUMERIC_HINT}")
+        raise NumericError(f"{where}: non-finite {', '.join(bad)} (no model saved); {NUMERIC_HINT}")

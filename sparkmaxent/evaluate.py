@@ -9,11 +9,12 @@ Chunk scores follow the CoNLL-2000 shared task's ``conlleval`` script
 (Tjong Kim Sang & Buchholz 2000; script version 2004-01-26) rule for rule:
 see ``chunks`` and ``chunk_prf``.
 """
+
 from __future__ import annotations
 
 import logging
 import re
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -31,11 +32,14 @@ def _ratio(a: float, b: float) -> float:
 def _check_pair(gold, pred, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     g, p = np.asarray(gold), np.asarray(pred)
     if g.ndim != 1 or p.ndim != 1:
-        raise ValueError(f"expected 1-D gold and predicted labels, got shapes {g.shape} "
-                         f"and {p.shape}")
+        raise ValueError(
+            f"expected 1-D gold and predicted labels, got shapes {g.shape} and {p.shape}"
+        )
     if len(g) != len(p):
-        raise ValueError(f"expected as many predictions as gold labels, got {len(p)} "
-                         f"predictions for {len(g)} gold labels")
+        raise ValueError(
+            f"expected as many predictions as gold labels, got {len(p)} "
+            f"predictions for {len(g)} gold labels"
+        )
     if weights is None:
         w = np.ones(len(g))
     else:
@@ -43,15 +47,20 @@ def _check_pair(gold, pred, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray
         if w.shape != g.shape:
             raise ValueError(f"expected one weight per event, shape {g.shape}, got shape {w.shape}")
         if np.any(~np.isfinite(w)) or np.any(w < 0):
-            raise ValueError("expected finite non-negative event weights, "
-                             "got negative or non-finite ones")
+            raise ValueError(
+                "expected finite non-negative event weights, got negative or non-finite ones"
+            )
     return g, p, w
 
 
 # ---- classification ---------------------------------------------------------------
 
-def accuracy(gold: Sequence[Hashable] | np.ndarray, pred: Sequence[Hashable] | np.ndarray,
-             weights: Sequence[float] | np.ndarray | None = None) -> float:
+
+def accuracy(
+    gold: Sequence[Hashable] | np.ndarray,
+    pred: Sequence[Hashable] | np.ndarray,
+    weights: Sequence[float] | np.ndarray | None = None,
+) -> float:
     """Share of (weighted) events whose predicted label is the gold one.
 
     Parameters
@@ -68,8 +77,10 @@ def accuracy(gold: Sequence[Hashable] | np.ndarray, pred: Sequence[Hashable] | n
     g, p, w = _check_pair(gold, pred, weights)
     total = w.sum()
     if total <= 0:
-        raise ValueError(f"expected events with positive total weight, got {len(g)} events "
-                         f"of total weight {total}")
+        raise ValueError(
+            f"expected events with positive total weight, got {len(g)} events "
+            f"of total weight {total}"
+        )
     return float(w @ (g == p)) / float(total)
 
 
@@ -99,9 +110,12 @@ def _label_counts(gold, pred, labels, weights):
     return labs, tp, n_gold, n_pred
 
 
-def per_label_prf(gold: Sequence[Hashable] | np.ndarray, pred: Sequence[Hashable] | np.ndarray,
-                  labels: Sequence[Hashable] | None = None,
-                  weights: Sequence[float] | np.ndarray | None = None) -> list[dict]:
+def per_label_prf(
+    gold: Sequence[Hashable] | np.ndarray,
+    pred: Sequence[Hashable] | np.ndarray,
+    labels: Sequence[Hashable] | None = None,
+    weights: Sequence[float] | np.ndarray | None = None,
+) -> list[dict]:
     """Precision, recall and F1 of each label (one-vs-rest).
 
     For label k: precision = tp_k / #pred_k, recall = tp_k / #gold_k,
@@ -127,14 +141,24 @@ def per_label_prf(gold: Sequence[Hashable] | np.ndarray, pred: Sequence[Hashable
     rows = []
     for lab, t, ng, npred in zip(labs.tolist(), tp, n_gold, n_pred):
         p, r = _ratio(t, npred), _ratio(t, ng)
-        rows.append({"label": lab, "precision": p, "recall": r, "f1": _f1(p, r),
-                     "support": int(ng) if weights is None else float(ng)})
+        rows.append(
+            {
+                "label": lab,
+                "precision": p,
+                "recall": r,
+                "f1": _f1(p, r),
+                "support": int(ng) if weights is None else float(ng),
+            }
+        )
     return rows
 
 
-def prf_summary(gold: Sequence[Hashable] | np.ndarray, pred: Sequence[Hashable] | np.ndarray,
-                labels: Sequence[Hashable] | None = None,
-                weights: Sequence[float] | np.ndarray | None = None) -> dict:
+def prf_summary(
+    gold: Sequence[Hashable] | np.ndarray,
+    pred: Sequence[Hashable] | np.ndarray,
+    labels: Sequence[Hashable] | None = None,
+    weights: Sequence[float] | np.ndarray | None = None,
+) -> dict:
     """Per-label scores and their micro, macro and weighted averages.
 
     * micro: precision = sum tp / sum #pred, recall = sum tp / sum #gold over
@@ -266,8 +290,11 @@ def chunks(tags: Sequence[str], raw: bool = False) -> set[tuple[str, int, int]]:
     return out
 
 
-def chunk_prf(gold_sentences: Sequence[Sequence[str]], pred_sentences: Sequence[Sequence[str]],
-              raw: bool = False) -> dict:
+def chunk_prf(
+    gold_sentences: Sequence[Sequence[str]],
+    pred_sentences: Sequence[Sequence[str]],
+    raw: bool = False,
+) -> dict:
     """Chunk precision, recall and F1 exactly as conlleval computes them.
 
     A predicted chunk is correct only when its type and both boundaries
@@ -340,38 +367,56 @@ def chunk_prf(gold_sentences: Sequence[Sequence[str]], pred_sentences: Sequence[
         n_correct += 1
         bump(last_ct, 0)
 
-    return {**_prf(n_correct, n_gold, n_pred), "accuracy": _ratio(correct_tags, n_tokens),
-            "by_type": {typ: _prf(*by_type[typ]) for typ in sorted(by_type)}}
+    return {
+        **_prf(n_correct, n_gold, n_pred),
+        "accuracy": _ratio(correct_tags, n_tokens),
+        "by_type": {typ: _prf(*by_type[typ]) for typ in sorted(by_type)},
+    }
 
 
 def _prf(n_correct: int, n_gold: int, n_pred: int) -> dict:
     p, r = _ratio(n_correct, n_pred), _ratio(n_correct, n_gold)
-    return {"precision": p, "recall": r, "f1": _f1(p, r),
-            "n_gold": n_gold, "n_pred": n_pred, "n_correct": n_correct}
+    return {
+        "precision": p,
+        "recall": r,
+        "f1": _f1(p, r),
+        "n_gold": n_gold,
+        "n_pred": n_pred,
+        "n_correct": n_correct,
+    }
 
 
 def _check_sentences(gold_sentences, pred_sentences) -> None:
     if len(gold_sentences) != len(pred_sentences):
-        raise ValueError(f"expected as many predicted sentences as gold ones, got "
-                         f"{len(pred_sentences)} predicted for {len(gold_sentences)} gold")
+        raise ValueError(
+            f"expected as many predicted sentences as gold ones, got "
+            f"{len(pred_sentences)} predicted for {len(gold_sentences)} gold"
+        )
     for s, (g, p) in enumerate(zip(gold_sentences, pred_sentences)):
         if isinstance(g, str) or isinstance(p, str):
             raise ValueError(f"expected sentences as lists of tags, got a string at sentence {s}")
         if len(g) != len(p):
-            raise ValueError(f"sentence {s}: expected {len(g)} predicted tags (one per gold tag), "
-                             f"got {len(p)}")
+            raise ValueError(
+                f"sentence {s}: expected {len(g)} predicted tags (one per gold tag), got {len(p)}"
+            )
 
 
 # ---- a whole test set ---------------------------------------------------------
+
 
 def is_iob(labels: Sequence[str]) -> bool:
     """Whether labels are IOB chunk tags (some start with B- or I-)."""
     return any(str(label)[:2] in ("B-", "I-") for label in labels)
 
 
-def score_tagging(groups: np.ndarray, event_ids: np.ndarray, gold: Sequence[Hashable] | np.ndarray,
-                  pred: Sequence[Hashable] | np.ndarray, labels: Sequence[str],
-                  chunks: bool | None = None) -> dict:
+def score_tagging(
+    groups: np.ndarray,
+    event_ids: np.ndarray,
+    gold: Sequence[Hashable] | np.ndarray,
+    pred: Sequence[Hashable] | np.ndarray,
+    labels: Sequence[str],
+    chunks: bool | None = None,
+) -> dict:
     """Accuracy, per-label P/R/F1 and, for IOB chunk tags, conlleval chunk
     P/R/F1 of predictions on events in any order: events are put back in
     source order (``group`` = sentence, then ``event_id``). A gold label not
@@ -384,18 +429,23 @@ def score_tagging(groups: np.ndarray, event_ids: np.ndarray, gold: Sequence[Hash
     pred = np.asarray(pred, dtype=object)[order]
     groups = np.asarray(groups)[order]
     unseen = ~np.isin(gold, np.asarray(list(labels), dtype=object))
-    report = {"events": int(len(gold)), "accuracy": accuracy(gold, pred),
-              "unseen_gold_labels": int(unseen.sum()),
-              "per_label": per_label_prf(gold, pred, list(labels))}
+    report = {
+        "events": int(len(gold)),
+        "accuracy": accuracy(gold, pred),
+        "unseen_gold_labels": int(unseen.sum()),
+        "per_label": per_label_prf(gold, pred, list(labels)),
+    }
     if chunks:
         cuts = np.flatnonzero(np.diff(groups)) + 1
-        report["chunks"] = chunk_prf([list(s) for s in np.split(gold, cuts)],
-                                     [list(s) for s in np.split(pred, cuts)])
+        report["chunks"] = chunk_prf(
+            [list(s) for s in np.split(gold, cuts)], [list(s) for s in np.split(pred, cuts)]
+        )
     return report
 
 
-def evaluate_dataset(dataset_dir: str, weights, space, scaling=None,
-                     chunks: bool | None = None) -> dict:
+def evaluate_dataset(
+    dataset_dir: str, weights, space, scaling=None, chunks: bool | None = None
+) -> dict:
     """``score_tagging`` of in-process predictions on a prepared multiclass
     dataset (prepared with the training vocabulary, duplicates not merged);
     for benchmarks and data that fit the driver. ``chunks`` None: when the
@@ -414,11 +464,18 @@ def evaluate_dataset(dataset_dir: str, weights, space, scaling=None,
     predicted, _ = predict_multiclass(block, space, weights, scaling)
     labels = list(info.labels)
     gold = [info.label_name(int(y)) for y in table.column("label").to_numpy()]
-    return score_tagging(table.column("group").to_numpy(), table.column("event_id").to_numpy(),
-                         gold, [labels[int(k)] for k in predicted], labels, chunks)
+    return score_tagging(
+        table.column("group").to_numpy(),
+        table.column("event_id").to_numpy(),
+        gold,
+        [labels[int(k)] for k in predicted],
+        labels,
+        chunks,
+    )
 
 
 # ---- model size --------------------------------------------------------------
+
 
 def compression(n_selected: int, n_candidates: int) -> float:
     """Share of candidate features left out of the model, 1 - n_selected / n_candidates.
@@ -433,6 +490,8 @@ def compression(n_selected: int, n_candidates: int) -> float:
     if n_candidates <= 0:
         raise ValueError(f"expected a positive number of candidate features, got {n_candidates}")
     if not 0 <= n_selected <= n_candidates:
-        raise ValueError(f"expected 0 <= n_selected <= n_candidates = {n_candidates}, "
-                         f"got n_selected = {n_selected}")
+        raise ValueError(
+            f"expected 0 <= n_selected <= n_candidates = {n_candidates}, "
+            f"got n_selected = {n_selected}"
+        )
     return 1.0 - n_selected / n_candidates

@@ -1,4 +1,5 @@
 """JSON for reports, metadata and checkpoints: numpy values, atomic writes."""
+
 from __future__ import annotations
 
 import json

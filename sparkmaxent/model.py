@@ -18,6 +18,7 @@ habit)::
 Only non-zero weights are stored. Standardization statistics are stored for
 the predicates the model uses; the others do not affect any score.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,11 +47,17 @@ VOCABULARY_TRAINING = "training"  # the whole training dictionary
 VOCABULARY_USED = "used"  # only the features with a weight (and older models)
 METADATA_KEYS = ("shape", "n_predicates", "labels", "bias", "standardized", "config", "summary")
 
-WEIGHTS_SCHEMA = pa.schema([
-    ("feature", pa.string()), ("predicate", pa.int32()), ("label", pa.string()),
-    ("label_index", pa.int32()), ("weight", pa.float64()),
-    ("mean", pa.float64()), ("inv_scale", pa.float64()),
-])
+WEIGHTS_SCHEMA = pa.schema(
+    [
+        ("feature", pa.string()),
+        ("predicate", pa.int32()),
+        ("label", pa.string()),
+        ("label_index", pa.int32()),
+        ("weight", pa.float64()),
+        ("mean", pa.float64()),
+        ("inv_scale", pa.float64()),
+    ]
+)
 
 
 @dataclass
@@ -106,8 +113,11 @@ class MaxentModel:
         """(feature string, label) of every non-zero weight."""
         p, k = self.space.split(self.weights.active_ids())
         label = (lambda i: self.labels[i]) if self.space.shape == MULTICLASS else (lambda i: "")
-        return [(self.feature_names[int(a)], label(int(b)))
-                for a, b, v in zip(p, k, self.weights.values) if v != 0]
+        return [
+            (self.feature_names[int(a)], label(int(b)))
+            for a, b, v in zip(p, k, self.weights.values)
+            if v != 0
+        ]
 
     # ---- persistence ---------------------------------------------------
     def save(self, path: str, overwrite: bool = False) -> None:
@@ -131,21 +141,31 @@ class MaxentModel:
         p, k = self.space.split(w.active_ids())
         mean = self.scaling.mean[p] if self.scaling is not None else np.zeros(len(p))
         inv = self.scaling.inv_scale[p] if self.scaling is not None else np.ones(len(p))
-        table = pa.table({
-            "feature": [self.feature_names[int(i)] for i in p],
-            "predicate": p.astype(np.int32),
-            "label": [self.labels[int(i)] for i in k] if self.space.shape == MULTICLASS
-            else [None] * len(p),
-            "label_index": k.astype(np.int32), "weight": w.values, "mean": mean, "inv_scale": inv,
-        }, schema=WEIGHTS_SCHEMA)
+        table = pa.table(
+            {
+                "feature": [self.feature_names[int(i)] for i in p],
+                "predicate": p.astype(np.int32),
+                "label": [self.labels[int(i)] for i in k]
+                if self.space.shape == MULTICLASS
+                else [None] * len(p),
+                "label_index": k.astype(np.int32),
+                "weight": w.values,
+                "mean": mean,
+                "inv_scale": inv,
+            },
+            schema=WEIGHTS_SCHEMA,
+        )
         os.makedirs(os.path.join(directory, WEIGHTS_DIR))
         pq.write_table(table, os.path.join(directory, WEIGHTS_DIR, "part-0.parquet"))
         meta = {
-            "format_version": MODEL_FORMAT_VERSION, "shape": self.space.shape,
-            "n_predicates": self.space.n_predicates, "labels": self.labels,
+            "format_version": MODEL_FORMAT_VERSION,
+            "shape": self.space.shape,
+            "n_predicates": self.space.n_predicates,
+            "labels": self.labels,
             "bias": None if w.bias is None else [float(b) for b in w.bias],
             "standardized": self.scaling is not None,
-            "config": self.config, "summary": self.summary,
+            "config": self.config,
+            "summary": self.summary,
         }
         with open(os.path.join(directory, METADATA_FILE), "w") as f:
             json.dump(meta, f, indent=2, default=json_default)
@@ -156,23 +176,35 @@ class MaxentModel:
 
         os.makedirs(directory)
         if self.dictionary:  # the training dictionary, every feature of it
-            shutil.copytree(os.path.join(self.dictionary, FEATURES_DIR),
-                            os.path.join(directory, FEATURES_DIR))
+            shutil.copytree(
+                os.path.join(self.dictionary, FEATURES_DIR), os.path.join(directory, FEATURES_DIR)
+            )
         else:
             used = sorted(self.feature_names)
             os.makedirs(os.path.join(directory, FEATURES_DIR))
-            pq.write_table(pa.table({"feature": [self.feature_names[i] for i in used],
-                                     "id": np.asarray(used, dtype=np.int32),
-                                     "count": np.zeros(len(used))}, schema=FEATURES_SCHEMA),
-                           os.path.join(directory, FEATURES_DIR, "part-0.parquet"))
-        DatasetInfo(shape=self.space.shape, n_features=self.space.n_predicates,
-                    labels=list(self.labels), source={
-                        "model": "vocabulary of a saved model",
-                        "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED}
-                    ).save(directory)
+            pq.write_table(
+                pa.table(
+                    {
+                        "feature": [self.feature_names[i] for i in used],
+                        "id": np.asarray(used, dtype=np.int32),
+                        "count": np.zeros(len(used)),
+                    },
+                    schema=FEATURES_SCHEMA,
+                ),
+                os.path.join(directory, FEATURES_DIR, "part-0.parquet"),
+            )
+        DatasetInfo(
+            shape=self.space.shape,
+            n_features=self.space.n_predicates,
+            labels=list(self.labels),
+            source={
+                "model": "vocabulary of a saved model",
+                "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED,
+            },
+        ).save(directory)
 
     @staticmethod
-    def load(path: str) -> "MaxentModel":
+    def load(path: str) -> MaxentModel:
         """Read a saved model, checking what it reads.
 
         Raises
@@ -200,8 +232,11 @@ class MaxentModel:
         k = t.column("label_index").to_numpy().astype(np.int64)
         ids = p * n_labels + k
         order = np.argsort(ids, kind="stable")
-        weights = Weights(ids[order], t.column("weight").to_numpy()[order],
-                          None if meta["bias"] is None else np.asarray(meta["bias"], dtype=np.float64))
+        weights = Weights(
+            ids[order],
+            t.column("weight").to_numpy()[order],
+            None if meta["bias"] is None else np.asarray(meta["bias"], dtype=np.float64),
+        )
         scaling = None
         if meta["standardized"]:
             mean, inv = np.zeros(space.n_predicates), np.ones(space.n_predicates)
@@ -218,17 +253,21 @@ def _read_metadata(meta_path: str) -> dict:
         with open(meta_path, encoding="utf-8") as f:
             meta = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{meta_path}: not valid JSON ({e}); the model file is damaged or "
-                         "truncated") from None
+        raise InputError(
+            f"{meta_path}: not valid JSON ({e}); the model file is damaged or truncated"
+        ) from None
     if not isinstance(meta, dict):
         raise InputError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
     if meta.get("format_version") != MODEL_FORMAT_VERSION:
-        raise InputError(f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
-                         f"got {meta.get('format_version')}")
+        raise InputError(
+            f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
+            f"got {meta.get('format_version')}"
+        )
     missing = [key for key in METADATA_KEYS if key not in meta]
     if missing:
-        raise InputError(f"{meta_path}: missing key{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)}")
+        raise InputError(
+            f"{meta_path}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        )
 
     def bad(key: str, expected: str):
         return InputError(f"{meta_path}: {key}: expected {expected}, got {meta[key]!r}")
@@ -246,9 +285,12 @@ def _read_metadata(meta_path: str) -> dict:
     if meta["shape"] == CANDIDATES and bias is not None:
         raise bad("bias", "null (candidate-set models have no bias)")
     if bias is not None and not (
-            isinstance(bias, list) and len(bias) == n_labels
-            and all(isinstance(b, (int, float)) and not isinstance(b, bool)
-                    and np.isfinite(b) for b in bias)):
+        isinstance(bias, list)
+        and len(bias) == n_labels
+        and all(
+            isinstance(b, (int, float)) and not isinstance(b, bool) and np.isfinite(b) for b in bias
+        )
+    ):
         raise bad("bias", f"null or a list of {n_labels} finite numbers (one per label)")
     if not isinstance(meta["standardized"], bool):
         raise bad("standardized", "true or false")
@@ -263,15 +305,18 @@ def _read_weights(weights_path: str, space: Space, standardized: bool) -> pa.Tab
     try:
         t = pq.read_table(weights_path)
     except (OSError, ValueError, pa.ArrowException) as e:
-        raise InputError(f"{weights_path}: cannot read the model's weights as Parquet "
-                         f"({e})") from None
+        raise InputError(
+            f"{weights_path}: cannot read the model's weights as Parquet ({e})"
+        ) from None
     needed = ["feature", "predicate", "label_index", "weight"]
     if standardized:
         needed += ["mean", "inv_scale"]
     missing = [c for c in needed if c not in t.column_names]
     if missing:
-        raise InputError(f"{weights_path}: missing column{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)} (found {', '.join(t.column_names)})")
+        raise InputError(
+            f"{weights_path}: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} (found {', '.join(t.column_names)})"
+        )
     for c in needed[1:]:
         col = t.column(c)
         if col.null_count:
@@ -288,27 +333,35 @@ def _read_weights(weights_path: str, space: Space, standardized: bool) -> pa.Tab
     out = (p < 0) | (p >= space.n_predicates)
     if out.any():
         i = first(out)
-        raise InputError(f"{weights_path}: row {i}: predicate id {p[i]} is out of range "
-                         f"[0, {space.n_predicates}) ({int(out.sum())} row(s) out of range); "
-                         "the weights do not belong to this metadata.json")
+        raise InputError(
+            f"{weights_path}: row {i}: predicate id {p[i]} is out of range "
+            f"[0, {space.n_predicates}) ({int(out.sum())} row(s) out of range); "
+            "the weights do not belong to this metadata.json"
+        )
     out = (k < 0) | (k >= space.n_labels)
     if out.any():
         i = first(out)
-        raise InputError(f"{weights_path}: row {i}: label index {k[i]} is out of range "
-                         f"[0, {space.n_labels}) ({int(out.sum())} row(s) out of range)")
+        raise InputError(
+            f"{weights_path}: row {i}: label index {k[i]} is out of range "
+            f"[0, {space.n_labels}) ({int(out.sum())} row(s) out of range)"
+        )
     for c in needed[3:]:
         v = t.column(c).to_numpy()
         if not np.isfinite(v).all():
             i = first(~np.isfinite(v))
-            raise InputError(f"{weights_path}: row {i}: non-finite {c} {v[i]} "
-                             f"({int((~np.isfinite(v)).sum())} row(s))")
+            raise InputError(
+                f"{weights_path}: row {i}: non-finite {c} {v[i]} "
+                f"({int((~np.isfinite(v)).sum())} row(s))"
+            )
     ids = p * space.n_labels + k
     order = np.argsort(ids, kind="stable")
     dup = np.flatnonzero(ids[order][1:] == ids[order][:-1])
     if len(dup):
-        a, b = sorted(order[dup[0]:dup[0] + 2].tolist())
-        raise InputError(f"{weights_path}: rows {a} and {b} both hold predicate {p[a]}, "
-                         f"label index {k[a]} ({len(dup)} duplicate row(s))")
+        a, b = sorted(order[dup[0] : dup[0] + 2].tolist())
+        raise InputError(
+            f"{weights_path}: rows {a} and {b} both hold predicate {p[a]}, "
+            f"label index {k[a]} ({len(dup)} duplicate row(s))"
+        )
     return t
 
 
@@ -349,4 +402,11 @@ def feature_names_for(dataset_dir: str, ids: np.ndarray) -> dict[int, str]:
     return dict(zip(t.column("id").to_pylist(), t.column("feature").to_pylist()))
 
 
-__all__ = ["MaxentModel", "feature_names_for", "vocabulary_is_complete", "feature_table", "CANDIDATES", "MULTICLASS"]
+__all__ = [
+    "MaxentModel",
+    "feature_names_for",
+    "vocabulary_is_complete",
+    "feature_table",
+    "CANDIDATES",
+    "MULTICLASS",
+]

@@ -1,10 +1,11 @@
 """Training: the registry of methods, and ``train()``, which runs one over
 a backend and reports on it."""
+
 from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .backends import Backend
 from .config import TrainConfig
@@ -31,9 +32,14 @@ METHODS: dict[str, Method] = {
 }
 
 
-def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
-          output_dir: str | None = None, resume: bool = False,
-          on_round: Callable | None = None) -> FitResult:
+def train(
+    backend: Backend,
+    config: TrainConfig,
+    heldout: Backend | None = None,
+    output_dir: str | None = None,
+    resume: bool = False,
+    on_round: Callable | None = None,
+) -> FitResult:
     """Run ``config.method`` on the backend's events and report on it.
 
     Parameters
@@ -57,8 +63,12 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
     if config.standardize:
         scaling = backend.run(MomentsTask()).scaling()
     ctx = TrainingContext(backend, config, scaling, heldout, output_dir, resume, on_round)
-    log.info("training %s on %d candidate features (%s events)", config.method,
-             backend.space.n_features, backend.space.shape)
+    log.info(
+        "training %s on %d candidate features (%s events)",
+        config.method,
+        backend.space.n_features,
+        backend.space.shape,
+    )
     try:
         result = METHODS[config.method](ctx)
     except NumericError as e:  # name the method once, whichever pass raised
@@ -67,18 +77,30 @@ def train(backend: Backend, config: TrainConfig, heldout: Backend | None = None,
         raise NumericError(f"{config.method}: {e}") from e
     report = result.report
     # the last gate before a model exists: never hand back NaN weights or objective
-    check_finite(f"{config.method}: the trained model", objective=report.get("objective"),
-                 weights=result.weights.values, bias=result.weights.bias)
-    report.update(method=config.method, nonzero_weights=result.weights.nnz,
-                  candidate_features=backend.space.n_features,
-                  passes=backend.passes - passes0, wall_s=round(time.perf_counter() - start, 3))
+    check_finite(
+        f"{config.method}: the trained model",
+        objective=report.get("objective"),
+        weights=result.weights.values,
+        bias=result.weights.bias,
+    )
+    report.update(
+        method=config.method,
+        nonzero_weights=result.weights.nnz,
+        candidate_features=backend.space.n_features,
+        passes=backend.passes - passes0,
+        wall_s=round(time.perf_counter() - start, 3),
+    )
     if heldout is not None:
         stats = evaluate(heldout, result.weights, scaling)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling
-    log.info("done: objective %.10g, %d non-zero weights, %d passes, %.1fs",
-             report.get("objective", float("nan")), report["nonzero_weights"], report["passes"],
-             report["wall_s"])
+    log.info(
+        "done: objective %.10g, %d non-zero weights, %d passes, %.1fs",
+        report.get("objective", float("nan")),
+        report["nonzero_weights"],
+        report["passes"],
+        report["wall_s"],
+    )
     return result
 
 

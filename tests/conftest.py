@@ -1,4 +1,5 @@
 """One Spark session for the whole test run (chispa's habit), on loopback."""
+
 from __future__ import annotations
 
 import os
@@ -17,9 +18,11 @@ SHARED_DATA = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."
 def spark():
     from sparkmaxent.backends.session import spark_session
 
-    session = spark_session("local[2]", "sparkmaxent-tests",
-                            {"spark.sql.shuffle.partitions": "4",
-                             "spark.default.parallelism": "4"})
+    session = spark_session(
+        "local[2]",
+        "sparkmaxent-tests",
+        {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"},
+    )
     yield session
     session.stop()
 

@@ -1,4 +1,5 @@
 """How a pass runs: in-process or on Spark. Only this package and io code import pyspark."""
+
 from .base import Backend, merge_all
 from .factory import make_backend
 from .local import LocalBackend

@@ -6,9 +6,11 @@ A *task* is a picklable callable ``task(block) -> result`` whose result has a
 current weights), applies it to every cached block and reduces the results.
 Every pass is stateless, so a retried task never changes the answer.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from ..kernels import Block, Space
 from ..kernels.topk import GradientSummary, GradientTestTask
@@ -42,6 +44,7 @@ def merge_all(results: list):
     if not results:
         raise ValueError("no blocks to merge: the dataset is empty")
     while len(results) > 1:
-        results = [a.merge(b) if b is not None else a
-                   for a, b in zip(results[::2], results[1::2] + [None])]
+        results = [
+            a.merge(b) if b is not None else a for a, b in zip(results[::2], results[1::2] + [None])
+        ]
     return results[0]

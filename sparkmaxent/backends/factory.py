@@ -2,10 +2,11 @@
 
 Registry: ``BACKENDS[kind] -> builder(dataset_dir, spark=..., bias=..., partitions=...)``.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from ..data.schema import DatasetInfo
 from .base import Backend
@@ -13,8 +14,9 @@ from .base import Backend
 logger = logging.getLogger(__name__)
 
 
-def _local(dataset_dir: str, *, spark=None, bias: bool = False,
-           partitions: int | None = None) -> Backend:
+def _local(
+    dataset_dir: str, *, spark=None, bias: bool = False, partitions: int | None = None
+) -> Backend:
     """All events read into this process (pyarrow), cut into ``partitions`` blocks."""
     from ..data.load import read_blocks
     from .local import LocalBackend
@@ -24,8 +26,9 @@ def _local(dataset_dir: str, *, spark=None, bias: bool = False,
     return LocalBackend(blocks, info.space(bias), info, dataset_dir)
 
 
-def _spark(dataset_dir: str, *, spark=None, bias: bool = False,
-           partitions: int | None = None) -> Backend:
+def _spark(
+    dataset_dir: str, *, spark=None, bias: bool = False, partitions: int | None = None
+) -> Backend:
     """Blocks cached on Spark executors; without ``spark``, the active session
     (or a new one, with the master spark-submit gives)."""
     from .session import spark_session
@@ -39,8 +42,9 @@ def _spark(dataset_dir: str, *, spark=None, bias: bool = False,
 BACKENDS: dict[str, Callable[..., Backend]] = {"local": _local, "spark": _spark}
 
 
-def make_backend(kind: str, dataset_dir: str, *, spark=None, bias: bool = False,
-                 partitions: int | None = None) -> Backend:
+def make_backend(
+    kind: str, dataset_dir: str, *, spark=None, bias: bool = False, partitions: int | None = None
+) -> Backend:
     """A backend of the given kind over a prepared dataset.
 
     Parameters

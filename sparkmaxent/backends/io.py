@@ -4,12 +4,13 @@ A job writes into a hidden temporary sibling of its output path and renames
 it into place only when complete, so a failed job leaves no partial output
 where a finished one would be.
 """
+
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,9 @@
 """In-process backend: the blocks live in this Python process."""
+
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..kernels import Block, Space, check_total_weight
 from ..kernels.topk import GradientSummary, GradientTestTask
@@ -14,8 +16,9 @@ class LocalBackend:
     """Runs tasks over a list of in-memory blocks, for data that fits one
     machine and for tests. Same kernels, same merge order rules as Spark."""
 
-    def __init__(self, blocks: list[Block], space: Space, info=None,
-                 dataset_dir: str | None = None):
+    def __init__(
+        self, blocks: list[Block], space: Space, info=None, dataset_dir: str | None = None
+    ):
         if not blocks:
             raise ValueError("expected at least one block of events, got none")
         self.blocks = blocks

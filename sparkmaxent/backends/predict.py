@@ -1,4 +1,5 @@
 """Scoring a prepared dataset at scale with a vectorised UDF per partition."""
+
 from __future__ import annotations
 
 import os
@@ -6,34 +7,48 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InputError
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
+from ..errors import InputError
 from ..kernels import MULTICLASS, CandidateBlock, MulticlassBlock
 from ..model import MaxentModel
 
 # label: the gold label (also one unseen in training); predicted: the model's
-MULTICLASS_OUTPUT = pa.schema([
-    ("event_id", pa.int64()), ("group", pa.int64()), ("label", pa.string()),
-    ("predicted", pa.string()), ("probability", pa.float64()),
-    ("probabilities", pa.list_(pa.float64())),
-])
-CANDIDATES_OUTPUT = pa.schema([
-    ("event_id", pa.int64()), ("group", pa.int64()), ("predicted", pa.int32()),
-    ("correct", pa.list_(pa.bool_())), ("probabilities", pa.list_(pa.float64())),
-])
+MULTICLASS_OUTPUT = pa.schema(
+    [
+        ("event_id", pa.int64()),
+        ("group", pa.int64()),
+        ("label", pa.string()),
+        ("predicted", pa.string()),
+        ("probability", pa.float64()),
+        ("probabilities", pa.list_(pa.float64())),
+    ]
+)
+CANDIDATES_OUTPUT = pa.schema(
+    [
+        ("event_id", pa.int64()),
+        ("group", pa.int64()),
+        ("predicted", pa.int32()),
+        ("correct", pa.list_(pa.bool_())),
+        ("probabilities", pa.list_(pa.float64())),
+    ]
+)
 
 
 def check_compatible(model: MaxentModel, info: DatasetInfo, where: str) -> None:
     """The dataset must be indexed with the model's dictionary."""
     if info.shape != model.space.shape:
-        raise InputError(f"{where}: model is for {model.space.shape} events, data holds {info.shape}")
+        raise InputError(
+            f"{where}: model is for {model.space.shape} events, data holds {info.shape}"
+        )
     if info.n_features != model.space.n_predicates or (
-            info.shape == MULTICLASS and info.labels != model.labels):
+        info.shape == MULTICLASS and info.labels != model.labels
+    ):
         raise InputError(
             f"{where}: events were not prepared with this model's dictionary "
             f"(expected {model.space.n_predicates} features and labels {model.labels[:5]}..., "
             f"got {info.n_features} and {info.labels[:5]}...); prepare them with "
-            f"--vocabulary <model>/vocabulary")
+            f"--vocabulary <model>/vocabulary"
+        )
 
 
 def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
@@ -50,12 +65,19 @@ def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
             assert isinstance(block, MulticlassBlock), "block_from_arrow follows info.shape"
             pred, P = model.predict(block)
             K = P.shape[1]
-            yield pa.RecordBatch.from_arrays([
-                ids, groups, pa.array(gold_names[block.y]),
-                pa.array(labels[pred]), pa.array(P[np.arange(len(pred)), pred]),
-                pa.ListArray.from_arrays(pa.array(np.arange(0, P.size + 1, K, dtype=np.int32)),
-                                         pa.array(P.ravel())),
-            ], schema=MULTICLASS_OUTPUT)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    ids,
+                    groups,
+                    pa.array(gold_names[block.y]),
+                    pa.array(labels[pred]),
+                    pa.array(P[np.arange(len(pred)), pred]),
+                    pa.ListArray.from_arrays(
+                        pa.array(np.arange(0, P.size + 1, K, dtype=np.int32)), pa.array(P.ravel())
+                    ),
+                ],
+                schema=MULTICLASS_OUTPUT,
+            )
         else:
             assert isinstance(block, CandidateBlock), "block_from_arrow follows info.shape"
             p = model.candidate_proba(block)
@@ -63,13 +85,20 @@ def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
             # first candidate reaching its event's maximum probability
             top = np.repeat(np.maximum.reduceat(p, ptr[:-1]), lengths)
             position = np.arange(len(p)) - np.repeat(ptr[:-1], lengths)
-            best = np.minimum.reduceat(np.where(p == top, position, len(p)), ptr[:-1]).astype(np.int32)
+            best = np.minimum.reduceat(np.where(p == top, position, len(p)), ptr[:-1]).astype(
+                np.int32
+            )
             offsets = pa.array(ptr.astype(np.int32))
-            yield pa.RecordBatch.from_arrays([
-                ids, groups, pa.array(best),
-                pa.ListArray.from_arrays(offsets, pa.array(block.correct)),
-                pa.ListArray.from_arrays(offsets, pa.array(p)),
-            ], schema=CANDIDATES_OUTPUT)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    ids,
+                    groups,
+                    pa.array(best),
+                    pa.ListArray.from_arrays(offsets, pa.array(block.correct)),
+                    pa.ListArray.from_arrays(offsets, pa.array(p)),
+                ],
+                schema=CANDIDATES_OUTPUT,
+            )
 
 
 def predictions(spark, model: MaxentModel, dataset_dir: str):

@@ -1,4 +1,5 @@
 """Creating the Spark session the jobs and tests use."""
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ DEFAULT_CONF = {
 }
 
 
-def spark_session(master: str | None = "local[2]", app_name: str = "sparkmaxent",
-                  conf: dict | None = None):
+def spark_session(
+    master: str | None = "local[2]", app_name: str = "sparkmaxent", conf: dict | None = None
+):
     """Get or create a SparkSession.
 
     Executors must run the driver's Python (else "No module named pyarrow"),

@@ -26,6 +26,7 @@ Every pass runs under the backend's own Spark job group (``job_group``), so
 its jobs can be cancelled or found in the Spark UI; the caller's job group is
 restored afterwards.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,8 +34,9 @@ import math
 import pickle
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -44,8 +46,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 from ..kernels import Block, LossGrad, check_total_weight
-from ..kernels.topk import GradientSummary, GradientTestTask
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
+from ..kernels.topk import GradientSummary, GradientTestTask
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +111,9 @@ def read_events_frame(spark, dataset_dir: str, info: DatasetInfo):
     return spark.read.schema(schema).parquet(f"{dataset_dir.rstrip('/')}/{EVENTS_DIR}")
 
 
-def partition_blocks(batches: list[pa.RecordBatch], info: DatasetInfo,
-                     max_block_nnz: int = MAX_BLOCK_NNZ) -> list[Block]:
+def partition_blocks(
+    batches: list[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
+) -> list[Block]:
     """Kernel blocks from one partition's Arrow batches: one block, or a few
     of consecutive events if it holds more than ``max_block_nnz`` non-zeros;
     none if it is empty."""
@@ -121,8 +124,11 @@ def partition_blocks(batches: list[pa.RecordBatch], info: DatasetInfo,
     nnz = pc.sum(pc.list_value_length(table.column("indices"))).as_py() or 0
     n_parts = max(1, math.ceil(nnz / max_block_nnz))
     bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(np.int64)
-    return [block_from_arrow(table.slice(lo, hi - lo), info)
-            for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    return [
+        block_from_arrow(table.slice(lo, hi - lo), info)
+        for lo, hi in zip(bounds[:-1], bounds[1:])
+        if hi > lo
+    ]
 
 
 def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
@@ -134,8 +140,7 @@ def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for block in partition_blocks(list(batches), info, max_block_nnz):
             data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
-            yield pa.RecordBatch.from_arrays([pa.array([data], type=arrow_type)],
-                                             names=["block"])
+            yield pa.RecordBatch.from_arrays([pa.array([data], type=arrow_type)], names=["block"])
 
     return build
 
@@ -192,10 +197,19 @@ class SparkBackend:
         The cached blocks; None once closed.
     """
 
-    def __init__(self, spark, dataset_dir: str, info: DatasetInfo | None = None, *,
-                 bias: bool = False, partitions: int | None = None, name: str | None = None,
-                 storage_level: str = "MEMORY_ONLY", depth: int = 2,
-                 max_block_nnz: int = MAX_BLOCK_NNZ):
+    def __init__(
+        self,
+        spark,
+        dataset_dir: str,
+        info: DatasetInfo | None = None,
+        *,
+        bias: bool = False,
+        partitions: int | None = None,
+        name: str | None = None,
+        storage_level: str = "MEMORY_ONLY",
+        depth: int = 2,
+        max_block_nnz: int = MAX_BLOCK_NNZ,
+    ):
         if partitions is not None and partitions < 1:
             raise ValueError(f"expected partitions >= 1 or None, got {partitions}")
         if depth < 1:
@@ -239,9 +253,14 @@ class SparkBackend:
             raise ValueError(f"{dataset_dir}: the dataset has no events")
         self.n_events, self.n_blocks, self.weight = size.events, size.blocks, size.weight
         self.partitions = rdd.getNumPartitions()
-        logger.info("%s: cached %d events in %d blocks over %d partitions in %.1f s",
-                    self.name, self.n_events, self.n_blocks, self.partitions,
-                    time.perf_counter() - t0)
+        logger.info(
+            "%s: cached %d events in %d blocks over %d partitions in %.1f s",
+            self.name,
+            self.n_events,
+            self.n_blocks,
+            self.partitions,
+            time.perf_counter() - t0,
+        )
 
     def run(self, task: Callable[[Block], R]) -> R:
         """Apply ``task`` to every cached block and merge the results: one
@@ -273,14 +292,18 @@ class SparkBackend:
         n_reduce = max(1, min(task.n_blocks + 1, max(self.partitions, self.sc.defaultParallelism)))
         with self._pass(task) as bc:
             assert self.rdd is not None, "_pass raises when the backend is closed"
-            summary = (self.rdd.flatMap(lambda block: bc.value.split(bc.value.partial(block)))
-                       .reduceByKey(_add_piece, n_reduce)
-                       .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
-                       .treeReduce(_merge, self.depth))
+            summary = (
+                self.rdd.flatMap(lambda block: bc.value.split(bc.value.partial(block)))
+                .reduceByKey(_add_piece, n_reduce)
+                .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
+                .treeReduce(_merge, self.depth)
+            )
         # the pass's own weight sum must be the one the gradient was divided by
         if summary.lg is not None and not math.isclose(summary.lg.weight, weight, rel_tol=1e-12):
-            raise RuntimeError(f"{self.name}: the events weigh {summary.lg.weight} in this pass, "
-                               f"{weight} when cached: expected the same")
+            raise RuntimeError(
+                f"{self.name}: the events weigh {summary.lg.weight} in this pass, "
+                f"{weight} when cached: expected the same"
+            )
         return summary
 
     @contextmanager
@@ -294,14 +317,20 @@ class SparkBackend:
         bc = self.sc.broadcast(_Portable(task))
         self.live_broadcasts += 1
         try:
-            with job_group(self.sc, self.job_group,
-                           f"{self.name}: pass {self.passes} ({type(task).__name__})"):
+            with job_group(
+                self.sc, self.job_group, f"{self.name}: pass {self.passes} ({type(task).__name__})"
+            ):
                 yield bc
         finally:
             bc.destroy()
             self.live_broadcasts -= 1
-        logger.debug("%s: pass %d (%s) in %.3f s", self.name, self.passes,
-                     type(task).__name__, time.perf_counter() - t0)
+        logger.debug(
+            "%s: pass %d (%s) in %.3f s",
+            self.name,
+            self.passes,
+            type(task).__name__,
+            time.perf_counter() - t0,
+        )
 
     def close(self) -> None:
         """Unpersist the cached blocks; later passes fail. Idempotent."""
@@ -310,7 +339,7 @@ class SparkBackend:
             logger.debug("%s: unpersisted RDD %d", self.name, self.rdd.id())
             self.rdd = None
 
-    def __enter__(self) -> "SparkBackend":
+    def __enter__(self) -> SparkBackend:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,11 +1,36 @@
 """Configuration: checked dataclasses, one section per concern and per
 method family, loaded from TOML with ``--set section.key=value`` overrides.
 The resolved configuration is saved with every model."""
-from .load import (config_from_dict, digest, load_config, parse_override, train_config,
-                   train_keys)
-from .schema import (BayesConfig, Config, ConfigError, DataConfig, GraftingConfig, IfsConfig,
-                     OutputConfig, SelectionConfig, SparkConfig, TrainConfig)
 
-__all__ = ["BayesConfig", "Config", "ConfigError", "DataConfig", "GraftingConfig", "IfsConfig",
-           "OutputConfig", "SelectionConfig", "SparkConfig", "TrainConfig", "config_from_dict",
-           "digest", "load_config", "parse_override", "train_config", "train_keys"]
+from .load import config_from_dict, digest, load_config, parse_override, train_config, train_keys
+from .schema import (
+    BayesConfig,
+    Config,
+    ConfigError,
+    DataConfig,
+    GraftingConfig,
+    IfsConfig,
+    OutputConfig,
+    SelectionConfig,
+    SparkConfig,
+    TrainConfig,
+)
+
+__all__ = [
+    "BayesConfig",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "GraftingConfig",
+    "IfsConfig",
+    "OutputConfig",
+    "SelectionConfig",
+    "SparkConfig",
+    "TrainConfig",
+    "config_from_dict",
+    "digest",
+    "load_config",
+    "parse_override",
+    "train_config",
+    "train_keys",
+]

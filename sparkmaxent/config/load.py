@@ -1,5 +1,6 @@
 """Building configurations: from TOML files, ``--set`` overrides and
 Python keywords, all checked by the schema (config/schema.py)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,10 +35,17 @@ def build_section(cls: type, values: dict, path: str) -> Any:
     unknown = sorted(set(values) - known)
     if unknown:
         hints = "".join(_suggest(u) for u in unknown)
-        raise ConfigError(f"{path}: unknown key(s) {unknown}{hints}; expected some of "
-                          f"{sorted(known)}")
-    kwargs = {name: (build_section(SECTIONS[f"{path}.{name}"], value, f"{path}.{name}")
-                     if name in subsections else value) for name, value in values.items()}
+        raise ConfigError(
+            f"{path}: unknown key(s) {unknown}{hints}; expected some of {sorted(known)}"
+        )
+    kwargs = {
+        name: (
+            build_section(SECTIONS[f"{path}.{name}"], value, f"{path}.{name}")
+            if name in subsections
+            else value
+        )
+        for name, value in values.items()
+    }
     return cls(**kwargs)
 
 
@@ -48,8 +56,9 @@ def config_from_dict(raw: dict, source: str = "config") -> Config:
         unknown = sorted(set(raw) - top)
         if unknown:
             raise ConfigError(f"unknown section(s) {unknown}; expected some of {sorted(top)}")
-        return Config(**{name: build_section(SECTIONS[name], raw[name], name)
-                         for name in top if name in raw})
+        return Config(
+            **{name: build_section(SECTIONS[name], raw[name], name) for name in top if name in raw}
+        )
     except ConfigError as e:
         raise ConfigError(f"{source}: {e}") from None
 
@@ -100,14 +109,20 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
 
 def _train_homes() -> dict[str, str]:
     """Each [train] key name -> the dotted path of its section."""
-    return {name: path for path, cls in SECTIONS.items() if path.startswith("train")
-            for name in _key_names(cls)}
+    return {
+        name: path
+        for path, cls in SECTIONS.items()
+        if path.startswith("train")
+        for name in _key_names(cls)
+    }
 
 
 def train_keys(config: TrainConfig) -> dict[str, Any]:
     """Every key of a TrainConfig by name (the inverse of ``train_config``)."""
-    return {name: getattr(config if path == "train" else getattr(config, path.split(".", 1)[1]),
-                          name) for name, path in _train_homes().items()}
+    return {
+        name: getattr(config if path == "train" else getattr(config, path.split(".", 1)[1]), name)
+        for name, path in _train_homes().items()
+    }
 
 
 def train_config(base: TrainConfig | None = None, /, **keys: Any) -> TrainConfig:
@@ -123,18 +138,20 @@ def train_config(base: TrainConfig | None = None, /, **keys: Any) -> TrainConfig
         if name not in homes:
             raise ConfigError(f"train: unknown key {name!r}; expected one of {sorted(homes)}")
         grouped.setdefault(homes[name], {})[name] = value
-    subs = {path.split(".", 1)[1]: dataclasses.replace(getattr(base, path.split(".", 1)[1]),
-                                                       **values)
-            for path, values in grouped.items() if path != "train"}
+    subs = {
+        path.split(".", 1)[1]: dataclasses.replace(getattr(base, path.split(".", 1)[1]), **values)
+        for path, values in grouped.items()
+        if path != "train"
+    }
     return dataclasses.replace(base, **grouped.get("train", {}), **subs)
 
 
 def digest(section: Section | Config, exclude: tuple[str, ...] = ()) -> str:
     """Short hash of a resolved configuration (less the ``exclude`` keys at
     any depth): what a checkpoint must match to be resumed."""
+
     def strip(d: dict) -> dict:
-        return {k: strip(v) if isinstance(v, dict) else v for k, v in d.items()
-                if k not in exclude}
+        return {k: strip(v) if isinstance(v, dict) else v for k, v in d.items() if k not in exclude}
 
     blob = json.dumps(strip(dataclasses.asdict(section)), sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -5,6 +5,7 @@ docs/configuration.md. A test fails when either drifts from the code.
     python -m sparkmaxent.config.reference          # rewrite both files
     python -m sparkmaxent.config.reference --check  # exit 1 if they differ
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,10 +42,12 @@ def toml_value(value) -> str:
 
 
 def defaults_toml() -> str:
-    lines = ["# sparkmaxent defaults: every key at its default value. Generated from",
-             "# sparkmaxent/config/schema.py by `python -m sparkmaxent.config.reference`;",
-             "# do not edit by hand. Copy what you change into your own file, or override",
-             "# one value on the command line: --set train.grafting.l1=1e-5"]
+    lines = [
+        "# sparkmaxent defaults: every key at its default value. Generated from",
+        "# sparkmaxent/config/schema.py by `python -m sparkmaxent.config.reference`;",
+        "# do not edit by hand. Copy what you change into your own file, or override",
+        "# one value on the command line: --set train.grafting.l1=1e-5",
+    ]
     for path, cls in SECTIONS.items():
         lines += ["", f"[{path}]"]
         for name, default, rule in _keys(cls):
@@ -56,21 +59,33 @@ def defaults_toml() -> str:
 
 
 def reference_markdown() -> str:
-    out = ["# Configuration reference", "",
-           "Generated from `sparkmaxent/config/schema.py` by "
-           "`python -m sparkmaxent.config.reference`; do not edit by hand.", "",
-           "A configuration is a TOML file (`--config FILE`) plus `--set SECTION.KEY=VALUE` "
-           "overrides (the value is parsed as TOML; a bare word is a string). Every value is "
-           "checked when the configuration is loaded, before Spark starts: an unknown key, a "
-           "wrong type, a value out of range or a non-finite number is refused with a message "
-           "naming the key (exit code 3). `conf/defaults.toml` lists every key at its default.",
-           ""]
+    out = [
+        "# Configuration reference",
+        "",
+        "Generated from `sparkmaxent/config/schema.py` by "
+        "`python -m sparkmaxent.config.reference`; do not edit by hand.",
+        "",
+        "A configuration is a TOML file (`--config FILE`) plus `--set SECTION.KEY=VALUE` "
+        "overrides (the value is parsed as TOML; a bare word is a string). Every value is "
+        "checked when the configuration is loaded, before Spark starts: an unknown key, a "
+        "wrong type, a value out of range or a non-finite number is refused with a message "
+        "naming the key (exit code 3). `conf/defaults.toml` lists every key at its default.",
+        "",
+    ]
     for path, cls in SECTIONS.items():
-        out += [f"## `[{path}]`", "", (cls.__doc__ or "").strip().replace("\n    ", " "), "",
-                "| key | default | allowed | meaning |", "|---|---|---|---|"]
+        out += [
+            f"## `[{path}]`",
+            "",
+            (cls.__doc__ or "").strip().replace("\n    ", " "),
+            "",
+            "| key | default | allowed | meaning |",
+            "|---|---|---|---|",
+        ]
         for name, default, rule in _keys(cls):
-            out.append(f"| `{name}` | `{toml_value(default)}` | {rule.describe() or 'any'} | "
-                       f"{rule.doc.replace('|', '/')} |")
+            out.append(
+                f"| `{name}` | `{toml_value(default)}` | {rule.describe() or 'any'} | "
+                f"{rule.doc.replace('|', '/')} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -95,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         bad = stale()
         for rel in bad:
-            print(f"{rel} is out of date: run python -m sparkmaxent.config.reference",
-                  file=sys.stderr)
+            print(
+                f"{rel} is out of date: run python -m sparkmaxent.config.reference", file=sys.stderr
+            )
         return 1 if bad else 0
     for rel, make in GENERATED.items():
         os.makedirs(os.path.dirname(os.path.join(ROOT, rel)), exist_ok=True)

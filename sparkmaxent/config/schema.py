@@ -6,6 +6,7 @@ Spark starts, with a message naming the key.
 The reference (docs/configuration.md) and conf/defaults.toml are generated
 from this module (``python -m sparkmaxent.config.reference``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -62,8 +63,9 @@ def default_of(f: dataclasses.Field) -> Any:
 
 
 def _type_name(value: Any) -> str:
-    return {bool: "bool", int: "int", float: "float", str: "str", list: "list",
-            dict: "table"}.get(type(value), type(value).__name__)
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def check_value(path: str, expected: Any, value: Any, rule: Rule) -> Any:
@@ -73,16 +75,19 @@ def check_value(path: str, expected: Any, value: Any, rule: Rule) -> Any:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if type(value) is not kind:
-        raise ConfigError(f"{path}: expected a {_type_name(expected)}, got {value!r} "
-                          f"({_type_name(value)})")
+        raise ConfigError(
+            f"{path}: expected a {_type_name(expected)}, got {value!r} ({_type_name(value)})"
+        )
     if kind is float and not math.isfinite(value):
         raise ConfigError(f"{path}: expected a finite number, got {value!r}")
     if rule.choices and value not in rule.choices:
         raise ConfigError(f"{path}: expected one of {list(rule.choices)}, got {value!r}")
-    for bad, bound, op in ((rule.gt is not None and not value > rule.gt, rule.gt, ">"),
-                           (rule.ge is not None and not value >= rule.ge, rule.ge, ">="),
-                           (rule.lt is not None and not value < rule.lt, rule.lt, "<"),
-                           (rule.le is not None and not value <= rule.le, rule.le, "<=")):
+    for bad, bound, op in (
+        (rule.gt is not None and not value > rule.gt, rule.gt, ">"),
+        (rule.ge is not None and not value >= rule.ge, rule.ge, ">="),
+        (rule.lt is not None and not value < rule.lt, rule.lt, "<"),
+        (rule.le is not None and not value <= rule.le, rule.le, "<="),
+    ):
         if bad:
             raise ConfigError(f"{path}: expected a value {op} {bound:g}, got {value!r}")
     if rule.multiple_of and value % rule.multiple_of:
@@ -106,8 +111,18 @@ class Section:
             object.__setattr__(self, f.name, value)
 
 
-METHODS = ("mle", "l2", "cutoff", "grafting", "mle-ifs", "l2-ifs", "ifs", "sgc",
-           "sgc-lookahead", "bayes-factor")
+METHODS = (
+    "mle",
+    "l2",
+    "cutoff",
+    "grafting",
+    "mle-ifs",
+    "l2-ifs",
+    "ifs",
+    "sgc",
+    "sgc-lookahead",
+    "bayes-factor",
+)
 GRAFTING_METHODS = ("grafting", "mle-ifs", "l2-ifs")
 IFS_METHODS = ("ifs", "sgc", "sgc-lookahead")
 SELECTION_METHODS = GRAFTING_METHODS + IFS_METHODS + ("bayes-factor",)
@@ -118,10 +133,11 @@ class SparkConfig(Section):
     """Spark session settings."""
 
     PATH: ClassVar[str] = "spark"
-    master: str = key("", 'Spark master; "" leaves it to spark-submit (or local[*] under '
-                      "plain python).")
+    master: str = key(
+        "", 'Spark master; "" leaves it to spark-submit (or local[*] under plain python).'
+    )
     app_name: str = key("sparkmaxent", "Spark application name.")
-    conf: dict = key({}, "Spark settings, e.g. { \"spark.driver.memory\" = \"4g\" }.")
+    conf: dict = key({}, 'Spark settings, e.g. { "spark.driver.memory" = "4g" }.')
 
 
 @dataclass(frozen=True)
@@ -133,16 +149,21 @@ class DataConfig(Section):
     train: str = key("", "Prepared training dataset (the output of `sparkmaxent prepare`).")
     heldout: str = key("", "Prepared held-out dataset: progress lines and model choice.")
     test: str = key("", "Prepared test dataset, evaluated at the end of the pipeline job.")
-    format: str = key("synthetic", 'Reader of the *_inputs (maxent, svmlight, tadm, conll, '
-                      'ppattach), or "synthetic" for the built-in generator.')
+    format: str = key(
+        "synthetic",
+        "Reader of the *_inputs (maxent, svmlight, tadm, conll, "
+        'ppattach), or "synthetic" for the built-in generator.',
+    )
     train_inputs: list = key([], "Pipeline job: text files of the training data.")
     heldout_inputs: list = key([], "Pipeline job: text files of the held-out data.")
     test_inputs: list = key([], "Pipeline job: text files of the test data.")
     options: dict = key({}, 'Reader options, e.g. { mode = "basenp" } for conll.')
-    prepare_cutoff: int = key(0, "Drop predicates seen in fewer (weighted) events when "
-                              "preparing; 0 keeps all.", ge=0)
-    partitions: int = key(0, "Spark partitions of the events; 0: Spark's default "
-                          "parallelism.", ge=0)
+    prepare_cutoff: int = key(
+        0, "Drop predicates seen in fewer (weighted) events when preparing; 0 keeps all.", ge=0
+    )
+    partitions: int = key(
+        0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
+    )
     synthetic: dict = key({}, 'SyntheticSpec fields for format = "synthetic".')
 
 
@@ -151,23 +172,41 @@ class SelectionConfig(Section):
     """Keys every feature-selection method reads (the round loop)."""
 
     PATH: ClassVar[str] = "train.selection"
-    max_rounds: int = key(0, "Stop after this many rounds; 0: until the method stops by "
-                          "itself. A run may be resumed with another value.", ge=0)
-    max_seconds: float = key(0.0, "Stop after the first round that ends past this many "
-                             "seconds of selection time, summed over resumed sessions; 0: no "
-                             "limit. A run may be resumed with another value.", ge=0)
-    max_features: int = key(0, "ifs, sgc, bayes-factor: stop after this many selected "
-                            "features; 0: no limit.", ge=0)
+    max_rounds: int = key(
+        0,
+        "Stop after this many rounds; 0: until the method stops by "
+        "itself. A run may be resumed with another value.",
+        ge=0,
+    )
+    max_seconds: float = key(
+        0.0,
+        "Stop after the first round that ends past this many "
+        "seconds of selection time, summed over resumed sessions; 0: no "
+        "limit. A run may be resumed with another value.",
+        ge=0,
+    )
+    max_features: int = key(
+        0, "ifs, sgc, bayes-factor: stop after this many selected features; 0: no limit.", ge=0
+    )
     plots: bool = key(True, "Write PNG plots of the selection trace next to the report.")
-    solver: str = key("auto", "Optimizer of a round: newton, lbfgs-b, or auto (Newton while "
-                      "active features + labels <= newton_max_active).",
-                      choices=("auto", "newton", "lbfgs-b"))
-    newton_max_active: int = key(7000, "Largest Hessian block (active features + labels) a "
-                                 "Newton pass returns: (n+K)(n+K+1)/2 doubles per partition.",
-                                 ge=1)
-    gain_method: str = key("sketch", "How gains (and Bayes-factor mu_g, a_g) are fitted: "
-                           "sketch (2 passes per batch) or exact (a pass per Newton iteration).",
-                           choices=("sketch", "exact"))
+    solver: str = key(
+        "auto",
+        "Optimizer of a round: newton, lbfgs-b, or auto (Newton while "
+        "active features + labels <= newton_max_active).",
+        choices=("auto", "newton", "lbfgs-b"),
+    )
+    newton_max_active: int = key(
+        7000,
+        "Largest Hessian block (active features + labels) a "
+        "Newton pass returns: (n+K)(n+K+1)/2 doubles per partition.",
+        ge=1,
+    )
+    gain_method: str = key(
+        "sketch",
+        "How gains (and Bayes-factor mu_g, a_g) are fitted: "
+        "sketch (2 passes per batch) or exact (a pass per Newton iteration).",
+        choices=("sketch", "exact"),
+    )
 
 
 @dataclass(frozen=True)
@@ -176,28 +215,47 @@ class GraftingConfig(Section):
     2004): grafting, mle-ifs, l2-ifs."""
 
     PATH: ClassVar[str] = "train.grafting"
-    l1: float = key(1.0e-4, "gamma1 of grafting: C(w) = L(w) + gamma1 ||w||_1 + elastic_l2/2 "
-                    "||w||^2, L averaged over event weight (MLlib's regParam with "
-                    "elasticNetParam = 1).", gt=0)
-    elastic_l2: float = key(0.0, "gamma2 added to grafting's objective (elastic net); 0: pure "
-                            "l1.", ge=0)
+    l1: float = key(
+        1.0e-4,
+        "gamma1 of grafting: C(w) = L(w) + gamma1 ||w||_1 + elastic_l2/2 "
+        "||w||^2, L averaged over event weight (MLlib's regParam with "
+        "elasticNetParam = 1).",
+        gt=0,
+    )
+    elastic_l2: float = key(
+        0.0, "gamma2 added to grafting's objective (elastic net); 0: pure l1.", ge=0
+    )
     n_best: int = key(10, "Candidates added per round (1: Perkins' grafting).", ge=1)
-    grad_threshold: float = key(1.0e-3, "mle-ifs, l2-ifs: add candidates with |dL/dw_j| above "
-                                "this.", gt=0)
-    kkt_tol: float = key(1.0e-6, "Tolerance of the final optimality certificate: "
-                         "|dC/dw_j + l1 sign(w_j)| <= kkt_tol on active weights, |dC/dw_j| <= "
-                         "l1 (1 + kkt_tol) on zeros.", gt=0)
-    round_tol_ratio: float = key(0.1, "A round solves its active set only to a projected "
-                                 "gradient of this times the gradient test's excess (max "
-                                 "candidate |gradient| - threshold); the last round goes to the "
-                                 "final tolerance. 0: every round to the final tolerance.",
-                                 ge=0, lt=1)
-    dense_test_max: int = key(4_000_000, "Largest candidate space (features) whose gradient "
-                              "test brings the dense gradient to the driver; above it the test "
-                              "is block-wise and only each block's best candidates come back. "
-                              "0: always block-wise.", ge=0)
-    test_block_size: int = key(1_000_000, "Features per block of the block-wise gradient test.",
-                               ge=1)
+    grad_threshold: float = key(
+        1.0e-3, "mle-ifs, l2-ifs: add candidates with |dL/dw_j| above this.", gt=0
+    )
+    kkt_tol: float = key(
+        1.0e-6,
+        "Tolerance of the final optimality certificate: "
+        "|dC/dw_j + l1 sign(w_j)| <= kkt_tol on active weights, |dC/dw_j| <= "
+        "l1 (1 + kkt_tol) on zeros.",
+        gt=0,
+    )
+    round_tol_ratio: float = key(
+        0.1,
+        "A round solves its active set only to a projected "
+        "gradient of this times the gradient test's excess (max "
+        "candidate |gradient| - threshold); the last round goes to the "
+        "final tolerance. 0: every round to the final tolerance.",
+        ge=0,
+        lt=1,
+    )
+    dense_test_max: int = key(
+        4_000_000,
+        "Largest candidate space (features) whose gradient "
+        "test brings the dense gradient to the driver; above it the test "
+        "is block-wise and only each block's best candidates come back. "
+        "0: always block-wise.",
+        ge=0,
+    )
+    test_block_size: int = key(
+        1_000_000, "Features per block of the block-wise gradient test.", ge=1
+    )
 
 
 @dataclass(frozen=True)
@@ -206,13 +264,24 @@ class IfsConfig(Section):
     et al. 1996; Zhou et al. 2003): ifs, sgc, sgc-lookahead."""
 
     PATH: ClassVar[str] = "train.ifs"
-    gain_threshold: float = key(1.0e-6, "Stop when the best approximate gain (decrease of the "
-                                "mean loss) is at most this.", ge=0)
+    gain_threshold: float = key(
+        1.0e-6,
+        "Stop when the best approximate gain (decrease of the mean loss) is at most this.",
+        ge=0,
+    )
     batch: int = key(32, "sgc: top stale candidates whose gains are recomputed together.", ge=1)
-    lookahead: int = key(500, "sgc-lookahead: after a selection, recompute the next L "
-                         "candidates' gains (Zhou et al. used 500).", ge=0)
-    reestimate_every: int = key(0, "Re-fit all selected weights (with train.l2) every r stages "
-                                "and at the end; 0: never (only the new weight changes).", ge=0)
+    lookahead: int = key(
+        500,
+        "sgc-lookahead: after a selection, recompute the next L "
+        "candidates' gains (Zhou et al. used 500).",
+        ge=0,
+    )
+    reestimate_every: int = key(
+        0,
+        "Re-fit all selected weights (with train.l2) every r stages "
+        "and at the end; 0: never (only the new weight changes).",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True)
@@ -220,22 +289,42 @@ class BayesConfig(Section):
     """Approximate Bayes-factor selection (Daume III 2004): bayes-factor."""
 
     PATH: ClassVar[str] = "train.bayes"
-    prior_variance: float = key(0.0, "sigma^2 of the Gaussian prior on each weight, on the "
-                                "log-likelihood summed over events; also OptMAP's gamma2 = "
-                                "1 / (sigma^2 W). 0: sigma^2 = W, the total event weight.", ge=0)
-    per_round: int = key(1, "S: features selected per round at most, each after the first "
-                         "rescored with the earlier ones fixed (Eq. 14).", ge=1)
-    sign: str = key("laplace", "laplace: -1/2 log a_g (the correct Laplace approximation); "
-                    "printed: +1/2 log a_g (Eq. 12 as printed).", choices=("laplace", "printed"))
-    model_prior: str = key("uniform", "Prior over models: uniform (Eq. 13); beta-binomial "
-                           "(Scott & Berger 2010, log((k+1)/(K-k)) per added feature); "
-                           "empirical-bayes (George & Foster 2000, log(p/(1-p)) with p <= 1/2 "
-                           "fitted to each round's proposals).",
-                           choices=("uniform", "beta-binomial", "empirical-bayes"))
+    prior_variance: float = key(
+        0.0,
+        "sigma^2 of the Gaussian prior on each weight, on the "
+        "log-likelihood summed over events; also OptMAP's gamma2 = "
+        "1 / (sigma^2 W). 0: sigma^2 = W, the total event weight.",
+        ge=0,
+    )
+    per_round: int = key(
+        1,
+        "S: features selected per round at most, each after the first "
+        "rescored with the earlier ones fixed (Eq. 14).",
+        ge=1,
+    )
+    sign: str = key(
+        "laplace",
+        "laplace: -1/2 log a_g (the correct Laplace approximation); "
+        "printed: +1/2 log a_g (Eq. 12 as printed).",
+        choices=("laplace", "printed"),
+    )
+    model_prior: str = key(
+        "uniform",
+        "Prior over models: uniform (Eq. 13); beta-binomial "
+        "(Scott & Berger 2010, log((k+1)/(K-k)) per added feature); "
+        "empirical-bayes (George & Foster 2000, log(p/(1-p)) with p <= 1/2 "
+        "fitted to each round's proposals).",
+        choices=("uniform", "beta-binomial", "empirical-bayes"),
+    )
     rescore: int = key(50, "Proposals rescored before each pick after a round's first.", ge=1)
-    signature_bits: int = key(8192, "Proposals firing on no common event (event bitmaps of "
-                              "this many bits) are picked without rescoring; 0: rescore before "
-                              "every pick.", ge=0, multiple_of=8)
+    signature_bits: int = key(
+        8192,
+        "Proposals firing on no common event (event bitmaps of "
+        "this many bits) are picked without rescoring; 0: rescore before "
+        "every pick.",
+        ge=0,
+        multiple_of=8,
+    )
 
 
 @dataclass(frozen=True)
@@ -245,19 +334,29 @@ class TrainConfig(Section):
 
     PATH: ClassVar[str] = "train"
     method: str = key("l2", "Training method.", choices=METHODS)
-    backend: str = key("spark", "spark, or local (in-process, for data that fits one machine).",
-                       choices=("spark", "local"))
-    standardize: bool = key(False, "Zero mean, unit variance per predicate (stored with the "
-                            "model).")
+    backend: str = key(
+        "spark",
+        "spark, or local (in-process, for data that fits one machine).",
+        choices=("spark", "local"),
+    )
+    standardize: bool = key(
+        False, "Zero mean, unit variance per predicate (stored with the model)."
+    )
     bias: bool = key(True, "An unpenalized per-label bias (multiclass events).")
-    l2: float = key(1.0e-4, "gamma2 of L(w) + gamma2/2 ||w||^2 (L averaged over event weight, "
-                    "as MLlib's regParam); used by l2, cutoff, l2-ifs and re-estimation.", ge=0)
+    l2: float = key(
+        1.0e-4,
+        "gamma2 of L(w) + gamma2/2 ||w||^2 (L averaged over event weight, "
+        "as MLlib's regParam); used by l2, cutoff, l2-ifs and re-estimation.",
+        ge=0,
+    )
     cutoff: int = key(0, "cutoff: keep features whose empirical count is at least this.", ge=0)
-    max_iter: int = key(1000, "L-BFGS iterations (a selection round: Newton or L-BFGS-B "
-                        "iterations).", ge=1)
+    max_iter: int = key(
+        1000, "L-BFGS iterations (a selection round: Newton or L-BFGS-B iterations).", ge=1
+    )
     memory: int = key(10, "L-BFGS history.", ge=1)
-    gtol: float = key(1.0e-7, "Stop when the largest (projected) gradient entry is below "
-                      "this.", gt=0)
+    gtol: float = key(
+        1.0e-7, "Stop when the largest (projected) gradient entry is below this.", gt=0
+    )
     ftol: float = key(1.0e-12, "Or when the relative objective decrease is below this.", ge=0)
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     grafting: GraftingConfig = field(default_factory=GraftingConfig)
@@ -267,8 +366,9 @@ class TrainConfig(Section):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method == "cutoff" and self.cutoff < 1:
-            raise ConfigError(f"train.cutoff: method 'cutoff' needs train.cutoff >= 1, "
-                              f"got {self.cutoff}")
+            raise ConfigError(
+                f"train.cutoff: method 'cutoff' needs train.cutoff >= 1, got {self.cutoff}"
+            )
         if self.method == "l2-ifs" and not self.l2 > 0:
             raise ConfigError(f"train.l2: method 'l2-ifs' needs train.l2 > 0, got {self.l2}")
 

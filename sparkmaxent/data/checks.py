@@ -5,6 +5,7 @@ The first parse error stops the run with ``path:line: reason`` unless
 (JSON lines: path, line, reason, text). No events, or an event weight that
 is not finite and >= 0, are errors too.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,29 +31,45 @@ def raw_stats(raw, shape: str, vocab_info: DatasetInfo | None, training: bool):
     is_event = F.col("kind") == KIND_EVENT
     is_error = F.col("kind") == KIND_ERROR
     pos = F.struct("file_index", "line")
-    aggs = [F.sum(is_error.cast("long")).alias("n_errors"),
-            F.sum(is_event.cast("long")).alias("n_raw"),
-            F.sum(F.when(is_event, F.col("weight"))).alias("total_weight"),
-            F.min(F.when(is_error, pos)).alias("first_error"),
-            F.min(F.when(is_event & (F.isnan("weight") | (F.col("weight") < 0)
-                                     | F.col("weight").isin(float("inf"))),
-                         F.struct("file_index", "line", "weight"))).alias("bad_weight")]
+    aggs = [
+        F.sum(is_error.cast("long")).alias("n_errors"),
+        F.sum(is_event.cast("long")).alias("n_raw"),
+        F.sum(F.when(is_event, F.col("weight"))).alias("total_weight"),
+        F.min(F.when(is_error, pos)).alias("first_error"),
+        F.min(
+            F.when(
+                is_event
+                & (F.isnan("weight") | (F.col("weight") < 0) | F.col("weight").isin(float("inf"))),
+                F.struct("file_index", "line", "weight"),
+            )
+        ).alias("bad_weight"),
+    ]
     if shape == MULTICLASS:
         if vocab_info is None:
-            aggs.append(F.array_sort(F.collect_set(F.when(is_event, F.col("label"))))
-                        .alias("labels"))
+            aggs.append(
+                F.array_sort(F.collect_set(F.when(is_event, F.col("label")))).alias("labels")
+            )
         else:
-            known = F.array(*[F.lit(x) for x in vocab_info.labels]) if vocab_info.labels \
+            known = (
+                F.array(*[F.lit(x) for x in vocab_info.labels])
+                if vocab_info.labels
                 else F.array().cast("array<string>")
+            )
             unseen = is_event & ~F.array_contains(known, F.col("label"))
             aggs.append(F.sum(unseen.cast("long")).alias("unknown_labels"))
-            aggs.append(F.array_sort(F.collect_set(F.when(unseen, F.col("label"))))
-                        .alias("unseen_labels"))
+            aggs.append(
+                F.array_sort(F.collect_set(F.when(unseen, F.col("label")))).alias("unseen_labels")
+            )
     elif training:
         no_correct = is_event & ~F.exists("correct", lambda x: x)
-        aggs.append(F.min(F.when(no_correct, F.struct("file_index", "line", "event_id",
-                                                        F.size("correct").alias("n"))))
-                    .alias("no_correct"))
+        aggs.append(
+            F.min(
+                F.when(
+                    no_correct,
+                    F.struct("file_index", "line", "event_id", F.size("correct").alias("n")),
+                )
+            ).alias("no_correct")
+        )
     return raw.agg(*aggs).first()
 
 
@@ -66,29 +83,50 @@ def check_raw(src: RawSource, raw, stats, tmp: str, quarantine: bool) -> int:
     n_errors = int(stats["n_errors"] or 0)
     if n_errors and not quarantine:
         fe = stats["first_error"]
-        rec = raw.where(is_error & (F.col("file_index") == fe["file_index"])
-                        & (F.col("line") == fe["line"])).select("reason").first()
-        more = (" (stopped at the first malformed record; quarantine=True / --quarantine "
-                "sets malformed records aside)")
+        rec = (
+            raw.where(
+                is_error & (F.col("file_index") == fe["file_index"]) & (F.col("line") == fe["line"])
+            )
+            .select("reason")
+            .first()
+        )
+        more = (
+            " (stopped at the first malformed record; quarantine=True / --quarantine "
+            "sets malformed records aside)"
+        )
         raise InputError(f"{src.where(fe['file_index'], fe['line'])}: {rec['reason']}{more}")
     quarantined = 0
     if n_errors:
         names = F.array(*[F.lit(p) for p in src.files])
-        (raw.where(is_error)
-            .select(F.element_at(names, F.col("file_index") + 1).alias("path"), "line",
-                    "reason", "text", "file_index")
-            .repartition(1).sortWithinPartitions("file_index", "line").drop("file_index")
-            .write.json(os.path.join(tmp, QUARANTINE_DIR)))
+        (
+            raw.where(is_error)
+            .select(
+                F.element_at(names, F.col("file_index") + 1).alias("path"),
+                "line",
+                "reason",
+                "text",
+                "file_index",
+            )
+            .repartition(1)
+            .sortWithinPartitions("file_index", "line")
+            .drop("file_index")
+            .write.json(os.path.join(tmp, QUARANTINE_DIR))
+        )
         quarantined = n_errors
-        logger.warning("quarantined %d malformed record(s) in %s", n_errors,
-                       os.path.join(QUARANTINE_DIR, ""))
+        logger.warning(
+            "quarantined %d malformed record(s) in %s", n_errors, os.path.join(QUARANTINE_DIR, "")
+        )
     if not stats["n_raw"]:
-        raise InputError(f"expected events in {describe(src)}, got none after parsing"
-                         + (f" ({n_errors} malformed record(s) quarantined)" if n_errors else ""))
+        raise InputError(
+            f"expected events in {describe(src)}, got none after parsing"
+            + (f" ({n_errors} malformed record(s) quarantined)" if n_errors else "")
+        )
     bw = stats["bad_weight"]
     if bw is not None:
-        raise InputError(f"{src.where(bw['file_index'], bw['line'])}: expected a finite "
-                         f"event weight >= 0, got {bw['weight']}")
+        raise InputError(
+            f"{src.where(bw['file_index'], bw['line'])}: expected a finite "
+            f"event weight >= 0, got {bw['weight']}"
+        )
     return quarantined
 
 

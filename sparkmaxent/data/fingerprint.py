@@ -17,13 +17,14 @@ Spark the per-partition sums are computed on the executors
 same figures come from pyarrow in-process (``table_digest``), so a dataset
 written without Spark gets the same id as one prepared by Spark.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import math
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -90,11 +91,14 @@ def _column_hash(arr: pa.Array, seed: np.uint64) -> np.ndarray:
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         odt = np.int64 if pa.types.is_large_string(t) else np.int32
         buffers = arr.buffers()
-        offsets = np.frombuffer(buffers[1], dtype=odt)[arr.offset:arr.offset + len(arr) + 1]
+        offsets = np.frombuffer(buffers[1], dtype=odt)[arr.offset : arr.offset + len(arr) + 1]
         offsets = offsets.astype(np.int64)
-        data = (np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None
-                else np.zeros(0, np.uint8))
-        return _elements_hash(data[offsets[0]:offsets[-1]], offsets - offsets[0], seed)
+        data = (
+            np.frombuffer(buffers[2], dtype=np.uint8)
+            if buffers[2] is not None
+            else np.zeros(0, np.uint8)
+        )
+        return _elements_hash(data[offsets[0] : offsets[-1]], offsets - offsets[0], seed)
     return _mix(_as_u64(arr.to_numpy(zero_copy_only=False)) ^ seed)
 
 
@@ -112,20 +116,28 @@ def row_lanes(table: pa.Table | pa.RecordBatch, schema: pa.Schema) -> tuple[int,
     return sums[0], sums[1]
 
 
-def table_digest(table: pa.Table | pa.RecordBatch, schema: pa.Schema,
-                 weight_col: str | None) -> tuple[int, float, int, int]:
+def table_digest(
+    table: pa.Table | pa.RecordBatch, schema: pa.Schema, weight_col: str | None
+) -> tuple[int, float, int, int]:
     """(rows, weight sum, lane 0, lane 1) of ``table``: the partial figures
     that ``combine`` adds up."""
     l0, l1 = row_lanes(table, schema) if table.num_rows else (0, 0)
-    weight = (float(np.sum(table.column(weight_col).to_numpy(zero_copy_only=False)))
-              if weight_col and table.num_rows else 0.0)
+    weight = (
+        float(np.sum(table.column(weight_col).to_numpy(zero_copy_only=False)))
+        if weight_col and table.num_rows
+        else 0.0
+    )
     return table.num_rows, weight, l0, l1
 
 
 def combine(parts: list[tuple[int, float, int, int]]) -> tuple[int, float, int, int]:
     """Sum partial digests (lanes mod 2**64, weights with ``math.fsum``)."""
-    return (sum(p[0] for p in parts), math.fsum(p[1] for p in parts),
-            sum(p[2] for p in parts) & _MASK, sum(p[3] for p in parts) & _MASK)
+    return (
+        sum(p[0] for p in parts),
+        math.fsum(p[1] for p in parts),
+        sum(p[2] for p in parts) & _MASK,
+        sum(p[3] for p in parts) & _MASK,
+    )
 
 
 def _id(doc: dict) -> str:
@@ -135,37 +147,57 @@ def _id(doc: dict) -> str:
 def events_fingerprint_of(digest: tuple[int, float, int, int]) -> dict:
     """The ``dataset.json`` entry of combined event digests."""
     rows, weight, l0, l1 = digest
-    return {"id": _id({"rows": rows, "lanes": [f"{l0:016x}", f"{l1:016x}"]}),
-            "rows": rows, "weight": weight, "scheme": SCHEME}
+    return {
+        "id": _id({"rows": rows, "lanes": [f"{l0:016x}", f"{l1:016x}"]}),
+        "rows": rows,
+        "weight": weight,
+        "scheme": SCHEME,
+    }
 
 
-def vocabulary_fingerprint_of(digest: tuple[int, float, int, int], shape: str,
-                              n_features: int, labels: list[str]) -> dict:
+def vocabulary_fingerprint_of(
+    digest: tuple[int, float, int, int], shape: str, n_features: int, labels: list[str]
+) -> dict:
     """The ``dataset.json`` entry of a feature dictionary's combined digest."""
     rows, _, l0, l1 = digest
-    return {"id": _id({"rows": rows, "lanes": [f"{l0:016x}", f"{l1:016x}"], "shape": shape,
-                       "n_features": int(n_features), "labels": list(labels)}),
-            "features": rows, "labels": len(labels), "scheme": SCHEME}
+    return {
+        "id": _id(
+            {
+                "rows": rows,
+                "lanes": [f"{l0:016x}", f"{l1:016x}"],
+                "shape": shape,
+                "n_features": int(n_features),
+                "labels": list(labels),
+            }
+        ),
+        "features": rows,
+        "labels": len(labels),
+        "scheme": SCHEME,
+    }
 
 
 # ---------------------------------------------------------------- in-process
+
 
 def events_fingerprint_table(table: pa.Table, shape: str) -> dict:
     """``events_fingerprint`` of event rows in this process (pyarrow)."""
     return events_fingerprint_of(table_digest(table, events_schema(shape), "weight"))
 
 
-def vocabulary_fingerprint_local(dataset_dir: str, shape: str, n_features: int,
-                                 labels: list[str]) -> dict:
+def vocabulary_fingerprint_local(
+    dataset_dir: str, shape: str, n_features: int, labels: list[str]
+) -> dict:
     """``vocabulary_fingerprint`` from ``<dataset_dir>/features`` read here."""
     import pyarrow.parquet as pq
 
     table = pq.read_table(os.path.join(dataset_dir, FEATURES_DIR), columns=FEATURE_COLUMNS.names)
-    return vocabulary_fingerprint_of(table_digest(table, FEATURE_COLUMNS, None), shape,
-                                     n_features, labels)
+    return vocabulary_fingerprint_of(
+        table_digest(table, FEATURE_COLUMNS, None), shape, n_features, labels
+    )
 
 
 # ---------------------------------------------------------------- on Spark
+
 
 def _partition_digest(schema: pa.Schema, weight_col: str | None):
     """The mapInArrow function: one row of partial figures per partition."""
@@ -175,19 +207,24 @@ def _partition_digest(schema: pa.Schema, weight_col: str | None):
         rows, weight, l0, l1 = combine(parts) if parts else (0, 0.0, 0, 0)
         signed = [int(np.uint64(x).view(np.int64)) for x in (l0, l1)]
         yield pa.RecordBatch.from_arrays(
-            [pa.array([rows], pa.int64()), pa.array([weight], pa.float64()),
-             pa.array([signed[0]], pa.int64()), pa.array([signed[1]], pa.int64())],
-            names=["rows", "weight", "l0", "l1"])
+            [
+                pa.array([rows], pa.int64()),
+                pa.array([weight], pa.float64()),
+                pa.array([signed[0]], pa.int64()),
+                pa.array([signed[1]], pa.int64()),
+            ],
+            names=["rows", "weight", "l0", "l1"],
+        )
 
     return digest
 
 
-def spark_digest(frame, schema: pa.Schema, weight_col: str | None
-                 ) -> tuple[int, float, int, int]:
+def spark_digest(frame, schema: pa.Schema, weight_col: str | None) -> tuple[int, float, int, int]:
     """Combined digest of a DataFrame's rows: partial figures per partition
     on the executors, one row each collected and combined here."""
-    out = frame.mapInArrow(_partition_digest(schema, weight_col),
-                           "rows long, weight double, l0 long, l1 long").collect()
+    out = frame.mapInArrow(
+        _partition_digest(schema, weight_col), "rows long, weight double, l0 long, l1 long"
+    ).collect()
     return combine([(r["rows"], r["weight"], r["l0"] & _MASK, r["l1"] & _MASK) for r in out])
 
 
@@ -197,19 +234,23 @@ def events_fingerprint_spark(spark, dataset_dir: str, shape: str) -> dict:
 
     schema = events_schema(shape)
     frame = spark.read.schema(from_arrow_schema(schema)).parquet(
-        os.path.join(dataset_dir, EVENTS_DIR))
+        os.path.join(dataset_dir, EVENTS_DIR)
+    )
     return events_fingerprint_of(spark_digest(frame, schema, "weight"))
 
 
-def vocabulary_fingerprint_spark(spark, dataset_dir: str, shape: str, n_features: int,
-                                 labels: list[str]) -> dict:
+def vocabulary_fingerprint_spark(
+    spark, dataset_dir: str, shape: str, n_features: int, labels: list[str]
+) -> dict:
     """``vocabulary_fingerprint`` of ``<dataset_dir>/features``, hashed on the executors."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     frame = spark.read.schema(from_arrow_schema(FEATURE_COLUMNS)).parquet(
-        os.path.join(dataset_dir, FEATURES_DIR))
-    return vocabulary_fingerprint_of(spark_digest(frame, FEATURE_COLUMNS, None), shape,
-                                     n_features, labels)
+        os.path.join(dataset_dir, FEATURES_DIR)
+    )
+    return vocabulary_fingerprint_of(
+        spark_digest(frame, FEATURE_COLUMNS, None), shape, n_features, labels
+    )
 
 
 def describe(fp: dict, kind: str) -> str:

@@ -7,9 +7,10 @@ event may end up empty; it keeps its label). Identical events (label,
 indices, values) may then be merged into one with the summed weight and the
 smallest event_id/group.
 """
+
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -22,8 +23,15 @@ from .schema import events_schema
 BROADCAST_MAX_FEATURES = 2_000_000
 
 
-def index_events(events, dictionary, n_features: int, shape: str, labels: list[str],
-                 unseen_labels: list[str], count_unknown: bool):
+def index_events(
+    events,
+    dictionary,
+    n_features: int,
+    shape: str,
+    labels: list[str],
+    unseen_labels: list[str],
+    count_unknown: bool,
+):
     """(indexed events in the columns of ``schema.events_schema``, number of
     (event, feature) occurrences dropped as unknown, number of (event,
     feature) occurrences in all, known or not; both counted only when
@@ -38,37 +46,55 @@ def index_events(events, dictionary, n_features: int, shape: str, labels: list[s
     if shape == MULTICLASS:
         # known label: its index; unseen label j (of DatasetInfo.unseen_labels): -(j + 1)
         def position(names):
-            return (F.array_position(F.array(*[F.lit(x) for x in names]), F.col("label"))
-                    .cast("int") if names else F.lit(0))
-        label_index = F.when(position(labels) > 0, position(labels) - 1).otherwise(
-            -position(unseen_labels)).cast("int")
+            return (
+                F.array_position(F.array(*[F.lit(x) for x in names]), F.col("label")).cast("int")
+                if names
+                else F.lit(0)
+            )
+
+        label_index = (
+            F.when(position(labels) > 0, position(labels) - 1)
+            .otherwise(-position(unseen_labels))
+            .cast("int")
+        )
         head, zipped = [label_index.alias("label")], F.arrays_zip("features", "values")
         entry = ["id", "value"]
     else:
         head, zipped = [F.col("correct")], F.arrays_zip("features", "values", "cand")
         entry = ["cand", "id", "value"]
     carried = ["group", "weight", "label" if shape == MULTICLASS else "correct"]
-    occ = (events.select("event_id", "group", "weight", *head,
-                         F.explode_outer(zipped).alias("z"))
-           .select("event_id", "group", "weight", carried[2],
-                   F.col("z.features").alias("feature"), F.col("z.values").alias("value"),
-                   *([F.col("z.cand").alias("cand")] if shape == CANDIDATES else [])))
+    occ = events.select(
+        "event_id", "group", "weight", *head, F.explode_outer(zipped).alias("z")
+    ).select(
+        "event_id",
+        "group",
+        "weight",
+        carried[2],
+        F.col("z.features").alias("feature"),
+        F.col("z.values").alias("value"),
+        *([F.col("z.cand").alias("cand")] if shape == CANDIDATES else []),
+    )
     lookup = dictionary.select("feature", "id")
     if n_features <= BROADCAST_MAX_FEATURES:
         lookup = F.broadcast(lookup)
     joined = occ.join(lookup, "feature", "left")
     unknown_features = occurrences = 0
     if count_unknown:  # occurrences of features outside the vocabulary, and all of them
-        counts = (joined.where(F.col("feature").isNotNull())
-                  .agg(F.count(F.lit(1)).alias("all"),
-                       F.sum(F.col("id").isNull().cast("long")).alias("unknown")).first())
+        counts = (
+            joined.where(F.col("feature").isNotNull())
+            .agg(
+                F.count(F.lit(1)).alias("all"),
+                F.sum(F.col("id").isNull().cast("long")).alias("unknown"),
+            )
+            .first()
+        )
         unknown_features, occurrences = int(counts["unknown"] or 0), int(counts["all"] or 0)
-    indexed = (joined.groupBy("event_id")
-               .agg(*[F.first(c).alias(c) for c in carried],
-                    F.collect_list(F.when(F.col("id").isNotNull(), F.struct(*entry))).alias("fs")))
+    indexed = joined.groupBy("event_id").agg(
+        *[F.first(c).alias(c) for c in carried],
+        F.collect_list(F.when(F.col("id").isNotNull(), F.struct(*entry))).alias("fs"),
+    )
     final_struct = _spark_schema(events_schema(shape))
-    final = indexed.mapInArrow(_finalize_udf(shape, to_arrow_schema(final_struct)),
-                               final_struct)
+    final = indexed.mapInArrow(_finalize_udf(shape, to_arrow_schema(final_struct)), final_struct)
     return final, unknown_features, occurrences
 
 
@@ -78,9 +104,11 @@ def merge_duplicates(events, shape: str):
     from pyspark.sql import functions as F
 
     keys = ["label"] if shape == MULTICLASS else ["correct", "cand_nnz"]
-    return (events.groupBy(*keys, "indices", "values")
-            .agg(F.sum("weight").alias("weight"), F.min("event_id").alias("event_id"),
-                 F.min("group").alias("group")))
+    return events.groupBy(*keys, "indices", "values").agg(
+        F.sum("weight").alias("weight"),
+        F.min("event_id").alias("event_id"),
+        F.min("group").alias("group"),
+    )
 
 
 def _spark_schema(arrow_schema: pa.Schema):
@@ -129,11 +157,13 @@ def _finalize_udf(shape: str, schema: pa.Schema):
             per_event = np.bincount(rows_s[starts], minlength=m)
             new_off = np.concatenate([[0], np.cumsum(per_event)]).astype(np.int32)
             indices = pa.ListArray.from_arrays(pa.array(new_off), pa.array(out_ids, pa.int32()))
-            values = pa.ListArray.from_arrays(pa.array(new_off),
-                                              pa.array(out_vals, pa.float64()))
+            values = pa.ListArray.from_arrays(pa.array(new_off), pa.array(out_vals, pa.float64()))
             cols: dict[str, pa.Array] = {
-                "weight": batch.column("weight"), "indices": indices, "values": values,
-                "event_id": batch.column("event_id"), "group": batch.column("group"),
+                "weight": batch.column("weight"),
+                "indices": indices,
+                "values": values,
+                "event_id": batch.column("event_id"),
+                "group": batch.column("group"),
             }
             if shape == MULTICLASS:
                 cols["label"] = batch.column("label")
@@ -142,12 +172,13 @@ def _finalize_udf(shape: str, schema: pa.Schema):
                 nnz = np.bincount(key_hi[starts], minlength=n_cands).astype(np.int32)
                 cols["correct"] = batch.column("correct")
                 cols["cand_nnz"] = pa.ListArray.from_arrays(
-                    pa.array(c_off.astype(np.int32)), pa.array(nnz, pa.int32()))
+                    pa.array(c_off.astype(np.int32)), pa.array(nnz, pa.int32())
+                )
             yield pa.RecordBatch.from_arrays(
-                [cols[f.name].cast(f.type) for f in schema], schema=schema)
+                [cols[f.name].cast(f.type) for f in schema], schema=schema
+            )
 
     return finalize
-
 
 
 __all__ = ["index_events", "merge_duplicates", "BROADCAST_MAX_FEATURES"]

@@ -4,10 +4,12 @@ Patterns (files, directories, globs) become a sorted list of URIs through
 Hadoop's FileSystem, so the names match what Spark's ``binaryFile`` reports;
 option strings from a command line become the types the format declares.
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .readers import InputError, format_spec
 
@@ -57,14 +59,16 @@ def expand_inputs(spark, inputs: Iterable[str]) -> list[str]:
                 it = fs.listFiles(st.getPath(), True)
                 while it.hasNext():
                     f = it.next()
-                    rel = f.getPath().toString()[len(st.getPath().toString()):]
+                    rel = f.getPath().toString()[len(st.getPath().toString()) :]
                     if f.isFile() and not any(_hidden(p) for p in rel.split("/") if p):
                         matched.append(f.getPath().toString())
             elif not (is_glob and _hidden(st.getPath().getName())):
                 matched.append(st.getPath().toString())
         if not matched:
-            raise InputError(f"expected input files, got nothing matching {pattern!r}"
-                             + (f" (looked for {pattern_q})" if pattern_q != pattern else ""))
+            raise InputError(
+                f"expected input files, got nothing matching {pattern!r}"
+                + (f" (looked for {pattern_q})" if pattern_q != pattern else "")
+            )
         found.update(matched)
     return sorted(found)
 
@@ -72,9 +76,9 @@ def expand_inputs(spark, inputs: Iterable[str]) -> list[str]:
 def display_path(uri: str) -> str:
     """``file:/a/b`` -> ``/a/b``; other URIs as they are."""
     if uri.startswith("file://"):
-        return uri[len("file://"):]
+        return uri[len("file://") :]
     if uri.startswith("file:"):
-        return uri[len("file:"):]
+        return uri[len("file:") :]
     return uri
 
 
@@ -94,8 +98,10 @@ def resolve_options(fmt: str, options: dict | None) -> dict:
     if spec.options:
         unknown = sorted(set(given) - set(spec.options))
         if unknown:
-            raise InputError(f"unknown option(s) {unknown} for format {fmt!r}: expected "
-                             f"some of {sorted(spec.options)}")
+            raise InputError(
+                f"unknown option(s) {unknown} for format {fmt!r}: expected "
+                f"some of {sorted(spec.options)}"
+            )
     resolved = dict(spec.options)
     for key, value in given.items():
         default = spec.options.get(key)
@@ -116,8 +122,9 @@ def _coerce(fmt: str, key: str, value: str, kind: type) -> Any:
     try:
         return kind(value)
     except ValueError:
-        raise InputError(f"option {key} of format {fmt!r}: expected a {kind.__name__}, "
-                         f"got {value!r}") from None
+        raise InputError(
+            f"option {key} of format {fmt!r}: expected a {kind.__name__}, got {value!r}"
+        ) from None
 
 
 __all__ = ["expand_inputs", "display_path", "resolve_options"]

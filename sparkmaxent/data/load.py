@@ -5,6 +5,7 @@ The reader serves the local backend and tools; the writer serves tests and
 synthetic benchmarks, which need prepared datasets without running
 ``prepare``. Both follow the layout of ``data/schema.py``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,7 +37,8 @@ def events_files(dataset_dir: str) -> list[str]:
     if not os.path.isdir(events_dir):
         raise FileNotFoundError(
             f"{dataset_dir} is not a prepared dataset: expected a directory "
-            f"{EVENTS_DIR}/ of Parquet files in it")
+            f"{EVENTS_DIR}/ of Parquet files in it"
+        )
     files = sorted(glob.glob(os.path.join(events_dir, "*.parquet")))
     if not files:
         raise FileNotFoundError(f"expected *.parquet files in {events_dir}, found none")
@@ -61,14 +63,20 @@ def read_events_table(dataset_dir: str, info: DatasetInfo | None = None) -> pa.T
         table = pq.read_table(path)
         missing = [n for n in schema.names if n not in table.column_names]
         if missing:
-            raise InputError(f"{path}: expected {info.shape} event columns {schema.names}, "
-                             f"missing {missing} (got {table.column_names})")
+            raise InputError(
+                f"{path}: expected {info.shape} event columns {schema.names}, "
+                f"missing {missing} (got {table.column_names})"
+            )
         tables.append(table.select(schema.names).cast(schema))
     return pa.concat_tables(tables)
 
 
-def read_blocks(dataset_dir: str, info: DatasetInfo | None = None, n_blocks: int = 1,
-                max_events_per_block: int | None = None) -> list[Block]:
+def read_blocks(
+    dataset_dir: str,
+    info: DatasetInfo | None = None,
+    n_blocks: int = 1,
+    max_events_per_block: int | None = None,
+) -> list[Block]:
     """The events of a prepared dataset as kernel blocks, in file order.
 
     Parameters
@@ -100,8 +108,9 @@ def read_blocks(dataset_dir: str, info: DatasetInfo | None = None, n_blocks: int
     if max_events_per_block is not None:
         n_blocks = max(n_blocks, math.ceil(m / max_events_per_block))
     bounds = np.linspace(0, m, min(n_blocks, m) + 1).astype(np.int64)
-    blocks = [block_from_arrow(table.slice(lo, hi - lo), info)
-              for lo, hi in zip(bounds[:-1], bounds[1:])]
+    blocks = [
+        block_from_arrow(table.slice(lo, hi - lo), info) for lo, hi in zip(bounds[:-1], bounds[1:])
+    ]
     logger.debug("read %d events from %s into %d blocks", m, dataset_dir, len(blocks))
     return blocks
 
@@ -150,13 +159,16 @@ def block_to_arrow(block: Block, event_id_start: int = 0) -> pa.Table:
         shape = CANDIDATES
     else:
         raise TypeError(f"expected a MulticlassBlock or CandidateBlock, got {type(block).__name__}")
-    columns += [pa.array(np.asarray(event_id, dtype=np.int64)),
-                pa.array(np.asarray(group, dtype=np.int64))]
+    columns += [
+        pa.array(np.asarray(event_id, dtype=np.int64)),
+        pa.array(np.asarray(group, dtype=np.int64)),
+    ]
     return pa.Table.from_arrays(columns, schema=events_schema(shape))
 
 
-def write_events(block: Block, dataset_dir: str, info: DatasetInfo,
-                 n_files: int = 1) -> DatasetInfo:
+def write_events(
+    block: Block, dataset_dir: str, info: DatasetInfo, n_files: int = 1
+) -> DatasetInfo:
     """Write ``block`` as a prepared dataset: ``n_files`` Parquet files of
     consecutive events under ``<dataset_dir>/events`` and ``dataset.json``.
 
@@ -170,14 +182,17 @@ def write_events(block: Block, dataset_dir: str, info: DatasetInfo,
     """
     expected_shape = MULTICLASS if isinstance(block, MulticlassBlock) else CANDIDATES
     if info.shape != expected_shape:
-        raise ValueError(f"expected info.shape {expected_shape!r} for a "
-                         f"{type(block).__name__}, got {info.shape!r}")
+        raise ValueError(
+            f"expected info.shape {expected_shape!r} for a "
+            f"{type(block).__name__}, got {info.shape!r}"
+        )
     if info.n_features != block.n_predicates:
-        raise ValueError(f"expected info.n_features == {block.n_predicates} (the block's "
-                         f"columns), got {info.n_features}")
+        raise ValueError(
+            f"expected info.n_features == {block.n_predicates} (the block's "
+            f"columns), got {info.n_features}"
+        )
     if info.shape == MULTICLASS and len(info.labels) != block.n_labels:
-        raise ValueError(f"expected {block.n_labels} labels in info.labels, "
-                         f"got {len(info.labels)}")
+        raise ValueError(f"expected {block.n_labels} labels in info.labels, got {len(info.labels)}")
     if n_files < 1:
         raise ValueError(f"expected n_files >= 1, got {n_files}")
     table = block_to_arrow(block)
@@ -189,8 +204,11 @@ def write_events(block: Block, dataset_dir: str, info: DatasetInfo,
     bounds = np.linspace(0, table.num_rows, n_files + 1).astype(np.int64)
     for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         pq.write_table(table.slice(lo, hi - lo), os.path.join(events_dir, f"part-{i:05d}.parquet"))
-    written = dataclasses.replace(info, n_events=int(block.n_events),
-                                  total_weight=float(np.sum(block.c)),
-                                  events_fingerprint=events_fingerprint_table(table, info.shape))
+    written = dataclasses.replace(
+        info,
+        n_events=int(block.n_events),
+        total_weight=float(np.sum(block.c)),
+        events_fingerprint=events_fingerprint_table(table, info.shape),
+    )
     written.save(dataset_dir)
     return written

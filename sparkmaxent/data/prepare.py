@@ -5,6 +5,7 @@ for the bookkeeping on the driver: read (``raw``), check (``checks``),
 dictionary (``dictionary``), index and merge (``indexing``), and write and
 move into place atomically (``publish``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -14,9 +15,10 @@ import time
 from dataclasses import asdict
 
 from .checks import check_raw, raw_stats
-from .dictionary import feature_space_size, feature_dictionary, labels_of, load_vocabulary
+from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
 from .fingerprint import events_fingerprint_spark, vocabulary_fingerprint_spark
-from .indexing import index_events, merge_duplicates as merge_events
+from .indexing import index_events
+from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
 from .publish import check_out_dir, publish, temp_sibling, write_events, write_features
 from .raw import KIND_EVENT, RawSource, read_files, read_table
@@ -26,11 +28,21 @@ from .schema import DatasetInfo
 logger = logging.getLogger(__name__)
 
 
-def prepare(spark, inputs: list[str], out_dir: str, fmt: str, *,
-            options: dict | None = None, cutoff: int = 0, merge_duplicates: bool = True,
-            vocabulary: str | None = None, partitions: int | None = None,
-            quarantine: bool = False, overwrite: bool = False,
-            require_labels: bool = True) -> DatasetInfo:
+def prepare(
+    spark,
+    inputs: list[str],
+    out_dir: str,
+    fmt: str,
+    *,
+    options: dict | None = None,
+    cutoff: int = 0,
+    merge_duplicates: bool = True,
+    vocabulary: str | None = None,
+    partitions: int | None = None,
+    quarantine: bool = False,
+    overwrite: bool = False,
+    require_labels: bool = True,
+) -> DatasetInfo:
     """Prepare text files of a registered format as a dataset (``schema.py``).
 
     Parameters
@@ -88,19 +100,40 @@ def prepare(spark, inputs: list[str], out_dir: str, fmt: str, *,
     check_out_dir(out_dir, overwrite)
     t0 = time.perf_counter()
     opts = resolve_options(fmt, options)
-    src = read_files(spark, [inputs] if isinstance(inputs, str) else list(inputs), fmt,
-                     opts, quarantine)
-    return _run(spark, src, out_dir, cutoff=cutoff, merge_duplicates=merge_duplicates,
-                vocabulary=vocabulary, partitions=partitions, quarantine=quarantine,
-                overwrite=overwrite, require_labels=require_labels, t0=t0)
+    src = read_files(
+        spark, [inputs] if isinstance(inputs, str) else list(inputs), fmt, opts, quarantine
+    )
+    return _run(
+        spark,
+        src,
+        out_dir,
+        cutoff=cutoff,
+        merge_duplicates=merge_duplicates,
+        vocabulary=vocabulary,
+        partitions=partitions,
+        quarantine=quarantine,
+        overwrite=overwrite,
+        require_labels=require_labels,
+        t0=t0,
+    )
 
 
-def prepare_table(spark, table, out_dir: str, *, label_col: str = "label",
-                  features_col: str = "features", weight_col: str | None = None,
-                  values_col: str | None = None, cutoff: int = 0,
-                  merge_duplicates: bool = True, vocabulary: str | None = None,
-                  partitions: int | None = None, overwrite: bool = False,
-                  require_labels: bool = True) -> DatasetInfo:
+def prepare_table(
+    spark,
+    table,
+    out_dir: str,
+    *,
+    label_col: str = "label",
+    features_col: str = "features",
+    weight_col: str | None = None,
+    values_col: str | None = None,
+    cutoff: int = 0,
+    merge_duplicates: bool = True,
+    vocabulary: str | None = None,
+    partitions: int | None = None,
+    overwrite: bool = False,
+    require_labels: bool = True,
+) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of multiclass events.
 
     Parameters
@@ -136,18 +169,46 @@ def prepare_table(spark, table, out_dir: str, *, label_col: str = "label",
     """
     check_out_dir(out_dir, overwrite)
     t0 = time.perf_counter()
-    src = read_table(spark, table, label_col=label_col, features_col=features_col,
-                     weight_col=weight_col, values_col=values_col)
-    return _run(spark, src, out_dir, cutoff=cutoff, merge_duplicates=merge_duplicates,
-                vocabulary=vocabulary, partitions=partitions, quarantine=False,
-                overwrite=overwrite, require_labels=require_labels, t0=t0)
+    src = read_table(
+        spark,
+        table,
+        label_col=label_col,
+        features_col=features_col,
+        weight_col=weight_col,
+        values_col=values_col,
+    )
+    return _run(
+        spark,
+        src,
+        out_dir,
+        cutoff=cutoff,
+        merge_duplicates=merge_duplicates,
+        vocabulary=vocabulary,
+        partitions=partitions,
+        quarantine=False,
+        overwrite=overwrite,
+        require_labels=require_labels,
+        t0=t0,
+    )
 
 
 # ------------------------------------------------------------------ the run
 
-def _run(spark, src: RawSource, out_dir: str, *, cutoff: int, merge_duplicates: bool,
-         vocabulary: str | None, partitions: int | None, quarantine: bool,
-         overwrite: bool, require_labels: bool, t0: float) -> DatasetInfo:
+
+def _run(
+    spark,
+    src: RawSource,
+    out_dir: str,
+    *,
+    cutoff: int,
+    merge_duplicates: bool,
+    vocabulary: str | None,
+    partitions: int | None,
+    quarantine: bool,
+    overwrite: bool,
+    require_labels: bool,
+    t0: float,
+) -> DatasetInfo:
     """Check the run's settings, build the dataset in a temporary directory
     and publish it; on any failure the temporary directory is removed."""
     from pyspark import StorageLevel
@@ -164,9 +225,20 @@ def _run(spark, src: RawSource, out_dir: str, *, cutoff: int, merge_duplicates: 
         os.makedirs(tmp)
         raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(raw)
-        info = _build(spark, src, raw, tmp, cutoff=cutoff, merge_duplicates=merge_duplicates,
-                      vocab_info=vocab_info, vocabulary=vocabulary, n_parts=n_parts,
-                      quarantine=quarantine, require_labels=require_labels, cached=cached)
+        info = _build(
+            spark,
+            src,
+            raw,
+            tmp,
+            cutoff=cutoff,
+            merge_duplicates=merge_duplicates,
+            vocab_info=vocab_info,
+            vocabulary=vocabulary,
+            n_parts=n_parts,
+            quarantine=quarantine,
+            require_labels=require_labels,
+            cached=cached,
+        )
         publish(tmp, out_dir, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -174,17 +246,37 @@ def _run(spark, src: RawSource, out_dir: str, *, cutoff: int, merge_duplicates: 
     finally:
         for df in cached:
             df.unpersist()
-    logger.info("prepared %s: %d events (total weight %g), %d features, %d labels, "
-                "%d quarantined, %d unknown features, %d unknown labels, in %.1f s",
-                out_dir, info.n_events, info.total_weight, info.n_features, len(info.labels),
-                info.quarantined, info.unknown_features, info.unknown_labels,
-                time.perf_counter() - t0)
+    logger.info(
+        "prepared %s: %d events (total weight %g), %d features, %d labels, "
+        "%d quarantined, %d unknown features, %d unknown labels, in %.1f s",
+        out_dir,
+        info.n_events,
+        info.total_weight,
+        info.n_features,
+        len(info.labels),
+        info.quarantined,
+        info.unknown_features,
+        info.unknown_labels,
+        time.perf_counter() - t0,
+    )
     return info
 
 
-def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicates: bool,
-           vocab_info: DatasetInfo | None, vocabulary: str | None, n_parts: int,
-           quarantine: bool, require_labels: bool, cached: list) -> DatasetInfo:
+def _build(
+    spark,
+    src: RawSource,
+    raw,
+    tmp: str,
+    *,
+    cutoff: int,
+    merge_duplicates: bool,
+    vocab_info: DatasetInfo | None,
+    vocabulary: str | None,
+    n_parts: int,
+    quarantine: bool,
+    require_labels: bool,
+    cached: list,
+) -> DatasetInfo:
     """The stages from the persisted raw events to a complete dataset in ``tmp``."""
     from pyspark.sql import functions as F
 
@@ -199,24 +291,40 @@ def _build(spark, src: RawSource, raw, tmp: str, *, cutoff: int, merge_duplicate
     n_features = write_features(dictionary, tmp)
     n_ids = feature_space_size(vocab_info, vocabulary, n_features)
 
-    final, unknown_features, occurrences = index_events(events, dictionary, n_features, src.shape, labels,
-                                           unseen_labels, count_unknown=vocab_info is not None)
+    final, unknown_features, occurrences = index_events(
+        events,
+        dictionary,
+        n_features,
+        src.shape,
+        labels,
+        unseen_labels,
+        count_unknown=vocab_info is not None,
+    )
     if merge_duplicates:
         final = merge_events(final, src.shape)
     n_events = write_events(final, tmp, src.shape, n_parts)
 
     info = DatasetInfo(
-        shape=src.shape, n_features=int(n_ids), labels=labels, n_events=n_events,
-        total_weight=float(stats["total_weight"]), source=dict(src.source),
+        shape=src.shape,
+        n_features=int(n_ids),
+        labels=labels,
+        n_events=n_events,
+        total_weight=float(stats["total_weight"]),
+        source=dict(src.source),
         cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
-        quarantined=quarantined, unknown_features=int(unknown_features),
+        quarantined=quarantined,
+        unknown_features=int(unknown_features),
         feature_occurrences=int(occurrences),
-        unknown_labels=unknown_labels, unseen_labels=unseen_labels,
+        unknown_labels=unknown_labels,
+        unseen_labels=unseen_labels,
         events_fingerprint=events_fingerprint_spark(spark, tmp, src.shape),
-        vocabulary_fingerprint=vocabulary_fingerprint_spark(spark, tmp, src.shape, int(n_ids),
-                                                            labels))
-    info.source.update({"merge_duplicates": merge_duplicates, "vocabulary": vocabulary,
-                        "partitions": n_parts})
+        vocabulary_fingerprint=vocabulary_fingerprint_spark(
+            spark, tmp, src.shape, int(n_ids), labels
+        ),
+    )
+    info.source.update(
+        {"merge_duplicates": merge_duplicates, "vocabulary": vocabulary, "partitions": n_parts}
+    )
     info.save(tmp)
     return info
 

@@ -6,6 +6,7 @@ Events are range-partitioned by event_id, so part files in name order hold
 the events in source order. Spark names list items ``element`` (pyarrow:
 ``item``): readers cast to ``schema.events_schema``.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,10 @@ def temp_sibling(out_dir: str, tag: str) -> str:
 def check_out_dir(out_dir: str, overwrite: bool) -> None:
     """Refuse an existing ``out_dir`` unless ``overwrite``."""
     if os.path.exists(out_dir) and not overwrite:
-        raise InputError(f"output directory {out_dir} exists: expected a new path, or "
-                         "overwrite=True (--overwrite) to replace it")
+        raise InputError(
+            f"output directory {out_dir} exists: expected a new path, or "
+            "overwrite=True (--overwrite) to replace it"
+        )
 
 
 def publish(tmp: str, out_dir: str, overwrite: bool) -> None:
@@ -54,9 +57,12 @@ def write_features(dictionary, tmp: str) -> int:
     from pyspark.sql import functions as F
 
     features_dir = os.path.join(tmp, FEATURES_DIR)
-    (dictionary.repartition(1).sortWithinPartitions("id")
+    (
+        dictionary.repartition(1)
+        .sortWithinPartitions("id")
         .select(*[F.col(f.name).cast(_spark_type(f.type)) for f in FEATURES_SCHEMA])
-        .write.parquet(features_dir))
+        .write.parquet(features_dir)
+    )
     return parquet_rows(features_dir)
 
 
@@ -64,12 +70,14 @@ def write_events(events, tmp: str, shape: str, n_parts: int) -> int:
     """Write indexed events in ``n_parts`` files under ``tmp``; their number."""
     from pyspark.sql import functions as F
 
-    events = events.select(*[F.col(f.name).cast(_spark_type(f.type))
-                             for f in events_schema(shape)])
+    events = events.select(*[F.col(f.name).cast(_spark_type(f.type)) for f in events_schema(shape)])
     # Range partitioning by event_id keeps source order across and within files.
     events_dir = os.path.join(tmp, EVENTS_DIR)
-    (events.repartitionByRange(n_parts, "event_id").sortWithinPartitions("event_id")
-        .write.parquet(events_dir))
+    (
+        events.repartitionByRange(n_parts, "event_id")
+        .sortWithinPartitions("event_id")
+        .write.parquet(events_dir)
+    )
     return parquet_rows(events_dir)
 
 
@@ -77,8 +85,11 @@ def parquet_rows(directory: str) -> int:
     """Rows in the Parquet files of a local directory, from their footers."""
     import pyarrow.parquet as pq
 
-    return sum(pq.read_metadata(os.path.join(directory, name)).num_rows
-               for name in os.listdir(directory) if name.endswith(".parquet"))
+    return sum(
+        pq.read_metadata(os.path.join(directory, name)).num_rows
+        for name in os.listdir(directory)
+        if name.endswith(".parquet")
+    )
 
 
 def _spark_type(t: pa.DataType):
@@ -87,5 +98,11 @@ def _spark_type(t: pa.DataType):
     return from_arrow_type(t)
 
 
-__all__ = ["temp_sibling", "check_out_dir", "publish", "write_features", "write_events",
-           "parquet_rows"]
+__all__ = [
+    "temp_sibling",
+    "check_out_dir",
+    "publish",
+    "write_features",
+    "write_events",
+    "parquet_rows",
+]

@@ -6,10 +6,11 @@ exact. One DataFrame carries both raw events and parse errors (``kind``
 column), so the files are parsed once. ``event_id`` and ``group`` become
 globally unique as ``file_index * FILE_SHIFT + id within the file``.
 """
+
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -20,18 +21,23 @@ from .readers import MAX_ABS_VALUE, InputError, ParseError, format_spec
 
 logger = logging.getLogger("sparkmaxent.data.prepare")  # a prepare run logs under one name
 
-FILE_SHIFT = 2 ** 40  # event_id = file_index * FILE_SHIFT + id within the file
+FILE_SHIFT = 2**40  # event_id = file_index * FILE_SHIFT + id within the file
 _RAW_BATCH_ROWS = 4096  # raw events per Arrow batch out of the parser UDF
 
 KIND_EVENT, KIND_ERROR = 0, 1  # the ``kind`` column of raw events
 
 
 def _raw_ddl(shape: str) -> str:
-    target = ("label string" if shape == MULTICLASS
-              else "correct array<boolean>, cand_nnz array<int>, cand array<int>")
-    return ("kind tinyint, file_index int, line long, " + target + ", weight double, "
-            "features array<string>, values array<double>, event_id long, `group` long, "
-            "reason string, text string")
+    target = (
+        "label string"
+        if shape == MULTICLASS
+        else "correct array<boolean>, cand_nnz array<int>, cand array<int>"
+    )
+    return (
+        "kind tinyint, file_index int, line long, " + target + ", weight double, "
+        "features array<string>, values array<double>, event_id long, `group` long, "
+        "reason string, text string"
+    )
 
 
 class _LineTracker:
@@ -71,9 +77,15 @@ def _file_lines(path: str, data: bytes) -> tuple[list[str], list[ParseError]]:
             try:
                 lines.append(raw.decode("utf-8"))
             except UnicodeDecodeError as e:
-                errors.append(ParseError(path, no, f"expected UTF-8 text, got byte "
-                                         f"0x{raw[e.start]:02x} at byte {e.start + 1} of the line",
-                                         raw.decode("utf-8", "replace")))
+                errors.append(
+                    ParseError(
+                        path,
+                        no,
+                        f"expected UTF-8 text, got byte "
+                        f"0x{raw[e.start]:02x} at byte {e.start + 1} of the line",
+                        raw.decode("utf-8", "replace"),
+                    )
+                )
                 lines.append("")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline ends the last line, it starts none
@@ -98,8 +110,10 @@ class _RawBatcher:
     def add_event(self, fi: int, line: int, ev, base: int) -> None:
         c = self.cols
         if len(ev.features) != len(ev.values):
-            raise ValueError(f"parser bug: {len(ev.features)} features but "
-                             f"{len(ev.values)} values at line {line}")
+            raise ValueError(
+                f"parser bug: {len(ev.features)} features but "
+                f"{len(ev.values)} values at line {line}"
+            )
         c["kind"].append(KIND_EVENT)
         c["file_index"].append(fi)
         c["line"].append(line)
@@ -107,13 +121,16 @@ class _RawBatcher:
             c["label"].append(ev.label)
         else:
             if sum(ev.cand_nnz) != len(ev.features) or len(ev.cand_nnz) != len(ev.correct):
-                raise ValueError(f"parser bug: cand_nnz {ev.cand_nnz} does not match "
-                                 f"{len(ev.features)} features / {len(ev.correct)} candidates "
-                                 f"at line {line}")
+                raise ValueError(
+                    f"parser bug: cand_nnz {ev.cand_nnz} does not match "
+                    f"{len(ev.features)} features / {len(ev.correct)} candidates "
+                    f"at line {line}"
+                )
             c["correct"].append(ev.correct)
             c["cand_nnz"].append(ev.cand_nnz)
-            c["cand"].append(np.repeat(np.arange(len(ev.cand_nnz), dtype=np.int32),
-                                       ev.cand_nnz).tolist())
+            c["cand"].append(
+                np.repeat(np.arange(len(ev.cand_nnz), dtype=np.int32), ev.cand_nnz).tolist()
+            )
         c["weight"].append(float(ev.weight))
         c["features"].append(ev.features)
         c["values"].append(ev.values)
@@ -140,8 +157,14 @@ class _RawBatcher:
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
-def _make_parse_udf(shape: str, parser, options: dict, schema: pa.Schema,
-                    file_index: dict[str, int], stop_at_first_error: bool):
+def _make_parse_udf(
+    shape: str,
+    parser,
+    options: dict,
+    schema: pa.Schema,
+    file_index: dict[str, int],
+    stop_at_first_error: bool,
+):
     """The function ``mapInArrow`` runs over ``binaryFile`` rows (path, content)."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -151,8 +174,10 @@ def _make_parse_udf(shape: str, parser, options: dict, schema: pa.Schema,
             contents = batch.column("content")
             for i, uri in enumerate(paths):
                 if uri not in file_index:
-                    raise ValueError(f"binaryFile returned {uri!r}, which is not among the "
-                                     f"{len(file_index)} expanded input files")
+                    raise ValueError(
+                        f"binaryFile returned {uri!r}, which is not among the "
+                        f"{len(file_index)} expanded input files"
+                    )
                 fi, name = file_index[uri], display_path(uri)
                 base = fi * FILE_SHIFT
                 lines, errors = _file_lines(name, contents[i].as_py() or b"")
@@ -190,8 +215,6 @@ class RawSource:
         return f"{self.files[file_index]}:{line}"
 
 
-
-
 def read_files(spark, inputs: list[str], fmt: str, opts: dict, quarantine: bool) -> RawSource:
     """Raw events of the files named by ``inputs``, parsed as ``fmt`` with the
     resolved parser options ``opts`` (lazily: nothing runs before an action)."""
@@ -206,8 +229,9 @@ def read_files(spark, inputs: list[str], fmt: str, opts: dict, quarantine: bool)
     file_index = {u: i for i, u in enumerate(uris)}
     raw_struct = _ddl_struct(spark, _raw_ddl(spec.shape))
     arrow_schema = to_arrow_schema(raw_struct)
-    udf = _make_parse_udf(spec.shape, spec.parser, opts, arrow_schema, file_index,
-                          stop_at_first_error=not quarantine)
+    udf = _make_parse_udf(
+        spec.shape, spec.parser, opts, arrow_schema, file_index, stop_at_first_error=not quarantine
+    )
     files = spark.read.format("binaryFile").load(uris).select("path", "content")
     raw = files.mapInArrow(udf, raw_struct)
     parallelism = spark.sparkContext.defaultParallelism
@@ -228,8 +252,16 @@ def _ddl_struct(spark, ddl: str):
 
 # ------------------------------------------------------------------ tables
 
-def read_table(spark, table, *, label_col: str, features_col: str, weight_col: str | None,
-               values_col: str | None) -> RawSource:
+
+def read_table(
+    spark,
+    table,
+    *,
+    label_col: str,
+    features_col: str,
+    weight_col: str | None,
+    values_col: str | None,
+) -> RawSource:
     """Raw multiclass events of a DataFrame or catalog table, after checking
     its columns' presence, types and values (``prepare_table``)."""
     from pyspark.sql import functions as F
@@ -237,19 +269,34 @@ def read_table(spark, table, *, label_col: str, features_col: str, weight_col: s
     df, name = _table_frame(spark, table)
     _check_table_columns(df, name, label_col, features_col, weight_col, values_col)
     weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    values = (F.col(values_col).cast("array<double>") if values_col
-              else F.transform(F.col(features_col), lambda _: F.lit(1.0)))
+    values = (
+        F.col(values_col).cast("array<double>")
+        if values_col
+        else F.transform(F.col(features_col), lambda _: F.lit(1.0))
+    )
     _check_table_values(df, name, weight, label_col, features_col, weight_col, values_col)
     raw = df.select(
-        F.lit(KIND_EVENT).cast("tinyint").alias("kind"), F.lit(0).alias("file_index"),
-        F.lit(None).cast("long").alias("line"), F.col(label_col).cast("string").alias("label"),
-        weight.alias("weight"), F.col(features_col).alias("features"), values.alias("values"),
+        F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
+        F.lit(0).alias("file_index"),
+        F.lit(None).cast("long").alias("line"),
+        F.col(label_col).cast("string").alias("label"),
+        weight.alias("weight"),
+        F.col(features_col).alias("features"),
+        values.alias("values"),
         F.monotonically_increasing_id().alias("event_id"),
-        F.lit(None).cast("string").alias("reason"), F.lit(None).cast("string").alias("text"),
+        F.lit(None).cast("string").alias("reason"),
+        F.lit(None).cast("string").alias("text"),
     ).withColumn("group", F.col("event_id"))
-    source = {"format": "table", "inputs": [name],
-              "options": {"label_col": label_col, "features_col": features_col,
-                          "weight_col": weight_col, "values_col": values_col}}
+    source = {
+        "format": "table",
+        "inputs": [name],
+        "options": {
+            "label_col": label_col,
+            "features_col": features_col,
+            "weight_col": weight_col,
+            "values_col": values_col,
+        },
+    }
     return RawSource(raw, MULTICLASS, [name], source, table=name)
 
 
@@ -265,38 +312,53 @@ def _table_frame(spark, table):
     return spark.table(name), name
 
 
-def _check_table_columns(df, name: str, label_col: str, features_col: str,
-                         weight_col: str | None, values_col: str | None) -> None:
+def _check_table_columns(
+    df, name: str, label_col: str, features_col: str, weight_col: str | None, values_col: str | None
+) -> None:
     from pyspark.sql.types import ArrayType, NumericType, StringType
 
     fields = {f.name: f.dataType for f in df.schema.fields}
 
     def need(col: str, role: str) -> None:
         if col not in fields:
-            raise InputError(f"{name}: expected a {role} column named {col!r}, got columns "
-                             f"{list(fields)}")
+            raise InputError(
+                f"{name}: expected a {role} column named {col!r}, got columns {list(fields)}"
+            )
 
     need(label_col, "label")
     need(features_col, "features")
     ftype = fields[features_col]
     if not (isinstance(ftype, ArrayType) and isinstance(ftype.elementType, StringType)):
-        raise InputError(f"{name}: expected column {features_col!r} of type array<string>, "
-                         f"got {ftype.simpleString()}")
+        raise InputError(
+            f"{name}: expected column {features_col!r} of type array<string>, "
+            f"got {ftype.simpleString()}"
+        )
     if weight_col is not None:
         need(weight_col, "weight")
         if not isinstance(fields[weight_col], NumericType):
-            raise InputError(f"{name}: expected a numeric weight column {weight_col!r}, got "
-                             f"{fields[weight_col].simpleString()}")
+            raise InputError(
+                f"{name}: expected a numeric weight column {weight_col!r}, got "
+                f"{fields[weight_col].simpleString()}"
+            )
     if values_col is not None:
         need(values_col, "values")
         vtype = fields[values_col]
         if not (isinstance(vtype, ArrayType) and isinstance(vtype.elementType, NumericType)):
-            raise InputError(f"{name}: expected column {values_col!r} of type array<double>, "
-                             f"got {vtype.simpleString()}")
+            raise InputError(
+                f"{name}: expected column {values_col!r} of type array<double>, "
+                f"got {vtype.simpleString()}"
+            )
 
 
-def _check_table_values(df, name: str, weight, label_col: str, features_col: str,
-                        weight_col: str | None, values_col: str | None) -> None:
+def _check_table_values(
+    df,
+    name: str,
+    weight,
+    label_col: str,
+    features_col: str,
+    weight_col: str | None,
+    values_col: str | None,
+) -> None:
     """No nulls, NaN or infinite values, no negative weights: one pass over ``df``."""
     from pyspark.sql import functions as F
 
@@ -306,27 +368,47 @@ def _check_table_values(df, name: str, weight, label_col: str, features_col: str
         return F.isnan(c) | c.isin(inf, -inf)
 
     # (column, what must not occur, rows where it occurs), checked in one pass
-    checks = [(label_col, "null labels", F.col(label_col).isNull()),
-              (features_col, "null feature lists", F.col(features_col).isNull()),
-              (features_col, "rows with null feature names",
-               F.exists(F.col(features_col), lambda x: x.isNull()))]
+    checks = [
+        (label_col, "null labels", F.col(label_col).isNull()),
+        (features_col, "null feature lists", F.col(features_col).isNull()),
+        (
+            features_col,
+            "rows with null feature names",
+            F.exists(F.col(features_col), lambda x: x.isNull()),
+        ),
+    ]
     if weight_col:
-        checks += [(weight_col, "null, NaN or infinite weights",
-                    weight.isNull() | not_finite(weight)),
-                   (weight_col, "negative weights", weight < 0)]
+        checks += [
+            (weight_col, "null, NaN or infinite weights", weight.isNull() | not_finite(weight)),
+            (weight_col, "negative weights", weight < 0),
+        ]
     if values_col:
-        checks += [(values_col, "rows with null, NaN or infinite values",
-                    F.exists(F.col(values_col), lambda x: x.isNull() | not_finite(x))),
-                   (values_col, f"rows with a value of magnitude > {MAX_ABS_VALUE:g}",
-                    F.exists(F.col(values_col), lambda x: F.abs(x) > MAX_ABS_VALUE)),
-                   (values_col, f"rows whose values do not pair up with {features_col!r}",
-                    F.size(F.col(values_col)) != F.size(F.col(features_col)))]
-    counts = df.agg(*[F.sum(F.coalesce(cond, F.lit(False)).cast("long")).alias(f"c{i}")
-                      for i, (_, _, cond) in enumerate(checks)]).first()
+        checks += [
+            (
+                values_col,
+                "rows with null, NaN or infinite values",
+                F.exists(F.col(values_col), lambda x: x.isNull() | not_finite(x)),
+            ),
+            (
+                values_col,
+                f"rows with a value of magnitude > {MAX_ABS_VALUE:g}",
+                F.exists(F.col(values_col), lambda x: F.abs(x) > MAX_ABS_VALUE),
+            ),
+            (
+                values_col,
+                f"rows whose values do not pair up with {features_col!r}",
+                F.size(F.col(values_col)) != F.size(F.col(features_col)),
+            ),
+        ]
+    counts = df.agg(
+        *[
+            F.sum(F.coalesce(cond, F.lit(False)).cast("long")).alias(f"c{i}")
+            for i, (_, _, cond) in enumerate(checks)
+        ]
+    ).first()
     for i, (col, what, _) in enumerate(checks):
         if counts[f"c{i}"]:
-            raise InputError(f"{name}: column {col!r}: expected no {what}, "
-                             f"got {counts[f'c{i}']}")
+            raise InputError(f"{name}: column {col!r}: expected no {what}, got {counts[f'c{i}']}")
 
 
 __all__ = ["RawSource", "read_files", "read_table", "FILE_SHIFT", "KIND_EVENT", "KIND_ERROR"]

@@ -5,12 +5,13 @@ per malformed record and carries on (``prepare`` stops at the first or
 quarantines them); it raises InputError only for a bad option. Parsers never
 import pyspark: ``prepare`` runs them on the executors. Registry: ``FORMATS``.
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
 
 from ..errors import InputError
 from ..shapes import CANDIDATES, MULTICLASS
@@ -127,6 +128,7 @@ def _options(defaults: dict, options: dict | None) -> dict:
 
 # --------------------------------------------------------------------- maxent
 
+
 def parse_maxent(path: str, lines: Iterable[str], options: dict) -> Iterator[Parsed]:
     """Implicit multiclass text: ``label feat feat:value ...`` one event per
     line (MEGAM's implicit format, OpenNLP, Zhang Le's maxent). Blank lines and
@@ -172,6 +174,7 @@ def parse_maxent(path: str, lines: Iterable[str], options: dict) -> Iterator[Par
 
 
 # ------------------------------------------------------------------- svmlight
+
 
 def _svmlight_record(tokens: list[str]) -> tuple[list[str], list[float]] | str:
     """(features, values) of one line's tokens after the label, or the reason
@@ -229,7 +232,8 @@ def parse_svmlight(path: str, lines: Iterable[str], options: dict) -> Iterator[P
         head, sep, _ = label.partition(":")
         if sep and (_UINT.fullmatch(head) or head == "qid"):
             rec: tuple[list[str], list[float]] | str = (
-                f"expected a label as the first token, got {label!r} (label missing?)")
+                f"expected a label as the first token, got {label!r} (label missing?)"
+            )
         else:
             rec = _svmlight_record(tokens[1:])
         if isinstance(rec, str):
@@ -241,18 +245,23 @@ def parse_svmlight(path: str, lines: Iterable[str], options: dict) -> Iterator[P
 
 # ----------------------------------------------------------------------- TADM
 
+
 def _tadm_candidate(tokens: list[str]) -> tuple[bool, list[str], list[float]] | str:
     """(correct, features, values) of one candidate line, or why it is malformed."""
     score = parse_value(tokens[0])
     if score is None:
         return f"expected a finite score as the first token, got {tokens[0]!r}"
     if not _UINT.fullmatch(tokens[1]):
-        return (f"expected a feature count (non-negative integer) as the second token, "
-                f"got {tokens[1]!r}")
+        return (
+            f"expected a feature count (non-negative integer) as the second token, "
+            f"got {tokens[1]!r}"
+        )
     nfeat = int(tokens[1])
     if len(tokens) != 2 + 2 * nfeat:
-        return (f"expected {2 + 2 * nfeat} tokens (score, nfeat={nfeat}, then {nfeat} "
-                f"feature-value pairs), got {len(tokens)}")
+        return (
+            f"expected {2 + 2 * nfeat} tokens (score, nfeat={nfeat}, then {nfeat} "
+            f"feature-value pairs), got {len(tokens)}"
+        )
     features, values = [], []
     for k in range(2, len(tokens), 2):
         f, val = tokens[k], tokens[k + 1]
@@ -262,8 +271,9 @@ def _tadm_candidate(tokens: list[str]) -> tuple[bool, list[str], list[float]] | 
         if v is None:
             return f"expected a finite value for feature {f}, got {val!r}"
         if value_too_large(v):
-            return (f"expected a value with |value| <= {MAX_ABS_VALUE:g} for feature {f}, "
-                    f"got {val!r}")
+            return (
+                f"expected a value with |value| <= {MAX_ABS_VALUE:g} for feature {f}, got {val!r}"
+            )
         features.append(str(int(f)))
         values.append(v)
     return score > 0, features, values
@@ -289,16 +299,16 @@ def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parse
         its count line). A count line has one token and a candidate line at
         least two: that is how the parser finds the next event.
     """
-    event = 0           # id of the next event
-    start = 0           # line of the open event's count line; 0 = no open event
+    event = 0  # id of the next event
+    start = 0  # line of the open event's count line; 0 = no open event
     start_text = ""
     n_cands = seen = 0  # candidates declared / candidate lines read so far
     correct: list[bool] = []
     cand_nnz: list[int] = []
     features: list[str] = []
     values: list[float] = []
-    failed = False      # the open event already has its ParseError
-    skipping = False    # after a bad count line: skip to the next count line
+    failed = False  # the open event already has its ParseError
+    skipping = False  # after a bad count line: skip to the next count line
     for line_no, line in enumerate(lines, start=1):
         tokens = line.split()
         if not tokens:
@@ -306,10 +316,14 @@ def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parse
         if start and len(tokens) == 1:
             # a count line while candidates were still due: the event is short
             if not failed:
-                yield ParseError(path, start,
-                                 f"expected {n_cands} candidates, got {seen}: line {line_no} "
-                                 f"holds the single token {tokens[0]!r}, not a candidate "
-                                 f"(event cut short)", start_text)
+                yield ParseError(
+                    path,
+                    start,
+                    f"expected {n_cands} candidates, got {seen}: line {line_no} "
+                    f"holds the single token {tokens[0]!r}, not a candidate "
+                    f"(event cut short)",
+                    start_text,
+                )
             start = 0
             event += 1
         if not start:
@@ -321,9 +335,13 @@ def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parse
                 start_text = line.rstrip("\n")
                 correct, cand_nnz, features, values = [], [], [], []
             else:
-                yield ParseError(path, line_no,
-                                 f"expected a candidate count (a positive integer alone on "
-                                 f"its line), got {line.strip()!r}", line.rstrip("\n"))
+                yield ParseError(
+                    path,
+                    line_no,
+                    f"expected a candidate count (a positive integer alone on "
+                    f"its line), got {line.strip()!r}",
+                    line.rstrip("\n"),
+                )
                 skipping = True
                 event += 1
             continue
@@ -331,8 +349,12 @@ def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parse
         if not failed:
             cand = _tadm_candidate(tokens)
             if isinstance(cand, str):
-                yield ParseError(path, line_no, f"{cand} (candidate {seen} of {n_cands}, "
-                                 f"event at line {start})", line.rstrip("\n"))
+                yield ParseError(
+                    path,
+                    line_no,
+                    f"{cand} (candidate {seen} of {n_cands}, event at line {start})",
+                    line.rstrip("\n"),
+                )
                 failed = True
             else:
                 correct.append(cand[0])
@@ -345,8 +367,13 @@ def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parse
             start = 0
             event += 1
     if start and not failed:
-        yield ParseError(path, start, f"expected {n_cands} candidates, got {seen} before the "
-                         f"end of the file (event truncated)", start_text)
+        yield ParseError(
+            path,
+            start,
+            f"expected {n_cands} candidates, got {seen} before the "
+            f"end of the file (event truncated)",
+            start_text,
+        )
 
 
 # ---------------------------------------------------------------------- CoNLL
@@ -393,8 +420,8 @@ def parse_conll(path: str, lines: Iterable[str], options: dict) -> Iterator[Pars
     if mode not in CONLL_MODES:
         raise InputError(f"{path}: expected conll option mode in {CONLL_MODES}, got {mode!r}")
     basenp = mode == "basenp"
-    sentence = 0        # index of the open (or next) sentence
-    first_token = 0     # event_id of the open sentence's first token
+    sentence = 0  # index of the open (or next) sentence
+    first_token = 0  # event_id of the open sentence's first token
     rows: list[list[str]] = []
     error: ParseError | None = None
 
@@ -420,9 +447,13 @@ def parse_conll(path: str, lines: Iterable[str], options: dict) -> Iterator[Pars
                 rows, error = [], None
             continue
         if len(cols) != 3 and error is None:
-            error = ParseError(path, line_no,
-                               f"expected 3 columns 'word POS chunk-tag', got {len(cols)} "
-                               f"(sentence {sentence} skipped)", line.rstrip("\n"))
+            error = ParseError(
+                path,
+                line_no,
+                f"expected 3 columns 'word POS chunk-tag', got {len(cols)} "
+                f"(sentence {sentence} skipped)",
+                line.rstrip("\n"),
+            )
         rows.append(cols)
     if rows:
         yield from close()
@@ -464,11 +495,17 @@ def parse_ppattach(path: str, lines: Iterable[str], options: dict) -> Iterator[P
         if not cols:
             continue
         if len(cols) != 6:
-            yield ParseError(path, line_no, f"expected 6 columns 'sentence-id verb noun1 prep "
-                             f"noun2 attachment', got {len(cols)}", line.rstrip("\n"))
+            yield ParseError(
+                path,
+                line_no,
+                f"expected 6 columns 'sentence-id verb noun1 prep "
+                f"noun2 attachment', got {len(cols)}",
+                line.rstrip("\n"),
+            )
         elif cols[5] not in PP_LABELS:
-            yield ParseError(path, line_no, f"expected attachment V or N, got {cols[5]!r}",
-                             line.rstrip("\n"))
+            yield ParseError(
+                path, line_no, f"expected attachment V or N, got {cols[5]!r}", line.rstrip("\n")
+            )
         else:
             feats = pp_features(cols[1], cols[2], cols[3], cols[4], lowercase=lowercase)
             yield RawEvent(cols[5], feats, [1.0] * len(feats), 1.0, n, n)
@@ -476,20 +513,40 @@ def parse_ppattach(path: str, lines: Iterable[str], options: dict) -> Iterator[P
 
 
 FORMATS: dict[str, FormatSpec] = {
-    "maxent": FormatSpec("maxent", MULTICLASS, parse_maxent,
-                         "label feat feat:value ... (MEGAM implicit, OpenNLP, Zhang Le maxent)"),
-    "svmlight": FormatSpec("svmlight", MULTICLASS, parse_svmlight,
-                           "label idx:value ... [qid:N] [# comment] (svmlight, libsvm)"),
-    "tadm": FormatSpec("tadm", CANDIDATES, parse_tadm,
-                       "candidate sets: count line, then 'score nfeat f v ...' per candidate "
-                       "(TADM, TinyEst, featuresqueeze)",
-                       {"weight_from_score": False}),
-    "conll": FormatSpec("conll", MULTICLASS, parse_conll,
-                        "CoNLL-2000 'word POS chunk-tag' columns, one event per token, "
-                        "17 window templates", dict(CONLL_OPTIONS)),
-    "ppattach": FormatSpec("ppattach", MULTICLASS, parse_ppattach,
-                           "Ratnaparkhi PP attachment 'id verb noun1 prep noun2 V|N'",
-                           dict(PPATTACH_OPTIONS)),
+    "maxent": FormatSpec(
+        "maxent",
+        MULTICLASS,
+        parse_maxent,
+        "label feat feat:value ... (MEGAM implicit, OpenNLP, Zhang Le maxent)",
+    ),
+    "svmlight": FormatSpec(
+        "svmlight",
+        MULTICLASS,
+        parse_svmlight,
+        "label idx:value ... [qid:N] [# comment] (svmlight, libsvm)",
+    ),
+    "tadm": FormatSpec(
+        "tadm",
+        CANDIDATES,
+        parse_tadm,
+        "candidate sets: count line, then 'score nfeat f v ...' per candidate "
+        "(TADM, TinyEst, featuresqueeze)",
+        {"weight_from_score": False},
+    ),
+    "conll": FormatSpec(
+        "conll",
+        MULTICLASS,
+        parse_conll,
+        "CoNLL-2000 'word POS chunk-tag' columns, one event per token, 17 window templates",
+        dict(CONLL_OPTIONS),
+    ),
+    "ppattach": FormatSpec(
+        "ppattach",
+        MULTICLASS,
+        parse_ppattach,
+        "Ratnaparkhi PP attachment 'id verb noun1 prep noun2 V|N'",
+        dict(PPATTACH_OPTIONS),
+    ),
 }
 
 

@@ -6,6 +6,7 @@ one row per (merged) event with the columns of ``events_schema(shape)``, and
 label -(j + 1) is ``DatasetInfo.unseen_labels[j]``, a label the training
 dictionary lacks.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,17 +25,27 @@ INFO_FILE = "dataset.json"
 EVENTS_DIR = "events"
 FEATURES_DIR = "features"
 
-MULTICLASS_SCHEMA = pa.schema([
-    ("label", pa.int32()), ("weight", pa.float64()),
-    ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64())),
-    ("event_id", pa.int64()), ("group", pa.int64()),
-])
-CANDIDATES_SCHEMA = pa.schema([
-    ("weight", pa.float64()), ("correct", pa.list_(pa.bool_())),
-    ("cand_nnz", pa.list_(pa.int32())),
-    ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64())),
-    ("event_id", pa.int64()), ("group", pa.int64()),
-])
+MULTICLASS_SCHEMA = pa.schema(
+    [
+        ("label", pa.int32()),
+        ("weight", pa.float64()),
+        ("indices", pa.list_(pa.int32())),
+        ("values", pa.list_(pa.float64())),
+        ("event_id", pa.int64()),
+        ("group", pa.int64()),
+    ]
+)
+CANDIDATES_SCHEMA = pa.schema(
+    [
+        ("weight", pa.float64()),
+        ("correct", pa.list_(pa.bool_())),
+        ("cand_nnz", pa.list_(pa.int32())),
+        ("indices", pa.list_(pa.int32())),
+        ("values", pa.list_(pa.float64())),
+        ("event_id", pa.int64()),
+        ("group", pa.int64()),
+    ]
+)
 FEATURES_SCHEMA = pa.schema([("feature", pa.string()), ("id", pa.int32()), ("count", pa.float64())])
 
 
@@ -80,17 +91,19 @@ class DatasetInfo:
             json.dump(asdict(self), f, indent=2)
 
     @staticmethod
-    def load(directory: str) -> "DatasetInfo":
+    def load(directory: str) -> DatasetInfo:
         path = os.path.join(directory, INFO_FILE)
         if not os.path.exists(path):
             raise FileNotFoundError(
                 f"{directory} is not a prepared dataset: expected {INFO_FILE} in it "
-                "(run jobs/prepare.py first)")
+                "(run jobs/prepare.py first)"
+            )
         with open(path) as f:
             raw = json.load(f)
         if raw.get("format_version") != FORMAT_VERSION:
-            raise InputError(f"{path}: expected format_version {FORMAT_VERSION}, "
-                             f"got {raw.get('format_version')}")
+            raise InputError(
+                f"{path}: expected format_version {FORMAT_VERSION}, got {raw.get('format_version')}"
+            )
         return DatasetInfo(**raw)
 
 
@@ -108,10 +121,18 @@ def block_from_arrow(table: pa.Table | pa.RecordBatch, info: DatasetInfo) -> Blo
     _, values = _list_parts(table.column("values"))
     weights = table.column("weight").to_numpy()
     if info.shape == MULTICLASS:
-        return multiclass_block(indptr, indices, values, table.column("label").to_numpy(),
-                                weights, info.n_features, len(info.labels))
+        return multiclass_block(
+            indptr,
+            indices,
+            values,
+            table.column("label").to_numpy(),
+            weights,
+            info.n_features,
+            len(info.labels),
+        )
     event_ptr, correct = _list_parts(table.column("correct"))
     _, cand_nnz = _list_parts(table.column("cand_nnz"))
     cand_indptr = np.concatenate([[0], np.cumsum(cand_nnz, dtype=np.int64)])
-    return candidate_block(event_ptr, cand_indptr, indices, values, correct, weights,
-                           info.n_features)
+    return candidate_block(
+        event_ptr, cand_indptr, indices, values, correct, weights, info.n_features
+    )

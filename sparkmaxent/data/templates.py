@@ -6,9 +6,10 @@ A string is the template name, ``=``, then the values it saw
 (``t-1,t0=DT,NN``); ``,`` and ``\\`` inside a conjunction's values are
 escaped, so two value tuples never give one string. Pure Python.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 # Padding outside a sentence. One symbol per side: the offset is already part
 # of the template name, so "w-2=__BOS__" and "w-1=__BOS__" stay distinct.
@@ -31,10 +32,22 @@ Template = tuple[tuple[str, int], ...]
 # predicates, ~3.4M non-zeros): t-1,t+1 gives 100,276 and 3.39M; a third word
 # bigram (w-2,w-1 or w+1,w+2) would give ~122k; w0,t0 ~109k.
 CHUNK_TEMPLATES: tuple[Template, ...] = (
-    (("w", -2),), (("w", -1),), (("w", 0),), (("w", 1),), (("w", 2),),
-    (("t", -2),), (("t", -1),), (("t", 0),), (("t", 1),), (("t", 2),),
-    (("t", -2), ("t", -1)), (("t", -1), ("t", 0)), (("t", 0), ("t", 1)), (("t", 1), ("t", 2)),
-    (("w", -1), ("w", 0)), (("w", 0), ("w", 1)),
+    (("w", -2),),
+    (("w", -1),),
+    (("w", 0),),
+    (("w", 1),),
+    (("w", 2),),
+    (("t", -2),),
+    (("t", -1),),
+    (("t", 0),),
+    (("t", 1),),
+    (("t", 2),),
+    (("t", -2), ("t", -1)),
+    (("t", -1), ("t", 0)),
+    (("t", 0), ("t", 1)),
+    (("t", 1), ("t", 2)),
+    (("w", -1), ("w", 0)),
+    (("w", 0), ("w", 1)),
     (("t", -1), ("t", 1)),
 )
 
@@ -44,9 +57,16 @@ CHUNK_TEMPLATES: tuple[Template, ...] = (
 # the most informative word, so every conjunction keeps it).
 PP_FIELDS = ("v", "n1", "p", "n2")
 PP_TEMPLATES: tuple[tuple[str, ...], ...] = (
-    ("v",), ("n1",), ("p",), ("n2",),
-    ("v", "p"), ("n1", "p"), ("p", "n2"),
-    ("v", "n1", "p"), ("v", "p", "n2"), ("n1", "p", "n2"),
+    ("v",),
+    ("n1",),
+    ("p",),
+    ("n2",),
+    ("v", "p"),
+    ("n1", "p"),
+    ("p", "n2"),
+    ("v", "n1", "p"),
+    ("v", "p", "n2"),
+    ("n1", "p", "n2"),
     ("v", "n1", "p", "n2"),
 )
 
@@ -74,9 +94,12 @@ def join_values(values: Sequence[str]) -> str:
     return ",".join(_escape(v) for v in values)
 
 
-def sentence_features(words: Sequence[str], tags: Sequence[str],
-                      templates: Sequence[Template] = CHUNK_TEMPLATES,
-                      lowercase: bool = False) -> list[list[str]]:
+def sentence_features(
+    words: Sequence[str],
+    tags: Sequence[str],
+    templates: Sequence[Template] = CHUNK_TEMPLATES,
+    lowercase: bool = False,
+) -> list[list[str]]:
     """Feature strings of every token of one sentence.
 
     Parameters
@@ -96,8 +119,7 @@ def sentence_features(words: Sequence[str], tags: Sequence[str],
     """
     n = len(words)
     if len(tags) != n:
-        raise ValueError(f"expected as many tags as words, got {len(tags)} tags "
-                         f"for {n} words")
+        raise ValueError(f"expected as many tags as words, got {len(tags)} tags for {n} words")
     reach = max((abs(o) for t in templates for _, o in t), default=0)
     pad_l, pad_r = [BOS] * reach, [EOS] * reach
     ws = [w.lower() for w in words] if lowercase else list(words)
@@ -106,10 +128,10 @@ def sentence_features(words: Sequence[str], tags: Sequence[str],
     for t in templates:
         for col, _ in t:
             if col not in columns:
-                raise ValueError(f"expected template columns 'w' or 't', got {col!r} "
-                                 f"in {template_name(t)}")
-        compiled.append((template_name(t) + "=",
-                         [(columns[col], o + reach) for col, o in t]))
+                raise ValueError(
+                    f"expected template columns 'w' or 't', got {col!r} in {template_name(t)}"
+                )
+        compiled.append((template_name(t) + "=", [(columns[col], o + reach) for col, o in t]))
     out = []
     for i in range(n):
         feats = []
@@ -123,9 +145,14 @@ def sentence_features(words: Sequence[str], tags: Sequence[str],
     return out
 
 
-def pp_features(verb: str, noun1: str, prep: str, noun2: str,
-                templates: Sequence[tuple[str, ...]] = PP_TEMPLATES,
-                lowercase: bool = True) -> list[str]:
+def pp_features(
+    verb: str,
+    noun1: str,
+    prep: str,
+    noun2: str,
+    templates: Sequence[tuple[str, ...]] = PP_TEMPLATES,
+    lowercase: bool = True,
+) -> list[str]:
     """Feature strings of one PP-attachment tuple.
 
     Parameters
@@ -150,6 +177,7 @@ def pp_features(verb: str, noun1: str, prep: str, noun2: str,
         try:
             out.append(",".join(t) + "=" + join_values([vals[f] for f in t]))
         except KeyError as e:
-            raise ValueError(f"expected PP template fields among {PP_FIELDS}, got {e.args[0]!r} "
-                             f"in {t}") from None
+            raise ValueError(
+                f"expected PP template fields among {PP_FIELDS}, got {e.args[0]!r} in {t}"
+            ) from None
     return out

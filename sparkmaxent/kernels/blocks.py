@@ -11,6 +11,7 @@ Two event shapes share one model (docs/design.md, notation):
 * ``CandidateBlock``: event i lists candidates, each with its own sparse
   feature vector, and a non-empty subset of correct candidates.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -103,31 +104,46 @@ class CandidateBlock:
 Block = MulticlassBlock | CandidateBlock
 
 
-def multiclass_block(indptr, indices, values, labels, weights, n_predicates: int,
-                     n_labels: int) -> MulticlassBlock:
+def multiclass_block(
+    indptr, indices, values, labels, weights, n_predicates: int, n_labels: int
+) -> MulticlassBlock:
     """Build a multiclass block from CSR parts (no copies where dtypes allow)."""
     m = len(indptr) - 1
     X = sp.csr_matrix(
-        (np.asarray(values, dtype=np.float64), np.asarray(indices, dtype=np.int32),
-         np.asarray(indptr, dtype=np.int64)),
+        (
+            np.asarray(values, dtype=np.float64),
+            np.asarray(indices, dtype=np.int32),
+            np.asarray(indptr, dtype=np.int64),
+        ),
         shape=(m, n_predicates),
     )
-    return MulticlassBlock(X=X, y=np.asarray(labels, dtype=np.int64),
-                           c=np.asarray(weights, dtype=np.float64), n_labels=n_labels)
+    return MulticlassBlock(
+        X=X,
+        y=np.asarray(labels, dtype=np.int64),
+        c=np.asarray(weights, dtype=np.float64),
+        n_labels=n_labels,
+    )
 
 
-def candidate_block(event_ptr, cand_indptr, indices, values, correct, weights,
-                    n_features: int) -> CandidateBlock:
+def candidate_block(
+    event_ptr, cand_indptr, indices, values, correct, weights, n_features: int
+) -> CandidateBlock:
     """Build a candidate-set block from its CSR parts."""
     n = len(cand_indptr) - 1
     F = sp.csr_matrix(
-        (np.asarray(values, dtype=np.float64), np.asarray(indices, dtype=np.int32),
-         np.asarray(cand_indptr, dtype=np.int64)),
+        (
+            np.asarray(values, dtype=np.float64),
+            np.asarray(indices, dtype=np.int32),
+            np.asarray(cand_indptr, dtype=np.int64),
+        ),
         shape=(n, n_features),
     )
-    return CandidateBlock(F=F, event_ptr=np.asarray(event_ptr, dtype=np.int64),
-                          correct=np.asarray(correct, dtype=bool),
-                          c=np.asarray(weights, dtype=np.float64))
+    return CandidateBlock(
+        F=F,
+        event_ptr=np.asarray(event_ptr, dtype=np.int64),
+        correct=np.asarray(correct, dtype=bool),
+        c=np.asarray(weights, dtype=np.float64),
+    )
 
 
 def concat_blocks(blocks: list[Block]) -> Block:
@@ -137,8 +153,10 @@ def concat_blocks(blocks: list[Block]) -> Block:
     multi = [b for b in blocks if isinstance(b, MulticlassBlock)]
     cands = [b for b in blocks if isinstance(b, CandidateBlock)]
     if multi and cands:
-        raise ValueError(f"expected blocks of one shape, got {len(multi)} multiclass "
-                         f"and {len(cands)} candidate-set blocks")
+        raise ValueError(
+            f"expected blocks of one shape, got {len(multi)} multiclass "
+            f"and {len(cands)} candidate-set blocks"
+        )
     if multi:
         return MulticlassBlock(
             X=sp.vstack([b.X for b in multi], format="csr"),
@@ -165,10 +183,19 @@ def split_block(block: Block, n_parts: int) -> list[Block]:
     parts: list[Block] = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         if isinstance(block, MulticlassBlock):
-            parts.append(MulticlassBlock(X=block.X[lo:hi], y=block.y[lo:hi],
-                                         c=block.c[lo:hi], n_labels=block.n_labels))
+            parts.append(
+                MulticlassBlock(
+                    X=block.X[lo:hi], y=block.y[lo:hi], c=block.c[lo:hi], n_labels=block.n_labels
+                )
+            )
         else:
             a, b = block.event_ptr[lo], block.event_ptr[hi]
-            parts.append(CandidateBlock(F=block.F[a:b], event_ptr=block.event_ptr[lo:hi + 1] - a,
-                                        correct=block.correct[a:b], c=block.c[lo:hi]))
+            parts.append(
+                CandidateBlock(
+                    F=block.F[a:b],
+                    event_ptr=block.event_ptr[lo : hi + 1] - a,
+                    correct=block.correct[a:b],
+                    c=block.c[lo:hi],
+                )
+            )
     return parts

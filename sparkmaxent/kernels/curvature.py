@@ -12,6 +12,7 @@ candidate per event and an upper bound otherwise (Riezler et al. 2002).
 Like every kernel, this one returns sums; the driver divides by the weight.
 The derivation: docs/methods/grafting.md, "The round solver".
 """
+
 from __future__ import annotations
 
 import math
@@ -49,7 +50,7 @@ class Curvature:
     hess_upper: np.ndarray
 
     @classmethod
-    def of(cls, lg: LossGrad, hess: np.ndarray, order: np.ndarray | None = None) -> "Curvature":
+    def of(cls, lg: LossGrad, hess: np.ndarray, order: np.ndarray | None = None) -> Curvature:
         """Pack ``hess``, or ``hess[np.ix_(order, order)]`` when ``order`` is given."""
         if order is None:
             return cls(lg, np.concatenate([hess[i, i:] for i in range(len(hess))]))
@@ -62,19 +63,19 @@ class Curvature:
         H = np.zeros((size, size))
         start = 0
         for i in range(size):
-            H[i, i:] = self.hess_upper[start:start + size - i]
+            H[i, i:] = self.hess_upper[start : start + size - i]
             start += size - i
         # the lower triangle tile by tile: adding the whole transpose reads
         # it column-wise (tile size chosen by measurement, see docs/benchmarks.md)
         tile = 512
         for i in range(0, size, tile):
             for j in range(0, i, tile):
-                H[i:i + tile, j:j + tile] = H[j:j + tile, i:i + tile].T
-            diagonal = H[i:i + tile, i:i + tile]
+                H[i : i + tile, j : j + tile] = H[j : j + tile, i : i + tile].T
+            diagonal = H[i : i + tile, i : i + tile]
             diagonal += np.triu(diagonal, 1).T
         return H
 
-    def merge(self, other: "Curvature") -> "Curvature":
+    def merge(self, other: Curvature) -> Curvature:
         return Curvature(self.lg.merge(other.lg), self.hess_upper + other.hess_upper)
 
     # Pickling (how a partition's result reaches the driver) ships the
@@ -83,8 +84,12 @@ class Curvature:
     # sparse NLP data most entries are (see docs/benchmarks.md).
     def __getstate__(self) -> dict:
         nonzero = self.hess_upper != 0
-        return {"lg": self.lg, "size": len(self.hess_upper), "mask": np.packbits(nonzero),
-                "values": self.hess_upper[nonzero]}
+        return {
+            "lg": self.lg,
+            "size": len(self.hess_upper),
+            "mask": np.packbits(nonzero),
+            "values": self.hess_upper[nonzero],
+        }
 
     def __setstate__(self, state: dict) -> None:
         nonzero = np.unpackbits(state["mask"], count=state["size"]).view(bool)
@@ -101,8 +106,14 @@ def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None
     return E
 
 
-def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP: np.ndarray,
-                  n_labels: int, out: np.ndarray) -> None:
+def _label_blocks(
+    E: sp.csc_matrix,
+    labels: np.ndarray,
+    P_entry: np.ndarray,
+    cP: np.ndarray,
+    n_labels: int,
+    out: np.ndarray,
+) -> None:
     """sum_i c_i e_ia e_ib P_(i,k_a) (delta(k_a = k_b) - P_(i,k_b)), the (w, w)
     block, written into ``out`` (n x n, zeros).
 
@@ -121,7 +132,7 @@ def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP:
     """
     n = E.shape[1]
     ptr, rows = E.indptr, E.indices
-    q = -E.data * P_entry          # Q_k's entries of labels > k ...
+    q = -E.data * P_entry  # Q_k's entries of labels > k ...
     own = E.data * (1.0 - P_entry)  # ... and of label k
     bounds = np.searchsorted(labels, np.arange(n_labels + 1))
     for k in range(n_labels):
@@ -129,18 +140,25 @@ def _label_blocks(E: sp.csc_matrix, labels: np.ndarray, P_entry: np.ndarray, cP:
         if a == b:
             continue
         s, e = ptr[a], ptr[b]
-        Zk = sp.csc_matrix((E.data[s:e] * cP[rows[s:e], k], rows[s:e], ptr[a:b + 1] - s),
-                           shape=(E.shape[0], b - a))
+        Zk = sp.csc_matrix(
+            (E.data[s:e] * cP[rows[s:e], k], rows[s:e], ptr[a : b + 1] - s),
+            shape=(E.shape[0], b - a),
+        )
         q[s:e] = own[s:e]  # label k's entries: later labels' products start past them
         # Q_k^T as CSR: the CSC columns (features) of labels >= k become rows
         QkT = sp.csr_matrix((q[s:], rows[s:], ptr[a:] - s), shape=(n - a, E.shape[0]))
         column = (QkT @ Zk).toarray()
         out[a:, a:b] = column
-        out[a:b, b:] = column[b - a:].T
+        out[a:b, b:] = column[b - a :].T
 
 
-def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids: np.ndarray,
-                       scaling: Scaling | None = None) -> tuple[np.ndarray, np.ndarray]:
+def multiclass_hessian(
+    block: MulticlassBlock,
+    space: Space,
+    P: np.ndarray,
+    ids: np.ndarray,
+    scaling: Scaling | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Hessian sums of a multiclass block over ``ids`` (+ bias when the space
     has one), with the features grouped by label.
 
@@ -166,7 +184,9 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
     preds, labels = ids[by_label] // K, ids[by_label] % K
     c = block.c
     cP = c[:, None] * P
-    E = _gather_columns(block.X, preds, None if scaling is None else scaling.inv_scale[preds]).tocsc()
+    E = _gather_columns(
+        block.X, preds, None if scaling is None else scaling.inv_scale[preds]
+    ).tocsc()
     P_entry = P[E.indices, np.repeat(labels, np.diff(E.indptr))]
     H = np.zeros((n + K, n + K))
     _label_blocks(E, labels, P_entry, cP, K, out=H[:n, :n])
@@ -193,8 +213,13 @@ def multiclass_hessian(block: MulticlassBlock, space: Space, P: np.ndarray, ids:
     return H, order
 
 
-def candidate_hessian(block: CandidateBlock, space: Space, p: np.ndarray, ids: np.ndarray,
-                      scaling: Scaling | None = None) -> np.ndarray:
+def candidate_hessian(
+    block: CandidateBlock,
+    space: Space,
+    p: np.ndarray,
+    ids: np.ndarray,
+    scaling: Scaling | None = None,
+) -> np.ndarray:
     """PSD curvature sum_i c_i Cov_p[f] of a candidate-set block over ``ids``.
 
     Parameters
@@ -211,15 +236,22 @@ def candidate_hessian(block: CandidateBlock, space: Space, p: np.ndarray, ids: n
     F = _gather_columns(block.F, ids, None if scaling is None else scaling.inv_scale[ids])
     w = np.repeat(block.c, lengths) * p
     H = (F.T @ (sp.diags(w) @ F)).toarray()
-    R = sp.csr_matrix((p, (block.event_of_candidate, np.arange(len(p)))),
-                      shape=(block.n_events, len(p)))
+    R = sp.csr_matrix(
+        (p, (block.event_of_candidate, np.arange(len(p)))), shape=(block.n_events, len(p))
+    )
     G = (R @ F).tocsr()  # (m, n): E_p[f | x_i]
     H -= (G.T @ (sp.diags(block.c) @ G)).toarray()
     return H
 
 
-def curvature(block: Block, space: Space, weights: Weights, hess_ids: np.ndarray,
-              scaling: Scaling | None = None, full_gradient: bool = False) -> Curvature:
+def curvature(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    hess_ids: np.ndarray,
+    scaling: Scaling | None = None,
+    full_gradient: bool = False,
+) -> Curvature:
     """Loss, gradient and Hessian sums of one block.
 
     Parameters
@@ -234,8 +266,9 @@ def curvature(block: Block, space: Space, weights: Weights, hess_ids: np.ndarray
         same code as ``loss_grad(..., grad_ids=None)``.
     """
     hess_ids = np.asarray(hess_ids, dtype=np.int64)
-    lg, proba = loss_grad_proba(block, space, weights, scaling,
-                                None if full_gradient else hess_ids, keep_proba=True)
+    lg, proba = loss_grad_proba(
+        block, space, weights, scaling, None if full_gradient else hess_ids, keep_proba=True
+    )
     assert proba is not None, "keep_proba=True returns the probabilities"
     if isinstance(block, MulticlassBlock):
         return Curvature.of(lg, *multiclass_hessian(block, space, proba, hess_ids, scaling))
@@ -253,5 +286,6 @@ class CurvatureTask:
     full_gradient: bool = False
 
     def __call__(self, block: Block) -> Curvature:
-        return curvature(block, self.space, self.weights, self.hess_ids, self.scaling,
-                         self.full_gradient)
+        return curvature(
+            block, self.space, self.weights, self.hess_ids, self.scaling, self.full_gradient
+        )

@@ -10,6 +10,7 @@ at no pass (``solvers/gains.py``); real-valued features are marked
 (``GainSketch.valid``) and fitted exactly. The bound and its second-order
 refinement: docs/methods/ifs-sgc.md, "The gain sketch".
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .blocks import Block, MulticlassBlock
-from .gains import (LOGIT_CLIP, GainDerivatives, _abs_range, _candidate_batch, _dsigma, _expand,
-                    _minmax_by, _multiclass_batch, _sum_by, _tilt,
-                    check_candidate_ids)
+from .gains import (
+    LOGIT_CLIP,
+    GainDerivatives,
+    _abs_range,
+    _candidate_batch,
+    _dsigma,
+    _expand,
+    _minmax_by,
+    _multiclass_batch,
+    _sum_by,
+    _tilt,
+    check_candidate_ids,
+)
 from .params import Scaling, Space, Weights
 
 #: max |sigma''| = 1 / (6 sqrt 3): gives the second-order sketch error bound.
@@ -31,8 +42,9 @@ def _n_bins(bin_width: float) -> int:
     return 2 * int(math.ceil(LOGIT_CLIP / bin_width)) + 2
 
 
-def _aggregate(keys: np.ndarray, c: np.ndarray, t: np.ndarray, bin_width: float
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _aggregate(
+    keys: np.ndarray, c: np.ndarray, t: np.ndarray, bin_width: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Unique keys (sorted) and per-key sums (c, c t, c t^2), shape (R, 3).
 
     Keys are ``group * n_bins + bin`` (``_bin_keys``). The bins in use are
@@ -52,15 +64,17 @@ def _aggregate(keys: np.ndarray, c: np.ndarray, t: np.ndarray, bin_width: float
     if size > 4 * len(keys) + (1 << 20):
         uk, inv = np.unique(keys, return_inverse=True)
     else:
-        dense = group * width + np.where(b == clip_lo, 0, np.where(b == clip_hi, width - 1,
-                                                                   b - lo + 1))
+        dense = group * width + np.where(
+            b == clip_lo, 0, np.where(b == clip_hi, width - 1, b - lo + 1)
+        )
         present = np.flatnonzero(np.bincount(dense, minlength=size))
         g, d = np.divmod(present, width)
         uk = g * nb + np.where(d == 0, clip_lo, np.where(d == width - 1, clip_hi, d - 1 + lo))
         inv = np.searchsorted(present, dense)
     R = len(uk)
-    sums = np.stack([_sum_by(inv, c, R), _sum_by(inv, c * t, R), _sum_by(inv, c * t * t, R)],
-                    axis=1)
+    sums = np.stack(
+        [_sum_by(inv, c, R), _sum_by(inv, c * t, R), _sum_by(inv, c * t * t, R)], axis=1
+    )
     return uk, sums
 
 
@@ -112,15 +126,22 @@ class GainSketch:
         """Size of the arrays shipped to the driver."""
         return int(self.keys.nbytes + self.sums.nbytes + 4 * self.v0.nbytes)
 
-    def merge(self, other: "GainSketch") -> "GainSketch":
+    def merge(self, other: GainSketch) -> GainSketch:
         if other.bin_width != self.bin_width or other.n_candidates != self.n_candidates:
             raise ValueError("cannot merge sketches of different batches or bin widths")
         uk, inv = np.unique(np.concatenate([self.keys, other.keys]), return_inverse=True)
         both = np.concatenate([self.sums, other.sums])
         sums = np.stack([_sum_by(inv, both[:, j], len(uk)) for j in range(3)], axis=1)
-        return GainSketch(self.bin_width, uk, sums, np.minimum(self.v_lo, other.v_lo),
-                          np.maximum(self.v_hi, other.v_hi), self.v0, self.labels,
-                          self.weight + other.weight)
+        return GainSketch(
+            self.bin_width,
+            uk,
+            sums,
+            np.minimum(self.v_lo, other.v_lo),
+            np.maximum(self.v_hi, other.v_hi),
+            self.v0,
+            self.labels,
+            self.weight + other.weight,
+        )
 
     @property
     def valid(self) -> np.ndarray:
@@ -152,12 +173,14 @@ class GainSketch:
             lab_keys = side[~fire] * nb + b[~fire]
             lab_sums = self.sums[~fire]
             lab_ptr = np.searchsorted(lab, np.arange(self.labels.max() + 2))
-            o, r, _ = _expand(lab_ptr, np.arange(len(lab)), np.zeros(len(lab)),
-                              self.labels[centered])
+            o, r, _ = _expand(
+                lab_ptr, np.arange(len(lab)), np.zeros(len(lab)), self.labels[centered]
+            )
             o = centered[o]
             sel = np.isin(slot, centered) & fire
-            keys2 = np.concatenate([o * 2 * nb + lab_keys[r],
-                                    slot[sel] * 2 * nb + side[sel] * nb + b[sel]])
+            keys2 = np.concatenate(
+                [o * 2 * nb + lab_keys[r], slot[sel] * 2 * nb + side[sel] * nb + b[sel]]
+            )
             s2 = np.concatenate([lab_sums[r], -self.sums[sel]])
             uk, inv = np.unique(keys2, return_inverse=True)
             s2 = np.stack([_sum_by(inv, s2[:, j], len(uk)) for j in range(3)], axis=1)
@@ -168,20 +191,29 @@ class GainSketch:
             sd_list.append(rm // nb)
             sums_list.append(s2)
             vals_list.append(self.v0[cs])
-        cand, sd, sums, vals = (np.concatenate(a)
-                                for a in (cand_list, sd_list, sums_list, vals_list))
+        cand, sd, sums, vals = (
+            np.concatenate(a) for a in (cand_list, sd_list, sums_list, vals_list)
+        )
         order = np.argsort(cand, kind="stable")
         cand, sd, sums, vals = cand[order], sd[order], sums[order], vals[order]
         C = sums[:, 0]
         tbar = np.clip(sums[:, 1] / C, -LOGIT_CLIP, LOGIT_CLIP)
         V = sums[:, 2] - sums[:, 1] ** 2 / C
         V = np.where(V > 1e-12 * np.abs(sums[:, 2]), V, 0.0)  # single-value bins: exactly 0
-        self._rows = dict(cand=cand, sign=np.where(sd == 1, 1.0, -1.0), C=C, tbar=tbar, V=V,
-                          v=vals, ptr=np.searchsorted(cand, np.arange(n + 1)))
+        self._rows = dict(
+            cand=cand,
+            sign=np.where(sd == 1, 1.0, -1.0),
+            C=C,
+            tbar=tbar,
+            V=V,
+            v=vals,
+            ptr=np.searchsorted(cand, np.arange(n + 1)),
+        )
         return self._rows
 
-    def derivatives(self, alphas: np.ndarray, index: np.ndarray | None = None,
-                    order: int = 2) -> GainDerivatives:
+    def derivatives(
+        self, alphas: np.ndarray, index: np.ndarray | None = None, order: int = 2
+    ) -> GainDerivatives:
         """S, S', S'' from the sketch (no pass), for candidates ``index``
         (positions in the batch; default all) at ``alphas``.
 
@@ -223,10 +255,11 @@ class GainSketch:
         return const * _sum_by(r["cand"], r["V"], self.n_candidates)
 
 
-def _bin_keys(slot: np.ndarray, side: int | np.ndarray, t: np.ndarray, bin_width: float
-              ) -> np.ndarray:
+def _bin_keys(
+    slot: np.ndarray, side: int | np.ndarray, t: np.ndarray, bin_width: float
+) -> np.ndarray:
     nb = _n_bins(bin_width)
-    if len(slot) and (2 * float(slot.max()) + 2) * nb >= 2.0 ** 62:
+    if len(slot) and (2 * float(slot.max()) + 2) * nb >= 2.0**62:
         raise ValueError(f"bin_width {bin_width} is too small for int64 sketch keys")
     return (slot * 2 + side) * nb + _bin_of(t, bin_width)
 
@@ -235,8 +268,14 @@ def _bin_of(t: np.ndarray, bin_width: float) -> np.ndarray:
     return np.floor(t / bin_width).astype(np.int64) + _n_bins(bin_width) // 2
 
 
-def gain_sketch(block: Block, space: Space, weights: Weights, scaling: Scaling | None,
-                candidate_ids: np.ndarray, bin_width: float = 0.25) -> GainSketch:
+def gain_sketch(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    candidate_ids: np.ndarray,
+    bin_width: float = 0.25,
+) -> GainSketch:
     """One block's logit histograms for a batch of candidates (method (b))."""
     if not bin_width > 0:
         raise ValueError(f"expected bin_width > 0, got {bin_width}")
@@ -246,17 +285,28 @@ def gain_sketch(block: Block, space: Space, weights: Weights, scaling: Scaling |
         b = _multiclass_batch(block, space, weights, scaling, ids)
         v_lo, v_hi = _minmax_by(b.owner, b.v, n)
         cor = b.yk > 0
-        parts = [(_bin_keys(b.owner, 0, b.t, bin_width), b.cw, b.t),
-                 # correct side of a multiclass event: deterministic, t = +inf
-                 (_bin_keys(b.owner[cor], 1, np.full(cor.sum(), LOGIT_CLIP), bin_width),
-                  b.cw[cor], np.full(cor.sum(), LOGIT_CLIP))]
+        parts = [
+            (_bin_keys(b.owner, 0, b.t, bin_width), b.cw, b.t),
+            # correct side of a multiclass event: deterministic, t = +inf
+            (
+                _bin_keys(b.owner[cor], 1, np.full(cor.sum(), LOGIT_CLIP), bin_width),
+                b.cw[cor],
+                np.full(cor.sum(), LOGIT_CLIP),
+            ),
+        ]
         for label in np.unique(b.k[b.v0 != 0]):
             t = b.T[:, label]
             yes = b.y == label
             parts.append((_bin_keys(np.full(len(t), n + label), 0, t, bin_width), b.c, t))
-            parts.append((_bin_keys(np.full(yes.sum(), n + label), 1,
-                                    np.full(yes.sum(), LOGIT_CLIP), bin_width),
-                          b.c[yes], np.full(yes.sum(), LOGIT_CLIP)))
+            parts.append(
+                (
+                    _bin_keys(
+                        np.full(yes.sum(), n + label), 1, np.full(yes.sum(), LOGIT_CLIP), bin_width
+                    ),
+                    b.c[yes],
+                    np.full(yes.sum(), LOGIT_CLIP),
+                )
+            )
         labels, v0 = b.k, b.v0
     else:
         cb = _candidate_batch(block, space, weights, scaling, ids)
@@ -295,8 +345,9 @@ class GainSketchTask:
     bin_width: float = 0.25
 
     def __call__(self, block: Block) -> GainSketch:
-        return gain_sketch(block, self.space, self.weights, self.scaling, self.candidate_ids,
-                           self.bin_width)
+        return gain_sketch(
+            block, self.space, self.weights, self.scaling, self.candidate_ids, self.bin_width
+        )
 
 
 __all__ = ["GainSketch", "GainSketchTask", "gain_sketch"]

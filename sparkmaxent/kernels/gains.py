@@ -13,6 +13,7 @@ mergeable sums for a batch in one pass (method (a)), O(nnz of the batch's
 predicate columns); ``EmpiricalExpectationTask`` returns E~[g].
 The derivation: docs/methods/ifs-sgc.md, "The gain kernel".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ _DENSE_CELLS = 1 << 20
 
 # ---------------------------------------------------------------------------
 # scalar primitives (logit form: stable for P near 0 and near 1)
+
 
 def _tilt(t: np.ndarray, beta: np.ndarray, sp_t: np.ndarray | None = None):
     """The effect of weight beta on a binary choice of logit t.
@@ -100,13 +102,16 @@ def check_candidate_ids(space: Space, candidate_ids) -> np.ndarray:
     """Candidate feature ids as a flat int64 array, checked to be in range."""
     ids = np.asarray(candidate_ids, dtype=np.int64).ravel()
     if ids.size and (ids.min() < 0 or ids.max() >= space.n_features):
-        raise ValueError(f"expected candidate feature ids in [0, {space.n_features}), "
-                         f"got values in [{ids.min()}, {ids.max()}]")
+        raise ValueError(
+            f"expected candidate feature ids in [0, {space.n_features}), "
+            f"got values in [{ids.min()}, {ids.max()}]"
+        )
     return ids
 
 
-def _expand(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray,
-            cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _expand(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every stored entry of the CSC columns ``cols`` (repeats allowed), in
     order of ``cols``: (position in cols, row, value), without a Python loop."""
     cnt = np.diff(indptr)[cols]
@@ -123,6 +128,7 @@ def _sum_by(owner: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 # ---------------------------------------------------------------------------
 # (a) exact sums at given alphas
+
 
 @dataclass
 class GainDerivatives:
@@ -151,14 +157,25 @@ class GainDerivatives:
     weight: float
     value_range: np.ndarray
 
-    def merge(self, other: "GainDerivatives") -> "GainDerivatives":
-        return GainDerivatives(self.loglik + other.loglik, self.grad + other.grad,
-                               self.curv + other.curv, self.weight + other.weight,
-                               np.maximum(self.value_range, other.value_range))
+    def merge(self, other: GainDerivatives) -> GainDerivatives:
+        return GainDerivatives(
+            self.loglik + other.loglik,
+            self.grad + other.grad,
+            self.curv + other.curv,
+            self.weight + other.weight,
+            np.maximum(self.value_range, other.value_range),
+        )
 
 
-def _single_entry_sums(owner: np.ndarray, n: int, t: np.ndarray, v: np.ndarray,
-                       alpha: np.ndarray, yk: np.ndarray, cw: np.ndarray):
+def _single_entry_sums(
+    owner: np.ndarray,
+    n: int,
+    t: np.ndarray,
+    v: np.ndarray,
+    alpha: np.ndarray,
+    yk: np.ndarray,
+    cw: np.ndarray,
+):
     """Sums of the multiclass per-event terms, one (event, candidate) pair each.
 
     c [y_i = k] beta - c phi(t, beta),  c v ([y_i = k] - pi),  -c v^2 pi (1 - pi)
@@ -172,8 +189,9 @@ def _single_entry_sums(owner: np.ndarray, n: int, t: np.ndarray, v: np.ndarray,
     return S, G, H
 
 
-def _dense_sums(t: np.ndarray, yk: np.ndarray, c: np.ndarray, v0: np.ndarray,
-                alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _dense_sums(
+    t: np.ndarray, yk: np.ndarray, c: np.ndarray, v0: np.ndarray, alpha: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The multiclass terms over *every* event for candidates of one label
     whose value is v0 everywhere: (m x n) cells, chunked, reduced by BLAS
     products with the event weights."""
@@ -188,7 +206,7 @@ def _dense_sums(t: np.ndarray, yk: np.ndarray, c: np.ndarray, v0: np.ndarray,
         phi, pi, qi = _tilt(t[:, None], beta[None, :], sp_t)
         S[j] = beta * cy - c @ phi
         G[j] = v0[j] * (cy - c @ pi)
-        H[j] = -v0[j] ** 2 * (c @ (pi * qi))
+        H[j] = -(v0[j] ** 2) * (c @ (pi * qi))
     return S, G, H
 
 
@@ -197,23 +215,25 @@ class _MulticlassBatch:
     """The (event, candidate) pairs of one block where each candidate's
     predicate fires, plus what the centering term needs."""
 
-    T: np.ndarray          # (m, K) logits of the current model
-    y: np.ndarray          # (m,)
-    c: np.ndarray          # (m,)
-    k: np.ndarray          # (n,) label of each candidate
-    v0: np.ndarray         # (n,) feature value where the predicate does not fire
-    owner: np.ndarray      # (n_pairs,) candidate position, nondecreasing
-    t: np.ndarray          # (n_pairs,) logit of P_ik
-    v: np.ndarray          # (n_pairs,) feature value
-    yk: np.ndarray         # (n_pairs,) float, [y_i = k]
-    cw: np.ndarray         # (n_pairs,) c_i
+    T: np.ndarray  # (m, K) logits of the current model
+    y: np.ndarray  # (m,)
+    c: np.ndarray  # (m,)
+    k: np.ndarray  # (n,) label of each candidate
+    v0: np.ndarray  # (n,) feature value where the predicate does not fire
+    owner: np.ndarray  # (n_pairs,) candidate position, nondecreasing
+    t: np.ndarray  # (n_pairs,) logit of P_ik
+    v: np.ndarray  # (n_pairs,) feature value
+    yk: np.ndarray  # (n_pairs,) float, [y_i = k]
+    cw: np.ndarray  # (n_pairs,) c_i
 
 
-def _multiclass_batch(block: MulticlassBlock, space: Space, weights: Weights,
-                      scaling: Scaling | None, ids: np.ndarray) -> _MulticlassBatch:
+def _multiclass_batch(
+    block: MulticlassBlock, space: Space, weights: Weights, scaling: Scaling | None, ids: np.ndarray
+) -> _MulticlassBatch:
     if np.any(block.y < 0):
-        raise ValueError("cannot compute gains on events whose label was not seen in "
-                         "training (label -1)")
+        raise ValueError(
+            "cannot compute gains on events whose label was not seen in training (label -1)"
+        )
     K = space.n_labels
     p, k = ids // K, ids % K
     T = multiclass_logits(multiclass_scores(block, space, weights, scaling))
@@ -227,8 +247,18 @@ def _multiclass_batch(block: MulticlassBlock, space: Space, weights: Weights,
         s, mu = scaling.inv_scale[p], scaling.mean[p]
         v, v0 = s[owner] * (x - mu[owner]), -s * mu
     kk = k[owner]
-    return _MulticlassBatch(T, block.y, block.c, k, v0, owner, T[event, kk], v,
-                            (block.y[event] == kk).astype(np.float64), block.c[event])
+    return _MulticlassBatch(
+        T,
+        block.y,
+        block.c,
+        k,
+        v0,
+        owner,
+        T[event, kk],
+        v,
+        (block.y[event] == kk).astype(np.float64),
+        block.c[event],
+    )
 
 
 def _multiclass_derivatives(b: _MulticlassBatch, alpha: np.ndarray) -> tuple:
@@ -245,8 +275,9 @@ def _multiclass_derivatives(b: _MulticlassBatch, alpha: np.ndarray) -> tuple:
         S, G, H = S + s2, G + g2, H + h2
         for label in np.unique(b.k[centered]):
             j = np.flatnonzero(centered & (b.k == label))
-            s2, g2, h2 = _dense_sums(b.T[:, label], (b.y == label).astype(np.float64), b.c,
-                                     b.v0[j], alpha[j])
+            s2, g2, h2 = _dense_sums(
+                b.T[:, label], (b.y == label).astype(np.float64), b.c, b.v0[j], alpha[j]
+            )
             S[j] += s2
             G[j] += g2
             H[j] += h2
@@ -259,31 +290,37 @@ class _Side:
     candidates Y_i, or the correct ones C_i); entries are the candidates
     y of the event on which the feature fires, grouped by pair."""
 
-    cand: np.ndarray       # (n_pairs,) candidate position
-    c: np.ndarray          # (n_pairs,) event weight
-    lr: np.ndarray         # (n_pairs,) log of the side's mass where g does not fire
-    ptr: np.ndarray        # (n_pairs + 1,) entries of pair q: ptr[q]:ptr[q + 1]
-    lq: np.ndarray         # (n_entries,) log p(y | x_i, side)
-    v: np.ndarray          # (n_entries,) g(x_i, y)
+    cand: np.ndarray  # (n_pairs,) candidate position
+    c: np.ndarray  # (n_pairs,) event weight
+    lr: np.ndarray  # (n_pairs,) log of the side's mass where g does not fire
+    ptr: np.ndarray  # (n_pairs + 1,) entries of pair q: ptr[q]:ptr[q + 1]
+    lq: np.ndarray  # (n_entries,) log p(y | x_i, side)
+    v: np.ndarray  # (n_entries,) g(x_i, y)
 
     @property
     def pair_of_entry(self) -> np.ndarray:
         return np.repeat(np.arange(len(self.cand)), np.diff(self.ptr))
 
 
-def _side(s: np.ndarray, ptr: np.ndarray, event_of_row: np.ndarray, c: np.ndarray,
-          rows: np.ndarray, owner: np.ndarray, v: np.ndarray) -> _Side:
+def _side(
+    s: np.ndarray,
+    ptr: np.ndarray,
+    event_of_row: np.ndarray,
+    c: np.ndarray,
+    rows: np.ndarray,
+    owner: np.ndarray,
+    v: np.ndarray,
+) -> _Side:
     """Build a side from scores ``s`` (-inf on rows outside the side) and the
     firing entries (rows, owner, v), sorted by owner then row."""
     starts = ptr[:-1]
     mx = np.maximum.reduceat(s, starts)
     if not np.all(np.isfinite(mx)):
-        raise ValueError("cannot compute gains on candidate-set events without a correct "
-                         "candidate")
+        raise ValueError("cannot compute gains on candidate-set events without a correct candidate")
     E = np.exp(s - mx[event_of_row])
     at_max = np.flatnonzero(s == mx[event_of_row])
     _, first = np.unique(event_of_row[at_max], return_index=True)
-    top = at_max[first]                      # (m,) one top-scoring row per event
+    top = at_max[first]  # (m,) one top-scoring row per event
     E_rest = E.copy()
     E_rest[top] = 0.0
     others = np.add.reduceat(E_rest, starts)  # mass (x total) of the non-top rows
@@ -325,9 +362,12 @@ def _side_sums(side: _Side, alpha: np.ndarray, n: int):
     A = M + np.log(tot)
     m1 = np.add.reduceat(w * side.v, starts) / tot
     # two-pass variance: no cancellation when the tilted mass is concentrated
-    var = (w0 * m1 ** 2 + np.add.reduceat(w * (side.v - m1[pair]) ** 2, starts)) / tot
-    return (_sum_by(side.cand, side.c * A, n), _sum_by(side.cand, side.c * m1, n),
-            _sum_by(side.cand, side.c * var, n))
+    var = (w0 * m1**2 + np.add.reduceat(w * (side.v - m1[pair]) ** 2, starts)) / tot
+    return (
+        _sum_by(side.cand, side.c * A, n),
+        _sum_by(side.cand, side.c * m1, n),
+        _sum_by(side.cand, side.c * var, n),
+    )
 
 
 @dataclass
@@ -337,8 +377,9 @@ class _CandidateBatch:
     n: int
 
 
-def _candidate_batch(block: CandidateBlock, space: Space, weights: Weights,
-                     scaling: Scaling | None, ids: np.ndarray) -> _CandidateBatch:
+def _candidate_batch(
+    block: CandidateBlock, space: Space, weights: Weights, scaling: Scaling | None, ids: np.ndarray
+) -> _CandidateBatch:
     # centering shifts every candidate of an event alike and cancels (Scaling)
     s = candidate_scores(block, space, weights, scaling)
     cols, col = np.unique(ids, return_inverse=True)
@@ -356,8 +397,14 @@ def _candidate_batch(block: CandidateBlock, space: Space, weights: Weights,
     return _CandidateBatch(all_side, correct_side, len(ids))
 
 
-def gain_derivatives(block: Block, space: Space, weights: Weights, scaling: Scaling | None,
-                     candidate_ids: np.ndarray, alphas: np.ndarray) -> GainDerivatives:
+def gain_derivatives(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    candidate_ids: np.ndarray,
+    alphas: np.ndarray,
+) -> GainDerivatives:
     """S, S', S'' of one block for candidates ``candidate_ids`` at ``alphas``.
 
     Parameters
@@ -414,12 +461,14 @@ class GainDerivativesTask:
     alphas: np.ndarray
 
     def __call__(self, block: Block) -> GainDerivatives:
-        return gain_derivatives(block, self.space, self.weights, self.scaling,
-                                self.candidate_ids, self.alphas)
+        return gain_derivatives(
+            block, self.space, self.weights, self.scaling, self.candidate_ids, self.alphas
+        )
 
 
 # ---------------------------------------------------------------------------
 # empirical expectations
+
 
 @dataclass
 class FeatureExpectations:
@@ -444,17 +493,20 @@ class FeatureExpectations:
     count: np.ndarray
     weight: float
 
-    def merge(self, other: "FeatureExpectations") -> "FeatureExpectations":
-        return FeatureExpectations(self.value + other.value, self.count + other.count,
-                                   self.weight + other.weight)
+    def merge(self, other: FeatureExpectations) -> FeatureExpectations:
+        return FeatureExpectations(
+            self.value + other.value, self.count + other.count, self.weight + other.weight
+        )
 
 
-def feature_expectations(block: Block, space: Space,
-                         scaling: Scaling | None = None) -> FeatureExpectations:
+def feature_expectations(
+    block: Block, space: Space, scaling: Scaling | None = None
+) -> FeatureExpectations:
     if isinstance(block, MulticlassBlock):
         if np.any(block.y < 0):
-            raise ValueError("cannot count features of events whose label was not seen in "
-                             "training (label -1)")
+            raise ValueError(
+                "cannot count features of events whose label was not seen in training (label -1)"
+            )
         Y = np.zeros((block.n_events, space.n_labels))
         Y[np.arange(block.n_events), block.y] = block.c
         nz = block.X.copy()
@@ -462,11 +514,13 @@ def feature_expectations(block: Block, space: Space,
         value = np.asarray(block.X.T @ Y)
         if scaling is not None:
             value = scaling.inv_scale[:, None] * (value - scaling.mean[:, None] * Y.sum(axis=0))
-        return FeatureExpectations(value.ravel(), np.asarray(nz.T @ Y).ravel(),
-                                   float(block.c.sum()))
+        return FeatureExpectations(
+            value.ravel(), np.asarray(nz.T @ Y).ravel(), float(block.c.sum())
+        )
     sizes = np.add.reduceat(block.correct.astype(np.float64), block.event_ptr[:-1])
-    w = np.where(block.correct, np.repeat(block.c / np.maximum(sizes, 1), np.diff(block.event_ptr)),
-                 0.0)
+    w = np.where(
+        block.correct, np.repeat(block.c / np.maximum(sizes, 1), np.diff(block.event_ptr)), 0.0
+    )
     nz = block.F.copy()
     nz.data = np.ones_like(nz.data)
     value = np.asarray(block.F.T @ w).ravel()
@@ -486,6 +540,14 @@ class EmpiricalExpectationTask:
         return feature_expectations(block, self.space, self.scaling)
 
 
-__all__ = ["GainDerivatives", "GainDerivativesTask", "gain_derivatives", "FeatureExpectations",
-           "feature_expectations", "EmpiricalExpectationTask", "multiclass_logits",
-           "check_candidate_ids", "LOGIT_CLIP"]
+__all__ = [
+    "GainDerivatives",
+    "GainDerivativesTask",
+    "gain_derivatives",
+    "FeatureExpectations",
+    "feature_expectations",
+    "EmpiricalExpectationTask",
+    "multiclass_logits",
+    "check_candidate_ids",
+    "LOGIT_CLIP",
+]

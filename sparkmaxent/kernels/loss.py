@@ -11,6 +11,7 @@ Kernels return *sums* over events (loss, gradient, weight); the driver
 divides by the total event weight once, so any split of the data into blocks
 gives the same objective.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ def _dense(A) -> np.ndarray:
     return A.toarray() if sp.issparse(A) else np.asarray(A)
 
 
-def _linear_scores(X, W, bias: np.ndarray | None, mean: np.ndarray | None,
-                   inv_scale: np.ndarray | None) -> np.ndarray:
+def _linear_scores(
+    X, W, bias: np.ndarray | None, mean: np.ndarray | None, inv_scale: np.ndarray | None
+) -> np.ndarray:
     """S = ((X - mean) * inv_scale) @ W + bias without densifying X: the
     centering term is one row vector subtracted from every event."""
     if inv_scale is not None:
@@ -42,16 +44,22 @@ def _linear_scores(X, W, bias: np.ndarray | None, mean: np.ndarray | None,
     return S
 
 
-def multiclass_scores(block: MulticlassBlock, space: Space, weights: Weights,
-                      scaling: Scaling | None = None) -> np.ndarray:
+def multiclass_scores(
+    block: MulticlassBlock, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> np.ndarray:
     """Scores S[i, k] = w . f(x_i, k) + b_k, shape (m, K)."""
-    return _linear_scores(block.X, weights.matrix(space), weights.bias,
-                          None if scaling is None else scaling.mean,
-                          None if scaling is None else scaling.inv_scale)
+    return _linear_scores(
+        block.X,
+        weights.matrix(space),
+        weights.bias,
+        None if scaling is None else scaling.mean,
+        None if scaling is None else scaling.inv_scale,
+    )
 
 
-def candidate_scores(block: CandidateBlock, space: Space, weights: Weights,
-                     scaling: Scaling | None = None) -> np.ndarray:
+def candidate_scores(
+    block: CandidateBlock, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> np.ndarray:
     """Score of every candidate, shape (n_candidates_total,). Centering is
     omitted: it shifts all candidates of an event alike (see Scaling)."""
     if weights.ids is None:
@@ -62,14 +70,16 @@ def candidate_scores(block: CandidateBlock, space: Space, weights: Weights,
     return block.F @ (w if scaling is None else w * scaling.inv_scale)
 
 
-def multiclass_proba(block: MulticlassBlock, space: Space, weights: Weights,
-                     scaling: Scaling | None = None) -> np.ndarray:
+def multiclass_proba(
+    block: MulticlassBlock, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> np.ndarray:
     """p(k | x_i), shape (m, K)."""
     return row_softmax(multiclass_scores(block, space, weights, scaling))[1]
 
 
-def candidate_proba(block: CandidateBlock, space: Space, weights: Weights,
-                    scaling: Scaling | None = None) -> np.ndarray:
+def candidate_proba(
+    block: CandidateBlock, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> np.ndarray:
     """p(y | x_i) of every candidate within its event, shape (n_candidates_total,)."""
     s = candidate_scores(block, space, weights, scaling)
     lse = segment_logsumexp(s, block.event_ptr)
@@ -99,9 +109,11 @@ class LossGrad:
     grad: np.ndarray
     grad_bias: np.ndarray | None
 
-    def merge(self, other: "LossGrad") -> "LossGrad":
+    def merge(self, other: LossGrad) -> LossGrad:
         return LossGrad(
-            self.loss + other.loss, self.weight + other.weight, self.correct + other.correct,
+            self.loss + other.loss,
+            self.weight + other.weight,
+            self.correct + other.correct,
             self.grad + other.grad,
             None if self.grad_bias is None else self.grad_bias + other.grad_bias,
         )
@@ -115,9 +127,14 @@ def check_total_weight(weight: float) -> float:
     return weight
 
 
-def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights,
-                          scaling: Scaling | None, grad_ids: np.ndarray | None,
-                          keep_proba: bool = False) -> tuple[LossGrad, np.ndarray | None]:
+def _multiclass_loss_grad(
+    block: MulticlassBlock,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    grad_ids: np.ndarray | None,
+    keep_proba: bool = False,
+) -> tuple[LossGrad, np.ndarray | None]:
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
     K, rows = space.n_labels, np.arange(block.n_events)
@@ -127,8 +144,9 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
     if weights.ids is not None and grad_ids is not None:
         # active-set pass: slice the predicates in play once, for scores and gradient
         n_w = len(weights.ids)
-        preds, inverse = np.unique(np.concatenate([weights.ids // K, np.asarray(grad_ids) // K]),
-                                   return_inverse=True)
+        preds, inverse = np.unique(
+            np.concatenate([weights.ids // K, np.asarray(grad_ids) // K]), return_inverse=True
+        )
         X = block.X[:, preds]
         W = np.zeros((len(preds), K))
         W[inverse[:n_w], weights.ids % K] = weights.values
@@ -155,13 +173,16 @@ def _multiclass_loss_grad(block: MulticlassBlock, space: Space, weights: Weights
     if mean is not None and inv is not None:
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
     grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]
-    return LossGrad(loss, float(block.c.sum()), correct, grad,
-                    r_sum if space.bias else None), proba
+    return LossGrad(loss, float(block.c.sum()), correct, grad, r_sum if space.bias else None), proba
 
 
-def _candidate_loss_grad(block: CandidateBlock, space: Space, weights: Weights,
-                         scaling: Scaling | None, grad_ids: np.ndarray | None
-                         ) -> tuple[LossGrad, np.ndarray]:
+def _candidate_loss_grad(
+    block: CandidateBlock,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    grad_ids: np.ndarray | None,
+) -> tuple[LossGrad, np.ndarray]:
     ptr, lengths = block.event_ptr, np.diff(block.event_ptr)
     s = candidate_scores(block, space, weights, scaling)
     lse_all = segment_logsumexp(s, ptr)
@@ -171,7 +192,9 @@ def _candidate_loss_grad(block: CandidateBlock, space: Space, weights: Weights,
     loss = float(block.c @ (lse_all - lse_correct))
     # top-scoring candidate correct? (ties count as correct if any tied one is)
     top = np.maximum.reduceat(s, ptr[:-1])
-    hit = np.maximum.reduceat((block.correct & (s == np.repeat(top, lengths))).astype(np.int8), ptr[:-1])
+    hit = np.maximum.reduceat(
+        (block.correct & (s == np.repeat(top, lengths))).astype(np.int8), ptr[:-1]
+    )
     correct = float(block.c @ hit)
     p = np.exp(s - np.repeat(lse_all, lengths))
     q = np.where(block.correct, np.exp(s - np.repeat(lse_correct, lengths)), 0.0)
@@ -188,8 +211,13 @@ def _candidate_loss_grad(block: CandidateBlock, space: Space, weights: Weights,
     return LossGrad(loss, float(block.c.sum()), correct, np.asarray(g, dtype=np.float64), None), p
 
 
-def loss_grad(block: Block, space: Space, weights: Weights, scaling: Scaling | None = None,
-              grad_ids: np.ndarray | None = None) -> LossGrad:
+def loss_grad(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None = None,
+    grad_ids: np.ndarray | None = None,
+) -> LossGrad:
     """Loss and gradient sums of one block.
 
     Parameters
@@ -201,9 +229,14 @@ def loss_grad(block: Block, space: Space, weights: Weights, scaling: Scaling | N
     return loss_grad_proba(block, space, weights, scaling, grad_ids)[0]
 
 
-def loss_grad_proba(block: Block, space: Space, weights: Weights, scaling: Scaling | None = None,
-                    grad_ids: np.ndarray | None = None, keep_proba: bool = True
-                    ) -> tuple[LossGrad, np.ndarray | None]:
+def loss_grad_proba(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None = None,
+    grad_ids: np.ndarray | None = None,
+    keep_proba: bool = True,
+) -> tuple[LossGrad, np.ndarray | None]:
     """``loss_grad`` plus the model probabilities it computed on the way
     (for kernels that also need curvature): P of shape (m, K) for multiclass
     blocks, p of shape (n_candidates_total,) for candidate sets."""
@@ -232,12 +265,18 @@ class RayLoss:
     loss: np.ndarray  # shape (n_steps,)
     weight: float
 
-    def merge(self, other: "RayLoss") -> "RayLoss":
+    def merge(self, other: RayLoss) -> RayLoss:
         return RayLoss(self.loss + other.loss, self.weight + other.weight)
 
 
-def ray_losses(block: Block, space: Space, weights: Weights, direction: Weights,
-               steps: np.ndarray, scaling: Scaling | None = None) -> np.ndarray:
+def ray_losses(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    direction: Weights,
+    steps: np.ndarray,
+    scaling: Scaling | None = None,
+) -> np.ndarray:
     """Loss sums at ``weights + t * direction`` for every t in ``steps``.
 
     Scores are linear in t, so the block is scored twice (at the weights
@@ -252,14 +291,17 @@ def ray_losses(block: Block, space: Space, weights: Weights, direction: Weights,
     steps = np.asarray(steps, dtype=np.float64)
     if isinstance(block, MulticlassBlock):
         if np.any(block.y < 0):
-            raise ValueError("cannot train on events whose label was not seen in training (label -1)")
+            raise ValueError(
+                "cannot train on events whose label was not seen in training (label -1)"
+            )
         S0 = multiclass_scores(block, space, weights, scaling)
         D = multiclass_scores(block, space, direction, scaling)
         # the gold label's score is linear in t too: no (m, K) gather per step
         rows = np.arange(block.n_events)
         gold0, gold_d = S0[rows, block.y], D[rows, block.y]
-        return np.array([block.c @ (row_logsumexp(S0 + t * D) - (gold0 + t * gold_d))
-                         for t in steps])
+        return np.array(
+            [block.c @ (row_logsumexp(S0 + t * D) - (gold0 + t * gold_d)) for t in steps]
+        )
     s0 = candidate_scores(block, space, weights, scaling)
     ds = candidate_scores(block, space, direction, scaling)
     out = np.empty(len(steps))
@@ -281,5 +323,7 @@ class RayTask:
     scaling: Scaling | None = None
 
     def __call__(self, block: Block) -> RayLoss:
-        return RayLoss(ray_losses(block, self.space, self.weights, self.direction, self.steps,
-                                  self.scaling), float(block.c.sum()))
+        return RayLoss(
+            ray_losses(block, self.space, self.weights, self.direction, self.steps, self.scaling),
+            float(block.c.sum()),
+        )

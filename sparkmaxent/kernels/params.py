@@ -6,6 +6,7 @@ sets a feature id is the column of the candidate feature vectors. Multiclass
 models may also carry a per-label bias (intercept) that is never penalized,
 as in scikit-learn's ``fit_intercept=True`` and Spark MLlib.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..shapes import CANDIDATES, MULTICLASS, SHAPES
+from ..shapes import CANDIDATES, SHAPES
 
 # Below this fill ratio the multiclass weight matrix is kept sparse.
 DENSE_FILL = 1.0 / 16
@@ -104,22 +105,25 @@ class Weights:
     bias: np.ndarray | None = None
 
     @staticmethod
-    def zeros(space: Space) -> "Weights":
-        return Weights(np.zeros(0, dtype=np.int64), np.zeros(0),
-                       np.zeros(space.n_labels) if space.bias else None)
+    def zeros(space: Space) -> Weights:
+        return Weights(
+            np.zeros(0, dtype=np.int64),
+            np.zeros(0),
+            np.zeros(space.n_labels) if space.bias else None,
+        )
 
     @staticmethod
-    def from_dense(space: Space, theta: np.ndarray, sparse: bool = True) -> "Weights":
+    def from_dense(space: Space, theta: np.ndarray, sparse: bool = True) -> Weights:
         """From a dense parameter vector ``[w (n_features), b (n_bias)]``;
         with ``sparse`` only the non-zero weights are kept."""
         w = np.asarray(theta[: space.n_features], dtype=np.float64)
-        bias = np.array(theta[space.n_features:], dtype=np.float64) if space.bias else None
+        bias = np.array(theta[space.n_features :], dtype=np.float64) if space.bias else None
         if not sparse:
             return Weights(None, w.copy(), bias)
         ids = np.flatnonzero(w)
         return Weights(ids, w[ids], bias)
 
-    def sparse(self) -> "Weights":
+    def sparse(self) -> Weights:
         """The same weights with only non-zero entries listed."""
         ids = self.active_ids()
         keep = self.values != 0
@@ -132,7 +136,7 @@ class Weights:
         theta = np.zeros(space.n_params)
         theta[self.active_ids()] = self.values
         if space.bias:
-            theta[space.n_features:] = self.bias
+            theta[space.n_features :] = self.bias
         return theta
 
     @property

@@ -4,6 +4,7 @@ Unlike the training kernels these accept events whose gold label was never
 seen in training (label -1): they count as errors and are left out of the
 log-likelihood, which is undefined for them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp
 
 
-def predict_multiclass(block: MulticlassBlock, space: Space, weights: Weights,
-                       scaling: Scaling | None = None) -> tuple[np.ndarray, np.ndarray]:
+def predict_multiclass(
+    block: MulticlassBlock, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Most probable label and p(k | x_i) of each event: shapes (m,), (m, K)."""
     S = multiclass_scores(block, space, weights, scaling)
     return S.argmax(axis=1), row_softmax(S)[1]
@@ -48,10 +50,14 @@ class EvalStats:
     weight_known: float
     confusion: np.ndarray
 
-    def merge(self, other: "EvalStats") -> "EvalStats":
-        return EvalStats(self.weight + other.weight, self.correct + other.correct,
-                         self.loss + other.loss, self.weight_known + other.weight_known,
-                         self.confusion + other.confusion)
+    def merge(self, other: EvalStats) -> EvalStats:
+        return EvalStats(
+            self.weight + other.weight,
+            self.correct + other.correct,
+            self.loss + other.loss,
+            self.weight_known + other.weight_known,
+            self.confusion + other.confusion,
+        )
 
     @property
     def accuracy(self) -> float:
@@ -62,8 +68,9 @@ class EvalStats:
         return self.loss / self.weight_known if self.weight_known else float("nan")
 
 
-def evaluate_block(block: Block, space: Space, weights: Weights,
-                   scaling: Scaling | None = None) -> EvalStats:
+def evaluate_block(
+    block: Block, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> EvalStats:
     if isinstance(block, MulticlassBlock):
         K = space.n_labels
         S = multiclass_scores(block, space, weights, scaling)
@@ -75,7 +82,9 @@ def evaluate_block(block: Block, space: Space, weights: Weights,
         confusion = np.zeros((K + 1, K))
         np.add.at(confusion, (np.where(known, block.y, K), pred), block.c)
         correct = float(block.c @ (known & (pred == block.y)))
-        return EvalStats(float(block.c.sum()), correct, loss, float(block.c[known].sum()), confusion)
+        return EvalStats(
+            float(block.c.sum()), correct, loss, float(block.c[known].sum()), confusion
+        )
     ptr, lengths = block.event_ptr, np.diff(block.event_ptr)
     s = candidate_scores(block, space, weights, scaling)
     lse_all = segment_logsumexp(s, ptr)
@@ -83,9 +92,16 @@ def evaluate_block(block: Block, space: Space, weights: Weights,
     known = np.isfinite(lse_correct)
     loss = float(block.c[known] @ (lse_all - lse_correct)[known])
     top = np.maximum.reduceat(s, ptr[:-1])
-    hit = np.maximum.reduceat((block.correct & (s == np.repeat(top, lengths))).astype(np.int8), ptr[:-1])
-    return EvalStats(float(block.c.sum()), float(block.c @ hit), loss, float(block.c[known].sum()),
-                     np.zeros((0, 0)))
+    hit = np.maximum.reduceat(
+        (block.correct & (s == np.repeat(top, lengths))).astype(np.int8), ptr[:-1]
+    )
+    return EvalStats(
+        float(block.c.sum()),
+        float(block.c @ hit),
+        loss,
+        float(block.c[known].sum()),
+        np.zeros((0, 0)),
+    )
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ firing on a correct candidate or on a wrongly preferred one. The result is
 a mergeable sorted union of feature ids; events with a label unseen in
 training (-1) raise. See docs/methods/bayes-factor.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,10 +43,13 @@ class Proposals:
     misclassified_events: int
     weight: float
 
-    def merge(self, other: "Proposals") -> "Proposals":
-        return Proposals(np.union1d(self.ids, other.ids), self.misclassified + other.misclassified,
-                         self.misclassified_events + other.misclassified_events,
-                         self.weight + other.weight)
+    def merge(self, other: Proposals) -> Proposals:
+        return Proposals(
+            np.union1d(self.ids, other.ids),
+            self.misclassified + other.misclassified,
+            self.misclassified_events + other.misclassified_events,
+            self.weight + other.weight,
+        )
 
 
 def _features_of_rows(M, rows: np.ndarray) -> np.ndarray:
@@ -54,13 +58,16 @@ def _features_of_rows(M, rows: np.ndarray) -> np.ndarray:
     return sub.indices[sub.data != 0].astype(np.int64)
 
 
-def proposals(block: Block, space: Space, weights: Weights,
-              scaling: Scaling | None = None) -> Proposals:
+def proposals(
+    block: Block, space: Space, weights: Weights, scaling: Scaling | None = None
+) -> Proposals:
     """Proposal features of one block (see the module docstring)."""
     if isinstance(block, MulticlassBlock):
         if np.any(block.y < 0):
-            raise ValueError("cannot propose features from events whose label was not seen in "
-                             "training (label -1)")
+            raise ValueError(
+                "cannot propose features from events whose label was not seen in "
+                "training (label -1)"
+            )
         pred = multiclass_scores(block, space, weights, scaling).argmax(axis=1)
         wrong = np.flatnonzero(pred != block.y)
         sub = block.X[wrong]
@@ -109,15 +116,15 @@ class EventSignatures:
     bits : ndarray of uint8, shape (n_ids, n_bits // 8)
         Packed bits (little-endian within a byte, as
         ``np.unpackbits(bitorder="little")`` reads them); event i of a block
-        sets bit i % n_bits of every feature firing on it. Two features whose bitmaps share no bit fire on no
-        common event (the converse need not hold: a shared bit may be two
-        events), so fixing the weight of one leaves the other's statistics
-        as they were.
+        sets bit i % n_bits of every feature firing on it. Two features whose
+        bitmaps share no bit fire on no common event (the converse need not
+        hold: a shared bit may be two events), so fixing the weight of one
+        leaves the other's statistics as they were.
     """
 
     bits: np.ndarray
 
-    def merge(self, other: "EventSignatures") -> "EventSignatures":
+    def merge(self, other: EventSignatures) -> EventSignatures:
         return EventSignatures(self.bits | other.bits)
 
 
@@ -156,5 +163,11 @@ class EventSignatureTask:
         return event_signatures(block, self.space, self.ids, self.n_bits)
 
 
-__all__ = ["Proposals", "proposals", "ProposalTask", "EventSignatures", "event_signatures",
-           "EventSignatureTask"]
+__all__ = [
+    "Proposals",
+    "proposals",
+    "ProposalTask",
+    "EventSignatures",
+    "event_signatures",
+    "EventSignatureTask",
+]

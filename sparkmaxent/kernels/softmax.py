@@ -1,4 +1,5 @@
 """Numerically stable log-sum-exp over rows and over segments."""
+
 from __future__ import annotations
 
 import numpy as np

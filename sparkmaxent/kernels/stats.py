@@ -1,4 +1,5 @@
 """Per-predicate moments for standardization, and the scaling they give."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,16 +31,20 @@ class Moments:
     total_sq: np.ndarray
     count: np.ndarray
 
-    def merge(self, other: "Moments") -> "Moments":
-        return Moments(self.weight + other.weight, self.total + other.total,
-                       self.total_sq + other.total_sq, self.count + other.count)
+    def merge(self, other: Moments) -> Moments:
+        return Moments(
+            self.weight + other.weight,
+            self.total + other.total,
+            self.total_sq + other.total_sq,
+            self.count + other.count,
+        )
 
     def scaling(self, exclude: np.ndarray | None = None) -> Scaling:
         """Zero-mean, unit-variance scaling. Predicates of zero variance get
         inv_scale 0 (they carry no information); those in ``exclude`` are left
         as they are (mean 0, inv_scale 1)."""
         mean = self.total / self.weight
-        var = np.maximum(self.total_sq / self.weight - mean ** 2, 0.0)
+        var = np.maximum(self.total_sq / self.weight - mean**2, 0.0)
         std = np.sqrt(var)
         # relative test: a constant predicate's variance is rounding noise
         informative = std > 1e-12 * np.maximum(np.abs(mean), 1.0)
@@ -82,7 +87,7 @@ class FeatureCounts:
 
     counts: np.ndarray
 
-    def merge(self, other: "FeatureCounts") -> "FeatureCounts":
+    def merge(self, other: FeatureCounts) -> FeatureCounts:
         return FeatureCounts(self.counts + other.counts)
 
 
@@ -112,9 +117,10 @@ class Count:
     weight: float
     blocks: int
 
-    def merge(self, other: "Count") -> "Count":
-        return Count(self.events + other.events, self.weight + other.weight,
-                     self.blocks + other.blocks)
+    def merge(self, other: Count) -> Count:
+        return Count(
+            self.events + other.events, self.weight + other.weight, self.blocks + other.blocks
+        )
 
 
 class CountTask:

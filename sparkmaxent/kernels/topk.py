@@ -13,10 +13,11 @@ the dense test's), the per-block summary, and its merge. The orchestration
 is in backends (``LocalBackend.gradient_test``, ``SparkBackend.gradient_test``).
 See docs/methods/grafting.md, "Block-wise gradient test".
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -96,16 +97,19 @@ class GradientSummary:
     lg: LossGrad | None = None
 
     @staticmethod
-    def empty(threshold: float, n_best: int, lg: LossGrad | None = None) -> "GradientSummary":
+    def empty(threshold: float, n_best: int, lg: LossGrad | None = None) -> GradientSummary:
         none = np.zeros(0, dtype=np.int64)
-        return GradientSummary(threshold, n_best, none, np.zeros(0), 0.0, 0, none, np.zeros(0),
-                               0, lg)
+        return GradientSummary(
+            threshold, n_best, none, np.zeros(0), 0.0, 0, none, np.zeros(0), 0, lg
+        )
 
-    def merge(self, other: "GradientSummary") -> "GradientSummary":
+    def merge(self, other: GradientSummary) -> GradientSummary:
         if (self.threshold, self.n_best) != (other.threshold, other.n_best):
-            raise ValueError("cannot merge gradient summaries of different tests: threshold "
-                             f"{self.threshold} / {other.threshold}, "
-                             f"n_best {self.n_best} / {other.n_best}")
+            raise ValueError(
+                "cannot merge gradient summaries of different tests: threshold "
+                f"{self.threshold} / {other.threshold}, "
+                f"n_best {self.n_best} / {other.n_best}"
+            )
         ids = np.concatenate([self.top_ids, other.top_ids])
         grad = np.concatenate([self.top_grad, other.top_grad])
         keep = top_candidates(np.abs(grad), ids, self.threshold, self.n_best)
@@ -114,28 +118,47 @@ class GradientSummary:
         else:
             lg = self.lg.merge(other.lg)
         return GradientSummary(
-            self.threshold, self.n_best, ids[keep], grad[keep],
-            max(self.max_inactive, other.max_inactive), self.n_over + other.n_over,
+            self.threshold,
+            self.n_best,
+            ids[keep],
+            grad[keep],
+            max(self.max_inactive, other.max_inactive),
+            self.n_over + other.n_over,
             np.concatenate([self.active_ids, other.active_ids]),
             np.concatenate([self.active_grad, other.active_grad]),
-            self.n_features + other.n_features, lg)
+            self.n_features + other.n_features,
+            lg,
+        )
 
-    def finish(self, space: Space, active: np.ndarray) -> "GradientSummary":
+    def finish(self, space: Space, active: np.ndarray) -> GradientSummary:
         """Check that every feature was covered once and sort the active
         features as ``active`` (the weights' ids)."""
         if self.n_features != space.n_features:
-            raise RuntimeError(f"the block-wise gradient test covered {self.n_features} features, "
-                               f"expected all {space.n_features}")
+            raise RuntimeError(
+                f"the block-wise gradient test covered {self.n_features} features, "
+                f"expected all {space.n_features}"
+            )
         if self.lg is None:
             raise RuntimeError("the block-wise gradient test lost its loss and weight sums")
         order = np.argsort(self.active_ids, kind="stable")
         ids = self.active_ids[order]
         if not np.array_equal(ids, active):
-            raise RuntimeError(f"the block-wise gradient test returned {len(ids)} active features, "
-                               f"expected the {len(active)} of the weights")
-        return GradientSummary(self.threshold, self.n_best, self.top_ids, self.top_grad,
-                               self.max_inactive, self.n_over, ids, self.active_grad[order],
-                               self.n_features, self.lg)
+            raise RuntimeError(
+                f"the block-wise gradient test returned {len(ids)} active features, "
+                f"expected the {len(active)} of the weights"
+            )
+        return GradientSummary(
+            self.threshold,
+            self.n_best,
+            self.top_ids,
+            self.top_grad,
+            self.max_inactive,
+            self.n_over,
+            ids,
+            self.active_grad[order],
+            self.n_features,
+            self.lg,
+        )
 
 
 @dataclass(frozen=True)
@@ -187,7 +210,7 @@ class GradientTestTask:
         yield SCALARS_KEY, LossGrad(lg.loss, lg.weight, lg.correct, np.zeros(0), lg.grad_bias)
         size = self.block_size
         for b in range(self.n_blocks):
-            yield b, lg.grad[b * size:(b + 1) * size]
+            yield b, lg.grad[b * size : (b + 1) * size]
 
     def summarize(self, key: int, value, weight: float) -> GradientSummary:
         """The summary of one summed piece: the scalars, or feature block
@@ -206,9 +229,16 @@ class GradientTestTask:
         score[local] = -1.0  # active features are never selected again
         top = top_candidates(score, np.arange(lo, lo + len(g)), self.threshold, self.n_best)
         return GradientSummary(
-            self.threshold, self.n_best, lo + top.astype(np.int64), g[top],
-            float(score.max(initial=0.0)), int(np.count_nonzero(score > self.threshold)),
-            ids[a:b].copy(), g[local], len(g))
+            self.threshold,
+            self.n_best,
+            lo + top.astype(np.int64),
+            g[top],
+            float(score.max(initial=0.0)),
+            int(np.count_nonzero(score > self.threshold)),
+            ids[a:b].copy(),
+            g[local],
+            len(g),
+        )
 
     def summarize_all(self, lg: LossGrad, weight: float) -> GradientSummary:
         """Split merged sums ``lg`` and summarize every piece in-process (the

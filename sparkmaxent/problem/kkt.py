@@ -1,6 +1,7 @@
 """The optimality certificate of C = L + penalty over *all* candidate
 features, from the gradient of the smooth part (a dense vector, or what the
 block-wise gradient test keeps of it, ``kernels/topk.py``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,14 @@ def _penalty(penalty: Penalty | float, bound: float | None) -> Penalty:
     return Penalty(l1=float(penalty), threshold=bound)
 
 
-def kkt_certificate(full_grad: np.ndarray, weights: Weights, grad_bias: np.ndarray | None,
-                    penalty: Penalty | float, tol: float, bound: float | None = None) -> dict:
+def kkt_certificate(
+    full_grad: np.ndarray,
+    weights: Weights,
+    grad_bias: np.ndarray | None,
+    penalty: Penalty | float,
+    tol: float,
+    bound: float | None = None,
+) -> dict:
     """Optimality conditions of C over *all* candidate features.
 
     For the l1 problem (subdifferential of gamma1 |w_j|)::
@@ -48,14 +55,29 @@ def kkt_certificate(full_grad: np.ndarray, weights: Weights, grad_bias: np.ndarr
     inactive = np.ones(len(full_grad), dtype=bool)
     inactive[ids] = False
     score = np.abs(full_grad[inactive])
-    return kkt_from_parts(full_grad[ids], weights, float(score.max(initial=0.0)),
-                          int(np.count_nonzero(score > penalty.bound * (1 + tol))), len(full_grad),
-                          grad_bias, penalty, tol)
+    return kkt_from_parts(
+        full_grad[ids],
+        weights,
+        float(score.max(initial=0.0)),
+        int(np.count_nonzero(score > penalty.bound * (1 + tol))),
+        len(full_grad),
+        grad_bias,
+        penalty,
+        tol,
+    )
 
 
-def kkt_from_parts(active_grad: np.ndarray, weights: Weights, max_inactive: float,
-                   inactive_over: int, n_features: int, grad_bias: np.ndarray | None,
-                   penalty: Penalty | float, tol: float, bound: float | None = None) -> dict:
+def kkt_from_parts(
+    active_grad: np.ndarray,
+    weights: Weights,
+    max_inactive: float,
+    inactive_over: int,
+    n_features: int,
+    grad_bias: np.ndarray | None,
+    penalty: Penalty | float,
+    tol: float,
+    bound: float | None = None,
+) -> dict:
     """``kkt_certificate`` from what the block-wise gradient test keeps
     (kernels/topk.py): dC/dw_j of the active features only, and over the
     inactive ones the largest |dC/dw_j| and how many exceed bound (1 + tol).
@@ -76,20 +98,36 @@ def kkt_from_parts(active_grad: np.ndarray, weights: Weights, max_inactive: floa
     over = inactive_over + int(np.count_nonzero(zero_active > bound * (1 + tol)))
     bias_violation = float(np.abs(grad_bias).max(initial=0.0)) if grad_bias is not None else 0.0
     # NaN compares False, but max() and abs().max() can drop or hide it: check outright
-    finite = bool(np.isfinite(max_inactive) and np.all(np.isfinite(active_grad))
-                  and np.all(np.isfinite(weights.values))
-                  and (weights.bias is None or np.all(np.isfinite(weights.bias)))
-                  and (grad_bias is None or np.all(np.isfinite(grad_bias))))
-    passed = (finite and max_zero <= bound * (1 + tol) and active_violation <= tol
-              and bias_violation <= tol)
+    finite = bool(
+        np.isfinite(max_inactive)
+        and np.all(np.isfinite(active_grad))
+        and np.all(np.isfinite(weights.values))
+        and (weights.bias is None or np.all(np.isfinite(weights.bias)))
+        and (grad_bias is None or np.all(np.isfinite(grad_bias)))
+    )
+    passed = (
+        finite
+        and max_zero <= bound * (1 + tol)
+        and active_violation <= tol
+        and bias_violation <= tol
+    )
     # one figure for comparing solvers: the largest violation of the three
     # conditions (absolute, gradient units; 0 at an exact optimum)
     violation = max(max_zero - bound, active_violation, bias_violation, 0.0)
-    return {"passed": bool(passed), "violation": violation, "tol": tol, "l1": l1, "bound": bound,
-            "nonzero_weights": int(nz.sum()), "features_checked": int(n_features),
-            "max_active_violation": active_violation, "max_zero_gradient": max_zero,
-            "max_bias_gradient": bias_violation, "zero_weights_over_bound": over,
-            "finite": finite}
+    return {
+        "passed": bool(passed),
+        "violation": violation,
+        "tol": tol,
+        "l1": l1,
+        "bound": bound,
+        "nonzero_weights": int(nz.sum()),
+        "features_checked": int(n_features),
+        "max_active_violation": active_violation,
+        "max_zero_gradient": max_zero,
+        "max_bias_gradient": bias_violation,
+        "zero_weights_over_bound": over,
+        "finite": finite,
+    }
 
 
 __all__ = ["kkt_certificate", "kkt_from_parts"]

@@ -11,6 +11,7 @@ every pass's loss, gradient and Hessian must be finite, else NumericError
 (``errors.check_finite``). A ray pass's trial values are not checked: a
 non-finite one is a step the line search rejects.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,8 +21,8 @@ import numpy as np
 from ..backends import Backend
 from ..errors import check_finite
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weight
-from ..kernels.loss import RayTask
 from ..kernels.curvature import CurvatureTask
+from ..kernels.loss import RayTask
 from ..kernels.topk import GradientSummary, GradientTestTask
 
 
@@ -62,8 +63,13 @@ class Objective:
     scaling : Scaling or None
     """
 
-    def __init__(self, backend: Backend, ids: np.ndarray | None, l2: float = 0.0,
-                 scaling: Scaling | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        ids: np.ndarray | None,
+        l2: float = 0.0,
+        scaling: Scaling | None = None,
+    ):
         if l2 < 0:
             raise ValueError(f"expected l2 >= 0, got {l2}")
         self.backend = backend
@@ -77,14 +83,17 @@ class Objective:
 
     def weights(self, theta: np.ndarray) -> Weights:
         n = self.n_weights
-        return Weights(self.ids, np.asarray(theta[:n], dtype=np.float64),
-                       np.asarray(theta[n:], dtype=np.float64) if self.space.bias else None)
+        return Weights(
+            self.ids,
+            np.asarray(theta[:n], dtype=np.float64),
+            np.asarray(theta[n:], dtype=np.float64) if self.space.bias else None,
+        )
 
     def theta(self, weights: Weights) -> np.ndarray:
         """The parameter vector of ``weights`` restricted to ``self.ids``."""
         dense = weights.to_dense(self.space)
         w = dense[: self.space.n_features] if self.ids is None else dense[self.ids]
-        return np.concatenate([w, dense[self.space.n_features:]])
+        return np.concatenate([w, dense[self.space.n_features :]])
 
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         self.evaluations += 1
@@ -98,15 +107,18 @@ class Objective:
             g = np.concatenate([g, lg.grad_bias / lg.weight])
         return f, g
 
-    def evaluate(self, theta: np.ndarray, full_gradient: bool = False,
-                 hessian: bool = True) -> Evaluation:
+    def evaluate(
+        self, theta: np.ndarray, full_gradient: bool = False, hessian: bool = True
+    ) -> Evaluation:
         """One pass: value, gradient, optionally the Hessian over ``ids``
         (+ bias) and the gradient over all candidate features.
 
         Needs ``ids`` (the Hessian is dense over them)."""
         if self.ids is None:
-            raise ValueError("expected an Objective over explicit feature ids for curvature passes, "
-                             "got one over all features")
+            raise ValueError(
+                "expected an Objective over explicit feature ids for curvature passes, "
+                "got one over all features"
+            )
         self.evaluations += 1
         weights = self.weights(theta)
         # Full-gradient passes score with the non-zero weights only, so the
@@ -114,12 +126,19 @@ class Objective:
         # it (a resumed run then repeats an uninterrupted one exactly).
         scoring = weights.sparse() if full_gradient else weights
         if hessian:
-            cv = self.backend.run(CurvatureTask(self.space, scoring, self.ids, self.scaling,
-                                                full_gradient))
+            cv = self.backend.run(
+                CurvatureTask(self.space, scoring, self.ids, self.scaling, full_gradient)
+            )
             lg, hess = cv.lg, cv.hess
         else:
-            lg, hess = self.backend.run(LossGradTask(self.space, scoring, self.scaling,
-                                                     None if full_gradient else self.ids)), None
+            lg, hess = (
+                self.backend.run(
+                    LossGradTask(
+                        self.space, scoring, self.scaling, None if full_gradient else self.ids
+                    )
+                ),
+                None,
+            )
         self.last = checked_pass(lg, "curvature pass" if hessian else "full-gradient pass", hess)
         n, w = self.n_weights, weights.values
         full = None
@@ -141,15 +160,18 @@ class Objective:
         (``kernels.loss.ray_losses``): a line search's trial steps at once."""
         self.evaluations += 1
         steps = np.asarray(steps, dtype=np.float64)
-        task = RayTask(self.space, self.weights(theta), self.weights(direction), steps, self.scaling)
+        task = RayTask(
+            self.space, self.weights(theta), self.weights(direction), steps, self.scaling
+        )
         ray = self.backend.run(task)
         w, dw = theta[: self.n_weights], direction[: self.n_weights]
         # ||w + t dw||^2 expanded, so each step costs no vector of its own
-        norms = float(w @ w) + 2 * steps * float(w @ dw) + steps ** 2 * float(dw @ dw)
+        norms = float(w @ w) + 2 * steps * float(w @ dw) + steps**2 * float(dw @ dw)
         return ray.loss / ray.weight + 0.5 * self.l2 * norms
 
-    def gradient_summary(self, theta: np.ndarray, threshold: float, n_best: int,
-                         block_size: int) -> tuple[float, GradientSummary]:
+    def gradient_summary(
+        self, theta: np.ndarray, threshold: float, n_best: int, block_size: int
+    ) -> tuple[float, GradientSummary]:
         """One block-wise gradient-test pass (kernels/topk.py): C(theta) and
         what the test keeps of the gradient over every candidate, without a
         dense n_features vector on the driver.
@@ -159,18 +181,26 @@ class Objective:
         (C(theta), summary with its active features sorted as ``ids``)
         """
         if self.ids is None:
-            raise ValueError("expected an Objective over explicit feature ids for a gradient test, "
-                             "got one over all features")
+            raise ValueError(
+                "expected an Objective over explicit feature ids for a gradient test, "
+                "got one over all features"
+            )
         self.evaluations += 1
         weights = self.weights(theta)
-        summary = self.backend.gradient_test(GradientTestTask(
-            self.space, weights, self.scaling, self.l2, threshold, n_best, block_size))
+        summary = self.backend.gradient_test(
+            GradientTestTask(
+                self.space, weights, self.scaling, self.l2, threshold, n_best, block_size
+            )
+        )
         summary = summary.finish(self.space, self.ids)
         lg = summary.lg
         assert lg is not None, "finish() raises when the loss sums are missing"
         self.last = checked_pass(lg, "gradient-test pass")
-        check_finite("gradient-test pass", active_gradient=summary.active_grad,
-                     max_inactive_gradient=summary.max_inactive)
+        check_finite(
+            "gradient-test pass",
+            active_gradient=summary.active_grad,
+            max_inactive_gradient=summary.max_inactive,
+        )
         return self._value(lg, weights.values), summary
 
     def _value(self, lg: LossGrad, w: np.ndarray) -> float:
@@ -181,6 +211,5 @@ def checked_pass(lg: LossGrad, where: str, hess: np.ndarray | None = None) -> Lo
     """``lg`` once its total weight is positive and its sums (and ``hess``)
     are finite: InputError / NumericError naming the pass otherwise."""
     check_total_weight(lg.weight)
-    check_finite(where, loss=lg.loss, gradient=lg.grad, bias_gradient=lg.grad_bias,
-                 hessian=hess)
+    check_finite(where, loss=lg.loss, gradient=lg.grad, bias_gradient=lg.grad_bias, hessian=hess)
     return lg

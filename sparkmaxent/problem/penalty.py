@@ -19,6 +19,7 @@ What gamma1 implies is decided here and nowhere else:
 
 gamma2 is smooth: the objective (``objective.py``) adds it to L.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,9 +1,10 @@
 """What every training method shares: its inputs (TrainingContext), its
 result (FitResult), and the state and outcome of a selection round."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..backends import Backend
 from ..config import TrainConfig

@@ -2,6 +2,7 @@
 gamma2/2 ||w||^2, a Gaussian prior) and ``cutoff``, the l0 baseline: keep
 features whose empirical count is at least ``train.cutoff`` (Koeling 2000;
 Zhou et al. 2003 use 7), then l2 (MLE when l2 = 0) over those."""
+
 from __future__ import annotations
 
 import logging
@@ -22,21 +23,31 @@ def lbfgs_options(cfg: TrainConfig) -> SolverOptions:
     return SolverOptions(max_iter=cfg.max_iter, memory=cfg.memory, tol=cfg.gtol, ftol=cfg.ftol)
 
 
-def fit_smooth(ctx: TrainingContext, ids: np.ndarray | None, l2: float,
-               start: Weights | None = None) -> FitResult:
+def fit_smooth(
+    ctx: TrainingContext, ids: np.ndarray | None, l2: float, start: Weights | None = None
+) -> FitResult:
     """Minimize L(w) + l2/2 ||w||^2 over ``ids`` (None: all features) with
     L-BFGS; one loss+gradient pass per evaluation."""
     obj = Objective(ctx.backend, ids, l2=l2, scaling=ctx.scaling)
-    theta0 = obj.theta(start) if start is not None else np.zeros(obj.n_weights + ctx.backend.space.n_bias)
+    theta0 = (
+        obj.theta(start)
+        if start is not None
+        else np.zeros(obj.n_weights + ctx.backend.space.n_bias)
+    )
     res = minimize_lbfgs(obj, theta0, lbfgs_options(ctx.config))
     weights = obj.weights(res.theta).sparse()
     last = obj.last
     report = {
-        "objective": res.objective, "l2": l2, "active_features": int(obj.n_weights),
+        "objective": res.objective,
+        "l2": l2,
+        "active_features": int(obj.n_weights),
         "loss": last.loss / last.weight if last else None,
         "train_accuracy": last.correct / last.weight if last else None,
-        "iterations": res.iterations, "evaluations": res.evaluations,
-        "converged": res.converged, "optimizer_message": res.message, "trace": res.trace,
+        "iterations": res.iterations,
+        "evaluations": res.evaluations,
+        "converged": res.converged,
+        "optimizer_message": res.message,
+        "trace": res.trace,
     }
     return FitResult(weights, report)
 

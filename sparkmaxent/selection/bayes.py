@@ -18,11 +18,12 @@ beta-binomial (Scott & Berger 2010) and empirical-Bayes (George & Foster
 The sign question, the prior variance, the model priors and the rescoring
 assumptions are explained in docs/methods/bayes-factor.md.
 """
+
 from __future__ import annotations
 
 import logging
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import brentq
@@ -83,8 +84,13 @@ def empirical_inclusion_probability(log_bayes_factors: np.ndarray) -> float:
     return float(brentq(slope, 0.0, 0.5, xtol=1e-15))
 
 
-def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray,
-                       prior_variance: float, sign: str = "laplace") -> np.ndarray:
+def bayes_factor_score(
+    loglik_change: np.ndarray,
+    mu: np.ndarray,
+    curvature: np.ndarray,
+    prior_variance: float,
+    sign: str = "laplace",
+) -> np.ndarray:
     """beta_g - beta_0 of each proposal under Eq. 13's uniform prior over
     models, i.e. its log Bayes factor (Daume 2004, Eq. 12-13), sum units;
     another model prior adds its log odds (``log_model_prior_odds``).
@@ -112,8 +118,7 @@ def bayes_factor_score(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.
     # Eq. 13: beta_0 = log pi(M_0) + log p(D | lambda0); with a uniform pi(M)
     # the model priors cancel; log p(D | lambda0, mu_g) - log p(D | lambda0) = S.
     log_prior_mu = -mu * mu / (2.0 * s2) - 0.5 * math.log(2.0 * math.pi * s2)
-    return (S + log_prior_mu + 0.5 * math.log(2.0 * math.pi)
-            + SIGNS[sign] * 0.5 * np.log(a))
+    return S + log_prior_mu + 0.5 * math.log(2.0 * math.pi) + SIGNS[sign] * 0.5 * np.log(a)
 
 
 class BayesFactor:
@@ -135,18 +140,26 @@ class BayesFactor:
     # -- passes ---------------------------------------------------------------
 
     def loss_grad(self, weights: Weights):
-        return checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
-                                                              np.zeros(0, dtype=np.int64))),
-                            "loss pass")
+        return checked_pass(
+            self.ctx.backend.run(
+                LossGradTask(self.space, weights, self.ctx.scaling, np.zeros(0, dtype=np.int64))
+            ),
+            "loss pass",
+        )
 
     def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
         """mu_g, a_g and the log Bayes factor of each id against ``weights``
         (mean field; the model prior's odds are the caller's)."""
-        f = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
-                      method=self.ctx.config.selection.gain_method, prior_variance=self.sigma2,
-                      alpha0=alpha0)
-        return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2,
-                                     self.sign)
+        f = fit_gains(
+            self.ctx.backend,
+            weights,
+            ids,
+            self.ctx.scaling,
+            method=self.ctx.config.selection.gain_method,
+            prior_variance=self.sigma2,
+            alpha0=alpha0,
+        )
+        return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
 
     def model_prior(self, log_bf: np.ndarray) -> tuple[Callable[[int], float], float | None]:
         """This round's log prior odds of a pick added to a model of k
@@ -164,15 +177,30 @@ class BayesFactor:
         handful per round, or L-BFGS)."""
         cfg = self.ctx.config
         ids, n = weights.active_ids(), len(weights.values)
-        solver = choose_solver(cfg.selection.solver, n + self.space.n_bias, cfg.selection.newton_max_active)
+        solver = choose_solver(
+            cfg.selection.solver, n + self.space.n_bias, cfg.selection.newton_max_active
+        )
         obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
-        res = SOLVERS[solver](obj, obj.theta(weights),
-                              orthant_problem(np.zeros(n), 0.0, self.space.n_bias),
-                              SolverOptions(tol=cfg.gtol, max_iter=cfg.max_iter, memory=cfg.memory,
-                                            ftol=cfg.ftol, full_gradient=False))
+        res = SOLVERS[solver](
+            obj,
+            obj.theta(weights),
+            orthant_problem(np.zeros(n), 0.0, self.space.n_bias),
+            SolverOptions(
+                tol=cfg.gtol,
+                max_iter=cfg.max_iter,
+                memory=cfg.memory,
+                ftol=cfg.ftol,
+                full_gradient=False,
+            ),
+        )
         w = res.theta[:n].copy()
-        report = {"objective": res.value, "loss": res.value - 0.5 * self.l2 * float(w @ w),
-                  "evaluations": res.evaluations, "converged": res.converged, "solver": solver}
+        report = {
+            "objective": res.value,
+            "loss": res.value - 0.5 * self.l2 * float(w @ w),
+            "evaluations": res.evaluations,
+            "converged": res.converged,
+            "solver": solver,
+        }
         return Weights(ids.copy(), w, res.theta[n:].copy() if self.space.bias else None), report
 
     def start(self) -> Weights:
@@ -188,32 +216,44 @@ class BayesFactor:
         cfg = self.ctx.config
         weights = state.weights
         active = weights.active_ids()
-        loss = state.trace[-1]["loss"] if state.trace else self.loss_grad(weights).loss / self.weight
+        loss = (
+            state.trace[-1]["loss"] if state.trace else self.loss_grad(weights).loss / self.weight
+        )
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
-        room = cfg.selection.max_features - len(active) if cfg.selection.max_features else cfg.bayes.per_round
+
+        def stop(best: float, why: str, by_rule: bool = False) -> RoundOutcome:
+            return _stop(weights, loss, best, why, beta0, stopped_by_rule=by_rule)
+
+        room = (
+            cfg.selection.max_features - len(active)
+            if cfg.selection.max_features
+            else cfg.bayes.per_round
+        )
         if room <= 0:
-            return _stop(weights, loss, float("nan"), f"max_features = {cfg.selection.max_features}", beta0)
+            return stop(float("nan"), f"max_features = {cfg.selection.max_features}")
         prop = self.ctx.backend.run(ProposalTask(self.space, weights, self.ctx.scaling))
         ids = np.setdiff1d(prop.ids, active, assume_unique=True)
         if not len(ids):
-            why = ("no misclassified training event" if prop.misclassified_events == 0
-                   else "no proposal outside the active set")
-            return _stop(weights, loss, float("nan"), why, beta0)
+            why = (
+                "no misclassified training event"
+                if prop.misclassified_events == 0
+                else "no proposal outside the active set"
+            )
+            return stop(float("nan"), why)
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf)
         if inclusion == 0.0:  # the prior odds are -inf: nothing can beat beta_0
-            return _stop(weights, loss, float("nan"), f"no proposal beats beta_0 ({len(ids)} "
-                         f"scored; empirical-Bayes inclusion probability 0)", beta0,
-                         stopped_by_rule=True)
+            why = f"{len(ids)} scored; empirical-Bayes inclusion probability 0"
+            return stop(float("nan"), f"no proposal beats beta_0 ({why})", by_rule=True)
         beta = log_bf + odds(len(active))
         best = float(beta.max())
         if not best > 0.0:
-            return _stop(weights, loss, best, f"no proposal beats beta_0 ({len(ids)} scored)",
-                         beta0, stopped_by_rule=True)
-        picks, rescored = self.select(weights, ids, beta, fit.alpha,
-                                      min(cfg.bayes.per_round, room), odds)
+            return stop(best, f"no proposal beats beta_0 ({len(ids)} scored)", by_rule=True)
+        picks, rescored = self.select(
+            weights, ids, beta, fit.alpha, min(cfg.bayes.per_round, room), odds
+        )
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
@@ -221,26 +261,41 @@ class BayesFactor:
         objective, new_loss = float(report["objective"]), float(report["loss"])
         for p in picks:
             p["feature_name"] = self.namer(p["feature"])
-        info = {"proposals": int(len(ids)), "misclassified_events": prop.misclassified_events,
-                "misclassified_weight": prop.misclassified, "beta_0": beta0,
-                "positive_proposals": int(np.count_nonzero(beta > 0)), "rescored": rescored,
-                "inclusion_probability": inclusion, "log_prior_odds": odds(len(active)),
-                "selected": picks, "loss": new_loss,
-                "log_likelihood": -self.weight * new_loss,
-                "optmap_solver": report["solver"],
-                "optmap_evaluations": int(report["evaluations"]),
-                "optmap_converged": bool(report["converged"])}
-        shown = ", ".join(f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}"
-                          for p in picks[:_NOTE_FEATURES])
-        more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
-        prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
-        note = (f"{len(ids)} proposals scored ({info['positive_proposals']} beat beta_0 "
-                f"{beta0:.6g}{prior}), selected {shown}{more}")
-        return RoundOutcome(False, new, added=len(picks), objective=objective, score=best,
-                            info=info, note=note)
+        info = {
+            "proposals": int(len(ids)),
+            "misclassified_events": prop.misclassified_events,
+            "misclassified_weight": prop.misclassified,
+            "beta_0": beta0,
+            "positive_proposals": int(np.count_nonzero(beta > 0)),
+            "rescored": rescored,
+            "inclusion_probability": inclusion,
+            "log_prior_odds": odds(len(active)),
+            "selected": picks,
+            "loss": new_loss,
+            "log_likelihood": -self.weight * new_loss,
+            "optmap_solver": report["solver"],
+            "optmap_evaluations": int(report["evaluations"]),
+            "optmap_converged": bool(report["converged"]),
+        }
+        return RoundOutcome(
+            False,
+            new,
+            added=len(picks),
+            objective=objective,
+            score=best,
+            info=info,
+            note=_round_note(info, beta0, inclusion),
+        )
 
-    def select(self, weights: Weights, ids: np.ndarray, beta: np.ndarray, mu: np.ndarray,
-               limit: int, odds: Callable[[int], float]) -> tuple[list[dict], int]:
+    def select(
+        self,
+        weights: Weights,
+        ids: np.ndarray,
+        beta: np.ndarray,
+        mu: np.ndarray,
+        limit: int,
+        odds: Callable[[int], float],
+    ) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
@@ -254,8 +309,9 @@ class BayesFactor:
         signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]
         if cfg.bayes.signature_bits and limit > 1:
             sig_row = np.cumsum(live) - 1
-            signatures = self.ctx.backend.run(EventSignatureTask(
-                self.space, ids[live], cfg.bayes.signature_bits)).bits
+            signatures = self.ctx.backend.run(
+                EventSignatureTask(self.space, ids[live], cfg.bayes.signature_bits)
+            ).bits
         picks: list[dict] = []
         model, rescored = weights, 0
         fresh = np.flatnonzero(live)  # scored against ``model`` as it is now
@@ -291,21 +347,44 @@ class BayesFactor:
             live[fresh] = s > 0  # no longer beats beta_0 given the picks: out of this round
 
 
-def _stop(weights: Weights, loss: float, best: float, why: str, beta0: float,
-          stopped_by_rule: bool = False) -> RoundOutcome:
-    return RoundOutcome(True, weights, objective=float("nan"), score=best,
-                        info={"stopped": why, "stopped_by_rule": stopped_by_rule,
-                              "final_beta_0": beta0, "final_loss": loss},
-                        note=f"stopped: {why}")
+def _stop(
+    weights: Weights,
+    loss: float,
+    best: float,
+    why: str,
+    beta0: float,
+    stopped_by_rule: bool = False,
+) -> RoundOutcome:
+    return RoundOutcome(
+        True,
+        weights,
+        objective=float("nan"),
+        score=best,
+        info={
+            "stopped": why,
+            "stopped_by_rule": stopped_by_rule,
+            "final_beta_0": beta0,
+            "final_loss": loss,
+        },
+        note=f"stopped: {why}",
+    )
 
 
 def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     """Run Bayes-factor selection through the shared round loop; report it."""
     cfg = ctx.config
     method = BayesFactor(ctx)
-    log.info("bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, %s model prior, up to %d "
-             "per round (rescoring %d), fits by %s", method.sigma2, method.l2, method.sign,
-             cfg.bayes.model_prior, cfg.bayes.per_round, cfg.bayes.rescore, cfg.selection.gain_method)
+    log.info(
+        "bayes-factor: sigma^2 %g (OptMAP gamma2 %.4g), sign %s, %s model prior, up to %d "
+        "per round (rescoring %d), fits by %s",
+        method.sigma2,
+        method.l2,
+        method.sign,
+        cfg.bayes.model_prior,
+        cfg.bayes.per_round,
+        cfg.bayes.rescore,
+        cfg.selection.gain_method,
+    )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
     weights = state.weights
@@ -314,20 +393,38 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     theta = weights.values
     selected = [p for r in state.trace for p in r["selected"]]
     report = {
-        "objective": loss + 0.5 * method.l2 * float(theta @ theta), "loss": loss,
-        "train_accuracy": lg.correct / lg.weight, "prior_variance": method.sigma2,
-        "l2": method.l2, "bf_sign": method.sign, "bf_model_prior": cfg.bayes.model_prior,
+        "objective": loss + 0.5 * method.l2 * float(theta @ theta),
+        "loss": loss,
+        "train_accuracy": lg.correct / lg.weight,
+        "prior_variance": method.sigma2,
+        "l2": method.l2,
+        "bf_sign": method.sign,
+        "bf_model_prior": cfg.bayes.model_prior,
         "bf_per_round": cfg.bayes.per_round,
-        "bf_rescore": cfg.bayes.rescore, "active_features": int(len(weights.values)),
+        "bf_rescore": cfg.bayes.rescore,
+        "active_features": int(len(weights.values)),
         "selected": [p["feature"] for p in selected],
         "selected_names": [p["feature_name"] for p in selected],
         "rounds_run": state.round,
         "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "stopped_by_rule": bool(state.done and state.info.get("stopped_by_rule", False)),
         "proposals_scored": int(sum(r["proposals"] for r in state.trace)),
-        "selection_passes": state.passes, "selection_elapsed_s": state.elapsed_s,
+        "selection_passes": state.passes,
+        "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
     return FitResult(weights.sparse(), report)
 
 
+def _round_note(info: dict, beta0: float, inclusion: float | None) -> str:
+    """A round's progress-line note: proposals, how many beat beta_0, the picks."""
+    picks = info["selected"]
+    shown = ", ".join(
+        f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}" for p in picks[:_NOTE_FEATURES]
+    )
+    more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
+    prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
+    return (
+        f"{info['proposals']} proposals scored ({info['positive_proposals']} beat beta_0 "
+        f"{beta0:.6g}{prior}), selected {shown}{more}"
+    )

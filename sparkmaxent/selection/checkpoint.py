@@ -11,6 +11,7 @@ content fingerprints of the dataset's events and vocabulary
 without them resumes with a warning). The resumed run takes the same steps
 from the same weights as an uninterrupted one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,8 +43,17 @@ RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots")
 _STATE_ARRAY = "state_"
 # The only weights_file a state.json may name: a file in the checkpoint directory.
 _WEIGHTS_FILE = re.compile(r"round-[0-9]{5,}\.npz")
-_STATE_KEYS = ("digest", "method", "round", "passes", "elapsed_s", "done", "weights_file",
-               "info", "trace")
+_STATE_KEYS = (
+    "digest",
+    "method",
+    "round",
+    "passes",
+    "elapsed_s",
+    "done",
+    "weights_file",
+    "info",
+    "trace",
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +61,11 @@ log = logging.getLogger(__name__)
 def run_digest(config: TrainConfig, space: Space) -> str:
     """Hash of everything that decides a run's path: the training
     configuration (less RUN_CONTROL_KEYS) and the candidate space."""
-    blob = json.dumps({"train": config_digest(config, RUN_CONTROL_KEYS),
-                       "space": dataclasses.asdict(space)}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {"train": config_digest(config, RUN_CONTROL_KEYS), "space": dataclasses.asdict(space)},
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -63,9 +76,11 @@ def data_fingerprint(backend) -> dict | None:
     info = getattr(backend, "info", None)
     if info is None:
         return None
-    return {"dataset": getattr(backend, "dataset_dir", None),
-            "events": dict(getattr(info, "events_fingerprint", None) or {}),
-            "vocabulary": dict(getattr(info, "vocabulary_fingerprint", None) or {})}
+    return {
+        "dataset": getattr(backend, "dataset_dir", None),
+        "events": dict(getattr(info, "events_fingerprint", None) or {}),
+        "vocabulary": dict(getattr(info, "vocabulary_fingerprint", None) or {}),
+    }
 
 
 def checkpoint_dir(output_dir: str) -> str:
@@ -102,9 +117,18 @@ class Checkpoint:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stub: **kwds vs allow_pickle
         os.replace(tmp, os.path.join(self.directory, name))
-        doc = {"format_version": CHECKPOINT_VERSION, "digest": self.digest, "method": method,
-               "round": state.round, "passes": state.passes, "elapsed_s": state.elapsed_s,
-               "done": state.done, "weights_file": name, "info": state.info, "trace": state.trace}
+        doc = {
+            "format_version": CHECKPOINT_VERSION,
+            "digest": self.digest,
+            "method": method,
+            "round": state.round,
+            "passes": state.passes,
+            "elapsed_s": state.elapsed_s,
+            "done": state.done,
+            "weights_file": name,
+            "info": state.info,
+            "trace": state.trace,
+        }
         if self.data is not None:
             doc["data"] = self.data
         write_json(self.state_path, doc)
@@ -128,24 +152,39 @@ class Checkpoint:
                 f"{self.state_path}: cannot resume: the checkpoint is of method {doc['method']!r} "
                 f"with configuration hash {doc['digest']}, this run is {method!r} with hash "
                 f"{self.digest} (same train.* settings and data needed; "
-                f"{', '.join(RUN_CONTROL_KEYS)} may differ)")
+                f"{', '.join(RUN_CONTROL_KEYS)} may differ)"
+            )
         weights_path = self._weights_path(doc["weights_file"])
         try:
             with np.load(weights_path) as z:
                 bias = z["bias"].copy() if "bias" in z.files else None
                 ids = z["ids"].astype(np.int64)
                 weights = Weights(ids, z["values"].astype(np.float64), bias)
-                arrays = {k[len(_STATE_ARRAY):]: z[k].copy() for k in z.files
-                          if k.startswith(_STATE_ARRAY)}
+                arrays = {
+                    k[len(_STATE_ARRAY) :]: z[k].copy()
+                    for k in z.files
+                    if k.startswith(_STATE_ARRAY)
+                }
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
-            raise InputError(f"{weights_path}: cannot read the checkpoint's weights "
-                             f"(named by {self.state_path}): {type(e).__name__}: {e}") from None
+            raise InputError(
+                f"{weights_path}: cannot read the checkpoint's weights "
+                f"(named by {self.state_path}): {type(e).__name__}: {e}"
+            ) from None
         if len(ids) != len(weights.values):
-            raise InputError(f"{weights_path}: expected as many ids as values, got "
-                             f"{len(ids)} ids and {len(weights.values)} values")
-        return LoopState(round=doc["round"], weights=weights, passes=doc["passes"],
-                         elapsed_s=doc["elapsed_s"], trace=doc["trace"], done=doc["done"],
-                         info=doc["info"], arrays=arrays)
+            raise InputError(
+                f"{weights_path}: expected as many ids as values, got "
+                f"{len(ids)} ids and {len(weights.values)} values"
+            )
+        return LoopState(
+            round=doc["round"],
+            weights=weights,
+            passes=doc["passes"],
+            elapsed_s=doc["elapsed_s"],
+            trace=doc["trace"],
+            done=doc["done"],
+            info=doc["info"],
+            arrays=arrays,
+        )
 
     def _read_state(self) -> dict:
         """state.json, checked to be a checkpoint of this format."""
@@ -153,26 +192,33 @@ class Checkpoint:
             with open(self.state_path) as f:
                 doc = json.load(f)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(f"{self.state_path}: expected the JSON of a checkpoint, got "
-                             f"unreadable or truncated content ({e}); remove the checkpoint "
-                             "directory to start over") from None
+            raise InputError(
+                f"{self.state_path}: expected the JSON of a checkpoint, got "
+                f"unreadable or truncated content ({e}); remove the checkpoint "
+                "directory to start over"
+            ) from None
         if not isinstance(doc, dict):
-            raise InputError(f"{self.state_path}: expected a JSON object, got "
-                             f"{type(doc).__name__}")
+            raise InputError(f"{self.state_path}: expected a JSON object, got {type(doc).__name__}")
         if doc.get("format_version") != CHECKPOINT_VERSION:
-            raise InputError(f"{self.state_path}: expected checkpoint format_version "
-                             f"{CHECKPOINT_VERSION}, got {doc.get('format_version')}")
+            raise InputError(
+                f"{self.state_path}: expected checkpoint format_version "
+                f"{CHECKPOINT_VERSION}, got {doc.get('format_version')}"
+            )
         missing = [k for k in _STATE_KEYS if k not in doc]
         if missing:
-            raise InputError(f"{self.state_path}: expected checkpoint keys {list(_STATE_KEYS)}, "
-                             f"missing {missing}")
+            raise InputError(
+                f"{self.state_path}: expected checkpoint keys {list(_STATE_KEYS)}, "
+                f"missing {missing}"
+            )
         return doc
 
     def _weights_path(self, name) -> str:
         """``<directory>/<name>`` for a plain round-NNNNN.npz name only."""
         if not isinstance(name, str) or not _WEIGHTS_FILE.fullmatch(name):
-            raise InputError(f"{self.state_path}: expected weights_file to be a file name "
-                             f"round-NNNNN.npz in {self.directory}, got {name!r}")
+            raise InputError(
+                f"{self.state_path}: expected weights_file to be a file name "
+                f"round-NNNNN.npz in {self.directory}, got {name!r}"
+            )
         return os.path.join(self.directory, name)
 
     def _check_data(self, saved: dict | None) -> None:
@@ -182,29 +228,45 @@ class Checkpoint:
         if current is None:  # in-memory blocks: no dataset to compare
             return
         if not isinstance(saved, dict):
-            log.warning("%s: the checkpoint records no training data fingerprint (older "
-                        "version or in-memory data): resuming without checking that this "
-                        "run's training data is the checkpoint's", self.state_path)
+            log.warning(
+                "%s: the checkpoint records no training data fingerprint (older "
+                "version or in-memory data): resuming without checking that this "
+                "run's training data is the checkpoint's",
+                self.state_path,
+            )
             return
-        where = {"saved": f" from {saved['dataset']}" if saved.get("dataset") else "",
-                 "current": f" {current['dataset']}" if current.get("dataset") else ""}
+        where = {
+            "saved": f" from {saved['dataset']}" if saved.get("dataset") else "",
+            "current": f" {current['dataset']}" if current.get("dataset") else "",
+        }
         differences, unknown = [], []
         for kind, what in (("events", "data"), ("vocabulary", "vocabulary")):
             a, b = saved.get(kind) or {}, current.get(kind) or {}
-            if not a or not b or a.get("scheme") != b.get("scheme") or "id" not in a \
-                    or "id" not in b:
+            if (
+                not a
+                or not b
+                or a.get("scheme") != b.get("scheme")
+                or "id" not in a
+                or "id" not in b
+            ):
                 unknown.append(kind)
             elif a["id"] != b["id"]:
                 differences.append(
                     f"the checkpoint was made on {what} {describe_fingerprint(a, kind)}"
                     f"{where['saved']}, this run's training data (--train){where['current']} "
-                    f"has {what} {describe_fingerprint(b, kind)}")
+                    f"has {what} {describe_fingerprint(b, kind)}"
+                )
         if differences:
-            raise InputError(f"{self.state_path}: cannot resume on other training data: "
-                             + "; ".join(differences)
-                             + " (resume with the same --train, or start over without --resume)")
+            raise InputError(
+                f"{self.state_path}: cannot resume on other training data: "
+                + "; ".join(differences)
+                + " (resume with the same --train, or start over without --resume)"
+            )
         if unknown:
-            log.warning("%s: no %s fingerprint to compare (the checkpoint or the dataset "
-                        "predates them; prepare the data again to get them): resuming without "
-                        "checking that this run's training data is the checkpoint's",
-                        self.state_path, " or ".join(unknown))
+            log.warning(
+                "%s: no %s fingerprint to compare (the checkpoint or the dataset "
+                "predates them; prepare the data again to get them): resuming without "
+                "checking that this run's training data is the checkpoint's",
+                self.state_path,
+                " or ".join(unknown),
+            )

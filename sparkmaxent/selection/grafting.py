@@ -15,6 +15,7 @@ is then the KKT certificate over all candidates (``problem.kkt``). Above
 Inexact rounds, the round solvers and the block-wise test are explained in
 docs/methods/grafting.md.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -60,8 +61,9 @@ def variant(name: str, cfg: TrainConfig) -> Variant:
     raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
 
 
-def select_candidates(full_grad: np.ndarray, active: np.ndarray, threshold: float,
-                      n_best: int) -> tuple[np.ndarray, float]:
+def select_candidates(
+    full_grad: np.ndarray, active: np.ndarray, threshold: float, n_best: int
+) -> tuple[np.ndarray, float]:
     """The gradient test: inactive features with |dC/dw_j| > threshold, the
     ``n_best`` largest first (ties: the smaller id first, also at the cut).
 
@@ -121,11 +123,18 @@ class Grafting:
         # the certificate's own bound (Penalty.test_bound, Penalty.solver_tol)
         self.test_bound = self.penalty.test_bound(cfg.grafting.kkt_tol)
         # features per block of the block-wise test; None: the dense test
-        self.block_size = (cfg.grafting.test_block_size if ctx.backend.space.n_features > cfg.grafting.dense_test_max
-                           else None)
-        self.options = SolverOptions(tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
-                                     max_iter=cfg.max_iter, memory=cfg.memory, ftol=cfg.ftol,
-                                     full_gradient=self.block_size is None)
+        self.block_size = (
+            cfg.grafting.test_block_size
+            if ctx.backend.space.n_features > cfg.grafting.dense_test_max
+            else None
+        )
+        self.options = SolverOptions(
+            tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
+            max_iter=cfg.max_iter,
+            memory=cfg.memory,
+            ftol=cfg.ftol,
+            full_gradient=self.block_size is None,
+        )
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
         self.evaluations = 0
@@ -145,28 +154,43 @@ class Grafting:
         if self.block_size is None:
             test = self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
         else:
-            value, summary = obj.gradient_summary(theta, self.test_bound, self.ctx.config.grafting.n_best,
-                                                  self.block_size)
+            value, summary = obj.gradient_summary(
+                theta, self.test_bound, self.ctx.config.grafting.n_best, self.block_size
+            )
             lg = summary.lg
             assert lg is not None, "gradient_summary() returns a finished summary"
             # test_bound = threshold (1 + kkt_tol) is the certificate's bound
             # too, so the summary's count over it is the certificate's count
-            kkt = kkt_from_parts(summary.active_grad, weights, summary.max_inactive,
-                                 summary.n_over, summary.n_features, _grad_bias(lg),
-                                 self.penalty, self.ctx.config.grafting.kkt_tol)
-            test = GradientTest(value, lg, summary.top_ids, summary.top_grad,
-                                summary.max_inactive, kkt)
+            kkt = kkt_from_parts(
+                summary.active_grad,
+                weights,
+                summary.max_inactive,
+                summary.n_over,
+                summary.n_features,
+                _grad_bias(lg),
+                self.penalty,
+                self.ctx.config.grafting.kkt_tol,
+            )
+            test = GradientTest(
+                value, lg, summary.top_ids, summary.top_grad, summary.max_inactive, kkt
+            )
         self._known = (weights, test)
         return test
 
     def _dense_test(self, weights: Weights, ev: Evaluation) -> GradientTest:
         """The test from an evaluation that carries the full gradient."""
         assert ev.full_grad is not None, "callers pass an evaluation with the full gradient"
-        new, best = select_candidates(ev.full_grad, weights.active_ids(), self.test_bound,
-                                      self.ctx.config.grafting.n_best)
+        new, best = select_candidates(
+            ev.full_grad, weights.active_ids(), self.test_bound, self.ctx.config.grafting.n_best
+        )
         # the bias gradient from the raw sums (ev.grad may span pruned ids too)
-        kkt = kkt_certificate(ev.full_grad, weights, _grad_bias(ev.lossgrad), self.penalty,
-                              self.ctx.config.grafting.kkt_tol)
+        kkt = kkt_certificate(
+            ev.full_grad,
+            weights,
+            _grad_bias(ev.lossgrad),
+            self.penalty,
+            self.ctx.config.grafting.kkt_tol,
+        )
         return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
     def _certificate(self, weights: Weights) -> dict:
@@ -197,8 +221,13 @@ class Grafting:
         last = state.trace[-1] if state.trace else {}
         if test.kkt["passed"] or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
-            return RoundOutcome(True, weights, objective=self.penalized(test.value, weights),
-                                score=test.best, info={"kkt": test.kkt})
+            return RoundOutcome(
+                True,
+                weights,
+                objective=self.penalized(test.value, weights),
+                score=test.best,
+                info={"kkt": test.kkt},
+            )
         # no candidate passes, but the active set was solved only to a
         # round's tolerance: finish it to the final one (no features added)
         return self._optimize(weights, test, self.options.tol)
@@ -219,9 +248,14 @@ class Grafting:
         box = penalty.box(signs, space.n_bias)
         obj = self.objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
-        solver = choose_solver(self.ctx.config.selection.solver, len(theta0), self.ctx.config.selection.newton_max_active)
-        options = dataclasses.replace(self.options, tol=tol,
-                                      ray_first_at_start=len(new) >= RAY_FIRST_MIN_ADDED)
+        solver = choose_solver(
+            self.ctx.config.selection.solver,
+            len(theta0),
+            self.ctx.config.selection.newton_max_active,
+        )
+        options = dataclasses.replace(
+            self.options, tol=tol, ray_first_at_start=len(new) >= RAY_FIRST_MIN_ADDED
+        )
         res = SOLVERS[solver](obj, theta0, box, options, None)
         self.evaluations += res.evaluations
         self.iterations += res.iterations
@@ -237,17 +271,37 @@ class Grafting:
         if len(new) and _same(out, weights):
             # every new weight stayed at 0: the solver could not move it, and
             # the same test would pick it again. Stop instead of cycling.
-            log.warning("%s: round added %d features and pruned them all without changing the "
-                        "weights (solver tolerance %.3g too loose for the test?); stopping",
-                        spec.name, len(new), tol)
-            return RoundOutcome(True, weights, objective=res.value, score=test.best,
-                                info={"kkt": self._certificate(weights)})
-        return RoundOutcome(False, out, added=len(new), removed=int(n - keep.sum()),
-                            objective=res.value, score=test.best,
-                            note="" if len(new) else "finished to the final tolerance",
-                            info={"solver": solver, "iterations": res.iterations,
-                                  "evaluations": res.evaluations, "tol": tol,
-                                  "violation": res.violation, "converged": res.converged})
+            log.warning(
+                "%s: round added %d features and pruned them all without changing the "
+                "weights (solver tolerance %.3g too loose for the test?); stopping",
+                spec.name,
+                len(new),
+                tol,
+            )
+            return RoundOutcome(
+                True,
+                weights,
+                objective=res.value,
+                score=test.best,
+                info={"kkt": self._certificate(weights)},
+            )
+        return RoundOutcome(
+            False,
+            out,
+            added=len(new),
+            removed=int(n - keep.sum()),
+            objective=res.value,
+            score=test.best,
+            note="" if len(new) else "finished to the final tolerance",
+            info={
+                "solver": solver,
+                "iterations": res.iterations,
+                "evaluations": res.evaluations,
+                "tol": tol,
+                "violation": res.violation,
+                "converged": res.converged,
+            },
+        )
 
 
 def _grad_bias(lg: LossGrad) -> np.ndarray | None:
@@ -255,9 +309,12 @@ def _grad_bias(lg: LossGrad) -> np.ndarray | None:
 
 
 def _same(a: Weights, b: Weights) -> bool:
-    return (np.array_equal(a.active_ids(), b.active_ids()) and np.array_equal(a.values, b.values)
-            and (a.bias is None) == (b.bias is None)
-            and (a.bias is None or b.bias is not None and np.array_equal(a.bias, b.bias)))
+    return (
+        np.array_equal(a.active_ids(), b.active_ids())
+        and np.array_equal(a.values, b.values)
+        and (a.bias is None) == (b.bias is None)
+        and (a.bias is None or b.bias is not None and np.array_equal(a.bias, b.bias))
+    )
 
 
 def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
@@ -266,12 +323,27 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
     penalty = spec.penalty
     method = Grafting(ctx, spec)
     space = ctx.backend.space
-    test_path = ({"path": "dense"} if method.block_size is None else
-                 {"path": "block-wise", "block_size": method.block_size,
-                  "blocks": -(-space.n_features // method.block_size)})
-    log.info("%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
-             "over %d candidates", name, penalty.l1, penalty.l2, penalty.bound, ctx.config.grafting.n_best,
-             ctx.config.selection.solver, test_path["path"], space.n_features)
+    test_path = (
+        {"path": "dense"}
+        if method.block_size is None
+        else {
+            "path": "block-wise",
+            "block_size": method.block_size,
+            "blocks": -(-space.n_features // method.block_size),
+        }
+    )
+    log.info(
+        "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
+        "over %d candidates",
+        name,
+        penalty.l1,
+        penalty.l2,
+        penalty.bound,
+        ctx.config.grafting.n_best,
+        ctx.config.selection.solver,
+        test_path["path"],
+        space.n_features,
+    )
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
     weights = state.weights
     # stopped by a cap: certify what there is (one more pass)
@@ -279,21 +351,37 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
     test = method.gradient_test(weights)  # known by now: no pass
     lg = test.lossgrad
     if not cert["passed"]:
-        log.warning("%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
-                    "max active violation %.3g (tol %.3g)", name, cert["max_zero_gradient"],
-                    cert["bound"], cert["max_active_violation"], cert["tol"])
+        log.warning(
+            "%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
+            "max active violation %.3g (tol %.3g)",
+            name,
+            cert["max_zero_gradient"],
+            cert["bound"],
+            cert["max_active_violation"],
+            cert["tol"],
+        )
     report = {
-        "objective": method.penalized(test.value, weights), "l1": penalty.l1, "l2": penalty.l2,
-        "threshold": penalty.bound, "n_best": ctx.config.grafting.n_best,
+        "objective": method.penalized(test.value, weights),
+        "l1": penalty.l1,
+        "l2": penalty.l2,
+        "threshold": penalty.bound,
+        "n_best": ctx.config.grafting.n_best,
         "active_features": int(len(weights.values)),
-        "loss": lg.loss / lg.weight, "train_accuracy": lg.correct / lg.weight,
-        "rounds_run": state.round, "stopped": "no candidate passes the test" if state.done
+        "loss": lg.loss / lg.weight,
+        "train_accuracy": lg.correct / lg.weight,
+        "rounds_run": state.round,
+        "stopped": "no candidate passes the test"
+        if state.done
         else limit_reached(ctx.config, state),
-        "converged": bool(state.done and cert["passed"]), "kkt": cert,
-        "iterations": method.iterations, "evaluations": method.evaluations,
-        "solvers": method.solver_use, "gradient_test": test_path,
+        "converged": bool(state.done and cert["passed"]),
+        "kkt": cert,
+        "iterations": method.iterations,
+        "evaluations": method.evaluations,
+        "solvers": method.solver_use,
+        "gradient_test": test_path,
         "selection_passes": state.passes,
-        "selection_elapsed_s": state.elapsed_s, "rounds": state.trace,
+        "selection_elapsed_s": state.elapsed_s,
+        "rounds": state.trace,
     }
     return FitResult(weights.sparse(), report)
 

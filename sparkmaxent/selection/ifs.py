@@ -17,6 +17,7 @@ does.
 
 Details (initial gains, ties, departures from Figure 2): docs/methods/ifs-sgc.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,10 +28,10 @@ from scipy.special import softmax
 
 from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
-from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..problem.objective import checked_pass
+from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import fit_smooth
 from .checkpoint import has_checkpoint
@@ -38,7 +39,6 @@ from .loop import TIE_RTOL, add_feature, best_of, limit_reached, run_rounds
 from .reporting import FeatureNamer
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,23 @@ class Incremental:
     # -- gains --------------------------------------------------------------
 
     def fit(self, weights: Weights, ids: np.ndarray) -> GainFit:
-        fit = fit_gains(self.ctx.backend, weights, ids, self.ctx.scaling,
-                        method=self.ctx.config.selection.gain_method)
+        fit = fit_gains(
+            self.ctx.backend,
+            weights,
+            ids,
+            self.ctx.scaling,
+            method=self.ctx.config.selection.gain_method,
+        )
         self.gain_evaluations += len(ids)
         return fit
 
     def initial_loss(self, weights: Weights) -> float:
-        lg = checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
-                                                            np.zeros(0, dtype=np.int64))),
-                          "loss pass")
+        lg = checked_pass(
+            self.ctx.backend.run(
+                LossGradTask(self.space, weights, self.ctx.scaling, np.zeros(0, dtype=np.int64))
+            ),
+            "loss pass",
+        )
         return lg.loss / lg.weight
 
     def _sgc_initial(self, weights: Weights) -> dict:
@@ -98,19 +106,27 @@ class Incremental:
         gain, alpha = np.full(n, -np.inf), np.zeros(n)
         at = np.zeros(n, dtype=np.int64)  # stage at which gain[j] was computed
         ids = self.candidates
-        closed = (self.space.shape == MULTICLASS and self.ctx.scaling is None
-                  and len(weights.values) == 0)
+        closed = (
+            self.space.shape == MULTICLASS and self.ctx.scaling is None and len(weights.values) == 0
+        )
         if closed:
             m = self.ctx.backend.run(MomentsTask())
             # binary predicates: sum c (x - 1)^2 over firing entries is 0
-            closed = bool(np.all(np.abs(m.total_sq - 2 * m.total + m.count)
-                                 <= 1e-9 * np.maximum(m.count, 1.0)))
+            closed = bool(
+                np.all(
+                    np.abs(m.total_sq - 2 * m.total + m.count) <= 1e-9 * np.maximum(m.count, 1.0)
+                )
+            )
             if closed:
                 probs = None if weights.bias is None else softmax(weights.bias)
                 u = uniform_initial_gains(self.counts, m.weight, self.space.n_labels, probs)
                 gain[ids], alpha[ids] = u.gain[ids], u.alpha[ids]
-                log.info("%s: initial gains of %d candidates in closed form (%s model)",
-                         self.spec.name, len(ids), "uniform" if probs is None else "bias-only")
+                log.info(
+                    "%s: initial gains of %d candidates in closed form (%s model)",
+                    self.spec.name,
+                    len(ids),
+                    "uniform" if probs is None else "bias-only",
+                )
         if not closed:
             fit = self.fit(weights, ids)
             gain[ids], alpha[ids] = fit.gain, fit.alpha
@@ -126,15 +142,20 @@ class Incremental:
         weights = Weights.zeros(self.space)
         if weights.bias is None:
             return weights
-        lg = checked_pass(self.ctx.backend.run(LossGradTask(self.space, weights, self.ctx.scaling,
-                                                            np.zeros(0, dtype=np.int64))),
-                          "bias pass")
+        lg = checked_pass(
+            self.ctx.backend.run(
+                LossGradTask(self.space, weights, self.ctx.scaling, np.zeros(0, dtype=np.int64))
+            ),
+            "bias pass",
+        )
         assert lg.grad_bias is not None, "a space with a bias has bias gradients"
         # at b = 0: dL/db_k = sum_i c_i (1/K - [y_i = k]) = W / K - W_k
         label_weight = lg.weight / self.space.n_labels - lg.grad_bias
         if np.any(label_weight <= 0):
-            raise InputError(f"expected every label to occur in training, got label weights "
-                             f"{label_weight.tolist()}")
+            raise InputError(
+                f"expected every label to occur in training, got label weights "
+                f"{label_weight.tolist()}"
+            )
         return Weights(weights.ids, weights.values, np.log(label_weight / lg.weight))
 
     def round(self, state: LoopState) -> RoundOutcome:
@@ -142,14 +163,14 @@ class Incremental:
         weights = state.weights
         stage = state.round + 1
         evals0, passes0 = self.gain_evaluations, self.ctx.backend.passes
-        objective = (state.trace[-1]["objective"] if state.trace
-                     else self.initial_loss(weights))
+        objective = state.trace[-1]["objective"] if state.trace else self.initial_loss(weights)
         selected = weights.active_ids()
         if cfg.selection.max_features and len(selected) >= cfg.selection.max_features:
-            return _stop(weights, objective, float("nan"), f"max_features = {cfg.selection.max_features}")
+            return _stop(
+                weights, objective, float("nan"), f"max_features = {cfg.selection.max_features}"
+            )
         if self.spec.selective:
-            arrays = (dict(state.arrays) if "gain" in state.arrays
-                      else self._sgc_initial(weights))
+            arrays = dict(state.arrays) if "gain" in state.arrays else self._sgc_initial(weights)
             arrays = {k: v.copy() for k, v in arrays.items()}
             j, g, a, batches = self._sgc_select(arrays, weights, stage)
         else:
@@ -163,8 +184,12 @@ class Incremental:
         if j < 0:
             return _stop(weights, objective, float("nan"), "no candidate left")
         if not g > cfg.ifs.gain_threshold:
-            return _stop(weights, objective, g,
-                         f"best gain {g:.4g} <= gain_threshold {cfg.ifs.gain_threshold:g}")
+            return _stop(
+                weights,
+                objective,
+                g,
+                f"best gain {g:.4g} <= gain_threshold {cfg.ifs.gain_threshold:g}",
+            )
         new = add_feature(weights, j, a)
         objective = objective - g  # G is exact at alpha: L(S + f) = L(S) - G
         reestimated = False
@@ -178,13 +203,22 @@ class Incremental:
                 self._refresh(arrays, new, stage + 1, self.spec.lookahead)
         evals = self.gain_evaluations - evals0
         name = self.namer(j)
-        info = {"feature": j, "feature_name": name, "gain": g, "alpha": a,
-                "gain_evaluations": evals, "stage_passes": self.ctx.backend.passes - passes0,
-                "batches": batches, "reestimated": reestimated}
-        note = (f"selected {name} gain {g:.6g} alpha {a:.4g}, {evals} gain evaluations"
-                + (", re-estimated" if reestimated else ""))
-        return RoundOutcome(False, new, added=1, objective=objective, score=g, info=info,
-                            arrays=arrays, note=note)
+        info = {
+            "feature": j,
+            "feature_name": name,
+            "gain": g,
+            "alpha": a,
+            "gain_evaluations": evals,
+            "stage_passes": self.ctx.backend.passes - passes0,
+            "batches": batches,
+            "reestimated": reestimated,
+        }
+        note = f"selected {name} gain {g:.6g} alpha {a:.4g}, {evals} gain evaluations" + (
+            ", re-estimated" if reestimated else ""
+        )
+        return RoundOutcome(
+            False, new, added=1, objective=objective, score=g, info=info, arrays=arrays, note=note
+        )
 
     def _refresh(self, arrays: dict, weights: Weights, stage: int, count: int) -> int:
         """Recompute the gains of the ``count`` best stale candidates under
@@ -200,8 +234,9 @@ class Incremental:
         gain[ids], arrays["alpha"][ids], at[ids] = fit.gain, fit.alpha, stage
         return len(ids)
 
-    def _sgc_select(self, arrays: dict, weights: Weights, stage: int
-                    ) -> tuple[int, float, float, int]:
+    def _sgc_select(
+        self, arrays: dict, weights: Weights, stage: int
+    ) -> tuple[int, float, float, int]:
         """Zhou et al. Figure 2 with batches: recompute the best stale gains
         until the best fresh gain is at least every stale gain left.
         Returns (feature, gain, alpha, batches); feature -1 if none is left."""
@@ -229,24 +264,39 @@ class Incremental:
         theta = res.weights.to_dense(self.space)
         # a weight the fit sets to exactly 0 stays selected (at 0)
         out = Weights(ids.copy(), theta[ids], res.weights.bias)
-        log.info("%s: re-estimated %d weights: loss %.10g (%d evaluations)", self.spec.name,
-                 len(ids), res.report["loss"], res.report["evaluations"])
+        log.info(
+            "%s: re-estimated %d weights: loss %.10g (%d evaluations)",
+            self.spec.name,
+            len(ids),
+            res.report["loss"],
+            res.report["evaluations"],
+        )
         return out, float(res.report["loss"])
 
 
 def _stop(weights: Weights, objective: float, best: float, why: str) -> RoundOutcome:
-    return RoundOutcome(True, weights, objective=objective, score=best, info={"stopped": why},
-                        note=f"stopped: {why}")
+    return RoundOutcome(
+        True,
+        weights,
+        objective=objective,
+        score=best,
+        info={"stopped": why},
+        note=f"stopped: {why}",
+    )
 
 
 def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     """Run IFS or SGC through the shared round loop; report the selection."""
     method = Incremental(ctx, spec)
     cfg = ctx.config
-    log.info("%s: max_features %d, gain_threshold %g%s, gains by %s", spec.name,
-             cfg.selection.max_features, cfg.ifs.gain_threshold,
-             f", batch {cfg.ifs.batch}, lookahead {spec.lookahead}" if spec.selective else "",
-             cfg.selection.gain_method)
+    log.info(
+        "%s: max_features %d, gain_threshold %g%s, gains by %s",
+        spec.name,
+        cfg.selection.max_features,
+        cfg.ifs.gain_threshold,
+        f", batch {cfg.ifs.batch}, lookahead {spec.lookahead}" if spec.selective else "",
+        cfg.selection.gain_method,
+    )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start)
     weights = state.weights
@@ -257,15 +307,20 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     trace = state.trace
     evals = [r["gain_evaluations"] for r in trace]
     report = {
-        "objective": objective, "loss": objective, "selected": [r["feature"] for r in trace],
+        "objective": objective,
+        "loss": objective,
+        "selected": [r["feature"] for r in trace],
         "selected_names": [r["feature_name"] for r in trace],
-        "active_features": int(len(weights.values)), "candidates": int(len(method.candidates)),
+        "active_features": int(len(weights.values)),
+        "candidates": int(len(method.candidates)),
         "stages": state.round,
         "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "gain_evaluations": int(sum(evals)),
         "mean_gain_evaluations_per_stage": float(np.mean(evals)) if evals else 0.0,
-        "final_reestimate": final_reestimate, "selection_passes": state.passes,
-        "selection_elapsed_s": state.elapsed_s, "rounds": trace,
+        "final_reestimate": final_reestimate,
+        "selection_passes": state.passes,
+        "selection_elapsed_s": state.elapsed_s,
+        "rounds": trace,
     }
     return FitResult(weights.sparse(), report)
 
@@ -310,9 +365,11 @@ def compare_selections(a: list[dict], b: list[dict], rtol: float = TIE_RTOL) -> 
     return Difference(0, min(len(a), len(b)), [])
 
 
-VARIANTS = {"ifs": lambda cfg: Variant("ifs", False),
-            "sgc": lambda cfg: Variant("sgc", True),
-            "sgc-lookahead": lambda cfg: Variant("sgc-lookahead", True, cfg.ifs.lookahead)}
+VARIANTS = {
+    "ifs": lambda cfg: Variant("ifs", False),
+    "sgc": lambda cfg: Variant("sgc", True),
+    "sgc-lookahead": lambda cfg: Variant("sgc-lookahead", True, cfg.ifs.lookahead),
+}
 
 
 def fit_ifs(ctx: TrainingContext) -> FitResult:

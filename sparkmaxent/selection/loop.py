@@ -7,6 +7,7 @@ progress line and one trace row per round, a checkpoint after every round
 (selection/checkpoint.py) and resuming from it, the run-control caps
 (``max_rounds``, ``max_seconds``), and the plots at the end.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,6 +31,7 @@ class RoundMethod(Protocol):
         """Run one round from ``state`` (not modified)."""
         ...
 
+
 def limit_reached(cfg, state: LoopState) -> str:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
     loop before the method stops by itself; '' while none is reached."""
@@ -40,9 +42,14 @@ def limit_reached(cfg, state: LoopState) -> str:
     return ""
 
 
-def run_rounds(ctx: TrainingContext, method: RoundMethod, name: str, score_name: str = "max_gradient",
-               score_label: str = "candidate |gradient|", start: Weights | None = None
-               ) -> LoopState:
+def run_rounds(
+    ctx: TrainingContext,
+    method: RoundMethod,
+    name: str,
+    score_name: str = "max_gradient",
+    score_label: str = "candidate |gradient|",
+    start: Weights | None = None,
+) -> LoopState:
     """Run ``method`` round after round until it stops or a cap
     (``max_rounds``, ``max_seconds``: ``limit_reached``).
 
@@ -67,9 +74,15 @@ def run_rounds(ctx: TrainingContext, method: RoundMethod, name: str, score_name:
         The final state; ``state.trace`` is the per-round trace.
     """
     cfg = ctx.config
-    checkpoint = (Checkpoint(checkpoint_dir(ctx.output_dir), run_digest(cfg, ctx.backend.space),
-                             data_fingerprint(ctx.backend))
-                  if ctx.output_dir else None)
+    checkpoint = (
+        Checkpoint(
+            checkpoint_dir(ctx.output_dir),
+            run_digest(cfg, ctx.backend.space),
+            data_fingerprint(ctx.backend),
+        )
+        if ctx.output_dir
+        else None
+    )
     state = _start_state(ctx, checkpoint, name, start)
     t0, passes0 = time.perf_counter(), ctx.backend.passes
     base_passes, base_elapsed = state.passes, state.elapsed_s
@@ -85,13 +98,22 @@ def run_rounds(ctx: TrainingContext, method: RoundMethod, name: str, score_name:
             state.done = True
             state.info.update(outcome.info)
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"
-            log.info("round %d: %s%s; %d passes, %.1fs", state.round + 1,
-                     outcome.note or "no candidate passes the test", best, state.passes,
-                     state.elapsed_s)
+            log.info(
+                "round %d: %s%s; %d passes, %.1fs",
+                state.round + 1,
+                outcome.note or "no candidate passes the test",
+                best,
+                state.passes,
+                state.elapsed_s,
+            )
         else:
             # a round's result becomes the state (and checkpoint) only if it is finite
-            check_finite(f"{name} round {state.round + 1}", objective=outcome.objective,
-                         weights=outcome.weights.values, bias=outcome.weights.bias)
+            check_finite(
+                f"{name} round {state.round + 1}",
+                objective=outcome.objective,
+                weights=outcome.weights.values,
+                bias=outcome.weights.bias,
+            )
             _record_round(ctx, state, outcome, score_name, score_label)
         if checkpoint is not None:
             checkpoint.save(state, name)
@@ -105,33 +127,46 @@ def run_rounds(ctx: TrainingContext, method: RoundMethod, name: str, score_name:
     return state
 
 
-def _start_state(ctx: TrainingContext, checkpoint: Checkpoint | None, name: str,
-                 start: Weights | None) -> LoopState:
+def _start_state(
+    ctx: TrainingContext, checkpoint: Checkpoint | None, name: str, start: Weights | None
+) -> LoopState:
     """The checkpointed state when resuming (if there is one), else round 0."""
     if ctx.resume:
         if checkpoint is None:
             raise InputError("resume needs an output directory holding a checkpoint, got none")
         state = checkpoint.load(name)
         if state is not None:
-            log.info("resuming %s after round %d (%d active features, %d passes so far)",
-                     name, state.round, len(state.weights.values), state.passes)
+            log.info(
+                "resuming %s after round %d (%d active features, %d passes so far)",
+                name,
+                state.round,
+                len(state.weights.values),
+                state.passes,
+            )
             return state
         log.info("no checkpoint in %s: starting from round 0", checkpoint.directory)
-    return LoopState(round=0, weights=start if start is not None
-                     else Weights.zeros(ctx.backend.space))
+    return LoopState(
+        round=0, weights=start if start is not None else Weights.zeros(ctx.backend.space)
+    )
 
 
-def _record_round(ctx: TrainingContext, state: LoopState, outcome: RoundOutcome,
-                  score_name: str, score_label: str) -> None:
+def _record_round(
+    ctx: TrainingContext, state: LoopState, outcome: RoundOutcome, score_name: str, score_label: str
+) -> None:
     """Take a round's weights into ``state``, add its trace row (with the
     held-out score, when there is a held-out set) and log its progress line."""
     state.round += 1
     state.weights = outcome.weights
     if outcome.arrays is not None:
         state.arrays = outcome.arrays
-    row = {"round": state.round, "active": int(len(outcome.weights.values)),
-           "added": outcome.added, "removed": outcome.removed,
-           "objective": outcome.objective, score_name: outcome.score}
+    row = {
+        "round": state.round,
+        "active": int(len(outcome.weights.values)),
+        "added": outcome.added,
+        "removed": outcome.removed,
+        "objective": outcome.objective,
+        score_name: outcome.score,
+    }
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:
         stats = evaluate(ctx.heldout, state.weights, ctx.scaling)
@@ -139,9 +174,19 @@ def _record_round(ctx: TrainingContext, state: LoopState, outcome: RoundOutcome,
         held += f", held-out accuracy {stats.accuracy:.4f}"
     row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
     state.trace.append(row)
-    log.info("round %d: %d active (+%d, -%d), objective %.10g, max %s %.4g%s, %d passes, %.1fs",
-             state.round, row["active"], outcome.added, outcome.removed, outcome.objective,
-             score_label, outcome.score, held, state.passes, state.elapsed_s)
+    log.info(
+        "round %d: %d active (+%d, -%d), objective %.10g, max %s %.4g%s, %d passes, %.1fs",
+        state.round,
+        row["active"],
+        outcome.added,
+        outcome.removed,
+        outcome.objective,
+        score_label,
+        outcome.score,
+        held,
+        state.passes,
+        state.elapsed_s,
+    )
 
 
 # ---- helpers the selection methods share -------------------------------------

@@ -1,12 +1,12 @@
 """What a selection run shows a person: feature names for progress lines,
 and PNG plots of the per-round trace."""
+
 from __future__ import annotations
 
 import logging
 import os
 
 import numpy as np
-
 
 from ..kernels import MULTICLASS
 
@@ -55,8 +55,12 @@ class FeatureNamer:
         return f"{pred}|{label}"
 
 
-def write_plots(trace: list[dict], directory: str, score_name: str = "max_gradient",
-                score_label: str = "candidate |gradient|") -> list[str]:
+def write_plots(
+    trace: list[dict],
+    directory: str,
+    score_name: str = "max_gradient",
+    score_label: str = "candidate |gradient|",
+) -> list[str]:
     """PNG plots of a selection trace: objective (and, with a held-out set,
     held-out accuracy) against round and against active-set size. Needs
     matplotlib (the ``plots`` extra); without it, one log line and no plots.
@@ -76,8 +80,7 @@ def write_plots(trace: list[dict], directory: str, score_name: str = "max_gradie
     os.makedirs(directory, exist_ok=True)
     rounds = [r["round"] for r in trace]
     active = [r["active"] for r in trace]
-    panels = [("objective", "objective C(w)", False),
-              (score_name, f"max {score_label}", True)]
+    panels = [("objective", "objective C(w)", False), (score_name, f"max {score_label}", True)]
     if any(r.get("heldout_accuracy") is not None for r in trace):
         panels.append(("heldout_accuracy", "held-out accuracy", False))
     written = []
@@ -85,8 +88,10 @@ def write_plots(trace: list[dict], directory: str, score_name: str = "max_gradie
         fig = Figure(figsize=(10, 4))
         FigureCanvasAgg(fig)
         values = [r.get(key, float("nan")) for r in trace]
-        for ax, x, xlabel in ((fig.add_subplot(1, 2, 1), rounds, "round"),
-                              (fig.add_subplot(1, 2, 2), active, "active features")):
+        for ax, x, xlabel in (
+            (fig.add_subplot(1, 2, 1), rounds, "round"),
+            (fig.add_subplot(1, 2, 2), active, "active features"),
+        ):
             ax.plot(x, values, marker="o", markersize=3)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(label)
@@ -98,5 +103,3 @@ def write_plots(trace: list[dict], directory: str, score_name: str = "max_gradie
         fig.savefig(path, dpi=90)
         written.append(path)
     return written
-
-

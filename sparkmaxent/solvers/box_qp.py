@@ -10,6 +10,7 @@ and coordinate descent on the quadratic model, ``newton.py``) and
 pass per evaluation). ``choose_solver`` resolves ``auto``: Newton while the
 Hessian block is small enough.
 """
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -23,18 +24,30 @@ from .newton import BoxResult, minimize_box_newton, projected_gradient
 from .options import SolverOptions
 
 
-def solve_newton(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,
-                 first: Evaluation | None = None) -> BoxResult:
+def solve_newton(
+    obj: Objective,
+    theta0: np.ndarray,
+    box: BoxProblem,
+    options: SolverOptions,
+    first: Evaluation | None = None,
+) -> BoxResult:
     """Box-constrained Newton, one curvature pass per iteration."""
+
     def evaluate(theta, full, hessian):
         return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
-    return minimize_box_newton(evaluate, theta0, box.lin, box.lower, box.upper, options, first,
-                               ray=obj.ray)
+    return minimize_box_newton(
+        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray
+    )
 
 
-def solve_lbfgsb(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: SolverOptions,
-                 first: Evaluation | None = None) -> BoxResult:
+def solve_lbfgsb(
+    obj: Objective,
+    theta0: np.ndarray,
+    box: BoxProblem,
+    options: SolverOptions,
+    first: Evaluation | None = None,
+) -> BoxResult:
     """scipy's L-BFGS-B on the box problem, one loss+gradient pass per evaluation."""
     last: dict = {}
 
@@ -47,18 +60,35 @@ def solve_lbfgsb(obj: Objective, theta0: np.ndarray, box: BoxProblem, options: S
     res = minimize_lbfgs(fun, theta0, options, bounds=bounds, log_every=0)
     if last and np.array_equal(last["theta"], res.theta):
         grad = last["g"] + box.lin
-        violation = float(np.abs(projected_gradient(grad, res.theta, box.lower, box.upper)).max(initial=0.0))
+        violation = float(
+            np.abs(projected_gradient(grad, res.theta, box.lower, box.upper)).max(initial=0.0)
+        )
         assert obj.last is not None, "fun() evaluated obj"
         ev = Evaluation(last["f"], last["g"], None, None, obj.last)
     else:  # scipy returned an earlier point than the last evaluated
         violation, ev = float("nan"), None
-    return BoxResult(res.theta, res.objective, violation, ev, res.iterations, res.evaluations,
-                     res.converged, res.message, res.trace)
+    return BoxResult(
+        res.theta,
+        res.objective,
+        violation,
+        ev,
+        res.iterations,
+        res.evaluations,
+        res.converged,
+        res.message,
+        res.trace,
+    )
 
 
 class Solver(Protocol):
-    def __call__(self, obj: Objective, theta0: np.ndarray, box: BoxProblem,
-                 options: SolverOptions, first: Evaluation | None = None) -> BoxResult: ...
+    def __call__(
+        self,
+        obj: Objective,
+        theta0: np.ndarray,
+        box: BoxProblem,
+        options: SolverOptions,
+        first: Evaluation | None = None,
+    ) -> BoxResult: ...
 
 
 SOLVERS: dict[str, Solver] = {"newton": solve_newton, "lbfgs-b": solve_lbfgsb}

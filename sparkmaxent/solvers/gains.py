@@ -14,11 +14,13 @@ et al. 2003, section 3). The solvers take any backend with ``space`` and
 ``run(task)`` (backends/base.py) and import no backend. Details:
 docs/methods/ifs-sgc.md ("The gain kernel", "The gain sketch").
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -93,21 +95,31 @@ class GainFit:
     error_bound: np.ndarray | None = None
 
 
-def laplace_log_evidence(loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray,
-                         prior_variance: float) -> np.ndarray:
+def laplace_log_evidence(
+    loglik_change: np.ndarray, mu: np.ndarray, curvature: np.ndarray, prior_variance: float
+) -> np.ndarray:
     """1-D Laplace approximation of the log Bayes factor (Daume 2004, 3.4):
 
-        log int exp(S(m)) N(m; 0, sigma^2) dm
-          ~ S(mu) - mu^2 / (2 sigma^2) - log(sigma^2 a) / 2,   a = -h''(mu).
+    log int exp(S(m)) N(m; 0, sigma^2) dm
+      ~ S(mu) - mu^2 / (2 sigma^2) - log(sigma^2 a) / 2,   a = -h''(mu).
     """
-    return (np.asarray(loglik_change) - np.asarray(mu) ** 2 / (2.0 * prior_variance)
-            - 0.5 * np.log(prior_variance * np.asarray(curvature)))
+    return (
+        np.asarray(loglik_change)
+        - np.asarray(mu) ** 2 / (2.0 * prior_variance)
+        - 0.5 * np.log(prior_variance * np.asarray(curvature))
+    )
 
 
-def newton_gains(evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives], n: int, *,
-                 prior_variance: float | None = None, alpha0: np.ndarray | None = None,
-                 max_alpha: float = DEFAULT_MAX_ALPHA, xtol: float = 1e-9,
-                 max_iter: int = 60) -> tuple[GainFit, int]:
+def newton_gains(
+    evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives],
+    n: int,
+    *,
+    prior_variance: float | None = None,
+    alpha0: np.ndarray | None = None,
+    max_alpha: float = DEFAULT_MAX_ALPHA,
+    xtol: float = 1e-9,
+    max_iter: int = 60,
+) -> tuple[GainFit, int]:
     """Maximize F(alpha) = S(alpha) - alpha^2 / (2 sigma^2) for n candidates at once.
 
     Safeguarded Newton on F' (in the spirit of rtsafe, Numerical Recipes
@@ -149,8 +161,9 @@ def newton_gains(evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives], 
     lam = 0.0 if prior_variance is None else 1.0 / prior_variance
     if prior_variance is not None and not prior_variance > 0:
         raise ValueError(f"expected prior_variance > 0, got {prior_variance}")
-    start = np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, float), -max_alpha,
-                                                       max_alpha)
+    start = (
+        np.zeros(n) if alpha0 is None else np.clip(np.asarray(alpha0, float), -max_alpha, max_alpha)
+    )
     st = _NewtonState(n, start, max_alpha)
     weight, evaluations = float("nan"), 0
     plan = [(np.arange(n), start.copy())]  # groups of points: a candidate at most once each
@@ -168,10 +181,23 @@ def newton_gains(evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives], 
         a, step, fin = st.stop(idx, xtol, max_alpha)
         plan = st.plan(idx[~fin], a[~fin], step[~fin], xtol)
     curvature = -st.H + lam
-    fit = GainFit(np.arange(n), st.alpha, st.S, st.S / weight if n else st.S, st.G, curvature,
-                  st.at_cap, st.done, st.iters, 0, weight, prior_variance,
-                  None if prior_variance is None
-                  else laplace_log_evidence(st.S, st.alpha, curvature, prior_variance))
+    fit = GainFit(
+        np.arange(n),
+        st.alpha,
+        st.S,
+        st.S / weight if n else st.S,
+        st.G,
+        curvature,
+        st.at_cap,
+        st.done,
+        st.iters,
+        0,
+        weight,
+        prior_variance,
+        None
+        if prior_variance is None
+        else laplace_log_evidence(st.S, st.alpha, curvature, prior_variance),
+    )
     return fit, evaluations
 
 
@@ -193,8 +219,9 @@ class _NewtonState:
         self.done, self.at_cap = np.zeros(n, bool), np.zeros(n, bool)
         self.iters = np.zeros(n, np.int64)
 
-    def absorb(self, plan: list, plan_idx: np.ndarray, plan_a: np.ndarray, d: GainDerivatives,
-               lam: float) -> None:
+    def absorb(
+        self, plan: list, plan_idx: np.ndarray, plan_a: np.ndarray, d: GainDerivatives, lam: float
+    ) -> None:
         """Apply one pass's points group by group (bracket, Illinois, best
         point); the first group holds every active candidate."""
         F1, F2 = d.grad - lam * plan_a, d.curv - lam
@@ -205,8 +232,10 @@ class _NewtonState:
         for b0, b1 in zip(bounds[:-1], bounds[1:]):
             grp = slice(b0, b1)
             q, a, f1 = plan_idx[grp], plan_a[grp], F1[grp]
-            for side, upd, ends, fends, other in ((1, f1 > 0, self.lo, self.flo, self.fhi),
-                                                  (-1, f1 < 0, self.hi, self.fhi, self.flo)):
+            for side, upd, ends, fends, other in (
+                (1, f1 > 0, self.lo, self.flo, self.fhi),
+                (-1, f1 < 0, self.hi, self.fhi, self.flo),
+            ):
                 u = q[upd]
                 other[u[self.last[u] == side]] *= 0.5  # Illinois: same end moved twice
                 self.last[u] = side
@@ -216,12 +245,17 @@ class _NewtonState:
             better = np.abs(f1) < best[q]
             b = q[better]
             best[b] = np.abs(f1[better])
-            self.alpha[b], self.S[b], self.G[b], self.H[b] = a[better], d.loglik[grp][better], \
-                d.grad[grp][better], d.curv[grp][better]
+            self.alpha[b], self.S[b], self.G[b], self.H[b] = (
+                a[better],
+                d.loglik[grp][better],
+                d.grad[grp][better],
+                d.curv[grp][better],
+            )
             self.F1c[b], self.F2c[b] = f1[better], F2[grp][better]
 
-    def stop(self, idx: np.ndarray, xtol: float, max_alpha: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def stop(
+        self, idx: np.ndarray, xtol: float, max_alpha: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mark the candidates ``idx`` that stop (converged, capped, bracket
         collapsed, or finished by an extrapolated last step); returns their
         alpha, Newton step and the stop mask."""
@@ -237,9 +271,15 @@ class _NewtonState:
         # below xtol, so take this one without a pass and extrapolate S, S'
         # along it (error O(step^3) in S, O(step^2) in S')
         with np.errstate(invalid="ignore"):
-            finish = (~conv & ~capped & ~collapsed & (f2 < 0)
-                      & (np.abs(step) <= math.sqrt(xtol) * (1.0 + np.abs(a)))
-                      & (a + step > lo) & (a + step < hi))
+            finish = (
+                ~conv
+                & ~capped
+                & ~collapsed
+                & (f2 < 0)
+                & (np.abs(step) <= math.sqrt(xtol) * (1.0 + np.abs(a)))
+                & (a + step > lo)
+                & (a + step < hi)
+            )
         if np.any(finish):
             f, st = idx[finish], step[finish]
             self.alpha[f] = a[finish] + st
@@ -259,12 +299,19 @@ class _NewtonState:
         lo_r, hi_r = self.lo[r], self.hi[r]
         bracketed = self.lo_ev[r] & self.hi_ev[r]
         open_side = np.where(st > 0, ~self.hi_ev[r], ~self.lo_ev[r])
-        grow = (np.sign(st) == np.sign(pn)) & (np.sign(st) == np.sign(p)) & open_side \
+        grow = (
+            (np.sign(st) == np.sign(pn))
+            & (np.sign(st) == np.sign(p))
+            & open_side
             & (np.abs(st) > 0.5 * np.abs(pn))
+        )
         big = np.where(grow, np.sign(st) * np.maximum(np.abs(st), 4.0 * np.abs(p)), st)
         target = a + big
-        newton = (target > lo_r) & (target < hi_r) \
+        newton = (
+            (target > lo_r)
+            & (target < hi_r)
             & ~(bracketed & (np.abs(big) > 0.5 * np.abs(p)) & (p != 0))
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
             secant = lo_r + self.flo[r] * (hi_r - lo_r) / (self.flo[r] - self.fhi[r])
         secant_ok = bracketed & (secant > lo_r) & (secant < hi_r)
@@ -274,8 +321,11 @@ class _NewtonState:
         self.prev[r] = target - a
         with np.errstate(invalid="ignore"):
             small = a + np.clip(st, -self.trust[r], self.trust[r])
-            hedge = (small > lo_r) & (small < hi_r) \
+            hedge = (
+                (small > lo_r)
+                & (small < hi_r)
                 & (np.abs(small - target) > xtol * (1.0 + np.abs(a)))
+            )
         return [(r, target), (r[hedge], small[hedge])]
 
 
@@ -286,37 +336,58 @@ def _checked(d: GainDerivatives, where: str) -> GainDerivatives:
     return d
 
 
-def _fit_exact(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scaling | None,
-               opts: dict) -> GainFit:
+def _fit_exact(
+    backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scaling | None, opts: dict
+) -> GainFit:
     space = backend.space
 
     def evaluate(index, alphas):
-        return _checked(backend.run(GainDerivativesTask(space, weights, scaling, ids[index],
-                                                        alphas)), "gain pass")
+        return _checked(
+            backend.run(GainDerivativesTask(space, weights, scaling, ids[index], alphas)),
+            "gain pass",
+        )
 
     fit, evaluations = newton_gains(evaluate, len(ids), **opts)
     fit.passes = evaluations
     return fit
 
 
-def _fit_sketch(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scaling | None,
-                opts: dict, bin_width: float = 0.25, order: int = 2,
-                polish: bool = True) -> GainFit:
+def _fit_sketch(
+    backend: _Runs,
+    weights: Weights,
+    ids: np.ndarray,
+    scaling: Scaling | None,
+    opts: dict,
+    bin_width: float = 0.25,
+    order: int = 2,
+    polish: bool = True,
+) -> GainFit:
     if ids.size == 0:
         return _fit_exact(backend, weights, ids, scaling, opts)  # no pass
     space = backend.space
     sketch = backend.run(GainSketchTask(space, weights, scaling, ids, bin_width))
     passes = 1
-    fit, _ = newton_gains(lambda index, alphas: _checked(sketch.derivatives(alphas, index, order),
-                                                         "gain sketch pass"),
-                          len(ids), **opts)
+    fit, _ = newton_gains(
+        lambda index, alphas: _checked(
+            sketch.derivatives(alphas, index, order), "gain sketch pass"
+        ),
+        len(ids),
+        **opts,
+    )
     fit.error_bound = sketch.error_bound(order)
     invalid = np.flatnonzero(~sketch.valid)
     if invalid.size:  # real-valued features: exact Newton, a pass per iteration
         sub = _fit_exact(backend, weights, ids[invalid], scaling, opts)
         passes += sub.passes
-        for name in ("alpha", "loglik_change", "grad", "curvature", "at_cap", "converged",
-                     "iterations"):
+        for name in (
+            "alpha",
+            "loglik_change",
+            "grad",
+            "curvature",
+            "at_cap",
+            "converged",
+            "iterations",
+        ):
             getattr(fit, name)[invalid] = getattr(sub, name)
         fit.error_bound[invalid] = 0.0
     if polish:
@@ -324,16 +395,21 @@ def _fit_sketch(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scal
         # change is exact at alpha, and short of the optimum by ~ F'^2 / 2a
         good = np.flatnonzero(sketch.valid)
         if good.size:
-            d = _checked(backend.run(GainDerivativesTask(space, weights, scaling, ids[good],
-                                                         fit.alpha[good])), "gain polish pass")
+            d = _checked(
+                backend.run(
+                    GainDerivativesTask(space, weights, scaling, ids[good], fit.alpha[good])
+                ),
+                "gain polish pass",
+            )
             passes += 1
             lam = 0.0 if fit.prior_variance is None else 1.0 / fit.prior_variance
             fit.loglik_change[good], fit.grad[good] = d.loglik, d.grad
             fit.curvature[good] = -d.curv + lam
     fit.gain = fit.loglik_change / fit.weight
     if fit.prior_variance is not None:
-        fit.log_evidence = laplace_log_evidence(fit.loglik_change, fit.alpha, fit.curvature,
-                                                fit.prior_variance)
+        fit.log_evidence = laplace_log_evidence(
+            fit.loglik_change, fit.alpha, fit.curvature, fit.prior_variance
+        )
     fit.passes = passes
     return fit
 
@@ -342,11 +418,20 @@ def _fit_sketch(backend: _Runs, weights: Weights, ids: np.ndarray, scaling: Scal
 GAIN_METHODS: dict[str, Callable[..., GainFit]] = {"exact": _fit_exact, "sketch": _fit_sketch}
 
 
-def fit_gains(backend: _Runs, weights: Weights, candidate_ids: np.ndarray,
-              scaling: Scaling | None = None, *, method: str = "sketch",
-              prior_variance: float | None = None, alpha0: np.ndarray | None = None,
-              max_alpha: float = DEFAULT_MAX_ALPHA, xtol: float = 1e-9, max_iter: int = 60,
-              **method_options) -> GainFit:
+def fit_gains(
+    backend: _Runs,
+    weights: Weights,
+    candidate_ids: np.ndarray,
+    scaling: Scaling | None = None,
+    *,
+    method: str = "sketch",
+    prior_variance: float | None = None,
+    alpha0: np.ndarray | None = None,
+    max_alpha: float = DEFAULT_MAX_ALPHA,
+    xtol: float = 1e-9,
+    max_iter: int = 60,
+    **method_options,
+) -> GainFit:
     """Gains (IFS/SGC) or Bayes-factor statistics of a batch of candidates.
 
     Parameters
@@ -370,8 +455,13 @@ def fit_gains(backend: _Runs, weights: Weights, candidate_ids: np.ndarray,
     if method not in GAIN_METHODS:
         raise ValueError(f"expected method in {sorted(GAIN_METHODS)}, got {method!r}")
     ids = check_candidate_ids(backend.space, candidate_ids)
-    opts = dict(prior_variance=prior_variance, alpha0=alpha0, max_alpha=max_alpha, xtol=xtol,
-                max_iter=max_iter)
+    opts = dict(
+        prior_variance=prior_variance,
+        alpha0=alpha0,
+        max_alpha=max_alpha,
+        xtol=xtol,
+        max_iter=max_iter,
+    )
     fit = GAIN_METHODS[method](backend, weights, ids, scaling, opts, **method_options)
     fit.candidate_ids = ids
     # alpha is capped, so gains are finite unless a pass was not
@@ -381,6 +471,7 @@ def fit_gains(backend: _Runs, weights: Weights, candidate_ids: np.ndarray,
 
 # ---------------------------------------------------------------------------
 # SGC's closed-form initial gains (Zhou et al. 2003, section 3)
+
 
 @dataclass
 class UniformGains:
@@ -402,9 +493,13 @@ class UniformGains:
     at_cap: np.ndarray
 
 
-def uniform_initial_gains(counts: np.ndarray, weight: float, n_labels: int,
-                          label_probs: np.ndarray | None = None,
-                          max_alpha: float = DEFAULT_MAX_ALPHA) -> UniformGains:
+def uniform_initial_gains(
+    counts: np.ndarray,
+    weight: float,
+    n_labels: int,
+    label_probs: np.ndarray | None = None,
+    max_alpha: float = DEFAULT_MAX_ALPHA,
+) -> UniformGains:
     """Gains of every binary (predicate, label) feature under the uniform
     model, in closed form: SGC's initial g(j, 0) and alpha(j, 0) (Zhou et al.
     2003, section 3), with no pass beyond the feature counts.
@@ -462,5 +557,13 @@ def uniform_initial_gains(counts: np.ndarray, weight: float, n_labels: int,
     return UniformGains(alpha.ravel(), gain.ravel(), curvature.ravel(), at_cap.ravel())
 
 
-__all__ = ["GainFit", "laplace_log_evidence", "newton_gains", "fit_gains", "GAIN_METHODS",
-           "UniformGains", "uniform_initial_gains", "DEFAULT_MAX_ALPHA"]
+__all__ = [
+    "GainFit",
+    "laplace_log_evidence",
+    "newton_gains",
+    "fit_gains",
+    "GAIN_METHODS",
+    "UniformGains",
+    "uniform_initial_gains",
+    "DEFAULT_MAX_ALPHA",
+]

@@ -1,13 +1,14 @@
 """Smooth minimization with scipy's L-BFGS-B, checked and traced: a
 non-finite value or gradient raises NumericError instead of ending in
 scipy's "ABNORMAL" stop with a result."""
+
 from __future__ import annotations
 
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from scipy.optimize import minimize
@@ -36,9 +37,13 @@ class OptimResult:
     trace: list[dict] = field(default_factory=list)
 
 
-def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0: np.ndarray,
-                   options: SolverOptions = SolverOptions(), bounds=None,
-                   log_every: int = 10) -> OptimResult:
+def minimize_lbfgs(
+    fun: Callable[[np.ndarray], tuple[float, np.ndarray]],
+    theta0: np.ndarray,
+    options: SolverOptions = SolverOptions(),
+    bounds=None,
+    log_every: int = 10,
+) -> OptimResult:
     """Minimize ``fun`` (returning value and gradient from one call).
 
     Records one diagnostics dict per iteration, logs every ``log_every``
@@ -66,23 +71,53 @@ def minimize_lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray]], theta0
     def callback(intermediate_result):
         it = len(trace) + 1
         g = last.get("g")
-        row = {"iteration": it, "objective": float(intermediate_result.fun),
-               "grad_max": float(np.abs(g).max()) if g is not None and g.size else 0.0,
-               "evaluations": n_evals, "elapsed_s": round(time.perf_counter() - start, 3)}
+        row = {
+            "iteration": it,
+            "objective": float(intermediate_result.fun),
+            "grad_max": float(np.abs(g).max()) if g is not None and g.size else 0.0,
+            "evaluations": n_evals,
+            "elapsed_s": round(time.perf_counter() - start, 3),
+        }
         trace.append(row)
         if log_every and it % log_every == 0:
-            log.info("iter %d objective %.10g |grad|max %.3g evals %d elapsed %.1fs",
-                     it, row["objective"], row["grad_max"], n_evals, row["elapsed_s"])
+            log.info(
+                "iter %d objective %.10g |grad|max %.3g evals %d elapsed %.1fs",
+                it,
+                row["objective"],
+                row["grad_max"],
+                n_evals,
+                row["elapsed_s"],
+            )
 
-    res = minimize(counted, theta0, jac=True, method="L-BFGS-B", bounds=bounds,
-                   callback=callback,
-                   options={"maxiter": options.max_iter, "maxcor": options.memory,
-                            "gtol": options.tol, "ftol": options.ftol, "maxls": 50})
+    res = minimize(
+        counted,
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=bounds,
+        callback=callback,
+        options={
+            "maxiter": options.max_iter,
+            "maxcor": options.memory,
+            "gtol": options.tol,
+            "ftol": options.ftol,
+            "maxls": 50,
+        },
+    )
     message = str(res.message)
     check_finite(f"L-BFGS-B ({message})", objective=res.fun, weights=res.x)
     if not res.success:
-        warnings.warn(f"L-BFGS-B stopped without converging after {res.nit} iterations: {message}",
-                      ConvergenceWarning, stacklevel=2)
-    return OptimResult(theta=res.x, objective=float(res.fun), iterations=int(res.nit),
-                       evaluations=n_evals, converged=bool(res.success), message=message,
-                       trace=trace)
+        warnings.warn(
+            f"L-BFGS-B stopped without converging after {res.nit} iterations: {message}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return OptimResult(
+        theta=res.x,
+        objective=float(res.fun),
+        iterations=int(res.nit),
+        evaluations=n_evals,
+        converged=bool(res.success),
+        message=message,
+        trace=trace,
+    )

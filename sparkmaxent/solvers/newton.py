@@ -16,13 +16,14 @@ gradient; the pass predicted to converge also brings the full gradient,
 the next round's gradient test. Details: docs/methods/grafting.md,
 "The round solver".
 """
+
 from __future__ import annotations
 
 import logging
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import scipy.linalg
@@ -65,8 +66,9 @@ class BoxResult:
     trace: list[dict] = field(default_factory=list)
 
 
-def projected_gradient(grad: np.ndarray, theta: np.ndarray, lower: np.ndarray,
-                       upper: np.ndarray) -> np.ndarray:
+def projected_gradient(
+    grad: np.ndarray, theta: np.ndarray, lower: np.ndarray, upper: np.ndarray
+) -> np.ndarray:
     """Gradient with the components that push outward at a bound zeroed:
     the box problem's optimality conditions hold where it is 0."""
     pg = grad.copy()
@@ -77,8 +79,15 @@ def projected_gradient(grad: np.ndarray, theta: np.ndarray, lower: np.ndarray,
     return pg
 
 
-def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, tol: float,
-              max_sweeps: int, face_every: int = 10) -> tuple[np.ndarray, int]:
+def box_qp_cd(
+    H: np.ndarray,
+    g: np.ndarray,
+    dlo: np.ndarray,
+    dhi: np.ndarray,
+    tol: float,
+    max_sweeps: int,
+    face_every: int = 10,
+) -> tuple[np.ndarray, int]:
     """Minimize g.d + d^T H d / 2 over dlo <= d <= dhi by cyclic coordinate
     descent (H symmetric PSD, shape (n, n)); returns d and the sweeps run.
 
@@ -133,9 +142,17 @@ def box_qp_cd(H: np.ndarray, g: np.ndarray, dlo: np.ndarray, dhi: np.ndarray, to
     return d, sweep
 
 
-def _face_step(H: np.ndarray, g: np.ndarray, d: np.ndarray, Hd: np.ndarray, dlo: np.ndarray,
-               dhi: np.ndarray, is_movable: np.ndarray, inv_diag: np.ndarray, solvers: dict
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _face_step(
+    H: np.ndarray,
+    g: np.ndarray,
+    d: np.ndarray,
+    Hd: np.ndarray,
+    dlo: np.ndarray,
+    dhi: np.ndarray,
+    is_movable: np.ndarray,
+    inv_diag: np.ndarray,
+    solvers: dict,
+) -> tuple[np.ndarray, np.ndarray]:
     """One projected Newton step on q(d) = g.d + d^T H d / 2 over the box
     (Bertsekas 1982); returns the new d and H d (the old ones when q does
     not decrease).
@@ -184,8 +201,7 @@ def _face_step(H: np.ndarray, g: np.ndarray, d: np.ndarray, Hd: np.ndarray, dlo:
     return d, Hd
 
 
-def _psd_solver(A: np.ndarray, refinements: int = 3
-                ) -> Callable[[np.ndarray], np.ndarray] | None:
+def _psd_solver(A: np.ndarray, refinements: int = 3) -> Callable[[np.ndarray], np.ndarray] | None:
     """A solver of A x = b for a symmetric PSD ``A`` that may be singular
     (None when the factorization fails).
 
@@ -231,8 +247,9 @@ class _Passes:
         return self.ray(theta, d, steps)
 
 
-def _acceptance(value: float, slope: float, armijo: float
-                ) -> tuple[Callable[[float, float], bool], float]:
+def _acceptance(
+    value: float, slope: float, armijo: float
+) -> tuple[Callable[[float, float], bool], float]:
     """Armijo's sufficient-decrease test from phi = ``value`` along a
     direction of ``slope``, and the rounding noise of ``value``.
 
@@ -246,26 +263,63 @@ def _acceptance(value: float, slope: float, armijo: float
     def acceptable(step: float, value_t: float) -> bool:
         return bool(np.isfinite(value_t)) and (
             value_t <= value + armijo * step * slope
-            or (-slope * step <= noise and value_t <= value + noise))
+            or (-slope * step <= noise and value_t <= value + noise)
+        )
 
     return acceptable, noise
 
 
-def _record(trace: list[dict], start: float, it: int, value: float, violation: float,
-            step: float, ratio: float | None, sweeps: int, evals: int) -> None:
+def _record(
+    trace: list[dict],
+    start: float,
+    it: int,
+    value: float,
+    violation: float,
+    step: float,
+    ratio: float | None,
+    sweeps: int,
+    evals: int,
+) -> None:
     """One iteration's row of the trace, and its debug log line."""
-    trace.append({"iteration": it, "value": value, "violation": violation, "step": step,
-                  "rho": ratio, "sweeps": sweeps, "evaluations": evals,
-                  "elapsed_s": round(time.perf_counter() - start, 3)})
-    log.debug("newton iteration %d: value %.12g, violation %.3g, step %g, rho %s, "
-              "%d sweeps, %d evaluations", it, value, violation, step,
-              "-" if ratio is None else f"{ratio:.3g}", sweeps, evals)
+    trace.append(
+        {
+            "iteration": it,
+            "value": value,
+            "violation": violation,
+            "step": step,
+            "rho": ratio,
+            "sweeps": sweeps,
+            "evaluations": evals,
+            "elapsed_s": round(time.perf_counter() - start, 3),
+        }
+    )
+    log.debug(
+        "newton iteration %d: value %.12g, violation %.3g, step %g, rho %s, "
+        "%d sweeps, %d evaluations",
+        it,
+        value,
+        violation,
+        step,
+        "-" if ratio is None else f"{ratio:.3g}",
+        sweeps,
+        evals,
+    )
 
 
-def _line_search(evaluate: Callable, along: Callable | None, theta: np.ndarray, d: np.ndarray,
-                 lin: np.ndarray, lower: np.ndarray, upper: np.ndarray, steps: np.ndarray,
-                 acceptable: Callable[[float, float], bool], want_full: bool, ray_first: bool,
-                 ray_steps: int) -> tuple[tuple | None, float]:
+def _line_search(
+    evaluate: Callable,
+    along: Callable | None,
+    theta: np.ndarray,
+    d: np.ndarray,
+    lin: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    steps: np.ndarray,
+    acceptable: Callable[[float, float], bool],
+    want_full: bool,
+    ray_first: bool,
+    ray_steps: int,
+) -> tuple[tuple | None, float]:
     """Backtracking along d over ``steps`` (1, b, b^2, ...): the accepted
     (theta, evaluation, phi) and its step, or (None, the last step tried).
 
@@ -277,7 +331,7 @@ def _line_search(evaluate: Callable, along: Callable | None, theta: np.ndarray, 
     and two when it is cut, but 2 instead of one when it is taken).
     """
     step = float(steps[0])
-    for step in ([] if ray_first else steps[:1] if along is not None else steps):
+    for step in [] if ray_first else steps[:1] if along is not None else steps:
         trial = np.clip(theta + step * d, lower, upper)
         ev_t = evaluate(trial, want_full, step == 1.0)
         value_t = ev_t.value + float(lin @ trial)
@@ -286,7 +340,7 @@ def _line_search(evaluate: Callable, along: Callable | None, theta: np.ndarray, 
     if along is None:
         return None, step
     for k in range(0 if ray_first else 1, len(steps), ray_steps):
-        chunk = steps[k:k + ray_steps]
+        chunk = steps[k : k + ray_steps]
         values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
         ok = [acceptable(t, v) for t, v in zip(chunk, values)]
         if any(ok):
@@ -297,8 +351,16 @@ def _line_search(evaluate: Callable, along: Callable | None, theta: np.ndarray, 
     return None, step
 
 
-def _next_radius(step: float, length: float, slope: float, d: np.ndarray, hess: np.ndarray,
-                 value: float, value_t: float, noise: float) -> tuple[float, float | None]:
+def _next_radius(
+    step: float,
+    length: float,
+    slope: float,
+    d: np.ndarray,
+    hess: np.ndarray,
+    value: float,
+    value_t: float,
+    noise: float,
+) -> tuple[float, float | None]:
     """The trust region after an accepted step, and rho for a full one.
 
     The region follows the line search: the length a cut step reached; after
@@ -313,14 +375,26 @@ def _next_radius(step: float, length: float, slope: float, d: np.ndarray, hess: 
     return (2 if ratio >= 0.5 else 1) * length, ratio
 
 
-def _direction(hess: np.ndarray, grad: np.ndarray, theta: np.ndarray, lower: np.ndarray,
-               upper: np.ndarray, radius: float, violation: float, options: SolverOptions
-               ) -> tuple[np.ndarray, int]:
+def _direction(
+    hess: np.ndarray,
+    grad: np.ndarray,
+    theta: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    radius: float,
+    violation: float,
+    options: SolverOptions,
+) -> tuple[np.ndarray, int]:
     """The Newton direction: the quadratic model minimized over the box and
     the trust region, to ``inner_ratio`` times the outer violation."""
-    return box_qp_cd(hess, grad, np.maximum(lower - theta, -radius),
-                     np.minimum(upper - theta, radius),
-                     max(options.inner_ratio * violation, 0.1 * options.tol), options.max_sweeps)
+    return box_qp_cd(
+        hess,
+        grad,
+        np.maximum(lower - theta, -radius),
+        np.minimum(upper - theta, radius),
+        max(options.inner_ratio * violation, 0.1 * options.tol),
+        options.max_sweeps,
+    )
 
 
 def _ray_first(it: int, ratio: float | None, ray: Callable | None, options: SolverOptions) -> bool:
@@ -328,16 +402,21 @@ def _ray_first(it: int, ratio: float | None, ray: Callable | None, options: Solv
     in the first iteration when the caller says so (a grafting round that
     added many features at 0), and after a full step whose decrease the model
     overestimated (rho < 0.85)."""
-    return ray is not None and ((it == 1 and options.ray_first_at_start)
-                                or (ratio is not None and ratio < 0.85))
+    return ray is not None and (
+        (it == 1 and options.ray_first_at_start) or (ratio is not None and ratio < 0.85)
+    )
 
 
-def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], theta0: np.ndarray,
-                        lin: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                        options: SolverOptions = SolverOptions(),
-                        first: Evaluation | None = None,
-                        ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
-                        ) -> BoxResult:
+def minimize_box_newton(
+    fun: Callable[[np.ndarray, bool, bool], Evaluation],
+    theta0: np.ndarray,
+    lin: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    options: SolverOptions = SolverOptions(),
+    first: Evaluation | None = None,
+    ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
     Parameters
@@ -386,9 +465,20 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
         # predicted next violation within tol: the trial pass brings the full gradient
         want_full = violation * min(1.0, violation / prev_violation) <= options.tol
         acceptable, noise = _acceptance(value, slope, options.armijo)
-        accepted, step = _line_search(evaluate, along, theta, d, lin, lower, upper, steps,
-                                      acceptable, want_full, _ray_first(it, ratio, along, options),
-                                      options.ray_steps)
+        accepted, step = _line_search(
+            evaluate,
+            along,
+            theta,
+            d,
+            lin,
+            lower,
+            upper,
+            steps,
+            acceptable,
+            want_full,
+            _ray_first(it, ratio, along, options),
+            options.ray_steps,
+        )
         length = float(np.abs(d).max(initial=0.0))
         if accepted is None:
             # even the smallest trial step went too far (a direction along
@@ -410,19 +500,53 @@ def minimize_box_newton(fun: Callable[[np.ndarray, bool, bool], Evaluation], the
             break
     else:
         it = options.max_iter
-    return _result(theta, ev, value, lin, lower, upper, it, passes.count, converged, message,
-                   trace, options.tol)
+    return _result(
+        theta,
+        ev,
+        value,
+        lin,
+        lower,
+        upper,
+        it,
+        passes.count,
+        converged,
+        message,
+        trace,
+        options.tol,
+    )
 
 
-def _result(theta: np.ndarray, ev: Evaluation, value: float, lin: np.ndarray, lower: np.ndarray,
-            upper: np.ndarray, it: int, evals: int, converged: bool, message: str,
-            trace: list[dict], tol: float) -> BoxResult:
+def _result(
+    theta: np.ndarray,
+    ev: Evaluation,
+    value: float,
+    lin: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    it: int,
+    evals: int,
+    converged: bool,
+    message: str,
+    trace: list[dict],
+    tol: float,
+) -> BoxResult:
     """The BoxResult at the last point, warned about when not converged."""
-    violation = float(np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0))
+    violation = float(
+        np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0)
+    )
     converged = converged or violation <= tol
     if not converged:
-        warnings.warn(f"Newton stopped at violation {violation:.3g} > tol {tol:.3g} "
-                      f"after {it} iterations: {message}", ConvergenceWarning, stacklevel=3)
-    log.debug("newton: %d iterations, %d evaluations, value %.12g, violation %.3g",
-              it, evals, value, violation)
+        warnings.warn(
+            f"Newton stopped at violation {violation:.3g} > tol {tol:.3g} "
+            f"after {it} iterations: {message}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
+    log.debug(
+        "newton: %d iterations, %d evaluations, value %.12g, violation %.3g",
+        it,
+        evals,
+        value,
+        violation,
+    )
     return BoxResult(theta, value, violation, ev, it, evals, converged, message, trace)

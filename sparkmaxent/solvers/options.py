@@ -1,5 +1,6 @@
 """The settings of every solver, in one class: the shared stop (``tol``,
 ``max_iter``), then what only L-BFGS-B or only Newton reads."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Job counting of benchmarks/instrumentation.py: exact counts of a
 SparkBackend's jobs and of any code's, the caller's job group left alone."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,9 @@ def test_passes_and_spark_jobs_are_counted(spark, dataset):
         assert backend_jobs(backend) == at_start + 3
         sc.setJobGroup("caller-group", "outer")
         try:
-            (result, n_jobs) = count_jobs(spark, lambda: (backend.run(CountTask()),
-                                                          sc.parallelize(range(4), 2).count()))
+            (result, n_jobs) = count_jobs(
+                spark, lambda: (backend.run(CountTask()), sc.parallelize(range(4), 2).count())
+            )
             # the caller's job group is restored after a pass and after count_jobs
             assert sc.getLocalProperty("spark.jobGroup.id") == "caller-group"
         finally:

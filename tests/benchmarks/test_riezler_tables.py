@@ -1,4 +1,5 @@
 """The held-out choice rule and cache of benchmarks/riezler_tables.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,10 +19,12 @@ def test_choose_breaks_ties_towards_stronger_regularization():
 
 
 def test_choose_l2_ifs_ties_go_to_the_larger_threshold_first():
-    scores = [({"grad_threshold": 1e-4, "l2": 1e-5}, 0.9),
-              ({"grad_threshold": 1e-3, "l2": 1e-6}, 0.9),
-              ({"grad_threshold": 1e-3, "l2": 3e-6}, 0.9),
-              ({"grad_threshold": 3e-4, "l2": 1e-5}, 0.8)]
+    scores = [
+        ({"grad_threshold": 1e-4, "l2": 1e-5}, 0.9),
+        ({"grad_threshold": 1e-3, "l2": 1e-6}, 0.9),
+        ({"grad_threshold": 1e-3, "l2": 3e-6}, 0.9),
+        ({"grad_threshold": 3e-4, "l2": 1e-5}, 0.8),
+    ]
     assert choose(scores, CHOSEN_KEYS["l2-ifs"]) == {"grad_threshold": 1e-3, "l2": 3e-6}
 
 
@@ -41,9 +44,16 @@ def test_heldout_cache_reuses_a_capped_fit_only_under_the_same_cap(tmp_path, mon
     def fake_fit(backend, method, setting, base, dev_dir, runs_dir, resume):
         fits.append(base["max_seconds"])
         capped = setting["l1"] < 1e-4 and base["max_seconds"] > 0
-        return {"chunk_f1": 0.9, "token_accuracy": 0.95, "nonzero_weights": 10,
-                "iterations": 5, "passes": 7, "wall_s": 1.0, "converged": not capped,
-                "stopped": "max_seconds = 240" if capped else "no candidate passes the test"}
+        return {
+            "chunk_f1": 0.9,
+            "token_accuracy": 0.95,
+            "nonzero_weights": 10,
+            "iterations": 5,
+            "passes": 7,
+            "wall_s": 1.0,
+            "converged": not capped,
+            "stopped": "max_seconds = 240" if capped else "no candidate passes the test",
+        }
 
     monkeypatch.setattr(riezler_tables, "fit_and_score", fake_fit)
     path = str(tmp_path / "heldout.json")
@@ -52,11 +62,11 @@ def test_heldout_cache_reuses_a_capped_fit_only_under_the_same_cap(tmp_path, mon
         cache = riezler_tables.HeldoutCache(path, {"mode": "basenp"})  # reread from disk
         return cache.score(None, "grafting", {"l1": l1}, {"max_seconds": cap}, "", "", True)
 
-    assert "capped_at" not in score(1e-4, 240.0)      # ended by itself
-    assert score(1e-5, 240.0)["capped_at"] == 240.0   # ended by the cap
+    assert "capped_at" not in score(1e-4, 240.0)  # ended by itself
+    assert score(1e-5, 240.0)["capped_at"] == 240.0  # ended by the cap
     assert len(fits) == 2
-    score(1e-4, 0.0)                                   # uncapped entry: any cap
-    score(1e-5, 240.0)                                 # same cap: reused
+    score(1e-4, 0.0)  # uncapped entry: any cap
+    score(1e-5, 240.0)  # same cap: reused
     assert len(fits) == 2
-    assert "capped_at" not in score(1e-5, 0.0)        # another cap: fitted again
+    assert "capped_at" not in score(1e-5, 0.0)  # another cap: fitted again
     assert fits == [240.0, 240.0, 0.0]

@@ -20,6 +20,7 @@ DESIGN.md section 6), with their logs, work and local directories in one
 temporary directory. On exit both process groups get SIGTERM, then SIGKILL
 after a grace period, and the temporary directory is removed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 LOOPBACK = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -65,8 +66,10 @@ def spark_class() -> str:
     """Path of ``bin/spark-class``; FileNotFoundError with the place looked in."""
     path = os.path.join(spark_home(), "bin", "spark-class")
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"expected Spark's launcher at {path} (set SPARK_HOME or "
-                                "install pyspark), it does not exist")
+        raise FileNotFoundError(
+            f"expected Spark's launcher at {path} (set SPARK_HOME or "
+            "install pyspark), it does not exist"
+        )
     return path
 
 
@@ -126,27 +129,32 @@ class StandaloneCluster:
 
     def logs(self, lines: int = 30) -> str:
         """The last lines of both daemons' logs, for error messages."""
-        return (f"--- master log ({self.master_log}) ---\n{_tail(self.master_log, lines)}"
-                f"--- worker log ({self.worker_log}) ---\n{_tail(self.worker_log, lines)}")
+        return (
+            f"--- master log ({self.master_log}) ---\n{_tail(self.master_log, lines)}"
+            f"--- worker log ({self.worker_log}) ---\n{_tail(self.worker_log, lines)}"
+        )
 
 
 def cluster_env(base_dir: str) -> dict[str, str]:
     """Environment of the daemons: loopback, temporary dirs, this Python for
     executors (DESIGN.md section 6: executors must run the driver's Python)."""
     env = dict(os.environ)
-    env.update({
-        "SPARK_LOCAL_IP": LOOPBACK,
-        "SPARK_LOCAL_DIRS": os.path.join(base_dir, "local"),
-        "SPARK_WORKER_DIR": os.path.join(base_dir, "work"),
-        "SPARK_LOG_DIR": os.path.join(base_dir, "logs"),
-        "SPARK_PID_DIR": os.path.join(base_dir, "pids"),
-        "SPARK_NO_DAEMONIZE": "1",
-        "SPARK_HOME": spark_home(),
-    })
+    env.update(
+        {
+            "SPARK_LOCAL_IP": LOOPBACK,
+            "SPARK_LOCAL_DIRS": os.path.join(base_dir, "local"),
+            "SPARK_WORKER_DIR": os.path.join(base_dir, "work"),
+            "SPARK_LOG_DIR": os.path.join(base_dir, "logs"),
+            "SPARK_PID_DIR": os.path.join(base_dir, "pids"),
+            "SPARK_NO_DAEMONIZE": "1",
+            "SPARK_HOME": spark_home(),
+        }
+    )
     # The master's REST submission server would take the fixed port 6066
     # (clashing with any other cluster here); spark-submit does not need it.
-    env["SPARK_MASTER_OPTS"] = (env.get("SPARK_MASTER_OPTS", "")
-                                + " -Dspark.master.rest.enabled=false").strip()
+    env["SPARK_MASTER_OPTS"] = (
+        env.get("SPARK_MASTER_OPTS", "") + " -Dspark.master.rest.enabled=false"
+    ).strip()
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     for key in ("SPARK_LOCAL_DIRS", "SPARK_WORKER_DIR", "SPARK_LOG_DIR", "SPARK_PID_DIR"):
         os.makedirs(env[key], exist_ok=True)
@@ -155,8 +163,14 @@ def cluster_env(base_dir: str) -> dict[str, str]:
 
 def _start(cmd: list[str], log_path: str, env: dict[str, str]) -> subprocess.Popen:
     with open(log_path, "wb") as log:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
+        return subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def stop_process_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
@@ -188,8 +202,9 @@ def _alive_workers(webui_url: str) -> int:
 
 
 @contextlib.contextmanager
-def standalone_cluster(cores: int = 1, memory: str = "1g", timeout: float = 60.0,
-                       grace: float = 5.0) -> Iterator[StandaloneCluster]:
+def standalone_cluster(
+    cores: int = 1, memory: str = "1g", timeout: float = 60.0, grace: float = 5.0
+) -> Iterator[StandaloneCluster]:
     """Start a master and one worker on 127.0.0.1; yield when the worker is
     registered; stop both and remove their files on exit.
 
@@ -226,25 +241,63 @@ def standalone_cluster(cores: int = 1, memory: str = "1g", timeout: float = 60.0
         env = cluster_env(base)
         port, ui_port, worker_ui_port = free_port(), free_port(), free_port()
         cluster = StandaloneCluster(
-            master_url=f"spark://{LOOPBACK}:{port}", webui_url=f"http://{LOOPBACK}:{ui_port}",
-            base_dir=base, master_log=os.path.join(env["SPARK_LOG_DIR"], "master.out"),
+            master_url=f"spark://{LOOPBACK}:{port}",
+            webui_url=f"http://{LOOPBACK}:{ui_port}",
+            base_dir=base,
+            master_log=os.path.join(env["SPARK_LOG_DIR"], "master.out"),
             worker_log=os.path.join(env["SPARK_LOG_DIR"], "worker.out"),
-            work_dir=env["SPARK_WORKER_DIR"])
-        procs.append(_start([launcher, MASTER_CLASS, "--host", LOOPBACK, "--port", str(port),
-                             "--webui-port", str(ui_port)], cluster.master_log, env))
-        procs.append(_start([launcher, WORKER_CLASS, cluster.master_url, "--host", LOOPBACK,
-                             "--cores", str(cores), "--memory", memory,
-                             "--webui-port", str(worker_ui_port),
-                             "--work-dir", cluster.work_dir], cluster.worker_log, env))
+            work_dir=env["SPARK_WORKER_DIR"],
+        )
+        procs.append(
+            _start(
+                [
+                    launcher,
+                    MASTER_CLASS,
+                    "--host",
+                    LOOPBACK,
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(ui_port),
+                ],
+                cluster.master_log,
+                env,
+            )
+        )
+        procs.append(
+            _start(
+                [
+                    launcher,
+                    WORKER_CLASS,
+                    cluster.master_url,
+                    "--host",
+                    LOOPBACK,
+                    "--cores",
+                    str(cores),
+                    "--memory",
+                    memory,
+                    "--webui-port",
+                    str(worker_ui_port),
+                    "--work-dir",
+                    cluster.work_dir,
+                ],
+                cluster.worker_log,
+                env,
+            )
+        )
         deadline = time.monotonic() + timeout
         while _alive_workers(cluster.webui_url) < 1:
             for proc, name in zip(procs, ("master", "worker")):
                 if proc.poll() is not None:
-                    raise RuntimeError(f"the Spark {name} exited with code {proc.returncode} "
-                                       f"during start-up\n{cluster.logs()}")
+                    raise RuntimeError(
+                        f"the Spark {name} exited with code {proc.returncode} "
+                        f"during start-up\n{cluster.logs()}"
+                    )
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no worker registered with {cluster.master_url} within "
-                                   f"{timeout:g} s\n{cluster.logs()}")
+                raise TimeoutError(
+                    f"no worker registered with {cluster.master_url} within "
+                    f"{timeout:g} s\n{cluster.logs()}"
+                )
             time.sleep(0.5)
         yield cluster
     finally:
@@ -258,11 +311,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.e2e.cluster",
         description="Start a Spark standalone master and worker on 127.0.0.1, print the "
-        "master URL, and stop both on Ctrl-C or SIGTERM.")
+        "master URL, and stop both on Ctrl-C or SIGTERM.",
+    )
     parser.add_argument("--cores", type=int, default=1, help="worker cores (default 1)")
     parser.add_argument("--memory", default="1g", help="worker memory (default 1g)")
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds to wait for the worker to register (default 60)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the worker to register (default 60)",
+    )
     args = parser.parse_args(argv)
 
     def interrupt(signum: int, frame: object) -> None:
@@ -271,8 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         with standalone_cluster(args.cores, args.memory, args.timeout) as cluster:
-            print(f"master: {cluster.master_url}\nweb UI: {cluster.webui_url}\n"
-                  f"logs:   {os.path.dirname(cluster.master_log)}", flush=True)
+            print(
+                f"master: {cluster.master_url}\nweb UI: {cluster.webui_url}\n"
+                f"logs:   {os.path.dirname(cluster.master_log)}",
+                flush=True,
+            )
             while True:
                 time.sleep(3600)
     except KeyboardInterrupt:

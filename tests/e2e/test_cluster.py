@@ -7,6 +7,7 @@ session-wide ``spark`` fixture. Both are in the default suite (about 60 s
 for the prepare+train test on an idle 2-core machine, plus the cluster
 start); ``-m cluster`` selects just them.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import time
 import zipfile
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -37,17 +38,25 @@ def submit_env() -> dict[str, str]:
     return env
 
 
-def run_submit(args: list[str], timeout: float = JOB_TIMEOUT,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_submit(
+    args: list[str], timeout: float = JOB_TIMEOUT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run scripts/submit.sh in its own process group; on timeout kill the
     whole group (spark-submit's JVM and the Python driver under it) and fail.
 
     stdout and stderr are merged: spark-submit copies the Python driver's
     stderr to its stdout anyway.
     """
-    proc = subprocess.Popen([SUBMIT, *args], cwd=ROOT, env=env or submit_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [SUBMIT, *args],
+        cwd=ROOT,
+        env=env or submit_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -76,6 +85,7 @@ def write_maxent_text(path: str, n_events: int = 240, seed: int = 0) -> None:
 
 # ---- the wrapper itself (no Spark) --------------------------------------------
 
+
 def test_help_exits_zero_and_lists_jobs():
     r = run_submit(["--help"], timeout=30)
     assert r.returncode == 0, r.stdout
@@ -84,14 +94,17 @@ def test_help_exits_zero_and_lists_jobs():
         assert job in r.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["nosuchjob"], "unknown JOB 'nosuchjob'"),
-    ([], "expected a JOB"),
-    (["--frobnicate", "train"], "unknown option '--frobnicate'"),
-    (["--py-files-mode", "egg", "train"], "expected --py-files-mode zip or wheel, got 'egg'"),
-    (["--conf", "novalue", "train"], "expected --conf KEY=VALUE, got 'novalue'"),
-    (["does/not/exist.py"], "job script 'does/not/exist.py' does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["nosuchjob"], "unknown JOB 'nosuchjob'"),
+        ([], "expected a JOB"),
+        (["--frobnicate", "train"], "unknown option '--frobnicate'"),
+        (["--py-files-mode", "egg", "train"], "expected --py-files-mode zip or wheel, got 'egg'"),
+        (["--conf", "novalue", "train"], "expected --conf KEY=VALUE, got 'novalue'"),
+        (["does/not/exist.py"], "job script 'does/not/exist.py' does not exist"),
+    ],
+)
 def test_usage_errors_exit_two_with_a_message(args, message):
     r = run_submit(args, timeout=30)
     assert r.returncode == 2, r.stdout
@@ -114,9 +127,12 @@ def test_job_arguments_pass_through_untouched(tmp_path):
         f"json.dump({{'argv': sys.argv[1:], 'exe': sys.executable,\n"
         "           'pkg': sparkmaxent.__file__, 'conf': conf,\n"
         "           'local_ip': os.environ.get('SPARK_LOCAL_IP')},\n"
-        f"          open({str(out)!r}, 'w'))\n")
+        f"          open({str(out)!r}, 'w'))\n"
+    )
     job_args = ["--master", "x", "--set", "train.l2=0.5", "--conf", "a=b", "two words"]
-    r = run_submit(["--master", "local[1]", "--conf", "spark.app.name=echo", str(script), *job_args])
+    r = run_submit(
+        ["--master", "local[1]", "--conf", "spark.app.name=echo", str(script), *job_args]
+    )
     assert r.returncode == 0, r.stdout[-4000:]
     seen = json.loads(out.read_text())
     assert seen["argv"] == job_args
@@ -133,8 +149,7 @@ def test_job_arguments_pass_through_untouched(tmp_path):
 def test_wheel_mode_ships_a_wheel(tmp_path):
     script = tmp_path / "where.py"
     out = tmp_path / "where.txt"
-    script.write_text("import sparkmaxent\n"
-                      f"open({str(out)!r}, 'w').write(sparkmaxent.__file__)\n")
+    script.write_text(f"import sparkmaxent\nopen({str(out)!r}, 'w').write(sparkmaxent.__file__)\n")
     env = submit_env()
     env["BUILD_DIR"] = str(tmp_path / "build")
     r = run_submit(["--master", "local[1]", "--py-files-mode", "wheel", str(script)], env=env)
@@ -147,6 +162,7 @@ def test_wheel_mode_ships_a_wheel(tmp_path):
 
 
 # ---- on a standalone cluster -----------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[StandaloneCluster]:
@@ -193,12 +209,14 @@ def test_package_is_shipped_to_executors(cluster, tmp_path):
         "    yield (os.path.abspath(sparkmaxent.__file__), sys.executable)\n"
         "seen = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()\n"
         f"json.dump(seen, open({str(out)!r}, 'w'))\n"
-        "spark.stop()\n")
+        "spark.stop()\n"
+    )
     before = {a["id"] for a in _settled_state(cluster).get("completedapps", [])}
-    r = run_submit(["--master", cluster.master_url, "--conf", "spark.executor.memory=768m",
-                    str(script)])
+    r = run_submit(
+        ["--master", cluster.master_url, "--conf", "spark.executor.memory=768m", str(script)]
+    )
     assert r.returncode == 0, r.stdout[-4000:]
-    (module_file, executable), = json.loads(out.read_text())
+    ((module_file, executable),) = json.loads(out.read_text())
     assert os.sep.join(["sparkmaxent.zip", "sparkmaxent", "__init__.py"]) in module_file
     # fetched into the executor's directory under the worker's work dir
     assert module_file.startswith(cluster.work_dir + os.sep), module_file
@@ -219,8 +237,21 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
     before = {a["id"] for a in _settled_state(cluster).get("completedapps", [])}
     assert os.path.exists(os.path.join(ROOT, "jobs", "prepare.py")), "jobs/prepare.py is missing"
 
-    r = run_submit(["--master", cluster.master_url, "--conf", "spark.executor.memory=768m",
-                    "prepare", "--input", text, "--format", "maxent", "--output", prepared])
+    r = run_submit(
+        [
+            "--master",
+            cluster.master_url,
+            "--conf",
+            "spark.executor.memory=768m",
+            "prepare",
+            "--input",
+            text,
+            "--format",
+            "maxent",
+            "--output",
+            prepared,
+        ]
+    )
     assert r.returncode == 0, f"prepare failed:\n{r.stdout[-6000:]}"
     with open(os.path.join(prepared, "dataset.json")) as f:
         info = json.load(f)
@@ -229,10 +260,25 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
     prepare_s = time.perf_counter() - started
 
     run_dir = str(tmp_path / "run")
-    r = run_submit(["--master", cluster.master_url, "--conf", "spark.executor.memory=768m",
-                    "train", "--train", prepared, "--output", run_dir,
-                    "--set", "train.method=l2", "--set", "train.l2=0.01",
-                    "--set", "train.backend=spark"])
+    r = run_submit(
+        [
+            "--master",
+            cluster.master_url,
+            "--conf",
+            "spark.executor.memory=768m",
+            "train",
+            "--train",
+            prepared,
+            "--output",
+            run_dir,
+            "--set",
+            "train.method=l2",
+            "--set",
+            "train.l2=0.01",
+            "--set",
+            "train.backend=spark",
+        ]
+    )
     assert r.returncode == 0, f"train failed:\n{r.stdout[-6000:]}"
 
     with open(os.path.join(run_dir, "model", "metadata.json")) as f:
@@ -257,11 +303,14 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
     # applications, and the worker launched an executor for each, which ran
     # tasks.
     new_apps = [a for a in _settled_state(cluster)["completedapps"] if a["id"] not in before]
-    assert sorted(a["name"] for a in new_apps) == sorted(["sparkmaxent-prepare", "sparkmaxent-train"]), \
-        (new_apps, cluster.logs())
+    assert sorted(a["name"] for a in new_apps) == sorted(
+        ["sparkmaxent-prepare", "sparkmaxent-train"]
+    ), (new_apps, cluster.logs())
     for app in new_apps:
         assert app["id"] in cluster.app_dirs(), (app, cluster.app_dirs())
         log = _executor_log(cluster, app["id"])
         assert "Finished task" in log, (app["id"], log[-3000:])
-    print(f"\ncluster test: prepare {prepare_s:.1f} s, prepare+train "
-          f"{time.perf_counter() - started:.1f} s")
+    print(
+        f"\ncluster test: prepare {prepare_s:.1f} s, prepare+train "
+        f"{time.perf_counter() - started:.1f} s"
+    )

@@ -1,5 +1,6 @@
 """Grafting through the jobs: run report, plots, checkpoints and --resume,
 including a run killed mid-way (slow)."""
+
 from __future__ import annotations
 
 import json
@@ -19,19 +20,34 @@ train_main = job_main("train")
 pipeline_main = job_main("pipeline")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = ("data.synthetic = {n_events = 4000, n_predicates = 400, n_labels = 4, n_support = 16, "
-        "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 5}")
-GRAFT = ["--set", "train.method=grafting", "--set", "train.grafting.l1=2e-3", "--set", "train.grafting.n_best=3",
-         "--set", "data.partitions=2",
-         "--set", "train.backend=local"]
+DATA = (
+    "data.synthetic = {n_events = 4000, n_predicates = 400, n_labels = 4, n_support = 16, "
+    "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 5}"
+)
+GRAFT = [
+    "--set",
+    "train.method=grafting",
+    "--set",
+    "train.grafting.l1=2e-3",
+    "--set",
+    "train.grafting.n_best=3",
+    "--set",
+    "data.partitions=2",
+    "--set",
+    "train.backend=local",
+]
 
 
 @pytest.fixture(scope="module")
 def interrupted(spark, tmp_path_factory):
     """A pipeline stopped after 2 rounds (max_rounds), as an interrupted run."""
     out = tmp_path_factory.mktemp("graft-pipeline")
-    assert pipeline_main(["--set", DATA, *GRAFT,
-                          "--set", "train.selection.max_rounds=2", "--output", str(out)]) == 0
+    assert (
+        pipeline_main(
+            ["--set", DATA, *GRAFT, "--set", "train.selection.max_rounds=2", "--output", str(out)]
+        )
+        == 0
+    )
     return out
 
 
@@ -59,8 +75,21 @@ def test_resume_continues_to_the_model_of_an_uninterrupted_run(spark, interrupte
     assert a.weights.ids.tolist() == b.weights.ids.tolist()
     np.testing.assert_array_equal(a.weights.values, b.weights.values)
     # a different l1 does not resume this checkpoint
-    assert train_main(["--train", train_dir, *GRAFT, "--set", "train.grafting.l1=1e-3",
-                       "--output", str(interrupted), "--resume"]) == 2
+    assert (
+        train_main(
+            [
+                "--train",
+                train_dir,
+                *GRAFT,
+                "--set",
+                "train.grafting.l1=1e-3",
+                "--output",
+                str(interrupted),
+                "--resume",
+            ]
+        )
+        == 2
+    )
 
 
 @pytest.mark.slow
@@ -71,9 +100,12 @@ def test_a_killed_training_job_resumes_to_the_same_model(spark, interrupted, tmp
     args = ["--train", train_dir, *GRAFT, "--set", "train.grafting.n_best=1"]
     out = tmp_path / "killed"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": ROOT}
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "jobs", "train.py"), *args,
-                             "--output", str(out)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "jobs", "train.py"), *args, "--output", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     state_path = out / "checkpoint" / "state.json"
     deadline = time.time() + 240
     try:

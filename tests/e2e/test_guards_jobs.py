@@ -2,6 +2,7 @@
 models. Bad configuration values exit 3 naming the key, a feature value
 the arithmetic would overflow on exits 2 at prepare naming file and line,
 and a non-finite pass in training exits 5 with no model written."""
+
 from __future__ import annotations
 
 import os
@@ -16,18 +17,23 @@ train_main = job_main("train")
 TEXT = "".join(f"{'AB'[i % 2]} f{i % 3} g{i % 5}:{1 + i % 4} h:{(i % 7) / 7}\n" for i in range(60))
 
 
-@pytest.mark.parametrize("setting, key", [
-    ("train.l2=nan", "train.l2"),
-    ("train.memory=0", "train.memory"),
-    ("train.l1=inf", "l1"),                       # as reported: l1 lives in [train.grafting]
-    ("train.grafting.l1=inf", "train.grafting.l1"),
-    ("train.max_rounds=-1", "max_rounds"),        # as reported: [train.selection]
-    ("train.selection.max_rounds=-1", "train.selection.max_rounds"),
-])
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("train.l2=nan", "train.l2"),
+        ("train.memory=0", "train.memory"),
+        ("train.l1=inf", "l1"),  # as reported: l1 lives in [train.grafting]
+        ("train.grafting.l1=inf", "train.grafting.l1"),
+        ("train.max_rounds=-1", "max_rounds"),  # as reported: [train.selection]
+        ("train.selection.max_rounds=-1", "train.selection.max_rounds"),
+    ],
+)
 def test_bad_train_settings_exit_3_naming_the_key(tmp_path, capsys, setting, key):
     out = tmp_path / "out"
-    assert train_main(["--train", str(tmp_path / "none"), "--set", setting,
-                       "--output", str(out)]) == EXIT_BAD_CONFIG
+    assert (
+        train_main(["--train", str(tmp_path / "none"), "--set", setting, "--output", str(out)])
+        == EXIT_BAD_CONFIG
+    )
     err = capsys.readouterr().err
     assert err.startswith("error: ") and key in err
     assert not out.exists()
@@ -38,8 +44,10 @@ def test_prepare_refuses_a_value_over_the_bound_exit_2(spark, tmp_path, capsys):
     f = tmp_path / "huge.txt"
     f.write_text("A x y:2\nB x\nA y:1e300\n")
     out = tmp_path / "prepared"
-    assert prepare_main(["--input", str(f), "--format", "maxent",
-                         "--output", str(out)]) == EXIT_BAD_INPUT
+    assert (
+        prepare_main(["--input", str(f), "--format", "maxent", "--output", str(out)])
+        == EXIT_BAD_INPUT
+    )
     err = capsys.readouterr().err
     assert f"{f}:3: expected a feature value with |value| <= 1e+12, got 'y:1e300'" in err
     assert not out.exists()
@@ -50,8 +58,21 @@ def prepared(spark, tmp_path_factory):
     d = tmp_path_factory.mktemp("guards")
     (d / "train.txt").write_text(TEXT)
     out = d / "prepared"
-    assert prepare_main(["--input", str(d / "train.txt"), "--format", "maxent",
-                         "--partitions", "2", "--output", str(out)]) == 0
+    assert (
+        prepare_main(
+            [
+                "--input",
+                str(d / "train.txt"),
+                "--format",
+                "maxent",
+                "--partitions",
+                "2",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return str(out)
 
 
@@ -72,18 +93,29 @@ def poison_passes(monkeypatch, after: int = 0) -> None:
         return result
 
     monkeypatch.setattr(SparkBackend, "run", lambda self, task: poison(run(self, task)))
-    monkeypatch.setattr(SparkBackend, "gradient_test",
-                        lambda self, task: poison(test(self, task)))
+    monkeypatch.setattr(SparkBackend, "gradient_test", lambda self, task: poison(test(self, task)))
 
 
-@pytest.mark.parametrize("method, after", [("l2", 0), ("l2", 3), ("grafting", 3), ("sgc", 0),
-                                           ("bayes-factor", 2)])
-def test_a_nan_pass_exits_5_and_writes_no_model(spark, prepared, tmp_path, capsys, monkeypatch,
-                                                 method, after):
+@pytest.mark.parametrize(
+    "method, after", [("l2", 0), ("l2", 3), ("grafting", 3), ("sgc", 0), ("bayes-factor", 2)]
+)
+def test_a_nan_pass_exits_5_and_writes_no_model(
+    spark, prepared, tmp_path, capsys, monkeypatch, method, after
+):
     poison_passes(monkeypatch, after)
     out = tmp_path / "run"
-    rc = train_main(["--train", prepared, "--set", f"train.method={method}",
-                     "--set", "train.selection.plots=false", "--output", str(out)])
+    rc = train_main(
+        [
+            "--train",
+            prepared,
+            "--set",
+            f"train.method={method}",
+            "--set",
+            "train.selection.plots=false",
+            "--output",
+            str(out),
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == EXIT_NUMERIC, err
     assert f"error: {method}" in err and "non-finite loss" in err and "standardize" in err

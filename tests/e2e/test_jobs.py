@@ -1,5 +1,6 @@
 """The jobs end to end, in the test run's Spark session: pipeline (prepare +
 train + evaluate on synthetic data), train, predict and evaluate."""
+
 from __future__ import annotations
 
 import json
@@ -20,13 +21,24 @@ predict_main = job_main("predict")
 evaluate_main = job_main("evaluate")
 pipeline_main = job_main("pipeline")
 
-SMALL = ("data.synthetic = {n_events = 3000, n_predicates = 300, n_labels = 3, n_support = 9, "
-         "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 3}")
+SMALL = (
+    "data.synthetic = {n_events = 3000, n_predicates = 300, n_labels = 3, n_support = 9, "
+    "n_copies = 2, n_conjunctions = 1, min_support_count = 40, seed = 3}"
+)
 
 
 def pipeline_args(out, *extra):
-    return ["--set", SMALL, "--set", "train.l2=1e-3", "--set", "data.partitions=2",
-            "--output", str(out), *extra]
+    return [
+        "--set",
+        SMALL,
+        "--set",
+        "train.l2=1e-3",
+        "--set",
+        "data.partitions=2",
+        "--output",
+        str(out),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -66,9 +78,25 @@ def test_selection_reports_name_features_on_either_backend(spark, run_dir, tmp_p
     labels = json.load(open(run_dir / "model" / "metadata.json"))["labels"]
     for backend in ("local", "spark"):
         out = tmp_path / backend
-        assert train_main(["--train", data["train"], "--set", "train.method=sgc",
-                           "--set", "train.selection.max_features=2", "--set", f"train.backend={backend}",
-                           "--set", "train.selection.plots=false", "--output", str(out)]) == 0
+        assert (
+            train_main(
+                [
+                    "--train",
+                    data["train"],
+                    "--set",
+                    "train.method=sgc",
+                    "--set",
+                    "train.selection.max_features=2",
+                    "--set",
+                    f"train.backend={backend}",
+                    "--set",
+                    "train.selection.plots=false",
+                    "--output",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         report = json.load(open(out / "train_report.json"))
         for j, name in zip(report["selected"], report["selected_names"]):
             p, k = divmod(j, len(labels))
@@ -79,8 +107,21 @@ def test_predict_text_with_unseen_features_and_labels(spark, run_dir, tmp_path):
     text = tmp_path / "new.txt"
     text.write_text("L0 p1 p2 never-seen-feature\nZZZ p3 another-unseen\nL1 p5\n")
     out = tmp_path / "pred"
-    assert predict_main(["--model", str(run_dir / "model"), "--input", str(text),
-                         "--format", "maxent", "--output", str(out)]) == 0
+    assert (
+        predict_main(
+            [
+                "--model",
+                str(run_dir / "model"),
+                "--input",
+                str(text),
+                "--format",
+                "maxent",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     t = pq.read_table(out).sort_by("event_id").to_pydict()
     assert t["label"] == ["L0", "ZZZ", "L1"]  # the unseen gold label keeps its name
     for probs, p in zip(t["probabilities"], t["probability"]):
@@ -92,8 +133,21 @@ def test_predict_text_with_unseen_features_and_labels(spark, run_dir, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["new.txt", "pred"]
 
     report_path = tmp_path / "eval.json"
-    assert evaluate_main(["--model", str(run_dir / "model"), "--input", str(text),
-                          "--format", "maxent", "--report", str(report_path)]) == 0
+    assert (
+        evaluate_main(
+            [
+                "--model",
+                str(run_dir / "model"),
+                "--input",
+                str(text),
+                "--format",
+                "maxent",
+                "--report",
+                str(report_path),
+            ]
+        )
+        == 0
+    )
     report = json.load(open(report_path))
     assert report["unseen_gold_labels"] == 1 and report["events"] == 3
 
@@ -101,8 +155,19 @@ def test_predict_text_with_unseen_features_and_labels(spark, run_dir, tmp_path):
 def test_evaluate_matches_the_pipeline_report(spark, run_dir, tmp_path):
     data = json.load(open(run_dir / "report.json"))
     path = tmp_path / "eval.json"
-    assert evaluate_main(["--model", str(run_dir / "model"), "--input", data["datasets"]["test"],
-                          "--report", str(path)]) == 0
+    assert (
+        evaluate_main(
+            [
+                "--model",
+                str(run_dir / "model"),
+                "--input",
+                data["datasets"]["test"],
+                "--report",
+                str(path),
+            ]
+        )
+        == 0
+    )
     report = json.load(open(path))
     assert report["accuracy"] == pytest.approx(data["test"]["accuracy"])
     # the in-process scorer of benchmarks gives the same figures
@@ -118,8 +183,21 @@ def test_predict_refuses_to_overwrite_and_bad_input_exits_2(spark, run_dir, tmp_
     out.mkdir()
     text = tmp_path / "x.txt"
     text.write_text("L0 p1\n")
-    assert predict_main(["--model", str(run_dir / "model"), "--input", str(text),
-                         "--format", "maxent", "--output", str(out)]) == 2
+    assert (
+        predict_main(
+            [
+                "--model",
+                str(run_dir / "model"),
+                "--input",
+                str(text),
+                "--format",
+                "maxent",
+                "--output",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "exists" in capsys.readouterr().err
     assert train_main(["--output", str(tmp_path / "t")]) == 2
     assert "no training data" in capsys.readouterr().err
@@ -140,8 +218,12 @@ def test_wrong_format_exits_2_unless_allowed(spark, run_dir, tmp_path, capsys, c
     text.write_text(CONLL_TEXT)
     model = str(run_dir / "model")
     out = tmp_path / "pred"
-    assert predict_main(["--model", model, "--input", str(text), "--format", "maxent",
-                         "--output", str(out)]) == 2
+    assert (
+        predict_main(
+            ["--model", model, "--input", str(text), "--format", "maxent", "--output", str(out)]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "100.0% of the feature occurrences" in err and "(10 of 10)" in err
     assert "format or vocabulary mismatch" in err and "--format maxent" in err
@@ -152,20 +234,46 @@ def test_wrong_format_exits_2_unless_allowed(spark, run_dir, tmp_path, capsys, c
     # a stricter threshold catches the unseen features of a right format too
     good = tmp_path / "new.txt"
     good.write_text("L0 p1 p2 never-seen-feature\nL1 p5\n")
-    assert evaluate_main(["--model", model, "--input", str(good), "--format", "maxent",
-                          "--max-unknown", "0.2"]) == 2
+    assert (
+        evaluate_main(
+            ["--model", model, "--input", str(good), "--format", "maxent", "--max-unknown", "0.2"]
+        )
+        == 2
+    )
     assert "25.0% of the feature occurrences" in capsys.readouterr().err
 
     caplog.clear()
     with caplog.at_level("WARNING", logger="sparkmaxent"):
-        assert predict_main(["--model", model, "--input", str(text), "--format", "maxent",
-                             "--output", str(out), "--allow-unknown"]) == 0
-    assert any(r.levelname == "WARNING" and "100.0% of the feature occurrences" in r.message
-               and "--allow-unknown" in r.message for r in caplog.records)
+        assert (
+            predict_main(
+                [
+                    "--model",
+                    model,
+                    "--input",
+                    str(text),
+                    "--format",
+                    "maxent",
+                    "--output",
+                    str(out),
+                    "--allow-unknown",
+                ]
+            )
+            == 0
+        )
+    assert any(
+        r.levelname == "WARNING"
+        and "100.0% of the feature occurrences" in r.message
+        and "--allow-unknown" in r.message
+        for r in caplog.records
+    )
     assert pq.read_table(out).num_rows == 5
     with caplog.at_level("WARNING", logger="sparkmaxent"):
-        assert evaluate_main(["--model", model, "--input", str(text), "--format", "maxent",
-                              "--allow-unknown"]) == 0
+        assert (
+            evaluate_main(
+                ["--model", model, "--input", str(text), "--format", "maxent", "--allow-unknown"]
+            )
+            == 0
+        )
 
 
 def test_prepared_input_uses_its_recorded_counts(spark, run_dir, tmp_path, capsys):
@@ -173,9 +281,22 @@ def test_prepared_input_uses_its_recorded_counts(spark, run_dir, tmp_path, capsy
     text.write_text(CONLL_TEXT)
     model = str(run_dir / "model")
     prepared = tmp_path / "prepared"
-    assert job_main("prepare")(["--input", str(text), "--format", "maxent", "--no-merge",
-                                "--vocabulary", os.path.join(model, "vocabulary"),
-                                "--output", str(prepared)]) == 0
+    assert (
+        job_main("prepare")(
+            [
+                "--input",
+                str(text),
+                "--format",
+                "maxent",
+                "--no-merge",
+                "--vocabulary",
+                os.path.join(model, "vocabulary"),
+                "--output",
+                str(prepared),
+            ]
+        )
+        == 0
+    )
     info = json.load(open(prepared / "dataset.json"))
     assert (info["unknown_features"], info["feature_occurrences"]) == (10, 10)
     assert evaluate_main(["--model", model, "--input", str(prepared)]) == 2
@@ -190,8 +311,9 @@ def test_prepared_input_uses_its_recorded_counts(spark, run_dir, tmp_path, capsy
 def _damage(model_dir, case):
     meta = os.path.join(model_dir, "metadata.json")
     weights = os.path.join(model_dir, "weights")
-    part = os.path.join(weights, sorted(f for f in os.listdir(weights)
-                                        if f.endswith(".parquet"))[0])
+    part = os.path.join(
+        weights, sorted(f for f in os.listdir(weights) if f.endswith(".parquet"))[0]
+    )
     if case == "truncated metadata":
         text = open(meta).read()
         open(meta, "w").write(text[: len(text) // 3])
@@ -218,11 +340,18 @@ def _damage(model_dir, case):
     return weights
 
 
-@pytest.mark.parametrize("case,command", [
-    ("truncated metadata", "evaluate"), ("missing key", "predict"),
-    ("unreadable weights", "evaluate"), ("predicate out of range", "predict"),
-    ("label out of range", "evaluate"), ("non-finite weight", "predict"),
-    ("duplicate rows", "evaluate")])
+@pytest.mark.parametrize(
+    "case,command",
+    [
+        ("truncated metadata", "evaluate"),
+        ("missing key", "predict"),
+        ("unreadable weights", "evaluate"),
+        ("predicate out of range", "predict"),
+        ("label out of range", "evaluate"),
+        ("non-finite weight", "predict"),
+        ("duplicate rows", "evaluate"),
+    ],
+)
 def test_damaged_model_exits_2_naming_the_file(spark, run_dir, tmp_path, capsys, case, command):
     model = tmp_path / "model"
     shutil.copytree(run_dir / "model", model)

@@ -1,4 +1,5 @@
 """jobs/prepare.py end to end: exit codes 0, 2 and 1, and what it writes."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,10 @@ from sparkmaxent.data.readers import FORMATS
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-CONLL = ("He PRP B-NP\nreckons VBZ B-VP\nthe DT B-NP\ndeficit NN I-NP\n. . O\n\n"
-         "The DT B-NP\ndeficit NN I-NP\ngrew VBD B-VP\n")
+CONLL = (
+    "He PRP B-NP\nreckons VBZ B-VP\nthe DT B-NP\ndeficit NN I-NP\n. . O\n\n"
+    "The DT B-NP\ndeficit NN I-NP\ngrew VBD B-VP\n"
+)
 
 
 def info_of(out) -> dict:
@@ -29,8 +32,21 @@ def test_conll_basenp_no_merge_exit_0(spark, tmp_path, caplog):
     f.write_text(CONLL)
     out = tmp_path / "prepared"
     with caplog.at_level(logging.INFO, logger="sparkmaxent"):
-        rc = job.main(["--input", str(f), "--format", "conll", "--option", "mode=basenp",
-                       "--no-merge", "--partitions", "2", "--output", str(out)])
+        rc = job.main(
+            [
+                "--input",
+                str(f),
+                "--format",
+                "conll",
+                "--option",
+                "mode=basenp",
+                "--no-merge",
+                "--partitions",
+                "2",
+                "--output",
+                str(out),
+            ]
+        )
     assert rc == 0
     info = info_of(out)
     assert info["labels"] == ["B-NP", "I-NP", "O"]  # B-VP mapped to O
@@ -43,8 +59,9 @@ def test_conll_basenp_no_merge_exit_0(spark, tmp_path, caplog):
     assert t.column("event_id").to_pylist() == list(range(8))
     assert t.column("group").to_pylist() == [0] * 5 + [1] * 3
     assert t.column("label").to_pylist() == [0, 2, 0, 1, 2, 0, 1, 2]
-    assert any("n_events" in r.getMessage() and '"n_events": 8' in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "n_events" in r.getMessage() and '"n_events": 8' in r.getMessage() for r in caplog.records
+    )
 
 
 def test_bad_input_exit_2_names_file_and_line(spark, tmp_path, capsys):
@@ -64,11 +81,15 @@ def test_usage_errors_exit_2(spark, tmp_path, capsys):
     out = str(tmp_path / "o")
     assert job.main(["--input", str(f), "--format", "nope", "--output", out]) == 2
     assert "unknown input format 'nope'" in capsys.readouterr().err
-    assert job.main(["--input", str(f), "--format", "maxent", "--output", out,
-                     "--option", "mode"]) == 2
+    assert (
+        job.main(["--input", str(f), "--format", "maxent", "--output", out, "--option", "mode"])
+        == 2
+    )
     assert "expected KEY=VALUE" in capsys.readouterr().err
-    assert job.main(["--input", str(tmp_path / "missing*.txt"), "--format", "maxent",
-                     "--output", out]) == 2
+    assert (
+        job.main(["--input", str(tmp_path / "missing*.txt"), "--format", "maxent", "--output", out])
+        == 2
+    )
     assert "nothing matching" in capsys.readouterr().err
 
 
@@ -78,8 +99,7 @@ def test_unexpected_failure_exit_1(spark, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory\n")
     # the output's parent is a file: an OS error, not bad input
-    assert job.main(["--input", str(f), "--format", "maxent",
-                     "--output", str(blocker / "o")]) == 1
+    assert job.main(["--input", str(f), "--format", "maxent", "--output", str(blocker / "o")]) == 1
 
 
 @pytest.mark.slow
@@ -88,9 +108,23 @@ def test_runs_as_a_script(tmp_path):
     f.write_text("A x y\nB y z\nA x\n")
     out = tmp_path / "o"
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "prepare.py"),
-                           "--input", str(f), "--format", "maxent", "--output", str(out),
-                           "--master", "local[2]"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "jobs", "prepare.py"),
+            "--input",
+            str(f),
+            "--format",
+            "maxent",
+            "--output",
+            str(out),
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert info_of(out)["n_events"] == 3

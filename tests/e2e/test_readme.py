@@ -1,6 +1,7 @@
 """The README's first screen works as written: its "your own data" commands,
 run verbatim through the installed ``sparkmaxent`` command on a small
 ``label feature feature:value`` file, give a grafting model that evaluates."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,11 @@ def readme_commands() -> list[str]:
     assert text[:at].count("\n") < FIRST_SCREEN_LINES, "the commands must be on the first screen"
     block = re.search(r"```(?:bash|sh|console)?\n(.*?)```", text[at:], re.S)
     assert block, f"no command block after {HEADING!r}"
-    return [line.strip() for line in block.group(1).splitlines() if line.strip()
-            and not line.strip().startswith("#")]
+    return [
+        line.strip()
+        for line in block.group(1).splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def write_events(path: Path, rng: np.random.Generator, n: int) -> None:
@@ -49,12 +53,16 @@ def test_readme_own_data_commands_run_verbatim(tmp_path):
     write_events(tmp_path / "test.txt", rng, 200)
     exe = shutil.which("sparkmaxent", path=os.path.dirname(sys.executable))
     assert exe, "the sparkmaxent console script is not installed next to this Python"
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
     out = ""
     for command in commands[1:]:
-        done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, f"{command}\n{done.stderr[-3000:]}"
         out = done.stdout
     report = json.loads((tmp_path / "work" / "run" / "train_report.json").read_text())

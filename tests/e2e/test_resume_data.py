@@ -2,6 +2,7 @@
 item 4): a run interrupted on one prepared dataset does not resume on
 another prepared with the same vocabulary, and resumes on its own to the
 model of an uninterrupted run."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,16 @@ from sparkmaxent.model import MaxentModel
 prepare_main = job_main("prepare")
 train_main = job_main("train")
 
-GRAFT = ["--set", "train.method=grafting", "--set", "train.grafting.l1=1e-3",
-         "--set", "train.grafting.n_best=1", "--set", "train.backend=local"]
+GRAFT = [
+    "--set",
+    "train.method=grafting",
+    "--set",
+    "train.grafting.l1=1e-3",
+    "--set",
+    "train.grafting.n_best=1",
+    "--set",
+    "train.backend=local",
+]
 
 
 def write_events(path, seed: int, n: int = 400) -> None:
@@ -41,10 +50,18 @@ def prepared(spark, tmp_path_factory):
     write_events(tmp / "b.txt", seed=1)
     a, b, run = str(tmp / "a"), str(tmp / "b"), tmp / "run"
     assert prepare_main(["--input", str(tmp / "a.txt"), "--format", "maxent", "--output", a]) == 0
-    assert prepare_main(["--input", str(tmp / "b.txt"), "--format", "maxent",
-                         "--vocabulary", a, "--output", b]) == 0
-    assert train_main(["--train", a, *GRAFT, "--set", "train.selection.max_rounds=2",
-                       "--output", str(run)]) == 0
+    assert (
+        prepare_main(
+            ["--input", str(tmp / "b.txt"), "--format", "maxent", "--vocabulary", a, "--output", b]
+        )
+        == 0
+    )
+    assert (
+        train_main(
+            ["--train", a, *GRAFT, "--set", "train.selection.max_rounds=2", "--output", str(run)]
+        )
+        == 0
+    )
     return a, b, run
 
 

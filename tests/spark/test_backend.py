@@ -1,5 +1,6 @@
 """SparkBackend against LocalBackend on small prepared datasets, and the
 backend's bookkeeping: passes, jobs, broadcasts, cache, errors."""
+
 from __future__ import annotations
 
 import os
@@ -10,12 +11,18 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.factory import make_backend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.kernels.stats import Count, CountTask
 from sparkmaxent.data.load import block_to_arrow, read_blocks, read_events_table, write_events
 from sparkmaxent.data.schema import DatasetInfo
-from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, LossGradTask, MomentsTask,
-                                 MulticlassBlock, Weights)
+from sparkmaxent.kernels import (
+    CANDIDATES,
+    MULTICLASS,
+    LossGradTask,
+    MomentsTask,
+    MulticlassBlock,
+    Weights,
+)
 from sparkmaxent.kernels.blocks import concat_blocks
+from sparkmaxent.kernels.stats import Count, CountTask
 from sparkmaxent.problem import Objective
 
 from ..unit.helpers import random_candidates, random_multiclass
@@ -35,8 +42,10 @@ def _write(directory, block, shape, n_files):
 def datasets(tmp_path_factory):
     """One small prepared dataset per event shape, over several files."""
     rng = np.random.default_rng(11)
-    blocks = {MULTICLASS: random_multiclass(rng, m=150, P=14, K=4),
-              CANDIDATES: random_candidates(rng, m=70, D=11)}
+    blocks = {
+        MULTICLASS: random_multiclass(rng, m=150, P=14, K=4),
+        CANDIDATES: random_candidates(rng, m=70, D=11),
+    }
     out = {}
     for shape, block in blocks.items():
         d = tmp_path_factory.mktemp(shape)
@@ -101,21 +110,26 @@ def _compare(spark_backend, local_backend, space, rng, all_pairs=True):
     for field in ("total", "total_sq", "count"):
         assert_same(getattr(ms, field), getattr(ml, field), field)
     ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
-    pairs = ([(None, None), (None, ids), (ml.scaling(), None), (ml.scaling(), ids)] if all_pairs
-             else [(None, None), (ml.scaling(), ids)])
+    pairs = (
+        [(None, None), (None, ids), (ml.scaling(), None), (ml.scaling(), ids)]
+        if all_pairs
+        else [(None, None), (ml.scaling(), ids)]
+    )
     for scaling, active in pairs:
         n = space.n_features if active is None else len(active)
         theta = rng.normal(scale=0.5, size=n + space.n_bias)
         fs, gs = Objective(spark_backend, active, l2=0.1, scaling=scaling)(theta)
         fl, gl = Objective(local_backend, active, l2=0.1, scaling=scaling)(theta)
         assert fs == pytest.approx(fl, rel=RTOL)
-        assert_same(gs, gl, f"gradient (scaling={scaling is not None}, "
-                            f"active={active is not None})")
+        assert_same(
+            gs, gl, f"gradient (scaling={scaling is not None}, active={active is not None})"
+        )
 
 
 @pytest.mark.parametrize("partitions", [1, 2, 3, 7])
-@pytest.mark.parametrize("shape,bias", [(MULTICLASS, False), (MULTICLASS, True),
-                                        (CANDIDATES, False)])
+@pytest.mark.parametrize(
+    "shape,bias", [(MULTICLASS, False), (MULTICLASS, True), (CANDIDATES, False)]
+)
 def test_same_objective_and_gradient_as_local(spark, datasets, shape, bias, partitions):
     directory, info, block = datasets[shape]
     local = LocalBackend(read_blocks(directory, info), info.space(bias))
@@ -125,8 +139,13 @@ def test_same_objective_and_gradient_as_local(spark, datasets, shape, bias, part
         assert backend.weight == pytest.approx(block.c.sum(), rel=1e-12)
         assert backend.partitions == partitions
         assert backend.n_blocks == partitions  # every partition holds events here
-        _compare(backend, local, backend.space, np.random.default_rng(partitions),
-                 all_pairs=partitions == 2)
+        _compare(
+            backend,
+            local,
+            backend.space,
+            np.random.default_rng(partitions),
+            all_pairs=partitions == 2,
+        )
 
 
 def test_partitions_cut_into_several_blocks_give_the_same_sums(spark, datasets):

@@ -1,5 +1,6 @@
 """Grafting on the Spark backend: the same model as in-process, and the same
 optimum as Spark MLlib's multinomial l1 logistic regression."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.config import TrainConfig, train_config
+from sparkmaxent.config import train_config
 from sparkmaxent.problem import Objective
 from sparkmaxent.train import train
 
@@ -34,13 +35,17 @@ def local_result(problem):
 
 def test_spark_backend_grafts_the_same_model_as_local(spark, problem, local_result):
     directory, info, _, _ = problem
-    with SparkBackend(spark, directory, info, bias=True, partitions=2, name="test-graft") as backend:
+    with SparkBackend(
+        spark, directory, info, bias=True, partitions=2, name="test-graft"
+    ) as backend:
         res = train(backend, config())
         assert backend.live_broadcasts == 0
     assert res.report["kkt"]["passed"]
     assert res.report["objective"] == pytest.approx(local_result.report["objective"], rel=1e-9)
     assert res.weights.ids.tolist() == local_result.weights.ids.tolist()
-    np.testing.assert_allclose(res.weights.values, local_result.weights.values, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(
+        res.weights.values, local_result.weights.values, rtol=1e-6, atol=1e-9
+    )
     assert res.report["passes"] == local_result.report["passes"]
 
 
@@ -53,13 +58,27 @@ def test_matches_spark_mllib_multinomial_l1(spark, problem, local_result):
 
     _, _, block, space = problem
     X = block.X
-    rows = [(float(block.y[i]), Vectors.sparse(X.shape[1], X.indices[X.indptr[i]:X.indptr[i + 1]].tolist(),
-                                               X.data[X.indptr[i]:X.indptr[i + 1]].tolist()))
-            for i in range(block.n_events)]
+    rows = [
+        (
+            float(block.y[i]),
+            Vectors.sparse(
+                X.shape[1],
+                X.indices[X.indptr[i] : X.indptr[i + 1]].tolist(),
+                X.data[X.indptr[i] : X.indptr[i + 1]].tolist(),
+            ),
+        )
+        for i in range(block.n_events)
+    ]
     frame = spark.createDataFrame(rows, ["label", "features"]).repartition(2)
-    mllib = LogisticRegression(family="multinomial", regParam=GAMMA, elasticNetParam=1.0,
-                               standardization=False, fitIntercept=True, maxIter=2000,
-                               tol=1e-12).fit(frame)
+    mllib = LogisticRegression(
+        family="multinomial",
+        regParam=GAMMA,
+        elasticNetParam=1.0,
+        standardization=False,
+        fitIntercept=True,
+        maxIter=2000,
+        tol=1e-12,
+    ).fit(frame)
     W = mllib.coefficientMatrix.toArray()  # (K, P)
     theta = np.concatenate([W.T.ravel(), mllib.interceptVector.toArray()])
     f_mllib = Objective(LocalBackend([block], space), None)(theta)[0] + GAMMA * np.abs(W).sum()
@@ -68,5 +87,6 @@ def test_matches_spark_mllib_multinomial_l1(spark, problem, local_result):
     assert ours <= f_mllib + 1e-12
     mllib_support = set(np.flatnonzero(np.abs(W.T.ravel()) > 1e-8).tolist())
     assert set(local_result.weights.ids.tolist()) == mllib_support
-    np.testing.assert_allclose(local_result.weights.to_dense(space)[: space.n_features],
-                               W.T.ravel(), atol=1e-3)
+    np.testing.assert_allclose(
+        local_result.weights.to_dense(space)[: space.n_features], W.T.ravel(), atol=1e-3
+    )

@@ -1,5 +1,6 @@
 """prepare() on local[2]: round trips, cutoff, merging, vocabulary reuse, bad
 input, quarantine and atomic output, on small files the tests write."""
+
 from __future__ import annotations
 
 import glob
@@ -16,8 +17,7 @@ from sparkmaxent.data.checks import QUARANTINE_DIR
 from sparkmaxent.data.prepare import prepare, prepare_table
 from sparkmaxent.data.raw import FILE_SHIFT
 from sparkmaxent.data.readers import FORMATS, InputError
-from sparkmaxent.data.schema import (FEATURES_SCHEMA, DatasetInfo, block_from_arrow,
-                                     events_schema)
+from sparkmaxent.data.schema import FEATURES_SCHEMA, DatasetInfo, block_from_arrow, events_schema
 
 B = FILE_SHIFT  # event ids of the second input file start here
 
@@ -75,20 +75,44 @@ def train_dir(spark, corpus):
 
 # ---------------------------------------------------------------- round trip
 
+
 def test_round_trip_ids_values_labels_weights(train_dir, corpus):
     out, info = train_dir
-    assert features(out) == [("q", 0, 1.0), ("w", 1, 1.0), ("x", 2, 4.0), ("y", 3, 4.0),
-                             ("z", 4, 1.0)]
+    assert features(out) == [
+        ("q", 0, 1.0),
+        ("w", 1, 1.0),
+        ("x", 2, 4.0),
+        ("y", 3, 4.0),
+        ("z", 4, 1.0),
+    ]
     assert info.labels == ["A", "B", "C"] and info.n_features == 5
     assert rows(out) == [
         # a.txt line 2 + line 5 + b.txt line 2: merged, x's values summed
-        {"label": 0, "weight": 3.0, "indices": [2, 3], "values": [2.0, 2.0],
-         "event_id": 0, "group": 0},
-        {"label": 1, "weight": 1.0, "indices": [1, 4], "values": [-1.0, 1.0],
-         "event_id": 1, "group": 1},
+        {
+            "label": 0,
+            "weight": 3.0,
+            "indices": [2, 3],
+            "values": [2.0, 2.0],
+            "event_id": 0,
+            "group": 0,
+        },
+        {
+            "label": 1,
+            "weight": 1.0,
+            "indices": [1, 4],
+            "values": [-1.0, 1.0],
+            "event_id": 1,
+            "group": 1,
+        },
         {"label": 1, "weight": 1.0, "indices": [0], "values": [1.0], "event_id": 3, "group": 3},
-        {"label": 2, "weight": 1.0, "indices": [2, 3], "values": [0.5, 1.0],
-         "event_id": B, "group": B},
+        {
+            "label": 2,
+            "weight": 1.0,
+            "indices": [2, 3],
+            "values": [0.5, 1.0],
+            "event_id": B,
+            "group": B,
+        },
     ]
     assert (info.n_events, info.total_weight, info.quarantined) == (4, 6.0, 0)
     assert info.source["format"] == "maxent"
@@ -114,18 +138,31 @@ def test_round_trip_block(train_dir):
 def test_cutoff_keeps_emptied_events_and_overwrites(spark, corpus):
     out = corpus / "cut"
     write(out / "stale.txt", "replaced\n")
-    info = prepare(spark, [str(corpus / "in" / "*.txt")], str(out), "maxent", cutoff=2,
-                   overwrite=True)
+    info = prepare(
+        spark, [str(corpus / "in" / "*.txt")], str(out), "maxent", cutoff=2, overwrite=True
+    )
     assert not (out / "stale.txt").exists()
     assert features(str(out)) == [("x", 0, 4.0), ("y", 1, 4.0)]
     assert info.cutoff == 2 and info.n_features == 2 and info.labels == ["A", "B", "C"]
     # both B events lost all their features: kept, and then merged as identical
     assert rows(str(out)) == [
-        {"label": 0, "weight": 3.0, "indices": [0, 1], "values": [2.0, 2.0],
-         "event_id": 0, "group": 0},
+        {
+            "label": 0,
+            "weight": 3.0,
+            "indices": [0, 1],
+            "values": [2.0, 2.0],
+            "event_id": 0,
+            "group": 0,
+        },
         {"label": 1, "weight": 2.0, "indices": [], "values": [], "event_id": 1, "group": 1},
-        {"label": 2, "weight": 1.0, "indices": [0, 1], "values": [0.5, 1.0],
-         "event_id": B, "group": B},
+        {
+            "label": 2,
+            "weight": 1.0,
+            "indices": [0, 1],
+            "values": [0.5, 1.0],
+            "event_id": B,
+            "group": B,
+        },
     ]
     assert leftovers(corpus) == []
 
@@ -134,8 +171,9 @@ def test_vocabulary_reuse_counts_unknowns_and_keeps_order(spark, train_dir, tmp_
     train, train_info = train_dir
     test = write(tmp_path / "test.txt", "A x y:2 x\nD x new\nB new other z\nA x y:2 x\nE x\n")
     out = str(tmp_path / "test")
-    info = prepare(spark, [test], out, "maxent", vocabulary=train, merge_duplicates=False,
-                   partitions=3)
+    info = prepare(
+        spark, [test], out, "maxent", vocabulary=train, merge_duplicates=False, partitions=3
+    )
     assert info.labels == train_info.labels and info.n_features == train_info.n_features
     assert features(out) == features(train)
     assert (info.unknown_features, info.unknown_labels) == (3, 2)
@@ -143,18 +181,31 @@ def test_vocabulary_reuse_counts_unknowns_and_keeps_order(spark, train_dir, tmp_
     assert info.unseen_labels == ["D", "E"]  # unseen label j is stored as -(j + 1)
     assert info.source["vocabulary"] == train
     assert rows(out) == [
-        {"label": 0, "weight": 1.0, "indices": [2, 3], "values": [2.0, 2.0],
-         "event_id": 0, "group": 0},
+        {
+            "label": 0,
+            "weight": 1.0,
+            "indices": [2, 3],
+            "values": [2.0, 2.0],
+            "event_id": 0,
+            "group": 0,
+        },
         {"label": -1, "weight": 1.0, "indices": [2], "values": [1.0], "event_id": 1, "group": 1},
         {"label": 1, "weight": 1.0, "indices": [4], "values": [1.0], "event_id": 2, "group": 2},
-        {"label": 0, "weight": 1.0, "indices": [2, 3], "values": [2.0, 2.0],
-         "event_id": 3, "group": 3},
+        {
+            "label": 0,
+            "weight": 1.0,
+            "indices": [2, 3],
+            "values": [2.0, 2.0],
+            "event_id": 3,
+            "group": 3,
+        },
         {"label": -2, "weight": 1.0, "indices": [2], "values": [1.0], "event_id": 4, "group": 4},
     ]
     assert [info.label_name(i) for i in (0, -1, -2)] == ["A", "D", "E"]
 
 
 # ---------------------------------------------------------------- bad input
+
 
 def test_parse_error_names_first_file_and_line_and_leaves_nothing(spark, tmp_path):
     write(tmp_path / "in" / "a.txt", "A x\nB y\nA x:nan\n")
@@ -174,12 +225,19 @@ def test_value_over_the_bound_names_file_and_line(spark, tmp_path):
     out = tmp_path / "out"
     with pytest.raises(InputError) as e:
         prepare(spark, [str(tmp_path / "in")], str(out), "maxent")
-    assert str(e.value).startswith(f"{tmp_path / 'in' / 'a.txt'}:3: expected a feature value "
-                                   f"with |value| <= 1e+12, got 'x:1e300'")
-    huge = spark.createDataFrame([("A", ["x", "y"], [1.0, -2e12]), ("B", ["y"], [1.0])],
-                                 "label string, features array<string>, v array<double>")
-    with pytest.raises(InputError, match=r"column 'v': expected no rows with a value of "
-                                         r"magnitude > 1e\+12, got 1"):
+    assert str(e.value).startswith(
+        f"{tmp_path / 'in' / 'a.txt'}:3: expected a feature value "
+        f"with |value| <= 1e+12, got 'x:1e300'"
+    )
+    huge = spark.createDataFrame(
+        [("A", ["x", "y"], [1.0, -2e12]), ("B", ["y"], [1.0])],
+        "label string, features array<string>, v array<double>",
+    )
+    with pytest.raises(
+        InputError,
+        match=r"column 'v': expected no rows with a value of "
+        r"magnitude > 1e\+12, got 1",
+    ):
         prepare_table(spark, huge, str(out), values_col="v")
     assert not out.exists() and leftovers(tmp_path) == []
 
@@ -215,7 +273,7 @@ def test_existing_output_is_refused_and_untouched(spark, tmp_path):
 
 def test_failure_during_write_keeps_old_output(spark, corpus, tmp_path, monkeypatch):
     out = tmp_path / "o"
-    write(out / "dataset.json", "{\"old\": true}\n")
+    write(out / "dataset.json", '{"old": true}\n')
 
     def boom(self, directory):
         raise RuntimeError("disk full")
@@ -233,8 +291,11 @@ def test_quarantine_sets_bad_records_aside(spark, tmp_path):
     out = tmp_path / "o"
     info = prepare(spark, [f], str(out), "maxent", quarantine=True)
     assert info.quarantined == 2 and info.n_events == 3
-    recs = [json.loads(line) for p in sorted(glob.glob(str(out / QUARANTINE_DIR / "*.json")))
-            for line in open(p)]
+    recs = [
+        json.loads(line)
+        for p in sorted(glob.glob(str(out / QUARANTINE_DIR / "*.json")))
+        for line in open(p)
+    ]
     assert [(r["path"], r["line"]) for r in recs] == [(f, 2), (f, 4)]
     assert recs[0]["text"] == "B y:nan" and "'y:nan'" in recs[0]["reason"]
     assert "UTF-8" in recs[1]["reason"] and recs[1]["text"].startswith("B ")
@@ -244,10 +305,12 @@ def test_quarantine_sets_bad_records_aside(spark, tmp_path):
 
 # ---------------------------------------------------------------- tables
 
+
 def test_table_round_trip(spark, tmp_path):
     df = spark.createDataFrame(
         [(2, ["b", "a", "a"], 2.0), (1, ["c"], 1.0), (2, ["a", "b", "a"], 0.5)],
-        "y int, feats array<string>, w double")
+        "y int, feats array<string>, w double",
+    )
     out = str(tmp_path / "t")
     info = prepare_table(spark, df, out, label_col="y", features_col="feats", weight_col="w")
     assert info.labels == ["1", "2"] and info.source["format"] == "table"
@@ -255,14 +318,18 @@ def test_table_round_trip(spark, tmp_path):
     got = rows(out)
     # rows 1 and 3 are one event once sorted and summed; event ids follow row order
     assert [(r["label"], r["weight"], r["indices"], r["values"]) for r in got] == [
-        (1, 2.5, [0, 1], [2.0, 1.0]), (0, 1.0, [2], [1.0])]
+        (1, 2.5, [0, 1], [2.0, 1.0]),
+        (0, 1.0, [2], [1.0]),
+    ]
     assert got[0]["event_id"] < got[1]["event_id"]
     assert (info.n_events, info.total_weight) == (2, 3.5)
 
 
 def test_table_bad_columns(spark, tmp_path):
-    df = spark.createDataFrame([("A", ["x"], float("nan"), [1.0]), ("B", ["y"], 1.0, [1.0])],
-                               "label string, features array<string>, w double, v array<double>")
+    df = spark.createDataFrame(
+        [("A", ["x"], float("nan"), [1.0]), ("B", ["y"], 1.0, [1.0])],
+        "label string, features array<string>, w double, v array<double>",
+    )
     out = str(tmp_path / "t")
     with pytest.raises(InputError, match=r"column named 'lab'.*\['label', 'features', 'w', 'v'\]"):
         prepare_table(spark, df, out, label_col="lab")
@@ -270,8 +337,9 @@ def test_table_bad_columns(spark, tmp_path):
         prepare_table(spark, df, out, features_col="v")
     with pytest.raises(InputError, match=r"column 'w': expected no null, NaN or infinite"):
         prepare_table(spark, df, out, weight_col="w")
-    inf_values = spark.createDataFrame([("A", ["x"], [float("inf")])],
-                                       "label string, features array<string>, v array<double>")
+    inf_values = spark.createDataFrame(
+        [("A", ["x"], [float("inf")])], "label string, features array<string>, v array<double>"
+    )
     with pytest.raises(InputError, match=r"column 'v': expected no rows with null, NaN"):
         prepare_table(spark, inf_values, out, values_col="v")
     assert not os.path.exists(out) and leftovers(tmp_path) == []
@@ -279,15 +347,18 @@ def test_table_bad_columns(spark, tmp_path):
 
 # ---------------------------------------------------------------- candidate sets
 
-needs_tadm = pytest.mark.skipif("tadm" not in FORMATS,
-                                reason="readers.FORMATS has no 'tadm' parser yet")
+needs_tadm = pytest.mark.skipif(
+    "tadm" not in FORMATS, reason="readers.FORMATS has no 'tadm' parser yet"
+)
 
 # Event at line 1: candidates (correct, 10 11) and (10). Event at line 4:
 # candidates (), (correct, 11 twice: summed), (12). Event at line 8: the same
 # as line 4 (merged).
-TADM = ("2\n1 2 10 1.0 11 0.5\n0 1 10 2.0\n"
-        "3\n0 0\n1 2 11 1 11 2\n0 1 12 1\n"
-        "3\n0 0\n1 2 11 1 11 2\n0 1 12 1\n")
+TADM = (
+    "2\n1 2 10 1.0 11 0.5\n0 1 10 2.0\n"
+    "3\n0 0\n1 2 11 1 11 2\n0 1 12 1\n"
+    "3\n0 0\n1 2 11 1 11 2\n0 1 12 1\n"
+)
 
 
 @needs_tadm
@@ -299,15 +370,28 @@ def test_candidate_sets_round_trip_with_cutoff(spark, tmp_path):
     # "10" occurs in 1 event and is cut; "11" in 3, "12" in 2
     assert features(out) == [("11", 0, 3.0), ("12", 1, 2.0)]
     assert rows(out, "candidates") == [
-        {"weight": 1.0, "correct": [True, False], "cand_nnz": [1, 0], "indices": [0],
-         "values": [0.5], "event_id": 0, "group": 0},
-        {"weight": 2.0, "correct": [False, True, False], "cand_nnz": [0, 1, 1],
-         "indices": [0, 1], "values": [3.0, 1.0], "event_id": 1, "group": 1},
+        {
+            "weight": 1.0,
+            "correct": [True, False],
+            "cand_nnz": [1, 0],
+            "indices": [0],
+            "values": [0.5],
+            "event_id": 0,
+            "group": 0,
+        },
+        {
+            "weight": 2.0,
+            "correct": [False, True, False],
+            "cand_nnz": [0, 1, 1],
+            "indices": [0, 1],
+            "values": [3.0, 1.0],
+            "event_id": 1,
+            "group": 1,
+        },
     ]
     block = block_from_arrow(read_events(out, "candidates"), info)
     np.testing.assert_array_equal(block.event_ptr, [0, 2, 5])
-    np.testing.assert_array_equal(block.F.toarray(),
-                                  [[0.5, 0], [0, 0], [0, 0], [3.0, 0], [0, 1.0]])
+    np.testing.assert_array_equal(block.F.toarray(), [[0.5, 0], [0, 0], [0, 0], [3.0, 0], [0, 1.0]])
     np.testing.assert_array_equal(block.correct, [1, 0, 0, 1, 0])
 
 
@@ -321,11 +405,14 @@ def test_candidate_event_without_correct_candidate(spark, tmp_path):
 
 # ---------------------------------------------------------------- options
 
+
 def test_options_are_checked_and_converted():
     if "conll" not in FORMATS:
         pytest.skip("readers.FORMATS has no 'conll' parser yet")
     assert prep.resolve_options("conll", {"mode": "basenp", "lowercase": "false"}) == {
-        "mode": "basenp", "lowercase": False}
+        "mode": "basenp",
+        "lowercase": False,
+    }
     with pytest.raises(InputError, match=r"unknown option\(s\) \['window'\].*'lowercase'"):
         prep.resolve_options("conll", {"window": "3"})
     with pytest.raises(InputError, match=r"expected true or false, got 'maybe'"):
@@ -336,12 +423,21 @@ def test_options_are_checked_and_converted():
 def test_shared_conll_train_prepares(spark, shared_data, tmp_path):
     if "conll" not in FORMATS:
         pytest.skip("readers.FORMATS has no 'conll' parser yet")
-    info = prepare(spark, [os.path.join(shared_data, "conll2000", "train.txt")],
-                   str(tmp_path / "conll"), "conll", cutoff=2)
+    info = prepare(
+        spark,
+        [os.path.join(shared_data, "conll2000", "train.txt")],
+        str(tmp_path / "conll"),
+        "conll",
+        cutoff=2,
+    )
     assert info.total_weight == 211727  # one event per token
     assert 190_000 < info.n_events < 211727 and len(info.labels) == 22
     assert 90_000 < info.n_features < 110_000
     t = read_events(str(tmp_path / "conll"))
     assert t.num_rows == info.n_events and float(np.sum(t.column("weight"))) == 211727
-    assert pq.read_schema(glob.glob(str(tmp_path / "conll" / "features" / "*.parquet"))[0]) \
-        .field("feature").type == FEATURES_SCHEMA.field("feature").type
+    assert (
+        pq.read_schema(glob.glob(str(tmp_path / "conll" / "features" / "*.parquet"))[0])
+        .field("feature")
+        .type
+        == FEATURES_SCHEMA.field("feature").type
+    )

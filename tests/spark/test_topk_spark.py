@@ -1,6 +1,7 @@
 """The block-wise gradient test on Spark: partial gradients summed per
 feature block across executors give the dense test's selection, KKT
 figures and grafted model."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
-from sparkmaxent.config import TrainConfig, train_config
+from sparkmaxent.config import train_config
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import train
@@ -21,8 +22,9 @@ P, K = 60, 3
 
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
-    p = written_multiclass(str(tmp_path_factory.mktemp("topk-mc")), P, active_per_event=6,
-                           n_files=3, n_labels=K)
+    p = written_multiclass(
+        str(tmp_path_factory.mktemp("topk-mc")), P, active_per_event=6, n_files=3, n_labels=K
+    )
     return p.directory, p.info, p.block, p.space
 
 
@@ -60,9 +62,16 @@ def test_block_pass_selects_what_the_dense_pass_selects(backend, problem):
     np.testing.assert_allclose(summary.lg.grad_bias, ev.lossgrad.grad_bias, rtol=1e-12, atol=1e-15)
     grad_bias = ev.lossgrad.grad_bias / ev.lossgrad.weight
     dense = kkt_certificate(ev.full_grad, w, grad_bias, GAMMA, 1e-6)
-    parts = kkt_from_parts(summary.active_grad, w, summary.max_inactive, summary.n_over,
-                           summary.n_features, summary.lg.grad_bias / summary.lg.weight,
-                           GAMMA, 1e-6)
+    parts = kkt_from_parts(
+        summary.active_grad,
+        w,
+        summary.max_inactive,
+        summary.n_over,
+        summary.n_features,
+        summary.lg.grad_bias / summary.lg.weight,
+        GAMMA,
+        1e-6,
+    )
     assert parts["zero_weights_over_bound"] == dense["zero_weights_over_bound"] > 5
     assert parts["features_checked"] == dense["features_checked"] == space.n_features
     for key in ("max_zero_gradient", "max_active_violation", "max_bias_gradient"):

@@ -1,4 +1,5 @@
 """Small random blocks for kernel tests (no Spark)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,18 +9,23 @@ from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Multicla
 
 
 def random_multiclass(rng: np.random.Generator, m=40, P=12, K=4, density=0.3) -> MulticlassBlock:
-    X = sp.random(m, P, density=density, format="csr", random_state=rng,
-                  data_rvs=lambda n: rng.normal(size=n))
-    return MulticlassBlock(X=X, y=rng.integers(0, K, size=m), c=rng.uniform(0.5, 3, size=m),
-                           n_labels=K)
+    X = sp.random(
+        m, P, density=density, format="csr", random_state=rng, data_rvs=lambda n: rng.normal(size=n)
+    )
+    return MulticlassBlock(
+        X=X, y=rng.integers(0, K, size=m), c=rng.uniform(0.5, 3, size=m), n_labels=K
+    )
 
 
-def random_candidates(rng: np.random.Generator, m=15, D=10, max_cands=5, density=0.4) -> CandidateBlock:
+def random_candidates(
+    rng: np.random.Generator, m=15, D=10, max_cands=5, density=0.4
+) -> CandidateBlock:
     sizes = rng.integers(1, max_cands + 1, size=m)
     ptr = np.concatenate([[0], np.cumsum(sizes)])
     n = ptr[-1]
-    F = sp.random(n, D, density=density, format="csr", random_state=rng,
-                  data_rvs=lambda k: rng.normal(size=k))
+    F = sp.random(
+        n, D, density=density, format="csr", random_state=rng, data_rvs=lambda k: rng.normal(size=k)
+    )
     correct = np.zeros(n, dtype=bool)
     for i in range(m):  # one or more correct candidates per event
         k = rng.integers(1, sizes[i] + 1)

@@ -5,6 +5,7 @@ support recovery on generated data, the model priors (beta-binomial odds
 by log-gamma, the empirical-Bayes p against a grid), resume, candidate
 sets, config errors and the progress line.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,11 +23,15 @@ from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
 from sparkmaxent.kernels.proposals import EventSignatureTask, event_signatures, proposals
 from sparkmaxent.problem.objective import Objective
-from sparkmaxent.solvers.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.selection import bayes
-from sparkmaxent.selection.bayes import (BayesFactor, bayes_factor_score,
-                                         empirical_inclusion_probability, log_model_prior_odds)
+from sparkmaxent.selection.bayes import (
+    BayesFactor,
+    bayes_factor_score,
+    empirical_inclusion_probability,
+    log_model_prior_odds,
+)
 from sparkmaxent.selection.loop import add_feature
+from sparkmaxent.solvers.gains import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
 
 from .helpers import interrupt_and_resume, random_block, random_candidates, random_multiclass
@@ -53,8 +58,9 @@ def quadrature_log_evidence(block, space, weights, j, sigma2, lo=-15.0, hi=15.0)
     def f(m):
         return math.exp(S(m) - m * m / (2 * sigma2) - peak) / math.sqrt(2 * math.pi * sigma2)
 
-    val, _ = integrate.quad(f, lo, hi, points=[float(grid[h.argmax()])], limit=200,
-                            epsabs=0, epsrel=1e-10)
+    val, _ = integrate.quad(
+        f, lo, hi, points=[float(grid[h.argmax()])], limit=200, epsabs=0, epsrel=1e-10
+    )
     return peak + math.log(val)
 
 
@@ -65,20 +71,24 @@ def binary_block(rng, m=400, P=6, K=3, rate=0.3) -> MulticlassBlock:
 
 # ---- the 1-D Laplace evidence ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("sigma2", [0.25, 1.0, 10.0])
 def test_laplace_evidence_matches_quadrature_for_frequent_features(sigma2):
     rng = np.random.default_rng(0)
     block = binary_block(rng)
     space = Space(MULTICLASS, 6, 3, bias=True)
-    weights = Weights(np.array([0, 4], dtype=np.int64), np.array([0.3, -0.2]),
-                      np.array([0.1, 0.0, -0.1]))
+    weights = Weights(
+        np.array([0, 4], dtype=np.int64), np.array([0.3, -0.2]), np.array([0.1, 0.0, -0.1])
+    )
     ids = np.array([7, 9, 11, 14, 16], dtype=np.int64)  # inactive (p, k), each firing ~120 times
-    fit = fit_gains(LocalBackend([block], space), weights, ids, method="exact",
-                    prior_variance=sigma2)
+    fit = fit_gains(
+        LocalBackend([block], space), weights, ids, method="exact", prior_variance=sigma2
+    )
     score = bayes_factor_score(fit.loglik_change, fit.alpha, fit.curvature, sigma2, "laplace")
     np.testing.assert_allclose(score, fit.log_evidence, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(score, laplace_log_evidence(fit.loglik_change, fit.alpha,
-                                                           fit.curvature, sigma2), atol=1e-12)
+    np.testing.assert_allclose(
+        score, laplace_log_evidence(fit.loglik_change, fit.alpha, fit.curvature, sigma2), atol=1e-12
+    )
     for j, lap in zip(ids, score):
         exact = quadrature_log_evidence(block, space, weights, int(j), sigma2)
         # the evidence itself within 2%: |log ratio| < 0.02
@@ -94,8 +104,8 @@ def test_laplace_evidence_is_loose_for_a_rare_nearly_separating_feature():
     rng = np.random.default_rng(1)
     m, K = 300, 3
     X = np.zeros((m, 2))
-    X[:, 0] = rng.random(m) < 0.4          # frequent
-    X[:3, 1] = 1.0                         # rare, always with label 2
+    X[:, 0] = rng.random(m) < 0.4  # frequent
+    X[:3, 1] = 1.0  # rare, always with label 2
     y = rng.integers(0, K, size=m)
     y[:3] = 2
     block = MulticlassBlock(X=sp.csr_matrix(X), y=y, c=np.ones(m), n_labels=K)
@@ -103,10 +113,16 @@ def test_laplace_evidence_is_loose_for_a_rare_nearly_separating_feature():
     weights = Weights.zeros(space)
 
     def error(j, sigma2):
-        fit = fit_gains(LocalBackend([block], space), weights, np.array([j]), method="exact",
-                        prior_variance=sigma2)
-        return float(fit.log_evidence[0]) - quadrature_log_evidence(block, space, weights, j,
-                                                                     sigma2, -40, 40)
+        fit = fit_gains(
+            LocalBackend([block], space),
+            weights,
+            np.array([j]),
+            method="exact",
+            prior_variance=sigma2,
+        )
+        return float(fit.log_evidence[0]) - quadrature_log_evidence(
+            block, space, weights, j, sigma2, -40, 40
+        )
 
     rare = {s2: error(1 * K + 2, s2) for s2 in (1.0, 25.0, 100.0)}
     assert abs(error(0, 100.0)) < 0.02
@@ -120,8 +136,7 @@ def test_printed_sign_adds_log_curvature_and_never_stops_with_a_unit_prior():
     block = binary_block(rng, m=300, P=8)
     space = Space(MULTICLASS, 8, 3, bias=True)
     ids = np.arange(space.n_features, dtype=np.int64)
-    fit = fit_gains(LocalBackend([block], space), Weights.zeros(space), ids,
-                    prior_variance=1.0)
+    fit = fit_gains(LocalBackend([block], space), Weights.zeros(space), ids, prior_variance=1.0)
     a, mu, S = fit.curvature, fit.alpha, fit.loglik_change
     lap = bayes_factor_score(S, mu, a, 1.0, "laplace")
     printed = bayes_factor_score(S, mu, a, 1.0, "printed")
@@ -136,12 +151,14 @@ def test_printed_sign_adds_log_curvature_and_never_stops_with_a_unit_prior():
 
 # ---- proposals ---------------------------------------------------------------------------
 
+
 def test_multiclass_proposals_are_features_of_misclassified_events_gold_and_predicted():
     rng = np.random.default_rng(3)
     space = Space(MULTICLASS, 12, 4, bias=True)
     block = random_multiclass(rng, m=60, P=12, K=4)
-    weights = Weights(np.array([1, 5, 9, 20, 33], dtype=np.int64), rng.normal(size=5),
-                      rng.normal(size=4))
+    weights = Weights(
+        np.array([1, 5, 9, 20, 33], dtype=np.int64), rng.normal(size=5), rng.normal(size=4)
+    )
     got = proposals(block, space, weights)
     scores = multiclass_scores(block, space, weights)
     X = block.X.toarray()
@@ -202,6 +219,7 @@ def test_proposals_refuse_unseen_labels():
 
 # ---- Eq. 14: a perfect copy loses its score ------------------------------------------------
 
+
 def copy_data(seed=6, m=2000, K=3):
     """Predicate 0 drives label 1; predicate 1 is its perfect copy; 2-5 are noise."""
     rng = np.random.default_rng(seed)
@@ -210,21 +228,23 @@ def copy_data(seed=6, m=2000, K=3):
     s = np.zeros((m, K))
     s[:, 1] += 2.0 * X[:, 0]
     y = np.argmax(s + rng.gumbel(size=(m, K)), axis=1)
-    return MulticlassBlock(X=sp.csr_matrix(X), y=y, c=np.ones(m), n_labels=K), \
-        Space(MULTICLASS, 6, K, bias=True)
+    return MulticlassBlock(X=sp.csr_matrix(X), y=y, c=np.ones(m), n_labels=K), Space(
+        MULTICLASS, 6, K, bias=True
+    )
 
 
 def test_eq14_rescoring_makes_a_perfect_copy_lose_its_score():
     block, space = copy_data()
-    ctx = TrainingContext(LocalBackend([block], space),
-                          train_config(method="bayes-factor", per_round=5, plots=False))
+    ctx = TrainingContext(
+        LocalBackend([block], space), train_config(method="bayes-factor", per_round=5, plots=False)
+    )
     bf = BayesFactor(ctx)
     start = bf.start()
     j, twin = 0 * 3 + 1, 1 * 3 + 1
     fit, beta = bf.fit(start, np.array([j, twin]))
     assert beta[0] == pytest.approx(beta[1], rel=1e-9) and beta[0] > 10  # identical, strong
     _, again = bf.fit(add_feature(start, j, float(fit.alpha[0])), np.array([twin]))
-    assert again[0] < 0 < beta[1]            # the copy no longer beats beta_0
+    assert again[0] < 0 < beta[1]  # the copy no longer beats beta_0
     # and the round's selection takes one of the pair only, even with room for 5
     picks, rescored = bf.select(start, np.array([j, twin]), beta, fit.alpha, 5, lambda k: 0.0)
     assert [p["feature"] for p in picks] == [j] and rescored == 1
@@ -238,8 +258,12 @@ def test_event_signatures_mark_the_events_each_feature_fires_on(shape):
         fires = (block.X.toarray() != 0)[:, np.arange(space.n_features) // space.n_labels]
     else:
         on = block.F.toarray() != 0
-        fires = np.array([on[block.event_ptr[i]:block.event_ptr[i + 1]].any(axis=0)
-                          for i in range(block.n_events)])
+        fires = np.array(
+            [
+                on[block.event_ptr[i] : block.event_ptr[i + 1]].any(axis=0)
+                for i in range(block.n_events)
+            ]
+        )
     ids = np.arange(space.n_features)
     n_bits = 8 * (block.n_events // 8 + 1)  # no two events share a bit: exact sets
     got = np.unpackbits(event_signatures(block, space, ids, n_bits).bits, axis=1, bitorder="little")
@@ -277,8 +301,10 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
     backend = LocalBackend(split_block(block, 2), space)
     scores = {}
     for bits in (0, 4096):
-        ctx = TrainingContext(backend, train_config(method="bayes-factor", per_round=30,
-                                                   signature_bits=bits, plots=False))
+        ctx = TrainingContext(
+            backend,
+            train_config(method="bayes-factor", per_round=30, signature_bits=bits, plots=False),
+        )
         bf = BayesFactor(ctx)
         start = bf.start()
         ids = np.arange(space.n_features)
@@ -302,9 +328,19 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
 
 # ---- end to end on generated data ---------------------------------------------------------
 
-SPEC = synthetic.SyntheticSpec(n_events=6000, n_predicates=120, n_labels=3, active_per_event=6,
-                               zipf_exponent=0.0, n_support=20, weight_scale=1.5, n_copies=2,
-                               n_conjunctions=0, min_support_count=100, seed=1)
+SPEC = synthetic.SyntheticSpec(
+    n_events=6000,
+    n_predicates=120,
+    n_labels=3,
+    active_per_event=6,
+    zipf_exponent=0.0,
+    n_support=20,
+    weight_scale=1.5,
+    n_copies=2,
+    n_conjunctions=0,
+    min_support_count=100,
+    seed=1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -330,8 +366,7 @@ def generated_run(generated):
     return train(LocalBackend(split_block(data.block(), 2), space), bf_config())
 
 
-def test_synthetic_stops_by_itself_with_precise_support_and_no_copy_pairs(generated,
-                                                                           generated_run):
+def test_synthetic_stops_by_itself_with_precise_support_and_no_copy_pairs(generated, generated_run):
     data, _ = generated
     rep = generated_run.report
     assert rep["stopped_by_rule"], rep["stopped"]
@@ -342,7 +377,7 @@ def test_synthetic_stops_by_itself_with_precise_support_and_no_copy_pairs(genera
     assert rec["n_copies_of_selected"] == 0
     assert len(rep["selected"]) == len(set(rep["selected"])) == rep["active_features"]
     assert rep["prior_variance"] == SPEC.n_events  # default sigma^2 = W
-    assert rep["l2"] == pytest.approx(1.0 / SPEC.n_events ** 2)
+    assert rep["l2"] == pytest.approx(1.0 / SPEC.n_events**2)
 
 
 def test_unit_prior_variance_lets_chance_associations_through(generated, generated_run):
@@ -379,11 +414,13 @@ def test_printed_sign_selects_more_on_the_same_data(generated, generated_run):
 def test_beta_binomial_prior_odds_are_the_ratio_of_model_priors(K, k):
     """Scott & Berger's prior, pi(M) = 1 / ((K + 1) C(K, k)) for a model of
     k of K candidates, by log-gamma against the closed form."""
+
     def log_prior(k):
         return -math.log(K + 1) - (math.lgamma(K + 1) - math.lgamma(k + 1) - math.lgamma(K - k + 1))
 
     assert log_model_prior_odds("beta-binomial", k, K) == pytest.approx(
-        log_prior(k + 1) - log_prior(k), rel=1e-9, abs=1e-9)
+        log_prior(k + 1) - log_prior(k), rel=1e-9, abs=1e-9
+    )
     assert log_model_prior_odds("uniform", k, K) == 0.0
 
 
@@ -392,13 +429,15 @@ def test_beta_binomial_prior_charges_for_the_candidate_space(generated, generate
     priors, so its beta differs by log(1 / K) exactly; the multiplicity
     correction selects no more features and stays precise."""
     data, space = generated
-    res = train(LocalBackend(split_block(data.block(), 2), space),
-                bf_config(model_prior="beta-binomial"))
+    res = train(
+        LocalBackend(split_block(data.block(), 2), space), bf_config(model_prior="beta-binomial")
+    )
     rep, uniform = res.report, generated_run.report
     first, first_uniform = rep["rounds"][0]["selected"][0], uniform["rounds"][0]["selected"][0]
     assert first["feature"] == first_uniform["feature"]
-    assert first["beta"] == pytest.approx(first_uniform["beta"] - math.log(space.n_features),
-                                          rel=1e-9)
+    assert first["beta"] == pytest.approx(
+        first_uniform["beta"] - math.log(space.n_features), rel=1e-9
+    )
     assert rep["stopped_by_rule"] and rep["bf_model_prior"] == "beta-binomial"
     assert rep["active_features"] <= uniform["active_features"]
     rec = synthetic.support_recovery(selected_pairs(data, rep), data)
@@ -418,10 +457,12 @@ def test_empirical_inclusion_probability_maximizes_the_proposals_probability(cas
     best to within its spacing and no grid point is more probable."""
     rng = np.random.default_rng(3)
     noise = rng.normal(-2.0, 1.0, size=2000)
-    log_bf = {"interior": np.concatenate([noise, rng.normal(3.0, 1.0, size=150)]),
-              "most look real": rng.normal(1.0, 0.5, size=500),
-              "none looks real": rng.normal(-3.0, 0.5, size=500),
-              "one huge": np.concatenate([noise, [900.0]])}[case]
+    log_bf = {
+        "interior": np.concatenate([noise, rng.normal(3.0, 1.0, size=150)]),
+        "most look real": rng.normal(1.0, 0.5, size=500),
+        "none looks real": rng.normal(-3.0, 0.5, size=500),
+        "one huge": np.concatenate([noise, [900.0]]),
+    }[case]
     p = empirical_inclusion_probability(log_bf)
     grid = np.linspace(0.0, 0.5, 20001)
     logp = proposals_log_probability(log_bf, grid)
@@ -451,8 +492,9 @@ def test_empirical_bayes_prior_charges_when_few_proposals_look_real(generated, g
     log(p / (1 - p)); the run stops by itself, precise, with no more
     features than under the uniform prior."""
     data, space = generated
-    res = train(LocalBackend(split_block(data.block(), 2), space),
-                bf_config(model_prior="empirical-bayes"))
+    res = train(
+        LocalBackend(split_block(data.block(), 2), space), bf_config(model_prior="empirical-bayes")
+    )
     rep, uniform = res.report, generated_run.report
     first, first_uniform = rep["rounds"][0], uniform["rounds"][0]
     p = first["inclusion_probability"]
@@ -460,7 +502,8 @@ def test_empirical_bayes_prior_charges_when_few_proposals_look_real(generated, g
     assert first["log_prior_odds"] == pytest.approx(math.log(p / (1 - p)), rel=1e-12)
     assert first["selected"][0]["feature"] == first_uniform["selected"][0]["feature"]
     assert first["selected"][0]["beta"] == pytest.approx(
-        first_uniform["selected"][0]["beta"] + first["log_prior_odds"], rel=1e-9)
+        first_uniform["selected"][0]["beta"] + first["log_prior_odds"], rel=1e-9
+    )
     assert uniform["rounds"][0]["inclusion_probability"] is None
     assert rep["stopped_by_rule"] and rep["bf_model_prior"] == "empirical-bayes"
     assert rep["active_features"] <= uniform["active_features"]
@@ -491,8 +534,9 @@ def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tm
     data, space = generated
     block = data.block()
     cfg = bf_config(per_round=3, max_rounds=5)
-    whole, resumed, _ = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
-                                             tmp_path, after=2)
+    whole, resumed, _ = interrupt_and_resume(
+        lambda: LocalBackend([block], space), cfg, tmp_path, after=2
+    )
     assert resumed.report["selected"] == whole.report["selected"]
     np.testing.assert_array_equal(resumed.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(resumed.weights.values, whole.weights.values, rtol=1e-12)
@@ -537,20 +581,22 @@ def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_r
 
 # ---- candidate sets, config --------------------------------------------------------------
 
+
 def candidate_backend() -> LocalBackend:
     """Candidate-set events whose correct candidate follows 3 true features."""
     rng = np.random.default_rng(8)
     D, m = 30, 400
     sizes = rng.integers(2, 6, size=m)
     ptr = np.concatenate([[0], np.cumsum(sizes)])
-    F = sp.random(ptr[-1], D, density=0.15, format="csr", random_state=rng,
-                  data_rvs=lambda n: np.ones(n))
+    F = sp.random(
+        ptr[-1], D, density=0.15, format="csr", random_state=rng, data_rvs=lambda n: np.ones(n)
+    )
     w_true = np.zeros(D)
     w_true[[2, 11, 17]] = [2.5, -2.5, 2.0]
     s = F @ w_true + rng.gumbel(size=ptr[-1])
     correct = np.zeros(ptr[-1], dtype=bool)
     for i in range(m):
-        correct[ptr[i] + np.argmax(s[ptr[i]:ptr[i + 1]])] = True
+        correct[ptr[i] + np.argmax(s[ptr[i] : ptr[i + 1]])] = True
     from sparkmaxent.kernels import CandidateBlock
 
     block = CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=np.ones(m))
@@ -564,12 +610,17 @@ def test_candidate_set_events_are_supported():
     assert len(res.report["selected"]) <= 6
 
 
-@pytest.mark.parametrize("key,value,match", [("sign", "plus", "train.bayes.sign"),
-                                             ("prior_variance", -1.0, "train.bayes.prior_variance"),
-                                             ("per_round", 0, "train.bayes.per_round"),
-                                             ("rescore", 0, "train.bayes.rescore"),
-                                             ("signature_bits", 12, "train.bayes.signature_bits"),
-                                             ("model_prior", "flat", "train.bayes.model_prior")])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("sign", "plus", "train.bayes.sign"),
+        ("prior_variance", -1.0, "train.bayes.prior_variance"),
+        ("per_round", 0, "train.bayes.per_round"),
+        ("rescore", 0, "train.bayes.rescore"),
+        ("signature_bits", 12, "train.bayes.signature_bits"),
+        ("model_prior", "flat", "train.bayes.model_prior"),
+    ],
+)
 def test_bad_config_fails_before_training(key, value, match):
     block, space = copy_data(m=50)
     with pytest.raises(ValueError, match=match):

@@ -1,6 +1,7 @@
 """Checkpoints and --resume against the training data: dataset fingerprints
 (data/fingerprint.py), a resume on other data refused, and state.json /
 .npz damage reported as InputErrors naming the file (issue 23, items 4, 7)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,16 +29,18 @@ VOCAB = {"id": "0123456789abcdef", "features": P, "labels": K, "scheme": 1}
 
 
 def grafting_config(**kw) -> TrainConfig:
-    return train_config(**{"method": "grafting", "l1": 1e-3, "n_best": 1, "gtol": 1e-9,
-                           "kkt_tol": 1e-6, **kw})
+    return train_config(
+        **{"method": "grafting", "l1": 1e-3, "n_best": 1, "gtol": 1e-9, "kkt_tol": 1e-6, **kw}
+    )
 
 
 def dataset(tmp_path, name: str, seed: int, n_files: int = 1, vocab: dict | None = VOCAB) -> str:
     """A prepared dataset of random multiclass events, P predicates, K labels,
     all sharing one vocabulary fingerprint."""
     block = random_multiclass(np.random.default_rng(seed), m=80, P=P, K=K)
-    info = DatasetInfo(MULTICLASS, P, [f"y{k}" for k in range(K)],
-                       vocabulary_fingerprint=dict(vocab or {}))
+    info = DatasetInfo(
+        MULTICLASS, P, [f"y{k}" for k in range(K)], vocabulary_fingerprint=dict(vocab or {})
+    )
     directory = str(tmp_path / name)
     write_events(block, directory, info, n_files=n_files)
     return directory
@@ -51,6 +54,7 @@ def stop_after(rounds: int):
     def stop(state):
         if state.round == rounds:
             raise Interrupted
+
     return stop
 
 
@@ -62,6 +66,7 @@ def interrupted_run(directory: str, out: str, after: int = 2) -> str:
 
 
 # ---- fingerprints -------------------------------------------------------------
+
 
 def test_events_fingerprint_is_of_the_content_not_the_file_split(tmp_path):
     one = DatasetInfo.load(dataset(tmp_path, "one", seed=1, n_files=1))
@@ -95,13 +100,18 @@ def test_a_dataset_json_without_fingerprints_loads_as_unknown(tmp_path):
 
 # ---- resume and the training data ---------------------------------------------
 
+
 def test_resume_on_the_same_data_ends_with_the_model_of_an_uninterrupted_run(tmp_path):
     directory = dataset(tmp_path, "train", seed=1)
-    whole, resumed, left = interrupt_and_resume(lambda: local(directory), grafting_config(),
-                                                tmp_path, after=2)
+    whole, resumed, left = interrupt_and_resume(
+        lambda: local(directory), grafting_config(), tmp_path, after=2
+    )
     info = DatasetInfo.load(directory)
-    assert left["data"] == {"dataset": directory, "events": info.events_fingerprint,
-                            "vocabulary": info.vocabulary_fingerprint}
+    assert left["data"] == {
+        "dataset": directory,
+        "events": info.events_fingerprint,
+        "vocabulary": info.vocabulary_fingerprint,
+    }
     assert left["round"] == 2 and whole.report["rounds_run"] > 2
     assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
@@ -118,10 +128,14 @@ def test_resume_on_other_data_with_the_same_vocabulary_is_refused(tmp_path):
         train(local(b), grafting_config(), output_dir=out, resume=True)
     msg = str(e.value)
     assert msg.startswith(f"{state_path}: cannot resume on other training data")
-    assert (f"the checkpoint was made on data {fa['id']} ({fa['rows']} events, weight "
-            f"{fa['weight']:.10g}) from {a}") in msg
-    assert (f"this run's training data (--train) {b} has data {fb['id']} ({fb['rows']} "
-            f"events, weight {fb['weight']:.10g})") in msg
+    assert (
+        f"the checkpoint was made on data {fa['id']} ({fa['rows']} events, weight "
+        f"{fa['weight']:.10g}) from {a}"
+    ) in msg
+    assert (
+        f"this run's training data (--train) {b} has data {fb['id']} ({fb['rows']} "
+        f"events, weight {fb['weight']:.10g})"
+    ) in msg
     assert "vocabulary" not in msg.split("(resume with")[0]  # the vocabulary is the same
     assert open(state_path).read() == before  # the checkpoint is left as it was
     # the checkpoint still resumes on its own data
@@ -133,8 +147,11 @@ def test_resume_on_another_vocabulary_names_both(tmp_path):
     b = dataset(tmp_path, "b", seed=1, vocab={**VOCAB, "id": "fedcba9876543210"})
     out = str(tmp_path / "run")
     interrupted_run(a, out)
-    with pytest.raises(InputError, match=r"made on vocabulary 0123456789abcdef \(12 features, "
-                       r"3 labels\) from .*has vocabulary fedcba9876543210"):
+    with pytest.raises(
+        InputError,
+        match=r"made on vocabulary 0123456789abcdef \(12 features, "
+        r"3 labels\) from .*has vocabulary fedcba9876543210",
+    ):
         train(local(b), grafting_config(), output_dir=out, resume=True)
 
 
@@ -147,8 +164,10 @@ def test_without_fingerprints_resume_warns_instead_of_refusing(tmp_path, caplog)
     json.dump(doc, open(state_path, "w"))
     with caplog.at_level(logging.WARNING, logger="sparkmaxent"):
         train(local(a), grafting_config(), output_dir=out, resume=True)
-    assert any("records no training data fingerprint" in r.getMessage() and
-               state_path in r.getMessage() for r in caplog.records)
+    assert any(
+        "records no training data fingerprint" in r.getMessage() and state_path in r.getMessage()
+        for r in caplog.records
+    )
     # a dataset of an older version (no fingerprints) against a checkpoint with them
     old = dataset(tmp_path, "old", seed=2, vocab=None)
     path = os.path.join(old, INFO_FILE)
@@ -160,11 +179,13 @@ def test_without_fingerprints_resume_warns_instead_of_refusing(tmp_path, caplog)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="sparkmaxent"):
         train(local(old), grafting_config(), output_dir=out2, resume=True)
-    assert any("no events or vocabulary fingerprint to compare" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        "no events or vocabulary fingerprint to compare" in r.getMessage() for r in caplog.records
+    )
 
 
 # ---- damaged checkpoints ---------------------------------------------------------
+
 
 @pytest.fixture
 def checkpointed(tmp_path):
@@ -174,8 +195,9 @@ def checkpointed(tmp_path):
     return directory, out, interrupted_run(directory, out)
 
 
-@pytest.mark.parametrize("content", ["not json at all", "{\"format_version\": 2, \"rou",
-                                     "", "[1, 2]", "\xff\xfe"])
+@pytest.mark.parametrize(
+    "content", ["not json at all", '{"format_version": 2, "rou', "", "[1, 2]", "\xff\xfe"]
+)
 def test_a_garbage_or_truncated_state_json_names_the_file(checkpointed, content):
     directory, out, state_path = checkpointed
     with open(state_path, "w", encoding="latin-1") as f:
@@ -193,16 +215,30 @@ def test_a_state_json_missing_keys_names_them(checkpointed):
         train(local(directory), grafting_config(), output_dir=out, resume=True)
 
 
-@pytest.mark.parametrize("name", ["../../round-00002.npz", "../round-00002.npz",
-                                  "/tmp/round-00002.npz", "sub/round-00002.npz",
-                                  "round-2.npz", "weights.npz", "round-00002.npz/..", 7, None])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../../round-00002.npz",
+        "../round-00002.npz",
+        "/tmp/round-00002.npz",
+        "sub/round-00002.npz",
+        "round-2.npz",
+        "weights.npz",
+        "round-00002.npz/..",
+        7,
+        None,
+    ],
+)
 def test_a_weights_file_outside_the_checkpoint_directory_is_refused(checkpointed, name):
     directory, out, state_path = checkpointed
     doc = json.load(open(state_path))
     doc["weights_file"] = name
     json.dump(doc, open(state_path, "w"))
-    with pytest.raises(InputError, match=f"^{state_path}: expected weights_file to be a file "
-                       r"name round-NNNNN\.npz"):
+    with pytest.raises(
+        InputError,
+        match=f"^{state_path}: expected weights_file to be a file "
+        r"name round-NNNNN\.npz",
+    ):
         train(local(directory), grafting_config(), output_dir=out, resume=True)
 
 
@@ -212,7 +248,7 @@ def test_a_corrupt_weights_npz_names_the_file(checkpointed, damage):
     npz = os.path.join(out, CHECKPOINT_DIR, json.load(open(state_path))["weights_file"])
     data = open(npz, "rb").read()
     if damage == "truncate":
-        open(npz, "wb").write(data[:len(data) // 2])
+        open(npz, "wb").write(data[: len(data) // 2])
     elif damage == "garbage":
         open(npz, "wb").write(b"\x00garbage" * 20)
     elif damage == "missing":
@@ -233,8 +269,9 @@ def test_an_in_memory_backend_resumes_without_a_data_check(tmp_path, caplog):
     space = dataclasses.replace(DatasetInfo(MULTICLASS, P, ["a", "b", "c"]).space())
     out = str(tmp_path / "run")
     with pytest.raises(Interrupted):
-        train(LocalBackend([block], space), grafting_config(), output_dir=out,
-              on_round=stop_after(1))
+        train(
+            LocalBackend([block], space), grafting_config(), output_dir=out, on_round=stop_after(1)
+        )
     assert "data" not in json.load(open(os.path.join(out, CHECKPOINT_DIR, STATE_FILE)))
     with caplog.at_level(logging.WARNING, logger="sparkmaxent"):
         train(LocalBackend([block], space), grafting_config(), output_dir=out, resume=True)

@@ -1,31 +1,46 @@
 """The configuration schema: every key checked when a section is built,
 errors naming the key, overrides at any depth, the generated defaults."""
+
 from __future__ import annotations
 
 import pytest
 
-from sparkmaxent.config import (Config, ConfigError, TrainConfig, config_from_dict, digest,
-                                load_config, train_config, train_keys)
+from sparkmaxent.config import (
+    Config,
+    ConfigError,
+    TrainConfig,
+    config_from_dict,
+    digest,
+    load_config,
+    train_config,
+    train_keys,
+)
 from sparkmaxent.config.reference import defaults_toml
 from sparkmaxent.config.schema import METHODS
 
 
-@pytest.mark.parametrize("override, message", [
-    ("train.standardize=\"false\"", "train.standardize: expected a bool, got 'false'"),
-    ("train.l2=abc", "train.l2: expected a float, got 'abc'"),
-    ("train.l2=nan", "train.l2: expected a finite number, got nan"),
-    ("train.grafting.l1=inf", "train.grafting.l1: expected a finite number"),
-    ("train.grafting.l1=0", "train.grafting.l1: expected a value > 0, got 0.0"),
-    ("train.memory=0", "train.memory: expected a value >= 1, got 0"),
-    ("train.memory=2.5", "train.memory: expected a int, got 2.5"),
-    ("train.selection.max_rounds=-1", "train.selection.max_rounds: expected a value >= 0"),
-    ("train.grafting.round_tol_ratio=1", "train.grafting.round_tol_ratio: expected a value < 1"),
-    ("train.bayes.signature_bits=12", "train.bayes.signature_bits: expected a multiple of 8"),
-    ("train.method=graft", "train.method: expected one of ['mle', 'l2'"),
-    ("train.selection.solver=cg", "train.selection.solver: expected one of"),
-    ("data.partitions=-2", "data.partitions: expected a value >= 0"),
-    ("output.overwrite=1", "output.overwrite: expected a bool, got 1"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ('train.standardize="false"', "train.standardize: expected a bool, got 'false'"),
+        ("train.l2=abc", "train.l2: expected a float, got 'abc'"),
+        ("train.l2=nan", "train.l2: expected a finite number, got nan"),
+        ("train.grafting.l1=inf", "train.grafting.l1: expected a finite number"),
+        ("train.grafting.l1=0", "train.grafting.l1: expected a value > 0, got 0.0"),
+        ("train.memory=0", "train.memory: expected a value >= 1, got 0"),
+        ("train.memory=2.5", "train.memory: expected a int, got 2.5"),
+        ("train.selection.max_rounds=-1", "train.selection.max_rounds: expected a value >= 0"),
+        (
+            "train.grafting.round_tol_ratio=1",
+            "train.grafting.round_tol_ratio: expected a value < 1",
+        ),
+        ("train.bayes.signature_bits=12", "train.bayes.signature_bits: expected a multiple of 8"),
+        ("train.method=graft", "train.method: expected one of ['mle', 'l2'"),
+        ("train.selection.solver=cg", "train.selection.solver: expected one of"),
+        ("data.partitions=-2", "data.partitions: expected a value >= 0"),
+        ("output.overwrite=1", "output.overwrite: expected a bool, got 1"),
+    ],
+)
 def test_a_bad_value_names_its_key(override, message):
     with pytest.raises(ConfigError, match=None) as e:
         load_config(None, [override])
@@ -54,8 +69,14 @@ def test_method_rules_that_span_keys():
 def test_overrides_reach_any_depth_and_ints_become_floats(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[train]\nmethod = "grafting"\n[train.grafting]\nl1 = 1e-3\nn_best = 5\n')
-    cfg = load_config(str(f), ["train.grafting.l1=2", "train.selection.plots=false",
-                               "spark.conf={\"spark.driver.memory\" = \"4g\"}"])
+    cfg = load_config(
+        str(f),
+        [
+            "train.grafting.l1=2",
+            "train.selection.plots=false",
+            'spark.conf={"spark.driver.memory" = "4g"}',
+        ],
+    )
     assert cfg.train.method == "grafting" and cfg.train.grafting.n_best == 5
     assert cfg.train.grafting.l1 == 2.0 and isinstance(cfg.train.grafting.l1, float)
     assert cfg.train.selection.plots is False
@@ -76,8 +97,9 @@ def test_config_files_that_cannot_be_read_are_config_errors(tmp_path):
 
 
 def test_train_config_and_train_keys_are_inverse():
-    cfg = train_config(method="bayes-factor", per_round=4, model_prior="empirical-bayes",
-                       max_features=9, l2=1e-3)
+    cfg = train_config(
+        method="bayes-factor", per_round=4, model_prior="empirical-bayes", max_features=9, l2=1e-3
+    )
     assert cfg.bayes.per_round == 4 and cfg.selection.max_features == 9
     keys = train_keys(cfg)
     assert train_config(**keys) == cfg

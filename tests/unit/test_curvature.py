@@ -1,5 +1,6 @@
 """The curvature kernel against finite differences of the gradient, and the
 second-order pass through the backend and Objective."""
+
 from __future__ import annotations
 
 import pickle
@@ -28,8 +29,9 @@ def one_correct(block: CandidateBlock) -> CandidateBlock:
 
 
 def fd_hessian(grad, theta, eps=1e-6):
-    return np.array([(grad(theta + eps * e) - grad(theta - eps * e)) / (2 * eps)
-                     for e in np.eye(len(theta))])
+    return np.array(
+        [(grad(theta + eps * e) - grad(theta - eps * e)) / (2 * eps) for e in np.eye(len(theta))]
+    )
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -52,8 +54,9 @@ def test_multiclass_hessian_matches_finite_differences(bias, use_scaling, ids_ki
         lg = loss_grad(block, space, Weights(ids, th[:n], th[n:] if bias else None), scaling, ids)
         return np.concatenate([lg.grad, lg.grad_bias]) if bias else lg.grad
 
-    H = curvature(block, space, Weights(ids, theta[:n], theta[n:] if bias else None), ids,
-                  scaling).hess
+    H = curvature(
+        block, space, Weights(ids, theta[:n], theta[n:] if bias else None), ids, scaling
+    ).hess
     assert H.shape == (n + space.n_bias,) * 2
     # every entry, both triangles (a pass carries the upper one, so H is symmetric by construction)
     np.testing.assert_allclose(H, fd_hessian(grad, theta), rtol=1e-6, atol=1e-6)
@@ -146,7 +149,9 @@ def test_curvature_pickles_its_nonzeros_and_back_exactly():
     np.testing.assert_array_equal(back.hess, H)
     assert back.lg.loss == 1.5 and np.array_equal(back.lg.grad_bias, lg.grad_bias)
     # the shipped form holds the non-zeros only
-    assert len(cv.__getstate__()["values"]) == np.count_nonzero(cv.hess_upper) < len(cv.hess_upper) / 2
+    assert (
+        len(cv.__getstate__()["values"]) == np.count_nonzero(cv.hess_upper) < len(cv.hess_upper) / 2
+    )
 
 
 @pytest.mark.parametrize("size", [1, 7, 511, 512, 513, 1100])

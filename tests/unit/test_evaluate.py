@@ -1,15 +1,23 @@
 """Metrics: accuracy, per-label P/R/F1 against scikit-learn, conlleval chunk scores, compression."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from sklearn.metrics import precision_recall_fscore_support
 
-from sparkmaxent.evaluate import (accuracy, chunk_prf, chunks, compression, per_label_prf,
-                                  prf_summary, split_tag)
-
+from sparkmaxent.evaluate import (
+    accuracy,
+    chunk_prf,
+    chunks,
+    compression,
+    per_label_prf,
+    prf_summary,
+    split_tag,
+)
 
 # ---- accuracy and per-label scores -----------------------------------------------------
+
 
 def test_accuracy_plain_and_weighted():
     gold = ["a", "b", "b", "c"]
@@ -32,24 +40,26 @@ def test_per_label_prf_matches_sklearn(weighted):
     labels = np.array(["DET", "NN", "VB", "JJ", "RB"])
     gold = labels[rng.integers(0, 5, 500)]
     # a noisy predictor: right 60% of the time, biased towards NN otherwise
-    pred = np.where(rng.random(500) < 0.6, gold, labels[rng.choice(5, 500, p=[.1, .5, .2, .1, .1])])
+    pred = np.where(
+        rng.random(500) < 0.6, gold, labels[rng.choice(5, 500, p=[0.1, 0.5, 0.2, 0.1, 0.1])]
+    )
     w = rng.uniform(0.1, 3.0, 500) if weighted else None
     order = ["VB", "NN", "JJ", "DET", "RB", "UNSEEN"]
     rows = per_label_prf(gold, pred, order, weights=w)
-    P, R, F, S = precision_recall_fscore_support(gold, pred, labels=order, sample_weight=w,
-                                                 zero_division=0)
+    P, R, F, S = precision_recall_fscore_support(
+        gold, pred, labels=order, sample_weight=w, zero_division=0
+    )
     assert [r["label"] for r in rows] == order
     np.testing.assert_allclose([r["precision"] for r in rows], P, rtol=1e-12)
     np.testing.assert_allclose([r["recall"] for r in rows], R, rtol=1e-12)
     np.testing.assert_allclose([r["f1"] for r in rows], F, rtol=1e-12)
     np.testing.assert_allclose([r["support"] for r in rows], S, rtol=1e-12)
-    assert rows[-1] == {"label": "UNSEEN", "precision": 0.0, "recall": 0.0, "f1": 0.0,
-                        "support": 0}
+    assert rows[-1] == {"label": "UNSEEN", "precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
     summary = prf_summary(gold, pred, order[:4], weights=w)
     for avg in ("micro", "macro", "weighted"):
-        p, r, f, _ = precision_recall_fscore_support(gold, pred, labels=order[:4],
-                                                     sample_weight=w, average=avg,
-                                                     zero_division=0)
+        p, r, f, _ = precision_recall_fscore_support(
+            gold, pred, labels=order[:4], sample_weight=w, average=avg, zero_division=0
+        )
         got = summary[avg]
         assert (got["precision"], got["recall"], got["f1"]) == pytest.approx((p, r, f), rel=1e-12)
 
@@ -72,34 +82,38 @@ def test_per_label_prf_default_labels_and_micro_equals_accuracy():
 
 # ---- conlleval chunks -------------------------------------------------------------------
 
-@pytest.mark.parametrize("tags, expected", [
-    # IOB2: single-token chunks, chunk at the sentence end
-    (["B-NP", "I-NP", "O", "B-VP", "B-NP", "I-NP"], {("NP", 0, 1), ("VP", 3, 3), ("NP", 4, 5)}),
-    # IOB1: I-X after O, and I-X opening the sentence, start a chunk
-    (["O", "I-NP", "I-NP", "O"], {("NP", 1, 2)}),
-    (["I-NP", "I-NP"], {("NP", 0, 1)}),
-    # ... by conlleval's O/I rule itself, not only by the type switch from "O"
-    (["O", "I", "I", "O", "B", "I"], {("", 1, 2), ("", 4, 5)}),
-    # IOB1: B-X after I-X of the same type starts a new chunk
-    (["I-NP", "B-NP", "I-NP"], {("NP", 0, 0), ("NP", 1, 2)}),
-    # B-X always starts a chunk, also after B-X
-    (["B-NP", "B-NP"], {("NP", 0, 0), ("NP", 1, 1)}),
-    # a type switch inside I- tags ends one chunk and starts another
-    (["B-NP", "I-VP", "I-VP"], {("NP", 0, 0), ("VP", 1, 2)}),
-    (["I-NP", "I-VP", "O", "I-VP"], {("NP", 0, 0), ("VP", 1, 1), ("VP", 3, 3)}),
-    # types may contain hyphens
-    (["B-PP-LOC", "I-PP-LOC", "I-PP"], {("PP-LOC", 0, 1), ("PP", 2, 2)}),
-    # IOE1: E-X closes a chunk; I-X after E-X starts one
-    (["I-NP", "I-NP", "E-NP", "I-NP", "O"], {("NP", 0, 2), ("NP", 3, 3)}),
-    # bracket tags are one-token chunks
-    (["[-NP", "[-NP", "O"], {("NP", 0, 0), ("NP", 1, 1)}),
-    # tags without a type never start a chunk on their own (conlleval without -r) ...
-    (["NN", "VB", "NN"], set()),
-    (["O", "O"], set()),
-    ([], set()),
-    # ... unless they follow a typed tag: a switch to type "" (conlleval quirk)
-    (["B-NP", "NN", "O"], {("NP", 0, 0), ("", 1, 2)}),
-])
+
+@pytest.mark.parametrize(
+    "tags, expected",
+    [
+        # IOB2: single-token chunks, chunk at the sentence end
+        (["B-NP", "I-NP", "O", "B-VP", "B-NP", "I-NP"], {("NP", 0, 1), ("VP", 3, 3), ("NP", 4, 5)}),
+        # IOB1: I-X after O, and I-X opening the sentence, start a chunk
+        (["O", "I-NP", "I-NP", "O"], {("NP", 1, 2)}),
+        (["I-NP", "I-NP"], {("NP", 0, 1)}),
+        # ... by conlleval's O/I rule itself, not only by the type switch from "O"
+        (["O", "I", "I", "O", "B", "I"], {("", 1, 2), ("", 4, 5)}),
+        # IOB1: B-X after I-X of the same type starts a new chunk
+        (["I-NP", "B-NP", "I-NP"], {("NP", 0, 0), ("NP", 1, 2)}),
+        # B-X always starts a chunk, also after B-X
+        (["B-NP", "B-NP"], {("NP", 0, 0), ("NP", 1, 1)}),
+        # a type switch inside I- tags ends one chunk and starts another
+        (["B-NP", "I-VP", "I-VP"], {("NP", 0, 0), ("VP", 1, 2)}),
+        (["I-NP", "I-VP", "O", "I-VP"], {("NP", 0, 0), ("VP", 1, 1), ("VP", 3, 3)}),
+        # types may contain hyphens
+        (["B-PP-LOC", "I-PP-LOC", "I-PP"], {("PP-LOC", 0, 1), ("PP", 2, 2)}),
+        # IOE1: E-X closes a chunk; I-X after E-X starts one
+        (["I-NP", "I-NP", "E-NP", "I-NP", "O"], {("NP", 0, 2), ("NP", 3, 3)}),
+        # bracket tags are one-token chunks
+        (["[-NP", "[-NP", "O"], {("NP", 0, 0), ("NP", 1, 1)}),
+        # tags without a type never start a chunk on their own (conlleval without -r) ...
+        (["NN", "VB", "NN"], set()),
+        (["O", "O"], set()),
+        ([], set()),
+        # ... unless they follow a typed tag: a switch to type "" (conlleval quirk)
+        (["B-NP", "NN", "O"], {("NP", 0, 0), ("", 1, 2)}),
+    ],
+)
 def test_chunks_follow_conlleval(tags, expected):
     assert chunks(tags) == expected
 
@@ -125,9 +139,14 @@ def test_chunk_prf_small_example():
     assert r["recall"] == pytest.approx(0.4)
     assert r["f1"] == pytest.approx(2 * 0.5 * 0.4 / 0.9)
     assert r["accuracy"] == 0.75
-    assert r["by_type"]["NP"] == {"precision": 0.5, "recall": pytest.approx(1 / 3),
-                                  "f1": pytest.approx(0.4), "n_gold": 3, "n_pred": 2,
-                                  "n_correct": 1}
+    assert r["by_type"]["NP"] == {
+        "precision": 0.5,
+        "recall": pytest.approx(1 / 3),
+        "f1": pytest.approx(0.4),
+        "n_gold": 3,
+        "n_pred": 2,
+        "n_correct": 1,
+    }
     assert r["by_type"]["VP"]["n_correct"] == 0 and r["by_type"]["VP"]["f1"] == 0.0
     assert r["by_type"]["PP"]["f1"] == 1.0
     perfect = chunk_prf(GOLD, GOLD)
@@ -185,6 +204,7 @@ def test_chunk_prf_rejects_misaligned_input():
 
 
 # ---- compression ---------------------------------------------------------------
+
 
 def test_compression():
     assert compression(561, 307_000) == pytest.approx(1 - 561 / 307_000)

@@ -1,5 +1,6 @@
 """Gain statistics (kernels/gains.py) against brute force, finite differences,
 closed forms and quadrature."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,12 +10,25 @@ from scipy.integrate import quad
 from scipy.special import softmax
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Scaling,
-                                 Space, Weights, loss_grad)
+from sparkmaxent.kernels import (
+    CANDIDATES,
+    MULTICLASS,
+    CandidateBlock,
+    MulticlassBlock,
+    Scaling,
+    Space,
+    Weights,
+    loss_grad,
+)
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.gain_sketch import GainSketchTask, _aggregate, _bin_keys, gain_sketch
-from sparkmaxent.kernels.gains import (LOGIT_CLIP, EmpiricalExpectationTask, GainDerivativesTask,
-                                       gain_derivatives, multiclass_logits)
+from sparkmaxent.kernels.gains import (
+    LOGIT_CLIP,
+    EmpiricalExpectationTask,
+    GainDerivativesTask,
+    gain_derivatives,
+    multiclass_logits,
+)
 from sparkmaxent.kernels.stats import feature_counts
 from sparkmaxent.solvers.gains import fit_gains, uniform_initial_gains
 
@@ -44,11 +58,19 @@ def setup(shape, rng, use_scaling, real=True):
     if not real:
         block = binary(block)
     ids = np.sort(rng.choice(space.n_features, size=space.n_features // 3, replace=False))
-    weights = Weights(ids, rng.normal(size=len(ids)) * 0.7,
-                      rng.normal(size=space.n_labels) if space.bias else None)
-    scaling = (Scaling(mean=rng.normal(size=space.n_predicates) * 0.5,
-                       inv_scale=rng.uniform(0.5, 2.0, size=space.n_predicates))
-               if use_scaling else None)
+    weights = Weights(
+        ids,
+        rng.normal(size=len(ids)) * 0.7,
+        rng.normal(size=space.n_labels) if space.bias else None,
+    )
+    scaling = (
+        Scaling(
+            mean=rng.normal(size=space.n_predicates) * 0.5,
+            inv_scale=rng.uniform(0.5, 2.0, size=space.n_predicates),
+        )
+        if use_scaling
+        else None
+    )
     return block, space, weights, scaling
 
 
@@ -57,8 +79,9 @@ def brute_loglik_change(block, space, weights, scaling, j, alpha):
     theta = weights.to_dense(space)
     base = loss_grad(block, space, Weights.from_dense(space, theta, sparse=False), scaling).loss
     theta[j] += alpha
-    return base - loss_grad(block, space, Weights.from_dense(space, theta, sparse=False),
-                            scaling).loss
+    return (
+        base - loss_grad(block, space, Weights.from_dense(space, theta, sparse=False), scaling).loss
+    )
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
@@ -70,8 +93,9 @@ def test_loglik_change_matches_adding_the_feature(shape, use_scaling):
     ids = np.concatenate([ids, ids[:3]])  # repeats are evaluated independently
     alphas = rng.normal(size=len(ids)) * 1.5
     d = gain_derivatives(block, space, weights, scaling, ids, alphas)
-    expected = [brute_loglik_change(block, space, weights, scaling, j, a)
-                for j, a in zip(ids, alphas)]
+    expected = [
+        brute_loglik_change(block, space, weights, scaling, j, a) for j, a in zip(ids, alphas)
+    ]
     np.testing.assert_allclose(d.loglik, expected, rtol=1e-10, atol=1e-11)
     assert d.weight == pytest.approx(block.c.sum())
     assert np.ptp(d.loglik) > 0.1  # the check is not vacuous
@@ -123,13 +147,15 @@ def test_huge_weights_keep_the_limits_exact():
     # change of thousands: every limit must stay exact (no logit clipping)
     rng = np.random.default_rng(23)
     block, space, weights, _ = setup(MULTICLASS, rng, False, real=False)
-    scaling = Scaling(mean=np.full(space.n_predicates, 0.01),
-                      inv_scale=np.full(space.n_predicates, 100.0))
+    scaling = Scaling(
+        mean=np.full(space.n_predicates, 0.01), inv_scale=np.full(space.n_predicates, 100.0)
+    )
     ids = np.arange(space.n_features)
     alphas = np.where(np.arange(len(ids)) % 2, 30.0, -30.0)
     d = gain_derivatives(block, space, weights, scaling, ids, alphas)
-    expected = [brute_loglik_change(block, space, weights, scaling, j, a)
-                for j, a in zip(ids, alphas)]
+    expected = [
+        brute_loglik_change(block, space, weights, scaling, j, a) for j, a in zip(ids, alphas)
+    ]
     np.testing.assert_allclose(d.loglik, expected, rtol=1e-9)
     sk = gain_sketch(block, space, weights, scaling, ids, bin_width=0.5)
     err = np.abs(sk.derivatives(alphas).loglik - d.loglik)
@@ -157,8 +183,13 @@ def test_uniform_closed_form_matches_newton(bias_only):
     weights = Weights(np.zeros(0, np.int64), np.zeros(0), bias)
     pi = softmax(bias) if bias_only else None
     closed = uniform_initial_gains(feature_counts(block).counts, block.c.sum(), K, pi)
-    fit = fit_gains(LocalBackend([block], space), weights, np.arange(space.n_features),
-                    method="exact", xtol=1e-13)
+    fit = fit_gains(
+        LocalBackend([block], space),
+        weights,
+        np.arange(space.n_features),
+        method="exact",
+        xtol=1e-13,
+    )
     assert closed.at_cap[0 * K + 1] and closed.at_cap[1 * K + 2]
     np.testing.assert_array_equal(fit.at_cap, closed.at_cap)
     np.testing.assert_allclose(fit.gain, closed.gain, rtol=0, atol=1e-9)
@@ -169,8 +200,14 @@ def test_uniform_closed_form_matches_newton(bias_only):
     np.testing.assert_allclose(fit.curvature, closed.curvature, rtol=1e-5, atol=1e-12)
     assert fit.converged.all() and closed.gain.max() > 1e-3
     # under a constant P every logit bin holds one value: the sketch is exact
-    sk = fit_gains(LocalBackend(split_block(block, 3), space), weights,
-                   np.arange(space.n_features), method="sketch", polish=False, xtol=1e-13)
+    sk = fit_gains(
+        LocalBackend(split_block(block, 3), space),
+        weights,
+        np.arange(space.n_features),
+        method="sketch",
+        polish=False,
+        xtol=1e-13,
+    )
     assert sk.passes == 1 and np.all(sk.error_bound == 0)
     np.testing.assert_allclose(sk.gain, closed.gain, rtol=0, atol=1e-9)
     np.testing.assert_allclose(sk.alpha[free], closed.alpha[free], rtol=0, atol=1e-9)
@@ -198,6 +235,7 @@ def test_feature_seen_with_one_label_is_capped_in_few_passes():
 
 def loss_grad_scores(block, space, weights):
     from sparkmaxent.kernels.loss import multiclass_scores
+
     return multiclass_scores(block, space, weights)
 
 
@@ -219,16 +257,18 @@ def test_split_blocks_give_the_same_sums(shape, n_parts):
     s1, s2 = one.run(sk_task), many.run(sk_task)
     np.testing.assert_array_equal(s1.keys, s2.keys)
     np.testing.assert_allclose(s2.sums, s1.sums, rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(s2.derivatives(alphas).loglik, s1.derivatives(alphas).loglik,
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        s2.derivatives(alphas).loglik, s1.derivatives(alphas).loglik, rtol=1e-9, atol=1e-9
+    )
     e1 = one.run(EmpiricalExpectationTask(space, scaling))
     e2 = many.run(EmpiricalExpectationTask(space, scaling))
     np.testing.assert_allclose(e2.value, e1.value, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(e2.count, e1.count)
 
 
-@pytest.mark.parametrize("shape,use_scaling", [(MULTICLASS, False), (MULTICLASS, True),
-                                               (CANDIDATES, True)])
+@pytest.mark.parametrize(
+    "shape,use_scaling", [(MULTICLASS, False), (MULTICLASS, True), (CANDIDATES, True)]
+)
 def test_sketch_stays_within_its_error_bound(shape, use_scaling):
     rng = np.random.default_rng(16)
     block, space, weights, scaling = setup(shape, rng, use_scaling, real=False)
@@ -246,7 +286,7 @@ def test_sketch_stays_within_its_error_bound(shape, use_scaling):
     a = np.array([-1.0, 0.5, 2.0, 0.5])
     both = sketch.derivatives(a, j)
     for q in range(4):
-        single = sketch.derivatives(a[q:q + 1], j[q:q + 1])
+        single = sketch.derivatives(a[q : q + 1], j[q : q + 1])
         assert both.loglik[q] == pytest.approx(single.loglik[0], rel=1e-12, abs=1e-14)
         assert both.curv[q] == pytest.approx(single.curv[0], rel=1e-12, abs=1e-14)
     assert len(set(np.round(both.loglik[:3], 12))) == 3
@@ -254,9 +294,12 @@ def test_sketch_stays_within_its_error_bound(shape, use_scaling):
     assert sketch.error_bound(1).max() > 0
     fine = gain_sketch(block, space, weights, scaling, ids, bin_width=1e-6)
     a = np.full(len(ids), 1.3)
-    np.testing.assert_allclose(fine.derivatives(a).loglik,
-                               gain_derivatives(block, space, weights, scaling, ids, a).loglik,
-                               rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(
+        fine.derivatives(a).loglik,
+        gain_derivatives(block, space, weights, scaling, ids, a).loglik,
+        rtol=1e-8,
+        atol=1e-8,
+    )
 
 
 @pytest.mark.parametrize("spread", [3.0, 1e5])
@@ -287,14 +330,15 @@ def test_sketch_fit_with_polish_matches_exact_newton(prior_variance):
     ids = np.arange(space.n_features)
     backend = LocalBackend(split_block(block, 3), space)
     exact = fit_gains(backend, weights, ids, method="exact", prior_variance=prior_variance)
-    sk = fit_gains(backend, weights, ids, method="sketch", bin_width=0.25,
-                   prior_variance=prior_variance)
+    sk = fit_gains(
+        backend, weights, ids, method="sketch", bin_width=0.25, prior_variance=prior_variance
+    )
     assert sk.passes == 2 and exact.passes > 2
     ok = ~exact.at_cap
     # the maximized objective S - alpha^2 / (2 sigma^2) is second order in alpha's error
     lam = 0.0 if prior_variance is None else 1.0 / prior_variance
-    obj_sk = sk.loglik_change - lam * sk.alpha ** 2 / 2
-    obj_ex = exact.loglik_change - lam * exact.alpha ** 2 / 2
+    obj_sk = sk.loglik_change - lam * sk.alpha**2 / 2
+    obj_ex = exact.loglik_change - lam * exact.alpha**2 / 2
     np.testing.assert_allclose(obj_sk[ok], obj_ex[ok], rtol=0, atol=1e-6)
     np.testing.assert_allclose(sk.alpha[ok], exact.alpha[ok], rtol=0, atol=1e-2)
     # the polish pass reports exact values at alpha: never above the optimum
@@ -320,8 +364,9 @@ def test_bayes_mode_is_stationary_and_curvature_includes_prior():
     block, space, weights, scaling = setup(MULTICLASS, rng, True)
     ids = np.arange(space.n_features)
     var = 0.5
-    fit = fit_gains(LocalBackend([block], space), weights, ids, scaling, method="exact",
-                    prior_variance=var)
+    fit = fit_gains(
+        LocalBackend([block], space), weights, ids, scaling, method="exact", prior_variance=var
+    )
     assert fit.converged.all() and not fit.at_cap.any()
     np.testing.assert_allclose(fit.grad - fit.alpha / var, 0, atol=1e-7)
     d = gain_derivatives(block, space, weights, scaling, ids, fit.alpha)
@@ -334,12 +379,13 @@ def test_bayes_mode_is_stationary_and_curvature_includes_prior():
 
 def quadrature_log_evidence(block, space, weights, j, var, mu, a):
     """log int exp(S(m)) N(m; 0, var) dm by adaptive quadrature."""
+
     def h(m):
         d = gain_derivatives(block, space, weights, None, np.array([j]), np.array([m]))
         return d.loglik[0] - m * m / (2 * var) - 0.5 * np.log(2 * np.pi * var)
+
     h0, sd = h(mu), 1 / np.sqrt(a)
-    val, _ = quad(lambda m: np.exp(h(m) - h0), mu - 60 * sd, mu + 60 * sd, points=[mu],
-                  limit=400)
+    val, _ = quad(lambda m: np.exp(h(m) - h0), mu - 60 * sd, mu + 60 * sd, points=[mu], limit=400)
     return h0 + np.log(val)
 
 
@@ -354,12 +400,10 @@ def test_laplace_evidence_matches_quadrature():
     space = Space(MULTICLASS, 4, K)
     weights = Weights.zeros(space)
     ids = np.arange(space.n_features)
-    fit = fit_gains(LocalBackend([block], space), weights, ids, method="exact",
-                    prior_variance=1.0)
+    fit = fit_gains(LocalBackend([block], space), weights, ids, method="exact", prior_variance=1.0)
     assert fit.log_evidence.max() > 10  # (p0, 0) is strongly supported
     for j in (0, 1, 5, 7):  # (p0, 0), (p0, 1), (p1, 2), (p2, 1)
-        q = quadrature_log_evidence(block, space, weights, j, 1.0, fit.alpha[j],
-                                    fit.curvature[j])
+        q = quadrature_log_evidence(block, space, weights, j, 1.0, fit.alpha[j], fit.curvature[j])
         assert abs(np.expm1(fit.log_evidence[j] - q)) < 0.02, j
 
 
@@ -367,16 +411,17 @@ def test_laplace_evidence_is_loose_for_a_feature_seen_once():
     # one event, a broad prior: exp(S(mu)) rises to a plateau (-log P) and the
     # posterior is far from Gaussian
     K = 3
-    block = MulticlassBlock(X=sp.csr_matrix(np.ones((1, 1))), y=np.array([0]), c=np.ones(1),
-                            n_labels=K)
+    block = MulticlassBlock(
+        X=sp.csr_matrix(np.ones((1, 1))), y=np.array([0]), c=np.ones(1), n_labels=K
+    )
     space = Space(MULTICLASS, 1, K)
     weights = Weights.zeros(space)
     errors = {}
     for var in (0.5, 100.0):
-        fit = fit_gains(LocalBackend([block], space), weights, np.array([0]), method="exact",
-                        prior_variance=var)
-        q = quadrature_log_evidence(block, space, weights, 0, var, fit.alpha[0],
-                                    fit.curvature[0])
+        fit = fit_gains(
+            LocalBackend([block], space), weights, np.array([0]), method="exact", prior_variance=var
+        )
+        q = quadrature_log_evidence(block, space, weights, 0, var, fit.alpha[0], fit.curvature[0])
         errors[var] = abs(np.expm1(fit.log_evidence[0] - q))
     assert errors[0.5] < 0.01  # a narrow prior dominates: nearly Gaussian
     assert errors[100.0] > 0.10
@@ -430,7 +475,11 @@ def test_bad_input_fails_with_a_clear_message():
         gain_derivatives(block, space, weights, None, np.array([0, 1]), np.zeros(3))
     with pytest.raises(ValueError, match="expected method in"):
         fit_gains(LocalBackend([block], space), weights, np.array([0]), method="magic")
-    unseen = MulticlassBlock(X=block.X, y=np.where(np.arange(block.n_events) == 0, -1, block.y),
-                             c=block.c, n_labels=block.n_labels)
+    unseen = MulticlassBlock(
+        X=block.X,
+        y=np.where(np.arange(block.n_events) == 0, -1, block.y),
+        c=block.c,
+        n_labels=block.n_labels,
+    )
     with pytest.raises(ValueError, match="label -1"):
         gain_derivatives(unseen, space, weights, None, np.array([0]), np.zeros(1))

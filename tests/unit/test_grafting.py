@@ -1,6 +1,7 @@
 """l1 n-best grafting and its variants in-process: the gradient test, sign
 handling, pruning, the KKT certificate, agreement with scikit-learn, both
 event shapes, standardization, both solvers, checkpoints and resume."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,14 @@ import scipy.sparse as sp
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
-from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, MulticlassBlock, Space, Weights
+from sparkmaxent.kernels import (
+    CANDIDATES,
+    MULTICLASS,
+    CandidateBlock,
+    MulticlassBlock,
+    Space,
+    Weights,
+)
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.problem import Objective, kkt_certificate, orthant_problem
@@ -25,9 +33,18 @@ from .helpers import interrupt_and_resume, random_candidates
 def planted(seed=1, m=6000, P=400, K=4, n_support=16, n_copies=2):
     """Planted data; with n_copies > 0 a perfect copy makes the l1 optimum's
     support not unique (its weight may split between the two)."""
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=m, n_predicates=P, n_labels=K, n_support=n_support, n_copies=n_copies,
-        n_conjunctions=1, min_support_count=60, seed=seed))
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=m,
+            n_predicates=P,
+            n_labels=K,
+            n_support=n_support,
+            n_copies=n_copies,
+            n_conjunctions=1,
+            min_support_count=60,
+            seed=seed,
+        )
+    )
     block = data.block()
     return data, block, Space(MULTICLASS, P, K, bias=True)
 
@@ -45,19 +62,22 @@ def binary_candidates(seed=0, m=300, D=12, density=0.3):
     1 - sigmoid(w . x_i) else: scikit-learn's binary model without intercept,
     same weights, same objective."""
     rng = np.random.default_rng(seed)
-    X = sp.random(m, D, density=density, format="csr", random_state=rng,
-                  data_rvs=lambda n: rng.normal(size=n))
+    X = sp.random(
+        m, D, density=density, format="csr", random_state=rng, data_rvs=lambda n: rng.normal(size=n)
+    )
     beta = np.where(rng.random(D) < 0.4, rng.normal(scale=2.0, size=D), 0.0)
     y = (rng.random(m) < 1 / (1 + np.exp(-(X @ beta)))).astype(int)
     rows = sp.vstack([sp.vstack([X[i], sp.csr_matrix((1, D))]) for i in range(m)], format="csr")
     correct = np.zeros(2 * m, dtype=bool)
     correct[2 * np.arange(m) + (1 - y)] = True
-    block = CandidateBlock(F=rows, event_ptr=np.arange(0, 2 * m + 1, 2), correct=correct,
-                           c=np.ones(m))
+    block = CandidateBlock(
+        F=rows, event_ptr=np.arange(0, 2 * m + 1, 2), correct=correct, c=np.ones(m)
+    )
     return X, y, block, Space(CANDIDATES, D, 1)
 
 
 # ---- the gradient test, signs, the certificate -------------------------------
+
 
 def test_gradient_test_picks_the_n_largest_inactive_above_threshold():
     g = np.array([0.5, -0.9, 0.05, 0.7, -0.3, 0.2, -0.7])
@@ -89,8 +109,11 @@ def test_new_weights_enter_opposite_to_their_gradient():
     backend = LocalBackend([block], space)
     res = train(backend, grafting_config(n_best=30, max_rounds=1))
     obj = Objective(LocalBackend([block], space), np.zeros(0, dtype=np.int64))
-    g0 = obj.evaluate(np.concatenate([np.zeros(0), _bias_at_zero(block, space)]),
-                      full_gradient=True, hessian=False).full_grad
+    g0 = obj.evaluate(
+        np.concatenate([np.zeros(0), _bias_at_zero(block, space)]),
+        full_gradient=True,
+        hessian=False,
+    ).full_grad
     w = res.weights
     assert len(w.ids) > 5
     np.testing.assert_array_equal(np.sign(w.values), -np.sign(g0[w.ids]))
@@ -107,8 +130,12 @@ def test_pruned_weights_leave_the_active_set_and_may_return():
     assert sum(r["removed"] for r in rounds) > 0
     assert np.all(res.weights.values != 0)
     for r in rounds:  # active set bookkeeping
-        assert r["active"] == (rounds[r["round"] - 2]["active"] if r["round"] > 1 else 0) \
-            + r["added"] - r["removed"]
+        assert (
+            r["active"]
+            == (rounds[r["round"] - 2]["active"] if r["round"] > 1 else 0)
+            + r["added"]
+            - r["removed"]
+        )
 
 
 @pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
@@ -133,13 +160,25 @@ def test_kkt_certificate_over_all_candidates(solver):
 def test_certificate_after_a_round_that_pruned():
     """The final test then comes from a pass over more ids than remain
     active; the bias gradient must still be the bias gradient."""
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=1500, n_predicates=40, n_labels=3, active_per_event=6, n_support=6,
-        n_copies=0, n_conjunctions=0, min_support_count=60, seed=9))
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=1500,
+            n_predicates=40,
+            n_labels=3,
+            active_per_event=6,
+            n_support=6,
+            n_copies=0,
+            n_conjunctions=0,
+            min_support_count=60,
+            seed=9,
+        )
+    )
     space = Space(MULTICLASS, 40, 3, bias=True)
     # exact rounds: the path on which the last round prunes
-    res = train(LocalBackend([data.block()], space),
-                grafting_config(n_best=10, gtol=1e-10, round_tol_ratio=0.0))
+    res = train(
+        LocalBackend([data.block()], space),
+        grafting_config(n_best=10, gtol=1e-10, round_tol_ratio=0.0),
+    )
     assert res.report["rounds"][-1]["removed"] > 0
     cert = res.report["kkt"]
     assert cert["passed"] and cert["max_bias_gradient"] < 1e-9
@@ -183,6 +222,7 @@ def test_kkt_certificate_flags_each_kind_of_violation():
 
 # ---- solvers agree; agreement with scikit-learn -------------------------------
 
+
 def test_newton_and_lbfgsb_reach_the_same_optimum_newton_in_fewer_passes():
     _, block, space = planted(seed=2, n_copies=0)  # a unique support
     a = train(LocalBackend([block], space), grafting_config(solver="newton"))
@@ -200,11 +240,18 @@ def test_binary_candidate_sets_match_scikit_learn_l1(solver):
 
     X, y, block, space = binary_candidates()
     m, gamma = len(y), 0.02
-    res = train(LocalBackend(split_block(block, 2), space),
-                grafting_config(l1=gamma, n_best=3, gtol=1e-10))
+    res = train(
+        LocalBackend(split_block(block, 2), space), grafting_config(l1=gamma, n_best=3, gtol=1e-10)
+    )
     assert res.report["kkt"]["passed"]
-    sk = LogisticRegression(l1_ratio=1.0, C=1 / (m * gamma), solver=solver,
-                            fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y)
+    sk = LogisticRegression(
+        l1_ratio=1.0,
+        C=1 / (m * gamma),
+        solver=solver,
+        fit_intercept=False,
+        tol=1e-12,
+        max_iter=100000,
+    ).fit(X, y)
     beta = sk.coef_.ravel()
     f_sk = Objective(LocalBackend([block], space), None)(beta)[0] + gamma * np.abs(beta).sum()
     assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
@@ -224,10 +271,11 @@ def test_two_label_multiclass_matches_scikit_learn_binary_with_intercept():
     block = MulticlassBlock(X=X, y=y, c=np.ones(m), n_labels=2)
     space = Space(MULTICLASS, X.shape[1], 2, bias=True)
     res = train(LocalBackend([block], space), grafting_config(l1=gamma, gtol=1e-10))
-    sk = LogisticRegression(l1_ratio=1.0, C=1 / (m * gamma), solver="saga", tol=1e-12,
-                            max_iter=200000).fit(X, y)
+    sk = LogisticRegression(
+        l1_ratio=1.0, C=1 / (m * gamma), solver="saga", tol=1e-12, max_iter=200000
+    ).fit(X, y)
     theta = np.zeros(space.n_params)
-    theta[1: space.n_features: 2] = sk.coef_.ravel()
+    theta[1 : space.n_features : 2] = sk.coef_.ravel()
     theta[space.n_features + 1] = sk.intercept_[0]
     f_sk = Objective(LocalBackend([block], space), None)(theta)[0] + gamma * np.abs(sk.coef_).sum()
     assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
@@ -241,19 +289,21 @@ def test_elastic_net_matches_scikit_learn():
     X, y, block, space = binary_candidates(seed=4)
     m, C, ratio = len(y), 2.0, 0.5
     g1, g2 = ratio / (C * m), (1 - ratio) / (C * m)
-    res = train(LocalBackend([block], space),
-                grafting_config(l1=g1, elastic_l2=g2, n_best=4, gtol=1e-10))
+    res = train(
+        LocalBackend([block], space), grafting_config(l1=g1, elastic_l2=g2, n_best=4, gtol=1e-10)
+    )
     assert res.report["kkt"]["passed"]
-    sk = LogisticRegression(l1_ratio=ratio, C=C, solver="saga", fit_intercept=False,
-                            tol=1e-12, max_iter=200000).fit(X, y)
+    sk = LogisticRegression(
+        l1_ratio=ratio, C=C, solver="saga", fit_intercept=False, tol=1e-12, max_iter=200000
+    ).fit(X, y)
     beta = sk.coef_.ravel()
-    f_sk = (Objective(LocalBackend([block], space), None, l2=g2)(beta)[0]
-            + g1 * np.abs(beta).sum())
+    f_sk = Objective(LocalBackend([block], space), None, l2=g2)(beta)[0] + g1 * np.abs(beta).sum()
     assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
     np.testing.assert_allclose(res.weights.to_dense(space), beta, atol=1e-4)
 
 
 # ---- event shapes, standardization, variants -----------------------------------
+
 
 def test_candidate_sets_with_several_correct_candidates_reach_a_certified_point():
     rng = np.random.default_rng(7)
@@ -280,9 +330,11 @@ def test_standardization_equals_training_on_standardized_data(shape):
         X = block.F
     sc = moments(block).scaling()
     Xs = sp.csr_matrix((X.toarray() - sc.mean) * sc.inv_scale)
-    manual = (MulticlassBlock(X=Xs, y=block.y, c=block.c, n_labels=block.n_labels)
-              if shape == MULTICLASS else
-              CandidateBlock(F=Xs, event_ptr=block.event_ptr, correct=block.correct, c=block.c))
+    manual = (
+        MulticlassBlock(X=Xs, y=block.y, c=block.c, n_labels=block.n_labels)
+        if shape == MULTICLASS
+        else CandidateBlock(F=Xs, event_ptr=block.event_ptr, correct=block.correct, c=block.c)
+    )
     cfg = grafting_config(l1=3e-3, n_best=3)
     a = train(LocalBackend([block], space), train_config(cfg, standardize=True))
     b = train(LocalBackend([manual], space), cfg)
@@ -303,8 +355,9 @@ def test_thresholded_variants_stop_when_no_gradient_exceeds_the_threshold(method
     # the active weights are stationary for L (+ l2), and every other gradient is small
     l2 = res.report["l2"]
     obj = Objective(LocalBackend([block], space), res.weights.ids, l2=l2)
-    ev = obj.evaluate(np.concatenate([res.weights.values, res.weights.bias]), full_gradient=True,
-                      hessian=False)
+    ev = obj.evaluate(
+        np.concatenate([res.weights.values, res.weights.bias]), full_gradient=True, hessian=False
+    )
     assert np.abs(ev.grad).max() < 1e-6
     rest = np.setdiff1d(np.arange(space.n_features), res.weights.ids)
     assert np.abs(ev.full_grad[rest]).max() <= 5e-3
@@ -326,11 +379,13 @@ def test_methods_are_registered_and_bad_settings_fail_before_training():
 
 # ---- run report, checkpoints, resume --------------------------------------------
 
+
 def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path):
     _, block, space = planted(seed=6)
     cfg = grafting_config(n_best=3)
-    whole, resumed, state = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
-                                                 tmp_path, after=3)
+    whole, resumed, state = interrupt_and_resume(
+        lambda: LocalBackend([block], space), cfg, tmp_path, after=3
+    )
     assert whole.report["rounds_run"] >= 5
     assert state["round"] == 3 and len(state["trace"]) == 3 and not state["done"]
     assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
@@ -338,7 +393,8 @@ def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path):
     np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
     assert resumed.report["rounds"] == [
         {**r, "elapsed_s": r2["elapsed_s"], "passes": r2["passes"]}
-        for r, r2 in zip(whole.report["rounds"], resumed.report["rounds"])]
+        for r, r2 in zip(whole.report["rounds"], resumed.report["rounds"])
+    ]
     assert resumed.report["objective"] == whole.report["objective"]
     # the resumed session ran only the remaining rounds
     assert resumed.report["passes"] < whole.report["passes"]
@@ -350,8 +406,9 @@ def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
     out = str(tmp_path / "run")
     train(LocalBackend([block], space), grafting_config(max_rounds=1), output_dir=out)
     # max_rounds may change on resume; l1 may not
-    again = train(LocalBackend([block], space), grafting_config(max_rounds=2), output_dir=out,
-                  resume=True)
+    again = train(
+        LocalBackend([block], space), grafting_config(max_rounds=2), output_dir=out, resume=True
+    )
     assert again.report["rounds_run"] == 2
     with pytest.raises(ValueError, match="cannot resume.*configuration hash"):
         train(LocalBackend([block], space), grafting_config(l1=1e-3), output_dir=out, resume=True)
@@ -368,8 +425,16 @@ def test_progress_trace_heldout_and_plots(tmp_path, caplog):
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
     assert len(lines) == len(rounds) + 1  # one per round, one for the final test
     assert "held-out accuracy" in lines[0] and "passes" in lines[0]
-    for key in ("round", "active", "added", "objective", "max_gradient", "heldout_accuracy",
-                "passes", "elapsed_s"):
+    for key in (
+        "round",
+        "active",
+        "added",
+        "objective",
+        "max_gradient",
+        "heldout_accuracy",
+        "passes",
+        "elapsed_s",
+    ):
         assert key in rounds[0]
     objectives = [r["objective"] for r in rounds]
     assert all(b < a for a, b in zip(objectives, objectives[1:]))  # each round improves C
@@ -381,6 +446,7 @@ def test_progress_trace_heldout_and_plots(tmp_path, caplog):
 
 
 # ---- inexact rounds ------------------------------------------------------------
+
 
 def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
     _, block, space = planted(seed=3, n_copies=0)  # a unique support

@@ -4,6 +4,7 @@ re-estimation, both event shapes, real values, progress lines and resume.
 
 That the gains themselves equal brute force is tests/unit/test_gains.py.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,17 +21,26 @@ from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Space
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.problem import Objective
-from sparkmaxent.solvers.gains import fit_gains
 from sparkmaxent.selection.ifs import compare_selections
+from sparkmaxent.solvers.gains import fit_gains
 from sparkmaxent.train import METHODS, train
 
 from .helpers import interrupt_and_resume, random_multiclass
 
 log = logging.getLogger(__name__)
 
-SPEC = synthetic.SyntheticSpec(n_events=3000, n_predicates=1000, n_labels=4, active_per_event=3,
-                               n_support=20, weight_scale=1.0, n_copies=0, n_conjunctions=0,
-                               min_support_count=40, seed=3)
+SPEC = synthetic.SyntheticSpec(
+    n_events=3000,
+    n_predicates=1000,
+    n_labels=4,
+    active_per_event=3,
+    n_support=20,
+    weight_scale=1.0,
+    n_copies=0,
+    n_conjunctions=0,
+    min_support_count=40,
+    seed=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +50,9 @@ def generated():
 
 
 def config(method, **kw) -> TrainConfig:
-    base = dict(method=method, max_features=40, gain_threshold=0.0, batch=16, lookahead=24,
-                plots=False)
+    base = dict(
+        method=method, max_features=40, gain_threshold=0.0, batch=16, lookahead=24, plots=False
+    )
     base.update(kw)
     return train_config(**base)
 
@@ -60,8 +71,12 @@ def runs(generated):
         def keep(state, captured=captured):
             captured[state.round] = {k: v.copy() for k, v in state.arrays.items()}
 
-        res = train(LocalBackend(split_block(block, 2), space), config(method),
-                    output_dir=None, on_round=keep)
+        res = train(
+            LocalBackend(split_block(block, 2), space),
+            config(method),
+            output_dir=None,
+            on_round=keep,
+        )
         out[method] = (res, captured)
     return out
 
@@ -72,6 +87,7 @@ def loss_at(block, space, weights) -> float:
 
 
 # ---- SGC against IFS --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["sgc", "sgc-lookahead"])
 def test_sgc_selects_what_ifs_selects_until_a_gain_grows(generated, runs, method):
@@ -84,7 +100,7 @@ def test_sgc_selects_what_ifs_selects_until_a_gain_grows(generated, runs, method
     assert len(ifs) == len(sgc) == 40
     d = compare_selections(ifs, sgc)
     assert d.agree >= 24 and not d.ties
-    for x, y in zip(ifs[:d.agree], sgc[:d.agree]):
+    for x, y in zip(ifs[: d.agree], sgc[: d.agree]):
         assert y["gain"] == pytest.approx(x["gain"], rel=1e-9)
         assert y["alpha"] == pytest.approx(x["alpha"], rel=1e-6, abs=1e-9)
     if d.stage:
@@ -115,8 +131,9 @@ def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
     for method in ("ifs", "sgc"):
         res = runs[method][0]
         rounds = res.report["rounds"]
-        assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights),
-                                                        rel=1e-10)
+        assert res.report["objective"] == pytest.approx(
+            loss_at(block, space, res.weights), rel=1e-10
+        )
         objectives = [r["objective"] for r in rounds]
         for prev, r in zip(objectives, rounds[1:]):
             assert r["objective"] == pytest.approx(prev - r["gain"], rel=1e-12)
@@ -127,6 +144,7 @@ def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
 
 
 # ---- stopping, re-estimation, configuration ------------------------------------
+
 
 def test_threshold_stops_and_reports_why(generated):
     block, space = generated
@@ -161,10 +179,12 @@ def test_methods_are_registered_and_bad_settings_fail_before_training(generated)
     assert {"ifs", "sgc", "sgc-lookahead"} <= set(METHODS)
     block, space = generated
     backend = LocalBackend([block], space)
-    for kw, match in ((dict(batch=0), "train.ifs.batch: expected a value >= 1"),
-                      (dict(gain_threshold=-1.0), "train.ifs.gain_threshold: expected a value >= 0"),
-                      (dict(gain_method="newton"), "train.selection.gain_method"),
-                      (dict(max_features=-2), "train.selection.max_features: expected a value >= 0")):
+    for kw, match in (
+        (dict(batch=0), "train.ifs.batch: expected a value >= 1"),
+        (dict(gain_threshold=-1.0), "train.ifs.gain_threshold: expected a value >= 0"),
+        (dict(gain_method="newton"), "train.selection.gain_method"),
+        (dict(max_features=-2), "train.selection.max_features: expected a value >= 0"),
+    ):
         with pytest.raises(ValueError, match=match):
             train(backend, config("sgc", **kw))
     assert backend.passes == 0
@@ -179,12 +199,21 @@ def test_progress_lines_name_the_feature_gain_alpha_and_evaluations(generated, c
     p, k = divmod(first["feature"], space.n_labels)
     assert f"selected {p}|{k} gain " in lines[0] and "alpha" in lines[0]
     assert "gain evaluations" in lines[1] and "passes" in lines[1]
-    for key in ("feature", "feature_name", "gain", "alpha", "gain_evaluations", "passes",
-                "elapsed_s", "objective"):
+    for key in (
+        "feature",
+        "feature_name",
+        "gain",
+        "alpha",
+        "gain_evaluations",
+        "passes",
+        "elapsed_s",
+        "objective",
+    ):
         assert key in first
 
 
 # ---- other data: real values, candidate sets -----------------------------------------
+
 
 def real_multiclass(seed=4):
     rng = np.random.default_rng(seed)
@@ -198,12 +227,18 @@ def candidate_sets(seed=5, m=400, D=25):
     beta = np.where(rng.random(D) < 0.3, rng.normal(scale=1.5, size=D), 0.0)
     sizes = rng.integers(2, 6, size=m)
     ptr = np.concatenate([[0], np.cumsum(sizes)])
-    F = sp.random(ptr[-1], D, density=0.2, format="csr", random_state=rng,
-                  data_rvs=lambda n: rng.normal(size=n))
+    F = sp.random(
+        ptr[-1],
+        D,
+        density=0.2,
+        format="csr",
+        random_state=rng,
+        data_rvs=lambda n: rng.normal(size=n),
+    )
     s = F @ beta
     correct = np.zeros(ptr[-1], dtype=bool)
     for i in range(m):
-        g = s[ptr[i]:ptr[i + 1]] + rng.gumbel(size=sizes[i])
+        g = s[ptr[i] : ptr[i + 1]] + rng.gumbel(size=sizes[i])
         correct[ptr[i] + np.argsort(-g)[: 1 + (i % 5 == 0)]] = True
     block = CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=rng.uniform(0.5, 2, size=m))
     return block, Space(CANDIDATES, D, 1)
@@ -222,30 +257,36 @@ def test_other_data_ifs_and_sgc(data):
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
     assert d.agree >= 4
     for res in (ifs, sgc):
-        assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights),
-                                                        rel=1e-9)
+        assert res.report["objective"] == pytest.approx(
+            loss_at(block, space, res.weights), rel=1e-9
+        )
     assert np.all(np.diff([r["objective"] for r in ifs.report["rounds"]]) < 0)
-    assert sum(r["gain_evaluations"] for r in sgc.report["rounds"][1:]) \
-        < sum(r["gain_evaluations"] for r in ifs.report["rounds"][1:])
+    assert sum(r["gain_evaluations"] for r in sgc.report["rounds"][1:]) < sum(
+        r["gain_evaluations"] for r in ifs.report["rounds"][1:]
+    )
 
 
 # ---- resume --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["ifs", "sgc-lookahead"])
 def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tmp_path, method):
     block, space = generated
     cfg = config(method, max_features=10)
-    whole, resumed, _ = interrupt_and_resume(lambda: LocalBackend([block], space), cfg,
-                                             tmp_path, after=4)
+    whole, resumed, _ = interrupt_and_resume(
+        lambda: LocalBackend([block], space), cfg, tmp_path, after=4
+    )
     assert resumed.report["selected"] == whole.report["selected"]
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
     np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
-    assert [r["gain_evaluations"] for r in resumed.report["rounds"]] \
-        == [r["gain_evaluations"] for r in whole.report["rounds"]]
+    assert [r["gain_evaluations"] for r in resumed.report["rounds"]] == [
+        r["gain_evaluations"] for r in whole.report["rounds"]
+    ]
     assert resumed.report["passes"] < whole.report["passes"]
 
 
 # ---- long runs (slow): 200 stages on generated data and on PP attachment ------------
+
 
 def ppattach_block(path):
     """Ratnaparkhi's PP-attachment training set as one block (duplicate
@@ -282,19 +323,29 @@ def long_comparison(block, space, stages, batch=64):
     if d.stage:
         stale = captured[d.stage - 1][d.features[0]]
         assert stale < d.gains[1] < d.gains[0]
-    figures = {"stages": stages, "agree": d.agree, "first_difference": d.stage,
-               "features": d.features, "gains": d.gains, "ties": d.ties,
-               "ifs_evaluations_per_stage": ifs.report["mean_gain_evaluations_per_stage"],
-               "sgc_evaluations_per_stage": sgc.report["mean_gain_evaluations_per_stage"],
-               "ifs_passes": ifs.report["passes"], "sgc_passes": sgc.report["passes"]}
+    figures = {
+        "stages": stages,
+        "agree": d.agree,
+        "first_difference": d.stage,
+        "features": d.features,
+        "gains": d.gains,
+        "ties": d.ties,
+        "ifs_evaluations_per_stage": ifs.report["mean_gain_evaluations_per_stage"],
+        "sgc_evaluations_per_stage": sgc.report["mean_gain_evaluations_per_stage"],
+        "ifs_passes": ifs.report["passes"],
+        "sgc_passes": sgc.report["passes"],
+    }
     assert figures["sgc_evaluations_per_stage"] < figures["ifs_evaluations_per_stage"] / 20
     return figures
 
 
 @pytest.mark.slow
 def test_sgc_against_ifs_for_200_stages_on_generated_data():
-    data = synthetic.generate(synthetic.SyntheticSpec(n_events=20000, n_predicates=3000,
-                                                      n_labels=4, n_support=60, seed=11))
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=20000, n_predicates=3000, n_labels=4, n_support=60, seed=11
+        )
+    )
     space = Space(MULTICLASS, 3000, 4, bias=True)
     figures = long_comparison(data.block(), space, 200)
     log.warning("generated data: %s", figures)
@@ -311,9 +362,19 @@ def test_ties_go_to_the_lowest_id_in_ifs_and_sgc():
     """With two labels (p, 0) and (p, 1) are mirror features with equal gains
     (to rounding: SGC's first stage uses the closed form, IFS a Newton fit);
     both methods take the lower id, so they do not part at a tie."""
-    data = synthetic.generate(synthetic.SyntheticSpec(
-        n_events=2000, n_predicates=200, n_labels=2, active_per_event=4, n_support=8,
-        n_copies=0, n_conjunctions=0, min_support_count=40, seed=5))
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=2000,
+            n_predicates=200,
+            n_labels=2,
+            active_per_event=4,
+            n_support=8,
+            n_copies=0,
+            n_conjunctions=0,
+            min_support_count=40,
+            seed=5,
+        )
+    )
     block, space = data.block(), Space(MULTICLASS, 200, 2, bias=True)
     ifs = run(block, space, "ifs", max_features=8, batch=8)
     sgc = run(block, space, "sgc", max_features=8, batch=8)

@@ -1,4 +1,5 @@
 """Kernels against finite differences and against brute-force per-event sums."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 from scipy.special import logsumexp
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.kernels import (CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad)
+from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
 from sparkmaxent.kernels.stats import moments
 from sparkmaxent.problem import Objective
@@ -111,8 +112,11 @@ def test_active_set_gradient_is_the_full_gradient_restricted(shape):
 def test_blocks_split_any_way_give_the_same_sums(shape, n_parts):
     rng = np.random.default_rng(5)
     block = random_multiclass(rng) if shape == MULTICLASS else random_candidates(rng)
-    space = (Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
-             if shape == MULTICLASS else Space(CANDIDATES, block.n_predicates, 1))
+    space = (
+        Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+        if shape == MULTICLASS
+        else Space(CANDIDATES, block.n_predicates, 1)
+    )
     theta = rng.normal(size=space.n_params)
     obj1 = Objective(LocalBackend([block], space), None, l2=0.1)
     objn = Objective(LocalBackend(split_block(block, n_parts), space), None, l2=0.1)
@@ -131,7 +135,7 @@ def test_moments_give_zero_mean_unit_variance():
     Xs = (block.X.toarray() - sc.mean) * sc.inv_scale
     w = block.c / block.c.sum()
     np.testing.assert_allclose(w @ Xs, 0, atol=1e-12)
-    np.testing.assert_allclose(w @ Xs ** 2, 1, rtol=1e-10)
+    np.testing.assert_allclose(w @ Xs**2, 1, rtol=1e-10)
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])

@@ -1,5 +1,6 @@
 """MaxentModel.load checks what it reads: every damaged file gives an
 InputError naming the file, never a traceback from numpy or json."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,13 @@ import pytest
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.errors import InputError
 from sparkmaxent.kernels import MULTICLASS, Scaling, Space, Weights
-from sparkmaxent.model import (METADATA_FILE, VOCABULARY_DIR, WEIGHTS_DIR, MaxentModel,
-                               vocabulary_is_complete)
+from sparkmaxent.model import (
+    METADATA_FILE,
+    VOCABULARY_DIR,
+    WEIGHTS_DIR,
+    MaxentModel,
+    vocabulary_is_complete,
+)
 
 P, K = 5, 3
 
@@ -24,8 +30,15 @@ def small_model(standardize: bool = True) -> MaxentModel:
     ids = np.array([0 * K + 1, 2 * K + 0, 2 * K + 2, 4 * K + 1], dtype=np.int64)
     weights = Weights(ids, np.array([0.5, -1.0, 2.0, 0.25]), np.array([0.1, 0.0, -0.1]))
     scaling = Scaling(np.linspace(0, 1, P), np.linspace(1, 2, P)) if standardize else None
-    return MaxentModel(space, weights, ["a", "b", "c"], {0: "f0", 2: "f2", 4: "f4"}, scaling,
-                       {"train": {"l2": 0.1}}, {"objective": 1.0})
+    return MaxentModel(
+        space,
+        weights,
+        ["a", "b", "c"],
+        {0: "f0", 2: "f2", 4: "f4"},
+        scaling,
+        {"train": {"l2": 0.1}},
+        {"objective": 1.0},
+    )
 
 
 @pytest.fixture
@@ -52,8 +65,9 @@ def edit_metadata(model_dir, change):
 def edit_weights(model_dir, change):
     d = pq.read_table(weights_file(model_dir)).to_pydict()
     change(d)
-    pq.write_table(pa.table(d, schema=pq.read_schema(weights_file(model_dir))),
-                   weights_file(model_dir))
+    pq.write_table(
+        pa.table(d, schema=pq.read_schema(weights_file(model_dir))), weights_file(model_dir)
+    )
 
 
 def load_error(model_dir) -> str:
@@ -90,10 +104,19 @@ def test_missing_metadata_key_names_file_and_key(saved, key):
     assert meta_path(saved) in msg and f"missing key {key}" in msg
 
 
-@pytest.mark.parametrize("key,value", [("shape", "matrix"), ("n_predicates", -1),
-                                       ("n_predicates", "5"), ("labels", "abc"),
-                                       ("bias", [0.0]), ("bias", [0.0, "x", 1.0]),
-                                       ("standardized", "yes"), ("config", [])])
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("shape", "matrix"),
+        ("n_predicates", -1),
+        ("n_predicates", "5"),
+        ("labels", "abc"),
+        ("bias", [0.0]),
+        ("bias", [0.0, "x", 1.0]),
+        ("standardized", "yes"),
+        ("config", []),
+    ],
+)
 def test_wrong_metadata_value_names_file_and_key(saved, key, value):
     edit_metadata(saved, lambda m: m.update({key: value}))
     msg = load_error(saved)
@@ -136,8 +159,15 @@ def test_label_index_out_of_range(saved, bad):
     assert f"row 1: label index {bad} is out of range [0, {K})" in msg
 
 
-@pytest.mark.parametrize("column,bad", [("weight", float("nan")), ("weight", float("inf")),
-                                        ("mean", float("-inf")), ("inv_scale", float("nan"))])
+@pytest.mark.parametrize(
+    "column,bad",
+    [
+        ("weight", float("nan")),
+        ("weight", float("inf")),
+        ("mean", float("-inf")),
+        ("inv_scale", float("nan")),
+    ],
+)
 def test_non_finite_weight(saved, column, bad):
     edit_weights(saved, lambda d: d[column].__setitem__(3, bad))
     msg = load_error(saved)
@@ -154,6 +184,7 @@ def test_duplicate_predicate_label_rows(saved):
     def dup(d):
         for c in d:
             d[c].append(d[c][1])
+
     edit_weights(saved, dup)
     msg = load_error(saved)
     assert os.path.join(saved, WEIGHTS_DIR) in msg
@@ -168,8 +199,10 @@ def test_vocabulary_from_the_training_dictionary(tmp_path):
     train = tmp_path / "train"
     (train / "features").mkdir(parents=True)
     names = [f"f{i}" for i in range(P)]
-    pq.write_table(pa.table({"feature": names, "id": pa.array(range(P), pa.int32()),
-                             "count": [1.0] * P}), str(train / "features" / "part-0.parquet"))
+    pq.write_table(
+        pa.table({"feature": names, "id": pa.array(range(P), pa.int32()), "count": [1.0] * P}),
+        str(train / "features" / "part-0.parquet"),
+    )
     model = small_model()
     model.dictionary = str(train)
     model.save(str(tmp_path / "m"))

@@ -1,19 +1,23 @@
 """The box-constrained Newton solver (solvers/newton.py) against scipy's
 L-BFGS-B on the same problems."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from sparkmaxent.solvers.newton import (_psd_solver, box_qp_cd, minimize_box_newton,
-                                      projected_gradient)
 from sparkmaxent.problem.objective import Evaluation
+from sparkmaxent.solvers.newton import (
+    _psd_solver,
+    box_qp_cd,
+    minimize_box_newton,
+    projected_gradient,
+)
 from sparkmaxent.solvers.options import SolverOptions
 
 
-def correlated_box_qp(seed: int, n: int = 40, m: int = 200, noise: float = 0.1,
-                      room: float = 0.0):
+def correlated_box_qp(seed: int, n: int = 40, m: int = 200, noise: float = 0.1, room: float = 0.0):
     """A PSD model with near-duplicate columns (``noise`` apart: slow for
     coordinate descent), a null direction (like the softmax's shift of all
     biases), and mixed orthant bounds ``room`` away from 0."""
@@ -31,9 +35,14 @@ def correlated_box_qp(seed: int, n: int = 40, m: int = 200, noise: float = 0.1,
 
 
 def box_qp_reference(H, g, lo, hi):
-    res = minimize(lambda d: (g @ d + d @ H @ d / 2, g + H @ d), np.zeros(len(g)), jac=True,
-                   method="L-BFGS-B", bounds=list(zip(lo, hi)),
-                   options={"maxiter": 100000, "ftol": 1e-15, "gtol": 1e-12})
+    res = minimize(
+        lambda d: (g @ d + d @ H @ d / 2, g + H @ d),
+        np.zeros(len(g)),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(lo, hi)),
+        options={"maxiter": 100000, "ftol": 1e-15, "gtol": 1e-12},
+    )
     return res.fun
 
 
@@ -48,7 +57,7 @@ def test_box_qp_face_solve_reaches_the_optimum_in_few_sweeps(seed):
     assert q <= box_qp_reference(H, g, lo, hi) + 1e-9
     # plain coordinate descent needs far more sweeps on the same model
     # (measured: 130-530 against 3,168-3,687)
-    _, cd_sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=5000, face_every=10 ** 9)
+    _, cd_sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=5000, face_every=10**9)
     assert 5 * sweeps < cd_sweeps
 
 
@@ -102,8 +111,15 @@ class LogisticBox:
         return np.array([self.value(theta + t * d) for t in steps])
 
     def solve(self, theta0, ray=False):
-        return minimize_box_newton(self.fun, theta0, self.lin, self.lower, self.upper,
-                                   SolverOptions(tol=1e-10), ray=self.ray if ray else None)
+        return minimize_box_newton(
+            self.fun,
+            theta0,
+            self.lin,
+            self.lower,
+            self.upper,
+            SolverOptions(tol=1e-10),
+            ray=self.ray if ray else None,
+        )
 
 
 def test_newton_evaluates_cut_steps_without_curvature():
@@ -115,9 +131,14 @@ def test_newton_evaluates_cut_steps_without_curvature():
     res = pb.solve(theta0)
     assert res.converged
     assert not all(pb.hessians)
-    ref = minimize(lambda t: (pb.value(t) + pb.lin @ t, pb.gradient(t)[0] + pb.lin), theta0,
-                   jac=True, method="L-BFGS-B", bounds=list(zip(pb.lower, pb.upper)),
-                   options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
+    ref = minimize(
+        lambda t: (pb.value(t) + pb.lin @ t, pb.gradient(t)[0] + pb.lin),
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(pb.lower, pb.upper)),
+        options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000},
+    )
     assert res.value <= ref.fun + 1e-12
     np.testing.assert_allclose(res.theta, ref.x, atol=1e-5)
 
@@ -140,8 +161,15 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
     # tries the full step too and saves a pass
     assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 4
     pb = LogisticBox()
-    first = minimize_box_newton(pb.fun, theta0, pb.lin, pb.lower, pb.upper,
-                                SolverOptions(tol=1e-10, ray_first_at_start=True), ray=pb.ray)
+    first = minimize_box_newton(
+        pb.fun,
+        theta0,
+        pb.lin,
+        pb.lower,
+        pb.upper,
+        SolverOptions(tol=1e-10, ray_first_at_start=True),
+        ray=pb.ray,
+    )
     assert first.trace[0]["step"] < 1 and first.trace[0]["evaluations"] == 3
     np.testing.assert_allclose(first.theta, res.theta, atol=1e-8)
 
@@ -167,13 +195,20 @@ def test_a_weight_without_curvature_moves_to_its_orthant_bound():
     lin = np.array([0.0, 0.0, 0.0, 0.0, gamma])
     lower = np.array([-np.inf] * 4 + [0.0])
     upper = np.full(5, np.inf)
-    res = minimize_box_newton(fun, np.array([0, 0, 0, 0, 0.7]), lin, lower, upper,
-                              SolverOptions(tol=1e-12))
+    res = minimize_box_newton(
+        fun, np.array([0, 0, 0, 0, 0.7]), lin, lower, upper, SolverOptions(tol=1e-12)
+    )
     assert res.converged and res.theta[4] == 0.0
     np.testing.assert_allclose(res.theta[:4], np.linalg.lstsq(A, b, rcond=None)[0], atol=1e-10)
     # and the model step alone: the flat coordinate goes to its bound
-    d, _ = box_qp_cd(fun(res.theta, False, True).hess, np.array([0, 0, 0, 0, gamma]),
-                     np.array([-1.0] * 4 + [-0.7]), np.full(5, np.inf), 1e-12, 10)
+    d, _ = box_qp_cd(
+        fun(res.theta, False, True).hess,
+        np.array([0, 0, 0, 0, gamma]),
+        np.array([-1.0] * 4 + [-0.7]),
+        np.full(5, np.inf),
+        1e-12,
+        10,
+    )
     assert d[4] == -0.7 and np.all(d[:4] == 0)
 
 

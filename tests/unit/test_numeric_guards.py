@@ -2,6 +2,7 @@
 gradient or objective raises NumericError naming the pass (every method,
 every solver), L-BFGS's "ABNORMAL" stop on NaN is an error rather than a
 result, and the KKT certificate never passes on non-finite numbers."""
+
 from __future__ import annotations
 
 import math
@@ -79,6 +80,7 @@ def test_objective_refuses_a_nan_pass():
 def test_lbfgs_abnormal_on_nan_raises_instead_of_returning():
     """Without the check scipy stops with "ABNORMAL" (a NaN in its line
     search) and returns a result a caller would save."""
+
     def fun(x):
         f = float(np.sum((x - 3.0) ** 2))
         if np.any(np.abs(x) > 1.0):  # the region the first step lands in
@@ -111,8 +113,10 @@ def test_every_method_raises_on_a_nan_pass(method):
     assert msg.startswith(f"{method}: ") and "non-finite loss" in msg and "standardize" in msg
 
 
-@pytest.mark.parametrize("method, solver", [("l2", "auto"), ("grafting", "newton"),
-                                            ("grafting", "lbfgs-b"), ("bayes-factor", "auto")])
+@pytest.mark.parametrize(
+    "method, solver",
+    [("l2", "auto"), ("grafting", "newton"), ("grafting", "lbfgs-b"), ("bayes-factor", "auto")],
+)
 def test_nan_after_some_passes_is_still_an_error(method, solver):
     blocks, space = problem(2)
     cfg = train_config(method=method, solver=solver, l1=1e-3, max_features=3, plots=False)
@@ -131,13 +135,15 @@ def test_huge_values_overflow_to_an_error_not_a_model():
 def test_a_round_with_a_nan_objective_is_not_recorded_or_checkpointed(tmp_path):
     blocks, space = problem()
     backend = LocalBackend(blocks, space)
-    ctx = TrainingContext(backend, train_config(method="grafting", plots=False),
-                          output_dir=str(tmp_path))
+    ctx = TrainingContext(
+        backend, train_config(method="grafting", plots=False), output_dir=str(tmp_path)
+    )
 
     class NaNRound:
         def round(self, state):
-            return RoundOutcome(False, Weights.zeros(space), added=1, objective=float("nan"),
-                                score=1.0)
+            return RoundOutcome(
+                False, Weights.zeros(space), added=1, objective=float("nan"), score=1.0
+            )
 
     with pytest.raises(NumericError, match=r"^grafting round 1: non-finite objective"):
         run_rounds(ctx, NaNRound(), "grafting")
@@ -145,6 +151,7 @@ def test_a_round_with_a_nan_objective_is_not_recorded_or_checkpointed(tmp_path):
 
 
 # ----------------------------------------------------------------- certificate
+
 
 def passing_parts():
     """Parts of a certificate that passes: weights at the optimum of l1."""
@@ -159,8 +166,9 @@ def test_certificate_passes_on_finite_numbers():
     assert cert["passed"] and cert["finite"]
 
 
-@pytest.mark.parametrize("where", ["inactive gradient", "active gradient", "weight", "bias",
-                                   "bias gradient"])
+@pytest.mark.parametrize(
+    "where", ["inactive gradient", "active gradient", "weight", "bias", "bias gradient"]
+)
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_certificate_never_passes_on_non_finite_numbers(where, bad):
     weights, full_grad, grad_bias, penalty = passing_parts()
@@ -180,8 +188,7 @@ def test_certificate_never_passes_on_non_finite_numbers(where, bad):
 
 def test_block_wise_certificate_never_passes_on_a_nan_max():
     weights, full_grad, grad_bias, penalty = passing_parts()
-    cert = kkt_from_parts(full_grad[weights.ids], weights, math.nan, 0, 4, grad_bias, penalty,
-                          1e-6)
+    cert = kkt_from_parts(full_grad[weights.ids], weights, math.nan, 0, 4, grad_bias, penalty, 1e-6)
     assert not cert["passed"] and not cert["finite"]
 
 
@@ -196,8 +203,9 @@ class NaNGainBackend(LocalBackend):
         return result
 
 
-@pytest.mark.parametrize("gain_method, pass_name", [("exact", "gain pass"),
-                                                    ("sketch", "gain (polish )?pass")])
+@pytest.mark.parametrize(
+    "gain_method, pass_name", [("exact", "gain pass"), ("sketch", "gain (polish )?pass")]
+)
 @pytest.mark.parametrize("method", ["ifs", "sgc", "bayes-factor"])
 def test_a_nan_gain_fit_is_an_error_not_a_silent_stop(method, gain_method, pass_name):
     """Newton absorbed NaN sums as a zero gain: the run stopped at 'best gain

@@ -1,9 +1,10 @@
 """The penalty object (problem/penalty.py): what gamma1 and gamma2 imply."""
+
 import numpy as np
 import pytest
 
-from sparkmaxent.problem import Penalty, kkt_certificate
 from sparkmaxent.kernels import Weights
+from sparkmaxent.problem import Penalty, kkt_certificate
 
 
 def test_l1_penalty_bounds_prunes_and_boxes():

@@ -1,5 +1,6 @@
 """The package's shape, checked from its source: no import cycle, executor
 kernels free of driver code, modules and functions of readable size."""
+
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sparkmaxent"
 MAX_MODULE_LINES = 600
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 80  # of the body, signature and docstring left out
 LONG_MARK = "# long:"  # a comment right above a def that says why it is longer
 
 
@@ -62,7 +63,7 @@ def test_no_import_cycle():
         state[node] = 1
         for nxt in sorted(g[node]):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, stack + [nxt])
         state[node] = 2
@@ -81,15 +82,35 @@ KERNEL_IMPORTS = ("sparkmaxent.kernels", "sparkmaxent.shapes", "sparkmaxent.erro
 
 def test_kernels_import_no_driver_code():
     g = graph()
-    leaks = {name: sorted(m for m in deps if not m.startswith(KERNEL_IMPORTS))
-             for name, deps in g.items() if name.startswith("sparkmaxent.kernels")}
+    leaks = {
+        name: sorted(m for m in deps if not m.startswith(KERNEL_IMPORTS))
+        for name, deps in g.items()
+        if name.startswith("sparkmaxent.kernels")
+    }
     assert not {k: v for k, v in leaks.items() if v}, leaks
 
 
 def test_modules_are_at_most_600_lines():
-    long = {str(p.relative_to(PACKAGE.parent)): n for p in modules().values()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in modules().values()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert not long, long
+
+
+def body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of a function's body, its signature and docstring left out
+    (the formatter spreads a long signature over a line per parameter)."""
+    body = node.body
+    if (
+        isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+        and len(body) > 1
+    ):
+        body = body[1:]
+    return node.end_lineno - body[0].lineno + 1
 
 
 def test_functions_are_at_most_80_lines_unless_a_comment_says_why():
@@ -99,17 +120,21 @@ def test_functions_are_at_most_80_lines_unless_a_comment_says_why():
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                n = node.end_lineno - node.lineno + 1
+                n = body_lines(node)
                 above = lines[first - 2].strip() if first >= 2 else ""
                 if n > MAX_FUNCTION_LINES and not above.startswith(LONG_MARK):
-                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} "
-                                f"{node.name} ({n} lines)")
+                    long.append(
+                        f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({n} lines)"
+                    )
     assert not long, "\n".join(long)
 
 
 def test_no_citation_of_files_outside_the_repository():
-    cited = [str(p.relative_to(PACKAGE.parent)) for p in modules().values()
-             if "DESIGN.md" in p.read_text()]
+    cited = [
+        str(p.relative_to(PACKAGE.parent))
+        for p in modules().values()
+        if "DESIGN.md" in p.read_text()
+    ]
     assert not cited, cited
 
 
@@ -118,5 +143,6 @@ def test_generated_configuration_reference_matches_the_schema(generated):
     from sparkmaxent.config.reference import ROOT, stale
 
     assert os.path.isdir(ROOT)
-    assert generated not in stale(), (f"{generated} is out of date: run "
-                                      "python -m sparkmaxent.config.reference")
+    assert generated not in stale(), (
+        f"{generated} is out of date: run python -m sparkmaxent.config.reference"
+    )

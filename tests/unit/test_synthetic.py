@@ -1,4 +1,5 @@
 """The planted-model generator: reproducibility, planted structure, files, recovery scores."""
+
 from __future__ import annotations
 
 import time
@@ -7,9 +8,18 @@ import numpy as np
 import pytest
 
 from sparkmaxent.data.readers import RawEvent, parse_maxent
-from sparkmaxent.data.synthetic import (PlantedTruth, SyntheticSpec, conjunction_name, generate,
-                                        split, support_recovery, train_test_split,
-                                        write_maxent_text, write_splits, zipf_rates)
+from sparkmaxent.data.synthetic import (
+    PlantedTruth,
+    SyntheticSpec,
+    conjunction_name,
+    generate,
+    split,
+    support_recovery,
+    train_test_split,
+    write_maxent_text,
+    write_splits,
+    zipf_rates,
+)
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +29,19 @@ def data():
 
 @pytest.fixture(scope="module")
 def small():
-    return generate(SyntheticSpec(n_events=300, n_predicates=60, n_labels=3, active_per_event=5,
-                                  n_support=6, n_copies=2, n_conjunctions=1,
-                                  min_support_count=10, seed=3))
+    return generate(
+        SyntheticSpec(
+            n_events=300,
+            n_predicates=60,
+            n_labels=3,
+            active_per_event=5,
+            n_support=6,
+            n_copies=2,
+            n_conjunctions=1,
+            min_support_count=10,
+            seed=3,
+        )
+    )
 
 
 def test_same_seed_same_data_other_seed_other_data():
@@ -112,10 +132,15 @@ def test_informative_predicates_shift_their_label(data):
     assert np.all(np.sign(shifts[:, 0]) == np.sign(shifts[:, 1]))
     assert np.all(np.abs(shifts[:, 0]) > 0.04)
     planted = set(ps) | set(data.copy_ids.tolist()) | set(data.conjunction_pairs.ravel().tolist())
-    others = [p for p in np.argsort(-data.rates)
-              if p not in planted and 300 <= data.rates[p] * data.n_events < data.n_events][:40]
-    other_shift = [np.max(np.abs(np.bincount(y[data.fires(p)], minlength=K) / data.fires(p).sum()
-                                 - marginal)) for p in others]
+    others = [
+        p
+        for p in np.argsort(-data.rates)
+        if p not in planted and 300 <= data.rates[p] * data.n_events < data.n_events
+    ][:40]
+    other_shift = [
+        np.max(np.abs(np.bincount(y[data.fires(p)], minlength=K) / data.fires(p).sum() - marginal))
+        for p in others
+    ]
     assert np.mean(np.abs(shifts[:, 0])) > 4 * np.mean(other_shift)
 
 
@@ -143,11 +168,19 @@ def test_redundant_copies_fire_exactly_with_their_originals(data):
 def test_conjunction_effect_only_when_both_fire(data):
     y = data.labels
     assert len(data.conjunction_pairs) == data.spec.n_conjunctions > 0
-    for (a, b), k, w in zip(data.conjunction_pairs, data.conjunction_labels,
-                            data.conjunction_weights):
+    for (a, b), k, w in zip(
+        data.conjunction_pairs, data.conjunction_labels, data.conjunction_weights
+    ):
         fa, fb = data.fires(a), data.fires(b)
-        freq = {name: np.mean(y[mask] == k) for name, mask in
-                [("both", fa & fb), ("a", fa & ~fb), ("b", ~fa & fb), ("none", ~fa & ~fb)]}
+        freq = {
+            name: np.mean(y[mask] == k)
+            for name, mask in [
+                ("both", fa & fb),
+                ("a", fa & ~fb),
+                ("b", ~fa & fb),
+                ("none", ~fa & ~fb),
+            ]
+        }
         assert (fa & fb).sum() >= 300
         assert np.sign(freq["both"] - freq["none"]) == np.sign(w)
         assert abs(freq["both"] - freq["none"]) > 0.08
@@ -161,8 +194,12 @@ def test_support_recovery_of_the_truth_and_of_a_random_set(data):
     assert r["precision"] == r["recall"] == 1.0
     assert r["n_selected"] == r["n_true"] == r["n_correct"] == data.spec.n_support
     rng = np.random.default_rng(0)
-    random_set = {(f"p{p}", f"L{k}") for p, k in zip(rng.integers(0, data.n_predicates, 200),
-                                                    rng.integers(0, data.n_labels, 200))}
+    random_set = {
+        (f"p{p}", f"L{k}")
+        for p, k in zip(
+            rng.integers(0, data.n_predicates, 200), rng.integers(0, data.n_labels, 200)
+        )
+    }
     r = support_recovery(random_set, data)
     assert r["precision"] < 0.05
     assert r["n_selected"] == len(random_set)
@@ -230,8 +267,9 @@ def test_split_partitions_the_events(small):
     for i in (0, 17, 59):
         src = int(test.event_ids[i])
         np.testing.assert_array_equal(
-            test.indices[test.indptr[i]:test.indptr[i + 1]],
-            small.indices[small.indptr[src]:small.indptr[src + 1]])
+            test.indices[test.indptr[i] : test.indptr[i + 1]],
+            small.indices[small.indptr[src] : small.indptr[src + 1]],
+        )
         assert test.labels[i] == small.labels[src]
     assert test.true_support == small.true_support
     again = split(small, [0.6, 0.2, 0.2], seed=5)
@@ -244,8 +282,17 @@ def test_split_partitions_the_events(small):
 
 
 def test_write_splits_and_saved_truth(tmp_path):
-    spec = SyntheticSpec(n_events=400, n_predicates=80, n_labels=3, active_per_event=5,
-                         n_support=5, n_copies=1, n_conjunctions=1, min_support_count=10, seed=2)
+    spec = SyntheticSpec(
+        n_events=400,
+        n_predicates=80,
+        n_labels=3,
+        active_per_event=5,
+        n_support=5,
+        n_copies=1,
+        n_conjunctions=1,
+        min_support_count=10,
+        seed=2,
+    )
     paths = write_splits(spec, tmp_path / "syn", fractions=(0.5, 0.25, 0.25))
     lines = {}
     for name in ("train", "heldout", "test"):

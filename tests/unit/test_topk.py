@@ -1,13 +1,14 @@
 """The block-wise gradient test (kernels/topk.py) in-process: the top-k rule,
 per-block summaries merged against the dense test, and grafting runs on
 both paths giving the same selections, certificate and model."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig, train_config
+from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.curvature import CurvatureTask
@@ -19,8 +20,8 @@ from sparkmaxent.train import train
 from .helpers import random_candidates
 from .test_grafting import grafting_config, planted
 
-
 # ---- the top-k rule ---------------------------------------------------------------
+
 
 def test_top_candidates_orders_by_score_then_id_and_keeps_ties_at_the_cut():
     score = np.array([0.3, 0.9, 0.5, 0.9, 0.5, 0.5, 0.1])
@@ -45,6 +46,7 @@ def test_dense_selection_breaks_ties_at_the_cut_by_id():
 
 
 # ---- summaries against the dense test -----------------------------------------------
+
 
 def _random_gradient(rng, n, K=3):
     # rounded values: many exact ties; a few exactly 0
@@ -78,8 +80,17 @@ def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
     np.testing.assert_array_equal(summary.active_grad, full[active])
     grad_bias = lg.grad_bias / lg.weight
     dense = kkt_certificate(full, weights, grad_bias, l1, tol, bound=threshold)
-    parts = kkt_from_parts(summary.active_grad, weights, summary.max_inactive, summary.n_over,
-                           summary.n_features, grad_bias, l1, tol, bound=threshold)
+    parts = kkt_from_parts(
+        summary.active_grad,
+        weights,
+        summary.max_inactive,
+        summary.n_over,
+        summary.n_features,
+        grad_bias,
+        l1,
+        tol,
+        bound=threshold,
+    )
     assert parts == dense
     assert summary.lg.loss == lg.loss and summary.lg.weight == lg.weight
     np.testing.assert_array_equal(summary.lg.grad_bias, lg.grad_bias)
@@ -115,6 +126,7 @@ def test_summaries_of_different_tests_do_not_merge_and_gaps_are_caught():
 
 
 # ---- one pass on a backend, both paths --------------------------------------------
+
 
 def _nonzero_weights(block, space):
     res = train(LocalBackend([block], space), grafting_config(n_best=8, max_rounds=2))
@@ -155,8 +167,9 @@ class DenseRefusingBackend(LocalBackend):
     """Fails any pass that would bring a dense n_features gradient back."""
 
     def run(self, task):
-        dense = ((isinstance(task, LossGradTask) and task.grad_ids is None)
-                 or (isinstance(task, CurvatureTask) and task.full_gradient))
+        dense = (isinstance(task, LossGradTask) and task.grad_ids is None) or (
+            isinstance(task, CurvatureTask) and task.full_gradient
+        )
         assert not dense, f"a dense gradient pass on the block-wise path: {type(task).__name__}"
         return super().run(task)
 
@@ -170,8 +183,11 @@ def test_grafting_block_path_grafts_the_dense_path_model(solver):
     cfg = grafting_config(solver=solver, dense_test_max=space.n_features - 1, test_block_size=13)
     tiled = train(backend, cfg)
     assert dense.report["gradient_test"] == {"path": "dense"}
-    assert tiled.report["gradient_test"] == {"path": "block-wise", "block_size": 13,
-                                             "blocks": -(-space.n_features // 13)}
+    assert tiled.report["gradient_test"] == {
+        "path": "block-wise",
+        "block_size": 13,
+        "blocks": -(-space.n_features // 13),
+    }
     assert dense.report["kkt"]["passed"] and tiled.report["kkt"] == dense.report["kkt"]
     assert tiled.report["objective"] == dense.report["objective"]
     np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
@@ -188,8 +204,10 @@ def test_block_path_on_candidate_sets_and_with_a_round_limit():
     space = Space(CANDIDATES, 30, 1)
     cfg = dict(method="mle-ifs", grad_threshold=1e-2, n_best=3, max_rounds=2, gtol=1e-9)
     dense = train(LocalBackend([block], space), train_config(**cfg))
-    tiled = train(DenseRefusingBackend([block], space),
-                  train_config(**cfg, dense_test_max=0, test_block_size=4))
+    tiled = train(
+        DenseRefusingBackend([block], space),
+        train_config(**cfg, dense_test_max=0, test_block_size=4),
+    )
     assert tiled.report["rounds_run"] == 2 and not tiled.report["kkt"]["passed"]
     assert len(dense.weights.ids) > 0
     assert tiled.report["kkt"] == dense.report["kkt"]

@@ -1,12 +1,13 @@
 """Baseline training in-process: optimality, agreement with scikit-learn,
 standardization and save/load round trips."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import TrainConfig, train_config
+from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Space
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.model import MaxentModel
@@ -75,8 +76,9 @@ def test_standardized_model_scores_the_same_after_save_and_load(tmp_path):
     res = train(backend, train_config(method="l2", l2=0.01, standardize=True))
     assert res.scaling is not None
     names = {p: f"f{p}" for p in range(space.n_predicates)}
-    model = MaxentModel(space, res.weights, ["a", "b", "c"], names, res.scaling,
-                        {"train": {"l2": 0.01}}, res.report)
+    model = MaxentModel(
+        space, res.weights, ["a", "b", "c"], names, res.scaling, {"train": {"l2": 0.01}}, res.report
+    )
     model.save(str(tmp_path / "m"))
     with pytest.raises(FileExistsError):
         model.save(str(tmp_path / "m"))
@@ -94,8 +96,9 @@ def test_standardization_does_not_change_the_mle_fit():
     optimal probabilities are the same (up to optimizer tolerance)."""
     block, space = multiclass_problem(4, m=400, P=8)
     a = train(LocalBackend([block], space), train_config(method="l2", l2=0.0, gtol=1e-9))
-    b = train(LocalBackend([block], space), train_config(method="l2", l2=0.0, gtol=1e-9,
-                                                        standardize=True))
+    b = train(
+        LocalBackend([block], space), train_config(method="l2", l2=0.0, gtol=1e-9, standardize=True)
+    )
     assert b.report["objective"] == pytest.approx(a.report["objective"], rel=1e-6)
 
 
@@ -105,16 +108,31 @@ def test_unknown_method_is_a_clear_error():
         train(LocalBackend([block], space), train_config(method="nope"))
 
 
-@pytest.mark.parametrize("module", ["sparkmaxent.selection.ifs", "sparkmaxent.selection.bayes",
-                                    "sparkmaxent.selection.grafting", "sparkmaxent.selection.loop",
-                                    "sparkmaxent.train"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "sparkmaxent.selection.ifs",
+        "sparkmaxent.selection.bayes",
+        "sparkmaxent.selection.grafting",
+        "sparkmaxent.selection.loop",
+        "sparkmaxent.train",
+    ],
+)
 def test_every_selection_module_can_be_imported_first(module):
     """train imports the selection modules to register them and they import
     train: whichever is imported first, the cycle must close."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", f"import {module}; import sparkmaxent.train as t; "
-                           "assert {'ifs', 'sgc', 'grafting', 'bayes-factor'} <= set(t.METHODS)"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import {module}; import sparkmaxent.train as t; "
+            "assert {'ifs', 'sgc', 'grafting', 'bayes-factor'} <= set(t.METHODS)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]

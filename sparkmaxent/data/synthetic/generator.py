@@ -8,6 +8,7 @@ planted conditional maxent model with conjunction terms::
     s_k(x) = b_k + sum_p x_p W[p, k] + sum_(a, b, k', v) [k' = k] x_a x_b v
     p(k | x) = exp(s_k(x)) / sum_k' exp(s_k'(x))
 """
+
 from __future__ import annotations
 
 import logging
@@ -22,6 +23,7 @@ logger = logging.getLogger("sparkmaxent.data.synthetic")
 # Draw this many standard deviations of geometric gaps beyond the mean per
 # predicate, so a second round of draws is rarely needed (see _bernoulli_columns).
 _SLACK_SIGMAS = 6.0
+
 
 def zipf_rates(n: int, mean_active: float, exponent: float) -> np.ndarray:
     """Rates ``min(1, c * r ** -exponent)`` for ranks r = 1..n, with c solved
@@ -45,8 +47,9 @@ def zipf_rates(n: int, mean_active: float, exponent: float) -> np.ndarray:
     return rates
 
 
-def _bernoulli_columns(rng: np.random.Generator, m: int, rates: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def _bernoulli_columns(
+    rng: np.random.Generator, m: int, rates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Sample x_ip ~ Bernoulli(rates[p]) for i < m, all p, without an m x P array.
 
     The positions of the successes of a Bernoulli(q) sequence are the running
@@ -94,7 +97,6 @@ def _signed_weights(rng: np.random.Generator, n: int, scale: float) -> np.ndarra
     return rng.choice([-1.0, 1.0], size=n) * scale * rng.uniform(0.5, 1.5, size=n)
 
 
-
 def generate(spec: SyntheticSpec | None = None) -> SyntheticData:
     """Draw events from the planted model of ``spec`` (module docstring).
 
@@ -123,8 +125,9 @@ def generate(spec: SyntheticSpec | None = None) -> SyntheticData:
     rank_rates = zipf_rates(n_base, spec.active_per_event, spec.zipf_exponent)
 
     eligible, pairs_rank = _conjunction_ranks(spec, rank_rates)
-    support_ids, W, bias = _plant_support(rng, spec, base_ids, rank_rates,
-                                          eligible[2 * spec.n_conjunctions:])
+    support_ids, W, bias = _plant_support(
+        rng, spec, base_ids, rank_rates, eligible[2 * spec.n_conjunctions :]
+    )
     conj_pairs = base_ids[pairs_rank].astype(np.int64)
     conj_labels = rng.integers(0, K, size=spec.n_conjunctions).astype(np.int64)
     conj_weights = _signed_weights(rng, spec.n_conjunctions, spec.weight_scale)
@@ -142,19 +145,40 @@ def generate(spec: SyntheticSpec | None = None) -> SyntheticData:
     rates[copy_ids] = rates[original_ids]
 
     data = SyntheticData(
-        spec=spec, indptr=indptr, indices=indices, values=values, labels=labels,
-        event_ids=np.arange(m, dtype=np.int64), weights=W, bias=bias,
-        conjunction_pairs=conj_pairs.reshape(-1, 2), conjunction_labels=conj_labels,
-        conjunction_weights=conj_weights, copy_ids=copy_ids.astype(np.int64),
-        original_ids=original_ids, rates=rates, label_names=[f"L{k}" for k in range(K)])
-    logger.info("generated %d events x %d predicates (%d labels, %d active), support %d, "
-                "%d copies, %d conjunctions in %.2fs", m, P, K, len(indices), spec.n_support,
-                spec.n_copies, spec.n_conjunctions, time.perf_counter() - t0)
+        spec=spec,
+        indptr=indptr,
+        indices=indices,
+        values=values,
+        labels=labels,
+        event_ids=np.arange(m, dtype=np.int64),
+        weights=W,
+        bias=bias,
+        conjunction_pairs=conj_pairs.reshape(-1, 2),
+        conjunction_labels=conj_labels,
+        conjunction_weights=conj_weights,
+        copy_ids=copy_ids.astype(np.int64),
+        original_ids=original_ids,
+        rates=rates,
+        label_names=[f"L{k}" for k in range(K)],
+    )
+    logger.info(
+        "generated %d events x %d predicates (%d labels, %d active), support %d, "
+        "%d copies, %d conjunctions in %.2fs",
+        m,
+        P,
+        K,
+        len(indices),
+        spec.n_support,
+        spec.n_copies,
+        spec.n_conjunctions,
+        time.perf_counter() - t0,
+    )
     return data
 
 
-def _conjunction_ranks(spec: SyntheticSpec, rank_rates: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray]:
+def _conjunction_ranks(
+    spec: SyntheticSpec, rank_rates: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(ranks eligible for the planted structure, conjunction pairs by rank):
     conjunction members are the most frequent predicates that are not
     near-constant."""
@@ -162,23 +186,35 @@ def _conjunction_ranks(spec: SyntheticSpec, rank_rates: np.ndarray
     eligible = np.flatnonzero(rank_rates <= spec.max_support_rate)  # ranks, decreasing rate
     n_members = 2 * spec.n_conjunctions
     if len(eligible) < n_members:
-        raise ValueError(f"expected at least {n_members} predicates with rate <= "
-                         f"max_support_rate={spec.max_support_rate} for {spec.n_conjunctions} "
-                         f"conjunctions, got {len(eligible)}")
+        raise ValueError(
+            f"expected at least {n_members} predicates with rate <= "
+            f"max_support_rate={spec.max_support_rate} for {spec.n_conjunctions} "
+            f"conjunctions, got {len(eligible)}"
+        )
     member_ranks = eligible[:n_members]
     pairs_rank = member_ranks.reshape(-1, 2)
-    co_counts = m * rank_rates[pairs_rank[:, 0]] * rank_rates[pairs_rank[:, 1]] \
-        if spec.n_conjunctions else np.zeros(0)
+    co_counts = (
+        m * rank_rates[pairs_rank[:, 0]] * rank_rates[pairs_rank[:, 1]]
+        if spec.n_conjunctions
+        else np.zeros(0)
+    )
     if np.any(co_counts < spec.min_support_count):
-        logger.warning("conjunction pairs are expected to co-occur in only %s events "
-                       "(< min_support_count=%s): they will be hard to learn",
-                       np.round(co_counts, 1).tolist(), spec.min_support_count)
+        logger.warning(
+            "conjunction pairs are expected to co-occur in only %s events "
+            "(< min_support_count=%s): they will be hard to learn",
+            np.round(co_counts, 1).tolist(),
+            spec.min_support_count,
+        )
     return eligible, pairs_rank
 
 
-def _plant_support(rng: np.random.Generator, spec: SyntheticSpec, base_ids: np.ndarray,
-                   rank_rates: np.ndarray, pool: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _plant_support(
+    rng: np.random.Generator,
+    spec: SyntheticSpec,
+    base_ids: np.ndarray,
+    rank_rates: np.ndarray,
+    pool: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(informative predicate ids, planted W, bias): informative predicates are
     drawn from the ranks ``pool`` (eligible, not conjunction members) expected
     to fire often enough, each with a weight on one label."""
@@ -189,7 +225,8 @@ def _plant_support(rng: np.random.Generator, spec: SyntheticSpec, base_ids: np.n
             f"expected at least n_support={spec.n_support} predicates expected to fire in "
             f">= min_support_count={spec.min_support_count} events and <= "
             f"max_support_rate={spec.max_support_rate} of them, got {len(pool)}; "
-            "raise n_events or active_per_event, or lower n_support or min_support_count")
+            "raise n_events or active_per_event, or lower n_support or min_support_count"
+        )
     support_ranks = rng.choice(pool, size=spec.n_support, replace=False)
     support_ids = base_ids[support_ranks]
     support_labels = rng.integers(0, K, size=spec.n_support)
@@ -199,9 +236,15 @@ def _plant_support(rng: np.random.Generator, spec: SyntheticSpec, base_ids: np.n
     return support_ids, W, bias
 
 
-def _draw_events(rng: np.random.Generator, m: int, P: int, rank_rates: np.ndarray,
-                 base_ids: np.ndarray, copy_ids: np.ndarray, original_ids: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _draw_events(
+    rng: np.random.Generator,
+    m: int,
+    P: int,
+    rank_rates: np.ndarray,
+    base_ids: np.ndarray,
+    copy_ids: np.ndarray,
+    original_ids: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """CSR (indptr, indices) of the events: Bernoulli columns by rank, then the
     copies of their originals' columns, predicates increasing within an event."""
     n_base = len(base_ids)

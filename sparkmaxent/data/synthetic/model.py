@@ -5,18 +5,20 @@ the planted weights behind them, and ``PlantedTruth`` is the part a selector
 should recover (support, conjunctions, redundant copies), small enough to
 save next to generated files.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
 from ..readers import RawEvent
 
 CONJUNCTION_SEP = "&"
+
 
 @dataclass(frozen=True)
 class SyntheticSpec:
@@ -79,15 +81,23 @@ class SyntheticSpec:
         need(self.n_events >= 1, "n_events >= 1", self.n_events)
         need(self.n_labels >= 2, "n_labels >= 2", self.n_labels)
         need(self.n_support >= 0, "n_support >= 0", self.n_support)
-        need(0 <= self.n_copies <= self.n_support,
-             f"0 <= n_copies <= n_support = {self.n_support}", self.n_copies)
+        need(
+            0 <= self.n_copies <= self.n_support,
+            f"0 <= n_copies <= n_support = {self.n_support}",
+            self.n_copies,
+        )
         need(self.n_conjunctions >= 0, "n_conjunctions >= 0", self.n_conjunctions)
-        need(self.n_predicates > self.n_copies,
-             f"n_predicates > n_copies = {self.n_copies}", self.n_predicates)
+        need(
+            self.n_predicates > self.n_copies,
+            f"n_predicates > n_copies = {self.n_copies}",
+            self.n_predicates,
+        )
         n_base = self.n_predicates - self.n_copies
-        need(0 < self.active_per_event <= n_base,
-             f"0 < active_per_event <= n_predicates - n_copies = {n_base}",
-             self.active_per_event)
+        need(
+            0 < self.active_per_event <= n_base,
+            f"0 < active_per_event <= n_predicates - n_copies = {n_base}",
+            self.active_per_event,
+        )
         need(self.zipf_exponent >= 0, "zipf_exponent >= 0", self.zipf_exponent)
         need(self.weight_scale > 0, "weight_scale > 0", self.weight_scale)
         need(self.bias_scale >= 0, "bias_scale >= 0", self.bias_scale)
@@ -113,24 +123,29 @@ class PlantedTruth:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write as JSON (sorted lists, so the file is stable)."""
-        doc = {"true_support": sorted(map(list, self.true_support)),
-               "true_conjunctions": sorted([list(ab), k] for ab, k in self.true_conjunctions),
-               "redundant_copies": dict(sorted(self.redundant_copies.items()))}
+        doc = {
+            "true_support": sorted(map(list, self.true_support)),
+            "true_conjunctions": sorted([list(ab), k] for ab, k in self.true_conjunctions),
+            "redundant_copies": dict(sorted(self.redundant_copies.items())),
+        }
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f, indent=1)
 
     @staticmethod
-    def load(path: str | os.PathLike) -> "PlantedTruth":
+    def load(path: str | os.PathLike) -> PlantedTruth:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
         missing = {"true_support", "true_conjunctions", "redundant_copies"} - set(doc)
         if missing:
-            raise ValueError(f"{path}: expected a planted-truth JSON with keys true_support, "
-                             f"true_conjunctions, redundant_copies; missing {sorted(missing)}")
+            raise ValueError(
+                f"{path}: expected a planted-truth JSON with keys true_support, "
+                f"true_conjunctions, redundant_copies; missing {sorted(missing)}"
+            )
         return PlantedTruth(
             frozenset((f, k) for f, k in doc["true_support"]),
             frozenset(((a, b), k) for (a, b), k in doc["true_conjunctions"]),
-            dict(doc["redundant_copies"]))
+            dict(doc["redundant_copies"]),
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,13 +238,16 @@ class SyntheticData:
     @property
     def redundant_copies(self) -> dict[str, str]:
         """Copy feature -> the informative feature it duplicates."""
-        return {feature_name(c): feature_name(o)
-                for c, o in zip(self.copy_ids.tolist(), self.original_ids.tolist())}
+        return {
+            feature_name(c): feature_name(o)
+            for c, o in zip(self.copy_ids.tolist(), self.original_ids.tolist())
+        }
 
     def truth(self) -> PlantedTruth:
         """The planted support, conjunctions and copies, without the events."""
-        return PlantedTruth(frozenset(self.true_support), frozenset(self.true_conjunctions),
-                            self.redundant_copies)
+        return PlantedTruth(
+            frozenset(self.true_support), frozenset(self.true_conjunctions), self.redundant_copies
+        )
 
     def true_feature_ids(self) -> np.ndarray:
         """True support as kernel feature ids ``j = p * K + k`` over this
@@ -248,9 +266,16 @@ class SyntheticData:
 
     def planted_scores(self) -> np.ndarray:
         """Planted scores s_k(x_i) (``generator`` module docstring), shape (m, K)."""
-        return planted_scores(self.indptr, self.indices, self.values, self.weights, self.bias,
-                              self.conjunction_pairs, self.conjunction_labels,
-                              self.conjunction_weights)
+        return planted_scores(
+            self.indptr,
+            self.indices,
+            self.values,
+            self.weights,
+            self.bias,
+            self.conjunction_pairs,
+            self.conjunction_labels,
+            self.conjunction_weights,
+        )
 
     def planted_proba(self) -> np.ndarray:
         """Planted p(k | x_i), shape (m, K): the Bayes-optimal predictor."""
@@ -264,41 +289,66 @@ class SyntheticData:
         this data's predicate ids (so kernel feature ``j = p * K + k``)."""
         from ...kernels.blocks import multiclass_block
 
-        return multiclass_block(self.indptr, self.indices, self.values, self.labels,
-                                np.ones(self.n_events), self.n_predicates, self.n_labels)
+        return multiclass_block(
+            self.indptr,
+            self.indices,
+            self.values,
+            self.labels,
+            np.ones(self.n_events),
+            self.n_predicates,
+            self.n_labels,
+        )
 
     def iter_events(self) -> Iterator[RawEvent]:
         """RawEvents one by one (a Python loop: for small data and files)."""
         names = np.array(self.feature_names, dtype=object)
         ptr = self.indptr
         for i in range(self.n_events):
-            cols = self.indices[ptr[i]:ptr[i + 1]]
+            cols = self.indices[ptr[i] : ptr[i + 1]]
             eid = int(self.event_ids[i])
-            yield RawEvent(self.label_names[int(self.labels[i])], names[cols].tolist(),
-                           self.values[ptr[i]:ptr[i + 1]].tolist(), 1.0, eid, eid)
+            yield RawEvent(
+                self.label_names[int(self.labels[i])],
+                names[cols].tolist(),
+                self.values[ptr[i] : ptr[i + 1]].tolist(),
+                1.0,
+                eid,
+                eid,
+            )
 
     def events(self) -> list[RawEvent]:
         """All events as RawEvents, built on demand."""
         return list(self.iter_events())
 
-    def subset(self, rows: np.ndarray) -> "SyntheticData":
+    def subset(self, rows: np.ndarray) -> SyntheticData:
         """The events at ``rows`` (int array, any order), same planted model."""
         rows = np.asarray(rows, dtype=np.int64)
         if rows.size and (rows.min() < 0 or rows.max() >= self.n_events):
-            raise IndexError(f"expected event rows in [0, {self.n_events}), "
-                             f"got values in [{rows.min()}, {rows.max()}]")
+            raise IndexError(
+                f"expected event rows in [0, {self.n_events}), "
+                f"got values in [{rows.min()}, {rows.max()}]"
+            )
         lengths = np.diff(self.indptr)[rows]
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         # gather nnz positions of the chosen rows, vectorised
         starts = np.repeat(self.indptr[rows] - indptr[:-1], lengths)
         pos = starts + np.arange(indptr[-1], dtype=np.int64)
         return SyntheticData(
-            spec=self.spec, indptr=indptr, indices=self.indices[pos], values=self.values[pos],
-            labels=self.labels[rows], event_ids=self.event_ids[rows], weights=self.weights,
-            bias=self.bias, conjunction_pairs=self.conjunction_pairs,
+            spec=self.spec,
+            indptr=indptr,
+            indices=self.indices[pos],
+            values=self.values[pos],
+            labels=self.labels[rows],
+            event_ids=self.event_ids[rows],
+            weights=self.weights,
+            bias=self.bias,
+            conjunction_pairs=self.conjunction_pairs,
             conjunction_labels=self.conjunction_labels,
-            conjunction_weights=self.conjunction_weights, copy_ids=self.copy_ids,
-            original_ids=self.original_ids, rates=self.rates, label_names=self.label_names)
+            conjunction_weights=self.conjunction_weights,
+            copy_ids=self.copy_ids,
+            original_ids=self.original_ids,
+            rates=self.rates,
+            label_names=self.label_names,
+        )
 
 
 def feature_name(p: int) -> str:
@@ -313,8 +363,9 @@ def conjunction_name(feature_a: str, feature_b: str) -> str:
     return f"{a}{CONJUNCTION_SEP}{b}"
 
 
-def planted_scores(indptr, indices, values, W, bias, pairs, conj_labels, conj_weights
-                   ) -> np.ndarray:
+def planted_scores(
+    indptr, indices, values, W, bias, pairs, conj_labels, conj_weights
+) -> np.ndarray:
     """Scores s_k(x_i) of the CSR events under weights W, bias and the
     conjunctions (pairs, their labels and weights), shape (m, K)."""
     m, K = len(indptr) - 1, W.shape[1]
@@ -332,5 +383,3 @@ def planted_scores(indptr, indices, values, W, bias, pairs, conj_labels, conj_we
         fb[rows[indices == b]] = values[indices == b]
         S[:, k] += w * fa * fb
     return S
-
-

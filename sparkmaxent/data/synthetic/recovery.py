@@ -1,13 +1,15 @@
 """Scoring a selected feature set against the planted truth."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .model import CONJUNCTION_SEP, PlantedTruth, SyntheticData
 
 
-def support_recovery(selected: set[tuple[str, str]] | Sequence[tuple[str, str]],
-                     data: SyntheticData | PlantedTruth) -> dict:
+def support_recovery(
+    selected: set[tuple[str, str]] | Sequence[tuple[str, str]], data: SyntheticData | PlantedTruth
+) -> dict:
     """How well a selected set of (feature, label) pairs recovers the truth.
 
     Single features are scored against ``data.true_support``; conjunction
@@ -45,8 +47,11 @@ def support_recovery(selected: set[tuple[str, str]] | Sequence[tuple[str, str]],
     n_correct = len(singles & truth)
     copies = data.redundant_copies
     of_selected = sum(1 for f, k in singles if f in copies and (copies[f], k) in singles)
-    for_missed = sum(1 for f, k in singles
-                     if f in copies and (copies[f], k) in truth and (copies[f], k) not in singles)
+    for_missed = sum(
+        1
+        for f, k in singles
+        if f in copies and (copies[f], k) in truth and (copies[f], k) not in singles
+    )
     n_conj_correct = len(conj_sel & conj_truth)
     return {
         "precision": n_correct / len(singles) if singles else 0.0,

@@ -4,11 +4,12 @@
 planted model split into train / held-out / test text files, with the
 planted truth next to them.
 """
+
 from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -71,8 +72,9 @@ def split(data: SyntheticData, fractions: Sequence[float], seed: int = 0) -> lis
     return [data.subset(np.sort(order[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def train_test_split(data: SyntheticData, test_fraction: float = 0.2, seed: int = 0
-                     ) -> tuple[SyntheticData, SyntheticData]:
+def train_test_split(
+    data: SyntheticData, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[SyntheticData, SyntheticData]:
     """Random (train, test) split; see ``split``."""
     if not 0 < test_fraction < 1:
         raise ValueError(f"expected 0 < test_fraction < 1, got {test_fraction}")
@@ -84,9 +86,12 @@ SPLIT_NAMES = ("train", "heldout", "test")
 TRUTH_FILE = "truth.json"
 
 
-def write_splits(spec: SyntheticSpec | None, directory: str | os.PathLike,
-                 fractions: Sequence[float] = (0.7, 0.1, 0.2), seed: int | None = None
-                 ) -> dict[str, str]:
+def write_splits(
+    spec: SyntheticSpec | None,
+    directory: str | os.PathLike,
+    fractions: Sequence[float] = (0.7, 0.1, 0.2),
+    seed: int | None = None,
+) -> dict[str, str]:
     """Generate ``spec``'s events once, split them into train / held-out /
     test (``split``) and write each as a maxent text file, with the planted
     truth next to them.
@@ -111,8 +116,9 @@ def write_splits(spec: SyntheticSpec | None, directory: str | os.PathLike,
     """
     spec = spec or SyntheticSpec()
     if len(fractions) != len(SPLIT_NAMES):
-        raise ValueError(f"expected {len(SPLIT_NAMES)} fractions (train, heldout, test), "
-                         f"got {list(fractions)}")
+        raise ValueError(
+            f"expected {len(SPLIT_NAMES)} fractions (train, heldout, test), got {list(fractions)}"
+        )
     data = generate(spec)
     os.makedirs(directory, exist_ok=True)
     out, sizes = {}, {}
@@ -126,6 +132,11 @@ def write_splits(spec: SyntheticSpec | None, directory: str | os.PathLike,
     return out
 
 
-
-__all__ = ["SPLIT_NAMES", "TRUTH_FILE", "split", "train_test_split", "write_maxent_text",
-           "write_splits"]
+__all__ = [
+    "SPLIT_NAMES",
+    "TRUTH_FILE",
+    "split",
+    "train_test_split",
+    "write_maxent_text",
+    "write_splits",
+]
