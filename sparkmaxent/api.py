@@ -51,11 +51,27 @@ def train_model(
     info = DatasetInfo.load(train_dir)
     partitions = cfg.data.partitions or None
     bias = cfg.train.bias and info.shape == "multiclass"
+    watchdog = {
+        "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
+        "pass_timeout_s": cfg.spark.pass_timeout_s,
+    }
     backend = make_backend(
-        cfg.train.backend, train_dir, spark=spark, bias=bias, partitions=partitions
+        cfg.train.backend,
+        train_dir,
+        spark=spark,
+        bias=bias,
+        partitions=partitions,
+        watchdog=watchdog,
     )
     heldout = (
-        make_backend(cfg.train.backend, heldout_dir, spark=spark, bias=bias, partitions=partitions)
+        make_backend(
+            cfg.train.backend,
+            heldout_dir,
+            spark=spark,
+            bias=bias,
+            partitions=partitions,
+            watchdog=watchdog,
+        )
         if heldout_dir
         else None
     )

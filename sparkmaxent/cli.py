@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 
 from . import api
-from .errors import ConfigError, InputError, NumericError
+from .errors import ConfigError, InputError, NumericError, StalledError
 from .jsonio import json_default, write_json
 
 log = logging.getLogger("sparkmaxent")
@@ -24,6 +24,7 @@ EXIT_FAILED = 1  # an internal error: logged with its traceback
 EXIT_BAD_INPUT = 2  # bad input data or paths: the message names the file (and line)
 EXIT_BAD_CONFIG = 3  # a bad configuration key, type or value: the message names the key
 EXIT_NUMERIC = 5  # a non-finite loss, gradient or objective: no model is saved
+EXIT_STALLED = 6  # a pass cancelled: no executors, or spark.pass_timeout_s; --resume
 
 SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
 
@@ -329,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sparkmaxent",
         description="Sparse conditional maximum-entropy models with "
         "feature selection, on Apache Spark. Exit codes: 0 done, 1 internal error, 2 bad "
-        "input, 3 bad configuration, 5 non-finite numbers in training (no model saved).",
+        "input, 3 bad configuration, 5 non-finite numbers in training (no model saved), 6 a "
+        "training pass stalled (no executors, or too long) and was cancelled.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
@@ -370,9 +372,30 @@ def main(argv: list[str] | None = None) -> int:
     except NumericError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_NUMERIC
+    except StalledError as e:
+        print(f"error: {e}{_checkpoint_note(args, cfg)}", file=sys.stderr)
+        return EXIT_STALLED
     except Exception:
         log.exception("%s failed", args.command)
         return EXIT_FAILED
+
+
+def _checkpoint_note(args, cfg) -> str:
+    """Where a stalled train or pipeline run stands: its last checkpoint."""
+    if args.command not in ("train", "pipeline"):
+        return ""
+    from .selection.checkpoint import STATE_FILE, checkpoint_dir
+
+    directory = checkpoint_dir(args.output or cfg.output.dir)
+    try:
+        with open(os.path.join(directory, STATE_FILE)) as f:
+            done = json.load(f)["round"]
+    except (OSError, ValueError, KeyError):
+        return f"\nno checkpoint in {directory}: the run starts over"
+    return (
+        f"\nlast checkpoint: {directory} after round {done}; continue with "
+        f"`sparkmaxent {args.command} --resume` and the same options"
+    )
 
 
 def job_main(command: str) -> Callable[[list[str] | None], int]:

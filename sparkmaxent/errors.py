@@ -17,6 +17,13 @@ class NumericError(ArithmeticError):
     saved (exit 5). The message says where and what to check."""
 
 
+class StalledError(RuntimeError):
+    """A Spark pass was cancelled by the backend's watchdog: the cluster had
+    no executors for spark.no_executor_timeout_s, or the pass outran
+    spark.pass_timeout_s (exit 6). The message says which pass and why; a
+    selection run continues from its last checkpoint with --resume."""
+
+
 #: What a NumericError suggests checking, whichever pass it comes from.
 NUMERIC_HINT = (
     "check the feature values' magnitudes (prepare refuses |value| > 1e12, but "

@@ -1,6 +1,7 @@
 """Choosing a backend by name: a small registry, not an if/elif chain.
 
-Registry: ``BACKENDS[kind] -> builder(dataset_dir, spark=..., bias=..., partitions=...)``.
+Registry: ``BACKENDS[kind] -> builder(dataset_dir, spark=..., bias=..., partitions=...,
+watchdog=...)``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ logger = logging.getLogger(__name__)
 
 
 def _local(
-    dataset_dir: str, *, spark=None, bias: bool = False, partitions: int | None = None
+    dataset_dir: str,
+    *,
+    spark=None,
+    bias: bool = False,
+    partitions: int | None = None,
+    watchdog: dict | None = None,
 ) -> Backend:
     """All events read into this process (pyarrow), cut into ``partitions`` blocks."""
     from ..data.load import read_blocks
@@ -27,7 +33,12 @@ def _local(
 
 
 def _spark(
-    dataset_dir: str, *, spark=None, bias: bool = False, partitions: int | None = None
+    dataset_dir: str,
+    *,
+    spark=None,
+    bias: bool = False,
+    partitions: int | None = None,
+    watchdog: dict | None = None,
 ) -> Backend:
     """Blocks cached on Spark executors; without ``spark``, the active session
     (or a new one, with the master spark-submit gives)."""
@@ -36,14 +47,20 @@ def _spark(
 
     if spark is None:
         spark = spark_session(master=None)
-    return SparkBackend(spark, dataset_dir, bias=bias, partitions=partitions)
+    return SparkBackend(spark, dataset_dir, bias=bias, partitions=partitions, **(watchdog or {}))
 
 
 BACKENDS: dict[str, Callable[..., Backend]] = {"local": _local, "spark": _spark}
 
 
 def make_backend(
-    kind: str, dataset_dir: str, *, spark=None, bias: bool = False, partitions: int | None = None
+    kind: str,
+    dataset_dir: str,
+    *,
+    spark=None,
+    bias: bool = False,
+    partitions: int | None = None,
+    watchdog: dict | None = None,
 ) -> Backend:
     """A backend of the given kind over a prepared dataset.
 
@@ -59,8 +76,13 @@ def make_backend(
         Whether the model has a per-label bias (multiclass only).
     partitions : int or None
         Spark partitions, or number of in-process blocks for "local".
+    watchdog : dict or None
+        For "spark": ``no_executor_timeout_s`` and ``pass_timeout_s`` of
+        SparkBackend; ignored by "local".
     """
     if kind not in BACKENDS:
         raise ValueError(f"unknown backend {kind!r}: expected one of {sorted(BACKENDS)}")
     logger.debug("making a %s backend over %s", kind, dataset_dir)
-    return BACKENDS[kind](dataset_dir, spark=spark, bias=bias, partitions=partitions)
+    return BACKENDS[kind](
+        dataset_dir, spark=spark, bias=bias, partitions=partitions, watchdog=watchdog
+    )

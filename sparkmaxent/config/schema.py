@@ -138,6 +138,21 @@ class SparkConfig(Section):
     )
     app_name: str = key("sparkmaxent", "Spark application name.")
     conf: dict = key({}, 'Spark settings, e.g. { "spark.driver.memory" = "4g" }.')
+    no_executor_timeout_s: float = key(
+        600.0,
+        "Cancel a training pass and stop with exit code "
+        "6 when the cluster has had no executor (and the pass no "
+        "progress) for this many seconds, e.g. after its only "
+        "worker died; long enough for dynamic allocation to get "
+        "executors back. 0: wait forever, as Spark does.",
+        ge=0,
+    )
+    pass_timeout_s: float = key(
+        0.0,
+        "Cancel a training pass and stop with exit code 6 when it "
+        "has run this many seconds; 0: no limit.",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True)

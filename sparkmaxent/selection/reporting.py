@@ -21,7 +21,7 @@ class FeatureNamer:
     dictionary is read once, on the first name asked for), its label name
     when it knows the labels; ids otherwise."""
 
-    def __init__(self, backend):
+    def __init__(self, backend) -> None:
         self.space = backend.space
         info = getattr(backend, "info", None)
         self.labels = list(info.labels) if info is not None and info.labels else None

@@ -306,6 +306,66 @@ def standalone_cluster(
         shutil.rmtree(base, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def extra_worker(
+    cluster: StandaloneCluster,
+    cores: int = 1,
+    memory: str = "1g",
+    timeout: float = 60.0,
+    grace: float = 5.0,
+) -> Iterator[subprocess.Popen]:
+    """Start one more worker for ``cluster`` in its own process group; yield
+    its process once the master counts it alive; stop it on exit. The caller
+    may kill it earlier (``os.killpg(proc.pid, signal.SIGKILL)``: a worker
+    dying with its executors)."""
+    env = cluster_env(cluster.base_dir)
+    ui_port = free_port()
+    log_path = os.path.join(env["SPARK_LOG_DIR"], f"worker-{ui_port}.out")
+    proc = _start(
+        [
+            spark_class(),
+            WORKER_CLASS,
+            cluster.master_url,
+            "--host",
+            LOOPBACK,
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            str(ui_port),
+            "--work-dir",
+            cluster.work_dir,
+        ],
+        log_path,
+        env,
+    )
+
+    def alive() -> bool:
+        with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
+            return any(
+                w.get("state") == "ALIVE" and w.get("webuiaddress", "").endswith(f":{ui_port}")
+                for w in cluster.state(timeout=2).get("workers", [])
+            )
+        return False
+
+    try:
+        deadline = time.monotonic() + timeout
+        while not alive():
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"the extra Spark worker exited with code {proc.returncode}\n{_tail(log_path)}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the extra worker did not register within {timeout:g} s\n{_tail(log_path)}"
+                )
+            time.sleep(0.5)
+        yield proc
+    finally:
+        stop_process_group(proc, grace)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a cluster in the foreground until Ctrl-C (for benchmarks by hand)."""
     parser = argparse.ArgumentParser(
