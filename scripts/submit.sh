@@ -2,7 +2,8 @@
 # scripts/submit.sh: run a sparkmaxent job with spark-submit.
 #
 #   scripts/submit.sh [--master URL] [--conf K=V]... [--py-files-mode zip|wheel] \
-#                     JOB [job args...]
+#                     [--python-env local|archive] [--env-archive PATH] \
+#                     [any other spark-submit option]... JOB [job args...]
 #
 # JOB is prepare | train | predict | evaluate | pipeline (jobs/JOB.py) or the
 # path of a .py file. Everything after JOB goes to the job untouched, e.g.
@@ -10,8 +11,16 @@
 #   scripts/submit.sh --master 'local[2]' train --config conf/local.toml \
 #       --train out/data/train --output out/run --set train.l2=1e-3
 #   scripts/submit.sh --master spark://127.0.0.1:7077 pipeline --config conf/cluster.toml
+#   scripts/submit.sh --master yarn --deploy-mode client --num-executors 8 \
+#       --executor-memory 6g --python-env archive pipeline --config conf/cluster.toml
 #
 # What it does:
+# - Passes every other spark-submit option through (--deploy-mode, --name,
+#   --packages, --jars, --files, --executor-memory, --num-executors,
+#   --properties-file, --verbose, ...): the settings given to spark-submit
+#   win over the job's TOML [spark] conf and the project's defaults
+#   (sparkmaxent/backends/session.py). Its own --py-files and --archives are
+#   added to the user's.
 # - Ships the package to executors: a zip of sparkmaxent/ in build/
 #   (build/sparkmaxent.zip, rebuilt when a source file is newer) or, with
 #   --py-files-mode wheel, a wheel built by pip (renamed *.zip: PySpark only
@@ -20,7 +29,16 @@
 # - Makes the driver and the executors run the same Python (DESIGN.md
 #   section 6): $PYTHON, else $ROOT/.venv/bin/python, exported as
 #   PYSPARK_PYTHON / PYSPARK_DRIVER_PYTHON and passed as spark.pyspark.python
-#   and spark.pyspark.driver.python.
+#   and spark.pyspark.driver.python. That needs the same environment at the
+#   same path on every node (--python-env local, the default). With
+#   --python-env archive it instead packs $PYTHON's virtualenv with venv-pack
+#   (pip install 'sparkmaxent[cluster]') into $BUILD_DIR/env.tar.gz (rebuilt
+#   when the venv changed) and passes --archives env.tar.gz#env and
+#   spark.pyspark.python=./env/bin/python: the executors unpack it and run
+#   it (the driver too with --deploy-mode cluster). --env-archive PATH ships
+#   an archive built beforehand instead. venv-pack does not pack the base
+#   interpreter the venv links to: the nodes need that Python at the same
+#   path.
 # - Keeps local runs on loopback: when the master is local[...] (the default,
 #   local[*]) or spark://127.0.0.1:... / spark://localhost:..., it exports
 #   SPARK_LOCAL_IP=127.0.0.1 (unless already set) and passes
@@ -42,7 +60,9 @@ JOBS=(prepare train predict evaluate pipeline)
 
 usage() {
   cat <<EOF
-usage: scripts/submit.sh [--master URL] [--conf K=V]... [--py-files-mode zip|wheel] JOB [job args...]
+usage: scripts/submit.sh [--master URL] [--conf K=V]... [--py-files-mode zip|wheel]
+                         [--python-env local|archive] [--env-archive PATH]
+                         [spark-submit options]... JOB [job args...]
 
 Run a sparkmaxent job with spark-submit, shipping the sparkmaxent package to
 the executors and running driver and executors on the same Python.
@@ -58,7 +78,21 @@ options:
   --conf K=V            a Spark property, repeatable (passed to spark-submit)
   --py-files-mode MODE  zip (default): a zip of sparkmaxent/ in build/;
                         wheel: a wheel built with pip
+  --python-env MODE     local (default): every node has PYTHON at the same
+                        path; archive: ship PYTHON's virtualenv, packed with
+                        venv-pack into BUILD_DIR/env.tar.gz, as
+                        --archives env.tar.gz#env (executors run ./env/bin/python)
+  --env-archive PATH    ship this venv-pack archive (implies --python-env archive)
   -h, --help            this help
+
+Any other spark-submit option goes to spark-submit as given: --deploy-mode,
+--name, --packages, --exclude-packages, --repositories, --jars, --files,
+--archives, --py-files (added to the package), --properties-file,
+--driver-memory, --driver-cores, --driver-java-options, --driver-class-path,
+--driver-library-path, --executor-memory, --executor-cores,
+--total-executor-cores, --num-executors, --queue, --principal, --keytab,
+--proxy-user, --supervise, --verbose. What they set wins over the job's
+config ([spark] conf) and the project's defaults.
 
 environment:
   PYTHON      Python for driver and executors (default: $ROOT/.venv/bin/python)
@@ -69,6 +103,8 @@ examples:
   scripts/submit.sh --master 'local[2]' pipeline --config conf/local.toml
   scripts/submit.sh --master spark://127.0.0.1:7077 train --train out/data/train \\
       --output out/run --set train.backend=spark
+  scripts/submit.sh --master yarn --num-executors 8 --executor-memory 6g \\
+      --python-env archive pipeline --config conf/cluster.toml
 EOF
 }
 
@@ -80,24 +116,73 @@ die() {  # die MESSAGE: print an error (and a pointer to --help), exit 2
 
 master="local[*]"
 mode="zip"
+pyenv="local"
+env_archive=""
+deploy_mode="client"
 confs=()
+passthrough=()   # spark-submit options given by the user, in order
+user_py_files=""
+user_archives=""
+# spark-submit's options that take a value, and its switches (Spark 4's
+# SparkSubmitOptionParser, less --master/--conf/--py-files/--archives, which
+# are handled here, and --class/--kill/--status, which make no sense here)
+VALUE_OPTS=" --deploy-mode --name --packages --exclude-packages --repositories --jars --files
+  --properties-file --driver-memory --driver-cores --driver-java-options --driver-class-path
+  --driver-library-path --executor-memory --executor-cores --total-executor-cores
+  --num-executors --queue --principal --keytab --proxy-user "
+SWITCHES=" --supervise --verbose -v "
+append_list() {  # append_list LIST ITEM: comma-join
+  if [ -n "$1" ]; then printf '%s,%s' "$1" "$2"; else printf '%s' "$2"; fi
+}
 while [ $# -gt 0 ]; do
+  opt="${1%%=*}"
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --master) [ $# -ge 2 ] || die "--master needs a URL"; master="$2"; shift 2 ;;
     --master=*) master="${1#--master=}"; shift ;;
-    --conf) [ $# -ge 2 ] || die "--conf needs K=V"; confs+=("$2"); shift 2 ;;
+    --conf|-c) [ $# -ge 2 ] || die "--conf needs K=V"; confs+=("$2"); shift 2 ;;
     --conf=*) confs+=("${1#--conf=}"); shift ;;
     --py-files-mode) [ $# -ge 2 ] || die "--py-files-mode needs zip or wheel"; mode="$2"; shift 2 ;;
     --py-files-mode=*) mode="${1#--py-files-mode=}"; shift ;;
+    --python-env) [ $# -ge 2 ] || die "--python-env needs local or archive"; pyenv="$2"; shift 2 ;;
+    --python-env=*) pyenv="${1#--python-env=}"; shift ;;
+    --env-archive) [ $# -ge 2 ] || die "--env-archive needs a path"; env_archive="$2"; shift 2 ;;
+    --env-archive=*) env_archive="${1#--env-archive=}"; shift ;;
+    --py-files) [ $# -ge 2 ] || die "--py-files needs a value"
+      user_py_files="$(append_list "$user_py_files" "$2")"; shift 2 ;;
+    --py-files=*) user_py_files="$(append_list "$user_py_files" "${1#--py-files=}")"; shift ;;
+    --archives) [ $# -ge 2 ] || die "--archives needs a value"
+      user_archives="$(append_list "$user_archives" "$2")"; shift 2 ;;
+    --archives=*) user_archives="$(append_list "$user_archives" "${1#--archives=}")"; shift ;;
     --) shift; break ;;
-    -*) die "unknown option '$1' (options go before JOB; job options after it)" ;;
+    -*)
+      if [[ "$VALUE_OPTS" == *" $opt "* ]]; then
+        if [ "$opt" = "$1" ]; then
+          [ $# -ge 2 ] || die "$1 needs a value"
+          value="$2"; shift 2
+        else
+          value="${1#*=}"; shift
+        fi
+        [ "$opt" = --deploy-mode ] && deploy_mode="$value"
+        passthrough+=("$opt" "$value")
+      elif [[ "$SWITCHES" == *" $1 "* ]]; then
+        passthrough+=("$1"); shift
+      else
+        die "unknown option '$1' (options go before JOB; job options after it)"
+      fi
+      ;;
     *) break ;;
   esac
 done
 [ $# -ge 1 ] || die "expected a JOB (${JOBS[*]} or a .py file), got none"
 job="$1"; shift
 case "$mode" in zip|wheel) ;; *) die "expected --py-files-mode zip or wheel, got '$mode'" ;; esac
+case "$pyenv" in local|archive) ;; *) die "expected --python-env local or archive, got '$pyenv'" ;; esac
+case "$deploy_mode" in client|cluster) ;; *) die "expected --deploy-mode client or cluster, got '$deploy_mode'" ;; esac
+if [ -n "$env_archive" ]; then
+  pyenv="archive"
+  [ -f "$env_archive" ] || die "env archive '$env_archive' does not exist"
+fi
 for kv in ${confs[@]+"${confs[@]}"}; do
   case "$kv" in ?*=*) ;; *) die "expected --conf KEY=VALUE, got '$kv'" ;; esac
 done
@@ -183,6 +268,32 @@ else
   fi
 fi
 
+# ---- the Python environment as an archive (--python-env archive) ---------------
+build_env_archive() {  # build_env_archive OUT: venv-pack PYTHON's venv into OUT, atomically
+  local out="$1" prefix tmp
+  prefix="$("$PYTHON" -c 'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")')"
+  [ -n "$prefix" ] || die "--python-env archive packs a virtualenv, and $PYTHON is not in one"
+  "$PYTHON" -c 'import venv_pack' 2>/dev/null \
+    || die "venv-pack is not installed for $PYTHON: pip install 'sparkmaxent[cluster]' (or venv-pack)"
+  tmp="$(mktemp "$BUILD_DIR/.env.XXXXXX.tar.gz")"
+  echo "submit.sh: packing $prefix into $out (venv-pack)" >&2
+  if ! "$PYTHON" -m venv_pack --quiet --force --prefix "$prefix" --output "$tmp" >&2; then
+    rm -f "$tmp"; echo "submit.sh: error: venv-pack failed" >&2; exit 1
+  fi
+  chmod 644 "$tmp"
+  mv -f "$tmp" "$out"
+}
+
+if [ "$pyenv" = archive ] && [ -z "$env_archive" ]; then
+  env_archive="$BUILD_DIR/env.tar.gz"
+  # rebuilt when a package was installed or removed since (pip adds or
+  # removes entries of site-packages, which changes its time)
+  site="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  if [ ! -f "$env_archive" ] || [ "$site" -nt "$env_archive" ]; then
+    build_env_archive "$env_archive"
+  fi
+fi
+
 # ---- loopback for local runs --------------------------------------------------
 has_conf() {  # has_conf KEY: was KEY given with --conf?
   local kv
@@ -193,15 +304,26 @@ case "$master" in
   local|local\[*|spark://127.0.0.1:*|spark://localhost:*) loopback=1 ;;
   *) loopback=0 ;;
 esac
-args=(--master "$master" --py-files "$pyfile")
+args=(--master "$master" --py-files "$(append_list "$pyfile" "$user_py_files")")
+if [ "$pyenv" = archive ]; then
+  args+=(--archives "$(append_list "$env_archive#env" "$user_archives")")
+  env_python="./env/bin/python"
+  driver_python="$PYTHON"
+  [ "$deploy_mode" = cluster ] && driver_python="$env_python"
+else
+  [ -n "$user_archives" ] && args+=(--archives "$user_archives")
+  env_python="$PYTHON"
+  driver_python="$PYTHON"
+fi
 if [ "$loopback" = 1 ]; then
   export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"
   has_conf spark.driver.host || args+=(--conf spark.driver.host=127.0.0.1)
   has_conf spark.driver.bindAddress || args+=(--conf spark.driver.bindAddress=127.0.0.1)
 fi
 has_conf spark.log.level || args+=(--conf spark.log.level=WARN)
-has_conf spark.pyspark.python || args+=(--conf "spark.pyspark.python=$PYTHON")
-has_conf spark.pyspark.driver.python || args+=(--conf "spark.pyspark.driver.python=$PYTHON")
+has_conf spark.pyspark.python || args+=(--conf "spark.pyspark.python=$env_python")
+has_conf spark.pyspark.driver.python || args+=(--conf "spark.pyspark.driver.python=$driver_python")
 for kv in ${confs[@]+"${confs[@]}"}; do args+=(--conf "$kv"); done
+args+=(${passthrough[@]+"${passthrough[@]}"})
 
 exec "$spark_submit" "${args[@]}" "$script" "$@"

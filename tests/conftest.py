@@ -21,7 +21,11 @@ def spark():
     session = spark_session(
         "local[2]",
         "sparkmaxent-tests",
-        {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4"},
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "4",
+            "spark.ui.enabled": "false",  # the UI is on by default; no use in tests
+        },
     )
     yield session
     session.stop()
