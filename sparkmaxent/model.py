@@ -121,7 +121,11 @@ class MaxentModel:
 
     # ---- persistence ---------------------------------------------------
     def save(self, path: str, overwrite: bool = False) -> None:
-        """Write atomically: into a temporary sibling, then rename."""
+        """Write into a temporary sibling, then publish it (data/publish.py):
+        an old model is moved aside and removed only once the new one is in
+        place, so a failure at any point leaves a complete model at ``path``."""
+        from .data.publish import publish
+
         if os.path.exists(path) and not overwrite:
             raise FileExistsError(f"model output {path} exists; pass overwrite=True to replace it")
         parent = os.path.dirname(os.path.abspath(path))
@@ -129,9 +133,7 @@ class MaxentModel:
         tmp = tempfile.mkdtemp(prefix=".tmp-model-", dir=parent)
         try:
             self._write(tmp)
-            if os.path.exists(path):
-                shutil.rmtree(path)
-            os.rename(tmp, path)
+            publish(tmp, path, overwrite=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

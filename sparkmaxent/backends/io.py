@@ -38,10 +38,26 @@ def atomic_output(spark, path: str, overwrite: bool = False) -> Iterator[str]:
     tmp = jvm.org.apache.hadoop.fs.Path(parent, f".tmp-{target.getName()}-{uuid.uuid4().hex[:8]}")
     try:
         yield tmp.toString()
-        if fs.exists(target):
-            fs.delete(target, True)
-        if not fs.rename(tmp, target):
-            raise OSError(f"could not move finished output {tmp.toString()} to {path}")
+        _publish(fs, jvm, tmp, target)
     except BaseException:
         fs.delete(tmp, True)
         raise
+
+
+def _publish(fs, jvm, tmp, target) -> None:
+    """Rename the finished ``tmp`` to ``target``; an old ``target`` is moved
+    aside first and deleted only once the new one is in place (and moved
+    back if the rename fails), so ``target`` is never left missing."""
+    old = None
+    if fs.exists(target):
+        old = jvm.org.apache.hadoop.fs.Path(
+            target.getParent(), f".old-{target.getName()}-{uuid.uuid4().hex[:8]}"
+        )
+        if not fs.rename(target, old):
+            raise OSError(f"could not move the old output {target.toString()} aside")
+    if not fs.rename(tmp, target):
+        if old is not None:
+            fs.rename(old, target)
+        raise OSError(f"could not move finished output {tmp.toString()} to {target.toString()}")
+    if old is not None:
+        fs.delete(old, True)

@@ -220,3 +220,28 @@ def test_old_dataset_json_without_feature_occurrences_loads(tmp_path):
     json.dump(raw, open(tmp_path / "dataset.json", "w"))
     loaded = DatasetInfo.load(str(tmp_path))
     assert loaded.unknown_features == 4 and loaded.feature_occurrences == 0
+
+
+def test_a_failed_replace_keeps_the_old_model(saved, monkeypatch):
+    """Issue 23 item 5: the old model is moved aside, not deleted, until the
+    new one is in place; a failure at the rename puts it back."""
+    import sparkmaxent.data.publish as publish
+
+    before = open(meta_path(saved)).read()
+    real_rename = os.rename
+
+    def failing_rename(src, dst):
+        if os.path.basename(src).startswith(".tmp-model-"):
+            raise OSError("disk full (simulated)")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(publish.os, "rename", failing_rename)
+    with pytest.raises(OSError, match="simulated"):
+        small_model(standardize=False).save(saved, overwrite=True)
+    monkeypatch.undo()
+    assert open(meta_path(saved)).read() == before
+    MaxentModel.load(saved)
+    parent = os.path.dirname(saved)
+    assert sorted(os.listdir(parent)) == ["m"], "no temporary or set-aside directory left"
+    small_model(standardize=False).save(saved, overwrite=True)
+    assert MaxentModel.load(saved).scaling is None
