@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 
 import numpy as np
+
+from .errors import InputError
 
 
 def json_default(o):
@@ -29,3 +32,33 @@ def write_json(path: str, obj) -> None:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def read_json_object(
+    path: str, what: str, version: int, keys: Sequence[str], hint: str = ""
+) -> dict:
+    """The JSON object in ``path`` (a ``what``, e.g. "model metadata"),
+    checked: valid JSON, an object, ``format_version == version``, every one
+    of ``keys`` present; an InputError naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(
+            f"{path}: expected the JSON of a {what}, got content that is not valid JSON "
+            f"({e}): damaged or truncated{hint}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: expected a JSON object, got {type(doc).__name__}{hint}")
+    if doc.get("format_version") != version:
+        raise InputError(
+            f"{path}: expected {what} format_version {version}, "
+            f"got {doc.get('format_version')}{hint}"
+        )
+    missing = [key for key in keys if key not in doc]
+    if missing:
+        raise InputError(
+            f"{path}: expected the {what} keys {list(keys)}, missing "
+            f"key{'s' if len(missing) > 1 else ''} {', '.join(missing)}{hint}"
+        )
+    return doc

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import InputError
-from .jsonio import json_default
+from .jsonio import json_default, read_json_object
 from .kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights
 from .kernels.blocks import Block, MulticlassBlock
 from .kernels.loss import candidate_proba
@@ -251,25 +251,7 @@ class MaxentModel:
 
 def _read_metadata(meta_path: str) -> dict:
     """A saved model's metadata.json, checked key by key (InputError naming it)."""
-    try:
-        with open(meta_path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(
-            f"{meta_path}: not valid JSON ({e}); the model file is damaged or truncated"
-        ) from None
-    if not isinstance(meta, dict):
-        raise InputError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
-    if meta.get("format_version") != MODEL_FORMAT_VERSION:
-        raise InputError(
-            f"{meta_path}: expected model format_version {MODEL_FORMAT_VERSION}, "
-            f"got {meta.get('format_version')}"
-        )
-    missing = [key for key in METADATA_KEYS if key not in meta]
-    if missing:
-        raise InputError(
-            f"{meta_path}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
-        )
+    meta = read_json_object(meta_path, "model metadata", MODEL_FORMAT_VERSION, METADATA_KEYS)
 
     def bad(key: str, expected: str):
         return InputError(f"{meta_path}: {key}: expected {expected}, got {meta[key]!r}")

@@ -28,7 +28,7 @@ from ..config import TrainConfig
 from ..config import digest as config_digest
 from ..data.fingerprint import describe as describe_fingerprint
 from ..errors import InputError
-from ..jsonio import write_json
+from ..jsonio import read_json_object, write_json
 from ..kernels import Space, Weights
 from .base import LoopState
 
@@ -188,29 +188,13 @@ class Checkpoint:
 
     def _read_state(self) -> dict:
         """state.json, checked to be a checkpoint of this format."""
-        try:
-            with open(self.state_path) as f:
-                doc = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise InputError(
-                f"{self.state_path}: expected the JSON of a checkpoint, got "
-                f"unreadable or truncated content ({e}); remove the checkpoint "
-                "directory to start over"
-            ) from None
-        if not isinstance(doc, dict):
-            raise InputError(f"{self.state_path}: expected a JSON object, got {type(doc).__name__}")
-        if doc.get("format_version") != CHECKPOINT_VERSION:
-            raise InputError(
-                f"{self.state_path}: expected checkpoint format_version "
-                f"{CHECKPOINT_VERSION}, got {doc.get('format_version')}"
-            )
-        missing = [k for k in _STATE_KEYS if k not in doc]
-        if missing:
-            raise InputError(
-                f"{self.state_path}: expected checkpoint keys {list(_STATE_KEYS)}, "
-                f"missing {missing}"
-            )
-        return doc
+        return read_json_object(
+            self.state_path,
+            "checkpoint",
+            CHECKPOINT_VERSION,
+            _STATE_KEYS,
+            "; remove the checkpoint directory to start over",
+        )
 
     def _weights_path(self, name) -> str:
         """``<directory>/<name>`` for a plain round-NNNNN.npz name only."""

@@ -211,7 +211,7 @@ def test_a_state_json_missing_keys_names_them(checkpointed):
     doc = json.load(open(state_path))
     del doc["weights_file"]
     json.dump(doc, open(state_path, "w"))
-    with pytest.raises(InputError, match=f"^{state_path}: .*missing \\['weights_file'\\]"):
+    with pytest.raises(InputError, match=f"^{state_path}: .*missing key weights_file"):
         train(local(directory), grafting_config(), output_dir=out, resume=True)
 
 
