@@ -395,6 +395,11 @@ class OutputConfig(Section):
     PATH: ClassVar[str] = "output"
     dir: str = key("out/run", "Output directory: model/, the report JSON, checkpoint/, plots/.")
     overwrite: bool = key(True, "Replace an existing model in the output directory.")
+    allow_unconverged: bool = key(
+        False,
+        "train and pipeline exit 0, not 4, when the run stopped without meeting its "
+        "own criterion (the model is saved either way); also --allow-unconverged.",
+    )
 
 
 @dataclass(frozen=True)

@@ -175,12 +175,13 @@ def _kill_after_first_checkpoint(iso: IsolatedCluster, args: list[str], run: str
     try:
         while _round(run) < 1 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert proc.poll() is None, "train finished before it could be killed"
-        assert _round(run) >= 1, "no checkpoint within 300 s"
     finally:
-        if proc.poll() is None:
+        alive = proc.poll() is None
+        if alive:
             os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
+    assert alive, f"train ended (exit {proc.returncode}) before it could be killed:\n{out[-6000:]}"
+    assert _round(run) >= 1, f"no checkpoint in {run} within 300 s:\n{out[-6000:]}"
     return out
 
 
