@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -212,6 +213,58 @@ def namespace_pids(namespace: str) -> list[int]:
         if entry.isdigit() and mount_namespace(int(entry)) == namespace:
             pids.append(int(entry))
     return pids
+
+
+def run_isolated(
+    commands: Sequence[Sequence[str]],
+    hide: Sequence[str],
+    cwd: str,
+    listing: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600.0,
+) -> tuple[int, str, list[str]]:
+    """Run ``commands`` one after another (stopping at the first failure)
+    from ``cwd`` in a new mount namespace with an empty tmpfs over each of
+    ``hide``; before the namespace ends, list every path left under
+    ``hide`` into the file ``listing`` (which must be outside them).
+
+    Returns (exit code, merged stdout and stderr, the paths left). On
+    timeout the whole process group is killed (ending the namespace) and
+    TimeoutError raised with the output's end."""
+    roots = " ".join(shlex.quote(os.path.abspath(h)) for h in hide)
+    script = "\n".join(
+        [
+            f"cd {shlex.quote(cwd)} || exit 96",
+            f"trap 'find {roots} -mindepth 1 > {shlex.quote(listing)}' EXIT",
+            *(f"{shlex.join(c)} || exit $?" for c in commands),
+        ]
+    )
+    proc = subprocess.Popen(
+        isolated(["bash", "-c", script], hide),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise TimeoutError(
+            f"isolated run did not finish in {timeout:g} s:\n{out[-4000:]}"
+        ) from None
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        with open(listing) as f:
+            left = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError as e:
+        raise RuntimeError(f"no listing of the hidden mounts ({e}):\n{out[-4000:]}") from e
+    return proc.returncode, out, left
 
 
 def cluster_env(base_dir: str) -> dict[str, str]:

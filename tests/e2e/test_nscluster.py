@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -39,6 +42,7 @@ from tests.e2e.cluster import (
     isolated_cluster,
     isolation_unavailable,
     namespace_pids,
+    run_isolated,
 )
 from tests.e2e.test_cluster import ROOT, SUBMIT, run_submit, submit_env, write_maxent_text
 
@@ -196,6 +200,9 @@ def _jobs(iso: IsolatedCluster, master: str, base_uri: str, base: str, kill: boo
         master,
     )
     assert r.returncode == 0, f"prepare failed:\n{r.stdout[-6000:]}"
+    assert os.path.isfile(os.path.join(base, "prepared", "dataset.json")), (
+        f"prepare exited 0 but wrote no {prep_uri}/dataset.json"
+    )
     train = ["train", "--train", prep_uri, "--output", run_uri, *GRAFTING]
     if kill:
         out = _kill_after_first_checkpoint(iso, train, os.path.join(base, "run"))
@@ -239,3 +246,92 @@ def test_jobs_on_the_isolated_cluster_match_local_mode(iso):
     assert cluster["predicted"] == local["predicted"]
     # nothing reached the driver's working directory but the package build
     assert sorted(os.listdir(iso.driver_dir)) == ["build"]
+
+
+# ---- the driver writes nothing on its own disk --------------------------------
+
+SCRATCH = "/tmp/sparkmaxent-scratch"  # inside the driver's private /tmp
+
+
+def test_run_isolated_lists_what_is_left_in_the_private_mounts(tmp_path):
+    """The harness of the test below: what a command leaves in the private
+    /tmp and working directory is listed, and never reaches the real ones."""
+    top = tempfile.mkdtemp(prefix="sparkmaxent-isolated-run-", dir="/var/tmp")
+    try:
+        cwd = os.path.join(top, "cwd")
+        os.makedirs(cwd)
+        marker = tmp_path / "hidden-from-the-namespace"
+        marker.write_text("x")
+        commands = [
+            ["test", "!", "-e", str(marker)],
+            ["touch", "/tmp/left-behind"],
+            ["mkdir", "sub"],
+        ]
+        rc, out, left = run_isolated(
+            commands, ["/tmp", cwd], cwd, os.path.join(top, "listing.txt"), timeout=60
+        )
+        assert rc == 0, out
+        assert sorted(left) == ["/tmp/left-behind", os.path.join(cwd, "sub")]
+        assert not os.path.exists("/tmp/left-behind") and os.listdir(cwd) == []
+        rc, out, left = run_isolated(
+            [["false"], ["touch", "never"]], ["/tmp", cwd], cwd, os.path.join(top, "l2.txt")
+        )
+        assert rc == 1 and left == []
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["uri", "path"])
+def test_driver_writes_nothing_outside_its_paths_and_scratch(form):
+    """prepare, grafting train, predict and evaluate through submit.sh
+    (local[2]), the driver in its own mount namespace with a private tmpfs
+    over /tmp and over its working directory: afterwards those hold nothing
+    but the configured scratch directory (spark.local.dir, the JVM's and
+    Python's temporary directory, submit.sh's build) and the JVMs' own
+    ``/tmp/hsperfdata_<user>`` (HotSpot puts it there whatever
+    java.io.tmpdir says). Inputs and outputs are
+    in a store outside both, as ``file://`` URIs or as plain paths."""
+    top = tempfile.mkdtemp(prefix="sparkmaxent-driverdisk-", dir="/var/tmp")
+    try:
+        store, cwd = os.path.join(top, "store"), os.path.join(top, "cwd")
+        os.makedirs(os.path.join(store, "input"))
+        os.makedirs(cwd)
+        write_maxent_text(os.path.join(store, "input", "train.txt"), n_events=300, seed=4)
+        uri = "file://" + store if form == "uri" else store
+        env = submit_env()
+        env.update(PYTHON=venv_python(), BUILD_DIR=f"{SCRATCH}/build", TMPDIR=SCRATCH)
+        spark = [
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.local.dir={SCRATCH}",
+            "--driver-java-options",
+            f"-Djava.io.tmpdir={SCRATCH}",
+        ]
+        job = [SUBMIT, *spark]
+        prep, model = f"{uri}/prepared", f"{uri}/run/model"
+        commands = [
+            ["mkdir", "-p", SCRATCH],
+            [*job, "prepare", "--input", f"{uri}/input/train.txt", "--format", "maxent"]
+            + ["--output", prep],
+            [*job, "train", "--train", prep, "--output", f"{uri}/run", *GRAFTING],
+            [*job, "predict", "--model", model, "--input", prep, "--output", f"{uri}/pred"],
+            [*job, "evaluate", "--model", model, "--input", prep, "--report", f"{uri}/eval.json"],
+        ]
+        rc, out, left = run_isolated(
+            commands, ["/tmp", cwd], cwd, os.path.join(top, "listing.txt"), env, timeout=900
+        )
+        jvm = f"/tmp/hsperfdata_{pwd.getpwuid(os.getuid()).pw_name}"
+        outside = [
+            p for p in left if not any(p == d or p.startswith(d + "/") for d in (SCRATCH, jvm))
+        ]
+        assert rc == 0, f"{out[-6000:]}\nwritten on the driver's disk: {outside[:40]}"
+        assert outside == [], f"written on the driver's disk: {outside[:40]}"
+        # the outputs went to the store, and the scratch was used
+        for name in ("prepared/dataset.json", "run/model/metadata.json", "eval.json"):
+            assert os.path.isfile(os.path.join(store, name)), name
+        assert os.path.isdir(os.path.join(store, "pred"))
+        assert f"{SCRATCH}/build/sparkmaxent.zip" in left
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
