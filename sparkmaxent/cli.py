@@ -8,11 +8,10 @@ import argparse
 import dataclasses
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable
 
-from . import api
+from . import api, storage
 from .errors import ConfigError, InputError, NumericError, StalledError, UnconvergedError
 from .jsonio import json_default, write_json
 
@@ -190,9 +189,9 @@ def _train(args, cfg) -> int:
         args.resume,
     )
     print(
-        f"model: {os.path.join(out, api.MODEL_DIR)}\nreport: {os.path.join(out, api.TRAIN_REPORT)}"
+        f"model: {storage.join(out, api.MODEL_DIR)}\nreport: {storage.join(out, api.TRAIN_REPORT)}"
     )
-    _require_converged(args, cfg, report, os.path.join(out, api.MODEL_DIR))
+    _require_converged(args, cfg, report, storage.join(out, api.MODEL_DIR))
     return EXIT_OK
 
 
@@ -255,6 +254,7 @@ def _predict(args, cfg) -> int:
         args.overwrite,
         args.max_unknown,
         args.allow_unknown,
+        cfg,
     )
     print(f"predictions: {args.output}")
     return EXIT_OK
@@ -272,13 +272,13 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _evaluate(args, cfg) -> int:
-    import tempfile
-
     from .model import MaxentModel
 
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
-    with tempfile.TemporaryDirectory(prefix="sparkmaxent-eval-") as work:
+    if args.report:  # before the work, not after it
+        storage.check_writable(storage.split(storage.qualify(args.report))[0])
+    with api.scratch_for(spark, cfg, args.report) as work:
         data = api.prepared_for_model(
             spark,
             args.model,
@@ -313,10 +313,10 @@ def _pipeline(args, cfg) -> int:
         + (f", test accuracy {test['accuracy']:.4f}" if test else "")
     )
     print(
-        f"model:  {os.path.join(out, api.MODEL_DIR)}\n"
-        f"report: {os.path.join(out, api.PIPELINE_REPORT)}"
+        f"model:  {storage.join(out, api.MODEL_DIR)}\n"
+        f"report: {storage.join(out, api.PIPELINE_REPORT)}"
     )
-    _require_converged(args, cfg, report, os.path.join(out, api.MODEL_DIR))
+    _require_converged(args, cfg, report, storage.join(out, api.MODEL_DIR))
     return EXIT_OK
 
 
@@ -414,9 +414,8 @@ def _checkpoint_note(args, cfg) -> str:
 
     directory = checkpoint_dir(args.output or cfg.output.dir)
     try:
-        with open(os.path.join(directory, STATE_FILE)) as f:
-            done = json.load(f)["round"]
-    except (OSError, ValueError, KeyError):
+        done = storage.read_json(storage.join(directory, STATE_FILE))["round"]
+    except (OSError, ValueError, KeyError, TypeError):
         return f"\nno checkpoint in {directory}: the run starts over"
     return (
         f"\nlast checkpoint: {directory} after round {done}; continue with "

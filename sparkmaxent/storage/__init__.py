@@ -97,6 +97,40 @@ def write_json(path: str, obj, default=None) -> None:
     write_text(path, json.dumps(obj, indent=2, default=default))
 
 
+def parquet_files(directory: str) -> list[str]:
+    """The ``*.parquet`` files of a directory in name order (Spark's
+    ``_SUCCESS`` and ``.crc`` side files skipped)."""
+    return [
+        join(directory, name)
+        for name in listdir(directory)
+        if name.endswith(".parquet") and not name.startswith((".", "_"))
+    ]
+
+
+def read_parquet(directory: str, columns: list[str] | None = None):
+    """A small Parquet directory (a model's weights, a dictionary for feature
+    names) as one Arrow table, its files read as bytes into the driver's
+    memory; large tables are Spark's to read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = parquet_files(directory)
+    if not files:
+        raise FileNotFoundError(f"expected *.parquet files in {directory}, found none")
+    tables = [pq.read_table(pa.BufferReader(read_bytes(f)), columns=columns) for f in files]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def write_parquet(path: str, table) -> None:
+    """One Parquet file from an Arrow table held by the driver."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_bytes(path, sink.getvalue().to_pybytes(), atomic=False)
+
+
 @contextmanager
 def scratch(near: str, scratch_dir: str = "") -> Iterator[str]:
     """A scratch directory path (not created) removed afterwards: under
@@ -130,6 +164,9 @@ __all__ = [
     "local_temp_dir",
     "lock_path",
     "mkdirs",
+    "parquet_files",
+    "read_parquet",
+    "write_parquet",
     "output_lock",
     "publish",
     "qualify",

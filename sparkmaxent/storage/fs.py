@@ -200,6 +200,9 @@ class HadoopFS:
         return True
 
     def read_bytes(self, path: str) -> bytes:
+        local = self._local(path)
+        if local is not None:  # the driver's own disk: no need to cross py4j
+            return _LOCAL.read_bytes(local)
         fs, p = self._fs(path)
         stream = _java(lambda: fs.open(p), path)
         try:
