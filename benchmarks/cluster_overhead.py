@@ -105,6 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--driver-memory", default="4g")
     parser.add_argument("--executor-memory", default="4g")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per job")
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=0,
+        help="stop both runs after this many grafting rounds (0: until certified), "
+        "for a machine too busy for the whole run",
+    )
     work_arguments(parser, "/var/tmp/sparkmaxent-cluster-overhead", "cluster_overhead.json")
     args = start(parser, argv)
     from tests.e2e.cluster import isolated_cluster
@@ -127,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ("local", "cluster"):
         run_dir = os.path.join(work, f"run-{mode}")
         train = ["train", "--train", prepared, "--output", "file://" + run_dir, *TRAIN]
+        train += ["--set", f"train.selection.max_rounds={args.max_rounds}"]
         if mode == "local":
             wall = submit("local[2]", train, work, spark, args.timeout)
         else:
@@ -141,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         rows,
         gamma=GAMMA,
         n_best=N_BEST,
+        max_rounds=args.max_rounds,
         ratio=round(ratio, 3),
         target_met=ratio <= 1.5,
         note="the same train job through scripts/submit.sh; the cluster's worker in its "
