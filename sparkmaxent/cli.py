@@ -5,6 +5,7 @@ logging setup and one table of exit codes for every job."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -257,7 +258,12 @@ def _evaluate(args, cfg) -> int:
     model = MaxentModel.load(args.model)
     if args.report:  # before the work, not after it
         storage.check_writable(storage.split(storage.qualify(args.report))[0])
-    with api.scratch_for(spark, cfg, args.report) as work:
+    scratch = (  # a prepared --input needs none
+        contextlib.nullcontext("")
+        if api.is_prepared(args.input)
+        else api.scratch_for(spark, cfg, args.report)
+    )
+    with scratch as work:
         data = api.prepared_for_model(
             spark,
             args.model,

@@ -151,3 +151,17 @@ def test_predict_is_locked_and_scratch_goes_beside_the_output(
     assert sorted(os.listdir(tmp_path)) == ["new.txt", "preds", "preds2", "run", "scratch"]
     assert os.listdir(scratch) == []
     assert storage.read_parquet(str(tmp_path / "preds")).num_rows == 60
+
+
+def test_evaluate_scratch_without_report_is_local_only():
+    from types import SimpleNamespace
+
+    def fake(master):
+        return SimpleNamespace(sparkContext=SimpleNamespace(master=master))
+
+    with pytest.raises(InputError, match="needs a scratch directory .* output.scratch_dir"):
+        with api.scratch_for(fake("spark://10.0.0.1:7077"), cfg(), None):
+            pass
+    with api.scratch_for(fake("local[2]"), cfg(), None) as path:
+        assert os.path.isdir(path)  # the driver's temporary directory, shared by local executors
+    assert not os.path.exists(path)
