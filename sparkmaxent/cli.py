@@ -134,6 +134,7 @@ def _prepare(args, cfg) -> int:
         partitions=args.partitions,
         quarantine=args.quarantine,
         overwrite=args.overwrite,
+        lock_stale_s=cfg.output.lock_stale_s,
     )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
