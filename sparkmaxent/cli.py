@@ -5,6 +5,7 @@ logging setup and one table of exit codes for every job."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -134,6 +135,7 @@ def _prepare(args, cfg) -> int:
         partitions=args.partitions,
         quarantine=args.quarantine,
         overwrite=args.overwrite,
+        lock_stale_s=cfg.output.lock_stale_s,
     )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
@@ -278,7 +280,12 @@ def _evaluate(args, cfg) -> int:
     model = MaxentModel.load(args.model)
     if args.report:  # before the work, not after it
         storage.check_writable(storage.split(storage.qualify(args.report))[0])
-    with api.scratch_for(spark, cfg, args.report) as work:
+    scratch = (  # a prepared --input needs none
+        contextlib.nullcontext("")
+        if api.is_prepared(args.input)
+        else api.scratch_for(spark, cfg, args.report)
+    )
+    with scratch as work:
         data = api.prepared_for_model(
             spark,
             args.model,

@@ -14,7 +14,6 @@ import math
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from .. import storage
 from ..errors import InputError
@@ -59,7 +58,7 @@ def read_events_table(dataset_dir: str, info: DatasetInfo | None = None) -> pa.T
     schema = events_schema(info.shape)
     tables = []
     for path in events_files(dataset_dir):
-        table = pq.read_table(pa.BufferReader(storage.read_bytes(path)))
+        table = storage.read_parquet_file(path)
         missing = [n for n in schema.names if n not in table.column_names]
         if missing:
             raise InputError(

@@ -112,13 +112,20 @@ def read_parquet(directory: str, columns: list[str] | None = None):
     names) as one Arrow table, its files read as bytes into the driver's
     memory; large tables are Spark's to read."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     files = parquet_files(directory)
     if not files:
         raise FileNotFoundError(f"expected *.parquet files in {directory}, found none")
-    tables = [pq.read_table(pa.BufferReader(read_bytes(f)), columns=columns) for f in files]
+    tables = [read_parquet_file(f, columns) for f in files]
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def read_parquet_file(path: str, columns: list[str] | None = None):
+    """One Parquet file as an Arrow table, read as bytes into memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(read_bytes(path)), columns=columns)
 
 
 def write_parquet(path: str, table) -> None:
@@ -166,6 +173,7 @@ __all__ = [
     "mkdirs",
     "parquet_files",
     "read_parquet",
+    "read_parquet_file",
     "write_parquet",
     "output_lock",
     "publish",

@@ -97,7 +97,7 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
         try:
             if fs.create_new(path, data):
                 break
-        except PermissionError as e:
+        except OSError as e:  # no parent directory, no permission, ...
             raise InputError(
                 f"output {target} is not writable: cannot create {path}: {e}"
             ) from None
