@@ -5,9 +5,11 @@ functions over a Spark session and a Config. The command line
 from __future__ import annotations
 
 import logging
-import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from . import storage
 from .config import Config
 from .errors import InputError
 from .jsonio import write_json
@@ -95,14 +97,34 @@ def train_model(
     return model, result.report
 
 
+@contextmanager
+def run_output(cfg: Config, output_dir: str, command: str) -> Iterator[str]:
+    """Hold a run's output directory: its lock (a second run is refused,
+    exit 2), what killed runs left in it swept (model, reports,
+    checkpoint/, plots/), and checked writable, all before the first pass.
+    Yields the qualified directory."""
+    from .selection.checkpoint import CHECKPOINT_DIR
+    from .selection.reporting import PLOTS_DIR
+
+    out = storage.qualify(output_dir)
+    with storage.output_lock(out, cfg.output.lock_stale_s, command):
+        for directory in (out, storage.join(out, CHECKPOINT_DIR), storage.join(out, PLOTS_DIR)):
+            storage.sweep(directory)
+        storage.check_writable(out)
+        yield out
+
+
 def fit(
     spark, cfg: Config, train_dir: str, output_dir: str, heldout_dir: str = "", resume: bool = False
 ):
-    """Train and save: ``<output_dir>/model`` and ``<output_dir>/train_report.json``.
-    Returns (model, report)."""
-    model, report = train_model(spark, cfg, train_dir, heldout_dir, output_dir, resume)
-    model.save(os.path.join(output_dir, MODEL_DIR), overwrite=cfg.output.overwrite)
-    write_json(os.path.join(output_dir, TRAIN_REPORT), report)
+    """Train and save: ``<output_dir>/model`` and ``<output_dir>/train_report.json``,
+    under :func:`run_output`. Returns (model, report)."""
+    with run_output(cfg, output_dir, "train") as out:
+        model_dir = storage.join(out, MODEL_DIR)
+        storage.refuse_existing(model_dir, cfg.output.overwrite, "model output")
+        model, report = train_model(spark, cfg, train_dir, heldout_dir, out, resume)
+        model.save(model_dir, overwrite=cfg.output.overwrite)
+        write_json(storage.join(out, TRAIN_REPORT), report)
     return model, report
 
 
@@ -122,12 +144,12 @@ def prepared_for_model(
     from .data.prepare import prepare
     from .model import VOCABULARY_DIR
 
-    if os.path.exists(os.path.join(data, "dataset.json")):
+    if is_prepared(data):
         out = data
     elif not fmt:
         raise InputError(f"{data} is not a prepared dataset; give --format to read it as text")
     else:
-        out = os.path.join(workdir, "prepared")
+        out = storage.join(workdir, "prepared")
         prepare(
             spark,
             [data],
@@ -135,11 +157,42 @@ def prepared_for_model(
             fmt,
             options=options or {},
             merge_duplicates=False,
-            vocabulary=os.path.join(model_dir, VOCABULARY_DIR),
+            vocabulary=storage.join(model_dir, VOCABULARY_DIR),
             overwrite=True,
         )
     check_unknown(model_dir, out, data, fmt, max_unknown, allow_unknown)
     return out
+
+
+def is_prepared(data: str) -> bool:
+    """Whether ``data`` is a prepared dataset (has a dataset.json)."""
+    from .data.schema import INFO_FILE
+
+    return storage.exists(storage.join(data, INFO_FILE))
+
+
+@contextmanager
+def scratch_for(spark, cfg: Config, near: str | None) -> Iterator[str]:
+    """Where predict or evaluate prepares text input: under
+    ``output.scratch_dir``, else a hidden sibling of the output ``near``;
+    without either (evaluate with no --report), the driver's temporary
+    directory, which only a local master's executors share."""
+    if cfg.output.scratch_dir or near:
+        with storage.scratch(near or "", cfg.output.scratch_dir) as path:
+            yield path
+        return
+    master = spark.sparkContext.master
+    if not master.startswith("local"):
+        raise InputError(
+            f"evaluating text input on the cluster {master} needs a scratch directory the "
+            "executors can reach: give --report PATH (scratch beside it) or set "
+            "output.scratch_dir"
+        )
+    path = storage.local_temp_dir("sparkmaxent-eval-")
+    try:
+        yield path
+    finally:
+        storage.delete(path)
 
 
 def check_unknown(
@@ -250,27 +303,37 @@ def predict(
     overwrite: bool = False,
     max_unknown: float = MAX_UNKNOWN,
     allow_unknown: bool = False,
+    cfg: Config | None = None,
 ) -> None:
     """Score ``data`` (a prepared dataset or text in ``fmt``) and write the
-    predictions as Parquet to ``output``, all or nothing; ``max_unknown``
-    and ``allow_unknown`` as in :func:`check_unknown`."""
-    import shutil
-
-    from .backends.io import atomic_output
+    predictions as Parquet to ``output`` (by the executors, into a temporary
+    sibling published when complete), under the output's lock;
+    ``max_unknown`` and ``allow_unknown`` as in :func:`check_unknown`;
+    ``cfg``'s [output] section gives the scratch directory and lock age."""
     from .backends.predict import predictions
 
-    with atomic_output(spark, output, overwrite=overwrite) as tmp:
+    cfg = cfg or Config()
+    out = storage.qualify(output)
+    parent, name = storage.split(out)
+    with storage.output_lock(out, cfg.output.lock_stale_s, "predict"):
+        storage.sweep(parent, {name})
+        storage.refuse_existing(out, overwrite)
+        storage.check_writable(parent)
+        tmp = storage.sibling(out, "tmp")
         try:
-            data = prepared_for_model(
-                spark, model_dir, data, fmt, tmp + "-work", options, max_unknown, allow_unknown
-            )
-            frame, bc = predictions(spark, model, data)
-            try:
-                frame.write.parquet(tmp)
-            finally:
-                bc.destroy()
-        finally:
-            shutil.rmtree(tmp + "-work", ignore_errors=True)
+            with scratch_for(spark, cfg, out) as work:
+                prepared = prepared_for_model(
+                    spark, model_dir, data, fmt, work, options, max_unknown, allow_unknown
+                )
+                frame, bc = predictions(spark, model, prepared)
+                try:
+                    frame.write.parquet(tmp)
+                finally:
+                    bc.destroy()
+            storage.publish(tmp, out, overwrite=True)
+        except BaseException:
+            storage.delete(tmp)
+            raise
 
 
 def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
@@ -291,7 +354,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
         from .data import synthetic
 
         spec = synthetic.SyntheticSpec(**d.synthetic)
-        inputs = dict(synthetic.write_splits(spec, os.path.join(out, "data", "text")))
+        inputs = dict(synthetic.write_splits(spec, storage.join(out, "data", "text")))
         fmt = "maxent"
     if not inputs["train"]:
         raise InputError("no training data: set data.train (prepared) or data.train_inputs")
@@ -300,7 +363,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
         if not inputs.get(split):
             dirs[split] = ""
             continue
-        dirs[split] = os.path.join(out, "data", split)
+        dirs[split] = storage.join(out, "data", split)
         is_train = split == "train"
         given = inputs[split]
         paths = [given] if isinstance(given, str) else list(given)
@@ -315,6 +378,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
             vocabulary=None if is_train else dirs["train"],
             partitions=d.partitions or None,
             overwrite=True,
+            lock_stale_s=cfg.output.lock_stale_s,
         )
     return dirs
 
@@ -324,11 +388,12 @@ def pipeline(spark, cfg: Config, out: str, resume: bool = False) -> dict:
     the test set in one Spark session; returns the report written to
     ``<out>/report.json``."""
     started = time.perf_counter()
-    dirs = make_datasets(spark, cfg, out)
-    model, report = fit(spark, cfg, dirs["train"], out, dirs["heldout"], resume)
-    full = {"config": cfg.to_dict(), "datasets": dirs, "train": report}
-    if dirs["test"]:
-        full["test"] = evaluate_model(spark, model, dirs["test"])
-    full["wall_s"] = round(time.perf_counter() - started, 3)
-    write_json(os.path.join(out, PIPELINE_REPORT), full)
+    with run_output(cfg, out, "pipeline") as out:
+        dirs = make_datasets(spark, cfg, out)
+        model, report = fit(spark, cfg, dirs["train"], out, dirs["heldout"], resume)
+        full = {"config": cfg.to_dict(), "datasets": dirs, "train": report}
+        if dirs["test"]:
+            full["test"] = evaluate_model(spark, model, dirs["test"])
+        full["wall_s"] = round(time.perf_counter() - started, 3)
+        write_json(storage.join(out, PIPELINE_REPORT), full)
     return full

@@ -5,15 +5,15 @@ logging setup and one table of exit codes for every job."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable
 
-from . import api
-from .errors import ConfigError, InputError, NumericError, StalledError
+from . import api, storage
+from .errors import ConfigError, InputError, NumericError, StalledError, UnconvergedError
 from .jsonio import json_default, write_json
 
 log = logging.getLogger("sparkmaxent")
@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # an internal error: logged with its traceback
 EXIT_BAD_INPUT = 2  # bad input data or paths: the message names the file (and line)
 EXIT_BAD_CONFIG = 3  # a bad configuration key, type or value: the message names the key
+EXIT_UNCONVERGED = 4  # stopped short of its own criterion; model saved; --allow-unconverged
 EXIT_NUMERIC = 5  # a non-finite loss, gradient or objective: no model is saved
 EXIT_STALLED = 6  # a pass cancelled: no executors, or spark.pass_timeout_s; --resume
 
@@ -134,6 +135,7 @@ def _prepare(args, cfg) -> int:
         partitions=args.partitions,
         quarantine=args.quarantine,
         overwrite=args.overwrite,
+        lock_stale_s=cfg.output.lock_stale_s,
     )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
@@ -147,6 +149,25 @@ def _resume_arg(p: argparse.ArgumentParser) -> None:
         "directory (same train settings; max_rounds, max_seconds, plots and backend "
         "may differ)",
     )
+    p.add_argument(
+        "--allow-unconverged",
+        action="store_true",
+        help="exit 0, not 4, when the run stops without meeting its own criterion "
+        "(optimizer not converged, KKT certificate failed, max_seconds reached); "
+        "the model is saved either way (config: output.allow_unconverged)",
+    )
+
+
+def _require_converged(args, cfg, report: dict, model_dir: str) -> None:
+    """UnconvergedError (exit 4) when the saved run stopped short of its own
+    criterion (train.unconverged), unless that is allowed."""
+    reasons = report.get("unconverged") or []
+    if reasons and not (args.allow_unconverged or cfg.output.allow_unconverged):
+        raise UnconvergedError(
+            f"{cfg.train.method} stopped without meeting its own criterion: "
+            f"{'; '.join(reasons)}. The model is saved in {model_dir} for inspection; "
+            "--allow-unconverged (or output.allow_unconverged = true) accepts it"
+        )
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
@@ -161,7 +182,7 @@ def _train(args, cfg) -> int:
     if not train_dir:
         raise InputError("no training data: give --train or data.train in the config")
     out = args.output or cfg.output.dir
-    api.fit(
+    _, report = api.fit(
         api.session(cfg, args.command),
         cfg,
         train_dir,
@@ -170,8 +191,9 @@ def _train(args, cfg) -> int:
         args.resume,
     )
     print(
-        f"model: {os.path.join(out, api.MODEL_DIR)}\nreport: {os.path.join(out, api.TRAIN_REPORT)}"
+        f"model: {storage.join(out, api.MODEL_DIR)}\nreport: {storage.join(out, api.TRAIN_REPORT)}"
     )
+    _require_converged(args, cfg, report, storage.join(out, api.MODEL_DIR))
     return EXIT_OK
 
 
@@ -234,6 +256,7 @@ def _predict(args, cfg) -> int:
         args.overwrite,
         args.max_unknown,
         args.allow_unknown,
+        cfg,
     )
     print(f"predictions: {args.output}")
     return EXIT_OK
@@ -251,13 +274,18 @@ def _evaluate_args(p: argparse.ArgumentParser) -> None:
 
 
 def _evaluate(args, cfg) -> int:
-    import tempfile
-
     from .model import MaxentModel
 
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
-    with tempfile.TemporaryDirectory(prefix="sparkmaxent-eval-") as work:
+    if args.report:  # before the work, not after it
+        storage.check_writable(storage.split(storage.qualify(args.report))[0])
+    scratch = (  # a prepared --input needs none
+        contextlib.nullcontext("")
+        if api.is_prepared(args.input)
+        else api.scratch_for(spark, cfg, args.report)
+    )
+    with scratch as work:
         data = api.prepared_for_model(
             spark,
             args.model,
@@ -292,9 +320,10 @@ def _pipeline(args, cfg) -> int:
         + (f", test accuracy {test['accuracy']:.4f}" if test else "")
     )
     print(
-        f"model:  {os.path.join(out, api.MODEL_DIR)}\n"
-        f"report: {os.path.join(out, api.PIPELINE_REPORT)}"
+        f"model:  {storage.join(out, api.MODEL_DIR)}\n"
+        f"report: {storage.join(out, api.PIPELINE_REPORT)}"
     )
+    _require_converged(args, cfg, report, storage.join(out, api.MODEL_DIR))
     return EXIT_OK
 
 
@@ -330,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sparkmaxent",
         description="Sparse conditional maximum-entropy models with "
         "feature selection, on Apache Spark. Exit codes: 0 done, 1 internal error, 2 bad "
-        "input, 3 bad configuration, 5 non-finite numbers in training (no model saved), 6 a "
+        "input, 3 bad configuration, 4 stopped without meeting its own criterion (model saved; "
+        "--allow-unconverged), 5 non-finite numbers in training (no model saved), 6 a "
         "training pass stalled (no executors, or too long) and was cancelled.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
@@ -372,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     except NumericError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_NUMERIC
+    except UnconvergedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_UNCONVERGED
     except StalledError as e:
         print(f"error: {e}{_checkpoint_note(args, cfg)}", file=sys.stderr)
         return EXIT_STALLED
@@ -388,9 +421,8 @@ def _checkpoint_note(args, cfg) -> str:
 
     directory = checkpoint_dir(args.output or cfg.output.dir)
     try:
-        with open(os.path.join(directory, STATE_FILE)) as f:
-            done = json.load(f)["round"]
-    except (OSError, ValueError, KeyError):
+        done = storage.read_json(storage.join(directory, STATE_FILE))["round"]
+    except (OSError, ValueError, KeyError, TypeError):
         return f"\nno checkpoint in {directory}: the run starts over"
     return (
         f"\nlast checkpoint: {directory} after round {done}; continue with "

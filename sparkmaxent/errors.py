@@ -17,6 +17,14 @@ class NumericError(ArithmeticError):
     saved (exit 5). The message says where and what to check."""
 
 
+class UnconvergedError(RuntimeError):
+    """A training run stopped without meeting its own criterion: an
+    optimizer did not converge, the KKT certificate failed, or
+    train.selection.max_seconds ended it (exit 4, unless --allow-unconverged
+    or output.allow_unconverged). The model and report are saved first, so
+    the run can be inspected (or resumed); the message lists the reasons."""
+
+
 class StalledError(RuntimeError):
     """A Spark pass was cancelled by the backend's watchdog: the cluster had
     no executors for spark.no_executor_timeout_s, or the pass outran

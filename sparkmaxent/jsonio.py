@@ -1,13 +1,14 @@
-"""JSON for reports, metadata and checkpoints: numpy values, atomic writes."""
+"""JSON for reports, metadata and checkpoints: numpy values, atomic writes,
+on any file system (``storage``)."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 
 import numpy as np
 
+from . import storage
 from .errors import InputError
 
 
@@ -21,17 +22,9 @@ def json_default(o):
 
 
 def write_json(path: str, obj) -> None:
-    """Write JSON atomically: a temporary file in the same folder, then rename."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(obj, f, indent=2, default=json_default)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    """Write JSON (numpy values too) atomically: a temporary sibling, then
+    replaced in (``storage.write_atomic``)."""
+    storage.write_json(path, obj, default=json_default)
 
 
 def read_json_object(
@@ -41,8 +34,7 @@ def read_json_object(
     checked: valid JSON, an object, ``format_version == version``, every one
     of ``keys`` present; an InputError naming the file otherwise."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = json.loads(storage.read_bytes(path))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(
             f"{path}: expected the JSON of a {what}, got content that is not valid JSON "

@@ -21,16 +21,12 @@ the predicates the model uses; the others do not affect any score.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from . import storage
 from .errors import InputError
 from .jsonio import json_default, read_json_object
 from .kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights
@@ -121,21 +117,18 @@ class MaxentModel:
 
     # ---- persistence ---------------------------------------------------
     def save(self, path: str, overwrite: bool = False) -> None:
-        """Write into a temporary sibling, then publish it (data/publish.py):
+        """Write into a temporary sibling, then publish it (``storage.publish``):
         an old model is moved aside and removed only once the new one is in
-        place, so a failure at any point leaves a complete model at ``path``."""
-        from .data.publish import publish
-
-        if os.path.exists(path) and not overwrite:
+        place, so a failure at any point leaves a complete model at ``path``.
+        ``path`` is a local path or a Hadoop URI."""
+        if storage.exists(path) and not overwrite:
             raise FileExistsError(f"model output {path} exists; pass overwrite=True to replace it")
-        parent = os.path.dirname(os.path.abspath(path))
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".tmp-model-", dir=parent)
+        tmp = storage.sibling(path, "tmp")
         try:
             self._write(tmp)
-            publish(tmp, path, overwrite=True)
+            storage.publish(tmp, path, overwrite=True)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            storage.delete(tmp)
             raise
 
     def _write(self, directory: str) -> None:
@@ -157,8 +150,7 @@ class MaxentModel:
             },
             schema=WEIGHTS_SCHEMA,
         )
-        os.makedirs(os.path.join(directory, WEIGHTS_DIR))
-        pq.write_table(table, os.path.join(directory, WEIGHTS_DIR, "part-0.parquet"))
+        storage.write_parquet(storage.join(directory, WEIGHTS_DIR, "part-0.parquet"), table)
         meta = {
             "format_version": MODEL_FORMAT_VERSION,
             "shape": self.space.shape,
@@ -169,22 +161,21 @@ class MaxentModel:
             "config": self.config,
             "summary": self.summary,
         }
-        with open(os.path.join(directory, METADATA_FILE), "w") as f:
-            json.dump(meta, f, indent=2, default=json_default)
-        self._write_vocabulary(os.path.join(directory, VOCABULARY_DIR))
+        storage.write_json(storage.join(directory, METADATA_FILE), meta, default=json_default)
+        self._write_vocabulary(storage.join(directory, VOCABULARY_DIR))
 
     def _write_vocabulary(self, directory: str) -> None:
         from .data.schema import FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo
 
-        os.makedirs(directory)
-        if self.dictionary:  # the training dictionary, every feature of it
-            shutil.copytree(
-                os.path.join(self.dictionary, FEATURES_DIR), os.path.join(directory, FEATURES_DIR)
+        storage.mkdirs(directory)
+        if self.dictionary:  # the training dictionary, every feature of it: a file-system copy
+            storage.copy(
+                storage.join(self.dictionary, FEATURES_DIR), storage.join(directory, FEATURES_DIR)
             )
         else:
             used = sorted(self.feature_names)
-            os.makedirs(os.path.join(directory, FEATURES_DIR))
-            pq.write_table(
+            storage.write_parquet(
+                storage.join(directory, FEATURES_DIR, "part-0.parquet"),
                 pa.table(
                     {
                         "feature": [self.feature_names[i] for i in used],
@@ -193,7 +184,6 @@ class MaxentModel:
                     },
                     schema=FEATURES_SCHEMA,
                 ),
-                os.path.join(directory, FEATURES_DIR, "part-0.parquet"),
             )
         DatasetInfo(
             shape=self.space.shape,
@@ -221,14 +211,14 @@ class MaxentModel:
             [0, number of labels), a non-finite weight (or standardization
             statistic), a (predicate, label) given twice.
         """
-        meta_path = os.path.join(path, METADATA_FILE)
-        if not os.path.exists(meta_path):
+        meta_path = storage.join(path, METADATA_FILE)
+        if not storage.exists(meta_path):
             raise FileNotFoundError(f"{path} is not a saved model: no {METADATA_FILE} in it")
         meta = _read_metadata(meta_path)
         shape, labels = meta["shape"], meta["labels"]
         n_labels = len(labels) if shape == MULTICLASS else 1
         space = Space(shape, meta["n_predicates"], n_labels, bias=meta["bias"] is not None)
-        weights_path = os.path.join(path, WEIGHTS_DIR)
+        weights_path = storage.join(path, WEIGHTS_DIR)
         t = _read_weights(weights_path, space, meta["standardized"])
         p = t.column("predicate").to_numpy().astype(np.int64)
         k = t.column("label_index").to_numpy().astype(np.int64)
@@ -287,7 +277,7 @@ def _read_metadata(meta_path: str) -> dict:
 def _read_weights(weights_path: str, space: Space, standardized: bool) -> pa.Table:
     """A saved model's weights/ Parquet, checked row by row (InputError naming it)."""
     try:
-        t = pq.read_table(weights_path)
+        t = storage.read_parquet(weights_path)
     except (OSError, ValueError, pa.ArrowException) as e:
         raise InputError(
             f"{weights_path}: cannot read the model's weights as Parquet ({e})"
@@ -356,11 +346,11 @@ def vocabulary_is_complete(model_dir: str) -> bool:
     ``dictionary``)."""
     from .data.schema import FEATURES_DIR, DatasetInfo
 
-    vocab = os.path.join(model_dir, VOCABULARY_DIR)
+    vocab = storage.join(model_dir, VOCABULARY_DIR)
     info = DatasetInfo.load(vocab)
     if info.source.get("dictionary") == VOCABULARY_TRAINING:
         return True
-    rows = pq.ParquetDataset(os.path.join(vocab, FEATURES_DIR)).read(columns=["id"]).num_rows
+    rows = storage.read_parquet(storage.join(vocab, FEATURES_DIR), columns=["id"]).num_rows
     return rows >= info.n_features
 
 
@@ -369,7 +359,7 @@ def feature_table(dataset_dir: str):
     order, their feature column): names found by binary search."""
     from .data.schema import FEATURES_DIR
 
-    t = pq.read_table(os.path.join(dataset_dir, FEATURES_DIR), columns=["feature", "id"])
+    t = storage.read_parquet(storage.join(dataset_dir, FEATURES_DIR), columns=["feature", "id"])
     t = t.sort_by("id")
     return t.column("id").to_numpy().astype(np.int64), t.column("feature")
 
@@ -380,7 +370,7 @@ def feature_names_for(dataset_dir: str, ids: np.ndarray) -> dict[int, str]:
 
     from .data.schema import FEATURES_DIR
 
-    t = pq.read_table(os.path.join(dataset_dir, FEATURES_DIR), columns=["feature", "id"])
+    t = storage.read_parquet(storage.join(dataset_dir, FEATURES_DIR), columns=["feature", "id"])
     wanted = pa.array(np.unique(ids).astype(np.int32))
     t = t.filter(pc.is_in(t.column("id"), value_set=wanted))
     return dict(zip(t.column("id").to_pylist(), t.column("feature").to_pylist()))

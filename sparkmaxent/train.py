@@ -94,6 +94,9 @@ def train(
         stats = evaluate(heldout, result.weights, scaling)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling
+    report["unconverged"] = unconverged(report)
+    for reason in report["unconverged"]:
+        log.warning("%s: not converged: %s", config.method, reason)
     log.info(
         "done: objective %.10g, %d non-zero weights, %d passes, %.1fs",
         report.get("objective", float("nan")),
@@ -104,4 +107,32 @@ def train(
     return result
 
 
-__all__ = ["METHODS", "FitResult", "TrainingContext", "evaluate", "train"]
+def unconverged(report: dict) -> list[str]:
+    """Why a run stopped without meeting its own criterion ([] when it met
+    it), from its report: L-BFGS not converged (smooth methods), a round's
+    solver not converged (the rounds' ``converged``), the KKT certificate
+    failed (grafting family), or ``max_seconds`` reached. A stop at
+    ``max_rounds`` is the run the user asked for: its certificate is
+    reported but not held against it. The CLI exits 4 on any (cli.py)."""
+    reasons = []
+    stopped = str(report.get("stopped") or "")
+    if "stopped" not in report and report.get("converged") is False:
+        reasons.append(f"L-BFGS did not converge: {report.get('optimizer_message', '')}")
+    rounds = [
+        str(r.get("round")) for r in report.get("rounds") or [] if r.get("converged") is False
+    ]
+    if rounds:
+        reasons.append(f"the solver did not converge in round(s) {', '.join(rounds)}")
+    kkt = report.get("kkt")
+    if kkt and not kkt.get("passed") and not stopped.startswith("max_rounds"):
+        reasons.append(
+            f"KKT certificate failed: max zero-weight |gradient| {kkt['max_zero_gradient']:.4g} "
+            f"(bound {kkt['bound']:.4g}), max active violation "
+            f"{kkt['max_active_violation']:.3g} (tol {kkt['tol']:.3g})"
+        )
+    if stopped.startswith("max_seconds"):
+        reasons.append(f"time cap reached ({stopped}): continue with --resume")
+    return reasons
+
+
+__all__ = ["METHODS", "FitResult", "TrainingContext", "evaluate", "train", "unconverged"]

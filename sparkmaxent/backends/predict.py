@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 
+from .. import storage
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
 from ..errors import InputError
 from ..kernels import MULTICLASS, CandidateBlock, MulticlassBlock
@@ -107,7 +106,7 @@ def predictions(spark, model: MaxentModel, dataset_dir: str):
     info = DatasetInfo.load(dataset_dir)
     check_compatible(model, info, dataset_dir)
     schema = MULTICLASS_OUTPUT if info.shape == MULTICLASS else CANDIDATES_OUTPUT
-    events = spark.read.parquet(os.path.join(dataset_dir, EVENTS_DIR))
+    events = spark.read.parquet(storage.join(dataset_dir, EVENTS_DIR))
     bc = spark.sparkContext.broadcast(model)
 
     def score(batches):

@@ -393,8 +393,31 @@ class OutputConfig(Section):
     """Where results go: the model directory and the run report."""
 
     PATH: ClassVar[str] = "output"
-    dir: str = key("out/run", "Output directory: model/, the report JSON, checkpoint/, plots/.")
+    dir: str = key(
+        "out/run",
+        "Output directory: model/, the report JSON, checkpoint/, plots/. A local "
+        "path or a Hadoop URI (hdfs://, s3a://, abfss://, file://).",
+    )
     overwrite: bool = key(True, "Replace an existing model in the output directory.")
+    allow_unconverged: bool = key(
+        False,
+        "train and pipeline exit 0, not 4, when the run stopped without meeting its "
+        "own criterion (the model is saved either way); also --allow-unconverged.",
+    )
+    scratch_dir: str = key(
+        "",
+        "Where predict and evaluate prepare text input for the model (removed "
+        'afterwards); one the executors can reach on a cluster. "": a hidden '
+        "sibling of the output (evaluate without --report: the driver's temporary "
+        "directory, for a local master only).",
+    )
+    lock_stale_s: float = key(
+        0.0,
+        "A lock (.<output>.lock) older than this many seconds is stale and taken "
+        "over with a warning, e.g. after a driver on another host died; 0: only a "
+        "lock whose process on this host is gone is stale.",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True)

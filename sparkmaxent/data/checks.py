@@ -9,8 +9,8 @@ is not finite and >= 0, are errors too.
 from __future__ import annotations
 
 import logging
-import os
 
+from .. import storage
 from ..shapes import MULTICLASS
 from .raw import KIND_ERROR, KIND_EVENT, RawSource
 from .readers import InputError
@@ -110,12 +110,10 @@ def check_raw(src: RawSource, raw, stats, tmp: str, quarantine: bool) -> int:
             .repartition(1)
             .sortWithinPartitions("file_index", "line")
             .drop("file_index")
-            .write.json(os.path.join(tmp, QUARANTINE_DIR))
+            .write.json(storage.join(tmp, QUARANTINE_DIR))
         )
         quarantined = n_errors
-        logger.warning(
-            "quarantined %d malformed record(s) in %s", n_errors, os.path.join(QUARANTINE_DIR, "")
-        )
+        logger.warning("quarantined %d malformed record(s) in %s", n_errors, f"{QUARANTINE_DIR}/")
     if not stats["n_raw"]:
         raise InputError(
             f"expected events in {describe(src)}, got none after parsing"

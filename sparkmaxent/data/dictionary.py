@@ -9,8 +9,7 @@ labels of a prepared training set are reused instead.
 
 from __future__ import annotations
 
-import os
-
+from .. import storage
 from ..shapes import MULTICLASS
 from .checks import describe
 from .raw import RawSource
@@ -95,7 +94,7 @@ def feature_dictionary(spark, events, cutoff: int, vocabulary: str | None):
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
     return (
-        spark.read.parquet(os.path.join(vocabulary, FEATURES_DIR))
+        spark.read.parquet(storage.join(vocabulary, FEATURES_DIR))
         .select(
             F.col("feature").cast("string"), F.col("id").cast("int"), F.col("count").cast("double")
         )

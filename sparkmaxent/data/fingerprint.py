@@ -23,12 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from .. import storage
 from .schema import EVENTS_DIR, FEATURES_DIR, events_schema
 
 #: Version of the definition above; fingerprints of other schemes are not compared.
@@ -188,9 +188,9 @@ def vocabulary_fingerprint_local(
     dataset_dir: str, shape: str, n_features: int, labels: list[str]
 ) -> dict:
     """``vocabulary_fingerprint`` from ``<dataset_dir>/features`` read here."""
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(os.path.join(dataset_dir, FEATURES_DIR), columns=FEATURE_COLUMNS.names)
+    table = storage.read_parquet(
+        storage.join(dataset_dir, FEATURES_DIR), columns=FEATURE_COLUMNS.names
+    )
     return vocabulary_fingerprint_of(
         table_digest(table, FEATURE_COLUMNS, None), shape, n_features, labels
     )
@@ -234,7 +234,7 @@ def events_fingerprint_spark(spark, dataset_dir: str, shape: str) -> dict:
 
     schema = events_schema(shape)
     frame = spark.read.schema(from_arrow_schema(schema)).parquet(
-        os.path.join(dataset_dir, EVENTS_DIR)
+        storage.join(dataset_dir, EVENTS_DIR)
     )
     return events_fingerprint_of(spark_digest(frame, schema, "weight"))
 
@@ -246,7 +246,7 @@ def vocabulary_fingerprint_spark(
     from pyspark.sql.pandas.types import from_arrow_schema
 
     frame = spark.read.schema(from_arrow_schema(FEATURE_COLUMNS)).parquet(
-        os.path.join(dataset_dir, FEATURES_DIR)
+        storage.join(dataset_dir, FEATURES_DIR)
     )
     return vocabulary_fingerprint_of(
         spark_digest(frame, FEATURE_COLUMNS, None), shape, n_features, labels

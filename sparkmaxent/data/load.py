@@ -9,15 +9,13 @@ synthetic benchmarks, which need prepared datasets without running
 from __future__ import annotations
 
 import dataclasses
-import glob
 import logging
 import math
-import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from .. import storage
 from ..errors import InputError
 from ..kernels import CANDIDATES, MULTICLASS
 from ..kernels.blocks import Block, CandidateBlock, MulticlassBlock
@@ -33,13 +31,13 @@ def events_files(dataset_dir: str) -> list[str]:
     Spark's ``_SUCCESS`` and ``.crc`` side files are not ``*.parquet`` and so
     are skipped.
     """
-    events_dir = os.path.join(dataset_dir, EVENTS_DIR)
-    if not os.path.isdir(events_dir):
+    events_dir = storage.join(dataset_dir, EVENTS_DIR)
+    if not storage.is_dir(events_dir):
         raise FileNotFoundError(
             f"{dataset_dir} is not a prepared dataset: expected a directory "
             f"{EVENTS_DIR}/ of Parquet files in it"
         )
-    files = sorted(glob.glob(os.path.join(events_dir, "*.parquet")))
+    files = storage.parquet_files(events_dir)
     if not files:
         raise FileNotFoundError(f"expected *.parquet files in {events_dir}, found none")
     return files
@@ -60,7 +58,7 @@ def read_events_table(dataset_dir: str, info: DatasetInfo | None = None) -> pa.T
     schema = events_schema(info.shape)
     tables = []
     for path in events_files(dataset_dir):
-        table = pq.read_table(path)
+        table = storage.read_parquet_file(path)
         missing = [n for n in schema.names if n not in table.column_names]
         if missing:
             raise InputError(
@@ -196,14 +194,16 @@ def write_events(
     if n_files < 1:
         raise ValueError(f"expected n_files >= 1, got {n_files}")
     table = block_to_arrow(block)
-    events_dir = os.path.join(dataset_dir, EVENTS_DIR)
-    os.makedirs(events_dir, exist_ok=True)
-    stale = glob.glob(os.path.join(events_dir, "*.parquet"))
+    events_dir = storage.join(dataset_dir, EVENTS_DIR)
+    storage.mkdirs(events_dir)
+    stale = storage.parquet_files(events_dir)
     if stale:
         raise FileExistsError(f"expected an empty {events_dir}, found {len(stale)} Parquet files")
     bounds = np.linspace(0, table.num_rows, n_files + 1).astype(np.int64)
     for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
-        pq.write_table(table.slice(lo, hi - lo), os.path.join(events_dir, f"part-{i:05d}.parquet"))
+        storage.write_parquet(
+            storage.join(events_dir, f"part-{i:05d}.parquet"), table.slice(lo, hi - lo)
+        )
     written = dataclasses.replace(
         info,
         n_events=int(block.n_events),

@@ -9,18 +9,17 @@ move into place atomically (``publish``).
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import time
 from dataclasses import asdict
 
+from .. import storage
 from .checks import check_raw, raw_stats
 from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
 from .fingerprint import events_fingerprint_spark, vocabulary_fingerprint_spark
 from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
-from .publish import check_out_dir, publish, temp_sibling, write_events, write_features
+from .publish import write_events, write_features
 from .raw import KIND_EVENT, RawSource, read_files, read_table
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
@@ -42,6 +41,7 @@ def prepare(
     quarantine: bool = False,
     overwrite: bool = False,
     require_labels: bool = True,
+    lock_stale_s: float = 0.0,
 ) -> DatasetInfo:
     """Prepare text files of a registered format as a dataset (``schema.py``).
 
@@ -51,7 +51,9 @@ def prepare(
     inputs : list of str
         Files, directories (read recursively) and globs; local paths or URIs.
     out_dir : str
-        Local directory to create; written atomically.
+        Directory to create (a local path or a Hadoop URI), written to a
+        temporary sibling and published when complete; a second run on the
+        same ``out_dir`` is refused while this one holds its lock.
     fmt : str
         A name in ``readers.FORMATS``.
     options : dict, optional
@@ -77,6 +79,8 @@ def prepare(
         failing at the first one.
     overwrite : bool
         Replace an existing ``out_dir`` (only once the new one is complete).
+    lock_stale_s : float
+        A lock on ``out_dir`` older than this is stale (``output.lock_stale_s``).
     require_labels : bool
         Training data: require >= 2 labels (multiclass) or a correct
         candidate in every event (candidate sets). Not checked with
@@ -97,7 +101,7 @@ def prepare(
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown input format {fmt!r}: expected one of {sorted(FORMATS)}")
-    check_out_dir(out_dir, overwrite)
+    storage.refuse_existing(out_dir, overwrite, "output directory")
     t0 = time.perf_counter()
     opts = resolve_options(fmt, options)
     src = read_files(
@@ -114,6 +118,7 @@ def prepare(
         quarantine=quarantine,
         overwrite=overwrite,
         require_labels=require_labels,
+        lock_stale_s=lock_stale_s,
         t0=t0,
     )
 
@@ -133,6 +138,7 @@ def prepare_table(
     partitions: int | None = None,
     overwrite: bool = False,
     require_labels: bool = True,
+    lock_stale_s: float = 0.0,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of multiclass events.
 
@@ -152,7 +158,7 @@ def prepare_table(
     values_col : str, optional
         ``array<double>`` feature values, aligned with ``features_col``
         (default 1.0 each).
-    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels, lock_stale_s
         As in :func:`prepare`.
 
     Returns
@@ -167,7 +173,7 @@ def prepare_table(
         negative weights (the column is named), and the checks of
         :func:`prepare`.
     """
-    check_out_dir(out_dir, overwrite)
+    storage.refuse_existing(out_dir, overwrite, "output directory")
     t0 = time.perf_counter()
     src = read_table(
         spark,
@@ -188,6 +194,7 @@ def prepare_table(
         quarantine=False,
         overwrite=overwrite,
         require_labels=require_labels,
+        lock_stale_s=lock_stale_s,
         t0=t0,
     )
 
@@ -207,45 +214,34 @@ def _run(
     quarantine: bool,
     overwrite: bool,
     require_labels: bool,
+    lock_stale_s: float,
     t0: float,
 ) -> DatasetInfo:
-    """Check the run's settings, build the dataset in a temporary directory
-    and publish it; on any failure the temporary directory is removed."""
-    from pyspark import StorageLevel
-
+    """Check the run's settings, then under the output's lock (temporaries
+    of killed runs swept first) build the dataset in a temporary sibling and
+    publish it; on any failure the temporary directory is removed."""
     if cutoff < 0:
         raise InputError(f"expected a count cutoff >= 0, got {cutoff}")
     if partitions is not None and partitions < 1:
         raise InputError(f"expected partitions >= 1, got {partitions}")
     vocab_info = load_vocabulary(vocabulary, src.shape)
-    n_parts = partitions or spark.sparkContext.defaultParallelism
-    tmp = temp_sibling(out_dir, "tmp")
-    cached: list = []
-    try:
-        os.makedirs(tmp)
-        raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(raw)
-        info = _build(
+    out_dir = storage.qualify(out_dir)
+    parent, name = storage.split(out_dir)
+    with storage.output_lock(out_dir, lock_stale_s, "prepare"):
+        storage.sweep(parent, {name})
+        storage.refuse_existing(out_dir, overwrite, "output directory")
+        info = _build_and_publish(
             spark,
             src,
-            raw,
-            tmp,
+            out_dir,
             cutoff=cutoff,
             merge_duplicates=merge_duplicates,
             vocab_info=vocab_info,
             vocabulary=vocabulary,
-            n_parts=n_parts,
+            n_parts=partitions or spark.sparkContext.defaultParallelism,
             quarantine=quarantine,
             require_labels=require_labels,
-            cached=cached,
         )
-        publish(tmp, out_dir, overwrite)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        for df in cached:
-            df.unpersist()
     logger.info(
         "prepared %s: %d events (total weight %g), %d features, %d labels, "
         "%d quarantined, %d unknown features, %d unknown labels, in %.1f s",
@@ -259,6 +255,27 @@ def _run(
         info.unknown_labels,
         time.perf_counter() - t0,
     )
+    return info
+
+
+def _build_and_publish(spark, src: RawSource, out_dir: str, **build) -> DatasetInfo:
+    """The dataset built in a temporary sibling of ``out_dir``, then published."""
+    from pyspark import StorageLevel
+
+    tmp = storage.sibling(out_dir, "tmp")
+    cached: list = []
+    try:
+        storage.mkdirs(tmp)
+        raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(raw)
+        info = _build(spark, src, raw, tmp, cached=cached, **build)
+        storage.publish(tmp, out_dir, overwrite=True)  # refused earlier unless overwrite
+    except BaseException:
+        storage.delete(tmp)
+        raise
+    finally:
+        for df in cached:
+            df.unpersist()
     return info
 
 

@@ -10,12 +10,12 @@ dictionary lacks.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
+from .. import storage
 from ..errors import InputError
 from ..kernels import CANDIDATES, MULTICLASS, Space
 from ..kernels.blocks import Block, candidate_block, multiclass_block
@@ -87,19 +87,24 @@ class DatasetInfo:
         return Space(CANDIDATES, self.n_features, 1)
 
     def save(self, directory: str) -> None:
-        with open(os.path.join(directory, INFO_FILE), "w") as f:
-            json.dump(asdict(self), f, indent=2)
+        storage.write_json(storage.join(directory, INFO_FILE), asdict(self))
 
     @staticmethod
     def load(directory: str) -> DatasetInfo:
-        path = os.path.join(directory, INFO_FILE)
-        if not os.path.exists(path):
+        path = storage.join(directory, INFO_FILE)
+        if not storage.exists(path):
             raise FileNotFoundError(
                 f"{directory} is not a prepared dataset: expected {INFO_FILE} in it "
                 "(run jobs/prepare.py first)"
             )
-        with open(path) as f:
-            raw = json.load(f)
+        try:
+            raw = json.loads(storage.read_bytes(path))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise InputError(
+                f"{path}: expected the JSON of a dataset, got invalid JSON ({e})"
+            ) from None
+        if not isinstance(raw, dict):
+            raise InputError(f"{path}: expected a JSON object, got {type(raw).__name__}")
         if raw.get("format_version") != FORMAT_VERSION:
             raise InputError(
                 f"{path}: expected format_version {FORMAT_VERSION}, got {raw.get('format_version')}"

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import logging
-import os
 import re
 import zipfile
 
 import numpy as np
 
+from .. import storage
 from ..config import TrainConfig
 from ..config import digest as config_digest
 from ..data.fingerprint import describe as describe_fingerprint
@@ -84,13 +85,13 @@ def data_fingerprint(backend) -> dict | None:
 
 
 def checkpoint_dir(output_dir: str) -> str:
-    return os.path.join(output_dir, CHECKPOINT_DIR)
+    return storage.join(output_dir, CHECKPOINT_DIR)
 
 
 def has_checkpoint(output_dir: str | None) -> bool:
     if not output_dir:
         return False
-    return os.path.exists(os.path.join(checkpoint_dir(output_dir), STATE_FILE))
+    return storage.exists(storage.join(checkpoint_dir(output_dir), STATE_FILE))
 
 
 class Checkpoint:
@@ -103,20 +104,18 @@ class Checkpoint:
 
     @property
     def state_path(self) -> str:
-        return os.path.join(self.directory, STATE_FILE)
+        return storage.join(self.directory, STATE_FILE)
 
     def save(self, state: LoopState, method: str) -> None:
-        os.makedirs(self.directory, exist_ok=True)
         name = f"round-{state.round:05d}.npz"
         w = state.weights
         arrays = {"ids": w.active_ids(), "values": w.values}
         if w.bias is not None:
             arrays["bias"] = w.bias
         arrays.update({f"{_STATE_ARRAY}{k}": v for k, v in state.arrays.items()})
-        tmp = os.path.join(self.directory, f".tmp-{os.getpid()}-{name}")
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy stub: **kwds vs allow_pickle
-        os.replace(tmp, os.path.join(self.directory, name))
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy stub: **kwds vs allow_pickle
+        storage.write_bytes(storage.join(self.directory, name), buf.getvalue())
         doc = {
             "format_version": CHECKPOINT_VERSION,
             "digest": self.digest,
@@ -132,9 +131,9 @@ class Checkpoint:
         if self.data is not None:
             doc["data"] = self.data
         write_json(self.state_path, doc)
-        for old in os.listdir(self.directory):  # earlier rounds' weights
+        for old in storage.listdir(self.directory):  # earlier rounds' weights
             if old.startswith("round-") and old.endswith(".npz") and old != name:
-                os.remove(os.path.join(self.directory, old))
+                storage.delete(storage.join(self.directory, old))
 
     def load(self, method: str) -> LoopState | None:
         """The saved state, or None if there is no checkpoint.
@@ -143,7 +142,7 @@ class Checkpoint:
         checkpoint's JSON, a ``weights_file`` other than a round-NNNNN.npz in
         this directory, an unreadable .npz, and a checkpoint of another
         configuration, method or training data."""
-        if not os.path.exists(self.state_path):
+        if not storage.exists(self.state_path):
             return None
         doc = self._read_state()
         self._check_data(doc.get("data"))  # first: other data also changes the hash
@@ -156,7 +155,7 @@ class Checkpoint:
             )
         weights_path = self._weights_path(doc["weights_file"])
         try:
-            with np.load(weights_path) as z:
+            with np.load(io.BytesIO(storage.read_bytes(weights_path))) as z:
                 bias = z["bias"].copy() if "bias" in z.files else None
                 ids = z["ids"].astype(np.int64)
                 weights = Weights(ids, z["values"].astype(np.float64), bias)
@@ -203,7 +202,7 @@ class Checkpoint:
                 f"{self.state_path}: expected weights_file to be a file name "
                 f"round-NNNNN.npz in {self.directory}, got {name!r}"
             )
-        return os.path.join(self.directory, name)
+        return storage.join(self.directory, name)
 
     def _check_data(self, saved: dict | None) -> None:
         """Refuse a checkpoint made on other training data (events or

@@ -11,12 +11,12 @@ progress line and one trace row per round, a checkpoint after every round
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Protocol
 
 import numpy as np
 
+from .. import storage
 from ..errors import InputError, check_finite
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext, evaluate
@@ -123,7 +123,7 @@ def run_rounds(
             ctx.on_round(state)
     counters()
     if ctx.output_dir and cfg.selection.plots and state.trace:
-        write_plots(state.trace, os.path.join(ctx.output_dir, PLOTS_DIR), score_name, score_label)
+        write_plots(state.trace, storage.join(ctx.output_dir, PLOTS_DIR), score_name, score_label)
     return state
 
 

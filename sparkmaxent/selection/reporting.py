@@ -3,11 +3,12 @@ and PNG plots of the per-round trace."""
 
 from __future__ import annotations
 
+import io
 import logging
-import os
 
 import numpy as np
 
+from .. import storage
 from ..kernels import MULTICLASS
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,6 @@ def write_plots(
         log.info("matplotlib is not installed: no plots (pip install 'sparkmaxent[plots]')")
         return []
 
-    os.makedirs(directory, exist_ok=True)
     rounds = [r["round"] for r in trace]
     active = [r["active"] for r in trace]
     panels = [("objective", "objective C(w)", False), (score_name, f"max {score_label}", True)]
@@ -99,7 +99,9 @@ def write_plots(
                 ax.set_yscale("log")
             ax.grid(True, alpha=0.3)
         fig.tight_layout()
-        path = os.path.join(directory, f"{key}.png")
-        fig.savefig(path, dpi=90)
+        path = storage.join(directory, f"{key}.png")
+        png = io.BytesIO()  # rendered in memory, written through storage (any file system)
+        fig.savefig(png, format="png", dpi=90)
+        storage.write_bytes(path, png.getvalue())
         written.append(path)
     return written

@@ -19,6 +19,20 @@ process group, bound to 127.0.0.1 only (``--host 127.0.0.1`` and
 DESIGN.md section 6), with their logs, work and local directories in one
 temporary directory. On exit both process groups get SIGTERM, then SIGKILL
 after a grace period, and the temporary directory is removed.
+
+``isolated_cluster`` is the same cluster with the worker (and so its
+executors) in its own mount namespace, as on a cluster whose nodes do not
+share the driver's disk: ``unshare --mount --propagation private`` with a
+private tmpfs over ``/tmp``, over the driver's working directory and over any
+other path given, so that the only directory the driver and the executors
+both see is the "store" passed to jobs as ``file:///...`` (issue 17)::
+
+    with isolated_cluster(hide=[ROOT]) as c:
+        subprocess.run([..., "--output", c.store_uri + "/run"], cwd=c.driver_dir)
+
+Its files (store, driver directory, daemons' work and logs) live under
+``/var/tmp``, which the worker sees: ``/tmp`` is hidden from it. Needs root
+(``unshare --mount``); ``isolation_unavailable()`` says why not.
 """
 
 from __future__ import annotations
@@ -27,6 +41,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -36,8 +51,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 LOOPBACK = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -106,6 +121,8 @@ class StandaloneCluster:
     master_log: str
     worker_log: str
     work_dir: str
+    worker_pid: int = 0
+    hidden: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         return self.master_url
@@ -133,6 +150,121 @@ class StandaloneCluster:
             f"--- master log ({self.master_log}) ---\n{_tail(self.master_log, lines)}"
             f"--- worker log ({self.worker_log}) ---\n{_tail(self.worker_log, lines)}"
         )
+
+
+#: Mounts a tmpfs over each of the first $1 arguments, then execs the rest
+#: (run by ``sh -c`` inside ``unshare --mount``).
+_MOUNT_AND_EXEC = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do '
+    'mount -t tmpfs -o mode=1777,size=256m sparkmaxent-hidden "$1" || exit 97; '
+    'shift; n=$((n - 1)); done; exec "$@"'
+)
+
+
+def isolation_unavailable() -> str:
+    """Why ``hide`` cannot work here ('' when it can): it needs ``unshare``
+    and root (to mount in a new mount namespace)."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not installed"
+    if os.geteuid() != 0:
+        return "unshare --mount needs root"
+    return ""
+
+
+def isolated(cmd: list[str], hide: Sequence[str]) -> list[str]:
+    """``cmd`` run in a new private mount namespace with an empty tmpfs over
+    each path of ``hide`` (existing directories): what it writes there
+    stays in the namespace, and it sees nothing that was there."""
+    if not hide:
+        return cmd
+    paths = [os.path.abspath(p) for p in hide]
+    for p in paths:
+        if not os.path.isdir(p):
+            raise FileNotFoundError(f"cannot hide {p}: not a directory")
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        _MOUNT_AND_EXEC,
+        "sh",
+        str(len(paths)),
+        *paths,
+        *cmd,
+    ]
+
+
+def mount_namespace(pid: int) -> str:
+    """The mount namespace of process ``pid`` (``mnt:[inode]``), '' if gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return ""
+
+
+def namespace_pids(namespace: str) -> list[int]:
+    """Processes still in mount namespace ``namespace`` (the namespace and
+    its mounts exist until the last one exits)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and mount_namespace(int(entry)) == namespace:
+            pids.append(int(entry))
+    return pids
+
+
+def run_isolated(
+    commands: Sequence[Sequence[str]],
+    hide: Sequence[str],
+    cwd: str,
+    listing: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600.0,
+) -> tuple[int, str, list[str]]:
+    """Run ``commands`` one after another (stopping at the first failure)
+    from ``cwd`` in a new mount namespace with an empty tmpfs over each of
+    ``hide``; before the namespace ends, list every path left under
+    ``hide`` into the file ``listing`` (which must be outside them).
+
+    Returns (exit code, merged stdout and stderr, the paths left). On
+    timeout the whole process group is killed (ending the namespace) and
+    TimeoutError raised with the output's end."""
+    roots = " ".join(shlex.quote(os.path.abspath(h)) for h in hide)
+    script = "\n".join(
+        [
+            f"cd {shlex.quote(cwd)} || exit 96",
+            f"trap 'find {roots} -mindepth 1 > {shlex.quote(listing)}' EXIT",
+            *(f"{shlex.join(c)} || exit $?" for c in commands),
+        ]
+    )
+    proc = subprocess.Popen(
+        isolated(["bash", "-c", script], hide),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise TimeoutError(
+            f"isolated run did not finish in {timeout:g} s:\n{out[-4000:]}"
+        ) from None
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    try:
+        with open(listing) as f:
+            left = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError as e:
+        raise RuntimeError(f"no listing of the hidden mounts ({e}):\n{out[-4000:]}") from e
+    return proc.returncode, out, left
 
 
 def cluster_env(base_dir: str) -> dict[str, str]:
@@ -203,7 +335,12 @@ def _alive_workers(webui_url: str) -> int:
 
 @contextlib.contextmanager
 def standalone_cluster(
-    cores: int = 1, memory: str = "1g", timeout: float = 60.0, grace: float = 5.0
+    cores: int = 1,
+    memory: str = "1g",
+    timeout: float = 60.0,
+    grace: float = 5.0,
+    hide: Sequence[str] = (),
+    base_parent: str | None = None,
 ) -> Iterator[StandaloneCluster]:
     """Start a master and one worker on 127.0.0.1; yield when the worker is
     registered; stop both and remove their files on exit.
@@ -219,6 +356,14 @@ def standalone_cluster(
         Seconds to wait for the worker to register with the master.
     grace : float
         Seconds between SIGTERM and SIGKILL when stopping.
+    hide : sequence of str
+        Directories the worker and its executors must not see: the worker
+        runs in its own mount namespace with an empty tmpfs over each
+        (``isolated``); on exit every process left in that namespace is
+        killed, which unmounts them.
+    base_parent : str or None
+        Where the cluster's temporary directory goes (default: the system's
+        temporary directory, which must not be hidden then).
 
     Yields
     ------
@@ -235,8 +380,9 @@ def standalone_cluster(
     if cores < 1:
         raise ValueError(f"expected cores >= 1, got {cores}")
     launcher = spark_class()
-    base = tempfile.mkdtemp(prefix="sparkmaxent-cluster-")
+    base = tempfile.mkdtemp(prefix="sparkmaxent-cluster-", dir=base_parent)
     procs: list[subprocess.Popen] = []
+    namespace = ""
     try:
         env = cluster_env(base)
         port, ui_port, worker_ui_port = free_port(), free_port(), free_port()
@@ -247,6 +393,7 @@ def standalone_cluster(
             master_log=os.path.join(env["SPARK_LOG_DIR"], "master.out"),
             worker_log=os.path.join(env["SPARK_LOG_DIR"], "worker.out"),
             work_dir=env["SPARK_WORKER_DIR"],
+            hidden=[os.path.abspath(p) for p in hide],
         )
         procs.append(
             _start(
@@ -264,27 +411,23 @@ def standalone_cluster(
                 env,
             )
         )
-        procs.append(
-            _start(
-                [
-                    launcher,
-                    WORKER_CLASS,
-                    cluster.master_url,
-                    "--host",
-                    LOOPBACK,
-                    "--cores",
-                    str(cores),
-                    "--memory",
-                    memory,
-                    "--webui-port",
-                    str(worker_ui_port),
-                    "--work-dir",
-                    cluster.work_dir,
-                ],
-                cluster.worker_log,
-                env,
-            )
-        )
+        worker_cmd = [
+            launcher,
+            WORKER_CLASS,
+            cluster.master_url,
+            "--host",
+            LOOPBACK,
+            "--cores",
+            str(cores),
+            "--memory",
+            memory,
+            "--webui-port",
+            str(worker_ui_port),
+            "--work-dir",
+            cluster.work_dir,
+        ]
+        procs.append(_start(isolated(worker_cmd, hide), cluster.worker_log, env))
+        cluster.worker_pid = procs[-1].pid
         deadline = time.monotonic() + timeout
         while _alive_workers(cluster.webui_url) < 1:
             for proc, name in zip(procs, ("master", "worker")):
@@ -299,11 +442,81 @@ def standalone_cluster(
                     f"{timeout:g} s\n{cluster.logs()}"
                 )
             time.sleep(0.5)
+        if hide:
+            # unshare execs the worker: its process is in the new namespace
+            namespace = mount_namespace(cluster.worker_pid)
+            if namespace in ("", mount_namespace(os.getpid())):
+                raise RuntimeError(
+                    f"the worker is not in its own mount namespace ({namespace!r})\n"
+                    f"{cluster.logs()}"
+                )
         yield cluster
     finally:
         for proc in reversed(procs):  # worker first, so the master sees it leave
             stop_process_group(proc, grace)
+        if namespace:  # anything the worker started outside its process group
+            for pid in namespace_pids(namespace):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@dataclass
+class IsolatedCluster:
+    """A standalone cluster whose worker sees neither the driver's ``/tmp``
+    nor ``driver_dir`` (``isolated_cluster``).
+
+    Attributes
+    ----------
+    cluster : StandaloneCluster
+        ``cluster.hidden`` lists what the worker cannot see.
+    store : str
+        The one directory both driver and executors see (a local path).
+    store_uri : str
+        ``file://`` + ``store``, for jobs' input and output arguments.
+    driver_dir : str
+        The working directory for drivers (empty, hidden from the worker).
+    """
+
+    cluster: StandaloneCluster
+    store: str
+    store_uri: str
+    driver_dir: str
+
+    @property
+    def master_url(self) -> str:
+        return self.cluster.master_url
+
+
+@contextlib.contextmanager
+def isolated_cluster(
+    cores: int = 1,
+    memory: str = "1g",
+    timeout: float = 60.0,
+    grace: float = 5.0,
+    hide: Sequence[str] = (),
+    parent: str = "/var/tmp",
+) -> Iterator[IsolatedCluster]:
+    """``standalone_cluster`` with the worker in its own mount namespace, a
+    private tmpfs over ``/tmp``, the driver directory and ``hide``; yields
+    an ``IsolatedCluster``; on exit stops the daemons, ends the namespace
+    (and so its mounts) and removes the store and the driver directory.
+
+    Everything lives in a new directory under ``parent`` (default
+    ``/var/tmp``: outside ``/tmp``, so the worker sees the store)."""
+    why = isolation_unavailable()
+    if why:
+        raise RuntimeError(f"cannot isolate the worker: {why}")
+    top = tempfile.mkdtemp(prefix="sparkmaxent-isolated-", dir=parent)
+    try:
+        store, driver = os.path.join(top, "store"), os.path.join(top, "driver")
+        os.makedirs(store)
+        os.makedirs(driver)
+        hidden = ["/tmp", driver, *hide]
+        with standalone_cluster(cores, memory, timeout, grace, hidden, top) as cluster:
+            yield IsolatedCluster(cluster, store, "file://" + store, driver)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 @contextlib.contextmanager

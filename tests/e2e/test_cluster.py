@@ -39,7 +39,10 @@ def submit_env() -> dict[str, str]:
 
 
 def run_submit(
-    args: list[str], timeout: float = JOB_TIMEOUT, env: dict[str, str] | None = None
+    args: list[str],
+    timeout: float = JOB_TIMEOUT,
+    env: dict[str, str] | None = None,
+    cwd: str = ROOT,
 ) -> subprocess.CompletedProcess:
     """Run scripts/submit.sh in its own process group; on timeout kill the
     whole group (spark-submit's JVM and the Python driver under it) and fail.
@@ -49,7 +52,7 @@ def run_submit(
     """
     proc = subprocess.Popen(
         [SUBMIT, *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=env or submit_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -93,13 +93,30 @@ def test_usage_errors_exit_2(spark, tmp_path, capsys):
     assert "nothing matching" in capsys.readouterr().err
 
 
-def test_unexpected_failure_exit_1(spark, tmp_path):
+def test_an_unwritable_output_exits_2_before_reading(spark, tmp_path, capsys):
     f = tmp_path / "a.txt"
     f.write_text("A x\nB y\n")
     blocker = tmp_path / "file"
     blocker.write_text("not a directory\n")
-    # the output's parent is a file: an OS error, not bad input
-    assert job.main(["--input", str(f), "--format", "maxent", "--output", str(blocker / "o")]) == 1
+    # the output's parent is a file: found when the lock is taken, before any pass
+    assert job.main(["--input", str(f), "--format", "maxent", "--output", str(blocker / "o")]) == 2
+    assert f"output {blocker}/o is not writable" in capsys.readouterr().err
+
+
+def test_unexpected_failure_exit_1(spark, tmp_path, monkeypatch, caplog):
+    from sparkmaxent import storage
+
+    f = tmp_path / "a.txt"
+    f.write_text("A x\nB y\n")
+
+    def failing_publish(*args, **kwargs):
+        raise OSError("I/O error (simulated)")
+
+    # an OS error while publishing: not bad input, so exit 1 with the traceback
+    monkeypatch.setattr(storage, "publish", failing_publish)
+    assert job.main(["--input", str(f), "--format", "maxent", "--output", str(tmp_path / "o")]) == 1
+    assert "I/O error (simulated)" in caplog.text and "Traceback" in caplog.text
+    assert sorted(os.listdir(tmp_path)) == ["a.txt"]  # the temporary output removed
 
 
 @pytest.mark.slow

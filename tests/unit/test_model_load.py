@@ -225,17 +225,18 @@ def test_old_dataset_json_without_feature_occurrences_loads(tmp_path):
 def test_a_failed_replace_keeps_the_old_model(saved, monkeypatch):
     """Issue 23 item 5: the old model is moved aside, not deleted, until the
     new one is in place; a failure at the rename puts it back."""
-    import sparkmaxent.data.publish as publish
+    from sparkmaxent import storage
 
     before = open(meta_path(saved)).read()
-    real_rename = os.rename
+    fs = storage.filesystem()
+    real_rename = fs.rename
 
     def failing_rename(src, dst):
-        if os.path.basename(src).startswith(".tmp-model-"):
+        if os.path.basename(src).startswith(f".{os.path.basename(saved)}.tmp-"):
             raise OSError("disk full (simulated)")
         return real_rename(src, dst)
 
-    monkeypatch.setattr(publish.os, "rename", failing_rename)
+    monkeypatch.setattr(fs, "rename", failing_rename)
     with pytest.raises(OSError, match="simulated"):
         small_model(standardize=False).save(saved, overwrite=True)
     monkeypatch.undo()

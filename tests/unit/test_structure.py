@@ -146,3 +146,85 @@ def test_generated_configuration_reference_matches_the_schema(generated):
     assert generated not in stale(), (
         f"{generated} is out of date: run python -m sparkmaxent.config.reference"
     )
+
+
+#: file operations only sparkmaxent/storage may use on the driver (every
+#: dataset, model, report, checkpoint, plot and scratch path is a URI that
+#: may be on HDFS, S3 or ABFS, resolved through the Hadoop FileSystem)
+FILE_CALLS = {
+    "open",
+    "os.makedirs",
+    "os.mkdir",
+    "os.rename",
+    "os.replace",
+    "os.remove",
+    "os.unlink",
+    "os.rmdir",
+    "os.listdir",
+    "os.scandir",
+    "os.walk",
+    "glob.glob",
+    "pq.read_table",
+    "pq.write_table",
+    "pq.ParquetDataset",
+}
+FILE_MODULES = ("shutil", "tempfile", "glob")
+#: the only modules outside storage allowed some of them, and why
+FILE_EXCEPTIONS = {
+    "sparkmaxent.config.load": "reads the user's TOML configuration, a file on the driver",
+    "sparkmaxent.config.reference": "regenerates the repository's own docs (a developer tool)",
+    "sparkmaxent.backends.session": "reads $SPARK_HOME/conf/spark-defaults.conf on the driver",
+}
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+        return f"{f.value.id}.{f.attr}"
+    return ""
+
+
+def file_operations(source: str) -> list[str]:
+    """``line: what`` for each file operation of FILE_CALLS / FILE_MODULES in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and _call_name(node) in FILE_CALLS:
+            found.append(f"{node.lineno}: {_call_name(node)}(")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names.append(getattr(node, "module", None) or "")
+            hit = [n for n in names if n.split(".")[0] in FILE_MODULES]
+            if hit:
+                found.append(f"{node.lineno}: import {hit[0]}")
+    return found
+
+
+def test_only_storage_touches_files():
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{hit}"
+        for name, path in modules().items()
+        if not (name == "sparkmaxent.storage" or name.startswith("sparkmaxent.storage."))
+        and name not in FILE_EXCEPTIONS
+        for hit in file_operations(path.read_text())
+    ]
+    assert not found, (
+        "file operations outside sparkmaxent/storage (use storage.*, which works on "
+        "HDFS/S3/ABFS too):\n" + "\n".join(found)
+    )
+
+
+def test_the_file_rule_sees_each_kind_of_violation():
+    source = (
+        "import shutil\nfrom tempfile import mkdtemp\nopen('x')\nos.rename('a', 'b')\n"
+        "pq.read_table('p')\nos.path.join('a', 'b')\n"
+    )
+    assert file_operations(source) == [
+        "1: import shutil",
+        "2: import tempfile",
+        "3: open(",
+        "4: os.rename(",
+        "5: pq.read_table(",
+    ]
+    assert set(FILE_EXCEPTIONS) <= set(modules()), "an exception names a module that is gone"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ... import storage
 from ..readers import RawEvent
 
 CONJUNCTION_SEP = "&"
@@ -128,13 +129,11 @@ class PlantedTruth:
             "true_conjunctions": sorted([list(ab), k] for ab, k in self.true_conjunctions),
             "redundant_copies": dict(sorted(self.redundant_copies.items())),
         }
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1)
+        storage.write_text(os.fspath(path), json.dumps(doc, indent=1))
 
     @staticmethod
     def load(path: str | os.PathLike) -> PlantedTruth:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = json.loads(storage.read_bytes(os.fspath(path)))
         missing = {"true_support", "true_conjunctions", "redundant_copies"} - set(doc)
         if missing:
             raise ValueError(

@@ -7,12 +7,14 @@ planted truth next to them.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 from collections.abc import Sequence
 
 import numpy as np
 
+from ... import storage
 from .generator import generate
 from .model import SyntheticData, SyntheticSpec
 
@@ -31,19 +33,20 @@ def write_maxent_text(data: SyntheticData, path: str | os.PathLike) -> int:
     """
     names = np.array(data.feature_names, dtype=object)
     ptr, n = data.indptr, 0
-    with open(path, "w", encoding="utf-8") as f:
-        for i in range(data.n_events):
-            a, b = ptr[i], ptr[i + 1]
-            toks = names[data.indices[a:b]]
-            vals = data.values[a:b]
-            if np.any(vals != 1.0):
-                toks = [t if v == 1.0 else f"{t}:{v!r}" for t, v in zip(toks, vals.tolist())]
-            f.write(data.label_names[int(data.labels[i])])
-            if len(toks):
-                f.write(" ")
-                f.write(" ".join(toks))
-            f.write("\n")
-            n += 1
+    f = io.StringIO()  # synthetic data is small: built here, written through storage
+    for i in range(data.n_events):
+        a, b = ptr[i], ptr[i + 1]
+        toks = names[data.indices[a:b]]
+        vals = data.values[a:b]
+        if np.any(vals != 1.0):
+            toks = [t if v == 1.0 else f"{t}:{v!r}" for t, v in zip(toks, vals.tolist())]
+        f.write(data.label_names[int(data.labels[i])])
+        if len(toks):
+            f.write(" ")
+            f.write(" ".join(toks))
+        f.write("\n")
+        n += 1
+    storage.write_text(os.fspath(path), f.getvalue())
     return n
 
 
@@ -120,13 +123,13 @@ def write_splits(
             f"expected {len(SPLIT_NAMES)} fractions (train, heldout, test), got {list(fractions)}"
         )
     data = generate(spec)
-    os.makedirs(directory, exist_ok=True)
+    storage.mkdirs(os.fspath(directory))
     out, sizes = {}, {}
     parts = split(data, fractions, spec.seed if seed is None else seed)
     for name, part in zip(SPLIT_NAMES, parts):
-        out[name] = os.path.join(os.fspath(directory), f"{name}.maxent")
+        out[name] = storage.join(os.fspath(directory), f"{name}.maxent")
         sizes[name] = write_maxent_text(part, out[name])
-    out["truth"] = os.path.join(os.fspath(directory), TRUTH_FILE)
+    out["truth"] = storage.join(os.fspath(directory), TRUTH_FILE)
     data.truth().save(out["truth"])
     logger.info("wrote synthetic splits to %s: %s events", directory, sizes)
     return out

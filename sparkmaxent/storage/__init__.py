@@ -1,0 +1,194 @@
+"""The one place the driver touches files: every dataset, model, report,
+checkpoint, plot and scratch path goes through here.
+
+Paths are URIs (``hdfs://``, ``s3a://``, ``abfss://``, ``file:``) or bare
+paths, resolved through the Hadoop FileSystem of the running Spark session
+(a bare path is in ``fs.defaultFS``, as for Spark itself); with no session,
+local paths through ``os`` (``fs.py``). Small files (JSON, small numpy
+arrays) cross the driver as bytes; large tables are read and written by
+Spark on the executors, never through the driver's disk. Publishing,
+clean-up and locking: ``atomic.py``, ``lock.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .atomic import (
+    absolute,
+    check_writable,
+    join,
+    publish,
+    refuse_existing,
+    sibling,
+    split,
+    sweep,
+    write_atomic,
+)
+from .fs import filesystem, local_path, scheme
+from .lock import describe_owner, lock_path, output_lock
+
+
+def exists(path: str) -> bool:
+    return filesystem().exists(path)
+
+
+def is_dir(path: str) -> bool:
+    return filesystem().is_dir(path)
+
+
+def mkdirs(path: str) -> None:
+    filesystem().mkdirs(path)
+
+
+def listdir(path: str) -> list[str]:
+    """Names in a directory, sorted."""
+    return filesystem().list(path)
+
+
+def delete(path: str) -> None:
+    """Delete a file or a whole directory; nothing if it does not exist."""
+    filesystem().delete(path)
+
+
+def rename(src: str, dst: str) -> None:
+    """Rename ``src`` to a ``dst`` that does not exist (FileExistsError if it does)."""
+    filesystem().rename(src, dst)
+
+
+def copy(src: str, dst: str) -> None:
+    """Copy a file or a directory tree (on Hadoop, streamed by the driver's JVM)."""
+    filesystem().copy(src, dst)
+
+
+def qualify(path: str) -> str:
+    """An absolute path or fully qualified URI for ``path``."""
+    return filesystem().qualify(path)
+
+
+def read_bytes(path: str) -> bytes:
+    return filesystem().read_bytes(path)
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def write_bytes(path: str, data: bytes, atomic: bool = True) -> None:
+    """Write a file (parents created); ``atomic``: through a temporary sibling."""
+    if atomic:
+        write_atomic(path, data)
+    else:
+        filesystem().write_bytes(path, data)
+
+
+def write_text(path: str, text: str, atomic: bool = True) -> None:
+    write_bytes(path, text.encode("utf-8"), atomic)
+
+
+def read_json(path: str):
+    return json.loads(read_bytes(path))
+
+
+def write_json(path: str, obj, default=None) -> None:
+    write_text(path, json.dumps(obj, indent=2, default=default))
+
+
+def parquet_files(directory: str) -> list[str]:
+    """The ``*.parquet`` files of a directory in name order (Spark's
+    ``_SUCCESS`` and ``.crc`` side files skipped)."""
+    return [
+        join(directory, name)
+        for name in listdir(directory)
+        if name.endswith(".parquet") and not name.startswith((".", "_"))
+    ]
+
+
+def read_parquet(directory: str, columns: list[str] | None = None):
+    """A small Parquet directory (a model's weights, a dictionary for feature
+    names) as one Arrow table, its files read as bytes into the driver's
+    memory; large tables are Spark's to read."""
+    import pyarrow as pa
+
+    files = parquet_files(directory)
+    if not files:
+        raise FileNotFoundError(f"expected *.parquet files in {directory}, found none")
+    tables = [read_parquet_file(f, columns) for f in files]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def read_parquet_file(path: str, columns: list[str] | None = None):
+    """One Parquet file as an Arrow table, read as bytes into memory."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pq.read_table(pa.BufferReader(read_bytes(path)), columns=columns)
+
+
+def write_parquet(path: str, table) -> None:
+    """One Parquet file from an Arrow table held by the driver."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_bytes(path, sink.getvalue().to_pybytes(), atomic=False)
+
+
+@contextmanager
+def scratch(near: str, scratch_dir: str = "") -> Iterator[str]:
+    """A scratch directory path (not created) removed afterwards: under
+    ``scratch_dir`` when given, else a temporary sibling of the output
+    ``near`` (swept like one if a run is killed)."""
+    path = sibling(join(scratch_dir, "sparkmaxent") if scratch_dir else near, "tmp") + "-work"
+    try:
+        yield path
+    finally:
+        delete(path)
+
+
+def local_temp_dir(prefix: str) -> str:
+    """A new directory on the driver's disk: only for a local Spark master,
+    whose executors share that disk."""
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+__all__ = [
+    "absolute",
+    "check_writable",
+    "copy",
+    "delete",
+    "describe_owner",
+    "exists",
+    "filesystem",
+    "is_dir",
+    "join",
+    "listdir",
+    "local_path",
+    "local_temp_dir",
+    "lock_path",
+    "mkdirs",
+    "parquet_files",
+    "read_parquet",
+    "read_parquet_file",
+    "write_parquet",
+    "output_lock",
+    "publish",
+    "qualify",
+    "read_bytes",
+    "read_json",
+    "read_text",
+    "refuse_existing",
+    "rename",
+    "scheme",
+    "sibling",
+    "split",
+    "sweep",
+    "write_atomic",
+    "write_bytes",
+    "write_json",
+    "write_text",
+]

@@ -1,0 +1,228 @@
+"""The storage layer on bare paths and ``file://`` URIs through a real local
+Spark session's Hadoop FileSystem, and on bare paths through ``os`` with no
+session: reads and writes, atomic publish with a failure between the
+renames, the sweep after killed runs, and the output lock."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from sparkmaxent import storage
+from sparkmaxent.errors import InputError
+from sparkmaxent.storage import atomic as atomic_module
+from sparkmaxent.storage import fs as fs_module
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KINDS = ["hadoop-bare", "hadoop-file-uri", "os-bare"]
+
+
+@pytest.fixture(params=KINDS)
+def base(request, spark, tmp_path, monkeypatch):
+    """A directory as the kind of path under test, with the file system it
+    must resolve to."""
+    if request.param == "os-bare":
+        from pyspark import SparkContext
+
+        monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+        assert storage.filesystem().name == "local"
+    else:
+        assert storage.filesystem().name == "hadoop"
+    if request.param == "hadoop-file-uri":
+        return f"file://{tmp_path}"
+    return str(tmp_path)
+
+
+def test_read_write_list_delete_rename_copy(base, tmp_path):
+    p = storage.join(base, "a", "b.json")
+    storage.write_json(p, {"x": 1})
+    storage.write_json(p, {"x": 2})  # replaced
+    assert storage.read_json(p) == {"x": 2}
+    assert json.loads((tmp_path / "a" / "b.json").read_text()) == {"x": 2}
+    assert storage.listdir(storage.join(base, "a")) == ["b.json"]  # no .crc, no temporaries
+    assert storage.is_dir(storage.join(base, "a")) and not storage.is_dir(p)
+    storage.write_bytes(storage.join(base, "a", "c.bin"), b"\x00\xff" * 1000, atomic=False)
+    assert storage.read_bytes(storage.join(base, "a", "c.bin")) == b"\x00\xff" * 1000
+    storage.copy(storage.join(base, "a"), storage.join(base, "copy"))
+    assert sorted(os.listdir(tmp_path / "copy")) == ["b.json", "c.bin"]
+    with pytest.raises(FileExistsError):
+        storage.rename(storage.join(base, "a"), storage.join(base, "copy"))  # never *into* it
+    storage.rename(storage.join(base, "a"), storage.join(base, "moved"))
+    assert not storage.exists(storage.join(base, "a")) and (tmp_path / "moved" / "c.bin").exists()
+    storage.delete(storage.join(base, "moved"))
+    storage.delete(storage.join(base, "moved"))  # nothing to delete: no error
+    assert sorted(os.listdir(tmp_path)) == ["copy"]
+    with pytest.raises(FileNotFoundError, match="nope"):
+        storage.read_bytes(storage.join(base, "nope"))
+
+
+def test_qualify_is_absolute_and_relative_paths_are_the_working_directory(
+    base, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    storage.write_text("rel/x.txt", "hi")
+    assert (tmp_path / "rel" / "x.txt").read_text() == "hi"
+    q = storage.qualify("rel/x.txt")
+    assert q.endswith(f"{tmp_path}/rel/x.txt") and storage.read_text(q) == "hi"
+
+
+def test_without_a_session_only_local_paths(spark, monkeypatch):
+    from pyspark import SparkContext
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    with pytest.raises(InputError, match="hdfs:// path needs the Hadoop FileSystem"):
+        storage.exists("hdfs://namenode:8020/data/train")
+
+
+def _failing_second_rename(monkeypatch):
+    """Make the file system's second rename fail: publish's 'new one in'."""
+    fs = storage.filesystem()
+    real = fs.rename
+    calls = []
+
+    def rename(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:
+            raise OSError("injected failure between the renames")
+        real(src, dst)
+
+    monkeypatch.setattr(fs, "rename", rename)
+    return calls
+
+
+def test_publish_moves_the_old_aside_and_a_failure_between_renames_puts_it_back(
+    base, tmp_path, monkeypatch
+):
+    target = storage.join(base, "out")
+    storage.write_text(storage.join(target, "v"), "old")
+    tmp = storage.sibling(target, "tmp")
+    storage.write_text(storage.join(tmp, "v"), "new")
+    calls = _failing_second_rename(monkeypatch)
+    with pytest.raises(OSError, match="injected"):
+        storage.publish(tmp, target, overwrite=True)
+    assert calls[0][1].split("/")[-1].startswith(".out.old-")  # the old one was moved aside
+    assert (tmp_path / "out" / "v").read_text() == "old"  # and put back
+    monkeypatch.undo()
+    with pytest.raises(InputError, match="exists"):
+        storage.publish(tmp, target, overwrite=False)
+    storage.publish(tmp, target, overwrite=True)
+    assert (tmp_path / "out" / "v").read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["out"]  # nothing left beside it
+
+
+def test_sweep_restores_an_orphaned_old_and_removes_temporaries(base, tmp_path):
+    # a kill between the renames: the model is only in its .old- sibling
+    storage.write_text(storage.join(base, ".model.old-0123abcd", "m"), "good")
+    storage.write_text(storage.join(base, ".model.tmp-89abcdef", "m"), "partial")
+    storage.write_text(storage.join(base, ".report.json.tmp-00000000"), "{")
+    storage.write_text(storage.join(base, ".preds.tmp-11111111-work", "x"), "scratch")
+    # an output present and an .old- left beside it: the .old- goes
+    storage.write_text(storage.join(base, "data", "d"), "current")
+    storage.write_text(storage.join(base, ".data.old-22222222", "d"), "older")
+    storage.write_text(storage.join(base, ".unrelated"), "keep")
+    done = storage.sweep(base)
+    assert len(done) == 5, done
+    assert sorted(os.listdir(tmp_path)) == [".unrelated", "data", "model"]
+    assert (tmp_path / "model" / "m").read_text() == "good"
+    assert (tmp_path / "data" / "d").read_text() == "current"
+    storage.write_text(storage.join(base, ".other.tmp-33333333"), "x")
+    assert storage.sweep(base, names={"model"}) == []  # only the outputs asked for
+    assert storage.sweep(storage.join(base, "missing")) == []
+
+
+def test_a_second_writer_is_refused_naming_path_and_owner(base, tmp_path):
+    target = storage.join(base, "run")
+    with storage.output_lock(target, command="train") as lock:
+        assert lock.endswith("/.run.lock")
+        owner = json.loads((tmp_path / ".run.lock").read_text())
+        assert owner["host"] == socket.gethostname() and owner["pid"] == os.getpid()
+        with storage.output_lock(target):  # the same process re-enters (pipeline -> fit)
+            pass
+        assert (tmp_path / ".run.lock").exists()
+        # another process: refused, naming the output and the owner
+        code = (
+            "import sys; from sparkmaxent import storage\n"
+            "try:\n"
+            f"    with storage.output_lock({str(tmp_path / 'run')!r}): pass\n"
+            "except Exception as e:\n"
+            "    print(type(e).__name__, e); sys.exit(2)\n"
+        )
+        r = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+        assert r.returncode == 2, r.stderr
+        assert "InputError" in r.stdout and f"{tmp_path}/run" in r.stdout
+        assert f"pid {os.getpid()} on {socket.gethostname()}" in r.stdout and "train" in r.stdout
+    assert not (tmp_path / ".run.lock").exists()  # released
+
+
+def test_a_lock_of_a_dead_process_or_too_old_is_recovered(base, tmp_path, caplog):
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)
+    lock = tmp_path / ".run.lock"
+    lock.write_text(json.dumps({"host": socket.gethostname(), "pid": pid, "started": "x"}))
+    with caplog.at_level("WARNING"), storage.output_lock(storage.join(base, "run")):
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert f"process {pid} on this host is gone" in caplog.text
+    # another host's lock: held, unless older than lock_stale_s
+    lock.write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "x"}))
+    with pytest.raises(InputError, match="pid 1 on elsewhere"):
+        with storage.output_lock(storage.join(base, "run"), stale_s=3600):
+            pass
+    old = os.path.getmtime(lock) - 7200
+    os.utime(lock, (old, old))
+    with storage.output_lock(storage.join(base, "run"), stale_s=3600):
+        pass
+    assert not lock.exists()
+
+
+def test_check_writable_names_the_directory(base, tmp_path):
+    storage.check_writable(storage.join(base, "new", "dir"))
+    assert os.listdir(tmp_path / "new" / "dir") == []
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(InputError, match=f"output .*{tmp_path}/file/x is not writable"):
+        storage.check_writable(storage.join(base, "file", "x"))
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):
+            pytest.skip("running as root: permissions are not enforced")
+        with pytest.raises(InputError, match=f"output .*{ro}/x is not writable"):
+            storage.check_writable(storage.join(base, "ro", "x"))
+    finally:
+        ro.chmod(0o700)
+
+
+def test_write_atomic_leaves_nothing_on_failure(base, tmp_path, monkeypatch):
+    storage.write_text(storage.join(base, "f.json"), "old")
+    fs = storage.filesystem()
+
+    def fail(src, dst):
+        raise OSError("injected")
+
+    monkeypatch.setattr(fs, "replace_file", fail)
+    with pytest.raises(OSError, match="injected"):
+        storage.write_text(storage.join(base, "f.json"), "new")
+    assert os.listdir(tmp_path) == ["f.json"] and (tmp_path / "f.json").read_text() == "old"
+
+
+def test_siblings_and_join_of_uris():
+    assert storage.split("hdfs://nn:8020/a/b") == ("hdfs://nn:8020/a", "b")
+    assert storage.split("file:///b") == ("file:///", "b")
+    assert storage.join("s3a://bucket/x/", "y", "z") == "s3a://bucket/x/y/z"
+    s = storage.sibling("abfss://c@acct.dfs.core.windows.net/runs/m", "tmp")
+    assert s.startswith("abfss://c@acct.dfs.core.windows.net/runs/.m.tmp-")
+    assert atomic_module._SIBLING.match(s.rsplit("/", 1)[1])
+    assert fs_module.scheme("hdfs:///x") == "hdfs" and fs_module.scheme("/x:y") == ""
