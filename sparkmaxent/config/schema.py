@@ -180,6 +180,13 @@ class DataConfig(Section):
         0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
     )
     synthetic: dict = key({}, 'SyntheticSpec fields for format = "synthetic".')
+    in_process_max_events: int = key(
+        100_000,
+        "Datasets of at most this many events are trained (train.backend = "
+        '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
+        "process, without per-row Spark work; 0: never.",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True)
@@ -289,6 +296,13 @@ class IfsConfig(Section):
         500,
         "sgc-lookahead: after a selection, recompute the next L "
         "candidates' gains (Zhou et al. used 500).",
+        ge=0,
+    )
+    gain_l2: float = key(
+        0.0,
+        "gamma2 of penalized gains, max_alpha G(alpha) - gamma2 alpha^2 / 2 "
+        "(mean units, as train.l2): a feature seen with one label no longer "
+        "wins at the alpha cap; 0: the plain gains of the papers.",
         ge=0,
     )
     reestimate_every: int = key(

@@ -16,10 +16,10 @@ from dataclasses import asdict
 
 from .checks import check_raw, raw_stats
 from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
-from .fingerprint import events_fingerprint_spark, vocabulary_fingerprint_spark
 from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
+from .load import dataset_fingerprints
 from .publish import check_out_dir, publish, temp_sibling, write_events, write_features
 from .raw import KIND_EVENT, RawSource, read_files, read_table
 from .readers import FORMATS, InputError
@@ -42,6 +42,7 @@ def prepare(
     quarantine: bool = False,
     overwrite: bool = False,
     require_labels: bool = True,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Prepare text files of a registered format as a dataset (``schema.py``).
 
@@ -81,6 +82,10 @@ def prepare(
         Training data: require >= 2 labels (multiclass) or a correct
         candidate in every event (candidate sets). Not checked with
         ``vocabulary``.
+    in_process_max_events : int
+        Fingerprint a dataset of at most this many events in this process
+        rather than with two more Spark jobs (``data.in_process_max_events``;
+        0: on Spark). The fingerprints are the same either way.
 
     Returns
     -------
@@ -115,6 +120,7 @@ def prepare(
         overwrite=overwrite,
         require_labels=require_labels,
         t0=t0,
+        in_process_max_events=in_process_max_events,
     )
 
 
@@ -208,6 +214,7 @@ def _run(
     overwrite: bool,
     require_labels: bool,
     t0: float,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Check the run's settings, build the dataset in a temporary directory
     and publish it; on any failure the temporary directory is removed."""
@@ -238,6 +245,7 @@ def _run(
             quarantine=quarantine,
             require_labels=require_labels,
             cached=cached,
+            in_process_max_events=in_process_max_events,
         )
         publish(tmp, out_dir, overwrite)
     except BaseException:
@@ -276,6 +284,7 @@ def _build(
     quarantine: bool,
     require_labels: bool,
     cached: list,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """The stages from the persisted raw events to a complete dataset in ``tmp``."""
     from pyspark.sql import functions as F
@@ -317,9 +326,8 @@ def _build(
         feature_occurrences=int(occurrences),
         unknown_labels=unknown_labels,
         unseen_labels=unseen_labels,
-        events_fingerprint=events_fingerprint_spark(spark, tmp, src.shape),
-        vocabulary_fingerprint=vocabulary_fingerprint_spark(
-            spark, tmp, src.shape, int(n_ids), labels
+        **dataset_fingerprints(
+            spark, tmp, src.shape, int(n_ids), labels, n_events <= in_process_max_events
         ),
     )
     info.source.update(
