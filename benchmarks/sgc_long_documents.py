@@ -1,4 +1,4 @@
-"""SGC on long documents: passes per stage, and the penalized-gain default.
+"""SGC on long documents: passes per stage, and the gain prior's default.
 
 The Brown genre task (one document per file, genre = the file name's
 letter, bag of words of lower-cased alphabetic tokens with their counts as
@@ -7,7 +7,7 @@ split again 4:1 into sub-train and held-out, and only those are used here
 (the test part is not read). Datasets are written in-process.
 
 Rows: for counts (``word:n``) and binary features, SGC's passes per stage;
-for each ``train.ifs.gain_l2`` of ``--gain-l2``, held-out accuracy and loss
+for each ``train.ifs.gain_prior_variance`` of ``--prior-variance``, held-out accuracy and loss
 after 25..``--stages`` stages, the stage of the best held-out loss, and the
 final training loss.
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default=None, help="the Brown corpus directory")
     parser.add_argument("--stages", type=int, default=400)
     parser.add_argument("--pass-stages", type=int, default=40)
-    parser.add_argument("--gain-l2", type=float, nargs="+", default=[0.0, 1e-4, 1e-3, 1e-2])
+    parser.add_argument("--prior-variance", type=float, nargs="+", default=[0.0, 1.0, 0.1])
     parser.add_argument("--output", default=os.path.join(RESULTS, "sgc_long_documents.json"))
     args = start(parser, argv)
     docs = brown_documents(args.data or shared_corpus("brown"))
@@ -110,20 +110,20 @@ def main(argv: list[str] | None = None) -> None:
                 os.path.join(work, f"{kind}-sub"),
                 os.path.join(work, f"{kind}-held"),
                 args.pass_stages,
-                gain_l2=0.0,
+                gain_prior_variance=0.0,
             )
             rows.append({"experiment": "passes", "features": kind, **res})
-        for g in args.gain_l2:
+        for s2 in args.prior_variance:
             res = run_sgc(
                 os.path.join(work, "counts-sub"),
                 os.path.join(work, "counts-held"),
                 args.stages,
-                gain_l2=g,
+                gain_prior_variance=s2,
             )
-            rows.append({"experiment": "gain_l2", "features": "counts", "gain_l2": g, **res})
+            rows.append({"experiment": "prior", "features": "counts", "prior_variance": s2, **res})
     print_table(
         rows,
-        ["experiment", "features", "gain_l2", "stages", "passes_per_stage"]
+        ["experiment", "features", "prior_variance", "stages", "passes_per_stage"]
         + ["best_heldout_loss_stage", "accuracy_at_best_loss", "final_training_loss"],
     )
     write_result(
