@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
             row.update(one_run(cfg, os.path.join(args.work, f"out-{name}")))
             rows.append(row)
             print(json.dumps(row), flush=True)
+            write_result(args.output, rows, note="partial: the runs so far")
     summary = {
         name: {
             key: statistics.median(x[key] for x in rows if x["setting"] == name)
