@@ -186,6 +186,9 @@ def run(ds: Dataset, method: str, variant: str, cfg_kw: dict, out_dir: str) -> t
     from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
+    # the former defaults (uniform model prior, sigma^2 = W) unless a row sets
+    # them, as in the committed results
+    cfg_kw = {"model_prior": "uniform", "prior_variance": 0.0, **cfg_kw}
     cfg_kw = {**cfg_kw, "max_seconds": ds.max_seconds}
     cfg = train_config(method=method, backend="local", plots=False, **cfg_kw)
     curve = Curve(ds)

@@ -186,6 +186,7 @@ def run_selection(
         reestimate_every=reestimate_every,
         l2=gamma2,
         gtol=REFIT_GTOL,
+        gain_prior_variance=0.0,  # Zhou et al.'s plain gains, as in the committed results
     )
     label = f"{method}-reestimate-{reestimate_every}" if reestimate_every else method
     t0 = time.perf_counter()

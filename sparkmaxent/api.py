@@ -45,7 +45,7 @@ def train_model(
     Selection methods checkpoint every round into ``<output_dir>/checkpoint``
     and write their plots to ``<output_dir>/plots``; ``resume`` continues
     from that checkpoint."""
-    from .backends.factory import make_backend
+    from .backends.factory import backend_kind, make_backend
     from .data.schema import DatasetInfo
     from .model import MaxentModel, feature_names_for
     from .train import train
@@ -57,8 +57,9 @@ def train_model(
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
         "pass_timeout_s": cfg.spark.pass_timeout_s,
     }
+    small = cfg.data.in_process_max_events
     backend = make_backend(
-        cfg.train.backend,
+        backend_kind(cfg.train.backend, info.n_events, small),
         train_dir,
         spark=spark,
         bias=bias,
@@ -67,7 +68,7 @@ def train_model(
     )
     heldout = (
         make_backend(
-            cfg.train.backend,
+            backend_kind(cfg.train.backend, DatasetInfo.load(heldout_dir).n_events, small),
             heldout_dir,
             spark=spark,
             bias=bias,
@@ -262,34 +263,45 @@ def check_unknown(
     )
 
 
-def evaluate_model(spark, model, dataset_dir: str, chunks: bool | None = None) -> dict:
+def evaluate_model(
+    spark, model, dataset_dir: str, chunks: bool | None = None, in_process_max_events: int = 0
+) -> dict:
     """Accuracy, per-label P/R/F1 and (IOB tags, or ``chunks``) CoNLL chunk
-    P/R/F1 of a model on a prepared dataset; candidate sets: accuracy."""
+    P/R/F1 of a model on a prepared dataset; candidate sets: accuracy.
+    A dataset of at most ``in_process_max_events`` events is scored in this
+    process (``data.in_process_max_events``), others on Spark."""
     import numpy as np
 
-    from .backends.predict import predictions
+    from .backends.factory import in_process
+    from .backends.predict import predictions, predictions_table
+    from .data.schema import DatasetInfo
     from .evaluate import score_tagging
 
-    frame, bc = predictions(spark, model, dataset_dir)
-    try:
-        if model.space.shape != "multiclass":
-            t = frame.select("predicted", "correct").toArrow()
-            hits = [
-                c[p]
-                for p, c in zip(t.column("predicted").to_pylist(), t.column("correct").to_pylist())
-            ]
-            return {"events": len(hits), "accuracy": float(np.mean(hits)) if hits else float("nan")}
-        t = frame.select("group", "event_id", "label", "predicted").toArrow()
-        return score_tagging(
-            t.column("group").to_numpy(),
-            t.column("event_id").to_numpy(),
-            t.column("label").to_pylist(),
-            t.column("predicted").to_pylist(),
-            model.labels,
-            chunks,
-        )
-    finally:
-        bc.destroy()
+    multiclass = model.space.shape == "multiclass"
+    columns = (
+        ["group", "event_id", "label", "predicted"] if multiclass else ["predicted", "correct"]
+    )
+    if in_process(DatasetInfo.load(dataset_dir).n_events, in_process_max_events):
+        t = predictions_table(model, dataset_dir).select(columns)
+    else:
+        frame, bc = predictions(spark, model, dataset_dir)
+        try:
+            t = frame.select(*columns).toArrow()
+        finally:
+            bc.destroy()
+    if not multiclass:
+        hits = [
+            c[p] for p, c in zip(t.column("predicted").to_pylist(), t.column("correct").to_pylist())
+        ]
+        return {"events": len(hits), "accuracy": float(np.mean(hits)) if hits else float("nan")}
+    return score_tagging(
+        t.column("group").to_numpy(),
+        t.column("event_id").to_numpy(),
+        t.column("label").to_pylist(),
+        t.column("predicted").to_pylist(),
+        model.labels,
+        chunks,
+    )
 
 
 def predict(
@@ -379,21 +391,32 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
             partitions=d.partitions or None,
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
+            in_process_max_events=d.in_process_max_events,
         )
     return dirs
 
 
-def pipeline(spark, cfg: Config, out: str, resume: bool = False) -> dict:
+def pipeline(
+    spark, cfg: Config, out: str, resume: bool = False, phases: dict | None = None
+) -> dict:
     """Prepare (when the config names inputs), train, save and evaluate on
     the test set in one Spark session; returns the report written to
-    ``<out>/report.json``."""
+    ``<out>/report.json``, with each phase's seconds in ``phases_s`` (and
+    the caller's ``phases``, e.g. the Spark start)."""
     started = time.perf_counter()
+    took = dict(phases or {})
     with run_output(cfg, out, "pipeline") as out:
         dirs = make_datasets(spark, cfg, out)
+        took["prepare_s"] = time.perf_counter() - started
         model, report = fit(spark, cfg, dirs["train"], out, dirs["heldout"], resume)
+        took["train_s"] = time.perf_counter() - started - took["prepare_s"]
         full = {"config": cfg.to_dict(), "datasets": dirs, "train": report}
         if dirs["test"]:
-            full["test"] = evaluate_model(spark, model, dirs["test"])
+            t0 = time.perf_counter()
+            small = cfg.data.in_process_max_events
+            full["test"] = evaluate_model(spark, model, dirs["test"], in_process_max_events=small)
+            took["evaluate_s"] = time.perf_counter() - t0
+        full["phases_s"] = {k: round(v, 3) for k, v in took.items()}
         full["wall_s"] = round(time.perf_counter() - started, 3)
         write_json(storage.join(out, PIPELINE_REPORT), full)
     return full

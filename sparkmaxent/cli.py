@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 
 from . import api, storage
@@ -136,6 +137,7 @@ def _prepare(args, cfg) -> int:
         quarantine=args.quarantine,
         overwrite=args.overwrite,
         lock_stale_s=cfg.output.lock_stale_s,
+        in_process_max_events=cfg.data.in_process_max_events,
     )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
@@ -297,7 +299,7 @@ def _evaluate(args, cfg) -> int:
             args.allow_unknown,
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
-        report = api.evaluate_model(spark, model, data, chunks)
+        report = api.evaluate_model(spark, model, data, chunks, cfg.data.in_process_max_events)
     summary = {k: v for k, v in report.items() if k != "per_label"}
     print(json.dumps(summary, indent=2, default=json_default))
     if args.report:
@@ -312,7 +314,10 @@ def _pipeline_args(p: argparse.ArgumentParser) -> None:
 
 def _pipeline(args, cfg) -> int:
     out = args.output or cfg.output.dir
-    full = api.pipeline(api.session(cfg, args.command), cfg, out, args.resume)
+    t0 = time.perf_counter()
+    spark = api.session(cfg, args.command)
+    started = {"spark_start_s": time.perf_counter() - t0}
+    full = api.pipeline(spark, cfg, out, args.resume, phases=started)
     report, test = full["train"], full.get("test", {})
     print(
         f"trained {cfg.train.method}: {report['nonzero_weights']} non-zero weights, "

@@ -100,6 +100,19 @@ def _score_batches(model: MaxentModel, info: DatasetInfo, batches):
             )
 
 
+def predictions_table(model: MaxentModel, dataset_dir: str) -> pa.Table:
+    """The predictions of :func:`predictions` computed in this process (the
+    same scoring code over the events read with pyarrow), for datasets that
+    fit the driver."""
+    from ..data.load import read_events_table
+
+    info = DatasetInfo.load(dataset_dir)
+    check_compatible(model, info, dataset_dir)
+    schema = MULTICLASS_OUTPUT if info.shape == MULTICLASS else CANDIDATES_OUTPUT
+    events = read_events_table(dataset_dir, info)
+    return pa.Table.from_batches(list(_score_batches(model, info, events.to_batches())), schema)
+
+
 def predictions(spark, model: MaxentModel, dataset_dir: str):
     """A DataFrame of predictions for a prepared dataset, plus the broadcast
     of the model to destroy once the DataFrame has been consumed."""

@@ -180,6 +180,13 @@ class DataConfig(Section):
         0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
     )
     synthetic: dict = key({}, 'SyntheticSpec fields for format = "synthetic".')
+    in_process_max_events: int = key(
+        100_000,
+        "Datasets of at most this many events are trained (train.backend = "
+        '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
+        "process, without per-row Spark work; 0: never.",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True)
@@ -291,6 +298,15 @@ class IfsConfig(Section):
         "candidates' gains (Zhou et al. used 500).",
         ge=0,
     )
+    gain_prior_variance: float = key(
+        1.0,
+        "sigma^2 of a Gaussian prior on each new weight, sum units (as "
+        "train.bayes.prior_variance): gains are penalized, max_alpha "
+        "G(alpha) - gamma2 alpha^2 / 2 with gamma2 = 1 / (sigma^2 W), so a "
+        "feature seen with one label no longer wins at the alpha cap and "
+        "the training loss is not driven to 0; 0: the plain gains of the papers.",
+        ge=0,
+    )
     reestimate_every: int = key(
         0,
         "Re-fit all selected weights (with train.l2) every r stages "
@@ -305,10 +321,11 @@ class BayesConfig(Section):
 
     PATH: ClassVar[str] = "train.bayes"
     prior_variance: float = key(
-        0.0,
+        1.0,
         "sigma^2 of the Gaussian prior on each weight, on the "
         "log-likelihood summed over events; also OptMAP's gamma2 = "
-        "1 / (sigma^2 W). 0: sigma^2 = W, the total event weight.",
+        "1 / (sigma^2 W). 0: sigma^2 = W, the total event weight (with "
+        'model_prior = "uniform": the old default, BIC-like).',
         ge=0,
     )
     per_round: int = key(
@@ -324,7 +341,7 @@ class BayesConfig(Section):
         choices=("laplace", "printed"),
     )
     model_prior: str = key(
-        "uniform",
+        "empirical-bayes",
         "Prior over models: uniform (Eq. 13); beta-binomial "
         "(Scott & Berger 2010, log((k+1)/(K-k)) per added feature); "
         "empirical-bayes (George & Foster 2000, log(p/(1-p)) with p <= 1/2 "

@@ -19,7 +19,12 @@ from .. import storage
 from ..errors import InputError
 from ..kernels import CANDIDATES, MULTICLASS
 from ..kernels.blocks import Block, CandidateBlock, MulticlassBlock
-from .fingerprint import events_fingerprint_table
+from .fingerprint import (
+    events_fingerprint_spark,
+    events_fingerprint_table,
+    vocabulary_fingerprint_local,
+    vocabulary_fingerprint_spark,
+)
 from .schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 
 logger = logging.getLogger(__name__)
@@ -67,6 +72,29 @@ def read_events_table(dataset_dir: str, info: DatasetInfo | None = None) -> pa.T
             )
         tables.append(table.select(schema.names).cast(schema))
     return pa.concat_tables(tables)
+
+
+def dataset_fingerprints(
+    spark, dataset_dir: str, shape: str, n_features: int, labels: list[str], in_process: bool
+) -> dict:
+    """``events_fingerprint`` and ``vocabulary_fingerprint`` of a written
+    dataset (DatasetInfo's fields): hashed here with pyarrow when
+    ``in_process`` (a small dataset: two Spark jobs fewer), else on the
+    executors; the same figures either way (data/fingerprint.py)."""
+    if not in_process:
+        return {
+            "events_fingerprint": events_fingerprint_spark(spark, dataset_dir, shape),
+            "vocabulary_fingerprint": vocabulary_fingerprint_spark(
+                spark, dataset_dir, shape, n_features, labels
+            ),
+        }
+    events = read_events_table(dataset_dir, DatasetInfo(shape=shape, n_features=n_features))
+    return {
+        "events_fingerprint": events_fingerprint_table(events, shape),
+        "vocabulary_fingerprint": vocabulary_fingerprint_local(
+            dataset_dir, shape, n_features, labels
+        ),
+    }
 
 
 def read_blocks(

@@ -15,10 +15,10 @@ from dataclasses import asdict
 from .. import storage
 from .checks import check_raw, raw_stats
 from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
-from .fingerprint import events_fingerprint_spark, vocabulary_fingerprint_spark
 from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
+from .load import dataset_fingerprints
 from .publish import write_events, write_features
 from .raw import KIND_EVENT, RawSource, read_files, read_table
 from .readers import FORMATS, InputError
@@ -42,6 +42,7 @@ def prepare(
     overwrite: bool = False,
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Prepare text files of a registered format as a dataset (``schema.py``).
 
@@ -85,6 +86,10 @@ def prepare(
         Training data: require >= 2 labels (multiclass) or a correct
         candidate in every event (candidate sets). Not checked with
         ``vocabulary``.
+    in_process_max_events : int
+        Fingerprint a dataset of at most this many events in this process
+        rather than with two more Spark jobs (``data.in_process_max_events``;
+        0: on Spark). The fingerprints are the same either way.
 
     Returns
     -------
@@ -120,6 +125,7 @@ def prepare(
         require_labels=require_labels,
         lock_stale_s=lock_stale_s,
         t0=t0,
+        in_process_max_events=in_process_max_events,
     )
 
 
@@ -216,6 +222,7 @@ def _run(
     require_labels: bool,
     lock_stale_s: float,
     t0: float,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Check the run's settings, then under the output's lock (temporaries
     of killed runs swept first) build the dataset in a temporary sibling and
@@ -241,6 +248,7 @@ def _run(
             n_parts=partitions or spark.sparkContext.defaultParallelism,
             quarantine=quarantine,
             require_labels=require_labels,
+            in_process_max_events=in_process_max_events,
         )
     logger.info(
         "prepared %s: %d events (total weight %g), %d features, %d labels, "
@@ -293,6 +301,7 @@ def _build(
     quarantine: bool,
     require_labels: bool,
     cached: list,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """The stages from the persisted raw events to a complete dataset in ``tmp``."""
     from pyspark.sql import functions as F
@@ -334,9 +343,8 @@ def _build(
         feature_occurrences=int(occurrences),
         unknown_labels=unknown_labels,
         unseen_labels=unseen_labels,
-        events_fingerprint=events_fingerprint_spark(spark, tmp, src.shape),
-        vocabulary_fingerprint=vocabulary_fingerprint_spark(
-            spark, tmp, src.shape, int(n_ids), labels
+        **dataset_fingerprints(
+            spark, tmp, src.shape, int(n_ids), labels, n_events <= in_process_max_events
         ),
     )
     info.source.update(

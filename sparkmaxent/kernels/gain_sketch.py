@@ -6,9 +6,12 @@ the logits of the model mass on the candidates where g fires, in bins of
 width ``bin_width``, keeping per bin the sums (c, c t, c t^2). For binary
 features the bin-mean approximation errs by at most V / 8 (V the within-bin
 variance sum), uniformly in alpha, so the 1-D Newton can run on the driver
-at no pass (``solvers/gains.py``); real-valued features are marked
-(``GainSketch.valid``) and fitted exactly. The bound and its second-order
-refinement: docs/methods/ifs-sgc.md, "The gain sketch".
+at no pass (``solvers/gains.py``). Multiclass features with several values
+(counts, tf-idf) get one histogram per (candidate, value): the same bound
+holds row by row, so they need no exact passes either. Real-valued
+candidate-set features are marked (``GainSketch.valid``) and fitted
+exactly. The bound and its second-order refinement: docs/methods/ifs-sgc.md,
+"The gain sketch".
 """
 
 from __future__ import annotations
@@ -40,6 +43,42 @@ _MAX_SIGMA2 = 1.0 / (6.0 * math.sqrt(3.0))
 
 def _n_bins(bin_width: float) -> int:
     return 2 * int(math.ceil(LOGIT_CLIP / bin_width)) + 2
+
+
+def _aggregate_values(
+    keys: np.ndarray, c: np.ndarray, t: np.ndarray, v: np.ndarray, bin_width: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unique (key, value) rows, ordered by key then value, with per-row
+    sums (c, c t, c t^2) and the row values: ``_aggregate`` with each
+    distinct value folded into the key's group, so rows of different
+    feature values never mix."""
+    uv, code = np.unique(v, return_inverse=True)
+    nv = max(len(uv), 1)
+    if nv == 1:
+        uk, sums = _aggregate(keys, c, t, bin_width)
+        return uk, sums, np.full(len(uk), uv[0] if len(uv) else 0.0)
+    nb = _n_bins(bin_width)
+    group, b = np.divmod(keys, nb)
+    if (float(group.max()) + 1) * nv * nb >= 2.0**62:
+        raise ValueError("too many distinct feature values in one sketch block for int64 keys")
+    folded, sums = _aggregate((group * nv + code) * nb + b, c, t, bin_width)
+    g, b = np.divmod(folded, nb)
+    g, vc = np.divmod(g, nv)
+    uk, vals = g * nb + b, uv[vc]
+    order = np.lexsort((vals, uk))
+    return uk[order], sums[order], vals[order]
+
+
+def _merge_rows(
+    keys: np.ndarray, vals: np.ndarray, sums: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows with equal (key, value) summed, ordered by key then value."""
+    if not len(keys):
+        return keys, vals, sums
+    order = np.lexsort((vals, keys))
+    k, v, s = keys[order], vals[order], sums[order]
+    start = np.flatnonzero(np.r_[True, (k[1:] != k[:-1]) | (v[1:] != v[:-1])])
+    return k[start], v[start], np.add.reduceat(s, start, axis=0)
 
 
 def _aggregate(
@@ -92,9 +131,13 @@ class GainSketch:
     bin_width : float
         Width of a logit bin.
     keys : ndarray of int64, shape (R,)
-        Sorted row keys.
+        Row keys, sorted (a key repeats once per feature value).
     sums : ndarray, shape (R, 3)
         Per row: sum c, sum c t, sum c t^2 over the events (pairs) in it.
+    vals : ndarray, shape (R,)
+        Per row: the feature value of its events (multiclass candidates;
+        0 for candidate sets and the centering rows, whose value is
+        ``v_lo`` or ``v0``).
     v_lo, v_hi : ndarray, shape (n,)
         Smallest and largest feature value where each candidate fires
         (+inf / -inf if it never fires).
@@ -115,6 +158,7 @@ class GainSketch:
     v0: np.ndarray
     labels: np.ndarray
     weight: float
+    vals: np.ndarray = field(default_factory=lambda: np.zeros(0))
     _rows: dict | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -124,14 +168,16 @@ class GainSketch:
     @property
     def nbytes(self) -> int:
         """Size of the arrays shipped to the driver."""
-        return int(self.keys.nbytes + self.sums.nbytes + 4 * self.v0.nbytes)
+        return int(self.keys.nbytes + self.sums.nbytes + self.vals.nbytes + 4 * self.v0.nbytes)
 
     def merge(self, other: GainSketch) -> GainSketch:
         if other.bin_width != self.bin_width or other.n_candidates != self.n_candidates:
             raise ValueError("cannot merge sketches of different batches or bin widths")
-        uk, inv = np.unique(np.concatenate([self.keys, other.keys]), return_inverse=True)
-        both = np.concatenate([self.sums, other.sums])
-        sums = np.stack([_sum_by(inv, both[:, j], len(uk)) for j in range(3)], axis=1)
+        uk, vals, sums = _merge_rows(
+            np.concatenate([self.keys, other.keys]),
+            np.concatenate([self.vals, other.vals]),
+            np.concatenate([self.sums, other.sums]),
+        )
         return GainSketch(
             self.bin_width,
             uk,
@@ -141,15 +187,17 @@ class GainSketch:
             self.v0,
             self.labels,
             self.weight + other.weight,
+            vals,
         )
 
     @property
     def valid(self) -> np.ndarray:
-        """bool (n,): the candidate has one value where it fires (or never
-        fires), so the sketch represents it; others need method (a)."""
+        """bool (n,): the sketch represents the candidate: a multiclass one
+        (its rows carry their values), or one with a single value where it
+        fires (or that never fires); others need method (a)."""
         fires = np.isfinite(self.v_lo)
         same = np.abs(self.v_hi - self.v_lo) <= 1e-12 * np.maximum(1.0, np.abs(self.v_lo))
-        return ~fires | same
+        return (self.labels >= 0) | ~fires | same
 
     def rows(self) -> dict:
         """Rows ready for evaluation (computed once): candidate, side sign
@@ -164,7 +212,8 @@ class GainSketch:
         cand_list = [slot[fire]]
         sd_list = [side[fire]]
         sums_list = [self.sums[fire]]
-        vals_list = [v_fire[slot[fire]]]
+        own = self.labels[slot[fire]] >= 0  # multiclass rows carry their value
+        vals_list = [np.where(own, self.vals[fire], v_fire[slot[fire]])]
         centered = np.flatnonzero(self.v0 != 0)
         if centered.size:
             # events where p does not fire = all events of label k minus the
@@ -286,18 +335,21 @@ def gain_sketch(
         v_lo, v_hi = _minmax_by(b.owner, b.v, n)
         cor = b.yk > 0
         parts = [
-            (_bin_keys(b.owner, 0, b.t, bin_width), b.cw, b.t),
+            (_bin_keys(b.owner, 0, b.t, bin_width), b.cw, b.t, b.v),
             # correct side of a multiclass event: deterministic, t = +inf
             (
                 _bin_keys(b.owner[cor], 1, np.full(cor.sum(), LOGIT_CLIP), bin_width),
                 b.cw[cor],
                 np.full(cor.sum(), LOGIT_CLIP),
+                b.v[cor],
             ),
         ]
         for label in np.unique(b.k[b.v0 != 0]):
             t = b.T[:, label]
             yes = b.y == label
-            parts.append((_bin_keys(np.full(len(t), n + label), 0, t, bin_width), b.c, t))
+            parts.append(
+                (_bin_keys(np.full(len(t), n + label), 0, t, bin_width), b.c, t, np.zeros(len(t)))
+            )
             parts.append(
                 (
                     _bin_keys(
@@ -305,6 +357,7 @@ def gain_sketch(
                     ),
                     b.c[yes],
                     np.full(yes.sum(), LOGIT_CLIP),
+                    np.zeros(yes.sum()),
                 )
             )
         labels, v0 = b.k, b.v0
@@ -324,14 +377,16 @@ def gain_sketch(
             lq = mx + np.log(np.add.reduceat(np.exp(sd.lq - mx[pair]), starts))
             with np.errstate(invalid="ignore"):
                 t = np.clip(np.nan_to_num(lq - sd.lr, nan=-LOGIT_CLIP), -LOGIT_CLIP, LOGIT_CLIP)
-            parts.append((_bin_keys(sd.cand, side_id, t, bin_width), sd.c, t))
+            parts.append((_bin_keys(sd.cand, side_id, t, bin_width), sd.c, t, np.zeros(len(t))))
         labels, v0 = np.full(n, -1, dtype=np.int64), np.zeros(n)
     if parts:
-        keys, c, t = (np.concatenate(a) for a in zip(*parts))
+        keys, c, t, v = (np.concatenate(a) for a in zip(*parts))
     else:
-        keys, c, t = np.zeros(0, np.int64), np.zeros(0), np.zeros(0)
-    uk, sums = _aggregate(keys, c, t, bin_width)
-    return GainSketch(float(bin_width), uk, sums, v_lo, v_hi, v0, labels, float(block.c.sum()))
+        keys, c, t, v = np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0)
+    uk, sums, vals = _aggregate_values(keys, c, t, v, bin_width)
+    return GainSketch(
+        float(bin_width), uk, sums, v_lo, v_hi, v0, labels, float(block.c.sum()), vals
+    )
 
 
 @dataclass(frozen=True)

@@ -74,28 +74,50 @@ class Incremental:
         self.candidates = np.flatnonzero(counts > 0).astype(np.int64)
         self.counts = counts
         self.gain_evaluations = 0
+        # penalized gains (train.ifs.gain_prior_variance, sum units as in
+        # fit_gains): gamma2 = 1 / (sigma^2 W) in the mean units of L
+        s2 = float(ctx.config.ifs.gain_prior_variance)
+        self.prior_variance = s2 if s2 > 0 else None
+        self.gain_l2 = (
+            1.0 / (s2 * self.initial_loss_pass(Weights.zeros(self.space)).weight) if s2 > 0 else 0.0
+        )
         log.info("%s: %d candidate features", spec.name, len(self.candidates))
 
     # -- gains --------------------------------------------------------------
 
     def fit(self, weights: Weights, ids: np.ndarray) -> GainFit:
+        """Gains of ``ids`` against ``weights``; with a prior
+        (``gain_prior_variance``) the penalized gain max_alpha G(alpha) -
+        gamma2 alpha^2 / 2, gamma2 = 1 / (sigma^2 W): the new weight's MAP
+        under a Gaussian prior (as in Daume 2004's mean-field fits)."""
         fit = fit_gains(
             self.ctx.backend,
             weights,
             ids,
             self.ctx.scaling,
             method=self.ctx.config.selection.gain_method,
+            prior_variance=self.prior_variance,
         )
+        if self.prior_variance is not None:
+            fit.gain = fit.gain - 0.5 * self.gain_l2 * fit.alpha**2
         self.gain_evaluations += len(ids)
         return fit
 
-    def initial_loss(self, weights: Weights) -> float:
-        lg = checked_pass(
+    def loss_decrease(self, gain: float, alpha: float) -> float:
+        """The decrease of the loss L when a feature of (penalized) ``gain``
+        is added at ``alpha``: the gain itself unless it is penalized."""
+        return gain + 0.5 * self.gain_l2 * alpha * alpha if self.prior_variance else gain
+
+    def initial_loss_pass(self, weights: Weights):
+        return checked_pass(
             self.ctx.backend.run(
                 LossGradTask(self.space, weights, self.ctx.scaling, np.zeros(0, dtype=np.int64))
             ),
             "loss pass",
         )
+
+    def initial_loss(self, weights: Weights) -> float:
+        lg = self.initial_loss_pass(weights)
         return lg.loss / lg.weight
 
     def _sgc_initial(self, weights: Weights) -> dict:
@@ -107,7 +129,10 @@ class Incremental:
         at = np.zeros(n, dtype=np.int64)  # stage at which gain[j] was computed
         ids = self.candidates
         closed = (
-            self.space.shape == MULTICLASS and self.ctx.scaling is None and len(weights.values) == 0
+            self.space.shape == MULTICLASS
+            and self.ctx.scaling is None
+            and len(weights.values) == 0
+            and self.prior_variance is None  # the closed form is of unpenalized gains
         )
         if closed:
             m = self.ctx.backend.run(MomentsTask())
@@ -191,7 +216,7 @@ class Incremental:
                 f"best gain {g:.4g} <= gain_threshold {cfg.ifs.gain_threshold:g}",
             )
         new = add_feature(weights, j, a)
-        objective = objective - g  # G is exact at alpha: L(S + f) = L(S) - G
+        objective = objective - self.loss_decrease(g, a)  # exact at alpha: L(S + f) = L(S) - G
         reestimated = False
         if cfg.ifs.reestimate_every and stage % cfg.ifs.reestimate_every == 0:
             new, objective = self.reestimate(new)

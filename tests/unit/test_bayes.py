@@ -349,10 +349,32 @@ def generated():
     return data, Space(MULTICLASS, SPEC.n_predicates, SPEC.n_labels, bias=True)
 
 
+#: the former default, kept by name: Eq. 13's uniform model prior with sigma^2 = W
+UNIFORM_W = dict(model_prior="uniform", prior_variance=0.0)
+
+
 def bf_config(**kw) -> TrainConfig:
-    base = dict(method="bayes-factor", per_round=10, plots=False)
+    """The uniform prior at sigma^2 = W unless ``kw`` says otherwise (the
+    tests below compare the model priors and sigma^2 against it)."""
+    base = dict(method="bayes-factor", per_round=10, plots=False, **UNIFORM_W)
     base.update(kw)
     return train_config(**base)
+
+
+def test_default_prior_is_empirical_bayes_at_unit_variance(generated):
+    """The documented default (docs/methods/bayes-factor.md): the
+    empirical-Bayes model prior with sigma^2 = 1; it stops by itself with a
+    precise support, with fewer features than the former uniform sigma^2 = W."""
+    data, space = generated
+    cfg = train_config(method="bayes-factor", per_round=10, plots=False)
+    assert (cfg.bayes.model_prior, cfg.bayes.prior_variance) == ("empirical-bayes", 1.0)
+    res = train(LocalBackend(split_block(data.block(), 2), space), cfg)
+    rep = res.report
+    assert rep["prior_variance"] == 1.0 and rep["l2"] == pytest.approx(1.0 / SPEC.n_events)
+    assert rep["bf_model_prior"] == "empirical-bayes" and rep["stopped_by_rule"]
+    rec = synthetic.support_recovery(selected_pairs(data, rep), data)
+    assert rec["precision"] >= 0.9, rec
+    assert rec["n_copies_of_selected"] == 0
 
 
 def selected_pairs(data, report) -> set:

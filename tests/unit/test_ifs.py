@@ -50,8 +50,15 @@ def generated():
 
 
 def config(method, **kw) -> TrainConfig:
+    # the plain gains of the papers unless a test asks for the prior
     base = dict(
-        method=method, max_features=40, gain_threshold=0.0, batch=16, lookahead=24, plots=False
+        method=method,
+        max_features=40,
+        gain_threshold=0.0,
+        batch=16,
+        lookahead=24,
+        plots=False,
+        gain_prior_variance=0.0,
     )
     base.update(kw)
     return train_config(**base)
@@ -381,3 +388,63 @@ def test_ties_go_to_the_lowest_id_in_ifs_and_sgc():
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
     assert not d.ties and d.agree >= 2
     assert ifs.report["selected"][0] % 2 == 0 == sgc.report["selected"][0] % 2
+
+
+# ---- penalized gains (train.ifs.gain_prior_variance) ----------------------------
+
+
+@pytest.mark.parametrize("method", ["ifs", "sgc"])
+def test_penalized_gains_are_the_decrease_of_the_l2_objective(method):
+    """With gain_prior_variance = 1 / (gamma2 W) a stage adds the feature with the largest
+    max_alpha G(alpha) - gamma2 alpha^2 / 2 (IFS and SGC alike), the loss
+    still falls by exactly G at the chosen alpha, and a predicate seen with
+    one label no longer goes to the alpha cap."""
+    from scipy.optimize import minimize_scalar
+
+    block, space = real_multiclass()
+    # predicate 0 fires on two events, both of label 0: separable, alpha -> cap
+    X = block.X.tolil()
+    X[:, 0] = 0.0
+    first0 = np.flatnonzero(block.y == 0)[:2]
+    X[first0, 0] = 1.0
+    block = type(block)(X=X.tocsr(), y=block.y, c=block.c, n_labels=block.n_labels)
+    gamma2 = 1e-2
+    s2 = float(1.0 / (gamma2 * block.c.sum()))  # the prior variance giving gamma2
+    plain = run(block, space, method, max_features=12, gain_prior_variance=0.0)
+    pen = run(block, space, method, max_features=12, gain_prior_variance=s2)
+    rounds = pen.report["rounds"]
+    assert max(abs(r["alpha"]) for r in plain.report["rounds"]) == pytest.approx(30.0)
+    assert max(abs(r["alpha"]) for r in rounds) < 10  # nowhere near the cap of 30
+    # the first stage's pick: the best penalized gain by brute force over candidates
+    start = bias_only(block, space)
+    L0 = loss_at(block, space, start)
+    brute = {}
+    for j in np.flatnonzero(np.bincount(block.X.nonzero()[1], minlength=30) > 0):
+        for k in range(space.n_labels):
+            fid = int(j) * space.n_labels + k
+
+            def neg(a, fid=fid):
+                w = add_weight(start, fid, a)
+                return loss_at(block, space, w) - L0 + 0.5 * gamma2 * a * a
+
+            brute[fid] = -minimize_scalar(neg, bounds=(-30, 30), method="bounded").fun
+    best = max(brute, key=brute.get)
+    assert rounds[0]["feature"] == best
+    assert rounds[0]["gain"] == pytest.approx(brute[best], rel=1e-5)
+    # the objective is the loss L, falling by the unpenalized G at each alpha
+    assert pen.report["objective"] == pytest.approx(loss_at(block, space, pen.weights), rel=1e-9)
+    # penalized gains rank differently from the plain ones here
+    assert [r["feature"] for r in plain.report["rounds"]] != [r["feature"] for r in rounds]
+
+
+def bias_only(block, space):
+    from sparkmaxent.kernels import Weights
+
+    w_k = np.bincount(block.y, weights=block.c, minlength=space.n_labels)
+    return Weights(np.zeros(0, np.int64), np.zeros(0), np.log(w_k / w_k.sum()))
+
+
+def add_weight(weights, fid, alpha):
+    from sparkmaxent.kernels import Weights
+
+    return Weights(np.array([fid], np.int64), np.array([alpha]), weights.bias)

@@ -1,0 +1,127 @@
+"""Small datasets handled in the driver's process (``data.in_process_max_events``):
+the same fingerprints, model and scores as the Spark path."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+import numpy as np
+import pytest
+
+from sparkmaxent import api
+from sparkmaxent.backends.factory import backend_kind, in_process
+from sparkmaxent.config import Config
+from sparkmaxent.config.load import train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.data.prepare import prepare
+from sparkmaxent.data.schema import DatasetInfo
+
+SPARK_ONLY = 0
+IN_PROCESS = 10**6
+
+
+def test_small_datasets_go_in_process_only_below_the_limit():
+    assert in_process(5000, 5000) and not in_process(5001, 5000)
+    assert not in_process(10, 0)  # 0: never
+    assert backend_kind("spark", 10, 100) == "local"
+    assert backend_kind("spark", 1000, 100) == "spark"
+    assert backend_kind("local", 1000, 100) == "local"
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    """Generated train/test files in the maxent format, 400 and 100 events."""
+    d = tmp_path_factory.mktemp("in-process")
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=500,
+            n_predicates=60,
+            n_labels=3,
+            active_per_event=6,
+            n_support=6,
+            n_copies=0,
+            n_conjunctions=0,
+            min_support_count=20,
+            seed=4,
+        )
+    )
+    train, test = synthetic.train_test_split(data, 0.2, seed=1)
+    paths = {"train": str(d / "train.txt"), "test": str(d / "test.txt")}
+    synthetic.write_maxent_text(train, paths["train"])
+    synthetic.write_maxent_text(test, paths["test"])
+    return d, paths
+
+
+def _prepared(spark, d, paths, limit):
+    out = {}
+    for split in ("train", "test"):
+        out[split] = str(d / f"{split}-{limit}")
+        prepare(
+            spark,
+            [paths[split]],
+            out[split],
+            "maxent",
+            merge_duplicates=split == "train",
+            vocabulary=None if split == "train" else out["train"],
+            overwrite=True,
+            in_process_max_events=limit,
+        )
+    return out
+
+
+def test_in_process_path_gives_the_spark_paths_dataset_model_and_scores(spark, texts, caplog):
+    d, paths = texts
+    on_spark = _prepared(spark, d, paths, SPARK_ONLY)
+    here = _prepared(spark, d, paths, IN_PROCESS)
+    for split in ("train", "test"):
+        a, b = DatasetInfo.load(on_spark[split]), DatasetInfo.load(here[split])
+        assert a.events_fingerprint and a.events_fingerprint == b.events_fingerprint
+        assert a.vocabulary_fingerprint == b.vocabulary_fingerprint
+
+    def run(limit, method):
+        cfg = Config()
+        cfg = dataclasses.replace(
+            cfg,
+            data=dataclasses.replace(cfg.data, in_process_max_events=limit),
+            train=train_config(method=method, l2=1e-3, max_features=8, plots=False),
+        )
+        with caplog.at_level(logging.INFO, logger="sparkmaxent.backends.factory"):
+            caplog.clear()
+            model, report = api.train_model(spark, cfg, on_spark["train"])
+            went_local = "training in-process" in caplog.text
+        scores = api.evaluate_model(spark, model, on_spark["test"], in_process_max_events=limit)
+        return model, report, scores, went_local
+
+    for method in ("sgc", "l2"):
+        m0, r0, s0, local0 = run(SPARK_ONLY, method)
+        m1, r1, s1, local1 = run(IN_PROCESS, method)
+        assert not local0 and local1
+        np.testing.assert_array_equal(m0.weights.ids, m1.weights.ids)
+        assert r1["objective"] == pytest.approx(r0["objective"], rel=1e-9)
+        # SGC's weights are 1-D fits of the same sums: equal to 1e-9; l2's
+        # come from L-BFGS, whose iterates part at rounding level and meet
+        # again only to its tolerance (gtol 1e-7)
+        tol = 1e-9 if method == "sgc" else 1e-6
+        np.testing.assert_allclose(m1.weights.values, m0.weights.values, rtol=tol, atol=tol)
+        np.testing.assert_allclose(m1.weights.bias, m0.weights.bias, rtol=tol, atol=tol)
+        assert s0 == s1 and 0.3 < s0["accuracy"] <= 1.0
+
+
+def test_pipeline_reports_its_phases(spark, texts):
+    d, paths = texts
+    cfg = Config()
+    cfg = dataclasses.replace(
+        cfg,
+        data=dataclasses.replace(
+            cfg.data, format="maxent", train_inputs=[paths["train"]], test_inputs=[paths["test"]]
+        ),
+        train=train_config(method="l2", plots=False),
+    )
+    full = api.pipeline(spark, cfg, os.path.join(d, "pipe"), phases={"spark_start_s": 1.5})
+    phases = full["phases_s"]
+    assert set(phases) == {"spark_start_s", "prepare_s", "train_s", "evaluate_s"}
+    assert phases["spark_start_s"] == 1.5
+    assert sum(v for k, v in phases.items() if k != "spark_start_s") <= full["wall_s"] + 1e-3
+    assert full["test"]["events"] == 100
