@@ -192,6 +192,35 @@ def prepare_table(
     )
 
 
+def run_prepare(
+    spark,
+    src: RawSource,
+    out_dir: str,
+    *,
+    cutoff: int,
+    merge_duplicates: bool,
+    vocabulary: str | None,
+    partitions: int | None,
+    quarantine: bool,
+    overwrite: bool,
+) -> DatasetInfo:
+    """Prepare raw events already read (one part of a split: data/split.py);
+    the arguments as in :func:`prepare`."""
+    return _run(
+        spark,
+        src,
+        out_dir,
+        cutoff=cutoff,
+        merge_duplicates=merge_duplicates,
+        vocabulary=vocabulary,
+        partitions=partitions,
+        quarantine=quarantine,
+        overwrite=overwrite,
+        require_labels=True,
+        t0=time.perf_counter(),
+    )
+
+
 # ------------------------------------------------------------------ the run
 
 
@@ -338,4 +367,4 @@ def info_summary(info: DatasetInfo) -> dict:
     return d
 
 
-__all__ = ["prepare", "prepare_table", "info_summary"]
+__all__ = ["prepare", "prepare_table", "run_prepare", "info_summary"]
