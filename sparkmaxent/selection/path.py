@@ -85,12 +85,13 @@ def fit_path(ctx: TrainingContext) -> FitResult:
         )
     start = null_model(ctx)
     if cfg.method == "grafting":
-        grid = (
-            _checked_grid(cfg.choice.l1_grid, "l1_grid")
-            if cfg.choice.l1_grid
-            else geometric_grid(gamma1_max(ctx, start), cfg.choice.l1_ratio, cfg.choice.points)
-        )
-        return run_path(ctx, "l1", grid, _grafting_point, start)
+        if cfg.choice.l1_grid:
+            return run_path(
+                ctx, "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, start
+            )
+        top = gamma1_max(ctx, start)
+        grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
+        return run_path(ctx, "l1", grid, _grafting_point, start, top)
     grid = _checked_grid(cfg.choice.l2_grid, "l2_grid") if cfg.choice.l2_grid else l2_grid(ctx)
     return run_path(ctx, "l2", grid, _l2_point, start)
 
@@ -107,14 +108,41 @@ def l2_grid(ctx: TrainingContext) -> list[float]:
     return [float(1.0 / (c * lg.weight)) for c in np.logspace(-4, 4, ctx.config.choice.points)]
 
 
-def _grafting_point(ctx: TrainingContext, gamma: float, start: Weights) -> FitResult:
-    cfg = ctx.config
-    return fit_grafting_family(
-        _at(ctx, grafting=dataclasses.replace(cfg.grafting, l1=gamma)), "grafting", start
-    )
+def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous: float) -> int:
+    """Inactive features the sequential strong rule keeps at ``gamma``
+    (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
+    solution above 2 gamma - previous; one pass. 0 with the block-wise
+    test (the dense gradient never reaches the driver)."""
+    method = Grafting(ctx, variant("grafting", ctx.config))
+    if method.block_size is not None:
+        return 0
+    obj = method.objective(start.active_ids())
+    theta = np.concatenate([start.values, start.bias if start.bias is not None else []])
+    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    assert ev.full_grad is not None, "asked for the full gradient"
+    score = np.abs(ev.full_grad)
+    score[start.active_ids()] = 0.0
+    return int(np.count_nonzero(score > 2 * gamma - previous))
 
 
-def _l2_point(ctx: TrainingContext, gamma: float, start: Weights) -> FitResult:
+def _grafting_point(
+    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None
+) -> FitResult:
+    """A grafting run at ``gamma`` from ``start``. Its rounds add up to
+    max(n_best, strong set size) candidates each, so the features the
+    strong rule expects at gamma enter in one round instead of
+    (size / n_best) rounds; the l1 optimum and its certificate are the same."""
+    cfg = ctx.config.grafting
+    n_best = cfg.n_best
+    if previous is not None:
+        n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
+    grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
+    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start)
+
+
+def _l2_point(
+    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None
+) -> FitResult:
     return fit_smooth(_at(ctx, l2=gamma), None, gamma, start)
 
 
@@ -134,18 +162,21 @@ def run_path(
     ctx: TrainingContext,
     parameter: str,
     grid: list[float],
-    fit_point: Callable[[TrainingContext, float, Weights], FitResult],
+    fit_point: Callable[[TrainingContext, float, Weights, float | None], FitResult],
     start: Weights,
+    previous: float | None = None,
 ) -> FitResult:
-    """Fit ``grid`` in order, each point warm-started from the last, score
-    each on the held-out data, and return the chosen point."""
+    """Fit ``grid`` in order, each point warm-started from the last (and
+    told the previous penalty: ``previous`` before the first), score each
+    on the held-out data, and return the chosen point."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
     weights, best, since_best = start, -np.inf, 0
     for gamma in grid:
         passes0 = ctx.backend.passes
-        result = fit_point(ctx, gamma, weights)
+        result = fit_point(ctx, gamma, weights, previous)
+        previous = gamma
         weights = result.weights
         rep = result.report
         row = {
