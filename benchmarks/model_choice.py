@@ -258,7 +258,7 @@ def sklearn_row(name: str, penalty: str, dirs: dict, cap_s: float) -> dict:
 
     tr, he, te = (arrays(dirs[s]) for s in ("train", "heldout", "test"))
     row: dict = {"corpus": name, "method": f"sklearn-{penalty}", "fits_or_path_points": 10}
-    ctx = mp.get_context("fork")
+    ctx = mp.get_context("spawn")  # a fork would share the Spark gateway socket
     queue = ctx.Queue()
     proc = ctx.Process(target=_capped, args=(queue, penalty, tr, he, 1000))
     t0 = time.perf_counter()

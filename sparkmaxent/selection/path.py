@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: methods with a penalty path; ifs, sgc and bayes-factor choose a stage instead
 PATH_METHODS = ("grafting", "l2")
+#: points a default grid may be extended by at least, while its last point is the best
+MAX_EXTENSION = 10
 
 
 def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
@@ -91,9 +93,10 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             )
         top = gamma1_max(ctx, start)
         grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
-        return run_path(ctx, "l1", grid, _grafting_point, start, top)
-    grid = _checked_grid(cfg.choice.l2_grid, "l2_grid") if cfg.choice.l2_grid else l2_grid(ctx)
-    return run_path(ctx, "l2", grid, _l2_point, start)
+        return run_path(ctx, "l1", grid, _grafting_point, start, top, extend=True)
+    if cfg.choice.l2_grid:
+        return run_path(ctx, "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, start)
+    return run_path(ctx, "l2", l2_grid(ctx), _l2_point, start, extend=True)
 
 
 def l2_grid(ctx: TrainingContext) -> list[float]:
@@ -165,15 +168,19 @@ def run_path(
     fit_point: Callable[[TrainingContext, float, Weights, float | None], FitResult],
     start: Weights,
     previous: float | None = None,
+    extend: bool = False,
 ) -> FitResult:
     """Fit ``grid`` in order, each point warm-started from the last (and
     told the previous penalty: ``previous`` before the first), score each
-    on the held-out data, and return the chosen point."""
+    on the held-out data, and return the chosen point. With ``extend`` (a
+    default grid), a path whose last point is still the best goes on down
+    by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
     weights, best, since_best = start, -np.inf, 0
-    for gamma in grid:
+    grid = list(grid)
+    for gamma in _extended(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
         passes0 = ctx.backend.passes
         result = fit_point(ctx, gamma, weights, previous)
         previous = gamma
@@ -211,6 +218,22 @@ def run_path(
             log.info("path stopped: %d points without a better held-out score", since_best)
             break
     return _chosen(ctx, parameter, grid, rows, results)
+
+
+def _extended(grid: list[float], rows: list[dict], extend: bool, limit: int):
+    """The grid's values, then (``extend``) more at the same ratio while the
+    last point fitted is the best so far; appended to ``grid`` as they go."""
+    yield from list(grid)
+    if not extend or len(grid) < 2:
+        return
+    ratio = grid[-1] / grid[-2]
+    for _ in range(limit):
+        scores = [r["heldout_score"] for r in rows]
+        if not scores or int(np.argmax(scores)) != len(scores) - 1:
+            return
+        grid.append(grid[-1] * ratio)
+        log.info("path: the last point is the best so far; extending the grid to %.4g", grid[-1])
+        yield grid[-1]
 
 
 def _chosen(

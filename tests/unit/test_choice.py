@@ -187,3 +187,17 @@ def test_path_needs_held_out_data_and_a_path_method(problem):
 def test_geometric_grid():
     grid = geometric_grid(1.0, 1e-2, 4)
     assert grid == pytest.approx([10**-0.5, 10**-1.0, 10**-1.5, 1e-2])
+
+
+def test_default_path_goes_on_while_its_last_point_is_the_best(problem):
+    # a grid that ends far above the best gamma1: the path extends itself
+    res = run(problem, method="grafting", path=True, points=2, l1_ratio=0.25)
+    path = res.report["path"]
+    l1s = [p["l1"] for p in path["points"]]
+    assert len(l1s) > 2 and path["grid"] == l1s
+    assert np.allclose(np.diff(np.log(l1s)), np.log(0.25) / 2)
+    scores = [p["heldout_score"] for p in path["points"]]
+    assert path["chosen"] == int(np.argmax(scores)) < len(l1s) - 1
+    # a user grid is taken as given
+    given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01])
+    assert [p["l1"] for p in given.report["path"]["points"]] == [0.02, 0.01]
