@@ -151,10 +151,12 @@ def _l2_point(
 
 def _at(ctx: TrainingContext, **changes) -> TrainingContext:
     """The context of one path point: its penalty, no checkpoints or plots
-    of its own (a path is not resumable point by point)."""
+    of its own (a path is not resumable point by point), and no held-out
+    pass per round (the path scores each point once)."""
     return dataclasses.replace(
         ctx,
         config=dataclasses.replace(ctx.config, **changes),
+        heldout=None,
         output_dir=None,
         resume=False,
         on_round=None,
