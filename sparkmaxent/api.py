@@ -371,7 +371,11 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     if not inputs["train"]:
         raise InputError("no training data: set data.train (prepared) or data.train_inputs")
     dirs = {}
+    if d.heldout_fraction and not inputs["heldout"]:
+        dirs = split_datasets(spark, cfg, inputs["train"], fmt, out)
     for split in ("train", "heldout", "test"):
+        if split in dirs:
+            continue
         if not inputs.get(split):
             dirs[split] = ""
             continue
@@ -393,6 +397,29 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
             lock_stale_s=cfg.output.lock_stale_s,
             in_process_max_events=d.in_process_max_events,
         )
+    return dirs
+
+
+def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict[str, str]:
+    """The training inputs prepared as ``<out>/data/train`` less a held-out
+    part ``<out>/data/heldout`` (``data.heldout_fraction``, data/split.py)."""
+    from .data.split import prepare_split
+
+    d = cfg.data
+    dirs = {split: storage.join(out, "data", split) for split in ("train", "heldout")}
+    prepare_split(
+        spark,
+        [train_inputs] if isinstance(train_inputs, str) else list(train_inputs),
+        dirs["train"],
+        dirs["heldout"],
+        fmt,
+        fraction=d.heldout_fraction,
+        seed=d.split_seed,
+        options=dict(d.options),
+        cutoff=d.prepare_cutoff,
+        partitions=d.partitions or None,
+        overwrite=True,
+    )
     return dirs
 
 

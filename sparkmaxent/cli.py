@@ -115,6 +115,53 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         help="Spark master (default: spark.master of the config, "
         "else whatever spark-submit or pyspark sets)",
     )
+    _heldout_fraction_arg(p)
+    p.add_argument(
+        "--heldout-output",
+        help="with --heldout-fraction: the held-out dataset to create (default: OUTPUT-heldout)",
+    )
+    p.add_argument(
+        "--split-seed", type=int, help="seed of the held-out split (default: data.split_seed)"
+    )
+
+
+def _heldout_fraction_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--heldout-fraction",
+        type=_fraction,
+        help="carve this stratified fraction of the training input out as held-out data, "
+        "prepared with the rest's dictionary (overrides data.heldout_fraction)",
+    )
+
+
+def _prepare_split(args, cfg, spark, options: dict) -> int:
+    """prepare --heldout-fraction: the training and held-out datasets."""
+    from .data.prepare import info_summary
+    from .data.split import prepare_split
+
+    if args.vocabulary or not args.merge:
+        raise InputError(
+            "--heldout-fraction splits training data: it does not go with "
+            "--vocabulary or --no-merge"
+        )
+    heldout = args.heldout_output or args.output.rstrip("/") + "-heldout"
+    infos = prepare_split(
+        spark,
+        args.input,
+        args.output,
+        heldout,
+        args.format,
+        fraction=args.heldout_fraction,
+        seed=cfg.data.split_seed if args.split_seed is None else args.split_seed,
+        options=options,
+        cutoff=args.cutoff,
+        partitions=args.partitions,
+        quarantine=args.quarantine,
+        overwrite=args.overwrite,
+    )
+    for path, info in zip((args.output, heldout), infos):
+        log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
+    return EXIT_OK
 
 
 def _prepare(args, cfg) -> int:
@@ -124,6 +171,8 @@ def _prepare(args, cfg) -> int:
     if args.master:
         cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master=args.master))
     spark = api.session(cfg, args.command)
+    if args.heldout_fraction:
+        return _prepare_split(args, cfg, spark, options)
     info = prepare(
         spark,
         args.input,
@@ -309,11 +358,15 @@ def _evaluate(args, cfg) -> int:
 
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", help="output directory (overrides output.dir)")
+    _heldout_fraction_arg(p)
     _resume_arg(p)
 
 
 def _pipeline(args, cfg) -> int:
     out = args.output or cfg.output.dir
+    if args.heldout_fraction is not None:
+        data = dataclasses.replace(cfg.data, heldout_fraction=args.heldout_fraction)
+        cfg = dataclasses.replace(cfg, data=data)
     t0 = time.perf_counter()
     spark = api.session(cfg, args.command)
     started = {"spark_start_s": time.perf_counter() - t0}

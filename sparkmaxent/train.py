@@ -11,7 +11,7 @@ from .backends import Backend
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask
-from .selection import baselines, bayes, grafting, ifs
+from .selection import baselines, bayes, grafting, ifs, path
 from .selection.base import FitResult, Method, TrainingContext, evaluate
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def train(
         backend.space.shape,
     )
     try:
-        result = METHODS[config.method](ctx)
+        result = (path.fit_path if config.choice.path else METHODS[config.method])(ctx)
     except NumericError as e:  # name the method once, whichever pass raised
         if str(e).startswith(config.method):
             raise

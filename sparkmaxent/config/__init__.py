@@ -5,6 +5,7 @@ The resolved configuration is saved with every model."""
 from .load import config_from_dict, digest, load_config, parse_override, train_config, train_keys
 from .schema import (
     BayesConfig,
+    ChoiceConfig,
     Config,
     ConfigError,
     DataConfig,
@@ -18,6 +19,7 @@ from .schema import (
 
 __all__ = [
     "BayesConfig",
+    "ChoiceConfig",
     "Config",
     "ConfigError",
     "DataConfig",

@@ -187,6 +187,17 @@ class DataConfig(Section):
         "process, without per-row Spark work; 0: never.",
         ge=0,
     )
+    heldout_fraction: float = key(
+        0.0,
+        "Pipeline job (and prepare --heldout-fraction): carve this "
+        "fraction of the training inputs out as held-out data, label-"
+        "stratified and seeded, prepared with the dictionary of the rest "
+        "(tagged sentences stay whole); 0: none. Ignored when held-out "
+        "inputs are given.",
+        ge=0,
+        lt=1,
+    )
+    split_seed: int = key(0, "Seed of the held-out split (the same seed, the same split).", ge=0)
 
 
 @dataclass(frozen=True)
@@ -360,6 +371,57 @@ class BayesConfig(Section):
 
 
 @dataclass(frozen=True)
+class ChoiceConfig(Section):
+    """Model choice on held-out data: paths with warm starts (grafting over
+    gamma1, l2 over gamma2) and the best stage of ifs, sgc and bayes-factor
+    (docs/methods/model-choice.md)."""
+
+    PATH: ClassVar[str] = "train.choice"
+    criterion: str = key(
+        "loglik",
+        "Held-out score a choice maximizes: loglik (mean log-likelihood), "
+        "accuracy, or chunk_f1 (CoNLL chunk F1, IOB label sets).",
+        choices=("loglik", "accuracy", "chunk_f1"),
+    )
+    one_se: bool = key(
+        False,
+        "Paths: take the sparsest point whose held-out score is within one "
+        "standard error of the best (the one-standard-error rule).",
+    )
+    path: bool = key(
+        False,
+        "grafting, l2: fit a path of penalties (warm-started, strongest "
+        "first) and keep the point with the best held-out score; needs "
+        "held-out data.",
+    )
+    points: int = key(10, "Points of a default path grid.", ge=2)
+    l1_ratio: float = key(
+        1.0e-3,
+        "Default gamma1 grid: geometric from gamma1_max (max |gradient| of "
+        "the bias-only model) down to this times gamma1_max.",
+        gt=0,
+        lt=1,
+    )
+    l1_grid: list = key([], "grafting path: these gamma1 values instead of the default grid.")
+    l2_grid: list = key(
+        [],
+        "l2 path: these gamma2 values instead of the default grid 1 / (C W), "
+        "C in logspace(-4, 4, points) as LogisticRegressionCV's Cs.",
+    )
+    patience: int = key(
+        1,
+        "Stop a path after this many points in a row without a better "
+        "held-out score; 0: fit every point.",
+        ge=0,
+    )
+    best_stage: bool = key(
+        True,
+        "ifs, sgc, bayes-factor with held-out data: the model is the stage "
+        "with the best held-out score, not the last one.",
+    )
+
+
+@dataclass(frozen=True)
 class TrainConfig(Section):
     """What to train and how: keys common to every method, and one
     sub-section per method family."""
@@ -394,6 +456,7 @@ class TrainConfig(Section):
     grafting: GraftingConfig = field(default_factory=GraftingConfig)
     ifs: IfsConfig = field(default_factory=IfsConfig)
     bayes: BayesConfig = field(default_factory=BayesConfig)
+    choice: ChoiceConfig = field(default_factory=ChoiceConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()

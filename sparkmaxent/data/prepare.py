@@ -205,6 +205,39 @@ def prepare_table(
     )
 
 
+def run_prepare(
+    spark,
+    src: RawSource,
+    out_dir: str,
+    *,
+    cutoff: int,
+    merge_duplicates: bool,
+    vocabulary: str | None,
+    partitions: int | None,
+    quarantine: bool,
+    overwrite: bool,
+    lock_stale_s: float = 0.0,
+    in_process_max_events: int = 0,
+) -> DatasetInfo:
+    """Prepare raw events already read (one part of a split: data/split.py);
+    the arguments as in :func:`prepare`."""
+    return _run(
+        spark,
+        src,
+        out_dir,
+        cutoff=cutoff,
+        merge_duplicates=merge_duplicates,
+        vocabulary=vocabulary,
+        partitions=partitions,
+        quarantine=quarantine,
+        overwrite=overwrite,
+        require_labels=True,
+        lock_stale_s=lock_stale_s,
+        t0=time.perf_counter(),
+        in_process_max_events=in_process_max_events,
+    )
+
+
 # ------------------------------------------------------------------ the run
 
 
@@ -363,4 +396,4 @@ def info_summary(info: DatasetInfo) -> dict:
     return d
 
 
-__all__ = ["prepare", "prepare_table", "info_summary"]
+__all__ = ["prepare", "prepare_table", "run_prepare", "info_summary"]

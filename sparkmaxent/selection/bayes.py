@@ -37,6 +37,7 @@ from ..solvers import SOLVERS, SolverOptions, choose_solver
 from ..solvers.gains import fit_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .checkpoint import has_checkpoint
+from .choice import best_stage
 from .loop import add_feature, best_of, limit_reached, run_rounds
 from .reporting import FeatureNamer
 
@@ -387,7 +388,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
-    weights = state.weights
+    weights, choice = best_stage(ctx, state)
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
     theta = weights.values
@@ -406,6 +407,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selected": [p["feature"] for p in selected],
         "selected_names": [p["feature_name"] for p in selected],
         "rounds_run": state.round,
+        "choice": choice,
         "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "stopped_by_rule": bool(state.done and state.info.get("stopped_by_rule", False)),
         "proposals_scored": int(sum(r["proposals"] for r in state.trace)),

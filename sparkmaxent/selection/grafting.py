@@ -317,8 +317,9 @@ def _same(a: Weights, b: Weights) -> bool:
     )
 
 
-def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
-    """Run a grafting-family method through the shared round loop."""
+def fit_grafting_family(ctx: TrainingContext, name: str, start: Weights | None = None) -> FitResult:
+    """Run a grafting-family method through the shared round loop, from
+    ``start`` (a path's previous point; default all-zero)."""
     spec = variant(name, ctx.config)
     penalty = spec.penalty
     method = Grafting(ctx, spec)
@@ -344,7 +345,7 @@ def fit_grafting_family(ctx: TrainingContext, name: str) -> FitResult:
         test_path["path"],
         space.n_features,
     )
-    state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|")
+    state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|", start=start)
     weights = state.weights
     # stopped by a cap: certify what there is (one more pass)
     cert = state.info["kkt"] if "kkt" in state.info else method._certificate(weights)

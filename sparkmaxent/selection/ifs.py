@@ -35,6 +35,7 @@ from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import fit_smooth
 from .checkpoint import has_checkpoint
+from .choice import best_stage
 from .loop import TIE_RTOL, add_feature, best_of, limit_reached, run_rounds
 from .reporting import FeatureNamer
 
@@ -324,8 +325,9 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start)
-    weights = state.weights
-    objective = state.trace[-1]["objective"] if state.trace else method.initial_loss(weights)
+    weights, choice = best_stage(ctx, state)
+    kept = [state.trace[choice["chosen_round"] - 1]] if choice else state.trace[-1:]
+    objective = kept[0]["objective"] if kept else method.initial_loss(weights)
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
@@ -339,6 +341,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         "active_features": int(len(weights.values)),
         "candidates": int(len(method.candidates)),
         "stages": state.round,
+        "choice": choice,
         "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "gain_evaluations": int(sum(evals)),
         "mean_gain_evaluations_per_stage": float(np.mean(evals)) if evals else 0.0,

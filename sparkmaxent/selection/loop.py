@@ -19,8 +19,9 @@ import numpy as np
 from .. import storage
 from ..errors import InputError, check_finite
 from ..kernels import Weights
-from .base import LoopState, RoundOutcome, TrainingContext, evaluate
+from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
+from .choice import BEST_KEYS, keep_if_best, score_weights
 from .reporting import PLOTS_DIR, write_plots
 
 log = logging.getLogger(__name__)
@@ -157,8 +158,9 @@ def _record_round(
     held-out score, when there is a held-out set) and log its progress line."""
     state.round += 1
     state.weights = outcome.weights
-    if outcome.arrays is not None:
-        state.arrays = outcome.arrays
+    if outcome.arrays is not None:  # the best stage's weights stay (choice.keep_if_best)
+        kept = {k: v for k, v in state.arrays.items() if k in BEST_KEYS}
+        state.arrays = {**outcome.arrays, **kept}
     row = {
         "round": state.round,
         "active": int(len(outcome.weights.values)),
@@ -169,9 +171,9 @@ def _record_round(
     }
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:
-        stats = evaluate(ctx.heldout, state.weights, ctx.scaling)
-        row.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
-        held += f", held-out accuracy {stats.accuracy:.4f}"
+        row.update(score_weights(ctx, state.weights))
+        held += f", held-out accuracy {row['heldout_accuracy']:.4f}"
+        keep_if_best(state, row)
     row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
     state.trace.append(row)
     log.info(

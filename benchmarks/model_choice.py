@@ -1,0 +1,345 @@
+"""Model choice with no user grid: every method at its defaults with
+held-out choice (docs/methods/model-choice.md) against scikit-learn's
+LogisticRegressionCV (l2, and l1 with saga under a time cap) on the same
+held-out part.
+
+For each corpus the training data is split at prepare time
+(``data.heldout_fraction`` 0.2, seed 0, label-stratified; the held-out
+part prepared with the sub-train dictionary), the test data is prepared
+with the same dictionary, and then, in-process (``train.backend`` local):
+
+- ``grafting``: the gamma1 path (``train.choice.path``), then one cold fit
+  at the chosen gamma1 (``wall_s_single_fit``: the path's cost target is
+  <= 3x that);
+- ``l2``: the gamma2 path (C grid of LogisticRegressionCV), likewise;
+- ``sgc``, ``bayes-factor``: one run keeping its best held-out stage
+  (``train.choice.best_stage``), capped at ``--stage-seconds``;
+- ``sklearn-l2``: LogisticRegressionCV(Cs=10, cv = the held-out split,
+  refit=False, neg_log_loss), i.e. fitted on the same sub-train part and
+  chosen on the same held-out part; then one LogisticRegression fit at the
+  chosen C (``wall_s_single_fit``);
+- ``sklearn-l1``: the same with penalty l1, solver saga, in a child process
+  killed after ``--l1-cap`` seconds (row ``timed_out``).
+
+Choices use held-out log-likelihood (the default criterion); test scores
+are accuracy, or CoNLL chunk F1 (conlleval rules) for CoNLL-2000 and
+Base-NP. Corpora (``--corpora``):
+
+- ``synthetic``: sparkmaxent.data.synthetic defaults (train / test files);
+- ``pp``: PP attachment, ppattach ``training`` / ``test``;
+- ``brown``: the 15 Brown genres, document -> genre, binary bag of
+  lowercased words; fixed 4:1 split by file name (file number divisible by
+  5 -> test);
+- ``conll``: CoNLL-2000 chunking, the first ``--conll-sentences`` training
+  sentences (default 2,000 of 8,936; 0: all), the whole test file, the 17
+  templates, count cutoff 2;
+- ``basenp``: the same in Base-NP mode (NP chunks only).
+
+Usage::
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.model_choice --corpora synthetic pp
+
+writes benchmarks/results/model_choice.json (and model_choice_<corpus>.png,
+the grafting path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import logging
+import multiprocessing as mp
+import os
+import re
+import shutil
+import time
+
+import numpy as np
+
+from benchmarks.common import RESULTS, SHARED_DATA, print_table, shared_corpus, start
+from benchmarks.common import write_result as _write
+from sparkmaxent.backends.factory import make_backend
+from sparkmaxent.config import train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.data.load import read_blocks
+from sparkmaxent.data.prepare import prepare
+from sparkmaxent.data.schema import DatasetInfo
+from sparkmaxent.kernels.blocks import concat_blocks
+from sparkmaxent.kernels.predict import EventScores
+from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
+from sparkmaxent.train import train
+
+log = logging.getLogger("model_choice")
+
+ROW_KEYS = [
+    "corpus",
+    "method",
+    "chosen_setting",
+    "test_score",
+    "features",
+    "fits_or_path_points",
+    "wall_s",
+    "wall_s_single_fit",
+]
+CORPORA = ("synthetic", "pp", "brown", "conll", "basenp")
+CHUNKED = ("conll", "basenp")
+METHODS = ("grafting", "l2", "sgc", "bayes-factor")
+
+
+# ---- data -----------------------------------------------------------------------
+
+
+def corpus_inputs(name: str, work: str, data_dir: str, conll_sentences: int) -> tuple:
+    """(train inputs, test inputs, format, reader options, cutoff) of a corpus."""
+    if name == "synthetic":
+        files = synthetic.write_splits(None, os.path.join(work, "text"), (0.7, 0.1, 0.2))
+        return [files["train"]], [files["test"]], "maxent", {}, 0
+    if name == "pp":
+        pp = [shared_corpus("ppattach", f, data_dir=data_dir) for f in ("training", "test")]
+        return [pp[0]], [pp[1]], "ppattach", {}, 0
+    if name == "brown":
+        return (*brown_files(work, data_dir), "maxent", {}, 0)
+    opts = {"mode": "basenp"} if name == "basenp" else {}
+    train_txt = shared_corpus("conll2000", "train.txt", data_dir=data_dir)
+    if conll_sentences:
+        train_txt = first_sentences(train_txt, os.path.join(work, "train.txt"), conll_sentences)
+    return (
+        [train_txt],
+        [shared_corpus("conll2000", "test.txt", data_dir=data_dir)],
+        "conll",
+        opts,
+        2,
+    )
+
+
+def first_sentences(path: str, out: str, n: int) -> str:
+    with open(path) as f:
+        sentences = f.read().strip("\n").split("\n\n")[:n]
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        f.write("\n\n".join(sentences) + "\n")
+    return out
+
+
+def brown_files(work: str, data_dir: str) -> tuple[list[str], list[str]]:
+    """Brown documents as maxent events (genre, binary bag of lowercased
+    words), split 4:1 by file name: file number divisible by 5 -> test."""
+    paths = sorted(
+        glob.glob(os.path.join(shared_corpus("brown", data_dir=data_dir), "c[a-r][0-9][0-9]"))
+    )
+    out = {"train": [], "test": []}
+    for path in paths:
+        name = os.path.basename(path)
+        with open(path) as f:
+            words = {t.rsplit("/", 1)[0].lower() for t in f.read().split() if "/" in t}
+        words = {re.sub(r"[\s:]", "_", w) for w in words if w}
+        out["test" if int(name[2:]) % 5 == 0 else "train"].append(
+            f"{name[1]} " + " ".join(sorted(words))
+        )
+    files = []
+    os.makedirs(os.path.join(work, "text"), exist_ok=True)
+    for split in ("train", "test"):
+        files.append(os.path.join(work, "text", f"brown_{split}.maxent"))
+        with open(files[-1], "w") as f:
+            f.write("\n".join(out[split]) + "\n")
+    return [files[0]], [files[1]]
+
+
+def prepared(spark, name: str, work: str, args) -> dict[str, str]:
+    """train / heldout / test dataset directories of a corpus."""
+    from sparkmaxent.data.split import prepare_split
+
+    dirs = {s: os.path.join(work, s) for s in ("train", "heldout", "test")}
+    if args.reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
+        return dirs
+    train_in, test_in, fmt, opts, cutoff = corpus_inputs(
+        name, work, args.data, args.conll_sentences
+    )
+    prepare_split(spark, train_in, dirs["train"], dirs["heldout"], fmt, fraction=0.2, seed=0,
+                  options=opts, cutoff=cutoff, partitions=2, overwrite=True)  # fmt: skip
+    prepare(spark, test_in, dirs["test"], fmt, options=opts, merge_duplicates=False,
+            vocabulary=dirs["train"], partitions=2, overwrite=True)  # fmt: skip
+    return dirs
+
+
+# ---- sparkmaxent ------------------------------------------------------------------
+
+
+def backend(directory: str):
+    return make_backend("local", directory, bias=True, partitions=1)
+
+
+def ours(name: str, method: str, dirs: dict, args) -> dict:
+    """One sparkmaxent row: the method at its defaults with held-out choice."""
+    criterion = "chunk_f1" if name in CHUNKED else "accuracy"
+    keys: dict = {"method": method}
+    if method in ("grafting", "l2"):
+        keys["path"] = True
+    else:
+        keys["max_seconds"] = float(args.stage_seconds)
+    t0 = time.perf_counter()
+    res = train(backend(dirs["train"]), train_config(**keys), backend(dirs["heldout"]))
+    wall = time.perf_counter() - t0
+    rep = res.report
+    test = score_on(backend(dirs["test"]), res.weights, res.scaling, criterion)
+    row = {
+        "corpus": name,
+        "method": method,
+        "test_score": round(100 * test["heldout_score"], 3),
+        "features": int(res.weights.nnz),
+        "wall_s": round(wall, 2),
+        "passes": rep["passes"],
+    }
+    if "path" in rep:
+        path = rep["path"]
+        setting = path["points"][path["chosen"]][path["parameter"]]
+        row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
+        row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
+        t0 = time.perf_counter()
+        single = train(
+            backend(dirs["train"]), train_config(method=method, **{path["parameter"]: setting})
+        )
+        row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
+        row["passes_single_fit"] = single.report["passes"]
+        if method == "grafting":
+            png = os.path.join(RESULTS, f"model_choice_{name}.png")
+            write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
+            row["path_points"] = [
+                {k: p[k] for k in ("l1", "features", "heldout_score", "passes", "chosen")}
+                for p in path["points"]
+            ]
+    else:
+        choice = rep.get("choice") or {}
+        row.update(
+            chosen_setting=f"stage {choice.get('chosen_round')} of {choice.get('stages_run')}",
+            fits_or_path_points=1,
+            stopped=rep.get("stopped"),
+        )
+    return row
+
+
+# ---- scikit-learn ------------------------------------------------------------------
+
+
+def arrays(directory: str):
+    block = concat_blocks(read_blocks(directory, DatasetInfo.load(directory), n_blocks=1))
+    return block
+
+
+def sklearn_cv(penalty: str, tr, he, max_iter: int):
+    """LogisticRegressionCV over the predefined held-out split (refit=False:
+    the coefficients fitted on the sub-train part at the chosen C)."""
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegressionCV
+    from sklearn.model_selection import PredefinedSplit
+
+    X = sp.vstack([tr.X, he.X]).tocsr()
+    y = np.concatenate([tr.y, he.y])
+    w = np.concatenate([tr.c, he.c])
+    fold = np.concatenate([np.full(len(tr.y), -1), np.zeros(len(he.y), dtype=int)])
+    keep = y >= 0  # held-out events of labels unseen in training cannot be scored
+    solver = {"l2": "lbfgs", "l1": "saga"}[penalty]
+    cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), penalty=penalty, solver=solver,
+                              scoring="neg_log_loss", refit=False, max_iter=max_iter)  # fmt: skip
+    cv.fit(X[keep], y[keep], sample_weight=w[keep])
+    return cv
+
+
+def _capped(queue, penalty, tr, he, max_iter):
+    t0 = time.perf_counter()
+    cv = sklearn_cv(penalty, tr, he, max_iter)
+    queue.put((cv, time.perf_counter() - t0))
+
+
+def sklearn_row(name: str, penalty: str, dirs: dict, cap_s: float) -> dict:
+    """A scikit-learn row; the cross-validated fit in a child process
+    stopped after ``cap_s`` seconds."""
+    from sklearn.linear_model import LogisticRegression
+
+    tr, he, te = (arrays(dirs[s]) for s in ("train", "heldout", "test"))
+    row: dict = {"corpus": name, "method": f"sklearn-{penalty}", "fits_or_path_points": 10}
+    ctx = mp.get_context("spawn")  # a fork would share the Spark gateway socket
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_capped, args=(queue, penalty, tr, he, 1000))
+    t0 = time.perf_counter()
+    proc.start()
+    try:
+        cv, wall = queue.get(timeout=cap_s)
+    except Exception:  # queue.Empty: over the cap
+        proc.terminate()
+        proc.join()
+        row.update(timed_out=True, wall_s=round(time.perf_counter() - t0, 2))
+        return row
+    proc.join()
+    C = float(np.atleast_1d(cv.C_)[0])
+    coef = cv.coef_
+    row.update(
+        chosen_setting=f"C={C:.4g}", features=int(np.count_nonzero(coef)), wall_s=round(wall, 2)
+    )
+    row["test_score"] = round(100 * sklearn_test(cv, te, name, list(cv.classes_), dirs), 3)
+    if penalty == "l2":
+        t0 = time.perf_counter()
+        LogisticRegression(C=C, max_iter=1000).fit(tr.X, tr.y, sample_weight=tr.c)
+        row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
+    return row
+
+
+def sklearn_test(cv, te, name: str, classes: list, dirs: dict) -> float:
+    """Test accuracy (chunk F1 for chunking) of scikit-learn's predictions,
+    scored by the code that scores ours."""
+    scores = cv.decision_function(te.X)
+    scores = np.column_stack([-scores, scores]) if scores.ndim == 1 else scores
+    pred = np.asarray(classes)[scores.argmax(axis=1)]
+    hit = pred == te.y
+    missing = np.full(len(pred), -1)
+    group = te.group if te.group is not None else missing
+    event_id = te.event_id if te.event_id is not None else missing
+    ev = EventScores(te.c, np.zeros(len(pred)), hit, te.y, pred, group, event_id)
+    criterion = "chunk_f1" if name in CHUNKED else "accuracy"
+    labels = list(DatasetInfo.load(dirs["train"]).labels)
+    return criterion_score(ev, criterion, labels)["heldout_score"]
+
+
+# ---- the run -----------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
+    parser.add_argument(
+        "--methods", nargs="+", default=list(METHODS) + ["sklearn-l2", "sklearn-l1"]
+    )
+    parser.add_argument("--data", default=SHARED_DATA, help="the shared corpora")
+    parser.add_argument("--work", default="/tmp/sparkmaxent-model-choice")
+    parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
+    parser.add_argument("--output", default=os.path.join(RESULTS, "model_choice.json"))
+    parser.add_argument("--conll-sentences", type=int, default=2000)
+    parser.add_argument("--stage-seconds", type=float, default=120.0)
+    parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
+    parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
+    args = start(parser, argv)
+    from sparkmaxent.backends.session import spark_session
+
+    spark = spark_session("local[2]", "model-choice", {"spark.sql.shuffle.partitions": "4"})
+    rows: list[dict] = []
+    for name in args.corpora:
+        work = os.path.join(args.work, name)
+        if not args.reuse:
+            shutil.rmtree(work, ignore_errors=True)
+        dirs = prepared(spark, name, work, args)
+        for method in args.methods:
+            log.info("%s: %s", name, method)
+            if method.startswith("sklearn-"):
+                penalty = method.split("-")[1]
+                cap = args.l1_cap if penalty == "l1" else args.l2_cap
+                rows.append(sklearn_row(name, penalty, dirs, cap))
+            else:
+                rows.append(ours(name, method, dirs, args))
+            print_table(rows[-1:], ROW_KEYS)
+            _write(args.output, rows, conll_sentences=args.conll_sentences)
+    print_table(rows, ROW_KEYS)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,203 @@
+"""Model choice on held-out data: a named criterion with its standard
+error, the choice of a point (argmax, or the one-standard-error rule of
+Breiman et al. 1984 / Hastie, Tibshirani & Friedman 2009, section 7.10),
+the best stage of a selection run, and the plot of a path.
+
+Criteria (``train.choice.criterion``), each to maximize:
+
+- ``loglik``: mean held-out log-likelihood (minus ``heldout_loss``);
+- ``accuracy``: weighted fraction of events whose top label is correct;
+- ``chunk_f1``: CoNLL chunk F1 of IOB tags, sentences put back together
+  by ``group`` / ``event_id`` (``evaluate.score_tagging``).
+
+Standard errors are those of a mean over events (loglik, accuracy), with
+the effective number of events (sum c)^2 / sum c^2; for chunk F1 the
+binomial sqrt(F (1 - F) / gold chunks), an approximation.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import numpy as np
+
+from .. import storage
+from ..errors import ConfigError
+from ..kernels import Scaling, Weights
+from ..kernels.predict import EventScores, EventScoresTask
+from .base import LoopState, TrainingContext
+
+log = logging.getLogger(__name__)
+
+#: Keys of LoopState.arrays holding the best stage's weights (checkpointed).
+BEST_KEYS = ("choice_ids", "choice_values", "choice_bias")
+PATH_PLOT = "path.png"
+
+
+def heldout_labels(backend) -> list[str]:
+    """The label names of a backend's dataset (chunk F1 needs them)."""
+    info = getattr(backend, "info", None)
+    return list(info.labels) if info is not None and info.labels else []
+
+
+def criterion_score(scores: EventScores, criterion: str, labels: list[str]) -> dict:
+    """Held-out accuracy, mean loss, and the criterion's score and standard
+    error from per-event results."""
+    c, known = scores.c, ~np.isnan(scores.loss)
+    weight = float(c.sum())
+    n_eff = weight**2 / float(c @ c) if weight else 0.0
+    accuracy = float(c @ scores.hit) / weight if weight else float("nan")
+    wk = float(c[known].sum())
+    mean_loss = float(c[known] @ scores.loss[known]) / wk if wk else float("nan")
+    if criterion == "loglik":
+        var = float(c[known] @ (scores.loss[known] - mean_loss) ** 2) / wk if wk else 0.0
+        score, se = -mean_loss, float(np.sqrt(var / max(n_eff, 1.0)))
+    elif criterion == "accuracy":
+        score, se = accuracy, float(np.sqrt(accuracy * (1 - accuracy) / max(n_eff, 1.0)))
+    elif criterion == "chunk_f1":
+        score, se = _chunk_f1(scores, labels)
+    else:
+        raise ConfigError(f"train.choice.criterion: unknown criterion {criterion!r}")
+    return {
+        "heldout_accuracy": accuracy,
+        "heldout_loss": mean_loss,
+        "heldout_score": score,
+        "heldout_se": se,
+    }
+
+
+def _chunk_f1(scores: EventScores, labels: list[str]) -> tuple[float, float]:
+    from ..evaluate import is_iob, score_tagging
+
+    if not labels or not is_iob(labels) or np.any(scores.group < 0):
+        raise ConfigError(
+            "train.choice.criterion: chunk_f1 needs IOB chunk tags (B-X, I-X, O) on "
+            "multiclass events that carry their sentence (conll format)"
+        )
+    names = np.asarray(labels + ["<unseen>"], dtype=object)
+    gold = names[np.where(scores.y >= 0, scores.y, len(labels))]
+    chunks = score_tagging(
+        scores.group, scores.event_id, gold, names[scores.pred], labels, chunks=True
+    )["chunks"]
+    f1 = float(chunks["f1"])
+    return f1, float(np.sqrt(f1 * (1 - f1) / max(int(chunks["n_gold"]), 1)))
+
+
+def score_weights(ctx: TrainingContext, weights: Weights) -> dict:
+    """Held-out results of ``weights`` under the configured criterion (one pass)."""
+    assert ctx.heldout is not None, "callers check that there is held-out data"
+    return score_on(ctx.heldout, weights, ctx.scaling, ctx.config.choice.criterion)
+
+
+def score_on(backend, weights: Weights, scaling: Scaling | None, criterion: str) -> dict:
+    scores = backend.run(EventScoresTask(backend.space, weights, scaling))
+    return criterion_score(scores, criterion, heldout_labels(backend))
+
+
+def choose(scores: list[float], ses: list[float], sizes: list[int], one_se: bool) -> int:
+    """Index of the chosen point: the best score (the first of ties), or
+    with ``one_se`` the fewest features among points scoring at least the
+    best minus its standard error (ties: the first)."""
+    if not scores:
+        raise ValueError("no points to choose from")
+    values = np.asarray(scores, dtype=float)
+    best = int(np.nanargmax(values))
+    if not one_se:
+        return best
+    within = np.flatnonzero(values >= values[best] - ses[best])
+    return int(within[np.argmin(np.asarray(sizes)[within])])
+
+
+def keep_if_best(state: LoopState, row: dict) -> None:
+    """Remember the state's weights as the best stage when ``row``'s
+    held-out score beats the best so far (kept in ``state.arrays``, so a
+    checkpoint carries them)."""
+    best = state.info.get("choice_score")
+    if best is not None and not row["heldout_score"] > best:
+        return
+    w = state.weights
+    state.info.update(choice_score=row["heldout_score"], choice_round=state.round)
+    state.arrays.update(
+        choice_ids=w.active_ids().copy(),
+        choice_values=w.values.copy(),
+        choice_bias=w.bias.copy() if w.bias is not None else np.zeros(0),
+    )
+
+
+def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | None]:
+    """The weights a stage method's run keeps: the best held-out stage
+    (``train.choice.best_stage``), else the last; and the choice's report
+    (None when no choice was made)."""
+    cfg = ctx.config.choice
+    if ctx.heldout is None or not cfg.best_stage or "choice_round" not in state.info:
+        return state.weights, None
+    if cfg.one_se:
+        log.warning("train.choice.one_se applies to paths; a stage run keeps its best stage")
+    a = state.arrays
+    bias = a["choice_bias"] if ctx.backend.space.bias else None
+    weights = Weights(a["choice_ids"], a["choice_values"], bias)
+    chosen = int(state.info["choice_round"])
+    for row in state.trace:
+        row["chosen"] = row["round"] == chosen
+    report = {
+        "criterion": cfg.criterion,
+        "chosen_round": chosen,
+        "heldout_score": state.info["choice_score"],
+        "stages_run": state.round,
+    }
+    log.info(
+        "kept stage %d of %d: best held-out %s %.6g",
+        chosen,
+        state.round,
+        cfg.criterion,
+        report["heldout_score"],
+    )
+    if ctx.output_dir and ctx.config.selection.plots and state.trace:
+        from .reporting import PLOTS_DIR
+
+        write_path_plot(
+            state.trace,
+            "round",
+            "stage",
+            chosen - 1,
+            cfg.criterion,
+            storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
+        )
+    return weights, report
+
+
+def write_path_plot(
+    rows: list[dict], x_key: str, x_label: str, chosen: int, criterion: str, path: str
+) -> str | None:
+    """PNG of a path: held-out score and feature count against the path's
+    parameter (log scale for penalties) or stage, the choice marked. Needs
+    matplotlib; without it, None."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        log.info("matplotlib is not installed: no path plot (pip install 'sparkmaxent[plots]')")
+        return None
+    x = [r[x_key] for r in rows]
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    log_x = x_key != "round"
+    for i, (key, label) in enumerate(
+        (("heldout_score", f"held-out {criterion}"), ("features", "non-zero weights"))
+    ):
+        ax = fig.add_subplot(1, 2, i + 1)
+        y = [r.get(key, r.get("active", float("nan"))) for r in rows]
+        ax.plot(x, y, marker="o", markersize=3)
+        ax.axvline(x[chosen], color="tab:red", linestyle="--", label="chosen")
+        if log_x:
+            ax.set_xscale("log")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    png = io.BytesIO()  # rendered in memory, written through storage (any file system)
+    fig.savefig(png, format="png", dpi=90)
+    storage.write_bytes(path, png.getvalue())
+    return path

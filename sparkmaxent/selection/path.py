@@ -1,0 +1,288 @@
+"""Regularization paths with warm starts and held-out choice
+(``train.choice.path``), in the style of glmnet (Friedman, Hastie &
+Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
+
+- ``grafting``: gamma1 over a descending geometric grid from gamma1_max,
+  the largest |dL/dw_j| at the bias-only model (above it every weight is 0:
+  the KKT condition of Eq. 5 of Riezler & Vasserman 2004), down to
+  ``l1_ratio`` gamma1_max. Each point is a full grafting run started from
+  the previous point's weights (its active set and values), and keeps its
+  own KKT certificate.
+- ``l2``: gamma2 over a descending grid (1 / (C W), C as
+  LogisticRegressionCV's default Cs), each fit started from the previous one.
+
+Every point is scored on the held-out data (selection/choice.py); the
+model is the chosen point. A path stops early after ``patience`` points
+without a better held-out score (weaker penalties only cost more passes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import storage
+from ..errors import ConfigError
+from ..kernels import Weights
+from ..kernels.loss import LossGradTask
+from ..problem.objective import checked_pass
+from .base import FitResult, TrainingContext
+from .baselines import fit_smooth
+from .choice import PATH_PLOT, choose, score_weights, write_path_plot
+from .grafting import Grafting, fit_grafting_family, variant
+from .reporting import PLOTS_DIR
+
+log = logging.getLogger(__name__)
+
+#: methods with a penalty path; ifs, sgc and bayes-factor choose a stage instead
+PATH_METHODS = ("grafting", "l2")
+#: points a default grid may be extended by at least, while its last point is the best
+MAX_EXTENSION = 10
+
+
+def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
+    """``points`` values from top * ratio^(1/points) down to top * ratio,
+    evenly spaced on a log scale (top itself, where the model is empty, is
+    left out)."""
+    return [float(top * ratio ** (i / points)) for i in range(1, points + 1)]
+
+
+def null_model(ctx: TrainingContext) -> Weights:
+    """The bias-only model (all-zero without a bias): where a path starts."""
+    space = ctx.backend.space
+    if not space.n_bias:
+        return Weights.zeros(space)
+    return fit_smooth(ctx, np.zeros(0, dtype=np.int64), 0.0).weights
+
+
+def gamma1_max(ctx: TrainingContext, start: Weights) -> float:
+    """max |dL/dw_j| over all candidates at ``start`` (one pass): the
+    smallest gamma1 at which every weight stays 0."""
+    return Grafting(ctx, variant("grafting", ctx.config)).gradient_test(start).best
+
+
+def _checked_grid(values: list, name: str) -> list[float]:
+    if not all(isinstance(v, (int, float)) and v > 0 for v in values):
+        raise ConfigError(f"train.choice.{name}: expected positive numbers, got {values!r}")
+    return sorted((float(v) for v in values), reverse=True)
+
+
+def fit_path(ctx: TrainingContext) -> FitResult:
+    """Fit ``ctx.config.method``'s path and return the chosen point, its
+    report extended with ``path`` (every point, the choice marked)."""
+    cfg = ctx.config
+    if ctx.heldout is None:
+        raise ConfigError(
+            "train.choice.path: a path is chosen on held-out data; give data.heldout "
+            "(--heldout) or prepare with data.heldout_fraction (--heldout-fraction)"
+        )
+    if cfg.method not in PATH_METHODS:
+        raise ConfigError(
+            f"train.choice.path: method {cfg.method!r} has no penalty path (paths: "
+            f"{', '.join(PATH_METHODS)}); ifs, sgc and bayes-factor keep their best "
+            "held-out stage (train.choice.best_stage)"
+        )
+    start = null_model(ctx)
+    if cfg.method == "grafting":
+        if cfg.choice.l1_grid:
+            return run_path(
+                ctx, "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, start
+            )
+        top = gamma1_max(ctx, start)
+        grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
+        return run_path(ctx, "l1", grid, _grafting_point, start, top, extend=True)
+    if cfg.choice.l2_grid:
+        return run_path(ctx, "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, start)
+    return run_path(ctx, "l2", l2_grid(ctx), _l2_point, start, extend=True)
+
+
+def l2_grid(ctx: TrainingContext) -> list[float]:
+    """gamma2 = 1 / (C W) for C in logspace(-4, 4, points), strongest first."""
+    space = ctx.backend.space
+    lg = checked_pass(
+        ctx.backend.run(
+            LossGradTask(space, Weights.zeros(space), ctx.scaling, np.zeros(0, dtype=np.int64))
+        ),
+        "loss pass",
+    )
+    return [float(1.0 / (c * lg.weight)) for c in np.logspace(-4, 4, ctx.config.choice.points)]
+
+
+def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous: float) -> int:
+    """Inactive features the sequential strong rule keeps at ``gamma``
+    (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
+    solution above 2 gamma - previous; one pass. 0 with the block-wise
+    test (the dense gradient never reaches the driver)."""
+    method = Grafting(ctx, variant("grafting", ctx.config))
+    if method.block_size is not None:
+        return 0
+    obj = method.objective(start.active_ids())
+    theta = np.concatenate([start.values, start.bias if start.bias is not None else []])
+    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    assert ev.full_grad is not None, "asked for the full gradient"
+    score = np.abs(ev.full_grad)
+    score[start.active_ids()] = 0.0
+    return int(np.count_nonzero(score > 2 * gamma - previous))
+
+
+def _grafting_point(
+    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None
+) -> FitResult:
+    """A grafting run at ``gamma`` from ``start``. Its rounds add up to
+    max(n_best, strong set size) candidates each, so the features the
+    strong rule expects at gamma enter in one round instead of
+    (size / n_best) rounds; the l1 optimum and its certificate are the same."""
+    cfg = ctx.config.grafting
+    n_best = cfg.n_best
+    if previous is not None:
+        n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
+    grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
+    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start)
+
+
+def _l2_point(
+    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None
+) -> FitResult:
+    return fit_smooth(_at(ctx, l2=gamma), None, gamma, start)
+
+
+def _at(ctx: TrainingContext, **changes) -> TrainingContext:
+    """The context of one path point: its penalty, no checkpoints or plots
+    of its own (a path is not resumable point by point), and no held-out
+    pass per round (the path scores each point once)."""
+    return dataclasses.replace(
+        ctx,
+        config=dataclasses.replace(ctx.config, **changes),
+        heldout=None,
+        output_dir=None,
+        resume=False,
+        on_round=None,
+    )
+
+
+def run_path(
+    ctx: TrainingContext,
+    parameter: str,
+    grid: list[float],
+    fit_point: Callable[[TrainingContext, float, Weights, float | None], FitResult],
+    start: Weights,
+    previous: float | None = None,
+    extend: bool = False,
+) -> FitResult:
+    """Fit ``grid`` in order, each point warm-started from the last (and
+    told the previous penalty: ``previous`` before the first), score each
+    on the held-out data, and return the chosen point. With ``extend`` (a
+    default grid), a path whose last point is still the best goes on down
+    by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points."""
+    choice = ctx.config.choice
+    rows: list[dict] = []
+    results: list[FitResult] = []
+    weights, best, since_best = start, -np.inf, 0
+    grid = list(grid)
+    for gamma in _extended(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
+        passes0 = ctx.backend.passes
+        result = fit_point(ctx, gamma, weights, previous)
+        previous = gamma
+        weights = result.weights
+        rep = result.report
+        row = {
+            parameter: gamma,
+            "features": int(weights.nnz),
+            "objective": rep.get("objective"),
+            "passes": ctx.backend.passes - passes0,
+            "converged": bool(rep.get("converged")),
+            **score_weights(ctx, weights),
+        }
+        if "kkt" in rep:
+            row["kkt_passed"] = bool(rep["kkt"]["passed"])
+        rows.append(row)
+        results.append(result)
+        log.info(
+            "path %s %.4g: %d features, objective %.6g, held-out %s %.6g (accuracy %.4f), "
+            "%d passes",
+            parameter,
+            gamma,
+            row["features"],
+            row["objective"],
+            choice.criterion,
+            row["heldout_score"],
+            row["heldout_accuracy"],
+            row["passes"],
+        )
+        if row["heldout_score"] > best:
+            best, since_best = row["heldout_score"], 0
+        else:
+            since_best += 1
+        if choice.patience and since_best >= choice.patience:
+            log.info("path stopped: %d points without a better held-out score", since_best)
+            break
+    return _chosen(ctx, parameter, grid, rows, results)
+
+
+def _extended(grid: list[float], rows: list[dict], extend: bool, limit: int):
+    """The grid's values, then (``extend``) more at the same ratio while the
+    last point fitted is the best so far; appended to ``grid`` as they go."""
+    yield from list(grid)
+    if not extend or len(grid) < 2:
+        return
+    ratio = grid[-1] / grid[-2]
+    for _ in range(limit):
+        scores = [r["heldout_score"] for r in rows]
+        if not scores or int(np.argmax(scores)) != len(scores) - 1:
+            return
+        grid.append(grid[-1] * ratio)
+        log.info("path: the last point is the best so far; extending the grid to %.4g", grid[-1])
+        yield grid[-1]
+
+
+def _chosen(
+    ctx: TrainingContext,
+    parameter: str,
+    grid: list[float],
+    rows: list[dict],
+    results: list[FitResult],
+) -> FitResult:
+    """The chosen point's result, its report carrying the whole path."""
+    choice = ctx.config.choice
+    i = choose(
+        [r["heldout_score"] for r in rows],
+        [r["heldout_se"] for r in rows],
+        [r["features"] for r in rows],
+        choice.one_se,
+    )
+    for j, row in enumerate(rows):
+        row["chosen"] = j == i
+    chosen = results[i]
+    log.info(
+        "chose %s %.4g (point %d of %d): %d features, held-out %s %.6g",
+        parameter,
+        rows[i][parameter],
+        i + 1,
+        len(rows),
+        rows[i]["features"],
+        choice.criterion,
+        rows[i]["heldout_score"],
+    )
+    plot = None
+    if ctx.output_dir and ctx.config.selection.plots:
+        plot = write_path_plot(
+            rows,
+            parameter,
+            "gamma1" if parameter == "l1" else "gamma2",
+            i,
+            choice.criterion,
+            storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
+        )
+    chosen.report["path"] = {
+        "parameter": parameter,
+        "criterion": choice.criterion,
+        "one_se": choice.one_se,
+        "grid": grid,
+        "chosen": i,
+        "points": rows,
+        "plot": plot,
+    }
+    return chosen

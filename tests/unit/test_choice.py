@@ -1,0 +1,203 @@
+"""Model choice in-process: the criteria and their standard errors, the
+choice rule (argmax, one standard error), warm-started paths against cold
+fits, the best stage of a selection run, and the path's report and plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import ConfigError, train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.evaluate import score_tagging
+from sparkmaxent.kernels import MULTICLASS, Space, Weights
+from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
+from sparkmaxent.selection.choice import choose, criterion_score
+from sparkmaxent.selection.path import geometric_grid
+from sparkmaxent.train import train
+
+from .helpers import random_block
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Planted multiclass data cut into training and held-out parts."""
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=2500,
+            n_predicates=150,
+            n_labels=3,
+            n_support=8,
+            n_copies=0,
+            n_conjunctions=1,
+            min_support_count=40,
+            seed=11,
+        )
+    )
+    tr, he = synthetic.split(data, [0.75, 0.25], seed=0)
+    space = Space(MULTICLASS, 150, 3, bias=True)
+    return tr.block(), he.block(), space
+
+
+def run(problem, heldout=True, output_dir=None, **keys):
+    tr, he, space = problem
+    held = LocalBackend([he], space) if heldout else None
+    return train(LocalBackend([tr], space), train_config(**keys), held, output_dir=output_dir)
+
+
+def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
+    scores, ses, sizes = (
+        [0.70, 0.78, 0.80, 0.80, 0.79],
+        [0.01, 0.03, 0.02, 0.02, 0.02],
+        [1, 5, 9, 20, 40],
+    )
+    assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
+    assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
+    assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
+
+
+def test_criteria_and_their_standard_errors():
+    c = np.array([1.0, 2.0, 1.0, 1.0])
+    loss = np.array([0.1, 0.5, np.nan, 2.0])  # event 2: a label unseen in training
+    hit = np.array([True, True, False, False])
+    none = np.full(4, -1)
+    scores = EventScores(c, loss, hit, none, none, none, none)
+    n_eff = 25.0 / 7.0
+    acc = criterion_score(scores, "accuracy", [])
+    assert acc["heldout_score"] == pytest.approx(3 / 5)
+    assert acc["heldout_se"] == pytest.approx(np.sqrt(0.6 * 0.4 / n_eff))
+    ll = criterion_score(scores, "loglik", [])
+    mean = (0.1 + 1.0 + 2.0) / 4
+    var = (0.1 - mean) ** 2 / 4 + 2 * (0.5 - mean) ** 2 / 4 + (2.0 - mean) ** 2 / 4
+    assert ll["heldout_score"] == pytest.approx(-mean) and ll["heldout_loss"] == pytest.approx(mean)
+    assert ll["heldout_se"] == pytest.approx(np.sqrt(var / n_eff))
+    with pytest.raises(ConfigError, match="chunk_f1 needs IOB"):
+        criterion_score(scores, "chunk_f1", ["A", "B"])
+
+
+def test_chunk_f1_criterion_puts_sentences_back_in_order():
+    labels = ["B-NP", "I-NP", "O"]
+    # two sentences, events shuffled; gold B I O | B O, predicted B I O | O O
+    group = np.array([1, 0, 0, 1, 0])
+    event_id = np.array([4, 1, 0, 3, 2])
+    y = np.array([2, 1, 0, 0, 2])
+    pred = np.array([2, 1, 0, 2, 2])
+    ones = np.ones(5)
+    scores = EventScores(ones, ones, y == pred, y, pred, group, event_id)
+    got = criterion_score(scores, "chunk_f1", labels)
+    names = np.array(labels, dtype=object)
+    want = score_tagging(group, event_id, names[y], names[pred], labels, chunks=True)
+    assert got["heldout_score"] == pytest.approx(want["chunks"]["f1"]) == pytest.approx(2 / 3)
+
+
+def test_event_scores_sum_to_the_evaluation_stats():
+    rng = np.random.default_rng(3)
+    for shape in (MULTICLASS, "candidates"):
+        block, space = random_block(rng, shape)
+        n = min(6, space.n_features)
+        weights = Weights(
+            np.arange(n, dtype=np.int64),
+            rng.normal(size=n),
+            rng.normal(size=space.n_bias) if space.n_bias else None,
+        )
+        ev = EvalTask(space, weights)(block)
+        per = EventScoresTask(space, weights)(block)
+        known = ~np.isnan(per.loss)
+        assert per.c @ per.hit == pytest.approx(ev.correct)
+        assert per.c[known] @ per.loss[known] == pytest.approx(ev.loss)
+
+
+def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
+    grid = [4e-3, 2e-3, 1e-3]
+    path = run(problem, method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9)
+    points = path.report["path"]["points"]
+    assert [p["l1"] for p in points] == grid
+    for i, point in enumerate(points):
+        cold = run(problem, heldout=False, method="grafting", l1=grid[i], gtol=1e-9)
+        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
+        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+        assert point["features"] == cold.report["nonzero_weights"]
+        if i:  # the first point starts from the bias-only model, a cold fit from zeros
+            assert point["passes"] < cold.report["passes"]
+
+
+def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
+    res = run(problem, output_dir=str(tmp_path), method="grafting", path=True, points=6)
+    path = res.report["path"]
+    scores = [p["heldout_score"] for p in path["points"]]
+    i = path["chosen"]
+    assert i == int(np.argmax(scores)) and path["points"][i]["chosen"]
+    assert sum(p["chosen"] for p in path["points"]) == 1
+    assert res.report["l1"] == path["points"][i]["l1"]
+    assert res.weights.nnz == path["points"][i]["features"]
+    # the default grid descends geometrically from gamma1_max
+    l1s = [p["l1"] for p in path["points"]]
+    assert all(b < a for a, b in zip(l1s, l1s[1:]))
+    assert np.allclose(np.diff(np.log(l1s)), np.log(1e-3) / 6)
+    # patience 1: the path ends at the first point after the best (or the grid's end)
+    assert len(l1s) in (i + 2, 6)
+    with open(tmp_path / "plots" / "path.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_standard_error_rule_takes_the_sparsest_point_within_one_se(problem):
+    res = run(problem, method="grafting", path=True, points=5, one_se=True, patience=0)
+    points = res.report["path"]["points"]
+    best = max(points, key=lambda p: p["heldout_score"])
+    within = [p for p in points if p["heldout_score"] >= best["heldout_score"] - best["heldout_se"]]
+    chosen = points[res.report["path"]["chosen"]]
+    assert chosen["features"] == min(p["features"] for p in within)
+    assert chosen["features"] <= best["features"]
+
+
+def test_l2_path_chooses_gamma2_on_held_out_data(problem):
+    res = run(problem, method="l2", path=True, l2_grid=[1e-3, 1e-1, 1e-2], patience=0)
+    points = res.report["path"]["points"]
+    l2s = [p["l2"] for p in points]
+    assert l2s == [1e-1, 1e-2, 1e-3]  # strongest first
+    i = res.report["path"]["chosen"]
+    assert i == int(np.argmax([p["heldout_score"] for p in points]))
+    assert res.report["l2"] == l2s[i]
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
+    res = run(problem, output_dir=str(tmp_path), method=method, max_features=15)
+    rounds = res.report["rounds"]
+    best = max(rounds, key=lambda r: r["heldout_score"])
+    assert res.report["choice"]["chosen_round"] == best["round"]
+    assert res.weights.nnz == best["active"]
+    assert [r["round"] for r in rounds if r["chosen"]] == [best["round"]]
+    assert (tmp_path / "plots" / "path.png").exists()
+    last = run(problem, method=method, max_features=15, best_stage=False)
+    assert last.report["choice"] is None
+    assert last.weights.nnz == rounds[-1]["active"]
+
+
+def test_path_needs_held_out_data_and_a_path_method(problem):
+    with pytest.raises(ConfigError, match="held-out data"):
+        run(problem, heldout=False, method="grafting", path=True)
+    with pytest.raises(ConfigError, match="no penalty path"):
+        run(problem, method="sgc", path=True)
+    with pytest.raises(ConfigError, match="positive numbers"):
+        run(problem, method="grafting", path=True, l1_grid=[1e-3, -1.0])
+
+
+def test_geometric_grid():
+    grid = geometric_grid(1.0, 1e-2, 4)
+    assert grid == pytest.approx([10**-0.5, 10**-1.0, 10**-1.5, 1e-2])
+
+
+def test_default_path_goes_on_while_its_last_point_is_the_best(problem):
+    # a grid that ends far above the best gamma1: the path extends itself
+    res = run(problem, method="grafting", path=True, points=2, l1_ratio=0.25)
+    path = res.report["path"]
+    l1s = [p["l1"] for p in path["points"]]
+    assert len(l1s) > 2 and path["grid"] == l1s
+    assert np.allclose(np.diff(np.log(l1s)), np.log(0.25) / 2)
+    scores = [p["heldout_score"] for p in path["points"]]
+    assert path["chosen"] == int(np.argmax(scores)) < len(l1s) - 1
+    # a user grid is taken as given
+    given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01])
+    assert [p["l1"] for p in given.report["path"]["points"]] == [0.02, 0.01]
