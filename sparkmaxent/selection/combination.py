@@ -36,7 +36,6 @@ from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
 from ..kernels.conjunctions import (
     MAX_DEGREE,
-    SEPARATOR,
     Conjunctions,
     atoms_of_keys,
     check_key_range,
@@ -342,4 +341,4 @@ def fit_grafting(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "grafting")
 
 
-__all__ = ["SEPARATOR", "fit_combination", "fit_grafting", "search", "compact"]
+__all__ = ["fit_combination", "fit_grafting", "search", "compact"]

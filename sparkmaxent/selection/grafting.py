@@ -397,10 +397,6 @@ def grafting_report(
     }
 
 
-def fit_grafting(ctx: TrainingContext) -> FitResult:
-    return fit_grafting_family(ctx, "grafting")
-
-
 def fit_mle_ifs(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "mle-ifs")
 

@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from ..kernels import MULTICLASS
-from ..kernels.conjunctions import Conjunctions
+from ..kernels.conjunctions import SEPARATOR, Conjunctions
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class FeatureNamer:
         conj = self.conjunctions
         if conj is not None and p >= conj.n_atoms:
             atoms = conj.atoms[p - conj.n_atoms]
-            return " & ".join(self.predicate(int(a)) for a in atoms if a >= 0)
+            return SEPARATOR.join(self.predicate(int(a)) for a in atoms if a >= 0)
         if self._ids is None:
             self._ids, self._names = np.zeros(0, dtype=np.int64), []
             if self.dataset_dir:
