@@ -134,21 +134,71 @@ def prepare_pp(work: str, data_dir: str, lengths: list[int], reuse: bool) -> dic
     return dirs
 
 
+def prepare_conll(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
+    """CoNLL-2000 with the 10 unigram templates (conll option templates=unigrams),
+    count cutoff 2: the first 90% of train.txt's sentences to train, the
+    rest held out, test.txt to report."""
+    from benchmarks.conll2000_baselines import split_sentences
+
+    dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
+    if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
+        return dirs
+    from sparkmaxent.backends.session import spark_session
+    from sparkmaxent.data.prepare import prepare
+
+    os.makedirs(work, exist_ok=True)
+    fit, dev = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
+    split_sentences(shared_corpus("conll2000", "train.txt", data_dir=data_dir), fit, dev, 0.1)
+    opts = {"templates": "unigrams"}
+    spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "4g"})
+    try:
+        prepare(spark, [fit], dirs["train"], "conll", options=opts, cutoff=2, overwrite=True)
+        for name, path in (
+            ("dev", dev),
+            ("test", shared_corpus("conll2000", "test.txt", data_dir=data_dir)),
+        ):
+            prepare(
+                spark,
+                [path],
+                dirs[name],
+                "conll",
+                options=opts,
+                merge_duplicates=False,
+                vocabulary=dirs["train"],
+                overwrite=True,
+            )
+    finally:
+        spark.stop()
+    return dirs
+
+
 class Task:
-    """One task's backends and scorers."""
+    """One task's backends and scorers (accuracy; chunk F1 on CoNLL)."""
 
     def __init__(self, name: str, dirs: dict[str, str], blocks: int):
         from sparkmaxent.backends.factory import make_backend
 
-        self.name = name
+        self.name, self.dirs = name, dirs
+        self.metric = "chunk_f1" if name == "conll" else "accuracy"
         self.train = make_backend("local", dirs["train"], bias=True, partitions=blocks)
         self.dev = make_backend("local", dirs["dev"], bias=True, partitions=1)
         self.test = make_backend("local", dirs["test"], bias=True, partitions=1)
 
     def score(self, backend, result) -> float:
+        from sparkmaxent.evaluate import evaluate_dataset
         from sparkmaxent.selection.base import evaluate
 
-        return evaluate(backend, result.weights, None, result.conjunctions).accuracy
+        if self.metric == "accuracy":
+            return evaluate(backend, result.weights, None, result.conjunctions).accuracy
+        split = "dev" if backend is self.dev else "test"
+        scores = evaluate_dataset(
+            self.dirs[split],
+            result.weights,
+            result.space(self.train.space),
+            chunks=True,
+            conjunctions=result.conjunctions,
+        )
+        return scores["chunks"]["f1"]
 
     def existing(self, degree: int) -> int:
         from sparkmaxent.kernels.combination import EnumerateTask
@@ -201,7 +251,7 @@ def choose(
         "task": task.name,
         "method": method,
         "degree": degree,
-        "metric": "accuracy",
+        "metric": task.metric,
         "test_score": task.score(task.test, result),
         "dev_score": dev,
         "gamma": gamma,
@@ -221,20 +271,30 @@ def run_task(task: Task, args) -> list[dict]:
     rows = []
     existing = {d: task.existing(d) for d in (2, 3)}
     log.info("%s: conjunctions existing: %s", task.name, existing)
-    rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
-    for degree in (1, 2, 3):
+    conll = task.name == "conll"
+    if conll:
+        cap["max_seconds"] = args.conll_max_seconds
+    l1_grid = args.conll_l1_grid if conll else args.l1_grid
+    if not conll:
+        rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
+    for degree in (1, 2) if conll else (1, 2, 3):
         name = "l1-Orig" if degree == 1 else "l1-Comb"
         row = choose(
             task,
             name,
             degree,
-            args.l1_grid,
+            l1_grid,
             lambda g, d=degree: train_config(method="grafting", l1=g, combination_degree=d, **cap),
         )
         row["conjunctions_existing"] = existing.get(degree, 0)
         rows.append(row)
         print_table(rows, ROW_KEYS)
-    if args.l2_comb3:
+    if conll:
+        rows[-1]["note"] = (
+            f"capped at {args.conll_max_seconds:g} s per run (train.selection.max_seconds); "
+            f"l2-Comb3 not run: {existing[3]} conjunctions x 22 labels"
+        )
+    if args.l2_comb3 and not conll:
         n = task.train.space.n_predicates
         tracemalloc.start()
         keys = task.train.run(EnumerateTask(n, 3)).keys
@@ -292,7 +352,9 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp"])
+    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll"])
+    parser.add_argument("--conll-l1-grid", type=float, nargs="+", default=[1e-4])
+    parser.add_argument("--conll-max-seconds", type=float, default=900.0)
     parser.add_argument("--data", default=SHARED_DATA)
     parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
     parser.add_argument("--l1-grid", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5])
@@ -309,7 +371,10 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.output) as f:
             rows = [r for r in json.load(f)["rows"] if r["task"] not in args.tasks]
     for name in args.tasks:
-        dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
+        if name == "pp":
+            dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
+        else:
+            dirs = prepare_conll(os.path.join(args.work, name), args.data, args.reuse)
         rows += run_task(Task(name, dirs, args.blocks), args)
         write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
     plot(rows, os.path.splitext(args.output)[0] + ".png")
