@@ -259,7 +259,9 @@ def choose(
     }
 
 
-def run_task(task: Task, args) -> list[dict]:
+def run_task(task: Task, args, save) -> list[dict]:
+    """Every row of one task, in the order l1-Comb, l1-Orig, l2-Comb3, l2;
+    ``save(rows)`` after each row (a long run keeps what it measured)."""
     import numpy as np
 
     from sparkmaxent.backends.expanded import ExpandedBackend
@@ -275,9 +277,7 @@ def run_task(task: Task, args) -> list[dict]:
     if conll:
         cap["max_seconds"] = args.conll_max_seconds
     l1_grid = args.conll_l1_grid if conll else args.l1_grid
-    if not conll:
-        rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
-    for degree in (1, 2) if conll else (1, 2, 3):
+    for degree in (2, 1) if conll else (2, 3, 1):
         name = "l1-Orig" if degree == 1 else "l1-Comb"
         row = choose(
             task,
@@ -288,9 +288,10 @@ def run_task(task: Task, args) -> list[dict]:
         )
         row["conjunctions_existing"] = existing.get(degree, 0)
         rows.append(row)
+        save(rows)
         print_table(rows, ROW_KEYS)
     if conll:
-        rows[-1]["note"] = (
+        rows[0]["note"] = (
             f"capped at {args.conll_max_seconds:g} s per run (train.selection.max_seconds); "
             f"l2-Comb3 not run: {existing[3]} conjunctions x 22 labels"
         )
@@ -318,6 +319,10 @@ def run_task(task: Task, args) -> list[dict]:
         row["conjunctions_existing"] = existing[3]
         row["conjunctions_examined"] = existing[3]
         rows.append(row)
+        save(rows)
+    if not conll:
+        rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
+        save(rows)
     print_table(rows, ROW_KEYS)
     return rows
 
@@ -375,8 +380,12 @@ def main(argv: list[str] | None = None) -> None:
             dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
         else:
             dirs = prepare_conll(os.path.join(args.work, name), args.data, args.reuse)
-        rows += run_task(Task(name, dirs, args.blocks), args)
-        write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
+        done = list(rows)
+
+        def save(new: list[dict], done=done) -> None:
+            write_result(args.output, done + new, pp_reference=PP_REFERENCE, bitstrings=lengths)
+
+        rows = done + run_task(Task(name, dirs, args.blocks), args, save)
     plot(rows, os.path.splitext(args.output)[0] + ".png")
     print_table(rows, ROW_KEYS)
 
