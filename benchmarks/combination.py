@@ -82,7 +82,8 @@ def pp_text(src: str, dst: str, bits: dict[str, str], lengths: list[int]) -> Non
                 continue
             feats = []
             for slot, word in zip(("v", "n1", "p", "n2"), cols[1:5]):
-                feats.append(f"{slot}={word.lower()}")
+                # "10:45" would read as feature "10" with value 45 in the maxent format
+                feats.append(f"{slot}={word.lower().replace(':', '_')}")
                 code = bits.get(word) or bits.get(word.lower())
                 for n in lengths if code else []:
                     feats.append(f"{slot}b{n}={code[:n]}")
