@@ -41,6 +41,7 @@ import tracemalloc
 
 from benchmarks.common import (
     SHARED_DATA,
+    command_line,
     print_table,
     shared_corpus,
     start,
@@ -256,6 +257,8 @@ def choose(
         "test_score": task.score(task.test, result),
         "dev_score": dev,
         "gamma": gamma,
+        "grid": list(grid),
+        "command": command_line(),
         **row,
     }
 
@@ -278,8 +281,11 @@ def run_task(task: Task, args, save) -> list[dict]:
     if conll:
         cap["max_seconds"] = args.conll_max_seconds
     l1_grid = args.conll_l1_grid if conll else args.l1_grid
+    wanted = set(args.only)
     for degree in (2, 1) if conll else (2, 3, 1):
         name = "l1-Orig" if degree == 1 else "l1-Comb"
+        if wanted and f"{name}:{degree}" not in wanted:
+            continue
         row = choose(
             task,
             name,
@@ -296,7 +302,7 @@ def run_task(task: Task, args, save) -> list[dict]:
             f"capped at {args.conll_max_seconds:g} s per run (train.selection.max_seconds); "
             f"l2-Comb3 not run: {existing[3]} conjunctions x 22 labels"
         )
-    if args.l2_comb3 and not conll:
+    if args.l2_comb3 and not conll and (not wanted or "l2-Comb3:3" in wanted):
         n = task.train.space.n_predicates
         tracemalloc.start()
         keys = task.train.run(EnumerateTask(n, 3)).keys
@@ -321,7 +327,7 @@ def run_task(task: Task, args, save) -> list[dict]:
         row["conjunctions_examined"] = existing[3]
         rows.append(row)
         save(rows)
-    if not conll:
+    if not conll and (not wanted or "l2:1" in wanted):
         rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
         save(rows)
     print_table(rows, ROW_KEYS)
@@ -359,6 +365,12 @@ def plot(rows: list[dict], path: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll"])
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        help="run only these rows (METHOD:DEGREE, e.g. l1-Comb:3 l2:1); keep the others' results",
+    )
     parser.add_argument("--conll-l1-grid", type=float, nargs="+", default=[1e-4])
     parser.add_argument("--conll-max-seconds", type=float, default=900.0)
     parser.add_argument("--data", default=SHARED_DATA)
@@ -375,7 +387,13 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     if os.path.exists(args.output):
         with open(args.output) as f:
-            rows = [r for r in json.load(f)["rows"] if r["task"] not in args.tasks]
+            # rows of other tasks, and with --only those of the rows not re-run
+            rows = [
+                r
+                for r in json.load(f)["rows"]
+                if r["task"] not in args.tasks
+                or (args.only and f"{r['method']}:{r['degree']}" not in args.only)
+            ]
     for name in args.tasks:
         if name == "pp":
             dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
