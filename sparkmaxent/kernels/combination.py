@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from .blocks import Block, MulticlassBlock
 from .conjunctions import MAX_DEGREE, Conjunctions, conjunction_keys
+from .conjunctions import later_entries as _later
 from .loss import multiclass_proba
 from .params import Space, Weights
 
@@ -121,16 +122,6 @@ class ConjunctionSums:
 
 def _rows(indptr: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(indptr) - 1, dtype=np.int64), np.diff(indptr))
-
-
-def _later(entries: np.ndarray, row_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every (e, e') with e in ``entries`` and e < e' < row_end[e]: the
-    entries after e in its row, as two aligned position arrays."""
-    n_after = row_end[entries] - entries - 1
-    first = np.repeat(np.arange(len(entries)), n_after)
-    start = np.cumsum(n_after) - n_after
-    second = entries[first] + 1 + (np.arange(len(first)) - np.repeat(start, n_after))
-    return first, second
 
 
 @dataclass(frozen=True)

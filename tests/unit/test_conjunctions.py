@@ -49,6 +49,23 @@ def test_values_equal_the_definition(degree):
     np.testing.assert_array_equal(wide.X[:, :7].toarray(), block.X.toarray())
 
 
+@pytest.mark.parametrize("n_conj", [3, 60])
+def test_both_ways_of_forming_agree(n_conj):
+    """values() picks the cheaper of counting atoms per conjunction and
+    looking every event's own pairs and triples up; both are exact."""
+    rng = np.random.default_rng(n_conj)
+    block = random_multiclass(rng, m=40, P=9, density=0.5)
+    block.X.data = np.abs(block.X.data)
+    tuples = all_tuples(9, 3)
+    picked = [tuples[i] for i in rng.choice(len(tuples), n_conj, replace=False)]
+    conj = Conjunctions.from_tuples(9, picked)
+    X = block.X.tocsr()
+    X.sort_indices()
+    want = brute_values(X.toarray(), conj.tuples())
+    np.testing.assert_allclose(conj.values(X).toarray(), want, rtol=1e-15)
+    np.testing.assert_allclose(conj._values_by_lookup(X).toarray(), want, rtol=1e-15)
+
+
 def test_candidate_blocks_form_conjunctions_per_candidate():
     rng = np.random.default_rng(5)
     block = random_candidates(rng, D=6, density=0.6)
