@@ -444,12 +444,13 @@ def score_tagging(
 
 
 def evaluate_dataset(
-    dataset_dir: str, weights, space, scaling=None, chunks: bool | None = None
+    dataset_dir: str, weights, space, scaling=None, chunks: bool | None = None, conjunctions=None
 ) -> dict:
     """``score_tagging`` of in-process predictions on a prepared multiclass
     dataset (prepared with the training vocabulary, duplicates not merged);
     for benchmarks and data that fit the driver. ``chunks`` None: when the
-    labels are IOB tags."""
+    labels are IOB tags. ``conjunctions``: formed in the events first
+    (weights over atoms and conjunctions)."""
     from .data.load import read_events_table
     from .data.schema import DatasetInfo, block_from_arrow
     from .kernels.blocks import MulticlassBlock
@@ -461,6 +462,8 @@ def evaluate_dataset(
     table = read_events_table(dataset_dir, info)
     block = block_from_arrow(table, info)
     assert isinstance(block, MulticlassBlock), "block_from_arrow follows info.shape"
+    if conjunctions is not None:
+        block = conjunctions.expand(block)
     predicted, _ = predict_multiclass(block, space, weights, scaling)
     labels = list(info.labels)
     gold = [info.label_name(int(y)) for y in table.column("label").to_numpy()]

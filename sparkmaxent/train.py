@@ -11,7 +11,7 @@ from .backends import Backend
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask
-from .selection import baselines, bayes, grafting, ifs, path
+from .selection import baselines, bayes, combination, grafting, ifs, path
 from .selection.base import FitResult, Method, TrainingContext, evaluate
 
 log = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ METHODS: dict[str, Method] = {
     "mle": baselines.fit_mle,
     "l2": baselines.fit_l2,
     "cutoff": baselines.fit_cutoff,
-    "grafting": grafting.fit_grafting,
+    "grafting": combination.fit_grafting,
     "mle-ifs": grafting.fit_mle_ifs,
     "l2-ifs": grafting.fit_l2_ifs,
     "ifs": ifs.fit_ifs,
@@ -91,7 +91,7 @@ def train(
         wall_s=round(time.perf_counter() - start, 3),
     )
     if heldout is not None:
-        stats = evaluate(heldout, result.weights, scaling)
+        stats = evaluate(heldout, result.weights, scaling, result.conjunctions)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling
     report["unconverged"] = unconverged(report)

@@ -289,6 +289,15 @@ class GraftingConfig(Section):
     test_block_size: int = key(
         1_000_000, "Features per block of the block-wise gradient test.", ge=1
     )
+    combination_degree: int = key(
+        1,
+        "grafting: 2 or 3 adds combination features (Okanohara & Tsujii 2009): "
+        "conjunctions of up to this many atomic predicates that fire together, "
+        "found by a bound without enumerating them, once the atoms are optimized; "
+        "predicate values must be in [0, 1]. 1: atoms only.",
+        ge=1,
+        le=3,
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from ..shapes import CANDIDATES, MULTICLASS
-from .templates import pp_features, sentence_features
+from .templates import CHUNK_TEMPLATES, pp_features, sentence_features
 
 
 @dataclass
@@ -379,7 +379,10 @@ def parse_tadm(path: str, lines: Iterable[str], options: dict) -> Iterator[Parse
 # ---------------------------------------------------------------------- CoNLL
 
 CONLL_MODES = ("chunk", "basenp")
-CONLL_OPTIONS = {"mode": "chunk", "lowercase": False}
+CONLL_OPTIONS = {"mode": "chunk", "lowercase": False, "templates": "chunk"}
+#: the conll option ``templates``: the 17 chunking templates, or only their
+#: 10 unigrams (w-2..w+2, t-2..t+2: atoms for combination features)
+CONLL_TEMPLATES = {"chunk": CHUNK_TEMPLATES, "unigrams": CHUNK_TEMPLATES[:10]}
 BASENP_TAGS = frozenset({"B-NP", "I-NP"})
 
 
@@ -399,7 +402,8 @@ def parse_conll(path: str, lines: Iterable[str], options: dict) -> Iterator[Pars
     options : dict
         ``mode``: ``"chunk"`` (default: every IOB2 chunk tag is a label) or
         ``"basenp"`` (B-NP and I-NP kept, every other tag mapped to ``O``);
-        ``lowercase``: lowercase the words (default False).
+        ``lowercase``: lowercase the words (default False); ``templates``:
+        ``"chunk"`` (default, the 17) or ``"unigrams"`` (their first 10).
 
     Yields
     ------
@@ -419,6 +423,12 @@ def parse_conll(path: str, lines: Iterable[str], options: dict) -> Iterator[Pars
     mode, lowercase = opts["mode"], bool(opts["lowercase"])
     if mode not in CONLL_MODES:
         raise InputError(f"{path}: expected conll option mode in {CONLL_MODES}, got {mode!r}")
+    if opts["templates"] not in CONLL_TEMPLATES:
+        raise InputError(
+            f"{path}: expected conll option templates in {tuple(CONLL_TEMPLATES)}, "
+            f"got {opts['templates']!r}"
+        )
+    templates = CONLL_TEMPLATES[opts["templates"]]
     basenp = mode == "basenp"
     sentence = 0  # index of the open (or next) sentence
     first_token = 0  # event_id of the open sentence's first token
@@ -430,7 +440,7 @@ def parse_conll(path: str, lines: Iterable[str], options: dict) -> Iterator[Pars
             yield error
             return
         words = [r[0] for r in rows]
-        feats = sentence_features(words, [r[1] for r in rows], lowercase=lowercase)
+        feats = sentence_features(words, [r[1] for r in rows], templates, lowercase=lowercase)
         for i, (row, fs) in enumerate(zip(rows, feats)):
             label = row[2]
             if basenp and label not in BASENP_TAGS:

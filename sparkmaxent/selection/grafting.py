@@ -317,22 +317,25 @@ def _same(a: Weights, b: Weights) -> bool:
     )
 
 
+def test_path(method: Grafting) -> dict:
+    """How ``method``'s gradient test runs (dense or block-wise), for logs and reports."""
+    n = method.ctx.backend.space.n_features
+    if method.block_size is None:
+        return {"path": "dense"}
+    return {
+        "path": "block-wise",
+        "block_size": method.block_size,
+        "blocks": -(-n // method.block_size),
+    }
+
+
 def fit_grafting_family(ctx: TrainingContext, name: str, start: Weights | None = None) -> FitResult:
     """Run a grafting-family method through the shared round loop, from
     ``start`` (a path's previous point; default all-zero)."""
     spec = variant(name, ctx.config)
     penalty = spec.penalty
     method = Grafting(ctx, spec)
-    space = ctx.backend.space
-    test_path = (
-        {"path": "dense"}
-        if method.block_size is None
-        else {
-            "path": "block-wise",
-            "block_size": method.block_size,
-            "blocks": -(-space.n_features // method.block_size),
-        }
-    )
+    path = test_path(method)
     log.info(
         "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
         "over %d candidates",
@@ -342,13 +345,22 @@ def fit_grafting_family(ctx: TrainingContext, name: str, start: Weights | None =
         penalty.bound,
         ctx.config.grafting.n_best,
         ctx.config.selection.solver,
-        test_path["path"],
-        space.n_features,
+        path["path"],
+        ctx.backend.space.n_features,
     )
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|", start=start)
-    weights = state.weights
     # stopped by a cap: certify what there is (one more pass)
-    cert = state.info["kkt"] if "kkt" in state.info else method._certificate(weights)
+    cert = state.info["kkt"] if "kkt" in state.info else method._certificate(state.weights)
+    report = grafting_report(ctx, name, method, state, cert)
+    return FitResult(state.weights.sparse(), report)
+
+
+def grafting_report(
+    ctx: TrainingContext, name: str, method: Grafting, state: LoopState, cert: dict
+) -> dict:
+    """The run report of a grafting-family run that ended in ``state`` with
+    certificate ``cert`` (warned about when it failed)."""
+    penalty, weights = method.penalty, state.weights
     test = method.gradient_test(weights)  # known by now: no pass
     lg = test.lossgrad
     if not cert["passed"]:
@@ -361,7 +373,7 @@ def fit_grafting_family(ctx: TrainingContext, name: str, start: Weights | None =
             cert["max_active_violation"],
             cert["tol"],
         )
-    report = {
+    return {
         "objective": method.penalized(test.value, weights),
         "l1": penalty.l1,
         "l2": penalty.l2,
@@ -379,16 +391,11 @@ def fit_grafting_family(ctx: TrainingContext, name: str, start: Weights | None =
         "iterations": method.iterations,
         "evaluations": method.evaluations,
         "solvers": method.solver_use,
-        "gradient_test": test_path,
+        "gradient_test": test_path(method),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return FitResult(weights.sparse(), report)
-
-
-def fit_grafting(ctx: TrainingContext) -> FitResult:
-    return fit_grafting_family(ctx, "grafting")
 
 
 def fit_mle_ifs(ctx: TrainingContext) -> FitResult:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import storage
 from ..kernels import MULTICLASS
+from ..kernels.conjunctions import SEPARATOR, Conjunctions
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +30,14 @@ class FeatureNamer:
         self.dataset_dir = getattr(backend, "dataset_dir", None)
         self._ids: np.ndarray | None = None
         self._names: list | None = None
+        #: derived predicates (kernels/conjunctions.py), named by their atoms
+        self.conjunctions: Conjunctions | None = None
 
     def predicate(self, p: int) -> str:
+        conj = self.conjunctions
+        if conj is not None and p >= conj.n_atoms:
+            atoms = conj.atoms[p - conj.n_atoms]
+            return SEPARATOR.join(self.predicate(int(a)) for a in atoms if a >= 0)
         if self._ids is None:
             self._ids, self._names = np.zeros(0, dtype=np.int64), []
             if self.dataset_dir:

@@ -59,7 +59,11 @@ def test_registry_shapes_and_lookup():
         "ppattach": MULTICLASS,
     }
     assert format_spec("conll").parser is parse_conll
-    assert format_spec("conll").options == {"mode": "chunk", "lowercase": False}
+    assert format_spec("conll").options == {
+        "mode": "chunk",
+        "lowercase": False,
+        "templates": "chunk",
+    }
     assert format_spec("ppattach").options == {"lowercase": True}
     with pytest.raises(InputError, match=r"unknown input format 'svm'.*'svmlight'"):
         format_spec("svm")
@@ -305,6 +309,15 @@ def test_conll_basenp_maps_other_tags_to_o_and_lowercase():
     assert chunk[0].features[2] == "w0=He" and chunk[1].label == "B-VP"
     with pytest.raises(InputError, match=r"f.txt: expected conll option mode .*got 'np'"):
         run(parse_conll, SENTENCES, mode="np")
+
+
+def test_conll_unigram_templates_only():
+    full = run(parse_conll, SENTENCES)
+    uni = run(parse_conll, SENTENCES, templates="unigrams")
+    assert [e.features for e in uni] == [e.features[:10] for e in full]
+    assert all("," not in f.split("=")[0] for e in uni for f in e.features)
+    with pytest.raises(InputError, match=r"expected conll option templates .*got 'bigrams'"):
+        run(parse_conll, SENTENCES, templates="bigrams")
 
 
 def test_conll_malformed_line_skips_its_sentence_once():

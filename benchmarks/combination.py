@@ -1,0 +1,413 @@
+"""Combination features by l1 grafting (Okanohara & Tsujii 2009) against
+l1 and l2 over the atoms and l2 over every enumerated conjunction.
+
+Tasks (``--tasks``):
+
+* ``pp``: PP attachment (../shared/data/ppattach): ``training`` to train,
+  ``devset`` for every choice (gamma1, gamma2), ``test`` to report. Atoms
+  are the four head words as slot-tagged predicates (``v=``, ``n1=``,
+  ``p=``, ``n2=``), lowercased; with ``--bitstrings L1,L2,..`` also the
+  prefixes of those lengths of each word's class bit string
+  (``vb4=0100``). The text is rewritten in the ``maxent`` format under
+  ``--work`` and prepared there.
+* ``conll``: CoNLL-2000 chunking with only the 10 unigram templates
+  (w-2..w+2, t-2..t+2) as atoms, first 90% of the training sentences to
+  train, the last 10% for choices (chunk F1), test.txt to report.
+
+Rows: l2 and l1 over the atoms (l1-Orig), l1-Comb at degree 2 and 3, l2
+over every conjunction up to degree 3 enumerated (l2-Comb3). Each gamma is
+chosen on the held-out part; ``conjunctions_examined`` is the largest
+number of conjunctions whose exact gradient one round computed,
+``conjunctions_existing`` the number that fire in some training event
+(enumerated once for the count). Everything runs in-process (LocalBackend,
+``--blocks`` blocks), so executors are the driver: ``driver_peak_mb`` is
+the tracemalloc peak of the run (numpy arrays included) and
+``executor_peak_mb`` is null.
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.combination --tasks pp
+
+writes benchmarks/results/combination.json (rows of tasks not run are
+kept) and combination.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+import tracemalloc
+
+from benchmarks.common import (
+    SHARED_DATA,
+    command_line,
+    print_table,
+    shared_corpus,
+    start,
+    work_arguments,
+    write_result,
+)
+
+log = logging.getLogger("combination")
+
+ROW_KEYS = [
+    "task",
+    "method",
+    "degree",
+    "metric",
+    "test_score",
+    "dev_score",
+    "gamma",
+    "active_features",
+    "conjunctions_examined",
+    "conjunctions_existing",
+    "passes",
+    "wall_s",
+    "driver_peak_mb",
+    "executor_peak_mb",
+]
+PP_REFERENCE = {
+    "maxent_hand_built_features": 0.816,
+    "collins_brooks_backed_off": 0.845,
+}
+
+
+def pp_text(src: str, dst: str, bits: dict[str, str], lengths: list[int]) -> None:
+    """A PP-attachment file as ``maxent`` lines: label, then the slot-tagged
+    head words (and their bit-string prefixes)."""
+    with open(src) as f, open(dst, "w") as out:
+        for line in f:
+            cols = line.split()
+            if len(cols) != 6:
+                continue
+            feats = []
+            for slot, word in zip(("v", "n1", "p", "n2"), cols[1:5]):
+                # "10:45" would read as feature "10" with value 45 in the maxent format
+                feats.append(f"{slot}={word.lower().replace(':', '_')}")
+                code = bits.get(word) or bits.get(word.lower())
+                for n in lengths if code else []:
+                    feats.append(f"{slot}b{n}={code[:n]}")
+            out.write(f"{cols[5]} {' '.join(feats)}\n")
+
+
+def read_bitstrings(path: str) -> dict[str, str]:
+    out = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) == 2:
+                out[parts[0]] = parts[1]
+    return out
+
+
+def prepare_pp(work: str, data_dir: str, lengths: list[int], reuse: bool) -> dict[str, str]:
+    dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
+    if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
+        return dirs
+    from sparkmaxent.backends.session import spark_session
+    from sparkmaxent.data.prepare import prepare
+
+    bits = (
+        read_bitstrings(shared_corpus("ppattach", "bitstrings", data_dir=data_dir))
+        if lengths
+        else {}
+    )
+    os.makedirs(os.path.join(work, "text"), exist_ok=True)
+    texts = {}
+    for name, src in (("train", "training"), ("dev", "devset"), ("test", "test")):
+        texts[name] = os.path.join(work, "text", name + ".txt")
+        pp_text(shared_corpus("ppattach", src, data_dir=data_dir), texts[name], bits, lengths)
+    spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "2g"})
+    try:
+        prepare(spark, [texts["train"]], dirs["train"], "maxent", partitions=2, overwrite=True)
+        for name in ("dev", "test"):
+            prepare(
+                spark,
+                [texts[name]],
+                dirs[name],
+                "maxent",
+                merge_duplicates=False,
+                vocabulary=dirs["train"],
+                overwrite=True,
+            )
+    finally:
+        spark.stop()
+    return dirs
+
+
+def prepare_conll(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
+    """CoNLL-2000 with the 10 unigram templates (conll option templates=unigrams),
+    count cutoff 2: the first 90% of train.txt's sentences to train, the
+    rest held out, test.txt to report."""
+    from benchmarks.conll2000_baselines import split_sentences
+
+    dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
+    if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
+        return dirs
+    from sparkmaxent.backends.session import spark_session
+    from sparkmaxent.data.prepare import prepare
+
+    os.makedirs(work, exist_ok=True)
+    fit, dev = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
+    split_sentences(shared_corpus("conll2000", "train.txt", data_dir=data_dir), fit, dev, 0.1)
+    opts = {"templates": "unigrams"}
+    spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "4g"})
+    try:
+        prepare(spark, [fit], dirs["train"], "conll", options=opts, cutoff=2, overwrite=True)
+        for name, path in (
+            ("dev", dev),
+            ("test", shared_corpus("conll2000", "test.txt", data_dir=data_dir)),
+        ):
+            prepare(
+                spark,
+                [path],
+                dirs[name],
+                "conll",
+                options=opts,
+                merge_duplicates=False,
+                vocabulary=dirs["train"],
+                overwrite=True,
+            )
+    finally:
+        spark.stop()
+    return dirs
+
+
+class Task:
+    """One task's backends and scorers (accuracy; chunk F1 on CoNLL)."""
+
+    def __init__(self, name: str, dirs: dict[str, str], blocks: int):
+        from sparkmaxent.backends.factory import make_backend
+
+        self.name, self.dirs = name, dirs
+        self.metric = "chunk_f1" if name == "conll" else "accuracy"
+        self.train = make_backend("local", dirs["train"], bias=True, partitions=blocks)
+        self.dev = make_backend("local", dirs["dev"], bias=True, partitions=1)
+        self.test = make_backend("local", dirs["test"], bias=True, partitions=1)
+
+    def score(self, backend, result) -> float:
+        from sparkmaxent.evaluate import evaluate_dataset
+        from sparkmaxent.selection.base import evaluate
+
+        if self.metric == "accuracy":
+            return evaluate(backend, result.weights, None, result.conjunctions).accuracy
+        split = "dev" if backend is self.dev else "test"
+        scores = evaluate_dataset(
+            self.dirs[split],
+            result.weights,
+            result.space(self.train.space),
+            chunks=True,
+            conjunctions=result.conjunctions,
+        )
+        return scores["chunks"]["f1"]
+
+    def existing(self, degree: int) -> int:
+        from sparkmaxent.kernels.combination import EnumerateTask
+
+        keys = self.train.run(EnumerateTask(self.train.space.n_predicates, degree)).keys
+        return int(len(keys))
+
+
+def run(task: Task, backend, cfg) -> tuple[object, dict]:
+    """Train once, measuring wall time, passes and the tracemalloc peak."""
+    from sparkmaxent.train import train
+
+    tracemalloc.start()
+    p0, t0 = backend.passes, time.perf_counter()
+    result = train(backend, cfg)
+    wall = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    rounds = result.report.get("rounds", [])
+    examined = [r.get("conjunctions_examined") or 0 for r in rounds]
+    return result, {
+        "active_features": result.weights.nnz,
+        "passes": backend.passes - p0,
+        "wall_s": round(wall, 2),
+        "driver_peak_mb": round(peak, 1),
+        "executor_peak_mb": None,
+        "conjunctions_examined": max(examined, default=0),
+    }
+
+
+def choose(
+    task: Task, method: str, degree: int, grid: list[float], make_cfg, backend=None, every=None
+):
+    """Train at every gamma of ``grid``, keep the best on the held-out part
+    (``every``: the conjunctions ``backend`` forms, for scoring)."""
+    best = None
+    for gamma in grid:
+        result, row = run(task, backend or task.train, make_cfg(gamma))
+        if every is not None:
+            result.conjunctions = every
+        dev = task.score(task.dev, result)
+        log.info(
+            "%s %s degree %d gamma %g: dev %.4f %s", task.name, method, degree, gamma, dev, row
+        )
+        if best is None or dev > best[0]:
+            best = (dev, gamma, result, row)
+    assert best is not None
+    dev, gamma, result, row = best
+    return {
+        "task": task.name,
+        "method": method,
+        "degree": degree,
+        "metric": task.metric,
+        "test_score": task.score(task.test, result),
+        "dev_score": dev,
+        "gamma": gamma,
+        "grid": list(grid),
+        "command": command_line(),
+        **row,
+    }
+
+
+def run_task(task: Task, args, save) -> list[dict]:
+    """Every row of one task, in the order l1-Comb, l1-Orig, l2-Comb3, l2;
+    ``save(rows)`` after each row (a long run keeps what it measured)."""
+    import numpy as np
+
+    from sparkmaxent.backends.expanded import ExpandedBackend
+    from sparkmaxent.config import train_config
+    from sparkmaxent.kernels.combination import EnumerateTask
+    from sparkmaxent.kernels.conjunctions import Conjunctions, atoms_of_keys
+
+    cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)
+    rows = []
+    existing = {d: task.existing(d) for d in (2, 3)}
+    log.info("%s: conjunctions existing: %s", task.name, existing)
+    conll = task.name == "conll"
+    if conll:
+        cap["max_seconds"] = args.conll_max_seconds
+    l1_grid = args.conll_l1_grid if conll else args.l1_grid
+    wanted = set(args.only)
+    for degree in (2, 1) if conll else (2, 3, 1):
+        name = "l1-Orig" if degree == 1 else "l1-Comb"
+        if wanted and f"{name}:{degree}" not in wanted:
+            continue
+        row = choose(
+            task,
+            name,
+            degree,
+            l1_grid,
+            lambda g, d=degree: train_config(method="grafting", l1=g, combination_degree=d, **cap),
+        )
+        row["conjunctions_existing"] = existing.get(degree, 0)
+        rows.append(row)
+        save(rows)
+        print_table(rows, ROW_KEYS)
+    if conll:
+        rows[0]["note"] = (
+            f"capped at {args.conll_max_seconds:g} s per run (train.selection.max_seconds); "
+            f"l2-Comb3 not run: {existing[3]} conjunctions x 22 labels"
+        )
+    if args.l2_comb3 and not conll and (not wanted or "l2-Comb3:3" in wanted):
+        n = task.train.space.n_predicates
+        tracemalloc.start()
+        keys = task.train.run(EnumerateTask(n, 3)).keys
+        rows_atoms = np.concatenate(
+            [atoms_of_keys(keys[keys < n * n], 2, n), atoms_of_keys(keys[keys >= n * n], 3, n)]
+        )
+        every = Conjunctions.empty(n).extend(rows_atoms)
+        enum_peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        expanded = ExpandedBackend(task.train, every)
+        row = choose(
+            task,
+            "l2-Comb3",
+            3,
+            args.l2_grid,
+            lambda g: train_config(method="l2", l2=g),
+            expanded,
+            every,
+        )
+        row["driver_peak_mb"] = max(row["driver_peak_mb"], round(enum_peak, 1))
+        row["conjunctions_existing"] = existing[3]
+        row["conjunctions_examined"] = existing[3]
+        rows.append(row)
+        save(rows)
+    if not conll and (not wanted or "l2:1" in wanted):
+        rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
+        save(rows)
+    print_table(rows, ROW_KEYS)
+    return rows
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted({r["task"] for r in rows})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    for ax, t in zip(axes[0], tasks):
+        mine = [r for r in rows if r["task"] == t]
+        labels = [f"{r['method']}" + (f" d{r['degree']}" if r["degree"] > 1 else "") for r in mine]
+        ax.bar(labels, [r["test_score"] for r in mine])
+        low = min(r["test_score"] for r in mine)
+        ax.set_ylim(max(0.0, low - 0.05), 1.0)
+        ax.set_title(f"{t}: test {mine[0]['metric']}")
+        for i, r in enumerate(mine):
+            ax.text(
+                i,
+                r["test_score"],
+                f"{r['test_score']:.4f}\n{r['active_features']} w",
+                ha="center",
+                fontsize=7,
+            )
+        ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll"])
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=[],
+        help="run only these rows (METHOD:DEGREE, e.g. l1-Comb:3 l2:1); keep the others' results",
+    )
+    parser.add_argument("--conll-l1-grid", type=float, nargs="+", default=[1e-4])
+    parser.add_argument("--conll-max-seconds", type=float, default=900.0)
+    parser.add_argument("--data", default=SHARED_DATA)
+    parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
+    parser.add_argument("--l1-grid", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5])
+    parser.add_argument("--l2-grid", type=float, nargs="+", default=[1e-3, 1e-4, 1e-5])
+    parser.add_argument("--n-best", type=int, default=50)
+    parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--no-l2-comb3", dest="l2_comb3", action="store_false")
+    work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
+    args = start(parser, argv)
+    lengths = [int(x) for x in args.bitstrings.split(",") if x]
+    rows = []
+    if os.path.exists(args.output):
+        with open(args.output) as f:
+            # rows of other tasks, and with --only those of the rows not re-run
+            rows = [
+                r
+                for r in json.load(f)["rows"]
+                if r["task"] not in args.tasks
+                or (args.only and f"{r['method']}:{r['degree']}" not in args.only)
+            ]
+    for name in args.tasks:
+        if name == "pp":
+            dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
+        else:
+            dirs = prepare_conll(os.path.join(args.work, name), args.data, args.reuse)
+        done = list(rows)
+
+        def save(new: list[dict], done=done) -> None:
+            write_result(args.output, done + new, pp_reference=PP_REFERENCE, bitstrings=lengths)
+
+        rows = done + run_task(Task(name, dirs, args.blocks), args, save)
+    plot(rows, os.path.splitext(args.output)[0] + ".png")
+    print_table(rows, ROW_KEYS)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""Combination features by l1 grafting (Okanohara & Tsujii 2009, sections
+2.2-3): ``train.method = "grafting"`` with ``train.grafting.combination_degree``
+2 or 3.
+
+The candidates are the atomic features (predicate, label) plus every
+(conjunction of 2..degree distinct predicates that fire together in some
+event, label); a conjunction's value is the product of its atoms' values
+(kernels/conjunctions.py). The schedule is the paper's: grafting over the
+atoms first (selection/grafting.py, unchanged), then rounds in which
+conjunctions enter by the same gradient test, n best per round, with the
+same round solver, pruning, checkpoints and certificate.
+
+The test over conjunctions never enumerates them (kernels/combination.py):
+one pass sums t+, t- per atomic feature; atoms whose bound (Eq. 5) cannot
+exceed the test's bound take part in no conjunction; a second pass forms
+only the pairs of surviving atoms inside each event and sums their exact
+gradients by key; at degree 3 a third pass forms only the triples whose
+three pairs survive their own bound. Conjunctions that entered the model
+become derived predicates, tested with the atoms by the ordinary gradient
+test over the widened events (backends/expanded.py). The certificate at the
+end covers every conjunction up to the degree: the examined ones by their
+exact gradient, all others by the bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backends.expanded import ExpandedBackend
+from ..errors import ConfigError, InputError
+from ..kernels import MULTICLASS, Space, Weights
+from ..kernels.combination import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
+from ..kernels.conjunctions import (
+    MAX_DEGREE,
+    Conjunctions,
+    atoms_of_keys,
+    check_key_range,
+)
+from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from .grafting import GradientTest, Grafting, fit_grafting_family, grafting_report, variant
+from .loop import run_rounds
+from .reporting import FeatureNamer
+
+log = logging.getLogger(__name__)
+
+#: LoopState.arrays keys: the conjunctions formed so far, and the phase
+CONJUNCTIONS, PHASE = "conjunctions", "phase"
+ATOMS, COMBINATION = 0, 1
+
+
+@dataclass(frozen=True)
+class Found:
+    """The conjunction test at some weights.
+
+    Attributes
+    ----------
+    keys, labels, grad : the selected (conjunction key, label) features not
+        yet formed, best first, and their dC/dw.
+    best : float
+        max |dC/dw| over examined features of conjunctions not yet formed
+        (every other one is at most the bound).
+    info : dict
+        Counts for the trace: surviving atoms and pairs, conjunctions and
+        (conjunction, label) features whose exact gradient was computed.
+    """
+
+    keys: np.ndarray
+    labels: np.ndarray
+    grad: np.ndarray
+    best: float
+    info: dict
+
+
+def search(
+    backend, space: Space, weights: Weights, conj: Conjunctions, degree: int, bound: float, n: int
+) -> Found:
+    """The ``n`` best (conjunction, label) features not yet formed whose
+    |dC/dw| exceeds ``bound``, exactly, in 2 passes (degree 2) or 3, over
+    the atoms-only ``backend``; ``space`` and ``weights`` are over the atoms
+    followed by ``conj``."""
+    K, n_atoms = space.n_labels, conj.n_atoms
+    sums = backend.run(AtomBoundTask(space, weights, conj))
+    W = sums.weight
+    mask = np.stack([sums.tplus / W > bound, -sums.tminus / W > bound], axis=2)
+    atoms = np.flatnonzero(mask.any(axis=(1, 2)))
+    info = {"atoms_surviving": int(len(atoms)), "pairs_surviving": 0, "search_passes": 1}
+    found: list[ConjunctionSums] = []
+    if len(atoms) >= 2:
+        found.append(backend.run(FormTask(space, weights, conj, 2, atoms, mask[atoms], atoms)))
+        info["search_passes"] += 1
+    if degree == MAX_DEGREE and found and len(found[0].keys):
+        pairs = found[0]
+        pair_key, k = np.divmod(pairs.keys, K)
+        alive = np.stack([pairs.tplus / W > bound, -pairs.tminus / W > bound], axis=1)
+        some = alive.any(axis=1)
+        parts, inv = np.unique(pair_key[some], return_inverse=True)
+        pmask = np.zeros((len(parts), K, 2), dtype=bool)
+        pmask[inv, k[some]] = alive[some]
+        info["pairs_surviving"] = int(len(parts))
+        if len(parts) >= 2:
+            used = np.unique(np.concatenate([parts // n_atoms, parts % n_atoms]))
+            found.append(backend.run(FormTask(space, weights, conj, 3, parts, pmask, used)))
+            info["search_passes"] += 1
+    keys = np.concatenate([f.keys for f in found]) if found else np.zeros(0, dtype=np.int64)
+    v = np.concatenate([f.v for f in found]) if found else np.zeros(0)
+    conj_key, label = np.divmod(keys, K)
+    grad = -v / W
+    score = np.abs(grad)
+    score[conj.lookup(conj_key) >= 0] = -1.0  # formed: the ordinary test covers them
+    info["conjunctions_examined"] = int(len(np.unique(conj_key)))
+    info["conjunction_features_examined"] = int(len(keys))
+    order = np.lexsort((keys, -score))
+    top = order[score[order] > bound][:n]
+    return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), info)
+
+
+def _conjunctions(state: LoopState, n_atoms: int) -> Conjunctions:
+    rows = state.arrays.get(CONJUNCTIONS)
+    if rows is None:
+        return Conjunctions.empty(n_atoms)
+    return Conjunctions(n_atoms, np.asarray(rows, dtype=np.int64).reshape(-1, MAX_DEGREE))
+
+
+def _arrays(conj: Conjunctions, phase: int) -> dict:
+    return {CONJUNCTIONS: conj.atoms.copy(), PHASE: np.array([phase])}
+
+
+class Combination:
+    """The round method: atoms' grafting rounds, then combination rounds."""
+
+    def __init__(self, ctx: TrainingContext):
+        self.ctx = ctx
+        self.spec = variant("grafting", ctx.config)
+        self.degree = ctx.config.grafting.combination_degree
+        self.n_atoms = ctx.backend.space.n_predicates
+        self.namer = FeatureNamer(ctx.backend)
+        self._current: tuple[int, Grafting] | None = None
+        self.last_found: tuple[Weights, Found] | None = None
+        #: the last combination round's selection: feature ids over the
+        #: atoms followed by the conjunctions (tests compare it with brute force)
+        self.selected: tuple[np.ndarray, Conjunctions] | None = None
+
+    def grafting(self, conj: Conjunctions) -> Grafting:
+        """Grafting over the atoms followed by ``conj`` (kept while it grows not)."""
+        if self._current is None or self._current[0] != len(conj):
+            ctx = dataclasses.replace(self.ctx, backend=ExpandedBackend(self.ctx.backend, conj))
+            self._current = (len(conj), Grafting(ctx, self.spec))
+        return self._current[1]
+
+    def find(self, weights: Weights, conj: Conjunctions, g: Grafting) -> Found:
+        """The conjunction test at ``weights`` (no pass when just run there)."""
+        if self.last_found is not None and self.last_found[0] is weights:
+            return self.last_found[1]
+        found = search(
+            self.ctx.backend,
+            g.ctx.backend.space,
+            weights,
+            conj,
+            self.degree,
+            g.test_bound,
+            self.ctx.config.grafting.n_best,
+        )
+        self.last_found = (weights, found)
+        return found
+
+    def round(self, state: LoopState) -> RoundOutcome:
+        conj = _conjunctions(state, self.n_atoms)
+        g = self.grafting(conj)
+        if int(state.arrays.get(PHASE, [ATOMS])[0]) == ATOMS:
+            out = g.round(state)
+            if not out.stop:
+                info = {**out.info, "phase": "atoms"}
+                return dataclasses.replace(out, arrays=_arrays(conj, ATOMS), info=info)
+            log.info("atoms optimized (%s); searching conjunctions", out.note or "certified")
+        return self._combination_round(state, conj, g)
+
+    def _combination_round(self, state: LoopState, conj: Conjunctions, g: Grafting):
+        weights = state.weights
+        test = g.gradient_test(weights)
+        found = self.find(weights, conj, g)
+        best = max(test.best, found.best)
+        info = {"phase": "combination", **found.info}
+        if not len(test.new) and not len(found.keys):
+            last = state.trace[-1] if state.trace else {}
+            finished = last.get("added", 1) == 0 and last.get("phase") == "combination"
+            if test.kkt["passed"] or finished:
+                return RoundOutcome(
+                    True,
+                    weights,
+                    objective=g.penalized(test.value, weights),
+                    score=best,
+                    info={"kkt": self.certificate(test.kkt, found), **info},
+                )
+            out = g._optimize(weights, test, g.options.tol)
+            return dataclasses.replace(
+                out, arrays=_arrays(conj, COMBINATION), info={**out.info, **info}
+            )
+        K = g.ctx.backend.space.n_labels
+        degree = np.where(found.keys >= self.n_atoms**2, MAX_DEGREE, 2)
+        rows = np.concatenate(
+            [atoms_of_keys(found.keys[degree == d], d, self.n_atoms) for d in (2, MAX_DEGREE)]
+        )
+        keys = np.concatenate([found.keys[degree == d] for d in (2, MAX_DEGREE)])
+        labels = np.concatenate([found.labels[degree == d] for d in (2, MAX_DEGREE)])
+        grad = np.concatenate([found.grad[degree == d] for d in (2, MAX_DEGREE)])
+        grown = conj.extend(rows)
+        ids = np.concatenate([test.new, grown.lookup(keys) * K + labels])
+        grads = np.concatenate([test.new_grad, grad])
+        top = np.lexsort((ids, -np.abs(grads)))[: self.ctx.config.grafting.n_best]
+        chosen = ids[top]
+        # the found conjunctions that made the cut (the others are not formed)
+        new = chosen // K - self.n_atoms
+        keep = np.union1d(np.arange(len(conj)), new[new >= len(conj)])
+        grown, remap = grown.subset(keep)
+        p, k = np.divmod(chosen, K)
+        chosen = remap[p] * K + k
+        self.selected = (chosen, grown)
+        g2 = self.grafting(grown)
+        gt = GradientTest(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
+        out = g2._optimize(weights, gt, g2.round_tol(gt))
+        self.namer.conjunctions = grown
+        new_conj = [self.namer(int(j)) for j in chosen if j // K >= self.n_atoms][:3]
+        info["conjunctions_added"] = int(len(grown) - len(conj))
+        note = f"+{info['conjunctions_added']} conjunctions" + (
+            f" ({', '.join(new_conj)}{', ...' if info['conjunctions_added'] > 3 else ''})"
+            if new_conj
+            else ""
+        )
+        note += f", {found.info['conjunctions_examined']} examined"
+        return dataclasses.replace(
+            out, arrays=_arrays(grown, COMBINATION), info={**out.info, **info}, note=note
+        )
+
+    def certificate(self, kkt: dict, found: Found) -> dict:
+        """The KKT certificate over atoms and formed conjunctions (``kkt``)
+        extended to every conjunction up to the degree."""
+        bound = kkt["bound"] * (1 + kkt["tol"])
+        part = {
+            "degree": self.degree,
+            "examined_conjunctions": found.info["conjunctions_examined"],
+            "examined_features": found.info["conjunction_features_examined"],
+            "max_examined_gradient": found.best,
+            "unexamined": "every conjunction never formed has |gradient| <= bound by Eq. 5",
+            "bound": bound,
+            "passed": bool(found.best <= bound),
+        }
+        return {**kkt, "passed": bool(kkt["passed"] and part["passed"]), "conjunctions": part}
+
+
+def check_data(ctx: TrainingContext) -> None:
+    """The search needs multiclass events, unstandardized values in [0, 1]
+    (a conjunction's value is then at most its atoms'), and int64 keys."""
+    space = ctx.backend.space
+    if space.shape != MULTICLASS:
+        raise InputError(
+            "train.grafting.combination_degree > 1 needs multiclass events, got "
+            f"{space.shape} events"
+        )
+    if ctx.config.standardize:
+        raise ConfigError(
+            "train.standardize: combination features (train.grafting.combination_degree > 1) "
+            "need the raw values in [0, 1]; set train.standardize = false"
+        )
+    try:
+        check_key_range(space.n_predicates, space.n_labels)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    r = ctx.backend.run(ValueRangeTask())
+    namer = FeatureNamer(ctx.backend)
+    for value, p in ((r.low, r.low_predicate), (r.high, r.high_predicate)):
+        if not 0.0 <= value <= 1.0:
+            raise InputError(
+                f"predicate {namer.predicate(p)!r} (id {p}) has the value {value:g}: combination "
+                "features (train.grafting.combination_degree > 1) need binary values or values "
+                "in [0, 1], so that a conjunction's value is at most its atoms' (Okanohara & "
+                "Tsujii 2009, section 3); rescale the data or use combination_degree = 1"
+            )
+
+
+def compact(weights: Weights, conj: Conjunctions, n_labels: int):
+    """The weights and conjunctions with the conjunctions left without a
+    non-zero weight dropped (renumbered in order)."""
+    w = weights.sparse()
+    p, k = np.divmod(w.active_ids(), n_labels)
+    used = np.unique(p[p >= conj.n_atoms]) - conj.n_atoms
+    kept, remap = conj.subset(used)
+    ids = remap[p] * n_labels + k
+    order = np.argsort(ids)
+    return Weights(ids[order], w.values[order], w.bias), kept
+
+
+def fit_combination(ctx: TrainingContext) -> FitResult:
+    """Grafting with combination features (this module's docstring)."""
+    check_data(ctx)
+    method = Combination(ctx)
+    log.info(
+        "grafting with combination features of degree <= %d: l1 %g, %d best per round, "
+        "over %d atomic predicates",
+        method.degree,
+        method.spec.penalty.l1,
+        ctx.config.grafting.n_best,
+        method.n_atoms,
+    )
+    state = run_rounds(ctx, method, "grafting", "max_gradient", "candidate |gradient|")
+    conj = _conjunctions(state, method.n_atoms)
+    g = method.grafting(conj)
+    if "kkt" in state.info:
+        cert = state.info["kkt"]
+    else:  # stopped by a cap: certify what there is
+        found = method.find(state.weights, conj, g)
+        cert = method.certificate(g._certificate(state.weights), found)
+    report = grafting_report(ctx, "grafting", g, state, cert)
+    K = ctx.backend.space.n_labels
+    weights, kept = compact(state.weights, conj, K)
+    method.namer.conjunctions = kept
+    ids = weights.active_ids()
+    order = np.argsort(-np.abs(weights.values))
+    report["combination"] = {
+        "degree": method.degree,
+        "conjunctions_formed": int(len(conj)),
+        "conjunctions_in_model": int(len(kept)),
+        "conjunction_weights": int(np.count_nonzero(ids // K >= method.n_atoms)),
+        "examined_per_round": [r.get("conjunctions_examined") for r in state.trace],
+        "top_conjunction_features": [
+            [method.namer(int(ids[i])), float(weights.values[i])]
+            for i in order
+            if ids[i] // K >= method.n_atoms
+        ][:50],
+    }
+    return FitResult(weights, report, conjunctions=kept)
+
+
+def fit_grafting(ctx: TrainingContext) -> FitResult:
+    """``grafting``: over the atoms, or with combination features."""
+    if ctx.config.grafting.combination_degree > 1:
+        return fit_combination(ctx)
+    return fit_grafting_family(ctx, "grafting")
+
+
+__all__ = ["fit_combination", "fit_grafting", "search", "compact"]

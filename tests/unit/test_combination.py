@@ -1,0 +1,298 @@
+"""Combination features by grafting (Okanohara & Tsujii 2009): the bound of
+Eq. 5 against brute force over every conjunction, the search's and the
+rounds' selections against brute force, the certificate against one over
+the enumerated space, checkpoints, and data the method refuses."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.errors import ConfigError, InputError
+from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights, loss_grad
+from sparkmaxent.kernels.blocks import concat_blocks, split_block
+from sparkmaxent.kernels.combination import (
+    AtomBoundTask,
+    EnumerateTask,
+    residuals,
+)
+from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions, atoms_of_keys
+from sparkmaxent.problem import kkt_certificate
+from sparkmaxent.selection.base import TrainingContext
+from sparkmaxent.selection.combination import Combination, search
+from sparkmaxent.train import train
+
+from .helpers import interrupt_and_resume
+
+P, K = 14, 3
+
+
+def random_events(seed: int, m: int = 120, binary: bool = False) -> MulticlassBlock:
+    """Weighted events with values in (0, 1] (or binary), dense enough that
+    many pairs and triples co-occur."""
+    rng = np.random.default_rng(seed)
+    X = sp.random(m, P, density=0.35, format="csr", random_state=rng)
+    X.data = np.ones_like(X.data) if binary else rng.uniform(0.05, 1.0, X.nnz)
+    return MulticlassBlock(X, rng.integers(0, K, m), rng.uniform(0.5, 3.0, m), K)
+
+
+def every_conjunction(block, degree: int, first: Conjunctions | None = None) -> Conjunctions:
+    """Every conjunction that fires in some event (brute force), after
+    ``first`` (so its derived ids are kept)."""
+    n = block.n_predicates
+    keys = EnumerateTask(n, degree)(block).keys
+    rows = np.concatenate(
+        [atoms_of_keys(keys[keys < n * n], 2, n), atoms_of_keys(keys[keys >= n * n], 3, n)]
+    )
+    return (first or Conjunctions.empty(n)).extend(rows)
+
+
+def exact_sums(block, conj_all: Conjunctions, space: Space, weights: Weights, conj):
+    """v, t+, t- of every (conjunction, label) of ``conj_all`` (m x n products)."""
+    alpha = residuals(block, space, weights, conj)
+    V = conj_all.values(block.X).T.tocsr()
+    return V @ alpha, V @ np.maximum(alpha, 0), V @ np.minimum(alpha, 0)
+
+
+def some_weights(rng, conj: Conjunctions) -> tuple[Space, Weights]:
+    space = Space(MULTICLASS, conj.n_predicates, K, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=min(12, space.n_features), replace=False))
+    return space, Weights(ids, rng.normal(0, 0.8, len(ids)), rng.normal(0, 0.3, K))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bound_brackets_every_exact_gradient(seed):
+    rng = np.random.default_rng(seed)
+    block = random_events(seed, binary=seed == 2)
+    formed = Conjunctions.from_tuples(P, [(0, 1), (2, 3, 4)])
+    space, weights = some_weights(rng, formed)
+    sums = AtomBoundTask(space, weights, formed)(block)
+    conj_all = every_conjunction(block, 3)
+    v, tp, tm = exact_sums(block, conj_all, space, weights, formed)
+    # the atoms' own sums are exact too
+    alpha = residuals(block, space, weights, formed)
+    np.testing.assert_allclose(sums.tplus - (-sums.tminus), block.X.T @ alpha, atol=1e-12)
+    atoms = conj_all.atoms
+    lo = np.full(v.shape, -np.inf)
+    hi = np.full(v.shape, np.inf)
+    for d in range(MAX_DEGREE):
+        has = atoms[:, d] >= 0
+        lo[has] = np.maximum(lo[has], sums.tminus[atoms[has, d]])
+        hi[has] = np.minimum(hi[has], sums.tplus[atoms[has, d]])
+    assert (v >= lo - 1e-12).all() and (v <= hi + 1e-12).all()
+    # both signs occur, at degree 2 and at degree 3
+    for d in (2, 3):
+        rows = conj_all.degree == d
+        assert (v[rows] > 1e-3).any() and (v[rows] < -1e-3).any()
+    # a triple is bracketed by each of its pairs' t+, t- too (the second level)
+    pair_ids = conj_all.lookup(
+        np.array([a * P + b for a, b, c in atoms[conj_all.degree == 3][:, :3]])
+    )
+    triple = np.flatnonzero(conj_all.degree == 3)
+    pair_pos = pair_ids - P
+    assert (v[triple] <= tp[pair_pos] + 1e-12).all()
+    assert (v[triple] >= tm[pair_pos] - 1e-12).all()
+
+
+def brute_top(block, space, weights, conj, degree, bound, n):
+    """The n best inactive features over the atoms and every conjunction
+    (enumerated), as {(atom tuple, label): gradient}, and the largest
+    inactive |gradient|."""
+    conj_all = every_conjunction(block, degree, conj)
+    big = Space(MULTICLASS, conj_all.n_predicates, K, bias=True)
+    lg = loss_grad(conj_all.expand(block), big, weights, None, None)
+    g = lg.grad / lg.weight
+    score = np.abs(g)
+    score[weights.active_ids()] = -1
+    order = np.lexsort((np.arange(len(g)), -score))
+    top = order[score[order] > bound][:n]
+
+    n = block.n_predicates
+
+    def name(j):
+        p, k = divmod(int(j), K)
+        return ((p,) if p < n else conj_all.tuples()[p - n], k)
+
+    tie = n < len(order) and abs(score[order[n - 1]] - score[order[n]]) < 1e-9
+    return {name(j): g[j] for j in top}, float(score.max()), tie
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_search_selects_what_brute_force_selects(degree):
+    rng = np.random.default_rng(degree)
+    blocks = split_block(random_events(10 + degree, m=300), 3)
+    block = concat_blocks(blocks)
+    formed = Conjunctions.from_tuples(P, [(0, 1), (5, 6, 7)])
+    space, weights = some_weights(rng, formed)
+    backend = LocalBackend(blocks, Space(MULTICLASS, P, K, bias=True))
+    for bound, n in ((0.005, 7), (0.02, 4), (0.5, 3)):
+        found = search(backend, space, weights, formed, degree, bound, n)
+        # brute force over conjunctions only (atoms and formed ones are the ordinary test's)
+        conj_all = every_conjunction(block, degree, formed)
+        big = Space(MULTICLASS, conj_all.n_predicates, K, bias=True)
+        lg = loss_grad(conj_all.expand(block), big, weights, None, None)
+        g = (lg.grad / lg.weight).reshape(-1, K)[P + len(formed) :]
+        score = np.abs(g).ravel()
+        order = np.lexsort((np.arange(len(score)), -score))
+        want = order[score[order] > bound][:n]
+        tuples = conj_all.tuples()[len(formed) :]
+        expect = {(tuples[j // K], j % K): g.ravel()[j] for j in want}
+        got_rows = [
+            tuple(int(a) for a in atoms_of_keys([k], 3 if k >= P * P else 2, P)[0] if a >= 0)
+            for k in found.keys
+        ]
+        got = dict(zip(zip(got_rows, found.labels.tolist()), found.grad))
+        assert set(got) == set(expect)
+        for key, value in got.items():
+            assert value == pytest.approx(expect[key], rel=1e-9, abs=1e-12)
+        if score.max() > bound:
+            assert found.best == pytest.approx(score.max(), rel=1e-9)
+        else:  # nothing passes: what was examined is below the bound, the rest by Eq. 5
+            assert found.best <= score.max() + 1e-12
+        assert found.info["conjunctions_examined"] <= len(conj_all)
+    # a high bound rules nearly everything out without forming it
+    assert found.info["conjunctions_examined"] < len(tuples) / 2
+
+
+def planted(seed=4, m=2500, n_predicates=40):
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=m,
+            n_predicates=n_predicates,
+            n_labels=K,
+            active_per_event=6,
+            n_support=6,
+            n_conjunctions=3,
+            min_support_count=60,
+            seed=seed,
+        )
+    )
+    block = data.block()
+    return data, block, Space(MULTICLASS, n_predicates, K, bias=True)
+
+
+def comb_config(degree, **kw):
+    base = dict(method="grafting", l1=3e-3, n_best=4, gtol=1e-9, combination_degree=degree)
+    return train_config(**{**base, **kw})
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_each_round_selects_the_brute_force_n_best(degree):
+    data, block, space = planted()
+    blocks = split_block(block, 2)
+    cfg = comb_config(degree)
+    states = []
+
+    def keep(state):
+        states.append(
+            dataclasses.replace(state, trace=list(state.trace), arrays=dict(state.arrays))
+        )
+
+    result = train(LocalBackend(blocks, space), cfg, on_round=keep)
+    assert result.conjunctions is not None and len(result.conjunctions)
+    checked = 0
+    for state in states:
+        if int(state.arrays.get("phase", [0])[0]) == 0:
+            continue
+        method = Combination(TrainingContext(LocalBackend(blocks, space), cfg))
+        method.round(state)
+        if method.selected is None:
+            continue
+        chosen, grown = method.selected
+        conj = Conjunctions(space.n_predicates, state.arrays["conjunctions"].reshape(-1, 3))
+        bound = method.grafting(conj).test_bound
+        expect, _, tie = brute_top(
+            block, space, state.weights, conj, degree, bound, cfg.grafting.n_best
+        )
+        if tie:
+            continue
+        p, k = np.divmod(chosen, K)
+        got = {
+            ((q,) if q < space.n_predicates else grown.tuples()[q - space.n_predicates], kk)
+            for q, kk in zip(p.tolist(), k.tolist())
+        }
+        assert got == set(expect)
+        checked += 1
+    assert checked >= 2
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_certificate_equals_the_enumerated_one(degree):
+    data, block, space = planted(seed=5)
+    cfg = comb_config(degree, max_rounds=0)
+    result = train(LocalBackend(split_block(block, 2), space), cfg)
+    cert = result.report["kkt"]
+    conj = result.conjunctions
+    conj_all = every_conjunction(block, degree, conj)
+    big = Space(MULTICLASS, conj_all.n_predicates, K, bias=True)
+    lg = loss_grad(conj_all.expand(block), big, result.weights, None, None)
+    full = kkt_certificate(
+        lg.grad / lg.weight, result.weights, lg.grad_bias / lg.weight, cfg.grafting.l1, 1e-6
+    )
+    assert cert["passed"] and full["passed"]
+    ours = max(cert["max_zero_gradient"], cert["conjunctions"]["max_examined_gradient"])
+    assert ours == pytest.approx(full["max_zero_gradient"], rel=1e-7)
+    assert cert["max_active_violation"] == pytest.approx(full["max_active_violation"], abs=1e-9)
+    # some conjunction entered and helps: the objective is below the atoms-only one
+    atoms_only = train(LocalBackend([block], space), comb_config(1))
+    assert result.report["objective"] < atoms_only.report["objective"] - 1e-4
+    assert result.report["combination"]["conjunctions_in_model"] == len(conj) > 0
+    names = [n for n, _ in result.report["combination"]["top_conjunction_features"]]
+    assert all(" & " in n and "|" in n for n in names)
+
+
+def test_stopped_run_certificate_covers_conjunctions_by_the_bound():
+    data, block, space = planted(seed=6)
+    result = train(LocalBackend([block], space), comb_config(2, max_rounds=6, l1=1e-3))
+    cert = result.report["kkt"]
+    assert result.report["stopped"] == "max_rounds = 6"
+    part = cert["conjunctions"]
+    assert part["unexamined"].startswith("every conjunction never formed")
+    conj = result.conjunctions
+    conj_all = every_conjunction(block, 2, conj)
+    big = Space(MULTICLASS, conj_all.n_predicates, K, bias=True)
+    lg = loss_grad(conj_all.expand(block), big, result.weights, None, None)
+    full = kkt_certificate(
+        lg.grad / lg.weight, result.weights, lg.grad_bias / lg.weight, 1e-3, 1e-6
+    )
+    assert cert["passed"] == full["passed"]
+
+
+def test_resume_in_the_combination_phase_gives_the_same_model(tmp_path):
+    data, block, space = planted(seed=7)
+    cfg = comb_config(2)
+    probe = train(LocalBackend([block], space), cfg)
+    phases = [r["phase"] for r in probe.report["rounds"]]
+    first = phases.index("combination")
+    whole, resumed, left = interrupt_and_resume(
+        lambda: LocalBackend([block], space), cfg, tmp_path, after=first + 2
+    )
+    assert left["round"] == first + 2
+    assert resumed.conjunctions.tuples() == whole.conjunctions.tuples()
+    assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
+    np.testing.assert_allclose(resumed.weights.values, whole.weights.values, rtol=1e-12)
+
+
+@pytest.mark.parametrize("value", [1.5, -0.25])
+def test_values_outside_0_1_are_refused_naming_the_predicate(value):
+    block = random_events(3)
+    X = block.X.tolil()
+    X[4, 9] = value
+    bad = MulticlassBlock(X.tocsr(), block.y, block.c, K)
+    with pytest.raises(InputError, match=rf"predicate '9' \(id 9\) has the value {value:g}"):
+        train(LocalBackend([bad], Space(MULTICLASS, P, K, bias=True)), comb_config(2))
+
+
+def test_standardization_is_refused():
+    block = random_events(3)
+    with pytest.raises(ConfigError, match="train.standardize"):
+        train(
+            LocalBackend([block], Space(MULTICLASS, P, K, bias=True)),
+            comb_config(2, standardize=True),
+        )
