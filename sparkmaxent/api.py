@@ -43,7 +43,10 @@ def train_model(
     Selection methods checkpoint every round into ``<output_dir>/checkpoint``
     and write their plots to ``<output_dir>/plots``; ``resume`` continues
     from that checkpoint."""
+    import numpy as np
+
     from .backends.factory import make_backend
+    from .conjunctions import atoms_used, conjunction_names
     from .data.schema import DatasetInfo
     from .model import MaxentModel, feature_names_for
     from .train import train
@@ -81,16 +84,22 @@ def train_model(
         backend.close()
         if heldout is not None:
             heldout.close()
-    predicates = backend.space.split(result.weights.active_ids())[0]
+    space, conj = result.space(backend.space), result.conjunctions
+    predicates = space.split(result.weights.active_ids())[0]
+    atoms = predicates[predicates < backend.space.n_predicates]
+    names = feature_names_for(train_dir, np.union1d(atoms, atoms_used(conj)))
+    if conj is not None:
+        names.update(conjunction_names(conj, names))
     model = MaxentModel(
-        backend.space,
+        space,
         result.weights,
         list(info.labels),
-        feature_names_for(train_dir, predicates),
+        names,
         result.scaling,
         cfg.to_dict(),
         {k: v for k, v in result.report.items() if k not in ("trace", "rounds")},
         dictionary=train_dir,
+        conjunctions=conj,
     )
     return model, result.report
 

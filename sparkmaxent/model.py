@@ -4,7 +4,8 @@ Saved as JSON metadata plus Parquet weights, never pickle (Spark MLlib's
 habit)::
 
     <dir>/metadata.json  format version, shape, labels, bias, configuration,
-                         training summary, standardization flag
+                         training summary, standardization flag, and the
+                         model's conjunctions (derived predicates) if any
     <dir>/weights/       Parquet: feature, predicate (id in the training
                          dictionary), label, label_index, weight, and the
                          standardization mean and inv_scale of the predicate
@@ -15,8 +16,11 @@ habit)::
                          only the predicates with a weight (dataset.json
                          source["dictionary"] says which)
 
-Only non-zero weights are stored. Standardization statistics are stored for
-the predicates the model uses; the others do not affect any score.
+A model with conjunctions (conjunctions.py) has n_atoms atomic predicates
+(the vocabulary's) followed by its derived predicates; scoring forms them
+in every event from its atoms. Only non-zero weights are stored.
+Standardization statistics are stored for the predicates the model uses;
+the others do not affect any score.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .conjunctions import Conjunctions, atoms_used, from_json, to_json
 from .errors import InputError
 from .jsonio import json_default, read_json_object
 from .kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights
-from .kernels.blocks import Block, MulticlassBlock
+from .kernels.blocks import Block, CandidateBlock, MulticlassBlock
 from .kernels.loss import candidate_proba
 from .kernels.predict import EvalStats, evaluate_block, predict_multiclass
 
@@ -82,6 +87,10 @@ class MaxentModel:
         is saved as the model's vocabulary, so that ``unknown_features`` of
         data prepared for the model counts features the training data lacks;
         empty: only the features the model uses.
+    conjunctions : Conjunctions or None
+        Derived predicates ``n_atoms + j`` (then ``space.n_predicates`` is
+        ``conjunctions.n_predicates``, and ``feature_names`` also names the
+        atoms they are made of).
     """
 
     space: Space
@@ -92,18 +101,41 @@ class MaxentModel:
     config: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     dictionary: str = ""
+    conjunctions: Conjunctions | None = None
+
+    def __post_init__(self):
+        if self.conjunctions is not None and self.conjunctions.n_predicates != (
+            self.space.n_predicates
+        ):
+            raise ValueError(
+                f"expected {self.space.n_predicates} predicates, the conjunctions make "
+                f"{self.conjunctions.n_predicates}"
+            )
+
+    @property
+    def n_atoms(self) -> int:
+        """Predicates of the data the model reads (its vocabulary's)."""
+        return self.space.n_predicates if self.conjunctions is None else self.conjunctions.n_atoms
+
+    def expand(self, block: Block) -> Block:
+        """The block with the model's conjunctions formed in it."""
+        return block if self.conjunctions is None else self.conjunctions.expand(block)
 
     # ---- scoring -------------------------------------------------------
     def predict(self, block: MulticlassBlock) -> tuple[np.ndarray, np.ndarray]:
         """Predicted label index (m,) and probabilities (m, K) of each event."""
-        return predict_multiclass(block, self.space, self.weights, self.scaling)
+        expanded = self.expand(block)
+        assert isinstance(expanded, MulticlassBlock), "expand keeps the block's shape"
+        return predict_multiclass(expanded, self.space, self.weights, self.scaling)
 
     def candidate_proba(self, block) -> np.ndarray:
         """p(candidate | event) for every candidate (n_candidates_total,)."""
-        return candidate_proba(block, self.space, self.weights, self.scaling)
+        expanded = self.expand(block)
+        assert isinstance(expanded, CandidateBlock), "expand keeps the block's shape"
+        return candidate_proba(expanded, self.space, self.weights, self.scaling)
 
     def evaluate(self, block: Block) -> EvalStats:
-        return evaluate_block(block, self.space, self.weights, self.scaling)
+        return evaluate_block(self.expand(block), self.space, self.weights, self.scaling)
 
     @property
     def nonzero(self) -> int:
@@ -169,6 +201,8 @@ class MaxentModel:
             "config": self.config,
             "summary": self.summary,
         }
+        if self.conjunctions is not None:
+            meta["conjunctions"] = to_json(self.conjunctions)
         with open(os.path.join(directory, METADATA_FILE), "w") as f:
             json.dump(meta, f, indent=2, default=json_default)
         self._write_vocabulary(os.path.join(directory, VOCABULARY_DIR))
@@ -182,7 +216,12 @@ class MaxentModel:
                 os.path.join(self.dictionary, FEATURES_DIR), os.path.join(directory, FEATURES_DIR)
             )
         else:
-            used = sorted(self.feature_names)
+            used = sorted(i for i in self.feature_names if i < self.n_atoms)
+            missing = np.setdiff1d(atoms_used(self.conjunctions), used)
+            if len(missing):
+                raise ValueError(
+                    f"no feature name for atoms {missing[:5].tolist()} of conjunctions"
+                )
             os.makedirs(os.path.join(directory, FEATURES_DIR))
             pq.write_table(
                 pa.table(
@@ -197,7 +236,7 @@ class MaxentModel:
             )
         DatasetInfo(
             shape=self.space.shape,
-            n_features=self.space.n_predicates,
+            n_features=self.n_atoms,
             labels=list(self.labels),
             source={
                 "model": "vocabulary of a saved model",
@@ -225,6 +264,14 @@ class MaxentModel:
         if not os.path.exists(meta_path):
             raise FileNotFoundError(f"{path} is not a saved model: no {METADATA_FILE} in it")
         meta = _read_metadata(meta_path)
+        conj = None
+        if meta.get("conjunctions") is not None:
+            conj = from_json(meta["conjunctions"], meta_path)
+            if conj.n_predicates != meta["n_predicates"]:
+                raise InputError(
+                    f"{meta_path}: n_predicates {meta['n_predicates']} is not n_atoms "
+                    f"{conj.n_atoms} plus {len(conj)} conjunctions"
+                )
         shape, labels = meta["shape"], meta["labels"]
         n_labels = len(labels) if shape == MULTICLASS else 1
         space = Space(shape, meta["n_predicates"], n_labels, bias=meta["bias"] is not None)
@@ -246,7 +293,9 @@ class MaxentModel:
             inv[p] = t.column("inv_scale").to_numpy()
             scaling = Scaling(mean, inv)
         names = dict(zip(p.tolist(), t.column("feature").to_pylist()))
-        return MaxentModel(space, weights, labels, names, scaling, meta["config"], meta["summary"])
+        return MaxentModel(
+            space, weights, labels, names, scaling, meta["config"], meta["summary"], "", conj
+        )
 
 
 def _read_metadata(meta_path: str) -> dict:

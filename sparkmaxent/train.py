@@ -91,7 +91,7 @@ def train(
         wall_s=round(time.perf_counter() - start, 3),
     )
     if heldout is not None:
-        stats = evaluate(heldout, result.weights, scaling)
+        stats = evaluate(heldout, result.weights, scaling, result.conjunctions)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling
     log.info(

@@ -40,12 +40,12 @@ def check_compatible(model: MaxentModel, info: DatasetInfo, where: str) -> None:
         raise InputError(
             f"{where}: model is for {model.space.shape} events, data holds {info.shape}"
         )
-    if info.n_features != model.space.n_predicates or (
+    if info.n_features != model.n_atoms or (
         info.shape == MULTICLASS and info.labels != model.labels
     ):
         raise InputError(
             f"{where}: events were not prepared with this model's dictionary "
-            f"(expected {model.space.n_predicates} features and labels {model.labels[:5]}..., "
+            f"(expected {model.n_atoms} features and labels {model.labels[:5]}..., "
             f"got {info.n_features} and {info.labels[:5]}...); prepare them with "
             f"--vocabulary <model>/vocabulary"
         )

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from ..backends import Backend
 from ..config import TrainConfig
-from ..kernels import Scaling, Weights
+from ..kernels import Scaling, Space, Weights
+from ..kernels.conjunctions import Conjunctions, Expanding
 from ..kernels.predict import EvalStats, EvalTask
 
 
@@ -34,19 +35,37 @@ class TrainingContext:
 @dataclass
 class FitResult:
     """What a method returns: the weights and a JSON-able report (train()
-    adds the standardization the weights are relative to)."""
+    adds the standardization the weights are relative to). A method that
+    forms conjunctions returns them: the weights are then over the atoms
+    followed by the conjunctions (kernels/conjunctions.py)."""
 
     weights: Weights
     report: dict = field(default_factory=dict)
     scaling: Scaling | None = None
+    conjunctions: Conjunctions | None = None
+
+    def space(self, atoms: Space) -> Space:
+        """The weights' space, given the data's (atoms only)."""
+        if self.conjunctions is None:
+            return atoms
+        return Space(atoms.shape, self.conjunctions.n_predicates, atoms.n_labels, atoms.bias)
 
 
 Method = Callable[[TrainingContext], FitResult]
 
 
-def evaluate(backend: Backend, weights: Weights, scaling: Scaling | None) -> EvalStats:
-    """Accuracy, loss and confusion of ``weights`` on a backend's events."""
-    return backend.run(EvalTask(backend.space, weights, scaling))
+def evaluate(
+    backend: Backend,
+    weights: Weights,
+    scaling: Scaling | None,
+    conjunctions: Conjunctions | None = None,
+) -> EvalStats:
+    """Accuracy, loss and confusion of ``weights`` on a backend's events
+    (with ``conjunctions``: formed in every event first)."""
+    if conjunctions is None or not len(conjunctions):
+        return backend.run(EvalTask(backend.space, weights, scaling))
+    space = FitResult(weights, conjunctions=conjunctions).space(backend.space)
+    return backend.run(Expanding(EvalTask(space, weights, scaling), conjunctions))
 
 
 @dataclass

@@ -1,0 +1,227 @@
+"""Conjunctions of atomic predicates as derived predicates (executor side).
+
+A conjunction is a sorted tuple of 2 or 3 distinct atomic predicate ids. Its
+value in an event is the product of its atoms' values, and it is present
+only when all of them fire (Okanohara & Tsujii 2009, section 3: combination
+features). A set of conjunctions extends a predicate space of ``n_atoms``
+atoms: conjunction j is the derived predicate ``n_atoms + j``, so atom ids
+(and the feature ids ``p * K + k`` built on them) never change, and
+multiclass features (conjunction, label) work with every existing kernel on
+a block whose matrix has been widened by :meth:`Conjunctions.expand`.
+
+Keys: a conjunction (a, b) or (a, b, c) is also numbered by one int64,
+``a * n + b`` or ``n**2 + (a * n + b) * n + c`` with n = n_atoms
+(:func:`conjunction_keys`): what search results are aggregated by.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .blocks import Block, CandidateBlock, MulticlassBlock
+
+#: the largest conjunction degree
+MAX_DEGREE = 3
+#: the separator of atom names in a conjunction's name
+SEPARATOR = " & "
+
+
+def conjunction_keys(atoms: np.ndarray, n_atoms: int) -> np.ndarray:
+    """One int64 per row of ``atoms`` (n, 3), padded with -1 after the last
+    atom: ``a*n + b`` for pairs (< n**2), ``n**2 + (a*n + b)*n + c`` for
+    triples (>= n**2), so the two never collide."""
+    atoms = np.asarray(atoms, dtype=np.int64).reshape(-1, MAX_DEGREE)
+    key = atoms[:, 0] * n_atoms + atoms[:, 1]
+    triple = atoms[:, 2] >= 0
+    key[triple] = n_atoms * n_atoms + key[triple] * n_atoms + atoms[triple, 2]
+    return key
+
+
+def atoms_of_keys(keys: np.ndarray, degree: int, n_atoms: int) -> np.ndarray:
+    """The (n, 3) atom rows (padded with -1) of keys of one ``degree``."""
+    keys = np.asarray(keys, dtype=np.int64)
+    out = np.full((len(keys), MAX_DEGREE), -1, dtype=np.int64)
+    rest = keys - (n_atoms * n_atoms if degree == MAX_DEGREE else 0)
+    for d in range(degree - 1, -1, -1):
+        out[:, d] = rest % n_atoms
+        rest = rest // n_atoms
+    return out
+
+
+def check_key_range(n_atoms: int, n_labels: int) -> None:
+    """Keys of triples times labels must fit an int64."""
+    if (n_atoms**MAX_DEGREE + n_atoms**2) * max(n_labels, 1) >= 2**62:
+        raise ValueError(
+            f"{n_atoms} atomic predicates x {n_labels} labels: conjunction keys of degree 3 "
+            "overflow int64"
+        )
+
+
+@dataclass(frozen=True)
+class Conjunctions:
+    """An ordered set of conjunctions over ``n_atoms`` atomic predicates.
+
+    Attributes
+    ----------
+    n_atoms : int
+        Atomic predicates 0..n_atoms-1; conjunction j is predicate n_atoms + j.
+    atoms : ndarray of int64, shape (n, 3)
+        Each row a conjunction's atom ids, strictly increasing, padded with
+        -1 (a pair has atoms[j, 2] = -1).
+    """
+
+    n_atoms: int
+    atoms: np.ndarray
+
+    @staticmethod
+    def empty(n_atoms: int) -> Conjunctions:
+        return Conjunctions(n_atoms, np.zeros((0, MAX_DEGREE), dtype=np.int64))
+
+    @staticmethod
+    def from_tuples(n_atoms: int, tuples) -> Conjunctions:
+        """From a list of atom tuples (each 2 or 3 distinct ids, any order);
+        ValueError on a bad tuple or one given twice."""
+        rows = np.full((len(tuples), MAX_DEGREE), -1, dtype=np.int64)
+        for j, t in enumerate(tuples):
+            a = sorted(int(x) for x in t)
+            if not 2 <= len(a) <= MAX_DEGREE or len(set(a)) != len(a):
+                raise ValueError(f"conjunction {j}: expected 2-3 distinct atoms, got {list(t)}")
+            if a[0] < 0 or a[-1] >= n_atoms:
+                raise ValueError(f"conjunction {j}: atom ids {a} outside [0, {n_atoms})")
+            rows[j, : len(a)] = a
+        out = Conjunctions(n_atoms, rows)
+        if len(np.unique(out.keys())) != len(rows):
+            raise ValueError("a conjunction is given twice")
+        return out
+
+    def __len__(self) -> int:
+        return len(self.atoms)
+
+    @property
+    def n_predicates(self) -> int:
+        """Atoms plus derived predicates."""
+        return self.n_atoms + len(self.atoms)
+
+    @property
+    def degree(self) -> np.ndarray:
+        return (self.atoms >= 0).sum(axis=1)
+
+    def tuples(self) -> list[tuple[int, ...]]:
+        return [tuple(int(a) for a in row if a >= 0) for row in self.atoms]
+
+    def keys(self) -> np.ndarray:
+        return conjunction_keys(self.atoms, self.n_atoms)
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Derived predicate id of each key, -1 where the key is not in the set."""
+        keys = np.asarray(keys, dtype=np.int64)
+        own = self.keys()
+        if len(own) == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        order = np.argsort(own, kind="stable")
+        pos = np.minimum(np.searchsorted(own[order], keys), len(own) - 1)
+        found = own[order][pos] == keys
+        return np.where(found, self.n_atoms + order[pos], -1)
+
+    def extend(self, atoms: np.ndarray) -> Conjunctions:
+        """This set with the rows of ``atoms`` (n, 3) not yet in it appended
+        (in their order), so existing derived ids are unchanged."""
+        atoms = np.asarray(atoms, dtype=np.int64).reshape(-1, MAX_DEGREE)
+        keys = conjunction_keys(atoms, self.n_atoms)
+        _, first = np.unique(keys, return_index=True)
+        fresh = np.sort(first)
+        fresh = fresh[self.lookup(keys[fresh]) < 0]
+        return Conjunctions(self.n_atoms, np.concatenate([self.atoms, atoms[fresh]]))
+
+    def subset(self, keep: np.ndarray) -> tuple[Conjunctions, np.ndarray]:
+        """The conjunctions at positions ``keep`` (in order), and the map
+        old predicate id -> new one (-1 for a dropped conjunction)."""
+        keep = np.asarray(keep, dtype=np.int64)
+        remap = np.full(self.n_predicates, -1, dtype=np.int64)
+        remap[: self.n_atoms] = np.arange(self.n_atoms)
+        remap[self.n_atoms + keep] = self.n_atoms + np.arange(len(keep))
+        return Conjunctions(self.n_atoms, self.atoms[keep]), remap
+
+    def name(self, j: int, atom_names) -> str:
+        """``v=join & p=as``: the atoms' names in id order."""
+        return SEPARATOR.join(str(atom_names[int(a)]) for a in self.atoms[j] if a >= 0)
+
+    # ---- forming conjunctions inside events ------------------------------
+    def values(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """The conjunctions' values in the rows of ``X`` (m, >= n_atoms):
+        a CSR matrix (m, n) holding the product of the atoms' values where
+        all of them fire. Vectorised: firing atoms are counted per
+        (row, conjunction) with one sparse product, and the values of the
+        complete ones looked up by binary search in X's sorted entries."""
+        m, n = X.shape[0], len(self.atoms)
+        if n == 0 or m == 0:
+            return sp.csr_matrix((m, n))
+        X = X[:, : self.n_atoms].tocsr()
+        X.eliminate_zeros()
+        X.sort_indices()
+        deg = self.degree
+        col = np.repeat(np.arange(n), deg)
+        S = sp.csr_matrix(
+            (np.ones(len(col)), (self.atoms[self.atoms >= 0], col)), shape=(self.n_atoms, n)
+        )
+        fires = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
+        C = (fires @ S).tocoo()
+        full = C.data == deg[C.col]
+        rows, cols = C.row[full].astype(np.int64), C.col[full].astype(np.int64)
+        row_of = np.repeat(np.arange(m, dtype=np.int64), np.diff(X.indptr))
+        entry_keys = row_of * self.n_atoms + X.indices
+        value = np.ones(len(rows))
+        for d in range(MAX_DEGREE):
+            a = self.atoms[cols, d]
+            has = a >= 0
+            pos = np.searchsorted(entry_keys, rows[has] * self.n_atoms + a[has])
+            value[has] *= X.data[pos]
+        return sp.csr_matrix((value, (rows, cols)), shape=(m, n))
+
+    def expand_matrix(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """``X`` (atoms only) widened by the conjunctions' columns."""
+        if len(self.atoms) == 0:
+            return X
+        if X.shape[1] != self.n_atoms:
+            raise ValueError(
+                f"expected events over {self.n_atoms} atomic predicates, got {X.shape[1]}"
+            )
+        return sp.hstack([X, self.values(X)], format="csr")
+
+    def expand(self, block: Block) -> Block:
+        """The block with the conjunctions formed in every event (multiclass)
+        or candidate (candidate sets)."""
+        if len(self.atoms) == 0:
+            return block
+        if isinstance(block, MulticlassBlock):
+            return MulticlassBlock(
+                self.expand_matrix(block.X),
+                block.y,
+                block.c,
+                block.n_labels,
+                block.event_id,
+                block.group,
+            )
+        assert isinstance(block, CandidateBlock), "a block is multiclass or candidate-set"
+        return CandidateBlock(
+            self.expand_matrix(block.F),
+            block.event_ptr,
+            block.correct,
+            block.c,
+            block.event_id,
+            block.group,
+        )
+
+
+@dataclass(frozen=True)
+class Expanding:
+    """A task run on blocks widened by ``conjunctions`` (picklable)."""
+
+    task: object
+    conjunctions: Conjunctions
+
+    def __call__(self, block: Block):
+        return self.task(self.conjunctions.expand(block))  # type: ignore[operator]
