@@ -118,46 +118,6 @@ class ConfigCountTask:
         return ConfigCounts(m, c)
 
 
-def node_incidence(nodes: list[tuple[int, ...]], n_predicates: int) -> sp.csr_matrix:
-    """(n_nodes, n_predicates) 0/1 matrix: row j marks node j's atoms."""
-    indptr = np.cumsum([0] + [len(n) for n in nodes])
-    indices = np.fromiter((p for n in nodes for p in n), dtype=np.int32, count=int(indptr[-1]))
-    return sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(nodes), n_predicates))
-
-
-def expand_block(block: MulticlassBlock, incidence: sp.csr_matrix) -> MulticlassBlock:
-    """The block with one predicate per node: 1 where the event has all of
-    the node's atoms (a conjunction of binary atoms), the atoms dropped."""
-    sizes = np.asarray(incidence.sum(axis=1)).ravel()
-    present = (block.X != 0).astype(np.float64) @ incidence.T.tocsc()
-    present = sp.csr_matrix(present)
-    hit = present.data == sizes[present.indices]
-    X = sp.csr_matrix(
-        (np.ones(int(hit.sum())), present.indices[hit], _indptr(present, hit)),
-        shape=(block.n_events, incidence.shape[0]),
-    )
-    return MulticlassBlock(X, block.y, block.c, block.n_labels, block.event_id, block.group)
-
-
-def _indptr(m: sp.csr_matrix, keep: np.ndarray) -> np.ndarray:
-    rows = np.repeat(np.arange(m.shape[0]), np.diff(m.indptr))[keep]
-    return np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m.shape[0]))])
-
-
-@dataclass
-class ExpandedTask:
-    """Runs ``task`` on a block expanded with lattice nodes (``expand_block``):
-    how the existing loss, gradient and evaluation kernels see the events
-    of a lattice model, one pass as before."""
-
-    task: object
-    incidence: sp.csr_matrix
-
-    def __call__(self, block: Block):
-        assert isinstance(block, MulticlassBlock)
-        return self.task(expand_block(block, self.incidence))  # type: ignore[operator]
-
-
 # ------------------------------------------------------------ selection
 
 
