@@ -6,6 +6,7 @@ model over atoms and conjunctions like any other."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import numpy as np
@@ -14,6 +15,7 @@ from ..errors import ConfigError
 from ..selection.base import FitResult, TrainingContext
 from .build import Lattice, build_lattice, choose_atoms, count_configurations
 from .generalize import fit_result, generalize
+from .report import write_plot
 from .select import CandidateScorer, HeldoutConfigs, Optimized, select
 
 log = logging.getLogger(__name__)
@@ -89,6 +91,8 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
             "trace": gen.trace,
         },
     }
+    if ctx.output_dir and ctx.config.selection.plots:
+        report["plots"] = [write_plot(report, os.path.join(ctx.output_dir, "plots", "lattice.png"))]
     log.info(
         "lattice: %d nodes, %d after selection, constraints %d -> %d",
         lat.n_nodes,

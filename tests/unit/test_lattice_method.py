@@ -4,6 +4,8 @@ the model surviving save, load, predict and evaluate."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -34,12 +36,13 @@ def backend(block, parts=3):
 
 
 @pytest.fixture(scope="module")
-def fitted():
+def fitted(tmp_path_factory):
     cfg = train_config(
         method="lattice", backend="local", gtol=1e-5, patience=5, generalize_patience=2
     )
     train_block, held_block = conjunction_data(0, 1500), conjunction_data(1, 800)
-    result = train(backend(train_block), cfg, backend(held_block))
+    out = str(tmp_path_factory.mktemp("lattice-run"))
+    result = train(backend(train_block), cfg, backend(held_block), output_dir=out)
     return result, train_block, held_block
 
 
@@ -52,6 +55,8 @@ def test_the_lattice_model_learns_the_conjunction(fitted):
     assert lat["nodes"] >= lat["reference_nodes"] > 0
     assert 0 < sel["optimized_nodes"] <= lat["nodes"]
     assert 0 < gen["constraints_after"] <= gen["constraints_before"]
+    assert [os.path.basename(p) for p in report["plots"]] == ["lattice.png"]
+    assert os.path.getsize(report["plots"][0]) > 0
     # near the Bayes rate (8% noise); an atoms-only l2 model cannot get there
     assert report["heldout_accuracy"] > 0.88
     plain = train(backend(conjunction_data(0, 1500)), train_config(method="l2", backend="local"))
