@@ -227,12 +227,6 @@ def candidate_gain(lat: LatticeArrays, decider: np.ndarray, groups: np.ndarray, 
 
 def score_batch(
     lat: LatticeArrays, decider: np.ndarray, groups: np.ndarray, candidates: np.ndarray
-) -> tuple[float, int]:
-    """The best (gain, node) of a batch of candidates (ties: lowest node id);
-    (-inf, -1) for an empty batch. One executor task of a selection step."""
-    best, arg = -np.inf, -1
-    for a in candidates:
-        g = candidate_gain(lat, decider, groups, int(a))
-        if g > best + 1e-12 or (abs(g - best) <= 1e-12 and 0 <= a < arg):
-            best, arg = g, int(a)
-    return best, arg
+) -> np.ndarray:
+    """The gains of a batch of candidates: one executor task of a step."""
+    return np.array([candidate_gain(lat, decider, groups, int(a)) for a in candidates])

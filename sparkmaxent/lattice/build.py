@@ -218,32 +218,58 @@ def build_lattice(configs: ConfigCounts, atoms: np.ndarray, max_nodes: int) -> L
 def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     """The reference masks and their intersections, added configuration by
     configuration (each new one adds its intersections with the nodes there,
-    which keeps the set closed under pairwise intersection)."""
+    which keeps the set closed under pairwise intersection; a configuration
+    already in the set adds nothing new, by that closure)."""
     words = reference.shape[1]
     cap = max(16, 2 * len(reference))
     nodes = np.zeros((cap, words), dtype=np.uint64)
-    hashes = np.zeros(cap, dtype=np.uint64)
+    index = _HashIndex()
     n = 0
     for s in reference:
+        if index.contains(s[None, :], row_hash(s[None, :]), nodes)[0]:
+            continue
         inter = nodes[:n] & s
-        inter = np.unique(np.vstack([inter[inter.any(axis=1)], s[None, :]]), axis=0)
+        inter = np.vstack([inter[inter.any(axis=1)], s[None, :]])
         h = row_hash(inter)
-        fresh = ~_present(inter, h, nodes[:n], hashes[:n])
+        _, first = np.unique(h, return_index=True)
+        inter, h = inter[first], h[first]
+        fresh = ~index.contains(inter, h, nodes)
         new = inter[fresh]
         if n + len(new) > max_nodes:
             _too_many(n + len(new), max_nodes, n_atoms, "the closure under intersection")
         if n + len(new) > cap:
             cap = max(2 * cap, n + len(new))
             nodes = np.resize(nodes, (cap, words))
-            hashes = np.resize(hashes, cap)
         nodes[n : n + len(new)] = new
-        hashes[n : n + len(new)] = h[fresh]
+        index.add(h[fresh], np.arange(n, n + len(new)))
         n += len(new)
     nodes = nodes[:n]
     # reference nodes first, in the order of ``reference``; then hidden ones
     ref_h = row_hash(reference)
-    is_ref = _present(nodes, hashes[:n], reference, ref_h)
+    is_ref = _present(nodes, row_hash(nodes), reference, ref_h)
     return np.vstack([reference, nodes[~is_ref]])
+
+
+class _HashIndex:
+    """Row hashes kept sorted, with the row each came from."""
+
+    def __init__(self) -> None:
+        self.h = np.zeros(0, dtype=np.uint64)
+        self.pos = np.zeros(0, dtype=np.int64)
+
+    def contains(self, rows: np.ndarray, h: np.ndarray, pool: np.ndarray) -> np.ndarray:
+        """Which rows are in ``pool`` (found by hash, compared word by word)."""
+        if not len(self.h):
+            return np.zeros(len(rows), dtype=bool)
+        at = np.minimum(np.searchsorted(self.h, h), len(self.h) - 1)
+        j = self.pos[at]
+        return (self.h[at] == h) & np.all(pool[j] == rows, axis=1)
+
+    def add(self, h: np.ndarray, pos: np.ndarray) -> None:
+        order = np.argsort(h)
+        at = np.searchsorted(self.h, h[order])
+        self.h = np.insert(self.h, at, h[order])
+        self.pos = np.insert(self.pos, at, pos[order])
 
 
 def _present(rows: np.ndarray, h: np.ndarray, pool: np.ndarray, pool_h: np.ndarray) -> np.ndarray:

@@ -14,7 +14,13 @@ from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.kernels.blocks import multiclass_block
 from sparkmaxent.kernels.lattice import ConfigCounts, ConfigCountTask, candidate_gain
 from sparkmaxent.lattice.build import build_lattice
-from sparkmaxent.lattice.select import HeldoutConfigs, Optimized, train_loglik
+from sparkmaxent.lattice.select import (
+    CandidateScorer,
+    HeldoutConfigs,
+    Optimized,
+    select,
+    train_loglik,
+)
 
 
 def masks_of(sets, n_atoms):
@@ -173,3 +179,22 @@ def test_configuration_count_refuses_non_binary_atoms():
     counts = ConfigCountTask(np.array([0, -1]), 1)(block)
     assert counts.masks.tolist() == [[1]] and counts.counts.tolist() == [[1.0, 0.0]]
     assert Space(MULTICLASS, 2, 2).n_features == 4
+
+
+def test_selection_rescoring_only_stale_candidates_picks_the_full_argmax():
+    sets, labels, weights = random_configs(5, n_events=400, n_atoms=9)
+    lat = build_lattice(counted(sets, labels, weights, 9), np.arange(9), 10_000)
+    arr = lat.arrays(threshold=1.0)
+    held_sets, held_labels, held_weights = random_configs(6, n_events=200, n_atoms=9)
+    held = counted(held_sets, held_labels, held_weights, 9)
+    result = select(arr, CandidateScorer(arr), HeldoutConfigs.of(held.masks, held.counts), 1000)
+    steps = result.trace[1:]
+    assert len(steps) >= 5
+    opt = Optimized.empty(lat.n_nodes, 2)
+    for row in steps:
+        cands = np.flatnonzero(opt.decider != np.arange(lat.n_nodes))
+        full = np.array([candidate_gain(arr, opt.decider, opt.groups, int(c)) for c in cands])
+        assert row["node"] == cands[int(np.argmax(full))]
+        assert row["gain"] == pytest.approx(full.max(), abs=1e-9)
+        assert row["rescored"] < lat.n_nodes
+        opt.add(arr, row["node"])
