@@ -40,7 +40,10 @@ from ..kernels.stats import FeatureCountTask
 
 log = logging.getLogger(__name__)
 
-_HASH = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93])
+_HASH = np.array(
+    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93],
+    dtype=np.uint64,
+)
 
 
 def row_hash(masks: np.ndarray) -> np.ndarray:

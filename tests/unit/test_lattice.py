@@ -13,7 +13,7 @@ from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.kernels.blocks import multiclass_block
 from sparkmaxent.kernels.lattice import ConfigCounts, ConfigCountTask, candidate_gain
-from sparkmaxent.lattice.build import build_lattice
+from sparkmaxent.lattice.build import build_lattice, row_hash
 from sparkmaxent.lattice.select import (
     CandidateScorer,
     HeldoutConfigs,
@@ -93,10 +93,9 @@ def counted(sets, labels, weights, n_atoms, n_labels=2):
     return ConfigCounts(masks_of([sets[i] for i in keep], n_atoms), onehot)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_closure_and_frequencies_against_brute_force(seed):
-    n_atoms = 10
-    sets, labels, weights = random_configs(seed, n_atoms=n_atoms)
+@pytest.mark.parametrize("seed, n_atoms, density", [(0, 10, 0.3), (1, 10, 0.3), (2, 70, 0.06)])
+def test_closure_and_frequencies_against_brute_force(seed, n_atoms, density):
+    sets, labels, weights = random_configs(seed, n_atoms=n_atoms, density=density)
     lat = build_lattice(counted(sets, labels, weights, n_atoms), np.arange(n_atoms), 10_000)
     nodes = [frozenset(lat.node_atoms(i)) for i in range(lat.n_nodes)]
     assert len(set(nodes)) == len(nodes), "every node once"
@@ -121,6 +120,12 @@ def test_closure_and_frequencies_against_brute_force(seed):
                 fc[y] += w
         np.testing.assert_allclose(lat.counts[i], conf)
         np.testing.assert_allclose(feat[i], fc)
+
+
+def test_row_hash_tells_one_word_masks_apart():
+    rng = np.random.default_rng(7)
+    masks = np.unique(rng.integers(0, 2**64, size=(5000, 1), dtype=np.uint64), axis=0)
+    assert len(np.unique(row_hash(masks))) == len(masks)
 
 
 def test_partial_order_index():
