@@ -74,18 +74,19 @@ def prepared(spark, work: str, name: str, files: list[str], fmt: str, vocab: str
     return out
 
 
-def fit(spark, train_dir: str, heldout_dir: str, backend: str, **keys):
+def fit(spark, train_dir: str, heldout_dir: str, common: dict, **keys):
+    """Train on ``train_dir`` with ``common`` keys (backend, gtol) and ``keys``."""
     t0 = time.perf_counter()
-    cfg = Config(train=train_config(backend=backend, **keys))
+    cfg = Config(train=train_config(**common, **keys))
     model, report = train_model(spark, cfg, train_dir, heldout_dir)
     return model, report, time.perf_counter() - t0
 
 
-def choose(spark, train_dir, heldout_dir, backend, key, grid, **fixed):
+def choose(spark, train_dir, heldout_dir, common, key, grid, **fixed):
     """The model of the best held-out accuracy over ``grid`` values of ``key``."""
     best = None
     for v in grid:
-        run = fit(spark, train_dir, heldout_dir, backend, **{key: v}, **fixed)
+        run = fit(spark, train_dir, heldout_dir, common, **{key: v}, **fixed)
         log.info(
             "%s %s=%g: held-out accuracy %.5f",
             fixed.get("method"),
@@ -226,9 +227,16 @@ def sbd_task(spark, args, rows: list[dict], extra: dict) -> None:
         c: prepared(spark, args.work, f"sbd-{c}", [f[f"{c}-test"]], "maxent", train)
         for c in ("wsj", "brown")
     }
-    be = args.backend
+    be = {"backend": args.backend, "gtol": args.gtol}
     lattice = fit(
-        spark, train, held, be, method="lattice", max_atoms=args.max_atoms, l2=args.lattice_l2
+        spark,
+        train,
+        held,
+        be,
+        method="lattice",
+        max_atoms=args.max_atoms,
+        l2=args.lattice_l2,
+        unconstrain_fraction=args.unconstrain_fraction,
     )
     rows += model_rows(spark, "sbd", "lattice", lattice, tests)
     extra["sbd_lattice_report"] = {
@@ -286,9 +294,16 @@ def pp_task(spark, args, rows: list[dict]) -> None:
     train = prepared(spark, args.work, "pp-train", [f["training"]], "maxent")
     held = prepared(spark, args.work, "pp-devset", [f["devset"]], "maxent", train)
     tests = {"test": prepared(spark, args.work, "pp-test", [f["test"]], "maxent", train)}
-    be = args.backend
+    be = {"backend": args.backend, "gtol": args.gtol}
     lattice = fit(
-        spark, train, held, be, method="lattice", max_atoms=args.pp_max_atoms, l2=args.lattice_l2
+        spark,
+        train,
+        held,
+        be,
+        method="lattice",
+        max_atoms=args.pp_max_atoms,
+        l2=args.lattice_l2,
+        unconstrain_fraction=args.unconstrain_fraction,
     )
     rows += model_rows(spark, "pp", "lattice", lattice, tests)
     l2 = choose(spark, train, held, be, "l2", args.l2_grid, method="l2")
@@ -308,6 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--lattice-l2", type=float, default=1e-5)
     p.add_argument("--l2-grid", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
     p.add_argument("--l1-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
+    p.add_argument("--gtol", type=float, default=1e-6, help="every fit's L-BFGS tolerance")
+    p.add_argument("--unconstrain-fraction", type=float, default=0.1)
     args = start(p, argv)
     spark = spark_session(
         "local[2]",
