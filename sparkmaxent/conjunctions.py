@@ -54,7 +54,7 @@ def from_json(doc, where: str) -> Conjunctions:
                 f"{where}: conjunctions.atoms[{j}]: expected a list of atom ids, got {t!r}"
             )
     try:
-        return Conjunctions.from_tuples(n, doc["atoms"])
+        return Conjunctions.from_tuples(n, doc["atoms"], max_degree=0)
     except ValueError as e:
         raise InputError(f"{where}: conjunctions: {e}") from None
 

@@ -11,6 +11,7 @@ from .backends import Backend
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask
+from .lattice.method import fit_lattice
 from .selection import baselines, bayes, combination, grafting, ifs, path
 from .selection.base import FitResult, Method, TrainingContext, evaluate
 
@@ -29,6 +30,7 @@ METHODS: dict[str, Method] = {
     "sgc": ifs.fit_sgc,
     "sgc-lookahead": ifs.fit_sgc_lookahead,
     "bayes-factor": bayes.fit_bayes_factor,
+    "lattice": fit_lattice,
 }
 
 

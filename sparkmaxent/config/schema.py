@@ -122,6 +122,7 @@ METHODS = (
     "sgc",
     "sgc-lookahead",
     "bayes-factor",
+    "lattice",
 )
 GRAFTING_METHODS = ("grafting", "mle-ifs", "l2-ifs")
 IFS_METHODS = ("ifs", "sgc", "sgc-lookahead")
@@ -431,6 +432,58 @@ class ChoiceConfig(Section):
 
 
 @dataclass(frozen=True)
+class LatticeConfig(Section):
+    """Mikheev's feature collocation lattice (1998): lattice."""
+
+    PATH: ClassVar[str] = "train.lattice"
+    max_atoms: int = key(
+        0,
+        "Atomic predicates the lattice is built over: the k most frequent "
+        "(the paper used 238); 0: every predicate seen in training.",
+        ge=0,
+    )
+    max_nodes: int = key(
+        50_000,
+        "Stop with exit code 3 when the lattice (observed configurations "
+        "and their intersections) passes this many nodes.",
+        ge=1,
+    )
+    smoothing: float = key(
+        5.0,
+        "THRESHOLD T of the selection's smoothing towards uniform, "
+        "L = T / (T + xi'), for nodes of few observations.",
+        ge=0,
+    )
+    patience: int = key(
+        20, "Selection stops after this many steps without a better held-out likelihood.", ge=1
+    )
+    max_steps: int = key(0, "Selection steps at most; 0: no limit.", ge=0)
+    score_batches: int = key(
+        0,
+        "Batches the candidates of a selection step are scored in (Spark "
+        "tasks); 0: twice the default parallelism (1 without Spark).",
+        ge=0,
+    )
+    constraint_threshold: float = key(
+        5.0,
+        "Constrain optimized nodes whose feature frequency (marginal over labels) exceeds this.",
+        ge=0,
+    )
+    unconstrain_fraction: float = key(
+        0.05,
+        "Generalization unconstrains this fraction of the constraints per "
+        "round (at least one), the most specific ones with weights closest to 0.",
+        gt=0,
+        le=1,
+    )
+    generalize_patience: int = key(
+        3,
+        "Generalization stops after this many rounds without a better held-out likelihood.",
+        ge=1,
+    )
+
+
+@dataclass(frozen=True)
 class TrainConfig(Section):
     """What to train and how: keys common to every method, and one
     sub-section per method family."""
@@ -449,7 +502,7 @@ class TrainConfig(Section):
     l2: float = key(
         1.0e-4,
         "gamma2 of L(w) + gamma2/2 ||w||^2 (L averaged over event weight, "
-        "as MLlib's regParam); used by l2, cutoff, l2-ifs and re-estimation.",
+        "as MLlib's regParam); used by l2, cutoff, l2-ifs, lattice and re-estimation.",
         ge=0,
     )
     cutoff: int = key(0, "cutoff: keep features whose empirical count is at least this.", ge=0)
@@ -466,12 +519,18 @@ class TrainConfig(Section):
     ifs: IfsConfig = field(default_factory=IfsConfig)
     bayes: BayesConfig = field(default_factory=BayesConfig)
     choice: ChoiceConfig = field(default_factory=ChoiceConfig)
+    lattice: LatticeConfig = field(default_factory=LatticeConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method == "cutoff" and self.cutoff < 1:
             raise ConfigError(
                 f"train.cutoff: method 'cutoff' needs train.cutoff >= 1, got {self.cutoff}"
+            )
+        if self.method == "lattice" and self.standardize:
+            raise ConfigError(
+                "train.standardize: method 'lattice' works on binary atoms and their "
+                "conjunctions; set train.standardize = false"
             )
         if self.method == "l2-ifs" and not self.l2 > 0:
             raise ConfigError(f"train.l2: method 'l2-ifs' needs train.l2 > 0, got {self.l2}")

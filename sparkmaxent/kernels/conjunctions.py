@@ -1,6 +1,8 @@
 """Conjunctions of atomic predicates as derived predicates (executor side).
 
-A conjunction is a sorted tuple of 2 or 3 distinct atomic predicate ids. Its
+A conjunction is a sorted tuple of 2 or 3 distinct atomic predicate ids
+(any number from 2 for the nodes of a feature lattice, sparkmaxent/lattice:
+rows are then padded with -1 to the longest, and have no int64 key). Its
 value in an event is the product of its atoms' values, and it is present
 only when all of them fire (Okanohara & Tsujii 2009, section 3: combination
 features). A set of conjunctions extends a predicate space of ``n_atoms``
@@ -94,19 +96,25 @@ class Conjunctions:
         return Conjunctions(n_atoms, np.zeros((0, MAX_DEGREE), dtype=np.int64))
 
     @staticmethod
-    def from_tuples(n_atoms: int, tuples) -> Conjunctions:
-        """From a list of atom tuples (each 2 or 3 distinct ids, any order);
-        ValueError on a bad tuple or one given twice."""
-        rows = np.full((len(tuples), MAX_DEGREE), -1, dtype=np.int64)
+    def from_tuples(n_atoms: int, tuples, max_degree: int = MAX_DEGREE) -> Conjunctions:
+        """From a list of atom tuples (each of 2 to ``max_degree`` distinct
+        ids, any order; ``max_degree`` 0: any number, as the nodes of a
+        feature lattice); ValueError on a bad tuple or one given twice.
+        Rows are padded with -1 to the longest tuple (at least MAX_DEGREE)."""
+        width = max([MAX_DEGREE] + [len(t) for t in tuples])
+        rows = np.full((len(tuples), width), -1, dtype=np.int64)
         for j, t in enumerate(tuples):
             a = sorted(int(x) for x in t)
-            if not 2 <= len(a) <= MAX_DEGREE or len(set(a)) != len(a):
-                raise ValueError(f"conjunction {j}: expected 2-3 distinct atoms, got {list(t)}")
+            if len(a) < 2 or (max_degree and len(a) > max_degree) or len(set(a)) != len(a):
+                most = max_degree or "any number of"
+                raise ValueError(
+                    f"conjunction {j}: expected 2-{most} distinct atoms, got {list(t)}"
+                )
             if a[0] < 0 or a[-1] >= n_atoms:
                 raise ValueError(f"conjunction {j}: atom ids {a} outside [0, {n_atoms})")
             rows[j, : len(a)] = a
         out = Conjunctions(n_atoms, rows)
-        if len(np.unique(out.keys())) != len(rows):
+        if len(np.unique(rows, axis=0)) != len(rows):
             raise ValueError("a conjunction is given twice")
         return out
 
@@ -126,6 +134,9 @@ class Conjunctions:
         return [tuple(int(a) for a in row if a >= 0) for row in self.atoms]
 
     def keys(self) -> np.ndarray:
+        """The int64 keys (conjunctions of at most MAX_DEGREE atoms only)."""
+        if self.atoms.shape[1] > MAX_DEGREE:
+            raise ValueError(f"int64 keys number conjunctions of at most {MAX_DEGREE} atoms")
         return conjunction_keys(self.atoms, self.n_atoms)
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
@@ -170,7 +181,8 @@ class Conjunctions:
         every pair (and triple) of an event's firing atoms looked up among
         the conjunctions' keys (cost: the events' own pairs and triples), or
         the firing atoms counted per (row, conjunction) with one sparse
-        product (cost: the conjunctions each firing atom belongs to)."""
+        product (cost: the conjunctions each firing atom belongs to). Wider
+        conjunctions (lattice nodes) have no keys: always the second way."""
         m, n = X.shape[0], len(self.atoms)
         if n == 0 or m == 0:
             return sp.csr_matrix((m, n))
@@ -180,7 +192,8 @@ class Conjunctions:
         r = np.diff(X.indptr).astype(np.int64)
         own = int((r * (r - 1) // 2).sum() + (r * (r - 1) * (r - 2) // 6).sum())
         member = np.bincount(self.atoms[self.atoms >= 0], minlength=self.n_atoms)
-        if own < int(member[X.indices].sum()):
+        narrow = self.atoms.shape[1] <= MAX_DEGREE
+        if narrow and own < int(member[X.indices].sum()):
             return self._values_by_lookup(X)
         deg = self.degree
         col = np.repeat(np.arange(n), deg)
@@ -194,7 +207,7 @@ class Conjunctions:
         row_of = np.repeat(np.arange(m, dtype=np.int64), np.diff(X.indptr))
         entry_keys = row_of * self.n_atoms + X.indices
         value = np.ones(len(rows))
-        for d in range(MAX_DEGREE):
+        for d in range(self.atoms.shape[1]):
             a = self.atoms[cols, d]
             has = a >= 0
             pos = np.searchsorted(entry_keys, rows[has] * self.n_atoms + a[has])

@@ -174,3 +174,14 @@ def test_damaged_conjunctions_refused(tmp_path):
     json.dump(meta, open(meta_file, "w"))
     with pytest.raises(InputError, match="n_atoms 6 plus 2 conjunctions"):
         MaxentModel.load(path)
+
+
+def test_lattice_nodes_of_more_than_three_atoms():
+    conj = Conjunctions.from_tuples(6, [(0, 1), (1, 2, 3, 5)], max_degree=0)
+    X = sp.csr_matrix(np.array([[1.0, 1, 1, 1, 0, 1], [1, 1, 1, 0, 0, 1]]))
+    np.testing.assert_array_equal(conj.values(X).toarray(), [[1, 1], [1, 0]])
+    assert conj.tuples() == [(0, 1), (1, 2, 3, 5)]
+    with pytest.raises(ValueError, match="2-3 distinct"):
+        Conjunctions.from_tuples(6, [(1, 2, 3, 5)])
+    with pytest.raises(ValueError, match="at most 3"):
+        conj.keys()

@@ -107,8 +107,14 @@ def test_every_method_raises_on_a_nan_pass(method):
     blocks, space = problem(1)
     keys = {"cutoff": 1} if method == "cutoff" else {}
     cfg = train_config(method=method, max_features=3, max_rounds=3, plots=False, **keys)
+    heldout = None
+    if method == "lattice":  # binary atoms, and held-out data for its stops (clean)
+        blocks = [
+            type(b)(X=(b.X != 0).astype(float), y=b.y, c=b.c, n_labels=b.n_labels) for b in blocks
+        ]
+        heldout = LocalBackend(blocks, space)
     with pytest.raises(NumericError) as e:
-        train(NaNBackend(blocks, space), cfg)
+        train(NaNBackend(blocks, space), cfg, heldout)
     msg = str(e.value)
     assert msg.startswith(f"{method}: ") and "non-finite loss" in msg and "standardize" in msg
 

@@ -1,0 +1,350 @@
+"""Mikheev's feature lattice against its peers on sentence boundary
+disambiguation (SBD) and PP attachment, in one run.
+
+SBD (sparkmaxent/data/sbd.py): events from the WSJ sample and Brown with
+fixed splits by file; training = WSJ train + Brown train, held-out = WSJ
+held-out + Brown held-out (the only data any choice is made on: l2's
+gamma2, grafting's gamma1, the lattice's stops), tests WSJ test and Brown
+test, scored separately. Systems: the lattice (``train.method = lattice``),
+l2 and l1 grafting over the same atoms, the period-space-capital baseline
+(a sentence ends when the next word is capitalized or the document ends),
+and NLTK's Punkt trained unsupervised on the training text (when nltk is
+installed: the bench extra).
+
+PP attachment (../shared/data/ppattach): the four head words as the only
+atoms (v=, n1=, p=, n2=), training / devset (held-out) / test; the lattice
+against l1 grafting and l2 over the same atoms.
+
+Also measured: the lattice's build and selection time against one l2 fit on
+the same data, and one selection step's candidate scoring on Spark
+executors (batches) against in-process scoring.
+
+Usage::
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.lattice_sbd
+
+writes benchmarks/results/lattice_sbd.json (and lattice_sbd.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+import numpy as np
+
+from benchmarks.common import SHARED_DATA, print_table, shared_corpus, start, work_arguments
+from benchmarks.common import write_result as write_json_result
+from sparkmaxent.api import evaluate_model, train_model
+from sparkmaxent.backends.session import spark_session
+from sparkmaxent.config import Config, train_config
+from sparkmaxent.data import sbd
+from sparkmaxent.data.prepare import prepare
+from sparkmaxent.lattice.report import write_plot
+
+log = logging.getLogger("lattice_sbd")
+KEYS = [
+    "task",
+    "system",
+    "error_rate",
+    "errors",
+    "candidates",
+    "constraints",
+    "atomic_features_used",
+    "lattice_nodes",
+    "passes",
+    "wall_s",
+]
+
+
+def prepared(spark, work: str, name: str, files: list[str], fmt: str, vocab: str = "") -> str:
+    out = os.path.join(work, "prepared", name)
+    if not os.path.exists(os.path.join(out, "dataset.json")):
+        prepare(
+            spark,
+            files,
+            out,
+            fmt,
+            merge_duplicates=not vocab,
+            vocabulary=vocab or None,
+            partitions=2,
+        )
+    return out
+
+
+def fit(spark, train_dir: str, heldout_dir: str, common: dict, **keys):
+    """Train on ``train_dir`` with ``common`` keys (backend, gtol) and ``keys``."""
+    t0 = time.perf_counter()
+    cfg = Config(train=train_config(**common, **keys))
+    model, report = train_model(spark, cfg, train_dir, heldout_dir)
+    return model, report, time.perf_counter() - t0
+
+
+def choose(spark, train_dir, heldout_dir, common, key, grid, **fixed):
+    """The model of the best held-out accuracy over ``grid`` values of ``key``."""
+    best = None
+    for v in grid:
+        run = fit(spark, train_dir, heldout_dir, common, **{key: v}, **fixed)
+        log.info(
+            "%s %s=%g: held-out accuracy %.5f",
+            fixed.get("method"),
+            key,
+            v,
+            run[1]["heldout_accuracy"],
+        )
+        if best is None or run[1]["heldout_accuracy"] > best[1]["heldout_accuracy"]:
+            best = (*run, v)
+    assert best is not None
+    return best
+
+
+def model_rows(spark, task, system, run, tests: dict[str, str]) -> list[dict]:
+    model, report, wall = run[:3]
+    out = []
+    for name, test_dir in tests.items():
+        scored = evaluate_model(spark, model, test_dir, chunks=False)
+        n = scored["events"]
+        errors = int(round((1 - scored["accuracy"]) * n))
+        lat = report.get("lattice", {})
+        gen = report.get("generalization", {})
+        out.append(
+            {
+                "task": f"{task}-{name}",
+                "system": system,
+                "error_rate": errors / n,
+                "errors": errors,
+                "candidates": n,
+                "constraints": gen.get("constraints_after", report["nonzero_weights"]),
+                "atomic_features_used": gen.get(
+                    "atomic_features_used", len({f for f, _ in model.selected_features()})
+                ),
+                "lattice_nodes": lat.get("nodes"),
+                "passes": report["passes"],
+                "wall_s": round(wall, 1),
+            }
+        )
+    return out
+
+
+def text_rows(task: str, system: str, predict, files: dict[str, str]) -> list[dict]:
+    """Rows of a rule or external system: ``predict(path) -> (gold, predicted)`` lists."""
+    out = []
+    for name, path in files.items():
+        t0 = time.perf_counter()
+        gold, pred = predict(path)
+        errors = int(sum(g != p for g, p in zip(gold, pred)))
+        out.append(
+            {
+                "task": f"{task}-{name}",
+                "system": system,
+                "error_rate": errors / len(gold),
+                "errors": errors,
+                "candidates": len(gold),
+                "wall_s": round(time.perf_counter() - t0, 1),
+            }
+        )
+    return out
+
+
+def period_space_capital(path: str):
+    gold, pred = [], []
+    with open(path) as f:
+        for line in f:
+            label, *atoms = line.split()
+            gold.append(label == "yes")
+            s = set(atoms)
+            pred.append(bool(s & {"next_shape=upper", "next_shape=allcaps", "next=<end>"}))
+    return gold, pred
+
+
+def punkt(train_docs, test_docs_by_name):
+    """Punkt trained on the training text; its decision at every candidate."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer, PunktTrainer
+
+    trainer = PunktTrainer()
+    trainer.INCLUDE_ALL_COLLOCS = True
+    trainer.train(" ".join(" ".join(" ".join(s) for s in d) for d in train_docs), finalize=True)
+    tok = PunktSentenceTokenizer(trainer.get_params())
+
+    def predict(name: str):
+        gold, pred = [], []
+        for doc in test_docs_by_name[name]:
+            toks = sbd.stream(doc)
+            text, ends = "", []
+            for t, _ in toks:
+                text += ("" if not text else " ") + t
+                ends.append(len(text))
+            breaks = {e for _, e in tok.span_tokenize(text)}
+            for (t, end), e in zip(toks, ends):
+                if sbd.core(t).endswith(sbd.ENDS):
+                    gold.append(end)
+                    pred.append(e in breaks)
+        return gold, pred
+
+    return predict
+
+
+def scoring_measure(spark, train_dir: str, max_atoms: int, smoothing: float) -> dict:
+    """One selection step's candidate scoring: on Spark in batches vs in process."""
+    from sparkmaxent.backends.factory import make_backend
+    from sparkmaxent.lattice.build import build_lattice, choose_atoms, count_configurations
+    from sparkmaxent.lattice.select import CandidateScorer, Optimized
+
+    backend = make_backend("local", train_dir, bias=True)
+    atoms = choose_atoms(backend, max_atoms)
+    lat = build_lattice(count_configurations(backend, atoms), atoms, 200_000)
+    arr = lat.arrays(smoothing)
+    opt = Optimized.empty(lat.n_nodes, backend.space.n_labels)
+    cands = np.arange(lat.n_nodes)
+    out = {"nodes": lat.n_nodes}
+    for name, sc in (("in_process", None), ("spark", spark.sparkContext)):
+        scorer = CandidateScorer(arr, sc)
+        t0 = time.perf_counter()
+        best = scorer.best(opt, cands)
+        out[name] = {
+            "seconds": round(time.perf_counter() - t0, 3),
+            "batches": scorer.n_batches,
+            "best": best,
+        }
+        scorer.close()
+    return out
+
+
+def sbd_task(spark, args, rows: list[dict], extra: dict) -> None:
+    wsj = shared_corpus("treebank", "raw", data_dir=args.data)
+    brown = shared_corpus("brown", data_dir=args.data)
+    text = os.path.join(args.work, "sbd")
+    summary = sbd.build(wsj, brown, text)
+    extra["sbd_data"] = summary["candidates"]
+    f = {n: os.path.join(text, f"{n}.txt") for n in summary["candidates"]}
+    train = prepared(spark, args.work, "sbd-train", [f["wsj-train"], f["brown-train"]], "maxent")
+    held = prepared(
+        spark, args.work, "sbd-heldout", [f["wsj-heldout"], f["brown-heldout"]], "maxent", train
+    )
+    tests = {
+        c: prepared(spark, args.work, f"sbd-{c}", [f[f"{c}-test"]], "maxent", train)
+        for c in ("wsj", "brown")
+    }
+    be = {"backend": args.backend, "gtol": args.gtol}
+    lattice = fit(
+        spark,
+        train,
+        held,
+        be,
+        method="lattice",
+        max_atoms=args.max_atoms,
+        l2=args.lattice_l2,
+        unconstrain_fraction=args.unconstrain_fraction,
+    )
+    rows += model_rows(spark, "sbd", "lattice", lattice, tests)
+    extra["sbd_lattice_report"] = {
+        k: v for k, v in lattice[1].items() if k in ("lattice", "selection", "generalization")
+    }
+    l2 = choose(spark, train, held, be, "l2", args.l2_grid, method="l2")
+    rows += model_rows(spark, "sbd", f"l2 (gamma2={l2[3]:g})", l2, tests)
+    l1 = choose(spark, train, held, be, "l1", args.l1_grid, method="grafting")
+    rows += model_rows(spark, "sbd", f"l1 grafting (gamma1={l1[3]:g})", l1, tests)
+    texts = {c: f[f"{c}-test"] for c in ("wsj", "brown")}
+    rows += text_rows("sbd", "period-space-capital", period_space_capital, texts)
+    try:
+        train_docs = sbd.read_corpus("wsj", wsj, sbd.splits(wsj, brown)["wsj"]["train"])
+        train_docs += sbd.read_corpus("brown", brown, sbd.splits(wsj, brown)["brown"]["train"])
+        parts = sbd.splits(wsj, brown)
+        docs = {
+            c: sbd.read_corpus(c, wsj if c == "wsj" else brown, parts[c]["test"])
+            for c in ("wsj", "brown")
+        }
+        rows += text_rows("sbd", "nltk punkt", punkt(train_docs, docs), {c: c for c in docs})
+    except ImportError:
+        log.warning("nltk is not installed (pip install .[bench]): no Punkt row")
+    sel, built = lattice[1]["selection"]["seconds"], lattice[1]["lattice"]["build_s"]
+    l2_one = fit(spark, train, held, be, method="l2", l2=l2[3])
+    extra["sbd_build_and_selection_vs_l2_fit"] = {
+        "lattice_build_s": built,
+        "selection_s": sel,
+        "l2_fit_s": round(l2_one[2], 1),
+        "ratio": round((built + sel) / l2_one[2], 2),
+    }
+    extra["sbd_scoring_step"] = scoring_measure(spark, train, args.max_atoms, 5.0)
+
+
+def pp_four_atoms(src: str, dst: str) -> str:
+    """Ratnaparkhi's tuples as maxent events over the four head words."""
+    with open(src) as f, open(dst, "w") as out:
+        for n, line in enumerate(f, 1):
+            parts = line.split()
+            if len(parts) != 6:
+                raise SystemExit(f"{src}:{n}: expected 6 fields, got {len(parts)}")
+            _, v, n1, p, n2, label = (x.lower() if i < 5 else x for i, x in enumerate(parts))
+            atoms = [f"v={v}", f"n1={n1}", f"p={p}", f"n2={n2}"]
+            out.write(label + " " + " ".join(sbd.escape(a) for a in atoms) + "\n")
+    return dst
+
+
+def pp_task(spark, args, rows: list[dict]) -> None:
+    os.makedirs(os.path.join(args.work, "pp"), exist_ok=True)
+    f = {
+        s: pp_four_atoms(
+            shared_corpus("ppattach", s, data_dir=args.data), os.path.join(args.work, "pp", s)
+        )
+        for s in ("training", "devset", "test")
+    }
+    train = prepared(spark, args.work, "pp-train", [f["training"]], "maxent")
+    held = prepared(spark, args.work, "pp-devset", [f["devset"]], "maxent", train)
+    tests = {"test": prepared(spark, args.work, "pp-test", [f["test"]], "maxent", train)}
+    be = {"backend": args.backend, "gtol": args.gtol}
+    lattice = fit(
+        spark,
+        train,
+        held,
+        be,
+        method="lattice",
+        max_atoms=args.pp_max_atoms,
+        l2=args.lattice_l2,
+        unconstrain_fraction=args.unconstrain_fraction,
+    )
+    rows += model_rows(spark, "pp", "lattice", lattice, tests)
+    l2 = choose(spark, train, held, be, "l2", args.l2_grid, method="l2")
+    rows += model_rows(spark, "pp", f"l2 (gamma2={l2[3]:g})", l2, tests)
+    l1 = choose(spark, train, held, be, "l1", args.l1_grid, method="grafting")
+    rows += model_rows(spark, "pp", f"l1 grafting (gamma1={l1[3]:g})", l1, tests)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default=SHARED_DATA, help="the corpora (../shared/data)")
+    work_arguments(p, "work/lattice_sbd", "lattice_sbd.json")
+    p.add_argument("--backend", default="local", choices=("local", "spark"))
+    p.add_argument("--tasks", default="sbd,pp")
+    p.add_argument("--max-atoms", type=int, default=120, help="SBD lattice atoms (k most frequent)")
+    p.add_argument("--pp-max-atoms", type=int, default=400, help="PP lattice atoms")
+    p.add_argument("--lattice-l2", type=float, default=1e-5)
+    p.add_argument("--l2-grid", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
+    p.add_argument("--l1-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
+    p.add_argument("--gtol", type=float, default=1e-6, help="every fit's L-BFGS tolerance")
+    p.add_argument("--unconstrain-fraction", type=float, default=0.1)
+    args = start(p, argv)
+    spark = spark_session(
+        "local[2]",
+        "lattice-sbd",
+        {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+    )
+    rows: list[dict] = []
+    extra: dict = {}
+    try:
+        if "sbd" in args.tasks:
+            sbd_task(spark, args, rows, extra)
+        if "pp" in args.tasks:
+            pp_task(spark, args, rows)
+    finally:
+        result = write_json_result(args.output, rows, **extra)
+        if result.get("sbd_lattice_report"):
+            write_plot(result["sbd_lattice_report"], os.path.splitext(args.output)[0] + ".png")
+        print_table(rows, KEYS)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,308 @@
+"""The empirical feature collocation lattice (Mikheev 1998, section 2).
+
+Reference nodes are the distinct observed configurations (sets of atomic
+predicates) with their configuration frequencies xi^w per label, counted
+by one pass over the events (``kernels.lattice.ConfigCountTask`` on the
+backend's cached blocks, merged on the executors). Hidden nodes are added
+by the paper's incremental rule: each new configuration adds its
+intersections with the nodes already there, which keeps the node set closed
+under pairwise intersection. The feature frequency of a node,
+xi^chi(k) = sum of xi^w over its descendants (the nodes above it, which
+contain it), and the partial order are kept as an index.
+
+Direction: node i is *below* node j (more general) when i's atoms are a
+subset of j's; j's *descendants* are the nodes above it (the paper's
+usage: a feature's frequency sums its descendants' configuration
+frequencies); its *children* are the nodes directly above it, its
+*parents* those directly below.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..backends import Backend
+from ..errors import ConfigError
+from ..kernels.lattice import (
+    ConfigCounts,
+    ConfigCountTask,
+    LatticeArrays,
+    is_subset,
+    n_words,
+    popcount,
+    unique_rows,
+)
+from ..kernels.stats import FeatureCountTask
+
+log = logging.getLogger(__name__)
+
+_HASH = np.array(
+    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93],
+    dtype=np.uint64,
+)
+
+
+def row_hash(masks: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of every mask row (equality is checked after a match)."""
+    out = np.zeros(len(masks), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for w in range(masks.shape[1]):
+            mult = np.uint64(_HASH[w % len(_HASH)]) + np.uint64(2 * (w // len(_HASH)))
+            out = (out ^ (masks[:, w] * mult)) * np.uint64(0x100000001B3)
+    return out
+
+
+@dataclass
+class Lattice:
+    """The empirical lattice <theta, subset, xi^w>.
+
+    Attributes
+    ----------
+    atoms : ndarray of int64, (n_atoms,)
+        Predicate id (training dictionary) of each atom bit.
+    masks : ndarray of uint64, (n, words)
+        Node atom sets; reference nodes first (observed configurations,
+        lexicographic), then hidden nodes in the order they were created.
+    counts : ndarray, (n, K)
+        Configuration frequencies xi^w per label (0 for hidden nodes).
+    desc : csr_matrix of bool, (n, n)
+        desc[i, j]: node i is a subset of node j (j is a descendant of i, or i).
+    """
+
+    atoms: np.ndarray
+    masks: np.ndarray
+    counts: np.ndarray
+    desc: sp.csr_matrix
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.masks)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return popcount(self.masks)
+
+    @property
+    def n_reference(self) -> int:
+        return int((self.counts.sum(axis=1) > 0).sum())
+
+    def feature_counts(self) -> np.ndarray:
+        """xi^chi per label (n, K): sums of xi^w over each node's descendants."""
+        return np.asarray(self.desc @ self.counts)
+
+    def node_atoms(self, i: int) -> tuple[int, ...]:
+        """Predicate ids of node i, increasing."""
+        return tuple(sorted(int(self.atoms[b]) for b in _bits(self.masks[i])))
+
+    def find(self, predicates) -> int:
+        """The node with exactly these predicates, or -1."""
+        bit = {int(p): b for b, p in enumerate(self.atoms)}
+        m = np.zeros(self.masks.shape[1], dtype=np.uint64)
+        for p in predicates:
+            if int(p) not in bit:
+                return -1
+            b = bit[int(p)]
+            m[b // 64] |= np.uint64(1) << np.uint64(b % 64)
+        hit = np.flatnonzero(np.all(self.masks == m, axis=1))
+        return int(hit[0]) if len(hit) else -1
+
+    def descendants(self, i: int) -> np.ndarray:
+        """Nodes above node i (containing it), i excluded."""
+        row = self.desc.indices[self.desc.indptr[i] : self.desc.indptr[i + 1]]
+        return np.sort(row[row != i])
+
+    def ancestors(self, i: int) -> np.ndarray:
+        """Nodes below node i (contained in it), i excluded."""
+        col = self.desc.getcol(i).tocoo().row
+        return np.sort(col[col != i])
+
+    def children(self, i: int) -> np.ndarray:
+        """Nodes directly above node i (no node between them)."""
+        return _minimal(self, self.descendants(i))
+
+    def parents(self, i: int) -> np.ndarray:
+        """Nodes directly below node i."""
+        return _maximal(self, self.ancestors(i))
+
+    def arrays(self, threshold: float) -> LatticeArrays:
+        """What executors need to score candidates (broadcast once)."""
+        d = self.desc.tocsr()
+        return LatticeArrays(
+            self.masks,
+            self.sizes,
+            self.counts,
+            d.indptr.astype(np.int64),
+            d.indices.astype(np.int64),
+            float(threshold),
+        )
+
+
+def _bits(mask: np.ndarray) -> list[int]:
+    out = []
+    for w, word in enumerate(mask.tolist()):
+        b = 0
+        while word:
+            if word & 1:
+                out.append(w * 64 + b)
+            word >>= 1
+            b += 1
+    return out
+
+
+def _minimal(lat: Lattice, ids: np.ndarray) -> np.ndarray:
+    m = lat.masks[ids]
+    inside = is_subset(m[:, None, :], m[None, :, :])  # inside[a, b]: a subset of b
+    np.fill_diagonal(inside, False)
+    return ids[~inside.any(axis=0)]
+
+
+def _maximal(lat: Lattice, ids: np.ndarray) -> np.ndarray:
+    m = lat.masks[ids]
+    inside = is_subset(m[:, None, :], m[None, :, :])
+    np.fill_diagonal(inside, False)
+    return ids[~inside.any(axis=1)]
+
+
+def choose_atoms(backend: Backend, max_atoms: int) -> np.ndarray:
+    """Predicate ids of the atoms: every predicate seen in training, or the
+    ``max_atoms`` most frequent (ties: lower id), as the paper's 238."""
+    counts = backend.run(FeatureCountTask()).counts
+    per_pred = counts.reshape(-1, backend.space.n_labels).sum(axis=1)
+    seen = np.flatnonzero(per_pred > 0)
+    if max_atoms and len(seen) > max_atoms:
+        order = np.lexsort((seen, -per_pred[seen]))
+        seen = np.sort(seen[order[:max_atoms]])
+    return seen.astype(np.int64)
+
+
+def count_configurations(backend: Backend, atoms: np.ndarray) -> ConfigCounts:
+    """One pass: the distinct configurations over ``atoms`` and their weight
+    per label (the empty configuration included)."""
+    bit = np.full(backend.space.n_predicates, -1, dtype=np.int64)
+    bit[atoms] = np.arange(len(atoms))
+    return backend.run(ConfigCountTask(bit, n_words(len(atoms))))
+
+
+def build_lattice(configs: ConfigCounts, atoms: np.ndarray, max_nodes: int) -> Lattice:
+    """The empirical lattice of counted configurations (section 2).
+
+    The empty configuration is no node (an event with none of the atoms has
+    no feature to decide it; the model's bias covers it).
+
+    Raises
+    ------
+    ConfigError
+        When the closure passes ``max_nodes`` nodes: the message says how
+        many it reached and how to restrict the atoms.
+    """
+    masks, counts = unique_rows(configs.masks, configs.counts)
+    keep = masks.any(axis=1)
+    masks, counts = masks[keep], counts[keep]
+    if len(masks) > max_nodes:
+        _too_many(len(masks), max_nodes, len(atoms), "observed configurations alone")
+    nodes = _closure(masks, len(atoms), max_nodes)
+    all_counts = np.zeros((len(nodes), counts.shape[1]))
+    all_counts[: len(masks)] = counts
+    desc = descendant_index(nodes)
+    log.info(
+        "lattice over %d atoms: %d nodes (%d reference, %d hidden)",
+        len(atoms),
+        len(nodes),
+        len(masks),
+        len(nodes) - len(masks),
+    )
+    return Lattice(np.asarray(atoms, dtype=np.int64), nodes, all_counts, desc)
+
+
+def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
+    """The reference masks and their intersections, added configuration by
+    configuration (each new one adds its intersections with the nodes there,
+    which keeps the set closed under pairwise intersection; a configuration
+    already in the set adds nothing new, by that closure)."""
+    words = reference.shape[1]
+    cap = max(16, 2 * len(reference))
+    nodes = np.zeros((cap, words), dtype=np.uint64)
+    index = _HashIndex()
+    n = 0
+    for s in reference:
+        if index.contains(s[None, :], row_hash(s[None, :]), nodes)[0]:
+            continue
+        inter = nodes[:n] & s
+        inter = np.vstack([inter[inter.any(axis=1)], s[None, :]])
+        h = row_hash(inter)
+        _, first = np.unique(h, return_index=True)
+        inter, h = inter[first], h[first]
+        fresh = ~index.contains(inter, h, nodes)
+        new = inter[fresh]
+        if n + len(new) > max_nodes:
+            _too_many(n + len(new), max_nodes, n_atoms, "the closure under intersection")
+        if n + len(new) > cap:
+            cap = max(2 * cap, n + len(new))
+            nodes = np.resize(nodes, (cap, words))
+        nodes[n : n + len(new)] = new
+        index.add(h[fresh], np.arange(n, n + len(new)))
+        n += len(new)
+    nodes = nodes[:n]
+    # reference nodes first, in the order of ``reference``; then hidden ones
+    ref_h = row_hash(reference)
+    is_ref = _present(nodes, row_hash(nodes), reference, ref_h)
+    return np.vstack([reference, nodes[~is_ref]])
+
+
+class _HashIndex:
+    """Row hashes kept sorted, with the row each came from."""
+
+    def __init__(self) -> None:
+        self.h = np.zeros(0, dtype=np.uint64)
+        self.pos = np.zeros(0, dtype=np.int64)
+
+    def contains(self, rows: np.ndarray, h: np.ndarray, pool: np.ndarray) -> np.ndarray:
+        """Which rows are in ``pool`` (found by hash, compared word by word)."""
+        if not len(self.h):
+            return np.zeros(len(rows), dtype=bool)
+        at = np.minimum(np.searchsorted(self.h, h), len(self.h) - 1)
+        j = self.pos[at]
+        return (self.h[at] == h) & np.all(pool[j] == rows, axis=1)
+
+    def add(self, h: np.ndarray, pos: np.ndarray) -> None:
+        order = np.argsort(h)
+        at = np.searchsorted(self.h, h[order])
+        self.h = np.insert(self.h, at, h[order])
+        self.pos = np.insert(self.pos, at, pos[order])
+
+
+def _present(rows: np.ndarray, h: np.ndarray, pool: np.ndarray, pool_h: np.ndarray) -> np.ndarray:
+    """Which ``rows`` (hashes ``h``) are rows of ``pool`` (hashes ``pool_h``):
+    found by hash, then compared word by word (two distinct pool rows of one
+    64-bit hash would make a row look absent: a duplicate node, never a
+    missing one)."""
+    if not len(pool):
+        return np.zeros(len(rows), dtype=bool)
+    order = np.argsort(pool_h, kind="stable")
+    pos = np.minimum(np.searchsorted(pool_h[order], h), len(pool) - 1)
+    j = order[pos]
+    return (pool_h[j] == h) & np.all(pool[j] == rows, axis=1)
+
+
+def _too_many(reached: int, max_nodes: int, n_atoms: int, what: str) -> None:
+    raise ConfigError(
+        f"train.lattice.max_nodes: the feature lattice reached {reached} nodes "
+        f"({what}, over {n_atoms} atomic predicates), more than max_nodes = "
+        f"{max_nodes}; restrict the atoms to the k most frequent with "
+        "train.lattice.max_atoms (the paper used 238) or raise train.lattice.max_nodes"
+    )
+
+
+def descendant_index(masks: np.ndarray, chunk: int = 256) -> sp.csr_matrix:
+    """desc[i, j] = node i is a subset of node j, as a boolean CSR matrix."""
+    parts = []
+    for lo in range(0, len(masks), chunk):
+        block = is_subset(masks[lo : lo + chunk, None, :], masks[None, :, :])
+        parts.append(sp.csr_matrix(block))
+    if not parts:
+        return sp.csr_matrix((0, 0), dtype=bool)
+    return sp.vstack(parts, format="csr")

@@ -1,0 +1,104 @@
+"""The lattice on Spark: the configurations counted on the executors give
+the lattice a local count gives, candidate scoring on executors picks
+what local scoring picks, and a lattice model trained from text on Spark
+survives save, load, predict and evaluate."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from sparkmaxent import api
+from sparkmaxent.backends.local import LocalBackend
+from sparkmaxent.backends.spark import SparkBackend
+from sparkmaxent.config import Config, train_config
+from sparkmaxent.data.load import read_blocks
+from sparkmaxent.data.prepare import prepare
+from sparkmaxent.data.schema import DatasetInfo
+from sparkmaxent.lattice.build import build_lattice, choose_atoms, count_configurations
+from sparkmaxent.lattice.select import CandidateScorer, Optimized
+from sparkmaxent.model import MaxentModel
+
+
+def write_text(path: str, seed: int, m: int) -> None:
+    """Maxent-format events: label yes when w=a and t=b fire together, or
+    c fires without them; 8% flipped."""
+    rng = np.random.default_rng(seed)
+    names = ["w=a", "t=b", "c", "d", "e", "f"]
+    with open(path, "w") as f:
+        for _ in range(m):
+            on = rng.random(len(names)) < 0.4
+            y = (on[0] and on[1]) or (on[2] and not on[0] and not on[1])
+            y = y != (rng.random() < 0.08)
+            feats = " ".join(n for n, o in zip(names, on) if o)
+            f.write(f"{'yes' if y else 'no'} {feats}\n")
+
+
+@pytest.fixture(scope="module")
+def datasets(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("lattice")
+    dirs = {}
+    for split, seed, m in (("train", 0, 1500), ("heldout", 1, 700), ("test", 2, 700)):
+        write_text(str(root / f"{split}.txt"), seed, m)
+        dirs[split] = str(root / split)
+        prepare(
+            spark,
+            [str(root / f"{split}.txt")],
+            dirs[split],
+            "maxent",
+            merge_duplicates=split == "train",
+            vocabulary=None if split == "train" else dirs["train"],
+        )
+    dirs["test_text"] = str(root / "test.txt")
+    return dirs
+
+
+def test_spark_build_and_scoring_equal_local(spark, datasets):
+    info = DatasetInfo.load(datasets["train"])
+    local = LocalBackend(read_blocks(datasets["train"], info, n_blocks=2), info.space(True), info)
+    with SparkBackend(spark, datasets["train"], bias=True, partitions=3) as remote:
+        atoms = choose_atoms(remote, 0)
+        np.testing.assert_array_equal(atoms, choose_atoms(local, 0))
+        a = build_lattice(count_configurations(remote, atoms), atoms, 1000)
+    b = build_lattice(count_configurations(local, atoms), atoms, 1000)
+    np.testing.assert_array_equal(a.masks, b.masks)
+    np.testing.assert_allclose(a.counts, b.counts)
+    assert (a.desc != b.desc).nnz == 0
+    arr = a.arrays(5.0)
+    on_spark = CandidateScorer(arr, spark.sparkContext, n_batches=4)
+    here = CandidateScorer(arr)
+    opt = Optimized.empty(a.n_nodes, 2)
+    try:
+        for _ in range(4):
+            cands = np.flatnonzero(opt.decider != np.arange(a.n_nodes))
+            best = on_spark.best(opt, cands)
+            assert best == pytest.approx(here.best(opt, cands))
+            opt.add(arr, best[1])
+    finally:
+        on_spark.close()
+    assert on_spark.jobs == 4 and on_spark.scored > 0
+
+
+def test_lattice_model_from_text_on_spark(spark, datasets, tmp_path):
+    # few selection steps and generalization rounds: each fit is tens of Spark jobs
+    lattice = {"max_steps": 4, "generalize_patience": 1, "unconstrain_fraction": 0.5}
+    cfg = Config(train=train_config(method="lattice", backend="spark", gtol=1e-4, **lattice))
+    out = str(tmp_path / "run")
+    model, report = api.fit(spark, cfg, datasets["train"], out, datasets["heldout"])
+    assert report["lattice"]["nodes"] > 0 and model.conjunctions is not None
+    back = MaxentModel.load(os.path.join(out, api.MODEL_DIR))
+    assert back.conjunctions.tuples() == model.conjunctions.tuples()
+    names = [n for n, _ in back.selected_features()]
+    assert any("w=a" in n and "t=b" in n for n in names), names
+    scored = api.evaluate_model(spark, back, datasets["test"])
+    assert scored["accuracy"] > 0.88
+    preds = str(tmp_path / "preds")
+    api.predict(
+        spark, back, os.path.join(out, api.MODEL_DIR), datasets["test_text"], preds, "maxent"
+    )
+    t = spark.read.parquet(preds).toArrow()
+    assert t.num_rows == 700
+    hits = np.mean(np.array(t.column("predicted").to_pylist()) == t.column("label").to_pylist())
+    assert hits == pytest.approx(scored["accuracy"])
