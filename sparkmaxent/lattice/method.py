@@ -6,11 +6,11 @@ model over atoms and conjunctions like any other."""
 from __future__ import annotations
 
 import logging
-from .. import storage
 import time
 
 import numpy as np
 
+from .. import storage
 from ..errors import ConfigError
 from ..selection.base import FitResult, TrainingContext
 from .build import Lattice, build_lattice, choose_atoms, count_configurations
