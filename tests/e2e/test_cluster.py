@@ -280,6 +280,8 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
             "train.l2=0.01",
             "--set",
             "train.backend=spark",
+            "--set",
+            "data.in_process_max_events=0",  # small data too: the passes run on the executors
         ]
     )
     assert r.returncode == 0, f"train failed:\n{r.stdout[-6000:]}"

@@ -149,6 +149,8 @@ GRAFTING = [
     "--set",
     "train.backend=spark",
     "--set",
+    "data.in_process_max_events=0",  # small data too: the passes run on the executors
+    "--set",
     "data.partitions=2",
 ]
 

@@ -52,6 +52,8 @@ TRAIN = [
     "data.partitions=2",
     "--set",
     "train.backend=spark",
+    "--set",
+    "data.in_process_max_events=0",  # small data too: the passes run on the executors
 ]
 EXECUTOR = ["--conf", "spark.executor.memory=768m"]
 RUN_TIMEOUT = 240.0  # seconds for a job to reach its first checkpoint, or to finish

@@ -103,7 +103,8 @@ def test_spark_training_equals_local_and_the_model_scores_on_executors(spark, pl
     directory, info, block = planted
     cfg = train_config(method="grafting", l1=4e-3, n_best=10, gtol=1e-9, combination_degree=3)
     local = train(LocalBackend([block], Space(MULTICLASS, 30, 3, bias=True)), cfg)
-    full = dataclasses.replace(Config(), train=dataclasses.replace(cfg, backend="spark"))
+    on_spark = dataclasses.replace(Config().data, in_process_max_events=0)  # not in-process
+    full = Config(train=dataclasses.replace(cfg, backend="spark"), data=on_spark)
     model, report = fit(spark, full, directory, str(tmp_path / "run"))
     # the same optimum; the support may differ only among conjunctions that
     # tie to rounding (a triple whose third atom always fires with the pair)

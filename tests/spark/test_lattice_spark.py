@@ -5,6 +5,7 @@ survives save, load, predict and evaluate."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -84,7 +85,10 @@ def test_spark_build_and_scoring_equal_local(spark, datasets):
 def test_lattice_model_from_text_on_spark(spark, datasets, tmp_path):
     # few selection steps and generalization rounds: each fit is tens of Spark jobs
     lattice = {"max_steps": 4, "generalize_patience": 1, "unconstrain_fraction": 0.5}
-    cfg = Config(train=train_config(method="lattice", backend="spark", gtol=1e-4, **lattice))
+    on_spark = dataclasses.replace(Config().data, in_process_max_events=0)  # not in-process
+    cfg = Config(
+        train=train_config(method="lattice", backend="spark", gtol=1e-4, **lattice), data=on_spark
+    )
     out = str(tmp_path / "run")
     model, report = api.fit(spark, cfg, datasets["train"], out, datasets["heldout"])
     assert report["lattice"]["nodes"] > 0 and model.conjunctions is not None
