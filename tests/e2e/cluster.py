@@ -152,13 +152,23 @@ class StandaloneCluster:
         )
 
 
-#: Mounts a tmpfs over each of the first $1 arguments, then execs the rest
-#: (run by ``sh -c`` inside ``unshare --mount``).
-_MOUNT_AND_EXEC = (
-    'n=$1; shift; while [ "$n" -gt 0 ]; do '
-    'mount -t tmpfs -o mode=1777,size=256m sparkmaxent-hidden "$1" || exit 97; '
-    'shift; n=$((n - 1)); done; exec "$@"'
-)
+#: Where kept paths wait (a private tmpfs in the namespace) while the
+#: hiding mounts go on.
+_STAGE = "/mnt"
+
+
+def _mount_script(hide: list[str], keep: list[str]) -> str:
+    """Shell of ``isolated``: each ``keep`` path bind-mounted aside, a tmpfs
+    over each ``hide`` path, the kept paths bound back in place, then exec."""
+    q = shlex.quote
+    steps = [f"mount -t tmpfs sparkmaxent-stage {_STAGE} || exit 96"] if keep else []
+    for i, k in enumerate(keep):
+        steps.append(f"mkdir -p {_STAGE}/{i} && mount --bind {q(k)} {_STAGE}/{i} || exit 96")
+    for p in hide:
+        steps.append(f"mount -t tmpfs -o mode=1777,size=256m sparkmaxent-hidden {q(p)} || exit 97")
+    for i, k in enumerate(keep):
+        steps.append(f"mkdir -p {q(k)} && mount --bind {_STAGE}/{i} {q(k)} || exit 96")
+    return "; ".join([*steps, 'exec "$@"'])
 
 
 def isolation_unavailable() -> str:
@@ -174,27 +184,19 @@ def isolation_unavailable() -> str:
 def isolated(cmd: list[str], hide: Sequence[str]) -> list[str]:
     """``cmd`` run in a new private mount namespace with an empty tmpfs over
     each path of ``hide`` (existing directories): what it writes there
-    stays in the namespace, and it sees nothing that was there."""
+    stays in the namespace, and it sees nothing that was there. The Python
+    environment (with Spark's launch scripts) stays visible even when it
+    lies under a hidden path (a virtualenv inside the checkout, as in CI)."""
     if not hide:
         return cmd
     paths = [os.path.abspath(p) for p in hide]
     for p in paths:
         if not os.path.isdir(p):
             raise FileNotFoundError(f"cannot hide {p}: not a directory")
-    return [
-        "unshare",
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "sh",
-        "-c",
-        _MOUNT_AND_EXEC,
-        "sh",
-        str(len(paths)),
-        *paths,
-        *cmd,
-    ]
+    env = os.path.realpath(sys.prefix)
+    keep = [env] if any(env == p or env.startswith(p + os.sep) for p in paths) else []
+    script = _mount_script(paths, keep)
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *cmd]
 
 
 def mount_namespace(pid: int) -> str:

@@ -412,6 +412,7 @@ def test_options_are_checked_and_converted():
     assert prep.resolve_options("conll", {"mode": "basenp", "lowercase": "false"}) == {
         "mode": "basenp",
         "lowercase": False,
+        "templates": "chunk",  # the default filled in
     }
     with pytest.raises(InputError, match=r"unknown option\(s\) \['window'\].*'lowercase'"):
         prep.resolve_options("conll", {"window": "3"})
