@@ -454,7 +454,7 @@ class LatticeConfig(Section):
         "L = T / (T + xi'), for nodes of few observations.",
         ge=0,
     )
-    patience: int = key(
+    select_patience: int = key(
         20, "Selection stops after this many steps without a better held-out likelihood.", ge=1
     )
     max_steps: int = key(0, "Selection steps at most; 0: no limit.", ge=0)

@@ -47,7 +47,11 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
     scorer = CandidateScorer(arrays, getattr(ctx.backend, "sc", None), cfg.score_batches)
     try:
         sel = select(
-            arrays, scorer, HeldoutConfigs.of(held.masks, held.counts), cfg.patience, cfg.max_steps
+            arrays,
+            scorer,
+            HeldoutConfigs.of(held.masks, held.counts),
+            cfg.select_patience,
+            cfg.max_steps,
         )
     finally:
         scorer.close()

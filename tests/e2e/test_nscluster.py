@@ -7,8 +7,7 @@ jobs as ``file:///...``.
 
 The executors get the Python environment the way spark-submit ships it:
 scripts/submit.sh with the venv's real path when the worker can see it
-(``--python-env local``), else its venv-pack archive (``--python-env
-archive``).
+(``--python-env local``; kept visible to the worker).
 
 ``test_executors_do_not_see_the_drivers_disk`` proves the harness and is in
 the default suite (one cluster start and one short application).
@@ -62,14 +61,12 @@ def venv_python() -> str:
 
 def python_env(iso: IsolatedCluster) -> tuple[dict[str, str], list[str]]:
     """submit.sh's environment and options that get the executors a Python:
-    the venv's own path when the worker sees it, else the venv-pack archive."""
+    the venv's own path, which ``isolated`` keeps visible to the worker even
+    inside the hidden checkout (archive mode would unpack the whole venv
+    into the worker's small private /tmp)."""
     env = submit_env()
     env["PYTHON"] = venv_python()
     env["BUILD_DIR"] = os.path.join(iso.driver_dir, "build")
-    hidden = iso.cluster.hidden
-    if any(env["PYTHON"].startswith(h.rstrip("/") + "/") for h in hidden):
-        pytest.importorskip("venv_pack", reason="the venv is hidden and venv-pack is missing")
-        return env, ["--python-env", "archive"]
     return env, ["--python-env", "local"]
 
 

@@ -124,3 +124,15 @@ def test_the_schema_lists_the_registry_methods():
     from sparkmaxent.train import METHODS as REGISTRY
 
     assert tuple(REGISTRY) == METHODS
+
+
+def test_train_key_names_are_unique_across_sections():
+    # train_config(**flat) relies on it: a name in two sections would land in one silently
+    from collections import Counter
+
+    from sparkmaxent.config.load import SECTIONS, _key_names
+
+    names = Counter(
+        n for path, cls in SECTIONS.items() if path.startswith("train") for n in _key_names(cls)
+    )
+    assert [n for n, c in names.items() if c > 1] == []
