@@ -158,12 +158,14 @@ def prepare_table(
     label_col : str
         Label column (any type; labels are its values as strings).
     features_col : str
-        ``array<string>`` column of feature names.
+        Features: ``array<string>`` names, ``map<string,double>`` name ->
+        value, or a pyspark.ml ``Vector`` (names are the indices as strings);
+        see :mod:`sparkmaxent.data.columns`.
     weight_col : str, optional
         Numeric event weights (default 1.0).
     values_col : str, optional
-        ``array<double>`` feature values, aligned with ``features_col``
-        (default 1.0 each).
+        ``array<double>`` feature values, aligned with an ``array<string>``
+        ``features_col`` (default 1.0 each).
     cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels, lock_stale_s
         As in :func:`prepare`.
 

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..shapes import MULTICLASS
+from .columns import names_and_values
 from .inputs import display_path, expand_inputs
 from .readers import MAX_ABS_VALUE, InputError, ParseError, format_spec
 
@@ -267,21 +268,19 @@ def read_table(
     from pyspark.sql import functions as F
 
     df, name = _table_frame(spark, table)
-    _check_table_columns(df, name, label_col, features_col, weight_col, values_col)
+    _check_table_columns(df, name, label_col, weight_col)
+    names, values = names_and_values(df, name, features_col, values_col)
     weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    values = (
-        F.col(values_col).cast("array<double>")
-        if values_col
-        else F.transform(F.col(features_col), lambda _: F.lit(1.0))
+    _check_table_values(
+        df, name, weight, names, values, label_col, features_col, weight_col, values_col
     )
-    _check_table_values(df, name, weight, label_col, features_col, weight_col, values_col)
     raw = df.select(
         F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
         F.lit(0).alias("file_index"),
         F.lit(None).cast("long").alias("line"),
         F.col(label_col).cast("string").alias("label"),
         weight.alias("weight"),
-        F.col(features_col).alias("features"),
+        names.alias("features"),
         values.alias("values"),
         F.monotonically_increasing_id().alias("event_id"),
         F.lit(None).cast("string").alias("reason"),
@@ -312,10 +311,10 @@ def _table_frame(spark, table):
     return spark.table(name), name
 
 
-def _check_table_columns(
-    df, name: str, label_col: str, features_col: str, weight_col: str | None, values_col: str | None
-) -> None:
-    from pyspark.sql.types import ArrayType, NumericType, StringType
+def _check_table_columns(df, name: str, label_col: str, weight_col: str | None) -> None:
+    """The label column exists; the weight column, if any, exists and is numeric
+    (the features column is checked by ``columns.names_and_values``)."""
+    from pyspark.sql.types import NumericType
 
     fields = {f.name: f.dataType for f in df.schema.fields}
 
@@ -326,13 +325,6 @@ def _check_table_columns(
             )
 
     need(label_col, "label")
-    need(features_col, "features")
-    ftype = fields[features_col]
-    if not (isinstance(ftype, ArrayType) and isinstance(ftype.elementType, StringType)):
-        raise InputError(
-            f"{name}: expected column {features_col!r} of type array<string>, "
-            f"got {ftype.simpleString()}"
-        )
     if weight_col is not None:
         need(weight_col, "weight")
         if not isinstance(fields[weight_col], NumericType):
@@ -340,29 +332,25 @@ def _check_table_columns(
                 f"{name}: expected a numeric weight column {weight_col!r}, got "
                 f"{fields[weight_col].simpleString()}"
             )
-    if values_col is not None:
-        need(values_col, "values")
-        vtype = fields[values_col]
-        if not (isinstance(vtype, ArrayType) and isinstance(vtype.elementType, NumericType)):
-            raise InputError(
-                f"{name}: expected column {values_col!r} of type array<double>, "
-                f"got {vtype.simpleString()}"
-            )
 
 
 def _check_table_values(
     df,
     name: str,
     weight,
+    names,
+    values,
     label_col: str,
     features_col: str,
     weight_col: str | None,
     values_col: str | None,
 ) -> None:
-    """No nulls, NaN or infinite values, no negative weights: one pass over ``df``."""
+    """No nulls, NaN or infinite values, no negative weights: one pass over ``df``.
+    ``names``/``values`` are the features as ``columns.names_and_values`` reads them."""
     from pyspark.sql import functions as F
 
     inf = float("inf")
+    values_name = values_col or features_col
 
     def not_finite(c):
         return F.isnan(c) | c.isin(inf, -inf)
@@ -371,10 +359,16 @@ def _check_table_values(
     checks = [
         (label_col, "null labels", F.col(label_col).isNull()),
         (features_col, "null feature lists", F.col(features_col).isNull()),
+        (features_col, "rows with null feature names", F.exists(names, lambda x: x.isNull())),
         (
-            features_col,
-            "rows with null feature names",
-            F.exists(F.col(features_col), lambda x: x.isNull()),
+            values_name,
+            "rows with null, NaN or infinite values",
+            F.exists(values, lambda x: x.isNull() | not_finite(x)),
+        ),
+        (
+            values_name,
+            f"rows with a value of magnitude > {MAX_ABS_VALUE:g}",
+            F.exists(values, lambda x: F.abs(x) > MAX_ABS_VALUE),
         ),
     ]
     if weight_col:
@@ -383,23 +377,13 @@ def _check_table_values(
             (weight_col, "negative weights", weight < 0),
         ]
     if values_col:
-        checks += [
-            (
-                values_col,
-                "rows with null, NaN or infinite values",
-                F.exists(F.col(values_col), lambda x: x.isNull() | not_finite(x)),
-            ),
-            (
-                values_col,
-                f"rows with a value of magnitude > {MAX_ABS_VALUE:g}",
-                F.exists(F.col(values_col), lambda x: F.abs(x) > MAX_ABS_VALUE),
-            ),
+        checks.append(
             (
                 values_col,
                 f"rows whose values do not pair up with {features_col!r}",
-                F.size(F.col(values_col)) != F.size(F.col(features_col)),
-            ),
-        ]
+                F.size(values) != F.size(names),
+            )
+        )
     counts = df.agg(
         *[
             F.sum(F.coalesce(cond, F.lit(False)).cast("long")).alias(f"c{i}")

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from sparkmaxent.data import prepare as prep
 from sparkmaxent.data.checks import QUARANTINE_DIR
@@ -325,6 +326,44 @@ def test_table_round_trip(spark, tmp_path):
     assert (info.n_events, info.total_weight) == (2, 3.5)
 
 
+def test_table_map_and_vector_features_read_as_names_and_values(spark, tmp_path):
+    """map<string,double> and Vector feature columns give the same events as
+    the array<string> + values columns they stand for (a Vector's names are
+    its indices; a dense vector's zeros are not features)."""
+    from pyspark.ml.linalg import Vectors
+
+    arrays = spark.createDataFrame(
+        [("A", ["0", "2"], [1.5, 1.0]), ("B", ["1"], [2.0])],
+        "label string, features array<string>, v array<double>",
+    )
+    maps = spark.createDataFrame(
+        [("A", {"0": 1.5, "2": 1.0}), ("B", {"1": 2.0})],
+        "label string, features map<string,double>",
+    )
+    vectors = spark.createDataFrame(
+        [("A", Vectors.sparse(3, [0, 2], [1.5, 1.0])), ("B", Vectors.dense([0.0, 2.0, 0.0]))],
+        ["label", "features"],
+    )
+    want = str(tmp_path / "arrays")
+    prepare_table(spark, arrays, want, values_col="v")
+    for name, df in (("maps", maps), ("vectors", vectors)):
+        out = str(tmp_path / name)
+        prepare_table(spark, df, out)
+        assert features(out) == features(want)
+        assert [(r["label"], r["indices"], r["values"]) for r in rows(out)] == [
+            (r["label"], r["indices"], r["values"]) for r in rows(want)
+        ]
+    with pytest.raises(InputError, match=r"values column \('v'\) goes with an array<string>"):
+        prepare_table(
+            spark, maps.withColumn("v", F.array(F.lit(1.0))), str(tmp_path / "x"), values_col="v"
+        )
+    nan_map = spark.createDataFrame(
+        [("A", {"a": float("nan")})], "label string, features map<string,double>"
+    )
+    with pytest.raises(InputError, match=r"column 'features': expected no rows with null, NaN"):
+        prepare_table(spark, nan_map, str(tmp_path / "y"))
+
+
 def test_table_bad_columns(spark, tmp_path):
     df = spark.createDataFrame(
         [("A", ["x"], float("nan"), [1.0]), ("B", ["y"], 1.0, [1.0])],
@@ -333,7 +372,7 @@ def test_table_bad_columns(spark, tmp_path):
     out = str(tmp_path / "t")
     with pytest.raises(InputError, match=r"column named 'lab'.*\['label', 'features', 'w', 'v'\]"):
         prepare_table(spark, df, out, label_col="lab")
-    with pytest.raises(InputError, match=r"'v' of type array<string>, got array<double>"):
+    with pytest.raises(InputError, match=r"'v' of type array<string>, map<string,double> or"):
         prepare_table(spark, df, out, features_col="v")
     with pytest.raises(InputError, match=r"column 'w': expected no null, NaN or infinite"):
         prepare_table(spark, df, out, weight_col="w")
