@@ -21,47 +21,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends import Backend
-from ..kernels import Block, Space, Weights
-from ..kernels.conjunctions import Conjunctions, Expanding
+from ..backends.expanded import ExpandedBackend
+from ..kernels import Space, Weights
+from ..kernels.conjunctions import Conjunctions
 from ..kernels.lattice import is_subset
-from ..kernels.topk import GradientSummary, GradientTestTask
 from ..selection.base import FitResult, TrainingContext, evaluate
 
 log = logging.getLogger(__name__)
-
-
-class ExpandedBackend:
-    """A backend whose events carry conjunctions too: every task runs on
-    blocks widened by ``conjunctions`` (same passes, same merge)."""
-
-    def __init__(self, inner: Backend, conjunctions: Conjunctions):
-        self.inner, self.conjunctions = inner, conjunctions
-        s = inner.space
-        self.space = Space(s.shape, conjunctions.n_predicates, s.n_labels, s.bias)
-
-    @property
-    def passes(self) -> int:
-        """The inner backend's passes (these are its passes)."""
-        return self.inner.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.inner.passes = value
-
-    def run(self, task: Callable[[Block], object]):
-        return self.inner.run(Expanding(task, self.conjunctions))
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        raise NotImplementedError("the lattice's fits need no gradient test")
-
-    def close(self) -> None:
-        """The inner backend belongs to the caller."""
 
 
 def node_predicates(nodes: list[tuple[int, ...]], n_atoms: int) -> tuple[np.ndarray, Conjunctions]:
