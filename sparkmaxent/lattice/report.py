@@ -4,25 +4,15 @@ generalization round against the number of constraints."""
 
 from __future__ import annotations
 
-import io
-import logging
-
-from .. import storage
-
-log = logging.getLogger(__name__)
+from ..plots import new_figure, save_png
 
 
 def write_plot(report: dict, path: str) -> str | None:
     """``path`` (a PNG) drawn from a lattice report's ``selection`` and
     ``generalization`` traces; None without matplotlib (the plots extra)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        log.info("matplotlib is not installed: no plot (pip install 'sparkmaxent[plots]')")
+    fig = new_figure("lattice plot")
+    if fig is None:
         return None
-    fig = Figure(figsize=(10, 4))
-    FigureCanvasAgg(fig)
     sel, gen = report["selection"]["trace"], report["generalization"]["trace"]
     a, b = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     a.plot([r["optimized_nodes"] for r in sel], [r["heldout_ll"] for r in sel], marker=".")
@@ -38,8 +28,4 @@ def write_plot(report: dict, path: str) -> str | None:
     b.invert_xaxis()
     for ax in (a, b):
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    png = io.BytesIO()  # rendered in memory, written through storage (any file system)
-    fig.savefig(png, format="png", dpi=90)
-    storage.write_bytes(path, png.getvalue())
-    return path
+    return save_png(fig, path)

@@ -17,7 +17,6 @@ binomial sqrt(F (1 - F) / gold chunks), an approximation.
 
 from __future__ import annotations
 
-import io
 import logging
 
 import numpy as np
@@ -26,6 +25,7 @@ from .. import storage
 from ..errors import ConfigError
 from ..kernels import Scaling, Weights
 from ..kernels.predict import EventScores, EventScoresTask
+from ..plots import new_figure, save_png
 from .base import LoopState, TrainingContext
 
 log = logging.getLogger(__name__)
@@ -173,15 +173,10 @@ def write_path_plot(
     """PNG of a path: held-out score and feature count against the path's
     parameter (log scale for penalties) or stage, the choice marked. Needs
     matplotlib; without it, None."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        log.info("matplotlib is not installed: no path plot (pip install 'sparkmaxent[plots]')")
+    fig = new_figure("path plot")
+    if fig is None:
         return None
     x = [r[x_key] for r in rows]
-    fig = Figure(figsize=(10, 4))
-    FigureCanvasAgg(fig)
     log_x = x_key != "round"
     for i, (key, label) in enumerate(
         (("heldout_score", f"held-out {criterion}"), ("features", "non-zero weights"))
@@ -196,8 +191,4 @@ def write_path_plot(
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    png = io.BytesIO()  # rendered in memory, written through storage (any file system)
-    fig.savefig(png, format="png", dpi=90)
-    storage.write_bytes(path, png.getvalue())
-    return path
+    return save_png(fig, path)

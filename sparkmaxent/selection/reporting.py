@@ -3,7 +3,6 @@ and PNG plots of the per-round trace."""
 
 from __future__ import annotations
 
-import io
 import logging
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from .. import storage
 from ..kernels import MULTICLASS
 from ..kernels.conjunctions import SEPARATOR, Conjunctions
+from ..plots import new_figure, save_png
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +78,6 @@ def write_plots(
     list of str
         The files written.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        log.info("matplotlib is not installed: no plots (pip install 'sparkmaxent[plots]')")
-        return []
-
     rounds = [r["round"] for r in trace]
     active = [r["active"] for r in trace]
     panels = [("objective", "objective C(w)", False), (score_name, f"max {score_label}", True)]
@@ -92,8 +85,9 @@ def write_plots(
         panels.append(("heldout_accuracy", "held-out accuracy", False))
     written = []
     for key, label, logy in panels:
-        fig = Figure(figsize=(10, 4))
-        FigureCanvasAgg(fig)
+        fig = new_figure("plots")
+        if fig is None:
+            return []
         values = [r.get(key, float("nan")) for r in trace]
         for ax, x, xlabel in (
             (fig.add_subplot(1, 2, 1), rounds, "round"),
@@ -105,10 +99,5 @@ def write_plots(
             if logy and all(v > 0 for v in values):
                 ax.set_yscale("log")
             ax.grid(True, alpha=0.3)
-        fig.tight_layout()
-        path = storage.join(directory, f"{key}.png")
-        png = io.BytesIO()  # rendered in memory, written through storage (any file system)
-        fig.savefig(png, format="png", dpi=90)
-        storage.write_bytes(path, png.getvalue())
-        written.append(path)
+        written.append(save_png(fig, storage.join(directory, f"{key}.png")))
     return written
