@@ -413,21 +413,7 @@ def standalone_cluster(
                 env,
             )
         )
-        worker_cmd = [
-            launcher,
-            WORKER_CLASS,
-            cluster.master_url,
-            "--host",
-            LOOPBACK,
-            "--cores",
-            str(cores),
-            "--memory",
-            memory,
-            "--webui-port",
-            str(worker_ui_port),
-            "--work-dir",
-            cluster.work_dir,
-        ]
+        worker_cmd = _worker_command(cluster, cores, memory, worker_ui_port)
         procs.append(_start(isolated(worker_cmd, hide), cluster.worker_log, env))
         cluster.worker_pid = procs[-1].pid
         deadline = time.monotonic() + timeout
@@ -521,6 +507,25 @@ def isolated_cluster(
         shutil.rmtree(top, ignore_errors=True)
 
 
+def _worker_command(cluster: StandaloneCluster, cores: int, memory: str, ui_port: int) -> list[str]:
+    """The command line of a worker of ``cluster`` on 127.0.0.1."""
+    return [
+        spark_class(),
+        WORKER_CLASS,
+        cluster.master_url,
+        "--host",
+        LOOPBACK,
+        "--cores",
+        str(cores),
+        "--memory",
+        memory,
+        "--webui-port",
+        str(ui_port),
+        "--work-dir",
+        cluster.work_dir,
+    ]
+
+
 @contextlib.contextmanager
 def extra_worker(
     cluster: StandaloneCluster,
@@ -536,25 +541,7 @@ def extra_worker(
     env = cluster_env(cluster.base_dir)
     ui_port = free_port()
     log_path = os.path.join(env["SPARK_LOG_DIR"], f"worker-{ui_port}.out")
-    proc = _start(
-        [
-            spark_class(),
-            WORKER_CLASS,
-            cluster.master_url,
-            "--host",
-            LOOPBACK,
-            "--cores",
-            str(cores),
-            "--memory",
-            memory,
-            "--webui-port",
-            str(ui_port),
-            "--work-dir",
-            cluster.work_dir,
-        ],
-        log_path,
-        env,
-    )
+    proc = _start(_worker_command(cluster, cores, memory, ui_port), log_path, env)
 
     def alive() -> bool:
         with contextlib.suppress(urllib.error.URLError, OSError, ValueError):
