@@ -424,6 +424,14 @@ class ChoiceConfig(Section):
         "held-out score; 0: fit every point.",
         ge=0,
     )
+    cut_passes: float = key(
+        1.0,
+        "Paths: a point after the first may spend this times the passes of "
+        "the points before it; a point still running then is scored on the "
+        "held-out data and cut if it scores below the best point so far "
+        "(else refitted in full); 0: never cut.",
+        ge=0,
+    )
     best_stage: bool = key(
         True,
         "ifs, sgc, bayes-factor with held-out data: the model is the stage "

@@ -201,3 +201,42 @@ def test_default_path_goes_on_while_its_last_point_is_the_best(problem):
     # a user grid is taken as given
     given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01])
     assert [p["l1"] for p in given.report["path"]["points"]] == [0.02, 0.01]
+
+
+def test_cut_stops_points_past_the_best_and_keeps_the_same_choice(problem):
+    keys = dict(method="grafting", path=True, points=8, patience=0)
+    full = run(problem, cut_passes=0, **keys)
+    cut = run(problem, cut_passes=0.05, **keys)
+    fp, cp = full.report["path"], cut.report["path"]
+    assert not any(p["cut"] for p in fp["points"]) and all(
+        p["budget"] is None for p in fp["points"]
+    )
+    assert len(cp["points"]) == len(fp["points"])
+    # the cut fires on the points past the best, never on the chosen one
+    fired = [i for i, p in enumerate(cp["points"]) if p["cut"]]
+    assert fired and min(fired) > cp["chosen"]
+    assert all(
+        p["heldout_score"] < cp["points"][cp["chosen"]]["heldout_score"]
+        for p in (cp["points"][i] for i in fired)
+    )
+    # a point whose budget ran out while above the best was refitted in full
+    refit = [p for p in cp["points"][1 : cp["chosen"] + 1] if p["passes"] > p["budget"]]
+    assert refit
+    # the same chosen point and model, for fewer passes
+    assert cp["chosen"] == fp["chosen"]
+    assert np.array_equal(cut.weights.active_ids(), full.weights.active_ids())
+    assert np.array_equal(cut.weights.values, full.weights.values)
+    assert sum(p["passes"] for p in cp["points"]) < sum(p["passes"] for p in fp["points"])
+    for a, b in zip(cp["points"], fp["points"]):
+        if not a["cut"]:
+            assert a["objective"] == b["objective"] and a["features"] == b["features"]
+
+
+def test_l2_path_cut_keeps_the_same_choice(problem):
+    full = run(problem, method="l2", path=True, points=6, patience=0, cut_passes=0)
+    cut = run(problem, method="l2", path=True, points=6, patience=0, cut_passes=0.02)
+    cp, fp = cut.report["path"]["points"], full.report["path"]["points"]
+    assert cut.report["path"]["chosen"] == full.report["path"]["chosen"]
+    assert np.array_equal(cut.weights.values, full.weights.values)
+    assert any(p["cut"] for p in cp) and not any(p["cut"] for p in fp)
+    assert sum(p["passes"] for p in cp) < sum(p["passes"] for p in fp)
