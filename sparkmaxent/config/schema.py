@@ -185,7 +185,9 @@ class DataConfig(Section):
         100_000,
         "Datasets of at most this many events are trained (train.backend = "
         '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
-        "process, without per-row Spark work; 0: never.",
+        "process, without per-row Spark work, and input files of at most "
+        "512 bytes per such event in all are prepared there (not with "
+        "--quarantine or --heldout-fraction); 0: never.",
         ge=0,
     )
     heldout_fraction: float = key(
