@@ -427,13 +427,12 @@ class ChoiceConfig(Section):
         ge=0,
     )
     cut_passes: float = key(
-        1.0,
-        "Paths: a point after the first may spend this times the passes of "
-        "the points before it; a point still running then is scored on the "
-        "held-out data and cut if it scores below the best point so far "
-        "(else refitted in full); 0: never cut.",
-        ge=0,
+        1.0, "Paths: a point's pass budget, times the earlier points' passes; 0: no cut.", ge=0
     )
+    folds: int = key(
+        0, "Choose the path point or stage by k-fold cross-validation; 0, 1: held-out.", ge=0
+    )
+    fold_seed: int = key(0, "Seed of the k-fold assignment (train.choice.folds).", ge=0)
     best_stage: bool = key(
         True,
         "ifs, sgc, bayes-factor with held-out data: the model is the stage "

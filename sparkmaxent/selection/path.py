@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 PATH_METHODS = ("grafting", "l2")
 #: points a default grid may be extended by at least, while its last point is the best
 MAX_EXTENSION = 10
+#: fit_point(ctx, gamma, start, previous gamma, pass budget) of a path
+PointFit = Callable[[TrainingContext, float, Weights, float | None, int | None], FitResult]
 
 
 def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
@@ -92,17 +94,25 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             "held-out stage (train.choice.best_stage)"
         )
     start = null_model(ctx)
+    return run_path(ctx, *path_plan(ctx, start), start=start)
+
+
+def path_plan(
+    ctx: TrainingContext, start: Weights
+) -> tuple[str, list[float], PointFit, float | None, bool]:
+    """(parameter, grid, point fit, the penalty before the grid's first
+    point, whether the grid is a default one that may extend) of
+    ``ctx.config.method``'s path from ``start``."""
+    cfg = ctx.config
     if cfg.method == "grafting":
         if cfg.choice.l1_grid:
-            return run_path(
-                ctx, "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, start
-            )
+            return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, None, False
         top = gamma1_max(ctx, start)
         grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
-        return run_path(ctx, "l1", grid, _grafting_point, start, top, extend=True)
+        return "l1", grid, _grafting_point, top, True
     if cfg.choice.l2_grid:
-        return run_path(ctx, "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, start)
-    return run_path(ctx, "l2", l2_grid(ctx), _l2_point, start, extend=True)
+        return "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, None, False
+    return "l2", l2_grid(ctx), _l2_point, None, True
 
 
 def l2_grid(ctx: TrainingContext) -> list[float]:
@@ -178,18 +188,15 @@ def _at(ctx: TrainingContext, **changes) -> TrainingContext:
     )
 
 
-#: fit_point(ctx, gamma, start, previous gamma, pass budget) of a path
-PointFit = Callable[[TrainingContext, float, Weights, float | None, int | None], FitResult]
-
-
 def run_path(
     ctx: TrainingContext,
     parameter: str,
     grid: list[float],
     fit_point: PointFit,
-    start: Weights,
     previous: float | None = None,
     extend: bool = False,
+    *,
+    start: Weights,
 ) -> FitResult:
     """Fit ``grid`` in order, each point warm-started from the last (and
     told the previous penalty: ``previous`` before the first), score each
