@@ -344,12 +344,10 @@ class BayesConfig(Section):
 
     PATH: ClassVar[str] = "train.bayes"
     prior_variance: float = key(
-        1.0,
-        "sigma^2 of the Gaussian prior on each weight, on the "
-        "log-likelihood summed over events; also OptMAP's gamma2 = "
-        "1 / (sigma^2 W). 0: sigma^2 = W, the total event weight (with "
-        'model_prior = "uniform": the old default, BIC-like).',
-        ge=0,
+        1.0, "sigma^2 of each weight's Gaussian prior (OptMAP gamma2 1/(sigma^2 W)); 0: W", ge=0
+    )
+    variance: str = key(
+        "fixed", "prior_variance, or by evidence (Laplace, 0.1-30)", choices=("fixed", "evidence")
     )
     per_round: int = key(
         1,
