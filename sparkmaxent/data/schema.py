@@ -128,10 +128,9 @@ def block_from_arrow(table: pa.Table | pa.RecordBatch, info: DatasetInfo) -> Blo
     block = _block_from_arrow(table, info)
     names = table.schema.names
     if "event_id" in names and "group" in names:
-        ids = {
-            c: np.asarray(table.column(c).to_numpy(), dtype=np.int64) for c in ("event_id", "group")
-        }
-        block = dataclasses.replace(block, **ids)
+        event_id = np.asarray(table.column("event_id").to_numpy(), dtype=np.int64)
+        group = np.asarray(table.column("group").to_numpy(), dtype=np.int64)
+        block = dataclasses.replace(block, event_id=event_id, group=group)
     return block
 
 
