@@ -205,7 +205,10 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             png = os.path.join(RESULTS, f"model_choice_{name}.png")
             write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
             row["path_points"] = [
-                {k: p[k] for k in ("l1", "features", "heldout_score", "passes", "chosen")}
+                {
+                    k: p.get(k)
+                    for k in ("l1", "features", "heldout_score", "passes", "chosen", "cut")
+                }
                 for p in path["points"]
             ]
     else:

@@ -12,7 +12,7 @@ from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask
 from .lattice.method import fit_lattice
-from .selection import baselines, bayes, combination, grafting, ifs, path
+from .selection import baselines, bayes, combination, folds, grafting, ifs, path
 from .selection.base import FitResult, Method, TrainingContext, evaluate
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,10 @@ def train(
         backend.space.shape,
     )
     try:
-        result = (path.fit_path if config.choice.path else METHODS[config.method])(ctx)
+        if config.choice.folds > 1:
+            result = folds.fit_folds(ctx, METHODS[config.method])
+        else:
+            result = (path.fit_path if config.choice.path else METHODS[config.method])(ctx)
     except NumericError as e:  # name the method once, whichever pass raised
         if str(e).startswith(config.method):
             raise

@@ -185,7 +185,9 @@ class DataConfig(Section):
         100_000,
         "Datasets of at most this many events are trained (train.backend = "
         '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
-        "process, without per-row Spark work; 0: never.",
+        "process, without per-row Spark work, and input files of at most "
+        "512 bytes per such event in all are prepared there (not with "
+        "--quarantine or --heldout-fraction); 0: never.",
         ge=0,
     )
     heldout_fraction: float = key(
@@ -342,12 +344,10 @@ class BayesConfig(Section):
 
     PATH: ClassVar[str] = "train.bayes"
     prior_variance: float = key(
-        1.0,
-        "sigma^2 of the Gaussian prior on each weight, on the "
-        "log-likelihood summed over events; also OptMAP's gamma2 = "
-        "1 / (sigma^2 W). 0: sigma^2 = W, the total event weight (with "
-        'model_prior = "uniform": the old default, BIC-like).',
-        ge=0,
+        1.0, "sigma^2 of each weight's Gaussian prior (OptMAP gamma2 1/(sigma^2 W)); 0: W", ge=0
+    )
+    variance: str = key(
+        "fixed", "prior_variance, or by evidence (Laplace, 0.1-30)", choices=("fixed", "evidence")
     )
     per_round: int = key(
         1,
@@ -424,6 +424,13 @@ class ChoiceConfig(Section):
         "held-out score; 0: fit every point.",
         ge=0,
     )
+    cut_passes: float = key(
+        1.0, "Paths: a point's pass budget, times the earlier points' passes; 0: no cut.", ge=0
+    )
+    folds: int = key(
+        0, "Choose the path point or stage by k-fold cross-validation; 0, 1: held-out.", ge=0
+    )
+    fold_seed: int = key(0, "Seed of the k-fold assignment (train.choice.folds).", ge=0)
     best_stage: bool = key(
         True,
         "ifs, sgc, bayes-factor with held-out data: the model is the stage "

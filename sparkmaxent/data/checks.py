@@ -90,11 +90,7 @@ def check_raw(src: RawSource, raw, stats, tmp: str, quarantine: bool) -> int:
             .select("reason")
             .first()
         )
-        more = (
-            " (stopped at the first malformed record; quarantine=True / --quarantine "
-            "sets malformed records aside)"
-        )
-        raise InputError(f"{src.where(fe['file_index'], fe['line'])}: {rec['reason']}{more}")
+        raise parse_error(src, fe["file_index"], fe["line"], rec["reason"])
     quarantined = 0
     if n_errors:
         names = F.array(*[F.lit(p) for p in src.files])
@@ -114,6 +110,22 @@ def check_raw(src: RawSource, raw, stats, tmp: str, quarantine: bool) -> int:
         )
         quarantined = n_errors
         logger.warning("quarantined %d malformed record(s) in %s", n_errors, f"{QUARANTINE_DIR}/")
+    check_counts(src, stats, n_errors)
+    return quarantined
+
+
+def parse_error(src: RawSource, file_index: int, line: int, reason: str) -> InputError:
+    """The error that stops a run at its first malformed record."""
+    more = (
+        " (stopped at the first malformed record; quarantine=True / --quarantine "
+        "sets malformed records aside)"
+    )
+    return InputError(f"{src.where(file_index, line)}: {reason}{more}")
+
+
+def check_counts(src: RawSource, stats, n_errors: int) -> None:
+    """Raise for no events or a bad weight, from ``raw_stats``' figures
+    (``n_raw``, ``bad_weight``; any mapping of them)."""
     if not stats["n_raw"]:
         raise InputError(
             f"expected events in {describe(src)}, got none after parsing"
@@ -125,7 +137,6 @@ def check_raw(src: RawSource, raw, stats, tmp: str, quarantine: bool) -> int:
             f"{src.where(bw['file_index'], bw['line'])}: expected a finite "
             f"event weight >= 0, got {bw['weight']}"
         )
-    return quarantined
 
 
 def describe(src: RawSource) -> str:
@@ -137,4 +148,4 @@ def describe(src: RawSource) -> str:
     return f"{len(src.files)} files ({src.files[0]}, ..., {src.files[-1]})"
 
 
-__all__ = ["QUARANTINE_DIR", "raw_stats", "check_raw", "describe"]
+__all__ = ["QUARANTINE_DIR", "raw_stats", "check_raw", "check_counts", "describe", "parse_error"]

@@ -18,8 +18,8 @@ from .dictionary import feature_dictionary, feature_space_size, labels_of, load_
 from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
-from .load import dataset_fingerprints
-from .publish import write_events, write_features
+from .local_prepare import build_local, is_local, read_small
+from .publish import save_info, write_events, write_features
 from .raw import KIND_EVENT, RawSource, read_files, read_table
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
@@ -89,7 +89,10 @@ def prepare(
     in_process_max_events : int
         Fingerprint a dataset of at most this many events in this process
         rather than with two more Spark jobs (``data.in_process_max_events``;
-        0: on Spark). The fingerprints are the same either way.
+        0: on Spark), and prepare input files of at most this many times
+        ``local_prepare.BYTES_PER_EVENT`` bytes in all (without
+        ``quarantine``) here without Spark jobs. The dataset is the same
+        either way.
 
     Returns
     -------
@@ -109,9 +112,11 @@ def prepare(
     storage.refuse_existing(out_dir, overwrite, "output directory")
     t0 = time.perf_counter()
     opts = resolve_options(fmt, options)
-    src = read_files(
-        spark, [inputs] if isinstance(inputs, str) else list(inputs), fmt, opts, quarantine
-    )
+    files = [inputs] if isinstance(inputs, str) else list(inputs)
+    # small inputs: every stage in this process (data/local_prepare.py)
+    src = None if quarantine else read_small(spark, files, fmt, opts, in_process_max_events)
+    if src is None:
+        src = read_files(spark, files, fmt, opts, quarantine)
     return _run(
         spark,
         src,
@@ -309,9 +314,12 @@ def _build_and_publish(spark, src: RawSource, out_dir: str, **build) -> DatasetI
     cached: list = []
     try:
         storage.mkdirs(tmp)
-        raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
-        cached.append(raw)
-        info = _build(spark, src, raw, tmp, cached=cached, **build)
+        if is_local(src):
+            info = build_local(spark, src, tmp, **build)
+        else:
+            raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(raw)
+            info = _build(spark, src, raw, tmp, cached=cached, **build)
         storage.publish(tmp, out_dir, overwrite=True)  # refused earlier unless overwrite
     except BaseException:
         storage.delete(tmp)
@@ -365,28 +373,31 @@ def _build(
         final = merge_events(final, src.shape)
     n_events = write_events(final, tmp, src.shape, n_parts)
 
-    info = DatasetInfo(
+    return save_info(
+        spark,
+        tmp,
+        src.source,
         shape=src.shape,
-        n_features=int(n_ids),
+        n_ids=n_ids,
         labels=labels,
         n_events=n_events,
-        total_weight=float(stats["total_weight"]),
-        source=dict(src.source),
-        cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
-        quarantined=quarantined,
-        unknown_features=int(unknown_features),
-        feature_occurrences=int(occurrences),
-        unknown_labels=unknown_labels,
-        unseen_labels=unseen_labels,
-        **dataset_fingerprints(
-            spark, tmp, src.shape, int(n_ids), labels, n_events <= in_process_max_events
-        ),
+        total_weight=stats["total_weight"],
+        cutoff=cutoff,
+        vocab_info=vocab_info,
+        counts={
+            "quarantined": quarantined,
+            "unknown_features": unknown_features,
+            "feature_occurrences": occurrences,
+            "unknown_labels": unknown_labels,
+            "unseen_labels": unseen_labels,
+        },
+        settings={
+            "merge_duplicates": merge_duplicates,
+            "vocabulary": vocabulary,
+            "partitions": n_parts,
+        },
+        in_process=n_events <= in_process_max_events,
     )
-    info.source.update(
-        {"merge_duplicates": merge_duplicates, "vocabulary": vocabulary, "partitions": n_parts}
-    )
-    info.save(tmp)
-    return info
 
 
 def info_summary(info: DatasetInfo) -> dict:

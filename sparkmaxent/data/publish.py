@@ -12,7 +12,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .. import storage
-from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, events_schema
+from .load import dataset_fingerprints
+from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo, events_schema
 
 
 def write_features(dictionary, tmp: str) -> int:
@@ -44,6 +45,46 @@ def write_events(events, tmp: str, shape: str, n_parts: int) -> int:
     return parquet_rows(events.sparkSession, events_dir)
 
 
+def save_info(
+    spark,
+    tmp: str,
+    source: dict,
+    *,
+    shape: str,
+    n_ids: int,
+    labels: list[str],
+    n_events: int,
+    total_weight: float,
+    cutoff: int,
+    vocab_info: DatasetInfo | None,
+    counts: dict,
+    settings: dict,
+    in_process: bool,
+) -> DatasetInfo:
+    """The DatasetInfo of the dataset written in ``tmp``, fingerprinted and
+    saved there as ``dataset.json``: ``counts`` holds quarantined,
+    unknown_features, feature_occurrences, unknown_labels, unseen_labels;
+    ``settings`` (merge_duplicates, vocabulary, partitions) joins the source."""
+    info = DatasetInfo(
+        shape=shape,
+        n_features=int(n_ids),
+        labels=labels,
+        n_events=n_events,
+        total_weight=float(total_weight),
+        source=dict(source),
+        cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
+        quarantined=int(counts["quarantined"]),
+        unknown_features=int(counts["unknown_features"]),
+        feature_occurrences=int(counts["feature_occurrences"]),
+        unknown_labels=int(counts["unknown_labels"]),
+        unseen_labels=list(counts["unseen_labels"]),
+        **dataset_fingerprints(spark, tmp, shape, int(n_ids), labels, in_process),
+    )
+    info.source.update(settings)
+    info.save(tmp)
+    return info
+
+
 def parquet_rows(spark, directory: str) -> int:
     """Rows of a Parquet directory on any file system, counted by Spark from
     the files' footers (no data crosses to the driver)."""
@@ -57,6 +98,7 @@ def _spark_type(t: pa.DataType):
 
 
 __all__ = [
+    "save_info",
     "write_features",
     "write_events",
     "parquet_rows",

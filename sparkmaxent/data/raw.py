@@ -241,8 +241,12 @@ def read_files(spark, inputs: list[str], fmt: str, opts: dict, quarantine: bool)
         # the later stages use every core (hashing is deterministic: no sort).
         raw = raw.repartition(parallelism, "event_id")
     logger.info("reading %d file(s) as %r", len(uris), fmt)
-    source = {"format": fmt, "inputs": [display_path(u) for u in uris], "options": opts}
-    return RawSource(raw, spec.shape, [display_path(u) for u in uris], source)
+    return RawSource(raw, spec.shape, [display_path(u) for u in uris], file_source(fmt, uris, opts))
+
+
+def file_source(fmt: str, uris: list[str], opts: dict) -> dict:
+    """DatasetInfo.source of a run over files."""
+    return {"format": fmt, "inputs": [display_path(u) for u in uris], "options": opts}
 
 
 def _ddl_struct(spark, ddl: str):

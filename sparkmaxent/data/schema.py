@@ -9,6 +9,7 @@ dictionary lacks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -121,7 +122,19 @@ def _list_parts(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def block_from_arrow(table: pa.Table | pa.RecordBatch, info: DatasetInfo) -> Block:
-    """A kernel block from event rows, with no per-row Python loop."""
+    """A kernel block from event rows, with no per-row Python loop, carrying
+    the rows' ``event_id`` and ``group`` when they have them (held-out chunk
+    F1 and k folds need them)."""
+    block = _block_from_arrow(table, info)
+    names = table.schema.names
+    if "event_id" in names and "group" in names:
+        event_id = np.asarray(table.column("event_id").to_numpy(), dtype=np.int64)
+        group = np.asarray(table.column("group").to_numpy(), dtype=np.int64)
+        block = dataclasses.replace(block, event_id=event_id, group=group)
+    return block
+
+
+def _block_from_arrow(table: pa.Table | pa.RecordBatch, info: DatasetInfo) -> Block:
     indptr, indices = _list_parts(table.column("indices"))
     _, values = _list_parts(table.column("values"))
     weights = table.column("weight").to_numpy()

@@ -176,6 +176,25 @@ def concat_blocks(blocks: list[Block]) -> Block:
     )
 
 
+def take_events(block: Block, keep: np.ndarray) -> Block:
+    """The events of ``block`` where the boolean ``keep`` is set, in order."""
+    ids = {
+        name: None if getattr(block, name) is None else getattr(block, name)[keep]
+        for name in ("event_id", "group")
+    }
+    if isinstance(block, MulticlassBlock):
+        return MulticlassBlock(block.X[keep], block.y[keep], block.c[keep], block.n_labels, **ids)
+    rows = keep[block.event_of_candidate]
+    sizes = np.diff(block.event_ptr)[keep]
+    return CandidateBlock(
+        F=block.F[rows],
+        event_ptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        correct=block.correct[rows],
+        c=block.c[keep],
+        **ids,
+    )
+
+
 def split_block(block: Block, n_parts: int) -> list[Block]:
     """Cut a block into ``n_parts`` consecutive blocks of events."""
     m = block.n_events

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ from ..config import TrainConfig
 from ..kernels import LossGrad, Weights
 from ..kernels.topk import top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
-from ..solvers import SOLVERS, SolverOptions, choose_solver
+from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .loop import limit_reached, run_rounds
 
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 #: ray pass first pays off when more than one such step in two is cut
 #: (measured on CoNLL-2000: docs/benchmarks.md).
 RAY_FIRST_MIN_ADDED = 50
+#: why a run with a pass budget (a path point, selection/path.py) stopped
+BUDGET_SPENT = "pass budget spent"
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,9 @@ class Grafting:
         self.evaluations = 0
         self.iterations = 0
         self.solver_use: dict[str, int] = {}
+        # the backend's pass count at which a path point's budget is spent
+        # (selection/path.py); None: no budget
+        self.pass_limit: int | None = None
 
     def objective(self, ids: np.ndarray) -> Objective:
         return Objective(self.ctx.backend, ids, l2=self.penalty.l2, scaling=self.ctx.scaling)
@@ -215,6 +221,8 @@ class Grafting:
 
     def round(self, state: LoopState) -> RoundOutcome:
         weights = state.weights
+        if self.budget_left() == 0:
+            return RoundOutcome(True, weights, note=BUDGET_SPENT, info={"stopped": BUDGET_SPENT})
         test = self.gradient_test(weights)
         if len(test.new):
             return self._optimize(weights, test, self.round_tol(test))
@@ -231,6 +239,12 @@ class Grafting:
         # no candidate passes, but the active set was solved only to a
         # round's tolerance: finish it to the final one (no features added)
         return self._optimize(weights, test, self.options.tol)
+
+    def budget_left(self) -> int | None:
+        """Passes left of the pass budget (None: no budget)."""
+        if self.pass_limit is None:
+            return None
+        return max(0, self.pass_limit - self.ctx.backend.passes)
 
     def _optimize(self, weights: Weights, test: GradientTest, tol: float) -> RoundOutcome:
         """Add the test's candidates (none in a finishing round), re-optimize
@@ -253,10 +267,20 @@ class Grafting:
             len(theta0),
             self.ctx.config.selection.newton_max_active,
         )
+        left = self.budget_left()
         options = dataclasses.replace(
-            self.options, tol=tol, ray_first_at_start=len(new) >= RAY_FIRST_MIN_ADDED
+            self.options,
+            tol=tol,
+            ray_first_at_start=len(new) >= RAY_FIRST_MIN_ADDED,
+            # a solver pass is about an iteration: a budget bounds the round too
+            max_iter=self.options.max_iter
+            if left is None
+            else max(1, min(left, self.options.max_iter)),
         )
-        res = SOLVERS[solver](obj, theta0, box, options, None)
+        with warnings.catch_warnings():
+            if options.max_iter < self.options.max_iter:  # stopped by the budget: no warning
+                warnings.simplefilter("ignore", ConvergenceWarning)
+            res = SOLVERS[solver](obj, theta0, box, options, None)
         self.evaluations += res.evaluations
         self.iterations += res.iterations
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
@@ -329,12 +353,17 @@ def test_path(method: Grafting) -> dict:
     }
 
 
-def fit_grafting_family(ctx: TrainingContext, name: str, start: Weights | None = None) -> FitResult:
+def fit_grafting_family(
+    ctx: TrainingContext, name: str, start: Weights | None = None, budget: int | None = None
+) -> FitResult:
     """Run a grafting-family method through the shared round loop, from
-    ``start`` (a path's previous point; default all-zero)."""
+    ``start`` (a path's previous point; default all-zero), stopping once it
+    has run ``budget`` passes (a path's cut; default: no budget)."""
     spec = variant(name, ctx.config)
     penalty = spec.penalty
     method = Grafting(ctx, spec)
+    if budget is not None:
+        method.pass_limit = ctx.backend.passes + budget
     path = test_path(method)
     log.info(
         "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
@@ -363,7 +392,8 @@ def grafting_report(
     penalty, weights = method.penalty, state.weights
     test = method.gradient_test(weights)  # known by now: no pass
     lg = test.lossgrad
-    if not cert["passed"]:
+    spent = state.info.get("stopped") == BUDGET_SPENT
+    if not cert["passed"] and not spent:
         log.warning(
             "%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
             "max active violation %.3g (tol %.3g)",
@@ -383,9 +413,12 @@ def grafting_report(
         "loss": lg.loss / lg.weight,
         "train_accuracy": lg.correct / lg.weight,
         "rounds_run": state.round,
-        "stopped": "no candidate passes the test"
+        "stopped": state.info["stopped"]
+        if spent
+        else "no candidate passes the test"
         if state.done
         else limit_reached(ctx.config, state),
+        "budget_spent": spent,
         "converged": bool(state.done and cert["passed"]),
         "kkt": cert,
         "iterations": method.iterations,

@@ -14,12 +14,17 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
 Every point is scored on the held-out data (selection/choice.py); the
 model is the chosen point. A path stops early after ``patience`` points
 without a better held-out score (weaker penalties only cost more passes).
+A point after the first runs on a pass budget (``cut_passes`` times the
+passes of the points before it): when it runs out, the point is cut if its
+held-out score is below the best so far, else refitted without a budget,
+so the chosen point is the same as without the cut unless the cut fires.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +34,7 @@ from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..problem.objective import checked_pass
+from ..solvers import ConvergenceWarning
 from .base import FitResult, TrainingContext
 from .baselines import fit_smooth
 from .choice import PATH_PLOT, choose, score_weights, write_path_plot
@@ -41,6 +47,8 @@ log = logging.getLogger(__name__)
 PATH_METHODS = ("grafting", "l2")
 #: points a default grid may be extended by at least, while its last point is the best
 MAX_EXTENSION = 10
+#: fit_point(ctx, gamma, start, previous gamma, pass budget) of a path
+PointFit = Callable[[TrainingContext, float, Weights, float | None, int | None], FitResult]
 
 
 def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
@@ -86,17 +94,25 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             "held-out stage (train.choice.best_stage)"
         )
     start = null_model(ctx)
+    return run_path(ctx, *path_plan(ctx, start), start=start)
+
+
+def path_plan(
+    ctx: TrainingContext, start: Weights
+) -> tuple[str, list[float], PointFit, float | None, bool]:
+    """(parameter, grid, point fit, the penalty before the grid's first
+    point, whether the grid is a default one that may extend) of
+    ``ctx.config.method``'s path from ``start``."""
+    cfg = ctx.config
     if cfg.method == "grafting":
         if cfg.choice.l1_grid:
-            return run_path(
-                ctx, "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, start
-            )
+            return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, None, False
         top = gamma1_max(ctx, start)
         grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
-        return run_path(ctx, "l1", grid, _grafting_point, start, top, extend=True)
+        return "l1", grid, _grafting_point, top, True
     if cfg.choice.l2_grid:
-        return run_path(ctx, "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, start)
-    return run_path(ctx, "l2", l2_grid(ctx), _l2_point, start, extend=True)
+        return "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, None, False
+    return "l2", l2_grid(ctx), _l2_point, None, True
 
 
 def l2_grid(ctx: TrainingContext) -> list[float]:
@@ -129,7 +145,7 @@ def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous
 
 
 def _grafting_point(
-    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None
+    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None, budget: int | None
 ) -> FitResult:
     """A grafting run at ``gamma`` from ``start``. Its rounds add up to
     max(n_best, strong set size) candidates each, so the features the
@@ -140,13 +156,22 @@ def _grafting_point(
     if previous is not None:
         n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
     grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
-    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start)
+    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start, budget)
 
 
 def _l2_point(
-    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None
+    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None, budget: int | None
 ) -> FitResult:
-    return fit_smooth(_at(ctx, l2=gamma), None, gamma, start)
+    """An l2 fit at ``gamma`` from ``start``; a budget caps its L-BFGS
+    iterations (one pass each, but for line-search steps)."""
+    if budget is None or budget >= ctx.config.max_iter:
+        return fit_smooth(_at(ctx, l2=gamma), None, gamma, start)
+    with warnings.catch_warnings():  # stopping at the budget is no failure
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = fit_smooth(_at(ctx, l2=gamma, max_iter=budget), None, gamma, start)
+    rep = result.report
+    rep["budget_spent"] = not rep["converged"] and rep["iterations"] >= budget
+    return result
 
 
 def _at(ctx: TrainingContext, **changes) -> TrainingContext:
@@ -167,42 +192,35 @@ def run_path(
     ctx: TrainingContext,
     parameter: str,
     grid: list[float],
-    fit_point: Callable[[TrainingContext, float, Weights, float | None], FitResult],
-    start: Weights,
+    fit_point: PointFit,
     previous: float | None = None,
     extend: bool = False,
+    *,
+    start: Weights,
 ) -> FitResult:
     """Fit ``grid`` in order, each point warm-started from the last (and
     told the previous penalty: ``previous`` before the first), score each
     on the held-out data, and return the chosen point. With ``extend`` (a
     default grid), a path whose last point is still the best goes on down
-    by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points."""
+    by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points.
+    Every point after the first runs on a pass budget (``_cut_point``)."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
     weights, best, since_best = start, -np.inf, 0
     grid = list(grid)
     for gamma in _extended(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
-        passes0 = ctx.backend.passes
-        result = fit_point(ctx, gamma, weights, previous)
+        budget = None
+        if rows and choice.cut_passes:
+            budget = max(1, int(np.ceil(choice.cut_passes * sum(r["passes"] for r in rows))))
+        result, row = _cut_point(ctx, fit_point, gamma, weights, previous, budget, best)
         previous = gamma
         weights = result.weights
-        rep = result.report
-        row = {
-            parameter: gamma,
-            "features": int(weights.nnz),
-            "objective": rep.get("objective"),
-            "passes": ctx.backend.passes - passes0,
-            "converged": bool(rep.get("converged")),
-            **score_weights(ctx, weights),
-        }
-        if "kkt" in rep:
-            row["kkt_passed"] = bool(rep["kkt"]["passed"])
-        rows.append(row)
+        rows.append({parameter: gamma, **row})
         results.append(result)
         log.info(
             "path %s %.4g: %d features, objective %.6g, held-out %s %.6g (accuracy %.4f), "
-            "%d passes",
+            "%d passes%s",
             parameter,
             gamma,
             row["features"],
@@ -211,8 +229,9 @@ def run_path(
             row["heldout_score"],
             row["heldout_accuracy"],
             row["passes"],
+            " (cut: below the best after its pass budget)" if row["cut"] else "",
         )
-        if row["heldout_score"] > best:
+        if not row["cut"] and row["heldout_score"] > best:
             best, since_best = row["heldout_score"], 0
         else:
             since_best += 1
@@ -220,6 +239,47 @@ def run_path(
             log.info("path stopped: %d points without a better held-out score", since_best)
             break
     return _chosen(ctx, parameter, grid, rows, results)
+
+
+def _cut_point(
+    ctx: TrainingContext,
+    fit_point: PointFit,
+    gamma: float,
+    start: Weights,
+    previous: float | None,
+    budget: int | None,
+    best: float,
+) -> tuple[FitResult, dict]:
+    """Fit one point on a pass ``budget`` (None: none) and score it. A
+    point whose budget runs out is scored where it stopped: below ``best``,
+    it is cut (kept in the path, never chosen); otherwise it is fitted
+    again from ``start`` without a budget, so an uncut path is the same as
+    one fitted without budgets (early stopping on held-out data, as in
+    successive halving: Jamieson & Talwalkar 2016)."""
+    passes0 = ctx.backend.passes
+    result = fit_point(ctx, gamma, start, previous, budget)
+    scores = score_weights(ctx, result.weights)
+    spent = bool(result.report.get("budget_spent"))
+    cut = spent and not scores["heldout_score"] >= best
+    if spent and not cut:
+        log.info(
+            "path point %.4g spent its budget of %d passes above the best: refitting", gamma, budget
+        )
+        result = fit_point(ctx, gamma, start, previous, None)
+        scores = score_weights(ctx, result.weights)
+    rep = result.report
+    row = {
+        "features": int(result.weights.nnz),
+        "objective": rep.get("objective"),
+        "passes": ctx.backend.passes - passes0,
+        "converged": bool(rep.get("converged")),
+        "budget": budget,
+        "cut": cut,
+        **scores,
+    }
+    if "kkt" in rep:
+        row["kkt_passed"] = bool(rep["kkt"]["passed"])
+    return result, row
 
 
 def _extended(grid: list[float], rows: list[dict], extend: bool, limit: int):
@@ -248,7 +308,7 @@ def _chosen(
     """The chosen point's result, its report carrying the whole path."""
     choice = ctx.config.choice
     i = choose(
-        [r["heldout_score"] for r in rows],
+        [np.nan if r["cut"] else r["heldout_score"] for r in rows],
         [r["heldout_se"] for r in rows],
         [r["features"] for r in rows],
         choice.one_se,

@@ -73,6 +73,11 @@ def read_bytes(path: str) -> bytes:
     return filesystem().read_bytes(path)
 
 
+def size(path: str) -> int:
+    """A file's size in bytes."""
+    return filesystem().size(path)
+
+
 def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
 
@@ -179,6 +184,7 @@ __all__ = [
     "publish",
     "qualify",
     "read_bytes",
+    "size",
     "read_json",
     "read_text",
     "refuse_existing",

@@ -114,6 +114,9 @@ class LocalFS:
     def mtime(self, path: str) -> float:
         return os.path.getmtime(self._p(path))
 
+    def size(self, path: str) -> int:
+        return os.path.getsize(self._p(path))
+
 
 def _create_new_local(path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists (O_EXCL: atomic)."""
@@ -198,6 +201,10 @@ class HadoopFS:
             return False
         os.replace(a, b)
         return True
+
+    def size(self, path: str) -> int:
+        fs, p = self._fs(path)
+        return int(_java(lambda: fs.getFileStatus(p).getLen(), path))
 
     def read_bytes(self, path: str) -> bytes:
         local = self._local(path)

@@ -647,3 +647,58 @@ def test_bad_config_fails_before_training(key, value, match):
     block, space = copy_data(m=50)
     with pytest.raises(ValueError, match=match):
         train(LocalBackend([block], space), bf_config(**{key: value}))
+
+
+# ---- sigma^2 chosen by the whole model's Laplace evidence ------------------------------
+
+
+@pytest.mark.parametrize("sigma2", [0.3, 3.0])
+def test_whole_model_laplace_evidence_matches_quadrature_for_one_feature(sigma2):
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(1)
+    block = binary_block(rng, m=600)
+    space = Space(MULTICLASS, 6, 3, bias=True)
+    base = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.array([0.1, 0.0, -0.1]))
+    j = 7
+    base_ll = loglik(block, space, base)
+
+    def neg_posterior(m):
+        return -(loglik(block, space, add_feature(base, j, m)) - m * m / (2 * sigma2))
+
+    mu = minimize_scalar(
+        neg_posterior, bounds=(-10, 10), method="bounded", options={"xatol": 1e-10}
+    ).x
+    ctx = TrainingContext(LocalBackend([block], space), TrainConfig())
+    lap = bayes.laplace_evidence(ctx, add_feature(base, j, mu), sigma2) - base_ll
+    exact = quadrature_log_evidence(block, space, base, j, sigma2)
+    assert abs(lap - exact) < 0.02, (lap, exact)
+
+
+def test_evidence_chooses_the_grid_variance_of_largest_evidence():
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=1000,
+            n_predicates=40,
+            n_labels=3,
+            n_support=6,
+            n_copies=0,
+            n_conjunctions=0,
+            min_support_count=20,
+            seed=3,
+        )
+    )
+    space = Space(MULTICLASS, 40, 3, bias=True)
+    backend = LocalBackend([data.block()], space)
+    res = train(backend, train_config(method="bayes-factor", variance="evidence"))
+    ev = res.report["evidence"]
+    assert ev["grid"] == list(bayes.EVIDENCE_GRID)
+    brute = []
+    for s2 in bayes.EVIDENCE_GRID:
+        fixed = train(backend, train_config(method="bayes-factor", prior_variance=s2))
+        ctx = TrainingContext(backend, train_config(method="bayes-factor"))
+        brute.append(bayes.laplace_evidence(ctx, fixed.weights, s2))
+    np.testing.assert_allclose(ev["log_evidence"], brute, rtol=1e-9)
+    assert ev["chosen"] == int(np.argmax(brute))
+    assert res.report["prior_variance"] == bayes.EVIDENCE_GRID[ev["chosen"]]
+    assert len(set(np.round(brute, 6))) > 1  # the grid points differ

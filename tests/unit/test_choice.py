@@ -4,6 +4,8 @@ fits, the best stage of a selection run, and the path's report and plot."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -11,9 +13,11 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
-from sparkmaxent.kernels import MULTICLASS, Space, Weights
+from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
+from sparkmaxent.kernels.blocks import take_events
+from sparkmaxent.kernels.folds import fold_of_groups, in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
-from sparkmaxent.selection.choice import choose, criterion_score
+from sparkmaxent.selection.choice import choose, criterion_score, score_on
 from sparkmaxent.selection.path import geometric_grid
 from sparkmaxent.train import train
 
@@ -201,3 +205,130 @@ def test_default_path_goes_on_while_its_last_point_is_the_best(problem):
     # a user grid is taken as given
     given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01])
     assert [p["l1"] for p in given.report["path"]["points"]] == [0.02, 0.01]
+
+
+def test_cut_stops_points_past_the_best_and_keeps_the_same_choice(problem):
+    keys = dict(method="grafting", path=True, points=8, patience=0)
+    full = run(problem, cut_passes=0, **keys)
+    cut = run(problem, cut_passes=0.05, **keys)
+    fp, cp = full.report["path"], cut.report["path"]
+    assert not any(p["cut"] for p in fp["points"]) and all(
+        p["budget"] is None for p in fp["points"]
+    )
+    assert len(cp["points"]) == len(fp["points"])
+    # the cut fires on the points past the best, never on the chosen one
+    fired = [i for i, p in enumerate(cp["points"]) if p["cut"]]
+    assert fired and min(fired) > cp["chosen"]
+    assert all(
+        p["heldout_score"] < cp["points"][cp["chosen"]]["heldout_score"]
+        for p in (cp["points"][i] for i in fired)
+    )
+    # a point whose budget ran out while above the best was refitted in full
+    refit = [p for p in cp["points"][1 : cp["chosen"] + 1] if p["passes"] > p["budget"]]
+    assert refit
+    # the same chosen point and model, for fewer passes
+    assert cp["chosen"] == fp["chosen"]
+    assert np.array_equal(cut.weights.active_ids(), full.weights.active_ids())
+    assert np.array_equal(cut.weights.values, full.weights.values)
+    assert sum(p["passes"] for p in cp["points"]) < sum(p["passes"] for p in fp["points"])
+    for a, b in zip(cp["points"], fp["points"]):
+        if not a["cut"]:
+            assert a["objective"] == b["objective"] and a["features"] == b["features"]
+
+
+def test_l2_path_cut_keeps_the_same_choice(problem):
+    full = run(problem, method="l2", path=True, points=6, patience=0, cut_passes=0)
+    cut = run(problem, method="l2", path=True, points=6, patience=0, cut_passes=0.02)
+    cp, fp = cut.report["path"]["points"], full.report["path"]["points"]
+    assert cut.report["path"]["chosen"] == full.report["path"]["chosen"]
+    assert np.array_equal(cut.weights.values, full.weights.values)
+    assert any(p["cut"] for p in cp) and not any(p["cut"] for p in fp)
+    assert sum(p["passes"] for p in cp) < sum(p["passes"] for p in fp)
+
+
+# ---------------------------------------------------------------- k folds
+
+
+def _with_groups(block, group):
+    return dataclasses.replace(block, group=np.asarray(group), event_id=np.arange(len(group)))
+
+
+def _events(block, keep):
+    """A block of the events ``keep`` (a brute-force fold, really split)."""
+    return MulticlassBlock(
+        block.X[keep], block.y[keep], block.c[keep], block.n_labels,
+        block.event_id[keep], block.group[keep],
+    )  # fmt: skip
+
+
+def test_folds_are_whole_stratified_and_seeded():
+    rng = np.random.default_rng(0)
+    # groups 0..199 of one event (labels 0-2) and groups 200..219 of three events
+    group = np.r_[np.arange(200), np.repeat(np.arange(200, 220), 3)]
+    y = np.r_[rng.integers(0, 3, 200), np.zeros(60, dtype=int)]
+    units, fold = fold_of_groups(group, y, 4, seed=1)
+    assert np.array_equal(units, np.arange(220))
+    for label in range(3):
+        counts = np.bincount(fold[:200][y[:200] == label], minlength=4)
+        assert counts.max() - counts.min() <= 1
+    counts = np.bincount(fold[200:], minlength=4)
+    assert counts.max() - counts.min() <= 1  # the long units: one stratum
+    again = fold_of_groups(group[::-1], y[::-1], 4, seed=1)[1]
+    assert np.array_equal(again, fold)  # a function of the groups, not their order
+    assert not np.array_equal(fold_of_groups(group, y, 4, seed=2)[1], fold)
+
+
+def test_path_folds_match_a_brute_force_k_fold(problem):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events) // 2)  # pairs of events as units
+    grid, k = [4e-3, 1.5e-3, 5e-4], 3
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9)
+    res = train(LocalBackend([block], space), train_config(folds=k, fold_seed=5, **keys))
+    folds = res.report["folds"]
+    units, fold = fold_of_groups(block.group, block.y, k, 5)
+    of_event = fold[np.searchsorted(units, block.group)]
+    brute = np.zeros((k, len(grid)))
+    for f in range(k):
+        fit_on = LocalBackend([_events(block, of_event != f)], space)
+        held = LocalBackend([_events(block, of_event == f)], space)
+        for j, gamma in enumerate(grid):
+            cold = train(fit_on, train_config(method="grafting", l1=gamma, gtol=1e-9))
+            brute[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
+    np.testing.assert_allclose(folds["fold_scores"], brute, rtol=1e-5)
+    assert folds["chosen"] == int(np.argmax(brute.mean(axis=0)))
+    # refitted on all the data at the chosen gamma1
+    full = train(
+        LocalBackend([block], space),
+        train_config(method="grafting", l1=grid[folds["chosen"]], gtol=1e-9),
+    )
+    assert res.report["l1"] == grid[folds["chosen"]]
+    assert res.report["objective"] == pytest.approx(full.report["objective"], rel=1e-7)
+
+
+def test_stage_folds_choose_the_stage_count_and_refit(problem):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    keys = dict(method="sgc", max_rounds=12)
+    res = train(LocalBackend([block], space), train_config(folds=3, **keys))
+    folds = res.report["folds"]
+    mean = np.mean(folds["fold_scores"], axis=0)
+    assert folds["chosen"] == int(np.argmax(mean)) and len(mean) == 12
+    assert res.report["stages"] == folds["chosen_stages"] == folds["chosen"] + 1
+    with pytest.raises(ConfigError, match="nothing to choose"):
+        train(LocalBackend([block], space), train_config(method="l2", folds=3))
+
+
+def test_take_events_keeps_whole_candidate_sets():
+    rng = np.random.default_rng(5)
+    block, _ = random_block(rng, "candidates")
+    block = _with_groups(block, np.arange(block.n_events))
+    keep = np.arange(block.n_events) % 2 == 1
+    part = take_events(block, keep)
+    assert part.n_events == keep.sum()
+    np.testing.assert_array_equal(np.diff(part.event_ptr), np.diff(block.event_ptr)[keep])
+    np.testing.assert_array_equal(part.group, block.group[keep])
+    np.testing.assert_array_equal(part.c, block.c[keep])
+    rows = keep[block.event_of_candidate]
+    np.testing.assert_array_equal(part.correct, block.correct[rows])
+    assert (part.F != block.F[rows]).nnz == 0
+    assert np.array_equal(in_fold(block, block.group[keep], inside=False).group, block.group[~keep])

@@ -1,0 +1,167 @@
+"""Model choice by k-fold cross-validation on the training data
+(``train.choice.folds = k``), as scikit-learn's LogisticRegressionCV does
+it: the path point (grafting, l2 with ``train.choice.path``) or the stage
+count (ifs, sgc, bayes-factor) with the best mean fold score is chosen
+(``selection/choice.py``'s criterion and rule; the standard error of the
+mean over folds for the one-SE rule), then the model is refitted on all
+the training data there.
+
+Folds are whole groups, label-stratified and seeded
+(``kernels/folds.py``); a fold's training and validation backends are the
+training backend with each block cut to the fold's events
+(``backends/folds.py``). Every fold fits the same grid, computed once on
+all the training data, without early stops or cuts, so the fold scores
+line up point by point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from ..backends.folds import FoldBackend
+from ..errors import ConfigError
+from ..kernels import Weights
+from ..kernels.folds import fold_of_groups
+from ..kernels.predict import EventScoresTask
+from .base import FitResult, Method, TrainingContext
+from .choice import choose
+from .path import PATH_METHODS, null_model, path_plan, run_path
+
+log = logging.getLogger(__name__)
+
+#: methods that choose a stage count by folds (the rest choose a path point)
+STAGE_METHODS = ("ifs", "sgc", "sgc-lookahead", "bayes-factor")
+
+
+def fit_folds(ctx: TrainingContext, method: Method) -> FitResult:
+    """Choose by k folds and refit on all the data (see the module doc);
+    ``method`` is ``ctx.config.method``'s fit (the stage methods')."""
+    cfg = ctx.config
+    if not (cfg.method in STAGE_METHODS or (cfg.choice.path and cfg.method in PATH_METHODS)):
+        raise ConfigError(
+            f"train.choice.folds: method {cfg.method!r} has nothing to choose; folds "
+            f"choose a path point ({', '.join(PATH_METHODS)} with train.choice.path) "
+            f"or a stage ({', '.join(STAGE_METHODS)})"
+        )
+    folds = fold_backends(ctx)
+    if cfg.method in STAGE_METHODS:
+        return _stage_folds(ctx, folds, method)
+    return _path_folds(ctx, folds)
+
+
+def fold_backends(ctx: TrainingContext) -> list[tuple[FoldBackend, FoldBackend]]:
+    """(training part, validation part) of each fold: one pass reads every
+    event's group and label."""
+    k, space = ctx.config.choice.folds, ctx.backend.space
+    ev = ctx.backend.run(EventScoresTask(space, Weights.zeros(space), ctx.scaling))
+    if np.any(ev.group < 0):
+        raise ConfigError("train.choice.folds: the training events carry no group ids")
+    units, fold = fold_of_groups(ev.group, ev.y, k, ctx.config.choice.fold_seed)
+    if len(units) < k:
+        raise ConfigError(f"train.choice.folds: {k} folds of {len(units)} groups of events")
+    log.info("k-fold choice: %d folds of %d groups", k, len(units))
+    return [
+        (
+            FoldBackend(ctx.backend, units[fold == f], False),
+            FoldBackend(ctx.backend, units[fold == f], True),
+        )
+        for f in range(k)
+    ]
+
+
+def _fold_ctx(ctx: TrainingContext, train, validation) -> TrainingContext:
+    """A fold's context: its parts, no early stop, cut, choice or output."""
+    choice = dataclasses.replace(
+        ctx.config.choice, patience=0, cut_passes=0.0, folds=0, best_stage=False
+    )
+    return dataclasses.replace(
+        ctx,
+        backend=train,
+        heldout=validation,
+        config=dataclasses.replace(ctx.config, choice=choice),
+        output_dir=None,
+        resume=False,
+        on_round=None,
+    )
+
+
+def _mean_choice(scores: np.ndarray, sizes: np.ndarray, one_se: bool) -> tuple[int, dict]:
+    """The chosen column of (fold x point) ``scores`` and the figures of the choice."""
+    k = scores.shape[0]
+    mean = scores.mean(axis=0)
+    se = scores.std(axis=0, ddof=1) / np.sqrt(k)
+    i = choose(mean.tolist(), se.tolist(), sizes.tolist(), one_se)
+    return i, {
+        "k": k,
+        "chosen": i,
+        "mean_score": mean.tolist(),
+        "se": se.tolist(),
+        "fold_scores": scores.tolist(),
+    }
+
+
+def _path_folds(ctx: TrainingContext, folds) -> FitResult:
+    cfg = ctx.config
+    start = null_model(ctx)
+    parameter, grid, fit_point, previous, _ = path_plan(ctx, start)
+    scores, sizes = [], []
+    for f, (train, validation) in enumerate(folds):
+        fctx = _fold_ctx(ctx, train, validation)
+        points = run_path(
+            fctx, parameter, grid, fit_point, previous, start=null_model(fctx)
+        ).report["path"]["points"]
+        scores.append([p["heldout_score"] for p in points])
+        sizes.append([p["features"] for p in points])
+        log.info(
+            "fold %d of %d: held-out %s %s", f + 1, len(folds), cfg.choice.criterion, scores[-1]
+        )
+    i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)
+    log.info(
+        "k-fold choice: %s %.4g (point %d of %d); refitting on all the data",
+        parameter,
+        grid[i],
+        i + 1,
+        len(grid),
+    )
+    result = fit_point(ctx, grid[i], start, None, None)
+    result.report["folds"] = {
+        **report,
+        "criterion": cfg.choice.criterion,
+        "seed": cfg.choice.fold_seed,
+        "parameter": parameter,
+        "grid": grid,
+    }
+    return result
+
+
+def _stage_folds(ctx: TrainingContext, folds, method: Method) -> FitResult:
+    cfg = ctx.config
+    scores, sizes = [], []
+    for f, (train, validation) in enumerate(folds):
+        rounds = method(_fold_ctx(ctx, train, validation)).report["rounds"]
+        scores.append([r["heldout_score"] for r in rounds])
+        sizes.append([r["active"] for r in rounds])
+        log.info("fold %d of %d: %d stages", f + 1, len(folds), len(rounds))
+    n = min(len(s) for s in scores)
+    if n == 0:
+        raise ConfigError(f"train.choice.folds: a fold of {cfg.method} ran no stage")
+    table = np.asarray([s[:n] for s in scores])
+    i, report = _mean_choice(table, np.mean([s[:n] for s in sizes], axis=0), cfg.choice.one_se)
+    log.info("k-fold choice: %d stages; refitting on all the data", i + 1)
+    selection = dataclasses.replace(cfg.selection, max_rounds=i + 1)
+    choice = dataclasses.replace(cfg.choice, folds=0, best_stage=False)
+    refit = dataclasses.replace(
+        ctx, config=dataclasses.replace(cfg, selection=selection, choice=choice)
+    )
+    result = method(refit)
+    result.report["folds"] = {
+        **report,
+        "criterion": cfg.choice.criterion,
+        "seed": cfg.choice.fold_seed,
+        "parameter": "stages",
+        "chosen_stages": i + 1,
+    }
+    return result

@@ -1,0 +1,167 @@
+"""Small inputs prepared in the driver's process (data/local_prepare.py)
+against the Spark stages: the same events, dictionary and dataset.json for
+every input format, training data and data prepared with a vocabulary, and
+the same errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from sparkmaxent import storage
+from sparkmaxent.data import local_prepare
+from sparkmaxent.data import prepare as prep
+from sparkmaxent.data.prepare import prepare
+from sparkmaxent.data.readers import InputError
+from sparkmaxent.data.schema import FEATURES_DIR, FEATURES_SCHEMA, events_schema
+
+SPARK_ONLY, IN_PROCESS = 0, 10**6
+
+CONLL = (
+    "He PRP B-NP\nreckons VBZ B-VP\nthe DT B-NP\ndeficit NN I-NP\n. . O\n\n"
+    "Rockwell NNP B-NP\nsaid VBD B-VP\nthe DT B-NP\ndeficit NN I-NP\n\n"
+    "He PRP B-NP\nreckons VBZ B-VP\n"
+)
+# per format: (training files, test file, options, cutoff); the training
+# files repeat events (merged) and a feature within an event (summed), the
+# test file has unseen features and labels
+FORMATS = {
+    "maxent": (
+        ["# c\nA x y:2 x\nB z w:-1\n\nA x y:2 x\nB q\nC é:0.5\n", "C x:0.5 y\nA y:2 x:2\nB\n"],
+        "A x y:2 x\nD x new\nB new other z\nA x y:2 x\nE x\n",
+        {},
+        0,
+    ),
+    "svmlight": (
+        ["+1 qid:3 1:0.5 7:2 # c\n-1 3:1 7:1\n+1 qid:3 1:0.5 7:2\n2 10:-1e-3\n", "-1 1:1\n"],
+        "+1 1:1 99:2\n5 3:1\n",
+        {},
+        0,
+    ),
+    "tadm": (
+        [
+            "2\n1 2 10 1.0 11 0.5\n0 1 10 2.0\n3\n0 0\n1 2 11 1 11 2\n0 1 12 1\n"
+            "3\n0 0\n1 2 11 1 11 2\n0 1 12 1\n"
+        ],
+        "2\n1 1 10 1.0\n0 2 13 1 11 1\n",
+        {},
+        2,
+    ),
+    "conll": ([CONLL, CONLL.replace("He", "She")], "It PRP B-NP\nsaid VBD B-VP\n", {}, 0),
+    "ppattach": (
+        [
+            "0 Join board as director V\n1 is chairman of N.V. N\n",
+            "4 named director of x N\n7 Join board as director V\n",
+        ],
+        "9 join board as director V\n10 new verb of it N\n",
+        {"lowercase": False},
+        0,
+    ),
+}
+
+
+def _dataset(out: str, shape: str) -> tuple[pa.Table, pa.Table, dict]:
+    """(events, dictionary, dataset.json) of a prepared dataset."""
+    events = storage.read_parquet(storage.join(out, "events"))
+    events = events.select(events_schema(shape).names).cast(events_schema(shape))
+    features = storage.read_parquet(storage.join(out, FEATURES_DIR)).cast(FEATURES_SCHEMA)
+    with open(os.path.join(out, "dataset.json")) as f:
+        return events, features, json.load(f)
+
+
+def _both(spark, tmp_path, name: str, inputs: list[str], fmt: str, **kw):
+    """The dataset prepared on Spark and in this process, checked to be the same."""
+    got = {}
+    for limit in (SPARK_ONLY, IN_PROCESS):
+        out = str(tmp_path / f"{name}-{limit}")
+        prepare(spark, inputs, out, fmt, in_process_max_events=limit, partitions=3, **kw)
+        got[limit] = _dataset(out, events_schema_shape(fmt))
+    (ev_s, f_s, info_s), (ev_l, f_l, info_l) = got[SPARK_ONLY], got[IN_PROCESS]
+    assert ev_l.num_rows > 0
+    assert ev_l.to_pylist() == ev_s.to_pylist()
+    assert f_l.to_pylist() == f_s.to_pylist()
+    assert info_l == info_s
+    return info_l
+
+
+def events_schema_shape(fmt: str) -> str:
+    return "candidates" if fmt == "tadm" else "multiclass"
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_in_process_prepare_equals_spark_prepare(spark, tmp_path, fmt, monkeypatch):
+    texts, test_text, options, cutoff = FORMATS[fmt]
+    inputs = []
+    for i, text in enumerate(texts):
+        path = tmp_path / "in" / f"part{i}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        inputs.append(str(path))
+    test = tmp_path / "test.txt"
+    test.write_text(test_text)
+    # the in-process run really runs here, once per dataset
+    calls: list = []
+    monkeypatch.setattr(prep, "build_local", _spy(prep.build_local, calls))
+    train = _both(spark, tmp_path, "train", inputs, fmt, options=options, cutoff=cutoff)
+    assert len(calls) == 1
+    vocab = str(tmp_path / f"train-{SPARK_ONLY}")
+    info = _both(
+        spark,
+        tmp_path,
+        "test",
+        [str(test)],
+        fmt,
+        options=options,
+        vocabulary=vocab,
+        merge_duplicates=False,
+        require_labels=False,
+    )
+    assert len(calls) == 2
+    assert info.get("unknown_features") or fmt == "tadm"
+    assert train["n_events"] < sum(t.count("\n") for t in texts)  # merged
+
+
+def _spy(fn, calls):
+    def spy(*args, **kw):
+        calls.append(fn.__name__)
+        return fn(*args, **kw)
+
+    return spy
+
+
+def test_in_process_prepare_only_below_its_size_bound(spark, tmp_path, monkeypatch):
+    path = tmp_path / "a.txt"
+    path.write_text("A x\nB y\n" * 100)  # 800 bytes
+    per_event = local_prepare.BYTES_PER_EVENT
+    assert 800 > per_event  # one event's worth of bytes is too little
+    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, 1) is None
+    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, 0) is None
+    src = local_prepare.read_small(spark, [str(path)], "maxent", {}, -(-800 // per_event))
+    assert src is not None and local_prepare.is_local(src) and src.raw.num_rows == 200
+
+
+def test_in_process_prepare_reports_errors_as_spark_does(spark, tmp_path):
+    bad = tmp_path / "in" / "b.txt"
+    bad.parent.mkdir(parents=True)
+    (tmp_path / "in" / "a.txt").write_text("A x\nB y\n")
+    bad.write_text("A x\nB y:nan\n")
+    one = tmp_path / "one.txt"
+    one.write_text("A x\nA y\n")
+    for inputs in ([str(tmp_path / "in")], [str(one)]):
+        messages = []
+        for limit in (SPARK_ONLY, IN_PROCESS):
+            with pytest.raises(InputError) as err:
+                prepare(
+                    spark,
+                    inputs,
+                    str(tmp_path / f"o{limit}"),
+                    "maxent",
+                    in_process_max_events=limit,
+                )
+            messages.append(str(err.value))
+            assert not os.path.exists(tmp_path / f"o{limit}")
+        assert messages[0] == messages[1]
+    assert "b.txt:2" in messages[0] or "2 distinct labels" in messages[0]
