@@ -167,13 +167,20 @@ class DataConfig(Section):
     test: str = key("", "Prepared test dataset, evaluated at the end of the pipeline job.")
     format: str = key(
         "synthetic",
-        "Reader of the *_inputs (maxent, svmlight, tadm, conll, "
-        'ppattach), or "synthetic" for the built-in generator.',
+        "Reader of the *_inputs: maxent, svmlight, tadm, conll, ppattach; a Spark "
+        'source of table files (parquet, orc, json, delta, ...); "table" (catalog '
+        'names); or "synthetic" for the built-in generator.',
     )
-    train_inputs: list = key([], "Pipeline job: text files of the training data.")
-    heldout_inputs: list = key([], "Pipeline job: text files of the held-out data.")
-    test_inputs: list = key([], "Pipeline job: text files of the test data.")
-    options: dict = key({}, 'Reader options, e.g. { mode = "basenp" } for conll.')
+    train_inputs: list = key([], "Pipeline job: files (or a table) of the training data.")
+    heldout_inputs: list = key([], "Pipeline job: files (or a table) of the held-out data.")
+    test_inputs: list = key([], "Pipeline job: files (or a table) of the test data.")
+    options: dict = key({}, 'Reader options, e.g. { mode = "basenp" }; spark.read\'s for tables.')
+    label_col: str = key("label", "Table inputs: the label column.")
+    features_col: str = key("features", "Table inputs: array<string>, map or Vector features.")
+    values_col: str = key("", 'Table inputs: values of array<string> features; "": 1.0.')
+    weight_col: str = key("", 'Table inputs: the event weight column; "": 1.0.')
+    group_col: str = key("", 'Candidate-set tables: the group (event) id; "": multiclass.')
+    correct_col: str = key("correct", "Candidate-set tables: the correct flag (bool, or > 0).")
     prepare_cutoff: int = key(
         0, "Drop predicates seen in fewer (weighted) events when preparing; 0 keeps all.", ge=0
     )

@@ -19,8 +19,9 @@ from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
 from .load import dataset_fingerprints
-from .publish import write_events, write_features
-from .raw import KIND_EVENT, RawSource, read_candidate_table, read_files, read_table
+from .publish import write_events, write_features, write_keys
+from .raw import KIND_EVENT, RawSource, read_files
+from .rawtable import read_candidate_table, read_table
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
 
@@ -138,6 +139,7 @@ def prepare_table(
     features_col: str = "features",
     weight_col: str | None = None,
     values_col: str | None = None,
+    key_col: str | None = None,
     cutoff: int = 0,
     merge_duplicates: bool = True,
     vocabulary: str | None = None,
@@ -145,6 +147,7 @@ def prepare_table(
     overwrite: bool = False,
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of multiclass events.
 
@@ -166,7 +169,13 @@ def prepare_table(
     values_col : str, optional
         ``array<double>`` feature values, aligned with an ``array<string>``
         ``features_col`` (default 1.0 each).
-    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels, lock_stale_s
+    key_col : str, optional
+        A column (of any orderable type) saved with each event's id in
+        ``<out_dir>/keys``, so predictions carry it and join back to the
+        table's rows; needs ``merge_duplicates=False``.
+    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+        As in :func:`prepare`.
+    lock_stale_s, in_process_max_events
         As in :func:`prepare`.
 
     Returns
@@ -190,6 +199,7 @@ def prepare_table(
         features_col=features_col,
         weight_col=weight_col,
         values_col=values_col,
+        key_col=key_col,
     )
     return _run(
         spark,
@@ -204,6 +214,7 @@ def prepare_table(
         require_labels=require_labels,
         lock_stale_s=lock_stale_s,
         t0=t0,
+        in_process_max_events=in_process_max_events,
     )
 
 
@@ -217,6 +228,7 @@ def prepare_candidate_table(
     correct_col: str = "correct",
     weight_col: str | None = None,
     values_col: str | None = None,
+    key_col: str | None = None,
     cutoff: int = 0,
     merge_duplicates: bool = True,
     vocabulary: str | None = None,
@@ -224,6 +236,7 @@ def prepare_candidate_table(
     overwrite: bool = False,
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of candidate sets, one row per
     candidate: the same dataset as the ``tadm`` reader gives for the same
@@ -246,7 +259,12 @@ def prepare_candidate_table(
         event may have several correct candidates.
     weight_col : str, optional
         Numeric event weight (default 1.0), the same on every row of a group.
-    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels, lock_stale_s
+    key_col : str, optional
+        As in :func:`prepare_table`, the same on every row of a group (e.g.
+        ``group_col`` itself).
+    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+        As in :func:`prepare`.
+    lock_stale_s, in_process_max_events
         As in :func:`prepare`.
 
     Returns
@@ -257,8 +275,8 @@ def prepare_candidate_table(
     ------
     InputError
         The errors of :func:`prepare_table` for these columns, a correct
-        column that is neither boolean nor numeric, and weights that differ
-        within a group (the column and group are named).
+        column that is neither boolean nor numeric, and weights or keys that
+        differ within a group (the column and group are named).
     """
     storage.refuse_existing(out_dir, overwrite, "output directory")
     t0 = time.perf_counter()
@@ -270,6 +288,7 @@ def prepare_candidate_table(
         correct_col=correct_col,
         weight_col=weight_col,
         values_col=values_col,
+        key_col=key_col,
     )
     return _run(
         spark,
@@ -284,6 +303,7 @@ def prepare_candidate_table(
         require_labels=require_labels,
         lock_stale_s=lock_stale_s,
         t0=t0,
+        in_process_max_events=in_process_max_events,
     )
 
 
@@ -346,6 +366,11 @@ def _run(
         raise InputError(f"expected a count cutoff >= 0, got {cutoff}")
     if partitions is not None and partitions < 1:
         raise InputError(f"expected partitions >= 1, got {partitions}")
+    if src.key_col and merge_duplicates:
+        raise InputError(
+            f"key column {src.key_col!r}: keys need one prepared event per row; "
+            "prepare with merge_duplicates=False (--no-merge)"
+        )
     vocab_info = load_vocabulary(vocabulary, src.shape)
     out_dir = storage.qualify(out_dir)
     parent, name = storage.split(out_dir)
@@ -444,6 +469,8 @@ def _build(
     if merge_duplicates:
         final = merge_events(final, src.shape)
     n_events = write_events(final, tmp, src.shape, n_parts)
+    if src.key_col:
+        write_keys(events, src.key_col, tmp)
 
     info = DatasetInfo(
         shape=src.shape,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .. import storage
-from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, events_schema
+from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, KEYS_DIR, events_schema
 
 
 def write_features(dictionary, tmp: str) -> int:
@@ -44,6 +44,16 @@ def write_events(events, tmp: str, shape: str, n_parts: int) -> int:
     return parquet_rows(events.sparkSession, events_dir)
 
 
+def write_keys(events, key_col: str, tmp: str) -> None:
+    """Write (event_id, ``key_col``) of raw events carrying ``key`` under
+    ``tmp``: what predictions join on to carry the user's key."""
+    from pyspark.sql import functions as F
+
+    events.select("event_id", F.col("key").alias(key_col)).write.parquet(
+        storage.join(tmp, KEYS_DIR)
+    )
+
+
 def parquet_rows(spark, directory: str) -> int:
     """Rows of a Parquet directory on any file system, counted by Spark from
     the files' footers (no data crosses to the driver)."""
@@ -59,5 +69,6 @@ def _spark_type(t: pa.DataType):
 __all__ = [
     "write_features",
     "write_events",
+    "write_keys",
     "parquet_rows",
 ]
