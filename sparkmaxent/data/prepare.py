@@ -135,7 +135,7 @@ def prepare_table(
     table,
     out_dir: str,
     *,
-    label_col: str = "label",
+    label_col: str | None = "label",
     features_col: str = "features",
     weight_col: str | None = None,
     values_col: str | None = None,
@@ -158,8 +158,9 @@ def prepare_table(
         A DataFrame, or the name of a table in the catalog.
     out_dir : str
         As in :func:`prepare`.
-    label_col : str
-        Label column (any type; labels are its values as strings).
+    label_col : str or None
+        Label column (any type; labels are its values as strings). None for
+        data to predict, with a ``vocabulary``: every gold label is then "".
     features_col : str
         Features: ``array<string>`` names, ``map<string,double>`` name ->
         value, or a pyspark.ml ``Vector`` (names are the indices as strings);
@@ -190,6 +191,11 @@ def prepare_table(
         negative weights (the column is named), and the checks of
         :func:`prepare`.
     """
+    if label_col is None and vocabulary is None:
+        raise InputError(
+            "a table without a label column is data to predict: expected a vocabulary "
+            "(the model's), or a label column for training data"
+        )
     storage.refuse_existing(out_dir, overwrite, "output directory")
     t0 = time.perf_counter()
     src = read_table(

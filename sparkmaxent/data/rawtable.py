@@ -17,7 +17,7 @@ def read_table(
     spark,
     table,
     *,
-    label_col: str,
+    label_col: str | None,
     features_col: str,
     weight_col: str | None,
     values_col: str | None,
@@ -25,21 +25,25 @@ def read_table(
 ) -> RawSource:
     """Raw multiclass events of a DataFrame or catalog table, after checking
     its columns' presence, types and values (``prepare_table``); with
-    ``key_col``, each event carries that column's value as ``key``."""
+    ``key_col``, each event carries that column's value as ``key``. Without
+    ``label_col`` (data to predict) every label is "" (unseen in training)."""
     from pyspark.sql import functions as F
 
+    labels = {label_col: "label"} if label_col else {}
     df, name = _table_frame(spark, table)
-    _check_table_columns(df, name, {label_col: "label", **_key(key_col)}, weight_col)
+    _check_table_columns(df, name, {**labels, **_key(key_col)}, weight_col)
     names, values = names_and_values(df, name, features_col, values_col)
     weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
+    not_null = {c: "labels" for c in labels}
     _check_table_values(
-        df, name, weight, names, values, {label_col: "labels"}, features_col, weight_col, values_col
+        df, name, weight, names, values, not_null, features_col, weight_col, values_col
     )
+    label = F.col(label_col).cast("string") if label_col else F.lit("")
     raw = df.select(
         F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
         F.lit(0).alias("file_index"),
         F.lit(None).cast("long").alias("line"),
-        F.col(label_col).cast("string").alias("label"),
+        label.alias("label"),
         weight.alias("weight"),
         names.alias("features"),
         values.alias("values"),

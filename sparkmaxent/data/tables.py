@@ -26,7 +26,8 @@ BUILT_IN_SOURCES = ("parquet", "orc", "json", "csv", CATALOG)
 class TableColumns:
     """Which columns of a table hold what: ``group`` set means candidate
     sets (one row per candidate), else multiclass events (one per row);
-    ``key``: a column predictions carry to join back to the rows."""
+    ``label`` "": none (data to predict); ``key``: a column predictions
+    carry to join back to the rows."""
 
     label: str = "label"
     features: str = "features"
@@ -162,7 +163,7 @@ def prepare_input(
         spark,
         table,
         out_dir,
-        label_col=cols.label,
+        label_col=cols.label or None,
         features_col=cols.features,
         weight_col=cols.weight,
         values_col=cols.values,
