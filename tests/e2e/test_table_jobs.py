@@ -206,3 +206,24 @@ def test_prepare_input_refuses_a_key_with_merging(spark, tables, tmp_path):
     columns = TableColumns(label="y", features="f", values="v", key="id")
     with pytest.raises(InputError, match=r"key column 'id': keys need one prepared event per row"):
         prepare_input(spark, [tables["arrays"]], str(tmp_path / "p"), "parquet", columns=columns)
+
+
+def test_pipeline_reads_tables_named_by_the_config(tables, tmp_path):
+    pipeline_main = job_main("pipeline")
+    out = tmp_path / "pipeline"
+    path = tables["maps"]
+    sets = [
+        "data.format=parquet",
+        f'data.train_inputs=["{path}"]',
+        f'data.test_inputs=["{path}"]',
+        "data.label_col=y",
+        "data.features_col=f",
+        "data.weight_col=w",
+        "train.l2=1e-3",
+    ]
+    args = [a for s in sets for a in ("--set", s)]
+    assert pipeline_main(args + ["--output", str(out)]) == 0
+    report = json.load(open(out / "report.json"))
+    test_info = json.load(open(os.path.join(report["datasets"]["test"], "dataset.json")))
+    assert test_info["source"]["format"] == "table" and test_info["n_events"] == N_ROWS
+    assert report["test"]["events"] == N_ROWS and report["test"]["accuracy"] > 0.8
