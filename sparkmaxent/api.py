@@ -11,6 +11,8 @@ from contextlib import contextmanager
 
 from . import storage
 from .config import Config
+from .config.schema import DataConfig
+from .data.tables import TableColumns
 from .errors import InputError
 from .jsonio import write_json
 
@@ -147,24 +149,34 @@ def prepared_for_model(
     options: dict | None = None,
     max_unknown: float = MAX_UNKNOWN,
     allow_unknown: bool = False,
+    columns: TableColumns | None = None,
 ) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
-    if it is one, else ``data`` (text in ``fmt``) prepared into ``workdir``;
-    checked by :func:`check_unknown`."""
-    from .data.prepare import prepare
+    if it is one, else ``data`` (text or a table in ``fmt``, its ``columns``
+    as in ``data.tables.prepare_input``) prepared into ``workdir``, one
+    event per record (never merged); checked by :func:`check_unknown`."""
+    from .data.tables import prepare_input
     from .model import VOCABULARY_DIR
 
     if is_prepared(data):
+        if columns is not None and columns != TableColumns():
+            raise InputError(
+                f"{data} is a prepared dataset: column options (--label-col, --key-col, ...) "
+                "are for table input (prepare it with them, or give the table)"
+            )
         out = data
     elif not fmt:
-        raise InputError(f"{data} is not a prepared dataset; give --format to read it as text")
+        raise InputError(
+            f"{data} is not a prepared dataset; give --format to read it as text or a table"
+        )
     else:
         out = storage.join(workdir, "prepared")
-        prepare(
+        prepare_input(
             spark,
             [data],
             out,
             fmt,
+            columns=columns,
             options=options or {},
             merge_duplicates=False,
             vocabulary=storage.join(model_dir, VOCABULARY_DIR),
@@ -325,14 +337,20 @@ def predict(
     max_unknown: float = MAX_UNKNOWN,
     allow_unknown: bool = False,
     cfg: Config | None = None,
+    columns: TableColumns | None = None,
 ) -> None:
-    """Score ``data`` (a prepared dataset or text in ``fmt``) and write the
-    predictions as Parquet to ``output`` (by the executors, into a temporary
-    sibling published when complete), under the output's lock;
+    """Score ``data`` (a prepared dataset, or text or a table in ``fmt``) and
+    write the predictions as Parquet to ``output`` (by the executors, into a
+    temporary sibling published when complete), under the output's lock;
     ``max_unknown`` and ``allow_unknown`` as in :func:`check_unknown`;
-    ``cfg``'s [output] section gives the scratch directory and lock age."""
-    from .backends.predict import predictions
+    ``cfg``'s [output] section gives the scratch directory and lock age.
+    A table's ``columns.key`` (or the key a prepared dataset was made with)
+    is a column of the predictions, one row per table row (per group for
+    candidate sets), so they join back to the table."""
+    from .backends.predict import check_key_column, predictions
 
+    if columns is not None and columns.key:
+        check_key_column(columns.key, model.space.shape)
     cfg = cfg or Config()
     out = storage.qualify(output)
     parent, name = storage.split(out)
@@ -344,7 +362,15 @@ def predict(
         try:
             with scratch_for(spark, cfg, out) as work:
                 prepared = prepared_for_model(
-                    spark, model_dir, data, fmt, work, options, max_unknown, allow_unknown
+                    spark,
+                    model_dir,
+                    data,
+                    fmt,
+                    work,
+                    options,
+                    max_unknown,
+                    allow_unknown,
+                    columns,
                 )
                 frame, bc = predictions(spark, model, prepared)
                 try:
@@ -357,10 +383,23 @@ def predict(
             raise
 
 
+def table_columns(d: DataConfig) -> TableColumns:
+    """The table columns the [data] section names (``data.label_col``, ...)."""
+    return TableColumns(
+        label=d.label_col,
+        features=d.features_col,
+        values=d.values_col or None,
+        weight=d.weight_col or None,
+        group=d.group_col or None,
+        correct=d.correct_col,
+    )
+
+
 def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     """Prepared train/heldout/test directories for a run: taken from the
-    config, or prepared from its inputs (or the synthetic generator)."""
-    from .data.prepare import prepare
+    config, or prepared from its inputs (text, a table, or the synthetic
+    generator)."""
+    from .data.tables import prepare_input
 
     d = cfg.data
     if d.train:
@@ -392,11 +431,12 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
         is_train = split == "train"
         given = inputs[split]
         paths = [given] if isinstance(given, str) else list(given)
-        prepare(
+        prepare_input(
             spark,
             paths,
             dirs[split],
             fmt,
+            columns=table_columns(d),
             options=dict(d.options),
             cutoff=d.prepare_cutoff if is_train else 0,
             merge_duplicates=is_train,

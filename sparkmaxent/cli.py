@@ -69,10 +69,14 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         action="extend",
         required=True,
         metavar="PATH",
-        help="files, directories or globs (repeatable)",
+        help="files, directories or globs (repeatable); a catalog table's name for --format table",
     )
     p.add_argument(
-        "--format", required=True, metavar="NAME", help=f"input format, one of {sorted(FORMATS)}"
+        "--format",
+        required=True,
+        metavar="NAME",
+        help=f"input format: a text format {sorted(FORMATS)}, a Spark data source "
+        "reading a table's files (parquet, orc, json, delta, ...), or table (a catalog table)",
     )
     p.add_argument("--output", required=True, help="dataset directory to create")
     p.add_argument(
@@ -108,8 +112,9 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="reader option, e.g. mode=basenp (repeatable)",
+        help="reader option, e.g. mode=basenp (repeatable); spark.read's for a table",
     )
+    _table_args(p)
     p.add_argument(
         "--master",
         help="Spark master (default: spark.master of the config, "
@@ -123,6 +128,55 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--split-seed", type=int, help="seed of the held-out split (default: data.split_seed)"
     )
+
+
+def _table_args(p: argparse.ArgumentParser, key: bool = False) -> None:
+    """The columns of a table input (default: the data.*_col keys)."""
+    g = p.add_argument_group("table input (a --format that is not a text format)")
+    g.add_argument("--label-col", metavar="COL", help="label column (data.label_col)")
+    g.add_argument(
+        "--features-col",
+        metavar="COL",
+        help="features: array<string>, map<string,double> or Vector (data.features_col)",
+    )
+    g.add_argument(
+        "--values-col",
+        metavar="COL",
+        help="array<double> values of an array<string> features column (data.values_col)",
+    )
+    g.add_argument("--weight-col", metavar="COL", help="numeric event weight (data.weight_col)")
+    g.add_argument(
+        "--group-col",
+        metavar="COL",
+        help="candidate sets, one row per candidate: the group (event) id (data.group_col)",
+    )
+    g.add_argument(
+        "--correct-col",
+        metavar="COL",
+        help="candidate sets: correct flag, boolean or numeric > 0 (data.correct_col)",
+    )
+    if key:
+        g.add_argument(
+            "--key-col",
+            metavar="COL",
+            help="a column the predictions keep (one row per input row; per group for "
+            "candidate sets), to join them back to the table",
+        )
+
+
+def _columns(args, cfg):
+    """The table columns of the command line over those of the config."""
+    given = {
+        "label": args.label_col,
+        "features": args.features_col,
+        "values": args.values_col,
+        "weight": args.weight_col,
+        "group": args.group_col,
+        "correct": args.correct_col,
+        "key": getattr(args, "key_col", None),
+    }
+    base = api.table_columns(cfg.data)
+    return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
 def _heldout_fraction_arg(p: argparse.ArgumentParser) -> None:
@@ -165,7 +219,8 @@ def _prepare_split(args, cfg, spark, options: dict) -> int:
 
 
 def _prepare(args, cfg) -> int:
-    from .data.prepare import info_summary, prepare
+    from .data.prepare import info_summary
+    from .data.tables import prepare_input
 
     options = parse_options(args.option)
     if args.master:
@@ -173,11 +228,12 @@ def _prepare(args, cfg) -> int:
     spark = api.session(cfg, args.command)
     if args.heldout_fraction:
         return _prepare_split(args, cfg, spark, options)
-    info = prepare(
+    info = prepare_input(
         spark,
         args.input,
         args.output,
         args.format,
+        columns=_columns(args, cfg),
         options=options,
         cutoff=args.cutoff,
         merge_duplicates=args.merge,
@@ -250,14 +306,21 @@ def _train(args, cfg) -> int:
 
 def _scoring_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="saved model directory")
-    p.add_argument("--input", required=True, help="prepared dataset or text file/directory")
-    p.add_argument("--format", help="reader of a text --input (e.g. maxent, conll)")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="prepared dataset, text file/directory, or table (files, or a catalog name)",
+    )
+    p.add_argument(
+        "--format",
+        help="reader of a text or table --input (e.g. maxent, conll, parquet, delta, table)",
+    )
     p.add_argument(
         "--option",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="reader option, e.g. mode=basenp",
+        help="reader option, e.g. mode=basenp; spark.read's for a table",
     )
     p.add_argument(
         "--max-unknown",
@@ -287,6 +350,7 @@ def _fraction(text: str) -> float:
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
     _scoring_args(p)
+    _table_args(p, key=True)
     p.add_argument("--output", required=True, help="Parquet output directory")
     p.add_argument("--overwrite", action="store_true")
 
@@ -308,6 +372,7 @@ def _predict(args, cfg) -> int:
         args.max_unknown,
         args.allow_unknown,
         cfg,
+        _columns(args, cfg),
     )
     print(f"predictions: {args.output}")
     return EXIT_OK
@@ -315,6 +380,7 @@ def _predict(args, cfg) -> int:
 
 def _evaluate_args(p: argparse.ArgumentParser) -> None:
     _scoring_args(p)
+    _table_args(p)
     p.add_argument(
         "--chunks",
         choices=["auto", "yes", "no"],
@@ -346,6 +412,7 @@ def _evaluate(args, cfg) -> int:
             parse_options(args.option),
             args.max_unknown,
             args.allow_unknown,
+            _columns(args, cfg),
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         report = api.evaluate_model(spark, model, data, chunks, cfg.data.in_process_max_events)
@@ -387,15 +454,15 @@ def _pipeline(args, cfg) -> int:
 
 COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
     "prepare": (
-        "Parse text files on Spark, build the feature dictionary, index and merge "
-        "events, and write a prepared dataset.",
+        "Read text files or a table on Spark, build the feature dictionary, index and "
+        "merge events, and write a prepared dataset.",
         _prepare_args,
         _prepare,
     ),
     "train": ("Train a conditional maxent model on a prepared dataset.", _train_args, _train),
     "predict": (
         "Score a dataset with a saved model; writes Parquet (event_id, group, label, "
-        "predicted, probability, probabilities).",
+        "predicted, probability, probabilities; and --key-col for a table).",
         _predict_args,
         _predict,
     ),

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import storage
-from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow
+from ..data.schema import EVENTS_DIR, KEYS_DIR, DatasetInfo, block_from_arrow
 from ..errors import InputError
 from ..kernels import MULTICLASS, CandidateBlock, MulticlassBlock
 from ..model import MaxentModel
@@ -113,9 +113,27 @@ def predictions_table(model: MaxentModel, dataset_dir: str) -> pa.Table:
     return pa.Table.from_batches(list(_score_batches(model, info, events.to_batches())), schema)
 
 
+def key_column(info: DatasetInfo) -> str | None:
+    """The table column a dataset was prepared to carry into predictions
+    (``prepare_table(key_col=...)``), if any."""
+    return (info.source.get("options") or {}).get("key_col") or None
+
+
+def check_key_column(key_col: str, shape: str) -> None:
+    """A key column must not take the name of a prediction column."""
+    names = (MULTICLASS_OUTPUT if shape == MULTICLASS else CANDIDATES_OUTPUT).names
+    if key_col in names:
+        raise InputError(
+            f"key column {key_col!r}: expected a name other than the prediction "
+            f"columns {names}; rename it in the table"
+        )
+
+
 def predictions(spark, model: MaxentModel, dataset_dir: str):
     """A DataFrame of predictions for a prepared dataset, plus the broadcast
-    of the model to destroy once the DataFrame has been consumed."""
+    of the model to destroy once the DataFrame has been consumed. A dataset
+    prepared with a key column gets it joined on by event_id (on the
+    executors), so predictions join back to the source table's rows."""
     info = DatasetInfo.load(dataset_dir)
     check_compatible(model, info, dataset_dir)
     schema = MULTICLASS_OUTPUT if info.shape == MULTICLASS else CANDIDATES_OUTPUT
@@ -127,4 +145,10 @@ def predictions(spark, model: MaxentModel, dataset_dir: str):
 
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return events.mapInArrow(score, from_arrow_schema(schema)), bc
+    frame = events.mapInArrow(score, from_arrow_schema(schema))
+    key_col = key_column(info)
+    if key_col:
+        check_key_column(key_col, info.shape)
+        keys = spark.read.parquet(storage.join(dataset_dir, KEYS_DIR))
+        frame = frame.join(keys, "event_id", "left").select(key_col, *schema.names)
+    return frame, bc

@@ -2,12 +2,12 @@
 method family, loaded from TOML with ``--set section.key=value`` overrides.
 The resolved configuration is saved with every model."""
 
+from ..errors import ConfigError
 from .load import config_from_dict, digest, load_config, parse_override, train_config, train_keys
 from .schema import (
     BayesConfig,
     ChoiceConfig,
     Config,
-    ConfigError,
     DataConfig,
     GraftingConfig,
     IfsConfig,

@@ -11,7 +11,9 @@ import tomllib
 from dataclasses import fields
 from typing import Any
 
-from .schema import Config, ConfigError, Section, TrainConfig, rule_of, sections
+from ..errors import ConfigError
+from .rules import Section, rule_of
+from .schema import Config, TrainConfig, sections
 
 SECTIONS = sections()
 

@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import fields
 
 from .load import SECTIONS
-from .schema import default_of, rule_of
+from .rules import default_of, rule_of
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEFAULTS_TOML = os.path.join("conf", "defaults.toml")

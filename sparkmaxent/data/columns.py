@@ -106,7 +106,9 @@ def _vector_pairs(col):
     from pyspark.ml.linalg import SparseVector
     from pyspark.sql import functions as F
 
-    @F.udf("struct<names: array<string>, values: array<double>>")
+    # Row-based, not Arrow: Spark's Arrow UDF input cannot hold a UDT column
+    # read from a columnar source such as Parquet (UNSUPPORTED_DATATYPE).
+    @F.udf("struct<names: array<string>, values: array<double>>", useArrow=False)
     def pairs(v):
         if v is None:
             return None

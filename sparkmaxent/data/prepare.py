@@ -19,8 +19,9 @@ from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
 from .local_prepare import build_local, is_local, read_small
-from .publish import save_info, write_events, write_features
-from .raw import KIND_EVENT, RawSource, read_files, read_table
+from .publish import save_info, write_events, write_features, write_keys
+from .raw import KIND_EVENT, RawSource, read_files
+from .rawtable import read_candidate_table, read_table
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
 
@@ -139,10 +140,11 @@ def prepare_table(
     table,
     out_dir: str,
     *,
-    label_col: str = "label",
+    label_col: str | None = "label",
     features_col: str = "features",
     weight_col: str | None = None,
     values_col: str | None = None,
+    key_col: str | None = None,
     cutoff: int = 0,
     merge_duplicates: bool = True,
     vocabulary: str | None = None,
@@ -150,6 +152,7 @@ def prepare_table(
     overwrite: bool = False,
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
+    in_process_max_events: int = 0,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of multiclass events.
 
@@ -160,8 +163,9 @@ def prepare_table(
         A DataFrame, or the name of a table in the catalog.
     out_dir : str
         As in :func:`prepare`.
-    label_col : str
-        Label column (any type; labels are its values as strings).
+    label_col : str or None
+        Label column (any type; labels are its values as strings). None for
+        data to predict, with a ``vocabulary``: every gold label is then "".
     features_col : str
         Features: ``array<string>`` names, ``map<string,double>`` name ->
         value, or a pyspark.ml ``Vector`` (names are the indices as strings);
@@ -171,7 +175,13 @@ def prepare_table(
     values_col : str, optional
         ``array<double>`` feature values, aligned with an ``array<string>``
         ``features_col`` (default 1.0 each).
-    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels, lock_stale_s
+    key_col : str, optional
+        A column (of any orderable type) saved with each event's id in
+        ``<out_dir>/keys``, so predictions carry it and join back to the
+        table's rows; needs ``merge_duplicates=False``.
+    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+        As in :func:`prepare`.
+    lock_stale_s, in_process_max_events
         As in :func:`prepare`.
 
     Returns
@@ -186,6 +196,11 @@ def prepare_table(
         negative weights (the column is named), and the checks of
         :func:`prepare`.
     """
+    if label_col is None and vocabulary is None:
+        raise InputError(
+            "a table without a label column is data to predict: expected a vocabulary "
+            "(the model's), or a label column for training data"
+        )
     storage.refuse_existing(out_dir, overwrite, "output directory")
     t0 = time.perf_counter()
     src = read_table(
@@ -195,6 +210,7 @@ def prepare_table(
         features_col=features_col,
         weight_col=weight_col,
         values_col=values_col,
+        key_col=key_col,
     )
     return _run(
         spark,
@@ -209,6 +225,96 @@ def prepare_table(
         require_labels=require_labels,
         lock_stale_s=lock_stale_s,
         t0=t0,
+        in_process_max_events=in_process_max_events,
+    )
+
+
+def prepare_candidate_table(
+    spark,
+    table,
+    out_dir: str,
+    *,
+    group_col: str = "group",
+    features_col: str = "features",
+    correct_col: str = "correct",
+    weight_col: str | None = None,
+    values_col: str | None = None,
+    key_col: str | None = None,
+    cutoff: int = 0,
+    merge_duplicates: bool = True,
+    vocabulary: str | None = None,
+    partitions: int | None = None,
+    overwrite: bool = False,
+    require_labels: bool = True,
+    lock_stale_s: float = 0.0,
+    in_process_max_events: int = 0,
+) -> DatasetInfo:
+    """Prepare a Spark DataFrame or table of candidate sets, one row per
+    candidate: the same dataset as the ``tadm`` reader gives for the same
+    events (``raw.read_candidate_table``).
+
+    Parameters
+    ----------
+    spark : SparkSession
+    table : DataFrame or str
+        A DataFrame, or the name of a table in the catalog.
+    out_dir : str
+        As in :func:`prepare`.
+    group_col : str
+        The candidate set (event) a row belongs to; an integer group id is
+        the event id.
+    features_col, values_col : str
+        The candidate's features, as in :func:`prepare_table`.
+    correct_col : str
+        Boolean, or numeric with > 0 meaning correct (TADM's score); an
+        event may have several correct candidates.
+    weight_col : str, optional
+        Numeric event weight (default 1.0), the same on every row of a group.
+    key_col : str, optional
+        As in :func:`prepare_table`, the same on every row of a group (e.g.
+        ``group_col`` itself).
+    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+        As in :func:`prepare`.
+    lock_stale_s, in_process_max_events
+        As in :func:`prepare`.
+
+    Returns
+    -------
+    DatasetInfo
+
+    Raises
+    ------
+    InputError
+        The errors of :func:`prepare_table` for these columns, a correct
+        column that is neither boolean nor numeric, and weights or keys that
+        differ within a group (the column and group are named).
+    """
+    storage.refuse_existing(out_dir, overwrite, "output directory")
+    t0 = time.perf_counter()
+    src = read_candidate_table(
+        spark,
+        table,
+        group_col=group_col,
+        features_col=features_col,
+        correct_col=correct_col,
+        weight_col=weight_col,
+        values_col=values_col,
+        key_col=key_col,
+    )
+    return _run(
+        spark,
+        src,
+        out_dir,
+        cutoff=cutoff,
+        merge_duplicates=merge_duplicates,
+        vocabulary=vocabulary,
+        partitions=partitions,
+        quarantine=False,
+        overwrite=overwrite,
+        require_labels=require_labels,
+        lock_stale_s=lock_stale_s,
+        t0=t0,
+        in_process_max_events=in_process_max_events,
     )
 
 
@@ -271,6 +377,11 @@ def _run(
         raise InputError(f"expected a count cutoff >= 0, got {cutoff}")
     if partitions is not None and partitions < 1:
         raise InputError(f"expected partitions >= 1, got {partitions}")
+    if src.key_col and merge_duplicates:
+        raise InputError(
+            f"key column {src.key_col!r}: keys need one prepared event per row; "
+            "prepare with merge_duplicates=False (--no-merge)"
+        )
     vocab_info = load_vocabulary(vocabulary, src.shape)
     out_dir = storage.qualify(out_dir)
     parent, name = storage.split(out_dir)
@@ -372,6 +483,8 @@ def _build(
     if merge_duplicates:
         final = merge_events(final, src.shape)
     n_events = write_events(final, tmp, src.shape, n_parts)
+    if src.key_col:
+        write_keys(events, src.key_col, tmp)
 
     return save_info(
         spark,
@@ -409,4 +522,4 @@ def info_summary(info: DatasetInfo) -> dict:
     return d
 
 
-__all__ = ["prepare", "prepare_table", "run_prepare", "info_summary"]
+__all__ = ["prepare", "prepare_table", "prepare_candidate_table", "run_prepare", "info_summary"]

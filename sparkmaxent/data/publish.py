@@ -13,7 +13,14 @@ import pyarrow as pa
 
 from .. import storage
 from .load import dataset_fingerprints
-from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo, events_schema
+from .schema import (
+    EVENTS_DIR,
+    FEATURES_DIR,
+    FEATURES_SCHEMA,
+    KEYS_DIR,
+    DatasetInfo,
+    events_schema,
+)
 
 
 def write_features(dictionary, tmp: str) -> int:
@@ -85,6 +92,16 @@ def save_info(
     return info
 
 
+def write_keys(events, key_col: str, tmp: str) -> None:
+    """Write (event_id, ``key_col``) of raw events carrying ``key`` under
+    ``tmp``: what predictions join on to carry the user's key."""
+    from pyspark.sql import functions as F
+
+    events.select("event_id", F.col("key").alias(key_col)).write.parquet(
+        storage.join(tmp, KEYS_DIR)
+    )
+
+
 def parquet_rows(spark, directory: str) -> int:
     """Rows of a Parquet directory on any file system, counted by Spark from
     the files' footers (no data crosses to the driver)."""
@@ -101,5 +118,6 @@ __all__ = [
     "save_info",
     "write_features",
     "write_events",
+    "write_keys",
     "parquet_rows",
 ]

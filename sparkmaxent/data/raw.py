@@ -1,4 +1,4 @@
-"""The read stage of ``prepare``: input files or a Spark table -> raw events.
+"""The read stage of ``prepare``: input files -> raw events (tables: ``rawtable``).
 
 Parsers (``readers.FORMATS``) run on the executors inside ``mapInArrow``,
 one whole file per row of Spark's ``binaryFile`` source, so line numbers are
@@ -16,9 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..shapes import MULTICLASS
-from .columns import names_and_values
 from .inputs import display_path, expand_inputs
-from .readers import MAX_ABS_VALUE, InputError, ParseError, format_spec
+from .readers import ParseError, format_spec
 
 logger = logging.getLogger("sparkmaxent.data.prepare")  # a prepare run logs under one name
 
@@ -205,10 +204,20 @@ def _make_parse_udf(
 
 
 class RawSource:
-    """Raw events of a prepare run and how to name a position in them."""
+    """Raw events of a prepare run and how to name a position in them;
+    ``key_col``: the table column the raw events carry as ``key``."""
 
-    def __init__(self, raw, shape: str, files: list[str], source: dict, table: str | None = None):
+    def __init__(
+        self,
+        raw,
+        shape: str,
+        files: list[str],
+        source: dict,
+        table: str | None = None,
+        key_col: str | None = None,
+    ):
         self.raw, self.shape, self.files, self.source, self.table = raw, shape, files, source, table
+        self.key_col = key_col
 
     def where(self, file_index: int, line: int | None) -> str:
         if self.table is not None:
@@ -255,148 +264,4 @@ def _ddl_struct(spark, ddl: str):
     return StructType.fromDDL(ddl)
 
 
-# ------------------------------------------------------------------ tables
-
-
-def read_table(
-    spark,
-    table,
-    *,
-    label_col: str,
-    features_col: str,
-    weight_col: str | None,
-    values_col: str | None,
-) -> RawSource:
-    """Raw multiclass events of a DataFrame or catalog table, after checking
-    its columns' presence, types and values (``prepare_table``)."""
-    from pyspark.sql import functions as F
-
-    df, name = _table_frame(spark, table)
-    _check_table_columns(df, name, label_col, weight_col)
-    names, values = names_and_values(df, name, features_col, values_col)
-    weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
-    _check_table_values(
-        df, name, weight, names, values, label_col, features_col, weight_col, values_col
-    )
-    raw = df.select(
-        F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
-        F.lit(0).alias("file_index"),
-        F.lit(None).cast("long").alias("line"),
-        F.col(label_col).cast("string").alias("label"),
-        weight.alias("weight"),
-        names.alias("features"),
-        values.alias("values"),
-        F.monotonically_increasing_id().alias("event_id"),
-        F.lit(None).cast("string").alias("reason"),
-        F.lit(None).cast("string").alias("text"),
-    ).withColumn("group", F.col("event_id"))
-    source = {
-        "format": "table",
-        "inputs": [name],
-        "options": {
-            "label_col": label_col,
-            "features_col": features_col,
-            "weight_col": weight_col,
-            "values_col": values_col,
-        },
-    }
-    return RawSource(raw, MULTICLASS, [name], source, table=name)
-
-
-def _table_frame(spark, table):
-    """(DataFrame, name for messages) of a DataFrame or a catalog table name."""
-    from pyspark.sql import DataFrame
-
-    if isinstance(table, DataFrame):
-        return table, "<DataFrame>"
-    name = str(table)
-    if not spark.catalog.tableExists(name):
-        raise InputError(f"expected a table named {name!r} in the Spark catalog, found none")
-    return spark.table(name), name
-
-
-def _check_table_columns(df, name: str, label_col: str, weight_col: str | None) -> None:
-    """The label column exists; the weight column, if any, exists and is numeric
-    (the features column is checked by ``columns.names_and_values``)."""
-    from pyspark.sql.types import NumericType
-
-    fields = {f.name: f.dataType for f in df.schema.fields}
-
-    def need(col: str, role: str) -> None:
-        if col not in fields:
-            raise InputError(
-                f"{name}: expected a {role} column named {col!r}, got columns {list(fields)}"
-            )
-
-    need(label_col, "label")
-    if weight_col is not None:
-        need(weight_col, "weight")
-        if not isinstance(fields[weight_col], NumericType):
-            raise InputError(
-                f"{name}: expected a numeric weight column {weight_col!r}, got "
-                f"{fields[weight_col].simpleString()}"
-            )
-
-
-def _check_table_values(
-    df,
-    name: str,
-    weight,
-    names,
-    values,
-    label_col: str,
-    features_col: str,
-    weight_col: str | None,
-    values_col: str | None,
-) -> None:
-    """No nulls, NaN or infinite values, no negative weights: one pass over ``df``.
-    ``names``/``values`` are the features as ``columns.names_and_values`` reads them."""
-    from pyspark.sql import functions as F
-
-    inf = float("inf")
-    values_name = values_col or features_col
-
-    def not_finite(c):
-        return F.isnan(c) | c.isin(inf, -inf)
-
-    # (column, what must not occur, rows where it occurs), checked in one pass
-    checks = [
-        (label_col, "null labels", F.col(label_col).isNull()),
-        (features_col, "null feature lists", F.col(features_col).isNull()),
-        (features_col, "rows with null feature names", F.exists(names, lambda x: x.isNull())),
-        (
-            values_name,
-            "rows with null, NaN or infinite values",
-            F.exists(values, lambda x: x.isNull() | not_finite(x)),
-        ),
-        (
-            values_name,
-            f"rows with a value of magnitude > {MAX_ABS_VALUE:g}",
-            F.exists(values, lambda x: F.abs(x) > MAX_ABS_VALUE),
-        ),
-    ]
-    if weight_col:
-        checks += [
-            (weight_col, "null, NaN or infinite weights", weight.isNull() | not_finite(weight)),
-            (weight_col, "negative weights", weight < 0),
-        ]
-    if values_col:
-        checks.append(
-            (
-                values_col,
-                f"rows whose values do not pair up with {features_col!r}",
-                F.size(values) != F.size(names),
-            )
-        )
-    counts = df.agg(
-        *[
-            F.sum(F.coalesce(cond, F.lit(False)).cast("long")).alias(f"c{i}")
-            for i, (_, _, cond) in enumerate(checks)
-        ]
-    ).first()
-    for i, (col, what, _) in enumerate(checks):
-        if counts[f"c{i}"]:
-            raise InputError(f"{name}: column {col!r}: expected no {what}, got {counts[f'c{i}']}")
-
-
-__all__ = ["RawSource", "read_files", "read_table", "FILE_SHIFT", "KIND_EVENT", "KIND_ERROR"]
+__all__ = ["RawSource", "read_files", "FILE_SHIFT", "KIND_EVENT", "KIND_ERROR"]

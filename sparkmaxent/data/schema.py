@@ -2,7 +2,9 @@
 
 ``dataset.json`` holds the DatasetInfo, ``events/`` the events in Parquet,
 one row per (merged) event with the columns of ``events_schema(shape)``, and
-``features/`` the feature dictionary (``FEATURES_SCHEMA``). A multiclass
+``features/`` the feature dictionary (``FEATURES_SCHEMA``); a table
+prepared with a key column also has ``keys/`` (event_id and that column),
+so predictions join back to the table's rows. A multiclass
 label -(j + 1) is ``DatasetInfo.unseen_labels[j]``, a label the training
 dictionary lacks.
 """
@@ -25,6 +27,7 @@ FORMAT_VERSION = 1
 INFO_FILE = "dataset.json"
 EVENTS_DIR = "events"
 FEATURES_DIR = "features"
+KEYS_DIR = "keys"  # (event_id, the key column) of a table prepared with key_col
 
 MULTICLASS_SCHEMA = pa.schema(
     [

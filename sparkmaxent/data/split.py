@@ -74,7 +74,12 @@ def prepare_split(
     from .prepare import run_prepare
 
     if fmt not in FORMATS:
-        raise InputError(f"unknown input format {fmt!r}: expected one of {sorted(FORMATS)}")
+        raise InputError(
+            f"a held-out fraction splits text input: expected a text format "
+            f"{sorted(FORMATS)}, got {fmt!r} (split a table before, e.g. with "
+            "DataFrame.randomSplit, and prepare the parts; held-out inputs then "
+            "go to data.heldout_inputs)"
+        )
     if not 0.0 < fraction < 1.0:
         raise InputError(f"expected a held-out fraction in (0, 1), got {fraction!r}")
     storage.refuse_existing(out_dir, overwrite, "output directory")
