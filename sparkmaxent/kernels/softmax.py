@@ -11,12 +11,20 @@ def row_logsumexp(S: np.ndarray) -> np.ndarray:
     return mx + np.log(np.exp(S - mx[:, None]).sum(axis=1))
 
 
-def row_softmax(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def row_softmax(
+    S: np.ndarray, overwrite: bool = False, mx: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Row log-normalizers and probabilities of scores S, shape (m, K), with
-    one exp per entry (the exp dominates the kernel's own time)."""
-    mx = S.max(axis=1)
-    E = np.exp(S - mx[:, None])
-    total = E.sum(axis=1)
+    one exp per entry (the exp dominates the kernel's own time).
+
+    ``overwrite``: the probabilities replace S (no (m, K) temporaries);
+    ``mx``: the row maxima of S, when the caller has them already."""
+    if mx is None:
+        mx = S.max(axis=1)
+    E = np.subtract(S, mx[:, None], out=S if overwrite else None)
+    np.exp(E, out=E)
+    # a product with ones sums the short rows faster than sum(axis=1)
+    total = E @ np.ones(E.shape[1])
     E /= total[:, None]
     return mx + np.log(total), E
 
