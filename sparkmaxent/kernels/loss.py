@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .params import Scaling, Space, Weights
-from .softmax import row_logsumexp, row_softmax, segment_logsumexp
+from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
 
 
 def _dense(A) -> np.ndarray:
@@ -190,11 +190,10 @@ def _multiclass_loss_grad(
     gold = S[rows, block.y]
     mx = S.max(axis=1)
     correct = float(block.c @ _label_hits(S, gold, mx, block.y))
-    lse, R = row_softmax(S, overwrite=True, mx=mx)  # S is now P
+    # R = c * (P - Y) in place of S: residual whose products with the
+    # predicates give the gradient (curvature kernels also need P itself)
+    lse, R, proba = weighted_softmax(S, block.c, mx, keep_proba)
     loss = float(block.c @ (lse - gold))
-    proba = R.copy() if keep_proba else None  # curvature kernels need P itself
-    # R = c * (P - Y): residual whose products with the predicates give the gradient
-    R *= block.c[:, None]
     R[rows, block.y] -= block.c
     r_sum = np.ones(len(rows)) @ R
     if grad_ids is not None and g_rows is None:  # dense weights, gradient on a subset
