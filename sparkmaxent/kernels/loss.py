@@ -141,6 +141,7 @@ def _columns(
 def _gathered(weights: Weights, preds: np.ndarray, inverse: np.ndarray, K: int) -> np.ndarray:
     """The weights as a dense (len(preds), K) matrix over the gathered
     predicates; ``inverse`` places each weight's predicate among them."""
+    assert weights.ids is not None, "sparse weights only"
     W = np.zeros((len(preds), K))
     W[inverse, weights.ids % K] = weights.values
     return W
