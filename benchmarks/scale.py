@@ -167,6 +167,8 @@ def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict
         capped = wall >= args.mllib_cap_s
         why = f"cancelled at the {args.mllib_cap_s:g} s cap" if capped else repr(e)[:300]
         row.update(status="capped" if capped else "failed", reason=why, wall_s=round(wall, 1))
+        # the jobs it ran until then carry this run's tag
+        row["passes_before_stop"] = len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
         return row
     finally:
         timer.cancel()
