@@ -18,9 +18,9 @@ so that load from other processes falls on all alike:
                    ``train.grafting.dense_test_max`` candidates
     curvature      CurvatureTask over the active set (the Newton round solver's pass)
 
-Each row also gives the in-process kernel time of the same task over the
-same blocks on one core (``kernel_s``), which separates the kernel's cost
-from Spark's. Targets: gradient_test <= 2x trivial, active <= 1.3x.
+The rows of ``--kernels`` also give the in-process kernel time of the same
+task over the same blocks on one core (``kernel_s``, measured after the
+Spark figures are written), which separates the kernel's cost from Spark's. Targets: gradient_test <= 2x trivial, active <= 1.3x.
 
     python -m benchmarks.pass_overhead --work /tmp/sparkmaxent-pass-overhead
 """
