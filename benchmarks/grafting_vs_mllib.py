@@ -34,19 +34,28 @@ import time
 
 import numpy as np
 
-from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
+from benchmarks.common import (
+    SHARED_DATA,
+    print_table,
+    shared_corpus,
+    start,
+    work_arguments,
+    write_result,
+)
 
 log = logging.getLogger("grafting_vs_mllib")
 
 
-def prepared(spark, work: str, reuse: bool) -> tuple[str, str]:
+def prepared(spark, work: str, reuse: bool, data_dir: str = SHARED_DATA) -> tuple[str, str]:
+    """CoNLL-2000 train and test prepared into ``work`` (conll templates,
+    cutoff 2; test with the training dictionary)."""
     from sparkmaxent.data.prepare import prepare
 
     train_dir, test_dir = os.path.join(work, "train"), os.path.join(work, "test")
     if not (reuse and os.path.exists(os.path.join(train_dir, "dataset.json"))):
         prepare(
             spark,
-            [shared_corpus("conll2000", "train.txt")],
+            [shared_corpus("conll2000", "train.txt", data_dir=data_dir)],
             train_dir,
             "conll",
             cutoff=2,
@@ -54,7 +63,7 @@ def prepared(spark, work: str, reuse: bool) -> tuple[str, str]:
         )
         prepare(
             spark,
-            [shared_corpus("conll2000", "test.txt")],
+            [shared_corpus("conll2000", "test.txt", data_dir=data_dir)],
             test_dir,
             "conll",
             merge_duplicates=False,
@@ -201,7 +210,7 @@ def run_grafting(
         "n": n_best,
         "objective": rep["objective"],
         "kkt_violation": rep["kkt"]["violation"],
-        **test_scores(res.weights, backend.space, test_dir),
+        **(test_scores(res.weights, backend.space, test_dir) if test_dir else {}),
         "nonzero_weights": rep["nonzero_weights"],
         "passes": rep["passes"],
         "wall_s": round(wall, 1),

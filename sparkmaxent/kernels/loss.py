@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .params import Scaling, Space, Weights
-from .softmax import row_logsumexp, row_softmax, segment_logsumexp
+from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
 
 
 def _dense(A) -> np.ndarray:
@@ -127,6 +127,39 @@ def check_total_weight(weight: float) -> float:
     return weight
 
 
+def _columns(
+    block: MulticlassBlock, preds: np.ndarray, scaling: Scaling | None
+) -> tuple[sp.csr_matrix, np.ndarray | None, np.ndarray | None]:
+    """The predicate columns ``preds`` of the block and their centering and
+    scaling: a column gather costs one sweep of the block, far less than a
+    sparse-by-sparse product with all predicates."""
+    if scaling is None:
+        return block.X[:, preds], None, None
+    return block.X[:, preds], scaling.mean[preds], scaling.inv_scale[preds]
+
+
+def _gathered(weights: Weights, preds: np.ndarray, inverse: np.ndarray, K: int) -> np.ndarray:
+    """The weights as a dense (len(preds), K) matrix over the gathered
+    predicates; ``inverse`` places each weight's predicate among them."""
+    assert weights.ids is not None, "sparse weights only"
+    W = np.zeros((len(preds), K))
+    W[inverse, weights.ids % K] = weights.values
+    return W
+
+
+def _label_hits(S: np.ndarray, gold: np.ndarray, mx: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """[argmax_k S[i, k] == y_i] (ties to the first label, as ``argmax``)
+    without an argmax over all rows: the gold score must be the row's
+    maximum, and rows with a tied maximum (rare but for w = 0) are settled
+    by ``argmax`` over those rows only."""
+    hit = gold == mx
+    top = S == mx[:, None]
+    if np.count_nonzero(top) > len(mx):  # some row has a tied maximum
+        tied = np.flatnonzero(top.sum(axis=1) > 1)
+        hit[tied] = S[tied].argmax(axis=1) == y[tied]
+    return hit
+
+
 def _multiclass_loss_grad(
     block: MulticlassBlock,
     space: Space,
@@ -138,37 +171,35 @@ def _multiclass_loss_grad(
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
     K, rows = space.n_labels, np.arange(block.n_events)
+    X, g_rows = block.X, None
     mean = None if scaling is None else scaling.mean
     inv = None if scaling is None else scaling.inv_scale
-    X, g_rows = block.X, None
-    if weights.ids is not None and grad_ids is not None:
-        # active-set pass: slice the predicates in play once, for scores and gradient
+    if weights.ids is not None:
+        # sparse weights: score with the predicates in play only; an
+        # active-set pass takes its gradient over the same gathered columns
         n_w = len(weights.ids)
-        preds, inverse = np.unique(
-            np.concatenate([weights.ids // K, np.asarray(grad_ids) // K]), return_inverse=True
+        wanted = [weights.ids // K] + ([] if grad_ids is None else [np.asarray(grad_ids) // K])
+        preds, inverse = np.unique(np.concatenate(wanted), return_inverse=True)
+        Xs, mean_s, inv_s = _columns(block, preds, scaling)
+        S = _linear_scores(
+            Xs, _gathered(weights, preds, inverse[:n_w], K), weights.bias, mean_s, inv_s
         )
-        X = block.X[:, preds]
-        W = np.zeros((len(preds), K))
-        W[inverse[:n_w], weights.ids % K] = weights.values
-        g_rows = inverse[n_w:]
-        if scaling is not None:
-            mean, inv = scaling.mean[preds], scaling.inv_scale[preds]
+        if grad_ids is not None:
+            X, g_rows, mean, inv = Xs, inverse[n_w:], mean_s, inv_s
     else:
-        W = weights.matrix(space)
-    S = _linear_scores(X, W, weights.bias, mean, inv)
-    lse, R = row_softmax(S)
-    loss = float(block.c @ (lse - S[rows, block.y]))
-    correct = float(block.c @ (S.argmax(axis=1) == block.y))
-    proba = R.copy() if keep_proba else None  # curvature kernels need P itself
-    # R = c * (P - Y): residual whose products with the predicates give the gradient
-    R *= block.c[:, None]
+        S = _linear_scores(X, weights.matrix(space), weights.bias, mean, inv)
+    gold = S[rows, block.y]
+    mx = S.max(axis=1)
+    correct = float(block.c @ _label_hits(S, gold, mx, block.y))
+    # R = c * (P - Y) in place of S: residual whose products with the
+    # predicates give the gradient (curvature kernels also need P itself)
+    lse, R, proba = weighted_softmax(S, block.c, mx, keep_proba)
+    loss = float(block.c @ (lse - gold))
     R[rows, block.y] -= block.c
-    r_sum = R.sum(axis=0)
+    r_sum = np.ones(len(rows)) @ R
     if grad_ids is not None and g_rows is None:  # dense weights, gradient on a subset
         preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
-        X = block.X[:, preds]
-        if scaling is not None:
-            mean, inv = scaling.mean[preds], scaling.inv_scale[preds]
+        X, mean, inv = _columns(block, preds, scaling)
     G = _dense(X.T @ R)  # (predicates in X, K)
     if mean is not None and inv is not None:
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
@@ -226,7 +257,7 @@ def loss_grad(
         Feature ids at which the gradient is wanted; None for all
         ``space.n_features`` of them (the gradient test of grafting).
     """
-    return loss_grad_proba(block, space, weights, scaling, grad_ids)[0]
+    return loss_grad_proba(block, space, weights, scaling, grad_ids, keep_proba=False)[0]
 
 
 def loss_grad_proba(

@@ -11,14 +11,41 @@ def row_logsumexp(S: np.ndarray) -> np.ndarray:
     return mx + np.log(np.exp(S - mx[:, None]).sum(axis=1))
 
 
-def row_softmax(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _row_exp(
+    S: np.ndarray, overwrite: bool, mx: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row maxima, exp(S - max) (in S itself when ``overwrite``) and its row sums."""
+    if mx is None:
+        mx = S.max(axis=1)
+    E = np.subtract(S, mx[:, None], out=S if overwrite else None)
+    np.exp(E, out=E)
+    # a product with ones sums the short rows faster than sum(axis=1)
+    return mx, E, E @ np.ones(E.shape[1])
+
+
+def row_softmax(
+    S: np.ndarray, overwrite: bool = False, mx: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Row log-normalizers and probabilities of scores S, shape (m, K), with
-    one exp per entry (the exp dominates the kernel's own time)."""
-    mx = S.max(axis=1)
-    E = np.exp(S - mx[:, None])
-    total = E.sum(axis=1)
+    one exp per entry (the exp dominates the kernel's own time).
+
+    ``overwrite``: the probabilities replace S (no (m, K) temporaries);
+    ``mx``: the row maxima of S, when the caller has them already."""
+    mx, E, total = _row_exp(S, overwrite, mx)
     E /= total[:, None]
     return mx + np.log(total), E
+
+
+def weighted_softmax(
+    S: np.ndarray, c: np.ndarray, mx: np.ndarray | None = None, keep_proba: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Row log-normalizers of S, c_i p(k | x_i) in place of S (the
+    normalization and the event weights in one sweep), and p(k | x_i) itself
+    when ``keep_proba``; c c_i p is the same bits either way."""
+    mx, E, total = _row_exp(S, True, mx)
+    proba = E / total[:, None] if keep_proba else None
+    E *= (c / total)[:, None]
+    return mx + np.log(total), E, proba
 
 
 def segment_logsumexp(s: np.ndarray, ptr: np.ndarray) -> np.ndarray:

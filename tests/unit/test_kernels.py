@@ -155,3 +155,43 @@ def test_ray_pass_gives_the_objective_at_every_step(shape, l2):
     along = obj.ray(theta, d, steps)
     assert backend.passes == before + 1
     np.testing.assert_allclose(along, [obj(theta + t * d)[0] for t in steps], rtol=1e-12)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_full_gradient_at_sparse_weights_is_the_dense_one(bias):
+    """The full-gradient pass at sparse weights scores with the gathered
+    predicate columns; the dense weights' pass multiplies all of them."""
+    rng = np.random.default_rng(11)
+    block = random_multiclass(rng, m=60, P=20, K=5)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=bias)
+    ids = np.sort(rng.choice(space.n_features, size=17, replace=False))
+    values = rng.normal(size=len(ids))
+    b = rng.normal(size=space.n_labels) if bias else None
+    scaling = random_scaling(rng, space.n_predicates)
+    sparse = loss_grad(block, space, Weights(ids, values, b), scaling)
+    theta = np.zeros(space.n_features)
+    theta[ids] = values
+    dense = loss_grad(block, space, Weights(None, theta, b), scaling)
+    assert sparse.loss == pytest.approx(dense.loss, rel=1e-12)
+    assert sparse.correct == dense.correct
+    np.testing.assert_allclose(sparse.grad, dense.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_correct_count_breaks_ties_to_the_first_label_as_argmax():
+    """Events count as correct when their label is the first top-scoring
+    one: at w = 0 (every label tied) those of label 0 only; with ties
+    between some labels, as ``argmax`` decides."""
+    rng = np.random.default_rng(12)
+    block = random_multiclass(rng, m=200, P=6, K=4)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    zero = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(space.n_labels))
+    assert loss_grad(block, space, zero).correct == pytest.approx(block.c[block.y == 0].sum())
+    # labels 1 and 2 share every weight and the bias: tied on every event
+    W = rng.normal(size=(space.n_predicates, space.n_labels))
+    W[:, 2] = W[:, 1]
+    bias = np.array([0.0, 0.5, 0.5, -0.2])
+    weights = Weights(None, W.ravel(), bias)
+    S = block.X @ W + bias
+    expected = block.c @ (S.argmax(axis=1) == block.y)
+    assert np.any(block.y == 2) and np.any(S.argmax(axis=1) == 1)
+    assert loss_grad(block, space, weights).correct == pytest.approx(expected, rel=1e-12)

@@ -1,0 +1,348 @@
+"""How cost grows with events, candidates and partitions: l1 grafting against
+Spark MLlib's l1 LogisticRegression (issue 22).
+
+Data: the project's synthetic generator (``sparkmaxent.data.synthetic``), a
+planted sparse model over predicates with Zipf(1) rates, ``--nnz`` active
+predicates per event, ``--labels`` labels; the candidate space is
+predicates x labels (exact features, no hashing). Three axes, each in one
+Spark session (local[2]):
+
+    events      --events sizes at --base-candidates candidates
+    candidates  --candidates sizes at --base-events events
+    partitions  --partitions counts at --partition-events events
+
+Per size and system, both to their stopping rule: grafting (n_best
+``--n-best``, gamma1 ``--gamma`` chosen once for all sizes, KKT-certified)
+and MLlib (multinomial, elasticNetParam=1, regParam=gamma,
+standardization=False, fitIntercept=True: the same objective
+L(w) + gamma ||w||_1 with L the weight-averaged log-loss, as in
+``benchmarks/grafting_vs_mllib.py``), MLlib cancelled after
+``--mllib-cap-s`` seconds. Rows: wall time, passes (Spark jobs for MLlib),
+time per pass, driver peak RSS (this Python process), executor peak RSS
+(the local-mode JVM and its Python workers), objective by our kernels, KKT
+violation. ``slopes``: the log-log slope of wall time against size per axis
+per system, over the finished rows.
+
+    python -m benchmarks.scale --axes events --events 200000 800000 --mllib-cap-s 900
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from benchmarks.common import print_table, start, work_arguments, write_result
+
+log = logging.getLogger("scale")
+
+AXES = ("events", "candidates", "partitions")
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of process ``pid`` in MiB (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes below ``pid`` (the JVM's Python workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+class PeakMemory:
+    """Samples the driver's RSS and the executor side's (JVM + Python
+    workers) every ``every_s`` seconds from a daemon thread; ``reset`` starts
+    a new peak."""
+
+    def __init__(self, jvm_pid: int, every_s: float = 1.0):
+        self.jvm_pid, self.every_s = jvm_pid, every_s
+        self.driver = self.executor = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="peak-memory")
+        self._thread.start()
+
+    def sample(self) -> None:
+        self.driver = max(self.driver, rss_mb(os.getpid()))
+        side = rss_mb(self.jvm_pid) + sum(rss_mb(p) for p in descendants(self.jvm_pid))
+        self.executor = max(self.executor, side)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.sample()
+
+    def reset(self) -> None:
+        self.driver = self.executor = 0.0
+        self.sample()
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def dataset(work: str, n_events: int, n_candidates: int, args) -> str:
+    """The generated events, prepared under ``work`` (reused when there)."""
+    from sparkmaxent.data.load import write_events
+    from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.data.synthetic import SyntheticSpec, generate
+    from sparkmaxent.kernels import MULTICLASS
+
+    n_predicates = max(1, n_candidates // args.labels)
+    path = os.path.join(work, f"synthetic-{n_events}x{n_predicates}x{args.labels}")
+    if os.path.exists(os.path.join(path, "dataset.json")):
+        return path
+    spec = SyntheticSpec(
+        n_events=n_events,
+        n_predicates=n_predicates,
+        n_labels=args.labels,
+        active_per_event=args.nnz,
+        n_support=args.support,
+        n_copies=0,
+        n_conjunctions=0,
+        seed=args.seed,
+    )
+    data = generate(spec)
+    info = DatasetInfo(MULTICLASS, n_predicates, list(data.label_names))
+    write_events(data.block(), path, info, n_files=max(8, n_events // 200_000))
+    return path
+
+
+def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict:
+    """MLlib's l1 LogisticRegression at regParam = gamma (see the module
+    docstring), its jobs cancelled after ``args.mllib_cap_s`` seconds."""
+    from pyspark.ml.classification import LogisticRegression
+
+    from benchmarks.grafting_vs_mllib import mllib_frame, objective_and_kkt
+    from benchmarks.instrumentation import count_jobs
+    from sparkmaxent.kernels import Weights
+
+    sc, space = spark.sparkContext, backend.space
+    frame = mllib_frame(spark, train_dir, space.n_predicates).cache()
+    frame.count()
+    lr = LogisticRegression(
+        family="multinomial",
+        regParam=gamma,
+        elasticNetParam=1.0,
+        standardization=False,
+        fitIntercept=True,
+        weightCol="weight",
+        maxIter=args.mllib_iter,
+        tol=1e-6,
+    )
+    tag = f"scale-mllib-{time.monotonic_ns()}"
+    timer = threading.Timer(args.mllib_cap_s, lambda: sc.cancelJobsWithTag(tag))
+    row: dict = {"system": "mllib"}
+    sc.addJobTag(tag)
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        model, jobs = count_jobs(spark, lambda: lr.fit(frame))
+    except Exception as e:  # cancelled at the cap, or out of memory
+        wall = time.perf_counter() - t0
+        capped = wall >= args.mllib_cap_s
+        why = f"cancelled at the {args.mllib_cap_s:g} s cap" if capped else repr(e)[:300]
+        row.update(status="capped" if capped else "failed", reason=why, wall_s=round(wall, 1))
+        # the jobs it ran until then carry this run's tag
+        row["passes_before_stop"] = len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
+        return row
+    finally:
+        timer.cancel()
+        sc.removeJobTag(tag)
+        frame.unpersist()
+    wall = time.perf_counter() - t0
+    W = model.coefficientMatrix.toArray()  # (K, P)
+    theta = np.concatenate([W.T.ravel(), model.interceptVector.toArray()])
+    objective, cert = objective_and_kkt(backend, Weights.from_dense(space, theta).sparse(), gamma)
+    row.update(
+        status="finished",
+        wall_s=round(wall, 1),
+        passes=jobs,
+        iterations=model.summary.totalIterations,
+        objective=objective,
+        kkt_violation=cert["violation"],
+        nonzero_weights=int(np.count_nonzero(W)),
+    )
+    return row
+
+
+def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, args) -> dict:
+    """One system on one dataset, with its peak memory."""
+    from benchmarks.grafting_vs_mllib import run_grafting
+    from sparkmaxent.backends.spark import SparkBackend
+
+    with SparkBackend(
+        spark, train_dir, bias=True, partitions=partitions, name=f"scale-{system}"
+    ) as backend:
+        memory.reset()
+        if system == "mllib":
+            row = run_mllib_capped(spark, train_dir, backend, args.gamma, args)
+        else:
+            out = os.path.join(args.work, "runs", os.path.basename(train_dir) + f"-p{partitions}")
+            row = run_grafting(
+                spark,
+                train_dir,
+                None,
+                backend,
+                args.gamma,
+                args.n_best,
+                out,
+                "auto",
+                0,
+                args.grafting_cap_s,
+                None,
+            )
+            row.pop("trace", None)
+            row["system"] = "grafting"
+            row["status"] = "finished" if row.get("kkt_passed") else f"stopped: {row['stopped']}"
+        memory.sample()
+        row.update(
+            events=backend.n_events,
+            candidates=backend.space.n_features,
+            partitions=backend.partitions,
+            driver_peak_rss_mb=round(memory.driver),
+            executor_peak_rss_mb=round(memory.executor),
+            load=round(os.getloadavg()[0], 2),
+        )
+    if row.get("passes"):
+        row["s_per_pass"] = round(row["wall_s"] / row["passes"], 3)
+    return row
+
+
+def slopes(rows: list[dict]) -> dict:
+    """Log-log slope of wall time against the axis's size, per axis per
+    system, over rows that finished (None with fewer than two)."""
+    out: dict = {}
+    for axis in AXES:
+        for system in ("grafting", "mllib"):
+            pts = [
+                (r[axis], r["wall_s"])
+                for r in rows
+                if r["axis"] == axis and r["system"] == system and r["status"] == "finished"
+            ]
+            xs = sorted(set(p[0] for p in pts))
+            if len(xs) < 2:
+                out.setdefault(axis, {})[system] = None
+                continue
+            x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
+            out.setdefault(axis, {})[system] = round(float(np.polyfit(x, y, 1)[0]), 3)
+    return out
+
+
+def plot(rows: list[dict], path: str) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(12, 4))
+    FigureCanvasAgg(fig)
+    for i, axis in enumerate(AXES):
+        ax = fig.add_subplot(1, 3, i + 1)
+        for system, marker in (("grafting", "o-"), ("mllib", "s--")):
+            pts = sorted(
+                (r[axis], r["wall_s"])
+                for r in rows
+                if r["axis"] == axis and r["system"] == system and r["status"] == "finished"
+            )
+            if pts:
+                ax.plot(*zip(*pts), marker, label=system)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("wall s")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def plan(args) -> list[tuple[str, int, int, int]]:
+    """(axis, events, candidates, partitions) of every dataset to run."""
+    out = []
+    for axis in args.axes:
+        if axis == "events":
+            out += [(axis, n, args.base_candidates, args.base_partitions) for n in args.events]
+        elif axis == "candidates":
+            out += [(axis, args.base_events, c, args.base_partitions) for c in args.candidates]
+        else:
+            out += [(axis, args.partition_events, args.base_candidates, p) for p in args.partitions]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--axes", nargs="+", choices=AXES, default=list(AXES))
+    ap.add_argument("--events", type=int, nargs="+", default=[200_000, 800_000, 3_200_000])
+    ap.add_argument("--candidates", type=int, nargs="+", default=[2 * 10**6, 2 * 10**7, 2 * 10**8])
+    ap.add_argument("--partitions", type=int, nargs="+", default=[2, 4, 8])
+    ap.add_argument("--base-events", type=int, default=200_000)
+    ap.add_argument("--base-candidates", type=int, default=2 * 10**6)
+    ap.add_argument("--base-partitions", type=int, default=2)
+    ap.add_argument("--partition-events", type=int, default=800_000)
+    ap.add_argument("--labels", type=int, default=22)
+    ap.add_argument("--nnz", type=float, default=17.0, help="active predicates per event")
+    ap.add_argument("--support", type=int, default=1000, help="planted (predicate, label) pairs")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gamma", type=float, default=1e-3, help="gamma1 = MLlib regParam")
+    ap.add_argument("--n-best", type=int, default=1000)
+    ap.add_argument("--systems", nargs="+", default=["grafting", "mllib"])
+    ap.add_argument("--mllib-cap-s", type=float, default=1800.0)
+    ap.add_argument("--mllib-iter", type=int, default=500)
+    ap.add_argument("--grafting-cap-s", type=float, default=0.0, help="0: none")
+    ap.add_argument("--driver-memory", default="8g")
+    work_arguments(ap, "/tmp/sparkmaxent-scale", "scale.json")
+    args = start(ap, argv)
+
+    from sparkmaxent.backends.session import spark_session
+
+    rows: list[dict] = []
+    todo = plan(args)
+    for axis in args.axes:
+        spark = spark_session(
+            "local[2]", f"scale-{axis}", {"spark.driver.memory": args.driver_memory}
+        )
+        memory = PeakMemory(spark.sparkContext._jvm.ProcessHandle.current().pid())
+        try:
+            for _, n_events, n_candidates, partitions in (t for t in todo if t[0] == axis):
+                train_dir = dataset(args.work, n_events, n_candidates, args)
+                for system in args.systems:
+                    row = run_row(spark, memory, train_dir, system, partitions, args)
+                    rows.append({"axis": axis, **row})
+                    log.info("%s", rows[-1])
+                    write_result(args.output, rows, slopes=slopes(rows), status="running")
+        finally:
+            memory.close()
+            spark.stop()
+    keys = ["axis", "system", "events", "candidates", "partitions", "status", "wall_s", "passes"]
+    keys += ["s_per_pass", "driver_peak_rss_mb", "executor_peak_rss_mb", "objective"]
+    print_table(rows, keys)
+    done = {(r[0], r[1], r[2], r[3]) for r in todo}
+    write_result(args.output, rows, slopes=slopes(rows), planned=sorted(done), status="done")
+    plot(rows, os.path.splitext(args.output)[0] + ".png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
