@@ -20,7 +20,8 @@ so that load from other processes falls on all alike:
 
 The rows of ``--kernels`` also give the in-process kernel time of the same
 task over the same blocks on one core (``kernel_s``, measured after the
-Spark figures are written), which separates the kernel's cost from Spark's. Targets: gradient_test <= 2x trivial, active <= 1.3x.
+Spark figures are written), which separates the kernel's cost from
+Spark's. Targets: gradient_test <= 2x trivial, active <= 1.3x.
 
     python -m benchmarks.pass_overhead --work /tmp/sparkmaxent-pass-overhead
 """
