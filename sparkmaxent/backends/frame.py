@@ -24,14 +24,16 @@ Data flow::
                 .applyInArrow: summed and summarized where summed -> collect
                 the summaries -> merge_all
 
-Timeouts: ``pass_timeout_s`` interrupts the pass's operations by tag
-(``spark.interruptTag``) and raises ``StalledError``. There is no executor
-watchdog (``no_executor_timeout_s``): a Connect client cannot see the
-cluster's executors, the server's own scheduler waits for them.
+Timeouts: ``pass_timeout_s`` cancels the pass (under Connect its operations
+carry the backend's tag, cancelled with ``spark.interruptTag``; in a
+classic session its job group) and raises ``StalledError``. There is no
+executor watchdog (``no_executor_timeout_s``): a Connect client cannot see
+the cluster's executors, the server's own scheduler waits for them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import pickle
@@ -40,6 +42,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -51,11 +54,13 @@ from ..kernels import Block, check_total_weight
 from ..kernels.stats import CountTask
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import merge_all
+from .session import is_connect
 from .spark import (
     MAX_BLOCK_NNZ,
     _add_piece,
     _pickled_blocks,
     check_pass_weight,
+    job_group,
     large_var_types,
     read_events_frame,
 )
@@ -171,7 +176,8 @@ class FrameBackend:
     Attributes
     ----------
     info, space, passes, n_events, n_blocks, weight, job_group
-        As for ``SparkBackend``; ``job_group`` is the tag of every operation.
+        As for ``SparkBackend``; under Connect ``job_group`` is the tag of
+        every operation instead.
     partitions : int
         Partitions holding blocks.
     blocks : DataFrame or None
@@ -276,23 +282,33 @@ class FrameBackend:
 
     @contextmanager
     def _tagged(self, what: str, timeout_s: float) -> Iterator[None]:
-        """Run the body's operations under the backend's tag; after
-        ``timeout_s`` (0: never) interrupt them and raise StalledError."""
+        """Run the body's operations under the backend's tag (Connect) or job
+        group (classic: a session's tags are thread-local there, so another
+        thread could not interrupt them); after ``timeout_s`` (0: never)
+        cancel them and raise StalledError."""
         fired = threading.Event()
+        if is_connect(self.spark):
+            scope: Any = contextlib.nullcontext()
+            self.spark.addTag(self.job_group)
+            cancel = partial(self.spark.interruptTag, self.job_group)
+        else:
+            sc = self.spark.sparkContext
+            scope = job_group(sc, self.job_group, f"{self.name}: {what}")
+            cancel = partial(sc.cancelJobGroup, self.job_group)
 
         def interrupt() -> None:
             fired.set()
-            logger.error("%s of %s ran past %g s: interrupting it", what, self.name, timeout_s)
-            self.spark.interruptTag(self.job_group)
+            logger.error("%s of %s ran past %g s: cancelling it", what, self.name, timeout_s)
+            cancel()
 
         timer = threading.Timer(timeout_s, interrupt) if timeout_s > 0 else None
-        self.spark.addTag(self.job_group)
         t0 = time.perf_counter()
-        if timer is not None:
-            timer.daemon = True
-            timer.start()
         try:
-            yield
+            with scope:
+                if timer is not None:
+                    timer.daemon = True
+                    timer.start()
+                yield
         except Exception as e:
             if not fired.is_set():
                 raise
@@ -304,7 +320,8 @@ class FrameBackend:
         finally:
             if timer is not None:
                 timer.cancel()
-            self.spark.removeTag(self.job_group)
+            if is_connect(self.spark):
+                self.spark.removeTag(self.job_group)
         logger.debug("%s: %s in %.3f s", self.name, what, time.perf_counter() - t0)
 
     def close(self) -> None:

@@ -94,16 +94,19 @@ def test_many_partitions_merge_in_a_tree_stage_to_the_local_sums(spark, problem)
         np.testing.assert_allclose(summary.active_grad, dense.full_grad[w.ids], rtol=1e-9)
 
 
-def test_passes_run_under_the_backends_tag_and_close_unpersists(spark, problem, monkeypatch):
-    tags = []
-    add = spark.addTag
-    monkeypatch.setattr(spark, "addTag", lambda tag: (tags.append(tag), add(tag))[1])
+def test_passes_run_under_the_backends_job_group_and_close_unpersists(spark, problem):
+    sc = spark.sparkContext
+    sc.setJobGroup("caller", "the caller's group")
     fb = FrameBackend(spark, problem.directory, problem.info, partitions=2)
     assert fb.blocks.is_cached
     space = fb.space
+    cached = len(sc.statusTracker().getJobIdsForGroup(fb.job_group))
     fb.run(LossGradTask(space, Weights.zeros(space)))
-    assert fb.passes == 1 and tags == [fb.job_group, fb.job_group]  # caching, then the pass
-    assert fb.job_group not in spark.getTags()
+    assert fb.passes == 1 and cached >= 1
+    assert len(sc.statusTracker().getJobIdsForGroup(fb.job_group)) > cached
+    assert sc.getLocalProperty("spark.jobGroup.id") == "caller"  # restored
+    for key in ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel"):
+        sc.setLocalProperty(key, None)  # the session is shared: leave no group behind
     blocks = fb.blocks
     fb.close()
     fb.close()  # idempotent
@@ -120,6 +123,7 @@ def test_a_pass_past_its_timeout_is_interrupted_as_stalled(spark, problem):
         with pytest.raises(StalledError, match="spark.pass_timeout_s = 2 s"):
             fb.run(SlowCount(60.0))
         assert time.monotonic() - t0 < 50
+        fb.pass_timeout_s = 0.0  # a loaded machine may take 2 s for any pass
         assert fb.run(CountTask()).events == 1500  # the backend still works
 
 
