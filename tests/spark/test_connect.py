@@ -36,7 +36,7 @@ PARTITIONS = 2
 METHOD_SETTINGS = {
     "grafting": {"train.grafting.l1": "2e-3", "train.grafting.n_best": "5"},
     "l2": {"train.l2": "1e-3"},
-    "mle": {},
+    "mle": {"train.gtol": "1e-4"},  # fewer passes: the same iterates either way
     "ifs": {"train.max_features": "6"},
     "sgc": {"train.max_features": "6"},
     "bayes-factor": {"train.max_features": "6"},
@@ -83,7 +83,7 @@ def texts(tmp_path_factory):
     return d, paths
 
 
-def cli(args: list[str], remote: str, via_env: bool = False, timeout: float = 300):
+def cli(args: list[str], remote: str, via_env: bool = False, timeout: float = 1200):
     """``python -m sparkmaxent ARGS`` as a Spark Connect client of ``remote``
     (through ``--remote``, or ``SPARK_REMOTE`` with ``via_env``)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
