@@ -37,9 +37,9 @@ METHOD_SETTINGS = {
     "grafting": {"train.grafting.l1": "2e-3", "train.grafting.n_best": "5"},
     "l2": {"train.l2": "1e-3"},
     "mle": {"train.gtol": "1e-4"},  # fewer passes: the same iterates either way
-    "ifs": {"train.max_features": "6"},
-    "sgc": {"train.max_features": "6"},
-    "bayes-factor": {"train.max_features": "6"},
+    "ifs": {"train.selection.max_features": "6"},
+    "sgc": {"train.selection.max_features": "6"},
+    "bayes-factor": {"train.selection.max_features": "6"},
 }
 
 
@@ -200,7 +200,7 @@ def test_evaluate_under_connect_loads_the_model_and_scores_as_classic(
     evaluate = ["evaluate", "--model", model_dir, "--input", paths["test"], "--format", "maxent"]
     report = str(tmp_path / "eval.json")
     proc = cli([*evaluate, "--report", report, "--set", "data.in_process_max_events=0"], server.url)
-    remote = json.loads(proc.stdout.strip().splitlines()[-1])
+    remote = json.loads(proc.stdout[proc.stdout.index("{") :])
     test_dir = str(d / "test-classic")
     prepare(spark, [paths["test"]], test_dir, "maxent", vocabulary=model_dir, overwrite=True)
     here = api.evaluate_model(spark, MaxentModel.load(model_dir), test_dir)
