@@ -27,7 +27,7 @@ from sparkmaxent.config.load import train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
-from sparkmaxent.model import MaxentModel
+from sparkmaxent.model import VOCABULARY_DIR, MaxentModel
 
 pytestmark = pytest.mark.connect
 
@@ -202,7 +202,8 @@ def test_evaluate_under_connect_loads_the_model_and_scores_as_classic(
     proc = cli([*evaluate, "--report", report, "--set", "data.in_process_max_events=0"], server.url)
     remote = json.loads(proc.stdout[proc.stdout.index("{") :])
     test_dir = str(d / "test-classic")
-    prepare(spark, [paths["test"]], test_dir, "maxent", vocabulary=model_dir, overwrite=True)
+    vocabulary = os.path.join(model_dir, VOCABULARY_DIR)
+    prepare(spark, [paths["test"]], test_dir, "maxent", vocabulary=vocabulary, overwrite=True)
     here = api.evaluate_model(spark, MaxentModel.load(model_dir), test_dir)
     assert remote["events"] == here["events"] == 100
     assert remote["accuracy"] == pytest.approx(here["accuracy"], abs=0)
