@@ -203,7 +203,15 @@ def test_evaluate_under_connect_loads_the_model_and_scores_as_classic(
     remote = json.loads(proc.stdout[proc.stdout.index("{") :])
     test_dir = str(d / "test-classic")
     vocabulary = os.path.join(model_dir, VOCABULARY_DIR)
-    prepare(spark, [paths["test"]], test_dir, "maxent", vocabulary=vocabulary, overwrite=True)
+    prepare(
+        spark,
+        [paths["test"]],
+        test_dir,
+        "maxent",
+        vocabulary=vocabulary,
+        merge_duplicates=False,  # as evaluate prepares its input
+        overwrite=True,
+    )
     here = api.evaluate_model(spark, MaxentModel.load(model_dir), test_dir)
     assert remote["events"] == here["events"] == 100
     assert remote["accuracy"] == pytest.approx(here["accuracy"], abs=0)
