@@ -31,7 +31,7 @@ def session(cfg: Config, job: str = ""):
     from .backends.session import spark_session
 
     name = f"{cfg.spark.app_name}-{job}" if job else cfg.spark.app_name
-    return spark_session(cfg.spark.master or None, name, cfg.spark.conf)
+    return spark_session(cfg.spark.master or None, name, cfg.spark.conf, cfg.spark.remote or None)
 
 
 def train_model(
@@ -203,7 +203,9 @@ def scratch_for(spark, cfg: Config, near: str | None) -> Iterator[str]:
         with storage.scratch(near or "", cfg.output.scratch_dir) as path:
             yield path
         return
-    master = spark.sparkContext.master
+    from .backends.session import is_connect
+
+    master = spark.conf.get("spark.master", "") if is_connect(spark) else spark.sparkContext.master
     if not master.startswith("local"):
         raise InputError(
             f"evaluating text input on the cluster {master} needs a scratch directory the "

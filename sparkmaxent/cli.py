@@ -501,6 +501,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="SECTION.KEY=VALUE",
             help="override one configuration value, e.g. --set train.grafting.l1=1e-5",
         )
+        p.add_argument(
+            "--remote",
+            metavar="sc://HOST:PORT",
+            help="run on a Spark Connect server (overrides spark.remote; default: "
+            "$SPARK_REMOTE if set)",
+        )
         p.add_argument("--verbose", action="store_true", help="debug logging")
     return parser
 
@@ -513,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         cfg = load_config(args.config, args.overrides)
+        if args.remote:
+            cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, remote=args.remote))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG

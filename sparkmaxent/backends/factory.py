@@ -10,6 +10,7 @@ import logging
 from collections.abc import Callable
 
 from ..data.schema import DatasetInfo
+from ..errors import ConfigError
 from .base import Backend
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,57 @@ def _spark(
     return SparkBackend(spark, dataset_dir, bias=bias, partitions=partitions, **(watchdog or {}))
 
 
-BACKENDS: dict[str, Callable[..., Backend]] = {"local": _local, "spark": _spark}
+def _spark_frame(
+    dataset_dir: str,
+    *,
+    spark=None,
+    bias: bool = False,
+    partitions: int | None = None,
+    watchdog: dict | None = None,
+) -> Backend:
+    """Blocks cached as a DataFrame, DataFrame API only (backends/frame.py):
+    the backend of a Spark Connect session, also usable in a classic one."""
+    from .frame import FrameBackend
+    from .session import spark_session
+
+    if spark is None:
+        spark = spark_session(master=None)
+    timeout = (watchdog or {}).get("pass_timeout_s", 0.0)
+    return FrameBackend(
+        spark, dataset_dir, bias=bias, partitions=partitions, pass_timeout_s=timeout
+    )
+
+
+def _spark_rdd(dataset_dir: str, *, spark=None, **kwargs) -> Backend:
+    """The RDD backend (backends/spark.py); a classic session only."""
+    from .session import is_connect
+
+    if spark is not None and is_connect(spark):
+        raise ConfigError(
+            "train.backend = spark-rdd needs a classic Spark session (RDDs, broadcasts): "
+            "under Spark Connect use spark or spark-frame"
+        )
+    return _spark(dataset_dir, spark=spark, **kwargs)
+
+
+def _spark_auto(dataset_dir: str, *, spark=None, **kwargs) -> Backend:
+    """Per session kind, the faster design (benchmarks/connect.py): the RDD
+    backend in a classic session, the DataFrame backend under Spark Connect
+    (the only one possible there)."""
+    from .session import is_connect, spark_session
+
+    if spark is None:
+        spark = spark_session(master=None)
+    build = _spark_frame if is_connect(spark) else _spark
+    return build(dataset_dir, spark=spark, **kwargs)
+
+
+BACKENDS: dict[str, Callable[..., Backend]] = {
+    "local": _local,
+    "spark": _spark_auto,
+    "spark-rdd": _spark_rdd,
+    "spark-frame": _spark_frame,
+}
 
 
 def in_process(n_events: int, max_events: int) -> bool:
@@ -62,10 +113,10 @@ def in_process(n_events: int, max_events: int) -> bool:
 
 
 def backend_kind(kind: str, n_events: int, max_events: int) -> str:
-    """``kind``, or "local" for a "spark" backend over a dataset small enough
+    """``kind``, or "local" for a "spark*" backend over a dataset small enough
     to train in-process (:func:`in_process`); both give the same objective and
     gradient to 1e-9, so the model is the same."""
-    if kind == "spark" and in_process(n_events, max_events):
+    if kind.startswith("spark") and in_process(n_events, max_events):
         logger.info("%d events <= data.in_process_max_events: training in-process", n_events)
         return "local"
     return kind
@@ -84,8 +135,8 @@ def make_backend(
 
     Parameters
     ----------
-    kind : {"local", "spark"}
-        A key of ``BACKENDS``.
+    kind : {"local", "spark", "spark-rdd", "spark-frame"}
+        A key of ``BACKENDS``; "spark" picks by session kind (``_spark_auto``).
     dataset_dir : str
         A prepared dataset (``dataset.json`` and ``events/``).
     spark : SparkSession or None

@@ -10,6 +10,7 @@ from ..data.schema import EVENTS_DIR, KEYS_DIR, DatasetInfo, block_from_arrow
 from ..errors import InputError
 from ..kernels import MULTICLASS, CandidateBlock, MulticlassBlock
 from ..model import MaxentModel
+from .session import is_connect
 
 # label: the gold label (also one unseen in training); predicted: the model's
 MULTICLASS_OUTPUT = pa.schema(
@@ -129,6 +130,17 @@ def check_key_column(key_col: str, shape: str) -> None:
         )
 
 
+class _Held:
+    """What stands for the model's broadcast under Spark Connect (no
+    broadcasts there): the model itself, carried in the UDF's closure."""
+
+    def __init__(self, value: MaxentModel):
+        self.value = value
+
+    def destroy(self) -> None:
+        pass
+
+
 def predictions(spark, model: MaxentModel, dataset_dir: str):
     """A DataFrame of predictions for a prepared dataset, plus the broadcast
     of the model to destroy once the DataFrame has been consumed. A dataset
@@ -138,7 +150,7 @@ def predictions(spark, model: MaxentModel, dataset_dir: str):
     check_compatible(model, info, dataset_dir)
     schema = MULTICLASS_OUTPUT if info.shape == MULTICLASS else CANDIDATES_OUTPUT
     events = spark.read.parquet(storage.join(dataset_dir, EVENTS_DIR))
-    bc = spark.sparkContext.broadcast(model)
+    bc = _Held(model) if is_connect(spark) else spark.sparkContext.broadcast(model)
 
     def score(batches):
         yield from _score_batches(bc.value, info, batches)

@@ -181,8 +181,54 @@ def provided_conf(under_submit: bool) -> dict[str, str]:
     return {k: v for k, v in read_properties(path).items() if k.startswith("spark.")}
 
 
+REMOTE_ENV = "SPARK_REMOTE"
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (a thin gRPC client:
+    no SparkContext, RDDs, broadcasts or ``_jvm``), told by its class so that
+    the Connect client's own dependencies need not be importable."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def default_parallelism(spark) -> int:
+    """The SparkContext's default parallelism; under Connect (no SparkContext)
+    ``spark.default.parallelism`` if set, else ``spark.sql.shuffle.partitions``."""
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    value = spark.conf.get("spark.default.parallelism", None)
+    return max(1, int(value or spark.conf.get("spark.sql.shuffle.partitions", "8")))
+
+
+def remote_url(remote: str | None = None) -> str | None:
+    """The Spark Connect URL to use: ``remote`` (``spark.remote`` or
+    ``--remote``), else the ``SPARK_REMOTE`` environment variable, else None
+    (a classic session)."""
+    return remote or os.environ.get(REMOTE_ENV) or None
+
+
+def connect_session(remote: str, app_name: str = "sparkmaxent", conf: dict | None = None):
+    """A Spark Connect client session to ``remote`` (``sc://host:port``).
+
+    The server owns the master and its static settings; the client sets the
+    runtime SQL defaults of ``DEFAULT_CONF`` and the TOML's ``conf`` (a static
+    key there draws a warning from pyspark and keeps the server's value)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    settings = {k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")}
+    settings.update({str(k): str(v) for k, v in (conf or {}).items()})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    log.info("Spark Connect session to %s", remote)
+    return builder.getOrCreate()
+
+
 def spark_session(
-    master: str | None = "local[2]", app_name: str = "sparkmaxent", conf: dict | None = None
+    master: str | None = "local[2]",
+    app_name: str = "sparkmaxent",
+    conf: dict | None = None,
+    remote: str | None = None,
 ):
     """Get or create a SparkSession.
 
@@ -194,8 +240,16 @@ def spark_session(
     127.0.0.1, and (outside spark-submit, before the JVM starts)
     SPARK_LOCAL_IP defaults to 127.0.0.1, which keeps the UI and the block
     manager on loopback too.
+
+    With ``remote`` (or ``SPARK_REMOTE`` in the environment), a Spark
+    Connect client session to that server instead (:func:`connect_session`);
+    ``master`` is then the server's business and ignored.
     """
     from pyspark.sql import SparkSession
+
+    url = remote_url(remote)
+    if url:
+        return connect_session(url, app_name, conf)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -278,6 +278,23 @@ def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
     return build
 
 
+def large_var_types(spark) -> bool:
+    """Whether Spark expects Arrow's large_binary for a binary column
+    (``spark.sql.execution.arrow.useLargeVarTypes``)."""
+    value = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
+    return str(value).lower() == "true"
+
+
+def check_pass_weight(name: str, summary: GradientSummary, weight: float) -> None:
+    """The gradient test's own weight sum must be the ``weight`` its gradient
+    was divided by (the total counted when the blocks were cached)."""
+    if summary.lg is not None and not math.isclose(summary.lg.weight, weight, rel_tol=1e-12):
+        raise RuntimeError(
+            f"{name}: the events weigh {summary.lg.weight} in this pass, "
+            f"{weight} when cached: expected the same"
+        )
+
+
 def _unpickle_row(row) -> Block:
     return pickle.loads(row[0])
 
@@ -387,8 +404,7 @@ class SparkBackend:
             frame = read_events_frame(spark, dataset_dir, self.info)
             if partitions is not None:
                 frame = frame.repartition(partitions)
-            large = spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")
-            build = _pickled_blocks(self.info, max_block_nnz, large.lower() == "true")
+            build = _pickled_blocks(self.info, max_block_nnz, large_var_types(spark))
             rdd = frame.mapInArrow(build, "block binary").rdd.map(_unpickle_row)
             rdd.setName(f"{self.name} blocks of {dataset_dir}")
             rdd.persist(level)
@@ -449,12 +465,7 @@ class SparkBackend:
                 .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
                 .treeReduce(_merge, self.depth)
             )
-        # the pass's own weight sum must be the one the gradient was divided by
-        if summary.lg is not None and not math.isclose(summary.lg.weight, weight, rel_tol=1e-12):
-            raise RuntimeError(
-                f"{self.name}: the events weigh {summary.lg.weight} in this pass, "
-                f"{weight} when cached: expected the same"
-            )
+        check_pass_weight(self.name, summary, weight)
         return summary
 
     @contextmanager

@@ -42,6 +42,12 @@ class SparkConfig(Section):
     master: str = key(
         "", 'Spark master; "" leaves it to spark-submit (or local[*] under plain python).'
     )
+    remote: str = key(
+        "",
+        "Spark Connect server, e.g. sc://127.0.0.1:15002 (CLI --remote); "
+        '"" uses the SPARK_REMOTE environment variable if set, else a classic '
+        "session on spark.master. See docs/connect.md.",
+    )
     app_name: str = key("sparkmaxent", "Spark application name.")
     conf: dict = key({}, 'Spark settings, e.g. { "spark.driver.memory" = "4g" }.')
     no_executor_timeout_s: float = key(
@@ -411,8 +417,11 @@ class TrainConfig(Section):
     method: str = key("l2", "Training method.", choices=METHODS)
     backend: str = key(
         "spark",
-        "spark, or local (in-process, for data that fits one machine).",
-        choices=("spark", "local"),
+        "spark (the RDD backend in a classic session, the DataFrame backend under "
+        "Spark Connect), spark-rdd, spark-frame (blocks cached as a DataFrame; "
+        "also in a classic session), or local (in-process, for data that fits "
+        "one machine).",
+        choices=("spark", "spark-rdd", "spark-frame", "local"),
     )
     standardize: bool = key(
         False, "Zero mean, unit variance per predicate (stored with the model)."

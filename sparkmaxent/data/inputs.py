@@ -41,20 +41,36 @@ def expand_inputs(spark, inputs: Iterable[str]) -> list[str]:
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     if not inputs:
         raise InputError("expected at least one input file, directory or glob, got none")
-    jvm = spark._jvm
-    hconf = spark._jsc.hadoopConfiguration()
+    from ..backends.session import is_connect
+
+    list_files = _server_lister(spark) if is_connect(spark) else _hadoop_lister(spark)
     found: set[str] = set()
     for pattern in inputs:
         if not _has_scheme(pattern):
             pattern_q = os.path.abspath(os.path.expanduser(pattern))
         else:
             pattern_q = pattern
-        is_glob = any(c in pattern for c in "*?[{")
-        jpath = jvm.org.apache.hadoop.fs.Path(pattern_q)
+        matched = list_files(pattern_q, any(c in pattern for c in "*?[{"))
+        if not matched:
+            raise InputError(
+                f"expected input files, got nothing matching {pattern!r}"
+                + (f" (looked for {pattern_q})" if pattern_q != pattern else "")
+            )
+        found.update(matched)
+    return sorted(found)
+
+
+def _hadoop_lister(spark):
+    """``list(pattern, is_glob) -> files`` through the driver's Hadoop
+    FileSystem (a classic session)."""
+    jvm = spark._jvm
+    hconf = spark._jsc.hadoopConfiguration()
+
+    def list_files(pattern: str, is_glob: bool) -> list[str]:
+        jpath = jvm.org.apache.hadoop.fs.Path(pattern)
         fs = jpath.getFileSystem(hconf)
-        statuses = fs.globStatus(jpath) or []
         matched: list[str] = []
-        for st in statuses:
+        for st in fs.globStatus(jpath) or []:
             if st.isDirectory():
                 it = fs.listFiles(st.getPath(), True)
                 while it.hasNext():
@@ -64,13 +80,27 @@ def expand_inputs(spark, inputs: Iterable[str]) -> list[str]:
                         matched.append(f.getPath().toString())
             elif not (is_glob and _hidden(st.getPath().getName())):
                 matched.append(st.getPath().toString())
-        if not matched:
-            raise InputError(
-                f"expected input files, got nothing matching {pattern!r}"
-                + (f" (looked for {pattern_q})" if pattern_q != pattern else "")
-            )
-        found.update(matched)
-    return sorted(found)
+        return matched
+
+    return list_files
+
+
+def _server_lister(spark):
+    """``list(pattern, is_glob) -> files`` under Spark Connect (no ``_jvm`` on
+    the client): the server lists them, as the ``binaryFile`` source it
+    reads them with (recursively, hidden files skipped, contents not read)."""
+
+    def list_files(pattern: str, is_glob: bool) -> list[str]:
+        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        try:
+            rows = reader.load(pattern).select("path").collect()
+        except Exception as e:  # AnalysisException: PATH_NOT_FOUND
+            if "PATH_NOT_FOUND" in str(e) or "does not exist" in str(e):
+                return []
+            raise
+        return [str(row[0]) for row in rows]
+
+    return list_files
 
 
 def display_path(uri: str) -> str:

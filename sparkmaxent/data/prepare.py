@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict
 
 from .. import storage
+from ..backends.session import default_parallelism
 from .checks import check_raw, raw_stats
 from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
 from .indexing import index_events
@@ -396,7 +397,7 @@ def _run(
             merge_duplicates=merge_duplicates,
             vocab_info=vocab_info,
             vocabulary=vocabulary,
-            n_parts=partitions or spark.sparkContext.defaultParallelism,
+            n_parts=partitions or default_parallelism(spark),
             quarantine=quarantine,
             require_labels=require_labels,
             in_process_max_events=in_process_max_events,

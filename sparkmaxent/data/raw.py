@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from ..backends.session import default_parallelism
 from ..shapes import MULTICLASS
 from .inputs import display_path, expand_inputs
 from .readers import ParseError, format_spec
@@ -244,7 +245,7 @@ def read_files(spark, inputs: list[str], fmt: str, opts: dict, quarantine: bool)
     )
     files = spark.read.format("binaryFile").load(uris).select("path", "content")
     raw = files.mapInArrow(udf, raw_struct)
-    parallelism = spark.sparkContext.defaultParallelism
+    parallelism = default_parallelism(spark)
     if len(uris) < parallelism:
         # Fewer files than cores parse in fewer tasks; spread their events so
         # the later stages use every core (hashing is deterministic: no sort).

@@ -1,5 +1,7 @@
 """The two file systems behind ``storage``: Hadoop's, through the running
-Spark session, and plain ``os`` for local paths when no session exists.
+Spark session, and plain ``os`` for local paths when no session exists or
+the session is a Spark Connect client (no JVM on the client: its local paths
+are the server's when both share a disk, other schemes are refused).
 
 A path is a URI (``hdfs://``, ``s3a://``, ``abfss://``, ``file:``) or a
 bare path. With a Spark session a bare path is in Hadoop's default file
@@ -43,6 +45,18 @@ def local_path(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
+def connect_active() -> bool:
+    """Whether this process holds an active Spark Connect client session (it
+    has no JVM, so no Hadoop FileSystem: files go through ``os``)."""
+    module = sys.modules.get("pyspark.sql.connect.session")
+    if module is None:
+        return False
+    try:
+        return module.SparkSession.getActiveSession() is not None
+    except Exception:  # the client's dependencies missing: no session either
+        return False
+
+
 class LocalFS:
     """Local paths through ``os``: the in-process backend and unit tests,
     when no Spark session runs."""
@@ -52,6 +66,14 @@ class LocalFS:
     def _p(self, path: str) -> str:
         s = scheme(path)
         if s and s != "file":
+            if connect_active():
+                raise InputError(
+                    f"{path}: under Spark Connect the client has no Hadoop FileSystem, so "
+                    f"sparkmaxent cannot read or write its own files on {s}:// (datasets' "
+                    "dataset.json, models, reports, checkpoints): use local or file: paths "
+                    "that the Connect server shares with this client, or a classic session "
+                    "(docs/connect.md)"
+                )
             raise InputError(
                 f"{path}: a {s}:// path needs the Hadoop FileSystem of a running Spark "
                 "session; without one only local paths can be read or written"

@@ -1,0 +1,223 @@
+"""Per-pass and whole-fit wall time of the three ways to run sparkmaxent on
+Spark (issue 20):
+
+    classic-rdd    classic local session, RDD backend (backends/spark.py)
+    classic-frame  classic local session, DataFrame backend (backends/frame.py)
+    connect-frame  Spark Connect client of a server over the same local
+                   master (started here from pyspark's sbin/), DataFrame backend
+
+Each system runs in its own child process (a Connect client marks its whole
+process as remote) over the same prepared dataset with the same partitions.
+A child caches the blocks, then times, taking turns, ``--repeats`` passes of
+
+    gradient   LossGradTask with the gradient over all P*K features (the
+               grafting gradient test's pass)
+    active     LossGradTask over ``--active`` features (an inner optimizer pass)
+
+and reports their medians; then a whole grafting fit (its wall time and
+passes, and the objective, which must agree across systems). The children
+run one after another, ``--rounds`` times in turn; a row per system and
+task holds the median over rounds. The load average (other processes share
+the machine's cores) is recorded before and after each child.
+
+Usage::
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.connect \\
+        --events 50000 --predicates 5000 --labels 5 --partitions 2 --cores 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks.common import RESULTS, ROOT, timed_interleaved, write_result
+
+SYSTEMS = ("classic-rdd", "classic-frame", "connect-frame")
+logger = logging.getLogger("connect")
+
+
+def make_dataset(directory: str, args) -> None:
+    from benchmarks.pass_overhead import synthetic
+    from sparkmaxent.data.load import write_events
+    from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.kernels import MULTICLASS
+
+    block = synthetic(args.events, args.predicates, args.nnz, args.labels)
+    info = DatasetInfo(MULTICLASS, args.predicates, [f"L{k}" for k in range(args.labels)])
+    write_events(block, directory, info, n_files=args.partitions)
+
+
+def child(system: str, remote: str, directory: str, args) -> dict:
+    """One system's figures (run in a child process)."""
+    from sparkmaxent.backends.frame import FrameBackend
+    from sparkmaxent.backends.session import spark_session
+    from sparkmaxent.backends.spark import SparkBackend
+    from sparkmaxent.config import train_config
+    from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.kernels import LossGradTask, Weights
+    from sparkmaxent.train import train
+
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": "2g"}
+    spark = spark_session(f"local[{args.cores}]", f"bench-{system}", conf, remote or None)
+    info = DatasetInfo.load(directory)
+    space = info.space(True)
+    rng = np.random.default_rng(1)
+    ids = np.sort(rng.choice(space.n_features, size=args.active, replace=False))
+    weights = Weights(ids, rng.normal(scale=0.1, size=args.active))
+    tasks = {
+        "gradient": LossGradTask(space, weights, None, None),
+        "active": LossGradTask(space, weights, None, ids),
+    }
+    cls = SparkBackend if system == "classic-rdd" else FrameBackend
+
+    def backend():
+        return cls(spark, directory, info, bias=True, partitions=args.partitions)
+
+    out: dict = {"load_before": round(os.getloadavg()[0], 2)}
+    t0 = time.perf_counter()
+    b = backend()
+    out["cache_s"] = time.perf_counter() - t0
+    fns = {key: (lambda task=task: b.run(task)) for key, task in tasks.items()}
+    for key, times in timed_interleaved(fns, args.repeats).items():
+        out[f"{key}_pass_s"] = statistics.median(times)
+    b.close()
+    cfg = train_config(method="grafting", l1=args.l1, n_best=args.n_best, plots=False)
+    with backend() as fit_backend:
+        t0 = time.perf_counter()
+        result = train(fit_backend, cfg)
+        out["fit_s"] = time.perf_counter() - t0
+        out["fit_passes"] = fit_backend.passes
+    out["objective"] = result.report["objective"]
+    out["features"] = int(result.weights.nnz)
+    out["load_after"] = round(os.getloadavg()[0], 2)
+    spark.stop()
+    return out
+
+
+def run_child(system: str, remote: str, directory: str, argv: list[str]) -> dict:
+    env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SPARK_REMOTE", None)
+    cmd = [sys.executable, "-m", "benchmarks.connect", *argv, "--child", system]
+    cmd += ["--dataset", directory, "--remote", remote]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{system} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def rows_of(figures: dict[str, list[dict]]) -> list[dict]:
+    """Rows (system, task, wall_s, passes, per_pass_s): medians over rounds."""
+    rows = []
+    for system, runs in figures.items():
+
+        def med(key: str, runs=runs) -> float:
+            return statistics.median(r[key] for r in runs)
+
+        for task in ("gradient", "active"):
+            wall = med(f"{task}_pass_s")
+            rows.append(
+                {
+                    "system": system,
+                    "task": f"{task} pass",
+                    "wall_s": round(wall, 4),
+                    "passes": 1,
+                    "per_pass_s": round(wall, 4),
+                }
+            )
+        fit, passes = med("fit_s"), int(med("fit_passes"))
+        rows.append(
+            {
+                "system": system,
+                "task": "grafting fit",
+                "wall_s": round(fit, 3),
+                "passes": passes,
+                "per_pass_s": round(fit / passes, 4),
+                "objective": runs[0]["objective"],
+                "features": runs[0]["features"],
+                "cache_s": round(med("cache_s"), 3),
+            }
+        )
+    return rows
+
+
+def ratios(rows: list[dict]) -> dict:
+    """connect-frame / classic-rdd and classic-frame / classic-rdd per task."""
+    by = {(r["system"], r["task"]): r["per_pass_s"] for r in rows}
+    out = {}
+    for system in ("classic-frame", "connect-frame"):
+        for task in ("gradient pass", "active pass", "grafting fit"):
+            if (system, task) in by and ("classic-rdd", task) in by:
+                key = f"{system}/classic-rdd {task} per pass"
+                out[key] = round(by[(system, task)] / by[("classic-rdd", task)], 3)
+    return out
+
+
+def parse(argv: list[str] | None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=50_000)
+    ap.add_argument("--predicates", type=int, default=5_000)
+    ap.add_argument("--nnz", type=float, default=12.0)
+    ap.add_argument("--labels", type=int, default=5)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--active", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--l1", type=float, default=1e-3)
+    ap.add_argument("--n-best", type=int, default=20)
+    ap.add_argument("--cores", type=int, default=2, help="local[N] of both kinds of session")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--out", default=os.path.join(RESULTS, "connect.json"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--dataset", help=argparse.SUPPRESS)
+    ap.add_argument("--remote", default="", help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.child:
+        remote = args.remote if args.child.startswith("connect") else ""
+        print(json.dumps(child(args.child, remote, args.dataset, args)))
+        return 0
+    from tests.e2e.connect import connect_server
+
+    systems = args.systems.split(",")
+    tmp = tempfile.mkdtemp(prefix="bench-connect-")
+    figures: dict[str, list[dict]] = {s: [] for s in systems}
+    try:
+        make_dataset(os.path.join(tmp, "data"), args)
+        with connect_server(cores=args.cores, memory="2g") as srv:
+            for r in range(args.rounds):
+                for system in systems:
+                    figures[system].append(run_child(system, srv.url, tmp + "/data", argv))
+                    logger.info("round %d %s: %s", r, system, figures[system][-1])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rows = rows_of(figures)
+    write_result(
+        args.out,
+        rows,
+        args={k: v for k, v in vars(args).items() if k not in ("child", "dataset", "remote")},
+        ratios=ratios(rows),
+        runs=figures,
+        note="shared machine: load averages per child run are in runs[*].load_before/after",
+    )
+    print(json.dumps({"rows": rows, "ratios": ratios(rows)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""A throwaway Spark Connect server on 127.0.0.1, for tests and benchmarks.
+
+Started with pyspark's own ``sbin/start-connect-server.sh`` (it ships in the
+pyspark wheel, with ``jars/spark-connect_*.jar``) over a ``local[N]``
+master, the gRPC service bound to 127.0.0.1 on a free port, and its logs,
+pid file and local directories in one temporary directory::
+
+    from tests.e2e.connect import connect_server
+
+    with connect_server() as server:
+        spark = SparkSession.builder.remote(server.url).getOrCreate()
+
+The server's Python workers run this interpreter with the repository on
+``PYTHONPATH`` (so they import this checkout's ``sparkmaxent``). On exit:
+``sbin/stop-connect-server.sh``, then SIGKILL to the server if it is still
+there, and the temporary directory is removed. Every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tests.e2e.cluster import LOOPBACK, _tail, free_port, spark_home
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass
+class ConnectServer:
+    """A running Spark Connect server: ``url`` (``sc://127.0.0.1:PORT``)
+    for ``SparkSession.builder.remote``, its ``log`` file and ``pid``."""
+
+    url: str
+    port: int
+    base_dir: str
+    log: str
+    pid: int
+
+    def logs(self, lines: int = 40) -> str:
+        return f"--- Spark Connect server log ({self.log}) ---\n{_tail(self.log, lines)}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _env(base: str, ident: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SPARK_REMOTE", None)
+    env.update(
+        SPARK_HOME=spark_home(),
+        SPARK_LOCAL_IP=LOOPBACK,
+        SPARK_LOG_DIR=os.path.join(base, "logs"),
+        SPARK_PID_DIR=os.path.join(base, "pid"),
+        SPARK_IDENT_STRING=ident,
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p),
+    )
+    return env
+
+
+def _wait_started(port: int, pid_glob: str, base: str, timeout: float) -> int:
+    """The server's pid once its gRPC port accepts connections; RuntimeError
+    with the log's end when it dies or ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    pid = 0
+    while time.monotonic() < deadline:
+        files = glob.glob(pid_glob)
+        if files and not pid:
+            with open(files[0]) as f:
+                pid = int(f.read().strip() or 0)
+        if pid and not _alive(pid):
+            break
+        if pid and _listening(port):
+            return pid
+        time.sleep(0.5)
+    logs = glob.glob(os.path.join(base, "logs", "*.out"))
+    tail = _tail(logs[0]) if logs else "<no log>"
+    raise RuntimeError(f"the Spark Connect server did not start on port {port}:\n{tail}")
+
+
+@contextlib.contextmanager
+def connect_server(
+    cores: int = 2, memory: str = "1g", conf: dict[str, str] | None = None, timeout: float = 120.0
+) -> Iterator[ConnectServer]:
+    """Start a Spark Connect server over ``local[cores]``; stop it on exit."""
+    home = spark_home()
+    start = os.path.join(home, "sbin", "start-connect-server.sh")
+    stop = os.path.join(home, "sbin", "stop-connect-server.sh")
+    if not os.path.isfile(start):
+        raise FileNotFoundError(f"expected {start} (pyspark's wheel ships it), it does not exist")
+    base = tempfile.mkdtemp(prefix="sparkmaxent-connect-")
+    ident = f"sparkmaxent-{uuid.uuid4().hex[:8]}"
+    env = _env(base, ident)
+    port = free_port()
+    settings = {
+        "spark.connect.grpc.binding.address": LOOPBACK,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.host": LOOPBACK,
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.ui.enabled": "false",
+        "spark.local.dir": os.path.join(base, "local"),
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "4",
+        **(conf or {}),
+    }
+    args = ["--master", f"local[{cores}]", "--driver-memory", memory]
+    for key, value in settings.items():
+        args += ["--conf", f"{key}={value}"]
+    pid = 0
+    try:
+        subprocess.run(
+            ["bash", start, *args], env=env, cwd=base, check=True, timeout=60, capture_output=True
+        )
+        pid_glob = os.path.join(base, "pid", f"spark-{ident}-*.pid")
+        pid = _wait_started(port, pid_glob, base, timeout)
+        logs = glob.glob(os.path.join(base, "logs", "*.out"))
+        yield ConnectServer(f"sc://{LOOPBACK}:{port}", port, base, logs[0] if logs else "", pid)
+    finally:
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            subprocess.run(["bash", stop], env=env, timeout=30, capture_output=True)
+        deadline = time.monotonic() + 15
+        while pid and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if pid and _alive(pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(base, ignore_errors=True)
