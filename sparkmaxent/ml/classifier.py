@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -120,6 +123,27 @@ class MaxEntClassifier(Estimator, MaxEntParams, DefaultParamsReadable, DefaultPa
         return self._set(weightCol=value)
 
     def _fit(self, dataset) -> MaxEntClassificationModel:
+        with self._prepared(dataset) as prepared:
+            return self._train(prepared)
+
+    def fitMultiple(self, dataset, paramMaps):
+        """One model per param map (CrossValidator, TrainValidationSplit),
+        all trained on one preparation of ``dataset`` when the maps change
+        training Params only."""
+        from pyspark.ml.base import _FitMultipleIterator
+
+        names = {p.name for p in data_params(self)}
+        if any(p.name in names for pm in paramMaps for p in pm):
+            return super().fitMultiple(dataset, paramMaps)
+        with self._prepared(dataset) as prepared:
+            models = [self.copy(pm)._train(prepared) for pm in paramMaps]
+        return _FitMultipleIterator(lambda i: models[i], len(models))
+
+    @contextmanager
+    def _prepared(self, dataset) -> Iterator[Prepared]:
+        """``dataset`` prepared (``prepare_table``) into a scratch directory
+        under checkpointDir (else output.scratch_dir, else the driver's
+        temporary directory), removed on exit."""
         from .. import api
         from ..data.prepare import prepare_table
 
@@ -145,17 +169,42 @@ class MaxEntClassifier(Estimator, MaxEntParams, DefaultParamsReadable, DefaultPa
             )
             numeric = is_numeric(dataset, label_col)
             classes, n_classes = label_classes(list(info.labels), numeric, label_col)
-            maxent, report = api.train_model(spark, cfg, train_dir)
-        # the scratch dictionary is gone: the model's vocabulary is its used features
+            yield Prepared(spark, train_dir, classes, n_classes, numeric)
+
+    def _train(self, prepared: Prepared) -> MaxEntClassificationModel:
+        """Train this estimator's configuration on a prepared dataset with
+        ``api.train_model`` (what ``sparkmaxent train`` runs)."""
+        from .. import api
+
+        maxent, report = api.train_model(prepared.spark, self.training_config(), prepared.train_dir)
+        # the scratch dictionary goes away: the model's vocabulary is its used features
         maxent = dataclasses.replace(maxent, dictionary="")
-        model = MaxEntClassificationModel(maxent, classes, n_classes, numeric, report)
+        model = MaxEntClassificationModel(
+            maxent, prepared.classes, prepared.n_classes, prepared.numeric, report
+        )
         return self._copyValues(model)
+
+
+def data_params(est: MaxEntParams) -> tuple:
+    """Params that change what ``fit`` prepares (``config`` may hold data keys)."""
+    return (est.featuresCol, est.labelCol, est.weightCol, est.checkpointDir, est.config)
+
+
+@dataclass
+class Prepared:
+    """A training DataFrame prepared for ``api.train_model``, with its label mapping."""
+
+    spark: Any
+    train_dir: str
+    classes: np.ndarray
+    n_classes: int
+    numeric: bool
 
 
 class MaxEntClassificationModel(Model, MaxEntParams, MaxEntWritable, MaxEntReadable):
     """A trained model; ``transform`` adds rawPrediction (``Vector`` of the
-    scores w . f(x, k) + b_k), probability (``Vector``) and prediction
-    (``double`` class index) and keeps every input column."""
+    scores w . f(x, k) + b_k, centered per row), probability (``Vector``)
+    and prediction (``double`` class index) and keeps every input column."""
 
     def __init__(
         self,

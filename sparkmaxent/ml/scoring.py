@@ -76,9 +76,11 @@ class Scorer:
         return X
 
     def multiclass(self, names: pa.Array, values: pa.Array) -> pa.StructArray:
-        """prediction, probability and raw scores (S[i, k] = w . f(x_i, k) +
-        b_k) of each row, by output class; a class the model never saw has
-        probability 0 and raw score -inf."""
+        """prediction, probability and raw scores of each row, by output
+        class. The raw scores are S[i, k] = w . f(x_i, k) + b_k less their
+        row mean, so softmax(raw) = probability and, with two classes, raw =
+        [-d/2, d/2] grows with p(class 1) as BinaryClassificationEvaluator
+        expects; a class the model never saw has probability 0 and raw -inf."""
         m = len(names)
         K = self.model.space.n_labels
         block = MulticlassBlock(self.matrix(names, values, m), np.zeros(m, np.int64), np.ones(m), K)
@@ -88,7 +90,7 @@ class Scorer:
         P = row_softmax(S)[1]
         raw = np.full((m, self.n_classes), -np.inf)
         prob = np.zeros((m, self.n_classes))
-        raw[:, self.classes], prob[:, self.classes] = S, P
+        raw[:, self.classes], prob[:, self.classes] = S - S.mean(axis=1)[:, None], P
         offsets = pa.array(np.arange(0, m * self.n_classes + 1, self.n_classes, dtype=np.int32))
         return pa.StructArray.from_arrays(
             [
