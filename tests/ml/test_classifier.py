@@ -9,12 +9,11 @@ from chispa import assert_df_equality
 
 from sparkmaxent import cli
 from sparkmaxent.errors import InputError
-from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
+from sparkmaxent.ml import MaxEntClassifier
 from sparkmaxent.model import MaxentModel
 
+from .conftest import GRAFTING
 from .data import events, frame
-
-GRAFTING = {"method": "grafting", "l1": 0.01}
 
 
 def schema_of(ddl: str):
@@ -30,16 +29,6 @@ def schema_of(ddl: str):
             for f in parts.fields
         ]
     )
-
-
-@pytest.fixture(scope="module")
-def df(spark):
-    return frame(spark)
-
-
-@pytest.fixture(scope="module")
-def model(df) -> MaxEntClassificationModel:
-    return MaxEntClassifier(**GRAFTING).fit(df)
 
 
 def test_transform_keeps_every_input_column_and_value(spark, model):
