@@ -60,7 +60,7 @@ def labels_of(
             where = (
                 src.where(nc["file_index"], nc["line"])
                 if src.table is None
-                else f"table {src.table}"
+                else f"table {src.table}, event {nc['event_id']}"
             )
             raise InputError(
                 f"{where}: expected at least one correct candidate in a training "

@@ -20,7 +20,7 @@ from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
 from .load import dataset_fingerprints
 from .publish import write_events, write_features
-from .raw import KIND_EVENT, RawSource, read_files, read_table
+from .raw import KIND_EVENT, RawSource, read_candidate_table, read_files, read_table
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
 
@@ -188,6 +188,86 @@ def prepare_table(
         table,
         label_col=label_col,
         features_col=features_col,
+        weight_col=weight_col,
+        values_col=values_col,
+    )
+    return _run(
+        spark,
+        src,
+        out_dir,
+        cutoff=cutoff,
+        merge_duplicates=merge_duplicates,
+        vocabulary=vocabulary,
+        partitions=partitions,
+        quarantine=False,
+        overwrite=overwrite,
+        require_labels=require_labels,
+        lock_stale_s=lock_stale_s,
+        t0=t0,
+    )
+
+
+def prepare_candidate_table(
+    spark,
+    table,
+    out_dir: str,
+    *,
+    group_col: str = "group",
+    features_col: str = "features",
+    correct_col: str = "correct",
+    weight_col: str | None = None,
+    values_col: str | None = None,
+    cutoff: int = 0,
+    merge_duplicates: bool = True,
+    vocabulary: str | None = None,
+    partitions: int | None = None,
+    overwrite: bool = False,
+    require_labels: bool = True,
+    lock_stale_s: float = 0.0,
+) -> DatasetInfo:
+    """Prepare a Spark DataFrame or table of candidate sets, one row per
+    candidate: the same dataset as the ``tadm`` reader gives for the same
+    events (``raw.read_candidate_table``).
+
+    Parameters
+    ----------
+    spark : SparkSession
+    table : DataFrame or str
+        A DataFrame, or the name of a table in the catalog.
+    out_dir : str
+        As in :func:`prepare`.
+    group_col : str
+        The candidate set (event) a row belongs to; an integer group id is
+        the event id.
+    features_col, values_col : str
+        The candidate's features, as in :func:`prepare_table`.
+    correct_col : str
+        Boolean, or numeric with > 0 meaning correct (TADM's score); an
+        event may have several correct candidates.
+    weight_col : str, optional
+        Numeric event weight (default 1.0), the same on every row of a group.
+    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels, lock_stale_s
+        As in :func:`prepare`.
+
+    Returns
+    -------
+    DatasetInfo
+
+    Raises
+    ------
+    InputError
+        The errors of :func:`prepare_table` for these columns, a correct
+        column that is neither boolean nor numeric, and weights that differ
+        within a group (the column and group are named).
+    """
+    storage.refuse_existing(out_dir, overwrite, "output directory")
+    t0 = time.perf_counter()
+    src = read_candidate_table(
+        spark,
+        table,
+        group_col=group_col,
+        features_col=features_col,
+        correct_col=correct_col,
         weight_col=weight_col,
         values_col=values_col,
     )
@@ -398,4 +478,4 @@ def info_summary(info: DatasetInfo) -> dict:
     return d
 
 
-__all__ = ["prepare", "prepare_table", "run_prepare", "info_summary"]
+__all__ = ["prepare", "prepare_table", "prepare_candidate_table", "run_prepare", "info_summary"]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..shapes import MULTICLASS
+from ..shapes import CANDIDATES, MULTICLASS
 from .columns import names_and_values
 from .inputs import display_path, expand_inputs
 from .readers import MAX_ABS_VALUE, InputError, ParseError, format_spec
@@ -268,11 +268,11 @@ def read_table(
     from pyspark.sql import functions as F
 
     df, name = _table_frame(spark, table)
-    _check_table_columns(df, name, label_col, weight_col)
+    _check_table_columns(df, name, {label_col: "label"}, weight_col)
     names, values = names_and_values(df, name, features_col, values_col)
     weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
     _check_table_values(
-        df, name, weight, names, values, label_col, features_col, weight_col, values_col
+        df, name, weight, names, values, {label_col: "labels"}, features_col, weight_col, values_col
     )
     raw = df.select(
         F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
@@ -299,6 +299,117 @@ def read_table(
     return RawSource(raw, MULTICLASS, [name], source, table=name)
 
 
+def read_candidate_table(
+    spark,
+    table,
+    *,
+    group_col: str,
+    features_col: str,
+    correct_col: str,
+    weight_col: str | None,
+    values_col: str | None,
+) -> RawSource:
+    """Raw candidate-set events of a DataFrame or catalog table with one row
+    per candidate (``prepare_candidate_table``), after the checks of
+    :func:`read_table`.
+
+    The rows of a group form one event, its candidates in the table's row
+    order, as the lines of a TADM event. A candidate is correct when its
+    ``correct_col`` is true (boolean) or > 0 (numeric: TADM's score). The
+    event id is the group id when ``group_col`` is an integer column (so a
+    table of TADM's events numbered 0, 1, ... prepares as TADM text does),
+    else the position of the group's first row. The weight column, if any,
+    must hold one weight per group.
+    """
+    from pyspark.sql import functions as F
+
+    df, name = _table_frame(spark, table)
+    _check_table_columns(df, name, {group_col: "group", correct_col: "correct"}, weight_col)
+    correct = _correct_flag(df, name, correct_col)
+    names, values = names_and_values(df, name, features_col, values_col)
+    weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
+    not_null = {group_col: "group ids", correct_col: "correct flags"}
+    _check_table_values(
+        df, name, weight, names, values, not_null, features_col, weight_col, values_col
+    )
+    cands = df.select(
+        F.col(group_col).alias("g"),
+        F.struct(
+            F.monotonically_increasing_id().alias("row"),
+            correct.alias("correct"),
+            names.alias("names"),
+            values.alias("values"),
+        ).alias("c"),
+        weight.alias("w"),
+    )
+    events = cands.groupBy("g").agg(
+        F.array_sort(F.collect_list("c")).alias("cs"),  # row order: rows are unique
+        F.min("w").alias("weight"),
+        F.max("w").alias("w_max"),
+    )
+    if weight_col:
+        _check_one_weight_per_group(events, name, weight_col, group_col)
+    integral = dict(df.dtypes)[group_col] in ("tinyint", "smallint", "int", "bigint")
+    event_id = F.col("g").cast("long") if integral else F.col("cs")[0]["row"]
+    raw = events.select(
+        F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
+        F.lit(0).alias("file_index"),
+        F.lit(None).cast("long").alias("line"),
+        F.transform("cs", lambda c: c["correct"]).alias("correct"),
+        F.transform("cs", lambda c: F.size(c["names"])).alias("cand_nnz"),
+        F.flatten(F.transform("cs", lambda c, i: F.array_repeat(i, F.size(c["names"])))).alias(
+            "cand"
+        ),
+        "weight",
+        F.flatten(F.transform("cs", lambda c: c["names"])).alias("features"),
+        F.flatten(F.transform("cs", lambda c: c["values"])).alias("values"),
+        event_id.alias("event_id"),
+        F.lit(None).cast("string").alias("reason"),
+        F.lit(None).cast("string").alias("text"),
+    ).withColumn("group", F.col("event_id"))
+    source = {
+        "format": "table",
+        "inputs": [name],
+        "options": {
+            "group_col": group_col,
+            "features_col": features_col,
+            "correct_col": correct_col,
+            "weight_col": weight_col,
+            "values_col": values_col,
+        },
+    }
+    return RawSource(raw, CANDIDATES, [name], source, table=name)
+
+
+def _correct_flag(df, name: str, correct_col: str):
+    """The boolean expression of a candidate's correct column: a boolean, or
+    a number > 0 (TADM's score)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, NumericType
+
+    ctype = df.schema[correct_col].dataType
+    if isinstance(ctype, BooleanType):
+        return F.col(correct_col)
+    if isinstance(ctype, NumericType):
+        return F.col(correct_col) > 0
+    raise InputError(
+        f"{name}: expected column {correct_col!r} of type boolean or numeric (> 0: "
+        f"correct), got {ctype.simpleString()}"
+    )
+
+
+def _check_one_weight_per_group(events, name: str, weight_col: str, group_col: str) -> None:
+    """A candidate set has one weight: every row of a group the same."""
+    from pyspark.sql import functions as F
+
+    bad = events.where(F.col("weight") != F.col("w_max")).select("g", "weight", "w_max").first()
+    if bad is not None:
+        raise InputError(
+            f"{name}: column {weight_col!r}: expected one weight per group of "
+            f"{group_col!r}, got {bad['weight']:g} and {bad['w_max']:g} in group {bad['g']!r}"
+        )
+
+
 def _table_frame(spark, table):
     """(DataFrame, name for messages) of a DataFrame or a catalog table name."""
     from pyspark.sql import DataFrame
@@ -311,9 +422,10 @@ def _table_frame(spark, table):
     return spark.table(name), name
 
 
-def _check_table_columns(df, name: str, label_col: str, weight_col: str | None) -> None:
-    """The label column exists; the weight column, if any, exists and is numeric
-    (the features column is checked by ``columns.names_and_values``)."""
+def _check_table_columns(df, name: str, required: dict[str, str], weight_col: str | None) -> None:
+    """The ``required`` columns (name -> role) exist; the weight column, if
+    any, exists and is numeric (the features column is checked by
+    ``columns.names_and_values``)."""
     from pyspark.sql.types import NumericType
 
     fields = {f.name: f.dataType for f in df.schema.fields}
@@ -324,7 +436,8 @@ def _check_table_columns(df, name: str, label_col: str, weight_col: str | None) 
                 f"{name}: expected a {role} column named {col!r}, got columns {list(fields)}"
             )
 
-    need(label_col, "label")
+    for col, role in required.items():
+        need(col, role)
     if weight_col is not None:
         need(weight_col, "weight")
         if not isinstance(fields[weight_col], NumericType):
@@ -340,13 +453,15 @@ def _check_table_values(
     weight,
     names,
     values,
-    label_col: str,
+    not_null: dict[str, str],
     features_col: str,
     weight_col: str | None,
     values_col: str | None,
 ) -> None:
-    """No nulls, NaN or infinite values, no negative weights: one pass over ``df``.
-    ``names``/``values`` are the features as ``columns.names_and_values`` reads them."""
+    """No nulls (in the ``not_null`` columns: name -> what they hold, and
+    the features), NaN or infinite values, no negative weights: one pass over
+    ``df``. ``names``/``values`` are the features as
+    ``columns.names_and_values`` reads them."""
     from pyspark.sql import functions as F
 
     inf = float("inf")
@@ -356,8 +471,14 @@ def _check_table_values(
         return F.isnan(c) | c.isin(inf, -inf)
 
     # (column, what must not occur, rows where it occurs), checked in one pass
+    floats = {c for c, t in df.dtypes if t in ("float", "double")}
     checks = [
-        (label_col, "null labels", F.col(label_col).isNull()),
+        (col, f"null or NaN {what}", F.col(col).isNull() | F.isnan(col))
+        if col in floats
+        else (col, f"null {what}", F.col(col).isNull())
+        for col, what in not_null.items()
+    ]
+    checks += [
         (features_col, "null feature lists", F.col(features_col).isNull()),
         (features_col, "rows with null feature names", F.exists(names, lambda x: x.isNull())),
         (
@@ -395,4 +516,12 @@ def _check_table_values(
             raise InputError(f"{name}: column {col!r}: expected no {what}, got {counts[f'c{i}']}")
 
 
-__all__ = ["RawSource", "read_files", "read_table", "FILE_SHIFT", "KIND_EVENT", "KIND_ERROR"]
+__all__ = [
+    "RawSource",
+    "read_files",
+    "read_table",
+    "read_candidate_table",
+    "FILE_SHIFT",
+    "KIND_EVENT",
+    "KIND_ERROR",
+]
