@@ -2,5 +2,6 @@
 persistence and tuning (docs/python-api.md)."""
 
 from .classifier import MaxEntClassificationModel, MaxEntClassifier
+from .ranking import MaxEntRanker, MaxEntRankingModel
 
-__all__ = ["MaxEntClassifier", "MaxEntClassificationModel"]
+__all__ = ["MaxEntClassifier", "MaxEntClassificationModel", "MaxEntRanker", "MaxEntRankingModel"]

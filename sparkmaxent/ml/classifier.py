@@ -19,20 +19,15 @@ column, so index string labels first (``StringIndexer``) to evaluate.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from pyspark import keyword_only
-from pyspark.ml import Estimator, Model
+from pyspark.ml import Model
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
 from ..errors import InputError
 from ..model import MaxentModel
+from .base import MaxEntEstimator
 from .params import MaxEntParams
 from .persistence import MaxEntReadable, MaxEntWritable
 from .scoring import Scorer, score_column
@@ -67,7 +62,7 @@ def is_numeric(df, col: str) -> bool:
     return isinstance(fields.get(col), NumericType)
 
 
-class MaxEntClassifier(Estimator, MaxEntParams, DefaultParamsReadable, DefaultParamsWritable):
+class MaxEntClassifier(MaxEntEstimator, MaxEntParams, DefaultParamsReadable, DefaultParamsWritable):
     """Sparse conditional maxent (multinomial logistic regression) with the
     project's training methods and feature selection.
 
@@ -76,129 +71,40 @@ class MaxEntClassifier(Estimator, MaxEntParams, DefaultParamsReadable, DefaultPa
     labelCol, weightCol, predictionCol, probabilityCol, rawPredictionCol;
     method, regParam, elasticNetParam, l1, l2, nBest, maxRounds, maxFeatures,
     standardization (default false, unlike MLlib), tol, maxIter,
-    checkpointDir and config (other keys by dotted name). regParam and
-    elasticNetParam mean MLlib's penalty on the loss averaged over event
+    checkpointDir, warmStart and config (other keys by dotted name). regParam
+    and elasticNetParam mean MLlib's penalty on the loss averaged over event
     weight (``params.penalty_keys``).
     """
-
-    _input_kwargs: dict[str, Any]
-
-    @keyword_only
-    def __init__(self, **kwargs) -> None:
-        super().__init__()
-        self._set(**self._input_kwargs)
-
-    @keyword_only
-    def setParams(self, **kwargs) -> MaxEntClassifier:
-        return self._set(**self._input_kwargs)
-
-    def setMethod(self, value: str) -> MaxEntClassifier:
-        return self._set(method=value)
-
-    def setRegParam(self, value: float) -> MaxEntClassifier:
-        return self._set(regParam=value)
-
-    def setElasticNetParam(self, value: float) -> MaxEntClassifier:
-        return self._set(elasticNetParam=value)
-
-    def setL1(self, value: float) -> MaxEntClassifier:
-        return self._set(l1=value)
-
-    def setL2(self, value: float) -> MaxEntClassifier:
-        return self._set(l2=value)
-
-    def setNBest(self, value: int) -> MaxEntClassifier:
-        return self._set(nBest=value)
-
-    def setConfig(self, value: dict) -> MaxEntClassifier:
-        return self._set(config=value)
-
-    def setFeaturesCol(self, value: str) -> MaxEntClassifier:
-        return self._set(featuresCol=value)
 
     def setLabelCol(self, value: str) -> MaxEntClassifier:
         return self._set(labelCol=value)
 
-    def setWeightCol(self, value: str) -> MaxEntClassifier:
-        return self._set(weightCol=value)
+    def _data_params(self) -> tuple:
+        return (*super()._data_params(), self.labelCol)
 
-    def _fit(self, dataset) -> MaxEntClassificationModel:
-        with self._prepared(dataset) as prepared:
-            return self._train(prepared)
-
-    def fitMultiple(self, dataset, paramMaps):
-        """One model per param map (CrossValidator, TrainValidationSplit),
-        all trained on one preparation of ``dataset`` when the maps change
-        training Params only."""
-        from pyspark.ml.base import _FitMultipleIterator
-
-        names = {p.name for p in data_params(self)}
-        if any(p.name in names for pm in paramMaps for p in pm):
-            return super().fitMultiple(dataset, paramMaps)
-        with self._prepared(dataset) as prepared:
-            models = [self.copy(pm)._train(prepared) for pm in paramMaps]
-        return _FitMultipleIterator(lambda i: models[i], len(models))
-
-    @contextmanager
-    def _prepared(self, dataset) -> Iterator[Prepared]:
-        """``dataset`` prepared (``prepare_table``) into a scratch directory
-        under checkpointDir (else output.scratch_dir, else the driver's
-        temporary directory), removed on exit."""
-        from .. import api
+    def _prepare_into(self, spark, dataset, train_dir: str, cfg) -> dict:
         from ..data.prepare import prepare_table
 
-        cfg = self.training_config()
-        spark = dataset.sparkSession
         label_col = self.getLabelCol()
-        weight_col = self.getOrDefault(self.weightCol) if self.isDefined(self.weightCol) else None
-        scratch = dataclasses.replace(
-            cfg.output, scratch_dir=self.getOrDefault(self.checkpointDir) or cfg.output.scratch_dir
+        info = prepare_table(
+            spark,
+            dataset,
+            train_dir,
+            label_col=label_col,
+            features_col=self.getFeaturesCol(),
+            weight_col=self.weight_col(),
+            partitions=cfg.data.partitions or None,
+            overwrite=True,
+            lock_stale_s=cfg.output.lock_stale_s,
         )
-        with api.scratch_for(spark, dataclasses.replace(cfg, output=scratch), None) as work:
-            train_dir = f"{work}/train"
-            info = prepare_table(
-                spark,
-                dataset,
-                train_dir,
-                label_col=label_col,
-                features_col=self.getFeaturesCol(),
-                weight_col=weight_col or None,
-                partitions=cfg.data.partitions or None,
-                overwrite=True,
-                lock_stale_s=cfg.output.lock_stale_s,
-            )
-            numeric = is_numeric(dataset, label_col)
-            classes, n_classes = label_classes(list(info.labels), numeric, label_col)
-            yield Prepared(spark, train_dir, classes, n_classes, numeric)
+        numeric = is_numeric(dataset, label_col)
+        classes, n_classes = label_classes(list(info.labels), numeric, label_col)
+        return {"classes": classes, "n_classes": n_classes, "numeric": numeric}
 
-    def _train(self, prepared: Prepared) -> MaxEntClassificationModel:
-        """Train this estimator's configuration on a prepared dataset with
-        ``api.train_model`` (what ``sparkmaxent train`` runs)."""
-        from .. import api
-
-        maxent, report = api.train_model(prepared.spark, self.training_config(), prepared.train_dir)
-        # the scratch dictionary goes away: the model's vocabulary is its used features
-        maxent = dataclasses.replace(maxent, dictionary="")
-        model = MaxEntClassificationModel(
-            maxent, prepared.classes, prepared.n_classes, prepared.numeric, report
+    def _model(self, maxent: MaxentModel, report: dict, extra: dict):
+        return MaxEntClassificationModel(
+            maxent, extra["classes"], extra["n_classes"], extra["numeric"], report
         )
-        return self._copyValues(model)
-
-
-def data_params(est: MaxEntParams) -> tuple:
-    """Params that change what ``fit`` prepares (``config`` may hold data keys)."""
-    return (est.featuresCol, est.labelCol, est.weightCol, est.checkpointDir, est.config)
-
-
-@dataclass
-class Prepared:
-    """A training DataFrame prepared for ``api.train_model``, with its label mapping."""
-
-    spark: Any
-    train_dir: str
-    classes: np.ndarray
-    n_classes: int
-    numeric: bool
 
 
 class MaxEntClassificationModel(Model, MaxEntParams, MaxEntWritable, MaxEntReadable):

@@ -106,15 +106,8 @@ def _config_converter(value: Any) -> dict:
     return flat
 
 
-class MaxEntParams(
-    HasFeaturesCol,
-    HasLabelCol,
-    HasWeightCol,
-    HasPredictionCol,
-    HasProbabilityCol,
-    HasRawPredictionCol,
-):
-    """Params shared by the estimator and its model."""
+class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabilityCol):
+    """The training Params every estimator (and its model) has."""
 
     method = Param(
         Params._dummy(),
@@ -197,6 +190,14 @@ class MaxEntParams(
         typeConverter=_config_converter,
     )
 
+    warmStart = Param(
+        Params._dummy(),
+        "warmStart",
+        "fitMultiple (CrossValidator) fits a grafting grid strongest gamma1 first, "
+        "each point from the previous one's weights",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
     def __init__(self) -> None:
         super().__init__()
         defaults = {name: schema_field(key)[0] for name, key in SCHEMA_PARAMS.items()}
@@ -205,9 +206,9 @@ class MaxEntParams(
             regParam=0.0,
             elasticNetParam=0.0,
             checkpointDir="",
+            warmStart=True,
             config={},
             probabilityCol="probability",
-            rawPredictionCol="rawPrediction",
         )
 
     def training_config(self) -> Config:
@@ -235,6 +236,14 @@ class MaxEntParams(
         return config_from_dict(nested(flat), f"{type(self).__name__} params")
 
 
+class MaxEntParams(TrainingParams, HasLabelCol, HasRawPredictionCol):
+    """Params of the classifier and its model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(rawPredictionCol="rawPrediction")
+
+
 def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
     """Schema keys of MLlib's penalty regParam * (alpha ||w||_1 + (1 - alpha)
     / 2 ||w||_2^2) on the loss averaged over event weight, which is how the
@@ -257,4 +266,11 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
     )
 
 
-__all__ = ["MaxEntParams", "SCHEMA_PARAMS", "nested", "penalty_keys", "schema_field"]
+__all__ = [
+    "MaxEntParams",
+    "TrainingParams",
+    "SCHEMA_PARAMS",
+    "nested",
+    "penalty_keys",
+    "schema_field",
+]

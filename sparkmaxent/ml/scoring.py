@@ -127,4 +127,18 @@ def score_column(scorer: Scorer, names, values):
     return score(names, values)
 
 
-__all__ = ["Scorer", "score_column", "SCORES_TYPE"]
+def candidate_score_column(scorer: Scorer, names, values):
+    """A double column: the score w . f(y) of each candidate row of a
+    candidate-set model."""
+    from pyspark.sql.functions import arrow_udf
+
+    assert scorer.model.space.shape != MULTICLASS, "multiclass models: score_column"
+
+    @arrow_udf("double")  # type: ignore[call-overload]
+    def score(n: pa.Array, v: pa.Array) -> pa.Array:
+        return pa.array(scorer.candidates(n, v), pa.float64())
+
+    return score(names, values)
+
+
+__all__ = ["Scorer", "score_column", "candidate_score_column", "SCORES_TYPE"]
