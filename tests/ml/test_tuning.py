@@ -9,7 +9,7 @@ import pytest
 from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
 
 
-def test_cross_validator_over_l1(spark, df, monkeypatch):
+def test_cross_validator_over_l1(spark, df, monkeypatch, tmp_path):
     from pyspark.ml.evaluation import MulticlassClassificationEvaluator
     from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
 
@@ -17,8 +17,10 @@ def test_cross_validator_over_l1(spark, df, monkeypatch):
 
     calls = []
     real = prepare.prepare_table
-    monkeypatch.setattr(prepare, "prepare_table", lambda *a, **k: calls.append(1) or real(*a, **k))
-    est = MaxEntClassifier(method="grafting")
+    record = lambda *a, **k: calls.append(a[2]) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(prepare, "prepare_table", record)
+    scratch = tmp_path / "scratch"
+    est = MaxEntClassifier(method="grafting", checkpointDir=str(scratch))
     grid = ParamGridBuilder().addGrid(est.l1, [0.2, 0.01]).build()
     cv = CrossValidator(
         estimator=est,
@@ -34,6 +36,8 @@ def test_cross_validator_over_l1(spark, df, monkeypatch):
     best = fitted.bestModel
     assert isinstance(best, MaxEntClassificationModel) and best.getOrDefault("l1") == 0.01
     assert len(calls) == 2 + 1  # one preparation per fold, one for the best model's refit
+    assert all(out.startswith(str(scratch)) for out in calls)  # under checkpointDir
+    assert list(scratch.iterdir()) == []  # and removed
 
 
 def test_fit_multiple_matches_separate_fits(df):
