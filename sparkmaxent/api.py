@@ -41,12 +41,15 @@ def train_model(
     heldout_dir: str = "",
     output_dir: str | None = None,
     resume: bool = False,
+    warm_start=None,
 ):
     """Train ``cfg.train.method`` on a prepared dataset; returns (model, report).
 
     Selection methods checkpoint every round into ``<output_dir>/checkpoint``
     and write their plots to ``<output_dir>/plots``; ``resume`` continues
-    from that checkpoint."""
+    from that checkpoint. ``warm_start``: grafting's warm start (weights over this
+    dataset's candidate space, e.g. an earlier model's ``weights`` at a
+    stronger gamma1)."""
     import numpy as np
 
     from .backends.factory import backend_kind, make_backend
@@ -84,7 +87,9 @@ def train_model(
         else None
     )
     try:
-        result = train(backend, cfg.train, heldout, output_dir=output_dir, resume=resume)
+        result = train(
+            backend, cfg.train, heldout, output_dir=output_dir, resume=resume, warm_start=warm_start
+        )
     finally:
         backend.close()
         if heldout is not None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from .backends import Backend
 from .config import TrainConfig
 from .errors import NumericError, check_finite
-from .kernels import MomentsTask
+from .kernels import MomentsTask, Weights
 from .lattice.method import fit_lattice
 from .selection import baselines, bayes, combination, folds, grafting, ifs, path
 from .selection.base import FitResult, Method, TrainingContext, evaluate
@@ -41,6 +41,7 @@ def train(
     output_dir: str | None = None,
     resume: bool = False,
     on_round: Callable | None = None,
+    warm_start: Weights | None = None,
 ) -> FitResult:
     """Run ``config.method`` on the backend's events and report on it.
 
@@ -53,6 +54,9 @@ def train(
         Continue a selection run from the checkpoint in ``output_dir``.
     on_round : callable or None
         Called with the selection loop's state after every round.
+    warm_start : Weights or None
+        Warm start of grafting (``TrainingContext.start``); other methods
+        ignore it.
 
     Raises
     ------
@@ -64,7 +68,9 @@ def train(
     scaling = None
     if config.standardize:
         scaling = backend.run(MomentsTask()).scaling()
-    ctx = TrainingContext(backend, config, scaling, heldout, output_dir, resume, on_round)
+    ctx = TrainingContext(
+        backend, config, scaling, heldout, output_dir, resume, on_round, warm_start
+    )
     log.info(
         "training %s on %d candidate features (%s events)",
         config.method,

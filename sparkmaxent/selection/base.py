@@ -20,7 +20,10 @@ class TrainingContext:
     ``output_dir``, ``resume`` and ``on_round`` concern selection methods:
     where their round checkpoints and plots go, whether to continue from the
     checkpoint there, and a hook called with the loop state after every
-    round's checkpoint (tests use it to interrupt a run).
+    round's checkpoint (tests use it to interrupt a run). ``start`` is a
+    warm start for the methods that take one (grafting): the solution at a
+    stronger penalty on the same data, e.g. the previous point of a
+    descending gamma1 grid (ml/classifier.py fitMultiple).
     """
 
     backend: Backend
@@ -30,6 +33,7 @@ class TrainingContext:
     output_dir: str | None = None
     resume: bool = False
     on_round: Callable | None = None
+    start: Weights | None = None
 
 
 @dataclass

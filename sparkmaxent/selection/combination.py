@@ -338,7 +338,7 @@ def fit_grafting(ctx: TrainingContext) -> FitResult:
     """``grafting``: over the atoms, or with combination features."""
     if ctx.config.grafting.combination_degree > 1:
         return fit_combination(ctx)
-    return fit_grafting_family(ctx, "grafting")
+    return fit_grafting_family(ctx, "grafting", ctx.start)
 
 
 __all__ = ["fit_combination", "fit_grafting", "search", "compact"]

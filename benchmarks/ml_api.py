@@ -1,0 +1,231 @@
+"""The pyspark.ml API on CoNLL-2000 chunking (17 templates as array<string>),
+in one Spark session: issue 20's figures for classic sessions.
+
+- ``train``: ``MaxEntClassifier(method="grafting").fit`` on the training
+  DataFrame against the command line's ``prepare`` + ``train`` on the same
+  tokens written as text (the same objective and passes; the Estimator's
+  overhead is its share of wall time).
+- ``score``: ``MaxEntClassificationModel.transform`` against MLlib's
+  ``LogisticRegressionModel.transform`` on the same cached test rows, MLlib
+  with and without the ``CountVectorizer`` that turns the templates into its
+  Vector (an MLlib model trained for ``--mllib-iter`` iterations, for its
+  accuracy only). Each transform is materialized with the ``noop`` writer.
+- ``grid``: ``fitMultiple`` over ``--grid`` gamma1 values (what
+  CrossValidator calls per fold) with and without warmStart.
+
+    python -m benchmarks.ml_api --train-sentences 2000
+
+Writes benchmarks/results/ml_api.json (rows: system, task, wall_s,
+rows_per_s, passes, accuracy) after each stage; ``machine`` holds the load
+average (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+
+from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
+
+log = logging.getLogger("ml_api")
+KEYS = ["system", "task", "wall_s", "rows_per_s", "passes", "accuracy"]
+
+
+def tokens(spark, path: str):
+    """(label, features) rows of a CoNLL file: one per token, the conll
+    reader's 17 templates as array<string>."""
+    from pyspark.sql import functions as F
+
+    from sparkmaxent.data.inputs import resolve_options
+    from sparkmaxent.data.raw import KIND_EVENT, read_files
+
+    src = read_files(spark, [path], "conll", resolve_options("conll", {}), False)
+    return src.raw.where(F.col("kind") == KIND_EVENT).select("label", "features")
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return out, round(time.perf_counter() - t0, 3)
+
+
+def materialize(df) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+def accuracy(df, label="label_index") -> float:
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+
+    return MulticlassClassificationEvaluator(labelCol=label, metricName="accuracy").evaluate(df)
+
+
+def train_stage(spark, args, text: str, train, rows: list[dict]):
+    """Estimator (the DataFrame of ``text``'s tokens) against the command
+    line (``text`` prepared as conll) on the same events."""
+    import json
+
+    from sparkmaxent import cli
+    from sparkmaxent.ml import MaxEntClassifier
+
+    n = train.count()
+    est = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best)
+    model, wall = timed(lambda: est.fit(train))
+    rows.append(row("sparkmaxent Estimator", "train (prepare_table + fit)", wall, n, model.report))
+    prepared, out = os.path.join(args.work, "prepared"), os.path.join(args.work, "run")
+    sets = ["train.method=grafting", f"train.grafting.l1={args.l1}"]
+    sets.append(f"train.grafting.n_best={args.n_best}")
+
+    def run_cli() -> None:
+        argv = ["prepare", "--input", text, "--format", "conll", "--output", prepared]
+        assert cli.main([*argv, "--overwrite"]) == 0
+        argv = ["train", "--train", prepared, "--output", out]
+        assert cli.main([*argv, *(x for s in sets for x in ("--set", s))]) == 0
+
+    _, wall = timed(run_cli)
+    with open(os.path.join(out, "train_report.json")) as f:
+        report = json.load(f)
+    rows.append(row("sparkmaxent CLI", "train (prepare + train)", wall, n, report))
+    rows[-2]["objective"], rows[-1]["objective"] = model.report["objective"], report["objective"]
+    return model
+
+
+def sentences(src: str, dst: str, limit: int) -> str:
+    """The first ``limit`` sentences of a CoNLL file (all: 0) written to ``dst``."""
+    with open(src) as f:
+        blocks = [b for b in f.read().split("\n\n") if b.strip()]
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    with open(dst, "w") as f:
+        f.write("\n\n".join(blocks[:limit] if limit else blocks) + "\n\n")
+    return dst
+
+
+def row(system: str, task: str, wall: float, n: int, report: dict | None = None, acc=None):
+    return {
+        "system": system,
+        "task": task,
+        "wall_s": wall,
+        "rows_per_s": round(n / wall, 1) if wall else None,
+        "passes": (report or {}).get("passes"),
+        "accuracy": acc,
+    }
+
+
+def score_stage(spark, args, train, test, model, rows: list[dict]) -> None:
+    """Scoring throughput on the cached test rows."""
+    from pyspark.ml.classification import LogisticRegression
+    from pyspark.ml.feature import CountVectorizer, StringIndexer
+
+    indexer = StringIndexer(inputCol="label", outputCol="label_index", handleInvalid="keep")
+    indexer = indexer.fit(train)
+    vectorizer = CountVectorizer(inputCol="features", outputCol="vec", binary=True).fit(train)
+    lr = LogisticRegression(
+        featuresCol="vec",
+        labelCol="label_index",
+        maxIter=args.mllib_iter,
+        regParam=args.l1,
+        elasticNetParam=1.0,
+        standardization=False,
+    ).fit(vectorizer.transform(indexer.transform(train)))
+    test = indexer.transform(test).cache()
+    vectors = vectorizer.transform(test).cache()
+    n = test.count()
+    vectors.count()
+    # our model's classes are its sorted label strings; score against those indices
+    labels = model.labels
+    from pyspark.sql import functions as F
+
+    ours = test.withColumn(
+        "label_index", F.array_position(F.array(*[F.lit(x) for x in labels]), F.col("label")) - 1
+    ).withColumn("label_index", F.col("label_index").cast("double"))
+    fns = {
+        "sparkmaxent transform": lambda: materialize(model.transform(ours)),
+        "mllib transform (Vector given)": lambda: materialize(lr.transform(vectors)),
+        "mllib CountVectorizer + transform": lambda: materialize(
+            lr.transform(vectorizer.transform(test))
+        ),
+    }
+    accs = {
+        "sparkmaxent transform": accuracy(model.transform(ours)),
+        "mllib transform (Vector given)": accuracy(lr.transform(vectors)),
+    }
+    accs["mllib CountVectorizer + transform"] = accs["mllib transform (Vector given)"]
+    for fn in fns.values():
+        fn()  # warm-up
+    for system, fn in fns.items():
+        walls = []
+        for _ in range(args.repeats):
+            walls.append(timed(fn)[1])
+        rows.append(row(system, "score test", min(walls), n, acc=accs[system]))
+        rows[-1]["wall_s_all"] = walls
+
+
+def grid_stage(spark, args, train, rows: list[dict]) -> None:
+    """fitMultiple over a descending gamma1 grid, warm-started or not."""
+    from sparkmaxent.ml import MaxEntClassifier
+
+    n = train.count()
+    est = MaxEntClassifier(method="grafting", nBest=args.n_best)
+    grid = [{est.l1: g} for g in args.grid]
+    for warm in (True, False):
+        e = est.copy({est.warmStart: warm})
+        models, wall = timed(lambda e=e: dict(e.fitMultiple(train, grid)))
+        r = row("sparkmaxent fitMultiple", f"grid of {len(grid)} gamma1, warm={warm}", wall, n)
+        r["passes"] = sum(m.report["passes"] for m in models.values())
+        r["objectives"] = [models[i].report["objective"] for i in range(len(grid))]
+        rows.append(r)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", default=None, help="directory holding conll2000/ (../shared/data)")
+    p.add_argument("--train-sentences", type=int, default=0, help="first N (0: all)")
+    p.add_argument("--l1", type=float, default=1e-4)
+    p.add_argument("--n-best", type=int, default=1000)
+    p.add_argument("--mllib-iter", type=int, default=30)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3, 3e-4])
+    p.add_argument("--stages", nargs="+", default=["train", "score", "grid"])
+    work_arguments(p, "/tmp/sparkmaxent-ml-api", "ml_api.json")
+    args = start(p, argv)
+    from sparkmaxent.backends.session import spark_session
+
+    spark = spark_session("local[2]", "ml-api", {"spark.ui.enabled": "false"})
+    corpus = (lambda *a: shared_corpus(*a, data_dir=args.data)) if args.data else shared_corpus
+    text = sentences(
+        corpus("conll2000", "train.txt"), os.path.join(args.work, "train.txt"), args.train_sentences
+    )
+    train = tokens(spark, text).cache()
+    test = tokens(spark, corpus("conll2000", "test.txt"))
+    rows: list[dict] = []
+    extra = {
+        "train_rows": train.count(),
+        "train_sentences": args.train_sentences or "all",
+        "l1": args.l1,
+        "n_best": args.n_best,
+    }
+
+    def save() -> None:
+        write_result(args.output, rows, **extra)
+        print_table(rows, KEYS)
+
+    model = None
+    if "train" in args.stages:
+        model = train_stage(spark, args, text, train, rows)
+        save()
+    if "score" in args.stages:
+        if model is None:
+            from sparkmaxent.ml import MaxEntClassifier
+
+            model = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best).fit(train)
+        score_stage(spark, args, train, test, model, rows)
+        save()
+    if "grid" in args.stages:
+        grid_stage(spark, args, train, rows)
+        save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,276 @@
+"""The Params of the pyspark.ml estimators, checked by the configuration
+schema (config/schema.py) and mapped onto one :class:`Config`.
+
+Each training Param stands for one schema key (``nBest`` is
+``train.grafting.n_best``, ...): setting it checks the value with that key's
+type and rule, so a bad value fails when it is set, with the Param and the
+key named. ``config`` passes any other key by its dotted name
+(``{"train.ifs.gain_prior_variance": 2.0}``), checked by building the
+configuration. ``regParam`` and ``elasticNetParam`` mean what they mean in
+MLlib's ``LogisticRegression`` (:func:`penalty_keys`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from pyspark.ml.param import Param, Params, TypeConverters
+from pyspark.ml.param.shared import (
+    HasFeaturesCol,
+    HasLabelCol,
+    HasPredictionCol,
+    HasProbabilityCol,
+    HasRawPredictionCol,
+    HasWeightCol,
+)
+
+from ..config import Config, ConfigError, config_from_dict
+from ..config.load import SECTIONS
+from ..config.schema import Rule, check_value, default_of, rule_of
+
+#: training Param -> the schema key it stands for
+SCHEMA_PARAMS = {
+    "method": "train.method",
+    "l1": "train.grafting.l1",
+    "l2": "train.l2",
+    "nBest": "train.grafting.n_best",
+    "maxRounds": "train.selection.max_rounds",
+    "maxFeatures": "train.selection.max_features",
+    "standardization": "train.standardize",
+    "tol": "train.gtol",
+    "maxIter": "train.max_iter",
+}
+#: methods whose objective has MLlib's elastic net: gamma1 = regParam *
+#: elasticNetParam, gamma2 = regParam * (1 - elasticNetParam)
+ELASTIC_NET = {"grafting": ("train.grafting.l1", "train.grafting.elastic_l2")}
+#: methods with an l2 penalty only (train.l2): elasticNetParam must be 0
+L2_ONLY = ("l2", "cutoff", "l2-ifs", "lattice")
+
+
+def schema_field(dotted: str):
+    """(default, Rule) of a schema key given by its dotted name."""
+    section, _, name = dotted.rpartition(".")
+    for f in fields(SECTIONS[section]):
+        if f.name == name and rule_of(f) is not None:
+            return default_of(f), rule_of(f)
+    raise ConfigError(f"{dotted}: not a key of [{section}]")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars (e.g. from a grid built with numpy) as Python values."""
+    return value.item() if hasattr(value, "item") and not isinstance(value, (list, dict)) else value
+
+
+def schema_converter(param: str, dotted: str):
+    """A Param type converter checking values with the schema key's rule."""
+    default, rule = schema_field(dotted)
+
+    def convert(value: Any) -> Any:
+        return check_value(f"{param} ({dotted})", default, _plain(value), rule)
+
+    return convert
+
+
+def _checked(param: str, rule: Rule, default: Any):
+    def convert(value: Any) -> Any:
+        return check_value(param, default, _plain(value), rule)
+
+    return convert
+
+
+def nested(flat: dict, where: str = "config") -> dict:
+    """``{"train.l2": 1.0}`` -> ``{"train": {"l2": 1.0}}`` (TOML-shaped)."""
+    if not isinstance(flat, dict):
+        raise ConfigError(f"{where}: expected a dict of dotted keys, got {flat!r}")
+    out: dict = {}
+    for key, value in flat.items():
+        parts = str(key).split(".")
+        if len(parts) < 2 or not all(parts):
+            raise ConfigError(f"{where}: expected keys like 'train.l2', got {key!r}")
+        table = out
+        for part in parts[:-1]:
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise ConfigError(f"{where}: {part} is a key, not a section ({key!r})")
+        table[parts[-1]] = _plain(value)
+    return out
+
+
+def _config_converter(value: Any) -> dict:
+    """The ``config`` Param: dotted keys, checked now by building a Config."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"config: expected a dict of dotted keys, got {value!r}")
+    flat = {str(k): _plain(v) for k, v in value.items()}
+    config_from_dict(nested(flat), "config")
+    return flat
+
+
+class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabilityCol):
+    """The training Params every estimator (and its model) has."""
+
+    method = Param(
+        Params._dummy(),
+        "method",
+        "training method (train.method): one of the registered methods",
+        typeConverter=schema_converter("method", SCHEMA_PARAMS["method"]),
+    )
+    regParam = Param(
+        Params._dummy(),
+        "regParam",
+        "MLlib's regParam: gamma1 = regParam * elasticNetParam, gamma2 = regParam * "
+        "(1 - elasticNetParam), the loss averaged over event weight",
+        typeConverter=_checked("regParam", Rule("regParam", ge=0), 0.0),
+    )
+    elasticNetParam = Param(
+        Params._dummy(),
+        "elasticNetParam",
+        "MLlib's elasticNetParam in [0, 1]: 1 is pure l1 (grafting), 0 pure l2",
+        typeConverter=_checked("elasticNetParam", Rule("elasticNetParam", ge=0, le=1), 0.0),
+    )
+    l1 = Param(
+        Params._dummy(),
+        "l1",
+        "gamma1 of grafting (train.grafting.l1)",
+        typeConverter=schema_converter("l1", SCHEMA_PARAMS["l1"]),
+    )
+    l2 = Param(
+        Params._dummy(),
+        "l2",
+        "gamma2 of l2, cutoff, l2-ifs, lattice and re-estimation (train.l2)",
+        typeConverter=schema_converter("l2", SCHEMA_PARAMS["l2"]),
+    )
+    nBest = Param(
+        Params._dummy(),
+        "nBest",
+        "grafting: candidates added per round (train.grafting.n_best)",
+        typeConverter=schema_converter("nBest", SCHEMA_PARAMS["nBest"]),
+    )
+    maxRounds = Param(
+        Params._dummy(),
+        "maxRounds",
+        "selection rounds at most, 0: no limit (train.selection.max_rounds)",
+        typeConverter=schema_converter("maxRounds", SCHEMA_PARAMS["maxRounds"]),
+    )
+    maxFeatures = Param(
+        Params._dummy(),
+        "maxFeatures",
+        "ifs, sgc, bayes-factor: selected features at most (train.selection.max_features)",
+        typeConverter=schema_converter("maxFeatures", SCHEMA_PARAMS["maxFeatures"]),
+    )
+    standardization = Param(
+        Params._dummy(),
+        "standardization",
+        "zero mean, unit variance per predicate (train.standardize)",
+        typeConverter=schema_converter("standardization", SCHEMA_PARAMS["standardization"]),
+    )
+    tol = Param(
+        Params._dummy(),
+        "tol",
+        "largest (projected) gradient entry at convergence (train.gtol)",
+        typeConverter=schema_converter("tol", SCHEMA_PARAMS["tol"]),
+    )
+    maxIter = Param(
+        Params._dummy(),
+        "maxIter",
+        "L-BFGS (or a round's Newton) iterations at most (train.max_iter)",
+        typeConverter=schema_converter("maxIter", SCHEMA_PARAMS["maxIter"]),
+    )
+    checkpointDir = Param(
+        Params._dummy(),
+        "checkpointDir",
+        "where fit prepares the DataFrame (removed afterwards); '': output.scratch_dir, "
+        "else the driver's temporary directory (local master only)",
+        typeConverter=TypeConverters.toString,
+    )
+    config = Param(
+        Params._dummy(),
+        "config",
+        "other configuration keys by dotted name, e.g. {'train.ifs.gain_prior_variance': 2.0}",
+        typeConverter=_config_converter,
+    )
+
+    warmStart = Param(
+        Params._dummy(),
+        "warmStart",
+        "fitMultiple (CrossValidator) fits a grafting grid strongest gamma1 first, "
+        "each point from the previous one's weights",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        defaults = {name: schema_field(key)[0] for name, key in SCHEMA_PARAMS.items()}
+        self._setDefault(
+            **defaults,
+            regParam=0.0,
+            elasticNetParam=0.0,
+            checkpointDir="",
+            warmStart=True,
+            config={},
+            probabilityCol="probability",
+        )
+
+    def training_config(self) -> Config:
+        """The Config of a fit: the ``config`` Param's keys, then every
+        training Param set explicitly (a Param and a ``config`` key for the
+        same schema key is an error), then regParam/elasticNetParam."""
+        flat: dict = dict(self.getOrDefault("config"))
+        for name, dotted in SCHEMA_PARAMS.items():
+            if not self.isSet(getattr(self, name)):
+                continue
+            if dotted in flat:
+                raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
+            flat[dotted] = self.getOrDefault(getattr(self, name))
+        if self.isSet(self.regParam) or self.isSet(self.elasticNetParam):
+            method = flat.get("train.method", self.getOrDefault(self.method))
+            for dotted, value in penalty_keys(
+                method, self.getOrDefault(self.regParam), self.getOrDefault(self.elasticNetParam)
+            ).items():
+                if dotted in flat:
+                    raise ConfigError(
+                        f"regParam/elasticNetParam set {dotted}, which is also given "
+                        "(as l1/l2 or in config); give one"
+                    )
+                flat[dotted] = value
+        return config_from_dict(nested(flat), f"{type(self).__name__} params")
+
+
+class MaxEntParams(TrainingParams, HasLabelCol, HasRawPredictionCol):
+    """Params of the classifier and its model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._setDefault(rawPredictionCol="rawPrediction")
+
+
+def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
+    """Schema keys of MLlib's penalty regParam * (alpha ||w||_1 + (1 - alpha)
+    / 2 ||w||_2^2) on the loss averaged over event weight, which is how the
+    project scales it too (docs/design.md): grafting's gamma1 = reg * alpha
+    and elastic_l2 = reg * (1 - alpha); the l2 methods' train.l2 = reg (alpha
+    must be 0). Other methods have no such penalty (ConfigError)."""
+    if method in ELASTIC_NET:
+        l1_key, l2_key = ELASTIC_NET[method]
+        return {l1_key: reg * alpha, l2_key: reg * (1.0 - alpha)}
+    if method in L2_ONLY:
+        if alpha != 0:
+            raise ConfigError(
+                f"elasticNetParam: method {method!r} has an l2 penalty only; expected 0, "
+                f"got {alpha} (method 'grafting' takes an l1 part)"
+            )
+        return {"train.l2": reg}
+    raise ConfigError(
+        f"regParam: method {method!r} has no regParam-like penalty; set its keys "
+        "through config (e.g. train.ifs.gain_prior_variance) instead"
+    )
+
+
+__all__ = [
+    "MaxEntParams",
+    "TrainingParams",
+    "SCHEMA_PARAMS",
+    "nested",
+    "penalty_keys",
+    "schema_field",
+]

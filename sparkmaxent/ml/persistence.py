@@ -1,0 +1,83 @@
+"""MLWritable / MLReadable for the pyspark.ml models over the project's
+model format.
+
+A saved model directory holds pyspark.ml's ``metadata/`` (class, uid,
+Params, and the label mapping), written and read by pyspark's
+``DefaultParamsWriter`` / ``DefaultParamsReader`` so that a ``PipelineModel``
+holding the model saves and loads it like any Python stage; ``model/``, the
+project's JSON + Parquet model (``MaxentModel.save``, published atomically
+through ``sparkmaxent.storage``); and ``report.json``, the run report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.ml.util import (
+    DefaultParamsReader,
+    DefaultParamsWriter,
+    MLReadable,
+    MLReader,
+    MLWritable,
+    MLWriter,
+)
+
+from .. import storage
+from ..jsonio import json_default
+
+MODEL_DIR = "model"
+REPORT_FILE = "report.json"
+
+
+class MaxEntWriter(MLWriter):
+    """Writes a model with ``extra_metadata()`` and ``maxentModel``."""
+
+    def __init__(self, instance) -> None:
+        super().__init__()
+        self.instance = instance
+
+    def saveImpl(self, path: str) -> None:
+        DefaultParamsWriter.saveMetadata(
+            self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
+        )
+        self.instance.maxentModel.save(storage.join(path, MODEL_DIR), overwrite=True)
+        storage.write_json(
+            storage.join(path, REPORT_FILE), self.instance.report, default=json_default
+        )
+
+
+class MaxEntReader(MLReader):
+    """Reads what :class:`MaxEntWriter` wrote into an instance of ``cls``."""
+
+    def __init__(self, cls) -> None:
+        super().__init__()
+        self.cls = cls
+
+    def load(self, path: str):
+        from ..model import MaxentModel
+
+        meta = DefaultParamsReader.loadMetadata(path, self.sparkSession)
+        maxent = MaxentModel.load(storage.join(path, MODEL_DIR))
+        report_path = storage.join(path, REPORT_FILE)
+        report = storage.read_json(report_path) if storage.exists(report_path) else {}
+        instance = self.cls.from_saved(maxent, meta, report)
+        instance._resetUid(meta["uid"])
+        DefaultParamsReader.getAndSetParams(instance, meta)
+        return instance
+
+
+class MaxEntWritable(MLWritable):
+    def write(self) -> MLWriter:
+        return MaxEntWriter(self)
+
+    def extra_metadata(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class MaxEntReadable(MLReadable):
+    @classmethod
+    def read(cls) -> MLReader:
+        return MaxEntReader(cls)
+
+
+__all__ = ["MaxEntWriter", "MaxEntReader", "MaxEntWritable", "MaxEntReadable"]

@@ -1,0 +1,65 @@
+"""CrossValidator over the classifier's Params, and fitMultiple's one
+preparation per fold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
+
+
+def test_cross_validator_over_l1(spark, df, monkeypatch, tmp_path):
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
+
+    import sparkmaxent.data.prepare as prepare
+
+    calls = []
+    real = prepare.prepare_table
+    record = lambda *a, **k: calls.append(a[2]) or real(*a, **k)  # noqa: E731
+    monkeypatch.setattr(prepare, "prepare_table", record)
+    scratch = tmp_path / "scratch"
+    est = MaxEntClassifier(method="grafting", checkpointDir=str(scratch))
+    grid = ParamGridBuilder().addGrid(est.l1, [0.2, 0.01]).build()
+    cv = CrossValidator(
+        estimator=est,
+        estimatorParamMaps=grid,
+        evaluator=MulticlassClassificationEvaluator(metricName="logLoss"),
+        numFolds=2,
+        seed=3,
+    )
+    fitted = cv.fit(df)
+    assert len(fitted.avgMetrics) == 2 and np.all(np.isfinite(fitted.avgMetrics))
+    # a strong penalty keeps fewer features and fits worse than a weak one here
+    assert fitted.avgMetrics[1] < fitted.avgMetrics[0]
+    best = fitted.bestModel
+    assert isinstance(best, MaxEntClassificationModel) and best.getOrDefault("l1") == 0.01
+    assert len(calls) == 2 + 1  # one preparation per fold, one for the best model's refit
+    assert all(out.startswith(str(scratch)) for out in calls)  # under checkpointDir
+    assert list(scratch.iterdir()) == []  # and removed
+
+
+def test_fit_multiple_matches_separate_fits(df):
+    est = MaxEntClassifier(method="l2")
+    maps = [{est.l2: 0.1}, {est.l2: 0.001}]
+    together = dict(est.fitMultiple(df, maps))
+    for i, pm in enumerate(maps):
+        alone = est.fit(df, pm).maxentModel
+        got = together[i].maxentModel
+        assert got.config == alone.config
+        np.testing.assert_allclose(got.weights.values, alone.weights.values, rtol=1e-9)
+
+
+def test_warm_started_grid_reaches_the_same_optima_in_fewer_passes(df):
+    est = MaxEntClassifier(method="grafting", nBest=2)
+    grid = [{est.l1: g} for g in (0.01, 0.1, 0.03)]  # fitted as 0.1, 0.03, 0.01
+    warm = dict(est.fitMultiple(df, grid))
+    cold = dict(est.copy({est.warmStart: False}).fitMultiple(df, grid))
+    for i in range(len(grid)):
+        w, c = warm[i], cold[i]
+        assert w.certificate["passed"] and c.certificate["passed"]
+        assert w.report["objective"] == pytest.approx(c.report["objective"], rel=1e-7)
+        assert w.maxentModel.weights.nnz == c.maxentModel.weights.nnz
+    passes = [sum(m.report["passes"] for m in d.values()) for d in (warm, cold)]
+    assert passes[0] < passes[1], passes
