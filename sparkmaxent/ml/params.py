@@ -27,7 +27,7 @@ from pyspark.ml.param.shared import (
 
 from ..config import Config, ConfigError, config_from_dict
 from ..config.load import SECTIONS
-from ..config.schema import Rule, check_value, default_of, rule_of
+from ..config.rules import Rule, check_value, default_of, rule_of
 
 #: training Param -> the schema key it stands for
 SCHEMA_PARAMS = {
