@@ -228,9 +228,7 @@ def test_a_live_run_refreshes_its_lock_so_it_never_turns_stale(base, tmp_path):
     assert not lock.exists()
 
 
-def test_a_foreign_lock_is_refused_while_fresh_and_taken_once_not_refreshed(
-    base, tmp_path, caplog
-):
+def test_a_foreign_lock_is_refused_while_fresh_and_taken_once_not_refreshed(base, tmp_path, caplog):
     lock = tmp_path / ".run.lock"
     lock.write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "x", "token": "t"}))
     with pytest.raises(InputError, match="pid 1 on elsewhere.*lock_stale_s 5 s"):
@@ -264,6 +262,18 @@ def test_a_heartbeat_stops_on_a_lock_taken_over(base, tmp_path, caplog):
         os.utime(lock, (old, old))
         time.sleep(0.2)  # ten intervals: a heartbeat still running would touch it
         assert os.path.getmtime(lock) < time.time() - 3000  # theirs, not refreshed by us
+
+
+def test_a_damaged_parquet_file_is_bad_input_naming_it(base, tmp_path):
+    import pyarrow as pa
+
+    path = storage.join(base, "t", "part-0.parquet")
+    storage.write_parquet(path, pa.table({"x": [1.0, 2.0]}))
+    assert storage.read_parquet(storage.join(base, "t")).column("x").to_pylist() == [1.0, 2.0]
+    f = tmp_path / "t" / "part-0.parquet"
+    f.write_bytes(f.read_bytes()[:20])  # truncated, as by a full disk or a killed copy
+    with pytest.raises(InputError, match=f"{path}: cannot read it as Parquet"):
+        storage.read_parquet(storage.join(base, "t"))
 
 
 def test_check_writable_names_the_directory(base, tmp_path):
