@@ -142,12 +142,13 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
         yield path
         return
     fs = filesystem()
+    token = uuid.uuid4().hex
     me = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command,
-        "token": uuid.uuid4().hex,
+        "token": token,
     }
     data = json.dumps(me, indent=2).encode()
     for _ in range(3):
@@ -177,9 +178,9 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
         raise InputError(f"output {target}: could not take the lock {path} (contended)")
     _HELD.add(path)
     try:
-        with Heartbeat(path, me["token"], refresh_interval(stale_s)):
+        with Heartbeat(path, token, refresh_interval(stale_s)):
             yield path
     finally:
         _HELD.discard(path)
-        if _owner(path).get("token") == me["token"]:  # never remove a lock taken from us
+        if _owner(path).get("token") == token:  # never remove a lock taken from us
             fs.delete(path)
