@@ -105,11 +105,14 @@ def test_a_spark_train_job_killed_mid_pass_resumes_to_the_same_model(
     """Grafting on the Spark executors (data.in_process_max_events = 0)
     SIGKILLed a seeded time after its second checkpoint, wherever it is
     (a pass, a Newton step, a checkpoint write); ``--resume`` in this
-    process gives the in-process uninterrupted model."""
+    process gives the model of an uninterrupted run on Spark (compared
+    with the in-process model the bias differs by about 1e-7: partial sums
+    in another order stop the solver at another point within gtol)."""
+    on_spark = "data.in_process_max_events=0"
     whole = tmp_path / "whole"
-    fit(data, "grafting", whole)
+    assert train_main(cli_args(data, "grafting", whole, on_spark)) == 0
     out = tmp_path / "run"
-    args = cli_args(data, "grafting", out, "data.in_process_max_events=0")
+    args = cli_args(data, "grafting", out, on_spark)
     env = {**os.environ, **ENV}
     proc = subprocess.Popen(
         [sys.executable, "-m", "sparkmaxent", "train", *args],
