@@ -149,11 +149,12 @@ def model_of(out) -> MaxentModel:
     return MaxentModel.load(str(out / "model"))
 
 
-def assert_same_model(a: MaxentModel, b: MaxentModel) -> None:
+def assert_same_model(a: MaxentModel, b: MaxentModel, bias_atol: float = 1e-9) -> None:
+    """The same features, weights to 1e-9, labels and bias (to ``bias_atol``)."""
     assert a.weights.ids.tolist() == b.weights.ids.tolist()
     np.testing.assert_allclose(a.weights.values, b.weights.values, rtol=0, atol=1e-9)
     if a.weights.bias is not None or b.weights.bias is not None:
-        np.testing.assert_allclose(a.weights.bias, b.weights.bias, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(a.weights.bias, b.weights.bias, rtol=0, atol=bias_atol)
     assert a.labels == b.labels
 
 
