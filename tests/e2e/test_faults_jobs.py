@@ -108,9 +108,7 @@ def test_a_spark_train_job_killed_mid_pass_resumes_to_the_same_model(
     process gives the model of an uninterrupted run on Spark: the same
     features and weights to 1e-9; the unpenalized bias to 1e-7, as Spark
     merges the partitions' partial sums in no fixed order and the solver
-    fixes the bias only to its tolerance (measured: 1.4e-9 apart with
-    data.partitions = 2; 6e-8 with the killed job's default partitions, 2e-7
-    against the in-process model)."""
+    fixes the bias only to its tolerance."""
     on_spark = ("data.in_process_max_events=0", "data.partitions=2")  # the same blocks everywhere
     whole = tmp_path / "whole"
     assert train_main(cli_args(data, "grafting", whole, *on_spark)) == 0
