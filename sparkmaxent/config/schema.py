@@ -488,10 +488,14 @@ class OutputConfig(Section):
         "directory, for a local master only).",
     )
     lock_stale_s: float = key(
-        0.0,
-        "A lock (.<output>.lock) older than this many seconds is stale and taken "
-        "over with a warning, e.g. after a driver on another host died; 0: only a "
-        "lock whose process on this host is gone is stale.",
+        600.0,
+        "A lock (.<output>.lock) not refreshed for this many seconds is stale and "
+        "taken over with a warning, e.g. after a driver on another host died. A "
+        "live run refreshes its lock every min(60 s, lock_stale_s / 4), so 600 "
+        "allows ten missed refreshes (a long GC pause, a file system hiccup) and "
+        "minutes of clock skew between hosts; give every run on an output the "
+        "same value. 0: never by age, only a lock whose process on this host is "
+        "gone is stale.",
         ge=0,
     )
 

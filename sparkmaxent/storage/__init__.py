@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..errors import InputError
 from .atomic import (
     absolute,
     check_writable,
@@ -126,11 +127,16 @@ def read_parquet(directory: str, columns: list[str] | None = None):
 
 
 def read_parquet_file(path: str, columns: list[str] | None = None):
-    """One Parquet file as an Arrow table, read as bytes into memory."""
+    """One Parquet file as an Arrow table, read as bytes into memory;
+    InputError naming the file when it is not Parquet (truncated, damaged)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(pa.BufferReader(read_bytes(path)), columns=columns)
+    data = read_bytes(path)
+    try:
+        return pq.read_table(pa.BufferReader(data), columns=columns)
+    except (pa.ArrowException, ValueError) as e:
+        raise InputError(f"{path}: cannot read it as Parquet: {e}") from None
 
 
 def write_parquet(path: str, table) -> None:

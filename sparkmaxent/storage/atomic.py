@@ -18,6 +18,7 @@ import re
 import uuid
 
 from ..errors import InputError
+from . import faults
 from .fs import filesystem, local_path, scheme
 
 log = logging.getLogger(__name__)
@@ -70,11 +71,13 @@ def publish(tmp: str, target: str, overwrite: bool) -> None:
     the rename fails), so ``target`` is never lost."""
     fs = filesystem()
     refuse_existing(target, overwrite)
+    faults.reach("publish")
     if not fs.exists(target):
         fs.rename(tmp, target)
         return
     old = sibling(target, "old")
     fs.rename(target, old)
+    faults.reach("swap")
     try:
         fs.rename(tmp, target)
     except BaseException:
@@ -90,6 +93,7 @@ def write_atomic(path: str, data: bytes) -> None:
     tmp = sibling(path, "tmp")
     try:
         fs.write_bytes(tmp, data)
+        faults.reach("write")
         if not fs.replace_file(tmp, path):
             publish(tmp, path, overwrite=True)
     except BaseException:

@@ -139,6 +139,10 @@ class LocalFS:
     def size(self, path: str) -> int:
         return os.path.getsize(self._p(path))
 
+    def touch(self, path: str) -> None:
+        """Set the modification time of the file ``path`` to now."""
+        os.utime(self._p(path))
+
 
 def _create_new_local(path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists (O_EXCL: atomic)."""
@@ -274,6 +278,16 @@ class HadoopFS:
     def mtime(self, path: str) -> float:
         fs, p = self._fs(path)
         return _java(lambda: fs.getFileStatus(p), path).getModificationTime() / 1000.0
+
+    def touch(self, path: str) -> None:
+        """Set the modification time of the file ``path`` to now: on the
+        local disk directly; elsewhere by writing its bytes back in one
+        create (object stores have no settable modification time)."""
+        local = self._local(path)
+        if local is not None:
+            _LOCAL.touch(local)
+        else:
+            self.write_bytes(path, self.read_bytes(path))
 
 
 def _java(call: Callable[[], T], path: str) -> T:

@@ -6,7 +6,14 @@ local disk), so of two runs starting on the same output one gets it and
 the other is refused with exit 2, naming the path and the owner. It is
 removed when the run ends, however it ends; a lock left by a killed run is
 recovered with a warning when its owner is on this host and its process is
-gone, or when it is older than ``output.lock_stale_s`` (0: never by age).
+gone, or when it has not been refreshed for ``output.lock_stale_s``
+(0: never by age).
+
+While the run lives, a daemon thread refreshes the lock's modification
+time every ``min(60 s, lock_stale_s / 4)`` (:class:`Heartbeat`), so only a
+lock whose owner stopped refreshing it (a driver on another host that
+died, whose pid this host cannot check) grows older than
+``lock_stale_s``; a long run is never mistaken for a dead one.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -64,7 +72,9 @@ def _stale(path: str, owner: dict, stale_s: float) -> str:
         except FileNotFoundError:
             return "it was just released"
         if age > stale_s:
-            return f"it is {age:.0f} s old, more than output.lock_stale_s {stale_s:g}"
+            return (
+                f"it was last refreshed {age:.0f} s ago, more than output.lock_stale_s {stale_s:g}"
+            )
     return ""
 
 
@@ -76,21 +86,69 @@ def describe_owner(owner: dict) -> str:
     )
 
 
+#: the longest time between two refreshes of a held lock, in seconds
+REFRESH_MAX_S = 60.0
+
+
+def refresh_interval(stale_s: float) -> float:
+    """Seconds between refreshes of a lock judged by ``stale_s``; with 0
+    (never stale by age for this run) still every :data:`REFRESH_MAX_S`, as
+    runs started with another ``output.lock_stale_s`` judge it too."""
+    return min(REFRESH_MAX_S, stale_s / 4) if stale_s > 0 else REFRESH_MAX_S
+
+
+class Heartbeat:
+    """Refresh the lock ``path`` every ``interval`` seconds from a daemon
+    thread while it is still ours (its token); stop, with an error logged,
+    when another run has taken it over."""
+
+    def __init__(self, path: str, token: str, interval: float) -> None:
+        self.path, self.token, self.interval = path, token, interval
+        self.refreshed = 0  # how many times (tests)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"lock {path}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                if _owner(self.path).get("token") != self.token:
+                    log.error(
+                        "the lock %s is no longer this run's (taken over as stale?): "
+                        "another run may now write the same output",
+                        self.path,
+                    )
+                    return
+                filesystem().touch(self.path)
+                self.refreshed += 1
+            except Exception as e:  # a file system hiccup: try again next time
+                log.warning("could not refresh the lock %s: %s", self.path, e)
+
+
 @contextmanager
 def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterator[str]:
-    """Hold ``.<name>.lock`` next to ``target`` for the duration; yields its
-    path. InputError (exit 2) while another live run holds it."""
+    """Hold ``.<name>.lock`` next to ``target`` for the duration, refreshed
+    by a :class:`Heartbeat`; yields its path. InputError
+    (exit 2) while another live run holds it."""
     path = lock_path(target)
     if path in _HELD:
         yield path
         return
     fs = filesystem()
+    token = uuid.uuid4().hex
     me = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": command,
-        "token": uuid.uuid4().hex,
+        "token": token,
     }
     data = json.dumps(me, indent=2).encode()
     for _ in range(3):
@@ -107,6 +165,12 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
             raise InputError(
                 f"output {target} is being written by another run: {describe_owner(owner)} "
                 f"holds {path}; wait for it to end, or remove the lock if that run is gone"
+                + (
+                    f" (a lock not refreshed for output.lock_stale_s {stale_s:g} s is taken "
+                    "over by itself)"
+                    if stale_s > 0
+                    else ""
+                )
             )
         log.warning("recovering the stale lock %s of %s: %s", path, describe_owner(owner), why)
         fs.delete(path)
@@ -114,8 +178,9 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
         raise InputError(f"output {target}: could not take the lock {path} (contended)")
     _HELD.add(path)
     try:
-        yield path
+        with Heartbeat(path, token, refresh_interval(stale_s)):
+            yield path
     finally:
         _HELD.discard(path)
-        if _owner(path).get("token") == me["token"]:  # never remove a lock taken from us
+        if _owner(path).get("token") == token:  # never remove a lock taken from us
             fs.delete(path)

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -185,6 +186,94 @@ def test_a_lock_of_a_dead_process_or_too_old_is_recovered(base, tmp_path, caplog
     with storage.output_lock(storage.join(base, "run"), stale_s=3600):
         pass
     assert not lock.exists()
+
+
+def _try_lock_elsewhere(target: str, stale_s: float) -> subprocess.CompletedProcess:
+    """Another process taking ``target``'s lock with ``stale_s``: exit 2 and
+    the message when refused, exit 0 when it got it."""
+    code = (
+        "import sys; from sparkmaxent import storage\n"
+        "try:\n"
+        f"    with storage.output_lock({target!r}, stale_s={stale_s}): pass\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e); sys.exit(2)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
+
+
+def test_a_live_run_refreshes_its_lock_so_it_never_turns_stale(base, tmp_path):
+    from sparkmaxent.storage import lock as lock_module
+
+    assert lock_module.refresh_interval(600) == 60 and lock_module.refresh_interval(2) == 0.5
+    assert lock_module.refresh_interval(0) == 60  # judged by others' lock_stale_s too
+    lock = tmp_path / ".run.lock"
+    with storage.output_lock(storage.join(base, "run"), stale_s=2):
+        old = time.time() - 3600
+        os.utime(lock, (old, old))  # as if the run had not refreshed it for an hour
+        deadline = time.time() + 30
+        while os.path.getmtime(lock) < time.time() - 60 and time.time() < deadline:
+            time.sleep(0.05)
+        assert time.time() - os.path.getmtime(lock) < 30, "the lock was not refreshed"
+        # another process judging it by the same lock_stale_s: refused (a live run)
+        r = _try_lock_elsewhere(str(tmp_path / "run"), stale_s=2)
+        assert r.returncode == 2, r.stderr
+        assert f"pid {os.getpid()}" in r.stdout and "output.lock_stale_s 2 s" in r.stdout
+        assert json.loads(lock.read_text())["pid"] == os.getpid()  # still ours
+    assert not lock.exists()
+
+
+def test_a_foreign_lock_is_refused_while_fresh_and_taken_once_not_refreshed(base, tmp_path, caplog):
+    lock = tmp_path / ".run.lock"
+    lock.write_text(json.dumps({"host": "elsewhere", "pid": 1, "started": "x", "token": "t"}))
+    with pytest.raises(InputError, match="pid 1 on elsewhere.*lock_stale_s 5 s"):
+        with storage.output_lock(storage.join(base, "run"), stale_s=5):
+            pass
+    old = time.time() - 6  # its owner stopped refreshing it 6 s ago
+    os.utime(lock, (old, old))
+    with caplog.at_level("WARNING"), storage.output_lock(storage.join(base, "run"), stale_s=5):
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert "recovering the stale lock" in caplog.text and "pid 1 on elsewhere" in caplog.text
+    assert "last refreshed 6 s ago, more than output.lock_stale_s 5" in caplog.text
+    assert not lock.exists()
+
+
+def test_a_heartbeat_stops_on_a_lock_taken_over(base, tmp_path, caplog):
+    from sparkmaxent.storage.lock import Heartbeat
+
+    lock = tmp_path / ".run.lock"
+    lock.write_text(json.dumps({"token": "mine"}))
+    with caplog.at_level("ERROR"), Heartbeat(str(lock), "mine", 0.02) as beat:
+        deadline = time.time() + 30
+        while beat.refreshed < 2 and time.time() < deadline:
+            time.sleep(0.02)
+        assert beat.refreshed >= 2
+        lock.write_text(json.dumps({"token": "theirs"}))  # taken over as stale
+        deadline = time.time() + 30
+        while "no longer this run's" not in caplog.text and time.time() < deadline:
+            time.sleep(0.02)
+        assert "no longer this run's" in caplog.text
+        old = time.time() - 3600
+        os.utime(lock, (old, old))
+        time.sleep(0.2)  # ten intervals: a heartbeat still running would touch it
+        assert os.path.getmtime(lock) < time.time() - 3000  # theirs, not refreshed by us
+
+
+def test_a_damaged_parquet_file_is_bad_input_naming_it(base, tmp_path):
+    import pyarrow as pa
+
+    path = storage.join(base, "t", "part-0.parquet")
+    storage.write_parquet(path, pa.table({"x": [1.0, 2.0]}))
+    assert storage.read_parquet(storage.join(base, "t")).column("x").to_pylist() == [1.0, 2.0]
+    f = tmp_path / "t" / "part-0.parquet"
+    f.write_bytes(f.read_bytes()[:20])  # truncated, as by a full disk or a killed copy
+    with pytest.raises(InputError, match=f"{path}: cannot read it as Parquet"):
+        storage.read_parquet(storage.join(base, "t"))
 
 
 def test_check_writable_names_the_directory(base, tmp_path):
