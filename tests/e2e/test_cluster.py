@@ -253,6 +253,8 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
             "maxent",
             "--output",
             prepared,
+            "--set",
+            "data.in_process_max_events=0",  # small input too: parsed on the executors
         ]
     )
     assert r.returncode == 0, f"prepare failed:\n{r.stdout[-6000:]}"

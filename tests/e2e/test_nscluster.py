@@ -195,7 +195,11 @@ def _jobs(iso: IsolatedCluster, master: str, base_uri: str, base: str, kill: boo
     run_uri, prep_uri = f"{base_uri}/run", f"{base_uri}/prepared"
     r = submit(
         iso,
-        ["prepare", "--input", "file://" + text, "--format", "maxent", "--output", prep_uri],
+        [
+            "prepare",
+            *("--input", "file://" + text, "--format", "maxent", "--output", prep_uri),
+            *("--set", "data.in_process_max_events=0"),  # small input too: parsed on executors
+        ],
         master,
     )
     assert r.returncode == 0, f"prepare failed:\n{r.stdout[-6000:]}"

@@ -270,6 +270,8 @@ def test_factory_makes_both_backends_with_the_same_objective(spark, datasets):
         assert_same(gs, gl, "gradient")
     finally:
         remote.close()
-    known = r"unknown backend 'dask': expected one of \['local', 'spark'\]"
+    known = (
+        r"unknown backend 'dask': expected one of \['local', 'spark', 'spark-frame', 'spark-rdd'\]"
+    )
     with pytest.raises(ValueError, match=known):
         make_backend("dask", directory)
