@@ -9,8 +9,9 @@ Every pass is stateless, so a retried task never changes the answer.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..kernels import Block, Space
 from ..kernels.topk import GradientSummary, GradientTestTask
@@ -37,6 +38,47 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release cached data."""
         ...
+
+
+class WrappingBackend:
+    """A backend whose passes are another's (``base``), each task wrapped by
+    ``wrap`` / ``wrap_gradient_test`` so that it changes the blocks inside
+    the pass (widened by conjunctions, cut to a fold): nothing is re-read or
+    re-cached, passes count on ``base``, and ``base`` is closed by its owner."""
+
+    def __init__(self, base: Backend, space: Space):
+        self.base = base
+        self.space = space
+        self.info = getattr(base, "info", None)
+        self.dataset_dir = getattr(base, "dataset_dir", None)
+
+    @property
+    def passes(self) -> int:
+        return self.base.passes
+
+    @passes.setter
+    def passes(self, value: int) -> None:
+        self.base.passes = value
+
+    def wrap(self, task: Callable[[Block], R]) -> Callable[[Block], R]:
+        raise NotImplementedError
+
+    def wrap_gradient_test(self, task: GradientTestTask) -> GradientTestTask:
+        raise NotImplementedError
+
+    def run(self, task: Callable[[Block], R]) -> R:
+        return self.base.run(self.wrap(task))
+
+    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
+        return self.base.gradient_test(self.wrap_gradient_test(task))
+
+    def close(self) -> None:
+        """The base backend is closed by its owner."""
+
+
+def task_fields(task: Any) -> dict:
+    """A dataclass task's fields by name (to rebuild it as a subclass)."""
+    return {f.name: getattr(task, f.name) for f in dataclasses.fields(task)}
 
 
 def merge_all(results: list):

@@ -6,19 +6,13 @@ conjunctions without the blocks being rebuilt."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from typing import TypeVar
-
 from ..kernels import Space
 from ..kernels.conjunctions import Conjunctions, Expanding, ExpandingGradientTest
-from ..kernels.topk import GradientSummary, GradientTestTask
-from .base import Backend
-
-R = TypeVar("R")
+from ..kernels.topk import GradientTestTask
+from .base import Backend, WrappingBackend, task_fields
 
 
-class ExpandedBackend:
+class ExpandedBackend(WrappingBackend):
     """``base`` with ``conjunctions`` formed in its events (passes count on ``base``)."""
 
     def __init__(self, base: Backend, conjunctions: Conjunctions):
@@ -27,31 +21,12 @@ class ExpandedBackend:
                 f"conjunctions over {conjunctions.n_atoms} atoms, events over "
                 f"{base.space.n_predicates} predicates"
             )
-        self.base = base
-        self.conjunctions = conjunctions
         s = base.space
-        self.space = Space(s.shape, conjunctions.n_predicates, s.n_labels, s.bias)
-        self.info = getattr(base, "info", None)
-        self.dataset_dir = getattr(base, "dataset_dir", None)
+        super().__init__(base, Space(s.shape, conjunctions.n_predicates, s.n_labels, s.bias))
+        self.conjunctions = conjunctions
 
-    @property
-    def passes(self) -> int:
-        return self.base.passes
+    def wrap(self, task):
+        return Expanding(task, self.conjunctions) if len(self.conjunctions) else task
 
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.base.passes = value
-
-    def run(self, task: Callable) -> R:  # type: ignore[type-var]
-        if not len(self.conjunctions):
-            return self.base.run(task)
-        return self.base.run(Expanding(task, self.conjunctions))
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        fields = {f.name: getattr(task, f.name) for f in dataclasses.fields(task)}
-        return self.base.gradient_test(
-            ExpandingGradientTest(**fields, conjunctions=self.conjunctions)
-        )
-
-    def close(self) -> None:
-        """The base backend is closed by its owner."""
+    def wrap_gradient_test(self, task: GradientTestTask) -> GradientTestTask:
+        return ExpandingGradientTest(**task_fields(task), conjunctions=self.conjunctions)
