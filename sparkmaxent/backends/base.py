@@ -40,6 +40,38 @@ class Backend(Protocol):
         ...
 
 
+class CachedBackend:
+    """What the Spark backends share: a context manager that closes (releases
+    its cached blocks) on exit, and a repr naming the dataset and state.
+    Subclasses set ``name``, ``dataset_dir``, ``n_events``, ``passes`` and
+    give ``close`` and ``cached`` (the cached blocks' handle, None once
+    closed)."""
+
+    name: str
+    dataset_dir: str
+    n_events: int
+    passes: int
+
+    def cached(self) -> object | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.cached() is None else f"{self.n_events} events"
+        return (
+            f"{type(self).__name__}({self.name!r}, {self.dataset_dir!r}, {state}, "
+            f"passes={self.passes})"
+        )
+
+
 class WrappingBackend:
     """A backend whose passes are another's (``base``), each task wrapped by
     ``wrap`` / ``wrap_gradient_test`` so that it changes the blocks inside

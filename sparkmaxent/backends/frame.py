@@ -53,7 +53,7 @@ from ..errors import StalledError
 from ..kernels import Block, check_total_weight
 from ..kernels.stats import CountTask
 from ..kernels.topk import GradientSummary, GradientTestTask
-from .base import merge_all
+from .base import CachedBackend, merge_all
 from .session import is_connect
 from .spark import (
     MAX_BLOCK_NNZ,
@@ -149,7 +149,7 @@ def _summarize_pieces(task: GradientTestTask, weight: float, large: bool):
     return summarize
 
 
-class FrameBackend:
+class FrameBackend(CachedBackend):
     """Runs tasks over kernel blocks cached as a DataFrame (Spark Connect or
     classic).
 
@@ -323,12 +323,5 @@ class FrameBackend:
             self.blocks.unpersist()
             self.blocks = None
 
-    def __enter__(self) -> FrameBackend:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self.blocks is None else f"{self.n_events} events"
-        return f"FrameBackend({self.name!r}, {self.dataset_dir!r}, {state}, passes={self.passes})"
+    def cached(self):
+        return self.blocks

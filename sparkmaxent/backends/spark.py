@@ -57,6 +57,7 @@ from ..errors import StalledError
 from ..kernels import Block, LossGrad, check_total_weight
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from ..kernels.topk import GradientSummary, GradientTestTask
+from .base import CachedBackend
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +307,7 @@ def _block_size(block: Block) -> Count:
 # ---------------------------------------------------------------- backend
 
 
-class SparkBackend:
+class SparkBackend(CachedBackend):
     """Runs tasks over kernel blocks cached on Spark executors.
 
     Parameters
@@ -528,12 +529,5 @@ class SparkBackend:
             logger.debug("%s: unpersisted RDD %d", self.name, self.rdd.id())
             self.rdd = None
 
-    def __enter__(self) -> SparkBackend:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self.rdd is None else f"{self.n_events} events"
-        return f"SparkBackend({self.name!r}, {self.dataset_dir!r}, {state}, passes={self.passes})"
+    def cached(self):
+        return self.rdd

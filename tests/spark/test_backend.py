@@ -268,8 +268,10 @@ def test_factory_makes_both_backends_with_the_same_objective(spark, datasets):
         fl, gl = Objective(local, None)(theta)
         assert fs == pytest.approx(fl, rel=RTOL)
         assert_same(gs, gl, "gradient")
+        assert repr(remote).startswith(f"SparkBackend({remote.name!r}, {directory!r}, 150 events")
     finally:
         remote.close()
+    assert "closed" in repr(remote) and remote.cached() is None
     known = (
         r"unknown backend 'dask': expected one of \['local', 'spark', 'spark-frame', 'spark-rdd'\]"
     )
