@@ -47,8 +47,34 @@ SYSTEMS = ("classic-rdd", "classic-frame", "connect-frame")
 logger = logging.getLogger("connect")
 
 
+def synthetic(n_events: int, n_predicates: int, nnz: float, n_labels: int, seed: int = 0):
+    """Binary indicator predicates (as in NLP data), labels from a planted
+    sparse model so the loss is not flat."""
+    import scipy.sparse as sp
+
+    from sparkmaxent.kernels import MulticlassBlock
+
+    rng = np.random.default_rng(seed)
+    X = sp.random(
+        n_events,
+        n_predicates,
+        density=nnz / n_predicates,
+        format="csr",
+        random_state=rng,
+        data_rvs=np.ones,
+    )
+    W = sp.random(
+        n_predicates,
+        n_labels,
+        density=0.01,
+        random_state=rng,
+        data_rvs=lambda k: rng.normal(scale=2.0, size=k),
+    ).toarray()
+    S = X @ W + rng.gumbel(size=(n_events, n_labels))
+    return MulticlassBlock(X=X, y=S.argmax(axis=1), c=np.ones(n_events), n_labels=n_labels)
+
+
 def make_dataset(directory: str, args) -> None:
-    from benchmarks.pass_overhead import synthetic
     from sparkmaxent.data.load import write_events
     from sparkmaxent.data.schema import DatasetInfo
     from sparkmaxent.kernels import MULTICLASS
