@@ -65,11 +65,38 @@ def refuse_existing(path: str, overwrite: bool, what: str = "output") -> None:
         )
 
 
+#: outputs whose lock another run took over (as stale) while this run held
+#: it, with who took it: this run writes nothing more under them
+_TAKEN_OVER: dict[str, str] = {}
+
+
+def mark_taken_over(output: str, by: str) -> None:
+    """Record that another run (``by``) now holds ``output``'s lock."""
+    _TAKEN_OVER[output.rstrip("/")] = by
+
+
+def release_taken_over(output: str) -> None:
+    _TAKEN_OVER.pop(output.rstrip("/"), None)
+
+
+def refuse_taken_over(path: str) -> None:
+    """InputError (exit 2) for a write at or under an output whose lock was
+    taken over: two runs must never write the same output."""
+    for output, by in _TAKEN_OVER.items():
+        if path == output or path.startswith(output + "/"):
+            raise InputError(
+                f"output {output}: its lock was taken over by {by} (this run had not "
+                "refreshed it within output.lock_stale_s); this run stops without "
+                f"writing {path}, and leaves the output to that run"
+            )
+
+
 def publish(tmp: str, target: str, overwrite: bool) -> None:
     """Rename the finished ``tmp`` to ``target``; an old ``target`` is moved
     aside first and deleted only once the new one is in place (put back if
     the rename fails), so ``target`` is never lost."""
     fs = filesystem()
+    refuse_taken_over(target)
     refuse_existing(target, overwrite)
     faults.reach("publish")
     if not fs.exists(target):
@@ -90,6 +117,7 @@ def write_atomic(path: str, data: bytes) -> None:
     """Write a file all or nothing: a temporary sibling, then replaced in
     (in one rename on local disks, by :func:`publish` elsewhere)."""
     fs = filesystem()
+    refuse_taken_over(path)
     tmp = sibling(path, "tmp")
     try:
         fs.write_bytes(tmp, data)

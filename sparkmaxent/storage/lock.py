@@ -13,7 +13,10 @@ While the run lives, a daemon thread refreshes the lock's modification
 time every ``min(60 s, lock_stale_s / 4)`` (:class:`Heartbeat`), so only a
 lock whose owner stopped refreshing it (a driver on another host that
 died, whose pid this host cannot check) grows older than
-``lock_stale_s``; a long run is never mistaken for a dead one.
+``lock_stale_s``; a long run is never mistaken for a dead one. A run
+whose lock was nevertheless taken over (it stalled for longer than that)
+finds out at its next refresh and writes nothing more under the output:
+its next write or publish there fails with exit 2.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..errors import InputError
-from .atomic import join, split
+from .atomic import join, mark_taken_over, release_taken_over, split
 from .fs import filesystem
 
 log = logging.getLogger(__name__)
@@ -98,12 +101,14 @@ def refresh_interval(stale_s: float) -> float:
 
 
 class Heartbeat:
-    """Refresh the lock ``path`` every ``interval`` seconds from a daemon
-    thread while it is still ours (its token); stop, with an error logged,
-    when another run has taken it over."""
+    """Refresh the lock ``path`` of ``output`` every ``interval`` seconds
+    from a daemon thread while it is still ours (its token). When another
+    run has taken it over, stop with an error logged, and mark ``output``
+    taken over so that this run's next write under it fails (exit 2)
+    instead of racing the new owner."""
 
-    def __init__(self, path: str, token: str, interval: float) -> None:
-        self.path, self.token, self.interval = path, token, interval
+    def __init__(self, path: str, token: str, interval: float, output: str = "") -> None:
+        self.path, self.token, self.interval, self.output = path, token, interval, output
         self.refreshed = 0  # how many times (tests)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lock {path}", daemon=True)
@@ -119,12 +124,17 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                if _owner(self.path).get("token") != self.token:
+                owner = _owner(self.path)
+                if owner.get("token") != self.token:
                     log.error(
-                        "the lock %s is no longer this run's (taken over as stale?): "
-                        "another run may now write the same output",
+                        "the lock %s is no longer this run's (taken over as stale?) but "
+                        "%s's: this run writes nothing more under %s",
                         self.path,
+                        describe_owner(owner),
+                        self.output or "its output",
                     )
+                    if self.output:
+                        mark_taken_over(self.output, describe_owner(owner))
                     return
                 filesystem().touch(self.path)
                 self.refreshed += 1
@@ -178,9 +188,10 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
         raise InputError(f"output {target}: could not take the lock {path} (contended)")
     _HELD.add(path)
     try:
-        with Heartbeat(path, token, refresh_interval(stale_s)):
+        with Heartbeat(path, token, refresh_interval(stale_s), target):
             yield path
     finally:
         _HELD.discard(path)
+        release_taken_over(target)
         if _owner(path).get("token") == token:  # never remove a lock taken from us
             fs.delete(path)

@@ -315,3 +315,24 @@ def test_siblings_and_join_of_uris():
     assert s.startswith("abfss://c@acct.dfs.core.windows.net/runs/.m.tmp-")
     assert atomic_module._SIBLING.match(s.rsplit("/", 1)[1])
     assert fs_module.scheme("hdfs:///x") == "hdfs" and fs_module.scheme("/x:y") == ""
+
+
+def test_a_run_whose_lock_was_taken_over_writes_nothing_more(base, tmp_path, caplog):
+    run = storage.join(base, "run")
+    lock = tmp_path / ".run.lock"
+    with caplog.at_level("ERROR"), storage.output_lock(run, stale_s=0.08):
+        storage.write_atomic(storage.join(run, "before.json"), b"1")  # ours: written
+        theirs = {"host": "elsewhere", "pid": 7, "started": "x", "token": "theirs"}
+        lock.write_text(json.dumps(theirs))  # taken over as stale by another run
+        deadline = time.time() + 30
+        while "no longer this run's" not in caplog.text and time.time() < deadline:
+            time.sleep(0.02)
+        with pytest.raises(InputError, match="taken over by pid 7 on elsewhere"):
+            storage.write_atomic(storage.join(run, "checkpoint", "state.json"), b"2")
+        tmp = storage.join(base, "run.tmp-x")
+        storage.write_atomic(storage.join(tmp, "model.json"), b"3")  # not under the output
+        with pytest.raises(InputError, match="stops without writing"):
+            storage.publish(tmp, run, overwrite=True)
+    assert json.loads(lock.read_text())["token"] == "theirs"  # left to its new owner
+    assert not (tmp_path / "run" / "checkpoint").exists()
+    storage.write_atomic(storage.join(run, "after.json"), b"4")  # the mark ends with the run
