@@ -60,3 +60,38 @@ def test_loss_grad_without_bias_pickles():
     lg = LossGrad(1.0, 2.0, 1.0, np.array([0.0, 3.0]), None)
     back = pickle.loads(pickle.dumps(lg))
     assert back.grad_bias is None and back.grad.tolist() == [0.0, 3.0]
+
+
+def test_gradient_test_pieces_ship_non_zeros_and_sum_to_the_same_summary():
+    """The block-wise test's pieces (GradientTestTask.split) pickle as
+    LossGrads, non-zeros only; summed after a round trip through pickle, as
+    a shuffle ships them, they summarize exactly as in-process."""
+    from sparkmaxent.kernels.topk import GradientTestTask
+
+    rng = np.random.default_rng(9)
+    blocks = [random_multiclass(rng, m=30, P=300, K=5, density=0.02) for _ in range(3)]
+    space = Space(MULTICLASS, 300, 5, bias=True)
+    weights = Weights(np.array([3, 40, 777]), np.array([0.5, -1.0, 0.25]), np.zeros(5))
+    task = GradientTestTask(space, weights, None, 1e-4, 1e-3, 7, 400)
+    partials = [task.partial(b) for b in blocks]
+    shipped: dict = {}
+    for lg in partials:
+        for key, piece in task.split(lg):
+            data = pickle.dumps(piece, protocol=pickle.HIGHEST_PROTOCOL)
+            if key >= 0:
+                assert len(data) < 8 * np.count_nonzero(piece.grad) + 400 / 8 + 1000 < 8 * 400
+            back = pickle.loads(data)
+            shipped[key] = back if key not in shipped else shipped[key].merge(back)
+    total = partials[0].merge(partials[1]).merge(partials[2])
+    weight = total.weight
+    expected = task.summarize_all(total, weight).finish(space, weights.ids)
+    got = None
+    for key, value in shipped.items():
+        piece = task.summarize(key, value, weight)
+        got = piece if got is None else got.merge(piece)
+    got = got.finish(space, weights.ids)
+    np.testing.assert_array_equal(got.top_ids, expected.top_ids)
+    np.testing.assert_array_equal(got.top_grad, expected.top_grad)
+    np.testing.assert_array_equal(got.active_grad, expected.active_grad)
+    assert (got.max_inactive, got.n_over) == (expected.max_inactive, expected.n_over)
+    assert len(expected.top_ids) > 0
