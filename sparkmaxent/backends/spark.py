@@ -229,9 +229,10 @@ def _merge(a, b):
     return a.merge(b)
 
 
-def _add_piece(a, b):
-    # pieces of a block-wise gradient test: gradient slices, or the scalar sums
-    return a.merge(b) if isinstance(a, LossGrad) else a + b
+def _add_piece(a: LossGrad, b: LossGrad) -> LossGrad:
+    # pieces of a block-wise gradient test (GradientTestTask.split): LossGrads
+    # of gradient slices, or of the scalar sums
+    return a.merge(b)
 
 
 # ---------------------------------------------------------------- reading

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .loss import LossGrad, loss_grad_proba
+from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 
 
@@ -79,23 +80,15 @@ class Curvature:
         return Curvature(self.lg.merge(other.lg), self.hess_upper + other.hess_upper)
 
     # Pickling (how a partition's result reaches the driver) ships the
-    # triangle's non-zeros and a bit mask of where they are: two features
-    # whose predicates never occur in one event have a 0 entry, and on
-    # sparse NLP data most entries are (see docs/benchmarks.md).
+    # triangle's non-zeros and a bit mask of where they are (packing.py):
+    # two features whose predicates never occur in one event have a 0
+    # entry, and on sparse NLP data most entries are (see docs/benchmarks.md).
     def __getstate__(self) -> dict:
-        nonzero = self.hess_upper != 0
-        return {
-            "lg": self.lg,
-            "size": len(self.hess_upper),
-            "mask": np.packbits(nonzero),
-            "values": self.hess_upper[nonzero],
-        }
+        return {"lg": self.lg, **pack_nonzero(self.hess_upper)}
 
     def __setstate__(self, state: dict) -> None:
-        nonzero = np.unpackbits(state["mask"], count=state["size"]).view(bool)
         self.lg = state["lg"]
-        self.hess_upper = np.zeros(state["size"])
-        self.hess_upper[nonzero] = state["values"]
+        self.hess_upper = unpack_nonzero(state)
 
 
 def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None) -> sp.csr_matrix:

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
+from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
 
@@ -117,6 +118,18 @@ class LossGrad:
             self.grad + other.grad,
             None if self.grad_bias is None else self.grad_bias + other.grad_bias,
         )
+
+    # Pickling (how a partition's result reaches the driver) ships the
+    # gradient's non-zeros and a bit mask of where they are (packing.py): a
+    # block's gradient over all candidates is zero at every predicate the
+    # block does not hold, so the bytes shipped follow the block's
+    # predicates rather than the candidate space.
+    def __getstate__(self) -> dict:
+        return {**vars(self), "grad": pack_nonzero(self.grad)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.grad = unpack_nonzero(state["grad"])
 
 
 def check_total_weight(weight: float) -> float:

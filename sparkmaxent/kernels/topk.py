@@ -204,26 +204,28 @@ class GradientTestTask:
         """Loss and dense gradient sums of one data block."""
         return loss_grad(block, self.space, self.weights.sparse(), self.scaling, None)
 
-    def split(self, lg: LossGrad) -> Iterator[tuple[int, object]]:
-        """``(SCALARS_KEY, LossGrad without grad)`` then ``(b, G[b-th block])``
-        for every feature block b (slices are views)."""
+    def split(self, lg: LossGrad) -> Iterator[tuple[int, LossGrad]]:
+        """``(SCALARS_KEY, LossGrad without grad)`` then ``(b, LossGrad of
+        G[b-th block] alone)`` for every feature block b (slices are views).
+        Pieces are LossGrads so that they pickle as LossGrads do, non-zeros
+        only: a block's piece is zero at every predicate the block lacks."""
         yield SCALARS_KEY, LossGrad(lg.loss, lg.weight, lg.correct, np.zeros(0), lg.grad_bias)
         size = self.block_size
         for b in range(self.n_blocks):
-            yield b, lg.grad[b * size : (b + 1) * size]
+            yield b, LossGrad(0.0, 0.0, 0.0, lg.grad[b * size : (b + 1) * size], None)
 
-    def summarize(self, key: int, value, weight: float) -> GradientSummary:
+    def summarize(self, key: int, value: LossGrad, weight: float) -> GradientSummary:
         """The summary of one summed piece: the scalars, or feature block
-        ``key`` with gradient sums ``value`` (shape (<= block_size,)) over
-        total event weight ``weight``."""
+        ``key`` with gradient sums ``value.grad`` (shape (<= block_size,))
+        over total event weight ``weight``."""
         if key == SCALARS_KEY:
             return GradientSummary.empty(self.threshold, self.n_best, value)
         lo = key * self.block_size
         ids = self.weights.active_ids()
-        a, b = np.searchsorted(ids, [lo, lo + len(value)])
+        a, b = np.searchsorted(ids, [lo, lo + len(value.grad)])
         local = ids[a:b] - lo
         # g = G / W + gamma2 w, element by element as the dense test computes it
-        g = value / weight
+        g = value.grad / weight
         g[local] += self.l2 * self.weights.values[a:b]
         score = np.abs(g)
         score[local] = -1.0  # active features are never selected again

@@ -95,3 +95,24 @@ def test_short_grafting_run_block_path_equals_dense_path(backend, problem, round
     assert a["passed"] == b["passed"]
     assert a["zero_weights_over_bound"] == b["zero_weights_over_bound"]
     assert a["max_zero_gradient"] == pytest.approx(b["max_zero_gradient"], rel=1e-6)
+
+
+def test_the_frame_backends_block_pass_gives_the_rdd_backends_summary(spark, backend, problem):
+    """Both Spark backends ship the test's pieces (LossGrads, non-zeros only)
+    through their shuffles and summarize them alike."""
+    from sparkmaxent.backends.frame import FrameBackend
+
+    directory, info, block, space = problem
+    w = train(LocalBackend([block], space), config(max_rounds=1)).weights
+    theta = np.concatenate([w.values, w.bias])
+    bound = GAMMA * (1 + 1e-6)
+    value, rdd = Objective(backend, w.ids).gradient_summary(theta, bound, 5, 7)
+    with FrameBackend(spark, directory, info, bias=True, partitions=3) as fb:
+        value_f, frame = Objective(fb, w.ids).gradient_summary(theta, bound, 5, 7)
+    assert value_f == pytest.approx(value, rel=1e-14)
+    assert len(rdd.top_ids) == 5
+    np.testing.assert_array_equal(frame.top_ids, rdd.top_ids)
+    np.testing.assert_allclose(frame.top_grad, rdd.top_grad, rtol=1e-12)
+    np.testing.assert_allclose(frame.active_grad, rdd.active_grad, rtol=1e-12, atol=1e-17)
+    assert (frame.n_over, frame.n_features) == (rdd.n_over, rdd.n_features)
+    assert frame.max_inactive == pytest.approx(rdd.max_inactive, rel=1e-12)
