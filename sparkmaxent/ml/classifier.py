@@ -96,6 +96,7 @@ class MaxEntClassifier(MaxEntEstimator, MaxEntParams, DefaultParamsReadable, Def
             partitions=cfg.data.partitions or None,
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
+            in_process_max_events=cfg.data.in_process_max_events,
         )
         numeric = is_numeric(dataset, label_col)
         classes, n_classes = label_classes(list(info.labels), numeric, label_col)
