@@ -202,10 +202,14 @@ class MaxEntClassificationModel(Model, MaxEntParams, MaxEntWritable, MaxEntReada
         from pyspark.ml.functions import array_to_vector
         from pyspark.sql import functions as F
 
-        from ..data.columns import names_and_values
+        from ..data.columns import ARRAY, feature_kind, names_and_values
 
-        names, values = names_and_values(dataset, "transform input", self.getFeaturesCol())
-        scored = dataset.withColumn(_SCORES, score_column(self.scorer(), names, values))
+        where, col = "transform input", self.getFeaturesCol()
+        names, values = names_and_values(dataset, where, col)
+        binary = feature_kind(dataset, where, col) == ARRAY  # values all 1.0: not shipped
+        scored = dataset.withColumn(
+            _SCORES, score_column(self.scorer(), names, None if binary else values)
+        )
         outputs = {}
         for param, field in (
             (self.rawPredictionCol, "raw"),
