@@ -44,6 +44,7 @@ from benchmarks.common import (
 
 log = logging.getLogger("ml_api")
 KEYS = ["system", "task", "wall_s", "rows_per_s", "passes", "accuracy"]
+STAGES = ("train", "score", "grid", "cv")
 
 
 def tokens(spark, path: str):
@@ -268,7 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3, 3e-4])
     p.add_argument("--folds", type=int, default=3)
     p.add_argument("--cv-sentences", type=int, default=1000, help="first N for CrossValidator")
-    p.add_argument("--stages", nargs="+", default=["train", "score", "grid", "cv"])
+    p.add_argument(
+        "--stages", nargs="+", choices=STAGES, default=list(STAGES), help="run in this order"
+    )
     work_arguments(p, "/tmp/sparkmaxent-ml-api", "ml_api.json")
     args = start(p, argv)
     from sparkmaxent.backends.session import spark_session
@@ -301,22 +304,21 @@ def main(argv: list[str] | None = None) -> int:
         print_table(previous + rows, KEYS)
 
     model = None
-    if "train" in args.stages:
-        model = train_stage(spark, args, text, train, rows)
-        save("train")
-    if "score" in args.stages:
-        if model is None:
-            from sparkmaxent.ml import MaxEntClassifier
+    for stage in args.stages:  # in the order given
+        if stage == "train":
+            model = train_stage(spark, args, text, train, rows)
+        elif stage == "score":
+            if model is None:
+                from sparkmaxent.ml import MaxEntClassifier
 
-            model = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best).fit(train)
-        score_stage(spark, args, train, test, model, rows)
-        save("score")
-    if "grid" in args.stages:
-        grid_stage(spark, args, train, rows)
-        save("grid")
-    if "cv" in args.stages:
-        cv_stage(spark, args, text, rows)
-        save("cv")
+                est = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best)
+                model = est.fit(train)
+            score_stage(spark, args, train, test, model, rows)
+        elif stage == "grid":
+            grid_stage(spark, args, train, rows)
+        elif stage == "cv":
+            cv_stage(spark, args, text, rows)
+        save(stage)
     return 0
 
 
