@@ -12,12 +12,18 @@ in one Spark session: issue 20's figures for classic sessions.
   accuracy only). Each transform is materialized with the ``noop`` writer.
 - ``grid``: ``fitMultiple`` over ``--grid`` gamma1 values (what
   CrossValidator calls per fold) with and without warmStart.
+- ``cv``: ``CrossValidator`` (``--folds`` folds, ``ParamGridBuilder`` over
+  ``--grid``) on the first ``--cv-sentences`` sentences with and without
+  warmStart; the run checks that both choose the same gamma1 and fit the
+  same models (objectives to 1e-6 relative).
 
     python -m benchmarks.ml_api --train-sentences 2000
 
 Writes benchmarks/results/ml_api.json (rows: system, task, wall_s,
-rows_per_s, passes, accuracy) after each stage; ``machine`` holds the load
-average (the machine may be shared).
+rows_per_s, passes, accuracy, stage, command, load_average) after each
+stage; a run of some ``--stages`` keeps the file's rows of the other stages,
+so stages can run one at a time (each under the benchmark lock);
+``machine`` holds the load average at the end.
 """
 
 from __future__ import annotations
@@ -27,10 +33,18 @@ import logging
 import os
 import time
 
-from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
+from benchmarks.common import (
+    command_line,
+    print_table,
+    shared_corpus,
+    start,
+    work_arguments,
+    write_result,
+)
 
 log = logging.getLogger("ml_api")
 KEYS = ["system", "task", "wall_s", "rows_per_s", "passes", "accuracy"]
+STAGES = ("train", "score", "grid", "cv")
 
 
 def tokens(spark, path: str):
@@ -63,7 +77,8 @@ def accuracy(df, label="label_index") -> float:
 
 def train_stage(spark, args, text: str, train, rows: list[dict]):
     """Estimator (the DataFrame of ``text``'s tokens) against the command
-    line (``text`` prepared as conll) on the same events."""
+    line (``text`` prepared as conll) on the same events, after one untimed
+    run of each on 50 sentences."""
     import json
 
     from sparkmaxent import cli
@@ -71,19 +86,24 @@ def train_stage(spark, args, text: str, train, rows: list[dict]):
 
     n = train.count()
     est = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best)
-    model, wall = timed(lambda: est.fit(train))
-    rows.append(row("sparkmaxent Estimator", "train (prepare_table + fit)", wall, n, model.report))
     prepared, out = os.path.join(args.work, "prepared"), os.path.join(args.work, "run")
     sets = ["train.method=grafting", f"train.grafting.l1={args.l1}"]
     sets.append(f"train.grafting.n_best={args.n_best}")
 
-    def run_cli() -> None:
-        argv = ["prepare", "--input", text, "--format", "conll", "--output", prepared]
+    def run_cli(path: str) -> None:
+        argv = ["prepare", "--input", path, "--format", "conll", "--output", prepared]
         assert cli.main([*argv, "--overwrite"]) == 0
         argv = ["train", "--train", prepared, "--output", out]
         assert cli.main([*argv, *(x for s in sets for x in ("--set", s))]) == 0
 
-    _, wall = timed(run_cli)
+    # warm-up: both paths once on a few sentences (imports, first-call costs),
+    # so neither timed run pays them for the other
+    few = sentences(text, os.path.join(args.work, "warmup.txt"), 50)
+    est.fit(tokens(spark, few))
+    run_cli(few)
+    model, wall = timed(lambda: est.fit(train))
+    rows.append(row("sparkmaxent Estimator", "train (prepare_table + fit)", wall, n, model.report))
+    _, wall = timed(lambda: run_cli(text))
     with open(os.path.join(out, "train_report.json")) as f:
         report = json.load(f)
     rows.append(row("sparkmaxent CLI", "train (prepare + train)", wall, n, report))
@@ -177,6 +197,73 @@ def grid_stage(spark, args, train, rows: list[dict]) -> None:
         rows.append(r)
 
 
+def cv_stage(spark, args, text: str, rows: list[dict]) -> None:
+    """``CrossValidator`` (``--folds`` folds) over the ``--grid`` gamma1
+    values on the first ``--cv-sentences`` sentences, with warmStart and
+    without: the same folds (seed), so the same chosen gamma1 and the same
+    models to the optimizer's tolerance (checked here)."""
+    import numpy as np
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.feature import StringIndexer
+    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
+
+    from sparkmaxent.ml import MaxEntClassifier
+
+    small = sentences(text, os.path.join(args.work, "cv.txt"), args.cv_sentences)
+    data = tokens(spark, small)
+    index = StringIndexer(inputCol="label", outputCol="label_index", stringOrderType="alphabetAsc")
+    data = index.fit(data).transform(data).cache()
+    n = data.count()
+    est = MaxEntClassifier(method="grafting", nBest=args.n_best, labelCol="label_index")
+    grid = ParamGridBuilder().addGrid(est.l1, args.grid).build()
+    evaluator = MulticlassClassificationEvaluator(labelCol="label_index", metricName="accuracy")
+    evaluator.evaluate(est.copy({est.l1: args.grid[0]}).fit(data).transform(data))  # warm-up
+    fitted = {}
+    for warm in (True, False):
+        cv = CrossValidator(
+            estimator=est.copy({est.warmStart: warm}),
+            estimatorParamMaps=grid,
+            evaluator=evaluator,
+            numFolds=args.folds,
+            seed=7,
+            collectSubModels=True,
+        )
+        model, wall = timed(lambda cv=cv: cv.fit(data))
+        best = model.bestModel
+        subs = [m for fold in model.subModels for m in fold]
+        r = row(
+            "sparkmaxent CrossValidator",
+            f"{args.folds} folds x {len(grid)} gamma1, warm={warm}",
+            wall,
+            n,
+        )
+        r["passes"] = sum(m.report["passes"] for m in subs) + best.report["passes"]
+        r["accuracy"] = float(max(model.avgMetrics))
+        r["chosen_l1"] = best.getOrDefault(best.l1)
+        r["avg_metrics"] = [float(x) for x in model.avgMetrics]
+        r["objectives"] = [m.report["objective"] for m in subs]
+        r["train_rows"] = n
+        rows.append(r)
+        fitted[warm] = (model, best, subs)
+    (cw, bw, sw), (cc, bc, sc) = fitted[True], fitted[False]
+    assert bw.getOrDefault(bw.l1) == bc.getOrDefault(bc.l1), "warm and cold chose different gamma1"
+    for a, b in zip([bw, *sw], [bc, *sc], strict=True):
+        ra, rb = a.report["objective"], b.report["objective"]
+        assert abs(ra - rb) <= 1e-6 * abs(rb), f"objectives differ: {ra} vs {rb}"
+    assert np.allclose(cw.avgMetrics, cc.avgMetrics, atol=1e-3), "validation accuracies differ"
+
+
+def kept_rows(path: str, stages: list[str]) -> list[dict]:
+    """The rows of an earlier result file from stages not run now (each
+    row names its stage and command), so stages can run one at a time."""
+    import json
+
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [r for r in json.load(f)["rows"] if r.get("stage", stages[0]) not in stages]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", default=None, help="directory holding conll2000/ (../shared/data)")
@@ -186,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mllib-iter", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3, 3e-4])
-    p.add_argument("--stages", nargs="+", default=["train", "score", "grid"])
+    p.add_argument("--folds", type=int, default=3)
+    p.add_argument("--cv-sentences", type=int, default=1000, help="first N for CrossValidator")
+    p.add_argument(
+        "--stages", nargs="+", choices=STAGES, default=list(STAGES), help="run in this order"
+    )
     work_arguments(p, "/tmp/sparkmaxent-ml-api", "ml_api.json")
     args = start(p, argv)
     from sparkmaxent.backends.session import spark_session
@@ -206,24 +297,34 @@ def main(argv: list[str] | None = None) -> int:
         "n_best": args.n_best,
     }
 
-    def save() -> None:
-        write_result(args.output, rows, **extra)
-        print_table(rows, KEYS)
+    previous = kept_rows(args.output, args.stages)
+
+    def save(stage: str) -> None:
+        for r in rows:
+            r.setdefault("stage", stage)
+        stamp = {"command": command_line(), "load_average": [round(x, 2) for x in os.getloadavg()]}
+        for r in rows:
+            for k, v in stamp.items():
+                r.setdefault(k, v)
+        write_result(args.output, previous + rows, **extra)
+        print_table(previous + rows, KEYS)
 
     model = None
-    if "train" in args.stages:
-        model = train_stage(spark, args, text, train, rows)
-        save()
-    if "score" in args.stages:
-        if model is None:
-            from sparkmaxent.ml import MaxEntClassifier
+    for stage in args.stages:  # in the order given
+        if stage == "train":
+            model = train_stage(spark, args, text, train, rows)
+        elif stage == "score":
+            if model is None:
+                from sparkmaxent.ml import MaxEntClassifier
 
-            model = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best).fit(train)
-        score_stage(spark, args, train, test, model, rows)
-        save()
-    if "grid" in args.stages:
-        grid_stage(spark, args, train, rows)
-        save()
+                est = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best)
+                model = est.fit(train)
+            score_stage(spark, args, train, test, model, rows)
+        elif stage == "grid":
+            grid_stage(spark, args, train, rows)
+        elif stage == "cv":
+            cv_stage(spark, args, text, rows)
+        save(stage)
     return 0
 
 

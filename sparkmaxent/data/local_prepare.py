@@ -79,6 +79,22 @@ def read_small(
     return RawSource(raw, spec.shape, files_shown, file_source(fmt, uris, opts))
 
 
+def collect_raw(spark, frame, shape: str) -> pa.Table:
+    """The rows of a small DataFrame of raw events (``raw._raw_ddl``'s
+    columns, any others after them) collected here with Arrow in one Spark
+    job, the raw columns cast to the types ``read_small`` gives, so
+    ``build_local`` finishes a table as it finishes files."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(_ddl_struct(spark, _raw_ddl(shape)))
+    table = frame.toArrow()
+    raw = table.select(schema.names).cast(schema)
+    for name in table.column_names:
+        if name not in schema.names:
+            raw = raw.append_column(name, table.column(name))
+    return raw
+
+
 def is_local(src: RawSource) -> bool:
     """Whether ``src`` was read here (by ``read_small``)."""
     return isinstance(src.raw, pa.Table)

@@ -182,8 +182,12 @@ def prepare_table(
         table's rows; needs ``merge_duplicates=False``.
     cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
         As in :func:`prepare`.
-    lock_stale_s, in_process_max_events
+    lock_stale_s : float
         As in :func:`prepare`.
+    in_process_max_events : int
+        As in :func:`prepare`; a table of at most this many rows (without
+        ``key_col``) is also collected with Arrow in one Spark job and
+        prepared in this process (``rawtable.read_table``): the same dataset.
 
     Returns
     -------
@@ -212,6 +216,7 @@ def prepare_table(
         weight_col=weight_col,
         values_col=values_col,
         key_col=key_col,
+        in_process_max_events=in_process_max_events,
     )
     return _run(
         spark,
@@ -277,7 +282,8 @@ def prepare_candidate_table(
     cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
         As in :func:`prepare`.
     lock_stale_s, in_process_max_events
-        As in :func:`prepare`.
+        As in :func:`prepare_table` (the checks of a small table stay Spark
+        jobs: its candidates are grouped into events on Spark).
 
     Returns
     -------
@@ -301,6 +307,7 @@ def prepare_candidate_table(
         weight_col=weight_col,
         values_col=values_col,
         key_col=key_col,
+        in_process_max_events=in_process_max_events,
     )
     return _run(
         spark,

@@ -7,8 +7,12 @@ Feature columns are read by ``columns.names_and_values``.
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..shapes import CANDIDATES, MULTICLASS
 from .columns import names_and_values
+from .local_prepare import collect_raw
 from .raw import KIND_EVENT, RawSource
 from .readers import MAX_ABS_VALUE, InputError
 
@@ -22,11 +26,17 @@ def read_table(
     weight_col: str | None,
     values_col: str | None,
     key_col: str | None = None,
+    in_process_max_events: int = 0,
 ) -> RawSource:
     """Raw multiclass events of a DataFrame or catalog table, after checking
     its columns' presence, types and values (``prepare_table``); with
     ``key_col``, each event carries that column's value as ``key``. Without
-    ``label_col`` (data to predict) every label is "" (unseen in training)."""
+    ``label_col`` (data to predict) every label is "" (unseen in training).
+
+    A table of at most ``in_process_max_events`` rows (0: never; not with
+    ``key_col``) is collected into this process with Arrow in one Spark job,
+    its value checks evaluated in the same projection, so ``prepare``
+    finishes it in-process (``local_prepare.build_local``)."""
     from pyspark.sql import functions as F
 
     labels = {label_col: "label"} if label_col else {}
@@ -35,11 +45,11 @@ def read_table(
     names, values = names_and_values(df, name, features_col, values_col)
     weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
     not_null = {c: "labels" for c in labels}
-    _check_table_values(
-        df, name, weight, names, values, not_null, features_col, weight_col, values_col
+    checks = _value_checks(
+        df, weight, names, values, not_null, features_col, weight_col, values_col
     )
     label = F.col(label_col).cast("string") if label_col else F.lit("")
-    raw = df.select(
+    columns = [
         F.lit(KIND_EVENT).cast("tinyint").alias("kind"),
         F.lit(0).alias("file_index"),
         F.lit(None).cast("long").alias("line"),
@@ -51,7 +61,21 @@ def read_table(
         F.lit(None).cast("string").alias("reason"),
         F.lit(None).cast("string").alias("text"),
         *([F.col(key_col).alias("key")] if key_col else []),
-    ).withColumn("group", F.col("event_id"))
+    ]
+    if key_col is None and _small(df, in_process_max_events):
+        flags = [
+            F.coalesce(c, F.lit(False)).alias(f"__check{i}") for i, (_, _, c) in enumerate(checks)
+        ]
+        frame = df.select(*columns, *flags).withColumn("group", F.col("event_id"))
+        raw = collect_raw(spark, frame, MULTICLASS)
+        counts = [
+            pc.sum(raw.column(f"__check{i}").cast(pa.int64())).as_py() for i in range(len(checks))
+        ]
+        _raise_on_counts(name, checks, counts)
+        raw = raw.drop_columns([f"__check{i}" for i in range(len(checks))])
+    else:
+        _check_table_values(df, name, checks)
+        raw = df.select(*columns).withColumn("group", F.col("event_id"))
     source = {
         "format": "table",
         "inputs": [name],
@@ -76,10 +100,13 @@ def read_candidate_table(
     weight_col: str | None,
     values_col: str | None,
     key_col: str | None = None,
+    in_process_max_events: int = 0,
 ) -> RawSource:
     """Raw candidate-set events of a DataFrame or catalog table with one row
     per candidate (``prepare_candidate_table``), after the checks of
-    :func:`read_table`.
+    :func:`read_table`; the events of a table of at most
+    ``in_process_max_events`` rows (not with ``key_col``) are collected into
+    this process, as in :func:`read_table` (the checks stay Spark jobs).
 
     The rows of a group form one event, its candidates in the table's row
     order, as the lines of a TADM event. A candidate is correct when its
@@ -99,9 +126,10 @@ def read_candidate_table(
     names, values = names_and_values(df, name, features_col, values_col)
     weight = F.col(weight_col).cast("double") if weight_col else F.lit(1.0)
     not_null = {group_col: "group ids", correct_col: "correct flags"}
-    _check_table_values(
-        df, name, weight, names, values, not_null, features_col, weight_col, values_col
+    checks = _value_checks(
+        df, weight, names, values, not_null, features_col, weight_col, values_col
     )
+    _check_table_values(df, name, checks)
     cands = df.select(
         F.col(group_col).alias("g"),
         F.struct(
@@ -140,6 +168,8 @@ def read_candidate_table(
         F.lit(None).cast("string").alias("text"),
         *([F.col("key")] if key_col else []),
     ).withColumn("group", F.col("event_id"))
+    if key_col is None and _small(df, in_process_max_events):
+        raw = collect_raw(spark, raw, CANDIDATES)
     source = {
         "format": "table",
         "inputs": [name],
@@ -241,9 +271,13 @@ def _check_table_columns(df, name: str, required: dict[str, str], weight_col: st
             )
 
 
-def _check_table_values(
+def _small(df, max_rows: int) -> bool:
+    """Whether ``df`` has at most ``max_rows`` rows (0: never asked)."""
+    return max_rows > 0 and df.limit(max_rows + 1).count() <= max_rows
+
+
+def _value_checks(
     df,
-    name: str,
     weight,
     names,
     values,
@@ -251,10 +285,11 @@ def _check_table_values(
     features_col: str,
     weight_col: str | None,
     values_col: str | None,
-) -> None:
-    """No nulls (in the ``not_null`` columns: name -> what they hold, and
-    the features), NaN or infinite values, no negative weights: one pass over
-    ``df``. ``names``/``values`` are the features as
+) -> list:
+    """(column, what must not occur, boolean expression true on a row where
+    it occurs) of each value check: no nulls (in the ``not_null`` columns:
+    name -> what they hold, and the features), NaN or infinite values, no
+    negative weights. ``names``/``values`` are the features as
     ``columns.names_and_values`` reads them."""
     from pyspark.sql import functions as F
 
@@ -299,15 +334,27 @@ def _check_table_values(
                 F.size(values) != F.size(names),
             )
         )
-    counts = df.agg(
+    return checks
+
+
+def _check_table_values(df, name: str, checks: list) -> None:
+    """The ``_value_checks`` of ``df``, counted in one pass."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(
         *[
             F.sum(F.coalesce(cond, F.lit(False)).cast("long")).alias(f"c{i}")
             for i, (_, _, cond) in enumerate(checks)
         ]
     ).first()
-    for i, (col, what, _) in enumerate(checks):
-        if counts[f"c{i}"]:
-            raise InputError(f"{name}: column {col!r}: expected no {what}, got {counts[f'c{i}']}")
+    _raise_on_counts(name, checks, [row[f"c{i}"] for i in range(len(checks))])
+
+
+def _raise_on_counts(name: str, checks: list, counts: list) -> None:
+    """The error of the first check that some rows fail (``counts``: rows per check)."""
+    for (col, what, _), n in zip(checks, counts, strict=True):
+        if n:
+            raise InputError(f"{name}: column {col!r}: expected no {what}, got {n}")
 
 
 __all__ = ["read_table", "read_candidate_table"]

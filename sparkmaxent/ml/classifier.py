@@ -96,6 +96,7 @@ class MaxEntClassifier(MaxEntEstimator, MaxEntParams, DefaultParamsReadable, Def
             partitions=cfg.data.partitions or None,
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
+            in_process_max_events=cfg.data.in_process_max_events,
         )
         numeric = is_numeric(dataset, label_col)
         classes, n_classes = label_classes(list(info.labels), numeric, label_col)
@@ -201,10 +202,14 @@ class MaxEntClassificationModel(Model, MaxEntParams, MaxEntWritable, MaxEntReada
         from pyspark.ml.functions import array_to_vector
         from pyspark.sql import functions as F
 
-        from ..data.columns import names_and_values
+        from ..data.columns import ARRAY, feature_kind, names_and_values
 
-        names, values = names_and_values(dataset, "transform input", self.getFeaturesCol())
-        scored = dataset.withColumn(_SCORES, score_column(self.scorer(), names, values))
+        where, col = "transform input", self.getFeaturesCol()
+        names, values = names_and_values(dataset, where, col)
+        binary = feature_kind(dataset, where, col) == ARRAY  # values all 1.0: not shipped
+        scored = dataset.withColumn(
+            _SCORES, score_column(self.scorer(), names, None if binary else values)
+        )
         outputs = {}
         for param, field in (
             (self.rawPredictionCol, "raw"),

@@ -76,6 +76,7 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
             partitions=cfg.data.partitions or None,
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
+            in_process_max_events=cfg.data.in_process_max_events,
         )
         return {}
 

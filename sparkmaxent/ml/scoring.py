@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from ..kernels import MULTICLASS
+from ..kernels import MULTICLASS, Scaling, Space, Weights
 from ..kernels.blocks import CandidateBlock, MulticlassBlock
 from ..kernels.loss import candidate_scores, multiclass_scores
 from ..kernels.softmax import row_softmax
@@ -41,6 +41,13 @@ class Scorer:
         Output class index of each model label (the prediction column's value).
     n_classes : int
         Length of the probability and rawPrediction vectors.
+    compact : tuple of (Space, Weights, Scaling or None), or None
+        A multiclass model without conjunctions restricted to the used
+        predicates (predicate j is ``names[j]``), weights dense: each batch's
+        matrix then has one column per used predicate and the scores are one
+        sparse-by-dense product (``kernels.loss.multiclass_scores``). A
+        predicate the model does not use has no weight in any label, so the
+        scores are those of the full model.
     """
 
     model: MaxentModel
@@ -48,49 +55,73 @@ class Scorer:
     ids: np.ndarray
     classes: np.ndarray
     n_classes: int
+    compact: tuple[Space, Weights, Scaling | None] | None = None
 
     @staticmethod
     def of(model: MaxentModel, classes: np.ndarray, n_classes: int) -> Scorer:
         used = sorted((i, n) for i, n in model.feature_names.items() if i < model.n_atoms)
+        ids = np.asarray([i for i, _ in used], dtype=np.int64)
         return Scorer(
             model,
             pa.array([n for _, n in used], pa.string()),
-            np.asarray([i for i, _ in used], dtype=np.int64),
+            ids,
             np.asarray(classes, dtype=np.int64),
             int(n_classes),
+            _compact(model, ids),
         )
 
-    def matrix(self, names: pa.Array, values: pa.Array, n_rows: int) -> sp.csr_matrix:
+    def matrix(self, names: pa.Array, values: pa.Array | None, n_rows: int) -> sp.csr_matrix:
         """Predicate values of rows given as list arrays of names and values
-        (null lists: no features); names the model does not use are dropped,
-        repeated ones summed (as ``prepare`` does)."""
-        lengths = pc.fill_null(pc.list_value_length(names), 0).to_numpy(zero_copy_only=False)
+        (null lists: no features; no ``values``: 1.0 each); names the model
+        does not use are dropped, repeated ones summed (as ``prepare``
+        does). Columns are predicate ids, or positions in ``names`` with a
+        ``compact`` model."""
         flat = pc.list_flatten(names)
-        vals = pc.list_flatten(values).to_numpy(zero_copy_only=False).astype(np.float64)
         pos = pc.index_in(flat, value_set=self.names)
         known = pos.is_valid().to_numpy(zero_copy_only=False)
-        rows = np.repeat(np.arange(n_rows), lengths)[known]
-        cols = self.ids[pos.drop_null().to_numpy(zero_copy_only=False)]
-        X = sp.csr_matrix((vals[known], (rows, cols)), shape=(n_rows, self.model.n_atoms))
+        rows = pc.list_parent_indices(names).to_numpy()[known]
+        cols = pos.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+        if values is None:
+            vals = np.ones(len(cols))
+        else:
+            vals = pc.list_flatten(values).to_numpy(zero_copy_only=False).astype(np.float64)[known]
+        width = len(self.ids) if self.compact is not None else self.model.n_atoms
+        indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+        X = sp.csr_matrix(
+            (vals, cols if self.compact is not None else self.ids[cols], indptr),
+            shape=(n_rows, width),
+        )
         X.sum_duplicates()
         return X
 
-    def multiclass(self, names: pa.Array, values: pa.Array) -> pa.StructArray:
+    def scores(self, names: pa.Array, values: pa.Array | None) -> np.ndarray:
+        """S[i, k] = w . f(x_i, k) + b_k of each row, by model label."""
+        m = len(names)
+        K = self.model.space.n_labels
+        block = MulticlassBlock(self.matrix(names, values, m), np.zeros(m, np.int64), np.ones(m), K)
+        if self.compact is not None:
+            return multiclass_scores(block, *self.compact)
+        expanded = self.model.expand(block)
+        assert isinstance(expanded, MulticlassBlock), "expand keeps the block's shape"
+        return multiclass_scores(expanded, self.model.space, self.model.weights, self.model.scaling)
+
+    def multiclass(self, names: pa.Array, values: pa.Array | None) -> pa.StructArray:
         """prediction, probability and raw scores of each row, by output
         class. The raw scores are S[i, k] = w . f(x_i, k) + b_k less their
         row mean, so softmax(raw) = probability and, with two classes, raw =
         [-d/2, d/2] grows with p(class 1) as BinaryClassificationEvaluator
         expects; a class the model never saw has probability 0 and raw -inf."""
-        m = len(names)
-        K = self.model.space.n_labels
-        block = MulticlassBlock(self.matrix(names, values, m), np.zeros(m, np.int64), np.ones(m), K)
-        expanded = self.model.expand(block)
-        assert isinstance(expanded, MulticlassBlock), "expand keeps the block's shape"
-        S = multiclass_scores(expanded, self.model.space, self.model.weights, self.model.scaling)
+        S = self.scores(names, values)
+        m = len(S)
         P = row_softmax(S)[1]
-        raw = np.full((m, self.n_classes), -np.inf)
-        prob = np.zeros((m, self.n_classes))
-        raw[:, self.classes], prob[:, self.classes] = S - S.mean(axis=1)[:, None], P
+        centered = S - S.mean(axis=1)[:, None]
+        if np.array_equal(self.classes, np.arange(self.n_classes)):
+            raw, prob = centered, P  # every class is a model label, in order
+        else:
+            raw = np.full((m, self.n_classes), -np.inf)
+            prob = np.zeros((m, self.n_classes))
+            raw[:, self.classes], prob[:, self.classes] = centered, P
         offsets = pa.array(np.arange(0, m * self.n_classes + 1, self.n_classes, dtype=np.int32))
         return pa.StructArray.from_arrays(
             [
@@ -113,18 +144,47 @@ class Scorer:
         return candidate_scores(expanded, self.model.space, self.model.weights, self.model.scaling)
 
 
-def score_column(scorer: Scorer, names, values):
+def score_column(scorer: Scorer, names, values=None):
     """A struct column (prediction, probability, raw) of a multiclass model,
-    from the (names, values) columns of ``names_and_values``."""
+    from the (names, values) columns of ``names_and_values`` (no ``values``:
+    binary predicates, and no values column to ship to the UDF)."""
     from pyspark.sql.functions import arrow_udf
 
     assert scorer.model.space.shape == MULTICLASS, "candidate-set models score rows one by one"
+
+    if values is None:
+
+        @arrow_udf(SCORES_TYPE)  # type: ignore[call-overload]
+        def score_names(n: pa.Array) -> pa.Array:
+            return scorer.multiclass(n, None)
+
+        return score_names(names)
 
     @arrow_udf(SCORES_TYPE)  # type: ignore[call-overload]
     def score(n: pa.Array, v: pa.Array) -> pa.Array:
         return scorer.multiclass(n, v)
 
     return score(names, values)
+
+
+def _compact(model: MaxentModel, ids: np.ndarray) -> tuple[Space, Weights, Scaling | None] | None:
+    """``Scorer.compact`` of a multiclass model without conjunctions (else None)."""
+    space = model.space
+    if space.shape != MULTICLASS or model.conjunctions is not None:
+        return None
+    K = space.n_labels
+    p, k = space.split(model.weights.active_ids())
+    at = np.minimum(np.searchsorted(ids, p), max(len(ids) - 1, 0))
+    found = ids[at] == p if len(ids) else np.zeros(len(p), bool)
+    if np.any(model.weights.values[~found] != 0):
+        return None  # a weighted predicate without a name: score with the full model
+    W = np.zeros((len(ids), K))
+    W[at[found], k[found]] = model.weights.values[found]
+    compact = Space(MULTICLASS, len(ids), K, space.bias)
+    scaling = model.scaling
+    if scaling is not None:
+        scaling = Scaling(scaling.mean[ids], scaling.inv_scale[ids])
+    return compact, Weights(None, W.ravel(), model.weights.bias), scaling
 
 
 def candidate_score_column(scorer: Scorer, names, values):
