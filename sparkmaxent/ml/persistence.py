@@ -23,6 +23,7 @@ from pyspark.ml.util import (
 )
 
 from .. import storage
+from ..errors import InputError
 from ..jsonio import json_default
 
 MODEL_DIR = "model"
@@ -42,6 +43,10 @@ class MaxEntWriter(MLWriter):
         storage.delete(path)
 
     def saveImpl(self, path: str) -> None:
+        # before anything is written; under Spark Connect this also refuses a
+        # remote file system (hdfs://, s3a://: the client has no Hadoop FileSystem)
+        if storage.exists(path):
+            raise InputError(f"{path} exists: save with write().overwrite() to replace it")
         DefaultParamsWriter.saveMetadata(
             self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
         )
