@@ -13,11 +13,13 @@ A child caches the blocks, then times, taking turns, ``--repeats`` passes of
     gradient   LossGradTask with the gradient over all P*K features (the
                grafting gradient test's pass)
     active     LossGradTask over ``--active`` features (an inner optimizer pass)
+    trivial    (with --profile) CountTask: a pass's fixed cost
 
 and reports their medians; then a whole grafting fit (its wall time and
 passes, and the objective, which must agree across systems). The children
 run one after another, ``--rounds`` times in turn; a row per system and
-task holds the median over rounds. The load average (other processes share
+task holds the median over rounds. With ``--profile`` the DataFrame-backend
+children also break a trivial pass down (:func:`profile`). The load average (other processes share
 the machine's cores) is recorded before and after each child.
 
 Usage::
@@ -84,6 +86,62 @@ def make_dataset(directory: str, args) -> None:
     write_events(block, directory, info, n_files=args.partitions)
 
 
+def _timed_count(large: bool):
+    """The mapInArrow function of a trivial pass (``CountTask``) over the
+    DataFrame backend's cached blocks, as ``frame._apply_task`` runs it,
+    also returning when it started and ended and its seconds unpickling."""
+    import pickle
+
+    import pyarrow as pa
+
+    from sparkmaxent.kernels.stats import CountTask
+
+    def apply(batches):
+        start, unpickle, out = time.time(), 0.0, None
+        for batch in batches:
+            for data in batch.column(0).to_pylist():
+                t0 = time.perf_counter()
+                block = pickle.loads(data)
+                unpickle += time.perf_counter() - t0
+                count = CountTask()(block)
+                out = count if out is None else out.merge(count)
+        data = pickle.dumps((out, start, time.time(), unpickle))
+        arrow_type = pa.large_binary() if large else pa.binary()
+        yield pa.RecordBatch.from_arrays([pa.array([data], type=arrow_type)], names=["result"])
+
+    return apply
+
+
+def profile(backend, repeats: int) -> dict:
+    """Where a trivial DataFrame-backend pass spends its time (medians over
+    ``repeats``): building the plan on the client, until the first Python
+    worker starts the pass's function (the query's analysis, planning and
+    task launch on the server), the function itself (reading the cached
+    blocks' Arrow batches, unpickling them, the task), and after the last
+    one ends (result collection)."""
+    import pickle
+
+    parts: dict[str, list[float]] = {}
+    for i in range(repeats + 1):
+        t0 = time.time()
+        frame = backend.cached().mapInArrow(_timed_count(backend.large), "result binary")
+        t1 = time.time()
+        results = [pickle.loads(row[0]) for row in frame.collect()]
+        t2 = time.time()
+        if i == 0:
+            continue  # warm-up
+        figures = {
+            "plan_s": t1 - t0,
+            "before_worker_s": min(r[1] for r in results) - t1,
+            "worker_s": max(r[2] - r[1] for r in results),
+            "unpickle_s": sum(r[3] for r in results),
+            "after_worker_s": t2 - max(r[2] for r in results),
+        }
+        for key, value in figures.items():
+            parts.setdefault(key, []).append(value)
+    return {f"profile_{k}": statistics.median(v) for k, v in parts.items()}
+
+
 def child(system: str, remote: str, directory: str, args) -> dict:
     """One system's figures (run in a child process)."""
     from sparkmaxent.backends.frame import FrameBackend
@@ -115,8 +173,14 @@ def child(system: str, remote: str, directory: str, args) -> dict:
     b = backend()
     out["cache_s"] = time.perf_counter() - t0
     fns = {key: (lambda task=task: b.run(task)) for key, task in tasks.items()}
+    if args.profile:
+        from sparkmaxent.kernels.stats import CountTask
+
+        fns["trivial"] = lambda: b.run(CountTask())
     for key, times in timed_interleaved(fns, args.repeats).items():
         out[f"{key}_pass_s"] = statistics.median(times)
+    if args.profile and system != "classic-rdd":
+        out.update(profile(b, args.repeats))
     b.close()
     cfg = train_config(method="grafting", l1=args.l1, n_best=args.n_best, plots=False)
     with backend() as fit_backend:
@@ -150,7 +214,9 @@ def rows_of(figures: dict[str, list[dict]]) -> list[dict]:
         def med(key: str, runs=runs) -> float:
             return statistics.median(r[key] for r in runs)
 
-        for task in ("gradient", "active"):
+        for task in ("gradient", "active", "trivial"):
+            if f"{task}_pass_s" not in runs[0]:
+                continue
             wall = med(f"{task}_pass_s")
             rows.append(
                 {
@@ -182,7 +248,7 @@ def ratios(rows: list[dict]) -> dict:
     by = {(r["system"], r["task"]): r["per_pass_s"] for r in rows}
     out = {}
     for system in ("classic-frame", "connect-frame"):
-        for task in ("gradient pass", "active pass", "grafting fit"):
+        for task in ("gradient pass", "active pass", "trivial pass", "grafting fit"):
             if (system, task) in by and ("classic-rdd", task) in by:
                 key = f"{system}/classic-rdd {task} per pass"
                 out[key] = round(by[(system, task)] / by[("classic-rdd", task)], 3)
@@ -203,6 +269,11 @@ def parse(argv: list[str] | None):
     ap.add_argument("--n-best", type=int, default=20)
     ap.add_argument("--cores", type=int, default=2, help="local[N] of both kinds of session")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="also time a trivial pass (CountTask) and break a DataFrame-backend one down",
+    )
     ap.add_argument("--out", default=os.path.join(RESULTS, "connect.json"))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--dataset", help=argparse.SUPPRESS)

@@ -160,7 +160,9 @@ class MaxEntEstimator(Estimator, TrainingParams):
         )
         # the scratch dictionary goes away: the model's vocabulary is its used features
         maxent = dataclasses.replace(maxent, dictionary="")
-        return self._copyValues(self._model(maxent, report, prepared.extra))
+        model = self._copyValues(self._model(maxent, report, prepared.extra))
+        model._session = prepared.spark  # the dataset's session, classic or Connect
+        return model
 
 
 __all__ = ["MaxEntEstimator", "Prepared"]

@@ -167,12 +167,10 @@ class MaxEntClassificationModel(Model, MaxEntParams, MaxEntWritable, MaxEntReada
     @property
     def selectedFeatures(self):
         """A DataFrame (feature, label, weight) of every non-zero weight."""
-        from pyspark.sql import SparkSession
-
         m = self.maxentModel
         values = m.weights.values[m.weights.values != 0]
         rows = [(n, lab, float(w)) for (n, lab), w in zip(m.selected_features(), values)]
-        spark = SparkSession.active()
+        spark = self.spark_session()
         return spark.createDataFrame(rows, "feature string, label string, weight double")
 
     def extra_metadata(self) -> dict:

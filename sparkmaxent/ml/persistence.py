@@ -23,6 +23,7 @@ from pyspark.ml.util import (
 )
 
 from .. import storage
+from ..errors import InputError
 from ..jsonio import json_default
 
 MODEL_DIR = "model"
@@ -36,7 +37,16 @@ class MaxEntWriter(MLWriter):
         super().__init__()
         self.instance = instance
 
+    def _handleOverwrite(self, path: str) -> None:
+        """Remove ``path`` through ``sparkmaxent.storage``: pyspark's own
+        overwrite calls the JVM, which a Spark Connect client has not."""
+        storage.delete(path)
+
     def saveImpl(self, path: str) -> None:
+        # before anything is written; under Spark Connect this also refuses a
+        # remote file system (hdfs://, s3a://: the client has no Hadoop FileSystem)
+        if storage.exists(path):
+            raise InputError(f"{path} exists: save with write().overwrite() to replace it")
         DefaultParamsWriter.saveMetadata(
             self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
         )
@@ -61,14 +71,26 @@ class MaxEntReader(MLReader):
         report_path = storage.join(path, REPORT_FILE)
         report = storage.read_json(report_path) if storage.exists(report_path) else {}
         instance = self.cls.from_saved(maxent, meta, report)
+        instance._session = self.sparkSession
         instance._resetUid(meta["uid"])
         DefaultParamsReader.getAndSetParams(instance, meta)
         return instance
 
 
 class MaxEntWritable(MLWritable):
+    #: the session that fitted or loaded the model (classic or Spark Connect)
+    _session: Any = None
+
+    def spark_session(self):
+        """The session that fitted or loaded this model, else the active one:
+        a model made under Spark Connect keeps its Connect session."""
+        from pyspark.sql import SparkSession
+
+        return self._session if self._session is not None else SparkSession.active()
+
     def write(self) -> MLWriter:
-        return MaxEntWriter(self)
+        writer = MaxEntWriter(self)
+        return writer if self._session is None else writer.session(self._session)
 
     def extra_metadata(self) -> dict[str, Any]:
         raise NotImplementedError

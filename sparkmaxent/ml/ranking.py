@@ -111,12 +111,10 @@ class MaxEntRankingModel(Model, RankingParams, MaxEntWritable, MaxEntReadable):
     @property
     def selectedFeatures(self):
         """A DataFrame (feature, weight) of every non-zero weight."""
-        from pyspark.sql import SparkSession
-
         m = self.maxentModel
         values = m.weights.values[m.weights.values != 0]
         rows = [(n, float(w)) for (n, _), w in zip(m.selected_features(), values)]
-        return SparkSession.active().createDataFrame(rows, "feature string, weight double")
+        return self.spark_session().createDataFrame(rows, "feature string, weight double")
 
     def extra_metadata(self) -> dict:
         return {}

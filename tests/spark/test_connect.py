@@ -215,3 +215,44 @@ def test_evaluate_under_connect_loads_the_model_and_scores_as_classic(
     here = api.evaluate_model(spark, MaxentModel.load(model_dir), test_dir)
     assert remote["events"] == here["events"] == 100
     assert remote["accuracy"] == pytest.approx(here["accuracy"], abs=0)
+
+
+@pytest.mark.slow
+def test_pipeline_and_predict_under_connect_equal_classic(spark, server, texts, tmp_path):
+    """``sparkmaxent pipeline`` (prepare, train, evaluate) and ``predict``
+    with --remote give the classic session's model, test accuracy and
+    predictions."""
+    from sparkmaxent.cli import main
+
+    d, paths = texts
+    config = tmp_path / "pipeline.toml"
+    config.write_text(
+        f'[data]\ntrain_inputs = ["{paths["train"]}"]\ntest_inputs = ["{paths["test"]}"]\n'
+        f'format = "maxent"\nin_process_max_events = 0\npartitions = {PARTITIONS}\n'
+        '[train]\nmethod = "grafting"\n[train.grafting]\nl1 = 2e-3\nn_best = 5\n'
+    )
+    runs = {kind: str(tmp_path / kind) for kind in ("connect", "classic")}
+    cli(["pipeline", "--config", str(config), "--output", runs["connect"]], server.url)
+    assert main(["pipeline", "--config", str(config), "--output", runs["classic"]]) == 0
+    reports = {}
+    for kind, run in runs.items():
+        with open(os.path.join(run, api.PIPELINE_REPORT)) as f:
+            reports[kind] = json.load(f)
+    a, b = (MaxentModel.load(os.path.join(runs[k], api.MODEL_DIR)) for k in ("connect", "classic"))
+    assert_same_model(a, b, reports["connect"]["train"], reports["classic"]["train"])
+    assert reports["connect"]["test"]["events"] == 100
+    assert reports["connect"]["test"]["accuracy"] == reports["classic"]["test"]["accuracy"]
+
+    predict = ["predict", "--input", paths["test"], "--format", "maxent"]
+    model_dir = os.path.join(runs["connect"], api.MODEL_DIR)
+    out = {kind: str(tmp_path / f"predictions-{kind}") for kind in runs}
+    zero = ["--set", "data.in_process_max_events=0"]
+    cli([*predict, "--model", model_dir, "--output", out["connect"], *zero], server.url)
+    assert main([*predict, "--model", model_dir, "--output", out["classic"], *zero]) == 0
+    there, here = (spark.read.parquet(out[k]).orderBy("event_id").collect() for k in runs)
+    assert len(there) == len(here) == 100
+    assert [r.predicted for r in there] == [r.predicted for r in here]
+    assert [r.label for r in there] == [r.label for r in here]
+    np.testing.assert_allclose(
+        [r.probabilities for r in there], [r.probabilities for r in here], rtol=1e-12, atol=0
+    )

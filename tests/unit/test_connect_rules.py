@@ -66,3 +66,27 @@ def test_storage_under_connect_refuses_remote_uris_naming_the_limitation(monkeyp
 def test_the_rdd_backend_is_refused_under_connect():
     with pytest.raises(ConfigError, match="spark-rdd needs a classic Spark session"):
         factory.make_backend("spark-rdd", "/nonexistent", spark=_connect_like({}))
+
+
+def test_a_model_saved_under_connect_to_a_remote_fs_is_refused_before_writing(monkeypatch):
+    from sparkmaxent import storage
+    from sparkmaxent.ml import MaxEntClassificationModel
+    from sparkmaxent.ml.persistence import MaxEntWriter
+
+    monkeypatch.setattr(storage, "filesystem", fs.LocalFS)
+    monkeypatch.setattr(fs, "connect_active", lambda: True)
+    writer = MaxEntWriter(MaxEntClassificationModel())
+    with pytest.raises(InputError, match="under Spark Connect the client has no Hadoop"):
+        writer.save("hdfs://namenode/models/m")
+    with pytest.raises(InputError, match="under Spark Connect the client has no Hadoop"):
+        writer.overwrite().save("s3a://bucket/models/m")
+
+
+def test_a_model_is_not_saved_over_an_existing_path_without_overwrite(tmp_path, monkeypatch):
+    from sparkmaxent import storage
+    from sparkmaxent.ml import MaxEntClassificationModel
+
+    monkeypatch.setattr(storage, "filesystem", fs.LocalFS)
+    (tmp_path / "m").mkdir()
+    with pytest.raises(InputError, match="exists: save with write\\(\\).overwrite\\(\\)"):
+        MaxEntClassificationModel().write().save(str(tmp_path / "m"))

@@ -1,0 +1,114 @@
+"""The pyspark.ml side of ``test_connect_ml.py``, run as a Spark Connect
+client in its own process (a Connect session marks the whole process as
+remote): ``python -m tests.spark.connect_ml_client URL OUT``.
+
+Fits the classifier, the ranker and a Tokenizer + classifier Pipeline on
+the tiny tables of ``tests/ml``, and leaves in ``OUT`` what the test
+compares with a classic session: each model's weights (``*.json``), its
+``transform`` output, saved models, and the output of the models loaded
+back under Connect (Parquet, written by the server on the shared disk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from sparkmaxent.ml import (
+    MaxEntClassificationModel,
+    MaxEntClassifier,
+    MaxEntRanker,
+    MaxEntRankingModel,
+)
+from tests.ml.data import frame
+from tests.ml.test_ranking import map_table
+
+#: Spark must run the passes (not the driver), on the same partitions as classic
+CONFIG = {"data.in_process_max_events": 0, "data.partitions": 2}
+CLASSIFIER = {"method": "grafting", "l1": 0.01, "config": CONFIG}
+RANKER = {
+    "groupCol": "sent",
+    "featuresCol": "feats",
+    "correctCol": "ok",
+    "method": "grafting",
+    "l1": 0.005,
+    "config": CONFIG,
+}
+PIPELINE_ROWS = [("good fine great", 1.0), ("bad awful poor", 0.0), ("fine good", 1.0)] * 10
+
+
+def summary(model) -> dict:
+    """What the test compares: weights, report figures, selected features."""
+    w = model.maxentModel.weights
+    return {
+        "ids": w.ids.tolist(),
+        "values": w.values.tolist(),
+        "bias": None if w.bias is None else w.bias.tolist(),
+        "objective": model.report["objective"],
+        "passes": model.report["passes"],
+        "kkt_passed": (model.certificate or {}).get("passed"),
+        "selected": [list(r) for r in model.selectedFeatures.orderBy("feature").collect()],
+    }
+
+
+def pipeline(spark):
+    from pyspark.ml import Pipeline
+    from pyspark.ml.feature import Tokenizer
+
+    text = spark.createDataFrame(PIPELINE_ROWS, "text string, label double")
+    stages = [
+        Tokenizer(inputCol="text", outputCol="words"),
+        MaxEntClassifier(featuresCol="words", method="l2", l2=0.01, config=CONFIG),
+    ]
+    return text, Pipeline(stages=stages)
+
+
+def classifier(spark, out: str) -> dict:
+    df = frame(spark)
+    model = MaxEntClassifier(**CLASSIFIER).fit(df)
+    model.transform(df).write.parquet(os.path.join(out, "transform"))
+    model.write().overwrite().save(os.path.join(out, "model"))
+    model.write().overwrite().save(os.path.join(out, "model"))  # overwrite replaces it
+    back = MaxEntClassificationModel.load(os.path.join(out, "model"))
+    back.transform(df).write.parquet(os.path.join(out, "transform-loaded"))
+    return {"classifier": summary(model), "classifier_loaded": summary(back)}
+
+
+def ranker_and_pipeline(spark, out: str) -> dict:
+    from pyspark.ml import PipelineModel
+
+    table = map_table(spark)
+    ranker = MaxEntRanker(**RANKER).fit(table)
+    ranker.transform(table).write.parquet(os.path.join(out, "ranked"))
+    ranker.write().save(os.path.join(out, "ranker"))
+    ranker_back = MaxEntRankingModel.load(os.path.join(out, "ranker"))
+
+    text, pipe = pipeline(spark)
+    fitted = pipe.fit(text)
+    fitted.write().overwrite().save(os.path.join(out, "pipeline"))
+    PipelineModel.load(os.path.join(out, "pipeline")).transform(text).write.parquet(
+        os.path.join(out, "pipeline-loaded")
+    )
+    return {
+        "ranker": summary(ranker),
+        "ranker_loaded": summary(ranker_back),
+        "pipeline": summary(fitted.stages[1]),
+    }
+
+
+PARTS = {"classifier": classifier, "ranker-pipeline": ranker_and_pipeline}
+
+
+def main(url: str, out: str, part: str) -> None:
+    """Run ``part`` (a key of PARTS) into ``out``; its summaries go to ``models.json``."""
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    result = PARTS[part](spark, out)
+    with open(os.path.join(out, "models.json"), "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3])

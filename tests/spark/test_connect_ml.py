@@ -1,0 +1,132 @@
+"""The pyspark.ml Estimators and Models under Spark Connect: fit,
+transform, selectedFeatures, report and certificate, save and load (alone
+and in a PipelineModel), and MaxEntRanker, with the DataFrame from a
+Connect session, give what a classic session gives.
+
+The Connect side runs in a subprocess (``tests/spark/connect_ml_client.py``;
+a Connect session would make this whole process remote). The classic side
+fits the same tables here on the RDD backend with the same partitions, so
+both sum the same blocks in the same order: weights agree to 1e-9.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from chispa import assert_approx_df_equality, assert_df_equality
+
+from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier, MaxEntRanker
+from tests.ml.data import frame
+from tests.ml.test_ranking import map_table
+from tests.spark import connect_ml_client as client
+
+pytestmark = pytest.mark.connect
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def server():
+    pytest.importorskip("grpc", reason="the Spark Connect client needs the connect extra")
+    from tests.e2e.connect import connect_server
+
+    with connect_server(cores=2, memory="1g") as s:
+        yield s
+
+
+def run_client(server, out: str, part: str) -> dict:
+    """``part`` of connect_ml_client.py run by a Connect client into ``out``."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SPARK_REMOTE", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.spark.connect_ml_client", server.url, out, part],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, f"the Connect client failed:\n{proc.stderr[-3000:]}"
+    with open(os.path.join(out, "models.json")) as f:
+        return json.load(f)
+
+
+def centered(bias):
+    """Biases up to their common shift, which no probability depends on (the
+    optimizer's rounding may move along it: it is no check of the model)."""
+    b = np.asarray(bias)
+    return b - b.mean()
+
+
+def assert_same(connect: dict, classic: dict) -> None:
+    assert connect["ids"] == classic["ids"] and connect["ids"]
+    np.testing.assert_allclose(connect["values"], classic["values"], rtol=1e-9, atol=1e-12)
+    if classic["bias"] is None:
+        assert connect["bias"] is None
+    else:
+        np.testing.assert_allclose(
+            centered(connect["bias"]), centered(classic["bias"]), rtol=1e-9, atol=1e-12
+        )
+    assert connect["objective"] == pytest.approx(classic["objective"], rel=1e-9)
+    assert connect["passes"] == classic["passes"]
+    assert connect["kkt_passed"] == classic["kkt_passed"]
+    assert [r[:-1] for r in connect["selected"]] == [r[:-1] for r in classic["selected"]]
+    np.testing.assert_allclose(
+        [r[-1] for r in connect["selected"]], [r[-1] for r in classic["selected"]], rtol=1e-9
+    )
+
+
+def test_classifier_under_connect_is_the_classic_classifier(spark, server, tmp_path):
+    out = str(tmp_path)
+    models = run_client(server, out, "classifier")
+    df = frame(spark)
+    model = MaxEntClassifier(**client.CLASSIFIER).fit(df)
+    assert models["classifier"]["kkt_passed"] is True
+    assert_same(models["classifier"], client.summary(model))
+    # the model saved and loaded under Connect is the one fitted there
+    assert models["classifier_loaded"] == models["classifier"]
+
+    here = model.transform(df).orderBy("id")
+    there = spark.read.parquet(os.path.join(out, "transform")).orderBy("id")
+    assert there.columns == [*df.columns, "rawPrediction", "probability", "prediction"]
+    assert_df_equality(
+        there.drop("rawPrediction", "probability"), here.drop("rawPrediction", "probability")
+    )
+    scores = [(*r.rawPrediction.toArray(), *r.probability.toArray()) for r in there.collect()]
+    expected = [(*r.rawPrediction.toArray(), *r.probability.toArray()) for r in here.collect()]
+    np.testing.assert_allclose(scores, expected, rtol=1e-9, atol=1e-12)
+    loaded = spark.read.parquet(os.path.join(out, "transform-loaded")).orderBy("id")
+    assert_df_equality(loaded, there)
+
+    # the model saved under Connect loads in a classic session and scores the same
+    back = MaxEntClassificationModel.load(os.path.join(out, "model"))
+    assert_df_equality(back.transform(df).orderBy("id"), there)
+
+
+@pytest.mark.slow
+def test_ranker_and_pipeline_under_connect_are_classic(spark, server, tmp_path):
+    from pyspark.ml import PipelineModel
+
+    out = str(tmp_path)
+    models = run_client(server, out, "ranker-pipeline")
+    table = map_table(spark)
+    ranker = MaxEntRanker(**client.RANKER).fit(table)
+    assert_same(models["ranker"], client.summary(ranker))
+    assert models["ranker_loaded"] == models["ranker"]
+    keys = ["sent", "cand"]
+    there = spark.read.parquet(os.path.join(out, "ranked")).orderBy(keys)
+    here = ranker.transform(table).orderBy(keys)
+    assert_approx_df_equality(there, here, precision=1e-9)
+
+    text, pipe = client.pipeline(spark)
+    fitted = pipe.fit(text)
+    assert_same(models["pipeline"], client.summary(fitted.stages[1]))
+    loaded = PipelineModel.load(os.path.join(out, "pipeline"))  # saved under Connect
+    assert isinstance(loaded.stages[1], MaxEntClassificationModel)
+    there = spark.read.parquet(os.path.join(out, "pipeline-loaded")).orderBy("text")
+    assert_df_equality(loaded.transform(text).orderBy("text"), there)
