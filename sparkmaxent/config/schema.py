@@ -104,8 +104,8 @@ class DataConfig(Section):
         "Datasets of at most this many events are trained (train.backend = "
         '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
         "process, without per-row Spark work, and input files of at most "
-        "512 bytes per such event in all are prepared there (not with "
-        "--quarantine or --heldout-fraction); 0: never.",
+        "512 bytes per such event in all are prepared there (with "
+        "--quarantine and --heldout-fraction too); 0: never.",
         ge=0,
     )
     heldout_fraction: float = key(
