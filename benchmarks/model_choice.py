@@ -67,7 +67,7 @@ from benchmarks.common import (
 )
 from benchmarks.common import write_result as _write
 from sparkmaxent.backends.factory import make_backend
-from sparkmaxent.config import train_config
+from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
@@ -163,10 +163,13 @@ def prepared(spark, name: str, work: str, args) -> dict[str, str]:
     train_in, test_in, fmt, opts, cutoff = corpus_inputs(
         name, work, args.data, args.conll_sentences
     )
+    small = DataConfig().in_process_max_events  # small inputs: prepared without Spark jobs
     prepare_split(spark, train_in, dirs["train"], dirs["heldout"], fmt, fraction=0.2, seed=0,
-                  options=opts, cutoff=cutoff, partitions=2, overwrite=True)  # fmt: skip
+                  options=opts, cutoff=cutoff, partitions=2, overwrite=True,
+                  in_process_max_events=small)  # fmt: skip
     prepare(spark, test_in, dirs["test"], fmt, options=opts, merge_duplicates=False,
-            vocabulary=dirs["train"], partitions=2, overwrite=True)  # fmt: skip
+            vocabulary=dirs["train"], partitions=2, overwrite=True,
+            in_process_max_events=small)  # fmt: skip
     return dirs
 
 
