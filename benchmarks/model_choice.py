@@ -241,8 +241,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
 
 
 def arrays(directory: str):
-    block = concat_blocks(read_blocks(directory, DatasetInfo.load(directory), n_blocks=1))
-    return block
+    blocks = read_blocks(directory, DatasetInfo.load(directory), n_blocks=1)
+    # one block keeps group / event_id (chunk F1 needs them); concat_blocks drops them
+    return blocks[0] if len(blocks) == 1 else concat_blocks(blocks)
 
 
 def sklearn_cv(penalty: str, tr, he, max_iter: int):
