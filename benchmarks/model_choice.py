@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import logging
 import multiprocessing as mp
 import os
@@ -56,10 +57,17 @@ import time
 
 import numpy as np
 
-from benchmarks.common import RESULTS, SHARED_DATA, print_table, shared_corpus, start
+from benchmarks.common import (
+    RESULTS,
+    SHARED_DATA,
+    command_line,
+    print_table,
+    shared_corpus,
+    start,
+)
 from benchmarks.common import write_result as _write
 from sparkmaxent.backends.factory import make_backend
-from sparkmaxent.config import train_config
+from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
@@ -155,10 +163,13 @@ def prepared(spark, name: str, work: str, args) -> dict[str, str]:
     train_in, test_in, fmt, opts, cutoff = corpus_inputs(
         name, work, args.data, args.conll_sentences
     )
+    small = DataConfig().in_process_max_events  # small inputs: prepared without Spark jobs
     prepare_split(spark, train_in, dirs["train"], dirs["heldout"], fmt, fraction=0.2, seed=0,
-                  options=opts, cutoff=cutoff, partitions=2, overwrite=True)  # fmt: skip
+                  options=opts, cutoff=cutoff, partitions=2, overwrite=True,
+                  in_process_max_events=small)  # fmt: skip
     prepare(spark, test_in, dirs["test"], fmt, options=opts, merge_duplicates=False,
-            vocabulary=dirs["train"], partitions=2, overwrite=True)  # fmt: skip
+            vocabulary=dirs["train"], partitions=2, overwrite=True,
+            in_process_max_events=small)  # fmt: skip
     return dirs
 
 
@@ -172,7 +183,7 @@ def backend(directory: str):
 def ours(name: str, method: str, dirs: dict, args) -> dict:
     """One sparkmaxent row: the method at its defaults with held-out choice."""
     criterion = "chunk_f1" if name in CHUNKED else "accuracy"
-    keys: dict = {"method": method}
+    keys: dict = {"method": method, **dict(args.set)}
     if method in ("grafting", "l2"):
         keys["path"] = True
     else:
@@ -184,7 +195,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     test = score_on(backend(dirs["test"]), res.weights, res.scaling, criterion)
     row = {
         "corpus": name,
-        "method": method,
+        "method": method + "".join(f" {k}={v}" for k, v in args.set),
         "test_score": round(100 * test["heldout_score"], 3),
         "features": int(res.weights.nnz),
         "wall_s": round(wall, 2),
@@ -195,6 +206,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         setting = path["points"][path["chosen"]][path["parameter"]]
         row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
+        row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         t0 = time.perf_counter()
         single = train(
             backend(dirs["train"]), train_config(method=method, **{path["parameter"]: setting})
@@ -213,10 +225,14 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             ]
     else:
         choice = rep.get("choice") or {}
+        stages = choice.get("stages_run") or 0
         row.update(
-            chosen_setting=f"stage {choice.get('chosen_round')} of {choice.get('stages_run')}",
+            chosen_setting=f"stage {choice.get('chosen_round')} of {stages}",
             fits_or_path_points=1,
             stopped=rep.get("stopped"),
+            stage_cap_s=float(args.stage_seconds),
+            heldout_score=choice.get("heldout_score"),
+            passes_per_stage=round(rep["passes"] / stages, 2) if stages else None,
         )
     return row
 
@@ -225,8 +241,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
 
 
 def arrays(directory: str):
-    block = concat_blocks(read_blocks(directory, DatasetInfo.load(directory), n_blocks=1))
-    return block
+    blocks = read_blocks(directory, DatasetInfo.load(directory), n_blocks=1)
+    # one block keeps group / event_id (chunk F1 needs them); concat_blocks drops them
+    return blocks[0] if len(blocks) == 1 else concat_blocks(blocks)
 
 
 def sklearn_cv(penalty: str, tr, he, max_iter: int):
@@ -306,6 +323,15 @@ def sklearn_test(cv, te, name: str, classes: list, dirs: dict) -> float:
 # ---- the run -----------------------------------------------------------------------
 
 
+def setting(text: str) -> tuple[str, object]:
+    """KEY=VALUE of --set, the value parsed as JSON when it parses (numbers)."""
+    key, _, value = text.partition("=")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
@@ -320,6 +346,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage-seconds", type=float, default=120.0)
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        type=setting,
+        metavar="KEY=VALUE",
+        help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
+    )
     args = start(parser, argv)
     from sparkmaxent.backends.session import spark_session
 
@@ -338,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(sklearn_row(name, penalty, dirs, cap))
             else:
                 rows.append(ours(name, method, dirs, args))
+            rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
             print_table(rows[-1:], ROW_KEYS)
             _write(args.output, rows, conll_sentences=args.conll_sentences)
     print_table(rows, ROW_KEYS)

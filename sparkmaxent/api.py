@@ -475,6 +475,7 @@ def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict
         cutoff=d.prepare_cutoff,
         partitions=d.partitions or None,
         overwrite=True,
+        in_process_max_events=d.in_process_max_events,
     )
     return dirs
 

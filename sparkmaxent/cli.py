@@ -212,6 +212,7 @@ def _prepare_split(args, cfg, spark, options: dict) -> int:
         partitions=args.partitions,
         quarantine=args.quarantine,
         overwrite=args.overwrite,
+        in_process_max_events=cfg.data.in_process_max_events,
     )
     for path, info in zip((args.output, heldout), infos):
         log.info("dataset %s: %s", path, json.dumps(info_summary(info)))

@@ -104,10 +104,10 @@ class DataConfig(Section):
         "Datasets of at most this many events are trained (train.backend = "
         '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
         "process, without per-row Spark work, and input files of at most "
-        "512 bytes per such event in all, and tables (prepare_table, the "
-        "pyspark.ml estimators) of at most this many rows, are prepared "
-        "there (not with --quarantine, --heldout-fraction or a key "
-        "column); 0: never.",
+        "512 bytes per such event in all are prepared there (with "
+        "--quarantine and --heldout-fraction too), and so are tables "
+        "(prepare_table, the pyspark.ml estimators) of at most this many "
+        "rows without a key column; 0: never.",
         ge=0,
     )
     heldout_fraction: float = key(
@@ -267,7 +267,15 @@ class BayesConfig(Section):
         1.0, "sigma^2 of each weight's Gaussian prior (OptMAP gamma2 1/(sigma^2 W)); 0: W", ge=0
     )
     variance: str = key(
-        "fixed", "prior_variance, or by evidence (Laplace, 0.1-30)", choices=("fixed", "evidence")
+        "fixed",
+        "fixed: prior_variance; evidence: the sigma^2 of largest Laplace evidence "
+        "over the geometric grid evidence_min .. evidence_max (evidence_points values).",
+        choices=("fixed", "evidence"),
+    )
+    evidence_min: float = key(0.1, "variance = evidence: the grid's smallest sigma^2.", gt=0)
+    evidence_max: float = key(30.0, "variance = evidence: the grid's largest sigma^2.", gt=0)
+    evidence_points: int = key(
+        6, "variance = evidence: sigma^2 values in the grid (one run each).", ge=2
     )
     per_round: int = key(
         1,
@@ -298,6 +306,14 @@ class BayesConfig(Section):
         ge=0,
         multiple_of=8,
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.evidence_max > self.evidence_min:
+            raise ConfigError(
+                f"train.bayes.evidence_max: must be above train.bayes.evidence_min "
+                f"({self.evidence_min:g}), got {self.evidence_max:g}"
+            )
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,16 @@ the executors run (``raw._make_parse_udf``), the same checks and messages
 The result is the dataset the Spark stages write: the same rows in the
 same order, the same dictionary and the same ``dataset.json``. The Spark
 stages' job start-up (seconds each) is what small inputs save. Quarantine
-(``--quarantine``) stays on Spark.
+(``--quarantine``) writes the rejected records as the Spark stage does
+(one JSON-lines file, in file and line order), and ``split.split_local``
+splits off a held-out part here.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +26,7 @@ import pyarrow.compute as pc
 
 from .. import storage
 from ..shapes import MULTICLASS
-from .checks import check_counts, parse_error
+from .checks import QUARANTINE_DIR, check_counts, parse_error
 from .dictionary import feature_space_size, labels_of
 from .indexing import _finalize_udf
 from .inputs import display_path, expand_inputs
@@ -47,10 +51,16 @@ BYTES_PER_EVENT = 512
 
 
 def read_small(
-    spark, inputs: list[str], fmt: str, opts: dict, in_process_max_events: int
+    spark,
+    inputs: list[str],
+    fmt: str,
+    opts: dict,
+    in_process_max_events: int,
+    quarantine: bool = False,
 ) -> RawSource | None:
     """The raw events of ``inputs`` parsed here (``RawSource.raw`` an Arrow
-    table), or None when they are too large for it (or the limit is 0)."""
+    table), or None when they are too large for it (or the limit is 0).
+    Parsing stops at the first malformed record unless ``quarantine``."""
     if in_process_max_events <= 0:
         return None
     uris = expand_inputs(spark, inputs)
@@ -67,7 +77,7 @@ def read_small(
         opts,
         schema,
         {u: i for i, u in enumerate(uris)},
-        stop_at_first_error=True,
+        stop_at_first_error=not quarantine,
     )
     files = pa.RecordBatch.from_arrays(
         [pa.array(uris), pa.array([storage.read_bytes(u) for u in uris], pa.binary())],
@@ -169,10 +179,13 @@ def build_local(
     by ``read_small`` to a complete dataset in ``tmp``."""
     training = require_labels and vocab_info is None
     stats = raw_stats_local(src.raw, src.shape, vocab_info, training)
-    if stats["n_errors"]:  # read_small stops at the first error: quarantine runs on Spark
+    quarantined = 0
+    if stats["n_errors"] and not quarantine:  # read_small stopped at the first error
         fe = stats["first_error"]
         raise parse_error(src, fe["file_index"], fe["line"], stats["first_reason"])
-    check_counts(src, stats, 0)
+    if stats["n_errors"]:
+        quarantined = write_quarantine(src, tmp)
+    check_counts(src, stats, quarantined)
     labels, unknown_labels, unseen_labels = labels_of(src, stats, vocab_info, training)
     events = src.raw.filter(pc.equal(src.raw.column("kind"), KIND_EVENT))
     dictionary = _dictionary(events, cutoff, vocabulary)
@@ -200,7 +213,7 @@ def build_local(
         cutoff=cutoff,
         vocab_info=vocab_info,
         counts={
-            "quarantined": 0,
+            "quarantined": quarantined,
             "unknown_features": unknown,
             "feature_occurrences": occurrences,
             "unknown_labels": unknown_labels,
@@ -213,6 +226,34 @@ def build_local(
         },
         in_process=True,
     )
+
+
+def write_quarantine(src: RawSource, tmp: str) -> int:
+    """The rejected records of ``src`` under ``tmp``/_quarantine as Spark's
+    JSON writer gives them in ``checks.check_raw`` (path, line, reason,
+    text; null fields left out; one file in file and line order, and
+    _SUCCESS); returns how many."""
+    errors = src.raw.filter(pc.equal(src.raw.column("kind"), KIND_ERROR))
+    fi = errors.column("file_index").to_numpy(zero_copy_only=False)
+    line = errors.column("line").to_numpy(zero_copy_only=False)
+    cols = {c: errors.column(c).to_pylist() for c in ("reason", "text")}
+    out = []
+    for i in np.lexsort((line, fi)):
+        rec = {"path": src.files[fi[i]], "line": int(line[i])}
+        rec.update({c: v[i] for c, v in cols.items() if v[i] is not None})
+        out.append(_spark_json(rec) + "\n")
+    directory = storage.join(tmp, QUARANTINE_DIR)
+    storage.write_text(storage.join(directory, "part-00000.json"), "".join(out))
+    storage.write_bytes(storage.join(directory, "_SUCCESS"), b"")
+    logger.warning("quarantined %d malformed record(s) in %s", len(out), f"{QUARANTINE_DIR}/")
+    return len(out)
+
+
+def _spark_json(rec: dict) -> str:
+    """``rec`` as one line of Spark's (Jackson's) JSON: compact, non-ASCII
+    as is, control characters as \\uXXXX in upper case."""
+    text = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+    return re.sub(r"(\\\\)|\\u([0-9a-f]{4})", lambda m: m[1] or "\\u" + m[2].upper(), text)
 
 
 def _dictionary(events: pa.Table, cutoff: int, vocabulary: str | None) -> pa.Table:

@@ -92,9 +92,8 @@ def prepare(
         Fingerprint a dataset of at most this many events in this process
         rather than with two more Spark jobs (``data.in_process_max_events``;
         0: on Spark), and prepare input files of at most this many times
-        ``local_prepare.BYTES_PER_EVENT`` bytes in all (without
-        ``quarantine``) here without Spark jobs. The dataset is the same
-        either way.
+        ``local_prepare.BYTES_PER_EVENT`` bytes in all here without Spark
+        jobs. The dataset (and quarantine) is the same either way.
 
     Returns
     -------
@@ -116,7 +115,7 @@ def prepare(
     opts = resolve_options(fmt, options)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     # small inputs: every stage in this process (data/local_prepare.py)
-    src = None if quarantine else read_small(spark, files, fmt, opts, in_process_max_events)
+    src = read_small(spark, files, fmt, opts, in_process_max_events, quarantine)
     if src is None:
         src = read_files(spark, files, fmt, opts, quarantine)
     return _run(

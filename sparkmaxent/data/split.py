@@ -10,15 +10,22 @@ depends only on the inputs, their order and the seed. The training part is
 prepared first (its dictionary and count cutoff from its own events only);
 the held-out part is then prepared against that dictionary, unmerged, as
 test data would be, so predicates seen only in held-out events are unknown.
+Small inputs (``data.in_process_max_events``) are split in the driver's
+process by ``split_local``: the same assignment, hash included, without
+Spark jobs.
 """
 
 from __future__ import annotations
 
 import logging
 
+import numpy as np
+import pyarrow as pa
+
 from .. import storage
 from ..shapes import MULTICLASS
 from .inputs import resolve_options
+from .local_prepare import read_small
 from .raw import KIND_EVENT, RawSource, read_files
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
@@ -51,6 +58,73 @@ def split_raw(raw, fraction: float, seed: int, shape: str):
     return raw.join(held, "group", "left_anti"), events.join(held, "group", "left_semi")
 
 
+def split_local(raw: pa.Table, fraction: float, seed: int, shape: str) -> tuple:
+    """``split_raw`` on raw events read in this process (an Arrow table):
+    the same units, strata, hash and rank, so the same events are held
+    out, without Spark jobs (data/local_prepare.py)."""
+    kind = raw.column("kind").to_numpy(zero_copy_only=False)
+    group = raw.column("group").to_numpy(zero_copy_only=False)
+    is_event = kind == KIND_EVENT
+    units, first, n = np.unique(group[is_event], return_index=True, return_counts=True)
+    stratum = np.full(len(units), "", dtype=object)
+    if shape == MULTICLASS:  # a one-event unit: its label (min(label) of one)
+        labels = np.asarray(raw.column("label").to_pylist(), dtype=object)[is_event]
+        stratum[n == 1] = labels[first[n == 1]]
+    _, strata = np.unique(stratum.astype(str), return_inverse=True)
+    u = spark_xxhash64(units, seed)
+    order = np.lexsort((units, u, strata))  # strata, then hash, then group
+    size = np.bincount(strata)
+    start = np.concatenate([[0], np.cumsum(size)[:-1]])
+    rank = np.empty(len(units), dtype=np.int64)
+    rank[order] = np.arange(len(units)) - start[strata[order]] + 1
+    held = units[rank <= np.floor(size[strata] * fraction + 0.5)]
+    in_held = np.isin(group, held) & is_event
+    return raw.filter(pa.array(~in_held)), raw.filter(pa.array(in_held))
+
+
+_P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+_P4, _P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def spark_xxhash64(values: np.ndarray, seed: int) -> np.ndarray:
+    """Spark's ``xxhash64(lit(seed), col)`` of a long column: XXH64 of the
+    seed (an int literal below 2^31, else a long) with Spark's seed 42, then
+    of each value with that hash as seed (Spark's XxHash64 / XXH64.hashInt,
+    hashLong). Signed, as Spark orders it."""
+    with np.errstate(over="ignore"):
+        h = _xxh64_int(seed, 42) if -(2**31) <= seed < 2**31 else _xxh64_long(seed, 42)
+        return _xxh64_long(np.asarray(values, dtype=np.int64), h).view(np.int64)
+
+
+def _rotl(x, r: int):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _fmix(h):
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(_P2)
+    h = h ^ (h >> np.uint64(29))
+    h = h * np.uint64(_P3)
+    return h ^ (h >> np.uint64(32))
+
+
+def _xxh64_int(value: int, seed) -> np.uint64:
+    h = np.uint64(seed) + np.uint64(_P5) + np.uint64(4)
+    h = h ^ np.uint64(value & 0xFFFFFFFF) * np.uint64(_P1)
+    return _fmix(_rotl(h, 23) * np.uint64(_P2) + np.uint64(_P3))
+
+
+def _xxh64_long(value, seed):
+    x = (
+        np.asarray(value, dtype=np.int64).view(np.uint64)
+        if np.ndim(value)
+        else np.uint64(value % 2**64)
+    )
+    h = np.uint64(seed) + np.uint64(_P5) + np.uint64(8)
+    h = h ^ _rotl(x * np.uint64(_P2), 31) * np.uint64(_P1)
+    return _fmix(_rotl(h, 27) * np.uint64(_P1) + np.uint64(_P4))
+
+
 def prepare_split(
     spark,
     inputs: list[str],
@@ -65,10 +139,12 @@ def prepare_split(
     partitions: int | None = None,
     quarantine: bool = False,
     overwrite: bool = False,
+    in_process_max_events: int = 0,
 ) -> tuple[DatasetInfo, DatasetInfo]:
     """Prepare ``inputs`` as a training dataset in ``out_dir`` less a
     held-out part in ``heldout_dir`` (the module doc says how); the other
-    arguments as in ``prepare.prepare``. Returns both DatasetInfos."""
+    arguments as in ``prepare.prepare`` (small inputs are read, split and
+    prepared in this process). Returns both DatasetInfos."""
     from pyspark import StorageLevel
 
     from .prepare import run_prepare
@@ -84,13 +160,16 @@ def prepare_split(
         raise InputError(f"expected a held-out fraction in (0, 1), got {fraction!r}")
     storage.refuse_existing(out_dir, overwrite, "output directory")
     storage.refuse_existing(heldout_dir, overwrite, "output directory")
-    src = read_files(
-        spark, [inputs] if isinstance(inputs, str) else list(inputs), fmt,
-        resolve_options(fmt, options), quarantine,
-    )  # fmt: skip
-    raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
+    files = [inputs] if isinstance(inputs, str) else list(inputs)
+    opts = resolve_options(fmt, options)
+    src = read_small(spark, files, fmt, opts, in_process_max_events, quarantine)
+    local = src is not None  # small inputs: split and prepared here, no Spark job
+    if src is None:
+        src = read_files(spark, files, fmt, opts, quarantine)
+    raw = src.raw if local else src.raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        train_raw, held_raw = split_raw(raw, fraction, seed, src.shape)
+        split_parts = split_local if local else split_raw
+        train_raw, held_raw = split_parts(raw, fraction, seed, src.shape)
         split = {"fraction": fraction, "seed": seed}
 
         def part(frame, name: str) -> RawSource:
@@ -100,13 +179,16 @@ def prepare_split(
         train_info = run_prepare(
             spark, part(train_raw, "train"), out_dir, cutoff=cutoff, merge_duplicates=True,
             vocabulary=None, partitions=partitions, quarantine=quarantine, overwrite=overwrite,
+            in_process_max_events=in_process_max_events,
         )  # fmt: skip
         held_info = run_prepare(
             spark, part(held_raw, "heldout"), heldout_dir, cutoff=0, merge_duplicates=False,
             vocabulary=out_dir, partitions=partitions, quarantine=False, overwrite=overwrite,
+            in_process_max_events=in_process_max_events,
         )  # fmt: skip
     finally:
-        raw.unpersist()
+        if not local:
+            raw.unpersist()
     logger.info(
         "held out %d events (fraction %g, seed %d) into %s; %d training events after merging",
         held_info.n_events,

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 
+from ..config.schema import BayesConfig
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
@@ -372,8 +373,11 @@ def _stop(
     )
 
 
-#: sigma^2 values ``train.bayes.variance = "evidence"`` chooses among
-EVIDENCE_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+def evidence_grid(cfg: BayesConfig) -> list[float]:
+    """The sigma^2 values ``train.bayes.variance = "evidence"`` chooses
+    among: geometric from ``evidence_min`` to ``evidence_max``."""
+    grid = np.geomspace(cfg.evidence_min, cfg.evidence_max, cfg.evidence_points)
+    return [float(s2) for s2 in grid]
 
 
 def laplace_evidence(ctx: TrainingContext, weights: Weights, sigma2: float) -> float:
@@ -400,10 +404,11 @@ def laplace_evidence(ctx: TrainingContext, weights: Weights, sigma2: float) -> f
 
 def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     """``train.bayes.variance = "evidence"``: a run per sigma^2 of
-    EVIDENCE_GRID, the one whose model has the largest Laplace evidence
+    ``evidence_grid``, the one whose model has the largest Laplace evidence
     kept (empirical Bayes, type-II maximum likelihood over the grid)."""
     runs = []
-    for s2 in EVIDENCE_GRID:
+    grid = evidence_grid(ctx.config.bayes)
+    for s2 in grid:
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
         run_ctx = dataclasses.replace(
             ctx, config=dataclasses.replace(ctx.config, bayes=bayes), output_dir=None, resume=False
@@ -414,8 +419,8 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     evidence = [e for e, _ in runs]
     i = int(np.argmax(evidence))
     chosen = runs[i][1]
-    chosen.report["evidence"] = {"grid": list(EVIDENCE_GRID), "log_evidence": evidence, "chosen": i}
-    log.info("chose sigma^2 %g by the Laplace evidence", EVIDENCE_GRID[i])
+    chosen.report["evidence"] = {"grid": grid, "log_evidence": evidence, "chosen": i}
+    log.info("chose sigma^2 %g by the Laplace evidence", grid[i])
     return chosen
 
 

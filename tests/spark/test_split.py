@@ -4,7 +4,9 @@ train with a path, pipeline --heldout-fraction."""
 
 from __future__ import annotations
 
+import glob
 import json
+import math
 import os
 from collections import Counter
 
@@ -169,3 +171,112 @@ def test_pipeline_heldout_fraction_keeps_the_best_stage(spark, planted_text, tmp
     assert train["choice"]["chosen_round"] == best["round"]
     assert train["nonzero_weights"] == best["active"]
     assert os.path.exists(out / "plots" / "path.png")
+
+
+# ---- in-process split and quarantine (small inputs) against the Spark stages ----------
+
+
+def _split_both(spark, tmp_path, inputs, fmt, monkeypatch, **kw) -> dict:
+    """Both parts prepared by the Spark stages and in this process, checked
+    to be the same dataset; the in-process run really split here."""
+    from sparkmaxent.data import split as split_module
+
+    from .test_local_prepare import IN_PROCESS, SPARK_ONLY, _dataset
+
+    calls: list = []
+    real = split_module.split_local
+    monkeypatch.setattr(split_module, "split_local", lambda *a: calls.append(1) or real(*a))
+    got = {}
+    for limit in (SPARK_ONLY, IN_PROCESS):
+        out = {p: str(tmp_path / f"{p}-{limit}") for p in ("train", "held")}
+        prepare_split(spark, inputs, out["train"], out["held"], fmt, partitions=3,
+                      overwrite=True, in_process_max_events=limit, **kw)  # fmt: skip
+        got[limit] = {p: _dataset(d, "multiclass") for p, d in out.items()}
+    assert len(calls) == 1
+    for part in ("train", "held"):
+        (ev_s, f_s, info_s), (ev_l, f_l, info_l) = got[SPARK_ONLY][part], got[IN_PROCESS][part]
+        for limit, info in ((SPARK_ONLY, info_s), (IN_PROCESS, info_l)):
+            vocabulary = info["source"].pop("vocabulary")  # the part's own training dir
+            assert (vocabulary is None) == (part == "train")
+            assert part == "train" or vocabulary.endswith(f"train-{limit}")
+        assert ev_l.num_rows > 0
+        assert ev_l.to_pylist() == ev_s.to_pylist()
+        assert f_l.to_pylist() == f_s.to_pylist()
+        assert info_l == info_s
+    return got[IN_PROCESS]
+
+
+@pytest.mark.parametrize("seed,fraction", [(1, 0.2), (2**31, 0.33)])
+def test_in_process_split_equals_spark_split(spark, text, tmp_path, monkeypatch, seed, fraction):
+    got = _split_both(spark, tmp_path, [text], "maxent", monkeypatch, fraction=fraction, seed=seed)
+    held = got["held"][0].to_pylist()
+    by_label = Counter(r["label"] for r in held)
+    # floor(f n + 1/2) per label: 0.33 x 50 = 16.5 rounds up
+    want = [math.floor(fraction * n + 0.5) for n in LABEL_COUNTS.values()]
+    assert sorted(by_label.values()) == sorted(want)
+
+
+def test_in_process_split_keeps_sentences_and_the_cutoff(spark, tmp_path, monkeypatch):
+    sentences = [f"w{i} NN B-NP\nsat VBD B-VP\nx{i % 3} DT B-NP\n" for i in range(30)]
+    path = tmp_path / "chunks.conll"
+    path.write_text("\n".join(sentences))
+    got = _split_both(
+        spark, tmp_path, [str(path)], "conll", monkeypatch, fraction=0.3, seed=4, cutoff=2
+    )
+    groups = Counter(r["group"] for r in got["held"][0].to_pylist())
+    assert len(groups) == 9 and set(groups.values()) == {3}
+
+
+QUARANTINE_TXT = "A x\nB y:nan\nA z\nB \xff\xfe w\nB y\nA \x01x:1e999\nA \x01 y\nB \x01\n"
+
+
+def test_in_process_quarantine_equals_spark_quarantine(spark, tmp_path, monkeypatch):
+    """The same quarantined-lines file (content), counts and events, for
+    prepare and for a split."""
+    from sparkmaxent.data import local_prepare
+    from sparkmaxent.data import prepare as prep
+    from sparkmaxent.data.checks import QUARANTINE_DIR
+    from sparkmaxent.data.prepare import prepare
+
+    from .test_local_prepare import IN_PROCESS, SPARK_ONLY, _dataset
+
+    path = tmp_path / "q.txt"
+    path.write_bytes(QUARANTINE_TXT.replace("\xff\xfe", "@@").encode().replace(b"@@", b"\xff\xfe"))
+    calls: list = []
+    real = local_prepare.write_quarantine
+    monkeypatch.setattr(prep, "build_local", prep.build_local)
+    monkeypatch.setattr(local_prepare, "write_quarantine", lambda *a: calls.append(1) or real(*a))
+
+    def quarantined(out: str) -> str:
+        parts = sorted(glob.glob(os.path.join(out, QUARANTINE_DIR, "part-*.json")))
+        return "".join(open(p, encoding="utf-8").read() for p in parts)
+
+    got = {}
+    for limit in (SPARK_ONLY, IN_PROCESS):
+        out = str(tmp_path / f"o{limit}")
+        info = prepare(spark, [str(path)], out, "maxent", quarantine=True,
+                       in_process_max_events=limit)  # fmt: skip
+        split_out = {p: str(tmp_path / f"s{p}{limit}") for p in ("train", "held")}
+        prepare_split(spark, [str(path)], split_out["train"], split_out["held"], "maxent",
+                      fraction=0.34, quarantine=True, in_process_max_events=limit)  # fmt: skip
+        got[limit] = (
+            info.quarantined,
+            quarantined(out),
+            _dataset(out, "multiclass"),
+            quarantined(split_out["train"]),
+            _dataset(split_out["train"], "multiclass"),
+            _dataset(split_out["held"], "multiclass"),
+        )
+    assert len(calls) == 2  # prepare and the split's training part, in this process
+    spark_run, local_run = got[SPARK_ONLY], got[IN_PROCESS]
+    assert local_run[0] == spark_run[0] == 3
+    assert local_run[1] == spark_run[1] and local_run[1].count("\n") == 3
+    assert local_run[3] == local_run[1]
+    for a, b in zip(local_run[2:], spark_run[2:]):
+        if isinstance(a, str):
+            continue
+        assert a[0].to_pylist() == b[0].to_pylist()
+        assert a[1].to_pylist() == b[1].to_pylist()
+        vocabularies = [x[2]["source"].pop("vocabulary") for x in (a, b)]
+        assert a[2] == b[2]
+        assert vocabularies[0] is None or vocabularies[0] != vocabularies[1]

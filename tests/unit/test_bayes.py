@@ -641,6 +641,9 @@ def test_candidate_set_events_are_supported():
         ("rescore", 0, "train.bayes.rescore"),
         ("signature_bits", 12, "train.bayes.signature_bits"),
         ("model_prior", "flat", "train.bayes.model_prior"),
+        ("evidence_min", 0.0, "train.bayes.evidence_min"),
+        ("evidence_max", 0.05, "train.bayes.evidence_max"),
+        ("evidence_points", 1, "train.bayes.evidence_points"),
     ],
 )
 def test_bad_config_fails_before_training(key, value, match):
@@ -675,7 +678,7 @@ def test_whole_model_laplace_evidence_matches_quadrature_for_one_feature(sigma2)
     assert abs(lap - exact) < 0.02, (lap, exact)
 
 
-def test_evidence_chooses_the_grid_variance_of_largest_evidence():
+def evidence_backend() -> LocalBackend:
     data = synthetic.generate(
         synthetic.SyntheticSpec(
             n_events=1000,
@@ -688,17 +691,41 @@ def test_evidence_chooses_the_grid_variance_of_largest_evidence():
             seed=3,
         )
     )
-    space = Space(MULTICLASS, 40, 3, bias=True)
-    backend = LocalBackend([data.block()], space)
+    return LocalBackend([data.block()], Space(MULTICLASS, 40, 3, bias=True))
+
+
+def test_evidence_chooses_the_grid_variance_of_largest_evidence():
+    backend = evidence_backend()
     res = train(backend, train_config(method="bayes-factor", variance="evidence"))
     ev = res.report["evidence"]
-    assert ev["grid"] == list(bayes.EVIDENCE_GRID)
+    grid = bayes.evidence_grid(train_config().bayes)
+    assert ev["grid"] == grid
+    np.testing.assert_allclose(grid, np.geomspace(0.1, 30.0, 6))
     brute = []
-    for s2 in bayes.EVIDENCE_GRID:
+    for s2 in grid:
         fixed = train(backend, train_config(method="bayes-factor", prior_variance=s2))
         ctx = TrainingContext(backend, train_config(method="bayes-factor"))
         brute.append(bayes.laplace_evidence(ctx, fixed.weights, s2))
     np.testing.assert_allclose(ev["log_evidence"], brute, rtol=1e-9)
     assert ev["chosen"] == int(np.argmax(brute))
-    assert res.report["prior_variance"] == bayes.EVIDENCE_GRID[ev["chosen"]]
+    assert res.report["prior_variance"] == grid[ev["chosen"]]
     assert len(set(np.round(brute, 6))) > 1  # the grid points differ
+
+
+def test_evidence_grid_keys_move_the_choice_when_the_optimum_is_left_out():
+    """A grid narrowed to leave out the default grid's choice chooses
+    another sigma^2: the best of the narrowed grid's points."""
+    backend = evidence_backend()
+    wide = train(backend, train_config(method="bayes-factor", variance="evidence"))
+    ev = wide.report["evidence"]
+    grid, i = ev["grid"], ev["chosen"]
+    # the default grid's points on one side of the choice, as a grid of its own
+    side = list(range(i)) if i >= 2 else list(range(i + 1, len(grid)))
+    keys = dict(evidence_min=grid[side[0]], evidence_max=grid[side[-1]], evidence_points=len(side))
+    narrow = train(backend, train_config(method="bayes-factor", variance="evidence", **keys))
+    nev = narrow.report["evidence"]
+    np.testing.assert_allclose(nev["grid"], [grid[j] for j in side], rtol=1e-12)
+    np.testing.assert_allclose(nev["log_evidence"], [ev["log_evidence"][j] for j in side])
+    chosen = narrow.report["prior_variance"]
+    assert chosen != wide.report["prior_variance"]
+    assert chosen == nev["grid"][int(np.argmax(nev["log_evidence"]))]
