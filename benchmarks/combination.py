@@ -209,7 +209,7 @@ class Task:
         return int(len(keys))
 
 
-def run(task: Task, backend, cfg) -> tuple[object, dict]:
+def run(task: Task | None, backend, cfg) -> tuple[object, dict]:
     """Train once, measuring wall time, passes and the tracemalloc peak."""
     from sparkmaxent.train import train
 
@@ -364,7 +364,7 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll"])
+    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll", "brown"])
     parser.add_argument(
         "--only",
         nargs="*",
@@ -380,9 +380,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-best", type=int, default=50)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads (threadpoolctl)")
     parser.add_argument("--no-l2-comb3", dest="l2_comb3", action="store_false")
+    parser.add_argument("--brown-grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3])
+    parser.add_argument("--brown-genres", default="", help="Brown genre letters (default: all 15)")
     work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
     args = start(parser, argv)
+    from threadpoolctl import threadpool_limits
+
+    # a multithreaded BLAS on a shared, loaded machine spins: a Newton
+    # round's Cholesky is many times slower with 2 threads than with 1
+    threadpool_limits(args.blas_threads)
     lengths = [int(x) for x in args.bitstrings.split(",") if x]
     rows = []
     if os.path.exists(args.output):
@@ -395,6 +403,12 @@ def main(argv: list[str] | None = None) -> None:
                 or (args.only and f"{r['method']}:{r['degree']}" not in args.only)
             ]
     for name in args.tasks:
+        if name == "brown":
+            from benchmarks.combination_brown import run_brown
+
+            rows += run_brown(args, lambda b, cfg: run(None, b, cfg), command_line())
+            write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
+            continue
         if name == "pp":
             dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
         else:
