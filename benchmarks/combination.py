@@ -136,10 +136,11 @@ def prepare_pp(work: str, data_dir: str, lengths: list[int], reuse: bool) -> dic
     return dirs
 
 
-def prepare_conll(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
+def prepare_conll(work: str, data_dir: str, reuse: bool, sentences: int = 0) -> dict[str, str]:
     """CoNLL-2000 with the 10 unigram templates (conll option templates=unigrams),
-    count cutoff 2: the first 90% of train.txt's sentences to train, the
-    rest held out, test.txt to report."""
+    count cutoff 2: the first 90% of train.txt's sentences to train (only
+    the first ``sentences`` of them when > 0), the rest held out, test.txt
+    to report."""
     from benchmarks.conll2000_baselines import split_sentences
 
     dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
@@ -151,6 +152,11 @@ def prepare_conll(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
     os.makedirs(work, exist_ok=True)
     fit, dev = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
     split_sentences(shared_corpus("conll2000", "train.txt", data_dir=data_dir), fit, dev, 0.1)
+    if sentences:
+        with open(fit) as f:
+            kept = f.read().split("\n\n")[:sentences]
+        with open(fit, "w") as f:
+            f.write("\n\n".join(kept).strip("\n") + "\n")
     opts = {"templates": "unigrams"}
     spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "4g"})
     try:
@@ -327,7 +333,7 @@ def run_task(task: Task, args, save) -> list[dict]:
 
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)
     rows = []
-    existing = {d: task.existing(d) for d in (2, 3)}
+    existing = {d: task.existing(d) for d in (2, 3)} if args.existing else {}
     log.info("%s: conjunctions existing: %s", task.name, existing)
     conll = task.name == "conll"
     if conll:
@@ -345,7 +351,7 @@ def run_task(task: Task, args, save) -> list[dict]:
     if conll and rows:
         rows[0]["note"] = (
             f"capped at {args.conll_max_seconds:g} s per run (train.selection.max_seconds); "
-            f"l2-Comb3 not run: {existing[3]} conjunctions x 22 labels"
+            f"l2-Comb3 not run: {existing.get(3)} conjunctions x 22 labels"
         )
     if args.l2_comb3 and not conll and (not wanted or "l2-Comb3:3" in wanted):
         n = task.train.space.n_predicates
@@ -418,6 +424,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--conll-l1-grid", type=float, nargs="+", default=[1e-4])
     parser.add_argument("--conll-max-seconds", type=float, default=900.0)
+    parser.add_argument(
+        "--conll-sentences", type=int, default=0, help="train on the first N sentences (0: all)"
+    )
+    parser.add_argument("--no-existing", dest="existing", action="store_false")
     parser.add_argument("--data", default=SHARED_DATA)
     parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
     parser.add_argument("--l1-grid", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5])
@@ -457,7 +467,9 @@ def main(argv: list[str] | None = None) -> None:
         if name == "pp":
             dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
         else:
-            dirs = prepare_conll(os.path.join(args.work, name), args.data, args.reuse)
+            dirs = prepare_conll(
+                os.path.join(args.work, name), args.data, args.reuse, args.conll_sentences
+            )
         done = list(rows)
 
         def save(new: list[dict], done=done) -> None:
