@@ -18,6 +18,7 @@ the mean over the 15 tasks of the test F2 (the paper's Table 2 column).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -150,7 +151,9 @@ def svm_row(docs, y, parts) -> dict:
 
 def run_brown(args, measure, command: str) -> list[dict]:
     """The rows of the Brown task: l1-Comb (degree 2), l1-Orig, LinearSVC,
-    each the mean over the genres' binary tasks (per-task figures kept)."""
+    each the mean over the genres' binary tasks (per-task figures kept).
+    Each genre's figures are kept in ``<work>/brown/<genre>.json``; with
+    ``--reuse`` those are read back (genres run by separate processes)."""
     docs, labels = read_brown(args.data)
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)
     methods = [("l1-Comb", 2), ("l1-Orig", 1), ("LinearSVC", 1)]
@@ -159,16 +162,26 @@ def run_brown(args, measure, command: str) -> list[dict]:
     for index, genre in enumerate(GENRES):
         if genre not in genres:
             continue
-        y, train, test, fit, held = splits(labels, genre, index)
-        parts = (train, test, fit, held)
-        for method, degree in methods:
-            if method == "LinearSVC":
-                out = svm_row(docs, y, parts)
-            else:
-                out = grafting_row(docs, y, parts, degree, args.brown_grid, cap, measure)
-            out["genre"] = genre
-            per[method].append(out)
-            log.info("brown %s %s: %s", genre, method, out)
+        cache = os.path.join(args.work, "brown", f"{genre}.json")
+        if args.reuse and os.path.exists(cache):
+            with open(cache) as f:
+                done = json.load(f)
+        else:
+            y, train, test, fit, held = splits(labels, genre, index)
+            parts = (train, test, fit, held)
+            done = {}
+            for method, degree in methods:
+                if method == "LinearSVC":
+                    out = svm_row(docs, y, parts)
+                else:
+                    out = grafting_row(docs, y, parts, degree, args.brown_grid, cap, measure)
+                done[method] = {**out, "genre": genre}
+                log.info("brown %s %s: %s", genre, method, done[method])
+            os.makedirs(os.path.dirname(cache), exist_ok=True)
+            with open(cache, "w") as f:
+                json.dump(done, f)
+        for method, _ in methods:
+            per[method].append(done[method])
     rows = []
     for method, degree in methods:
         tasks = per[method]
