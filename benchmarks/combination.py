@@ -269,18 +269,20 @@ def choose(
     }
 
 
-def l1_rows(task: Task, degrees: list[int], grid: list[float], cap: dict) -> list[dict]:
+def l1_rows(task: Task, degrees: list[int], grid: list[float], cap: dict, save) -> list[dict]:
     """l1-Orig and l1-Comb (each of ``degrees``) along ``grid``, largest
     gamma1 first: l1-Orig warm-started from the previous gamma1, l1-Comb
     from l1-Orig at its own gamma1 (its passes and seconds include that
     fit). Each method keeps its best gamma1 on the held-out part; the grid
-    stops at the first gamma1 (after two) where no method improved there."""
+    stops at the first gamma1 (after two) where no method improved there.
+    ``save(rows)`` after every gamma1 with the best rows so far."""
     from sparkmaxent.config import train_config
 
     def cfg(gamma, degree):
         return train_config(method="grafting", l1=gamma, combination_degree=degree, **cap)
 
     best: dict[int, tuple] = {}
+    rows: list[dict] = []
     tried: list[float] = []
     previous = None
     for gamma in grid:
@@ -300,16 +302,22 @@ def l1_rows(task: Task, degrees: list[int], grid: list[float], cap: dict) -> lis
             log.info("%s degree %d gamma1 %g: held-out %.4f %s", task.name, degree, gamma, dev, row)
             if degree not in best or dev > best[degree][0]:
                 improved = True
+                row["test_score"] = task.score(task.test, result)
                 best[degree] = (dev, gamma, result, row)
+        rows = l1_table(task, best, list(tried))
+        save(rows)
         if len(tried) >= 2 and not improved:
             break
+    return rows
+
+
+def l1_table(task: Task, best: dict, tried: list[float]) -> list[dict]:
     return [
         {
             "task": task.name,
             "method": "l1-Orig" if degree == 1 else "l1-Comb",
             "degree": degree,
             "metric": task.metric,
-            "test_score": task.score(task.test, result),
             "dev_score": dev,
             "gamma": gamma,
             "grid": tried,
@@ -342,11 +350,16 @@ def run_task(task: Task, args, save) -> list[dict]:
     wanted = set(args.only)
     degrees = [d for d in ((2,) if conll else (2, 3)) if not wanted or f"l1-Comb:{d}" in wanted]
     if not wanted or degrees or "l1-Orig:1" in wanted:
-        for row in l1_rows(task, degrees, l1_grid, cap):
-            row["conjunctions_existing"] = existing.get(row["degree"], 0)
-            if not wanted or f"{row['method']}:{row['degree']}" in wanted:
-                rows.append(row)
-        save(rows)
+
+        def keep(found: list[dict]) -> None:
+            rows[:] = [
+                {**row, "conjunctions_existing": existing.get(row["degree"], 0)}
+                for row in found
+                if not wanted or f"{row['method']}:{row['degree']}" in wanted
+            ]
+            save(rows)
+
+        l1_rows(task, degrees, l1_grid, cap, keep)
         print_table(rows, ROW_KEYS)
     if conll and rows:
         rows[0]["note"] = (
