@@ -408,7 +408,13 @@ def plot(rows: list[dict], path: str) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
     for ax, t in zip(axes[0], tasks):
         mine = [r for r in rows if r["task"] == t]
-        labels = [f"{r['method']}" + (f" d{r['degree']}" if r["degree"] > 1 else "") for r in mine]
+        labels = [
+            f"{r['method']}"
+            + (f" d{r['degree']}" if r["degree"] > 1 else "")
+            + (" +bits" if "bitstrings" in r.get("atoms", "") else "")
+            + (" sub" if r.get("sentences") else "")
+            for r in mine
+        ]
         ax.bar(labels, [r["test_score"] for r in mine])
         low = min(r["test_score"] for r in mine)
         ax.set_ylim(max(0.0, low - 0.05), 1.0)
