@@ -234,6 +234,7 @@ def run(task: Task | None, backend, cfg, warm_start=None) -> tuple[object, dict]
         "driver_peak_mb": round(peak, 1),
         "executor_peak_mb": None,
         "conjunctions_examined": max(examined, default=0),
+        "stopped": result.report.get("stopped"),
     }
 
 
