@@ -424,7 +424,7 @@ def plot(rows: list[dict], path: str) -> None:
             ax.text(
                 i,
                 r["test_score"],
-                f"{r['test_score']:.4f}\n{r['active_features']} w",
+                f"{r['test_score']:.4f}\n{r['active_features']:,.0f} w",
                 ha="center",
                 fontsize=7,
             )
