@@ -136,10 +136,11 @@ def prepare_pp(work: str, data_dir: str, lengths: list[int], reuse: bool) -> dic
     return dirs
 
 
-def prepare_conll(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
+def prepare_conll(work: str, data_dir: str, reuse: bool, sentences: int = 0) -> dict[str, str]:
     """CoNLL-2000 with the 10 unigram templates (conll option templates=unigrams),
-    count cutoff 2: the first 90% of train.txt's sentences to train, the
-    rest held out, test.txt to report."""
+    count cutoff 2: the first 90% of train.txt's sentences to train (only
+    the first ``sentences`` of them when > 0), the rest held out, test.txt
+    to report."""
     from benchmarks.conll2000_baselines import split_sentences
 
     dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
@@ -151,6 +152,11 @@ def prepare_conll(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
     os.makedirs(work, exist_ok=True)
     fit, dev = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
     split_sentences(shared_corpus("conll2000", "train.txt", data_dir=data_dir), fit, dev, 0.1)
+    if sentences:
+        with open(fit) as f:
+            kept = f.read().split("\n\n")[:sentences]
+        with open(fit, "w") as f:
+            f.write("\n\n".join(kept).strip("\n") + "\n")
     opts = {"templates": "unigrams"}
     spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "4g"})
     try:
@@ -209,13 +215,13 @@ class Task:
         return int(len(keys))
 
 
-def run(task: Task, backend, cfg) -> tuple[object, dict]:
+def run(task: Task | None, backend, cfg, warm_start=None) -> tuple[object, dict]:
     """Train once, measuring wall time, passes and the tracemalloc peak."""
     from sparkmaxent.train import train
 
     tracemalloc.start()
     p0, t0 = backend.passes, time.perf_counter()
-    result = train(backend, cfg)
+    result = train(backend, cfg, warm_start=warm_start)
     wall = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
@@ -228,6 +234,7 @@ def run(task: Task, backend, cfg) -> tuple[object, dict]:
         "driver_peak_mb": round(peak, 1),
         "executor_peak_mb": None,
         "conjunctions_examined": max(examined, default=0),
+        "stopped": result.report.get("stopped"),
     }
 
 
@@ -263,6 +270,66 @@ def choose(
     }
 
 
+def l1_rows(task: Task, degrees: list[int], grid: list[float], cap: dict, save) -> list[dict]:
+    """l1-Orig and l1-Comb (each of ``degrees``) along ``grid``, largest
+    gamma1 first: l1-Orig warm-started from the previous gamma1, l1-Comb
+    from l1-Orig at its own gamma1 (its passes and seconds include that
+    fit). Each method keeps its best gamma1 on the held-out part; the grid
+    stops at the first gamma1 (after two) where no method improved there.
+    ``save(rows)`` after every gamma1 with the best rows so far."""
+    from sparkmaxent.config import train_config
+
+    def cfg(gamma, degree):
+        return train_config(method="grafting", l1=gamma, combination_degree=degree, **cap)
+
+    best: dict[int, tuple] = {}
+    rows: list[dict] = []
+    tried: list[float] = []
+    previous = None
+    for gamma in grid:
+        tried.append(gamma)
+        orig, orow = run(task, task.train, cfg(gamma, 1), previous)
+        previous = orig.weights
+        fits = [(1, orig, orow)]
+        for degree in degrees:
+            result, row = run(task, task.train, cfg(gamma, degree), orig.weights)
+            row["passes"] += orow["passes"]
+            row["wall_s"] = round(row["wall_s"] + orow["wall_s"], 2)
+            row["driver_peak_mb"] = max(row["driver_peak_mb"], orow["driver_peak_mb"])
+            fits.append((degree, result, row))
+        improved = False
+        for degree, result, row in fits:
+            dev = task.score(task.dev, result)
+            log.info("%s degree %d gamma1 %g: held-out %.4f %s", task.name, degree, gamma, dev, row)
+            if degree not in best or dev > best[degree][0]:
+                improved = True
+                row["test_score"] = task.score(task.test, result)
+                best[degree] = (dev, gamma, result, row)
+        rows = l1_table(task, best, list(tried))
+        save(rows)
+        if len(tried) >= 2 and not improved:
+            break
+    return rows
+
+
+def l1_table(task: Task, best: dict, tried: list[float]) -> list[dict]:
+    return [
+        {
+            "task": task.name,
+            "method": "l1-Orig" if degree == 1 else "l1-Comb",
+            "degree": degree,
+            "metric": task.metric,
+            "dev_score": dev,
+            "gamma": gamma,
+            "grid": tried,
+            "warm_start": "previous gamma1" if degree == 1 else "l1-Orig at the same gamma1",
+            "command": command_line(),
+            **row,
+        }
+        for degree, (dev, gamma, result, row) in sorted(best.items(), key=lambda kv: -kv[0])
+    ]
+
+
 def run_task(task: Task, args, save) -> list[dict]:
     """Every row of one task, in the order l1-Comb, l1-Orig, l2-Comb3, l2;
     ``save(rows)`` after each row (a long run keeps what it measured)."""
@@ -275,32 +342,30 @@ def run_task(task: Task, args, save) -> list[dict]:
 
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)
     rows = []
-    existing = {d: task.existing(d) for d in (2, 3)}
+    existing = {d: task.existing(d) for d in (2, 3)} if args.existing else {}
     log.info("%s: conjunctions existing: %s", task.name, existing)
     conll = task.name == "conll"
     if conll:
         cap["max_seconds"] = args.conll_max_seconds
     l1_grid = args.conll_l1_grid if conll else args.l1_grid
     wanted = set(args.only)
-    for degree in (2, 1) if conll else (2, 3, 1):
-        name = "l1-Orig" if degree == 1 else "l1-Comb"
-        if wanted and f"{name}:{degree}" not in wanted:
-            continue
-        row = choose(
-            task,
-            name,
-            degree,
-            l1_grid,
-            lambda g, d=degree: train_config(method="grafting", l1=g, combination_degree=d, **cap),
-        )
-        row["conjunctions_existing"] = existing.get(degree, 0)
-        rows.append(row)
-        save(rows)
+    degrees = [d for d in ((2,) if conll else (2, 3)) if not wanted or f"l1-Comb:{d}" in wanted]
+    if not wanted or degrees or "l1-Orig:1" in wanted:
+
+        def keep(found: list[dict]) -> None:
+            rows[:] = [
+                {**row, "conjunctions_existing": existing.get(row["degree"], 0)}
+                for row in found
+                if not wanted or f"{row['method']}:{row['degree']}" in wanted
+            ]
+            save(rows)
+
+        l1_rows(task, degrees, l1_grid, cap, keep)
         print_table(rows, ROW_KEYS)
-    if conll:
+    if conll and rows:
         rows[0]["note"] = (
             f"capped at {args.conll_max_seconds:g} s per run (train.selection.max_seconds); "
-            f"l2-Comb3 not run: {existing[3]} conjunctions x 22 labels"
+            f"l2-Comb3 not run: {existing.get(3)} conjunctions x 22 labels"
         )
     if args.l2_comb3 and not conll and (not wanted or "l2-Comb3:3" in wanted):
         n = task.train.space.n_predicates
@@ -344,7 +409,13 @@ def plot(rows: list[dict], path: str) -> None:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
     for ax, t in zip(axes[0], tasks):
         mine = [r for r in rows if r["task"] == t]
-        labels = [f"{r['method']}" + (f" d{r['degree']}" if r["degree"] > 1 else "") for r in mine]
+        labels = [
+            f"{r['method']}"
+            + (f" d{r['degree']}" if r["degree"] > 1 else "")
+            + (" +bits" if "bitstrings" in r.get("atoms", "") else "")
+            + (" sub" if r.get("sentences") else "")
+            for r in mine
+        ]
         ax.bar(labels, [r["test_score"] for r in mine])
         low = min(r["test_score"] for r in mine)
         ax.set_ylim(max(0.0, low - 0.05), 1.0)
@@ -353,7 +424,7 @@ def plot(rows: list[dict], path: str) -> None:
             ax.text(
                 i,
                 r["test_score"],
-                f"{r['test_score']:.4f}\n{r['active_features']} w",
+                f"{r['test_score']:.4f}\n{r['active_features']:,.0f} w",
                 ha="center",
                 fontsize=7,
             )
@@ -364,7 +435,7 @@ def plot(rows: list[dict], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll"])
+    parser.add_argument("--tasks", nargs="+", default=["pp"], choices=["pp", "conll", "brown"])
     parser.add_argument(
         "--only",
         nargs="*",
@@ -373,6 +444,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--conll-l1-grid", type=float, nargs="+", default=[1e-4])
     parser.add_argument("--conll-max-seconds", type=float, default=900.0)
+    parser.add_argument(
+        "--conll-sentences", type=int, default=0, help="train on the first N sentences (0: all)"
+    )
+    parser.add_argument("--no-existing", dest="existing", action="store_false")
     parser.add_argument("--data", default=SHARED_DATA)
     parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
     parser.add_argument("--l1-grid", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5])
@@ -380,9 +455,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-best", type=int, default=50)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads (threadpoolctl)")
     parser.add_argument("--no-l2-comb3", dest="l2_comb3", action="store_false")
+    parser.add_argument("--brown-grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3])
+    parser.add_argument("--brown-genres", default="", help="Brown genre letters (default: all 15)")
     work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
     args = start(parser, argv)
+    from threadpoolctl import threadpool_limits
+
+    # a multithreaded BLAS on a shared, loaded machine spins: a Newton
+    # round's Cholesky is many times slower with 2 threads than with 1
+    threadpool_limits(args.blas_threads)
     lengths = [int(x) for x in args.bitstrings.split(",") if x]
     rows = []
     if os.path.exists(args.output):
@@ -395,10 +478,18 @@ def main(argv: list[str] | None = None) -> None:
                 or (args.only and f"{r['method']}:{r['degree']}" not in args.only)
             ]
     for name in args.tasks:
+        if name == "brown":
+            from benchmarks.combination_brown import run_brown
+
+            rows += run_brown(args, lambda b, cfg: run(None, b, cfg), command_line())
+            write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
+            continue
         if name == "pp":
             dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
         else:
-            dirs = prepare_conll(os.path.join(args.work, name), args.data, args.reuse)
+            dirs = prepare_conll(
+                os.path.join(args.work, name), args.data, args.reuse, args.conll_sentences
+            )
         done = list(rows)
 
         def save(new: list[dict], done=done) -> None:

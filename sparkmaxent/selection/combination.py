@@ -305,7 +305,16 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         ctx.config.grafting.n_best,
         method.n_atoms,
     )
-    state = run_rounds(ctx, method, "grafting", "max_gradient", "candidate |gradient|")
+    start = ctx.start.sparse() if ctx.start is not None else None
+    n_features = ctx.backend.space.n_features
+    ids = start.active_ids() if start is not None else np.zeros(0, dtype=np.int64)
+    if len(ids) and int(ids.max()) >= n_features:
+        raise ConfigError(
+            "warm start of combination features: expected weights over the atomic features "
+            f"only (ids < {n_features}), got id {int(ids.max())}"
+        )
+    # a warm start over the atoms (e.g. l1-Orig at this gamma1) shortens the atoms phase
+    state = run_rounds(ctx, method, "grafting", "max_gradient", "candidate |gradient|", start)
     conj = _conjunctions(state, method.n_atoms)
     g = method.grafting(conj)
     if "kkt" in state.info:
