@@ -404,6 +404,12 @@ class LatticeConfig(Section):
         gt=0,
         le=1,
     )
+    cache_widened: bool = key(
+        True,
+        "Generalization: with the in-process backend, form the constrained "
+        "nodes' conjunctions in the events once and refit on the widened "
+        "copies (memory for speed); false: form them in every pass.",
+    )
     generalize_patience: int = key(
         3,
         "Generalization stops after this many rounds without a better held-out "

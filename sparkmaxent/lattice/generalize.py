@@ -109,8 +109,12 @@ def generalize(
 
     k = ctx.backend.space.n_labels
     preds, conj = node_predicates(nodes, ctx.backend.space.n_predicates)
-    train = ExpandedBackend(ctx.backend, conj)
-    held = ExpandedBackend(ctx.heldout, conj) if ctx.heldout is not None else None
+    train = ExpandedBackend(ctx.backend, conj, cache=ctx.config.lattice.cache_widened)
+    held = (
+        ExpandedBackend(ctx.heldout, conj, cache=ctx.config.lattice.cache_widened)
+        if ctx.heldout is not None
+        else None
+    )
     sub = dataclasses.replace(ctx, backend=train, scaling=None)
     alive = np.ones(len(nodes), dtype=bool)
     start: Weights | None = None
@@ -155,6 +159,9 @@ def generalize(
         alive[removed] = False
         removed_nodes = [list(nodes[i]) for i in removed]
         start = fit.weights
+    for wide in (train, held):
+        if wide is not None:
+            wide.close()
     assert best is not None, "at least one fit ran"
     _, weights, kept = best
     return Generalized(

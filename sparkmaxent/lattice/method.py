@@ -63,9 +63,11 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
             f"{cfg.constraint_threshold:g} times; lower it"
         )
     tuples = [lat.node_atoms(int(i)) for i in constrained]
+    t1 = time.perf_counter()
     gen = generalize(
         ctx, tuples, lat.masks[constrained], cfg.unconstrain_fraction, cfg.generalize_patience
     )
+    generalized_s = time.perf_counter() - t1
     best = gen.trace[gen.best_round]
     report = {
         "objective": best["objective"],
@@ -91,6 +93,7 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
             "constraints_after": len(gen.constrained),
             "atomic_features_used": len({a for t in gen.constrained for a in t}),
             "best_round": gen.best_round,
+            "seconds": round(generalized_s, 3),
             "stop": gen.stop,
             "initial_constraints": [list(t) for t in tuples],
             "trace": gen.trace,

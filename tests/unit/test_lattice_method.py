@@ -124,3 +124,25 @@ def test_without_heldout_data_both_phases_stop_by_the_training_aic():
 def test_lattice_needs_no_standardization():
     with pytest.raises(ConfigError, match="standardize"):
         train_config(method="lattice", standardize=True)
+
+
+def test_cached_widened_blocks_give_the_passes_of_widening_in_each_pass():
+    from sparkmaxent.backends.expanded import ExpandedBackend
+    from sparkmaxent.kernels import Weights
+    from sparkmaxent.kernels.conjunctions import Conjunctions
+    from sparkmaxent.selection.base import evaluate
+
+    base = backend(conjunction_data(2, 600))
+    conj = Conjunctions.from_tuples(N_ATOMS, [(0, 1), (2, 3, 4)], max_degree=0)
+    plain, cached = ExpandedBackend(base, conj), ExpandedBackend(base, conj, cache=True)
+    assert plain.widened is None and cached.widened is not None
+    k = 2
+    ids = np.array([0 * k + 1, N_ATOMS * k + 1, (N_ATOMS + 1) * k])
+    w = Weights(ids, np.array([0.5, 2.0, -1.0]), np.array([0.1, -0.1]))
+    before = base.passes
+    a, b = evaluate(plain, w, None), evaluate(cached, w, None)
+    assert base.passes == before + 2  # the cached pass counts on the base too
+    assert a.loss == pytest.approx(b.loss, rel=1e-12) and a.correct == b.correct
+    assert a.loss != pytest.approx(evaluate(base, Weights(ids[:1], w.values[:1], w.bias), None).loss)
+    cached.close()
+    assert cached.widened is None
