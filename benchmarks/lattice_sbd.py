@@ -432,7 +432,8 @@ def main(argv: list[str] | None = None) -> None:
         result = write_json_result(args.output, rows, **extra)
         if result.get("sbd_lattice_report"):
             write_plot(result["sbd_lattice_report"], os.path.splitext(args.output)[0] + ".png")
-        print_table(rows, KEYS)
+        if rows:
+            print_table(rows, KEYS)
         spark.stop()
 
 
