@@ -253,8 +253,7 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
             continue
         inter = nodes[:n] & s
         inter = np.vstack([inter[inter.any(axis=1)], s[None, :]])
-        inter = np.unique(inter, axis=0)
-        h = row_hash(inter)
+        inter, h = _distinct(inter)
         fresh = ~index.contains(inter, h, nodes)
         new = inter[fresh]
         if n + len(new) > max_nodes:
@@ -270,6 +269,18 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     ref_h = row_hash(reference)
     is_ref = _present(nodes, row_hash(nodes), reference, ref_h)
     return np.vstack([reference, nodes[~is_ref]])
+
+
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows without repeats, and their hashes: sorted by hash, a row
+    equal to the one before it is dropped (cheaper than sorting whole rows;
+    rows of one hash that differ all stay)."""
+    h = row_hash(rows)
+    order = np.argsort(h, kind="stable")
+    h, rows = h[order], rows[order]
+    keep = np.ones(len(h), dtype=bool)
+    keep[1:] = (h[1:] != h[:-1]) | np.any(rows[1:] != rows[:-1], axis=1)
+    return rows[keep], h[keep]
 
 
 class _HashIndex:
