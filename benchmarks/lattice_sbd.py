@@ -29,6 +29,7 @@ writes benchmarks/results/lattice_sbd.json (and lattice_sbd.png).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import time
@@ -213,32 +214,21 @@ def scoring_measure(spark, train_dir: str, max_atoms: int, smoothing: float) -> 
 
 
 def sbd_task(spark, args, rows: list[dict], extra: dict) -> None:
-    wsj = shared_corpus("treebank", "raw", data_dir=args.data)
-    brown = shared_corpus("brown", data_dir=args.data)
-    text = os.path.join(args.work, "sbd")
-    summary = sbd.build(wsj, brown, text)
+    train, held, tests, wsj, brown, f, summary = sbd_datasets(spark, args)
     extra["sbd_data"] = summary["candidates"]
-    f = {n: os.path.join(text, f"{n}.txt") for n in summary["candidates"]}
-    train = prepared(spark, args.work, "sbd-train", [f["wsj-train"], f["brown-train"]], "maxent")
-    held = prepared(
-        spark, args.work, "sbd-heldout", [f["wsj-heldout"], f["brown-heldout"]], "maxent", train
-    )
-    tests = {
-        c: prepared(spark, args.work, f"sbd-{c}", [f[f"{c}-test"]], "maxent", train)
-        for c in ("wsj", "brown")
-    }
     be = {"backend": args.backend, "gtol": args.gtol}
-    lattice = fit(
+    lattice = choose(
         spark,
         train,
         held,
         be,
+        "max_atoms",
+        args.max_atoms,
         method="lattice",
-        max_atoms=args.max_atoms,
         l2=args.lattice_l2,
         unconstrain_fraction=args.unconstrain_fraction,
     )
-    rows += model_rows(spark, "sbd", "lattice", lattice, tests)
+    rows += model_rows(spark, "sbd", f"lattice (k={lattice[3]})", lattice, tests)
     extra["sbd_lattice_report"] = {
         k: v for k, v in lattice[1].items() if k in ("lattice", "selection", "generalization")
     }
@@ -259,41 +249,129 @@ def sbd_task(spark, args, rows: list[dict], extra: dict) -> None:
         rows += text_rows("sbd", "nltk punkt", punkt(train_docs, docs), {c: c for c in docs})
     except ImportError:
         log.warning("nltk is not installed (pip install .[bench]): no Punkt row")
-    sel, built = lattice[1]["selection"]["seconds"], lattice[1]["lattice"]["build_s"]
-    l2_one = fit(spark, train, held, be, method="l2", l2=l2[3])
+    extra["sbd_l2_chosen"] = l2[3]
+
+
+def sbd_datasets(spark, args) -> tuple[str, str, dict[str, str], str, str, dict[str, str], dict]:
+    """Prepared SBD training, held-out and test datasets (built once per work
+    directory), the corpora roots, the event files and the data summary."""
+    wsj = shared_corpus("treebank", "raw", data_dir=args.data)
+    brown = shared_corpus("brown", data_dir=args.data)
+    text = os.path.join(args.work, "sbd")
+    if os.path.exists(os.path.join(text, "sbd.json")):
+        with open(os.path.join(text, "sbd.json")) as fh:
+            summary = json.load(fh)
+    else:
+        summary = sbd.build(wsj, brown, text)
+    f = {n: os.path.join(text, f"{n}.txt") for n in summary["candidates"]}
+    train = prepared(spark, args.work, "sbd-train", [f["wsj-train"], f["brown-train"]], "maxent")
+    held = prepared(
+        spark, args.work, "sbd-heldout", [f["wsj-heldout"], f["brown-heldout"]], "maxent", train
+    )
+    tests = {
+        c: prepared(spark, args.work, f"sbd-{c}", [f[f"{c}-test"]], "maxent", train)
+        for c in ("wsj", "brown")
+    }
+    return train, held, tests, wsj, brown, f, summary
+
+
+def timing_task(spark, args, extra: dict) -> None:
+    """The timed figures (run under the benchmark lock): lattice build and
+    selection against one l2 fit at ``--timing-l2`` (the held-out choice of
+    the accuracy run), one selection step's scoring, and the generalization
+    with and without the cached widened blocks."""
+    train, held = sbd_datasets(spark, args)[:2]
+    be = {"backend": args.backend, "gtol": args.gtol}
+    runs = {}
+    for cache in (True, False):
+        runs[cache] = fit(
+            spark,
+            train,
+            held,
+            be,
+            method="lattice",
+            max_atoms=args.max_atoms[0],
+            l2=args.lattice_l2,
+            unconstrain_fraction=args.unconstrain_fraction,
+            cache_widened=cache,
+        )
+    report = runs[True][1]
+    sel, built = report["selection"]["seconds"], report["lattice"]["build_s"]
+    l2_one = fit(spark, train, held, be, method="l2", l2=args.timing_l2)
     extra["sbd_build_and_selection_vs_l2_fit"] = {
         "lattice_build_s": built,
         "selection_s": sel,
         "l2_fit_s": round(l2_one[2], 1),
+        "l2": args.timing_l2,
         "ratio": round((built + sel) / l2_one[2], 2),
     }
-    extra["sbd_scoring_step"] = scoring_measure(spark, train, args.max_atoms, 5.0)
+    extra["sbd_generalization_cache"] = {
+        f"cache_widened={c}": {
+            "seconds": r[1]["generalization"]["seconds"],
+            "passes": sum(row["passes"] for row in r[1]["generalization"]["trace"]),
+            "constraints_after": r[1]["generalization"]["constraints_after"],
+            "heldout_accuracy": r[1]["heldout_accuracy"],
+        }
+        for c, r in runs.items()
+    }
+    extra["sbd_scoring_step"] = scoring_measure(spark, train, args.max_atoms[0], 5.0)
 
 
-def pp_four_atoms(src: str, dst: str) -> str:
-    """Ratnaparkhi's tuples as maxent events over the four head words."""
+def word_classes(path: str) -> dict[str, str]:
+    """Ratnaparkhi's mutual-information word classes (``bitstrings``: word,
+    bit string), looked up as written and then in lower case."""
+    out: dict[str, str] = {}
+    with open(path, encoding="latin-1") as f:
+        for n, line in enumerate(f, 1):
+            parts = line.split()
+            if len(parts) != 2:
+                raise SystemExit(f"{path}:{n}: expected word and bit string")
+            out.setdefault(parts[0], parts[1])
+            out.setdefault(parts[0].lower(), parts[1])
+    return out
+
+
+def pp_four_atoms(src: str, dst: str, classes: dict[str, str] | None = None, bits: int = 0) -> str:
+    """Ratnaparkhi's tuples as maxent events over the four head words and,
+    with ``bits`` > 0, each head word's class (its bit string's first
+    ``bits`` bits: the backing-off class the paper's section 5 suggests for
+    rare words, so a lattice over the k most frequent atoms still sees them)."""
     with open(src) as f, open(dst, "w") as out:
         for n, line in enumerate(f, 1):
             parts = line.split()
             if len(parts) != 6:
                 raise SystemExit(f"{src}:{n}: expected 6 fields, got {len(parts)}")
-            _, v, n1, p, n2, label = (x.lower() if i < 5 else x for i, x in enumerate(parts))
-            atoms = [f"v={v}", f"n1={n1}", f"p={p}", f"n2={n2}"]
+            heads, label = parts[1:5], parts[5]
+            atoms = [f"{s}={w.lower()}" for s, w in zip(("v", "n1", "p", "n2"), heads)]
+            if bits and classes is not None:
+                atoms += [
+                    f"{s}~{classes.get(w, classes.get(w.lower(), '?'))[:bits]}"
+                    for s, w in zip(("v", "n1", "n2"), (heads[0], heads[1], heads[3]))
+                ]
             out.write(label + " " + " ".join(sbd.escape(a) for a in atoms) + "\n")
     return dst
 
 
 def pp_task(spark, args, rows: list[dict]) -> None:
-    os.makedirs(os.path.join(args.work, "pp"), exist_ok=True)
+    name = f"pp{args.pp_bits}" if args.pp_bits else "pp"
+    os.makedirs(os.path.join(args.work, name), exist_ok=True)
+    classes = (
+        word_classes(shared_corpus("ppattach", "bitstrings", data_dir=args.data))
+        if args.pp_bits
+        else None
+    )
     f = {
         s: pp_four_atoms(
-            shared_corpus("ppattach", s, data_dir=args.data), os.path.join(args.work, "pp", s)
+            shared_corpus("ppattach", s, data_dir=args.data),
+            os.path.join(args.work, name, s),
+            classes,
+            args.pp_bits,
         )
         for s in ("training", "devset", "test")
     }
-    train = prepared(spark, args.work, "pp-train", [f["training"]], "maxent")
-    held = prepared(spark, args.work, "pp-devset", [f["devset"]], "maxent", train)
-    tests = {"test": prepared(spark, args.work, "pp-test", [f["test"]], "maxent", train)}
+    train = prepared(spark, args.work, f"{name}-train", [f["training"]], "maxent")
+    held = prepared(spark, args.work, f"{name}-devset", [f["devset"]], "maxent", train)
+    tests = {"test": prepared(spark, args.work, f"{name}-test", [f["test"]], "maxent", train)}
     be = {"backend": args.backend, "gtol": args.gtol}
     lattice = fit(
         spark,
@@ -317,9 +395,26 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", default=SHARED_DATA, help="the corpora (../shared/data)")
     work_arguments(p, "work/lattice_sbd", "lattice_sbd.json")
     p.add_argument("--backend", default="local", choices=("local", "spark"))
-    p.add_argument("--tasks", default="sbd,pp")
-    p.add_argument("--max-atoms", type=int, default=120, help="SBD lattice atoms (k most frequent)")
+    p.add_argument(
+        "--tasks",
+        default="sbd,pp,timing",
+        help="sbd, pp (accuracy rows), timing (timed figures: run under the bench lock)",
+    )
+    p.add_argument("--timing-l2", type=float, default=1e-5, help="gamma2 of the timed l2 fit")
+    p.add_argument(
+        "--max-atoms",
+        type=int,
+        nargs="+",
+        default=[80, 160],
+        help="SBD lattice atoms (k most frequent), chosen on held-out data; timing uses the first",
+    )
     p.add_argument("--pp-max-atoms", type=int, default=400, help="PP lattice atoms")
+    p.add_argument(
+        "--pp-bits",
+        type=int,
+        default=0,
+        help="PP: add each head word's class (first bits of its bit string) as an atom; 0: none",
+    )
     p.add_argument("--lattice-l2", type=float, default=1e-5)
     p.add_argument("--l2-grid", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
     p.add_argument("--l1-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
@@ -338,11 +433,14 @@ def main(argv: list[str] | None = None) -> None:
             sbd_task(spark, args, rows, extra)
         if "pp" in args.tasks:
             pp_task(spark, args, rows)
+        if "timing" in args.tasks:
+            timing_task(spark, args, extra)
     finally:
         result = write_json_result(args.output, rows, **extra)
         if result.get("sbd_lattice_report"):
             write_plot(result["sbd_lattice_report"], os.path.splitext(args.output)[0] + ".png")
-        print_table(rows, KEYS)
+        if rows:
+            print_table(rows, KEYS)
         spark.stop()
 
 

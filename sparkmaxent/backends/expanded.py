@@ -8,14 +8,22 @@ from __future__ import annotations
 
 from ..kernels import Space
 from ..kernels.conjunctions import Conjunctions, Expanding, ExpandingGradientTest
-from ..kernels.topk import GradientTestTask
+from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import Backend, WrappingBackend, task_fields
+from .local import LocalBackend
 
 
 class ExpandedBackend(WrappingBackend):
-    """``base`` with ``conjunctions`` formed in its events (passes count on ``base``)."""
+    """``base`` with ``conjunctions`` formed in its events (passes count on ``base``).
 
-    def __init__(self, base: Backend, conjunctions: Conjunctions):
+    ``cache``: when ``base`` holds its blocks in this process
+    (``LocalBackend``), widen them once here and run every pass on the
+    widened copies, instead of forming the conjunctions again in every pass
+    (a fit of many passes over a fixed set of conjunctions, such as the
+    lattice's generalization refits). Spark backends keep widening inside
+    each pass."""
+
+    def __init__(self, base: Backend, conjunctions: Conjunctions, cache: bool = False):
         if conjunctions.n_atoms != base.space.n_predicates:
             raise ValueError(
                 f"conjunctions over {conjunctions.n_atoms} atoms, events over "
@@ -24,6 +32,25 @@ class ExpandedBackend(WrappingBackend):
         s = base.space
         super().__init__(base, Space(s.shape, conjunctions.n_predicates, s.n_labels, s.bias))
         self.conjunctions = conjunctions
+        self.widened: LocalBackend | None = None
+        if cache and len(conjunctions) and isinstance(base, LocalBackend):
+            self.widened = LocalBackend([conjunctions.expand(b) for b in base.blocks], self.space)
+
+    def run(self, task):
+        if self.widened is None:
+            return super().run(task)
+        self.base.passes += 1
+        return self.widened.run(task)
+
+    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
+        if self.widened is None:
+            return super().gradient_test(task)
+        self.base.passes += 1
+        return self.widened.gradient_test(task)
+
+    def close(self) -> None:
+        """Drops the widened copies (the base backend is closed by its owner)."""
+        self.widened = None
 
     def wrap(self, task):
         return Expanding(task, self.conjunctions) if len(self.conjunctions) else task

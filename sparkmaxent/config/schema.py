@@ -398,7 +398,10 @@ class LatticeConfig(Section):
         ge=0,
     )
     select_patience: int = key(
-        20, "Selection stops after this many steps without a better held-out likelihood.", ge=1
+        20,
+        "Selection stops after this many steps without a better held-out "
+        "likelihood (without held-out data: training AIC).",
+        ge=1,
     )
     max_steps: int = key(0, "Selection steps at most; 0: no limit.", ge=0)
     score_batches: int = key(
@@ -419,9 +422,16 @@ class LatticeConfig(Section):
         gt=0,
         le=1,
     )
+    cache_widened: bool = key(
+        True,
+        "Generalization: with the in-process backend, form the constrained "
+        "nodes' conjunctions in the events once and refit on the widened "
+        "copies (memory for speed); false: form them in every pass.",
+    )
     generalize_patience: int = key(
         3,
-        "Generalization stops after this many rounds without a better held-out likelihood.",
+        "Generalization stops after this many rounds without a better held-out "
+        "likelihood (without held-out data: training AIC).",
         ge=1,
     )
 

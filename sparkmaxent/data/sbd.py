@@ -1,7 +1,9 @@
 """Sentence boundary disambiguation data (Mikheev 1998, section 5; Palmer &
 Hearst 1997; Reynar & Ratnaparkhi 1997) from the WSJ sample of the Penn
-Treebank (``treebank/raw``: a ``.START`` line opens a document, then one
-sentence per line) and the Brown corpus (tagged, one sentence per line:
+Treebank (``treebank/raw``: a ``.START`` line opens a document, then
+paragraph lines that may hold several sentences, so the gold sentences are
+the parse trees of ``treebank/combined``, aligned to the raw text) and the
+Brown corpus (tagged, one sentence per line:
 running text is rebuilt by dropping the tags and attaching punctuation to
 the word before it).
 
@@ -25,7 +27,9 @@ from the 9th on held-out, from the 10th on test, the rest train.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -33,6 +37,8 @@ from dataclasses import dataclass
 
 from .. import storage
 from ..errors import InputError
+
+log = logging.getLogger(__name__)
 
 ENDS = (".", "?", "!")
 CLOSERS = "\"')]}"
@@ -75,19 +81,102 @@ def _lines(path: str) -> list[str]:
     return storage.read_bytes(path).decode("latin-1").splitlines()
 
 
-def read_wsj(path: str) -> list[Document]:
-    """Documents of a treebank/raw file: ``.START`` opens one, then one
-    sentence per non-empty line."""
-    docs: list[Document] = []
+def read_wsj(path: str, trees: str | None = None) -> list[Document]:
+    """Documents of a treebank/raw file: ``.START`` opens one. A raw line
+    may hold several sentences (and a sentence never spans lines only by
+    chance), so with ``trees`` (the file's ``combined/*.mrg``) the sentences
+    are the treebank's parse trees, aligned to the raw tokens
+    (``wsj_sentence_ends``); without it, one sentence per non-empty line."""
+    docs: list[list[tuple[str, int]]] = []
+    lines: list[list[str]] = []
     for n, line in enumerate(_lines(path), 1):
         text = line.strip()
         if text == ".START":
             docs.append([])
+            lines.append([])
         elif text:
             if not docs:
                 raise InputError(f"{path}:{n}: a sentence before the first .START line")
-            docs[-1].append(text.split())
-    return [d for d in docs if d]
+            docs[-1] += [(t, n) for t in text.split()]
+            lines[-1].append(text)
+    if trees is None:
+        return [[line.split() for line in doc] for doc in lines if doc]
+    tokens = [tok for doc in docs for tok in doc]
+    ends = wsj_sentence_ends(tokens, tree_leaves("\n".join(_lines(trees))), path)
+    out: list[Document] = []
+    i = 0
+    for doc in docs:
+        sents: Document = [[]]
+        for tok, _ in doc:
+            if ends[i] is not None:
+                sents[-1].append(tok)
+                if ends[i]:
+                    sents.append([])
+            i += 1
+        sents = [s for s in sents if s]
+        if sents:
+            out.append(sents)
+    return out
+
+
+LEAF = re.compile(r"\(([^\s()]+) ([^\s()]+)\)")
+ESCAPED = {"-LRB-": "(", "-RRB-": ")", "-LCB-": "{", "-RCB-": "}", "-LSB-": "[", "-RSB-": "]"}
+QUOTES = "\"'`"
+
+
+def tree_leaves(text: str) -> list[list[str]]:
+    """The words of each top-level parse tree of a treebank ``.mrg`` text,
+    empty elements (``-NONE-``) left out and bracket escapes undone."""
+    out: list[list[str]] = []
+    depth, start = 0, 0
+    for i, c in enumerate(text):
+        if c == "(":
+            start = i if depth == 0 else start
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                words = [w for tag, w in LEAF.findall(text[start : i + 1]) if tag != "-NONE-"]
+                out.append(
+                    [ESCAPED.get(w, w).replace("\\/", "/").replace("\\*", "*") for w in words]
+                )
+    return out
+
+
+def wsj_sentence_ends(
+    tokens: list[tuple[str, int]], sentences: list[list[str]], where: str
+) -> list[bool | None]:
+    """For each raw (token, line): whether a treebank sentence ends in it;
+    None past the text the trees cover (trailers such as "(See related
+    story ...)"). Raw and tree characters are aligned with quotes left out
+    (the treebank writes `` and '') by difflib, since the two texts differ
+    in places (the trees' ``IBC 's`` for the raw ``IBC/Donoghue's``); a
+    tree's final "." that the raw text lacks (an abbreviation ending the
+    sentence, ``U.S.``) falls in an insertion and maps to the raw token
+    before it."""
+    owner = [k for k, (tok, _) in enumerate(tokens) for c in tok if c not in QUOTES]
+    raw = "".join(c for tok, _ in tokens for c in tok if c not in QUOTES)
+    tree, tree_ends = "", []
+    for sent in sentences:
+        tree += "".join(c for w in sent for c in w if c not in QUOTES)
+        tree_ends.append(len(tree))
+    if not raw or not tree:
+        raise InputError(f"{where}: no text to align with the treebank trees")
+    blocks = difflib.SequenceMatcher(None, raw, tree, autojunk=False).get_opcodes()
+    ends: list[bool | None] = [False] * len(tokens)
+    b = 0
+    last = 0
+    for e in tree_ends:
+        while blocks[b][4] < e:
+            b += 1
+        op, i1, i2, j1, _ = blocks[b]
+        at = i1 + (e - j1) if op == "equal" else i2
+        if at:
+            ends[owner[at - 1]] = True
+            last = owner[at - 1]
+    for k in range(last + 1, len(tokens)):
+        ends[k] = None
+    return ends
 
 
 def brown_sentence(line: str, where: str) -> list[str]:
@@ -253,9 +342,26 @@ def escape(atom: str) -> str:
     return atom.replace(":", "%3A").replace(" ", "_")
 
 
+def trees_root(wsj_root: str) -> str | None:
+    """The treebank's ``combined`` directory beside ``raw`` (the gold
+    sentences), or None when there is none (then one sentence per line)."""
+    parent = wsj_root.rstrip("/").rpartition("/")[0]
+    trees = storage.join(parent, "combined") if parent else "combined"
+    if storage.exists(trees):
+        return trees
+    log.warning("no %s: WSJ sentences are taken as one per raw line", trees)
+    return None
+
+
 def read_corpus(corpus: str, root: str, files: list[str]) -> list[Document]:
-    reader = read_wsj if corpus == "wsj" else read_brown
-    return [d for f in files for d in reader(storage.join(root, f))]
+    if corpus == "brown":
+        return [d for f in files for d in read_brown(storage.join(root, f))]
+    trees = trees_root(root)
+    return [
+        d
+        for f in files
+        for d in read_wsj(storage.join(root, f), storage.join(trees, f + ".mrg") if trees else None)
+    ]
 
 
 def build(wsj_root: str, brown_root: str, output: str) -> dict:

@@ -40,10 +40,14 @@ from ..kernels.stats import FeatureCountTask
 
 log = logging.getLogger(__name__)
 
-_HASH = np.array(
-    [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93],
-    dtype=np.uint64,
-)
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: every input bit reaches every output bit
+    (a plain multiply would leave a mask of high bits only hashing to a
+    few values)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
 
 
 def row_hash(masks: np.ndarray) -> np.ndarray:
@@ -51,9 +55,25 @@ def row_hash(masks: np.ndarray) -> np.ndarray:
     out = np.zeros(len(masks), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for w in range(masks.shape[1]):
-            mult = np.uint64(_HASH[w % len(_HASH)]) + np.uint64(2 * (w // len(_HASH)))
-            out = (out ^ (masks[:, w] * mult)) * np.uint64(0x100000001B3)
+            out = _mix(out ^ _mix(masks[:, w] + np.uint64(w + 1) * np.uint64(0x9E3779B97F4A7C15)))
     return out
+
+
+def _find(sorted_h: np.ndarray, sorted_pos: np.ndarray, pool, rows, h) -> np.ndarray:
+    """Which ``rows`` (hashes ``h``) equal a ``pool`` row, the pool's
+    hashes sorted (``sorted_h``, row ``sorted_pos``): every pool row of an
+    equal hash is compared word by word, so a hash collision never makes a
+    row look absent."""
+    found = np.zeros(len(rows), dtype=bool)
+    if not len(sorted_h):
+        return found
+    lo = np.searchsorted(sorted_h, h, "left")
+    hi = np.searchsorted(sorted_h, h, "right")
+    for k in range(int((hi - lo).max(initial=0))):
+        live = lo + k < hi
+        j = sorted_pos[np.minimum(lo + k, len(sorted_pos) - 1)]
+        found |= live & np.all(pool[j] == rows, axis=1)
+    return found
 
 
 @dataclass
@@ -233,9 +253,7 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
             continue
         inter = nodes[:n] & s
         inter = np.vstack([inter[inter.any(axis=1)], s[None, :]])
-        h = row_hash(inter)
-        _, first = np.unique(h, return_index=True)
-        inter, h = inter[first], h[first]
+        inter, h = _distinct(inter)
         fresh = ~index.contains(inter, h, nodes)
         new = inter[fresh]
         if n + len(new) > max_nodes:
@@ -253,6 +271,18 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     return np.vstack([reference, nodes[~is_ref]])
 
 
+def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows without repeats, and their hashes: sorted by hash, a row
+    equal to the one before it is dropped (cheaper than sorting whole rows;
+    rows of one hash that differ all stay)."""
+    h = row_hash(rows)
+    order = np.argsort(h, kind="stable")
+    h, rows = h[order], rows[order]
+    keep = np.ones(len(h), dtype=bool)
+    keep[1:] = (h[1:] != h[:-1]) | np.any(rows[1:] != rows[:-1], axis=1)
+    return rows[keep], h[keep]
+
+
 class _HashIndex:
     """Row hashes kept sorted, with the row each came from."""
 
@@ -262,11 +292,7 @@ class _HashIndex:
 
     def contains(self, rows: np.ndarray, h: np.ndarray, pool: np.ndarray) -> np.ndarray:
         """Which rows are in ``pool`` (found by hash, compared word by word)."""
-        if not len(self.h):
-            return np.zeros(len(rows), dtype=bool)
-        at = np.minimum(np.searchsorted(self.h, h), len(self.h) - 1)
-        j = self.pos[at]
-        return (self.h[at] == h) & np.all(pool[j] == rows, axis=1)
+        return _find(self.h, self.pos, pool, rows, h)
 
     def add(self, h: np.ndarray, pos: np.ndarray) -> None:
         order = np.argsort(h)
@@ -276,16 +302,9 @@ class _HashIndex:
 
 
 def _present(rows: np.ndarray, h: np.ndarray, pool: np.ndarray, pool_h: np.ndarray) -> np.ndarray:
-    """Which ``rows`` (hashes ``h``) are rows of ``pool`` (hashes ``pool_h``):
-    found by hash, then compared word by word (two distinct pool rows of one
-    64-bit hash would make a row look absent: a duplicate node, never a
-    missing one)."""
-    if not len(pool):
-        return np.zeros(len(rows), dtype=bool)
+    """Which ``rows`` (hashes ``h``) are rows of ``pool`` (hashes ``pool_h``)."""
     order = np.argsort(pool_h, kind="stable")
-    pos = np.minimum(np.searchsorted(pool_h[order], h), len(pool) - 1)
-    j = order[pos]
-    return (pool_h[j] == h) & np.all(pool[j] == rows, axis=1)
+    return _find(pool_h[order], order, pool, rows, h)
 
 
 def _too_many(reached: int, max_nodes: int, n_atoms: int, what: str) -> None:

@@ -13,7 +13,8 @@ round by round, the most specific constrained nodes (no constrained node
 above them) whose weights are closest to 0 (the paper's lambda near 1) are
 unconstrained several at once, and the model is refitted warm-started. The
 model of the best held-out likelihood is kept (the paper's stop, after
-Berger et al. 1996).
+Berger et al. 1996); without held-out data, the model of the best training
+AIC (``criterion``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,26 @@ def _strength(weights: Weights, preds: np.ndarray, k: int) -> np.ndarray:
     return np.array([max(dense.get(int(p) * k + y, 0.0) for y in range(k)) for p in preds])
 
 
+@dataclass
+class Criterion:
+    """What a round is judged by: held-out mean loss and accuracy, or
+    without held-out data the training AIC per unit of training weight,
+    (AIC / 2) / N = mean training loss + (non-zero weights) / N (Akaike's
+    criterion, the alternative Mikheev's section 4 cites)."""
+
+    mean_loss: float
+    accuracy: float
+
+
+def criterion(held: ExpandedBackend | None, train: ExpandedBackend, weights: Weights) -> Criterion:
+    if held is not None:
+        stats = evaluate(held, weights, None)
+        return Criterion(stats.mean_loss, stats.accuracy)
+    stats = evaluate(train, weights, None)
+    n_params = int(np.count_nonzero(weights.values))
+    return Criterion(stats.mean_loss + n_params / max(stats.weight, 1e-300), stats.accuracy)
+
+
 # long: one loop of fit, score, choose and remove; split it and the state goes in many arguments
 def generalize(
     ctx: TrainingContext,
@@ -86,11 +107,14 @@ def generalize(
     lattice bitmasks), then unconstrain and refit as the module says."""
     from ..selection.baselines import fit_smooth
 
-    assert ctx.heldout is not None, "the lattice method checks for held-out data"
     k = ctx.backend.space.n_labels
     preds, conj = node_predicates(nodes, ctx.backend.space.n_predicates)
-    train = ExpandedBackend(ctx.backend, conj)
-    held = ExpandedBackend(ctx.heldout, conj)
+    train = ExpandedBackend(ctx.backend, conj, cache=ctx.config.lattice.cache_widened)
+    held = (
+        ExpandedBackend(ctx.heldout, conj, cache=ctx.config.lattice.cache_widened)
+        if ctx.heldout is not None
+        else None
+    )
     sub = dataclasses.replace(ctx, backend=train, scaling=None)
     alive = np.ones(len(nodes), dtype=bool)
     start: Weights | None = None
@@ -101,7 +125,7 @@ def generalize(
     for rnd in range(len(nodes) + 1):
         passes0 = train.passes
         fit = fit_smooth(sub, _features(preds[alive], k), ctx.config.l2, start)
-        stats = evaluate(held, fit.weights, None)
+        stats = criterion(held, train, fit.weights)
         trace.append(
             {
                 "round": rnd,
@@ -135,6 +159,9 @@ def generalize(
         alive[removed] = False
         removed_nodes = [list(nodes[i]) for i in removed]
         start = fit.weights
+    for wide in (train, held):
+        if wide is not None:
+            wide.close()
     assert best is not None, "at least one fit ran"
     _, weights, kept = best
     return Generalized(

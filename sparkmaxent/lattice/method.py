@@ -16,7 +16,7 @@ from ..selection.base import FitResult, TrainingContext
 from .build import Lattice, build_lattice, choose_atoms, count_configurations
 from .generalize import fit_result, generalize
 from .report import write_plot
-from .select import CandidateScorer, HeldoutConfigs, Optimized, select
+from .select import CandidateScorer, HeldoutConfigs, Optimized, TrainingAic, select
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +34,14 @@ def constrained_nodes(lat: Lattice, opt: Optimized, threshold: float) -> np.ndar
 def fit_lattice(ctx: TrainingContext) -> FitResult:
     cfg = ctx.config.lattice
     if ctx.heldout is None:
-        raise ConfigError(
-            "train.method: 'lattice' stops selection and generalization by held-out "
-            "likelihood: give a held-out dataset (data.heldout, or --heldout)"
+        log.warning(
+            "lattice: no held-out data: selection and generalization stop by the "
+            "training AIC (give data.heldout or data.heldout_fraction for held-out stops)"
         )
     t0 = time.perf_counter()
     atoms = choose_atoms(ctx.backend, cfg.max_atoms)
     lat = build_lattice(count_configurations(ctx.backend, atoms), atoms, cfg.max_nodes)
-    held = count_configurations(ctx.heldout, atoms)
+    held = count_configurations(ctx.heldout, atoms) if ctx.heldout is not None else None
     built_s = time.perf_counter() - t0
     arrays = lat.arrays(cfg.smoothing)
     scorer = CandidateScorer(arrays, getattr(ctx.backend, "sc", None), cfg.score_batches)
@@ -49,7 +49,7 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
         sel = select(
             arrays,
             scorer,
-            HeldoutConfigs.of(held.masks, held.counts),
+            HeldoutConfigs.of(held.masks, held.counts) if held is not None else TrainingAic(arrays),
             cfg.select_patience,
             cfg.max_steps,
         )
@@ -63,12 +63,15 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
             f"{cfg.constraint_threshold:g} times; lower it"
         )
     tuples = [lat.node_atoms(int(i)) for i in constrained]
+    t1 = time.perf_counter()
     gen = generalize(
         ctx, tuples, lat.masks[constrained], cfg.unconstrain_fraction, cfg.generalize_patience
     )
+    generalized_s = time.perf_counter() - t1
     best = gen.trace[gen.best_round]
     report = {
         "objective": best["objective"],
+        "stop_criterion": "heldout" if held is not None else "training AIC",
         "lattice": {
             "atoms": len(atoms),
             "nodes": lat.n_nodes,
@@ -90,6 +93,7 @@ def fit_lattice(ctx: TrainingContext) -> FitResult:
             "constraints_after": len(gen.constrained),
             "atomic_features_used": len({a for t in gen.constrained for a in t}),
             "best_round": gen.best_round,
+            "seconds": round(generalized_s, 3),
             "stop": gen.stop,
             "initial_constraints": [list(t) for t in tuples],
             "trace": gen.trace,

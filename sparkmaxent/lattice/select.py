@@ -12,8 +12,9 @@ and 1/|Y| for undecided nodes; the smoothing
 p'' = L / |Y| + (1 - L) p' with L = T / (T + xi'^w_{d(i)}).
 
 Candidates are scored in batches on the executors (``CandidateScorer``);
-the run stops when held-out likelihood has not improved for
-``patience`` steps and keeps the optimized lattice of the best step.
+the run stops when held-out likelihood (without held-out data: the
+training AIC, ``TrainingAic``) has not improved for ``patience`` steps and
+keeps the optimized lattice of the best step.
 """
 
 from __future__ import annotations
@@ -153,6 +154,25 @@ class HeldoutConfigs:
         return float(ll / max(self.counts.sum(), 1e-300))
 
 
+@dataclass
+class TrainingAic:
+    """The selection's stop criterion without held-out data: Akaike's
+    information criterion (the alternative section 4 cites, after Pedersen
+    & Bruce 1997), as -AIC / 2 per unit of training weight: the smoothed
+    training log-likelihood less |Y| - 1 free frequencies per optimized
+    node. Same interface as ``HeldoutConfigs`` (higher is better)."""
+
+    lat: LatticeArrays
+
+    def update(self, lat: LatticeArrays, new_nodes: np.ndarray) -> None:
+        """Nothing to track: the criterion reads the optimized lattice."""
+
+    def loglik(self, opt: Optimized, threshold: float) -> float:
+        k = self.lat.counts.shape[1]
+        penalty = (k - 1) * len(opt.nodes())
+        return (train_loglik(self.lat, opt) - penalty) / max(float(self.lat.counts.sum()), 1e-300)
+
+
 class CandidateScorer:
     """Finds the best candidate of a step by scoring candidates in batches:
     on the executors through ``sc`` (one Spark job per step, the empirical
@@ -232,7 +252,7 @@ class SelectionResult:
 def select(
     lat: LatticeArrays,
     scorer: CandidateScorer,
-    heldout: HeldoutConfigs,
+    heldout: HeldoutConfigs | TrainingAic,
     patience: int,
     max_steps: int = 0,
 ) -> SelectionResult:

@@ -93,7 +93,11 @@ def counted(sets, labels, weights, n_atoms, n_labels=2):
     return ConfigCounts(masks_of([sets[i] for i in keep], n_atoms), onehot)
 
 
-@pytest.mark.parametrize("seed, n_atoms, density", [(0, 10, 0.3), (1, 10, 0.3), (2, 70, 0.06)])
+@pytest.mark.parametrize(
+    "seed, n_atoms, density",
+    # masks of 3 and 5 words: a weak row hash made nodes twice there
+    [(0, 10, 0.3), (1, 10, 0.3), (2, 70, 0.06), (6, 130, 0.05), (3, 300, 0.02)],
+)
 def test_closure_and_frequencies_against_brute_force(seed, n_atoms, density):
     sets, labels, weights = random_configs(seed, n_atoms=n_atoms, density=density)
     lat = build_lattice(counted(sets, labels, weights, n_atoms), np.arange(n_atoms), 10_000)
@@ -125,6 +129,20 @@ def test_closure_and_frequencies_against_brute_force(seed, n_atoms, density):
 def test_row_hash_tells_one_word_masks_apart():
     rng = np.random.default_rng(7)
     masks = np.unique(rng.integers(0, 2**64, size=(5000, 1), dtype=np.uint64), axis=0)
+    assert len(np.unique(row_hash(masks))) == len(masks)
+
+
+def test_row_hash_tells_sparse_high_bit_masks_apart():
+    """Masks of a few high bits (what a lattice over many atoms has) must
+    not collide: a plain multiply maps them to a few powers of two."""
+    rows = []
+    for w in range(5):
+        for b in range(48, 64):
+            for c in range(b + 1, 64):
+                m = np.zeros(5, dtype=np.uint64)
+                m[w] = np.uint64((1 << b) | (1 << c))
+                rows.append(m)
+    masks = np.array(rows)
     assert len(np.unique(row_hash(masks))) == len(masks)
 
 

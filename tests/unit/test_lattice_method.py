@@ -97,8 +97,53 @@ def test_lattice_model_survives_save_load_predict_evaluate(fitted, tmp_path):
     assert back.evaluate(held).accuracy == pytest.approx(result.report["heldout_accuracy"])
 
 
-def test_lattice_needs_heldout_data_and_no_standardization():
-    with pytest.raises(ConfigError, match="held-out"):
-        train(backend(conjunction_data(0, 200)), train_config(method="lattice", backend="local"))
+def test_without_heldout_data_both_phases_stop_by_the_training_aic():
+    """No held-out data: selection keeps the step of the best -AIC/2N and
+    generalization the round of the best AIC/2N (mean training loss +
+    non-zero weights / N); the model still learns the conjunction."""
+    cfg = train_config(
+        method="lattice", backend="local", gtol=1e-5, patience=5, generalize_patience=2
+    )
+    block = conjunction_data(0, 1500)
+    result = train(backend(block), cfg)
+    report = result.report
+    assert report["stop_criterion"] == "training AIC"
+    sel, gen = report["selection"], report["generalization"]
+    crit = [row["heldout_ll"] for row in sel["trace"]]
+    assert sel["best_step"] == int(np.argmax(crit))
+    train_ll = [row["train_ll"] for row in sel["trace"][1:]]
+    assert all(c < t for c, t in zip(crit[1:], train_ll))  # the penalty is charged
+    losses = [row["heldout_loss"] for row in gen["trace"]]
+    assert gen["best_round"] == int(np.argmin(losses))
+    assert any({0, 1} <= set(t) for t in result.conjunctions.tuples())
+    space = result.space(Space(MULTICLASS, N_ATOMS, 2, bias=True))
+    model = MaxentModel(space, result.weights, ["0", "1"], {}, conjunctions=result.conjunctions)
+    assert model.evaluate(conjunction_data(1, 800)).accuracy > 0.88
+
+
+def test_lattice_needs_no_standardization():
     with pytest.raises(ConfigError, match="standardize"):
         train_config(method="lattice", standardize=True)
+
+
+def test_cached_widened_blocks_give_the_passes_of_widening_in_each_pass():
+    from sparkmaxent.backends.expanded import ExpandedBackend
+    from sparkmaxent.kernels import Weights
+    from sparkmaxent.kernels.conjunctions import Conjunctions
+    from sparkmaxent.selection.base import evaluate
+
+    base = backend(conjunction_data(2, 600))
+    conj = Conjunctions.from_tuples(N_ATOMS, [(0, 1), (2, 3, 4)], max_degree=0)
+    plain, cached = ExpandedBackend(base, conj), ExpandedBackend(base, conj, cache=True)
+    assert plain.widened is None and cached.widened is not None
+    k = 2
+    ids = np.array([0 * k + 1, N_ATOMS * k + 1, (N_ATOMS + 1) * k])
+    w = Weights(ids, np.array([0.5, 2.0, -1.0]), np.array([0.1, -0.1]))
+    before = base.passes
+    a, b = evaluate(plain, w, None), evaluate(cached, w, None)
+    assert base.passes == before + 2  # the cached pass counts on the base too
+    assert a.loss == pytest.approx(b.loss, rel=1e-12) and a.correct == b.correct
+    atoms_only = evaluate(base, Weights(ids[:1], w.values[:1], w.bias), None)
+    assert a.loss != pytest.approx(atoms_only.loss)  # the conjunctions' weights count
+    cached.close()
+    assert cached.widened is None

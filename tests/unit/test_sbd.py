@@ -43,3 +43,44 @@ def test_wsj_documents_and_fixed_splits(tmp_path):
         sbd.read_wsj(str(tmp_path / "wsj_0150"))
     parts = sbd.splits(str(tmp_path), "")
     assert parts["wsj"] == {"train": ["wsj_0001"], "heldout": ["wsj_0150"], "test": []}
+
+
+def test_wsj_sentences_come_from_the_treebank_trees(tmp_path):
+    """A raw line may hold several sentences; the trees say where they end,
+    including an abbreviation that ends one (the trees add a '.' the raw
+    text lacks), text the two spell differently, and a trailer no tree
+    covers (left out)."""
+    raw = tmp_path / "raw"
+    trees = tmp_path / "combined"
+    raw.mkdir()
+    trees.mkdir()
+    (raw / "wsj_0001").write_text(
+        '.START \n\nHe said "no." Then he left the U.S. \n'
+        "Sales of IBC/Donoghue's fund fell 3.5%. Prices rose.\n(See related story.)\n"
+    )
+    (trees / "wsj_0001.mrg").write_text(
+        "( (S (NP (PRP He)) (VP (VBD said) (`` ``) (NP (DT no)) (. .) ('' ''))))\n"
+        "( (S (RB Then) (NP (PRP he)) (VP (VBD left) (NP (DT the) (NNP U.S.))) (. .)))\n"
+        "( (S (NP (NNS Sales) (PP (IN of) (NP (NNP IBC) (POS 's) (NN fund)))) "
+        "(VP (VBD fell) (NP (CD 3.5) (NN %))) (-NONE- *T*) (. .)))\n"
+        "( (S (NNS Prices) (VBD rose) (. .)))\n"
+    )
+    docs = sbd.read_corpus("wsj", str(raw), ["wsj_0001"])
+    assert docs == [
+        [
+            ["He", "said", '"no."'],
+            ["Then", "he", "left", "the", "U.S."],
+            ["Sales", "of", "IBC/Donoghue's", "fund", "fell", "3.5%."],
+            ["Prices", "rose."],
+        ]
+    ]
+    labels = [label for label, _ in sbd.events(docs, sbd.Lexicon.learn(docs))]
+    assert labels == ["yes", "yes", "yes", "yes"]  # '3.5%.' is one candidate; 'U.S.' ends one
+    # without the trees: one sentence per line, so the line's inner ends are lost
+    lines = sbd.read_wsj(str(raw / "wsj_0001"))
+    assert [label for label, _ in sbd.events(lines, sbd.Lexicon.learn(lines))][:2] == ["no", "yes"]
+
+
+def test_tree_leaves_undo_escapes_and_skip_empty_elements():
+    text = "( (S (-LRB- -LRB-) (NN a\\/b) (-NONE- *-1) (-RRB- -RRB-)) )\n( (X (NN c)) )"
+    assert sbd.tree_leaves(text) == [["(", "a/b", ")"], ["c"]]
