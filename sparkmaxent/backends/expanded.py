@@ -6,6 +6,8 @@ conjunctions without the blocks being rebuilt."""
 
 from __future__ import annotations
 
+import copy
+
 from ..kernels import Space
 from ..kernels.conjunctions import Conjunctions, Expanding, ExpandingGradientTest
 from ..kernels.topk import GradientSummary, GradientTestTask
@@ -17,10 +19,11 @@ class ExpandedBackend(WrappingBackend):
     """``base`` with ``conjunctions`` formed in its events (passes count on ``base``).
 
     ``cache``: when ``base`` holds its blocks in this process
-    (``LocalBackend``), widen them once here and run every pass on the
-    widened copies, instead of forming the conjunctions again in every pass
-    (a fit of many passes over a fixed set of conjunctions, such as the
-    lattice's generalization refits). Spark backends keep widening inside
+    (``LocalBackend``), widen them once here and run every pass on a copy
+    of ``base`` (same class and settings) holding the widened blocks,
+    instead of forming the conjunctions again in every pass (a fit of many
+    passes over a fixed set of conjunctions, such as the lattice's
+    generalization refits). Spark backends keep widening inside
     each pass."""
 
     def __init__(self, base: Backend, conjunctions: Conjunctions, cache: bool = False):
@@ -34,7 +37,10 @@ class ExpandedBackend(WrappingBackend):
         self.conjunctions = conjunctions
         self.widened: LocalBackend | None = None
         if cache and len(conjunctions) and isinstance(base, LocalBackend):
-            self.widened = LocalBackend([conjunctions.expand(b) for b in base.blocks], self.space)
+            # a copy of base (its class and settings) holding the widened blocks
+            self.widened = copy.copy(base)
+            self.widened.blocks = [conjunctions.expand(b) for b in base.blocks]
+            self.widened.space = self.space
 
     def run(self, task):
         if self.widened is None:
