@@ -1,5 +1,5 @@
-"""CrossValidator over the classifier's Params, and fitMultiple's one
-preparation per fold."""
+"""CrossValidator and TrainValidationSplit over the classifier's Params, and
+fitMultiple's one preparation per fold."""
 
 from __future__ import annotations
 
@@ -38,6 +38,27 @@ def test_cross_validator_over_l1(spark, df, monkeypatch, tmp_path):
     assert len(calls) == 2 + 1  # one preparation per fold, one for the best model's refit
     assert all(out.startswith(str(scratch)) for out in calls)  # under checkpointDir
     assert list(scratch.iterdir()) == []  # and removed
+
+
+def test_train_validation_split_over_l1(spark, df):
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.tuning import ParamGridBuilder, TrainValidationSplit
+
+    est = MaxEntClassifier(method="grafting")
+    grid = ParamGridBuilder().addGrid(est.l1, [0.2, 0.01]).build()
+    tvs = TrainValidationSplit(
+        estimator=est,
+        estimatorParamMaps=grid,
+        evaluator=MulticlassClassificationEvaluator(metricName="logLoss"),
+        trainRatio=0.7,
+        seed=3,
+    )
+    fitted = tvs.fit(df)
+    assert len(fitted.validationMetrics) == 2 and np.all(np.isfinite(fitted.validationMetrics))
+    assert fitted.validationMetrics[1] < fitted.validationMetrics[0]  # as in the CV test
+    best = fitted.bestModel
+    assert isinstance(best, MaxEntClassificationModel) and best.getOrDefault("l1") == 0.01
+    assert best.transform(df).count() == df.count()
 
 
 def test_fit_multiple_matches_separate_fits(df):
