@@ -208,7 +208,7 @@ def scratch_for(spark, cfg: Config, near: str | None) -> Iterator[str]:
         with storage.scratch(near or "", cfg.output.scratch_dir) as path:
             yield path
         return
-    from .backends.session import is_connect
+    from .session_kind import is_connect
 
     master = spark.conf.get("spark.master", "") if is_connect(spark) else spark.sparkContext.master
     if not master.startswith("local"):

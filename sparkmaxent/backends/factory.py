@@ -74,7 +74,7 @@ def _spark_frame(
 
 def _spark_rdd(dataset_dir: str, *, spark=None, **kwargs) -> Backend:
     """The RDD backend (backends/spark.py); a classic session only."""
-    from .session import is_connect
+    from ..session_kind import is_connect
 
     if spark is not None and is_connect(spark):
         raise ConfigError(
@@ -88,7 +88,8 @@ def _spark_auto(dataset_dir: str, *, spark=None, **kwargs) -> Backend:
     """Per session kind, the faster design (benchmarks/connect.py): the RDD
     backend in a classic session, the DataFrame backend under Spark Connect
     (the only one possible there)."""
-    from .session import is_connect, spark_session
+    from ..session_kind import is_connect
+    from .session import spark_session
 
     if spark is None:
         spark = spark_session(master=None)

@@ -53,8 +53,8 @@ from ..errors import StalledError
 from ..kernels import Block, check_total_weight
 from ..kernels.stats import CountTask
 from ..kernels.topk import GradientSummary, GradientTestTask
+from ..session_kind import is_connect
 from .base import CachedBackend, merge_all
-from .session import is_connect
 from .spark import (
     MAX_BLOCK_NNZ,
     _add_piece,

@@ -10,7 +10,7 @@ from ..data.schema import EVENTS_DIR, KEYS_DIR, DatasetInfo, block_from_arrow
 from ..errors import InputError
 from ..kernels import MULTICLASS, CandidateBlock, MulticlassBlock
 from ..model import MaxentModel
-from .session import is_connect
+from ..session_kind import is_connect
 
 # label: the gold label (also one unseen in training); predicted: the model's
 MULTICLASS_OUTPUT = pa.schema(

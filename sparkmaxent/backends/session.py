@@ -184,22 +184,6 @@ def provided_conf(under_submit: bool) -> dict[str, str]:
 REMOTE_ENV = "SPARK_REMOTE"
 
 
-def is_connect(spark) -> bool:
-    """Whether ``spark`` is a Spark Connect client session (a thin gRPC client:
-    no SparkContext, RDDs, broadcasts or ``_jvm``), told by its class so that
-    the Connect client's own dependencies need not be importable."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def default_parallelism(spark) -> int:
-    """The SparkContext's default parallelism; under Connect (no SparkContext)
-    ``spark.default.parallelism`` if set, else ``spark.sql.shuffle.partitions``."""
-    if not is_connect(spark):
-        return int(spark.sparkContext.defaultParallelism)
-    value = spark.conf.get("spark.default.parallelism", None)
-    return max(1, int(value or spark.conf.get("spark.sql.shuffle.partitions", "8")))
-
-
 def remote_url(remote: str | None = None) -> str | None:
     """The Spark Connect URL to use: ``remote`` (``spark.remote`` or
     ``--remote``), else the ``SPARK_REMOTE`` environment variable, else None

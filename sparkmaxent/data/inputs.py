@@ -41,7 +41,7 @@ def expand_inputs(spark, inputs: Iterable[str]) -> list[str]:
     inputs = [inputs] if isinstance(inputs, str) else list(inputs)
     if not inputs:
         raise InputError("expected at least one input file, directory or glob, got none")
-    from ..backends.session import is_connect
+    from ..session_kind import is_connect
 
     list_files = _server_lister(spark) if is_connect(spark) else _hadoop_lister(spark)
     found: set[str] = set()

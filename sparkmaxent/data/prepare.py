@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 
 from .. import storage
-from ..backends.session import default_parallelism
+from ..session_kind import default_parallelism
 from .checks import check_raw, raw_stats
 from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
 from .indexing import index_events

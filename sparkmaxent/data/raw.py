@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..backends.session import default_parallelism
+from ..session_kind import default_parallelism
 from ..shapes import MULTICLASS
 from .inputs import display_path, expand_inputs
 from .readers import ParseError, format_spec

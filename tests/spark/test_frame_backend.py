@@ -13,7 +13,6 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.factory import backend_kind, make_backend
 from sparkmaxent.backends.frame import TREE_ABOVE, FrameBackend
-from sparkmaxent.backends.session import is_connect
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.data.load import read_blocks
@@ -22,6 +21,7 @@ from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
 from sparkmaxent.kernels.stats import Count, CountTask
 from sparkmaxent.problem import Objective
 from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.session_kind import is_connect
 from sparkmaxent.train import train
 
 from .helpers import written_multiclass

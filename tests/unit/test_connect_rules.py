@@ -7,13 +7,9 @@ from __future__ import annotations
 import pytest
 
 from sparkmaxent.backends import factory
-from sparkmaxent.backends.session import (
-    REMOTE_ENV,
-    default_parallelism,
-    is_connect,
-    remote_url,
-)
+from sparkmaxent.backends.session import REMOTE_ENV, remote_url
 from sparkmaxent.errors import ConfigError, InputError
+from sparkmaxent.session_kind import default_parallelism, is_connect
 from sparkmaxent.storage import fs
 
 
