@@ -9,9 +9,28 @@ import pytest
 from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
 
 
-def test_cross_validator_over_l1(spark, df, monkeypatch, tmp_path):
+def _tune_l1(tuner, df, est, **settings):
+    """``tuner`` (CrossValidator or TrainValidationSplit) over gamma1 0.2 and
+    0.01 by held-out log loss, fitted on ``df``; checks what both tuners must
+    give and returns the fitted tuning model and its two metrics."""
     from pyspark.ml.evaluation import MulticlassClassificationEvaluator
-    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
+    from pyspark.ml.tuning import ParamGridBuilder
+
+    grid = ParamGridBuilder().addGrid(est.l1, [0.2, 0.01]).build()
+    evaluator = MulticlassClassificationEvaluator(metricName="logLoss")
+    tuning = tuner(estimator=est, estimatorParamMaps=grid, evaluator=evaluator, seed=3, **settings)
+    fitted = tuning.fit(df)
+    metrics = getattr(fitted, "avgMetrics", None) or fitted.validationMetrics
+    assert len(metrics) == 2 and np.all(np.isfinite(metrics))
+    # a strong penalty keeps fewer features and fits worse than a weak one here
+    assert metrics[1] < metrics[0]
+    best = fitted.bestModel
+    assert isinstance(best, MaxEntClassificationModel) and best.getOrDefault("l1") == 0.01
+    return fitted
+
+
+def test_cross_validator_over_l1(spark, df, monkeypatch, tmp_path):
+    from pyspark.ml.tuning import CrossValidator
 
     import sparkmaxent.data.prepare as prepare
 
@@ -21,44 +40,17 @@ def test_cross_validator_over_l1(spark, df, monkeypatch, tmp_path):
     monkeypatch.setattr(prepare, "prepare_table", record)
     scratch = tmp_path / "scratch"
     est = MaxEntClassifier(method="grafting", checkpointDir=str(scratch))
-    grid = ParamGridBuilder().addGrid(est.l1, [0.2, 0.01]).build()
-    cv = CrossValidator(
-        estimator=est,
-        estimatorParamMaps=grid,
-        evaluator=MulticlassClassificationEvaluator(metricName="logLoss"),
-        numFolds=2,
-        seed=3,
-    )
-    fitted = cv.fit(df)
-    assert len(fitted.avgMetrics) == 2 and np.all(np.isfinite(fitted.avgMetrics))
-    # a strong penalty keeps fewer features and fits worse than a weak one here
-    assert fitted.avgMetrics[1] < fitted.avgMetrics[0]
-    best = fitted.bestModel
-    assert isinstance(best, MaxEntClassificationModel) and best.getOrDefault("l1") == 0.01
+    _tune_l1(CrossValidator, df, est, numFolds=2)
     assert len(calls) == 2 + 1  # one preparation per fold, one for the best model's refit
     assert all(out.startswith(str(scratch)) for out in calls)  # under checkpointDir
     assert list(scratch.iterdir()) == []  # and removed
 
 
 def test_train_validation_split_over_l1(spark, df):
-    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
-    from pyspark.ml.tuning import ParamGridBuilder, TrainValidationSplit
+    from pyspark.ml.tuning import TrainValidationSplit
 
-    est = MaxEntClassifier(method="grafting")
-    grid = ParamGridBuilder().addGrid(est.l1, [0.2, 0.01]).build()
-    tvs = TrainValidationSplit(
-        estimator=est,
-        estimatorParamMaps=grid,
-        evaluator=MulticlassClassificationEvaluator(metricName="logLoss"),
-        trainRatio=0.7,
-        seed=3,
-    )
-    fitted = tvs.fit(df)
-    assert len(fitted.validationMetrics) == 2 and np.all(np.isfinite(fitted.validationMetrics))
-    assert fitted.validationMetrics[1] < fitted.validationMetrics[0]  # as in the CV test
-    best = fitted.bestModel
-    assert isinstance(best, MaxEntClassificationModel) and best.getOrDefault("l1") == 0.01
-    assert best.transform(df).count() == df.count()
+    fitted = _tune_l1(TrainValidationSplit, df, MaxEntClassifier(method="grafting"), trainRatio=0.7)
+    assert fitted.bestModel.transform(df).count() == df.count()
 
 
 def test_fit_multiple_matches_separate_fits(df):
