@@ -12,7 +12,7 @@ from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
 def _tune_l1(tuner, df, est, **settings):
     """``tuner`` (CrossValidator or TrainValidationSplit) over gamma1 0.2 and
     0.01 by held-out log loss, fitted on ``df``; checks what both tuners must
-    give and returns the fitted tuning model and its two metrics."""
+    give and returns the fitted tuning model."""
     from pyspark.ml.evaluation import MulticlassClassificationEvaluator
     from pyspark.ml.tuning import ParamGridBuilder
 
