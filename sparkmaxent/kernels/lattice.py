@@ -21,6 +21,8 @@ from ..errors import InputError
 from .blocks import Block, MulticlassBlock
 
 WORD = 64
+# (candidate, descendant) pairs scored at once: bounds a scoring task's memory
+CHUNK_PAIRS = 1 << 20
 
 
 def n_words(n_atoms: int) -> int:
@@ -53,6 +55,13 @@ def popcount(masks: np.ndarray) -> np.ndarray:
 def is_subset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise (broadcast) test that mask ``a`` is a subset of mask ``b``."""
     return np.all((a & b) == a, axis=-1)
+
+
+def mask_bits(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, bit) of every set bit of ``masks`` (n, words), row-major."""
+    as_bytes = np.ascontiguousarray(masks, dtype="<u8").view(np.uint8)
+    rows, bits = np.nonzero(np.unpackbits(as_bytes, axis=1, bitorder="little"))
+    return rows, bits
 
 
 def unique_rows(masks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,69 +173,135 @@ class LatticeArrays:
         return self.desc_idx[self.desc_ptr[a] : self.desc_ptr[a + 1]]
 
 
-def redistribution(
-    lat: LatticeArrays, decider: np.ndarray, a: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """What adding node ``a`` to the optimized lattice changes (Eq. 1):
-    the empirical nodes whose deciding node changes and their new deciders.
+@dataclass
+class Moves:
+    """What adding each of a set of candidates changes (Eq. 1): row r says
+    that node ``node[r]``, a descendant of candidate ``cand[r]`` (a
+    position in the candidates), leaves decider ``old[r]`` (-1: undecided)
+    for ``new[r]``. Rows are by candidate, then node id."""
+
+    cand: np.ndarray
+    node: np.ndarray
+    old: np.ndarray
+    new: np.ndarray
+
+
+def moves(lat: LatticeArrays, decider: np.ndarray, candidates: np.ndarray) -> Moves:
+    """The redistribution of Eq. 1 for every candidate at once.
 
     The optimized lattice is closed under joins, so every empirical node i
     has one deciding node d(i), the most specific optimized node below it
     (-1: undecided). Adding ``a`` (with its collocations) gives every
-    descendant i of ``a`` the new decider join(a, d(i)): the smallest
-    lattice node above both, found among a's descendants as the one with
-    fewest atoms containing both. Nodes already decided by a node above
-    ``a`` do not change.
+    descendant i of ``a`` the new decider join(a, d(i)), the smallest
+    lattice node above both (``_joins``); nodes already decided by a node
+    above ``a`` do not change.
     """
-    S = lat.descendants(a)
-    d = decider[S]
-    ma = lat.masks[a]
-    moved = (d < 0) | ~is_subset(ma, lat.masks[np.maximum(d, 0)])
-    S, d = S[moved], d[moved]
-    new = np.empty(len(S), dtype=np.int64)
-    if not len(S):
-        return S, new
-    sub_masks = lat.masks[lat.descendants(a)]
-    sub_ids = lat.descendants(a)
-    for old in np.unique(d):
-        u = ma if old < 0 else ma | lat.masks[old]
-        above = np.flatnonzero(is_subset(u, sub_masks))
-        new[d == old] = sub_ids[above[np.argmin(lat.sizes[sub_ids[above]])]]
-    return S, new
+    cand = np.asarray(candidates, dtype=np.int64)
+    lo = lat.desc_ptr[cand]
+    lens = lat.desc_ptr[cand + 1] - lo
+    pos = np.repeat(np.arange(len(cand)), lens)
+    at = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+    node = lat.desc_idx[at]
+    old = decider[node]
+    decided = old >= 0
+    moved = ~decided
+    moved[decided] = ~is_subset(lat.masks[cand[pos[decided]]], lat.masks[old[decided]])
+    pos, node, old = pos[moved], node[moved], old[moved]
+    new = cand[pos]
+    on = old >= 0
+    new[on] = _joins(lat, pos[on], node[on], old[on])
+    return Moves(pos, node, old, new)
 
 
-def candidate_gain(lat: LatticeArrays, decider: np.ndarray, groups: np.ndarray, a: int) -> float:
+def _joins(lat: LatticeArrays, pos: np.ndarray, node: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """join(a, d) for moved decided nodes (candidate position ``pos``, old
+    decider d = ``old``), without a search of the lattice.
+
+    The join t is a moved node itself (its own decider lies between d and
+    t and cannot contain a, or t would be optimized and decide the node),
+    and a moved node j contains d exactly when its decider d(j) does (both
+    are optimized nodes below j, and the optimized lattice is closed under
+    joins). So t is the smallest of the moved nodes whose decider contains
+    d: per candidate, the smallest node of each old decider's group,
+    then the smallest of those over the groups whose decider contains d.
+    """
+    if not len(pos):
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((node, lat.sizes[node], old, pos))
+    p, o = pos[order], old[order]
+    first = np.ones(len(p), dtype=bool)
+    first[1:] = (p[1:] != p[:-1]) | (o[1:] != o[:-1])
+    group = np.cumsum(first) - 1
+    g_pos, g_old, g_min = p[first], o[first], node[order][first]
+    # every pair of groups of one candidate
+    start = np.flatnonzero(np.r_[True, g_pos[1:] != g_pos[:-1]])
+    width = np.diff(np.r_[start, len(g_pos)])
+    per = np.repeat(width, width)
+    g1 = np.repeat(np.arange(len(g_pos)), per)
+    g2 = (
+        np.repeat(np.repeat(start, width), per)
+        + np.arange(len(g1))
+        - np.repeat(np.cumsum(per) - per, per)
+    )
+    keep = is_subset(lat.masks[g_old[g1]], lat.masks[g_old[g2]])
+    g1, g2 = g1[keep], g2[keep]
+    pick = np.lexsort((lat.sizes[g_min[g2]], g1))
+    g1, g2 = g1[pick], g2[pick]
+    lead = np.r_[True, g1[1:] != g1[:-1]]
+    join = np.empty(len(g_pos), dtype=np.int64)
+    join[g1[lead]] = g_min[g2[lead]]
+    out = np.empty(len(pos), dtype=np.int64)
+    out[order] = join[group]
+    return out
+
+
+def _group_sums(cand: np.ndarray, key: np.ndarray, values: np.ndarray, n: int):
+    """Sums of ``values`` rows per distinct (cand, key) pair (key < n),
+    each summed in row order, and each group's cand and key."""
+    pair = cand * np.int64(n) + key
+    groups, inv = np.unique(pair, return_inverse=True)
+    inv = inv.reshape(-1)
+    sums = np.stack(
+        [np.bincount(inv, values[:, y], minlength=len(groups)) for y in range(values.shape[1])],
+        axis=1,
+    ).reshape(len(groups), values.shape[1])
+    return sums, groups // n, groups % n
+
+
+def candidate_gains(
+    lat: LatticeArrays, decider: np.ndarray, groups: np.ndarray, candidates: np.ndarray
+) -> np.ndarray:
     """Increase of the smoothed training log-likelihood sum (that is,
-    N times the decrease of D(p || p'')) when node ``a`` joins the optimized
-    lattice; ``groups`` (n, K) holds xi'^w of the optimized nodes (Eq. 1)."""
-    S, new = redistribution(lat, decider, a)
-    if not len(S):
-        return 0.0
-    k = lat.counts.shape[1]
-    moved = lat.counts[S]
-    d = decider[S]
-    gain = 0.0
-    und = d < 0
-    if und.any():  # undecided nodes leave the uniform prediction
-        gain += float(moved[und].sum()) * np.log(k)
-    targets, inv = np.unique(new, return_inverse=True)
-    gained = np.zeros((len(targets), k))
-    np.add.at(gained, inv.reshape(-1), moved)
-    gain += float(smoothed_loglik(gained, lat.threshold).sum())
-    if (~und).any():
-        olds, oinv = np.unique(d[~und], return_inverse=True)
-        lost = np.zeros((len(olds), k))
-        np.add.at(lost, oinv.reshape(-1), moved[~und])
-        before = groups[olds]
-        gain += float(
-            smoothed_loglik(np.maximum(before - lost, 0.0), lat.threshold).sum()
-            - smoothed_loglik(before, lat.threshold).sum()
-        )
-    return gain
+    N times the decrease of D(p || p'')) when each candidate joins the
+    optimized lattice; ``groups`` (n, K) holds xi'^w of the optimized nodes
+    (Eq. 1). Nodes leaving the uniform prediction gain their weight times
+    log |Y|; every new decider's group scores its moved frequencies, and
+    every old decider's group is rescored without them."""
+    m = len(candidates)
+    mv = moves(lat, decider, candidates)
+    moved = lat.counts[mv.node]
+    und = mv.old < 0
+    gain = np.bincount(mv.cand[und], weights=moved[und].sum(axis=1), minlength=m)
+    gain = gain * np.log(lat.counts.shape[1])
+    n = len(lat.masks)
+    gained, cand, _ = _group_sums(mv.cand, mv.new, moved, n)
+    gain = gain + np.bincount(cand, smoothed_loglik(gained, lat.threshold), minlength=m)
+    lost, cand, olds = _group_sums(mv.cand[~und], mv.old[~und], moved[~und], n)
+    before = groups[olds]
+    after = smoothed_loglik(np.maximum(before - lost, 0.0), lat.threshold)
+    return gain + np.bincount(cand, after - smoothed_loglik(before, lat.threshold), minlength=m)
 
 
 def score_batch(
     lat: LatticeArrays, decider: np.ndarray, groups: np.ndarray, candidates: np.ndarray
 ) -> np.ndarray:
-    """The gains of a batch of candidates: one executor task of a step."""
-    return np.array([candidate_gain(lat, decider, groups, int(a)) for a in candidates])
+    """The gains of a batch of candidates (one executor task of a step),
+    scored about ``CHUNK_PAIRS`` (candidate, descendant) pairs at a time."""
+    candidates = np.asarray(candidates, dtype=np.int64)
+    pairs = np.cumsum(lat.desc_ptr[candidates + 1] - lat.desc_ptr[candidates])
+    total = int(pairs[-1]) if len(pairs) else 0
+    cuts = np.searchsorted(pairs, np.arange(1, -(-total // CHUNK_PAIRS)) * CHUNK_PAIRS)
+    parts = [c for c in np.split(candidates, cuts) if len(c)]
+    return np.concatenate(
+        [candidate_gains(lat, decider, groups, c) for c in parts] or [np.zeros(0)]
+    )

@@ -28,10 +28,12 @@ import scipy.sparse as sp
 from ..backends import Backend
 from ..errors import ConfigError
 from ..kernels.lattice import (
+    WORD,
     ConfigCounts,
     ConfigCountTask,
     LatticeArrays,
     is_subset,
+    mask_bits,
     n_words,
     popcount,
     unique_rows,
@@ -242,27 +244,38 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     """The reference masks and their intersections, added configuration by
     configuration (each new one adds its intersections with the nodes there,
     which keeps the set closed under pairwise intersection; a configuration
-    already in the set adds nothing new, by that closure)."""
+    already in the set adds nothing new, by that closure). A configuration's
+    new nodes are kept in the order of their row hashes (ties: by words)."""
     words = reference.shape[1]
-    cap = max(16, 2 * len(reference))
+    cap = -(-2 * len(reference) // WORD) * WORD or WORD  # a whole number of bitset words
     nodes = np.zeros((cap, words), dtype=np.uint64)
+    has = np.zeros((words * WORD, cap // WORD), dtype=np.uint64)  # atom -> bitset of nodes
     index = _HashIndex()
     n = 0
     for s in reference:
         if index.contains(s[None, :], row_hash(s[None, :]), nodes)[0]:
             continue
-        inter = nodes[:n] & s
-        inter = np.vstack([inter[inter.any(axis=1)], s[None, :]])
-        inter, h = _distinct(inter)
+        inter = _intersections(s, has, n)
+        h = row_hash(inter)
         fresh = ~index.contains(inter, h, nodes)
-        new = inter[fresh]
+        new, h = inter[fresh], h[fresh]
+        order = np.lexsort((*new.T[::-1], h))
+        new, h = new[order], h[order]
         if n + len(new) > max_nodes:
             _too_many(n + len(new), max_nodes, n_atoms, "the closure under intersection")
         if n + len(new) > cap:
-            cap = max(2 * cap, n + len(new))
+            cap = max(2 * cap, -(-(n + len(new)) // WORD) * WORD)  # whole words
             nodes = np.resize(nodes, (cap, words))
+            has = np.hstack([has, np.zeros((len(has), cap // WORD - has.shape[1]), np.uint64)])
         nodes[n : n + len(new)] = new
-        index.add(h[fresh], np.arange(n, n + len(new)))
+        rows, bits = mask_bits(new)
+        at = (rows + n).astype(np.uint64)
+        np.bitwise_or.at(
+            has,
+            (bits, (at // np.uint64(WORD)).astype(np.int64)),
+            np.uint64(1) << (at % np.uint64(WORD)),
+        )
+        index.add(h, np.arange(n, n + len(new)))
         n += len(new)
     nodes = nodes[:n]
     # reference nodes first, in the order of ``reference``; then hidden ones
@@ -271,16 +284,37 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     return np.vstack([reference, nodes[~is_ref]])
 
 
-def _distinct(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows without repeats, and their hashes: sorted by hash, a row
-    equal to the one before it is dropped (cheaper than sorting whole rows;
-    rows of one hash that differ all stay)."""
+def _intersections(s: np.ndarray, has: np.ndarray, n: int) -> np.ndarray:
+    """The distinct non-empty intersections of mask ``s`` with the first
+    ``n`` nodes, and ``s`` itself. A node's intersection with ``s`` is told
+    by which of s's atoms it has: those bits of ``has`` (atom -> bitset of
+    nodes), packed into a code per node; the distinct codes are unpacked
+    back into masks."""
+    atoms = mask_bits(s[None, :])[1]
+    on = np.unpackbits(has[atoms].view(np.uint8), axis=1, count=n, bitorder="little")
+    code = np.packbits(on, axis=0, bitorder="little")
+    code = np.vstack([code, np.zeros((-len(code) % 8, n), np.uint8)])
+    code = _distinct(np.ascontiguousarray(code.T).view(np.uint64))
+    full = np.packbits(np.ones(len(atoms), np.uint8), bitorder="little")
+    code = np.vstack([code, np.pad(full, (0, code.shape[1] * 8 - len(full))).view(np.uint64)])
+    code = _distinct(code[code.any(axis=1)])
+    present = np.unpackbits(code.view(np.uint8), axis=1, count=len(atoms), bitorder="little")
+    inter = np.zeros((len(code), len(s)), dtype=np.uint64)
+    for j, b in enumerate(atoms.tolist()):
+        inter[:, b // WORD] |= present[:, j].astype(np.uint64) << np.uint64(b % WORD)
+    return inter
+
+
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """The distinct rows (sorted when rows are one word)."""
+    if rows.shape[1] == 1:
+        return np.unique(rows[:, 0])[:, None]
     h = row_hash(rows)
-    order = np.argsort(h, kind="stable")
-    h, rows = h[order], rows[order]
+    order = np.lexsort((*rows.T[::-1], h))
+    rows, h = rows[order], h[order]
     keep = np.ones(len(h), dtype=bool)
     keep[1:] = (h[1:] != h[:-1]) | np.any(rows[1:] != rows[:-1], axis=1)
-    return rows[keep], h[keep]
+    return rows[keep]
 
 
 class _HashIndex:
@@ -316,12 +350,36 @@ def _too_many(reached: int, max_nodes: int, n_atoms: int, what: str) -> None:
     )
 
 
-def descendant_index(masks: np.ndarray, chunk: int = 256) -> sp.csr_matrix:
-    """desc[i, j] = node i is a subset of node j, as a boolean CSR matrix."""
-    parts = []
-    for lo in range(0, len(masks), chunk):
-        block = is_subset(masks[lo : lo + chunk, None, :], masks[None, :, :])
-        parts.append(sp.csr_matrix(block))
-    if not parts:
-        return sp.csr_matrix((0, 0), dtype=bool)
-    return sp.vstack(parts, format="csr")
+def descendant_index(masks: np.ndarray, budget: int = 1 << 22) -> sp.csr_matrix:
+    """desc[i, j] = node i is a subset of node j, as a boolean CSR matrix.
+
+    Node i's supersets all hold its rarest atom, so each node is compared
+    only with the holders of that atom (blocks of about ``budget`` pairs);
+    node masks are non-empty."""
+    n = len(masks)
+    rows, bits = mask_bits(masks)
+    holders = np.argsort(bits, kind="stable")  # by atom, then node
+    start = np.searchsorted(bits[holders], np.arange(masks.shape[1] * WORD + 1))
+    freq = np.diff(start)
+    order = np.lexsort((bits, freq[bits], rows))
+    lead = np.r_[True, rows[order][1:] != rows[order][:-1]] if n else np.zeros(0, bool)
+    rarest = bits[order][lead]
+    by_rarest = np.argsort(rarest, kind="stable")
+    cut = np.searchsorted(rarest[by_rarest], np.arange(len(freq) + 1))
+    found_r, found_c = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for b in np.flatnonzero(np.diff(cut)):
+        mine = by_rarest[cut[b] : cut[b + 1]]
+        cols = rows[holders[start[b] : start[b + 1]]]
+        step = max(1, budget // max(len(cols), 1))
+        for lo in range(0, len(mine), step):
+            r = mine[lo : lo + step]
+            inside = is_subset(masks[r][:, None, :], masks[cols][None, :, :])
+            i, j = np.nonzero(inside)
+            found_r.append(r[i])
+            found_c.append(cols[j])
+    r, c = np.concatenate(found_r), np.concatenate(found_c)
+    order = np.lexsort((c, r))
+    indptr = np.r_[0, np.cumsum(np.bincount(r, minlength=n))]
+    return sp.csr_matrix(
+        (np.ones(len(r), dtype=bool), c[order].astype(np.int32), indptr), shape=(n, n)
+    )

@@ -28,7 +28,7 @@ import numpy as np
 from ..kernels.lattice import (
     LatticeArrays,
     is_subset,
-    redistribution,
+    moves,
     score_batch,
     smoothed_loglik,
 )
@@ -75,12 +75,12 @@ class Optimized:
         """Add node ``a`` and its collocations with the optimized nodes;
         returns the optimized nodes it created."""
         before = set(self.nodes().tolist())
-        S, new = redistribution(lat, self.decider, a)
-        moved = lat.counts[S]
-        old = self.decider[S]
-        np.add.at(self.groups, old[old >= 0], -moved[old >= 0])
-        np.add.at(self.groups, new, moved)
-        self.decider[S] = new
+        mv = moves(lat, self.decider, np.array([a]))
+        moved = lat.counts[mv.node]
+        on = mv.old >= 0
+        np.add.at(self.groups, mv.old[on], -moved[on])
+        np.add.at(self.groups, mv.new, moved)
+        self.decider[mv.node] = mv.new
         self.selected.append(int(a))
         return np.array(sorted(set(self.nodes().tolist()) - before), dtype=np.int64)
 
@@ -187,7 +187,7 @@ class CandidateScorer:
         self._static = sc.broadcast(lat) if sc is not None else None
 
     def gains(self, opt: Optimized, candidates: np.ndarray) -> np.ndarray:
-        """The gain of every candidate (``kernels.lattice.candidate_gain``)."""
+        """The gain of every candidate (``kernels.lattice.candidate_gains``)."""
         t0 = time.perf_counter()
         batches = [b for b in np.array_split(candidates, self.n_batches) if len(b)]
         if self.sc is None:

@@ -11,9 +11,16 @@ import pytest
 
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, Space
+from sparkmaxent.kernels import lattice as lattice_kernels
 from sparkmaxent.kernels.blocks import multiclass_block
-from sparkmaxent.kernels.lattice import ConfigCounts, ConfigCountTask, candidate_gain
-from sparkmaxent.lattice.build import build_lattice, row_hash
+from sparkmaxent.kernels.lattice import (
+    ConfigCounts,
+    ConfigCountTask,
+    candidate_gains,
+    is_subset,
+    score_batch,
+)
+from sparkmaxent.lattice.build import build_lattice, descendant_index, row_hash
 from sparkmaxent.lattice.select import (
     CandidateScorer,
     HeldoutConfigs,
@@ -173,7 +180,7 @@ def test_candidate_gain_equals_the_recounted_likelihood():
         for c in rng.permutation(lat.n_nodes)[:15]:
             trial = opt.copy()
             trial.add(arr, int(c))
-            gain = candidate_gain(arr, opt.decider, opt.groups, int(c))
+            gain = candidate_gains(arr, opt.decider, opt.groups, np.array([c]))[0]
             assert gain == pytest.approx(train_loglik(arr, trial) - before, abs=1e-8)
             # the most specific optimized node below each node decides it
             for i in range(lat.n_nodes):
@@ -216,8 +223,42 @@ def test_selection_rescoring_only_stale_candidates_picks_the_full_argmax():
     opt = Optimized.empty(lat.n_nodes, 2)
     for row in steps:
         cands = np.flatnonzero(opt.decider != np.arange(lat.n_nodes))
-        full = np.array([candidate_gain(arr, opt.decider, opt.groups, int(c)) for c in cands])
+        full = candidate_gains(arr, opt.decider, opt.groups, cands)
         assert row["node"] == cands[int(np.argmax(full))]
         assert row["gain"] == pytest.approx(full.max(), abs=1e-9)
         assert row["rescored"] < lat.n_nodes
         opt.add(arr, row["node"])
+
+
+@pytest.mark.parametrize("seed, n_atoms, density", [(8, 10, 0.3), (9, 130, 0.05)])
+def test_descendant_index_equals_every_pairwise_subset_test(seed, n_atoms, density):
+    sets, labels, weights = random_configs(seed, n_atoms=n_atoms, density=density)
+    lat = build_lattice(counted(sets, labels, weights, n_atoms), np.arange(n_atoms), 10_000)
+    want = is_subset(lat.masks[:, None, :], lat.masks[None, :, :])
+    np.testing.assert_array_equal(lat.desc.toarray(), want)
+    # small blocks give the same index
+    small = descendant_index(lat.masks, budget=7)
+    np.testing.assert_array_equal(small.indptr, lat.desc.indptr)
+    np.testing.assert_array_equal(small.indices, lat.desc.indices)
+
+
+def test_gains_of_candidates_scored_together_equal_one_at_a_time(monkeypatch):
+    """Scoring many candidates at once (and in chunks of pairs) gives each
+    candidate the gain it has alone: the joins of one candidate never mix
+    with another's."""
+    sets, labels, weights = random_configs(10, n_events=400, n_atoms=9)
+    lat = build_lattice(counted(sets, labels, weights, 9), np.arange(9), 10_000)
+    arr = lat.arrays(threshold=2.0)
+    opt = Optimized.empty(lat.n_nodes, 2)
+    for a in np.random.default_rng(1).permutation(lat.n_nodes)[:5]:
+        opt.add(arr, int(a))
+    cands = np.flatnonzero(opt.decider != np.arange(lat.n_nodes))
+    alone = np.array(
+        [candidate_gains(arr, opt.decider, opt.groups, np.array([c]))[0] for c in cands]
+    )
+    np.testing.assert_allclose(
+        candidate_gains(arr, opt.decider, opt.groups, cands), alone, rtol=1e-12
+    )
+    monkeypatch.setattr(lattice_kernels, "CHUNK_PAIRS", 5)
+    np.testing.assert_allclose(score_batch(arr, opt.decider, opt.groups, cands), alone, rtol=1e-12)
+    assert (alone > 0).any()
