@@ -249,25 +249,22 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     words = reference.shape[1]
     cap = -(-2 * len(reference) // WORD) * WORD or WORD  # a whole number of bitset words
     nodes = np.zeros((cap, words), dtype=np.uint64)
+    sizes = np.zeros(cap, dtype=np.int64)
     has = np.zeros((words * WORD, cap // WORD), dtype=np.uint64)  # atom -> bitset of nodes
-    index = _HashIndex()
     n = 0
     for s in reference:
-        if index.contains(s[None, :], row_hash(s[None, :]), nodes)[0]:
+        new = _new_intersections(s, has, sizes[:n])
+        if not len(new):
             continue
-        inter = _intersections(s, has, n)
-        h = row_hash(inter)
-        fresh = ~index.contains(inter, h, nodes)
-        new, h = inter[fresh], h[fresh]
-        order = np.lexsort((*new.T[::-1], h))
-        new, h = new[order], h[order]
+        new = new[np.lexsort((*new.T[::-1], row_hash(new)))]
         if n + len(new) > max_nodes:
             _too_many(n + len(new), max_nodes, n_atoms, "the closure under intersection")
         if n + len(new) > cap:
             cap = max(2 * cap, -(-(n + len(new)) // WORD) * WORD)  # whole words
-            nodes = np.resize(nodes, (cap, words))
+            nodes, sizes = np.resize(nodes, (cap, words)), np.resize(sizes, cap)
             has = np.hstack([has, np.zeros((len(has), cap // WORD - has.shape[1]), np.uint64)])
         nodes[n : n + len(new)] = new
+        sizes[n : n + len(new)] = popcount(new)
         rows, bits = mask_bits(new)
         at = (rows + n).astype(np.uint64)
         np.bitwise_or.at(
@@ -275,7 +272,6 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
             (bits, (at // np.uint64(WORD)).astype(np.int64)),
             np.uint64(1) << (at % np.uint64(WORD)),
         )
-        index.add(h, np.arange(n, n + len(new)))
         n += len(new)
     nodes = nodes[:n]
     # reference nodes first, in the order of ``reference``; then hidden ones
@@ -284,55 +280,43 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     return np.vstack([reference, nodes[~is_ref]])
 
 
-def _intersections(s: np.ndarray, has: np.ndarray, n: int) -> np.ndarray:
-    """The distinct non-empty intersections of mask ``s`` with the first
-    ``n`` nodes, and ``s`` itself. A node's intersection with ``s`` is told
-    by which of s's atoms it has: those bits of ``has`` (atom -> bitset of
-    nodes), packed into a code per node; the distinct codes are unpacked
-    back into masks."""
+def _new_intersections(s: np.ndarray, has: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The non-empty intersections of mask ``s`` with the nodes (``sizes``:
+    their atom counts), ``s`` included, that are not nodes yet; none when
+    ``s`` is a node.
+
+    A node's intersection with ``s`` is told by which of s's atoms it has
+    (those bits of ``has``, atom -> bitset of nodes), packed into a code;
+    the intersections already there are the codes of the nodes inside
+    ``s`` (as many of s's atoms as atoms). New codes are unpacked back
+    into masks."""
     atoms = mask_bits(s[None, :])[1]
-    on = np.unpackbits(has[atoms].view(np.uint8), axis=1, count=n, bitorder="little")
+    on = np.unpackbits(has[atoms].view(np.uint8), axis=1, count=len(sizes), bitorder="little")
+    shared = on.sum(axis=0)
+    inside = shared == sizes
+    if (inside & (sizes == len(atoms))).any():
+        return np.zeros((0, len(s)), dtype=np.uint64)
+    on = np.hstack([on, np.ones((len(atoms), 1), np.uint8)])  # s itself
     code = np.packbits(on, axis=0, bitorder="little")
-    code = np.vstack([code, np.zeros((-len(code) % 8, n), np.uint8)])
-    code = _distinct(np.ascontiguousarray(code.T).view(np.uint64))
-    full = np.packbits(np.ones(len(atoms), np.uint8), bitorder="little")
-    code = np.vstack([code, np.pad(full, (0, code.shape[1] * 8 - len(full))).view(np.uint64)])
-    code = _distinct(code[code.any(axis=1)])
-    present = np.unpackbits(code.view(np.uint8), axis=1, count=len(atoms), bitorder="little")
-    inter = np.zeros((len(code), len(s)), dtype=np.uint64)
-    for j, b in enumerate(atoms.tolist()):
-        inter[:, b // WORD] |= present[:, j].astype(np.uint64) << np.uint64(b % WORD)
-    return inter
-
-
-def _distinct(rows: np.ndarray) -> np.ndarray:
-    """The distinct rows (sorted when rows are one word)."""
-    if rows.shape[1] == 1:
-        return np.unique(rows[:, 0])[:, None]
-    h = row_hash(rows)
-    order = np.lexsort((*rows.T[::-1], h))
-    rows, h = rows[order], h[order]
-    keep = np.ones(len(h), dtype=bool)
-    keep[1:] = (h[1:] != h[:-1]) | np.any(rows[1:] != rows[:-1], axis=1)
-    return rows[keep]
-
-
-class _HashIndex:
-    """Row hashes kept sorted, with the row each came from."""
-
-    def __init__(self) -> None:
-        self.h = np.zeros(0, dtype=np.uint64)
-        self.pos = np.zeros(0, dtype=np.int64)
-
-    def contains(self, rows: np.ndarray, h: np.ndarray, pool: np.ndarray) -> np.ndarray:
-        """Which rows are in ``pool`` (found by hash, compared word by word)."""
-        return _find(self.h, self.pos, pool, rows, h)
-
-    def add(self, h: np.ndarray, pos: np.ndarray) -> None:
-        order = np.argsort(h)
-        at = np.searchsorted(self.h, h[order])
-        self.h = np.insert(self.h, at, h[order])
-        self.pos = np.insert(self.pos, at, pos[order])
+    code = np.vstack([code, np.zeros((-len(code) % 8, len(code[0])), np.uint8)])
+    key = np.uint64 if len(code) == 8 else np.dtype((np.void, len(code)))  # one word: sorts fast
+    code = np.ascontiguousarray(code.T).view(key)[:, 0]
+    there = np.r_[inside, False]
+    seen = np.r_[shared > 0, True]
+    if len(atoms) <= 16:  # few codes: count them instead of sorting
+        small = code.astype(np.int64)
+        fresh = np.flatnonzero(
+            (np.bincount(small[seen], minlength=1 << len(atoms)) > 0)
+            & (np.bincount(small[there], minlength=1 << len(atoms)) == 0)
+        ).astype(np.uint64)
+    else:
+        fresh = np.setdiff1d(code[seen], code[there])
+    present = np.unpackbits(
+        fresh.view(np.uint8).reshape(len(fresh), -1), axis=1, count=len(atoms), bitorder="little"
+    )
+    bit = np.zeros((len(atoms), len(s)), dtype=np.uint64)
+    bit[np.arange(len(atoms)), atoms // WORD] = np.uint64(1) << (atoms % WORD).astype(np.uint64)
+    return present.astype(np.uint64) @ bit
 
 
 def _present(rows: np.ndarray, h: np.ndarray, pool: np.ndarray, pool_h: np.ndarray) -> np.ndarray:

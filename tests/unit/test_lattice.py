@@ -101,12 +101,24 @@ def counted(sets, labels, weights, n_atoms, n_labels=2):
 
 
 @pytest.mark.parametrize(
-    "seed, n_atoms, density",
-    # masks of 3 and 5 words: a weak row hash made nodes twice there
-    [(0, 10, 0.3), (1, 10, 0.3), (2, 70, 0.06), (6, 130, 0.05), (3, 300, 0.02)],
+    "seed, n_atoms, density, n_events",
+    # masks of 3 and 5 words: a weak row hash made nodes twice there; the
+    # last two: configurations of 17-64 atoms and of more than 64 (the
+    # closure's codes of a configuration's atoms take one word, or more)
+    [
+        (0, 10, 0.3, 300),
+        (1, 10, 0.3, 300),
+        (2, 70, 0.06, 300),
+        (6, 130, 0.05, 300),
+        (3, 300, 0.02, 300),
+        (12, 40, 0.6, 10),
+        (11, 100, 0.75, 8),
+    ],
 )
-def test_closure_and_frequencies_against_brute_force(seed, n_atoms, density):
-    sets, labels, weights = random_configs(seed, n_atoms=n_atoms, density=density)
+def test_closure_and_frequencies_against_brute_force(seed, n_atoms, density, n_events):
+    sets, labels, weights = random_configs(
+        seed, n_events=n_events, n_atoms=n_atoms, density=density
+    )
     lat = build_lattice(counted(sets, labels, weights, n_atoms), np.arange(n_atoms), 10_000)
     nodes = [frozenset(lat.node_atoms(i)) for i in range(lat.n_nodes)]
     assert len(set(nodes)) == len(nodes), "every node once"
