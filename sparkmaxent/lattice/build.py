@@ -297,10 +297,12 @@ def _new_intersections(s: np.ndarray, has: np.ndarray, sizes: np.ndarray) -> np.
     if (inside & (sizes == len(atoms))).any():
         return np.zeros((0, len(s)), dtype=np.uint64)
     on = np.hstack([on, np.ones((len(atoms), 1), np.uint8)])  # s itself
-    code = np.packbits(on, axis=0, bitorder="little")
-    code = np.vstack([code, np.zeros((-len(code) % 8, len(code[0])), np.uint8)])
-    key = np.uint64 if len(code) == 8 else np.dtype((np.void, len(code)))  # one word: sorts fast
-    code = np.ascontiguousarray(code.T).view(key)[:, 0]
+    packed = np.packbits(on, axis=0, bitorder="little")
+    packed = np.vstack([packed, np.zeros((-len(packed) % 8, len(packed[0])), np.uint8)])
+    key = (
+        np.uint64 if len(packed) == 8 else np.dtype((np.void, len(packed)))
+    )  # one word: sorts fast
+    code = np.ascontiguousarray(packed.T).view(key)[:, 0]
     there = np.r_[inside, False]
     seen = np.r_[shared > 0, True]
     if len(atoms) <= 16:  # few codes: count them instead of sorting
