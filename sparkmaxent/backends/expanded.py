@@ -18,13 +18,14 @@ from .local import LocalBackend
 class ExpandedBackend(WrappingBackend):
     """``base`` with ``conjunctions`` formed in its events (passes count on ``base``).
 
-    ``cache``: when ``base`` holds its blocks in this process
-    (``LocalBackend``), widen them once here and run every pass on a copy
-    of ``base`` (same class and settings) holding the widened blocks,
-    instead of forming the conjunctions again in every pass (a fit of many
-    passes over a fixed set of conjunctions, such as the lattice's
-    generalization refits). Spark backends keep widening inside
-    each pass."""
+    ``cache``: form the conjunctions in the events once and run every pass
+    on the widened blocks, instead of forming them again in every pass (a
+    fit of many passes over a fixed set of conjunctions, such as the
+    lattice's generalization refits): when ``base`` holds its blocks in
+    this process (``LocalBackend``), on a copy of ``base`` (same class and
+    settings) holding the widened blocks; when it caches them on Spark
+    executors (``SparkBackend.derived``), on a derived cached RDD. Other
+    backends (the DataFrame backend) widen inside each pass."""
 
     def __init__(self, base: Backend, conjunctions: Conjunctions, cache: bool = False):
         if conjunctions.n_atoms != base.space.n_predicates:
@@ -35,12 +36,17 @@ class ExpandedBackend(WrappingBackend):
         s = base.space
         super().__init__(base, Space(s.shape, conjunctions.n_predicates, s.n_labels, s.bias))
         self.conjunctions = conjunctions
-        self.widened: LocalBackend | None = None
+        self.widened: Backend | None = None
+        derived = getattr(base, "derived", None)
         if cache and len(conjunctions) and isinstance(base, LocalBackend):
             # a copy of base (its class and settings) holding the widened blocks
-            self.widened = copy.copy(base)
-            self.widened.blocks = [conjunctions.expand(b) for b in base.blocks]
-            self.widened.space = self.space
+            local = copy.copy(base)
+            local.blocks = [conjunctions.expand(b) for b in base.blocks]
+            local.space = self.space
+            self.widened = local
+        elif cache and len(conjunctions) and derived is not None:
+            what = f"widened by {len(conjunctions)} conjunctions"
+            self.widened = derived(conjunctions.expand, self.space, what)
 
     def run(self, task):
         if self.widened is None:
@@ -56,6 +62,8 @@ class ExpandedBackend(WrappingBackend):
 
     def close(self) -> None:
         """Drops the widened copies (the base backend is closed by its owner)."""
+        if self.widened is not None:
+            self.widened.close()  # a local copy's blocks, or the derived RDD
         self.widened = None
 
     def wrap(self, task):

@@ -36,6 +36,7 @@ forever for executors that may never come), or when a pass outruns
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import pickle
@@ -54,7 +55,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 from ..errors import StalledError
-from ..kernels import Block, LossGrad, check_total_weight
+from ..kernels import Block, LossGrad, Space, check_total_weight
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import CachedBackend
@@ -522,6 +523,31 @@ class SparkBackend(CachedBackend):
                     "selection run continues from the last checkpoint in its output directory "
                     "with --resume once executors are back"
                 ) from e
+
+    def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> SparkBackend:
+        """A copy of this backend over ``fn`` of every cached block, cached
+        as its own RDD and filled now (one job, not a pass): a wrapper whose
+        passes would otherwise transform the blocks in every pass (widening
+        by conjunctions) runs them on the copy. The copy counts its own
+        passes; its ``close`` releases only the derived blocks."""
+        if self.rdd is None:
+            raise RuntimeError(f"{self.name} is closed: expected an open backend")
+        out = copy.copy(self)
+        out.space, out.passes = space, 0
+        rdd = self.rdd.map(fn)
+        rdd.setName(f"{self.name} blocks {what}")
+        rdd.persist(self.rdd.getStorageLevel())
+        with (
+            job_group(self.sc, self.job_group, f"{self.name}: cache blocks {what}"),
+            self._watched(f"caching the blocks {what}", pass_s=0.0),
+        ):
+            out.rdd = rdd
+            try:
+                rdd.count()
+            except BaseException:
+                out.close()
+                raise
+        return out
 
     def close(self) -> None:
         """Unpersist the cached blocks; later passes fail. Idempotent."""

@@ -424,9 +424,10 @@ class LatticeConfig(Section):
     )
     cache_widened: bool = key(
         True,
-        "Generalization: with the in-process backend, form the constrained "
-        "nodes' conjunctions in the events once and refit on the widened "
-        "copies (memory for speed); false: form them in every pass.",
+        "Generalization: form the constrained nodes' conjunctions in the "
+        "events once and refit on the widened copies (in process, or a derived "
+        "cached RDD with the Spark RDD backend; memory for speed); false, or the "
+        "DataFrame backend: form them in every pass.",
     )
     generalize_patience: int = key(
         3,

@@ -106,3 +106,39 @@ def test_lattice_model_from_text_on_spark(spark, datasets, tmp_path):
     assert t.num_rows == 700
     hits = np.mean(np.array(t.column("predicted").to_pylist()) == t.column("label").to_pylist())
     assert hits == pytest.approx(scored["accuracy"])
+
+
+def test_cached_widened_blocks_on_spark_give_the_model_of_widening_in_each_pass(
+    spark, datasets, monkeypatch
+):
+    """Generalization on the Spark backend with the widened blocks cached
+    as a derived RDD (``SparkBackend.derived``) fits the model of widening
+    in every pass, with the same passes, and releases the derived RDDs."""
+    lattice = {"max_steps": 4, "generalize_patience": 1, "unconstrain_fraction": 0.5}
+    on_spark = dataclasses.replace(Config().data, in_process_max_events=0)
+    persistent = spark.sparkContext._jsc.getPersistentRDDs
+    before = set(persistent().keys())
+    derived, made = SparkBackend.derived, []
+
+    def counted(self, *args):
+        made.append(args[-1])
+        return derived(self, *args)
+
+    monkeypatch.setattr(SparkBackend, "derived", counted)
+    runs = {}
+    for cache in (True, False):
+        cfg = Config(
+            train=train_config(
+                method="lattice", backend="spark", gtol=1e-4, cache_widened=cache, **lattice
+            ),
+            data=on_spark,
+        )
+        runs[cache] = api.train_model(spark, cfg, datasets["train"], datasets["heldout"])
+    assert len(made) == 2, made  # training and held-out blocks, in the cached run only
+    (cached, rep_c), (plain, rep_p) = runs[True], runs[False]
+    np.testing.assert_array_equal(cached.weights.ids, plain.weights.ids)
+    np.testing.assert_array_equal(cached.weights.values, plain.weights.values)
+    gen_c, gen_p = rep_c["generalization"], rep_p["generalization"]
+    assert [r["passes"] for r in gen_c["trace"]] == [r["passes"] for r in gen_p["trace"]]
+    assert gen_c["constraints_before"] > 1 and rep_c["passes"] == rep_p["passes"]
+    assert set(persistent().keys()) == before
