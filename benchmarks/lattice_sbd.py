@@ -29,6 +29,7 @@ writes benchmarks/results/lattice_sbd.json (and lattice_sbd.png).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ from sparkmaxent.backends.session import spark_session
 from sparkmaxent.config import Config, train_config
 from sparkmaxent.data import sbd
 from sparkmaxent.data.prepare import prepare
+from sparkmaxent.errors import ConfigError
 from sparkmaxent.lattice.report import write_plot
 
 log = logging.getLogger("lattice_sbd")
@@ -75,19 +77,28 @@ def prepared(spark, work: str, name: str, files: list[str], fmt: str, vocab: str
     return out
 
 
-def fit(spark, train_dir: str, heldout_dir: str, common: dict, **keys):
-    """Train on ``train_dir`` with ``common`` keys (backend, gtol) and ``keys``."""
+def fit(spark, train_dir: str, heldout_dir: str, common: dict, data=None, **keys):
+    """Train on ``train_dir`` with ``common`` keys (backend, gtol) and ``keys``
+    (``data``: the data section, default Config's)."""
     t0 = time.perf_counter()
-    cfg = Config(train=train_config(**common, **keys))
+    cfg = Config(train=train_config(**common, **keys), data=data or Config().data)
     model, report = train_model(spark, cfg, train_dir, heldout_dir)
     return model, report, time.perf_counter() - t0
 
 
-def choose(spark, train_dir, heldout_dir, common, key, grid, **fixed):
-    """The model of the best held-out accuracy over ``grid`` values of ``key``."""
+def choose(spark, train_dir, heldout_dir, common, key, grid, trace=None, **fixed):
+    """The model of the best held-out accuracy over ``grid`` values of ``key``;
+    ``trace`` (a dict) gets each value's held-out accuracy, or the message of
+    a ConfigError (the lattice's node limit) for values that stopped."""
     best = None
     for v in grid:
-        run = fit(spark, train_dir, heldout_dir, common, **{key: v}, **fixed)
+        try:
+            run = fit(spark, train_dir, heldout_dir, common, **{key: v}, **fixed)
+        except ConfigError as e:
+            log.warning("%s %s=%g stopped: %s", fixed.get("method"), key, v, e)
+            if trace is not None:
+                trace[str(v)] = f"stopped: {e}"
+            continue
         log.info(
             "%s %s=%g: held-out accuracy %.5f",
             fixed.get("method"),
@@ -95,9 +106,19 @@ def choose(spark, train_dir, heldout_dir, common, key, grid, **fixed):
             v,
             run[1]["heldout_accuracy"],
         )
+        if trace is not None:
+            trace[str(v)] = {
+                "heldout_accuracy": run[1]["heldout_accuracy"],
+                "wall_s": round(run[2], 1),
+                **{
+                    f: run[1].get(sec, {}).get(f)
+                    for sec, f in (("lattice", "nodes"), ("generalization", "constraints_after"))
+                },
+            }
         if best is None or run[1]["heldout_accuracy"] > best[1]["heldout_accuracy"]:
             best = (*run, v)
-    assert best is not None
+    if best is None:
+        raise SystemExit(f"every {key} in {grid} stopped (see the log)")
     return best
 
 
@@ -301,7 +322,7 @@ def timing_task(spark, args, extra: dict) -> None:
     extra["sbd_build_and_selection_vs_l2_fit"] = {
         "lattice_build_s": built,
         "selection_s": sel,
-        "l2_fit_s": round(l2_one[2], 1),
+        "l2_fit_s": round(l2_one[2], 3),
         "l2": args.timing_l2,
         "ratio": round((built + sel) / l2_one[2], 2),
     }
@@ -315,6 +336,40 @@ def timing_task(spark, args, extra: dict) -> None:
         for c, r in runs.items()
     }
     extra["sbd_scoring_step"] = scoring_measure(spark, train, args.max_atoms[0], 5.0)
+
+
+def spark_cache_task(spark, args, extra: dict) -> None:
+    """Timed (under the benchmark lock): the lattice's generalization on the
+    Spark RDD backend (not in process) with the widened blocks cached as a
+    derived RDD and widened in every pass: seconds, passes, passes per second."""
+    train, held = sbd_datasets(spark, args)[:2]
+    on_spark = dataclasses.replace(Config().data, in_process_max_events=0)
+    out = {}
+    for cache in (True, False):
+        run = fit(
+            spark,
+            train,
+            held,
+            {"backend": "spark-rdd", "gtol": args.gtol},
+            data=on_spark,
+            method="lattice",
+            max_atoms=args.max_atoms[0],
+            l2=args.lattice_l2,
+            unconstrain_fraction=args.unconstrain_fraction,
+            cache_widened=cache,
+        )
+        gen = run[1]["generalization"]
+        passes = sum(row["passes"] for row in gen["trace"])
+        out[f"cache_widened={cache}"] = {
+            "generalization_s": gen["seconds"],
+            "passes": passes,
+            "passes_per_s": round(passes / gen["seconds"], 2),
+            "constraints_after": gen["constraints_after"],
+            "heldout_accuracy": run[1]["heldout_accuracy"],
+            "objective": run[1]["objective"],
+            "wall_s": round(run[2], 1),
+        }
+    extra["sbd_generalization_cache_spark"] = out
 
 
 def word_classes(path: str) -> dict[str, str]:
@@ -352,7 +407,32 @@ def pp_four_atoms(src: str, dst: str, classes: dict[str, str] | None = None, bit
     return dst
 
 
-def pp_task(spark, args, rows: list[dict]) -> None:
+def pp_coverage(train_dir: str, test_dir: str, max_atoms: int) -> dict:
+    """Test events by what the lattice over ``max_atoms`` atoms knows of
+    their configuration: seen in training (a reference node), unseen, or
+    empty (none of the atoms: only the bias decides)."""
+    from sparkmaxent.backends.factory import make_backend
+    from sparkmaxent.lattice.build import choose_atoms, count_configurations
+
+    train = make_backend("local", train_dir, bias=True)
+    atoms = choose_atoms(train, max_atoms)
+    seen = count_configurations(train, atoms)
+    test = count_configurations(make_backend("local", test_dir, bias=True), atoms)
+    known = {m.tobytes() for m in seen.masks}
+    weight = test.counts.sum(axis=1)
+    in_train = np.array([m.tobytes() in known for m in test.masks])
+    empty = ~test.masks.any(axis=1)
+    total = float(weight.sum())
+    return {
+        "atoms": int(len(atoms)),
+        "test_events": total,
+        "configuration_seen_in_training": float(weight[in_train & ~empty].sum() / total),
+        "configuration_unseen": float(weight[~in_train & ~empty].sum() / total),
+        "no_atom": float(weight[empty].sum() / total),
+    }
+
+
+def pp_task(spark, args, rows: list[dict], extra: dict) -> None:
     name = f"pp{args.pp_bits}" if args.pp_bits else "pp"
     os.makedirs(os.path.join(args.work, name), exist_ok=True)
     classes = (
@@ -373,17 +453,22 @@ def pp_task(spark, args, rows: list[dict]) -> None:
     held = prepared(spark, args.work, f"{name}-devset", [f["devset"]], "maxent", train)
     tests = {"test": prepared(spark, args.work, f"{name}-test", [f["test"]], "maxent", train)}
     be = {"backend": args.backend, "gtol": args.gtol}
-    lattice = fit(
+    devset: dict = {}
+    lattice = choose(
         spark,
         train,
         held,
         be,
+        "max_atoms",
+        args.pp_max_atoms,
+        devset,
         method="lattice",
-        max_atoms=args.pp_max_atoms,
         l2=args.lattice_l2,
         unconstrain_fraction=args.unconstrain_fraction,
     )
-    rows += model_rows(spark, "pp", "lattice", lattice, tests)
+    extra["pp_lattice_devset"] = devset
+    extra["pp_coverage"] = pp_coverage(train, tests["test"], lattice[3])
+    rows += model_rows(spark, "pp", f"lattice (k={lattice[3]})", lattice, tests)
     l2 = choose(spark, train, held, be, "l2", args.l2_grid, method="l2")
     rows += model_rows(spark, "pp", f"l2 (gamma2={l2[3]:g})", l2, tests)
     l1 = choose(spark, train, held, be, "l1", args.l1_grid, method="grafting")
@@ -398,7 +483,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--tasks",
         default="sbd,pp,timing",
-        help="sbd, pp (accuracy rows), timing (timed figures: run under the bench lock)",
+        help="sbd, pp (accuracy rows), timing, spark-cache (timed figures: run under the "
+        "bench lock)",
     )
     p.add_argument("--timing-l2", type=float, default=1e-5, help="gamma2 of the timed l2 fit")
     p.add_argument(
@@ -408,7 +494,13 @@ def main(argv: list[str] | None = None) -> None:
         default=[80, 160],
         help="SBD lattice atoms (k most frequent), chosen on held-out data; timing uses the first",
     )
-    p.add_argument("--pp-max-atoms", type=int, default=400, help="PP lattice atoms")
+    p.add_argument(
+        "--pp-max-atoms",
+        type=int,
+        nargs="+",
+        default=[150, 300, 600],
+        help="PP lattice atoms (k most frequent; 0: all), chosen on the devset",
+    )
     p.add_argument(
         "--pp-bits",
         type=int,
@@ -432,9 +524,11 @@ def main(argv: list[str] | None = None) -> None:
         if "sbd" in args.tasks:
             sbd_task(spark, args, rows, extra)
         if "pp" in args.tasks:
-            pp_task(spark, args, rows)
+            pp_task(spark, args, rows, extra)
         if "timing" in args.tasks:
             timing_task(spark, args, extra)
+        if "spark-cache" in args.tasks:
+            spark_cache_task(spark, args, extra)
     finally:
         result = write_json_result(args.output, rows, **extra)
         if result.get("sbd_lattice_report"):
