@@ -400,7 +400,12 @@ def run_task(task: Task, args, save) -> list[dict]:
         cap["max_seconds"] = args.conll_max_seconds
     l1_grid = args.conll_l1_grid if conll else args.l1_grid
     wanted = set(args.only)
-    degrees = [d for d in ((2,) if conll else (2, 3)) if not wanted or f"l1-Comb:{d}" in wanted]
+    # CoNLL runs degree 3 only when asked for (--only l1-Comb:3)
+    degrees = [
+        d
+        for d in ((2,) if conll and not wanted else (2, 3))
+        if not wanted or f"l1-Comb:{d}" in wanted
+    ]
     if not wanted or degrees or "l1-Orig:1" in wanted:
 
         def keep(found: list[dict]) -> None:
@@ -445,7 +450,7 @@ def run_task(task: Task, args, save) -> list[dict]:
         row["conjunctions_examined"] = existing[3]
         rows.append(row)
         save(rows)
-    if not conll and (not wanted or "l2:1" in wanted):
+    if "l2:1" in wanted or not (wanted or conll):  # CoNLL: only when asked for
         rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
         save(rows)
     print_table(rows, ROW_KEYS)
@@ -517,6 +522,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-l2-comb3", dest="l2_comb3", action="store_false")
     parser.add_argument("--brown-grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3])
     parser.add_argument("--brown-genres", default="", help="Brown genre letters (default: all 15)")
+    parser.add_argument(
+        "--brown-balanced",
+        action="store_true",
+        help="Brown: weight the classes (positives by negatives / positives; SVM balanced)",
+    )
     work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
     args = start(parser, argv)
     lengths = [int(x) for x in args.bitstrings.split(",") if x]
