@@ -25,7 +25,10 @@ number of conjunctions whose exact gradient one round computed,
 ``conjunctions_existing`` the number that fire in some training event
 (enumerated once for the count). Everything runs in-process (LocalBackend,
 ``--blocks`` blocks), so executors are the driver: ``driver_peak_mb`` is
-the tracemalloc peak of the run (numpy arrays included) and
+the tracemalloc peak of the run above the loaded data (numpy arrays
+included), ``search_peak_mb`` that of the conjunction search alone
+(l2-Comb3: ``enumeration_peak_mb``, listing every conjunction),
+``rss_before_mb`` / ``rss_peak_mb`` the whole process (``run``), and
 ``executor_peak_mb`` is null.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.combination --tasks pp
@@ -470,7 +473,9 @@ def plot(rows: list[dict], path: str) -> None:
         labels = [
             f"{r['method']}"
             + (f" d{r['degree']}" if r["degree"] > 1 else "")
-            + (" +bits" if "bitstrings" in r.get("atoms", "") else "")
+            + (" +suffixes" if "suffix" in r.get("atoms", "") else "")
+            + (" +prefixes" if "bitstrings" in r.get("atoms", "") else "")
+            + (" balanced" if r.get("weighting") == "balanced" else "")
             + (" sub" if r.get("sentences") else "")
             for r in mine
         ]
