@@ -7,7 +7,11 @@ Tasks (``--tasks``):
   ``devset`` for every choice (gamma1, gamma2), ``test`` to report. Atoms
   are the four head words as slot-tagged predicates (``v=``, ``n1=``,
   ``p=``, ``n2=``), lowercased; with ``--bitstrings L1,L2,..`` also the
-  prefixes of those lengths of each word's class bit string
+  prefixes (``--bit-end suffix``: the last bits) of those lengths of each
+  word's class bit string. The 32-bit codes hold the class tree's first
+  split in the last bit (the prepositions share the last four bits 1010,
+  "bought" and "sold" the last eleven; most codes begin with many zeros),
+  so the classes are suffixes; all-zero codes (no class) give no atom
   (``vb4=0100``). The text is rewritten in the ``maxent`` format under
   ``--work`` and prepared there.
 * ``conll``: CoNLL-2000 chunking with only the 10 unigram templates
@@ -21,7 +25,10 @@ number of conjunctions whose exact gradient one round computed,
 ``conjunctions_existing`` the number that fire in some training event
 (enumerated once for the count). Everything runs in-process (LocalBackend,
 ``--blocks`` blocks), so executors are the driver: ``driver_peak_mb`` is
-the tracemalloc peak of the run (numpy arrays included) and
+the tracemalloc peak of the run above the loaded data (numpy arrays
+included), ``search_peak_mb`` that of the conjunction search alone
+(l2-Comb3: ``enumeration_peak_mb``, listing every conjunction),
+``rss_before_mb`` / ``rss_peak_mb`` the whole process (``run``), and
 ``executor_peak_mb`` is null.
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.combination --tasks pp
@@ -73,9 +80,11 @@ PP_REFERENCE = {
 }
 
 
-def pp_text(src: str, dst: str, bits: dict[str, str], lengths: list[int]) -> None:
+def pp_text(
+    src: str, dst: str, bits: dict[str, str], lengths: list[int], end: str = "prefix"
+) -> None:
     """A PP-attachment file as ``maxent`` lines: label, then the slot-tagged
-    head words (and their bit-string prefixes)."""
+    head words (and their bit-string prefixes or suffixes, ``end``)."""
     with open(src) as f, open(dst, "w") as out:
         for line in f:
             cols = line.split()
@@ -86,8 +95,10 @@ def pp_text(src: str, dst: str, bits: dict[str, str], lengths: list[int]) -> Non
                 # "10:45" would read as feature "10" with value 45 in the maxent format
                 feats.append(f"{slot}={word.lower().replace(':', '_')}")
                 code = bits.get(word) or bits.get(word.lower())
-                for n in lengths if code else []:
-                    feats.append(f"{slot}b{n}={code[:n]}")
+                if end == "suffix" and code and "1" in code:
+                    feats += [f"{slot}s{n}={code[-n:]}" for n in lengths]
+                elif end == "prefix" and code:
+                    feats += [f"{slot}b{n}={code[:n]}" for n in lengths]
             out.write(f"{cols[5]} {' '.join(feats)}\n")
 
 
@@ -101,7 +112,9 @@ def read_bitstrings(path: str) -> dict[str, str]:
     return out
 
 
-def prepare_pp(work: str, data_dir: str, lengths: list[int], reuse: bool) -> dict[str, str]:
+def prepare_pp(
+    work: str, data_dir: str, lengths: list[int], reuse: bool, end: str = "prefix"
+) -> dict[str, str]:
     dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
     if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
@@ -117,7 +130,7 @@ def prepare_pp(work: str, data_dir: str, lengths: list[int], reuse: bool) -> dic
     texts = {}
     for name, src in (("train", "training"), ("dev", "devset"), ("test", "test")):
         texts[name] = os.path.join(work, "text", name + ".txt")
-        pp_text(shared_corpus("ppattach", src, data_dir=data_dir), texts[name], bits, lengths)
+        pp_text(shared_corpus("ppattach", src, data_dir=data_dir), texts[name], bits, lengths, end)
     spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "2g"})
     try:
         prepare(spark, [texts["train"]], dirs["train"], "maxent", partitions=2, overwrite=True)
@@ -215,13 +228,49 @@ class Task:
         return int(len(keys))
 
 
+class SearchPeak:
+    """The largest allocation of one call of the conjunction search
+    (``selection.combination.search``) above what was allocated when it was
+    called, by tracemalloc (which must be running): what the search itself
+    needs, without the solver's state."""
+
+    def __init__(self):
+        import sparkmaxent.selection.combination as comb
+
+        self.module, self.original, self.peak = comb, comb.search, 0
+
+    def __enter__(self) -> SearchPeak:
+        def measured(*args, **kwargs):
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            try:
+                return self.original(*args, **kwargs)
+            finally:
+                self.peak = max(self.peak, tracemalloc.get_traced_memory()[1] - before)
+
+        self.module.search = measured
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.module.search = self.original
+
+
 def run(task: Task | None, backend, cfg, warm_start=None) -> tuple[object, dict]:
-    """Train once, measuring wall time, passes and the tracemalloc peak."""
+    """Train once, measuring wall time, passes and memory: ``driver_peak_mb``
+    the tracemalloc peak of the run (allocations after the data was loaded,
+    numpy included), ``search_peak_mb`` that of the conjunction search
+    alone (``SearchPeak``), ``rss_before_mb`` / ``rss_peak_mb`` the whole
+    process's resident set before and at its peak during the run (Python,
+    numpy, loaded data included; the peak is reset before the run)."""
+    from benchmarks.common import reset_peak_rss, status_kb
     from sparkmaxent.train import train
 
+    rss_before = status_kb("VmRSS")
+    hwm = reset_peak_rss()
     tracemalloc.start()
     p0, t0 = backend.passes, time.perf_counter()
-    result = train(backend, cfg, warm_start=warm_start)
+    with SearchPeak() as searched:
+        result = train(backend, cfg, warm_start=warm_start)
     wall = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
@@ -232,9 +281,13 @@ def run(task: Task | None, backend, cfg, warm_start=None) -> tuple[object, dict]
         "passes": backend.passes - p0,
         "wall_s": round(wall, 2),
         "driver_peak_mb": round(peak, 1),
+        "search_peak_mb": round(searched.peak / 2**20, 1),
+        "rss_before_mb": round(rss_before / 1024, 1),
+        "rss_peak_mb": round(status_kb("VmHWM") / 1024, 1) if hwm else None,
         "executor_peak_mb": None,
         "conjunctions_examined": max(examined, default=0),
         "stopped": result.report.get("stopped"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -295,7 +348,8 @@ def l1_rows(task: Task, degrees: list[int], grid: list[float], cap: dict, save) 
             result, row = run(task, task.train, cfg(gamma, degree), orig.weights)
             row["passes"] += orow["passes"]
             row["wall_s"] = round(row["wall_s"] + orow["wall_s"], 2)
-            row["driver_peak_mb"] = max(row["driver_peak_mb"], orow["driver_peak_mb"])
+            for key in ("driver_peak_mb", "rss_peak_mb"):
+                row[key] = max(row[key] or 0, orow[key] or 0)
             fits.append((degree, result, row))
         improved = False
         for degree, result, row in fits:
@@ -349,7 +403,12 @@ def run_task(task: Task, args, save) -> list[dict]:
         cap["max_seconds"] = args.conll_max_seconds
     l1_grid = args.conll_l1_grid if conll else args.l1_grid
     wanted = set(args.only)
-    degrees = [d for d in ((2,) if conll else (2, 3)) if not wanted or f"l1-Comb:{d}" in wanted]
+    # CoNLL runs degree 3 only when asked for (--only l1-Comb:3)
+    degrees = [
+        d
+        for d in ((2,) if conll and not wanted else (2, 3))
+        if not wanted or f"l1-Comb:{d}" in wanted
+    ]
     if not wanted or degrees or "l1-Orig:1" in wanted:
 
         def keep(found: list[dict]) -> None:
@@ -388,11 +447,13 @@ def run_task(task: Task, args, save) -> list[dict]:
             every,
         )
         row["driver_peak_mb"] = max(row["driver_peak_mb"], round(enum_peak, 1))
+        # what listing the candidates needs: l1-Comb's search_peak_mb counterpart
+        row["enumeration_peak_mb"] = round(enum_peak, 1)
         row["conjunctions_existing"] = existing[3]
         row["conjunctions_examined"] = existing[3]
         rows.append(row)
         save(rows)
-    if not conll and (not wanted or "l2:1" in wanted):
+    if "l2:1" in wanted or not (wanted or conll):  # CoNLL: only when asked for
         rows.append(choose(task, "l2", 1, args.l2_grid, lambda g: train_config(method="l2", l2=g)))
         save(rows)
     print_table(rows, ROW_KEYS)
@@ -412,7 +473,9 @@ def plot(rows: list[dict], path: str) -> None:
         labels = [
             f"{r['method']}"
             + (f" d{r['degree']}" if r["degree"] > 1 else "")
-            + (" +bits" if "bitstrings" in r.get("atoms", "") else "")
+            + (" +suffixes" if "suffix" in r.get("atoms", "") else "")
+            + (" +prefixes" if "bitstrings" in r.get("atoms", "") else "")
+            + (" balanced" if r.get("weighting") == "balanced" else "")
             + (" sub" if r.get("sentences") else "")
             for r in mine
         ]
@@ -450,22 +513,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-existing", dest="existing", action="store_false")
     parser.add_argument("--data", default=SHARED_DATA)
     parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
+    parser.add_argument(
+        "--bit-end",
+        choices=["prefix", "suffix"],
+        default="prefix",
+        help="--bitstrings take the first bits (prefix) or the last (suffix)",
+    )
     parser.add_argument("--l1-grid", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5])
     parser.add_argument("--l2-grid", type=float, nargs="+", default=[1e-3, 1e-4, 1e-5])
     parser.add_argument("--n-best", type=int, default=50)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--blocks", type=int, default=2)
-    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads (threadpoolctl)")
     parser.add_argument("--no-l2-comb3", dest="l2_comb3", action="store_false")
     parser.add_argument("--brown-grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3])
     parser.add_argument("--brown-genres", default="", help="Brown genre letters (default: all 15)")
+    parser.add_argument(
+        "--brown-balanced",
+        action="store_true",
+        help="Brown: weight the classes (positives by negatives / positives; SVM balanced)",
+    )
     work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
     args = start(parser, argv)
-    from threadpoolctl import threadpool_limits
-
-    # a multithreaded BLAS on a shared, loaded machine spins: a Newton
-    # round's Cholesky is many times slower with 2 threads than with 1
-    threadpool_limits(args.blas_threads)
     lengths = [int(x) for x in args.bitstrings.split(",") if x]
     rows = []
     if os.path.exists(args.output):
@@ -485,14 +553,20 @@ def main(argv: list[str] | None = None) -> None:
             write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
             continue
         if name == "pp":
-            dirs = prepare_pp(os.path.join(args.work, name), args.data, lengths, args.reuse)
+            dirs = prepare_pp(
+                os.path.join(args.work, name), args.data, lengths, args.reuse, args.bit_end
+            )
         else:
             dirs = prepare_conll(
                 os.path.join(args.work, name), args.data, args.reuse, args.conll_sentences
             )
         done = list(rows)
+        atoms = "words" if name == "pp" else "10 unigrams"
+        if name == "pp" and lengths:
+            atoms += f"+bit {args.bit_end}es {args.bitstrings}"
 
-        def save(new: list[dict], done=done) -> None:
+        def save(new: list[dict], done=done, atoms=atoms) -> None:
+            new = [{"atoms": atoms, **r} for r in new]
             write_result(args.output, done + new, pp_reference=PP_REFERENCE, bitstrings=lengths)
 
         rows = done + run_task(Task(name, dirs, args.blocks), args, save)

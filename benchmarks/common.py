@@ -46,6 +46,23 @@ def machine() -> dict:
     }
 
 
+def status_kb(key: str) -> int:
+    """A field of /proc/self/status in KiB (``VmRSS``, ``VmHWM``)."""
+    with open("/proc/self/status") as f:
+        return int(next(line for line in f if line.startswith(key + ":")).split()[1])
+
+
+def reset_peak_rss() -> bool:
+    """Reset this process's peak resident set (VmHWM) to its current RSS;
+    False where the kernel does not allow it."""
+    try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def command_line() -> str:
     """The command that ran the benchmark: ``python -m benchmarks.X ...``."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)

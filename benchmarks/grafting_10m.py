@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from benchmarks.common import RESULTS, print_table, write_result
+from benchmarks.common import RESULTS, print_table, reset_peak_rss, status_kb, write_result
 
 PATHS = ("block", "dense")
 
@@ -77,20 +77,6 @@ def make_dataset(args) -> dict:
     with open(meta, "w") as f:
         json.dump(doc, f)
     return doc
-
-
-def _status_kb(key: str) -> int:
-    with open("/proc/self/status") as f:
-        return int(next(line for line in f if line.startswith(key + ":")).split()[1])
-
-
-def _reset_peak_rss() -> bool:
-    try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _heap_pools(spark):
@@ -159,8 +145,8 @@ def run_path(args) -> dict:
         spark.sparkContext._jvm.java.lang.System.gc()
         for p in pools:
             p.resetPeakUsage()
-        rss_before = _status_kb("VmRSS")
-        hwm_reset = _reset_peak_rss()
+        rss_before = status_kb("VmRSS")
+        hwm_reset = reset_peak_rss()
         cfg = train_config(
             method="grafting",
             l1=args.l1,
@@ -175,7 +161,7 @@ def run_path(args) -> dict:
         res = train(backend, cfg)
         wall = time.perf_counter() - t0
         peak_kb = (
-            _status_kb("VmHWM") if hwm_reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            status_kb("VmHWM") if hwm_reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         )
         peaks = {p.getName(): p.getPeakUsage().getUsed() for p in pools}
         rep = res.report

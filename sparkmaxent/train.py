@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from .backends import Backend
+from .blas import blas_threads
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask, Weights
@@ -78,10 +79,11 @@ def train(
         backend.space.shape,
     )
     try:
-        if config.choice.folds > 1:
-            result = folds.fit_folds(ctx, METHODS[config.method])
-        else:
-            result = (path.fit_path if config.choice.path else METHODS[config.method])(ctx)
+        with blas_threads(config.selection.blas_threads):
+            if config.choice.folds > 1:
+                result = folds.fit_folds(ctx, METHODS[config.method])
+            else:
+                result = (path.fit_path if config.choice.path else METHODS[config.method])(ctx)
     except NumericError as e:  # name the method once, whichever pass raised
         if str(e).startswith(config.method):
             raise

@@ -157,6 +157,14 @@ class SelectionConfig(Section):
         "Newton pass returns: (n+K)(n+K+1)/2 doubles per partition.",
         ge=1,
     )
+    blas_threads: int = key(
+        1,
+        "Threads of the driver's BLAS and LAPACK during a fit (the Newton "
+        "solve's Cholesky and products), through threadpoolctl when "
+        "installed; a multithreaded BLAS on busy cores spins. 0: BLAS's "
+        "default.",
+        ge=0,
+    )
     gain_method: str = key(
         "sketch",
         "How gains (and Bayes-factor mu_g, a_g) are fitted: "

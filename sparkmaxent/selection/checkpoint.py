@@ -37,9 +37,9 @@ CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
 CHECKPOINT_VERSION = 2
 
-# Keys that change how far or where a run goes, not the path it takes:
-# a run may be resumed with a different value.
-RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots")
+# Keys that change how far, where or how fast a run goes, not the path it
+# takes: a run may be resumed with a different value.
+RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots", "blas_threads")
 # Prefix of LoopState.arrays entries in a round's .npz.
 _STATE_ARRAY = "state_"
 # The only weights_file a state.json may name: a file in the checkpoint directory.
