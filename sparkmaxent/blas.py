@@ -8,8 +8,8 @@ are busy with other work (executors on the driver's machine, other jobs)
 spins waiting for its threads, and these calls then take many times longer
 than with one thread (docs/benchmarks.md, "BLAS threads of the Newton
 solve"). ``train.selection.blas_threads`` sets the limit for the duration
-of ``train``, through threadpoolctl (installed with scikit-learn); without
-it the limit is not applied and a warning says so once.
+of ``train``, through threadpoolctl (a dependency of the package); if it is
+missing, the limit is not applied and a warning says so once.
 """
 
 from __future__ import annotations
