@@ -269,6 +269,21 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
     return row
 
 
+def failed_row(system: str, events: int, candidates: int, partitions: int, e: Exception) -> dict:
+    """The row of a run that raised (its message; the JVM's log says more)."""
+    return {
+        "system": system,
+        "status": "failed",
+        "reason": repr(e)[:400],
+        "events": events,
+        "candidates": candidates,
+        "partitions": partitions,
+        "load": round(os.getloadavg()[0], 2),
+        "command": command_line(),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
 def slopes(rows: list[dict]) -> dict:
     """Log-log slope of wall time against the axis's size, per axis per
     system, over rows that finished (None with fewer than two)."""
@@ -384,7 +399,11 @@ def main(argv: list[str] | None = None) -> int:
             for _, n_events, n_candidates, partitions in (t for t in todo if t[0] == axis):
                 train_dir = dataset(args.work, n_events, n_candidates, args)
                 for system in args.systems:
-                    row = run_row(spark, memory, train_dir, system, partitions, args)
+                    try:
+                        row = run_row(spark, memory, train_dir, system, partitions, args)
+                    except Exception as e:  # e.g. MLlib's JVM out of memory: the session is gone
+                        log.exception("%s on %s failed", system, train_dir)
+                        row = failed_row(system, n_events, n_candidates, partitions, e)
                     rows.append({"axis": axis, **row})
                     log.info("%s", rows[-1])
                     out = merged_rows(args.merge_into, rows) if args.merge_into else rows
