@@ -248,10 +248,17 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
                 0,
                 args.grafting_cap_s,
                 None,
+                **({} if args.dense_test_max is None else {"dense_test_max": args.dense_test_max}),
             )
             row.pop("trace", None)
             row["system"] = "grafting"
             row["status"] = "finished" if row.get("kkt_passed") else f"stopped: {row['stopped']}"
+            dense_max = args.dense_test_max
+            if dense_max is None:
+                from sparkmaxent.config import train_config
+
+                dense_max = train_config().grafting.dense_test_max
+            row["gradient_test"] = "block-wise" if backend.space.n_features > dense_max else "dense"
         memory.sample()
         row.update(
             events=backend.n_events,
@@ -377,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mllib-cap-s", type=float, default=1800.0)
     ap.add_argument("--mllib-iter", type=int, default=500)
     ap.add_argument("--grafting-cap-s", type=float, default=0.0, help="0: none")
+    ap.add_argument(
+        "--dense-test-max",
+        type=int,
+        default=None,
+        help="train.grafting.dense_test_max (default: the library's); 0: block-wise test always",
+    )
     ap.add_argument("--driver-memory", default="6g", help="the local-mode JVM's heap")
     ap.add_argument(
         "--merge-into",
