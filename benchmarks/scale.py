@@ -199,13 +199,18 @@ def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict
         capped = wall >= args.mllib_cap_s
         why = f"cancelled at the {args.mllib_cap_s:g} s cap" if capped else repr(e)[:300]
         row.update(status="capped" if capped else "failed", reason=why, wall_s=round(wall, 1))
-        # the jobs it ran until then carry this run's tag
-        row["passes_before_stop"] = len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
+        try:  # the jobs it ran until then carry this run's tag (a dead JVM knows none)
+            row["passes_before_stop"] = len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
+        except Exception:
+            log.warning("no job count: the JVM is gone (%s)", why)
         return row
     finally:
         timer.cancel()
-        sc.removeJobTag(tag)
-        frame.unpersist()
+        try:
+            sc.removeJobTag(tag)
+            frame.unpersist()
+        except Exception:  # after an out-of-memory error: keep its reason, not this one
+            log.warning("cleaning up after MLlib failed", exc_info=True)
     wall = time.perf_counter() - t0
     W = model.coefficientMatrix.toArray()  # (K, P)
     theta = np.concatenate([W.T.ravel(), model.interceptVector.toArray()])
