@@ -165,9 +165,11 @@ def run_grafting(
     max_rounds,
     max_seconds,
     progress=None,
+    **settings,
 ) -> dict:
     """One grafting run; ``progress(row)`` gets a partial row after every
-    round, so that a long run stopped midway leaves what it measured."""
+    round, so that a long run stopped midway leaves what it measured;
+    ``settings``: further ``train_config`` keys (e.g. ``dense_test_max``)."""
     from sparkmaxent.config import train_config
     from sparkmaxent.train import train
 
@@ -180,6 +182,7 @@ def run_grafting(
         max_rounds=max_rounds,
         max_seconds=max_seconds,
         plots=False,
+        **settings,
     )
     t0 = time.perf_counter()
 

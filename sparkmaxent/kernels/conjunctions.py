@@ -24,8 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .loss import LossGrad
-from .topk import GradientTestTask
+from .topk import BlockGradient, GradientTestTask
 
 #: the largest conjunction degree
 MAX_DEGREE = 3
@@ -289,6 +288,6 @@ class ExpandingGradientTest(GradientTestTask):
 
     conjunctions: Conjunctions | None = None
 
-    def partial(self, block: Block) -> LossGrad:
+    def partial(self, block: Block) -> BlockGradient:
         assert self.conjunctions is not None, "set by ExpandedBackend"
         return super().partial(self.conjunctions.expand(block))

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import Block, take_events
-from .loss import LossGrad
-from .topk import GradientTestTask
+from .topk import BlockGradient, GradientTestTask
 
 _MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
@@ -81,7 +80,7 @@ class InFoldGradientTest(GradientTestTask):
     groups: np.ndarray | None = None
     inside: bool = False
 
-    def partial(self, block: Block) -> LossGrad:
+    def partial(self, block: Block) -> BlockGradient:
         assert self.groups is not None, "set by FoldBackend"
         return super().partial(in_fold(block, self.groups, self.inside))
 

@@ -8,6 +8,13 @@ features; all three decompose over feature blocks (the global n best by
 to a ``GradientSummary`` and the driver merges the summaries, never holding
 a dense n_features vector. Feature block b covers ids [b * size, (b + 1) * size).
 
+Nothing here is O(candidates): a data block's partial gradient covers only
+the predicates it holds (``BlockGradient``: a block's gradient is zero at
+every other predicate), its feature-block pieces are sparse (``GradPiece``),
+and a summary needs the piece and the active features only, so a candidate
+space far larger than memory (10^10 features) costs what the events and the
+active set cost.
+
 This module is the pure-numpy half: the top-k rule (``top_candidates``, also
 the dense test's), the per-block summary, and its merge. The orchestration
 is in backends (``LocalBackend.gradient_test``, ``SparkBackend.gradient_test``).
@@ -20,9 +27,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
-from .blocks import Block
+from .blocks import Block, CandidateBlock, MulticlassBlock
 from .loss import LossGrad, loss_grad
+from .packing import pack_nonzero
 from .params import Scaling, Space, Weights
 
 # Key of the scalar sums (loss, weight, correct, bias gradient) among the
@@ -54,6 +63,119 @@ def top_candidates(score: np.ndarray, ids: np.ndarray, threshold: float, n: int)
         passing = passing[s >= kth]
     order = np.lexsort((ids[passing], -score[passing]))
     return passing[order[:n]]
+
+
+@dataclass
+class BlockGradient:
+    """Loss sums and gradient sums of one or more data blocks at the
+    predicates they hold (mergeable): the partial of the block-wise test,
+    O(predicates held x labels) instead of O(candidates).
+
+    Attributes
+    ----------
+    loss, weight, correct : float
+        As in ``LossGrad``.
+    preds : ndarray of int64, shape (n,)
+        Predicates covered, increasing; the gradient is zero at every other.
+    grad : ndarray, shape (n, n_labels)
+        Gradient sums at features ``preds[i] * n_labels + k``.
+    grad_bias : ndarray of shape (K,) or None
+    """
+
+    loss: float
+    weight: float
+    correct: float
+    preds: np.ndarray
+    grad: np.ndarray
+    grad_bias: np.ndarray | None
+
+    def merge(self, other: BlockGradient) -> BlockGradient:
+        preds = np.union1d(self.preds, other.preds)
+        grad = np.zeros((len(preds), self.grad.shape[1]))
+        # 0 + a + b per feature, as the sum of dense gradients adds them
+        grad[np.searchsorted(preds, self.preds)] = self.grad
+        grad[np.searchsorted(preds, other.preds)] += other.grad
+        return BlockGradient(
+            self.loss + other.loss,
+            self.weight + other.weight,
+            self.correct + other.correct,
+            preds,
+            grad,
+            None if self.grad_bias is None else self.grad_bias + other.grad_bias,
+        )
+
+    def scalars(self) -> LossGrad:
+        """The loss, weight, correct and bias sums as a LossGrad without gradient."""
+        return LossGrad(self.loss, self.weight, self.correct, np.zeros(0), self.grad_bias)
+
+
+@dataclass
+class GradPiece:
+    """Gradient sums at some features of one feature block (mergeable).
+
+    Pickles (how a shuffle ships it) as a bit mask over the span of its ids
+    and the non-zero values (``packing.py``'s format), so a piece costs a bit
+    per feature of its span plus its values, never O(candidates).
+
+    Attributes
+    ----------
+    ids : ndarray of int64
+        Feature ids, increasing.
+    grad : ndarray, shape like ids
+    """
+
+    ids: np.ndarray
+    grad: np.ndarray
+
+    def merge(self, other: GradPiece) -> GradPiece:
+        ids = np.union1d(self.ids, other.ids)
+        grad = np.zeros(len(ids))
+        grad[np.searchsorted(ids, self.ids)] = self.grad
+        grad[np.searchsorted(ids, other.ids)] += other.grad
+        return GradPiece(ids, grad)
+
+    def __getstate__(self) -> dict:
+        lo = int(self.ids[0]) if len(self.ids) else 0
+        span = int(self.ids[-1]) + 1 - lo if len(self.ids) else 0
+        dense = np.zeros(span)
+        dense[self.ids - lo] = self.grad
+        return {"lo": lo, **pack_nonzero(dense)}
+
+    def __setstate__(self, state: dict) -> None:
+        nonzero = np.unpackbits(state["mask"], count=state["size"]).view(bool)
+        self.ids = state["lo"] + np.flatnonzero(nonzero)
+        self.grad = state["values"]
+
+
+def held_predicates(block: Block) -> np.ndarray:
+    """The predicates (candidate-set features) a block holds, increasing."""
+    X = block.X if isinstance(block, MulticlassBlock) else block.F
+    return np.unique(X.indices).astype(np.int64)
+
+
+def compact(
+    block: Block, space: Space, weights: Weights, scaling: Scaling | None, preds: np.ndarray
+) -> tuple[Block, Space, Weights, Scaling | None]:
+    """``block`` and the model over the predicates ``preds`` only (every one
+    the block holds and every one of a non-zero weight), renumbered
+    0..len(preds)-1 in the same order: the kernels then compute, bit for bit,
+    the sums of the whole space at those predicates."""
+    K = space.n_labels
+    X = block.X if isinstance(block, MulticlassBlock) else block.F
+    Xc = sp.csr_matrix(
+        (X.data, np.searchsorted(preds, X.indices).astype(X.indices.dtype), X.indptr),
+        shape=(X.shape[0], len(preds)),
+    )
+    ids = np.asarray(weights.ids)
+    local = np.searchsorted(preds, ids // K) * K + ids % K
+    cspace = Space(space.shape, len(preds), K, space.bias)
+    cscaling = None if scaling is None else Scaling(scaling.mean[preds], scaling.inv_scale[preds])
+    cblock: Block
+    if isinstance(block, MulticlassBlock):
+        cblock = MulticlassBlock(Xc, block.y, block.c, block.n_labels)
+    else:
+        cblock = CandidateBlock(Xc, block.event_ptr, block.correct, block.c)
+    return cblock, cspace, Weights(local, weights.values, weights.bias), cscaling
 
 
 @dataclass
@@ -165,9 +287,10 @@ class GradientSummary:
 class GradientTestTask:
     """A picklable block-wise gradient test at ``weights``.
 
-    Per data block: ``partial`` (the dense partial gradient sums, the same
-    kernel as the dense test) and ``split`` into keyed feature-block slices;
-    per feature block, once the slices are summed: ``summarize``.
+    Per data block: ``partial`` (the gradient sums at the predicates the
+    block holds, the same kernel as the dense test) and ``split`` into keyed
+    feature-block pieces; per feature block, once the pieces are summed:
+    ``summarize``.
 
     Attributes
     ----------
@@ -177,7 +300,8 @@ class GradientTestTask:
         as the dense test does (``Objective.evaluate``).
     l2 : float
         gamma2: g_j = G_j / W + gamma2 w_j.
-    threshold, n_best : selection rule of the test.
+    threshold, n_best : selection rule of the test (threshold >= 0: a
+        feature no event holds, g_j = 0, never passes).
     block_size : int
         Features per feature block.
     """
@@ -195,58 +319,79 @@ class GradientTestTask:
             raise ValueError(f"expected a feature block size >= 1, got {self.block_size}")
         if self.n_best < 1:
             raise ValueError(f"expected n_best >= 1, got {self.n_best}")
+        if not self.threshold >= 0:
+            raise ValueError(f"expected a test threshold >= 0, got {self.threshold}")
 
     @property
     def n_blocks(self) -> int:
         return -(-self.space.n_features // self.block_size)
 
-    def partial(self, block: Block) -> LossGrad:
-        """Loss and dense gradient sums of one data block."""
-        return loss_grad(block, self.space, self.weights.sparse(), self.scaling, None)
+    def partial(self, block: Block) -> BlockGradient:
+        """Loss and gradient sums of one data block at the predicates it
+        holds and those of the non-zero weights (with centering, also every
+        predicate of non-zero mean: the centering term reaches them)."""
+        weights, K = self.weights.sparse(), self.space.n_labels
+        parts = [held_predicates(block), np.asarray(weights.ids) // K]
+        if self.scaling is not None and isinstance(block, MulticlassBlock):
+            parts.append(np.flatnonzero(self.scaling.mean))
+        preds = np.unique(np.concatenate(parts)).astype(np.int64)
+        cblock, cspace, cweights, cscaling = compact(
+            block, self.space, weights, self.scaling, preds
+        )
+        lg = loss_grad(cblock, cspace, cweights, cscaling, None)
+        return BlockGradient(
+            lg.loss, lg.weight, lg.correct, preds, lg.grad.reshape(len(preds), K), lg.grad_bias
+        )
 
-    def split(self, lg: LossGrad) -> Iterator[tuple[int, LossGrad]]:
-        """``(SCALARS_KEY, LossGrad without grad)`` then ``(b, LossGrad of
-        G[b-th block] alone)`` for every feature block b (slices are views).
-        Pieces are LossGrads so that they pickle as LossGrads do, non-zeros
-        only: a block's piece is zero at every predicate the block lacks."""
-        yield SCALARS_KEY, LossGrad(lg.loss, lg.weight, lg.correct, np.zeros(0), lg.grad_bias)
-        size = self.block_size
+    def split(self, partial: BlockGradient) -> Iterator[tuple[int, LossGrad | GradPiece]]:
+        """``(SCALARS_KEY, LossGrad without grad)`` then ``(b, GradPiece of
+        the sums in feature block b)`` for every feature block b (empty where
+        the data hold none of its predicates, so every block is summarized)."""
+        yield SCALARS_KEY, partial.scalars()
+        K = self.space.n_labels
+        ids = (partial.preds[:, None] * K + np.arange(K)).ravel()
+        grad = partial.grad.ravel()
+        cuts = np.searchsorted(ids, np.arange(self.n_blocks + 1, dtype=np.int64) * self.block_size)
         for b in range(self.n_blocks):
-            yield b, LossGrad(0.0, 0.0, 0.0, lg.grad[b * size : (b + 1) * size], None)
+            yield b, GradPiece(ids[cuts[b] : cuts[b + 1]], grad[cuts[b] : cuts[b + 1]])
 
-    def summarize(self, key: int, value: LossGrad, weight: float) -> GradientSummary:
-        """The summary of one summed piece: the scalars, or feature block
-        ``key`` with gradient sums ``value.grad`` (shape (<= block_size,))
-        over total event weight ``weight``."""
+    def summarize(self, key: int, value, weight: float) -> GradientSummary:
+        """The summary of one summed piece: the scalars (a LossGrad), or
+        feature block ``key`` (a GradPiece of gradient sums) over total event
+        weight ``weight``. Only the piece's features and the block's active
+        ones are looked at: every other g_j is 0, below the threshold."""
         if key == SCALARS_KEY:
             return GradientSummary.empty(self.threshold, self.n_best, value)
         lo = key * self.block_size
+        n = min(self.block_size, self.space.n_features - lo)
         ids = self.weights.active_ids()
-        a, b = np.searchsorted(ids, [lo, lo + len(value.grad)])
-        local = ids[a:b] - lo
+        a, b = np.searchsorted(ids, [lo, lo + n])
+        feats = np.union1d(value.ids, ids[a:b])
+        local = np.searchsorted(feats, ids[a:b])
         # g = G / W + gamma2 w, element by element as the dense test computes it
-        g = value.grad / weight
+        g = np.zeros(len(feats))
+        g[np.searchsorted(feats, value.ids)] = value.grad / weight
         g[local] += self.l2 * self.weights.values[a:b]
         score = np.abs(g)
         score[local] = -1.0  # active features are never selected again
-        top = top_candidates(score, np.arange(lo, lo + len(g)), self.threshold, self.n_best)
+        top = top_candidates(score, feats, self.threshold, self.n_best)
         return GradientSummary(
             self.threshold,
             self.n_best,
-            lo + top.astype(np.int64),
+            feats[top].astype(np.int64),
             g[top],
             float(score.max(initial=0.0)),
             int(np.count_nonzero(score > self.threshold)),
             ids[a:b].copy(),
             g[local],
-            len(g),
+            n,
         )
 
-    def summarize_all(self, lg: LossGrad, weight: float) -> GradientSummary:
-        """Split merged sums ``lg`` and summarize every piece in-process (the
-        LocalBackend's test: same numbers as a distributed one)."""
+    def summarize_all(self, partial: BlockGradient, weight: float) -> GradientSummary:
+        """Split merged sums ``partial`` and summarize every piece in-process
+        (the LocalBackend's test: same numbers as a distributed one)."""
         out = None
-        for key, value in self.split(lg):
+        for key, value in self.split(partial):
             piece = self.summarize(key, value, weight)
             out = piece if out is None else out.merge(piece)
         assert out is not None, "split always yields the scalars piece"

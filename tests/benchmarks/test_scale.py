@@ -41,3 +41,26 @@ def test_plan_holds_the_other_axes_at_their_base():
         ("partitions", 800_000, 2_000_000, 2),
         ("partitions", 800_000, 2_000_000, 4),
     ]
+
+
+def test_merge_into_replaces_rows_of_the_same_size_and_keeps_the_others(tmp_path):
+    import json
+
+    from benchmarks.scale import merged_rows
+
+    def full(axis, system, events, wall):
+        return {
+            **row(axis, system, events, wall),
+            "events": events,
+            "candidates": 2,
+            "partitions": 2,
+        }
+
+    path = tmp_path / "scale.json"
+    assert merged_rows(str(path), [full("events", "grafting", 1, 5.0)]) == [
+        full("events", "grafting", 1, 5.0)
+    ]
+    old = [full("events", "grafting", 1, 5.0), full("events", "mllib", 1, 9.0)]
+    path.write_text(json.dumps({"rows": old}))
+    new = [full("events", "grafting", 1, 4.0), full("events", "grafting", 4, 20.0)]
+    assert merged_rows(str(path), new) == [old[1], *new]

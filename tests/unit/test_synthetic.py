@@ -334,3 +334,58 @@ def test_generation_is_fast():
     assert d.n_events == 200_000 and d.n_predicates == 5000
     assert len(d.indices) / d.n_events == pytest.approx(spec.active_per_event, rel=0.05)
     assert elapsed < 30.0
+
+
+def test_rare_columns_fire_at_their_rates_in_distinct_uniform_rows():
+    """Columns expected to fire less than once (m q < 1) are drawn as a
+    Binomial count and distinct uniform rows: the count, the rows' spread
+    and their order match the Bernoulli law of the other columns."""
+    from sparkmaxent.data.synthetic.generator import _bernoulli_columns
+
+    m, n = 50, 40_000
+    rates = np.full(n, 0.015)  # m q = 0.75 < 1: every column takes the rare path
+    rates[:5] = 0.5  # and a few take the geometric one
+    cols, rows = _bernoulli_columns(np.random.default_rng(7), m, rates)
+    key = cols * m + rows
+    assert np.all(np.diff(key) > 0)  # column-major, rows increasing and distinct
+    assert rows.min() >= 0 and rows.max() < m
+    counts = np.bincount(cols, minlength=n)
+    expected, sd = m * 0.015 * (n - 5), np.sqrt(m * 0.015 * 0.985 * (n - 5))
+    assert abs(counts[5:].sum() - expected) < 5 * sd
+    # a column with 2+ successes takes each pair of rows alike: counts per
+    # row within 5 sd of uniform
+    per_row = np.bincount(rows[cols >= 5], minlength=m)
+    mean = per_row.sum() / m
+    assert np.all(np.abs(per_row - mean) < 5 * np.sqrt(mean))
+    assert np.bincount(counts[5:]).tolist()[:3] == pytest.approx(
+        [n * (0.985**50), n * 50 * 0.015 * 0.985**49, n * 1225 * 0.015**2 * 0.985**48],
+        rel=0.05,
+    )
+
+
+def test_a_billion_candidates_generate_without_a_dense_planted_matrix():
+    """2 million predicates x 500 labels (10^9 candidate features; W as a
+    dense matrix would be 8 GB): numpy's peak allocation stays O(predicates)."""
+    import tracemalloc
+
+    spec = SyntheticSpec(
+        n_events=2000,
+        n_predicates=2_000_000,
+        n_labels=500,
+        active_per_event=10,
+        n_support=5,
+        n_copies=0,
+        n_conjunctions=0,
+        min_support_count=20,
+        seed=2,
+    )
+    tracemalloc.start()
+    try:
+        d = generate(spec)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 400 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+    assert len(d.indices) / d.n_events == pytest.approx(10, rel=0.05)
+    assert len(d.true_support) == 5 and len(d.true_feature_ids()) == 5
+    assert d.planted_scores().shape == (2000, 500)

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask, Space, Weights
-from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.blocks import MulticlassBlock, split_block
 from sparkmaxent.kernels.curvature import CurvatureTask
-from sparkmaxent.kernels.topk import GradientSummary, GradientTestTask, top_candidates
+from sparkmaxent.kernels.topk import (
+    BlockGradient,
+    GradientSummary,
+    GradientTestTask,
+    top_candidates,
+)
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import train
@@ -55,6 +61,14 @@ def _random_gradient(rng, n, K=3):
     return LossGrad(1.7, 5.0, 3.0, grad * 5.0, rng.normal(size=K))
 
 
+def _partial(lg: LossGrad, space: Space) -> BlockGradient:
+    """A dense LossGrad as the block-wise test's partial over every predicate."""
+    P, K = space.n_predicates, space.n_labels
+    return BlockGradient(
+        lg.loss, lg.weight, lg.correct, np.arange(P), lg.grad.reshape(P, K), lg.grad_bias
+    )
+
+
 @pytest.mark.parametrize("block_size", [1, 3, 7, 64, 1000])
 @pytest.mark.parametrize("n_best", [1, 5, 40])
 def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
@@ -68,7 +82,7 @@ def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
     l2, threshold, l1, tol = 0.03, 0.005, 0.005, 1e-6
     bound = threshold * (1 + tol)
     task = GradientTestTask(space, weights, None, l2, bound, n_best, block_size)
-    summary = task.summarize_all(lg, lg.weight).finish(space, active)
+    summary = task.summarize_all(_partial(lg, space), lg.weight).finish(space, active)
 
     full = lg.grad / lg.weight
     full[active] += l2 * values
@@ -102,7 +116,7 @@ def test_summaries_merge_in_any_order_to_the_same_answer():
     lg = _random_gradient(rng, space.n_features, K=4)
     weights = Weights(np.array([3, 17, 80]), np.array([0.5, -1.0, 2.0]))
     task = GradientTestTask(space, weights, None, 0.0, 0.004, 6, 9)
-    pieces = [task.summarize(k, v, lg.weight) for k, v in task.split(lg)]
+    pieces = [task.summarize(k, v, lg.weight) for k, v in task.split(_partial(lg, space))]
     forward = pieces[0]
     for p in pieces[1:]:
         forward = forward.merge(p)
@@ -220,3 +234,68 @@ def test_bad_test_settings_name_the_key(key, value):
     _, block, space = planted()
     with pytest.raises(ValueError, match=f"train.grafting.{key}: expected a value"):
         train(LocalBackend([block], space), grafting_config(**{key: value}))
+
+
+# ---- a candidate space no dense vector could hold -----------------------------------
+
+
+def _huge_space_events(P: int, K: int, m: int = 500, seed: int = 4):
+    """Events over ``P`` predicates: predicate 0 fires everywhere, one of four
+    informative predicates spread over the id range says the label (0..3) 80%
+    of the time, and three noise predicates anywhere in [0, P) fire too."""
+    rng = np.random.default_rng(seed)
+    informative = np.array([P // 4, P // 2, 3 * P // 4, P - 1])
+    y = rng.integers(0, 4, size=m)
+    cue = np.where(rng.random(m) < 0.8, y, rng.integers(0, 4, size=m))
+    noise = rng.integers(1, P - 1, size=(m, 3))
+    rows = [np.unique(np.concatenate([[0, informative[c]], n])) for c, n in zip(cue, noise)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
+    X = sp.csr_matrix(
+        (np.ones(indptr[-1]), np.concatenate(rows).astype(np.int32), indptr), shape=(m, P)
+    )
+    return MulticlassBlock(X, y.astype(np.int64), np.ones(m), K)
+
+
+def test_grafting_over_ten_billion_candidates_certifies_in_little_memory():
+    """10^10 candidate features (10^7 predicates x 1,000 labels) over 500
+    events: grafting's block-wise test, certificate and report never hold a
+    vector over the candidates (80 GB as float64; the peak of numpy's
+    allocations stays under 0.5 GB), and the model is the one grafted over
+    the same events with the predicates renumbered into a small space
+    (dense test)."""
+    import tracemalloc
+
+    P, K = 10**7, 1000
+    block = _huge_space_events(P, K)
+    space = Space("multiclass", P, K, bias=False)
+    cfg = grafting_config(l1=0.01, n_best=10, test_block_size=10**8)
+    tracemalloc.start()
+    try:
+        huge = train(DenseRefusingBackend(split_block(block, 2), space), cfg)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    rep = huge.report
+    assert space.n_features == 10**10
+    assert rep["gradient_test"] == {"path": "block-wise", "block_size": 10**8, "blocks": 100}
+    assert rep["kkt"]["passed"] and rep["kkt"]["features_checked"] == 10**10
+    assert peak < 0.5 * 2**30, f"peak {peak / 2**20:.0f} MiB"
+    preds = huge.weights.ids // K
+    assert {P // 4, P // 2, 3 * P // 4, P - 1} <= set(preds.tolist())
+
+    # the same events with their predicates renumbered 0..n-1: the dense test
+    used = np.unique(block.X.indices).astype(np.int64)
+    small_X = sp.csr_matrix(
+        (block.X.data, np.searchsorted(used, block.X.indices), block.X.indptr),
+        shape=(block.n_events, len(used)),
+    )
+    small_space = Space("multiclass", len(used), K, bias=False)
+    small_block = MulticlassBlock(small_X, block.y, block.c, K)
+    small_cfg = grafting_config(l1=0.01, n_best=10, dense_test_max=small_space.n_features)
+    small = train(LocalBackend(split_block(small_block, 2), small_space), small_cfg)
+    assert small.report["gradient_test"] == {"path": "dense"}
+    assert small.report["kkt"]["passed"]
+    small_ids = used[small.weights.ids // K] * K + small.weights.ids % K
+    np.testing.assert_array_equal(huge.weights.ids, small_ids)
+    np.testing.assert_allclose(huge.weights.values, small.weights.values, rtol=1e-9)
+    assert rep["objective"] == pytest.approx(small.report["objective"], rel=1e-12)

@@ -55,7 +55,11 @@ def _bernoulli_columns(
     The positions of the successes of a Bernoulli(q) sequence are the running
     sums of Geometric(q) gaps; each column draws a few standard deviations
     more gaps than it needs on average and redraws in the rare case that it
-    did not get past m.
+    did not get past m. Columns expected to fire less than once (m q < 1,
+    the long Zipf tail of a large predicate space) draw their count instead,
+    Binomial(m, q), and that many distinct rows uniformly
+    (``_rare_columns``): the same law at a cost of their successes rather
+    than of a dozen gaps each.
 
     Returns
     -------
@@ -65,7 +69,8 @@ def _bernoulli_columns(
     """
     cols_out: list[np.ndarray] = []
     rows_out: list[np.ndarray] = []
-    todo = np.flatnonzero(rates > 0)
+    rare = (rates > 0) & (m * rates < 1.0)
+    todo = np.flatnonzero((rates > 0) & ~rare)
     slack = _SLACK_SIGMAS
     while todo.size:
         q = rates[todo]
@@ -85,12 +90,37 @@ def _bernoulli_columns(
         rows_out.append(pos[keep])
         todo = todo[~complete]
         slack *= 2
+    if rare.any():
+        c, r = _rare_columns(rng, m, np.flatnonzero(rare), rates[rare])
+        cols_out.append(c)
+        rows_out.append(r)
     cols = np.concatenate(cols_out) if cols_out else np.zeros(0, np.int64)
     rows = np.concatenate(rows_out) if rows_out else np.zeros(0, np.int64)
-    if len(cols_out) > 1:  # redrawn columns came last: restore column-major order
-        order = np.argsort(cols, kind="stable")
+    if len(cols_out) > 1:  # redrawn or rare columns came last: restore column-major order
+        order = np.lexsort((rows, cols))
         cols, rows = cols[order], rows[order]
     return cols.astype(np.int64), rows.astype(np.int64)
+
+
+def _rare_columns(
+    rng: np.random.Generator, m: int, columns: np.ndarray, q: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bernoulli(q) columns as a Binomial(m, q) count and that many distinct
+    rows drawn uniformly (rows drawn with replacement; a row repeated within
+    its column is redrawn until none is, which leaves a uniform subset).
+
+    Returns (cols, rows), unordered."""
+    counts = rng.binomial(m, q)
+    cols = np.repeat(columns, counts).astype(np.int64)
+    rows = rng.integers(0, m, size=len(cols)).astype(np.int64)
+    while True:
+        key = cols * m + rows
+        _, first = np.unique(key, return_index=True)
+        again = np.ones(len(key), dtype=bool)
+        again[first] = False
+        if not again.any():
+            return cols, rows
+        rows[again] = rng.integers(0, m, size=int(again.sum()))
 
 
 def _signed_weights(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
@@ -125,19 +155,21 @@ def generate(spec: SyntheticSpec | None = None) -> SyntheticData:
     rank_rates = zipf_rates(n_base, spec.active_per_event, spec.zipf_exponent)
 
     eligible, pairs_rank = _conjunction_ranks(spec, rank_rates)
-    support_ids, W, bias = _plant_support(
+    support, bias = _plant_support(
         rng, spec, base_ids, rank_rates, eligible[2 * spec.n_conjunctions :]
     )
     conj_pairs = base_ids[pairs_rank].astype(np.int64)
     conj_labels = rng.integers(0, K, size=spec.n_conjunctions).astype(np.int64)
     conj_weights = _signed_weights(rng, spec.n_conjunctions, spec.weight_scale)
 
-    original_ids = rng.choice(support_ids, size=spec.n_copies, replace=False).astype(np.int64)
+    original_ids = rng.choice(support[0], size=spec.n_copies, replace=False).astype(np.int64)
 
     indptr, indices = _draw_events(rng, m, P, rank_rates, base_ids, copy_ids, original_ids)
     values = np.ones(len(indices))
 
-    S = planted_scores(indptr, indices, values, W, bias, conj_pairs, conj_labels, conj_weights)
+    S = planted_scores(
+        indptr, indices, values, support, bias, conj_pairs, conj_labels, conj_weights
+    )
     labels = np.argmax(S + rng.gumbel(size=S.shape), axis=1).astype(np.int64)  # Gumbel-max
 
     rates = np.empty(P)
@@ -151,7 +183,9 @@ def generate(spec: SyntheticSpec | None = None) -> SyntheticData:
         values=values,
         labels=labels,
         event_ids=np.arange(m, dtype=np.int64),
-        weights=W,
+        support_ids=support[0],
+        support_labels=support[1],
+        support_weights=support[2],
         bias=bias,
         conjunction_pairs=conj_pairs.reshape(-1, 2),
         conjunction_labels=conj_labels,
@@ -214,11 +248,12 @@ def _plant_support(
     base_ids: np.ndarray,
     rank_rates: np.ndarray,
     pool: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(informative predicate ids, planted W, bias): informative predicates are
-    drawn from the ranks ``pool`` (eligible, not conjunction members) expected
-    to fire often enough, each with a weight on one label."""
-    P, K = spec.n_predicates, spec.n_labels
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """((informative predicate ids, their labels, their weights), bias): the
+    planted W's non-zeros. Informative predicates are drawn from the ranks
+    ``pool`` (eligible, not conjunction members) expected to fire often
+    enough, each with a weight on one label."""
+    K = spec.n_labels
     pool = pool[spec.n_events * rank_rates[pool] >= spec.min_support_count]
     if len(pool) < spec.n_support:
         raise ValueError(
@@ -228,12 +263,11 @@ def _plant_support(
             "raise n_events or active_per_event, or lower n_support or min_support_count"
         )
     support_ranks = rng.choice(pool, size=spec.n_support, replace=False)
-    support_ids = base_ids[support_ranks]
-    support_labels = rng.integers(0, K, size=spec.n_support)
-    W = np.zeros((P, K))
-    W[support_ids, support_labels] = _signed_weights(rng, spec.n_support, spec.weight_scale)
+    support_ids = base_ids[support_ranks].astype(np.int64)
+    support_labels = rng.integers(0, K, size=spec.n_support).astype(np.int64)
+    support_weights = _signed_weights(rng, spec.n_support, spec.weight_scale)
     bias = rng.normal(0.0, spec.bias_scale, size=K)
-    return support_ids, W, bias
+    return (support_ids, support_labels, support_weights), bias
 
 
 def _draw_events(

@@ -165,8 +165,11 @@ class SyntheticData:
     event_ids : ndarray of int64, shape (m,)
         Position of each event in the generated set (``arange(m)`` unless this
         is a subset made by ``split``).
-    weights : ndarray of float64, shape (P, K)
-        Planted W; non-zero only at the true support.
+    support_ids, support_labels : ndarray of int64, shape (n_support,)
+        The planted W's non-zeros: predicate and label of each (the dense
+        P x K matrix, ``weights``, is built only when asked for: at 10^8
+        candidates it would not fit).
+    support_weights : ndarray of float64, shape (n_support,)
     bias : ndarray of float64, shape (K,)
     conjunction_pairs : ndarray of int64, shape (n_conjunctions, 2)
     conjunction_labels : ndarray of int64, shape (n_conjunctions,)
@@ -186,7 +189,9 @@ class SyntheticData:
     values: np.ndarray
     labels: np.ndarray
     event_ids: np.ndarray
-    weights: np.ndarray
+    support_ids: np.ndarray
+    support_labels: np.ndarray
+    support_weights: np.ndarray
     bias: np.ndarray
     conjunction_pairs: np.ndarray
     conjunction_labels: np.ndarray
@@ -204,11 +209,19 @@ class SyntheticData:
 
     @property
     def n_predicates(self) -> int:
-        return self.weights.shape[0]
+        return self.spec.n_predicates
 
     @property
     def n_labels(self) -> int:
-        return self.weights.shape[1]
+        return self.spec.n_labels
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Planted W as a dense (P, K) matrix, non-zero only at the true
+        support (built on each call: for small data)."""
+        W = np.zeros((self.n_predicates, self.n_labels))
+        W[self.support_ids, self.support_labels] = self.support_weights
+        return W
 
     @property
     def feature_names(self) -> list[str]:
@@ -221,8 +234,8 @@ class SyntheticData:
     def true_support(self) -> set[tuple[str, str]]:
         """(feature, label) pairs with a non-zero planted weight (no bias,
         no conjunctions)."""
-        p, k = np.nonzero(self.weights)
-        return {(feature_name(a), self.label_names[b]) for a, b in zip(p.tolist(), k.tolist())}
+        p, k = self.support_ids.tolist(), self.support_labels.tolist()
+        return {(feature_name(a), self.label_names[b]) for a, b in zip(p, k)}
 
     @property
     def true_conjunctions(self) -> set[tuple[tuple[str, str], str]]:
@@ -251,8 +264,8 @@ class SyntheticData:
     def true_feature_ids(self) -> np.ndarray:
         """True support as kernel feature ids ``j = p * K + k`` over this
         data's own predicate numbering, sorted, shape (n_support,)."""
-        p, k = np.nonzero(self.weights)
-        return np.sort(p * self.n_labels + k).astype(np.int64)
+        j = self.support_ids * self.n_labels + self.support_labels
+        return np.sort(j).astype(np.int64)
 
     # ---- views of the events ----------------------------------------------
 
@@ -269,7 +282,7 @@ class SyntheticData:
             self.indptr,
             self.indices,
             self.values,
-            self.weights,
+            (self.support_ids, self.support_labels, self.support_weights),
             self.bias,
             self.conjunction_pairs,
             self.conjunction_labels,
@@ -338,7 +351,9 @@ class SyntheticData:
             values=self.values[pos],
             labels=self.labels[rows],
             event_ids=self.event_ids[rows],
-            weights=self.weights,
+            support_ids=self.support_ids,
+            support_labels=self.support_labels,
+            support_weights=self.support_weights,
             bias=self.bias,
             conjunction_pairs=self.conjunction_pairs,
             conjunction_labels=self.conjunction_labels,
@@ -363,18 +378,26 @@ def conjunction_name(feature_a: str, feature_b: str) -> str:
 
 
 def planted_scores(
-    indptr, indices, values, W, bias, pairs, conj_labels, conj_weights
+    indptr, indices, values, support, bias, pairs, conj_labels, conj_weights
 ) -> np.ndarray:
-    """Scores s_k(x_i) of the CSR events under weights W, bias and the
+    """Scores s_k(x_i) of the CSR events under the planted W (``support``:
+    its non-zeros as predicate, label and weight arrays), bias and the
     conjunctions (pairs, their labels and weights), shape (m, K)."""
-    m, K = len(indptr) - 1, W.shape[1]
+    m, K = len(indptr) - 1, len(bias)
     rows = np.repeat(np.arange(m), np.diff(indptr))
     S = np.tile(bias, (m, 1)).astype(np.float64)
-    informative = np.any(W != 0, axis=1)
-    hit = informative[indices]  # only nnz of informative predicates add to a score
-    r, c, v = rows[hit], indices[hit], values[hit]
-    for k in range(K):
-        S[:, k] += np.bincount(r, weights=v * W[c, k], minlength=m)
+    preds, labels, weights = support
+    order = np.argsort(preds, kind="stable")
+    preds, labels, weights = preds[order], labels[order], weights[order]
+    # each nnz of a planted predicate adds its weights to the scores (a
+    # predicate may carry several labels: one add per (nnz, label) pair)
+    lo, hi = np.searchsorted(preds, indices, "left"), np.searchsorted(preds, indices, "right")
+    n = hi - lo
+    nz = np.repeat(np.arange(len(indices)), n)
+    at = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    planted = np.zeros((m, K))  # summed first, then added: bias + sum, as always
+    np.add.at(planted, (rows[nz], labels[at]), values[nz] * weights[at])
+    S += planted
     for (a, b), k, w in zip(pairs.tolist(), conj_labels.tolist(), conj_weights.tolist()):
         fa = np.zeros(m)
         fb = np.zeros(m)
