@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
+from .colcache import COLUMNS
 from .loss import LossGrad, loss_grad_proba
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
@@ -91,12 +92,20 @@ class Curvature:
         self.hess_upper = unpack_nonzero(state)
 
 
-def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None) -> sp.csr_matrix:
-    """X[:, cols] (columns may repeat) times ``scale`` per gathered column."""
-    E = X[:, cols].tocsr()
-    if scale is not None:
-        E = (E @ sp.diags(scale)).tocsr()
-    return E
+def _gather_columns(
+    X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None, csc: bool = False
+):
+    """X[:, cols] (columns may repeat) times ``scale`` per gathered column,
+    as CSR (CSC when ``csc``); kept between the passes of one active set
+    (``colcache.py``)."""
+
+    def build():
+        E = X[:, cols].tocsr()
+        if scale is not None:
+            E = (E @ sp.diags(scale)).tocsr()
+        return E.tocsc() if csc else E
+
+    return COLUMNS.get("csc" if csc else "csr", X, (cols, scale), build)
 
 
 def _label_blocks(
@@ -178,8 +187,8 @@ def multiclass_hessian(
     c = block.c
     cP = c[:, None] * P
     E = _gather_columns(
-        block.X, preds, None if scaling is None else scaling.inv_scale[preds]
-    ).tocsc()
+        block.X, preds, None if scaling is None else scaling.inv_scale[preds], csc=True
+    )
     P_entry = P[E.indices, np.repeat(labels, np.diff(E.indptr))]
     H = np.zeros((n + K, n + K))
     _label_blocks(E, labels, P_entry, cP, K, out=H[:n, :n])
