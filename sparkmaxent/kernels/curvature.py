@@ -21,6 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+try:  # scipy's numeric sparse product (its private kernel; see _dense_product)
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
+except ImportError:  # pragma: no cover - another scipy: the public product
+    _csr_matmat = None
+
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS
 from .loss import LossGrad, loss_grad_proba
@@ -108,6 +113,30 @@ def _gather_columns(
     return COLUMNS.get("csc" if csc else "csr", X, (cols, scale), build)
 
 
+def _dense_product(A: sp.csr_matrix, B: sp.csr_matrix | sp.csc_matrix) -> np.ndarray:
+    """(A @ B).toarray() without the product's symbolic phase.
+
+    scipy sizes a sparse product by a symbolic pass over both operands (a
+    quarter of the curvature kernel) before its numeric pass; the curvature
+    wants the product dense, whose size bounds the non-zeros, so the numeric
+    pass (scipy's own, the same sums in the same order: bit for bit
+    ``(A @ B).toarray()``) runs into buffers of that size."""
+    M, N = A.shape[0], B.shape[1]
+    if _csr_matmat is None or M * N == 0:
+        return (A @ B).toarray()
+    B = B.tocsr()  # as scipy's product converts it
+    parts = (A.indptr, A.indices, B.indptr, B.indices)
+    small = M * N < 2**31 and all(a.dtype == np.int32 for a in parts)
+    idx = np.int32 if small else np.int64
+    indptr, indices, data = np.empty(M + 1, idx), np.empty(M * N, idx), np.empty(M * N)
+    a_ptr, a_ind, b_ptr, b_ind = (a.astype(idx, copy=False) for a in parts)
+    _csr_matmat(M, N, a_ptr, a_ind, A.data, b_ptr, b_ind, B.data, indptr, indices, data)
+    nnz = indptr[-1]
+    out = np.zeros((M, N))
+    out[np.repeat(np.arange(M), np.diff(indptr)), indices[:nnz]] = data[:nnz]
+    return out
+
+
 def _label_blocks(
     E: sp.csc_matrix,
     labels: np.ndarray,
@@ -149,7 +178,7 @@ def _label_blocks(
         q[s:e] = own[s:e]  # label k's entries: later labels' products start past them
         # Q_k^T as CSR: the CSC columns (features) of labels >= k become rows
         QkT = sp.csr_matrix((q[s:], rows[s:], ptr[a:] - s), shape=(n - a, E.shape[0]))
-        column = (QkT @ Zk).toarray()
+        column = _dense_product(QkT, Zk)
         out[a:, a:b] = column
         out[a:b, b:] = column[b - a :].T
 
