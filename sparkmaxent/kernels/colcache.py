@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-# Bound of one process's cache (Spark runs one Python worker per core).
-MAX_BYTES = 256 << 20
+# Bound of one process's cache (Spark runs one Python worker per core): room
+# for a curvature pass's gathered columns of two blocks of a few million
+# non-zeros (a worker serves whichever partitions it is given).
+MAX_BYTES = 512 << 20
 
 Arrays = tuple[np.ndarray | None, ...]
 
