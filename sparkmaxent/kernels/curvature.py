@@ -119,10 +119,10 @@ def _dense_product(A: Raw, B: Raw, M: int, inner: int, N: int) -> np.ndarray:
     """(A @ B).toarray() for A (M x inner) given as CSR arrays and B
     (inner x N) as CSC arrays, without the product's symbolic phase.
 
-    scipy sizes a sparse product by a symbolic pass over both operands (a
-    quarter of the curvature kernel) before its numeric pass; the curvature
-    wants the product dense, whose size bounds the non-zeros, so the numeric
-    pass (scipy's own after scipy's own conversion of B to CSR: the same
+    scipy sizes a sparse product by a symbolic pass over both operands
+    before its numeric pass (see docs/benchmarks.md for its share of the
+    kernel); the curvature wants the product dense, whose size bounds the
+    non-zeros, so the numeric pass (scipy's own after scipy's own conversion of B to CSR: the same
     sums in the same order, bit for bit the public product) runs into
     buffers of that size. Raw arrays spare the copies scipy's constructors
     make of slices of larger arrays."""
