@@ -122,10 +122,10 @@ def _dense_product(A: Raw, B: Raw, M: int, inner: int, N: int) -> np.ndarray:
     scipy sizes a sparse product by a symbolic pass over both operands
     before its numeric pass (see docs/benchmarks.md for its share of the
     kernel); the curvature wants the product dense, whose size bounds the
-    non-zeros, so the numeric pass (scipy's own after scipy's own conversion of B to CSR: the same
-    sums in the same order, bit for bit the public product) runs into
-    buffers of that size. Raw arrays spare the copies scipy's constructors
-    make of slices of larger arrays."""
+    non-zeros, so the numeric pass (scipy's own, after scipy's own
+    conversion of B to CSR: the same sums in the same order, bit for bit
+    the public product) runs into buffers of that size. Raw arrays spare
+    the copies scipy's constructors make of slices of larger arrays."""
     if _tools is None or M * N == 0:
         a, b = sp.csr_matrix(A[::-1], (M, inner)), sp.csc_matrix(B[::-1], (inner, N))
         return (a @ b).toarray()
