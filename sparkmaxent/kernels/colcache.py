@@ -29,10 +29,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-# Bound of one process's cache (Spark runs one Python worker per core): room
-# for a curvature pass's gathered columns of two blocks of a few million
-# non-zeros (a worker serves whichever partitions it is given).
-MAX_BYTES = 512 << 20
+# Bound of one process's cache (Spark runs a Python worker per core, and
+# more for shuffles): room for the active set's columns of a few blocks. A
+# bound large enough for the curvature's columns of large blocks made later
+# passes slower in the benchmark (docs/benchmarks.md, "Pass overhead").
+MAX_BYTES = 128 << 20
 
 Arrays = tuple[np.ndarray | None, ...]
 
