@@ -21,7 +21,8 @@ so that load from other processes falls on all alike:
 The rows of ``--kernels`` also give the in-process kernel time of the same
 task over the same blocks on one core (``kernel_s``, measured after the
 Spark figures are written), which separates the kernel's cost from
-Spark's. Targets: gradient_test <= 2x trivial, active <= 1.3x.
+Spark's. ``--depth`` is the backend's tree-reduction depth. Targets:
+gradient_test <= 2x trivial, active <= 1.3x.
 
     python -m benchmarks.pass_overhead --work /tmp/sparkmaxent-pass-overhead
 """
@@ -110,7 +111,12 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
     tiny = spark.sparkContext.parallelize([0, 1], 2).cache()
     tiny.count()
     with SparkBackend(
-        spark, train_dir, bias=True, partitions=args.partitions, name="pass-overhead"
+        spark,
+        train_dir,
+        bias=True,
+        partitions=args.partitions,
+        name="pass-overhead",
+        depth=args.depth,
     ) as backend:
         weights = starting_weights(backend, args.active)
         passes = tasks(backend, weights, args.block_size)
@@ -131,6 +137,7 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             "active": len(weights.ids),
             "partitions": backend.partitions,
             "blocks": backend.n_blocks,
+            "depth": backend.depth,
             "load_before": load_before,
             "load_after": load_after,
         }
@@ -173,10 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--kernels",
         nargs="*",
-        default=["active", "gradient_test", "blockwise_test"],
+        default=["active", "gradient_test", "blockwise_test", "curvature"],
         help="passes whose in-process kernel time is measured too",
     )
     ap.add_argument("--kernel-repeats", type=int, default=3)
+    ap.add_argument("--depth", type=int, default=2, help="SparkBackend's tree depth")
     ap.add_argument("--master", default="local[2]")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_overhead.json")
     args = start(ap, argv)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..kernels import Block, Space, check_total_weight
+from ..kernels.colcache import COLUMNS
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import merge_all
 
@@ -41,4 +42,6 @@ class LocalBackend:
         return task.summarize_all(lg, check_total_weight(lg.weight))
 
     def close(self) -> None:
+        """Drop the blocks, and the columns gathered from them between passes."""
         self.blocks = []
+        COLUMNS.clear()

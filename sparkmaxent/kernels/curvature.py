@@ -21,10 +21,18 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+try:  # scipy's own sparse kernels (private; see _dense_product)
+    from scipy.sparse import _sparsetools as _tools
+except ImportError:  # pragma: no cover - another scipy: the public product
+    _tools = None
+
 from .blocks import Block, CandidateBlock, MulticlassBlock
+from .colcache import COLUMNS
 from .loss import LossGrad, loss_grad_proba
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
+
+Raw = tuple[np.ndarray, np.ndarray, np.ndarray]  # a compressed matrix: indptr, indices, data
 
 
 @dataclass
@@ -91,12 +99,49 @@ class Curvature:
         self.hess_upper = unpack_nonzero(state)
 
 
-def _gather_columns(X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None) -> sp.csr_matrix:
-    """X[:, cols] (columns may repeat) times ``scale`` per gathered column."""
-    E = X[:, cols].tocsr()
-    if scale is not None:
-        E = (E @ sp.diags(scale)).tocsr()
-    return E
+def _gather_columns(
+    X: sp.csr_matrix, cols: np.ndarray, scale: np.ndarray | None, csc: bool = False
+):
+    """X[:, cols] (columns may repeat) times ``scale`` per gathered column,
+    as CSR (CSC when ``csc``); kept between the passes of one active set
+    (``colcache.py``)."""
+
+    def build():
+        E = X[:, cols].tocsr()
+        if scale is not None:
+            E = (E @ sp.diags(scale)).tocsr()
+        return E.tocsc() if csc else E
+
+    return COLUMNS.get("csc" if csc else "csr", X, (cols, scale), build)
+
+
+def _dense_product(A: Raw, B: Raw, M: int, inner: int, N: int) -> np.ndarray:
+    """(A @ B).toarray() for A (M x inner) given as CSR arrays and B
+    (inner x N) as CSC arrays, without the product's symbolic phase.
+
+    scipy sizes a sparse product by a symbolic pass over both operands
+    before its numeric pass (see docs/benchmarks.md for its share of the
+    kernel); the curvature wants the product dense, whose size bounds the
+    non-zeros, so the numeric pass (scipy's own, after scipy's own
+    conversion of B to CSR: the same sums in the same order, bit for bit
+    the public product) runs into buffers of that size. Raw arrays spare
+    the copies scipy's constructors make of slices of larger arrays."""
+    if _tools is None or M * N == 0:
+        a, b = sp.csr_matrix(A[::-1], (M, inner)), sp.csc_matrix(B[::-1], (inner, N))
+        return (a @ b).toarray()
+    parts = (A[0], A[1], B[0], B[1])
+    idx = np.int32 if M * N < 2**31 and all(a.dtype == np.int32 for a in parts) else np.int64
+    a_ptr, a_ind, b_ptr, b_ind = (a.astype(idx, copy=False) for a in parts)
+    nnz_b = len(B[2])
+    # B as CSR (its CSC arrays are the CSR arrays of B^T), as scipy converts it
+    r_ptr, r_ind, r_data = np.empty(inner + 1, idx), np.empty(nnz_b, idx), np.empty(nnz_b)
+    _tools.csr_tocsc(N, inner, b_ptr, b_ind, B[2], r_ptr, r_ind, r_data)
+    indptr, indices, data = np.empty(M + 1, idx), np.empty(M * N, idx), np.empty(M * N)
+    _tools.csr_matmat(M, N, a_ptr, a_ind, A[2], r_ptr, r_ind, r_data, indptr, indices, data)
+    nnz = indptr[-1]
+    out = np.zeros((M, N))
+    out[np.repeat(np.arange(M), np.diff(indptr)), indices[:nnz]] = data[:nnz]
+    return out
 
 
 def _label_blocks(
@@ -133,14 +178,12 @@ def _label_blocks(
         if a == b:
             continue
         s, e = ptr[a], ptr[b]
-        Zk = sp.csc_matrix(
-            (E.data[s:e] * cP[rows[s:e], k], rows[s:e], ptr[a : b + 1] - s),
-            shape=(E.shape[0], b - a),
-        )
+        # Z_k as CSC arrays: label k's column slice of E
+        Zk = (ptr[a : b + 1] - s, rows[s:e], E.data[s:e] * cP[rows[s:e], k])
         q[s:e] = own[s:e]  # label k's entries: later labels' products start past them
-        # Q_k^T as CSR: the CSC columns (features) of labels >= k become rows
-        QkT = sp.csr_matrix((q[s:], rows[s:], ptr[a:] - s), shape=(n - a, E.shape[0]))
-        column = (QkT @ Zk).toarray()
+        # Q_k^T as CSR arrays: the CSC columns (features) of labels >= k become rows
+        QkT = (ptr[a:] - s, rows[s:], q[s:])
+        column = _dense_product(QkT, Zk, n - a, E.shape[0], b - a)
         out[a:, a:b] = column
         out[a:b, b:] = column[b - a :].T
 
@@ -178,8 +221,8 @@ def multiclass_hessian(
     c = block.c
     cP = c[:, None] * P
     E = _gather_columns(
-        block.X, preds, None if scaling is None else scaling.inv_scale[preds]
-    ).tocsc()
+        block.X, preds, None if scaling is None else scaling.inv_scale[preds], csc=True
+    )
     P_entry = P[E.indices, np.repeat(labels, np.diff(E.indptr))]
     H = np.zeros((n + K, n + K))
     _label_blocks(E, labels, P_entry, cP, K, out=H[:n, :n])

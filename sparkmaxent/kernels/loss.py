@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
+from .colcache import COLUMNS
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
@@ -145,10 +146,13 @@ def _columns(
 ) -> tuple[sp.csr_matrix, np.ndarray | None, np.ndarray | None]:
     """The predicate columns ``preds`` of the block and their centering and
     scaling: a column gather costs one sweep of the block, far less than a
-    sparse-by-sparse product with all predicates."""
+    sparse-by-sparse product with all predicates, and is kept between the
+    passes of one active set (``colcache.py``)."""
+    X = block.X
+    Xs = COLUMNS.get("columns", X, (preds,), lambda: X[:, preds])
     if scaling is None:
-        return block.X[:, preds], None, None
-    return block.X[:, preds], scaling.mean[preds], scaling.inv_scale[preds]
+        return Xs, None, None
+    return Xs, scaling.mean[preds], scaling.inv_scale[preds]
 
 
 def _gathered(weights: Weights, preds: np.ndarray, inverse: np.ndarray, K: int) -> np.ndarray:
@@ -158,19 +162,6 @@ def _gathered(weights: Weights, preds: np.ndarray, inverse: np.ndarray, K: int) 
     W = np.zeros((len(preds), K))
     W[inverse, weights.ids % K] = weights.values
     return W
-
-
-def _label_hits(S: np.ndarray, gold: np.ndarray, mx: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """[argmax_k S[i, k] == y_i] (ties to the first label, as ``argmax``)
-    without an argmax over all rows: the gold score must be the row's
-    maximum, and rows with a tied maximum (rare but for w = 0) are settled
-    by ``argmax`` over those rows only."""
-    hit = gold == mx
-    top = S == mx[:, None]
-    if np.count_nonzero(top) > len(mx):  # some row has a tied maximum
-        tied = np.flatnonzero(top.sum(axis=1) > 1)
-        hit[tied] = S[tied].argmax(axis=1) == y[tied]
-    return hit
 
 
 def _multiclass_loss_grad(
@@ -202,8 +193,11 @@ def _multiclass_loss_grad(
     else:
         S = _linear_scores(X, weights.matrix(space), weights.bias, mean, inv)
     gold = S[rows, block.y]
-    mx = S.max(axis=1)
-    correct = float(block.c @ _label_hits(S, gold, mx, block.y))
+    # the row maxima through argmax, which also settles the correct-label
+    # count (ties to the first label): one sweep of S instead of two
+    top = S.argmax(axis=1)
+    mx = S[rows, top]
+    correct = float(block.c @ (top == block.y))
     # R = c * (P - Y) in place of S: residual whose products with the
     # predicates give the gradient (curvature kernels also need P itself)
     lse, R, proba = weighted_softmax(S, block.c, mx, keep_proba)

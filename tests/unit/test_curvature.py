@@ -7,11 +7,13 @@ import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad
+from sparkmaxent.kernels import curvature as curvature_module
 from sparkmaxent.kernels.blocks import CandidateBlock, split_block
-from sparkmaxent.kernels.curvature import Curvature, CurvatureTask, curvature
+from sparkmaxent.kernels.curvature import Curvature, CurvatureTask, _dense_product, curvature
 from sparkmaxent.kernels.loss import LossGrad
 from sparkmaxent.problem import Objective
 
@@ -164,3 +166,39 @@ def test_packed_triangle_unpacks_to_the_symmetric_matrix(size):
     np.testing.assert_array_equal(Curvature.of(None, A).hess, A)
     order = rng.permutation(size)
     np.testing.assert_array_equal(Curvature.of(None, A, order).hess, A[np.ix_(order, order)])
+
+
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_dense_product_is_scipys_product_bit_for_bit(index, monkeypatch):
+    """The symbolic-free product gives (A @ B).toarray() exactly, with either
+    index type and for empty operands."""
+    rng = np.random.default_rng(21)
+    A = sp.random(40, 300, density=0.05, format="csr", random_state=rng)
+    B = sp.random(300, 17, density=0.05, format="csc", random_state=rng)
+    for M in (A, B):
+        M.indptr, M.indices = M.indptr.astype(index), M.indices.astype(index)
+
+    def raw(M):
+        return M.indptr, M.indices, M.data
+
+    got = _dense_product(raw(A), raw(B), 40, 300, 17)
+    assert got.dtype == np.float64 and np.array_equal(got, (A @ B).toarray())
+    empty = sp.csr_matrix((0, 300))
+    assert _dense_product(raw(empty), raw(B), 0, 300, 17).shape == (0, 17)
+    monkeypatch.setattr(curvature_module, "_tools", None)  # a scipy without the kernels
+    assert np.array_equal(_dense_product(raw(A), raw(B), 40, 300, 17), got)
+
+
+@pytest.mark.parametrize("use_scaling", [False, True])
+def test_curvature_is_that_of_scipys_products_bit_for_bit(use_scaling, monkeypatch):
+    rng = np.random.default_rng(22)
+    block = random_multiclass(rng, m=300, P=40, K=5)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=60, replace=False))
+    w = Weights(ids, rng.normal(size=len(ids)), rng.normal(size=space.n_labels))
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    got = curvature(block, space, w, ids, scaling)
+    monkeypatch.setattr(curvature_module, "_tools", None)  # the public product
+    expected = curvature(block, space, w, ids, scaling)
+    assert np.array_equal(got.hess_upper, expected.hess_upper)
+    assert np.count_nonzero(got.hess_upper) > len(ids)  # off-diagonal entries too

@@ -1,0 +1,139 @@
+"""Gathered predicate columns kept between passes in one process.
+
+Every pass over the active set gathers the same predicate columns of its
+block (``X[:, preds]``, a sweep of the block) until the active set changes.
+Spark reuses its Python workers between tasks (``spark.python.worker.reuse``),
+so a module-level cache lets the passes of a round after the first skip the
+gather; the in-process backend keeps its blocks anyway.
+
+The cache is exact: an entry serves a lookup only when the block's CSR
+arrays equal the entry's (the same objects, or equal element by element: a
+block unpickled afresh every pass holds new arrays) and so do the lookup's
+keys (the predicates, the scaling). Comparing costs a fraction of the
+gather, and no block identity or version has to be trusted, so a changed
+dataset, re-partitioned or re-cached blocks, or a changed active set can
+never be served a stale entry. The block arrays an entry holds are made
+read-only, so that a block cannot change in place under its entry either
+(blocks never do: they are built once and cached), and so are the cached
+matrices. Entries are evicted least recently used first beyond
+``max_bytes`` (the block arrays an entry holds count too).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+# Bound of one process's cache (Spark runs a Python worker per core, and
+# more for shuffles): room for the active set's columns of a few blocks. A
+# bound large enough for the curvature's columns of large blocks made later
+# passes slower in the benchmark (docs/benchmarks.md, "Pass overhead").
+MAX_BYTES = 128 << 20
+
+Arrays = tuple[np.ndarray | None, ...]
+
+
+def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a is b or (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b))
+
+
+def _csr_arrays(X: sp.csr_matrix | sp.csc_matrix) -> Arrays:
+    return X.indptr, X.indices, X.data
+
+
+def _nbytes(arrays: Arrays) -> int:
+    return sum(a.nbytes for a in arrays if a is not None)
+
+
+def _read_only(arrays: Arrays) -> None:
+    for a in arrays:
+        if a is not None:
+            a.flags.writeable = False
+
+
+class ColumnCache:
+    """Matrices derived from a block's compressed matrix (column gathers),
+    keyed by what they were built from (see the module docstring).
+
+    Attributes
+    ----------
+    hits, misses : int
+        Lookups served from the cache, and built afresh.
+    """
+
+    def __init__(self, max_bytes: int = MAX_BYTES):
+        self.max_bytes = max_bytes
+        self.hits = self.misses = 0
+        self._entries: OrderedDict[int, tuple[str, tuple, Arrays, Arrays, Any]] = OrderedDict()
+        self._bytes: dict[int, int] = {}
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        kind: str,
+        X: sp.csr_matrix | sp.csc_matrix,
+        keys: Arrays,
+        build: Callable[[], sp.csr_matrix | sp.csc_matrix],
+    ) -> sp.csr_matrix | sp.csc_matrix:
+        """``build()``, or the equal matrix built earlier from a block matrix
+        equal to ``X`` and keys equal to ``keys``. A matrix kept is
+        read-only; matrices other than CSR and CSC are not cached."""
+        if not (sp.issparse(X) and X.format in ("csr", "csc")):
+            return build()
+        block = _csr_arrays(X)
+        with self._lock:
+            for slot, (k, shape, held, held_keys, value) in self._entries.items():
+                if k != kind or shape != X.shape or len(held_keys) != len(keys):
+                    continue
+                if all(map(_same, held_keys, keys)) and all(map(_same, held, block)):
+                    # hold this pass's arrays: the previous block's can go
+                    _read_only(block)
+                    self._entries[slot] = (k, shape, block, held_keys, value)
+                    self._entries.move_to_end(slot)
+                    self.hits += 1
+                    return value
+        value = build()
+        self._insert(kind, X.shape, block, keys, value)
+        return value
+
+    def _insert(self, kind: str, shape: tuple, block: Arrays, keys: Arrays, value) -> None:
+        size = _nbytes(block) + _nbytes(keys) + _nbytes(_csr_arrays(value))
+        with self._lock:
+            self.misses += 1
+            if size > self.max_bytes:
+                return
+            _read_only(block + _csr_arrays(value))
+            # the keys are copied: a caller's array may change after the call
+            keys = tuple(None if a is None else a.copy() for a in keys)
+            self._entries[self._next] = (kind, shape, block, keys, value)
+            self._bytes[self._next] = size
+            self._next += 1
+            while self.nbytes > self.max_bytes:
+                slot, _ = self._entries.popitem(last=False)
+                del self._bytes[slot]
+
+    def clear(self) -> None:
+        """Drop every entry (a backend that closes frees its blocks)."""
+        with self._lock:
+            self._entries.clear()
+            self._bytes.clear()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the entries hold (block arrays included)."""
+        return sum(self._bytes.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: the process's cache, shared by the kernels (loss.py, curvature.py)
+COLUMNS = ColumnCache()

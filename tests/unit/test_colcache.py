@@ -1,0 +1,133 @@
+"""The column cache kept between passes (kernels/colcache.py): exact, bounded,
+and never a stale entry for a changed block or active set."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels import MULTICLASS, LossGradTask, Scaling, Space, Weights, colcache
+from sparkmaxent.kernels.colcache import ColumnCache
+from sparkmaxent.kernels.curvature import CurvatureTask
+
+from .helpers import random_multiclass
+
+
+def gather(cache: ColumnCache, X, preds):
+    return cache.get("columns", X, (preds,), lambda: X[:, preds])
+
+
+def test_a_block_unpickled_afresh_is_served_the_same_columns():
+    rng = np.random.default_rng(0)
+    X = random_multiclass(rng, m=50, P=10).X
+    cache = ColumnCache()
+    preds = np.array([1, 4, 7])
+    first = gather(cache, X, preds)
+    again = pickle.loads(pickle.dumps(X))  # new arrays, equal contents: a Spark pass
+    assert again.indices is not X.indices
+    second = gather(cache, again, preds.copy())
+    assert second is first and (cache.hits, cache.misses) == (1, 1)
+    np.testing.assert_array_equal(second.toarray(), X[:, preds].toarray())
+    assert not second.data.flags.writeable  # no caller can change an entry ...
+    with pytest.raises(ValueError, match="read-only"):
+        again.data[0] += 1.0  # ... nor the block it was gathered from, in place
+
+
+@pytest.mark.parametrize("change", ["value", "column", "row", "preds", "shape"])
+def test_a_changed_block_or_active_set_is_never_served_a_stale_entry(change):
+    rng = np.random.default_rng(1)
+    X = random_multiclass(rng, m=50, P=10).X
+    cache = ColumnCache()
+    preds = np.array([0, 3, 5, 9])
+    gather(cache, X, preds)
+    Y = X.copy()
+    if change == "value":  # same sparsity, one value differs
+        Y.data[len(Y.data) // 2] += 1e-12
+    elif change == "column":  # same values, one entry moved to another column
+        row = int(np.flatnonzero(np.diff(Y.indptr) == 1)[0])
+        k = Y.indptr[row]
+        Y.indices[k] = next(p for p in preds if p != Y.indices[k])
+    elif change == "row":  # same entries, another event split
+        Y = X[::-1].tocsr()
+    elif change == "preds":  # the active set changed
+        preds = np.array([0, 3, 5, 8])
+    else:
+        Y = X[:-1].tocsr()
+    got = gather(cache, Y, preds)
+    assert cache.misses == 2 and cache.hits == 0
+    np.testing.assert_array_equal(got.toarray(), Y[:, preds].toarray())
+
+
+def test_the_cache_stays_within_its_bound_least_recently_used_first():
+    rng = np.random.default_rng(2)
+    blocks = [random_multiclass(rng, m=400, P=30).X for _ in range(3)]
+    preds = np.arange(0, 30, 2)
+    probe = ColumnCache()
+    gather(probe, blocks[0], preds)
+    one = probe.nbytes  # an entry: the block's arrays, the keys and the gathered columns
+    cache = ColumnCache(max_bytes=int(2.5 * one))  # room for two entries, not three
+    for X in blocks:
+        gather(cache, X, preds)
+    assert len(cache) == 2 and cache.nbytes <= cache.max_bytes
+    gather(cache, blocks[2], preds)  # kept
+    gather(cache, blocks[0], preds)  # evicted: built afresh
+    assert (cache.hits, cache.misses) == (1, 4)
+    tiny = ColumnCache(max_bytes=10)  # an entry larger than the bound is never kept
+    gather(tiny, blocks[0], preds)
+    assert len(tiny) == 0
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_passes_served_from_the_cache_equal_those_without_it(scaled, monkeypatch):
+    """Loss, gradient and curvature passes of one active set, each pass on a
+    freshly unpickled block as a Spark worker sees it, bit for bit those of
+    the same passes with caching off; a new active set is not served the
+    old one's columns."""
+    rng = np.random.default_rng(3)
+    block = random_multiclass(rng, m=300, P=40, K=5)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    scaling = (
+        Scaling(rng.normal(size=space.n_predicates), rng.uniform(0.5, 2, space.n_predicates))
+        if scaled
+        else None
+    )
+
+    def tasks(ids):
+        w = Weights(ids, rng.normal(size=len(ids)), rng.normal(size=space.n_labels))
+        return [
+            LossGradTask(space, w, scaling, ids),
+            LossGradTask(space, w, scaling, None),
+            CurvatureTask(space, w, ids, scaling),
+        ]
+
+    rounds = [np.sort(rng.choice(space.n_features, size=n, replace=False)) for n in (12, 30)]
+    passes = [t for ids in rounds for t in tasks(ids) for _ in range(2)]
+    data = pickle.dumps(block)
+
+    def run_all(cache: ColumnCache) -> list[bytes]:
+        for module in ("loss", "curvature"):
+            monkeypatch.setattr(f"sparkmaxent.kernels.{module}.COLUMNS", cache)
+        return [pickle.dumps(t(pickle.loads(data))) for t in passes]
+
+    off = ColumnCache(max_bytes=0)
+    expected = run_all(off)
+    assert off.hits == 0
+    cache = ColumnCache()
+    got = run_all(cache)
+    assert got == expected
+    assert cache.hits > 0 and cache.misses >= 2 * len(rounds)
+
+
+def test_closing_an_in_process_backend_empties_the_cache():
+    rng = np.random.default_rng(4)
+    block = random_multiclass(rng)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels)
+    ids = np.array([1, 6, 9])
+    backend = LocalBackend([block], space)
+    backend.run(LossGradTask(space, Weights(ids, np.ones(3)), None, ids))
+    assert len(colcache.COLUMNS) > 0
+    backend.close()
+    assert len(colcache.COLUMNS) == 0
