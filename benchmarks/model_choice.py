@@ -208,6 +208,13 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         setting = path["points"][path["chosen"]][path["parameter"]]
         row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
         row["single_fit_keys"] = {**dict(args.set), path["parameter"]: setting}
+        if "elastic" in path:  # elastic net: gamma2 chosen along with gamma1
+            row["chosen_setting"] += f", elastic_l2={path['elastic_l2']:.4g}"
+            row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
+            row["elastic"] = [
+                {k: e.get(k) for k in ("elastic_l2", "l1", "features", "heldout_score", "points")}
+                for e in path["elastic"]
+            ]
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         row["single_fit"] = "pending"  # the row is written before the single fit runs
