@@ -114,7 +114,7 @@ def _elastic_paths(ctx: TrainingContext, start: Weights) -> FitResult:
     gammas = _checked_grid(ctx.config.choice.elastic_grid, "elastic_grid", zero=True)
     best: FitResult | None = None
     summary = []
-    for gamma2 in sorted(gammas):
+    for gamma2 in gammas:  # strongest first, as along a path
         graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma2)
         config = dataclasses.replace(ctx.config, grafting=graft)
         sub = dataclasses.replace(ctx, config=config, output_dir=None)  # one plot: the choice's

@@ -340,7 +340,7 @@ def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_p
     res = run(problem, output_dir=str(tmp_path), elastic_grid=[0.05, 0.0], **keys)
     path = res.report["path"]
     rows = path["elastic"]
-    assert [r["elastic_l2"] for r in rows] == [0.0, 0.05]
+    assert [r["elastic_l2"] for r in rows] == [0.05, 0.0]
     scores = [r["heldout_score"] for r in rows]
     assert path["elastic_l2"] == rows[int(np.argmax(scores))]["elastic_l2"]
     assert res.report["path"]["plot"] and (tmp_path / "plots" / "path.png").exists()
