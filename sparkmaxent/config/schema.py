@@ -366,6 +366,12 @@ class ChoiceConfig(Section):
         "held-out score; 0: fit every point.",
         ge=0,
     )
+    max_weights: int = key(
+        0,
+        "Paths: stop after the first point with more non-zero weights than "
+        "this (glmnet's pmax); 0: no limit.",
+        ge=0,
+    )
     cut_passes: float = key(
         1.0, "Paths: a point's pass budget, times the earlier points' passes; 0: no cut.", ge=0
     )

@@ -285,6 +285,10 @@ def run_path(
         if choice.patience and since_best >= choice.patience:
             log.info("path stopped: %d points without a better held-out score", since_best)
             break
+        if choice.max_weights and row["features"] > choice.max_weights:
+            # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
+            log.info("path stopped: %d non-zero weights > max_weights", row["features"])
+            break
     return _chosen(ctx, parameter, grid, rows, results)
 
 

@@ -356,3 +356,14 @@ def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_p
     assert ridge[-1]["objective"] != pytest.approx(pure[-1]["objective"])
     with pytest.raises(ConfigError, match="non-negative"):
         run(problem, elastic_grid=[-1.0], **keys)
+
+
+def test_max_weights_stops_a_path_after_the_first_point_beyond_it(problem):
+    keys = dict(method="grafting", path=True, points=8, patience=0, cut_passes=0)
+    full = run(problem, **keys).report["path"]["points"]
+    sizes = [p["features"] for p in full]
+    limit = sizes[2]  # the path must stop at the first point with more weights
+    first_beyond = next(i for i, n in enumerate(sizes) if n > limit)
+    capped = run(problem, max_weights=limit, **keys).report["path"]["points"]
+    assert len(capped) == first_beyond + 1 < len(full)
+    assert [p["features"] for p in capped] == sizes[: first_beyond + 1]
