@@ -10,6 +10,8 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
   own KKT certificate.
 - ``l2``: gamma2 over a descending grid (1 / (C W), C as
   LogisticRegressionCV's default Cs), each fit started from the previous one.
+- elastic net (``elastic_grid``): a grafting path per gamma2, the best
+  held-out point over all of them.
 
 Every point is scored on the held-out data (selection/choice.py); the
 model is the chosen point. A path stops early after ``patience`` points
@@ -18,6 +20,8 @@ A point after the first runs on a pass budget (``cut_passes`` times the
 passes of the points before it): when it runs out, the point is cut if its
 held-out score is below the best so far, else refitted without a budget,
 so the chosen point is the same as without the cut unless the cut fires.
+``max_weights`` stops a path after its first point with more non-zero
+weights (that point is kept and may be chosen).
 """
 
 from __future__ import annotations
