@@ -369,7 +369,7 @@ class ChoiceConfig(Section):
     max_weights: int = key(
         0,
         "Paths: stop after the first point with more non-zero weights than "
-        "this (glmnet's pmax); 0: no limit.",
+        "this (glmnet's pmax; that point may be chosen); 0: no limit.",
         ge=0,
     )
     cut_passes: float = key(
