@@ -8,9 +8,10 @@ For each corpus the training data is split at prepare time
 part prepared with the sub-train dictionary), the test data is prepared
 with the same dictionary, and then, in-process (``train.backend`` local):
 
-- ``grafting``: the gamma1 path (``train.choice.path``), then one cold fit
-  at the chosen gamma1 (``wall_s_single_fit``: the path's cost target is
-  <= 3x that);
+- ``grafting``: the gamma1 path (``train.choice.path``), its row written
+  as soon as the choice is scored; then one cold fit at the chosen gamma1
+  (``wall_s_single_fit``: the path's cost target is <= 3x that; capped by
+  ``--single-fit-cap``, else ``single_fit: unfinished``);
 - ``l2``: the gamma2 path (C grid of LogisticRegressionCV), likewise;
 - ``sgc``, ``bayes-factor``: one run keeping its best held-out stage
   (``train.choice.best_stage``), capped at ``--stage-seconds``;
@@ -40,7 +41,8 @@ Usage::
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.model_choice --corpora synthetic pp
 
 writes benchmarks/results/model_choice.json (and model_choice_<corpus>.png,
-the grafting path).
+the grafting path), rewritten after every row (and again after a path's
+single fit), so a stopped run keeps the rows it measured.
 """
 
 from __future__ import annotations
@@ -205,14 +207,17 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         path = rep["path"]
         setting = path["points"][path["chosen"]][path["parameter"]]
         row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
+        row["single_fit_keys"] = {**dict(args.set), path["parameter"]: setting}
+        if "elastic" in path:  # elastic net: gamma2 chosen along with gamma1
+            row["chosen_setting"] += f", elastic_l2={path['elastic_l2']:.4g}"
+            row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
+            row["elastic"] = [
+                {k: e.get(k) for k in ("elastic_l2", "l1", "features", "heldout_score", "points")}
+                for e in path["elastic"]
+            ]
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
-        t0 = time.perf_counter()
-        single = train(
-            backend(dirs["train"]), train_config(method=method, **{path["parameter"]: setting})
-        )
-        row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
-        row["passes_single_fit"] = single.report["passes"]
+        row["single_fit"] = "pending"  # the row is written before the single fit runs
         if method == "grafting":
             png = os.path.join(RESULTS, f"model_choice_{name}.png")
             write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
@@ -237,13 +242,27 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     return row
 
 
+def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
+    """One cold fit at a path row's chosen setting (``wall_s_single_fit``;
+    the path's cost target is <= 3x it). Grafting stops after the round
+    that ends past ``cap_s`` seconds (``max_seconds``; 0: no cap) and the
+    row says ``single_fit: unfinished`` with the seconds it ran."""
+    keys: dict = {"method": method, **row["single_fit_keys"]}
+    if method == "grafting" and cap_s:
+        keys["max_seconds"] = cap_s
+    t0 = time.perf_counter()
+    single = train(backend(dirs["train"]), train_config(**keys))
+    row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
+    row["passes_single_fit"] = single.report["passes"]
+    unfinished = str(single.report.get("stopped") or "").startswith("max_seconds")
+    row["single_fit"] = "unfinished" if unfinished else "done"
+
+
 # ---- scikit-learn ------------------------------------------------------------------
 
 
 def arrays(directory: str):
-    blocks = read_blocks(directory, DatasetInfo.load(directory), n_blocks=1)
-    # one block keeps group / event_id (chunk F1 needs them); concat_blocks drops them
-    return blocks[0] if len(blocks) == 1 else concat_blocks(blocks)
+    return concat_blocks(read_blocks(directory, DatasetInfo.load(directory), n_blocks=1))
 
 
 def sklearn_cv(penalty: str, tr, he, max_iter: int):
@@ -347,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
     parser.add_argument(
+        "--single-fit-cap",
+        type=float,
+        default=0.0,
+        help="grafting's single fit stops after the round past this many seconds (0: none)",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -375,6 +400,10 @@ def main(argv: list[str] | None = None) -> int:
             rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
             print_table(rows[-1:], ROW_KEYS)
             _write(args.output, rows, conll_sentences=args.conll_sentences)
+            if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
+                single_fit(rows[-1], method, dirs, args.single_fit_cap)
+                print_table(rows[-1:], ROW_KEYS)
+                _write(args.output, rows, conll_sentences=args.conll_sentences)
     print_table(rows, ROW_KEYS)
     return 0
 

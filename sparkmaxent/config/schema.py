@@ -362,10 +362,22 @@ class ChoiceConfig(Section):
         "l2 path: these gamma2 values instead of the default grid 1 / (C W), "
         "C in logspace(-4, 4, points) as LogisticRegressionCV's Cs.",
     )
+    elastic_grid: list = key(
+        [],
+        "grafting path: one gamma1 path per gamma2 (elastic_l2) in this list, "
+        "the best held-out point over all chosen (elastic net); []: "
+        "train.grafting.elastic_l2 only.",
+    )
     patience: int = key(
         1,
         "Stop a path after this many points in a row without a better "
         "held-out score; 0: fit every point.",
+        ge=0,
+    )
+    max_weights: int = key(
+        0,
+        "Paths: stop after the first point with more non-zero weights than "
+        "this (glmnet's pmax; that point may be chosen); 0: no limit.",
         ge=0,
     )
     cut_passes: float = key(

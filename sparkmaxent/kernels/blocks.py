@@ -147,7 +147,9 @@ def candidate_block(
 
 
 def concat_blocks(blocks: list[Block]) -> Block:
-    """Stack blocks of one shape into one (for tests and small data)."""
+    """Stack blocks of one shape into one (for tests and small data),
+    keeping ``event_id`` and ``group`` when every block has them (chunk F1
+    rebuilds sentences from them)."""
     if not blocks:
         raise ValueError("expected at least one block, got none")
     multi = [b for b in blocks if isinstance(b, MulticlassBlock)]
@@ -157,12 +159,14 @@ def concat_blocks(blocks: list[Block]) -> Block:
             f"expected blocks of one shape, got {len(multi)} multiclass "
             f"and {len(cands)} candidate-set blocks"
         )
+    ids = {name: _concat_ids(blocks, name) for name in ("event_id", "group")}
     if multi:
         return MulticlassBlock(
             X=sp.vstack([b.X for b in multi], format="csr"),
             y=np.concatenate([b.y for b in multi]),
             c=np.concatenate([b.c for b in multi]),
             n_labels=multi[0].n_labels,
+            **ids,
         )
     ptrs, offset = [np.zeros(1, dtype=np.int64)], 0
     for cb in cands:
@@ -173,7 +177,16 @@ def concat_blocks(blocks: list[Block]) -> Block:
         event_ptr=np.concatenate(ptrs),
         correct=np.concatenate([cb.correct for cb in cands]),
         c=np.concatenate([cb.c for cb in cands]),
+        **ids,
     )
+
+
+def _concat_ids(blocks: list[Block], name: str) -> np.ndarray | None:
+    """Blocks' ``event_id`` or ``group`` end to end; None unless all have it."""
+    parts = [getattr(b, name) for b in blocks]
+    if any(p is None for p in parts):
+        return None
+    return np.concatenate(parts)
 
 
 def take_events(block: Block, keep: np.ndarray) -> Block:

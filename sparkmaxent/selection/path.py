@@ -10,6 +10,8 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
   own KKT certificate.
 - ``l2``: gamma2 over a descending grid (1 / (C W), C as
   LogisticRegressionCV's default Cs), each fit started from the previous one.
+- elastic net (``elastic_grid``): a grafting path per gamma2, the best
+  held-out point over all of them.
 
 Every point is scored on the held-out data (selection/choice.py); the
 model is the chosen point. A path stops early after ``patience`` points
@@ -18,6 +20,8 @@ A point after the first runs on a pass budget (``cut_passes`` times the
 passes of the points before it): when it runs out, the point is cut if its
 held-out score is below the best so far, else refitted without a budget,
 so the chosen point is the same as without the cut unless the cut fires.
+``max_weights`` stops a path after its first point with more non-zero
+weights (that point is kept and may be chosen).
 """
 
 from __future__ import annotations
@@ -72,9 +76,10 @@ def gamma1_max(ctx: TrainingContext, start: Weights) -> float:
     return Grafting(ctx, variant("grafting", ctx.config)).gradient_test(start).best
 
 
-def _checked_grid(values: list, name: str) -> list[float]:
-    if not all(isinstance(v, (int, float)) and v > 0 for v in values):
-        raise ConfigError(f"train.choice.{name}: expected positive numbers, got {values!r}")
+def _checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
+    if not all(isinstance(v, (int, float)) and (v > 0 or zero and v == 0) for v in values):
+        what = "non-negative" if zero else "positive"
+        raise ConfigError(f"train.choice.{name}: expected {what} numbers, got {values!r}")
     return sorted((float(v) for v in values), reverse=True)
 
 
@@ -94,7 +99,53 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             "held-out stage (train.choice.best_stage)"
         )
     start = null_model(ctx)
+    if cfg.method == "grafting" and cfg.choice.elastic_grid:
+        return _elastic_paths(ctx, start)
     return run_path(ctx, *path_plan(ctx, start), start=start)
+
+
+def _elastic_paths(ctx: TrainingContext, start: Weights) -> FitResult:
+    """Elastic net (Zou & Hastie 2005): one gamma1 path per gamma2 of
+    ``train.choice.elastic_grid``, each from the bias-only model, and the
+    point with the best held-out score over all of them (glmnet chooses
+    alpha and lambda on held-out data alike). l2 spreads weight over
+    correlated features where l1 keeps one of them: on small text data
+    (many rare, correlated words) pure l1 falls far below l2.
+    The report's ``path`` is the chosen gamma2's, ``path.elastic`` one row
+    per gamma2 (its chosen point)."""
+    if ctx.config.choice.folds > 1:
+        raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
+    gammas = _checked_grid(ctx.config.choice.elastic_grid, "elastic_grid", zero=True)
+    best: FitResult | None = None
+    summary = []
+    for gamma2 in gammas:  # strongest first, as along a path
+        graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma2)
+        config = dataclasses.replace(ctx.config, grafting=graft)
+        sub = dataclasses.replace(ctx, config=config, output_dir=None)  # one plot: the choice's
+        result = run_path(sub, *path_plan(sub, start), start=start)
+        path = result.report["path"]
+        point = path["points"][path["chosen"]]
+        path["elastic_l2"] = gamma2
+        summary.append({"elastic_l2": gamma2, "points": len(path["points"]), **point})
+        log.info(
+            "elastic net gamma2 %.4g: chose gamma1 %.4g, %d features, held-out %.6g",
+            gamma2,
+            point["l1"],
+            point["features"],
+            point["heldout_score"],
+        )
+        if best is None or point["heldout_score"] > _chosen_score(best):
+            best = result
+    assert best is not None, "elastic_grid is not empty"
+    path = best.report["path"]
+    path["elastic"] = summary
+    path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
+    return best
+
+
+def _chosen_score(result: FitResult) -> float:
+    path = result.report["path"]
+    return path["points"][path["chosen"]]["heldout_score"]
 
 
 def path_plan(
@@ -238,6 +289,10 @@ def run_path(
         if choice.patience and since_best >= choice.patience:
             log.info("path stopped: %d points without a better held-out score", since_best)
             break
+        if choice.max_weights and row["features"] > choice.max_weights:
+            # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
+            log.info("path stopped: %d non-zero weights > max_weights", row["features"])
+            break
     return _chosen(ctx, parameter, grid, rows, results)
 
 
@@ -326,16 +381,6 @@ def _chosen(
         choice.criterion,
         rows[i]["heldout_score"],
     )
-    plot = None
-    if ctx.output_dir and ctx.config.selection.plots:
-        plot = write_path_plot(
-            rows,
-            parameter,
-            "gamma1" if parameter == "l1" else "gamma2",
-            i,
-            choice.criterion,
-            storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
-        )
     chosen.report["path"] = {
         "parameter": parameter,
         "criterion": choice.criterion,
@@ -343,6 +388,21 @@ def _chosen(
         "grid": grid,
         "chosen": i,
         "points": rows,
-        "plot": plot,
+        "plot": _plot(ctx, rows, parameter, i),
     }
     return chosen
+
+
+def _plot(ctx: TrainingContext, rows: list[dict], parameter: str, i: int) -> str | None:
+    """plots/path.png of a path's ``rows``, point ``i`` marked (None
+    without an output directory or with plots off)."""
+    if not (ctx.output_dir and ctx.config.selection.plots):
+        return None
+    return write_path_plot(
+        rows,
+        parameter,
+        "gamma1" if parameter == "l1" else "gamma2",
+        i,
+        ctx.config.choice.criterion,
+        storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
+    )

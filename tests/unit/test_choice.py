@@ -332,3 +332,38 @@ def test_take_events_keeps_whole_candidate_sets():
     np.testing.assert_array_equal(part.correct, block.correct[rows])
     assert (part.F != block.F[rows]).nnz == 0
     assert np.array_equal(in_fold(block, block.group[keep], inside=False).group, block.group[~keep])
+
+
+def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_path):
+    grid = [4e-3, 2e-3, 1e-3]
+    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9)
+    res = run(problem, output_dir=str(tmp_path), elastic_grid=[0.05, 0.0], **keys)
+    path = res.report["path"]
+    rows = path["elastic"]
+    assert [r["elastic_l2"] for r in rows] == [0.05, 0.0]
+    scores = [r["heldout_score"] for r in rows]
+    assert path["elastic_l2"] == rows[int(np.argmax(scores))]["elastic_l2"]
+    assert res.report["path"]["plot"] and (tmp_path / "plots" / "path.png").exists()
+    # each gamma2's path is the one fitted with that elastic_l2 alone
+    for row in rows:
+        alone = run(problem, elastic_l2=row["elastic_l2"], **keys).report["path"]
+        point = alone["points"][alone["chosen"]]
+        assert row["l1"] == point["l1"] and row["features"] == point["features"]
+        assert row["heldout_score"] == pytest.approx(point["heldout_score"], rel=1e-9)
+    # gamma2 > 0 changes the fit at the same gamma1
+    pure = run(problem, elastic_l2=0.0, **keys).report["path"]["points"]
+    ridge = run(problem, elastic_l2=0.05, **keys).report["path"]["points"]
+    assert ridge[-1]["objective"] != pytest.approx(pure[-1]["objective"])
+    with pytest.raises(ConfigError, match="non-negative"):
+        run(problem, elastic_grid=[-1.0], **keys)
+
+
+def test_max_weights_stops_a_path_after_the_first_point_beyond_it(problem):
+    keys = dict(method="grafting", path=True, points=8, patience=0, cut_passes=0)
+    full = run(problem, **keys).report["path"]["points"]
+    sizes = [p["features"] for p in full]
+    limit = sizes[2]  # the path must stop at the first point with more weights
+    first_beyond = next(i for i, n in enumerate(sizes) if n > limit)
+    capped = run(problem, max_weights=limit, **keys).report["path"]["points"]
+    assert len(capped) == first_beyond + 1 < len(full)
+    assert [p["features"] for p in capped] == sizes[: first_beyond + 1]

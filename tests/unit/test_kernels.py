@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.special import logsumexp
@@ -195,3 +197,29 @@ def test_correct_count_breaks_ties_to_the_first_label_as_argmax():
     expected = block.c @ (S.argmax(axis=1) == block.y)
     assert np.any(block.y == 2) and np.any(S.argmax(axis=1) == 1)
     assert loss_grad(block, space, weights).correct == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+def test_concat_blocks_keeps_event_ids_and_groups(shape):
+    """Chunk F1 rebuilds sentences from group / event_id: stacking blocks
+    must carry them along (and drop them only when a block lacks them)."""
+    rng = np.random.default_rng(11)
+    make = random_multiclass if shape == MULTICLASS else random_candidates
+    blocks = []
+    for k in range(3):
+        b = make(rng)
+        m = b.n_events
+        blocks.append(
+            dataclasses.replace(
+                b, event_id=np.arange(m, dtype=np.int64) + 100 * k, group=np.full(m, k, np.int64)
+            )
+        )
+    both = concat_blocks(blocks)
+    np.testing.assert_array_equal(both.event_id, np.concatenate([b.event_id for b in blocks]))
+    np.testing.assert_array_equal(both.group, np.concatenate([b.group for b in blocks]))
+    assert both.n_events == sum(b.n_events for b in blocks)
+    partial = concat_blocks([blocks[0], dataclasses.replace(blocks[1], group=None)])
+    assert partial.group is None
+    np.testing.assert_array_equal(
+        partial.event_id, np.concatenate([blocks[0].event_id, blocks[1].event_id])
+    )
