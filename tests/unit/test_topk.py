@@ -18,6 +18,7 @@ from sparkmaxent.kernels.topk import (
     GradientSummary,
     GradientTestTask,
     top_candidates,
+    union_sorted,
 )
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
@@ -27,6 +28,15 @@ from .helpers import random_candidates
 from .test_grafting import grafting_config, planted
 
 # ---- the top-k rule ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sizes", [(0, 0), (0, 5), (7, 0), (50, 60), (1000, 3)])
+def test_union_sorted_is_union1d(sizes):
+    rng = np.random.default_rng(sum(sizes))
+    a, b = (np.unique(rng.integers(0, 80, n)).astype(np.int64) for n in sizes)
+    got = union_sorted(a, b)
+    np.testing.assert_array_equal(got, np.union1d(a, b))
+    assert got.dtype == np.int64
 
 
 def test_top_candidates_orders_by_score_then_id_and_keeps_ties_at_the_cut():
@@ -147,11 +157,16 @@ def _nonzero_weights(block, space):
     return res.weights
 
 
+@pytest.mark.parametrize("compact", [False, True], ids=["dense-partials", "compact-partials"])
 @pytest.mark.parametrize("standardize", [False, True])
-def test_block_pass_equals_dense_pass_on_data(standardize):
+def test_block_pass_equals_dense_pass_on_data(standardize, compact, monkeypatch):
     """Same data, same weights: the block-wise pass over many tiny feature
     blocks and the dense pass agree bit for bit (empirical expectation,
-    centering term and bias gradient included)."""
+    centering term and bias gradient included), whether a data block's
+    partial is over the predicates it holds or over all of them."""
+    import sparkmaxent.kernels.topk as topk
+
+    monkeypatch.setattr(topk, "compact_pays", lambda block, space: compact)
     _, block, space = planted()
     backend = LocalBackend(split_block(block, 3), space)
     scaling = None
