@@ -65,16 +65,22 @@ def top_candidates(score: np.ndarray, ids: np.ndarray, threshold: float, n: int)
     return passing[order[:n]]
 
 
-def union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The union of two increasing arrays of distinct ids, increasing, as
-    ``np.union1d`` gives it, by merging the two runs (a stable sort finds
-    them) instead of hashing: union1d hashes, several times slower on the
-    pieces of a gradient test, which hold a million ids."""
-    u = np.concatenate([a, b])
-    u.sort(kind="stable")
+def sorted_unique(x: np.ndarray) -> np.ndarray:
+    """The distinct values of ``x``, increasing, as ``np.unique`` gives them,
+    by a sort and a comparison of neighbours: numpy 2's ``unique`` hashes,
+    several times slower on the millions of ids of a block or of a gradient
+    test's pieces (a stable sort also merges two increasing runs in one
+    sweep)."""
+    u = np.sort(x, kind="stable")
     keep = np.ones(len(u), dtype=bool)
     np.not_equal(u[1:], u[:-1], out=keep[1:])
     return u[keep]
+
+
+def union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The union of two increasing arrays of distinct ids, increasing, as
+    ``np.union1d`` gives it (``sorted_unique`` of both)."""
+    return sorted_unique(np.concatenate([a, b]))
 
 
 @dataclass
@@ -162,7 +168,7 @@ class GradPiece:
 def held_predicates(block: Block) -> np.ndarray:
     """The predicates (candidate-set features) a block holds, increasing."""
     X = block.X if isinstance(block, MulticlassBlock) else block.F
-    return np.unique(X.indices).astype(np.int64)
+    return sorted_unique(X.indices).astype(np.int64)
 
 
 def compact_pays(block: Block, space: Space) -> bool:
@@ -363,7 +369,7 @@ class GradientTestTask:
         parts = [held_predicates(block), np.asarray(weights.ids) // K]
         if self.scaling is not None and isinstance(block, MulticlassBlock):
             parts.append(np.flatnonzero(self.scaling.mean))
-        preds = np.unique(np.concatenate(parts)).astype(np.int64)
+        preds = sorted_unique(np.concatenate(parts).astype(np.int64))
         cblock, cspace, cweights, cscaling = compact(
             block, self.space, weights, self.scaling, preds
         )
