@@ -8,12 +8,15 @@ gamma2, grafting's gamma1, the lattice's stops), tests WSJ test and Brown
 test, scored separately. Systems: the lattice (``train.method = lattice``),
 l2 and l1 grafting over the same atoms, the period-space-capital baseline
 (a sentence ends when the next word is capitalized or the document ends),
-and NLTK's Punkt trained unsupervised on the training text (when nltk is
-installed: the bench extra).
+NLTK's Punkt trained unsupervised on the training text (when nltk is
+installed: the bench extra), and l1-Comb (grafting with combination
+features, ``train.grafting.combination_degree``) over the same atoms. The
+lattice's k, smoothing T, constraint threshold and unconstrain fraction
+are chosen together on held-out accuracy (the product of their grids).
 
 PP attachment (../shared/data/ppattach): the four head words as the only
 atoms (v=, n1=, p=, n2=), training / devset (held-out) / test; the lattice
-against l1 grafting and l2 over the same atoms.
+against l1 grafting, l1-Comb and l2 over the same atoms.
 
 Also measured: the lattice's build and selection time against one l2 fit on
 the same data, and one selection step's candidate scoring on Spark
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -42,7 +46,9 @@ from benchmarks.common import write_result as write_json_result
 from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.config import Config, train_config
+from sparkmaxent.conjunctions import atoms_used
 from sparkmaxent.data import sbd
+from sparkmaxent.data.load import read_blocks, read_events_table
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.errors import ConfigError
 from sparkmaxent.lattice.report import write_plot
@@ -86,28 +92,28 @@ def fit(spark, train_dir: str, heldout_dir: str, common: dict, data=None, **keys
     return model, report, time.perf_counter() - t0
 
 
-def choose(spark, train_dir, heldout_dir, common, key, grid, trace=None, **fixed):
-    """The model of the best held-out accuracy over ``grid`` values of ``key``;
-    ``trace`` (a dict) gets each value's held-out accuracy, or the message of
-    a ConfigError (the lattice's node limit) for values that stopped."""
+def choose(spark, train_dir, heldout_dir, common, grid: dict, trace=None, **fixed):
+    """The model of the best held-out accuracy over the product of ``grid``
+    (key -> values; ties: the first); returns (model, report, wall, chosen),
+    chosen the value for one key, else a dict of the keys' values.
+    ``trace`` (a dict) gets each setting's held-out accuracy, or the message
+    of a ConfigError (the lattice's node limit) for settings that stopped."""
     best = None
-    for v in grid:
+    for values in itertools.product(*grid.values()):
+        keys = dict(zip(grid, values))
+        name = str(values[0]) if len(keys) == 1 else setting(keys)
         try:
-            run = fit(spark, train_dir, heldout_dir, common, **{key: v}, **fixed)
+            run = fit(spark, train_dir, heldout_dir, common, **keys, **fixed)
         except ConfigError as e:
-            log.warning("%s %s=%g stopped: %s", fixed.get("method"), key, v, e)
+            log.warning("%s %s stopped: %s", fixed.get("method"), name, e)
             if trace is not None:
-                trace[str(v)] = f"stopped: {e}"
+                trace[name] = f"stopped: {e}"
             continue
         log.info(
-            "%s %s=%g: held-out accuracy %.5f",
-            fixed.get("method"),
-            key,
-            v,
-            run[1]["heldout_accuracy"],
+            "%s %s: held-out accuracy %.5f", fixed.get("method"), name, run[1]["heldout_accuracy"]
         )
         if trace is not None:
-            trace[str(v)] = {
+            trace[name] = {
                 "heldout_accuracy": run[1]["heldout_accuracy"],
                 "wall_s": round(run[2], 1),
                 **{
@@ -116,10 +122,24 @@ def choose(spark, train_dir, heldout_dir, common, key, grid, trace=None, **fixed
                 },
             }
         if best is None or run[1]["heldout_accuracy"] > best[1]["heldout_accuracy"]:
-            best = (*run, v)
+            best = (*run, values[0] if len(keys) == 1 else keys)
     if best is None:
-        raise SystemExit(f"every {key} in {grid} stopped (see the log)")
+        raise SystemExit(f"every setting of {grid} stopped (see the log)")
     return best
+
+
+def setting(keys: dict) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in keys.items())
+
+
+def atoms_of(model) -> int:
+    """Atomic predicates the model's non-zero weights use (a conjunction's atoms counted)."""
+    preds = np.unique(model.weights.sparse().active_ids() // model.space.n_labels)
+    conj = model.conjunctions
+    if conj is None:
+        return len(preds)
+    used = conj.subset(preds[preds >= conj.n_atoms] - conj.n_atoms)[0]
+    return len(np.union1d(preds[preds < conj.n_atoms], atoms_used(used)))
 
 
 def model_rows(spark, task, system, run, tests: dict[str, str]) -> list[dict]:
@@ -131,6 +151,9 @@ def model_rows(spark, task, system, run, tests: dict[str, str]) -> list[dict]:
         errors = int(round((1 - scored["accuracy"]) * n))
         lat = report.get("lattice", {})
         gen = report.get("generalization", {})
+        wrong = wrong_events(model, test_dir)
+        if len(wrong) != errors:
+            raise SystemExit(f"{test_dir}: {len(wrong)} wrong events, evaluate counted {errors}")
         out.append(
             {
                 "task": f"{task}-{name}",
@@ -139,15 +162,23 @@ def model_rows(spark, task, system, run, tests: dict[str, str]) -> list[dict]:
                 "errors": errors,
                 "candidates": n,
                 "constraints": gen.get("constraints_after", report["nonzero_weights"]),
-                "atomic_features_used": gen.get(
-                    "atomic_features_used", len({f for f, _ in model.selected_features()})
-                ),
+                "atomic_features_used": gen.get("atomic_features_used", atoms_of(model)),
                 "lattice_nodes": lat.get("nodes"),
                 "passes": report["passes"],
                 "wall_s": round(wall, 1),
+                "wrong_event_ids": wrong,
             }
         )
     return out
+
+
+def wrong_events(model, test_dir: str) -> list[int]:
+    """Event ids (lines of the events file, from 0) of the test events the
+    model gets wrong, to look at them (never to choose anything)."""
+    ids = read_events_table(test_dir).column("event_id").to_numpy()
+    (block,) = read_blocks(test_dir)
+    pred, _ = model.predict(block)
+    return [int(i) for i in ids[pred != block.y]]
 
 
 def text_rows(task: str, system: str, predict, files: dict[str, str]) -> list[dict]:
@@ -234,28 +265,76 @@ def scoring_measure(spark, train_dir: str, max_atoms: int, smoothing: float) -> 
     return out
 
 
-def sbd_task(spark, args, rows: list[dict], extra: dict) -> None:
+def lattice_grid(args) -> dict:
+    """The SBD lattice's settings, each chosen on held-out data (product)."""
+    return {
+        "max_atoms": args.max_atoms,
+        "smoothing": args.smoothing,
+        "constraint_threshold": args.constraint_threshold,
+        "unconstrain_fraction": args.unconstrain_fraction,
+    }
+
+
+def comb_rows(spark, args, task, train, held, tests, extra: dict) -> list[dict]:
+    """l1-Comb (grafting with combination features of degree
+    ``--comb-degree`` over the same atoms), gamma1 chosen on held-out
+    accuracy. The fits get no held-out data: combination.py's per-round
+    held-out score runs its widened weights on unwidened held-out blocks
+    (an index error); the held-out accuracy is taken after each fit."""
+    be = {"backend": args.backend, "gtol": args.gtol}
+    trace: dict = {}
+    best = None
+    for gamma in args.comb_grid:
+        model, report, wall = fit(
+            spark,
+            train,
+            "",
+            be,
+            method="grafting",
+            l1=gamma,
+            combination_degree=args.comb_degree,
+            max_seconds=args.comb_max_seconds,
+        )
+        acc = evaluate_model(spark, model, held, chunks=False)["accuracy"]
+        trace[str(gamma)] = {
+            "heldout_accuracy": acc,
+            "wall_s": round(wall, 1),
+            "nonzero_weights": report["nonzero_weights"],
+            "stopped": report.get("stopped"),
+        }
+        log.info("l1-Comb gamma1=%g: held-out accuracy %.5f", gamma, acc)
+        if best is None or acc > best[0]:
+            best = (acc, (model, report, wall, gamma))
+    assert best is not None, "a gamma1 grid"
+    extra[f"{task}_l1_comb_heldout"] = trace
+    comb = best[1]
+    name = f"l1-Comb (degree {args.comb_degree}, gamma1={comb[3]:g})"
+    return model_rows(spark, task, name, comb, tests)
+
+
+def sbd_task(spark, args, rows: list[dict], extra: dict, tasks: set[str]) -> None:
     train, held, tests, wsj, brown, f, summary = sbd_datasets(spark, args)
     extra["sbd_data"] = summary["candidates"]
     be = {"backend": args.backend, "gtol": args.gtol}
+    if "sbd-comb" in tasks or "sbd" in tasks:
+        rows += comb_rows(spark, args, "sbd", train, held, tests, extra)
+    if "sbd" not in tasks and "sbd-lattice" not in tasks:
+        return
+    trace: dict = {}
     lattice = choose(
-        spark,
-        train,
-        held,
-        be,
-        "max_atoms",
-        args.max_atoms,
-        method="lattice",
-        l2=args.lattice_l2,
-        unconstrain_fraction=args.unconstrain_fraction,
+        spark, train, held, be, lattice_grid(args), trace, method="lattice", l2=args.lattice_l2
     )
-    rows += model_rows(spark, "sbd", f"lattice (k={lattice[3]})", lattice, tests)
+    extra["sbd_lattice_heldout"] = trace
+    chosen = lattice[3] if isinstance(lattice[3], dict) else {"max_atoms": lattice[3]}
+    rows += model_rows(spark, "sbd", f"lattice ({setting(chosen)})", lattice, tests)
     extra["sbd_lattice_report"] = {
         k: v for k, v in lattice[1].items() if k in ("lattice", "selection", "generalization")
     }
-    l2 = choose(spark, train, held, be, "l2", args.l2_grid, method="l2")
+    if "sbd" not in tasks:
+        return
+    l2 = choose(spark, train, held, be, {"l2": args.l2_grid}, method="l2")
     rows += model_rows(spark, "sbd", f"l2 (gamma2={l2[3]:g})", l2, tests)
-    l1 = choose(spark, train, held, be, "l1", args.l1_grid, method="grafting")
+    l1 = choose(spark, train, held, be, {"l1": args.l1_grid}, method="grafting")
     rows += model_rows(spark, "sbd", f"l1 grafting (gamma1={l1[3]:g})", l1, tests)
     texts = {c: f[f"{c}-test"] for c in ("wsj", "brown")}
     rows += text_rows("sbd", "period-space-capital", period_space_capital, texts)
@@ -313,7 +392,7 @@ def timing_task(spark, args, extra: dict) -> None:
             method="lattice",
             max_atoms=args.max_atoms[0],
             l2=args.lattice_l2,
-            unconstrain_fraction=args.unconstrain_fraction,
+            unconstrain_fraction=args.unconstrain_fraction[0],
             cache_widened=cache,
         )
     report = runs[True][1]
@@ -355,7 +434,7 @@ def spark_cache_task(spark, args, extra: dict) -> None:
             method="lattice",
             max_atoms=args.max_atoms[0],
             l2=args.lattice_l2,
-            unconstrain_fraction=args.unconstrain_fraction,
+            unconstrain_fraction=args.unconstrain_fraction[0],
             cache_widened=cache,
         )
         gen = run[1]["generalization"]
@@ -432,7 +511,7 @@ def pp_coverage(train_dir: str, test_dir: str, max_atoms: int) -> dict:
     }
 
 
-def pp_task(spark, args, rows: list[dict], extra: dict) -> None:
+def pp_task(spark, args, rows: list[dict], extra: dict, tasks: set[str]) -> None:
     name = f"pp{args.pp_bits}" if args.pp_bits else "pp"
     os.makedirs(os.path.join(args.work, name), exist_ok=True)
     classes = (
@@ -453,25 +532,28 @@ def pp_task(spark, args, rows: list[dict], extra: dict) -> None:
     held = prepared(spark, args.work, f"{name}-devset", [f["devset"]], "maxent", train)
     tests = {"test": prepared(spark, args.work, f"{name}-test", [f["test"]], "maxent", train)}
     be = {"backend": args.backend, "gtol": args.gtol}
+    if "pp-comb" in tasks or "pp" in tasks:
+        rows += comb_rows(spark, args, "pp", train, held, tests, extra)
+    if "pp" not in tasks:
+        return
     devset: dict = {}
     lattice = choose(
         spark,
         train,
         held,
         be,
-        "max_atoms",
-        args.pp_max_atoms,
+        {"max_atoms": args.pp_max_atoms},
         devset,
         method="lattice",
         l2=args.lattice_l2,
-        unconstrain_fraction=args.unconstrain_fraction,
+        unconstrain_fraction=args.unconstrain_fraction[0],
     )
     extra["pp_lattice_devset"] = devset
     extra["pp_coverage"] = pp_coverage(train, tests["test"], lattice[3])
     rows += model_rows(spark, "pp", f"lattice (k={lattice[3]})", lattice, tests)
-    l2 = choose(spark, train, held, be, "l2", args.l2_grid, method="l2")
+    l2 = choose(spark, train, held, be, {"l2": args.l2_grid}, method="l2")
     rows += model_rows(spark, "pp", f"l2 (gamma2={l2[3]:g})", l2, tests)
-    l1 = choose(spark, train, held, be, "l1", args.l1_grid, method="grafting")
+    l1 = choose(spark, train, held, be, {"l1": args.l1_grid}, method="grafting")
     rows += model_rows(spark, "pp", f"l1 grafting (gamma1={l1[3]:g})", l1, tests)
 
 
@@ -483,8 +565,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--tasks",
         default="sbd,pp,timing",
-        help="sbd, pp (accuracy rows), timing, spark-cache (timed figures: run under the "
-        "bench lock)",
+        help="comma-separated: sbd, pp (accuracy rows), sbd-lattice (the SBD lattice only), "
+        "sbd-comb, pp-comb (l1-Comb rows only), timing, spark-cache (timed figures: run "
+        "under the bench lock)",
     )
     p.add_argument("--timing-l2", type=float, default=1e-5, help="gamma2 of the timed l2 fit")
     p.add_argument(
@@ -511,7 +594,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--l2-grid", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
     p.add_argument("--l1-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     p.add_argument("--gtol", type=float, default=1e-6, help="every fit's L-BFGS tolerance")
-    p.add_argument("--unconstrain-fraction", type=float, default=0.1)
+    p.add_argument(
+        "--unconstrain-fraction",
+        type=float,
+        nargs="+",
+        default=[0.1],
+        help="the lattice's generalization step (SBD: chosen on held-out data; others: the first)",
+    )
+    p.add_argument(
+        "--smoothing", type=float, nargs="+", default=[5.0], help="SBD lattice T (held-out choice)"
+    )
+    p.add_argument(
+        "--constraint-threshold",
+        type=float,
+        nargs="+",
+        default=[5.0],
+        help="SBD lattice generalization threshold (held-out choice)",
+    )
+    p.add_argument("--comb-degree", type=int, default=2, help="l1-Comb's combination degree")
+    p.add_argument(
+        "--comb-grid", type=float, nargs="+", default=[1e-4, 5e-4], help="l1-Comb's gamma1 grid"
+    )
+    p.add_argument(
+        "--comb-max-seconds", type=float, default=900, help="cap of each l1-Comb fit (0: none)"
+    )
     args = start(p, argv)
     spark = spark_session(
         "local[2]",
@@ -520,14 +626,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     rows: list[dict] = []
     extra: dict = {}
+    tasks = set(args.tasks.split(","))
     try:
-        if "sbd" in args.tasks:
-            sbd_task(spark, args, rows, extra)
-        if "pp" in args.tasks:
-            pp_task(spark, args, rows, extra)
-        if "timing" in args.tasks:
+        if tasks & {"sbd", "sbd-lattice", "sbd-comb"}:
+            sbd_task(spark, args, rows, extra, tasks)
+        if tasks & {"pp", "pp-comb"}:
+            pp_task(spark, args, rows, extra, tasks)
+        if "timing" in tasks:
             timing_task(spark, args, extra)
-        if "spark-cache" in args.tasks:
+        if "spark-cache" in tasks:
             spark_cache_task(spark, args, extra)
     finally:
         result = write_json_result(args.output, rows, **extra)

@@ -24,8 +24,9 @@ class ExpandedBackend(WrappingBackend):
     lattice's generalization refits): when ``base`` holds its blocks in
     this process (``LocalBackend``), on a copy of ``base`` (same class and
     settings) holding the widened blocks; when it caches them on Spark
-    executors (``SparkBackend.derived``), on a derived cached RDD. Other
-    backends (the DataFrame backend) widen inside each pass."""
+    executors (``derived``), on a derived cached copy of its blocks (an RDD
+    for ``SparkBackend``, a DataFrame for ``FrameBackend``). Other backends
+    widen inside each pass."""
 
     def __init__(self, base: Backend, conjunctions: Conjunctions, cache: bool = False):
         if conjunctions.n_atoms != base.space.n_predicates:

@@ -19,6 +19,10 @@ Data flow::
                 -> (many partitions: a shuffle to ~sqrt of them, merged again)
                 -> collect -> merge_all on the driver
 
+    derived copy (``derived``): the cached blocks --mapInArrow(fn)-->
+                persisted DataFrame of the transformed blocks (the
+                lattice's widened events), filled once, passes run on it
+
     gradient test: per partition, the partial gradient cut into feature
                 blocks (``task.split``), keyed rows -> groupBy(key)
                 .applyInArrow: summed and summarized where summed -> collect
@@ -34,6 +38,7 @@ the cluster's executors, the server's own scheduler waits for them.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import math
 import pickle
@@ -50,7 +55,7 @@ from pyspark import StorageLevel
 
 from ..data.schema import DatasetInfo
 from ..errors import StalledError
-from ..kernels import Block, check_total_weight
+from ..kernels import Block, Space, check_total_weight
 from ..kernels.stats import CountTask
 from ..kernels.topk import GradientSummary, GradientTestTask
 from ..session_kind import is_connect
@@ -103,6 +108,18 @@ def _apply_task(task: Callable[[Block], Any], large: bool):
         out = _merged(task(block) for block in _unpickled(batches))
         if out is not None:
             yield _binary_column([pickle.dumps(out, pickle.HIGHEST_PROTOCOL)], "result", large)
+
+    return apply
+
+
+def _map_blocks(fn: Callable[[Block], Block], large: bool):
+    """The mapInArrow function of a derived copy: every block of the
+    partition replaced by ``fn`` of it (one pickled block per row)."""
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for block in _unpickled(batches):
+            data = pickle.dumps(fn(block), pickle.HIGHEST_PROTOCOL)
+            yield _binary_column([data], "block", large)
 
     return apply
 
@@ -316,6 +333,26 @@ class FrameBackend(CachedBackend):
             if is_connect(self.spark):
                 self.spark.removeTag(self.job_group)
         logger.debug("%s: %s in %.3f s", self.name, what, time.perf_counter() - t0)
+
+    def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> FrameBackend:
+        """A copy of this backend over ``fn`` of every cached block, cached
+        as its own DataFrame (the storage level of the blocks) and filled now
+        (one job, not a pass), as ``SparkBackend.derived`` does with an RDD:
+        a wrapper whose passes would otherwise transform the blocks in every
+        pass (widening by conjunctions) runs them on the copy. The copy
+        counts its own passes; its ``close`` releases only the derived blocks."""
+        blocks = self._open()
+        out = copy.copy(self)
+        out.space, out.passes = space, 0
+        mapped = blocks.mapInArrow(_map_blocks(fn, self.large), "block binary")
+        out.blocks = mapped.persist(blocks.storageLevel)
+        try:
+            with out._tagged(f"caching the blocks {what}", 0.0):
+                out._results(CountTask())
+        except BaseException:
+            out.close()
+            raise
+        return out
 
     def close(self) -> None:
         """Unpersist the cached blocks; later passes fail. Idempotent."""

@@ -446,8 +446,8 @@ class LatticeConfig(Section):
         True,
         "Generalization: form the constrained nodes' conjunctions in the "
         "events once and refit on the widened copies (in process, or a derived "
-        "cached RDD with the Spark RDD backend; memory for speed); false, or the "
-        "DataFrame backend: form them in every pass.",
+        "cached copy of the blocks on Spark: an RDD or a DataFrame; memory for "
+        "speed); false: form them in every pass.",
     )
     generalize_patience: int = key(
         3,

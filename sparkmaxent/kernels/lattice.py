@@ -12,6 +12,7 @@ subset of j's.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,12 +179,29 @@ class Moves:
     """What adding each of a set of candidates changes (Eq. 1): row r says
     that node ``node[r]``, a descendant of candidate ``cand[r]`` (a
     position in the candidates), leaves decider ``old[r]`` (-1: undecided)
-    for ``new[r]``. Rows are by candidate, then node id."""
+    for ``new[r]``. Rows are by candidate, then node id. The rows leaving a
+    decider are grouped by (candidate, old decider): ``group[r]`` (-1 for
+    undecided rows), each group's ``group_cand`` and ``group_old``, in the
+    order of (candidate, old decider)."""
 
     cand: np.ndarray
     node: np.ndarray
     old: np.ndarray
     new: np.ndarray
+    group: np.ndarray
+    group_cand: np.ndarray
+    group_old: np.ndarray
+
+    def rows(self, keep: np.ndarray) -> Moves:
+        """The rows ``keep`` (a mask), with every group."""
+        return dataclasses.replace(
+            self,
+            cand=self.cand[keep],
+            node=self.node[keep],
+            old=self.old[keep],
+            new=self.new[keep],
+            group=self.group[keep],
+        )
 
 
 def moves(lat: LatticeArrays, decider: np.ndarray, candidates: np.ndarray) -> Moves:
@@ -204,18 +222,31 @@ def moves(lat: LatticeArrays, decider: np.ndarray, candidates: np.ndarray) -> Mo
     node = lat.desc_idx[at]
     old = decider[node]
     decided = old >= 0
+    # groups (candidate, old decider), in that order: a group stays when
+    # its decider contains the candidate (one subset test per group)
+    n = np.int64(len(lat.masks))
+    keys, group = np.unique(pos[decided] * n + old[decided], return_inverse=True)
+    go = ~is_subset(lat.masks[cand[keys // n]], lat.masks[keys % n])
+    group = group.reshape(-1)
+    leave = np.asarray(go)[group]
     moved = ~decided
-    moved[decided] = ~is_subset(lat.masks[cand[pos[decided]]], lat.masks[old[decided]])
+    moved[decided] = leave
     pos, node, old = pos[moved], node[moved], old[moved]
     new = cand[pos]
     on = old >= 0
-    new[on] = _joins(lat, pos[on], node[on], old[on])
-    return Moves(pos, node, old, new)
+    keys, group = keys[go], (np.cumsum(go) - 1)[group[leave]]  # the groups that move
+    new[on] = _joins(lat, keys // n, keys % n, group, node[on])
+    rows = np.full(len(pos), -1, dtype=np.int64)
+    rows[on] = group
+    return Moves(pos, node, old, new, rows, keys // n, keys % n)
 
 
-def _joins(lat: LatticeArrays, pos: np.ndarray, node: np.ndarray, old: np.ndarray) -> np.ndarray:
-    """join(a, d) for moved decided nodes (candidate position ``pos``, old
-    decider d = ``old``), without a search of the lattice.
+def _joins(
+    lat: LatticeArrays, g_pos: np.ndarray, g_old: np.ndarray, group: np.ndarray, node: np.ndarray
+) -> np.ndarray:
+    """join(a, d) for moved decided nodes ``node``, in groups (candidate
+    position ``g_pos``, old decider d = ``g_old``; ``group``: each node's),
+    without a search of the lattice.
 
     The join t is a moved node itself (its own decider lies between d and
     t and cannot contain a, or t would be optimized and decide the node),
@@ -225,14 +256,13 @@ def _joins(lat: LatticeArrays, pos: np.ndarray, node: np.ndarray, old: np.ndarra
     d: per candidate, the smallest node of each old decider's group,
     then the smallest of those over the groups whose decider contains d.
     """
-    if not len(pos):
+    if not len(node):
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((node, lat.sizes[node], old, pos))
-    p, o = pos[order], old[order]
-    first = np.ones(len(p), dtype=bool)
-    first[1:] = (p[1:] != p[:-1]) | (o[1:] != o[:-1])
-    group = np.cumsum(first) - 1
-    g_pos, g_old, g_min = p[first], o[first], node[order][first]
+    n = np.int64(len(lat.masks))
+    # each group's smallest node (fewest atoms, then lowest id)
+    smallest = np.full(len(g_pos), np.iinfo(np.int64).max)
+    np.minimum.at(smallest, group, lat.sizes[node] * n + node)
+    g_min = smallest % n
     # every pair of groups of one candidate
     start = np.flatnonzero(np.r_[True, g_pos[1:] != g_pos[:-1]])
     width = np.diff(np.r_[start, len(g_pos)])
@@ -250,9 +280,7 @@ def _joins(lat: LatticeArrays, pos: np.ndarray, node: np.ndarray, old: np.ndarra
     lead = np.r_[True, g1[1:] != g1[:-1]]
     join = np.empty(len(g_pos), dtype=np.int64)
     join[g1[lead]] = g_min[g2[lead]]
-    out = np.empty(len(pos), dtype=np.int64)
-    out[order] = join[group]
-    return out
+    return join[group]
 
 
 def _group_sums(cand: np.ndarray, key: np.ndarray, values: np.ndarray, n: int):
@@ -260,12 +288,15 @@ def _group_sums(cand: np.ndarray, key: np.ndarray, values: np.ndarray, n: int):
     each summed in row order, and each group's cand and key."""
     pair = cand * np.int64(n) + key
     groups, inv = np.unique(pair, return_inverse=True)
-    inv = inv.reshape(-1)
-    sums = np.stack(
-        [np.bincount(inv, values[:, y], minlength=len(groups)) for y in range(values.shape[1])],
+    return _sums_by(inv.reshape(-1), values, len(groups)), groups // n, groups % n
+
+
+def _sums_by(index: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Sums of ``values`` rows (r, K) per group ``index`` (n_groups, K), in row order."""
+    return np.stack(
+        [np.bincount(index, values[:, y], minlength=n_groups) for y in range(values.shape[1])],
         axis=1,
-    ).reshape(len(groups), values.shape[1])
-    return sums, groups // n, groups % n
+    ).reshape(n_groups, values.shape[1])
 
 
 def candidate_gains(
@@ -279,17 +310,20 @@ def candidate_gains(
     every old decider's group is rescored without them."""
     m = len(candidates)
     mv = moves(lat, decider, candidates)
+    # hidden nodes (no observed configuration) move no frequency: their rows
+    # would add exactly 0 to every sum below, so they are left out
+    mv = mv.rows(np.asarray(lat.counts.any(axis=1))[mv.node])
     moved = lat.counts[mv.node]
     und = mv.old < 0
     gain = np.bincount(mv.cand[und], weights=moved[und].sum(axis=1), minlength=m)
     gain = gain * np.log(lat.counts.shape[1])
-    n = len(lat.masks)
-    gained, cand, _ = _group_sums(mv.cand, mv.new, moved, n)
+    gained, cand, _ = _group_sums(mv.cand, mv.new, moved, len(lat.masks))
     gain = gain + np.bincount(cand, smoothed_loglik(gained, lat.threshold), minlength=m)
-    lost, cand, olds = _group_sums(mv.cand[~und], mv.old[~und], moved[~und], n)
-    before = groups[olds]
+    lost = _sums_by(mv.group[~und], moved[~und], len(mv.group_cand))
+    before = groups[mv.group_old]
     after = smoothed_loglik(np.maximum(before - lost, 0.0), lat.threshold)
-    return gain + np.bincount(cand, after - smoothed_loglik(before, lat.threshold), minlength=m)
+    change = after - smoothed_loglik(before, lat.threshold)
+    return gain + np.bincount(mv.group_cand, change, minlength=m)
 
 
 def score_batch(

@@ -252,11 +252,14 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
     sizes = np.zeros(cap, dtype=np.int64)
     has = np.zeros((words * WORD, cap // WORD), dtype=np.uint64)  # atom -> bitset of nodes
     n = 0
+    there: set[bytes] = set()  # the nodes' masks: a configuration already there adds nothing
     for s in reference:
-        new = _new_intersections(s, has, sizes[:n])
-        if not len(new):
+        if s.tobytes() in there:
             continue
-        new = new[np.lexsort((*new.T[::-1], row_hash(new)))]
+        new = _new_intersections(s, has, sizes[:n])
+        if len(new) > 1:
+            new = new[np.lexsort((*new.T[::-1], row_hash(new)))]
+        there.update(row.tobytes() for row in new)
         if n + len(new) > max_nodes:
             _too_many(n + len(new), max_nodes, n_atoms, "the closure under intersection")
         if n + len(new) > cap:
@@ -292,33 +295,46 @@ def _new_intersections(s: np.ndarray, has: np.ndarray, sizes: np.ndarray) -> np.
     into masks."""
     atoms = mask_bits(s[None, :])[1]
     on = np.unpackbits(has[atoms].view(np.uint8), axis=1, count=len(sizes), bitorder="little")
-    shared = on.sum(axis=0)
-    inside = shared == sizes
-    if (inside & (sizes == len(atoms))).any():
-        return np.zeros((0, len(s)), dtype=np.uint64)
-    on = np.hstack([on, np.ones((len(atoms), 1), np.uint8)])  # s itself
-    packed = np.packbits(on, axis=0, bitorder="little")
-    packed = np.vstack([packed, np.zeros((-len(packed) % 8, len(packed[0])), np.uint8)])
-    key = (
-        np.uint64 if len(packed) == 8 else np.dtype((np.void, len(packed)))
-    )  # one word: sorts fast
-    code = np.ascontiguousarray(packed.T).view(key)[:, 0]
-    there = np.r_[inside, False]
-    seen = np.r_[shared > 0, True]
-    if len(atoms) <= 16:  # few codes: count them instead of sorting
-        small = code.astype(np.int64)
-        fresh = np.flatnonzero(
-            (np.bincount(small[seen], minlength=1 << len(atoms)) > 0)
-            & (np.bincount(small[there], minlength=1 << len(atoms)) == 0)
+    if len(atoms) <= 16:  # few codes: formed by shifts, counted instead of sorted
+        code = (on.astype(np.uint16) << np.arange(len(atoms), dtype=np.uint16)[:, None]).sum(
+            axis=0, dtype=np.uint16
+        )
+        inside = np.bitwise_count(code) == sizes
+        if (inside & (sizes == len(atoms))).any():
+            return np.zeros((0, len(s)), dtype=np.uint64)
+        seen = np.bincount(code[code > 0], minlength=1 << len(atoms)) > 0
+        seen[-1] = True  # s itself
+        fresh: np.ndarray | None = np.flatnonzero(
+            seen & (np.bincount(code[inside], minlength=1 << len(atoms)) == 0)
         ).astype(np.uint64)
     else:
-        fresh = np.setdiff1d(code[seen], code[there])
+        fresh = _fresh_codes(on, sizes)
+    if fresh is None:
+        return np.zeros((0, len(s)), dtype=np.uint64)
     present = np.unpackbits(
         fresh.view(np.uint8).reshape(len(fresh), -1), axis=1, count=len(atoms), bitorder="little"
     )
     bit = np.zeros((len(atoms), len(s)), dtype=np.uint64)
     bit[np.arange(len(atoms)), atoms // WORD] = np.uint64(1) << (atoms % WORD).astype(np.uint64)
     return present.astype(np.uint64) @ bit
+
+
+def _fresh_codes(on: np.ndarray, sizes: np.ndarray) -> np.ndarray | None:
+    """The new codes of a configuration of many atoms (``on``: atom x node
+    bits), packed bytes (one uint64 word for at most 64 atoms); None when
+    the configuration is a node."""
+    shared = on.sum(axis=0)
+    inside = shared == sizes
+    if (inside & (sizes == len(on))).any():
+        return None
+    on = np.hstack([on, np.ones((len(on), 1), np.uint8)])  # s itself
+    packed = np.packbits(on, axis=0, bitorder="little")
+    packed = np.vstack([packed, np.zeros((-len(packed) % 8, len(packed[0])), np.uint8)])
+    key = (
+        np.uint64 if len(packed) == 8 else np.dtype((np.void, len(packed)))
+    )  # one word: sorts fast
+    code = np.ascontiguousarray(packed.T).view(key)[:, 0]
+    return np.setdiff1d(code[np.r_[shared > 0, True]], code[np.r_[inside, False]])
 
 
 def _present(rows: np.ndarray, h: np.ndarray, pool: np.ndarray, pool_h: np.ndarray) -> np.ndarray:

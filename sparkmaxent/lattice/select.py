@@ -232,9 +232,8 @@ def stale(lat: LatticeArrays, before: np.ndarray, after: np.ndarray) -> np.ndarr
     touched = np.flatnonzero(np.isin(after, groups[groups >= 0]) | moved)
     hit = np.zeros(len(after), dtype=bool)
     hit[touched] = True
-    rows = np.repeat(np.arange(len(after)), np.diff(lat.desc_ptr))
-    out = np.zeros(len(after), dtype=bool)
-    out[rows[hit[lat.desc_idx]]] = True
+    # a row per node, never empty (a node is its own descendant)
+    out = np.logical_or.reduceat(hit[lat.desc_idx], lat.desc_ptr[:-1])
     return np.flatnonzero(out & (after != np.arange(len(after))))
 
 

@@ -1,7 +1,8 @@
 """The lattice on Spark: the configurations counted on the executors give
 the lattice a local count gives, candidate scoring on executors picks
-what local scoring picks, and a lattice model trained from text on Spark
-survives save, load, predict and evaluate."""
+what local scoring picks, a lattice model trained from text on Spark
+survives save, load, predict and evaluate, and the widened blocks cached
+by both Spark backends give the model of widening in every pass."""
 
 from __future__ import annotations
 
@@ -12,15 +13,21 @@ import numpy as np
 import pytest
 
 from sparkmaxent import api
+from sparkmaxent.backends.expanded import ExpandedBackend
+from sparkmaxent.backends.frame import FrameBackend
 from sparkmaxent.backends.local import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import Config, train_config
+from sparkmaxent.conjunctions import Conjunctions
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
+from sparkmaxent.kernels import LossGradTask, Weights
 from sparkmaxent.lattice.build import build_lattice, choose_atoms, count_configurations
 from sparkmaxent.lattice.select import CandidateScorer, Optimized
 from sparkmaxent.model import MaxentModel
+
+from .helpers import written_multiclass
 
 
 def write_text(path: str, seed: int, m: int) -> None:
@@ -142,3 +149,88 @@ def test_cached_widened_blocks_on_spark_give_the_model_of_widening_in_each_pass(
     assert [r["passes"] for r in gen_c["trace"]] == [r["passes"] for r in gen_p["trace"]]
     assert gen_c["constraints_before"] > 1 and rep_c["passes"] == rep_p["passes"]
     assert set(persistent().keys()) == before
+
+
+def test_cached_widened_blocks_on_the_frame_backend_give_the_rdd_backends_model(
+    spark, datasets, monkeypatch
+):
+    """The DataFrame backend caches the widened blocks as a derived
+    DataFrame (``FrameBackend.derived``): its lattice model is the one of
+    widening in every pass and the RDD backend's (cached), with the same
+    passes, and the derived DataFrames are released."""
+    lattice = {"max_steps": 4, "generalize_patience": 1, "unconstrain_fraction": 0.5}
+    on_spark = dataclasses.replace(Config().data, in_process_max_events=0)
+    persistent = spark.sparkContext._jsc.getPersistentRDDs
+    before = set(persistent().keys())
+    derived, made = FrameBackend.derived, []
+
+    def counted(self, *args):
+        made.append(args[-1])
+        return derived(self, *args)
+
+    monkeypatch.setattr(FrameBackend, "derived", counted)
+    runs = {}
+    for backend, cache in (("spark-frame", True), ("spark-frame", False), ("spark-rdd", True)):
+        cfg = Config(
+            train=train_config(
+                method="lattice", backend=backend, gtol=1e-4, cache_widened=cache, **lattice
+            ),
+            data=on_spark,
+        )
+        runs[backend, cache] = api.train_model(spark, cfg, datasets["train"], datasets["heldout"])
+    assert len(made) == 2, made  # training and held-out blocks, in the cached frame run only
+    cached, rep_c = runs["spark-frame", True]
+    plain, rdd = runs["spark-frame", False][0], runs["spark-rdd", True][0]
+    # the same backend: bit for bit; the RDD backend merges its partial sums
+    # in another order (treeReduce), so its weights agree to rounding
+    np.testing.assert_array_equal(cached.weights.values, plain.weights.values)
+    np.testing.assert_allclose(cached.weights.values, rdd.weights.values, rtol=1e-9, atol=1e-12)
+    for other, rep_o in (runs["spark-frame", False], runs["spark-rdd", True]):
+        np.testing.assert_array_equal(cached.weights.ids, other.weights.ids)
+        gen_c, gen_o = rep_c["generalization"], rep_o["generalization"]
+        assert [r["passes"] for r in gen_c["trace"]] == [r["passes"] for r in gen_o["trace"]]
+        assert rep_c["passes"] == rep_o["passes"]
+    assert rep_c["generalization"]["constraints_before"] > 1
+    assert set(persistent().keys()) == before
+
+
+def test_frame_backend_widened_cache_is_exact(spark, tmp_path):
+    """Every pass on the cached widened blocks equals widening in the pass,
+    bit for bit, for two conjunction sets (two lattices) over one base
+    backend and two weight vectors (two active sets) each: a cache never
+    serves another set's blocks; each is released on close."""
+    problem = written_multiclass(str(tmp_path / "mc"), 12, active_per_event=5)
+    X = problem.block.X.tocsr()
+    pairs = sorted({tuple(X.indices[X.indptr[i] : X.indptr[i] + 2]) for i in range(60)})
+    sets = [
+        Conjunctions.from_tuples(12, pairs[:4]),
+        Conjunctions.from_tuples(12, pairs[4:7] + [(0, 1, 2)]),
+    ]
+    rng = np.random.default_rng(3)
+    persistent = spark.sparkContext._jsc.getPersistentRDDs
+    with FrameBackend(spark, problem.directory, problem.info, bias=True, partitions=2) as fb:
+        before = set(persistent().keys())
+        for conj in sets:
+            cached = ExpandedBackend(fb, conj, cache=True)
+            plain = ExpandedBackend(fb, conj, cache=False)
+            assert isinstance(cached.widened, FrameBackend) and plain.widened is None
+            space = cached.space
+            local = conj.expand(problem.block)
+            for _ in range(2):
+                # weights on atoms and on every conjunction (ids >= 12 * K)
+                ids = np.union1d(
+                    rng.choice(12 * space.n_labels, 8, replace=False),
+                    np.arange(12 * space.n_labels, space.n_features, 2),
+                )
+                w = Weights(ids, rng.normal(size=len(ids)), rng.normal(size=space.n_labels))
+                a = cached.run(LossGradTask(space, w))
+                b = plain.run(LossGradTask(space, w))
+                assert a.loss == b.loss and a.weight == b.weight
+                np.testing.assert_array_equal(a.grad, b.grad)
+                want = LossGradTask(space, w)(local)
+                assert a.loss == pytest.approx(want.loss, rel=1e-12)
+                np.testing.assert_allclose(a.grad, want.grad, rtol=1e-10, atol=1e-12)
+            cached.close()
+            assert cached.widened is None
+        assert set(persistent().keys()) == before
+        assert fb.blocks is not None  # the base keeps its own blocks
