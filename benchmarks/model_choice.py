@@ -41,7 +41,9 @@ Usage::
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.model_choice --corpora synthetic pp
 
 writes benchmarks/results/model_choice.json (and model_choice_<corpus>.png,
-the grafting path), rewritten after every row (and again after a path's
+the grafting path; a run with ``--set`` writes
+model_choice_<corpus>_<key>-<value>.png instead, so the defaults' plot
+stays), rewritten after every row (and again after a path's
 single fit), so a stopped run keeps the rows it measured.
 """
 
@@ -219,15 +221,11 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         row["single_fit"] = "pending"  # the row is written before the single fit runs
         if method == "grafting":
-            png = os.path.join(RESULTS, f"model_choice_{name}.png")
+            png = os.path.join(RESULTS, f"model_choice_{name}{variant_suffix(args.set)}.png")
             write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
-            row["path_points"] = [
-                {
-                    k: p.get(k)
-                    for k in ("l1", "features", "heldout_score", "passes", "chosen", "cut")
-                }
-                for p in path["points"]
-            ]
+            row["plot"] = os.path.basename(png)
+            keys = ("l1", "features", "heldout_score", "passes", "chosen", "cut", "continued_after")
+            row["path_points"] = [{k: p.get(k) for k in keys} for p in path["points"]]
     else:
         choice = rep.get("choice") or {}
         stages = choice.get("stages_run") or 0
@@ -239,7 +237,41 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             heldout_score=choice.get("heldout_score"),
             passes_per_stage=round(rep["passes"] / stages, 2) if stages else None,
         )
+        if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
+            row["stage_costs"] = stage_costs(rep["rounds"])
     return row
+
+
+def variant_suffix(settings: list) -> str:
+    """A file-name suffix naming a run's --set keys ('' at the defaults), so
+    a variant run does not overwrite the defaults' plot."""
+    text = "".join(f"_{k}-{v}" for k, v in settings)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "", text)
+
+
+def stage_costs(rounds: list[dict]) -> dict:
+    """Where an SGC run's passes per stage go: gain batches per stage (2
+    passes each with the sketch), re-estimations, by quarter of the run."""
+    passes = np.array([r["stage_passes"] for r in rounds], dtype=float)
+    batches = np.array([r["batches"] for r in rounds], dtype=float)
+    quarters = np.array_split(np.arange(len(rounds)), 4)
+    return {
+        "mean_stage_passes": round(float(passes.mean()), 2),
+        "mean_batches": round(float(batches.mean()), 2),
+        "passes_per_batch": round(float(passes.sum() / max(batches.sum(), 1)), 2),
+        "max_batches": int(batches.max()),
+        "reestimations": int(sum(bool(r.get("reestimated")) for r in rounds)),
+        "mean_gain_evaluations": round(float(np.mean([r["gain_evaluations"] for r in rounds])), 1),
+        "by_quarter": [
+            {
+                "stages": f"{q[0] + 1}-{q[-1] + 1}",
+                "passes": round(float(passes[q].mean()), 2),
+                "batches": round(float(batches[q].mean()), 2),
+            }
+            for q in quarters
+            if len(q)
+        ],
+    }
 
 
 def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
