@@ -42,8 +42,9 @@ Usage::
 
 writes benchmarks/results/model_choice.json (and model_choice_<corpus>.png,
 the grafting path; a run with ``--set`` writes
-model_choice_<corpus>_<key>-<value>.png instead, so the defaults' plot
-stays), rewritten after every row (and again after a path's
+model_choice_<corpus>_<key>-<value>.png instead, and a CoNLL / Base-NP run
+with other than 2,000 sentences model_choice_<corpus>_<N>sent.png, so the
+defaults' plot stays), rewritten after every row (and again after a path's
 single fit), so a stopped run keeps the rows it measured.
 """
 
@@ -95,6 +96,8 @@ ROW_KEYS = [
 ]
 CORPORA = ("synthetic", "pp", "brown", "conll", "basenp")
 CHUNKED = ("conll", "basenp")
+#: training sentences of CoNLL-2000 and Base-NP by default (of 8,936; 0: all)
+DEFAULT_SENTENCES = 2000
 METHODS = ("grafting", "l2", "sgc", "bayes-factor")
 
 
@@ -221,7 +224,10 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         row["single_fit"] = "pending"  # the row is written before the single fit runs
         if method == "grafting":
-            png = os.path.join(RESULTS, f"model_choice_{name}{variant_suffix(args.set)}.png")
+            suffix = variant_suffix(args.set)
+            if name in CHUNKED and args.conll_sentences != DEFAULT_SENTENCES:
+                suffix += f"_{args.conll_sentences}sent"
+            png = os.path.join(RESULTS, f"model_choice_{name}{suffix}.png")
             write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
             row["plot"] = os.path.basename(png)
             keys = ("l1", "features", "heldout_score", "passes", "chosen", "cut", "continued_after")
@@ -393,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/sparkmaxent-model-choice")
     parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
     parser.add_argument("--output", default=os.path.join(RESULTS, "model_choice.json"))
-    parser.add_argument("--conll-sentences", type=int, default=2000)
+    parser.add_argument("--conll-sentences", type=int, default=DEFAULT_SENTENCES)
     parser.add_argument("--stage-seconds", type=float, default=120.0)
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
