@@ -41,7 +41,10 @@ Usage::
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.model_choice --corpora synthetic pp
 
 writes benchmarks/results/model_choice.json (and model_choice_<corpus>.png,
-the grafting path), rewritten after every row (and again after a path's
+the grafting path; a run with ``--set`` writes
+model_choice_<corpus>_<key>-<value>.png instead, and a CoNLL / Base-NP run
+with other than 2,000 sentences model_choice_<corpus>_<N>sent.png, so the
+defaults' plot stays), rewritten after every row (and again after a path's
 single fit), so a stopped run keeps the rows it measured.
 """
 
@@ -93,6 +96,8 @@ ROW_KEYS = [
 ]
 CORPORA = ("synthetic", "pp", "brown", "conll", "basenp")
 CHUNKED = ("conll", "basenp")
+#: training sentences of CoNLL-2000 and Base-NP by default (of 8,936; 0: all)
+DEFAULT_SENTENCES = 2000
 METHODS = ("grafting", "l2", "sgc", "bayes-factor")
 
 
@@ -219,15 +224,14 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         row["single_fit"] = "pending"  # the row is written before the single fit runs
         if method == "grafting":
-            png = os.path.join(RESULTS, f"model_choice_{name}.png")
+            suffix = variant_suffix(args.set)
+            if name in CHUNKED and args.conll_sentences != DEFAULT_SENTENCES:
+                suffix += f"_{args.conll_sentences}sent"
+            png = os.path.join(RESULTS, f"model_choice_{name}{suffix}.png")
             write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
-            row["path_points"] = [
-                {
-                    k: p.get(k)
-                    for k in ("l1", "features", "heldout_score", "passes", "chosen", "cut")
-                }
-                for p in path["points"]
-            ]
+            row["plot"] = os.path.basename(png)
+            keys = ("l1", "features", "heldout_score", "passes", "chosen", "cut", "continued_after")
+            row["path_points"] = [{k: p.get(k) for k in keys} for p in path["points"]]
     else:
         choice = rep.get("choice") or {}
         stages = choice.get("stages_run") or 0
@@ -239,7 +243,41 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             heldout_score=choice.get("heldout_score"),
             passes_per_stage=round(rep["passes"] / stages, 2) if stages else None,
         )
+        if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
+            row["stage_costs"] = stage_costs(rep["rounds"])
     return row
+
+
+def variant_suffix(settings: list) -> str:
+    """A file-name suffix naming a run's --set keys ('' at the defaults), so
+    a variant run does not overwrite the defaults' plot."""
+    text = "".join(f"_{k}-{v}" for k, v in settings)
+    return re.sub(r"[^A-Za-z0-9_.-]+", "", text)
+
+
+def stage_costs(rounds: list[dict]) -> dict:
+    """Where an SGC run's passes per stage go: gain batches per stage (2
+    passes each with the sketch), re-estimations, by quarter of the run."""
+    passes = np.array([r["stage_passes"] for r in rounds], dtype=float)
+    batches = np.array([r["batches"] for r in rounds], dtype=float)
+    quarters = np.array_split(np.arange(len(rounds)), 4)
+    return {
+        "mean_stage_passes": round(float(passes.mean()), 2),
+        "mean_batches": round(float(batches.mean()), 2),
+        "passes_per_batch": round(float(passes.sum() / max(batches.sum(), 1)), 2),
+        "max_batches": int(batches.max()),
+        "reestimations": int(sum(bool(r.get("reestimated")) for r in rounds)),
+        "mean_gain_evaluations": round(float(np.mean([r["gain_evaluations"] for r in rounds])), 1),
+        "by_quarter": [
+            {
+                "stages": f"{q[0] + 1}-{q[-1] + 1}",
+                "passes": round(float(passes[q].mean()), 2),
+                "batches": round(float(batches[q].mean()), 2),
+            }
+            for q in quarters
+            if len(q)
+        ],
+    }
 
 
 def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
@@ -361,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="/tmp/sparkmaxent-model-choice")
     parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
     parser.add_argument("--output", default=os.path.join(RESULTS, "model_choice.json"))
-    parser.add_argument("--conll-sentences", type=int, default=2000)
+    parser.add_argument("--conll-sentences", type=int, default=DEFAULT_SENTENCES)
     parser.add_argument("--stage-seconds", type=float, default=120.0)
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")

@@ -243,6 +243,13 @@ class IfsConfig(Section):
         ge=0,
     )
     batch: int = key(32, "sgc: top stale candidates whose gains are recomputed together.", ge=1)
+    batch_growth: int = key(
+        2,
+        "sgc: each further batch of a stage is this many times the last, and the "
+        "next stage starts from the batch that settled this one (halved after a "
+        "one-batch stage, never below train.ifs.batch); 1: fixed batches.",
+        ge=1,
+    )
     lookahead: int = key(
         500,
         "sgc-lookahead: after a selection, recompute the next L "

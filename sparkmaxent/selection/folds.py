@@ -126,7 +126,7 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
         i + 1,
         len(grid),
     )
-    result = fit_point(ctx, grid[i], start, None, None)
+    result = fit_point(ctx, grid[i], start, None, None, None)
     result.report["folds"] = {
         **report,
         "criterion": cfg.choice.criterion,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -146,6 +147,10 @@ class Grafting:
         # the backend's pass count at which a path point's budget is spent
         # (selection/path.py); None: no budget
         self.pass_limit: int | None = None
+        # asked with the weights when the budget is spent: go on without it?
+        self.keep_going: Callable[[Weights], bool] | None = None
+        # the pass count (of this run) at which the budget ran out and the run went on
+        self.continued_after: int | None = None
 
     def objective(self, ids: np.ndarray) -> Objective:
         return Objective(self.ctx.backend, ids, l2=self.penalty.l2, scaling=self.ctx.scaling)
@@ -222,7 +227,14 @@ class Grafting:
     def round(self, state: LoopState) -> RoundOutcome:
         weights = state.weights
         if self.budget_left() == 0:
-            return RoundOutcome(True, weights, note=BUDGET_SPENT, info={"stopped": BUDGET_SPENT})
+            if self.keep_going is None or not self.keep_going(weights):
+                return RoundOutcome(
+                    True, weights, note=BUDGET_SPENT, info={"stopped": BUDGET_SPENT}
+                )
+            # go on from here (weights, active set, the test known at them):
+            # no pass of the budget is paid again
+            self.continued_after = state.passes
+            self.pass_limit = None
         test = self.gradient_test(weights)
         if len(test.new):
             return self._optimize(weights, test, self.round_tol(test))
@@ -277,8 +289,9 @@ class Grafting:
             if left is None
             else max(1, min(left, self.options.max_iter)),
         )
+        capped = options.max_iter < self.options.max_iter
         with warnings.catch_warnings():
-            if options.max_iter < self.options.max_iter:  # stopped by the budget: no warning
+            if capped:  # stopped by the budget: no warning
                 warnings.simplefilter("ignore", ConvergenceWarning)
             res = SOLVERS[solver](obj, theta0, box, options, None)
         self.evaluations += res.evaluations
@@ -323,7 +336,9 @@ class Grafting:
                 "evaluations": res.evaluations,
                 "tol": tol,
                 "violation": res.violation,
-                "converged": res.converged,
+                # stopped by a path point's pass budget: not a failure of
+                # the solver (a point that goes on is certified at its end)
+                "converged": None if capped and not res.converged else res.converged,
             },
         )
 
@@ -354,16 +369,23 @@ def test_path(method: Grafting) -> dict:
 
 
 def fit_grafting_family(
-    ctx: TrainingContext, name: str, start: Weights | None = None, budget: int | None = None
+    ctx: TrainingContext,
+    name: str,
+    start: Weights | None = None,
+    budget: int | None = None,
+    keep_going: Callable[[Weights], bool] | None = None,
 ) -> FitResult:
     """Run a grafting-family method through the shared round loop, from
-    ``start`` (a path's previous point; default all-zero), stopping once it
-    has run ``budget`` passes (a path's cut; default: no budget)."""
+    ``start`` (a path's previous point; default all-zero), on a pass
+    ``budget`` (a path's cut; default: none). When the budget is spent,
+    ``keep_going(weights)`` decides whether the run goes on from there
+    without it (default: it stops)."""
     spec = variant(name, ctx.config)
     penalty = spec.penalty
     method = Grafting(ctx, spec)
     if budget is not None:
         method.pass_limit = ctx.backend.passes + budget
+        method.keep_going = keep_going
     path = test_path(method)
     log.info(
         "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
@@ -419,6 +441,7 @@ def grafting_report(
         if state.done
         else limit_reached(ctx.config, state),
         "budget_spent": spent,
+        "continued_after": method.continued_after,
         "converged": bool(state.done and cert["passed"]),
         "kkt": cert,
         "iterations": method.iterations,

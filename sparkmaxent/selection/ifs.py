@@ -7,9 +7,10 @@ weights fixed (Zhou et al. Eq. 3, in mean units: the decrease of the loss L;
 ``solvers/gains.fit_gains``), at its alpha; no other weight changes.
 
 SGC (Zhou et al. 2003, section 3 and Figure 2) takes a stale gain as an upper
-bound and recomputes the best stale gains, ``sgc_batch`` at a time, until
-the best fresh gain beats every stale one; with look-ahead it also refreshes
-the next ``lookahead`` candidates after each selection. Optional
+bound and recomputes the best stale gains, a batch at a time (``batch``,
+growing by ``batch_growth``), until the best fresh gain beats every stale
+one; with look-ahead it also refreshes the next ``lookahead`` candidates
+after each selection. Optional
 re-estimation (``reestimate_every``) refits all selected weights. Stages run
 in the shared round loop (selection/loop.py); SGC's stale gains are saved
 with each checkpoint, so a resumed run selects what an uninterrupted one
@@ -265,8 +266,20 @@ class Incremental:
     ) -> tuple[int, float, float, int]:
         """Zhou et al. Figure 2 with batches: recompute the best stale gains
         until the best fresh gain is at least every stale gain left.
-        Returns (feature, gain, alpha, batches); feature -1 if none is left."""
+        Returns (feature, gain, alpha, batches); feature -1 if none is left.
+
+        Each batch costs the same passes whatever its size (2 with the
+        sketch), so a stage that needs k batches of a fixed size pays k
+        times that. Once the training loss is small (long documents: a
+        selected word shifts the gains of the many words it co-occurs with)
+        k grows; each further batch is therefore ``batch_growth`` times the
+        last (log k batches instead of k, at most ``batch_growth`` times
+        the gains recomputed), and the next stage starts from the size that
+        settled this one (``arrays["batch_size"]``, kept in checkpoints),
+        halved after a stage that one batch settled."""
+        cfg = self.ctx.config.ifs
         gain, alpha, at = arrays["gain"], arrays["alpha"], arrays["at"]
+        size = int(arrays["batch_size"][0]) if "batch_size" in arrays else cfg.batch
         batches = 0
         while True:
             live = at > 0
@@ -276,11 +289,17 @@ class Incremental:
             if len(fresh):
                 b = fresh[best_of(gain[fresh], fresh)]
                 if gain[b] >= top_stale:
-                    return int(b), float(gain[b]), float(alpha[b]), batches
+                    break
             elif not np.any(stale):
                 return -1, float("nan"), 0.0, batches
-            self._refresh(arrays, weights, stage, self.ctx.config.ifs.batch)
+            if batches:
+                size *= cfg.batch_growth
+            self._refresh(arrays, weights, stage, size)
             batches += 1
+        if batches <= 1:
+            size //= cfg.batch_growth
+        arrays["batch_size"] = np.array([max(cfg.batch, size)], dtype=np.int64)
+        return int(b), float(gain[b]), float(alpha[b]), batches
 
     def reestimate(self, weights: Weights) -> tuple[Weights, float]:
         """Re-fit all selected weights and the bias (L-BFGS over the selected

@@ -18,8 +18,11 @@ model is the chosen point. A path stops early after ``patience`` points
 without a better held-out score (weaker penalties only cost more passes).
 A point after the first runs on a pass budget (``cut_passes`` times the
 passes of the points before it): when it runs out, the point is cut if its
-held-out score is below the best so far, else refitted without a budget,
-so the chosen point is the same as without the cut unless the cut fires.
+held-out score is below the best so far, else its fit goes on from where
+the budget stopped it (weights and active set) without a budget, so no
+pass is paid twice and the point reaches the same certified optimum as an
+unbudgeted fit (to the solver's tolerance): the choice is the one of an
+uncut path unless the cut fires.
 ``max_weights`` stops a path after its first point with more non-zero
 weights (that point is kept and may be chosen).
 """
@@ -51,8 +54,12 @@ log = logging.getLogger(__name__)
 PATH_METHODS = ("grafting", "l2")
 #: points a default grid may be extended by at least, while its last point is the best
 MAX_EXTENSION = 10
-#: fit_point(ctx, gamma, start, previous gamma, pass budget) of a path
-PointFit = Callable[[TrainingContext, float, Weights, float | None, int | None], FitResult]
+#: asked with a point's weights when its pass budget is spent: go on without it?
+KeepGoing = Callable[[Weights], bool]
+#: fit_point(ctx, gamma, start, previous gamma, pass budget, keep_going) of a path
+PointFit = Callable[
+    [TrainingContext, float, Weights, float | None, int | None, KeepGoing | None], FitResult
+]
 
 
 def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
@@ -196,25 +203,39 @@ def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous
 
 
 def _grafting_point(
-    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None, budget: int | None
+    ctx: TrainingContext,
+    gamma: float,
+    start: Weights,
+    previous: float | None,
+    budget: int | None,
+    keep_going: KeepGoing | None,
 ) -> FitResult:
     """A grafting run at ``gamma`` from ``start``. Its rounds add up to
     max(n_best, strong set size) candidates each, so the features the
     strong rule expects at gamma enter in one round instead of
-    (size / n_best) rounds; the l1 optimum and its certificate are the same."""
+    (size / n_best) rounds; the l1 optimum and its certificate are the same.
+    A spent budget that ``keep_going`` lifts leaves the run going on in
+    the same loop (``Grafting.round``)."""
     cfg = ctx.config.grafting
     n_best = cfg.n_best
     if previous is not None:
         n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
     grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
-    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start, budget)
+    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start, budget, keep_going)
 
 
 def _l2_point(
-    ctx: TrainingContext, gamma: float, start: Weights, previous: float | None, budget: int | None
+    ctx: TrainingContext,
+    gamma: float,
+    start: Weights,
+    previous: float | None,
+    budget: int | None,
+    keep_going: KeepGoing | None,
 ) -> FitResult:
     """An l2 fit at ``gamma`` from ``start``; a budget caps its L-BFGS
-    iterations (one pass each, but for line-search steps)."""
+    iterations (one pass each, but for line-search steps). A spent budget
+    that ``keep_going`` lifts goes on from the budgeted fit's weights (one
+    pass at them again: L-BFGS restarts with an empty memory)."""
     if budget is None or budget >= ctx.config.max_iter:
         return fit_smooth(_at(ctx, l2=gamma), None, gamma, start)
     with warnings.catch_warnings():  # stopping at the budget is no failure
@@ -222,7 +243,14 @@ def _l2_point(
         result = fit_smooth(_at(ctx, l2=gamma, max_iter=budget), None, gamma, start)
     rep = result.report
     rep["budget_spent"] = not rep["converged"] and rep["iterations"] >= budget
-    return result
+    if not rep["budget_spent"] or keep_going is None or not keep_going(result.weights):
+        return result
+    rest = fit_smooth(_at(ctx, l2=gamma), None, gamma, result.weights)
+    for key in ("iterations", "evaluations"):
+        rest.report[key] += rep[key]
+    rest.report["trace"] = rep["trace"] + rest.report["trace"]
+    rest.report["continued_after"] = rep["evaluations"]
+    return rest
 
 
 def _at(ctx: TrainingContext, **changes) -> TrainingContext:
@@ -307,22 +335,32 @@ def _cut_point(
 ) -> tuple[FitResult, dict]:
     """Fit one point on a pass ``budget`` (None: none) and score it. A
     point whose budget runs out is scored where it stopped: below ``best``,
-    it is cut (kept in the path, never chosen); otherwise it is fitted
-    again from ``start`` without a budget, so an uncut path is the same as
-    one fitted without budgets (early stopping on held-out data, as in
-    successive halving: Jamieson & Talwalkar 2016)."""
+    it is cut (kept in the path, never chosen); otherwise its fit goes on
+    from there without a budget (early stopping on held-out data, as in
+    successive halving: Jamieson & Talwalkar 2016). The point then reaches
+    the optimum an unbudgeted fit reaches, certified alike, without paying
+    the budget's passes again (``continued_after``: the passes spent when
+    the budget ran out)."""
     passes0 = ctx.backend.passes
-    result = fit_point(ctx, gamma, start, previous, budget)
-    scores = score_weights(ctx, result.weights)
-    spent = bool(result.report.get("budget_spent"))
-    cut = spent and not scores["heldout_score"] >= best
-    if spent and not cut:
-        log.info(
-            "path point %.4g spent its budget of %d passes above the best: refitting", gamma, budget
-        )
-        result = fit_point(ctx, gamma, start, previous, None)
-        scores = score_weights(ctx, result.weights)
+    stop: dict = {}
+
+    def keep_going(weights: Weights) -> bool:
+        stop["scores"] = score_weights(ctx, weights)
+        stop["passes"] = ctx.backend.passes - passes0
+        go = bool(stop["scores"]["heldout_score"] >= best)
+        if go:
+            log.info(
+                "path point %.4g spent its budget of %d passes above the best: going on",
+                gamma,
+                budget,
+            )
+        return go
+
+    result = fit_point(ctx, gamma, start, previous, budget, keep_going)
     rep = result.report
+    cut = bool(rep.get("budget_spent"))
+    # a cut point's weights are those keep_going scored
+    scores = stop["scores"] if cut else score_weights(ctx, result.weights)
     row = {
         "features": int(result.weights.nnz),
         "objective": rep.get("objective"),
@@ -330,6 +368,7 @@ def _cut_point(
         "converged": bool(rep.get("converged")),
         "budget": budget,
         "cut": cut,
+        "continued_after": None if cut else stop.get("passes"),
         **scores,
     }
     if "kkt" in rep:

@@ -131,6 +131,38 @@ def test_sgc_computes_far_fewer_gains_than_ifs(runs):
     assert all(e >= 24 for e in look)  # every stage refreshes the next 24
 
 
+def test_sgc_batches_grow_within_a_stage_and_keep_its_rule(generated):
+    """A stage that one batch does not settle recomputes batch_growth times
+    as many gains next (train.ifs.batch_growth): fewer batches (2 passes
+    each) than with fixed batches, and every selected feature's fresh gain
+    is still at least every stale gain left."""
+    block, space = generated
+    runs = {}
+    for growth in (1, 2):
+        captured = {}
+
+        def keep(state, captured=captured):
+            captured[state.round] = {k: v.copy() for k, v in state.arrays.items()}
+
+        cfg = config("sgc", batch=2, batch_growth=growth, max_features=30)
+        res = train(LocalBackend(split_block(block, 2), space), cfg, on_round=keep)
+        runs[growth] = (res.report, captured)
+    fixed, grown = runs[1][0], runs[2][0]
+    batches = {g: [r["batches"] for r in runs[g][0]["rounds"]] for g in runs}
+    assert max(batches[1]) >= 3, "a stage that fixed batches of 2 do not settle at once"
+    assert all(r["gain_evaluations"] % 2 == 0 for r in fixed["rounds"])
+    assert sum(batches[2]) < sum(batches[1])
+    assert grown["passes"] < fixed["passes"]
+    for report, captured in runs.values():
+        for r in report["rounds"]:
+            arrays = captured[r["round"]]
+            stale = (arrays["at"] > 0) & (arrays["at"] != r["round"])
+            assert r["gain"] >= arrays["gain"][stale].max(initial=-np.inf)
+            assert arrays["batch_size"][0] >= 2
+    # fixed batches stay at train.ifs.batch
+    assert all(a["batch_size"][0] == 2 for a in runs[1][1].values())
+
+
 def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
     """Only the new weight changes, and G is exact at its alpha, so the loss
     after a stage is the loss before it minus the stage's gain."""
