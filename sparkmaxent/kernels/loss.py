@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .colcache import COLUMNS
+from .colcache import COLUMNS, gather_columns
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
@@ -149,7 +149,7 @@ def _columns(
     sparse-by-sparse product with all predicates, and is kept between the
     passes of one active set (``colcache.py``)."""
     X = block.X
-    Xs = COLUMNS.get("columns", X, (preds,), lambda: X[:, preds])
+    Xs = COLUMNS.get("columns", X, (preds,), lambda: gather_columns(X, preds))
     if scaling is None:
         return Xs, None, None
     return Xs, scaling.mean[preds], scaling.inv_scale[preds]
@@ -192,17 +192,22 @@ def _multiclass_loss_grad(
             X, g_rows, mean, inv = Xs, inverse[n_w:], mean_s, inv_s
     else:
         S = _linear_scores(X, weights.matrix(space), weights.bias, mean, inv)
-    gold = S[rows, block.y]
+    # entries (i, k) of S read through the flat array: the same values as
+    # S[rows, k], without two-dimensional fancy indexing's cost
+    S = np.ascontiguousarray(S)  # (a no-op for the scores built above)
+    flat, start = S.reshape(-1), rows * K
+    gold_at = start + block.y
+    gold = flat[gold_at]
     # the row maxima through argmax, which also settles the correct-label
     # count (ties to the first label): one sweep of S instead of two
     top = S.argmax(axis=1)
-    mx = S[rows, top]
+    mx = flat[start + top]
     correct = float(block.c @ (top == block.y))
     # R = c * (P - Y) in place of S: residual whose products with the
     # predicates give the gradient (curvature kernels also need P itself)
     lse, R, proba = weighted_softmax(S, block.c, mx, keep_proba)
     loss = float(block.c @ (lse - gold))
-    R[rows, block.y] -= block.c
+    R.reshape(-1)[gold_at] -= block.c
     r_sum = np.ones(len(rows)) @ R
     if grad_ids is not None and g_rows is None:  # dense weights, gradient on a subset
         preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
@@ -307,6 +312,33 @@ class RayLoss:
         return RayLoss(self.loss + other.loss, self.weight + other.weight)
 
 
+def _ray_scores(
+    block: MulticlassBlock,
+    space: Space,
+    weights: Weights,
+    direction: Weights,
+    scaling: Scaling | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Scores at the weights and along the direction. Sparse weights score
+    over their gathered predicate columns, the active-set pass's own (kept
+    between passes, ``_columns``): nothing the size of all predicates is
+    built, unlike ``Weights.matrix``."""
+    ids = weights.ids
+    if ids is None or direction.ids is None or not np.array_equal(ids, direction.ids):
+        return (
+            multiclass_scores(block, space, weights, scaling),
+            multiclass_scores(block, space, direction, scaling),
+        )
+    K = space.n_labels
+    preds, inverse = np.unique(ids // K, return_inverse=True)
+    Xs, mean_s, inv_s = _columns(block, preds, scaling)
+
+    def scores(w: Weights) -> np.ndarray:
+        return _linear_scores(Xs, _gathered(w, preds, inverse, K), w.bias, mean_s, inv_s)
+
+    return scores(weights), scores(direction)
+
+
 def ray_losses(
     block: Block,
     space: Space,
@@ -332,8 +364,7 @@ def ray_losses(
             raise ValueError(
                 "cannot train on events whose label was not seen in training (label -1)"
             )
-        S0 = multiclass_scores(block, space, weights, scaling)
-        D = multiclass_scores(block, space, direction, scaling)
+        S0, D = _ray_scores(block, space, weights, direction, scaling)
         # the gold label's score is linear in t too: no (m, K) gather per step
         rows = np.arange(block.n_events)
         gold0, gold_d = S0[rows, block.y], D[rows, block.y]
