@@ -21,14 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-try:  # scipy's own sparse kernels (private; see _dense_product)
-    from scipy.sparse import _sparsetools as _tools
-except ImportError:  # pragma: no cover - another scipy: the public product
-    _tools = None
-
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
-from .loss import LossGrad, loss_grad_proba
+from .loss import LossGrad, _tools, loss_grad_proba  # _tools: scipy's own kernels, or None
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 
