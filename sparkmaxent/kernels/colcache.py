@@ -137,3 +137,26 @@ class ColumnCache:
 
 #: the process's cache, shared by the kernels (loss.py, curvature.py)
 COLUMNS = ColumnCache()
+
+
+def gather_columns(X: sp.csr_matrix, preds: np.ndarray) -> sp.csr_matrix:
+    """``X[:, preds]`` for increasing distinct ``preds``, the same arrays as
+    scipy's gather, which allocates a table over all of X's columns (an
+    index per predicate, whenever the active set changes). Here that table
+    is built only where it is no larger than the block; else each stored
+    entry is looked up among ``preds`` by binary search. Memory follows the
+    block and the active set, never the candidate space."""
+    idx = np.int32 if X.indices.dtype == X.indptr.dtype == np.int32 else np.int64
+    k, cols = len(preds), X.indices
+    if X.shape[1] <= len(cols):
+        table = np.full(X.shape[1], -1, dtype=idx)
+        table[preds] = np.arange(k, dtype=idx)
+        where = table[cols]
+    else:
+        pos = np.minimum(np.searchsorted(preds, cols), max(k - 1, 0)).astype(idx)
+        where = np.where(preds[pos] == cols, pos, -1) if k else np.full(len(cols), -1, idx)
+    keep = where >= 0
+    ends = np.concatenate([[0], np.cumsum(keep, dtype=idx)])
+    return sp.csr_matrix(
+        (X.data[keep], where[keep], ends[X.indptr]), shape=(X.shape[0], k), copy=False
+    )

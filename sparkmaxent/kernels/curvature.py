@@ -21,14 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-try:  # scipy's own sparse kernels (private; see _dense_product)
-    from scipy.sparse import _sparsetools as _tools
-except ImportError:  # pragma: no cover - another scipy: the public product
-    _tools = None
-
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .colcache import COLUMNS
-from .loss import LossGrad, loss_grad_proba
+from .colcache import COLUMNS, gather_columns
+from .loss import LossGrad, _tools, loss_grad_proba  # _tools: scipy's own kernels, or None
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 
@@ -107,7 +102,11 @@ def _gather_columns(
     (``colcache.py``)."""
 
     def build():
-        E = X[:, cols].tocsr()
+        # the distinct predicates gathered first: nothing over all of X's columns
+        preds, inverse = np.unique(cols, return_inverse=True)
+        E = gather_columns(X, preds)
+        if not np.array_equal(preds, cols):
+            E = E[:, inverse].tocsr()
         if scale is not None:
             E = (E @ sp.diags(scale)).tocsr()
         return E.tocsc() if csc else E

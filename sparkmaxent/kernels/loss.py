@@ -15,20 +15,42 @@ gives the same objective.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+try:  # scipy's own sparse kernels (private; without them, the public products)
+    from scipy.sparse import _sparsetools as _tools
+except ImportError:  # pragma: no cover - another scipy
+    _tools = None
+
 from ..errors import InputError
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .colcache import COLUMNS
+from .colcache import COLUMNS, gather_columns
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
 
+#: scores per row chunk of a block (``_sweep``): a chunk's rows stay in the
+#: CPU cache through every step of the kernel
+CHUNK_ENTRIES = 1 << 17
+
 
 def _dense(A) -> np.ndarray:
     return A.toarray() if sp.issparse(A) else np.asarray(A)
+
+
+def _scaled(
+    W, mean: np.ndarray | None, inv_scale: np.ndarray | None
+) -> tuple[Any, np.ndarray | None]:
+    """W with the scaling folded in, and the centering term: the row vector
+    ``mean @ W`` every event's scores lose (None without centering)."""
+    if inv_scale is not None:
+        W = W.multiply(inv_scale[:, None]).tocsr() if sp.issparse(W) else W * inv_scale[:, None]
+    if mean is None:
+        return W, None
+    return W, _dense(sp.csr_matrix(mean[None, :]) @ W).ravel() if sp.issparse(W) else mean @ W
 
 
 def _linear_scores(
@@ -36,11 +58,10 @@ def _linear_scores(
 ) -> np.ndarray:
     """S = ((X - mean) * inv_scale) @ W + bias without densifying X: the
     centering term is one row vector subtracted from every event."""
-    if inv_scale is not None:
-        W = W.multiply(inv_scale[:, None]).tocsr() if sp.issparse(W) else W * inv_scale[:, None]
+    W, shift = _scaled(W, mean, inv_scale)
     S = _dense(X @ W)
-    if mean is not None:
-        S -= _dense(sp.csr_matrix(mean[None, :]) @ W).ravel() if sp.issparse(W) else mean @ W
+    if shift is not None:
+        S -= shift
     if bias is not None:
         S += bias[None, :]
     return S
@@ -149,7 +170,7 @@ def _columns(
     sparse-by-sparse product with all predicates, and is kept between the
     passes of one active set (``colcache.py``)."""
     X = block.X
-    Xs = COLUMNS.get("columns", X, (preds,), lambda: X[:, preds])
+    Xs = COLUMNS.get("columns", X, (preds,), lambda: gather_columns(X, preds))
     if scaling is None:
         return Xs, None, None
     return Xs, scaling.mean[preds], scaling.inv_scale[preds]
@@ -164,6 +185,83 @@ def _gathered(weights: Weights, preds: np.ndarray, inverse: np.ndarray, K: int) 
     return W
 
 
+def _residual_rows(
+    S: np.ndarray, y: np.ndarray, c: np.ndarray, keep_proba: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Turn the scores S (C-ordered, shape (m, K)) into the residual
+    R = c * (P - Y) in place, whose products with the predicates give the
+    gradient; return the gold scores, the top label (ties to the first),
+    the log-normalizers and P itself when ``keep_proba`` (curvature)."""
+    # entries (i, k) read through the flat array: the same values as
+    # S[rows, k], without two-dimensional fancy indexing's cost
+    flat, start = S.reshape(-1), np.arange(len(y)) * S.shape[1]
+    gold_at = start + y
+    gold = flat[gold_at]
+    # the row maxima through argmax, which also settles the correct-label
+    # count: one sweep of S instead of two
+    top = S.argmax(axis=1)
+    lse, _, proba = weighted_softmax(S, c, flat[start + top], keep_proba)
+    flat[gold_at] -= c
+    return gold, top, lse, proba
+
+
+def _chunkable(Xs, W, Xg) -> bool:
+    """Whether ``_sweep`` can run scipy's own kernels over row chunks."""
+    return (
+        _tools is not None
+        and isinstance(W, np.ndarray)
+        and all(
+            X.format == "csr" and X.indptr.dtype == X.indices.dtype and X.data.dtype == np.float64
+            for X in (Xs, Xg)
+        )
+    )
+
+
+def _sweep(Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba: bool):
+    """Scores Xs @ W (scaled, ``_linear_scores``), the residual in their place
+    (``_residual_rows``) and G = Xg^T R, the gradient sums over Xg's columns.
+
+    Over row chunks small enough to stay in the CPU cache where scipy's
+    own product kernels can be called (``_chunkable``): a chunk's rows are
+    scored, turned into residuals and added into G before the next chunk,
+    instead of a dozen sweeps of the whole (m, K) matrix through memory.
+    The sums are the same bit for bit: each row's arithmetic is the same,
+    and G's product (scipy's ``csc_matvecs``) adds the events in the same
+    order into the same buffer whether called once or chunk by chunk.
+
+    Returns (R, G, gold, top, lse, proba) as ``_residual_rows``."""
+    if not _chunkable(Xs, W, Xg):
+        R = np.ascontiguousarray(_linear_scores(Xs, W, bias, mean, inv))
+        rows = _residual_rows(R, y, c, keep_proba)
+        return (R, _dense(Xg.T @ R), *rows)
+    W, shift = _scaled(W, mean, inv)
+    m, K = Xs.shape[0], W.shape[1]
+    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
+    R, G = np.empty((m, K)), np.zeros((Xg.shape[1], K))
+    gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
+    proba = np.empty((m, K)) if keep_proba else None
+    step = max(1, CHUNK_ENTRIES // K)
+    for a in range(0, m, step):
+        b = min(m, a + step)
+        S = R[a:b]
+        S.fill(0.0)
+        _tools.csr_matvecs(
+            b - a, Xs.shape[1], K, Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf, S.reshape(-1)
+        )
+        if shift is not None:
+            S -= shift
+        if bias is not None:
+            S += bias[None, :]
+        gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep_proba)
+        if proba is not None:
+            proba[a:b] = p
+        _tools.csc_matvecs(
+            Xg.shape[1], b - a, K, Xg.indptr[a : b + 1], Xg.indices, Xg.data,
+            S.reshape(-1), G.reshape(-1),
+        )  # fmt: skip
+    return R, G, gold, top, lse, proba
+
+
 def _multiclass_loss_grad(
     block: MulticlassBlock,
     space: Space,
@@ -174,7 +272,7 @@ def _multiclass_loss_grad(
 ) -> tuple[LossGrad, np.ndarray | None]:
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
-    K, rows = space.n_labels, np.arange(block.n_events)
+    K = space.n_labels
     X, g_rows = block.X, None
     mean = None if scaling is None else scaling.mean
     inv = None if scaling is None else scaling.inv_scale
@@ -185,29 +283,21 @@ def _multiclass_loss_grad(
         wanted = [weights.ids // K] + ([] if grad_ids is None else [np.asarray(grad_ids) // K])
         preds, inverse = np.unique(np.concatenate(wanted), return_inverse=True)
         Xs, mean_s, inv_s = _columns(block, preds, scaling)
-        S = _linear_scores(
-            Xs, _gathered(weights, preds, inverse[:n_w], K), weights.bias, mean_s, inv_s
-        )
+        scoring = (Xs, _gathered(weights, preds, inverse[:n_w], K), mean_s, inv_s)
         if grad_ids is not None:
             X, g_rows, mean, inv = Xs, inverse[n_w:], mean_s, inv_s
     else:
-        S = _linear_scores(X, weights.matrix(space), weights.bias, mean, inv)
-    gold = S[rows, block.y]
-    # the row maxima through argmax, which also settles the correct-label
-    # count (ties to the first label): one sweep of S instead of two
-    top = S.argmax(axis=1)
-    mx = S[rows, top]
-    correct = float(block.c @ (top == block.y))
-    # R = c * (P - Y) in place of S: residual whose products with the
-    # predicates give the gradient (curvature kernels also need P itself)
-    lse, R, proba = weighted_softmax(S, block.c, mx, keep_proba)
-    loss = float(block.c @ (lse - gold))
-    R[rows, block.y] -= block.c
-    r_sum = np.ones(len(rows)) @ R
+        scoring = (X, weights.matrix(space), mean, inv)
     if grad_ids is not None and g_rows is None:  # dense weights, gradient on a subset
         preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
         X, mean, inv = _columns(block, preds, scaling)
-    G = _dense(X.T @ R)  # (predicates in X, K)
+    Xs, W, w_mean, w_inv = scoring
+    R, G, gold, top, lse, proba = _sweep(
+        Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba
+    )
+    correct = float(block.c @ (top == block.y))
+    loss = float(block.c @ (lse - gold))
+    r_sum = np.ones(block.n_events) @ R
     if mean is not None and inv is not None:
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
     grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]
@@ -307,6 +397,33 @@ class RayLoss:
         return RayLoss(self.loss + other.loss, self.weight + other.weight)
 
 
+def _ray_scores(
+    block: MulticlassBlock,
+    space: Space,
+    weights: Weights,
+    direction: Weights,
+    scaling: Scaling | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Scores at the weights and along the direction. Sparse weights score
+    over their gathered predicate columns, the active-set pass's own (kept
+    between passes, ``_columns``): nothing the size of all predicates is
+    built, unlike ``Weights.matrix``."""
+    ids = weights.ids
+    if ids is None or direction.ids is None or not np.array_equal(ids, direction.ids):
+        return (
+            multiclass_scores(block, space, weights, scaling),
+            multiclass_scores(block, space, direction, scaling),
+        )
+    K = space.n_labels
+    preds, inverse = np.unique(ids // K, return_inverse=True)
+    Xs, mean_s, inv_s = _columns(block, preds, scaling)
+
+    def scores(w: Weights) -> np.ndarray:
+        return _linear_scores(Xs, _gathered(w, preds, inverse, K), w.bias, mean_s, inv_s)
+
+    return scores(weights), scores(direction)
+
+
 def ray_losses(
     block: Block,
     space: Space,
@@ -332,8 +449,7 @@ def ray_losses(
             raise ValueError(
                 "cannot train on events whose label was not seen in training (label -1)"
             )
-        S0 = multiclass_scores(block, space, weights, scaling)
-        D = multiclass_scores(block, space, direction, scaling)
+        S0, D = _ray_scores(block, space, weights, direction, scaling)
         # the gold label's score is linear in t too: no (m, K) gather per step
         rows = np.arange(block.n_events)
         gold0, gold_d = S0[rows, block.y], D[rows, block.y]

@@ -7,10 +7,11 @@ import pickle
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import MULTICLASS, LossGradTask, Scaling, Space, Weights, colcache
-from sparkmaxent.kernels.colcache import ColumnCache
+from sparkmaxent.kernels.colcache import ColumnCache, gather_columns
 from sparkmaxent.kernels.curvature import CurvatureTask
 
 from .helpers import random_multiclass
@@ -131,3 +132,22 @@ def test_closing_an_in_process_backend_empties_the_cache():
     assert len(colcache.COLUMNS) > 0
     backend.close()
     assert len(colcache.COLUMNS) == 0
+
+
+@pytest.mark.parametrize("n_cols", [12, 5000])  # a table of the columns, or binary search
+@pytest.mark.parametrize("k", [0, 1, 4, 12])
+def test_gather_columns_gives_scipys_arrays(n_cols, k):
+    """``gather_columns`` equals scipy's ``X[:, preds]`` array for array
+    (dtypes included), with empty rows, whichever way it finds the columns."""
+    rng = np.random.default_rng(n_cols + k)
+    A = rng.normal(size=(40, n_cols)) * (rng.random((40, n_cols)) < min(0.3, 60 / n_cols))
+    A[5:8] = 0.0  # empty rows
+    X = sp.csr_matrix(A)
+    held = np.unique(X.indices)
+    pool = held if len(held) >= k else np.arange(n_cols)
+    preds = np.sort(rng.choice(pool, size=min(k, len(pool)), replace=False)).astype(np.int64)
+    got, want = gather_columns(X, preds), X[:, preds]
+    assert got.shape == want.shape
+    for a, b in zip((got.indptr, got.indices, got.data), (want.indptr, want.indices, want.data)):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype

@@ -223,3 +223,43 @@ def test_concat_blocks_keeps_event_ids_and_groups(shape):
     np.testing.assert_array_equal(
         partial.event_id, np.concatenate([blocks[0].event_id, blocks[1].event_id])
     )
+
+
+@pytest.mark.parametrize("weights_kind", ["sparse", "dense"])
+@pytest.mark.parametrize("grad", ["active", "all"])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_the_row_chunked_kernel_is_the_whole_block_kernel_bit_for_bit(
+    weights_kind, grad, scaled, monkeypatch
+):
+    """The loss kernel over row chunks (scipy's own product kernels, a few
+    rows at a time) gives the same sums, bit for bit, as the public products
+    over the whole block, probabilities included."""
+    from sparkmaxent.kernels import loss as loss_module
+
+    rng = np.random.default_rng(5)
+    block = random_multiclass(rng, m=301, P=30, K=5)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=40, replace=False))
+    values = rng.normal(size=len(ids))
+    weights = Weights(ids, values, rng.normal(size=5))
+    if weights_kind == "dense":
+        theta = np.zeros(space.n_features)
+        theta[ids] = values
+        weights = Weights(None, theta, weights.bias)
+    scaling = random_scaling(rng, space.n_predicates) if scaled else None
+    grad_ids = ids if grad == "active" else None
+
+    def run():
+        return loss_module.loss_grad_proba(block, space, weights, scaling, grad_ids)
+
+    monkeypatch.setattr(loss_module, "CHUNK_ENTRIES", 7 * 5)  # 7 rows a chunk: 43 chunks
+    chunked, p_chunked = run()
+    monkeypatch.setattr(loss_module, "_tools", None)  # the public products, whole block
+    whole, p_whole = run()
+    for a, b in [
+        (chunked.grad, whole.grad),
+        (chunked.grad_bias, whole.grad_bias),
+        (p_chunked, p_whole),
+        (np.array([chunked.loss, chunked.correct]), np.array([whole.loss, whole.correct])),
+    ]:
+        np.testing.assert_array_equal(a, b)

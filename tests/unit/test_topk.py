@@ -19,7 +19,7 @@ from sparkmaxent.kernels.topk import (
     GradientTestTask,
     sorted_unique,
     top_candidates,
-    union_sorted,
+    union_positions,
 )
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.grafting import select_candidates
@@ -31,13 +31,16 @@ from .test_grafting import grafting_config, planted
 # ---- the top-k rule ---------------------------------------------------------------
 
 
+@pytest.mark.parametrize("high", [80, 10**6])  # ids filling their span (a mask), or sparse
 @pytest.mark.parametrize("sizes", [(0, 0), (0, 5), (7, 0), (50, 60), (1000, 3)])
-def test_union_sorted_and_sorted_unique_are_union1d_and_unique(sizes):
+def test_union_positions_and_sorted_unique_are_union1d_and_unique(sizes, high):
     rng = np.random.default_rng(sum(sizes))
-    a, b = (np.unique(rng.integers(0, 80, n)).astype(np.int64) for n in sizes)
-    got = union_sorted(a, b)
+    a, b = (np.unique(rng.integers(0, high, n)).astype(np.int64) for n in sizes)
+    got, pa, pb = union_positions(a, b)
     np.testing.assert_array_equal(got, np.union1d(a, b))
     assert got.dtype == np.int64
+    np.testing.assert_array_equal(got[pa], a)
+    np.testing.assert_array_equal(got[pb], b)
     both = np.concatenate([a, b[::-1], a])  # repeats, any order
     np.testing.assert_array_equal(sorted_unique(both), np.unique(both))
 
