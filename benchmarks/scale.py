@@ -526,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     write_result(
         path, rows, args.under, **summary(rows), **extra, planned=sorted(done), status="done"
     )
-    plot(rows, os.path.splitext(path)[0] + ".png")
+    plot(rows, os.path.splitext(path)[0] + (f"_{args.under}" if args.under else "") + ".png")
     return 0
 
 
