@@ -70,8 +70,10 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in head + sys.argv[1:])
 
 
-def write_result(path: str, rows: list[dict], **extra) -> dict:
-    """Write ``{command, date, machine, rows, **extra}`` as JSON and return it."""
+def write_result(path: str, rows: list[dict], under: str | None = None, **extra) -> dict:
+    """Write ``{command, date, machine, rows, **extra}`` as JSON and return it;
+    with ``under``, as that key of the JSON object already at ``path`` (its
+    other keys kept: a new run beside earlier ones in one result file)."""
     result = {
         "command": command_line(),
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -79,10 +81,17 @@ def write_result(path: str, rows: list[dict], **extra) -> dict:
         "rows": rows,
         **extra,
     }
+    doc = result
+    if under is not None:
+        doc = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+        doc[under] = result
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(result, f, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        json.dump(doc, f, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
     os.replace(tmp, path)
     return result
 

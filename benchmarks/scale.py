@@ -4,38 +4,48 @@ Spark MLlib's l1 LogisticRegression (issue 22).
 Data: the project's synthetic generator (``sparkmaxent.data.synthetic``), a
 planted sparse model over predicates with Zipf(1) rates, ``--nnz`` active
 predicates per event, ``--labels`` labels; the candidate space is
-predicates x labels (exact features, no hashing). Three axes, each in one
-Spark session (local[2]):
+predicates x labels (exact features, no hashing). Every size draws from
+one planted model (chosen for ``--model-events`` events: the same support,
+weights and bias; only the events sampled change; ``scale_data.py``).
+Three axes, each in one Spark session (local[2]):
 
     events      --events sizes at --base-candidates candidates
     candidates  --candidates sizes at --base-events events
     partitions  --partitions counts at --partition-events events
 
 Per size and system, both to their stopping rule: grafting (n_best
-``--n-best``, gamma1 ``--gamma`` chosen once for all sizes, KKT-certified;
-n_best 100 by default, not the issue's 1,000: at w = 0 about 665 candidates
-pass the test, most of them shadows of the planted ones that the first
-round prunes again, and Newton's curvature over such a round's ~700
-features is what made a pass cost ~32 s; with 100 a round's curvature
-stays small and the run ends at the same certified objective,
-docs/benchmarks.md "Scale")
+``--n-best``, gamma1 ``--gamma`` chosen once for all sizes and both
+systems, or with ``--choose-gamma`` on held-out data of the smallest size:
+not the default, since on this data the held-out score keeps improving
+down the grid, to an active set neither small nor the same across sizes;
+KKT-certified; n_best 100 by default, not the issue's 1,000: at w = 0 most
+candidates that pass the test are shadows of the planted ones that the
+first round prunes again, and Newton's curvature over such a round is what
+made a pass dear; with 100 a round's curvature stays small and the run
+ends at the same certified objective; docs/benchmarks.md "Scale" has the
+figures)
 and MLlib (multinomial, elasticNetParam=1, regParam=gamma,
 standardization=False, fitIntercept=True: the same objective
 L(w) + gamma ||w||_1 with L the weight-averaged log-loss, as in
-``benchmarks/grafting_vs_mllib.py``), MLlib cancelled after
-``--mllib-cap-s`` seconds. Rows: wall time, passes (Spark jobs for MLlib),
-time per pass, driver peak RSS (this Python process), executor peak RSS
-(the local-mode JVM and its Python workers), objective by our kernels, KKT
-violation. ``slopes``: the log-log slope of wall time against size per axis
-per system, over the finished rows. Each dataset is generated in a child
-process, so the driver's peak RSS is the training's alone.
+``benchmarks/grafting_vs_mllib.py``; its events in as many partitions as
+grafting's blocks), MLlib cancelled after ``--mllib-cap-s`` seconds.
+Rows: wall time, passes (Spark jobs for MLlib), time per pass, driver
+peak RSS (this Python process), executor peak RSS (the local-mode JVM and
+its Python workers), objective by our kernels, KKT violation, non-zeros,
+load (``uptime``); grafting rows also time the active-set pass at the
+planted model (``fixed_pass_s``: the same active set at every size,
+whatever the support of each size's optimum). ``slopes``: the log-log
+slope of wall time against size per axis per system, over the finished
+rows (``slopes_s_per_pass``, ``slopes_fixed_pass``: of those times).
+Each dataset is generated in a child process, so the driver's peak RSS is
+the training's alone.
 
 A long axis runs one size per invocation (the timing lock is held at most
 15 minutes) and ``--merge-into`` adds the rows to an existing result file
 (replacing rows of the same axis, system and size); every row keeps its own
 command, date and load average.
 
-    python -m benchmarks.scale --axes events --events 200000 800000 --mllib-cap-s 900
+    python -m benchmarks.scale --axes events partitions --mllib-cap-s 900
     python -m benchmarks.scale --axes candidates --candidates 200000000 --systems grafting \
         --merge-into benchmarks/results/scale.json
 """
@@ -46,15 +56,23 @@ import argparse
 import datetime as _dt
 import json
 import logging
-import multiprocessing
 import os
+import statistics
 import sys
 import threading
 import time
 
 import numpy as np
 
-from benchmarks.common import command_line, print_table, start, work_arguments, write_result
+from benchmarks.common import (
+    command_line,
+    print_table,
+    start,
+    timed_interleaved,
+    work_arguments,
+    write_result,
+)
+from benchmarks.scale_data import chosen_gamma, dataset, planted_weights
 
 log = logging.getLogger("scale")
 
@@ -122,46 +140,17 @@ class PeakMemory:
         self._stop.set()
 
 
-def dataset(work: str, n_events: int, n_candidates: int, args) -> str:
-    """The generated events, prepared under ``work`` (reused when there),
-    generated in a child process (the driver's memory stays the training's)."""
-    n_predicates = max(1, n_candidates // args.labels)
-    path = os.path.join(work, f"synthetic-{n_events}x{n_predicates}x{args.labels}")
-    if os.path.exists(os.path.join(path, "dataset.json")):
-        return path
-    child = multiprocessing.get_context("spawn").Process(
-        target=write_dataset,
-        args=(path, n_events, n_predicates, args.labels, args.nnz, args.support, args.seed),
-    )
-    child.start()
-    child.join()
-    if child.exitcode != 0:
-        raise RuntimeError(f"generating {path} failed (exit code {child.exitcode})")
-    return path
+def fixed_pass_seconds(backend, train_dir: str, repeats: int) -> float:
+    """Median wall time of the active-set pass (loss and gradient over the
+    active features, ``LossGradTask``) at the planted model: a pass over
+    the same active set at every size, what "time per pass with the active
+    set fixed" measures whatever support the optimum of each size has."""
+    from sparkmaxent.kernels import LossGradTask
 
-
-def write_dataset(
-    path: str, n_events: int, n_predicates: int, labels: int, nnz: float, support: int, seed: int
-) -> None:
-    """Generate the planted-model events and write them as a prepared dataset."""
-    from sparkmaxent.data.load import write_events
-    from sparkmaxent.data.schema import DatasetInfo
-    from sparkmaxent.data.synthetic import SyntheticSpec, generate
-    from sparkmaxent.kernels import MULTICLASS
-
-    spec = SyntheticSpec(
-        n_events=n_events,
-        n_predicates=n_predicates,
-        n_labels=labels,
-        active_per_event=nnz,
-        n_support=support,
-        n_copies=0,
-        n_conjunctions=0,
-        seed=seed,
-    )
-    data = generate(spec)
-    info = DatasetInfo(MULTICLASS, n_predicates, list(data.label_names))
-    write_events(data.block(), path, info, n_files=max(8, n_events // 200_000))
+    weights = planted_weights(train_dir)
+    task = LossGradTask(backend.space, weights, None, weights.ids)
+    times = timed_interleaved({"fixed": lambda: backend.run(task)}, repeats)["fixed"]
+    return statistics.median(times)
 
 
 def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict:
@@ -174,7 +163,9 @@ def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict
     from sparkmaxent.kernels import Weights
 
     sc, space = spark.sparkContext, backend.space
-    frame = mllib_frame(spark, train_dir, space.n_predicates).cache()
+    # as many partitions as the backend's blocks: the partitions axis is both systems'
+    frame = mllib_frame(spark, train_dir, space.n_predicates).repartition(backend.partitions)
+    frame = frame.cache()
     frame.count()
     lr = LogisticRegression(
         family="multinomial",
@@ -265,13 +256,22 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
                 dense_max = train_config().grafting.dense_test_max
             row["gradient_test"] = "block-wise" if backend.space.n_features > dense_max else "dense"
         memory.sample()
+        peaks = round(memory.driver), round(memory.executor)  # the training's, not the pass's below
+        load = round(os.getloadavg()[0], 2)
+        if system == "grafting" and args.fixed_pass_repeats:
+            fixed = fixed_pass_seconds(backend, train_dir, args.fixed_pass_repeats)
+            row["fixed_pass_s"] = round(fixed, 3)
+            row["fixed_pass_features"] = len(planted_weights(train_dir).ids)
         row.update(
             events=backend.n_events,
             candidates=backend.space.n_features,
             partitions=backend.partitions,
-            driver_peak_rss_mb=round(memory.driver),
-            executor_peak_rss_mb=round(memory.executor),
-            load=round(os.getloadavg()[0], 2),
+            gamma=args.gamma,
+            model_events=args.model_events,
+            driver_peak_rss_mb=peaks[0],
+            executor_peak_rss_mb=peaks[1],
+            load=load,
+            uptime=uptime(),
             load_at_start=load_at_start,
             command=command_line(),
             date=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -279,6 +279,11 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
     if row.get("passes"):
         row["s_per_pass"] = round(row["wall_s"] / row["passes"], 3)
     return row
+
+
+def uptime() -> str:
+    """``uptime``'s load averages (1, 5, 15 minutes), as the row's record of the load."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def failed_row(system: str, events: int, candidates: int, partitions: int, e: Exception) -> dict:
@@ -296,16 +301,20 @@ def failed_row(system: str, events: int, candidates: int, partitions: int, e: Ex
     }
 
 
-def slopes(rows: list[dict]) -> dict:
-    """Log-log slope of wall time against the axis's size, per axis per
-    system, over rows that finished (None with fewer than two)."""
+def slopes(rows: list[dict], value: str = "wall_s") -> dict:
+    """Log-log slope of ``value`` (wall time by default) against the axis's
+    size, per axis per system, over rows that finished and have it (None
+    with fewer than two sizes)."""
     out: dict = {}
     for axis in AXES:
         for system in ("grafting", "mllib"):
             pts = [
-                (r[axis], r["wall_s"])
+                (r[axis], r[value])
                 for r in rows
-                if r["axis"] == axis and r["system"] == system and r["status"] == "finished"
+                if r["axis"] == axis
+                and r["system"] == system
+                and r["status"] == "finished"
+                and r.get(value)
             ]
             xs = sorted(set(p[0] for p in pts))
             if len(xs) < 2:
@@ -316,17 +325,29 @@ def slopes(rows: list[dict]) -> dict:
     return out
 
 
+def summary(rows: list[dict]) -> dict:
+    """The slopes of a result: wall time, time per pass, and the pass at
+    the planted model (the active set fixed)."""
+    return {
+        "slopes": slopes(rows),
+        "slopes_s_per_pass": slopes(rows, "s_per_pass"),
+        "slopes_fixed_pass": slopes(rows, "fixed_pass_s"),
+    }
+
+
 def row_key(row: dict) -> tuple:
     return tuple(row.get(k) for k in ("axis", "system", "events", "candidates", "partitions"))
 
 
-def merged_rows(path: str, rows: list[dict]) -> list[dict]:
-    """The rows of the result file ``path`` (none if it does not exist)
-    with ``rows`` in place of those of the same axis, system and size."""
+def merged_rows(path: str, rows: list[dict], under: str | None = None) -> list[dict]:
+    """The rows of the result file ``path`` (of its key ``under`` if given;
+    none if it does not exist) with ``rows`` in place of those of the same
+    axis, system and size."""
     old: list[dict] = []
     if os.path.exists(path):
         with open(path) as f:
-            old = json.load(f).get("rows", [])
+            doc = json.load(f)
+        old = ((doc.get(under) or {}) if under else doc).get("rows", [])
     new = {row_key(r) for r in rows}
     return [r for r in old if row_key(r) not in new] + rows
 
@@ -339,18 +360,26 @@ def plot(rows: list[dict], path: str) -> None:
     FigureCanvasAgg(fig)
     for i, axis in enumerate(AXES):
         ax = fig.add_subplot(1, 3, i + 1)
-        for system, marker in (("grafting", "o-"), ("mllib", "s--")):
+        series = (
+            ("grafting", "wall_s", "o-", "grafting"),
+            ("mllib", "wall_s", "s--", "mllib"),
+            ("grafting", "fixed_pass_s", "^:", "grafting: pass at the planted model"),
+        )
+        for system, value, marker, label in series:
             pts = sorted(
-                (r[axis], r["wall_s"])
+                (r[axis], r[value])
                 for r in rows
-                if r["axis"] == axis and r["system"] == system and r["status"] == "finished"
+                if r["axis"] == axis
+                and r["system"] == system
+                and r["status"] == "finished"
+                and r.get(value)
             )
             if pts:
-                ax.plot(*zip(*pts), marker, label=system)
+                ax.plot(*zip(*pts), marker, label=label)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(axis)
-        ax.set_ylabel("wall s")
+        ax.set_ylabel("seconds (wall; one pass)")
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -369,7 +398,7 @@ def plan(args) -> list[tuple[str, int, int, int]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--axes", nargs="+", choices=AXES, default=list(AXES))
     ap.add_argument("--events", type=int, nargs="+", default=[200_000, 800_000, 3_200_000])
@@ -384,6 +413,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--support", type=int, default=1000, help="planted (predicate, label) pairs")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--gamma", type=float, default=1e-3, help="gamma1 = MLlib regParam")
+    ap.add_argument(
+        "--choose-gamma",
+        action="store_true",
+        help="gamma1 chosen once on held-out data instead (chosen_gamma; docs/benchmarks.md "
+        "says why it is not the default)",
+    )
+    ap.add_argument("--gamma-grid", type=float, nargs="+", default=[3e-3, 1e-3, 3e-4, 1e-4])
+    ap.add_argument("--choice-events", type=int, default=200_000, help="see chosen_gamma")
+    ap.add_argument("--heldout-fraction", type=float, default=0.25)
+    ap.add_argument(
+        "--model-events",
+        type=int,
+        default=200_000,
+        help="the planted model is chosen for this many events (SyntheticSpec.model_events), "
+        "one model for every size",
+    )
+    ap.add_argument(
+        "--fixed-pass-repeats",
+        type=int,
+        default=3,
+        help="grafting rows: time the active-set pass at the planted model this many times "
+        "(fixed_pass_s); 0: not",
+    )
     ap.add_argument("--n-best", type=int, default=100, help="see the module docstring")
     ap.add_argument("--systems", nargs="+", default=["grafting", "mllib"])
     ap.add_argument("--mllib-cap-s", type=float, default=1800.0)
@@ -397,17 +449,42 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--driver-memory", default="6g", help="the local-mode JVM's heap")
     ap.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="generate the datasets and choose gamma1 into --work, then stop (outside the "
+        "timing lock; the timed run reuses them)",
+    )
+    ap.add_argument(
+        "--under",
+        default=None,
+        help="write the result as this key of the result file, its other keys kept",
+    )
+    ap.add_argument(
         "--merge-into",
         default=None,
         help="result file to add this run's rows to (replacing rows of the same size)",
     )
     work_arguments(ap, "/var/tmp/sparkmaxent-scale", "scale.json")
-    args = start(ap, argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = start(parser(), argv)
 
     from sparkmaxent.backends.session import spark_session
 
+    choice = None
+    if args.choose_gamma:
+        choice = chosen_gamma(args)
+        args.gamma = choice["gamma"]
+        log.info("gamma1 %.4g chosen on held-out data: %s", args.gamma, choice["points"])
+    extra = {"gamma": args.gamma, "gamma_choice": choice, "model_events": args.model_events}
     rows: list[dict] = []
     todo = plan(args)
+    if args.prepare_only:
+        for _, n_events, n_candidates, _ in todo:
+            log.info("prepared %s", dataset(args.work, n_events, n_candidates, args))
+        return 0
     for axis in args.axes:
         spark = spark_session(
             "local[2]", f"scale-{axis}", {"spark.driver.memory": args.driver_memory}
@@ -424,22 +501,32 @@ def main(argv: list[str] | None = None) -> int:
                         row = failed_row(system, n_events, n_candidates, partitions, e)
                     rows.append({"axis": axis, **row})
                     log.info("%s", rows[-1])
-                    out = merged_rows(args.merge_into, rows) if args.merge_into else rows
+                    out = rows
+                    if args.merge_into:
+                        out = merged_rows(args.merge_into, rows, args.under)
                     write_result(
-                        args.merge_into or args.output, out, slopes=slopes(out), status="running"
+                        args.merge_into or args.output,
+                        out,
+                        args.under,
+                        **summary(out),
+                        **extra,
+                        status="running",
                     )
         finally:
             memory.close()
             spark.stop()
     keys = ["axis", "system", "events", "candidates", "partitions", "status", "wall_s", "passes"]
-    keys += ["s_per_pass", "driver_peak_rss_mb", "executor_peak_rss_mb", "objective"]
+    keys += ["s_per_pass", "fixed_pass_s", "driver_peak_rss_mb", "executor_peak_rss_mb"]
+    keys += ["objective", "nonzero_weights", "uptime"]
     print_table(rows, keys)
     done = {(r[0], r[1], r[2], r[3]) for r in todo}
     path = args.merge_into or args.output
     if args.merge_into:
-        rows = merged_rows(args.merge_into, rows)
-    write_result(path, rows, slopes=slopes(rows), planned=sorted(done), status="done")
-    plot(rows, os.path.splitext(path)[0] + ".png")
+        rows = merged_rows(args.merge_into, rows, args.under)
+    write_result(
+        path, rows, args.under, **summary(rows), **extra, planned=sorted(done), status="done"
+    )
+    plot(rows, os.path.splitext(path)[0] + (f"_{args.under}" if args.under else "") + ".png")
     return 0
 
 

@@ -64,3 +64,75 @@ def test_merge_into_replaces_rows_of_the_same_size_and_keeps_the_others(tmp_path
     path.write_text(json.dumps({"rows": old}))
     new = [full("events", "grafting", 1, 4.0), full("events", "grafting", 4, 20.0)]
     assert merged_rows(str(path), new) == [old[1], *new]
+
+
+def spec(n_events):
+    return dict(
+        n_events=n_events,
+        n_predicates=400,
+        n_labels=4,
+        active_per_event=6,
+        n_support=12,
+        n_copies=0,
+        n_conjunctions=0,
+        min_support_count=50,
+        seed=5,
+        model_events=2000,
+    )
+
+
+def test_sizes_share_the_planted_model_and_the_heldout_part_is_cut_off(tmp_path):
+    """Every size of an axis is drawn from one planted model (the events
+    axis's active set stays the same); the gamma1 choice's held-out part is
+    the last events of the smallest size."""
+    import numpy as np
+
+    from benchmarks.scale_data import planted_weights, write_dataset
+    from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.data.synthetic import SyntheticSpec, generate
+
+    small, big, held = (str(tmp_path / n) for n in ("small", "big", "held"))
+    write_dataset(small, spec(2000))
+    write_dataset(big, spec(8000))
+    write_dataset(held, spec(2000), heldout=0.25)
+    a, b = planted_weights(small), planted_weights(big)
+    assert len(a.ids) == 12 and np.all(np.diff(a.ids) > 0)
+    for name in ("ids", "values", "bias"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    # the feature ids are the kernels' j = p * K + k of the generator's support
+    truth = generate(SyntheticSpec(**spec(2000)))
+    np.testing.assert_array_equal(a.ids, truth.true_feature_ids())
+    assert [DatasetInfo.load(d).n_events for d in (small, big)] == [2000, 8000]
+    parts = [DatasetInfo.load(str(tmp_path / "held" / p)).n_events for p in ("train", "heldout")]
+    assert parts == [1500, 500]
+    np.testing.assert_array_equal(planted_weights(held).ids, a.ids)
+
+
+def test_slopes_of_other_values_skip_rows_without_them():
+    rows = [
+        {**row("events", "grafting", n, 10.0), "fixed_pass_s": 0.5 * n / 2e5}
+        for n in (2e5, 8e5, 3.2e6)
+    ]
+    rows.append(row("events", "mllib", 2e5, 3.0))
+    out = slopes(rows, "fixed_pass_s")
+    assert out["events"]["grafting"] == pytest.approx(1.0, abs=1e-3)
+    assert out["events"]["mllib"] is None
+    assert slopes(rows)["events"]["grafting"] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_a_run_under_a_key_keeps_the_result_files_other_keys(tmp_path):
+    import json
+
+    from benchmarks.common import write_result
+    from benchmarks.scale import merged_rows
+
+    path = str(tmp_path / "scale.json")
+    first = {**row("events", "grafting", 1, 5.0), "events": 1, "candidates": 2, "partitions": 2}
+    write_result(path, [first], note="earlier run")
+    write_result(path, [first], "fixed_model", gamma=1e-3)
+    doc = json.loads((tmp_path / "scale.json").read_text())
+    assert doc["note"] == "earlier run" and doc["rows"] == [first]
+    assert doc["fixed_model"]["rows"] == [first] and doc["fixed_model"]["gamma"] == 1e-3
+    second = {**first, "events": 4}
+    assert merged_rows(path, [second], "fixed_model") == [first, second]
+    assert merged_rows(path, [second], "absent") == [second]

@@ -20,6 +20,7 @@ from sparkmaxent.data.synthetic import (
     write_splits,
     zipf_rates,
 )
+from sparkmaxent.data.synthetic.model import planted_scores
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,62 @@ def test_same_seed_same_data_other_seed_other_data():
     c = generate(SyntheticSpec(seed=12))
     assert c.true_support != a.true_support
     assert not np.array_equal(c.labels, a.labels)
+
+
+PLANTED = (
+    "support_ids",
+    "support_labels",
+    "support_weights",
+    "bias",
+    "conjunction_pairs",
+    "conjunction_labels",
+    "conjunction_weights",
+    "copy_ids",
+    "original_ids",
+    "rates",
+)
+
+
+def test_sizes_sharing_model_events_share_the_planted_model():
+    """A scale series over events (benchmarks/scale.py): with model_events
+    fixed, only the events drawn change with n_events; without it each size
+    plants another support (min_support_count counts that size's events)."""
+    sizes = (5000, 20_000, 80_000)
+    shared = [generate(SyntheticSpec(n_events=m, model_events=5000, seed=3)) for m in sizes]
+    for d in shared[1:]:
+        for name in PLANTED:
+            np.testing.assert_array_equal(getattr(d, name), getattr(shared[0], name), name)
+        assert d.true_support == shared[0].true_support
+    assert [d.n_events for d in shared] == list(sizes)
+    # without model_events the largest size plants another support, and the
+    # shared series' labels follow the shared model, not that one
+    own = generate(SyntheticSpec(n_events=80_000, seed=3))
+    assert own.true_support != shared[0].true_support
+    big = shared[-1]
+    rows = np.arange(big.n_events)
+
+    def loglik(d) -> float:
+        S = planted_scores(
+            big.indptr,
+            big.indices,
+            big.values,
+            (d.support_ids, d.support_labels, d.support_weights),
+            d.bias,
+            d.conjunction_pairs,
+            d.conjunction_labels,
+            d.conjunction_weights,
+        )
+        S -= S.max(axis=1, keepdims=True)
+        return float((S[rows, big.labels] - np.log(np.exp(S).sum(axis=1))).mean())
+
+    assert loglik(shared[0]) > loglik(own) + 0.05
+    # model_events = n_events is the default (0): the same data
+    same = generate(SyntheticSpec(n_events=5000, model_events=5000, seed=3))
+    plain = generate(SyntheticSpec(n_events=5000, seed=3))
+    for name in ("indptr", "indices", "labels", *PLANTED):
+        np.testing.assert_array_equal(getattr(same, name), getattr(plain, name), name)
+    with pytest.raises(ValueError, match="model_events >= 0"):
+        SyntheticSpec(model_events=-1)
 
 
 def test_csr_parts_are_well_formed(data):

@@ -252,15 +252,19 @@ def _plant_support(
     """((informative predicate ids, their labels, their weights), bias): the
     planted W's non-zeros. Informative predicates are drawn from the ranks
     ``pool`` (eligible, not conjunction members) expected to fire often
-    enough, each with a weight on one label."""
+    enough in ``model_events`` events (``n_events`` if 0), each with a
+    weight on one label; nothing here depends on ``n_events`` otherwise,
+    so specs sharing ``model_events`` share the planted model."""
     K = spec.n_labels
-    pool = pool[spec.n_events * rank_rates[pool] >= spec.min_support_count]
+    m = spec.model_events or spec.n_events
+    pool = pool[m * rank_rates[pool] >= spec.min_support_count]
     if len(pool) < spec.n_support:
         raise ValueError(
             f"expected at least n_support={spec.n_support} predicates expected to fire in "
-            f">= min_support_count={spec.min_support_count} events and <= "
+            f">= min_support_count={spec.min_support_count} of {m} events and <= "
             f"max_support_rate={spec.max_support_rate} of them, got {len(pool)}; "
-            "raise n_events or active_per_event, or lower n_support or min_support_count"
+            "raise n_events (model_events) or active_per_event, or lower n_support or "
+            "min_support_count"
         )
     support_ranks = rng.choice(pool, size=spec.n_support, replace=False)
     support_ids = base_ids[support_ranks].astype(np.int64)

@@ -52,12 +52,19 @@ class SyntheticSpec:
         Standard deviation of the per-label bias b_k.
     min_support_count : float
         Informative predicates are expected to fire in at least this many
-        events (``rate * n_events``).
+        events (``rate * model_events``).
     max_support_rate : float
         Informative and conjunction predicates fire in at most this share of
         events (near-constant predicates are indistinguishable from the bias).
     seed : int
         Seed of every random draw: the same spec gives the same data.
+    model_events : int
+        Sample size the planted model is chosen for (``min_support_count``
+        counts events of a sample this size); 0: ``n_events``. Specs that
+        differ only in ``n_events`` and share a non-zero ``model_events``
+        share one planted model (support, weights, bias, conjunctions,
+        copies) and differ only in the events drawn from it: a scale
+        series over events with the true model fixed.
     """
 
     n_events: int = 5000
@@ -73,6 +80,7 @@ class SyntheticSpec:
     min_support_count: float = 100.0
     max_support_rate: float = 0.5
     seed: int = 0
+    model_events: int = 0
 
     def __post_init__(self):
         def need(ok: bool, what: str, got) -> None:
@@ -80,6 +88,7 @@ class SyntheticSpec:
                 raise ValueError(f"SyntheticSpec: expected {what}, got {got!r}")
 
         need(self.n_events >= 1, "n_events >= 1", self.n_events)
+        need(self.model_events >= 0, "model_events >= 0", self.model_events)
         need(self.n_labels >= 2, "n_labels >= 2", self.n_labels)
         need(self.n_support >= 0, "n_support >= 0", self.n_support)
         need(
