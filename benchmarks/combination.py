@@ -476,7 +476,7 @@ def plot(rows: list[dict], path: str) -> None:
     # rows replaced by later runs, and rows not run (l2-Comb3 on CoNLL: its count only)
     rows = [r for r in rows if not r.get("superseded") and r.get("test_score") is not None]
     tasks = sorted({r["task"] for r in rows})
-    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 5), squeeze=False)
     for ax, t in zip(axes[0], tasks):
         mine = [r for r in rows if r["task"] == t]
         labels = [
@@ -484,9 +484,9 @@ def plot(rows: list[dict], path: str) -> None:
             + (f" d{r['degree']}" if r["degree"] > 1 else "")
             + (" +suffixes" if "suffix" in r.get("atoms", "") else "")
             + (" +prefixes" if "bitstrings" in r.get("atoms", "") else "")
-            + (" 17 templates" if r.get("atoms") == "17 templates" else "")
+            + (" 17 tpl" if r.get("atoms") == "17 templates" else "")
             + (" balanced" if r.get("weighting") == "balanced" else "")
-            + (f" {r['sentences']} sent." if r.get("sentences") else "")
+            + (f" N={r['sentences']}" if r.get("sentences") else "")
             for r in mine
         ]
         ax.bar(labels, [r["test_score"] for r in mine])
@@ -501,7 +501,9 @@ def plot(rows: list[dict], path: str) -> None:
                 ha="center",
                 fontsize=7,
             )
-        ax.tick_params(axis="x", rotation=30)
+        ax.tick_params(axis="x", rotation=45, labelsize=7)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
 
