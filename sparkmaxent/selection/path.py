@@ -105,6 +105,13 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             f"{', '.join(PATH_METHODS)}); ifs, sgc and bayes-factor keep their best "
             "held-out stage (train.choice.best_stage)"
         )
+    if cfg.method == "grafting" and cfg.grafting.combination_degree > 1:
+        # its points would fit the atoms only: the path runs grafting's rounds, not the search
+        raise ConfigError(
+            "train.choice.path: no path of combination features "
+            f"(train.grafting.combination_degree = {cfg.grafting.combination_degree}); "
+            "choose gamma1 by fits at fixed train.grafting.l1 scored on held-out data"
+        )
     start = null_model(ctx)
     if cfg.method == "grafting" and cfg.choice.elastic_grid:
         return _elastic_paths(ctx, start)

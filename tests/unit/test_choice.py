@@ -187,6 +187,9 @@ def test_path_needs_held_out_data_and_a_path_method(problem):
         run(problem, method="sgc", path=True)
     with pytest.raises(ConfigError, match="positive numbers"):
         run(problem, method="grafting", path=True, l1_grid=[1e-3, -1.0])
+    # refused, not fitted over the atoms alone
+    with pytest.raises(ConfigError, match="combination_degree = 2"):
+        run(problem, method="grafting", path=True, combination_degree=2)
 
 
 def test_geometric_grid():
