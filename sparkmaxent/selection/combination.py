@@ -27,9 +27,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
+from ..backends.base import Backend
 from ..backends.expanded import ExpandedBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
@@ -150,6 +152,15 @@ class Combination:
             ctx = dataclasses.replace(self.ctx, backend=ExpandedBackend(self.ctx.backend, conj))
             self._current = (len(conj), Grafting(ctx, self.spec))
         return self._current[1]
+
+    @property
+    def conjunctions(self) -> Conjunctions:
+        """The conjunctions of the latest round's feature space."""
+        if self._current is None:
+            return Conjunctions.empty(self.n_atoms)
+        backend = self._current[1].ctx.backend
+        assert isinstance(backend, ExpandedBackend)
+        return backend.conjunctions
 
     def find(self, weights: Weights, conj: Conjunctions, g: Grafting) -> Found:
         """The conjunction test at ``weights`` (no pass when just run there)."""
@@ -293,6 +304,31 @@ def compact(weights: Weights, conj: Conjunctions, n_labels: int):
     return Weights(ids[order], w.values[order], w.bias), kept
 
 
+class _HeldoutWithConjunctions:
+    """The held-out events as each round's weights need them: widened by
+    that round's conjunctions (the weights are over the atoms followed by
+    them), formed inside the held-out blocks like the training ones. Only
+    what the per-round held-out score reads (``choice.score_on``)."""
+
+    def __init__(self, base: Backend, method: Combination):
+        self.base, self.method = base, method
+        self.info = getattr(base, "info", None)
+        self._widened: ExpandedBackend | None = None
+
+    def _now(self) -> ExpandedBackend:
+        conj = self.method.conjunctions
+        if self._widened is None or self._widened.conjunctions is not conj:
+            self._widened = ExpandedBackend(self.base, conj)
+        return self._widened
+
+    @property
+    def space(self) -> Space:
+        return self._now().space
+
+    def run(self, task):
+        return self._now().run(task)
+
+
 def fit_combination(ctx: TrainingContext) -> FitResult:
     """Grafting with combination features (this module's docstring)."""
     check_data(ctx)
@@ -314,7 +350,13 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
             f"only (ids < {n_features}), got id {int(ids.max())}"
         )
     # a warm start over the atoms (e.g. l1-Orig at this gamma1) shortens the atoms phase
-    state = run_rounds(ctx, method, "grafting", "max_gradient", "candidate |gradient|", start)
+    rounds_ctx = ctx
+    if ctx.heldout is not None:
+        heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, method))
+        rounds_ctx = dataclasses.replace(ctx, heldout=heldout)
+    state = run_rounds(
+        rounds_ctx, method, "grafting", "max_gradient", "candidate |gradient|", start
+    )
     conj = _conjunctions(state, method.n_atoms)
     g = method.grafting(conj)
     if "kkt" in state.info:

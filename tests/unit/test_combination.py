@@ -314,3 +314,18 @@ def test_warm_start_from_the_atoms_solution_reaches_the_same_model():
     assert warm_backend.passes < cold_backend.passes
     with pytest.raises(ConfigError, match="atomic features only"):
         train(LocalBackend([block], space), comb_config(2), warm_start=cold.weights)
+
+
+def test_heldout_scores_each_round_over_its_conjunctions():
+    """With held-out data every round is scored over the atoms and the
+    round's conjunctions, formed in the held-out events: the last round's
+    held-out accuracy is the final model's on them."""
+    data, block, space = planted(seed=8, m=3000)
+    train_part, held = split_block(block, 2)
+    result = train(LocalBackend([train_part], space), comb_config(2), LocalBackend([held], space))
+    rounds = result.report["rounds"]
+    assert "combination" in [r["phase"] for r in rounds] and len(result.conjunctions)
+    wide = Space(MULTICLASS, result.conjunctions.n_predicates, K, bias=True)
+    S = result.conjunctions.expand(held).X @ result.weights.matrix(wide) + result.weights.bias
+    accuracy = float(held.c @ (S.argmax(axis=1) == held.y)) / float(held.c.sum())
+    assert rounds[-1]["heldout_accuracy"] == pytest.approx(accuracy, rel=1e-12)
