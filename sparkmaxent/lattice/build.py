@@ -285,8 +285,8 @@ def _closure(reference: np.ndarray, n_atoms: int, max_nodes: int) -> np.ndarray:
 
 def _new_intersections(s: np.ndarray, has: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The non-empty intersections of mask ``s`` with the nodes (``sizes``:
-    their atom counts), ``s`` included, that are not nodes yet; none when
-    ``s`` is a node.
+    their atom counts), ``s`` included, that are not nodes yet (``s`` is
+    not a node: ``_closure`` skips those).
 
     A node's intersection with ``s`` is told by which of s's atoms it has
     (those bits of ``has``, atom -> bitset of nodes), packed into a code;
@@ -300,17 +300,13 @@ def _new_intersections(s: np.ndarray, has: np.ndarray, sizes: np.ndarray) -> np.
             axis=0, dtype=np.uint16
         )
         inside = np.bitwise_count(code) == sizes
-        if (inside & (sizes == len(atoms))).any():
-            return np.zeros((0, len(s)), dtype=np.uint64)
         seen = np.bincount(code[code > 0], minlength=1 << len(atoms)) > 0
         seen[-1] = True  # s itself
-        fresh: np.ndarray | None = np.flatnonzero(
+        fresh = np.flatnonzero(
             seen & (np.bincount(code[inside], minlength=1 << len(atoms)) == 0)
         ).astype(np.uint64)
     else:
         fresh = _fresh_codes(on, sizes)
-    if fresh is None:
-        return np.zeros((0, len(s)), dtype=np.uint64)
     present = np.unpackbits(
         fresh.view(np.uint8).reshape(len(fresh), -1), axis=1, count=len(atoms), bitorder="little"
     )
@@ -319,14 +315,11 @@ def _new_intersections(s: np.ndarray, has: np.ndarray, sizes: np.ndarray) -> np.
     return present.astype(np.uint64) @ bit
 
 
-def _fresh_codes(on: np.ndarray, sizes: np.ndarray) -> np.ndarray | None:
+def _fresh_codes(on: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The new codes of a configuration of many atoms (``on``: atom x node
-    bits), packed bytes (one uint64 word for at most 64 atoms); None when
-    the configuration is a node."""
+    bits), packed bytes (one uint64 word for at most 64 atoms)."""
     shared = on.sum(axis=0)
     inside = shared == sizes
-    if (inside & (sizes == len(on))).any():
-        return None
     on = np.hstack([on, np.ones((len(on), 1), np.uint8)])  # s itself
     packed = np.packbits(on, axis=0, bitorder="little")
     packed = np.vstack([packed, np.zeros((-len(packed) % 8, len(packed[0])), np.uint8)])
