@@ -123,5 +123,8 @@ def test_pipeline_reports_its_phases(spark, texts):
     phases = full["phases_s"]
     assert set(phases) == {"spark_start_s", "prepare_s", "train_s", "evaluate_s"}
     assert phases["spark_start_s"] == 1.5
-    assert sum(v for k, v in phases.items() if k != "spark_start_s") <= full["wall_s"] + 1e-3
+    # Each figure is rounded to the millisecond: three phases and the wall
+    # time can each be off by half of one.
+    rounding = 0.5e-3 * 4
+    assert sum(v for k, v in phases.items() if k != "spark_start_s") <= full["wall_s"] + rounding
     assert full["test"]["events"] == 100
