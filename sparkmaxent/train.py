@@ -12,6 +12,7 @@ from .blas import blas_threads
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask, Weights
+from .kernels.conjunctions import Conjunctions
 from .lattice.method import fit_lattice
 from .selection import baselines, bayes, combination, folds, grafting, ifs, path
 from .selection.base import FitResult, Method, TrainingContext, evaluate
@@ -43,6 +44,7 @@ def train(
     resume: bool = False,
     on_round: Callable | None = None,
     warm_start: Weights | None = None,
+    warm_conjunctions: Conjunctions | None = None,
 ) -> FitResult:
     """Run ``config.method`` on the backend's events and report on it.
 
@@ -58,6 +60,10 @@ def train(
     warm_start : Weights or None
         Warm start of grafting (``TrainingContext.start``); other methods
         ignore it.
+    warm_conjunctions : Conjunctions or None
+        The conjunctions ``warm_start`` is over when it is a combination-
+        features model (``FitResult.conjunctions``), e.g. the previous point
+        of a descending gamma1 grid.
 
     Raises
     ------
@@ -70,7 +76,15 @@ def train(
     if config.standardize:
         scaling = backend.run(MomentsTask()).scaling()
     ctx = TrainingContext(
-        backend, config, scaling, heldout, output_dir, resume, on_round, warm_start
+        backend,
+        config,
+        scaling,
+        heldout,
+        output_dir,
+        resume,
+        on_round,
+        warm_start,
+        warm_conjunctions,
     )
     log.info(
         "training %s on %d candidate features (%s events)",

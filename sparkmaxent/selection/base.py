@@ -24,6 +24,8 @@ class TrainingContext:
     warm start for the methods that take one (grafting): the solution at a
     stronger penalty on the same data, e.g. the previous point of a
     descending gamma1 grid (ml/classifier.py fitMultiple).
+    ``start_conjunctions``: the conjunctions ``start`` is over (atoms
+    followed by them), when it is a combination-features solution.
     """
 
     backend: Backend
@@ -34,6 +36,7 @@ class TrainingContext:
     resume: bool = False
     on_round: Callable | None = None
     start: Weights | None = None
+    start_conjunctions: Conjunctions | None = None
 
 
 @dataclass

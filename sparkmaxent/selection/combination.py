@@ -120,11 +120,12 @@ def search(
     return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), info)
 
 
-def _conjunctions(state: LoopState, n_atoms: int) -> Conjunctions:
+def _conjunctions(state: LoopState, first: Conjunctions) -> Conjunctions:
+    """The conjunctions formed so far (``first`` before the first round)."""
     rows = state.arrays.get(CONJUNCTIONS)
     if rows is None:
-        return Conjunctions.empty(n_atoms)
-    return Conjunctions(n_atoms, np.asarray(rows, dtype=np.int64).reshape(-1, MAX_DEGREE))
+        return first
+    return Conjunctions(first.n_atoms, np.asarray(rows, dtype=np.int64).reshape(-1, MAX_DEGREE))
 
 
 def _arrays(conj: Conjunctions, phase: int) -> dict:
@@ -139,6 +140,8 @@ class Combination:
         self.spec = variant("grafting", ctx.config)
         self.degree = ctx.config.grafting.combination_degree
         self.n_atoms = ctx.backend.space.n_predicates
+        #: the warm start's conjunctions (its weights are over the atoms followed by them)
+        self.first = ctx.start_conjunctions or Conjunctions.empty(self.n_atoms)
         self.namer = FeatureNamer(ctx.backend)
         self._current: tuple[int, Grafting] | None = None
         self.last_found: tuple[Weights, Found] | None = None
@@ -157,7 +160,7 @@ class Combination:
     def conjunctions(self) -> Conjunctions:
         """The conjunctions of the latest round's feature space."""
         if self._current is None:
-            return Conjunctions.empty(self.n_atoms)
+            return self.first
         backend = self._current[1].ctx.backend
         assert isinstance(backend, ExpandedBackend)
         return backend.conjunctions
@@ -179,7 +182,7 @@ class Combination:
         return found
 
     def round(self, state: LoopState) -> RoundOutcome:
-        conj = _conjunctions(state, self.n_atoms)
+        conj = _conjunctions(state, self.first)
         g = self.grafting(conj)
         if int(state.arrays.get(PHASE, [ATOMS])[0]) == ATOMS:
             out = g.round(state)
@@ -292,6 +295,25 @@ def check_data(ctx: TrainingContext) -> None:
             )
 
 
+def check_start(start: Weights | None, first: Conjunctions, space: Space) -> None:
+    """A warm start must be over the atoms followed by its conjunctions
+    (``TrainingContext.start_conjunctions``; none: the atoms only)."""
+    if first.n_atoms != space.n_predicates:
+        raise ConfigError(
+            f"warm start of combination features: its conjunctions are over {first.n_atoms} "
+            f"atomic predicates, the data has {space.n_predicates}"
+        )
+    n_features = (space.n_predicates + len(first)) * space.n_labels
+    ids = start.active_ids() if start is not None else np.zeros(0, dtype=np.int64)
+    if len(ids) and int(ids.max()) >= n_features:
+        what = f"and its {len(first)} conjunctions" if len(first) else "only"
+        raise ConfigError(
+            "warm start of combination features: expected weights over the atomic features "
+            f"{what} (ids < {n_features}), got id {int(ids.max())}; pass the conjunctions of "
+            "a combination-features model with it (train(warm_conjunctions=...))"
+        )
+
+
 def compact(weights: Weights, conj: Conjunctions, n_labels: int):
     """The weights and conjunctions with the conjunctions left without a
     non-zero weight dropped (renumbered in order)."""
@@ -342,14 +364,9 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         method.n_atoms,
     )
     start = ctx.start.sparse() if ctx.start is not None else None
-    n_features = ctx.backend.space.n_features
-    ids = start.active_ids() if start is not None else np.zeros(0, dtype=np.int64)
-    if len(ids) and int(ids.max()) >= n_features:
-        raise ConfigError(
-            "warm start of combination features: expected weights over the atomic features "
-            f"only (ids < {n_features}), got id {int(ids.max())}"
-        )
-    # a warm start over the atoms (e.g. l1-Orig at this gamma1) shortens the atoms phase
+    check_start(start, method.first, ctx.backend.space)
+    # a warm start (l1-Orig at this gamma1, or l1-Comb at the previous one with
+    # its conjunctions) shortens the first phase, over the atoms and those conjunctions
     rounds_ctx = ctx
     if ctx.heldout is not None:
         heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, method))
@@ -357,7 +374,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
     state = run_rounds(
         rounds_ctx, method, "grafting", "max_gradient", "candidate |gradient|", start
     )
-    conj = _conjunctions(state, method.n_atoms)
+    conj = _conjunctions(state, method.first)
     g = method.grafting(conj)
     if "kkt" in state.info:
         cert = state.info["kkt"]

@@ -329,3 +329,38 @@ def test_heldout_scores_each_round_over_its_conjunctions():
     S = result.conjunctions.expand(held).X @ result.weights.matrix(wide) + result.weights.bias
     accuracy = float(held.c @ (S.argmax(axis=1) == held.y)) / float(held.c.sum())
     assert rounds[-1]["heldout_accuracy"] == pytest.approx(accuracy, rel=1e-12)
+
+
+@pytest.mark.parametrize("degree", [2, 3])
+def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
+    """l1-Comb at gamma1 warm-started from l1-Comb at a larger gamma1 (its
+    weights and conjunctions: the benchmark's descending grid) ends at the
+    cold run's objective, certified over every conjunction, in fewer
+    passes; conjunctions over other atoms are refused."""
+    data, block, space = planted(seed=9)
+    strong = train(LocalBackend([block], space), comb_config(degree, l1=6e-3))
+    assert len(strong.conjunctions) > 0
+    cold_backend = LocalBackend([block], space)
+    cold = train(cold_backend, comb_config(degree))
+    warm_backend = LocalBackend([block], space)
+    warm = train(
+        warm_backend,
+        comb_config(degree),
+        warm_start=strong.weights,
+        warm_conjunctions=strong.conjunctions,
+    )
+    assert warm.report["kkt"]["passed"] and cold.report["kkt"]["passed"]
+    assert warm.report["kkt"]["conjunctions"]["passed"]
+    assert warm.report["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert warm_backend.passes < cold_backend.passes
+    # the start's conjunctions that keep a weight are still in the model
+    kept = set(warm.conjunctions.tuples())
+    assert kept & set(strong.conjunctions.tuples())
+    other = Conjunctions(space.n_predicates + 1, strong.conjunctions.atoms)
+    with pytest.raises(ConfigError, match="over 41 atomic predicates, the data has 40"):
+        train(
+            LocalBackend([block], space),
+            comb_config(degree),
+            warm_start=strong.weights,
+            warm_conjunctions=other,
+        )
