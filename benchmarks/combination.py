@@ -80,6 +80,19 @@ PP_REFERENCE = {
 }
 
 
+def row_identity(row: dict) -> tuple:
+    """What makes two rows the same measurement: a new row replaces an old
+    one only when all of these agree (``--label`` tells runs apart)."""
+    keys = ("task", "method", "degree", "atoms", "sentences", "weighting", "label")
+    return tuple(row.get(k) or None for k in keys)
+
+
+def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old`` with the rows ``new`` measures again replaced, then ``new``."""
+    again = {row_identity(r) for r in new}
+    return [r for r in old if row_identity(r) not in again] + new
+
+
 def pp_text(
     src: str, dst: str, bits: dict[str, str], lengths: list[int], end: str = "prefix"
 ) -> None:
@@ -262,7 +275,9 @@ class SearchPeak:
         self.module.search = self.original
 
 
-def run(task: Task | None, backend, cfg, warm_start=None) -> tuple[object, dict]:
+def run(
+    task: Task | None, backend, cfg, warm_start=None, warm_conjunctions=None
+) -> tuple[object, dict]:
     """Train once, measuring wall time, passes and memory: ``driver_peak_mb``
     the tracemalloc peak of the run (allocations after the data was loaded,
     numpy included), ``search_peak_mb`` that of the conjunction search
@@ -277,7 +292,7 @@ def run(task: Task | None, backend, cfg, warm_start=None) -> tuple[object, dict]
     tracemalloc.start()
     p0, t0 = backend.passes, time.perf_counter()
     with SearchPeak() as searched:
-        result = train(backend, cfg, warm_start=warm_start)
+        result = train(backend, cfg, warm_start=warm_start, warm_conjunctions=warm_conjunctions)
     wall = time.perf_counter() - t0
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
@@ -330,50 +345,73 @@ def choose(
     }
 
 
-def l1_rows(task: Task, degrees: list[int], grid: list[float], cap: dict, save) -> list[dict]:
+# long: the grid loop with its two warm-start chains
+def l1_rows(
+    task: Task, degrees: list[int], grid: list[float], cap: dict, save, orig: bool = True
+) -> list[dict]:
     """l1-Orig and l1-Comb (each of ``degrees``) along ``grid``, largest
-    gamma1 first: l1-Orig warm-started from the previous gamma1, l1-Comb
-    from l1-Orig at its own gamma1 (its passes and seconds include that
-    fit). Each method keeps its best gamma1 on the held-out part; the grid
-    stops at the first gamma1 (after two) where no method improved there.
-    ``save(rows)`` after every gamma1 with the best rows so far."""
+    gamma1 first: l1-Orig warm-started from the previous gamma1; l1-Comb
+    from l1-Comb of its degree at the previous gamma1 (weights and
+    conjunctions), at the first gamma1 from l1-Orig there (its passes and
+    seconds then include that fit). ``orig=False``: l1-Orig only where
+    l1-Comb starts from it. Each method keeps its best gamma1 on the
+    held-out part; the grid stops at the first gamma1 (after two) where no
+    method improved there. ``save(rows)`` after every gamma1 with the best
+    rows so far."""
     from sparkmaxent.config import train_config
 
     def cfg(gamma, degree):
         return train_config(method="grafting", l1=gamma, combination_degree=degree, **cap)
 
     best: dict[int, tuple] = {}
+    points: dict[int, list[dict]] = {}  # degree -> every gamma1's held-out score
     rows: list[dict] = []
     tried: list[float] = []
     previous = None
+    chain: dict[int, object] = {}  # degree -> l1-Comb at the previous gamma1
     for gamma in grid:
         tried.append(gamma)
-        orig, orow = run(task, task.train, cfg(gamma, 1), previous)
-        previous = orig.weights
-        fits = [(1, orig, orow)]
+        fits = []
+        if orig or len(chain) < len(degrees):
+            o, orow = run(task, task.train, cfg(gamma, 1), previous)
+            previous = o.weights
+            fits.append((1, o, orow))
         for degree in degrees:
-            result, row = run(task, task.train, cfg(gamma, degree), orig.weights)
-            row["passes"] += orow["passes"]
-            row["wall_s"] = round(row["wall_s"] + orow["wall_s"], 2)
-            for key in ("driver_peak_mb", "rss_peak_mb"):
-                row[key] = max(row[key] or 0, orow[key] or 0)
+            before = chain.get(degree)
+            if before is None:
+                result, row = run(task, task.train, cfg(gamma, degree), o.weights)
+                row["warm_start"] = f"l1-Orig at gamma1 {gamma:g} (passes, seconds included)"
+                row["passes"] += orow["passes"]
+                row["wall_s"] = round(row["wall_s"] + orow["wall_s"], 2)
+                for key in ("driver_peak_mb", "rss_peak_mb"):
+                    row[key] = max(row[key] or 0, orow[key] or 0)
+            else:
+                warm = (before.weights, before.conjunctions)  # type: ignore[attr-defined]
+                result, row = run(task, task.train, cfg(gamma, degree), *warm)
+                row["warm_start"] = f"l1-Comb degree {degree} at gamma1 {tried[-2]:g}"
+            chain[degree] = result
             fits.append((degree, result, row))
         improved = False
         for degree, result, row in fits:
             dev = task.score(task.dev, result)
             log.info("%s degree %d gamma1 %g: held-out %.4f %s", task.name, degree, gamma, dev, row)
+            point = {"gamma": gamma, "dev_score": dev}
+            for key in ("active_features", "passes", "wall_s", "stopped"):
+                point[key] = row[key]
+            points.setdefault(degree, []).append(point)
             if degree not in best or dev > best[degree][0]:
                 improved = True
                 row["test_score"] = task.score(task.test, result)
                 best[degree] = (dev, gamma, result, row)
-        rows = l1_table(task, best, list(tried))
+        rows = l1_table(task, best, list(tried), points)
         save(rows)
         if len(tried) >= 2 and not improved:
             break
     return rows
 
 
-def l1_table(task: Task, best: dict, tried: list[float]) -> list[dict]:
+def l1_table(task: Task, best: dict, tried: list[float], points: dict) -> list[dict]:
+    """One row per method: its held-out choice, with every point run."""
     return [
         {
             "task": task.name,
@@ -383,9 +421,9 @@ def l1_table(task: Task, best: dict, tried: list[float]) -> list[dict]:
             "dev_score": dev,
             "gamma": gamma,
             "grid": tried,
-            "warm_start": "previous gamma1" if degree == 1 else "l1-Orig at the same gamma1",
+            "points": points.get(degree, []),
             "command": command_line(),
-            **row,
+            **{"warm_start": "previous gamma1", **row},
         }
         for degree, (dev, gamma, result, row) in sorted(best.items(), key=lambda kv: -kv[0])
     ]
@@ -426,7 +464,7 @@ def run_task(task: Task, args, save) -> list[dict]:
             ]
             save(rows)
 
-        l1_rows(task, degrees, l1_grid, cap, keep)
+        l1_rows(task, degrees, l1_grid, cap, keep, orig=not wanted or "l1-Orig:1" in wanted)
         print_table(rows, ROW_KEYS)
     if conll and rows:
         rows[0]["note"] = (
@@ -530,6 +568,12 @@ def main(argv: list[str] | None = None) -> None:
         "and l1-Orig:1 over them: the issue's reference models)",
     )
     parser.add_argument("--no-existing", dest="existing", action="store_false")
+    parser.add_argument(
+        "--label",
+        default="",
+        help="tag this run's rows (rows with another label, or none, are kept, not replaced)",
+    )
+    parser.add_argument("--note", default="", help="a note stored in this run's rows")
     parser.add_argument("--data", default=SHARED_DATA)
     parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
     parser.add_argument(
@@ -557,18 +601,14 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     if os.path.exists(args.output):
         with open(args.output) as f:
-            # rows of other tasks, and with --only those of the rows not re-run
-            rows = [
-                r
-                for r in json.load(f)["rows"]
-                if r["task"] not in args.tasks
-                or (args.only and f"{r['method']}:{r['degree']}" not in args.only)
-            ]
+            rows = json.load(f)["rows"]
     for name in args.tasks:
         if name == "brown":
             from benchmarks.combination_brown import run_brown
 
-            rows += run_brown(args, lambda b, cfg: run(None, b, cfg), command_line())
+            rows = merge_rows(
+                rows, run_brown(args, lambda b, cfg: run(None, b, cfg), command_line())
+            )
             write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
             continue
         if name == "pp":
@@ -590,13 +630,19 @@ def main(argv: list[str] | None = None) -> None:
         if name == "pp" and lengths:
             atoms += f"+bit {args.bit_end}es {args.bitstrings}"
 
-        sub = {"sentences": args.conll_sentences} if name == "conll" else {}
+        sub: dict[str, object] = {"sentences": args.conll_sentences} if name == "conll" else {}
 
-        def save(new: list[dict], done=done, atoms=atoms, sub=sub) -> None:
-            new = [{"atoms": atoms, **sub, **r} for r in new]
-            write_result(args.output, done + new, pp_reference=PP_REFERENCE, bitstrings=lengths)
+        sub["label"] = args.label
+        written: list[dict] = []
 
-        rows = done + run_task(Task(name, dirs, args.blocks), args, save)
+        def save(new: list[dict], done=done, atoms=atoms, sub=sub, written=written) -> None:
+            extra = {"session_note": args.note} if args.note else {}
+            new = [{"atoms": atoms, **sub, **r, **extra} for r in new]
+            written[:] = merge_rows(done, new)
+            write_result(args.output, written, pp_reference=PP_REFERENCE, bitstrings=lengths)
+
+        run_task(Task(name, dirs, args.blocks), args, save)
+        rows = written or done
     plot(rows, os.path.splitext(args.output)[0] + ".png")
     print_table(rows, ROW_KEYS)
 
