@@ -28,6 +28,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..kernels import LossGrad, Weights
+from ..kernels.thresholded import Undecided, resolve
 from ..kernels.topk import top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
@@ -132,6 +133,12 @@ class Grafting:
             if ctx.backend.space.n_features > cfg.grafting.dense_test_max
             else None
         )
+        # the dense test's partials thresholded at this fraction of the
+        # test's bound (kernels/thresholded.py); 0: dense partials
+        self.partial_cut = cfg.grafting.partial_cut
+        # thresholded tests that needed a second pass, or the dense pass
+        self.fetch_passes = 0
+        self.dense_passes = 0
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
             max_iter=cfg.max_iter,
@@ -162,7 +169,9 @@ class Grafting:
             return self._known[1]
         obj = self.objective(weights.active_ids())
         theta = np.concatenate([weights.values, weights.bias if weights.bias is not None else []])
-        if self.block_size is None:
+        if self.block_size is None and self.partial_cut > 0:
+            test = self._thresholded_test(weights, obj, theta)
+        elif self.block_size is None:
             test = self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
         else:
             value, summary = obj.gradient_summary(
@@ -203,6 +212,36 @@ class Grafting:
             self.ctx.config.grafting.kkt_tol,
         )
         return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
+
+    def _thresholded_test(
+        self, weights: Weights, obj: Objective, theta: np.ndarray
+    ) -> GradientTest:
+        """The dense test from thresholded partials (kernels/thresholded.py),
+        equal to it: one pass, a second where the bounds leave the test open,
+        the dense pass when a feature no block shipped may hold the maximum."""
+        n_best, n = self.ctx.config.grafting.n_best, self.ctx.backend.space.n_features
+        value, lg, part = obj.thresholded_partials(theta, self.partial_cut * self.test_bound)
+        out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, n)
+        if isinstance(out, Undecided) and not out.dense:
+            self.fetch_passes += 1
+            part = part.with_exact(out.fetch, obj.exact_sums(theta, out.fetch))
+            out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, n)
+        if isinstance(out, Undecided):
+            self.dense_passes += 1
+            return self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
+        # test_bound is the certificate's bound (1 + kkt_tol) too: the count
+        # over it is the certificate's count
+        kkt = kkt_from_parts(
+            out.active_grad,
+            weights,
+            out.best,
+            out.n_over,
+            n,
+            _grad_bias(lg),
+            self.penalty,
+            self.ctx.config.grafting.kkt_tol,
+        )
+        return GradientTest(value, lg, out.new, out.new_grad, out.best, kkt)
 
     def _certificate(self, weights: Weights) -> dict:
         """KKT certificate at ``weights`` over all candidates (a pass unless
@@ -359,6 +398,14 @@ def _same(a: Weights, b: Weights) -> bool:
 def test_path(method: Grafting) -> dict:
     """How ``method``'s gradient test runs (dense or block-wise), for logs and reports."""
     n = method.ctx.backend.space.n_features
+    if method.block_size is None and method.partial_cut > 0:
+        return {
+            "path": "dense",
+            "partials": "thresholded",
+            "partial_cut": method.partial_cut,
+            "fetch_passes": method.fetch_passes,
+            "dense_passes": method.dense_passes,
+        }
     if method.block_size is None:
         return {"path": "dense"}
     return {

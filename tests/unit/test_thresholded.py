@@ -1,0 +1,187 @@
+"""The dense gradient test from thresholded partials (kernels/thresholded.py)
+equals the dense test: selections, gradients, maximum, certificate and the
+grafted model, with and without the second pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.thresholded import (
+    ExactSumsTask,
+    ThresholdedTestTask,
+    Undecided,
+    resolve,
+)
+from sparkmaxent.selection.base import TrainingContext
+from sparkmaxent.selection.grafting import Grafting, variant
+from sparkmaxent.train import train
+
+from .test_grafting import grafting_config, planted
+
+
+class CountingBackend(LocalBackend):
+    """Counts the passes of each task type, and refuses the dense pass
+    unless allowed (the thresholded path must not fall back silently)."""
+
+    def __init__(self, *a, dense_ok: bool = False, **kw):
+        super().__init__(*a, **kw)
+        self.dense_ok = dense_ok
+        self.kinds: list[str] = []
+
+    def run(self, task):
+        kind = type(task).__name__
+        if isinstance(task, LossGradTask) and task.grad_ids is None:
+            kind = "dense"
+            assert self.dense_ok, "a dense gradient pass on the thresholded path"
+        self.kinds.append(kind)
+        return super().run(task)
+
+
+def _weights(seed: int, space, n_active: int, zero_at: int | None = None) -> Weights:
+    """Random weights over ``n_active`` random features (one at exactly 0)."""
+    rng = np.random.default_rng(seed)
+    ids = np.sort(rng.choice(space.n_features, n_active, replace=False)).astype(np.int64)
+    values = rng.normal(scale=0.3, size=n_active)
+    if zero_at is not None:
+        values[zero_at] = 0.0
+    return Weights(ids, values, rng.normal(scale=0.1, size=space.n_labels))
+
+
+def _tests(blocks, space, weights, cut, scaling=None, dense_ok=False, **cfg):
+    """The gradient test at ``weights`` through grafting's thresholded path
+    (cut) and its dense path (cut 0), and the thresholded method."""
+    out = []
+    for c in (cut, 0.0):
+        backend = CountingBackend(blocks, space, dense_ok=dense_ok or c == 0)
+        config = grafting_config(partial_cut=c, **cfg)
+        method = Grafting(TrainingContext(backend, config, scaling), variant("grafting", config))
+        out.append((method.gradient_test(weights), method, backend))
+    return out
+
+
+def _assert_same_test(a, b):
+    assert a.value == b.value
+    np.testing.assert_array_equal(a.new, b.new)
+    np.testing.assert_array_equal(a.new_grad, b.new_grad)
+    assert a.best == b.best
+    assert a.kkt == b.kkt
+    assert (a.lossgrad.loss, a.lossgrad.weight, a.lossgrad.correct) == (
+        b.lossgrad.loss,
+        b.lossgrad.weight,
+        b.lossgrad.correct,
+    )
+    np.testing.assert_array_equal(a.lossgrad.grad_bias, b.lossgrad.grad_bias)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("cut", [0.05, 0.5, 0.95])
+def test_thresholded_test_is_the_dense_test_on_random_weights(seed, cut):
+    """Random weights, 2-5 blocks, with gamma2 and standardization on odd
+    seeds: the same test bit for bit, whatever the cut."""
+    _, block, space = planted(seed=seed % 3 + 1, m=1500, P=120)
+    blocks = split_block(block, 2 + seed % 4)
+    scaling = LocalBackend(blocks, space).run(MomentsTask()).scaling() if seed % 2 else None
+    weights = _weights(seed, space, 12 + 3 * seed, zero_at=seed % 5)
+    l1 = [2e-3, 5e-3, 2e-2][seed % 3]
+    (thr, method, backend), (dense, _, _) = _tests(
+        blocks, space, weights, cut, scaling, l1=l1, n_best=3 + seed, elastic_l2=1e-3 * (seed % 2)
+    )
+    _assert_same_test(thr, dense)
+    assert len(dense.new) > 0
+    assert backend.kinds[0] == "ThresholdedTestTask"
+    assert backend.kinds[1:] == ["ExactSumsTask"] * method.fetch_passes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tight_cuts_need_the_second_pass_and_still_equal_the_dense_test(seed):
+    """A cut near the threshold leaves many features undecided: the second
+    pass fetches them and the test is still the dense one, passing features
+    and certified optimum alike."""
+    _, block, space = planted(seed=seed + 1, m=2000, P=150)
+    blocks = split_block(block, 4)
+    weights = _weights(seed, space, 20)
+    (thr, method, backend), (dense, _, _) = _tests(blocks, space, weights, 0.99, l1=5e-3)
+    _assert_same_test(thr, dense)
+    assert method.fetch_passes == 1 and backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
+
+
+def test_resolve_decides_from_the_intervals_or_names_what_it_needs():
+    """Unit check of ``resolve`` on a handmade merge of two blocks."""
+    _, block, space = planted(m=1200, P=80)
+    blocks = split_block(block, 2)
+    weights = _weights(0, space, 10)
+    exact = LocalBackend(blocks, space).run(LossGradTask(space, weights.sparse(), None, None))
+    thr, n = 3e-3, 4
+    task = ThresholdedTestTask(space, weights, None, 0.5 * thr)
+    part = LocalBackend(blocks, space).run(task)
+    # every unshipped feature is bounded below the threshold
+    g = exact.grad / exact.weight
+    inactive = np.setdiff1d(np.arange(space.n_features), weights.ids)
+    unshipped = np.setdiff1d(inactive, part.ids)
+    assert np.abs(g[unshipped]).max() <= part.rest_all / part.weight <= 0.5 * thr
+    # each shipped feature's interval holds its dense value
+    half = part.rest / part.weight
+    assert np.all(np.abs(np.abs(g[part.ids]) - np.abs(part.sums / part.weight)) <= half + 1e-15)
+    np.testing.assert_array_equal(part.sums[part.rest == 0], exact.grad[part.ids[part.rest == 0]])
+    out = resolve(part, weights, 0.0, thr, n, space.n_features)
+    if isinstance(out, Undecided):
+        assert not out.dense and len(out.fetch)
+        sums = LocalBackend(blocks, space).run(ExactSumsTask(space, weights, None, out.fetch)).grad
+        np.testing.assert_array_equal(sums, exact.grad[out.fetch])
+        out = resolve(part.with_exact(out.fetch, sums), weights, 0.0, thr, n, space.n_features)
+    assert not isinstance(out, Undecided)
+    score = np.abs(g)
+    score[weights.ids] = -1
+    assert out.best == score.max()
+    assert out.n_over == np.count_nonzero(score > thr)
+    np.testing.assert_array_equal(out.new_grad, g[out.new])
+    np.testing.assert_array_equal(out.active_grad, g[weights.ids])
+
+
+def test_the_dense_pass_answers_when_an_unshipped_feature_may_be_the_maximum():
+    """No weights and a gamma1 far above every gradient: nothing passes and
+    every gradient may be below the cut, so only the dense pass gives the
+    exact maximum (counted in the report)."""
+    _, block, space = planted(m=800, P=60)
+    blocks = split_block(block, 3)
+    weights = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(space.n_labels))
+    (thr, method, backend), (dense, _, _) = _tests(
+        blocks, space, weights, 0.9, dense_ok=True, l1=10.0
+    )
+    _assert_same_test(thr, dense)
+    assert dense.kkt["zero_weights_over_bound"] == 0 and len(dense.new) == 0
+    assert method.dense_passes == 1 and method.fetch_passes == 0
+    assert backend.kinds == ["ThresholdedTestTask", "dense"]
+
+
+@pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
+@pytest.mark.parametrize("cut", [0.5, 0.99])
+def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
+    _, block, space = planted()
+    blocks = split_block(block, 3)
+    dense = train(LocalBackend(blocks, space), grafting_config(solver=solver, partial_cut=0.0))
+    backend = CountingBackend(blocks, space, dense_ok=cut > 0.5)
+    thr = train(backend, grafting_config(solver=solver, partial_cut=cut))
+    assert dense.report["gradient_test"] == {"path": "dense"}
+    report = thr.report["gradient_test"]
+    assert report["partials"] == "thresholded" and report["partial_cut"] == cut
+    # a cut near the threshold may leave the final maximum to the dense pass
+    assert report["dense_passes"] == backend.kinds.count("dense")
+    assert report["fetch_passes"] == backend.kinds.count("ExactSumsTask")
+    assert backend.kinds.count("ThresholdedTestTask") >= 1
+    assert dense.report["kkt"]["passed"] and thr.report["kkt"] == dense.report["kkt"]
+    assert thr.report["objective"] == dense.report["objective"]
+    np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
+    np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
+    keys = ("active", "added", "removed", "objective", "max_gradient", "tol", "violation")
+    assert [[r.get(k) for k in keys] for r in thr.report["rounds"]] == [
+        [r.get(k) for k in keys] for r in dense.report["rounds"]
+    ]
+    # the passes: the dense ones, plus the second passes
+    assert thr.report["passes"] == dense.report["passes"] + sum(
+        report[k] for k in ("fetch_passes", "dense_passes")
+    )
