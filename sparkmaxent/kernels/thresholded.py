@@ -28,6 +28,7 @@ the threshold instead of every predicate a block holds.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,24 @@ from .topk import top_candidates, union_positions
 #: relative widening of every interval: covers the rounding of the sums, so
 #: a bound is never tighter than the dense test's computed value
 MARGIN = 1e-9
+#: steps per octave of the pickled row bounds (``_code_rows``)
+_STEPS = 8
+
+
+def _code_rows(rows: np.ndarray) -> tuple[float, np.ndarray]:
+    """Non-negative bounds as their maximum and a byte each, rounded up
+    (``_decode_rows`` gives every bound back at least as large; 0 stays 0):
+    a pickled partial's bounds cost a byte per predicate."""
+    top = float(rows.max(initial=0.0))
+    code = np.zeros(len(rows), dtype=np.uint8)
+    nz = rows > 0
+    octaves = np.log2(top / rows[nz]) * _STEPS - 1e-6  # rounds the bound up
+    code[nz] = np.clip(255 - np.floor(np.maximum(octaves, 0.0)), 1, 255)
+    return top, code
+
+
+def _decode_rows(top: float, code: np.ndarray) -> np.ndarray:
+    return np.where(code == 0, 0.0, top * np.exp2((code.astype(np.float64) - 255) / _STEPS))
 
 
 @dataclass
@@ -57,8 +76,12 @@ class ThresholdedGradient:
         The sum of their shipped parts.
     rest : ndarray, shape like ids
         Bound on the sum of their kept-back parts (0: exact).
-    rest_all : float
-        Bound on the sum of the kept-back parts of a feature no block shipped.
+    rows : ndarray, shape (n_predicates,)
+        Bound on the sum of the kept-back parts of an unshipped feature of
+        each predicate (feature j is of predicate j // n_labels): a block's
+        largest kept-back |G_bj| in that predicate's row, 0 where the row's
+        kept-back entries are all 0 (a predicate the block does not hold).
+    n_labels : int
     """
 
     loss: float
@@ -69,7 +92,8 @@ class ThresholdedGradient:
     ids: np.ndarray
     sums: np.ndarray
     rest: np.ndarray
-    rest_all: float
+    rows: np.ndarray
+    n_labels: int
 
     def merge(self, other: ThresholdedGradient) -> ThresholdedGradient:
         ids, mine, theirs = union_positions(self.ids, other.ids)
@@ -77,9 +101,10 @@ class ThresholdedGradient:
         sums = np.zeros(len(ids))
         sums[mine] = self.sums
         sums[theirs] += other.sums
-        rest = np.full(len(ids), self.rest_all)
+        K = self.n_labels
+        rest = self.rows[ids // K]
         rest[mine] = self.rest
-        theirs_rest = np.full(len(ids), other.rest_all)
+        theirs_rest = other.rows[ids // K]
         theirs_rest[theirs] = other.rest
         rest += theirs_rest
         return ThresholdedGradient(
@@ -91,7 +116,8 @@ class ThresholdedGradient:
             ids,
             sums,
             rest,
-            self.rest_all + other.rest_all,
+            self.rows + other.rows,
+            K,
         )
 
     def scalars(self) -> LossGrad:
@@ -99,27 +125,50 @@ class ThresholdedGradient:
         return LossGrad(self.loss, self.weight, self.correct, np.zeros(0), self.grad_bias)
 
     def with_exact(self, ids: np.ndarray, sums: np.ndarray) -> ThresholdedGradient:
-        """The same partial with the exact sums ``sums`` at shipped features
-        ``ids`` (a fetch pass's answer)."""
-        pos = np.searchsorted(self.ids, ids)
-        if not np.array_equal(self.ids[np.minimum(pos, len(self.ids) - 1)], ids):
-            raise ValueError("expected exact sums at shipped features only")
-        out_sums, rest = self.sums.copy(), self.rest.copy()
-        out_sums[pos], rest[pos] = sums, 0.0
-        return ThresholdedGradient(
-            self.loss,
-            self.weight,
-            self.correct,
-            self.grad_bias,
-            self.active,
-            self.ids,
-            out_sums,
-            rest,
-            self.rest_all,
-        )
+        """The same partial with the exact sums ``sums`` at features ``ids``
+        (increasing; a fetch pass's answer), shipped or not."""
+        all_ids, mine, theirs = union_positions(self.ids, ids)
+        out_sums, rest = np.zeros(len(all_ids)), np.zeros(len(all_ids))
+        out_sums[mine], rest[mine] = self.sums, self.rest
+        out_sums[theirs], rest[theirs] = sums, 0.0
+        return dataclasses.replace(self, ids=all_ids, sums=out_sums, rest=rest)
+
+    # Pickled (a partition's result on its way to the driver): ids as a bit
+    # mask over the features or as 32-bit integers, whichever is smaller;
+    # rest omitted while all 0 (a single block's); the row bounds a byte
+    # each, rounded up (bounds stay bounds).
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in vars(self).items() if k not in ("ids", "rest", "rows")}
+        n = len(self.rows) * self.n_labels
+        if 32 * len(self.ids) > n:
+            mask = np.zeros(n, dtype=bool)
+            mask[self.ids] = True
+            state["ids_mask"] = np.packbits(mask)
+        else:
+            state["ids"] = self.ids.astype(np.uint32 if n < 2**32 else np.int64)
+        if self.rest.any():
+            state["rest"] = self.rest
+        state["n_rows"] = len(self.rows)
+        state["rows_top"], state["rows_code"] = _code_rows(self.rows)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        n = state["n_rows"] * state["n_labels"]
+        if "ids_mask" in state:
+            ids = np.flatnonzero(np.unpackbits(state.pop("ids_mask"), count=n))
+        else:
+            ids = state.pop("ids")
+        state["ids"] = ids.astype(np.int64)
+        state.setdefault("rest", np.zeros(len(ids)))
+        state["rows"] = _decode_rows(state.pop("rows_top"), state.pop("rows_code"))
+        del state["n_rows"]
+        self.__dict__.update(state)
 
 
-def threshold_partial(lg: LossGrad, active: np.ndarray, tau: float) -> ThresholdedGradient:
+def threshold_partial(
+    lg: LossGrad, active: np.ndarray, tau: float, n_labels: int
+) -> ThresholdedGradient:
     """Block sums ``lg`` (gradient over all features) as a thresholded
     partial: exact at ``active``, elsewhere the entries with |G_j| > tau W_b
     (and any non-finite one, which the driver's checks then reject)."""
@@ -127,6 +176,7 @@ def threshold_partial(lg: LossGrad, active: np.ndarray, tau: float) -> Threshold
     score[active] = 0.0
     ids = np.flatnonzero(~(score <= tau * lg.weight)).astype(np.int64)
     score[ids] = 0.0
+    rows = score.reshape(-1, n_labels).max(axis=1)
     return ThresholdedGradient(
         lg.loss,
         lg.weight,
@@ -136,7 +186,8 @@ def threshold_partial(lg: LossGrad, active: np.ndarray, tau: float) -> Threshold
         ids,
         lg.grad[ids],
         np.zeros(len(ids)),
-        float(score.max(initial=0.0)),
+        rows,
+        n_labels,
     )
 
 
@@ -161,7 +212,7 @@ class ThresholdedTestTask:
 
     def __call__(self, block: Block) -> ThresholdedGradient:
         lg = _test_sums(block, self.space, self.weights, self.scaling)
-        return threshold_partial(lg, self.weights.active_ids(), self.tau)
+        return threshold_partial(lg, self.weights.active_ids(), self.tau, self.space.n_labels)
 
 
 @dataclass(frozen=True)
@@ -181,7 +232,8 @@ class ExactSumsTask:
 
 @dataclass(frozen=True)
 class Decided:
-    """The test's answer, the dense test's bit for bit.
+    """The test's answer, the dense test's bit for bit (``n_over`` too once
+    ``n_undecided`` is 0).
 
     Attributes
     ----------
@@ -192,7 +244,10 @@ class Decided:
     best : float
         max |g_j| over the inactive features.
     n_over : int
-        Inactive features with |g_j| > threshold.
+        Inactive features known to have |g_j| > threshold.
+    n_undecided : int
+        Inactive features that may or may not (none when asked for the
+        exact count; else features outside the n best, left open).
     active_grad : ndarray
         g_j at the active features (gamma2 w_j included).
     """
@@ -201,17 +256,8 @@ class Decided:
     new_grad: np.ndarray
     best: float
     n_over: int
+    n_undecided: int
     active_grad: np.ndarray
-
-
-@dataclass(frozen=True)
-class Undecided:
-    """What the intervals leave open: exact sums wanted at ``fetch`` (shipped
-    features), or, when ``dense``, a feature no block shipped may hold the
-    maximum and only the dense gradient tells."""
-
-    fetch: np.ndarray
-    dense: bool = False
 
 
 def resolve(
@@ -220,14 +266,17 @@ def resolve(
     l2: float,
     threshold: float,
     n_best: int,
-    n_features: int,
-) -> Decided | Undecided:
+    exact_count: bool = True,
+) -> Decided | np.ndarray:
     """The gradient test from merged partials ``part`` at ``weights`` (every
-    active feature), or what it needs to be decided.
+    active feature), or the features whose exact sums it needs to be decided
+    (``ThresholdedGradient.with_exact``; one such step always suffices).
 
     g_j = sums / W as the dense test divides (W = part.weight), gamma2 w_j
-    added at the active features; a candidate passes when |g_j| > threshold."""
-    W = part.weight
+    added at the active features; a candidate passes when |g_j| > threshold.
+    ``exact_count``: also decide every feature that may pass (the
+    certificate's count), not only those that may be among the n best."""
+    W, K = part.weight, part.n_labels
     active_grad = part.active / W
     active_grad += l2 * weights.values
     score = np.abs(part.sums / W)
@@ -241,17 +290,20 @@ def resolve(
     if np.count_nonzero(sure) >= n_best:
         floor = float(np.partition(lo[sure], -n_best)[-n_best])
     contenders = maybe & (hi >= floor)
-    need = ~exact & (contenders | (maybe & ~sure))
-    dense = False
+    undecided = maybe & ~sure
+    need = ~exact & (contenders | undecided) if exact_count else ~exact & contenders
+    extra = np.zeros(0, dtype=np.int64)
     if not sure.any():
         # nothing surely passes: the maximum is wanted exactly (fetched with
-        # any feature that may pass, so one fetch decides either way)
+        # every feature that may pass, so one fetch decides either way),
+        # unshipped features of a row whose bound reaches it included
         top_lo = float(lo.max(initial=0.0))
         need |= ~exact & (hi >= top_lo)
-        unshipped = n_features - len(part.active) - len(part.ids)
-        dense = unshipped > 0 and part.rest_all > 0 and part.rest_all * (1 + MARGIN) / W >= top_lo
-    if need.any() or dense:
-        return Undecided(part.ids[need], dense)
+        rows = np.flatnonzero(part.rows * (1 + MARGIN) / W >= max(top_lo, np.nextafter(0, 1)))
+        feats = (rows[:, None] * K + np.arange(K)).ravel()
+        extra = np.setdiff1d(feats, np.union1d(part.ids, weights.active_ids()))
+    if need.any() or len(extra):
+        return np.union1d(part.ids[need], extra)
     keep = np.flatnonzero(contenders)
     top = keep[top_candidates(score[keep], part.ids[keep], threshold, n_best)]
     best = float(score[top[0]]) if len(top) else float(score.max(initial=0.0))
@@ -260,6 +312,7 @@ def resolve(
         part.sums[top] / W,
         best,
         int(np.count_nonzero(sure)),
+        int(np.count_nonzero(undecided)),
         active_grad,
     )
 
@@ -269,7 +322,6 @@ __all__ = [
     "ExactSumsTask",
     "ThresholdedGradient",
     "ThresholdedTestTask",
-    "Undecided",
     "resolve",
     "threshold_partial",
 ]

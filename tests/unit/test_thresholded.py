@@ -10,12 +10,7 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.thresholded import (
-    ExactSumsTask,
-    ThresholdedTestTask,
-    Undecided,
-    resolve,
-)
+from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask, resolve
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.grafting import Grafting, variant
 from sparkmaxent.train import train
@@ -63,12 +58,19 @@ def _tests(blocks, space, weights, cut, scaling=None, dense_ok=False, **cfg):
     return out
 
 
-def _assert_same_test(a, b):
+def _assert_same_test(a, b, method=None, weights=None):
+    """``a`` (thresholded) is the dense test ``b``; with its count left
+    open, the certificate ``method`` then gives at ``weights`` is."""
     assert a.value == b.value
     np.testing.assert_array_equal(a.new, b.new)
     np.testing.assert_array_equal(a.new_grad, b.new_grad)
     assert a.best == b.best
-    assert a.kkt == b.kkt
+    assert b.open == 0
+    if a.open:
+        assert len(a.new) and a.kkt["zero_weights_over_bound"] < b.kkt["zero_weights_over_bound"]
+        assert method._certificate(weights) == b.kkt
+    else:
+        assert a.kkt == b.kkt
     assert (a.lossgrad.loss, a.lossgrad.weight, a.lossgrad.correct) == (
         b.lossgrad.loss,
         b.lossgrad.weight,
@@ -90,23 +92,25 @@ def test_thresholded_test_is_the_dense_test_on_random_weights(seed, cut):
     (thr, method, backend), (dense, _, _) = _tests(
         blocks, space, weights, cut, scaling, l1=l1, n_best=3 + seed, elastic_l2=1e-3 * (seed % 2)
     )
-    _assert_same_test(thr, dense)
+    fetches = method.fetch_passes
+    assert backend.kinds == ["ThresholdedTestTask"] + ["ExactSumsTask"] * fetches
+    _assert_same_test(thr, dense, method, weights)
     assert len(dense.new) > 0
-    assert backend.kinds[0] == "ThresholdedTestTask"
-    assert backend.kinds[1:] == ["ExactSumsTask"] * method.fetch_passes
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_tight_cuts_need_the_second_pass_and_still_equal_the_dense_test(seed):
-    """A cut near the threshold leaves many features undecided: the second
-    pass fetches them and the test is still the dense one, passing features
-    and certified optimum alike."""
+    """A cut near the threshold and every passing feature among the n best
+    leave features undecided: the second pass fetches them and the test is
+    still the dense one."""
     _, block, space = planted(seed=seed + 1, m=2000, P=150)
     blocks = split_block(block, 4)
     weights = _weights(seed, space, 20)
-    (thr, method, backend), (dense, _, _) = _tests(blocks, space, weights, 0.99, l1=5e-3)
-    _assert_same_test(thr, dense)
+    (thr, method, backend), (dense, _, _) = _tests(
+        blocks, space, weights, 0.99, l1=5e-3, n_best=500
+    )
     assert method.fetch_passes == 1 and backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
+    _assert_same_test(thr, dense, method, weights)
 
 
 def test_resolve_decides_from_the_intervals_or_names_what_it_needs():
@@ -122,18 +126,19 @@ def test_resolve_decides_from_the_intervals_or_names_what_it_needs():
     g = exact.grad / exact.weight
     inactive = np.setdiff1d(np.arange(space.n_features), weights.ids)
     unshipped = np.setdiff1d(inactive, part.ids)
-    assert np.abs(g[unshipped]).max() <= part.rest_all / part.weight <= 0.5 * thr
+    bound = part.rows[unshipped // space.n_labels] / part.weight
+    assert np.all(np.abs(g[unshipped]) <= bound) and bound.max() <= 0.5 * thr
     # each shipped feature's interval holds its dense value
     half = part.rest / part.weight
     assert np.all(np.abs(np.abs(g[part.ids]) - np.abs(part.sums / part.weight)) <= half + 1e-15)
     np.testing.assert_array_equal(part.sums[part.rest == 0], exact.grad[part.ids[part.rest == 0]])
-    out = resolve(part, weights, 0.0, thr, n, space.n_features)
-    if isinstance(out, Undecided):
-        assert not out.dense and len(out.fetch)
-        sums = LocalBackend(blocks, space).run(ExactSumsTask(space, weights, None, out.fetch)).grad
-        np.testing.assert_array_equal(sums, exact.grad[out.fetch])
-        out = resolve(part.with_exact(out.fetch, sums), weights, 0.0, thr, n, space.n_features)
-    assert not isinstance(out, Undecided)
+    out = resolve(part, weights, 0.0, thr, n)
+    if isinstance(out, np.ndarray):
+        assert len(out)
+        sums = LocalBackend(blocks, space).run(ExactSumsTask(space, weights, None, out)).grad
+        np.testing.assert_array_equal(sums, exact.grad[out])
+        out = resolve(part.with_exact(out, sums), weights, 0.0, thr, n)
+    assert not isinstance(out, np.ndarray) and out.n_undecided == 0
     score = np.abs(g)
     score[weights.ids] = -1
     assert out.best == score.max()
@@ -142,20 +147,18 @@ def test_resolve_decides_from_the_intervals_or_names_what_it_needs():
     np.testing.assert_array_equal(out.active_grad, g[weights.ids])
 
 
-def test_the_dense_pass_answers_when_an_unshipped_feature_may_be_the_maximum():
+def test_unshipped_features_that_may_be_the_maximum_are_fetched():
     """No weights and a gamma1 far above every gradient: nothing passes and
-    every gradient may be below the cut, so only the dense pass gives the
-    exact maximum (counted in the report)."""
+    every gradient is below the cut, so no block ships anything and the
+    maximum comes from the fetch of the rows whose bound reaches the
+    largest known one (here: all that hold non-zeros)."""
     _, block, space = planted(m=800, P=60)
     blocks = split_block(block, 3)
     weights = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(space.n_labels))
-    (thr, method, backend), (dense, _, _) = _tests(
-        blocks, space, weights, 0.9, dense_ok=True, l1=10.0
-    )
+    (thr, method, backend), (dense, _, _) = _tests(blocks, space, weights, 0.9, l1=10.0)
     _assert_same_test(thr, dense)
     assert dense.kkt["zero_weights_over_bound"] == 0 and len(dense.new) == 0
-    assert method.dense_passes == 1 and method.fetch_passes == 0
-    assert backend.kinds == ["ThresholdedTestTask", "dense"]
+    assert backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
 
 
 @pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
@@ -164,13 +167,11 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
     _, block, space = planted()
     blocks = split_block(block, 3)
     dense = train(LocalBackend(blocks, space), grafting_config(solver=solver, partial_cut=0.0))
-    backend = CountingBackend(blocks, space, dense_ok=cut > 0.5)
+    backend = CountingBackend(blocks, space)
     thr = train(backend, grafting_config(solver=solver, partial_cut=cut))
     assert dense.report["gradient_test"] == {"path": "dense"}
     report = thr.report["gradient_test"]
     assert report["partials"] == "thresholded" and report["partial_cut"] == cut
-    # a cut near the threshold may leave the final maximum to the dense pass
-    assert report["dense_passes"] == backend.kinds.count("dense")
     assert report["fetch_passes"] == backend.kinds.count("ExactSumsTask")
     assert backend.kinds.count("ThresholdedTestTask") >= 1
     assert dense.report["kkt"]["passed"] and thr.report["kkt"] == dense.report["kkt"]
@@ -182,6 +183,4 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
         [r.get(k) for k in keys] for r in dense.report["rounds"]
     ]
     # the passes: the dense ones, plus the second passes
-    assert thr.report["passes"] == dense.report["passes"] + sum(
-        report[k] for k in ("fetch_passes", "dense_passes")
-    )
+    assert thr.report["passes"] == dense.report["passes"] + report["fetch_passes"]
