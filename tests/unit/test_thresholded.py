@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
+from sparkmaxent.config import train_config
+from sparkmaxent.kernels import CANDIDATES, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask, resolve
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.grafting import Grafting, variant
 from sparkmaxent.train import train
 
+from .helpers import random_candidates
 from .test_grafting import grafting_config, planted
 
 
@@ -184,3 +186,26 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
     ]
     # the passes: the dense ones, plus the second passes
     assert thr.report["passes"] == dense.report["passes"] + report["fetch_passes"]
+
+
+def test_candidate_sets_and_a_capped_run_certify_as_the_dense_test():
+    """Candidate-set events (one feature per predicate), a run stopped by its
+    round limit with candidates still passing: the final certificate decides
+    every open feature and is the dense test's, count included."""
+    rng = np.random.default_rng(3)
+    block = random_candidates(rng, m=300, D=40, max_cands=5)
+    space = Space(CANDIDATES, 40, 1)
+    cfg = dict(method="mle-ifs", grad_threshold=1e-2, n_best=2, max_rounds=2, gtol=1e-9)
+    cfg["solver"] = "lbfgs-b"  # no full gradient from the solver: every test is thresholded
+    blocks = split_block(block, 3)
+    dense = train(LocalBackend(blocks, space), train_config(**cfg, partial_cut=0.0))
+    backend = CountingBackend(blocks, space)
+    thr = train(backend, train_config(**cfg, partial_cut=0.9))
+    # the final test left its count open: the certificate ran it again, deciding all
+    at = [i for i, k in enumerate(backend.kinds) if k == "ThresholdedTestTask"]
+    assert len(at) >= 2 and set(backend.kinds[at[-2] + 1 : at[-1]]) <= {"ExactSumsTask"}
+    assert thr.report["rounds_run"] == 2 and not thr.report["kkt"]["passed"]
+    assert dense.report["kkt"]["zero_weights_over_bound"] > 0
+    assert thr.report["kkt"] == dense.report["kkt"]
+    np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
+    np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
