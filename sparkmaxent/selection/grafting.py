@@ -141,7 +141,8 @@ class Grafting:
         # the dense test's partials thresholded at this fraction of the
         # test's bound (kernels/thresholded.py); 0: dense partials
         self.partial_cut = cfg.grafting.partial_cut
-        # thresholded tests that needed a second pass
+        # thresholded tests run, and those that needed a second pass
+        self.thresholded_tests = 0
         self.fetch_passes = 0
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
@@ -225,6 +226,7 @@ class Grafting:
         the maximum open. The certificate's count over the bound is exact
         when ``exact_count`` or when nothing passes (``GradientTest.open``)."""
         n_best = self.ctx.config.grafting.n_best
+        self.thresholded_tests += 1
         value, lg, part = obj.thresholded_partials(theta, self.partial_cut * self.test_bound)
         out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, exact_count)
         if not isinstance(out, Decided):
@@ -418,6 +420,7 @@ def test_path(method: Grafting) -> dict:
             "path": "dense",
             "partials": "thresholded",
             "partial_cut": method.partial_cut,
+            "tests": method.thresholded_tests,
             "fetch_passes": method.fetch_passes,
         }
     if method.block_size is None:
