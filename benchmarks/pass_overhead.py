@@ -13,7 +13,12 @@ so that load from other processes falls on all alike:
     trivial        backend.run(CountTask()): broadcast, every block, tiny result
     active         LossGradTask over the active set (an inner optimizer pass)
     gradient_test  the grafting gradient test as ``selection/grafting.py`` runs it
-                   at this size (dense: LossGradTask over all P*K features)
+                   at this size, at gamma1 ``--test-l1`` (n best ``--n-best``):
+                   thresholded partials (kernels/thresholded.py), their
+                   resolution on the driver, and a second pass where needed
+    gradient_test_l1_X  the same at the other ``--test-l1`` values X
+    dense_partials the dense test's pass before thresholded partials
+                   (LossGradTask over all P*K features; no driver selection)
     blockwise_test backend.gradient_test (kernels/topk.py), the test above
                    ``train.grafting.dense_test_max`` candidates
     curvature      CurvatureTask over the active set (the Newton round solver's pass)
@@ -65,24 +70,62 @@ def starting_weights(backend, n_active: int):
     return Weights(ids, -0.1 * np.sign(g[ids]), np.zeros(space.n_labels))
 
 
-def tasks(backend, weights, block_size: int) -> dict:
-    """The passes to time, as functions of no argument, plus their in-process
-    kernel (a task over one block) where there is one."""
+def test_key(l1: float, first: bool) -> str:
+    return "gradient_test" if first else f"gradient_test_l1_{l1:g}"
+
+
+def tasks(backend, weights, block_size: int, test_l1: list[float]) -> dict:
+    """The passes to time, as tasks (or a ``ThresholdedTestTask`` for a
+    gradient test, its kernel: ``grafting_tests`` gives the test itself)."""
     from sparkmaxent.kernels import LossGradTask
     from sparkmaxent.kernels.curvature import CurvatureTask
     from sparkmaxent.kernels.stats import CountTask
+    from sparkmaxent.kernels.thresholded import ThresholdedTestTask
     from sparkmaxent.kernels.topk import GradientTestTask
+    from sparkmaxent.problem import Penalty
 
     space, ids = backend.space, weights.ids
     sparse = weights.sparse()
     test = GradientTestTask(space, weights, None, 0.0, 1e-5, 1000, block_size)
-    return {
-        "trivial": CountTask(),
-        "active": LossGradTask(space, weights, None, ids),
-        "gradient_test": LossGradTask(space, sparse, None, None),
-        "blockwise_test": test,
-        "curvature": CurvatureTask(space, weights, ids),
-    }
+    out = {"trivial": CountTask(), "active": LossGradTask(space, weights, None, ids)}
+    cut = _config(test_l1[0], 1).grafting.partial_cut
+    for i, l1 in enumerate(test_l1):
+        tau = cut * Penalty(l1=l1).test_bound(_config(l1, 1).grafting.kkt_tol)
+        out[test_key(l1, i == 0)] = ThresholdedTestTask(space, weights, None, tau)
+    out.update(
+        {
+            "dense_partials": LossGradTask(space, sparse, None, None),
+            "blockwise_test": test,
+            "curvature": CurvatureTask(space, weights, ids),
+        }
+    )
+    return out
+
+
+def _config(l1: float, n_best: int):
+    from sparkmaxent.config import train_config
+
+    return train_config(method="grafting", l1=l1, n_best=n_best)
+
+
+def grafting_tests(backend, weights, test_l1: list[float], n_best: int) -> dict:
+    """The gradient test as grafting runs it at each gamma1 (its ``Grafting``
+    at the default settings, the known test forgotten before every call),
+    by row key, and the methods (their ``fetch_passes``)."""
+    from sparkmaxent.selection.base import TrainingContext
+    from sparkmaxent.selection.grafting import Grafting, variant
+
+    out = {}
+    for i, l1 in enumerate(test_l1):
+        cfg = _config(l1, n_best)
+        method = Grafting(TrainingContext(backend, cfg), variant("grafting", cfg))
+
+        def run(method=method):
+            method._known = None
+            return method.gradient_test(weights)
+
+        out[test_key(l1, i == 0)] = (run, method)
+    return out
 
 
 def kernel_seconds(blocks: list, task, repeats: int) -> float:
@@ -119,10 +162,14 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
         depth=args.depth,
     ) as backend:
         weights = starting_weights(backend, args.active)
-        passes = tasks(backend, weights, args.block_size)
+        passes = tasks(backend, weights, args.block_size, args.test_l1)
+        tests = grafting_tests(backend, weights, args.test_l1, args.n_best)
         fns = {"tiny": tiny.count}
         for key, task in passes.items():
             if key in args.skip:
+                continue
+            if key in tests:
+                fns[key] = tests[key][0]
                 continue
             run = backend.gradient_test if key == "blockwise_test" else backend.run
             fns[key] = lambda run=run, task=task: run(task)
@@ -140,6 +187,9 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             "depth": backend.depth,
             "load_before": load_before,
             "load_after": load_after,
+            "test_l1": args.test_l1,
+            "n_best": args.n_best,
+            "fetch_passes": {k: m.fetch_passes for k, (_, m) in tests.items()},
         }
     tiny.unpersist()
     trivial = statistics.median(times["trivial"])
@@ -152,6 +202,8 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             "ratio_to_trivial": round(wall / trivial, 3),
             "all_s": [round(t, 4) for t in all_s],
         }
+        if key in tests:
+            row["fetch_passes"] = tests[key][1].fetch_passes
         if key in TARGETS:
             row["target_ratio"] = TARGETS[key]
             row["met"] = wall / trivial <= TARGETS[key]
@@ -180,10 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--kernels",
         nargs="*",
-        default=["active", "gradient_test", "blockwise_test", "curvature"],
+        default=["active", "gradient_test", "dense_partials", "blockwise_test", "curvature"],
         help="passes whose in-process kernel time is measured too",
     )
     ap.add_argument("--kernel-repeats", type=int, default=3)
+    ap.add_argument(
+        "--test-l1",
+        type=float,
+        nargs="+",
+        default=[1e-5, 1e-4],
+        help="gamma1 of the gradient-test rows (the first: the target's row)",
+    )
+    ap.add_argument("--n-best", type=int, default=1000, help="the gradient test's n best")
     ap.add_argument("--depth", type=int, default=2, help="SparkBackend's tree depth")
     ap.add_argument("--master", default="local[2]")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_overhead.json")

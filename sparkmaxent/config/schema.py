@@ -220,6 +220,17 @@ class GraftingConfig(Section):
     test_block_size: int = key(
         1_000_000, "Features per block of the block-wise gradient test.", ge=1
     )
+    partial_cut: float = key(
+        0.5,
+        "Dense gradient test: each data block ships its exact partial "
+        "gradient at the active features and, elsewhere, only the entries "
+        "above this fraction of the test threshold (per unit of its event "
+        "weight); the driver bounds the rest and fetches exact sums in a "
+        "second pass only where the bounds leave the test open, so the "
+        "answer is the dense test's. 0: ship the dense partials.",
+        ge=0,
+        lt=1,
+    )
     combination_degree: int = key(
         1,
         "grafting: 2 or 3 adds combination features (Okanohara & Tsujii 2009): "

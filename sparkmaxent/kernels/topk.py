@@ -97,7 +97,9 @@ def union_positions(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
             mark = np.zeros(hi - lo + 1, dtype=bool)
             mark[a - lo] = True
             mark[b - lo] = True
-            rank = np.cumsum(mark) - 1
+            # 32-bit ranks where they fit: the sum's sweep over the span is
+            # most of the union's time
+            rank = np.cumsum(mark, dtype=np.int32 if len(mark) < 2**31 else np.int64) - 1
             return lo + np.flatnonzero(mark), rank[a - lo], rank[b - lo]
     both = np.concatenate([a, b])
     order = np.argsort(both, kind="stable")

@@ -23,6 +23,7 @@ from ..errors import check_finite
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weight
 from ..kernels.curvature import CurvatureTask
 from ..kernels.loss import RayTask
+from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, ThresholdedTestTask
 from ..kernels.topk import GradientSummary, GradientTestTask
 
 
@@ -202,6 +203,33 @@ class Objective:
             max_inactive_gradient=summary.max_inactive,
         )
         return self._value(lg, weights.values), summary
+
+    def thresholded_partials(
+        self, theta: np.ndarray, tau: float
+    ) -> tuple[float, LossGrad, ThresholdedGradient]:
+        """One pass of the thresholded gradient test (kernels/thresholded.py):
+        C(theta), the pass's scalar sums, and the merged partials (exact at
+        ``ids``, elsewhere the entries over ``tau`` per unit of event weight)."""
+        if self.ids is None:
+            raise ValueError(
+                "expected an Objective over explicit feature ids for a gradient test, "
+                "got one over all features"
+            )
+        self.evaluations += 1
+        weights = self.weights(theta)
+        part = self.backend.run(ThresholdedTestTask(self.space, weights, self.scaling, tau))
+        lg = checked_pass(part.scalars(), "gradient-test pass")
+        check_finite("gradient-test pass", active_gradient=part.active, gradient=part.sums)
+        return self._value(lg, weights.values), lg, part
+
+    def exact_sums(self, theta: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """One pass: the gradient sums at features ``ids`` computed as the
+        thresholded (and the dense) test computes them, merged in the same
+        order (the thresholded test's second pass)."""
+        self.evaluations += 1
+        task = ExactSumsTask(self.space, self.weights(theta), self.scaling, ids)
+        lg = checked_pass(self.backend.run(task), "gradient-test fetch pass")
+        return lg.grad
 
     def _value(self, lg: LossGrad, w: np.ndarray) -> float:
         return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)

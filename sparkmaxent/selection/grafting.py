@@ -28,6 +28,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..kernels import LossGrad, Weights
+from ..kernels.thresholded import Decided, resolve
 from ..kernels.topk import top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
@@ -106,6 +107,10 @@ class GradientTest:
         max |dC/dw_j| over inactive features.
     kkt : dict
         The KKT certificate at the weights (``problem.kkt.kkt_certificate``).
+    open : int
+        Inactive features the thresholded test left undecided (kernels/
+        thresholded.py): its count over the bound is then a lower bound
+        (``Grafting._certificate`` decides them).
     """
 
     value: float
@@ -114,6 +119,7 @@ class GradientTest:
     new_grad: np.ndarray
     best: float
     kkt: dict
+    open: int = 0
 
 
 class Grafting:
@@ -132,6 +138,12 @@ class Grafting:
             if ctx.backend.space.n_features > cfg.grafting.dense_test_max
             else None
         )
+        # the dense test's partials thresholded at this fraction of the
+        # test's bound (kernels/thresholded.py); 0: dense partials
+        self.partial_cut = cfg.grafting.partial_cut
+        # thresholded tests run, and those that needed a second pass
+        self.thresholded_tests = 0
+        self.fetch_passes = 0
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
             max_iter=cfg.max_iter,
@@ -161,8 +173,10 @@ class Grafting:
         if self._known is not None and _same(self._known[0], weights):
             return self._known[1]
         obj = self.objective(weights.active_ids())
-        theta = np.concatenate([weights.values, weights.bias if weights.bias is not None else []])
-        if self.block_size is None:
+        theta = _theta(weights)
+        if self.block_size is None and self.partial_cut > 0:
+            test = self._thresholded_test(weights, obj, theta)
+        elif self.block_size is None:
             test = self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
         else:
             value, summary = obj.gradient_summary(
@@ -204,10 +218,47 @@ class Grafting:
         )
         return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
+    def _thresholded_test(
+        self, weights: Weights, obj: Objective, theta: np.ndarray, exact_count: bool = False
+    ) -> GradientTest:
+        """The dense test from thresholded partials (kernels/thresholded.py),
+        equal to it: one pass, a second where the bounds leave the n best or
+        the maximum open. The certificate's count over the bound is exact
+        when ``exact_count`` or when nothing passes (``GradientTest.open``)."""
+        n_best = self.ctx.config.grafting.n_best
+        self.thresholded_tests += 1
+        value, lg, part = obj.thresholded_partials(theta, self.partial_cut * self.test_bound)
+        out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, exact_count)
+        if not isinstance(out, Decided):
+            self.fetch_passes += 1
+            part = part.with_exact(out, obj.exact_sums(theta, out))
+            out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, exact_count)
+        if not isinstance(out, Decided):
+            raise RuntimeError("the thresholded gradient test stayed open after its fetch pass")
+        # test_bound is the certificate's bound (1 + kkt_tol) too: the count
+        # over it is the certificate's count
+        kkt = kkt_from_parts(
+            out.active_grad,
+            weights,
+            out.best,
+            out.n_over,
+            self.ctx.backend.space.n_features,
+            _grad_bias(lg),
+            self.penalty,
+            self.ctx.config.grafting.kkt_tol,
+        )
+        return GradientTest(value, lg, out.new, out.new_grad, out.best, kkt, out.n_undecided)
+
     def _certificate(self, weights: Weights) -> dict:
         """KKT certificate at ``weights`` over all candidates (a pass unless
-        the test there is known)."""
-        return self.gradient_test(weights).kkt
+        the test there is known; with its count left open, the thresholded
+        test again with every feature decided)."""
+        test = self.gradient_test(weights)
+        if test.open:
+            obj = self.objective(weights.active_ids())
+            test = self._thresholded_test(weights, obj, _theta(weights), exact_count=True)
+            self._known = (weights, test)
+        return test.kkt
 
     def penalized(self, value: float, weights: Weights) -> float:
         """C with the l1 term, from the smooth part's ``value``."""
@@ -343,6 +394,11 @@ class Grafting:
         )
 
 
+def _theta(weights: Weights) -> np.ndarray:
+    """The parameter vector of an Objective over ``weights.active_ids()``."""
+    return np.concatenate([weights.values, weights.bias if weights.bias is not None else []])
+
+
 def _grad_bias(lg: LossGrad) -> np.ndarray | None:
     return lg.grad_bias / lg.weight if lg.grad_bias is not None else None
 
@@ -359,6 +415,14 @@ def _same(a: Weights, b: Weights) -> bool:
 def test_path(method: Grafting) -> dict:
     """How ``method``'s gradient test runs (dense or block-wise), for logs and reports."""
     n = method.ctx.backend.space.n_features
+    if method.block_size is None and method.partial_cut > 0:
+        return {
+            "path": "dense",
+            "partials": "thresholded",
+            "partial_cut": method.partial_cut,
+            "tests": method.thresholded_tests,
+            "fetch_passes": method.fetch_passes,
+        }
     if method.block_size is None:
         return {"path": "dense"}
     return {

@@ -46,7 +46,10 @@ def test_spark_backend_grafts_the_same_model_as_local(spark, problem, local_resu
     np.testing.assert_allclose(
         res.weights.values, local_result.weights.values, rtol=1e-6, atol=1e-9
     )
-    assert res.report["passes"] == local_result.report["passes"]
+    # the thresholded test's second passes depend on how the events are
+    # split into blocks (kernels/thresholded.py); every other pass is the same
+    fetches = [r.report["gradient_test"]["fetch_passes"] for r in (res, local_result)]
+    assert res.report["passes"] - fetches[0] == local_result.report["passes"] - fetches[1]
 
 
 def test_matches_spark_mllib_multinomial_l1(spark, problem, local_result):

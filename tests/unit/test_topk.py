@@ -213,7 +213,7 @@ class DenseRefusingBackend(LocalBackend):
 def test_grafting_block_path_grafts_the_dense_path_model(solver):
     _, block, space = planted()
     blocks = split_block(block, 2)
-    dense = train(LocalBackend(blocks, space), grafting_config(solver=solver))
+    dense = train(LocalBackend(blocks, space), grafting_config(solver=solver, partial_cut=0.0))
     backend = DenseRefusingBackend(blocks, space)
     cfg = grafting_config(solver=solver, dense_test_max=space.n_features - 1, test_block_size=13)
     tiled = train(backend, cfg)
@@ -312,7 +312,9 @@ def test_grafting_over_ten_billion_candidates_certifies_in_little_memory():
     )
     small_space = Space("multiclass", len(used), K, bias=False)
     small_block = MulticlassBlock(small_X, block.y, block.c, K)
-    small_cfg = grafting_config(l1=0.01, n_best=10, dense_test_max=small_space.n_features)
+    small_cfg = grafting_config(
+        l1=0.01, n_best=10, dense_test_max=small_space.n_features, partial_cut=0.0
+    )
     small = train(LocalBackend(split_block(small_block, 2), small_space), small_cfg)
     assert small.report["gradient_test"] == {"path": "dense"}
     assert small.report["kkt"]["passed"]

@@ -1,0 +1,327 @@
+"""The dense gradient test of grafting in one pass, without shipping each data
+block's dense partial gradient to the driver: thresholded partials.
+
+The test (selection/grafting.py) needs, over all candidates, the ``n_best``
+inactive features with |g_j| > t (in their order, with their g_j), max
+|g_j| over the inactive ones and the count over t (the KKT certificate), and
+g_j at the active features; g_j = sum_b G_bj / W over the data blocks b.
+
+Block b ships its exact sums at the active features, the inactive entries
+with |G_bj| > tau W_b (tau < t, W_b the block's event weight), and m_b, the
+largest |G_bj| it kept back (m_b <= tau W_b). If |sum_b G_bj| > t W then some
+block has |G_bj| > t W_b > tau W_b, so a feature no block shipped has |g_j|
+<= sum_b m_b / W <= tau < t: it is out of the test, bounded. For a shipped
+feature the driver knows the sum S_j of the shipped parts and that the rest
+is at most U_j, the sum of m_b over the blocks that kept it back:
+
+    (|S_j| - U_j) / W  <=  |g_j|  <=  (|S_j| + U_j) / W
+
+A feature with U_j = 0 is exact, bit for bit the dense sum (the same
+partials added in the same merge order; a kept-back part is then 0).
+``resolve`` decides the test from the intervals where they suffice and
+names the few features whose exact sums it needs otherwise (one that may
+or may not pass, one that may be among the n best, the maximum); a second
+pass (``ExactSumsTask``) brings them, and the answer is
+then the dense test's. The bytes shipped follow the features near or above
+the threshold instead of every predicate a block holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocks import Block
+from .loss import LossGrad, loss_grad
+from .params import Scaling, Space, Weights
+from .topk import top_candidates, union_positions
+
+#: relative widening of every interval: covers the rounding of the sums, so
+#: a bound is never tighter than the dense test's computed value
+MARGIN = 1e-9
+#: steps per octave of the pickled row bounds (``_code_rows``)
+_STEPS = 8
+
+
+def _code_rows(rows: np.ndarray) -> tuple[float, np.ndarray]:
+    """Non-negative bounds as their maximum and a byte each, rounded up
+    (``_decode_rows`` gives every bound back at least as large; 0 stays 0):
+    a pickled partial's bounds cost a byte per predicate."""
+    top = float(rows.max(initial=0.0))
+    code = np.zeros(len(rows), dtype=np.uint8)
+    nz = rows > 0
+    octaves = np.log2(top / rows[nz]) * _STEPS - 1e-6  # rounds the bound up
+    code[nz] = np.clip(255 - np.floor(np.maximum(octaves, 0.0)), 1, 255)
+    return top, code
+
+
+def _decode_rows(top: float, code: np.ndarray) -> np.ndarray:
+    return np.where(code == 0, 0.0, top * np.exp2((code.astype(np.float64) - 255) / _STEPS))
+
+
+@dataclass
+class ThresholdedGradient:
+    """A data block's (or several merged blocks') thresholded partial gradient.
+
+    Attributes
+    ----------
+    loss, weight, correct, grad_bias : as in ``LossGrad``.
+    active : ndarray, shape (n_active,)
+        Exact gradient sums at the task's active features.
+    ids : ndarray of int64, increasing
+        Inactive features some block shipped.
+    sums : ndarray, shape like ids
+        The sum of their shipped parts.
+    rest : ndarray, shape like ids
+        Bound on the sum of their kept-back parts (0: exact).
+    rows : ndarray, shape (n_predicates,)
+        Bound on the sum of the kept-back parts of an unshipped feature of
+        each predicate (feature j is of predicate j // n_labels): a block's
+        largest kept-back |G_bj| in that predicate's row, 0 where the row's
+        kept-back entries are all 0 (a predicate the block does not hold).
+    n_labels : int
+    """
+
+    loss: float
+    weight: float
+    correct: float
+    grad_bias: np.ndarray | None
+    active: np.ndarray
+    ids: np.ndarray
+    sums: np.ndarray
+    rest: np.ndarray
+    rows: np.ndarray
+    n_labels: int
+
+    def merge(self, other: ThresholdedGradient) -> ThresholdedGradient:
+        ids, mine, theirs = union_positions(self.ids, other.ids)
+        # a + b where both shipped, as the dense merge adds them
+        sums = np.zeros(len(ids))
+        sums[mine] = self.sums
+        sums[theirs] += other.sums
+        K = self.n_labels
+        rest = self.rows[ids // K]
+        rest[mine] = self.rest
+        theirs_rest = other.rows[ids // K]
+        theirs_rest[theirs] = other.rest
+        rest += theirs_rest
+        return ThresholdedGradient(
+            self.loss + other.loss,
+            self.weight + other.weight,
+            self.correct + other.correct,
+            None if self.grad_bias is None else self.grad_bias + other.grad_bias,
+            self.active + other.active,
+            ids,
+            sums,
+            rest,
+            self.rows + other.rows,
+            K,
+        )
+
+    def scalars(self) -> LossGrad:
+        """Loss, weight, correct and bias sums as a LossGrad without gradient."""
+        return LossGrad(self.loss, self.weight, self.correct, np.zeros(0), self.grad_bias)
+
+    def with_exact(self, ids: np.ndarray, sums: np.ndarray) -> ThresholdedGradient:
+        """The same partial with the exact sums ``sums`` at features ``ids``
+        (increasing; a fetch pass's answer), shipped or not."""
+        all_ids, mine, theirs = union_positions(self.ids, ids)
+        out_sums, rest = np.zeros(len(all_ids)), np.zeros(len(all_ids))
+        out_sums[mine], rest[mine] = self.sums, self.rest
+        out_sums[theirs], rest[theirs] = sums, 0.0
+        return dataclasses.replace(self, ids=all_ids, sums=out_sums, rest=rest)
+
+    # Pickled (a partition's result on its way to the driver): ids as a bit
+    # mask over the features or as 32-bit integers, whichever is smaller;
+    # rest omitted while all 0 (a single block's); the row bounds a byte
+    # each, rounded up (bounds stay bounds).
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in vars(self).items() if k not in ("ids", "rest", "rows")}
+        n = len(self.rows) * self.n_labels
+        if 32 * len(self.ids) > n:
+            mask = np.zeros(n, dtype=bool)
+            mask[self.ids] = True
+            state["ids_mask"] = np.packbits(mask)
+        else:
+            state["ids"] = self.ids.astype(np.uint32 if n < 2**32 else np.int64)
+        if self.rest.any():
+            state["rest"] = self.rest
+        state["n_rows"] = len(self.rows)
+        state["rows_top"], state["rows_code"] = _code_rows(self.rows)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        n = state["n_rows"] * state["n_labels"]
+        if "ids_mask" in state:
+            ids = np.flatnonzero(np.unpackbits(state.pop("ids_mask"), count=n))
+        else:
+            ids = state.pop("ids")
+        state["ids"] = ids.astype(np.int64)
+        state.setdefault("rest", np.zeros(len(ids)))
+        state["rows"] = _decode_rows(state.pop("rows_top"), state.pop("rows_code"))
+        del state["n_rows"]
+        self.__dict__.update(state)
+
+
+def threshold_partial(
+    lg: LossGrad, active: np.ndarray, tau: float, n_labels: int
+) -> ThresholdedGradient:
+    """Block sums ``lg`` (gradient over all features) as a thresholded
+    partial: exact at ``active``, elsewhere the entries with |G_j| > tau W_b
+    (and any non-finite one, which the driver's checks then reject)."""
+    score = np.abs(lg.grad)
+    score[active] = 0.0
+    ids = np.flatnonzero(~(score <= tau * lg.weight)).astype(np.int64)
+    score[ids] = 0.0
+    rows = score.reshape(-1, n_labels).max(axis=1)
+    return ThresholdedGradient(
+        lg.loss,
+        lg.weight,
+        lg.correct,
+        lg.grad_bias,
+        lg.grad[active],
+        ids,
+        lg.grad[ids],
+        np.zeros(len(ids)),
+        rows,
+        n_labels,
+    )
+
+
+def _test_sums(block: Block, space: Space, weights: Weights, scaling: Scaling | None) -> LossGrad:
+    """The dense test's own kernel: ``loss_grad`` over every feature, scored
+    with the non-zero weights (``Objective.evaluate``), so every sum here is
+    the dense test's bit for bit."""
+    return loss_grad(block, space, weights.sparse(), scaling, None)
+
+
+@dataclass(frozen=True)
+class ThresholdedTestTask:
+    """A picklable pass of the thresholded test: per block, the dense test's
+    sums shipped as a ``ThresholdedGradient`` at cut ``tau``.
+
+    ``weights`` lists every active feature (zero-valued ones included)."""
+
+    space: Space
+    weights: Weights
+    scaling: Scaling | None
+    tau: float
+
+    def __call__(self, block: Block) -> ThresholdedGradient:
+        lg = _test_sums(block, self.space, self.weights, self.scaling)
+        return threshold_partial(lg, self.weights.active_ids(), self.tau, self.space.n_labels)
+
+
+@dataclass(frozen=True)
+class ExactSumsTask:
+    """A picklable pass: the thresholded test's sums at features ``ids`` only
+    (its second pass), as a LossGrad."""
+
+    space: Space
+    weights: Weights
+    scaling: Scaling | None
+    ids: np.ndarray
+
+    def __call__(self, block: Block) -> LossGrad:
+        lg = _test_sums(block, self.space, self.weights, self.scaling)
+        return LossGrad(lg.loss, lg.weight, lg.correct, lg.grad[self.ids], lg.grad_bias)
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The test's answer, the dense test's bit for bit (``n_over`` too once
+    ``n_undecided`` is 0).
+
+    Attributes
+    ----------
+    new : ndarray of int64
+        The n best inactive features over the threshold, the best first.
+    new_grad : ndarray
+        Their g_j.
+    best : float
+        max |g_j| over the inactive features.
+    n_over : int
+        Inactive features known to have |g_j| > threshold.
+    n_undecided : int
+        Inactive features that may or may not (none when asked for the
+        exact count; else features outside the n best, left open).
+    active_grad : ndarray
+        g_j at the active features (gamma2 w_j included).
+    """
+
+    new: np.ndarray
+    new_grad: np.ndarray
+    best: float
+    n_over: int
+    n_undecided: int
+    active_grad: np.ndarray
+
+
+def resolve(
+    part: ThresholdedGradient,
+    weights: Weights,
+    l2: float,
+    threshold: float,
+    n_best: int,
+    exact_count: bool = True,
+) -> Decided | np.ndarray:
+    """The gradient test from merged partials ``part`` at ``weights`` (every
+    active feature), or the features whose exact sums it needs to be decided
+    (``ThresholdedGradient.with_exact``; one such step always suffices).
+
+    g_j = sums / W as the dense test divides (W = part.weight), gamma2 w_j
+    added at the active features; a candidate passes when |g_j| > threshold.
+    ``exact_count``: also decide every feature that may pass (the
+    certificate's count), not only those that may be among the n best."""
+    W, K = part.weight, part.n_labels
+    active_grad = part.active / W
+    active_grad += l2 * weights.values
+    score = np.abs(part.sums / W)
+    exact = part.rest == 0
+    half = np.where(exact, 0.0, (part.rest * (1 + MARGIN) + MARGIN * np.abs(part.sums)) / W)
+    lo, hi = np.maximum(score - half, 0.0), score + half
+    sure, maybe = lo > threshold, hi > threshold
+    # the n best: a feature whose upper bound is below the n-th best lower
+    # bound has n better ones; every other that may pass is a contender
+    floor = threshold
+    if np.count_nonzero(sure) >= n_best:
+        floor = float(np.partition(lo[sure], -n_best)[-n_best])
+    contenders = maybe & (hi >= floor)
+    undecided = maybe & ~sure
+    need = ~exact & (contenders | undecided) if exact_count else ~exact & contenders
+    extra = np.zeros(0, dtype=np.int64)
+    if not sure.any():
+        # nothing surely passes: the maximum is wanted exactly (fetched with
+        # every feature that may pass, so one fetch decides either way),
+        # unshipped features of a row whose bound reaches it included
+        top_lo = float(lo.max(initial=0.0))
+        need |= ~exact & (hi >= top_lo)
+        rows = np.flatnonzero(part.rows * (1 + MARGIN) / W >= max(top_lo, np.nextafter(0, 1)))
+        feats = (rows[:, None] * K + np.arange(K)).ravel()
+        extra = np.setdiff1d(feats, np.union1d(part.ids, weights.active_ids()))
+    if need.any() or len(extra):
+        return np.union1d(part.ids[need], extra)
+    keep = np.flatnonzero(contenders)
+    top = keep[top_candidates(score[keep], part.ids[keep], threshold, n_best)]
+    best = float(score[top[0]]) if len(top) else float(score.max(initial=0.0))
+    return Decided(
+        part.ids[top],
+        part.sums[top] / W,
+        best,
+        int(np.count_nonzero(sure)),
+        int(np.count_nonzero(undecided)),
+        active_grad,
+    )
+
+
+__all__ = [
+    "Decided",
+    "ExactSumsTask",
+    "ThresholdedGradient",
+    "ThresholdedTestTask",
+    "resolve",
+    "threshold_partial",
+]
