@@ -289,17 +289,17 @@ def run_path(
     on the held-out data, and return the chosen point. With ``extend`` (a
     default grid), a path whose last point is still the best goes on down
     by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points.
-    Every point after the first runs on a pass budget (``_cut_point``)."""
+    Every point after the first runs on a pass budget (``scored_point``)."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
     weights, best, since_best = start, -np.inf, 0
     grid = list(grid)
-    for gamma in _extended(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
+    for gamma in extended_grid(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
         budget = None
         if rows and choice.cut_passes:
             budget = max(1, int(np.ceil(choice.cut_passes * sum(r["passes"] for r in rows))))
-        result, row = _cut_point(ctx, fit_point, gamma, weights, previous, budget, best)
+        result, row = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
         previous = gamma
         weights = result.weights
         rows.append({parameter: gamma, **row})
@@ -331,7 +331,7 @@ def run_path(
     return _chosen(ctx, parameter, grid, rows, results)
 
 
-def _cut_point(
+def scored_point(
     ctx: TrainingContext,
     fit_point: PointFit,
     gamma: float,
@@ -383,7 +383,7 @@ def _cut_point(
     return result, row
 
 
-def _extended(grid: list[float], rows: list[dict], extend: bool, limit: int):
+def extended_grid(grid: list[float], rows: list[dict], extend: bool, limit: int):
     """The grid's values, then (``extend``) more at the same ratio while the
     last point fitted is the best so far; appended to ``grid`` as they go."""
     yield from list(grid)
