@@ -361,9 +361,8 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
     from sklearn.model_selection import PredefinedSplit
 
     if folds:
-        units, fold_of_unit = fold_of_groups(tr.group, tr.y, folds, FOLD_SEED)
         X, y, w = tr.X, tr.y, tr.c
-        fold = fold_of_unit[np.searchsorted(units, tr.group)]
+        fold = event_folds(tr, folds, FOLD_SEED)
     else:
         X = sp.vstack([tr.X, he.X]).tocsr()
         y = np.concatenate([tr.y, he.y])
@@ -375,6 +374,13 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
                               max_iter=max_iter)  # fmt: skip
     cv.fit(X[keep], y[keep], sample_weight=w[keep])
     return cv
+
+
+def event_folds(block, k: int, seed: int) -> np.ndarray:
+    """The fold of each event of ``block`` under ``train.choice.folds = k``
+    (kernels/folds.py's assignment of its groups)."""
+    units, fold_of_unit = fold_of_groups(block.group, block.y, k, seed)
+    return fold_of_unit[np.searchsorted(units, block.group)]
 
 
 def _capped(queue, penalty, solver, tr, he, max_iter, folds):
