@@ -10,9 +10,10 @@ Folds are whole groups, label-stratified and seeded
 (``kernels/folds.py``); a fold's training and validation backends are the
 training backend with each block cut to the fold's events
 (``backends/folds.py``). Every fold fits the same grid, computed once on
-all the training data, without early stops or cuts, so the fold scores
-line up point by point; a default grid goes on down while its last point
-has the best mean fold score, as a held-out path's does.
+all the training data, point by point and without cuts, so the fold
+scores line up; a default grid goes on down while its last point has the
+best mean fold score, and the path stops after ``patience`` points
+without a better one, as a held-out path does with its own score.
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
     """Every fold fits the grid point by point, each from its own previous
     point; a default grid whose last point has the best mean fold score
     goes on down at its own ratio (``extended_grid``, as a held-out path
-    does), so the fold choice is never stuck at the grid's end."""
+    does), so the fold choice is never stuck at the grid's end, and the
+    path stops after ``patience`` points without a better mean fold score
+    (the weakest penalties cost the most passes)."""
     cfg = ctx.config
     start = null_model(ctx)
     parameter, grid, fit_point, previous, extend = path_plan(ctx, start)
@@ -134,6 +137,11 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             means[-1]["heldout_score"],
             [round(s[-1], 6) for s in scores],
         )
+        behind = len(means) - 1 - int(np.argmax([m["heldout_score"] for m in means]))
+        if cfg.choice.patience and behind >= cfg.choice.patience:
+            log.info("k-fold path stopped: %d points without a better mean fold score", behind)
+            break
+    del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)
     log.info(
         "k-fold choice: %s %.4g (point %d of %d); refitting on all the data",

@@ -330,7 +330,7 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events) // 2)  # pairs of events as units
     grid, k = [4e-3, 1.5e-3, 5e-4], 3
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9)
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0)
     res = train(LocalBackend([block], space), train_config(folds=k, fold_seed=5, **keys))
     folds = res.report["folds"]
     brute = _brute_force_folds(block, space, grid, k, 5)
@@ -376,6 +376,23 @@ def test_fold_path_extends_a_default_grid_whose_last_point_is_best(problem):
     assert all(mean[j] > mean[:j].max() for j in range(2, len(grid) - 1))
     assert folds["chosen"] == int(np.argmax(mean)) == len(grid) - 2
     assert res.report["l1"] == grid[folds["chosen"]]
+
+
+def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    grid = [3e-2, 1.5e-2, 8e-3, 4e-3, 1e-3, 2.5e-4, 6e-5]
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1)
+    whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
+    best = int(np.argmax(whole["mean_score"]))
+    assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
+    res = train(LocalBackend([block], space), train_config(patience=1, **keys))
+    folds = res.report["folds"]
+    assert folds["grid"] == grid[: best + 2] and folds["chosen"] == best
+    np.testing.assert_allclose(
+        folds["fold_scores"], np.asarray(whole["fold_scores"])[:, : best + 2], rtol=1e-9
+    )
+    assert res.report["l1"] == grid[best]
 
 
 def test_stage_folds_choose_the_stage_count_and_refit(problem):
