@@ -377,8 +377,8 @@ class ChoiceConfig(Section):
     )
     patience: int = key(
         1,
-        "Stop a path after this many points in a row without a better "
-        "held-out score; 0: fit every point.",
+        "Stop a path after this many points in a row scoring below its best "
+        "(a tie neither counts nor resets: accuracy plateaus); 0: fit every point.",
         ge=0,
     )
     max_weights: int = key(

@@ -30,7 +30,15 @@ from ..kernels.folds import fold_of_groups
 from ..kernels.predict import EventScoresTask
 from .base import FitResult, Method, TrainingContext
 from .choice import choose
-from .path import MAX_EXTENSION, PATH_METHODS, extended_grid, null_model, path_plan, scored_point
+from .path import (
+    MAX_EXTENSION,
+    PATH_METHODS,
+    extended_grid,
+    null_model,
+    path_plan,
+    scored_point,
+    stalled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +145,7 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             means[-1]["heldout_score"],
             [round(s[-1], 6) for s in scores],
         )
-        behind = len(means) - 1 - int(np.argmax([m["heldout_score"] for m in means]))
+        behind = stalled([m["heldout_score"] for m in means])
         if cfg.choice.patience and behind >= cfg.choice.patience:
             log.info("k-fold path stopped: %d points without a better mean fold score", behind)
             break

@@ -293,7 +293,7 @@ def run_path(
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
-    weights, best, since_best = start, -np.inf, 0
+    weights, best = start, -np.inf
     grid = list(grid)
     for gamma in extended_grid(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
         budget = None
@@ -317,10 +317,9 @@ def run_path(
             row["passes"],
             " (cut: below the best after its pass budget)" if row["cut"] else "",
         )
-        if not row["cut"] and row["heldout_score"] > best:
-            best, since_best = row["heldout_score"], 0
-        else:
-            since_best += 1
+        if not row["cut"]:
+            best = max(best, row["heldout_score"])
+        since_best = stalled([-np.inf if r["cut"] else r["heldout_score"] for r in rows])
         if choice.patience and since_best >= choice.patience:
             log.info("path stopped: %d points without a better held-out score", since_best)
             break
@@ -329,6 +328,21 @@ def run_path(
             log.info("path stopped: %d non-zero weights > max_weights", row["features"])
             break
     return _chosen(ctx, parameter, grid, rows, results)
+
+
+def stalled(scores: list[float]) -> int:
+    """Points in a row, at the end of ``scores``, below the best score
+    before them: what ``patience`` counts. A tie with the best neither
+    counts nor resets, so a plateau of a step criterion (accuracy moves in
+    steps of 1/n: on PP the first four points all predict the majority
+    label) does not stop a path."""
+    best, behind = -np.inf, 0
+    for score in scores:
+        if score > best:
+            best, behind = score, 0
+        elif score < best:
+            behind += 1
+    return behind
 
 
 def scored_point(

@@ -19,7 +19,13 @@ from sparkmaxent.kernels.folds import fold_of_groups, in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.choice import choose, criterion_score, score_on
-from sparkmaxent.selection.path import geometric_grid, null_model, path_plan, scored_point
+from sparkmaxent.selection.path import (
+    geometric_grid,
+    null_model,
+    path_plan,
+    scored_point,
+    stalled,
+)
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -60,6 +66,17 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
     assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
+
+
+def test_patience_counts_points_below_the_best_and_not_ties():
+    assert stalled([]) == 0
+    assert stalled([0.5, 0.6, 0.7]) == 0
+    assert stalled([0.5, 0.7, 0.6, 0.65]) == 2
+    # a plateau (accuracy: the majority label) neither stops nor resets
+    assert stalled([0.74, 0.74, 0.74, 0.74]) == 0
+    assert stalled([0.5, 0.7, 0.6, 0.7]) == 1
+    assert stalled([0.5, 0.7, 0.6, 0.7, 0.71]) == 0
+    assert stalled([0.5, -np.inf]) == 1  # a cut point
 
 
 def test_criteria_and_their_standard_errors():
