@@ -369,11 +369,68 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
         w = np.concatenate([tr.c, he.c])
         fold = np.concatenate([np.full(len(tr.y), -1), np.zeros(len(he.y), dtype=int)])
     keep = y >= 0  # held-out events of labels unseen in training cannot be scored
+    if solver == "liblinear" and len(np.unique(y[keep])) > 2:
+        ovr = OneVsRestL1CV(max_iter)
+        return ovr.fit(X[keep], y[keep], w[keep], PredefinedSplit(fold[keep]), bool(folds))
     cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), penalty=penalty, solver=solver,
                               scoring="neg_log_loss", refit=bool(folds),
                               max_iter=max_iter)  # fmt: skip
     cv.fit(X[keep], y[keep], sample_weight=w[keep])
     return cv
+
+
+class OneVsRestL1CV:
+    """l1 logistic regression one-vs-rest with liblinear, C chosen as
+    LogisticRegressionCV chooses it (Cs = logspace(-4, 4, 10), the best mean
+    log-loss over the predefined split's folds; refit on all the events with
+    ``refit``, else the fit on the split's training part). scikit-learn's
+    liblinear takes two labels only: each label is its own binary fit, and
+    the probabilities are the binary ones normalized, as in
+    OneVsRestClassifier."""
+
+    def __init__(self, max_iter: int):
+        self.max_iter = max_iter
+
+    def fit(self, X, y, w, split, refit: bool) -> OneVsRestL1CV:
+        from sklearn.metrics import log_loss
+
+        self.classes_ = np.unique(y)
+        Cs = np.logspace(-4, 4, 10)
+        parts = list(split.split())
+        loss = [
+            np.mean([
+                log_loss(y[te], self._fit(X[tr], y[tr], w[tr], C).predict_proba(X[te]),
+                         sample_weight=w[te], labels=self.classes_)
+                for tr, te in parts
+            ])
+            for C in Cs
+        ]  # fmt: skip
+        self.C_ = np.array([Cs[int(np.argmin(loss))]])
+        rows = np.arange(len(y)) if refit else parts[0][0]
+        self._fit(X[rows], y[rows], w[rows], float(self.C_[0]))
+        return self
+
+    def _fit(self, X, y, w, C: float) -> OneVsRestL1CV:
+        from sklearn.linear_model import LogisticRegression
+
+        coef, intercept = np.zeros((len(self.classes_), X.shape[1])), np.zeros(len(self.classes_))
+        for k, label in enumerate(self.classes_):
+            target = (y == label).astype(int)
+            if target.min() == target.max():  # a label absent from (or alone in) this part
+                intercept[k] = 30.0 if target[0] else -30.0
+                continue
+            fit = LogisticRegression(penalty="l1", solver="liblinear", C=C, max_iter=self.max_iter)
+            fit.fit(X, target, sample_weight=w)
+            coef[k], intercept[k] = fit.coef_[0], fit.intercept_[0]
+        self.coef_, self.intercept_ = coef, intercept
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        return np.asarray(X @ self.coef_.T) + self.intercept_
+
+    def predict_proba(self, X) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return p / p.sum(axis=1, keepdims=True)
 
 
 def event_folds(block, k: int, seed: int) -> np.ndarray:
