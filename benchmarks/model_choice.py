@@ -20,7 +20,16 @@ with the same dictionary, and then, in-process (``train.backend`` local):
   chosen on the same held-out part; then one LogisticRegression fit at the
   chosen C (``wall_s_single_fit``);
 - ``sklearn-l1``: the same with penalty l1, solver saga, in a child process
-  killed after ``--l1-cap`` seconds (row ``timed_out``).
+  killed after ``--l1-cap`` seconds (row ``timed_out``);
+  ``sklearn-l1-liblinear``: l1 with liblinear (one-vs-rest for more than
+  two labels), which finishes where saga does not.
+
+With ``--folds k`` the choice is made on k folds of the sub-train part
+instead (``train.choice.folds``, seed 0; the held-out part then only
+scores the refitted model), and scikit-learn's rows use the same folds
+(``kernels/folds.py``'s assignment as a PredefinedSplit, refit on the
+whole sub-train part at the chosen C); the rows' methods end in
+``folds=k``.
 
 Choices use held-out log-likelihood (the default criterion); test scores
 are accuracy, or CoNLL chunk F1 (conlleval rules) for CoNLL-2000 and
@@ -78,6 +87,7 @@ from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
+from sparkmaxent.kernels.folds import fold_of_groups
 from sparkmaxent.kernels.predict import EventScores
 from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
 from sparkmaxent.train import train
@@ -191,6 +201,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     """One sparkmaxent row: the method at its defaults with held-out choice."""
     criterion = "chunk_f1" if name in CHUNKED else "accuracy"
     keys: dict = {"method": method, **dict(args.set)}
+    if args.folds:
+        keys.update(folds=args.folds, fold_seed=FOLD_SEED)
     if method in ("grafting", "l2"):
         keys["path"] = True
     else:
@@ -202,13 +214,15 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     test = score_on(backend(dirs["test"]), res.weights, res.scaling, criterion)
     row = {
         "corpus": name,
-        "method": method + "".join(f" {k}={v}" for k, v in args.set),
+        "method": method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args),
         "test_score": round(100 * test["heldout_score"], 3),
         "features": int(res.weights.nnz),
         "wall_s": round(wall, 2),
         "passes": rep["passes"],
     }
-    if "path" in rep:
+    if "folds" in rep and rep["folds"]["parameter"] != "stages":
+        fold_row(row, rep, args)
+    elif "path" in rep:
         path = rep["path"]
         setting = path["points"][path["chosen"]][path["parameter"]]
         row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
@@ -230,7 +244,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             png = os.path.join(RESULTS, f"model_choice_{name}{suffix}.png")
             write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
             row["plot"] = os.path.basename(png)
-            keys = ("l1", "features", "heldout_score", "passes", "chosen", "cut", "continued_after")
+            keys = ("l1", "features", "heldout_score", "heldout_se", "heldout_accuracy", "passes",
+                    "chosen", "cut", "continued_after")  # fmt: skip
             row["path_points"] = [{k: p.get(k) for k in keys} for p in path["points"]]
     else:
         choice = rep.get("choice") or {}
@@ -246,6 +261,32 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
             row["stage_costs"] = stage_costs(rep["rounds"])
     return row
+
+
+def fold_label(args) -> str:
+    return f" folds={args.folds}" if args.folds else ""
+
+
+def fold_row(row: dict, rep: dict, args) -> None:
+    """A path chosen by k folds (``train.choice.folds``): the chosen point,
+    the mean fold score of every grid point, and the refit's held-out score
+    (the held-out part plays no part in a fold choice)."""
+    folds = rep["folds"]
+    parameter, setting = folds["parameter"], folds["grid"][folds["chosen"]]
+    row.update(
+        chosen_setting=f"{parameter}={setting:.4g}",
+        fits_or_path_points=len(folds["grid"]),
+        folds=folds["k"],
+        heldout_score=rep.get("heldout_loss") and -rep["heldout_loss"],
+        heldout_accuracy=rep.get("heldout_accuracy"),
+        candidates=rep["candidate_features"],
+        fold_points=[
+            {parameter: g, "mean_score": m, "se": e}
+            for g, m, e in zip(folds["grid"], folds["mean_score"], folds["se"], strict=True)
+        ],
+        single_fit_keys={**dict(args.set), parameter: setting},
+        single_fit="pending",
+    )
 
 
 def variant_suffix(settings: list) -> str:
@@ -303,41 +344,120 @@ def arrays(directory: str):
     return concat_blocks(read_blocks(directory, DatasetInfo.load(directory), n_blocks=1))
 
 
-def sklearn_cv(penalty: str, tr, he, max_iter: int):
+#: scikit-learn's solver of each method name (liblinear: one-vs-rest l1)
+SOLVERS = {"sklearn-l2": "lbfgs", "sklearn-l1": "saga", "sklearn-l1-liblinear": "liblinear"}
+#: fold_seed of --folds (train.choice.fold_seed), ours and scikit-learn's alike
+FOLD_SEED = 0
+
+
+def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0):
     """LogisticRegressionCV over the predefined held-out split (refit=False:
-    the coefficients fitted on the sub-train part at the chosen C)."""
+    the coefficients fitted on the sub-train part at the chosen C), or with
+    ``folds`` over the sub-train part's k folds of ``train.choice.folds``
+    (kernels/folds.py, the same events in each fold as ours; refit=True: on
+    the whole sub-train part at the chosen C, as ours)."""
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.model_selection import PredefinedSplit
 
-    X = sp.vstack([tr.X, he.X]).tocsr()
-    y = np.concatenate([tr.y, he.y])
-    w = np.concatenate([tr.c, he.c])
-    fold = np.concatenate([np.full(len(tr.y), -1), np.zeros(len(he.y), dtype=int)])
+    if folds:
+        X, y, w = tr.X, tr.y, tr.c
+        fold = event_folds(tr, folds, FOLD_SEED)
+    else:
+        X = sp.vstack([tr.X, he.X]).tocsr()
+        y = np.concatenate([tr.y, he.y])
+        w = np.concatenate([tr.c, he.c])
+        fold = np.concatenate([np.full(len(tr.y), -1), np.zeros(len(he.y), dtype=int)])
     keep = y >= 0  # held-out events of labels unseen in training cannot be scored
-    solver = {"l2": "lbfgs", "l1": "saga"}[penalty]
+    if solver == "liblinear" and len(np.unique(y[keep])) > 2:
+        ovr = OneVsRestL1CV(max_iter)
+        return ovr.fit(X[keep], y[keep], w[keep], PredefinedSplit(fold[keep]), bool(folds))
     cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), penalty=penalty, solver=solver,
-                              scoring="neg_log_loss", refit=False, max_iter=max_iter)  # fmt: skip
+                              scoring="neg_log_loss", refit=bool(folds),
+                              max_iter=max_iter)  # fmt: skip
     cv.fit(X[keep], y[keep], sample_weight=w[keep])
     return cv
 
 
-def _capped(queue, penalty, tr, he, max_iter):
+class OneVsRestL1CV:
+    """l1 logistic regression one-vs-rest with liblinear, C chosen as
+    LogisticRegressionCV chooses it (Cs = logspace(-4, 4, 10), the best mean
+    log-loss over the predefined split's folds; refit on all the events with
+    ``refit``, else the fit on the split's training part). scikit-learn's
+    liblinear takes two labels only: each label is its own binary fit, and
+    the probabilities are the binary ones normalized, as in
+    OneVsRestClassifier."""
+
+    def __init__(self, max_iter: int):
+        self.max_iter = max_iter
+
+    def fit(self, X, y, w, split, refit: bool) -> OneVsRestL1CV:
+        from sklearn.metrics import log_loss
+
+        self.classes_ = np.unique(y)
+        Cs = np.logspace(-4, 4, 10)
+        parts = list(split.split())
+        loss = [
+            np.mean([
+                log_loss(y[te], self._fit(X[tr], y[tr], w[tr], C).predict_proba(X[te]),
+                         sample_weight=w[te], labels=self.classes_)
+                for tr, te in parts
+            ])
+            for C in Cs
+        ]  # fmt: skip
+        self.C_ = np.array([Cs[int(np.argmin(loss))]])
+        rows = np.arange(len(y)) if refit else parts[0][0]
+        self._fit(X[rows], y[rows], w[rows], float(self.C_[0]))
+        return self
+
+    def _fit(self, X, y, w, C: float) -> OneVsRestL1CV:
+        from sklearn.linear_model import LogisticRegression
+
+        coef, intercept = np.zeros((len(self.classes_), X.shape[1])), np.zeros(len(self.classes_))
+        for k, label in enumerate(self.classes_):
+            target = (y == label).astype(int)
+            if target.min() == target.max():  # a label absent from (or alone in) this part
+                intercept[k] = 30.0 if target[0] else -30.0
+                continue
+            fit = LogisticRegression(penalty="l1", solver="liblinear", C=C, max_iter=self.max_iter)
+            fit.fit(X, target, sample_weight=w)
+            coef[k], intercept[k] = fit.coef_[0], fit.intercept_[0]
+        self.coef_, self.intercept_ = coef, intercept
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        return np.asarray(X @ self.coef_.T) + self.intercept_
+
+    def predict_proba(self, X) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return p / p.sum(axis=1, keepdims=True)
+
+
+def event_folds(block, k: int, seed: int) -> np.ndarray:
+    """The fold of each event of ``block`` under ``train.choice.folds = k``
+    (kernels/folds.py's assignment of its groups)."""
+    units, fold_of_unit = fold_of_groups(block.group, block.y, k, seed)
+    return fold_of_unit[np.searchsorted(units, block.group)]
+
+
+def _capped(queue, penalty, solver, tr, he, max_iter, folds):
     t0 = time.perf_counter()
-    cv = sklearn_cv(penalty, tr, he, max_iter)
+    cv = sklearn_cv(penalty, solver, tr, he, max_iter, folds)
     queue.put((cv, time.perf_counter() - t0))
 
 
-def sklearn_row(name: str, penalty: str, dirs: dict, cap_s: float) -> dict:
+def sklearn_row(name: str, method: str, dirs: dict, cap_s: float, folds: int = 0) -> dict:
     """A scikit-learn row; the cross-validated fit in a child process
     stopped after ``cap_s`` seconds."""
     from sklearn.linear_model import LogisticRegression
 
+    penalty, solver = method.split("-")[1], SOLVERS[method]
     tr, he, te = (arrays(dirs[s]) for s in ("train", "heldout", "test"))
-    row: dict = {"corpus": name, "method": f"sklearn-{penalty}", "fits_or_path_points": 10}
+    label = method + (f" folds={folds}" if folds else "")
+    row: dict = {"corpus": name, "method": label, "fits_or_path_points": 10, "solver": solver}
     ctx = mp.get_context("spawn")  # a fork would share the Spark gateway socket
     queue = ctx.Queue()
-    proc = ctx.Process(target=_capped, args=(queue, penalty, tr, he, 1000))
+    proc = ctx.Process(target=_capped, args=(queue, penalty, solver, tr, he, 1000, folds))
     t0 = time.perf_counter()
     proc.start()
     try:
@@ -354,6 +474,8 @@ def sklearn_row(name: str, penalty: str, dirs: dict, cap_s: float) -> dict:
         chosen_setting=f"C={C:.4g}", features=int(np.count_nonzero(coef)), wall_s=round(wall, 2)
     )
     row["test_score"] = round(100 * sklearn_test(cv, te, name, list(cv.classes_), dirs), 3)
+    if folds:
+        row["folds"] = folds
     if penalty == "l2":
         t0 = time.perf_counter()
         LogisticRegression(C=C, max_iter=1000).fit(tr.X, tr.y, sample_weight=tr.c)
@@ -400,6 +522,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
     parser.add_argument("--output", default=os.path.join(RESULTS, "model_choice.json"))
     parser.add_argument("--conll-sentences", type=int, default=DEFAULT_SENTENCES)
+    parser.add_argument(
+        "--folds",
+        type=int,
+        default=0,
+        help="choose by k folds of the sub-train part (train.choice.folds; scikit-learn "
+        "with the same folds) instead of the held-out part (0)",
+    )
     parser.add_argument("--stage-seconds", type=float, default=120.0)
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
@@ -430,9 +559,8 @@ def main(argv: list[str] | None = None) -> int:
         for method in args.methods:
             log.info("%s: %s", name, method)
             if method.startswith("sklearn-"):
-                penalty = method.split("-")[1]
-                cap = args.l1_cap if penalty == "l1" else args.l2_cap
-                rows.append(sklearn_row(name, penalty, dirs, cap))
+                cap = args.l1_cap if method.startswith("sklearn-l1") else args.l2_cap
+                rows.append(sklearn_row(name, method, dirs, cap, args.folds))
             else:
                 rows.append(ours(name, method, dirs, args))
             rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))

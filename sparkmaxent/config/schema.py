@@ -388,8 +388,8 @@ class ChoiceConfig(Section):
     )
     patience: int = key(
         1,
-        "Stop a path after this many points in a row without a better "
-        "held-out score; 0: fit every point.",
+        "Stop a path after this many points in a row scoring below its best "
+        "(a tie neither counts nor resets: accuracy plateaus); 0: fit every point.",
         ge=0,
     )
     max_weights: int = key(
@@ -402,7 +402,10 @@ class ChoiceConfig(Section):
         1.0, "Paths: a point's pass budget, times the earlier points' passes; 0: no cut.", ge=0
     )
     folds: int = key(
-        0, "Choose the path point or stage by k-fold cross-validation; 0, 1: held-out.", ge=0
+        0,
+        "Choose the path point or stage by k-fold cross-validation; 0, 1: "
+        "held-out. A path's patience and grid extension read the mean fold score.",
+        ge=0,
     )
     fold_seed: int = key(0, "Seed of the k-fold assignment (train.choice.folds).", ge=0)
     best_stage: bool = key(

@@ -10,8 +10,10 @@ Folds are whole groups, label-stratified and seeded
 (``kernels/folds.py``); a fold's training and validation backends are the
 training backend with each block cut to the fold's events
 (``backends/folds.py``). Every fold fits the same grid, computed once on
-all the training data, without early stops or cuts, so the fold scores
-line up point by point.
+all the training data, point by point and without cuts, so the fold
+scores line up; a default grid goes on down while its last point has the
+best mean fold score, and the path stops after ``patience`` points
+without a better one, as a held-out path does with its own score.
 """
 
 from __future__ import annotations
@@ -28,7 +30,15 @@ from ..kernels.folds import fold_of_groups
 from ..kernels.predict import EventScoresTask
 from .base import FitResult, Method, TrainingContext
 from .choice import choose
-from .path import PATH_METHODS, null_model, path_plan, run_path
+from .path import (
+    MAX_EXTENSION,
+    PATH_METHODS,
+    extended_grid,
+    null_model,
+    path_plan,
+    scored_point,
+    stalled,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,20 +114,42 @@ def _mean_choice(scores: np.ndarray, sizes: np.ndarray, one_se: bool) -> tuple[i
 
 
 def _path_folds(ctx: TrainingContext, folds) -> FitResult:
+    """Every fold fits the grid point by point, each from its own previous
+    point; a default grid whose last point has the best mean fold score
+    goes on down at its own ratio (``extended_grid``, as a held-out path
+    does), so the fold choice is never stuck at the grid's end, and the
+    path stops after ``patience`` points without a better mean fold score
+    (the weakest penalties cost the most passes)."""
     cfg = ctx.config
     start = null_model(ctx)
-    parameter, grid, fit_point, previous, _ = path_plan(ctx, start)
-    scores, sizes = [], []
-    for f, (train, validation) in enumerate(folds):
-        fctx = _fold_ctx(ctx, train, validation)
-        points = run_path(
-            fctx, parameter, grid, fit_point, previous, start=null_model(fctx)
-        ).report["path"]["points"]
-        scores.append([p["heldout_score"] for p in points])
-        sizes.append([p["features"] for p in points])
+    parameter, grid, fit_point, previous, extend = path_plan(ctx, start)
+    fctxs = [_fold_ctx(ctx, train, validation) for train, validation in folds]
+    warm = [(null_model(fctx), previous) for fctx in fctxs]
+    scores: list[list[float]] = [[] for _ in fctxs]
+    sizes: list[list[int]] = [[] for _ in fctxs]
+    means: list[dict] = []  # mean fold score per point: what the extension reads
+    limit, n_default = max(cfg.choice.points, MAX_EXTENSION), len(grid)
+    for gamma in extended_grid(grid, means, extend, limit):
+        for f, fctx in enumerate(fctxs):
+            weights, before = warm[f]
+            result, row = scored_point(fctx, fit_point, gamma, weights, before, None, -np.inf)
+            warm[f] = (result.weights, gamma)
+            scores[f].append(row["heldout_score"])
+            sizes[f].append(row["features"])
+        means.append({"heldout_score": float(np.mean([s[-1] for s in scores]))})
         log.info(
-            "fold %d of %d: held-out %s %s", f + 1, len(folds), cfg.choice.criterion, scores[-1]
+            "k-fold path %s %.4g: mean held-out %s %.6g (folds %s)",
+            parameter,
+            gamma,
+            cfg.choice.criterion,
+            means[-1]["heldout_score"],
+            [round(s[-1], 6) for s in scores],
         )
+        behind = stalled([m["heldout_score"] for m in means])
+        if cfg.choice.patience and behind >= cfg.choice.patience:
+            log.info("k-fold path stopped: %d points without a better mean fold score", behind)
+            break
+    del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)
     log.info(
         "k-fold choice: %s %.4g (point %d of %d); refitting on all the data",
@@ -133,6 +165,7 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
         "seed": cfg.choice.fold_seed,
         "parameter": parameter,
         "grid": grid,
+        "extended_by": len(grid) - n_default,
     }
     return result
 

@@ -289,17 +289,17 @@ def run_path(
     on the held-out data, and return the chosen point. With ``extend`` (a
     default grid), a path whose last point is still the best goes on down
     by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points.
-    Every point after the first runs on a pass budget (``_cut_point``)."""
+    Every point after the first runs on a pass budget (``scored_point``)."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
-    weights, best, since_best = start, -np.inf, 0
+    weights, best = start, -np.inf
     grid = list(grid)
-    for gamma in _extended(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
+    for gamma in extended_grid(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
         budget = None
         if rows and choice.cut_passes:
             budget = max(1, int(np.ceil(choice.cut_passes * sum(r["passes"] for r in rows))))
-        result, row = _cut_point(ctx, fit_point, gamma, weights, previous, budget, best)
+        result, row = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
         previous = gamma
         weights = result.weights
         rows.append({parameter: gamma, **row})
@@ -317,10 +317,9 @@ def run_path(
             row["passes"],
             " (cut: below the best after its pass budget)" if row["cut"] else "",
         )
-        if not row["cut"] and row["heldout_score"] > best:
-            best, since_best = row["heldout_score"], 0
-        else:
-            since_best += 1
+        if not row["cut"]:
+            best = max(best, row["heldout_score"])
+        since_best = stalled([-np.inf if r["cut"] else r["heldout_score"] for r in rows])
         if choice.patience and since_best >= choice.patience:
             log.info("path stopped: %d points without a better held-out score", since_best)
             break
@@ -331,7 +330,22 @@ def run_path(
     return _chosen(ctx, parameter, grid, rows, results)
 
 
-def _cut_point(
+def stalled(scores: list[float]) -> int:
+    """Points in a row, at the end of ``scores``, below the best score
+    before them: what ``patience`` counts. A tie with the best neither
+    counts nor resets, so a plateau of a step criterion (accuracy moves in
+    steps of 1/n: on PP the first four points all predict the majority
+    label) does not stop a path."""
+    best, behind = -np.inf, 0
+    for score in scores:
+        if score > best:
+            best, behind = score, 0
+        elif score < best:
+            behind += 1
+    return behind
+
+
+def scored_point(
     ctx: TrainingContext,
     fit_point: PointFit,
     gamma: float,
@@ -383,7 +397,7 @@ def _cut_point(
     return result, row
 
 
-def _extended(grid: list[float], rows: list[dict], extend: bool, limit: int):
+def extended_grid(grid: list[float], rows: list[dict], extend: bool, limit: int):
     """The grid's values, then (``extend``) more at the same ratio while the
     last point fitted is the best so far; appended to ``grid`` as they go."""
     yield from list(grid)

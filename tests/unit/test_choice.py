@@ -19,7 +19,13 @@ from sparkmaxent.kernels.folds import fold_of_groups, in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.choice import choose, criterion_score, score_on
-from sparkmaxent.selection.path import _cut_point, geometric_grid, null_model, path_plan
+from sparkmaxent.selection.path import (
+    geometric_grid,
+    null_model,
+    path_plan,
+    scored_point,
+    stalled,
+)
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -60,6 +66,17 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
     assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
+
+
+def test_patience_counts_points_below_the_best_and_not_ties():
+    assert stalled([]) == 0
+    assert stalled([0.5, 0.6, 0.7]) == 0
+    assert stalled([0.5, 0.7, 0.6, 0.65]) == 2
+    # a plateau (accuracy: the majority label) neither stops nor resets
+    assert stalled([0.74, 0.74, 0.74, 0.74]) == 0
+    assert stalled([0.5, 0.7, 0.6, 0.7]) == 1
+    assert stalled([0.5, 0.7, 0.6, 0.7, 0.71]) == 0
+    assert stalled([0.5, -np.inf]) == 1  # a cut point
 
 
 def test_criteria_and_their_standard_errors():
@@ -276,7 +293,9 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     full_passes = backend.passes - passes0
     assert full_passes >= 6, "a point long enough to cut in half"
     budget = full_passes // 2
-    result, row = _cut_point(ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf)
+    result, row = scored_point(
+        ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
+    )
     assert not row["cut"] and row["continued_after"] >= budget
     assert row["converged"] and full.report["converged"]
     if method == "grafting":
@@ -328,18 +347,10 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events) // 2)  # pairs of events as units
     grid, k = [4e-3, 1.5e-3, 5e-4], 3
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9)
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0)
     res = train(LocalBackend([block], space), train_config(folds=k, fold_seed=5, **keys))
     folds = res.report["folds"]
-    units, fold = fold_of_groups(block.group, block.y, k, 5)
-    of_event = fold[np.searchsorted(units, block.group)]
-    brute = np.zeros((k, len(grid)))
-    for f in range(k):
-        fit_on = LocalBackend([_events(block, of_event != f)], space)
-        held = LocalBackend([_events(block, of_event == f)], space)
-        for j, gamma in enumerate(grid):
-            cold = train(fit_on, train_config(method="grafting", l1=gamma, gtol=1e-9))
-            brute[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
+    brute = _brute_force_folds(block, space, grid, k, 5)
     np.testing.assert_allclose(folds["fold_scores"], brute, rtol=1e-5)
     assert folds["chosen"] == int(np.argmax(brute.mean(axis=0)))
     # refitted on all the data at the chosen gamma1
@@ -349,6 +360,56 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     )
     assert res.report["l1"] == grid[folds["chosen"]]
     assert res.report["objective"] == pytest.approx(full.report["objective"], rel=1e-7)
+
+
+def _brute_force_folds(block, space, grid, k, seed) -> np.ndarray:
+    """(fold x gamma1) held-out log-likelihoods of cold grafting fits on
+    each fold's other events, the folds really split."""
+    units, fold = fold_of_groups(block.group, block.y, k, seed)
+    of_event = fold[np.searchsorted(units, block.group)]
+    brute = np.zeros((k, len(grid)))
+    for f in range(k):
+        fit_on = LocalBackend([_events(block, of_event != f)], space)
+        held = LocalBackend([_events(block, of_event == f)], space)
+        for j, gamma in enumerate(grid):
+            cold = train(fit_on, train_config(method="grafting", l1=gamma, gtol=1e-9))
+            brute[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
+    return brute
+
+
+def test_fold_path_extends_a_default_grid_whose_last_point_is_best(problem):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    # two default points down to 0.5 gamma1_max: the mean fold score still rises there
+    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9)
+    res = train(LocalBackend([block], space), train_config(folds=3, fold_seed=2, **keys))
+    folds = res.report["folds"]
+    grid = folds["grid"]
+    assert folds["extended_by"] == len(grid) - 2 > 0
+    np.testing.assert_allclose(np.diff(np.log(grid)), np.log(0.5) / 2)  # the grid's own ratio
+    mean = np.mean(_brute_force_folds(block, space, grid, 3, 2), axis=0)
+    np.testing.assert_allclose(folds["mean_score"], mean, rtol=1e-5)
+    # it went on while the last point was the best and stopped at the first worse one
+    assert all(mean[j] > mean[:j].max() for j in range(2, len(grid) - 1))
+    assert folds["chosen"] == int(np.argmax(mean)) == len(grid) - 2
+    assert res.report["l1"] == grid[folds["chosen"]]
+
+
+def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    grid = [3e-2, 1.5e-2, 8e-3, 4e-3, 1e-3, 2.5e-4, 6e-5]
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1)
+    whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
+    best = int(np.argmax(whole["mean_score"]))
+    assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
+    res = train(LocalBackend([block], space), train_config(patience=1, **keys))
+    folds = res.report["folds"]
+    assert folds["grid"] == grid[: best + 2] and folds["chosen"] == best
+    np.testing.assert_allclose(
+        folds["fold_scores"], np.asarray(whole["fold_scores"])[:, : best + 2], rtol=1e-9
+    )
+    assert res.report["l1"] == grid[best]
 
 
 def test_stage_folds_choose_the_stage_count_and_refit(problem):
