@@ -1,9 +1,9 @@
 """The number of threads of the driver's BLAS and LAPACK during a fit.
 
-A Newton round factors a dense Hessian block of up to
+A Newton round multiplies by a dense Hessian block of up to
 ``train.selection.newton_max_active`` rows on the driver
-(``solvers/newton.py``, Cholesky) and multiplies by it in every
-coordinate-descent sweep. A multithreaded OpenBLAS on a machine whose cores
+(``solvers/newton.py``: coordinate-descent sweeps and the face steps'
+conjugate gradients). A multithreaded OpenBLAS on a machine whose cores
 are busy with other work (executors on the driver's machine, other jobs)
 spins waiting for its threads, and these calls then take many times longer
 than with one thread (docs/benchmarks.md, "BLAS threads of the Newton

@@ -160,7 +160,7 @@ class SelectionConfig(Section):
     blas_threads: int = key(
         1,
         "Threads of the driver's BLAS and LAPACK during a fit (the Newton "
-        "solve's Cholesky and products), through threadpoolctl when "
+        "solve's matrix products), through threadpoolctl when "
         "installed; a multithreaded BLAS on busy cores spins. 0: BLAS's "
         "default.",
         ge=0,
