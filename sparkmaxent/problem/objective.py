@@ -115,11 +115,7 @@ class Objective:
         (+ bias) and the gradient over all candidate features.
 
         Needs ``ids`` (the Hessian is dense over them)."""
-        if self.ids is None:
-            raise ValueError(
-                "expected an Objective over explicit feature ids for curvature passes, "
-                "got one over all features"
-            )
+        ids = self._require_ids("curvature passes")
         self.evaluations += 1
         weights = self.weights(theta)
         # Full-gradient passes score with the non-zero weights only, so the
@@ -128,7 +124,7 @@ class Objective:
         scoring = weights.sparse() if full_gradient else weights
         if hessian:
             cv = self.backend.run(
-                CurvatureTask(self.space, scoring, self.ids, self.scaling, full_gradient)
+                CurvatureTask(self.space, scoring, ids, self.scaling, full_gradient)
             )
             lg, hess = cv.lg, cv.hess
         else:
@@ -181,11 +177,7 @@ class Objective:
         -------
         (C(theta), summary with its active features sorted as ``ids``)
         """
-        if self.ids is None:
-            raise ValueError(
-                "expected an Objective over explicit feature ids for a gradient test, "
-                "got one over all features"
-            )
+        ids = self._require_ids("a gradient test")
         self.evaluations += 1
         weights = self.weights(theta)
         summary = self.backend.gradient_test(
@@ -193,7 +185,7 @@ class Objective:
                 self.space, weights, self.scaling, self.l2, threshold, n_best, block_size
             )
         )
-        summary = summary.finish(self.space, self.ids)
+        summary = summary.finish(self.space, ids)
         lg = summary.lg
         assert lg is not None, "finish() raises when the loss sums are missing"
         self.last = checked_pass(lg, "gradient-test pass")
@@ -210,11 +202,7 @@ class Objective:
         """One pass of the thresholded gradient test (kernels/thresholded.py):
         C(theta), the pass's scalar sums, and the merged partials (exact at
         ``ids``, elsewhere the entries over ``tau`` per unit of event weight)."""
-        if self.ids is None:
-            raise ValueError(
-                "expected an Objective over explicit feature ids for a gradient test, "
-                "got one over all features"
-            )
+        self._require_ids("a gradient test")
         self.evaluations += 1
         weights = self.weights(theta)
         part = self.backend.run(ThresholdedTestTask(self.space, weights, self.scaling, tau))
@@ -230,6 +218,16 @@ class Objective:
         task = ExactSumsTask(self.space, self.weights(theta), self.scaling, ids)
         lg = checked_pass(self.backend.run(task), "gradient-test fetch pass")
         return lg.grad
+
+    def _require_ids(self, what: str) -> np.ndarray:
+        """``ids``: curvature passes and gradient tests need an Objective
+        over explicit feature ids (their sums are split at them)."""
+        if self.ids is None:
+            raise ValueError(
+                f"expected an Objective over explicit feature ids for {what}, "
+                "got one over all features"
+            )
+        return self.ids
 
     def _value(self, lg: LossGrad, w: np.ndarray) -> float:
         return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)
