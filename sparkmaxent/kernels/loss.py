@@ -269,7 +269,12 @@ def _multiclass_loss_grad(
     scaling: Scaling | None,
     grad_ids: np.ndarray | None,
     keep_proba: bool = False,
+    apart: bool = False,
 ) -> tuple[LossGrad, np.ndarray | None]:
+    """``loss_grad_proba`` of a multiclass block; ``apart``: sparse weights
+    score over their own columns only, as a full-gradient pass scores, and
+    the gradient is taken over the separately gathered columns of
+    ``grad_ids`` (``loss_grad_at``)."""
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
     K = space.n_labels
@@ -280,11 +285,12 @@ def _multiclass_loss_grad(
         # sparse weights: score with the predicates in play only; an
         # active-set pass takes its gradient over the same gathered columns
         n_w = len(weights.ids)
-        wanted = [weights.ids // K] + ([] if grad_ids is None else [np.asarray(grad_ids) // K])
+        together = grad_ids is not None and not apart
+        wanted = [weights.ids // K] + ([np.asarray(grad_ids) // K] if together else [])
         preds, inverse = np.unique(np.concatenate(wanted), return_inverse=True)
         Xs, mean_s, inv_s = _columns(block, preds, scaling)
         scoring = (Xs, _gathered(weights, preds, inverse[:n_w], K), mean_s, inv_s)
-        if grad_ids is not None:
+        if together:
             X, g_rows, mean, inv = Xs, inverse[n_w:], mean_s, inv_s
     else:
         scoring = (X, weights.matrix(space), mean, inv)
@@ -355,6 +361,24 @@ def loss_grad(
         ``space.n_features`` of them (the gradient test of grafting).
     """
     return loss_grad_proba(block, space, weights, scaling, grad_ids, keep_proba=False)[0]
+
+
+def loss_grad_at(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    grad_ids: np.ndarray,
+) -> LossGrad:
+    """Loss and gradient sums at ``grad_ids`` (sparse ``weights``), bit for
+    bit those a full-gradient pass (``loss_grad`` with ``grad_ids`` None)
+    gives there: scored over the weights' own columns as that pass scores,
+    the gradient over the gathered columns of ``grad_ids`` alone, added in
+    the same event order. An active-set pass's cost instead of a full
+    kernel's (the thresholded test's fetch pass, kernels/thresholded.py)."""
+    if isinstance(block, MulticlassBlock):
+        return _multiclass_loss_grad(block, space, weights, scaling, grad_ids, apart=True)[0]
+    return _candidate_loss_grad(block, space, weights, scaling, grad_ids)[0]
 
 
 def loss_grad_proba(

@@ -21,8 +21,8 @@ partials added in the same merge order; a kept-back part is then 0).
 ``resolve`` decides the test from the intervals where they suffice and
 names the few features whose exact sums it needs otherwise (one that may
 or may not pass, one that may be among the n best, the maximum); a second
-pass (``ExactSumsTask``) brings them, and the answer is
-then the dense test's. The bytes shipped follow the features near or above
+pass (``ExactSumsTask``, over those features' columns only) brings them,
+and the answer is then the dense test's. The bytes shipped follow the features near or above
 the threshold instead of every predicate a block holds.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import Block
-from .loss import LossGrad, loss_grad
+from .loss import LossGrad, loss_grad, loss_grad_at
 from .params import Scaling, Space, Weights
 from .topk import top_candidates, union_positions
 
@@ -102,9 +102,10 @@ class ThresholdedGradient:
         sums[mine] = self.sums
         sums[theirs] += other.sums
         K = self.n_labels
-        rest = self.rows[ids // K]
+        rows = ids // K
+        rest = self.rows[rows]
         rest[mine] = self.rest
-        theirs_rest = other.rows[ids // K]
+        theirs_rest = other.rows[rows]
         theirs_rest[theirs] = other.rest
         rest += theirs_rest
         return ThresholdedGradient(
@@ -156,10 +157,11 @@ class ThresholdedGradient:
         state = dict(state)
         n = state["n_rows"] * state["n_labels"]
         if "ids_mask" in state:
-            ids = np.flatnonzero(np.unpackbits(state.pop("ids_mask"), count=n))
+            # as bool: numpy's nonzero over bytes known to be 0/1 is far faster
+            ids = np.flatnonzero(np.unpackbits(state.pop("ids_mask"), count=n).view(bool))
         else:
             ids = state.pop("ids")
-        state["ids"] = ids.astype(np.int64)
+        state["ids"] = ids.astype(np.int64, copy=False)
         state.setdefault("rest", np.zeros(len(ids)))
         state["rows"] = _decode_rows(state.pop("rows_top"), state.pop("rows_code"))
         del state["n_rows"]
@@ -176,7 +178,13 @@ def threshold_partial(
     score[active] = 0.0
     ids = np.flatnonzero(~(score <= tau * lg.weight)).astype(np.int64)
     score[ids] = 0.0
-    rows = score.reshape(-1, n_labels).max(axis=1)
+    # a segment maximum per predicate row: the same values as a row-wise
+    # max over the (predicates, labels) view, without its per-row loop
+    rows = (
+        np.maximum.reduceat(score, np.arange(0, len(score), n_labels))
+        if len(score)
+        else np.zeros(0)
+    )
     return ThresholdedGradient(
         lg.loss,
         lg.weight,
@@ -218,7 +226,9 @@ class ThresholdedTestTask:
 @dataclass(frozen=True)
 class ExactSumsTask:
     """A picklable pass: the thresholded test's sums at features ``ids`` only
-    (its second pass), as a LossGrad."""
+    (its second pass), as a LossGrad: the dense test's sums there bit for
+    bit, from the gathered columns of ``ids`` (``loss_grad_at``), not a
+    kernel over every feature."""
 
     space: Space
     weights: Weights
@@ -226,8 +236,7 @@ class ExactSumsTask:
     ids: np.ndarray
 
     def __call__(self, block: Block) -> LossGrad:
-        lg = _test_sums(block, self.space, self.weights, self.scaling)
-        return LossGrad(lg.loss, lg.weight, lg.correct, lg.grad[self.ids], lg.grad_bias)
+        return loss_grad_at(block, self.space, self.weights.sparse(), self.scaling, self.ids)
 
 
 @dataclass(frozen=True)

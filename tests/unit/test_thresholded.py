@@ -149,6 +149,43 @@ def test_resolve_decides_from_the_intervals_or_names_what_it_needs():
     np.testing.assert_array_equal(out.active_grad, g[weights.ids])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_fetch_pass_gives_the_dense_sums_from_the_fetched_columns_only(seed, monkeypatch):
+    """The second pass (``ExactSumsTask``, ``loss_grad_at``) gives the dense
+    test's sums at its features bit for bit, centered and scaled too, and
+    its gradient product runs over the fetched features' predicate columns
+    only (not a kernel over every feature); candidate sets likewise."""
+    from sparkmaxent.kernels import loss
+
+    _, block, space = planted(seed=seed + 1, m=1500, P=120)
+    K, rng = space.n_labels, np.random.default_rng(seed)
+    scaling = LocalBackend([block], space).run(MomentsTask()).scaling() if seed % 2 else None
+    weights = _weights(seed, space, 15, zero_at=3)
+    # inactive features, active ones, and the zero-valued active one
+    ids = np.union1d(rng.choice(space.n_features, 40, replace=False), weights.ids[:5])
+    dense = loss.loss_grad(block, space, weights.sparse(), scaling, None)
+    widths, sweep = [], loss._sweep
+
+    def recording(Xs, W, bias, mean, inv, Xg, *rest):
+        widths.append(Xg.shape[1])
+        return sweep(Xs, W, bias, mean, inv, Xg, *rest)
+
+    monkeypatch.setattr(loss, "_sweep", recording)
+    got = ExactSumsTask(space, weights, scaling, ids)(block)
+    assert widths == [len(np.unique(ids // K))] and widths[0] < space.n_predicates
+    np.testing.assert_array_equal(got.grad, dense.grad[ids])
+    assert (got.loss, got.weight, got.correct) == (dense.loss, dense.weight, dense.correct)
+    np.testing.assert_array_equal(got.grad_bias, dense.grad_bias)
+    cands = random_candidates(rng, m=200, D=30, max_cands=4)
+    cspace = Space(CANDIDATES, 30, 1)
+    cw = _weights(seed, cspace, 6)
+    cw = Weights(cw.ids, cw.values, None)
+    cids = np.sort(rng.choice(30, 12, replace=False)).astype(np.int64)
+    full = loss.loss_grad(cands, cspace, cw.sparse(), None, None)
+    fetched = ExactSumsTask(cspace, cw, None, cids)(cands)
+    np.testing.assert_array_equal(fetched.grad, full.grad[cids])
+
+
 def test_unshipped_features_that_may_be_the_maximum_are_fetched():
     """No weights and a gamma1 far above every gradient: nothing passes and
     every gradient is below the cut, so no block ships anything and the
