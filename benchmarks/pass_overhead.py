@@ -19,6 +19,9 @@ so that load from other processes falls on all alike:
     gradient_test_l1_X  the same at the other ``--test-l1`` values X
     dense_partials the dense test's pass before thresholded partials
                    (LossGradTask over all P*K features; no driver selection)
+    fetch_pass     the thresholded test's second pass (ExactSumsTask) at the
+                   ``--fetch-features`` inactive features of largest |g_j|
+                   (before: a dense kernel, as dense_partials)
     blockwise_test backend.gradient_test (kernels/topk.py), the test above
                    ``train.grafting.dense_test_max`` candidates
     curvature      CurvatureTask over the active set (the Newton round solver's pass)
@@ -74,13 +77,23 @@ def test_key(l1: float, first: bool) -> str:
     return "gradient_test" if first else f"gradient_test_l1_{l1:g}"
 
 
-def tasks(backend, weights, block_size: int, test_l1: list[float]) -> dict:
+def fetched_ids(backend, weights, n: int) -> np.ndarray:
+    """The ``n`` inactive features of largest |g_j| at ``weights`` (one
+    dense pass), increasing: a fetch pass's features."""
+    from sparkmaxent.kernels import LossGradTask
+
+    score = np.abs(backend.run(LossGradTask(backend.space, weights.sparse())).grad)
+    score[weights.ids] = -1.0
+    return np.sort(np.argsort(-score, kind="stable")[:n]).astype(np.int64)
+
+
+def tasks(backend, weights, block_size: int, test_l1: list[float], fetch: np.ndarray) -> dict:
     """The passes to time, as tasks (or a ``ThresholdedTestTask`` for a
     gradient test, its kernel: ``grafting_tests`` gives the test itself)."""
     from sparkmaxent.kernels import LossGradTask
     from sparkmaxent.kernels.curvature import CurvatureTask
     from sparkmaxent.kernels.stats import CountTask
-    from sparkmaxent.kernels.thresholded import ThresholdedTestTask
+    from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
     from sparkmaxent.kernels.topk import GradientTestTask
     from sparkmaxent.problem import Penalty
 
@@ -95,6 +108,7 @@ def tasks(backend, weights, block_size: int, test_l1: list[float]) -> dict:
     out.update(
         {
             "dense_partials": LossGradTask(space, sparse, None, None),
+            "fetch_pass": ExactSumsTask(space, weights, None, fetch),
             "blockwise_test": test,
             "curvature": CurvatureTask(space, weights, ids),
         }
@@ -162,7 +176,8 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
         depth=args.depth,
     ) as backend:
         weights = starting_weights(backend, args.active)
-        passes = tasks(backend, weights, args.block_size, args.test_l1)
+        fetch = fetched_ids(backend, weights, args.fetch_features)
+        passes = tasks(backend, weights, args.block_size, args.test_l1, fetch)
         tests = grafting_tests(backend, weights, args.test_l1, args.n_best)
         fns = {"tiny": tiny.count}
         for key, task in passes.items():
@@ -189,6 +204,8 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             "load_after": load_after,
             "test_l1": args.test_l1,
             "n_best": args.n_best,
+            "fetch_features": len(fetch),
+            "fetch_predicates": len(np.unique(fetch // backend.space.n_labels)),
             "fetch_passes": {k: m.fetch_passes for k, (_, m) in tests.items()},
         }
     tiny.unpersist()
@@ -232,7 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--kernels",
         nargs="*",
-        default=["active", "gradient_test", "dense_partials", "blockwise_test", "curvature"],
+        default=[
+            "active",
+            "gradient_test",
+            "dense_partials",
+            "fetch_pass",
+            "blockwise_test",
+            "curvature",
+        ],
         help="passes whose in-process kernel time is measured too",
     )
     ap.add_argument("--kernel-repeats", type=int, default=3)
@@ -244,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         help="gamma1 of the gradient-test rows (the first: the target's row)",
     )
     ap.add_argument("--n-best", type=int, default=1000, help="the gradient test's n best")
+    ap.add_argument(
+        "--fetch-features", type=int, default=4000, help="features of the fetch_pass row"
+    )
     ap.add_argument("--depth", type=int, default=2, help="SparkBackend's tree depth")
     ap.add_argument("--master", default="local[2]")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_overhead.json")

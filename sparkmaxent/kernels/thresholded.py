@@ -284,15 +284,49 @@ def resolve(
     g_j = sums / W as the dense test divides (W = part.weight), gamma2 w_j
     added at the active features; a candidate passes when |g_j| > threshold.
     ``exact_count``: also decide every feature that may pass (the
-    certificate's count), not only those that may be among the n best."""
-    W, K = part.weight, part.n_labels
-    active_grad = part.active / W
+    certificate's count), not only those that may be among the n best.
+
+    The intervals are worked out only where the upper bound may pass (a
+    cheap bound whose factor dwarfs the rounding of the interval's): every
+    other shipped feature is out of the test, unless nothing surely passes
+    and the maximum is wanted, when all of them are looked at."""
+    active_grad = part.active / part.weight
     active_grad += l2 * weights.values
-    score = np.abs(part.sums / W)
-    exact = part.rest == 0
-    half = np.where(exact, 0.0, (part.rest * (1 + MARGIN) + MARGIN * np.abs(part.sums)) / W)
+    near = np.flatnonzero((np.abs(part.sums) + part.rest) * (1 + 1e-6) > threshold * part.weight)
+    out = _decide(part, near, weights, threshold, n_best, exact_count)
+    if out is None:
+        out = _decide(part, None, weights, threshold, n_best, exact_count)
+    if isinstance(out, np.ndarray):
+        return out
+    assert out is not None, "the test over every shipped feature always decides"
+    new, new_grad, best, n_over, n_undecided = out
+    return Decided(new, new_grad, best, n_over, n_undecided, active_grad)
+
+
+def _decide(
+    part: ThresholdedGradient,
+    at: np.ndarray | None,
+    weights: Weights,
+    threshold: float,
+    n_best: int,
+    exact_count: bool,
+) -> tuple[np.ndarray, np.ndarray, float, int, int] | np.ndarray | None:
+    """``resolve`` over the shipped features at positions ``at`` (None: all):
+    (new, new_grad, best, n_over, n_undecided), or the features to fetch,
+    or None when ``at`` is a subset and nothing surely passes."""
+    W, K = part.weight, part.n_labels
+    ids, sums, rest = (
+        (part.ids, part.sums, part.rest)
+        if at is None
+        else (part.ids[at], part.sums[at], part.rest[at])
+    )
+    score = np.abs(sums / W)
+    exact = rest == 0
+    half = np.where(exact, 0.0, (rest * (1 + MARGIN) + MARGIN * np.abs(sums)) / W)
     lo, hi = np.maximum(score - half, 0.0), score + half
     sure, maybe = lo > threshold, hi > threshold
+    if at is not None and not sure.any():
+        return None
     # the n best: a feature whose upper bound is below the n-th best lower
     # bound has n better ones; every other that may pass is a contender
     floor = threshold
@@ -310,20 +344,14 @@ def resolve(
         need |= ~exact & (hi >= top_lo)
         rows = np.flatnonzero(part.rows * (1 + MARGIN) / W >= max(top_lo, np.nextafter(0, 1)))
         feats = (rows[:, None] * K + np.arange(K)).ravel()
-        extra = np.setdiff1d(feats, np.union1d(part.ids, weights.active_ids()))
+        extra = np.setdiff1d(feats, np.union1d(ids, weights.active_ids()))
     if need.any() or len(extra):
-        return np.union1d(part.ids[need], extra)
+        return np.union1d(ids[need], extra)
     keep = np.flatnonzero(contenders)
-    top = keep[top_candidates(score[keep], part.ids[keep], threshold, n_best)]
+    top = keep[top_candidates(score[keep], ids[keep], threshold, n_best)]
     best = float(score[top[0]]) if len(top) else float(score.max(initial=0.0))
-    return Decided(
-        part.ids[top],
-        part.sums[top] / W,
-        best,
-        int(np.count_nonzero(sure)),
-        int(np.count_nonzero(undecided)),
-        active_grad,
-    )
+    n_over, n_undecided = int(np.count_nonzero(sure)), int(np.count_nonzero(undecided))
+    return ids[top], sums[top] / W, best, n_over, n_undecided
 
 
 __all__ = [
