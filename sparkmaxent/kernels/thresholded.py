@@ -22,8 +22,9 @@ partials added in the same merge order; a kept-back part is then 0).
 names the few features whose exact sums it needs otherwise (one that may
 or may not pass, one that may be among the n best, the maximum); a second
 pass (``ExactSumsTask``, over those features' columns only) brings them,
-and the answer is then the dense test's. The bytes shipped follow the features near or above
-the threshold instead of every predicate a block holds.
+and the answer is then the dense test's. The bytes shipped follow the
+features near or above the threshold instead of every predicate a block
+holds.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ from .topk import top_candidates, union_positions
 #: relative widening of every interval: covers the rounding of the sums, so
 #: a bound is never tighter than the dense test's computed value
 MARGIN = 1e-9
+#: relative slack of ``resolve``'s cheap upper bound (|S_j| + U_j) / W, far
+#: above the rounding of an interval's bound: below it a feature cannot pass
+_NEAR = 1e-6
 #: steps per octave of the pickled row bounds (``_code_rows``)
 _STEPS = 8
 
@@ -292,7 +296,7 @@ def resolve(
     and the maximum is wanted, when all of them are looked at."""
     active_grad = part.active / part.weight
     active_grad += l2 * weights.values
-    near = np.flatnonzero((np.abs(part.sums) + part.rest) * (1 + 1e-6) > threshold * part.weight)
+    near = np.flatnonzero((np.abs(part.sums) + part.rest) * (1 + _NEAR) > threshold * part.weight)
     out = _decide(part, near, weights, threshold, n_best, exact_count)
     if out is None:
         out = _decide(part, None, weights, threshold, n_best, exact_count)
