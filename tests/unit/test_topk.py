@@ -31,7 +31,8 @@ from .test_grafting import grafting_config, planted
 # ---- the top-k rule ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("high", [80, 10**6])  # ids filling their span (a mask), or sparse
+# ids filling their span, an eighth of it (both marked over the span), or sparse
+@pytest.mark.parametrize("high", [80, 700, 10**6])
 @pytest.mark.parametrize("sizes", [(0, 0), (0, 5), (7, 0), (50, 60), (1000, 3)])
 def test_union_positions_and_sorted_unique_are_union1d_and_unique(sizes, high):
     rng = np.random.default_rng(sum(sizes))
