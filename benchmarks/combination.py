@@ -46,11 +46,11 @@ import os
 import time
 import tracemalloc
 
+from benchmarks.combination_tasks import prepare_conll, prepare_pp
 from benchmarks.common import (
     SHARED_DATA,
     command_line,
     print_table,
-    shared_corpus,
     start,
     work_arguments,
     write_result,
@@ -91,126 +91,6 @@ def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
     """``old`` with the rows ``new`` measures again replaced, then ``new``."""
     again = {row_identity(r) for r in new}
     return [r for r in old if row_identity(r) not in again] + new
-
-
-def pp_text(
-    src: str, dst: str, bits: dict[str, str], lengths: list[int], end: str = "prefix"
-) -> None:
-    """A PP-attachment file as ``maxent`` lines: label, then the slot-tagged
-    head words (and their bit-string prefixes or suffixes, ``end``)."""
-    with open(src) as f, open(dst, "w") as out:
-        for line in f:
-            cols = line.split()
-            if len(cols) != 6:
-                continue
-            feats = []
-            for slot, word in zip(("v", "n1", "p", "n2"), cols[1:5]):
-                # "10:45" would read as feature "10" with value 45 in the maxent format
-                feats.append(f"{slot}={word.lower().replace(':', '_')}")
-                code = bits.get(word) or bits.get(word.lower())
-                if end == "suffix" and code and "1" in code:
-                    feats += [f"{slot}s{n}={code[-n:]}" for n in lengths]
-                elif end == "prefix" and code:
-                    feats += [f"{slot}b{n}={code[:n]}" for n in lengths]
-            out.write(f"{cols[5]} {' '.join(feats)}\n")
-
-
-def read_bitstrings(path: str) -> dict[str, str]:
-    out = {}
-    with open(path) as f:
-        for line in f:
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) == 2:
-                out[parts[0]] = parts[1]
-    return out
-
-
-def prepare_pp(
-    work: str, data_dir: str, lengths: list[int], reuse: bool, end: str = "prefix"
-) -> dict[str, str]:
-    dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
-    if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
-        return dirs
-    from sparkmaxent.backends.session import spark_session
-    from sparkmaxent.data.prepare import prepare
-
-    bits = (
-        read_bitstrings(shared_corpus("ppattach", "bitstrings", data_dir=data_dir))
-        if lengths
-        else {}
-    )
-    os.makedirs(os.path.join(work, "text"), exist_ok=True)
-    texts = {}
-    for name, src in (("train", "training"), ("dev", "devset"), ("test", "test")):
-        texts[name] = os.path.join(work, "text", name + ".txt")
-        pp_text(shared_corpus("ppattach", src, data_dir=data_dir), texts[name], bits, lengths, end)
-    spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "2g"})
-    try:
-        prepare(spark, [texts["train"]], dirs["train"], "maxent", partitions=2, overwrite=True)
-        for name in ("dev", "test"):
-            prepare(
-                spark,
-                [texts[name]],
-                dirs[name],
-                "maxent",
-                merge_duplicates=False,
-                vocabulary=dirs["train"],
-                overwrite=True,
-            )
-    finally:
-        spark.stop()
-    return dirs
-
-
-def prepare_conll(
-    work: str, data_dir: str, reuse: bool, sentences: int = 0, templates: str = "unigrams"
-) -> dict[str, str]:
-    """CoNLL-2000 with the 10 unigram templates (conll option
-    templates=unigrams; ``"chunk"``: the 17 hand-written ones), count cutoff
-    2: the first 90% of train.txt's sentences to train (only the first
-    ``sentences`` of them when > 0), the rest held out, test.txt to report.
-    Up to 100,000 events a file is prepared in-process (no Spark jobs)."""
-    from benchmarks.conll2000_baselines import split_sentences
-
-    dirs = {name: os.path.join(work, name) for name in ("train", "dev", "test")}
-    if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
-        return dirs
-    from sparkmaxent.backends.session import spark_session
-    from sparkmaxent.data.prepare import prepare
-
-    os.makedirs(work, exist_ok=True)
-    fit, dev = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
-    split_sentences(shared_corpus("conll2000", "train.txt", data_dir=data_dir), fit, dev, 0.1)
-    if sentences:
-        with open(fit) as f:
-            kept = f.read().split("\n\n")[:sentences]
-        with open(fit, "w") as f:
-            f.write("\n\n".join(kept).strip("\n") + "\n")
-    opts = {"templates": templates}
-    small = {"in_process_max_events": 100_000}
-    spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "4g"})
-    try:
-        prepare(
-            spark, [fit], dirs["train"], "conll", options=opts, cutoff=2, overwrite=True, **small
-        )
-        for name, path in (
-            ("dev", dev),
-            ("test", shared_corpus("conll2000", "test.txt", data_dir=data_dir)),
-        ):
-            prepare(
-                spark,
-                [path],
-                dirs[name],
-                "conll",
-                options=opts,
-                merge_duplicates=False,
-                vocabulary=dirs["train"],
-                overwrite=True,
-                **small,
-            )
-    finally:
-        spark.stop()
-    return dirs
 
 
 class Task:
@@ -347,7 +227,13 @@ def choose(
 
 # long: the grid loop with its two warm-start chains
 def l1_rows(
-    task: Task, degrees: list[int], grid: list[float], cap: dict, save, orig: bool = True
+    task: Task,
+    degrees: list[int],
+    grid: list[float],
+    cap: dict,
+    save,
+    orig: bool = True,
+    patience: int = 1,
 ) -> list[dict]:
     """l1-Orig and l1-Comb (each of ``degrees``) along ``grid``, largest
     gamma1 first: l1-Orig warm-started from the previous gamma1; l1-Comb
@@ -355,8 +241,8 @@ def l1_rows(
     conjunctions), at the first gamma1 from l1-Orig there (its passes and
     seconds then include that fit). ``orig=False``: l1-Orig only where
     l1-Comb starts from it. Each method keeps its best gamma1 on the
-    held-out part; the grid stops at the first gamma1 (after two) where no
-    method improved there. ``save(rows)`` after every gamma1 with the best
+    held-out part; the grid stops (after two gamma1) once ``patience``
+    gamma1 in a row improved no method. ``save(rows)`` after every gamma1 with the best
     rows so far."""
     from sparkmaxent.config import train_config
 
@@ -368,6 +254,7 @@ def l1_rows(
     rows: list[dict] = []
     tried: list[float] = []
     previous = None
+    stale = 0  # gamma1 in a row where no method improved
     chain: dict[int, object] = {}  # degree -> l1-Comb at the previous gamma1
     for gamma in grid:
         tried.append(gamma)
@@ -405,7 +292,8 @@ def l1_rows(
                 best[degree] = (dev, gamma, result, row)
         rows = l1_table(task, best, list(tried), points)
         save(rows)
-        if len(tried) >= 2 and not improved:
+        stale = 0 if improved else stale + 1
+        if len(tried) >= 2 and stale >= patience:
             break
     return rows
 
@@ -464,7 +352,8 @@ def run_task(task: Task, args, save) -> list[dict]:
             ]
             save(rows)
 
-        l1_rows(task, degrees, l1_grid, cap, keep, orig=not wanted or "l1-Orig:1" in wanted)
+        orig = not wanted or "l1-Orig:1" in wanted
+        l1_rows(task, degrees, l1_grid, cap, keep, orig, args.patience)
         print_table(rows, ROW_KEYS)
     if conll and rows:
         rows[0]["note"] = (
@@ -583,6 +472,12 @@ def main(argv: list[str] | None = None) -> None:
         help="--bitstrings take the first bits (prefix) or the last (suffix)",
     )
     parser.add_argument("--l1-grid", type=float, nargs="+", default=[3e-4, 1e-4, 3e-5])
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=1,
+        help="l1 grids stop after this many gamma1 in a row that improve no method",
+    )
     parser.add_argument("--l2-grid", type=float, nargs="+", default=[1e-3, 1e-4, 1e-5])
     parser.add_argument("--n-best", type=int, default=50)
     parser.add_argument("--max-seconds", type=float, default=600.0)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..backends.expanded import ExpandedBackend
+from ..backends.local import LocalBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
@@ -150,9 +151,13 @@ class Combination:
         self.selected: tuple[np.ndarray, Conjunctions] | None = None
 
     def grafting(self, conj: Conjunctions) -> Grafting:
-        """Grafting over the atoms followed by ``conj`` (kept while it grows not)."""
+        """Grafting over the atoms followed by ``conj`` (kept while it grows not).
+        In-process (``LocalBackend``) the conjunctions are formed in the
+        events once for the round's passes, not again in every pass."""
         if self._current is None or self._current[0] != len(conj):
-            ctx = dataclasses.replace(self.ctx, backend=ExpandedBackend(self.ctx.backend, conj))
+            cache = isinstance(self.ctx.backend, LocalBackend)
+            widened = ExpandedBackend(self.ctx.backend, conj, cache=cache)
+            ctx = dataclasses.replace(self.ctx, backend=widened)
             self._current = (len(conj), Grafting(ctx, self.spec))
         return self._current[1]
 

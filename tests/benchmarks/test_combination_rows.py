@@ -34,3 +34,61 @@ def test_a_labelled_run_keeps_the_unlabelled_rows_of_the_same_method():
     assert merge_rows([row("l2", 1, sentences=None)], [row("l2", 1, sentences=0)]) == [
         row("l2", 1, sentences=0)
     ]
+
+
+class _Fit:
+    def __init__(self, gamma, degree):
+        self.weights, self.conjunctions, self.gamma, self.degree = object(), None, gamma, degree
+
+
+class _Task:
+    """Held-out scores by (degree, gamma1); test scores are never read for a choice."""
+
+    name, metric = "pp", "accuracy"
+
+    def __init__(self, dev):
+        self.dev, self.test, self.train, self.dev_scores = "dev", "test", "train", dev
+
+    def score(self, backend, result):
+        if backend == "test":
+            return -1.0
+        return self.dev_scores[result.degree][result.gamma]
+
+
+def _grid_run(monkeypatch, dev, grid, patience):
+    import benchmarks.combination as comb
+
+    fitted = []
+
+    def run(task, backend, cfg, warm_start=None, warm_conjunctions=None):
+        degree = cfg.grafting.combination_degree
+        fitted.append((degree, cfg.grafting.l1, warm_start is not None))
+        row = {"passes": 1, "wall_s": 1.0, "driver_peak_mb": 1.0, "rss_peak_mb": 1.0}
+        row.update(active_features=1, stopped="certified")
+        return _Fit(cfg.grafting.l1, degree), row
+
+    monkeypatch.setattr(comb, "run", run)
+    saved = []
+    rows = comb.l1_rows(_Task(dev), [2], grid, {}, saved.append, True, patience)
+    return rows, fitted
+
+
+def test_the_l1_grid_goes_on_for_patience_points_without_a_gain(monkeypatch):
+    grid = [1e-4, 5e-5, 3e-5, 2e-5, 1e-5, 5e-6]
+    # both methods dip at 5e-5, peak at 3e-5 (degree 2) / 2e-5 (degree 1), then fall
+    dev = {
+        1: dict(zip(grid, [0.80, 0.79, 0.81, 0.82, 0.81, 0.80])),
+        2: dict(zip(grid, [0.83, 0.82, 0.84, 0.83, 0.82, 0.81])),
+    }
+    rows, fitted = _grid_run(monkeypatch, dev, grid, patience=1)
+    # patience 1: the dip at 5e-5 ends the grid at the first point's choice
+    assert {r["degree"]: r["gamma"] for r in rows} == {1: 1e-4, 2: 1e-4}
+    assert sorted({g for _, g, _ in fitted}) == [5e-5, 1e-4]
+    rows, fitted = _grid_run(monkeypatch, dev, grid, patience=2)
+    # patience 2: past the dip to the interior peaks; stops after 1e-5 and 5e-6 gain nothing
+    assert {r["degree"]: r["gamma"] for r in rows} == {1: 2e-5, 2: 3e-5}
+    assert sorted({g for _, g, _ in fitted}, reverse=True) == grid
+    by_degree = {r["degree"]: r for r in rows}
+    assert [p["gamma"] for p in by_degree[2]["points"]] == grid
+    # every l1-Comb fit after the first is warm-started (from the previous gamma1's l1-Comb)
+    assert all(warm for d, g, warm in fitted if d == 2)

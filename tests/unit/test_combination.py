@@ -364,3 +364,37 @@ def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
             warm_start=strong.weights,
             warm_conjunctions=other,
         )
+
+
+def test_in_process_rounds_form_the_conjunctions_once_and_fit_the_same_model(monkeypatch):
+    import sparkmaxent.selection.combination as comb
+
+    data, block, space = planted(seed=6)
+    blocks = split_block(block, 2)
+    cfg = comb_config(2)
+    calls = []
+    expand = Conjunctions.expand
+
+    def counted(self, b):
+        calls.append(len(self))
+        return expand(self, b)
+
+    monkeypatch.setattr(Conjunctions, "expand", counted)
+    backend = LocalBackend(blocks, space)
+    cached = train(backend, cfg)
+    cached_calls, passes = len(calls), backend.passes
+    calls.clear()
+
+    class NotLocal:  # no backend is one: every pass forms the conjunctions again
+        pass
+
+    monkeypatch.setattr(comb, "LocalBackend", NotLocal)
+    backend = LocalBackend(blocks, space)
+    again = train(backend, cfg)
+    assert backend.passes == passes
+    assert len(calls) > cached_calls > 0
+    assert len(cached.conjunctions) == len(again.conjunctions) > 0
+    assert np.array_equal(cached.conjunctions.atoms, again.conjunctions.atoms)
+    assert np.array_equal(cached.weights.active_ids(), again.weights.active_ids())
+    np.testing.assert_allclose(cached.weights.values, again.weights.values, rtol=1e-12)
+    assert cached.report["objective"] == pytest.approx(again.report["objective"], rel=1e-14)
