@@ -8,8 +8,9 @@ free coordinates by conjugate gradients on H's free rows (a product per
 iteration, n^2 flops, where a Cholesky factorization costs n^3 / 3), as an
 inexact Newton step: to a residual of FORCING times the step's right-hand
 side (Dembo, Eisenstat & Steihaug 1982), never below half the sweeps'
-tolerance. The free set of a face step is rarely the model's last, so a
-step solved further is mostly thrown away by the sweeps that follow.
+tolerance, on models asked for a tolerance of at least FORCING_MIN_TOL.
+The free set of a face step is rarely the model's last, so a step solved
+further is mostly thrown away by the sweeps that follow.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ import numpy as np
 #: forcing term of the face steps' conjugate gradients: a residual of this
 #: times the right-hand side's largest entry, or half the sweeps' tolerance
 FORCING = 0.1
+#: ... on models asked for a tolerance of at least this; below it (rounds
+#: near the final tolerance) loosely solved steps left the sweeps crawling
+#: (docs/benchmarks.md), and the steps go to half the tolerance
+FORCING_MIN_TOL = 1e-8
 
 
 def face_step(
@@ -47,7 +52,8 @@ def face_step(
     2. Every other coordinate strictly inside its bounds is free; the step
        s on them approximately solves H_FF s = -(g + H d)_F by conjugate
        gradients (``_free_step``), to a residual of FORCING times the
-       right-hand side's largest entry, at least half the sweeps' ``tol``.
+       right-hand side's largest entry, at least half the sweeps' ``tol``
+       (only half of ``tol`` when ``tol`` < FORCING_MIN_TOL).
     3. A projected search along it: d + t s clipped to the box for
        t = 1, 1/2, ..., the first that lowers q. Clipping lets several
        coordinates reach their bounds at once, where stopping at the first
@@ -67,7 +73,8 @@ def face_step(
     base[hold_lo], base[hold_hi] = dlo[hold_lo], dhi[hold_hi]
     H_moved = H @ (base - d) if np.any(base != d) else np.zeros_like(Hd)
     rhs = -(grad + H_moved)[free]
-    s = _free_step(H, faces, free, rhs, max(tol / 2, FORCING * float(np.abs(rhs).max())))
+    forcing = FORCING if tol >= FORCING_MIN_TOL else 0.0
+    s = _free_step(H, faces, free, rhs, max(tol / 2, forcing * float(np.abs(rhs).max())))
     if not np.all(np.isfinite(s)):
         return d, Hd
     step = np.zeros_like(d)
@@ -165,4 +172,4 @@ def _free_step(
     return face_cg(product, np.diag(H)[free], b, tol, cg_cap(len(free)))[0]
 
 
-__all__ = ["FORCING", "cg_cap", "face_cg", "face_step"]
+__all__ = ["FORCING", "FORCING_MIN_TOL", "cg_cap", "face_cg", "face_step"]

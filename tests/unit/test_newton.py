@@ -258,6 +258,7 @@ def test_inexact_face_steps_reach_the_minimum_of_an_independent_solver(seed, mon
     tol = 1e-10
     reference = box_qp_reference(H, g, lo, hi)
     assert faces.FORCING > 0
+    monkeypatch.setattr(faces, "FORCING_MIN_TOL", tol)  # forcing at this tol too
     for forcing in (faces.FORCING, 0.0):
         monkeypatch.setattr(faces, "FORCING", forcing)
         d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000)
