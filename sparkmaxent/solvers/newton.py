@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..problem.objective import Evaluation
+from .faces import face_step
 from .lbfgs import ConvergenceWarning
 from .options import SolverOptions
 
@@ -94,7 +95,7 @@ def box_qp_cd(
     but converges only linearly on the free coordinates when features are
     correlated (hundreds of sweeps near a round's optimum). Every
     ``face_every`` sweeps a projected Newton step on the model follows
-    (``_face_step``), and the sweeps go on from where it lands."""
+    (``faces.face_step``), and the sweeps go on from where it lands."""
     n = len(g)
     d = np.zeros(n)
     Hd = np.zeros(n)
@@ -115,8 +116,7 @@ def box_qp_cd(
     lo, hi = dlo.tolist(), dhi.tolist()
     gl, il = g.tolist(), inv.tolist()
     dl = d.tolist()
-    # H in single precision for the face steps' conjugate gradients, made
-    # at the first face step (``_face_step``)
+    # what the face steps keep between them (``faces.face_step``)
     faces: dict = {}
     for sweep in range(1, max_sweeps + 1):
         for j in movable.tolist():
@@ -134,143 +134,11 @@ def box_qp_cd(
         if np.abs(pg[movable]).max(initial=0.0) <= tol:
             break
         if sweep % face_every == 0:
-            d, Hd = _face_step(H, g, d, Hd, dlo, dhi, is_movable, inv, faces, tol)
+            d, Hd = face_step(H, g, d, Hd, dlo, dhi, is_movable, inv, faces, tol)
             dl = d.tolist()
             if np.abs(projected_gradient(g + Hd, d, dlo, dhi)[movable]).max(initial=0.0) <= tol:
                 return d, sweep
     return d, sweep
-
-
-def _face_step(
-    H: np.ndarray,
-    g: np.ndarray,
-    d: np.ndarray,
-    Hd: np.ndarray,
-    dlo: np.ndarray,
-    dhi: np.ndarray,
-    is_movable: np.ndarray,
-    inv_diag: np.ndarray,
-    faces: dict,
-    tol: float,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One projected Newton step on q(d) = g.d + d^T H d / 2 over the box
-    (Bertsekas 1982); returns the new d and H d (the old ones when q does
-    not decrease).
-
-    1. The epsilon-active set: a coordinate within one diagonal Newton step
-       (eps) of a bound that its gradient pushes it towards is held at that
-       bound. A weight a hair above 0 (1e-20 after a round's pruning) would
-       otherwise stay free, and a step along a flat direction of H that
-       crosses 0 there would be cut to nothing, face after face.
-    2. Every other coordinate strictly inside its bounds is free; the step
-       s on them approximately solves H_FF s = -(g + H d)_F by conjugate
-       gradients (``_face_cg``), to a residual of half the sweeps' ``tol``.
-    3. A projected search along it: d + t s clipped to the box for
-       t = 1, 1/2, ..., the first that lowers q. Clipping lets several
-       coordinates reach their bounds at once, where stopping at the first
-       bound on the segment drops one per solve. When no t lowers q
-       (holding the coordinates at their bounds costs more than the free
-       step gains), the same search along the segment from d to that
-       step's clipped end.
-    Coordinates at a bound are freed again by the sweeps."""
-    grad = g + Hd
-    eps = float(np.abs(np.clip(d - grad * inv_diag, dlo, dhi) - d).max(initial=0.0))
-    hold_lo = is_movable & (d - dlo <= eps) & (grad > 0)
-    hold_hi = is_movable & (dhi - d <= eps) & (grad < 0)
-    free = np.flatnonzero(is_movable & (d > dlo) & (d < dhi) & ~hold_lo & ~hold_hi)
-    if not len(free):
-        return d, Hd
-    base = d.copy()
-    base[hold_lo], base[hold_hi] = dlo[hold_lo], dhi[hold_hi]
-    H_moved = H @ (base - d) if np.any(base != d) else np.zeros_like(Hd)
-    # The products run on a single-precision copy of all of H, made once
-    # per model: half the bytes of each product (they are bound by memory),
-    # no gather per free set. Their rounding (about 1e-7 of each product)
-    # can only make a face step less useful: the step is judged in double
-    # precision below, and the sweeps go on in double precision.
-    if "H32" not in faces:
-        faces["H32"] = H.astype(np.float32)
-    H32 = faces["H32"]
-    step32 = np.zeros(len(d), dtype=np.float32)
-
-    def product(p: np.ndarray) -> np.ndarray:  # H_FF p
-        step32[free] = p
-        return (H32 @ step32)[free].astype(float)
-
-    s = _face_cg(product, np.diag(H)[free], -(grad + H_moved)[free], tol / 2, _cg_cap(len(free)))
-    if not np.all(np.isfinite(s)):
-        return d, Hd
-    step = np.zeros_like(d)
-    step[free] = s
-    H_step = H @ step
-    for t in 0.5 ** np.arange(21):
-        trial = base.copy()
-        trial[free] = np.clip(base[free] + t * s, dlo[free], dhi[free])
-        # q(trial) - q(d) from the difference: q itself sums terms far
-        # larger than a late step's decrease, which its rounding would hide
-        delta = trial - d
-        clipped = np.any(trial[free] != base[free] + t * s)
-        H_delta = H @ delta if clipped else H_moved + t * H_step
-        if grad @ delta + delta @ H_delta / 2 < 0:
-            return trial, Hd + H_delta
-    # moving the held coordinates to their bounds cost more than the free
-    # step gains at every t: the segment from d towards the face's minimizer
-    target = np.clip(base + step, dlo, dhi)
-    move = target - d
-    H_move = H @ move
-    for t in 0.5 ** np.arange(21):
-        if t * (grad @ move) + t * t * (move @ H_move) / 2 < 0:
-            return d + t * move, Hd + t * H_move
-    return d, Hd
-
-
-def _face_cg(
-    product: Callable[[np.ndarray], np.ndarray],
-    diag: np.ndarray,
-    b: np.ndarray,
-    tol: float,
-    max_iter: int,
-) -> np.ndarray:
-    """An approximate solution of A x = b for a symmetric PSD A that may be
-    singular, given by its ``product`` with a vector and its ``diag``:
-    conjugate gradients from 0 with Jacobi preconditioning (Nocedal &
-    Wright, Algorithm 5.3), until the residual's largest entry is <= ``tol``,
-    after ``max_iter`` iterations, or at a direction without curvature.
-
-    Each iterate minimizes the model x^T A x / 2 - b.x over a growing
-    Krylov subspace, so a capped solve is still a descent step; the sweeps
-    and the next face step go on from it. From 0, the iterates of a
-    consistent singular system stay off A's null space (the softmax's shift
-    of all biases, a predicate's weights over all labels) and reach the
-    solution of least norm in the metric of M = diag A. An iteration costs
-    a matrix-vector product (n^2 flops) where a Cholesky factorization costs
-    n^3 / 3."""
-    n = len(b)
-    inv = 1.0 / diag
-    x = np.zeros(n)
-    r = b.copy()
-    z = inv * r
-    p = z.copy()
-    rz = float(r @ z)
-    for _ in range(max_iter):
-        if np.abs(r).max(initial=0.0) <= tol:
-            break
-        Ap = product(p)
-        curvature = float(p @ Ap)
-        if not curvature > 0:
-            break
-        alpha = rz / curvature
-        x += alpha * p
-        r -= alpha * Ap
-        z = inv * r
-        rz, rz_old = float(r @ z), rz
-        p = z + (rz / rz_old) * p
-    return x
-
-
-def _cg_cap(n: int) -> int:
-    """Iterations of a face step's conjugate gradients at most."""
-    return max(50, n // 10)
 
 
 class _Passes:

@@ -8,12 +8,9 @@ import pytest
 from scipy.optimize import minimize
 
 from sparkmaxent.problem.objective import Evaluation
-from sparkmaxent.solvers.newton import (
-    _face_cg,
-    box_qp_cd,
-    minimize_box_newton,
-    projected_gradient,
-)
+from sparkmaxent.solvers import faces
+from sparkmaxent.solvers.faces import face_cg
+from sparkmaxent.solvers.newton import box_qp_cd, minimize_box_newton, projected_gradient
 from sparkmaxent.solvers.options import SolverOptions
 
 
@@ -223,15 +220,15 @@ def test_face_cg_solves_a_singular_system_off_its_null_space():
     A = B @ B.T  # PSD, rank n - 5
     b = A @ rng.standard_normal(n)  # consistent
     tol = 1e-9 * np.abs(b).max()
-    x = _face_cg(lambda p: A @ p, np.diag(A).copy(), b, tol, 10 * n)
+    x, residual = face_cg(lambda p: A @ p, np.diag(A).copy(), b, tol, 10 * n)
     root = np.sqrt(np.diag(A))
     expected = np.linalg.lstsq(A / np.outer(root, root), b / root, rcond=1e-12)[0] / root
-    assert np.abs(A @ x - b).max() <= tol
+    assert np.abs(A @ x - b).max() <= tol and residual <= tol
     np.testing.assert_allclose(x, expected, atol=1e-6 * np.abs(expected).max())
     # a capped solve is a descent step of the model x^T A x / 2 - b.x
     # (measured: 5 iterations leave a residual far above tol)
-    short = _face_cg(lambda p: A @ p, np.diag(A).copy(), b, tol, 5)
-    assert np.abs(A @ short - b).max() > 1e3 * tol
+    short, residual = face_cg(lambda p: A @ p, np.diag(A).copy(), b, tol, 5)
+    assert np.abs(A @ short - b).max() > 1e3 * tol and residual > 1e3 * tol
     assert short @ A @ short / 2 - b @ short < 0
 
 
@@ -250,3 +247,22 @@ def test_face_step_without_cholesky_matches_an_independent_solver_on_a_late_roun
         assert abs(q - reference) <= 1e-9 * abs(reference)
         _, cd_sweeps = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000, face_every=10**9)
         assert 3 * sweeps < cd_sweeps
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_inexact_face_steps_reach_the_minimum_of_an_independent_solver(seed, monkeypatch):
+    """Face steps solved to a residual of FORCING times their right-hand
+    side (inexact Newton) reach tol and the same minimum as scipy's L-BFGS-B,
+    as face steps solved to half the tolerance (FORCING 0) do."""
+    H, g, lo, hi = correlated_box_qp(seed, n=120, m=400, noise=0.02, room=1e-20)
+    tol = 1e-10
+    reference = box_qp_reference(H, g, lo, hi)
+    assert faces.FORCING > 0
+    monkeypatch.setattr(faces, "FORCING_MIN_TOL", tol)  # forcing at this tol too
+    for forcing in (faces.FORCING, 0.0):
+        monkeypatch.setattr(faces, "FORCING", forcing)
+        d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000)
+        q = g @ d + d @ H @ d / 2
+        assert np.all(d >= lo) and np.all(d <= hi)
+        assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
+        assert abs(q - reference) <= 1e-9 * abs(reference)
