@@ -413,6 +413,13 @@ class ChoiceConfig(Section):
         "ifs, sgc, bayes-factor with held-out data: the model is the stage "
         "with the best held-out score, not the last one.",
     )
+    stage_patience: float = key(
+        1.0,
+        "ifs, sgc, bayes-factor keeping their best held-out stage: stop once "
+        "this times the best stage's number of stages (at least 10) ran "
+        "without a better held-out score; 0: run to the method's own stop.",
+        ge=0,
+    )
 
 
 @dataclass(frozen=True)
