@@ -304,9 +304,10 @@ class BayesConfig(Section):
         6, "variance = evidence: sigma^2 values in the grid (one run each).", ge=2
     )
     per_round: int = key(
-        1,
+        100,
         "S: features selected per round at most, each after the first "
-        "rescored with the earlier ones fixed (Eq. 14).",
+        "rescored with the earlier ones fixed (Eq. 14); 1: one feature and "
+        "one OptMAP per round.",
         ge=1,
     )
     sign: str = key(

@@ -190,14 +190,15 @@ def test_l2_path_chooses_gamma2_on_held_out_data(problem):
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
-    res = run(problem, output_dir=str(tmp_path), method=method, max_features=15)
+    # per_round 3: the Bayes factor's 15 features over several stages
+    res = run(problem, output_dir=str(tmp_path), method=method, max_features=15, per_round=3)
     rounds = res.report["rounds"]
     best = max(rounds, key=lambda r: r["heldout_score"])
     assert res.report["choice"]["chosen_round"] == best["round"]
     assert res.weights.nnz == best["active"]
     assert [r["round"] for r in rounds if r["chosen"]] == [best["round"]]
     assert (tmp_path / "plots" / "path.png").exists()
-    last = run(problem, method=method, max_features=15, best_stage=False)
+    last = run(problem, method=method, max_features=15, per_round=3, best_stage=False)
     assert last.report["choice"] is None
     assert last.weights.nnz == rounds[-1]["active"]
 
