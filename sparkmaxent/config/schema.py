@@ -305,9 +305,8 @@ class BayesConfig(Section):
     )
     per_round: int = key(
         100,
-        "S: features selected per round at most, each after the first "
-        "rescored with the earlier ones fixed (Eq. 14); 1: one feature and "
-        "one OptMAP per round.",
+        "S: features selected per round at most, each after the first rescored "
+        "with the earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
         ge=1,
     )
     sign: str = key(
