@@ -260,6 +260,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         )
         if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
             row["stage_costs"] = stage_costs(rep["rounds"])
+        row["stage_points"] = stage_points(rep.get("rounds") or [])
     return row
 
 
@@ -294,6 +295,15 @@ def variant_suffix(settings: list) -> str:
     a variant run does not overwrite the defaults' plot."""
     text = "".join(f"_{k}-{v}" for k, v in settings)
     return re.sub(r"[^A-Za-z0-9_.-]+", "", text)
+
+
+def stage_points(rounds: list[dict], count: int = 60) -> list[dict]:
+    """The held-out curve of a stage run, at most ``count`` stages spread
+    evenly (the chosen one always among them): where it peaks, and why."""
+    keys = ("round", "active", "objective", "heldout_score", "heldout_accuracy", "passes")
+    picked = set(np.linspace(0, len(rounds) - 1, min(count, len(rounds))).astype(int).tolist())
+    picked.update(i for i, r in enumerate(rounds) if r.get("chosen"))
+    return [{k: rounds[i].get(k) for k in keys} for i in sorted(picked)]
 
 
 def stage_costs(rounds: list[dict]) -> dict:

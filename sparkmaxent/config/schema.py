@@ -304,9 +304,9 @@ class BayesConfig(Section):
         6, "variance = evidence: sigma^2 values in the grid (one run each).", ge=2
     )
     per_round: int = key(
-        1,
-        "S: features selected per round at most, each after the first "
-        "rescored with the earlier ones fixed (Eq. 14).",
+        100,
+        "S: features selected per round at most, each after the first rescored "
+        "with the earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
         ge=1,
     )
     sign: str = key(
@@ -412,6 +412,13 @@ class ChoiceConfig(Section):
         True,
         "ifs, sgc, bayes-factor with held-out data: the model is the stage "
         "with the best held-out score, not the last one.",
+    )
+    stage_patience: float = key(
+        1.0,
+        "ifs, sgc, bayes-factor keeping their best held-out stage: stop once "
+        "this times the best stage's number of stages (at least 10) ran "
+        "without a better held-out score; 0: run to the method's own stop.",
+        ge=0,
     )
 
 

@@ -442,7 +442,9 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         cfg.selection.gain_method,
     )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
-    state = run_rounds(ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start)
+    state = run_rounds(
+        ctx, method, "bayes-factor", "beta", "beta - beta_0", start=start, stage_choice=True
+    )
     weights, choice = best_stage(ctx, state)
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight

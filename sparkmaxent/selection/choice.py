@@ -18,6 +18,7 @@ binomial sqrt(F (1 - F) / gold chunks), an approximation.
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 #: Keys of LoopState.arrays holding the best stage's weights (checkpointed).
 BEST_KEYS = ("choice_ids", "choice_values", "choice_bias")
 PATH_PLOT = "path.png"
+#: Stages a run always goes on past its best held-out stage (the floor of
+#: ``train.choice.stage_patience``): the first stages' scores jump.
+MIN_STAGE_PATIENCE = 10
 
 
 def heldout_labels(backend) -> list[str]:
@@ -122,6 +126,29 @@ def keep_if_best(state: LoopState, row: dict) -> None:
         choice_ids=w.active_ids().copy(),
         choice_values=w.values.copy(),
         choice_bias=w.bias.copy() if w.bias is not None else np.zeros(0),
+    )
+
+
+def stage_patience_reached(ctx: TrainingContext, state: LoopState) -> str:
+    """Why a stage method's run stops before its own rule: as many stages
+    since the best held-out stage b as ``train.choice.stage_patience`` x b
+    (at least MIN_STAGE_PATIENCE) without a better score; '' while not.
+    A run that keeps its best stage gains nothing from the stages after
+    the last improvement, and the held-out curves of SGC and the Bayes
+    factor flatten long before their gain or evidence rules stop them
+    (docs/methods/model-choice.md)."""
+    cfg = ctx.config.choice
+    if ctx.heldout is None or not cfg.best_stage or not cfg.stage_patience:
+        return ""
+    if "choice_round" not in state.info:
+        return ""
+    best = int(state.info["choice_round"])
+    allowed = max(MIN_STAGE_PATIENCE, math.ceil(cfg.stage_patience * best))
+    if state.round - best < allowed:
+        return ""
+    return (
+        f"stage_patience = {cfg.stage_patience:g}: {state.round - best} stages "
+        f"without a better held-out {cfg.criterion} than stage {best}"
     )
 
 

@@ -343,7 +343,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         cfg.selection.gain_method,
     )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
-    state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start)
+    state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start, stage_choice=True)
     weights, choice = best_stage(ctx, state)
     kept = [state.trace[choice["chosen_round"] - 1]] if choice else state.trace[-1:]
     objective = kept[0]["objective"] if kept else method.initial_loss(weights)

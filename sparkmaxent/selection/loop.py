@@ -21,7 +21,7 @@ from ..errors import InputError, check_finite
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
-from .choice import BEST_KEYS, keep_if_best, score_weights
+from .choice import BEST_KEYS, keep_if_best, score_weights, stage_patience_reached
 from .reporting import PLOTS_DIR, write_plots
 
 log = logging.getLogger(__name__)
@@ -50,9 +50,12 @@ def run_rounds(
     score_name: str = "max_gradient",
     score_label: str = "candidate |gradient|",
     start: Weights | None = None,
+    stage_choice: bool = False,
 ) -> LoopState:
     """Run ``method`` round after round until it stops or a cap
-    (``max_rounds``, ``max_seconds``: ``limit_reached``).
+    (``max_rounds``, ``max_seconds``: ``limit_reached``), or, for a stage
+    method (``stage_choice``) keeping its best held-out stage, its
+    patience (``choice.stage_patience_reached``).
 
     Parameters
     ----------
@@ -68,6 +71,8 @@ def run_rounds(
         How progress lines and plots name it.
     start : Weights or None
         Initial weights (all-zero with the bias at 0 by default).
+    stage_choice : bool
+        Stop after ``train.choice.stage_patience`` (ifs, sgc, bayes-factor).
 
     Returns
     -------
@@ -116,6 +121,11 @@ def run_rounds(
                 bias=outcome.weights.bias,
             )
             _record_round(ctx, state, outcome, score_name, score_label)
+            why = stage_patience_reached(ctx, state) if stage_choice else ""
+            if why:
+                state.done = True
+                state.info["stopped"] = why
+                log.info("round %d: stopped: %s", state.round, why)
         if checkpoint is not None:
             checkpoint.save(state, name)
         if outcome.stop:

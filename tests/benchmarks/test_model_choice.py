@@ -1,4 +1,5 @@
-"""benchmarks/model_choice.py: scikit-learn's folds are the events of ours."""
+"""benchmarks/model_choice.py: scikit-learn's folds are the events of ours;
+stage rows keep their held-out curve with the chosen stage."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from benchmarks.model_choice import event_folds
+from benchmarks.model_choice import event_folds, stage_points
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import MULTICLASS, Weights
@@ -31,3 +32,18 @@ def test_event_folds_hold_the_events_of_each_fold_backend():
     for f, (train, validation) in enumerate(fold_backends(ctx)):
         assert np.array_equal(np.sort(validation.run(task).event_id), np.flatnonzero(fold == f))
         assert np.array_equal(np.sort(train.run(task).event_id), np.flatnonzero(fold != f))
+
+
+def test_stage_points_spread_over_the_run_and_keep_the_chosen_stage():
+    rounds = [
+        {"round": i + 1, "active": i + 1, "heldout_score": -1.0 / (i + 1), "chosen": i == 36}
+        for i in range(1000)
+    ]
+    points = stage_points(rounds, count=10)
+    stages = [p["round"] for p in points]
+    assert stages[0] == 1 and stages[-1] == 1000 and 37 in stages
+    assert len(points) == 11 and stages == sorted(set(stages))
+    assert points[stages.index(37)]["heldout_score"] == -1.0 / 37
+    short = stage_points(rounds[:5], count=10)
+    assert [p["round"] for p in short] == [1, 2, 3, 4, 5]
+    assert stage_points([]) == []

@@ -39,7 +39,11 @@ SETTINGS = {
     "ifs": ["train.method=ifs", "train.selection.max_features=6"],
     "sgc": ["train.method=sgc", "train.selection.max_features=6"],
     "sgc-lookahead": ["train.method=sgc-lookahead", "train.selection.max_features=6"],
-    "bayes-factor": ["train.method=bayes-factor", "train.selection.max_features=6"],
+    "bayes-factor": [
+        "train.method=bayes-factor",
+        "train.selection.max_features=6",
+        "train.bayes.per_round=1",  # several rounds, so several checkpoints
+    ],
     "lattice": ["train.method=lattice", "train.standardize=false"],
 }
 

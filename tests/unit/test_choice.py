@@ -18,7 +18,12 @@ from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.folds import fold_of_groups, in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.choice import choose, criterion_score, score_on
+from sparkmaxent.selection.choice import (
+    MIN_STAGE_PATIENCE,
+    choose,
+    criterion_score,
+    score_on,
+)
 from sparkmaxent.selection.path import (
     geometric_grid,
     null_model,
@@ -185,14 +190,15 @@ def test_l2_path_chooses_gamma2_on_held_out_data(problem):
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
-    res = run(problem, output_dir=str(tmp_path), method=method, max_features=15)
+    # per_round 3: the Bayes factor's 15 features over several stages
+    res = run(problem, output_dir=str(tmp_path), method=method, max_features=15, per_round=3)
     rounds = res.report["rounds"]
     best = max(rounds, key=lambda r: r["heldout_score"])
     assert res.report["choice"]["chosen_round"] == best["round"]
     assert res.weights.nnz == best["active"]
     assert [r["round"] for r in rounds if r["chosen"]] == [best["round"]]
     assert (tmp_path / "plots" / "path.png").exists()
-    last = run(problem, method=method, max_features=15, best_stage=False)
+    last = run(problem, method=method, max_features=15, per_round=3, best_stage=False)
     assert last.report["choice"] is None
     assert last.weights.nnz == rounds[-1]["active"]
 
@@ -474,3 +480,48 @@ def test_max_weights_stops_a_path_after_the_first_point_beyond_it(problem):
     capped = run(problem, max_weights=limit, **keys).report["path"]["points"]
     assert len(capped) == first_beyond + 1 < len(full)
     assert [p["features"] for p in capped] == sizes[: first_beyond + 1]
+
+
+def expected_patience_stop(scores: list[float], ratio: float, floor: int) -> int:
+    """Brute force: the stage after which a run with ``stage_patience =
+    ratio`` stops, from the held-out scores of a run without it (0: never)."""
+    best, best_round = -np.inf, 0
+    for r, s in enumerate(scores, start=1):
+        if s > best:
+            best, best_round = s, r
+        if r - best_round >= max(floor, int(np.ceil(ratio * best_round))):
+            return r
+    return 0
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(
+    problem, method, monkeypatch
+):
+    # settings that select past the held-out optimum: plain gains; the
+    # printed sign (the Bayes factor stops by itself after 15 stages here,
+    # so its floor is lowered from MIN_STAGE_PATIENCE to 2)
+    keys = dict(method=method, max_features=120, per_round=1, gain_prior_variance=0.0)
+    floor = MIN_STAGE_PATIENCE
+    if method == "bayes-factor":
+        keys.update(model_prior="uniform", prior_variance=0.0, sign="printed")
+        floor = 2
+        monkeypatch.setattr("sparkmaxent.selection.choice.MIN_STAGE_PATIENCE", floor)
+    full = run(problem, stage_patience=0, **keys)
+    scores = [r["heldout_score"] for r in full.report["rounds"]]
+    stop = expected_patience_stop(scores, 0.5, floor)
+    assert 0 < stop < len(scores)  # the patience stops this run early
+    res = run(problem, stage_patience=0.5, **keys)
+    rounds = res.report["rounds"]
+    assert len(rounds) == stop
+    # the same stages as the full run up to the stop; the best of them kept
+    assert [r["heldout_score"] for r in rounds] == scores[:stop]
+    chosen = res.report["choice"]["chosen_round"]
+    assert chosen == int(np.argmax(scores[:stop])) + 1
+    assert res.weights.nnz == rounds[chosen - 1]["active"]
+    if method == "sgc":  # its best stage comes before the stop: the full run's choice
+        assert chosen == full.report["choice"]["chosen_round"]
+        assert res.weights.nnz == full.weights.nnz
+    assert res.report["stopped"].startswith("stage_patience = 0.5")
+    # without held-out data there is nothing to be patient about
+    assert len(run(problem, heldout=False, stage_patience=0.5, **keys).report["rounds"]) > stop
