@@ -61,6 +61,7 @@ from benchmarks.common import (
     RESULTS,
     SHARED_DATA,
     command_line,
+    prepare_splits,
     print_table,
     shared_corpus,
     write_result,
@@ -90,28 +91,15 @@ def prepare_pp(work: str, data_dir: str, reuse: bool) -> dict[str, str]:
     if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
     from sparkmaxent.backends.session import spark_session
-    from sparkmaxent.data.prepare import prepare
 
     spark = spark_session("local[2]", "bayes-factor-prepare", {"spark.driver.memory": "4g"})
     try:
-        prepare(
-            spark,
-            [shared_corpus("ppattach", "training", data_dir=data_dir)],
-            dirs["train"],
-            "ppattach",
-            partitions=2,
-            overwrite=True,
-        )
-        for name in ("devset", "test"):
-            prepare(
-                spark,
-                [shared_corpus("ppattach", name, data_dir=data_dir)],
-                dirs[name],
-                "ppattach",
-                merge_duplicates=False,
-                vocabulary=dirs["train"],
-                overwrite=True,
-            )
+        sources = {"train": "training", "devset": "devset", "test": "test"}
+        inputs = {
+            name: [shared_corpus("ppattach", src, data_dir=data_dir)]
+            for name, src in sources.items()
+        }
+        prepare_splits(spark, inputs, dirs, "ppattach", train_only={"partitions": 2})
     finally:
         spark.stop()
     return dirs

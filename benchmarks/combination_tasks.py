@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from benchmarks.common import shared_corpus
+from benchmarks.common import prepare_splits, shared_corpus
 
 
 def pp_text(
@@ -48,7 +48,6 @@ def prepare_pp(
     if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
     from sparkmaxent.backends.session import spark_session
-    from sparkmaxent.data.prepare import prepare
 
     bits = (
         read_bitstrings(shared_corpus("ppattach", "bitstrings", data_dir=data_dir))
@@ -62,17 +61,8 @@ def prepare_pp(
         pp_text(shared_corpus("ppattach", src, data_dir=data_dir), texts[name], bits, lengths, end)
     spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "2g"})
     try:
-        prepare(spark, [texts["train"]], dirs["train"], "maxent", partitions=2, overwrite=True)
-        for name in ("dev", "test"):
-            prepare(
-                spark,
-                [texts[name]],
-                dirs[name],
-                "maxent",
-                merge_duplicates=False,
-                vocabulary=dirs["train"],
-                overwrite=True,
-            )
+        inputs = {name: [path] for name, path in texts.items()}
+        prepare_splits(spark, inputs, dirs, "maxent", train_only={"partitions": 2})
     finally:
         spark.stop()
     return dirs
@@ -92,7 +82,6 @@ def prepare_conll(
     if reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
     from sparkmaxent.backends.session import spark_session
-    from sparkmaxent.data.prepare import prepare
 
     os.makedirs(work, exist_ok=True)
     fit, dev = os.path.join(work, "fit.txt"), os.path.join(work, "dev.txt")
@@ -106,24 +95,11 @@ def prepare_conll(
     small = {"in_process_max_events": 100_000}
     spark = spark_session("local[2]", "combination-prepare", {"spark.driver.memory": "4g"})
     try:
-        prepare(
-            spark, [fit], dirs["train"], "conll", options=opts, cutoff=2, overwrite=True, **small
+        test = shared_corpus("conll2000", "test.txt", data_dir=data_dir)
+        inputs = {"train": [fit], "dev": [dev], "test": [test]}
+        prepare_splits(
+            spark, inputs, dirs, "conll", train_only={"cutoff": 2}, options=opts, **small
         )
-        for name, path in (
-            ("dev", dev),
-            ("test", shared_corpus("conll2000", "test.txt", data_dir=data_dir)),
-        ):
-            prepare(
-                spark,
-                [path],
-                dirs[name],
-                "conll",
-                options=opts,
-                merge_duplicates=False,
-                vocabulary=dirs["train"],
-                overwrite=True,
-                **small,
-            )
     finally:
         spark.stop()
     return dirs

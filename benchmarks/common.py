@@ -125,6 +125,24 @@ def print_table(rows: list[dict], keys: list[str]) -> None:
         print("  ".join(v.ljust(w) for v, w in zip(c, widths)))
 
 
+def prepare_splits(
+    spark, inputs: dict[str, list[str]], dirs: dict[str, str], fmt: str, train_only=None, **common
+) -> None:
+    """Prepare ``inputs["train"]`` into ``dirs["train"]`` (with ``train_only``
+    arguments too, e.g. a count cutoff), then every other split against its
+    vocabulary, events kept as they are (``merge_duplicates`` False): the
+    held-out and test events carry the training data's feature ids."""
+    from sparkmaxent.data.prepare import prepare
+
+    prepare(
+        spark, inputs["train"], dirs["train"], fmt, overwrite=True, **(train_only or {}), **common
+    )
+    for name, paths in inputs.items():
+        if name != "train":
+            prepare(spark, paths, dirs[name], fmt, merge_duplicates=False,
+                    vocabulary=dirs["train"], overwrite=True, **common)  # fmt: skip
+
+
 def work_arguments(parser: argparse.ArgumentParser, work: str, output_name: str) -> None:
     """--work (scratch directory), --reuse (its prepared data) and --output."""
     parser.add_argument("--work", default=work, help="scratch directory: prepared data, runs")
