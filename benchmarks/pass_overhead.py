@@ -235,7 +235,7 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             "wall_s": round(wall, 4),
             "ratio_to_trivial": round(wall / trivial, 3),
             "all_s": [round(t, 4) for t in all_s],
-            # the warm-up call's first
+            # without the first call, the warm-up
             "driver_cpu_s": round(statistics.median(cpu[key][1:]), 4),
         }
         if key in tests:
