@@ -47,7 +47,8 @@ def model_matrix(H: np.ndarray) -> np.ndarray | sp.csr_matrix:
     """``H`` itself, or as CSR when at most SPARSE_MAX_DENSITY of its
     entries are non-zero."""
     n = len(H)
-    if n == 0 or np.count_nonzero(H) > SPARSE_MAX_DENSITY * n * n:
+    sample = H[::16]  # the density of every 16th row: a choice, not a result
+    if n == 0 or np.count_nonzero(sample) > SPARSE_MAX_DENSITY * sample.size:
         return H
     return sp.csr_matrix(H)
 
@@ -118,10 +119,11 @@ def color_classes(H: sp.csr_matrix, coords: np.ndarray) -> list[np.ndarray]:
     return [coords[color == c] for c in range(int(color.max(initial=-1)) + 1)]
 
 
-def _sweep_rows(H, g, d, Hd, lo, hi, inv, movable) -> None:
+def _sweep_rows(H, gl, d, Hd, lo, hi, il, movable) -> None:
     """One cyclic coordinate-descent sweep over ``movable`` on the dense H,
-    in place on d and Hd (Python lists for the per-coordinate scalars)."""
-    dl, gl, il = d.tolist(), g.tolist(), inv.tolist()
+    in place on d and Hd (g, inv, the bounds as Python lists: per-coordinate
+    scalars)."""
+    dl = d.tolist()
     for j in movable:
         dj = dl[j]
         new = dj - (gl[j] + Hd[j]) * il[j]
@@ -191,9 +193,10 @@ def box_qp_cd(
             _sweep_classes(classes, g, d, Hd, dlo, dhi, inv)
     else:
         lo, hi, order = dlo.tolist(), dhi.tolist(), movable.tolist()
+        gl, il = g.tolist(), inv.tolist()
 
         def sweep_once() -> None:
-            _sweep_rows(H, g, d, Hd, lo, hi, inv, order)
+            _sweep_rows(H, gl, d, Hd, lo, hi, il, order)
 
     # what the face steps keep between them (``faces.face_step``)
     faces: dict = {}

@@ -377,7 +377,9 @@ def test_a_class_sweep_is_the_coordinate_sweep_in_class_order():
     d_cls, Hd_cls = np.zeros(len(g)), np.zeros(len(g))
     columns = S.tocsc()
     for _ in range(3):
-        newton._sweep_rows(H, g, d_rows, Hd_rows, lo.tolist(), hi.tolist(), inv, order)
+        newton._sweep_rows(
+            H, g.tolist(), d_rows, Hd_rows, lo.tolist(), hi.tolist(), inv.tolist(), order
+        )
         newton._sweep_classes([(c, columns[:, c]) for c in classes], g, d_cls, Hd_cls, lo, hi, inv)
         np.testing.assert_allclose(d_cls, d_rows, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(Hd_cls, H @ d_cls, rtol=1e-10, atol=1e-14)
