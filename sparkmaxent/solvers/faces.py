@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 #: forcing term of the face steps' conjugate gradients: a residual of this
 #: times the right-hand side's largest entry, or half the sweeps' tolerance
@@ -29,7 +30,7 @@ FORCING_MIN_TOL = 1e-8
 
 
 def face_step(
-    H: np.ndarray,
+    H: np.ndarray | sp.csr_matrix,
     g: np.ndarray,
     d: np.ndarray,
     Hd: np.ndarray,
@@ -42,7 +43,7 @@ def face_step(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One projected Newton step on q(d) = g.d + d^T H d / 2 over the box
     (Bertsekas 1982); returns the new d and H d (the old ones when q does
-    not decrease).
+    not decrease). ``H`` dense or CSR (``newton.model_matrix``).
 
     1. The epsilon-active set: a coordinate within one diagonal Newton step
        (eps) of a bound that its gradient pushes it towards is held at that
@@ -152,7 +153,7 @@ def cg_cap(n: int) -> int:
 
 
 def _free_step(
-    H: np.ndarray, faces: dict, free: np.ndarray, b: np.ndarray, tol: float
+    H: np.ndarray | sp.csr_matrix, faces: dict, free: np.ndarray, b: np.ndarray, tol: float
 ) -> np.ndarray:
     """The face step on the ``free`` coordinates: H_FF s = b by conjugate
     gradients (``face_cg``) to a residual of ``tol``, at most ``cg_cap``
@@ -163,13 +164,13 @@ def _free_step(
     double precision, and the sweeps go on in double precision."""
     if "H32" not in faces:
         faces["H32"] = H.astype(np.float32)
-    H32, step32 = faces["H32"], np.zeros(len(H), dtype=np.float32)
+    H32, step32 = faces["H32"], np.zeros(H.shape[0], dtype=np.float32)
 
     def product(p: np.ndarray) -> np.ndarray:  # H_FF p
         step32[free] = p
         return (H32 @ step32)[free].astype(float)
 
-    return face_cg(product, np.diag(H)[free], b, tol, cg_cap(len(free)))[0]
+    return face_cg(product, np.asarray(H.diagonal())[free], b, tol, cg_cap(len(free)))[0]
 
 
 __all__ = ["FORCING", "FORCING_MIN_TOL", "cg_cap", "face_cg", "face_step"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from sparkmaxent.problem.objective import Evaluation
-from sparkmaxent.solvers import faces
+from sparkmaxent.solvers import faces, newton
 from sparkmaxent.solvers.faces import face_cg
 from sparkmaxent.solvers.newton import box_qp_cd, minimize_box_newton, projected_gradient
 from sparkmaxent.solvers.options import SolverOptions
@@ -266,3 +267,119 @@ def test_inexact_face_steps_reach_the_minimum_of_an_independent_solver(seed, mon
         assert np.all(d >= lo) and np.all(d <= hi)
         assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
         assert abs(q - reference) <= 1e-9 * abs(reference)
+
+
+def grouped_box_qp(seed: int, groups: int = 30, size: int = 10):
+    """A model like a grafting round's on sparse data: features fire with
+    the few features of their own group only (H block-diagonal, density
+    1/groups), each block with near twins and a null direction, orthant
+    bounds a hair from 0."""
+    blocks = [
+        correlated_box_qp(seed * 1000 + k, n=size, m=60, noise=0.02, room=1e-20)
+        for k in range(groups)
+    ]
+    H = np.zeros((groups * size, groups * size))
+    for k, block in enumerate(blocks):
+        H[k * size : (k + 1) * size, k * size : (k + 1) * size] = block[0]
+    g, lo, hi = (np.concatenate([b[i] for b in blocks]) for i in (1, 2, 3))
+    return H, g, lo, hi
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_sparse_model_is_solved_as_csr_to_the_minimum_of_an_independent_solver(seed, monkeypatch):
+    """A model with few non-zeros is held as CSR (``model_matrix``); its
+    solve reaches tol and the minimum of scipy's L-BFGS-B, as the dense
+    solve of the same model does."""
+    H, g, lo, hi = grouped_box_qp(seed)
+    assert sp.issparse(newton.model_matrix(H))
+    tol = 1e-10
+    reference = box_qp_reference(H, g, lo, hi)
+    solutions = {}
+    for density in (newton.SPARSE_MAX_DENSITY, -1.0):  # CSR, then dense
+        monkeypatch.setattr(newton, "SPARSE_MAX_DENSITY", density)
+        d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000)
+        q = g @ d + d @ H @ d / 2
+        assert np.all(d >= lo) and np.all(d <= hi)
+        assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
+        assert abs(q - reference) <= 1e-9 * abs(reference)
+        solutions[density] = q
+    assert not sp.issparse(newton.model_matrix(H))  # density -1: dense
+    assert len(solutions) == 2
+
+
+def test_model_matrix_keeps_a_dense_hessian_dense():
+    H, *_ = correlated_box_qp(0)
+    assert newton.model_matrix(H) is H
+
+
+class SparseLogisticBox(LogisticBox):
+    """LogisticBox on sparse binary data: 40 groups of 5 features, each
+    event firing 2 features of one group, so the Hessian is block-diagonal
+    (density 1/40) and the model solves run on CSR."""
+
+    def __init__(self):
+        rng = np.random.default_rng(5)
+        groups, size, m = 40, 5, 4000
+        group = rng.integers(0, groups, size=m)
+        X = np.zeros((m, groups * size))
+        for i, k in enumerate(group):
+            X[i, k * size + rng.choice(size, 2, replace=False)] = 1.0
+        self.X = X
+        w = rng.normal(size=groups * size)
+        self.y = (X @ w + rng.normal(size=m) > 0).astype(float)
+        # every weight in an orthant with an l1 term: a feature that separates
+        # its events would otherwise have no finite optimum
+        signs = rng.integers(1, 3, size=groups * size)
+        self.lin = np.where(signs == 1, 0.002, -0.002)
+        self.lower = np.where(signs == 1, 0.0, -np.inf)
+        self.upper = np.where(signs == 2, 0.0, np.inf)
+        self.hessians = []
+
+
+def test_newton_on_a_sparse_hessian_reaches_the_minimum_of_lbfgsb():
+    box = SparseLogisticBox()
+    theta0 = np.zeros(box.X.shape[1])
+    hess = box.fun(theta0, False, True).hess
+    assert sp.issparse(newton.model_matrix(hess))
+    res = box.solve(theta0, ray=True)
+    assert res.converged and res.violation <= 1e-10
+    ref = minimize(
+        lambda t: (box.value(t) + box.lin @ t, box.gradient(t)[0] + box.lin),
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        bounds=list(zip(box.lower, box.upper)),
+        options={"maxiter": 100000, "ftol": 1e-16, "gtol": 1e-11},
+    )
+    assert res.value <= ref.fun + 1e-12
+    assert abs(res.value - ref.fun) <= 1e-9 * abs(ref.fun)
+    assert np.abs(res.theta - ref.x).max() <= 1e-6
+
+
+def test_a_class_sweep_is_the_coordinate_sweep_in_class_order():
+    """Within a colour class no two coordinates share a non-zero of H, so
+    one vectorized update per class equals coordinate descent over the
+    classes' coordinates in sequence (multicolour Gauss-Seidel)."""
+    H, g, lo, hi = grouped_box_qp(0)
+    H[:, 0] = H[0, :] = 0.01  # a coordinate coupled with every other (a bias)
+    H[0, 0] = 1.0
+    H[5, 17] = H[17, 5] = 0.001  # and a coupling across two groups
+    S = sp.csr_matrix(H)
+    movable = np.arange(len(g))
+    classes = newton.color_classes(S, movable)
+    assert np.array_equal(np.sort(np.concatenate(classes)), movable)
+    for c in classes:
+        assert not np.any(H[np.ix_(c, c)] - np.diag(np.diag(H)[c]))
+    assert len(classes) < len(g) // 5
+    inv = 1.0 / np.diag(H)
+    order = np.concatenate(classes).tolist()
+    d_rows, Hd_rows = np.zeros(len(g)), np.zeros(len(g))
+    d_cls, Hd_cls = np.zeros(len(g)), np.zeros(len(g))
+    columns = S.tocsc()
+    for _ in range(3):
+        newton._sweep_rows(
+            H, g.tolist(), d_rows, Hd_rows, lo.tolist(), hi.tolist(), inv.tolist(), order
+        )
+        newton._sweep_classes([(c, columns[:, c]) for c in classes], g, d_cls, Hd_cls, lo, hi, inv)
+        np.testing.assert_allclose(d_cls, d_rows, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(Hd_cls, H @ d_cls, rtol=1e-10, atol=1e-14)
