@@ -16,7 +16,10 @@ never be served a stale entry. The block arrays an entry holds are made
 read-only, so that a block cannot change in place under its entry either
 (blocks never do: they are built once and cached), and so are the cached
 matrices. Entries are evicted least recently used first beyond
-``max_bytes`` (the block arrays held count too, once per block).
+``max_bytes`` (the block arrays held count too, once per block). A matrix
+larger than half the bound is not kept: it would evict every other entry
+(the curvature's columns of a large block would evict the active set's,
+which every pass of a round reads).
 """
 
 from __future__ import annotations
@@ -125,7 +128,8 @@ class ColumnCache:
         with self._lock:
             self.misses += 1
             b = next((b for b in self._blocks if self._holds(b, shape, block)), None)
-            if size + (_nbytes(block) if b is None else 0) > self.max_bytes:
+            held = 0 if b is not None else _nbytes(block)
+            if 2 * size > self.max_bytes or size + held > self.max_bytes:
                 return
             if b is None:
                 b = self._next

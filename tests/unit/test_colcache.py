@@ -113,6 +113,23 @@ def test_entries_of_one_block_hold_its_arrays_once():
     assert len(small) == 1 and len(small._blocks) == 1 and small.nbytes <= small.max_bytes
 
 
+def test_a_matrix_over_half_the_bound_never_evicts_the_others():
+    """A matrix larger than half the bound (the curvature's columns of a
+    large block) is built and not kept, even where it would fit with its
+    block alone, so the active set's columns stay."""
+    rng = np.random.default_rng(7)
+    X = random_multiclass(rng, m=400, P=30).X
+    block_bytes = X.indptr.nbytes + X.indices.nbytes + X.data.nbytes
+    a, wide = np.arange(0, 30, 5), np.repeat(np.arange(30), 6)  # a matrix six times X
+    big_bytes = sum(m.nbytes for m in (X[:, wide].indptr, X[:, wide].indices, X[:, wide].data))
+    cache = ColumnCache(max_bytes=block_bytes + big_bytes + wide.nbytes)
+    assert 2 * (big_bytes + wide.nbytes) > cache.max_bytes
+    small = gather(cache, X, a)
+    big = cache.get("csr", X, (wide,), lambda: X[:, wide])
+    assert big.shape == (400, len(wide)) and len(cache) == 1
+    assert gather(cache, X, a) is small and (cache.hits, cache.misses) == (1, 2)
+
+
 @pytest.mark.parametrize("scaled", [False, True])
 def test_passes_served_from_the_cache_equal_those_without_it(scaled, monkeypatch):
     """Loss, gradient and curvature passes of one active set, each pass on a
