@@ -28,10 +28,10 @@ so that load from other processes falls on all alike:
 
 The rows of ``--kernels`` also give the in-process kernel time of the same
 task over the same blocks on one core (``kernel_s``, BLAS on one thread as
-on the executors, measured after the Spark figures are written), which separates the kernel's cost from
-Spark's; ``driver_cpu_s`` is the driver process's CPU time in a pass
-(median). ``--depth`` is the backend's tree-reduction depth. Targets:
-gradient_test <= 2x trivial, active <= 1.3x.
+on the executors, measured after the Spark figures are written), which
+separates the kernel's cost from Spark's; ``driver_cpu_s`` is the driver
+process's CPU time in a pass (median). ``--depth`` is the backend's
+tree-reduction depth. Targets: gradient_test <= 2x trivial, active <= 1.3x.
 
     python -m benchmarks.pass_overhead --work /tmp/sparkmaxent-pass-overhead
 """
