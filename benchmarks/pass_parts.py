@@ -7,7 +7,9 @@ test's sums), the thresholding, the pickling of the result. On the driver:
 unpickling both results, their merge and the resolution. Also the fetch
 pass's kernel (``ExactSumsTask`` at ``--fetch-features`` features) beside
 the dense kernel it replaced; with ``--active-pass``, the active-set pass's
-kernel per block on a freshly unpickled block, as a worker receives it.
+kernel per block on a freshly unpickled block, as a worker receives it;
+with ``--cache-rounds``, the column cache's misses per pass kind when one
+worker runs every kind of pass over every block.
 Each part is timed in CPU seconds of this process (``time.process_time``;
 min of ``--repeats``), which other processes' load inflates far less than
 wall time; the parts, not Spark's own overhead, are what a code change moves.
@@ -135,6 +137,37 @@ def active_parts(blocks, space, weights, repeats: int) -> dict:
     return out
 
 
+def cache_misses(blocks, backend, weights, fetch_features: int, rounds: int) -> dict:
+    """Column-cache misses per pass kind when one Python worker runs the
+    passes of ``pass_overhead`` (curvature included) over every block,
+    each block freshly unpickled and the blocks in a random order every
+    pass, as Spark hands a reused worker whichever task comes next; the
+    first round (the cache filling) is not counted."""
+    from benchmarks.pass_overhead import fetched_ids, tasks
+    from sparkmaxent.blas import blas_threads
+    from sparkmaxent.kernels.colcache import COLUMNS
+
+    fetch = fetched_ids(backend, weights, fetch_features)
+    passes = tasks(backend, weights, 1_000_000, [1e-5], fetch)
+    kinds = ["active", "gradient_test", "fetch_pass", "curvature"]
+    data = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in blocks]
+    rng = np.random.default_rng(0)
+    misses = {k: 0 for k in kinds}
+    COLUMNS.clear()
+    with blas_threads(1):
+        for r in range(rounds):
+            for kind in kinds:
+                for i in rng.permutation(len(blocks)):
+                    before = COLUMNS.misses
+                    passes[kind](pickle.loads(data[i]))
+                    misses[kind] += (COLUMNS.misses - before) if r else 0
+    counted = (rounds - 1) * len(blocks)
+    out = {"passes_per_kind": counted, "misses": misses, "entries": len(COLUMNS)}
+    out["cache_mb"] = COLUMNS.nbytes / 2**20
+    COLUMNS.clear()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.pass_overhead import starting_weights
     from sparkmaxent.backends.local import LocalBackend
@@ -151,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--fetch-features", type=int, default=4000, help="0: no fetch parts")
     ap.add_argument("--active-pass", action="store_true", help="the active-set pass's parts too")
+    ap.add_argument(
+        "--cache-rounds", type=int, default=0, help="rounds of the column-cache probe (0: none)"
+    )
     ap.add_argument("--label", default="run", help="key of this run in --output")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_parts.json")
     args = start(ap, argv)
@@ -170,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"active pass: kernel per block {per_block} ms, merge {active['merge_s'] * 1e3:.2f} ms"
         )
+    if args.cache_rounds:
+        probe = cache_misses(blocks, backend, weights, 4000, args.cache_rounds)
+        tests.append(probe)
+        print(f"column cache: misses per kind {probe['misses']} of {probe['passes_per_kind']}")
     if args.fetch_features:
         tests.append(fetch_parts(blocks, backend.space, weights, args.fetch_features, args.repeats))
     for t in tests:
