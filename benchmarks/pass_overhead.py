@@ -27,11 +27,11 @@ so that load from other processes falls on all alike:
     curvature      CurvatureTask over the active set (the Newton round solver's pass)
 
 The rows of ``--kernels`` also give the in-process kernel time of the same
-task over the same blocks on one core (``kernel_s``, measured after the
-Spark figures are written), which separates the kernel's cost from
-Spark's; ``driver_cpu_s`` is the driver process's CPU time in a pass
-(median). ``--depth`` is the backend's tree-reduction depth. Targets:
-gradient_test <= 2x trivial, active <= 1.3x.
+task over the same blocks on one core (``kernel_s``, BLAS on one thread as
+on the executors, measured after the Spark figures are written), which
+separates the kernel's cost from Spark's; ``driver_cpu_s`` is the driver
+process's CPU time in a pass (median). ``--depth`` is the backend's
+tree-reduction depth. Targets: gradient_test <= 2x trivial, active <= 1.3x.
 
     python -m benchmarks.pass_overhead --work /tmp/sparkmaxent-pass-overhead
 """
@@ -178,6 +178,7 @@ def kernel_seconds(blocks: list, task, repeats: int) -> float:
 
 def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
     from sparkmaxent.backends.spark import SparkBackend
+    from sparkmaxent.blas import blas_threads
     from sparkmaxent.data.load import read_blocks
 
     tiny = spark.sparkContext.parallelize([0, 1], 2).cache()
@@ -245,12 +246,14 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             row["met"] = wall / trivial <= TARGETS[key]
         rows.append(row)
     write_result(args.output, rows, data=DATA, status="kernel times pending", **facts)
-    # in-process kernel times, once the Spark figures are safe
+    # in-process kernel times, once the Spark figures are safe; BLAS on one
+    # thread, as on the executors (PySpark sets OMP_NUM_THREADS to the task's cores)
     blocks = read_blocks(train_dir, None, n_blocks=args.partitions)
-    for row in rows:
-        if row["pass"] in args.kernels:
-            task = passes[row["pass"]]
-            row["kernel_s"] = round(kernel_seconds(blocks, task, args.kernel_repeats), 4)
+    with blas_threads(1):
+        for row in rows:
+            if row["pass"] in args.kernels:
+                task = passes[row["pass"]]
+                row["kernel_s"] = round(kernel_seconds(blocks, task, args.kernel_repeats), 4)
     return rows, facts
 
 
@@ -292,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--depth", type=int, default=2, help="SparkBackend's tree depth")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--driver-memory", default="4g", help="spark.driver.memory")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_overhead.json")
     args = start(ap, argv)
-    spark = spark_session(args.master, "pass-overhead", {"spark.driver.memory": "4g"})
+    spark = spark_session(args.master, "pass-overhead", {"spark.driver.memory": args.driver_memory})
     try:
         train_dir, _ = prepared(spark, args.work, args.reuse, args.data)
         rows, facts = measure(spark, train_dir, args)

@@ -6,10 +6,13 @@ Per data block (an executor's work in a Spark pass): the kernel (the dense
 test's sums), the thresholding, the pickling of the result. On the driver:
 unpickling both results, their merge and the resolution. Also the fetch
 pass's kernel (``ExactSumsTask`` at ``--fetch-features`` features) beside
-the dense kernel it replaced. Each part is timed in CPU seconds of this
-process (``time.process_time``; min of ``--repeats``), which other
-processes' load inflates far less than wall time; the parts, not Spark's
-own overhead, are what a code change moves.
+the dense kernel it replaced; with ``--active-pass``, the active-set pass's
+kernel per block on a freshly unpickled block, as a worker receives it;
+with ``--cache-rounds``, the column cache's misses per pass kind when one
+worker runs every kind of pass over every block.
+Each part is timed in CPU seconds of this process (``time.process_time``;
+min of ``--repeats``), which other processes' load inflates far less than
+wall time; the parts, not Spark's own overhead, are what a code change moves.
 
 The script uses only functions whose signatures are unchanged since the
 thresholded test was added, so the same file times older code too (run it
@@ -107,6 +110,64 @@ def fetch_parts(blocks, space, weights, n: int, repeats: int) -> dict:
     return {"features": n, "fetch_kernel_s": fetch, "dense_kernel_s": dense}
 
 
+def active_parts(blocks, space, weights, repeats: int) -> dict:
+    """CPU seconds of the active-set pass's parts (``LossGradTask`` over the
+    weights' own features, an inner optimizer's pass), per block as a Spark
+    worker runs it: on a freshly unpickled block (the column cache compares
+    it with the block it holds, then serves its columns), BLAS on one thread
+    (as PySpark runs executors); the result pickled; on the driver, both
+    results unpickled and merged."""
+    from sparkmaxent.blas import blas_threads
+    from sparkmaxent.kernels import LossGradTask
+
+    task = LossGradTask(space, weights, None, weights.ids)
+    out: dict = {"active": len(weights.ids), "blocks": []}
+    received = []
+    with blas_threads(1):
+        for block in blocks:
+            data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+            task(pickle.loads(data))  # the columns built once, as in a round's first pass
+            copies = iter([pickle.loads(data) for _ in range(repeats)])
+            kernel_s, lg = cpu_min(lambda c=copies: task(next(c)), repeats)
+            dumps_s, result = cpu_min(lambda lg=lg: pickle.dumps(lg, protocol=5), repeats)
+            received.append(pickle.loads(result))
+            out["blocks"].append({"kernel_s": kernel_s, "dumps_s": dumps_s, "bytes": len(result)})
+        out["merge_s"] = cpu_min(lambda: received[0].merge(received[1]), repeats)[0]
+    out["executor_s"] = max(b["kernel_s"] + b["dumps_s"] for b in out["blocks"])
+    return out
+
+
+def cache_misses(blocks, backend, weights, fetch_features: int, rounds: int) -> dict:
+    """Column-cache misses per pass kind when one Python worker runs the
+    passes of ``pass_overhead`` (curvature included) over every block,
+    each block freshly unpickled and the blocks in a random order every
+    pass, as Spark hands a reused worker whichever task comes next; the
+    first round (the cache filling) is not counted."""
+    from benchmarks.pass_overhead import fetched_ids, tasks
+    from sparkmaxent.blas import blas_threads
+    from sparkmaxent.kernels.colcache import COLUMNS
+
+    fetch = fetched_ids(backend, weights, fetch_features)
+    passes = tasks(backend, weights, 1_000_000, [1e-5], fetch)
+    kinds = ["active", "gradient_test", "fetch_pass", "curvature"]
+    data = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in blocks]
+    rng = np.random.default_rng(0)
+    misses = {k: 0 for k in kinds}
+    COLUMNS.clear()
+    with blas_threads(1):
+        for r in range(rounds):
+            for kind in kinds:
+                for i in rng.permutation(len(blocks)):
+                    before = COLUMNS.misses
+                    passes[kind](pickle.loads(data[i]))
+                    misses[kind] += (COLUMNS.misses - before) if r else 0
+    counted = (rounds - 1) * len(blocks)
+    out = {"passes_per_kind": counted, "misses": misses, "entries": len(COLUMNS)}
+    out["cache_mb"] = COLUMNS.nbytes / 2**20
+    COLUMNS.clear()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.pass_overhead import starting_weights
     from sparkmaxent.backends.local import LocalBackend
@@ -118,8 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--active", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=9)
-    ap.add_argument("--test-l1", type=float, nargs="+", default=[1e-5, 1e-4])
-    ap.add_argument("--fetch-features", type=int, default=4000)
+    ap.add_argument(
+        "--test-l1", type=float, nargs="*", default=[1e-5, 1e-4], help="none: no test parts"
+    )
+    ap.add_argument("--fetch-features", type=int, default=4000, help="0: no fetch parts")
+    ap.add_argument("--active-pass", action="store_true", help="the active-set pass's parts too")
+    ap.add_argument(
+        "--cache-rounds", type=int, default=0, help="rounds of the column-cache probe (0: none)"
+    )
     ap.add_argument("--label", default="run", help="key of this run in --output")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_parts.json")
     args = start(ap, argv)
@@ -132,20 +199,35 @@ def main(argv: list[str] | None = None) -> int:
     weights = starting_weights(backend, args.active).sparse()
     load_before = os.getloadavg()[0]
     tests = [parts(blocks, backend.space, weights, l1, args.repeats) for l1 in args.test_l1]
-    fetch = fetch_parts(blocks, backend.space, weights, args.fetch_features, args.repeats)
+    if args.active_pass:
+        active = active_parts(blocks, backend.space, weights, args.repeats)
+        tests.append(active)
+        per_block = ", ".join(f"{b['kernel_s'] * 1e3:.1f}" for b in active["blocks"])
+        print(
+            f"active pass: kernel per block {per_block} ms, merge {active['merge_s'] * 1e3:.2f} ms"
+        )
+    if args.cache_rounds:
+        probe = cache_misses(blocks, backend, weights, 4000, args.cache_rounds)
+        tests.append(probe)
+        print(f"column cache: misses per kind {probe['misses']} of {probe['passes_per_kind']}")
+    if args.fetch_features:
+        tests.append(fetch_parts(blocks, backend.space, weights, args.fetch_features, args.repeats))
     for t in tests:
+        if "l1" not in t:
+            continue
         print(
             f"gamma1 {t['l1']:g}: executor {t['executor_s'] * 1e3:.1f} ms, "
             f"driver {t['driver_s'] * 1e3:.1f} ms (merge {t['merge_s'] * 1e3:.1f}, "
             f"resolve {t['resolve_s'] * 1e3:.1f})"
         )
-    print(
-        f"fetch kernel {fetch['fetch_kernel_s'] * 1e3:.1f} ms, "
-        f"dense kernel {fetch['dense_kernel_s'] * 1e3:.1f} ms"
-    )
+    for fetch in (t for t in tests if "fetch_kernel_s" in t):
+        print(
+            f"fetch kernel {fetch['fetch_kernel_s'] * 1e3:.1f} ms, "
+            f"dense kernel {fetch['dense_kernel_s'] * 1e3:.1f} ms"
+        )
     write_result(
         args.output,
-        [*tests, fetch],
+        tests,
         under=args.label,
         code=os.path.dirname(os.path.dirname(sys.modules["sparkmaxent"].__file__)),
         load_before=load_before,

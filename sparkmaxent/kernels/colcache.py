@@ -16,7 +16,10 @@ never be served a stale entry. The block arrays an entry holds are made
 read-only, so that a block cannot change in place under its entry either
 (blocks never do: they are built once and cached), and so are the cached
 matrices. Entries are evicted least recently used first beyond
-``max_bytes`` (the block arrays an entry holds count too).
+``max_bytes`` (the block arrays held count too, once per block). A matrix
+larger than half the bound is not kept: it would evict every other entry
+(the curvature's columns of a large block would evict the active set's,
+which every pass of a round reads).
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ class ColumnCache:
     """Matrices derived from a block's compressed matrix (column gathers),
     keyed by what they were built from (see the module docstring).
 
+    The block arrays are held once per block, however many entries were
+    built from it (the active set's columns, a fetch pass's, curvature's):
+    an entry names its block, and a hit holds the pass's arrays for all of
+    that block's entries, so the bound is spent on derived matrices rather
+    than on copies of the same block.
+
     Attributes
     ----------
     hits, misses : int
@@ -71,8 +80,10 @@ class ColumnCache:
     def __init__(self, max_bytes: int = MAX_BYTES):
         self.max_bytes = max_bytes
         self.hits = self.misses = 0
-        self._entries: OrderedDict[int, tuple[str, tuple, Arrays, Arrays, Any]] = OrderedDict()
-        self._bytes: dict[int, int] = {}
+        # entry slot -> (kind, block slot, keys, value); block slot -> (shape, arrays)
+        self._entries: OrderedDict[int, tuple[str, int, Arrays, Any]] = OrderedDict()
+        self._blocks: dict[int, tuple[tuple, Arrays]] = {}
+        self._bytes: dict[int, int] = {}  # entry slot -> bytes of its keys and matrix
         self._next = 0
         self._lock = threading.Lock()
 
@@ -90,13 +101,10 @@ class ColumnCache:
             return build()
         block = _csr_arrays(X)
         with self._lock:
-            for slot, (k, shape, held, held_keys, value) in self._entries.items():
-                if k != kind or shape != X.shape or len(held_keys) != len(keys):
+            for slot, (k, b, held_keys, value) in self._entries.items():
+                if k != kind or len(held_keys) != len(keys) or not all(map(_same, held_keys, keys)):
                     continue
-                if all(map(_same, held_keys, keys)) and all(map(_same, held, block)):
-                    # hold this pass's arrays: the previous block's can go
-                    _read_only(block)
-                    self._entries[slot] = (k, shape, block, held_keys, value)
+                if self._holds(b, X.shape, block):
                     self._entries.move_to_end(slot)
                     self.hits += 1
                     return value
@@ -104,32 +112,53 @@ class ColumnCache:
         self._insert(kind, X.shape, block, keys, value)
         return value
 
+    def _holds(self, b: int, shape: tuple, block: Arrays) -> bool:
+        """Whether block slot ``b`` holds arrays equal to ``block``; if so it
+        holds ``block`` itself from now on (the previous copy can go)."""
+        held_shape, held = self._blocks[b]
+        if held_shape != shape or not all(map(_same, held, block)):
+            return False
+        if any(a is not h for a, h in zip(block, held)):
+            _read_only(block)
+            self._blocks[b] = (shape, block)
+        return True
+
     def _insert(self, kind: str, shape: tuple, block: Arrays, keys: Arrays, value) -> None:
-        size = _nbytes(block) + _nbytes(keys) + _nbytes(_csr_arrays(value))
+        size = _nbytes(keys) + _nbytes(_csr_arrays(value))
         with self._lock:
             self.misses += 1
-            if size > self.max_bytes:
+            b = next((b for b in self._blocks if self._holds(b, shape, block)), None)
+            held = 0 if b is not None else _nbytes(block)
+            if 2 * size > self.max_bytes or size + held > self.max_bytes:
                 return
-            _read_only(block + _csr_arrays(value))
+            if b is None:
+                b = self._next
+                self._next += 1
+                _read_only(block)
+                self._blocks[b] = (shape, block)
+            _read_only(_csr_arrays(value))
             # the keys are copied: a caller's array may change after the call
             keys = tuple(None if a is None else a.copy() for a in keys)
-            self._entries[self._next] = (kind, shape, block, keys, value)
+            self._entries[self._next] = (kind, b, keys, value)
             self._bytes[self._next] = size
             self._next += 1
             while self.nbytes > self.max_bytes:
-                slot, _ = self._entries.popitem(last=False)
+                slot, (_, old, _, _) = self._entries.popitem(last=False)
                 del self._bytes[slot]
+                if all(e[1] != old for e in self._entries.values()):
+                    del self._blocks[old]
 
     def clear(self) -> None:
         """Drop every entry (a backend that closes frees its blocks)."""
         with self._lock:
             self._entries.clear()
+            self._blocks.clear()
             self._bytes.clear()
 
     @property
     def nbytes(self) -> int:
-        """Bytes the entries hold (block arrays included)."""
-        return sum(self._bytes.values())
+        """Bytes the entries hold (each block's arrays counted once)."""
+        return sum(self._bytes.values()) + sum(_nbytes(a) for _, a in self._blocks.values())
 
     def __len__(self) -> int:
         return len(self._entries)

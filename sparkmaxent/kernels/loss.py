@@ -262,6 +262,51 @@ def _sweep(Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba:
     return R, G, gold, top, lse, proba
 
 
+def _active_sweep(
+    Xs: sp.csr_matrix,
+    W: np.ndarray,
+    bias: np.ndarray | None,
+    mean: np.ndarray | None,
+    inv: np.ndarray | None,
+    y: np.ndarray,
+    c: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """``_sweep`` of an active-set pass (the gradient over the scoring
+    columns themselves, no probabilities kept; ``_chunkable`` arguments):
+    each row chunk is scored, turned into residuals and added into
+    G = Xs^T R and r_sum = 1^T R in one chunk-sized buffer, so the (m, K)
+    residual matrix is never written out and read back. G, the loss and the
+    correct count are ``_sweep``'s bit for bit (the same arithmetic per row
+    and per chunk); r_sum adds its chunks' column sums, ``_sweep`` the
+    whole column at once (equal to rounding).
+
+    Returns (G, r_sum, loss, correct)."""
+    W, shift = _scaled(W, mean, inv)
+    m, K = Xs.shape[0], W.shape[1]
+    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
+    step = max(1, CHUNK_ENTRIES // K)
+    buffer, G, r_sum = np.empty((min(step, m), K)), np.zeros((Xs.shape[1], K)), np.zeros(K)
+    gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
+    for a in range(0, m, step):
+        b = min(m, a + step)
+        S = buffer[: b - a]
+        S.fill(0.0)
+        _tools.csr_matvecs(
+            b - a, Xs.shape[1], K, Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf, S.reshape(-1)
+        )
+        if shift is not None:
+            S -= shift
+        if bias is not None:
+            S += bias[None, :]
+        gold[a:b], top[a:b], lse[a:b], _ = _residual_rows(S, y[a:b], c[a:b], False)
+        r_sum += np.ones(b - a) @ S
+        _tools.csc_matvecs(
+            Xs.shape[1], b - a, K, Xs.indptr[a : b + 1], Xs.indices, Xs.data,
+            S.reshape(-1), G.reshape(-1),
+        )  # fmt: skip
+    return G, r_sum, float(c @ (lse - gold)), float(c @ (top == y))
+
+
 def _multiclass_loss_grad(
     block: MulticlassBlock,
     space: Space,
@@ -278,7 +323,7 @@ def _multiclass_loss_grad(
     if np.any(block.y < 0):
         raise ValueError("cannot train on events whose label was not seen in training (label -1)")
     K = space.n_labels
-    X, g_rows = block.X, None
+    X, g_rows, together = block.X, None, False
     mean = None if scaling is None else scaling.mean
     inv = None if scaling is None else scaling.inv_scale
     if weights.ids is not None:
@@ -298,12 +343,18 @@ def _multiclass_loss_grad(
         preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
         X, mean, inv = _columns(block, preds, scaling)
     Xs, W, w_mean, w_inv = scoring
-    R, G, gold, top, lse, proba = _sweep(
-        Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba
-    )
-    correct = float(block.c @ (top == block.y))
-    loss = float(block.c @ (lse - gold))
-    r_sum = np.ones(block.n_events) @ R
+    proba = None
+    if together and not keep_proba and _chunkable(Xs, W, Xs):
+        G, r_sum, loss, correct = _active_sweep(
+            Xs, W, weights.bias, w_mean, w_inv, block.y, block.c
+        )
+    else:
+        R, G, gold, top, lse, proba = _sweep(
+            Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba
+        )
+        correct = float(block.c @ (top == block.y))
+        loss = float(block.c @ (lse - gold))
+        r_sum = np.ones(block.n_events) @ R
     if mean is not None and inv is not None:
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
     grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]

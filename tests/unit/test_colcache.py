@@ -81,6 +81,55 @@ def test_the_cache_stays_within_its_bound_least_recently_used_first():
     assert len(tiny) == 0
 
 
+def test_entries_of_one_block_hold_its_arrays_once():
+    """Two kinds of matrices of one block (an active set's columns, a fetch
+    pass's) hold the block's arrays once: the bytes count them once, a pass
+    on a freshly unpickled copy leaves one copy held for both, and the block
+    goes with its last entry."""
+    rng = np.random.default_rng(6)
+    X = random_multiclass(rng, m=400, P=30).X
+    block_bytes = X.indptr.nbytes + X.indices.nbytes + X.data.nbytes
+    a, b = np.arange(0, 30, 2), np.arange(1, 30, 3)
+    cache = ColumnCache()
+    first = gather(cache, X, a)
+    other = cache.get("fetch", X, (b,), lambda: X[:, b])
+    own = sum(m.indptr.nbytes + m.indices.nbytes + m.data.nbytes for m in (first, other))
+    assert cache.nbytes == block_bytes + own + a.nbytes + b.nbytes
+    again = pickle.loads(pickle.dumps(X))  # a later pass's copy
+    assert gather(cache, again, a) is first
+    assert (cache.hits, cache.misses) == (1, 2)
+    assert all(
+        held is new
+        for held, new in zip(cache._blocks[0][1], (again.indptr, again.indices, again.data))
+    )
+    assert cache.get("fetch", again, (b,), lambda: X[:, b]) is other and cache.hits == 2
+    # room for this block and its two entries: another block evicts both, and the block
+    small = ColumnCache(max_bytes=block_bytes + own + a.nbytes + b.nbytes)
+    gather(small, X, a)
+    small.get("fetch", X, (b,), lambda: X[:, b])
+    assert len(small) == 2
+    Y = random_multiclass(rng, m=400, P=30).X
+    gather(small, Y, a)
+    assert len(small) == 1 and len(small._blocks) == 1 and small.nbytes <= small.max_bytes
+
+
+def test_a_matrix_over_half_the_bound_never_evicts_the_others():
+    """A matrix larger than half the bound (the curvature's columns of a
+    large block) is built and not kept, even where it would fit with its
+    block alone, so the active set's columns stay."""
+    rng = np.random.default_rng(7)
+    X = random_multiclass(rng, m=400, P=30).X
+    block_bytes = X.indptr.nbytes + X.indices.nbytes + X.data.nbytes
+    a, wide = np.arange(0, 30, 5), np.repeat(np.arange(30), 6)  # a matrix six times X
+    big_bytes = sum(m.nbytes for m in (X[:, wide].indptr, X[:, wide].indices, X[:, wide].data))
+    cache = ColumnCache(max_bytes=block_bytes + big_bytes + wide.nbytes)
+    assert 2 * (big_bytes + wide.nbytes) > cache.max_bytes
+    small = gather(cache, X, a)
+    big = cache.get("csr", X, (wide,), lambda: X[:, wide])
+    assert big.shape == (400, len(wide)) and len(cache) == 1
+    assert gather(cache, X, a) is small and (cache.hits, cache.misses) == (1, 2)
+
+
 @pytest.mark.parametrize("scaled", [False, True])
 def test_passes_served_from_the_cache_equal_those_without_it(scaled, monkeypatch):
     """Loss, gradient and curvature passes of one active set, each pass on a

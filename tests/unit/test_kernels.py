@@ -263,3 +263,45 @@ def test_the_row_chunked_kernel_is_the_whole_block_kernel_bit_for_bit(
         (np.array([chunked.loss, chunked.correct]), np.array([whole.loss, whole.correct])),
     ]:
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.parametrize("rows_per_chunk", [8, 1000])
+@pytest.mark.parametrize("grad_subset", [False, True])
+def test_the_active_set_sweep_keeps_no_residual_matrix_and_gives_the_same_sums(
+    scaled, rows_per_chunk, grad_subset, monkeypatch
+):
+    """An active-set pass (sparse weights, the gradient over their own
+    gathered columns, no probabilities) runs ``_active_sweep``, never the
+    general ``_sweep``, and gives the general sweep's loss, correct count
+    and gradient sums (the whole block through the public products): bit
+    for bit without centering, to rounding with it (the bias sums enter the
+    centered gradient, and they add chunk by chunk)."""
+    from sparkmaxent.kernels import loss as loss_module
+
+    rng = np.random.default_rng(11)
+    block = random_multiclass(rng, m=301, P=30, K=5)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=40, replace=False))
+    weights = Weights(ids, rng.normal(size=len(ids)), rng.normal(size=5))
+    scaling = random_scaling(rng, space.n_predicates) if scaled else None
+    # the gradient over all weights, or at a few of them (in another order)
+    grad_ids = ids[::-3] if grad_subset else ids
+    general = loss_module._sweep
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the active-set pass ran the general sweep")
+
+    monkeypatch.setattr(loss_module, "CHUNK_ENTRIES", rows_per_chunk * 5)  # 301 rows: a remainder
+    monkeypatch.setattr(loss_module, "_sweep", refuse)
+    got = loss_grad(block, space, weights, scaling, grad_ids)
+    monkeypatch.setattr(loss_module, "_sweep", general)
+    monkeypatch.setattr(loss_module, "_tools", None)  # the public products, whole block
+    want = loss_grad(block, space, weights, scaling, grad_ids)
+    assert (got.loss, got.weight, got.correct) == (want.loss, want.weight, want.correct)
+    np.testing.assert_allclose(got.grad_bias, want.grad_bias, rtol=1e-13, atol=1e-13)
+    if scaled:
+        np.testing.assert_allclose(got.grad, want.grad, rtol=1e-12, atol=1e-12)
+    else:
+        np.testing.assert_array_equal(got.grad, want.grad)
+    assert len(got.grad) == len(grad_ids)
