@@ -114,11 +114,23 @@ def search(
     grad = -v / W
     score = np.abs(grad)
     score[conj.lookup(conj_key) >= 0] = -1.0  # formed: the ordinary test covers them
-    info["conjunctions_examined"] = int(len(np.unique(conj_key)))
+    # keys are sorted (pairs' keys below triples'): count conjunctions by runs
+    info["conjunctions_examined"] = int(np.count_nonzero(np.diff(conj_key)) + (len(keys) > 0))
     info["conjunction_features_examined"] = int(len(keys))
-    order = np.lexsort((keys, -score))
-    top = order[score[order] > bound][:n]
+    top = best_first(score, keys, bound, n)
     return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), info)
+
+
+def best_first(score: np.ndarray, keys: np.ndarray, bound: float, n: int) -> np.ndarray:
+    """Positions of the ``n`` largest ``score`` above ``bound``, best first,
+    ties by key: a partition to the n-th largest score, then a sort of only
+    those at or above it (the same as sorting everything)."""
+    above = np.flatnonzero(score > bound)
+    if len(above) > n > 0:
+        nth = np.partition(score[above], len(above) - n)[len(above) - n]
+        above = above[score[above] >= nth]
+    order = above[np.lexsort((keys[above], -score[above]))]
+    return order[:n]
 
 
 def _conjunctions(state: LoopState, first: Conjunctions) -> Conjunctions:
