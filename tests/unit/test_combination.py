@@ -20,6 +20,7 @@ from sparkmaxent.kernels.blocks import concat_blocks, split_block
 from sparkmaxent.kernels.combination import (
     AtomBoundTask,
     EnumerateTask,
+    FormTask,
     residuals,
 )
 from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions, atoms_of_keys
@@ -171,6 +172,39 @@ def test_search_selects_what_brute_force_selects(degree):
         assert found.info["conjunctions_examined"] <= len(conj_all)
     # a high bound rules nearly everything out without forming it
     assert found.info["conjunctions_examined"] < len(tuples) / 2
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_formed_pairs_are_exactly_the_surviving_ones_with_brute_force_sums(seed):
+    """The pair pass (one sparse product per label, merged across blocks)
+    forms a (pair, label) iff both atoms survive for that label with the
+    same sign, and its v, t+, t- equal brute force over the enumerated pairs."""
+    rng = np.random.default_rng(seed)
+    blocks = split_block(random_events(20 + seed, m=240, binary=seed == 2), 3)
+    block = concat_blocks(blocks)
+    formed = Conjunctions.from_tuples(P, [(0, 1), (2, 3, 4)])
+    space, weights = some_weights(rng, formed)
+    backend = LocalBackend(blocks, Space(MULTICLASS, P, K, bias=True))
+    sums = backend.run(AtomBoundTask(space, weights, formed))
+    W = sums.weight
+    bound = float(np.median(np.abs(np.concatenate([sums.tplus, sums.tminus])) / W))
+    mask = np.stack([sums.tplus / W > bound, -sums.tminus / W > bound], axis=2)
+    atoms = np.flatnonzero(mask.any(axis=(1, 2)))
+    got = backend.run(FormTask(space, weights, formed, 2, atoms, mask[atoms], atoms))
+
+    pairs = every_conjunction(block, 2)
+    v, tp, tm = exact_sums(block, pairs, space, weights, formed)
+    a, b = pairs.atoms[:, 0], pairs.atoms[:, 1]
+    survives = (mask[a, :, 0] & mask[b, :, 0]) | (mask[a, :, 1] & mask[b, :, 1])
+    j, k = np.nonzero(survives)
+    want = (a[j] * P + b[j]) * K + k
+    order = np.argsort(want)
+    # the bound rules some pairs out for some label, and keeps some of both signs
+    assert 0 < len(want) < survives.size
+    assert (v[j, k] > 0).any() and (v[j, k] < 0).any()
+    np.testing.assert_array_equal(got.keys, want[order])
+    for mine, exact in ((got.v, v), (got.tplus, tp), (got.tminus, tm)):
+        np.testing.assert_allclose(mine, exact[j, k][order], rtol=1e-12, atol=1e-14)
 
 
 def planted(seed=4, m=2500, n_predicates=40):
