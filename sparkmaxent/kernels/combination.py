@@ -35,8 +35,11 @@ from .params import Space, Weights
 
 def residuals(block: MulticlassBlock, space: Space, weights: Weights, conj: Conjunctions):
     """alpha_ik = c_i ([y_i = k] - p(k | x_i)) under ``weights`` over the
-    atoms and ``conj`` (formed in the block first), shape (m, K)."""
-    P = multiclass_proba(conj.expand(block), space, weights)  # type: ignore[arg-type]
+    atoms and ``conj``, shape (m, K). The conjunctions are formed in the
+    block first unless it already holds them (the passes of a round's
+    backend that keeps its events widened, backends/expanded.py)."""
+    widened = block if block.X.shape[1] == conj.n_predicates else conj.expand(block)
+    P = multiclass_proba(widened, space, weights)  # type: ignore[arg-type]
     alpha = -P
     alpha[np.arange(block.n_events), block.y] += 1.0
     return alpha * block.c[:, None]
@@ -73,7 +76,7 @@ class AtomBoundTask:
     def __call__(self, block: Block) -> AtomSums:
         b = _multiclass(block)
         alpha = residuals(b, self.space, self.weights, self.conjunctions)
-        XT = b.X.T.tocsr()
+        XT = b.X[:, : self.conjunctions.n_atoms].T.tocsr()
         return AtomSums(
             np.asarray(XT @ np.maximum(alpha, 0.0)),
             np.asarray(XT @ np.minimum(alpha, 0.0)),

@@ -83,8 +83,9 @@ def search(
 ) -> Found:
     """The ``n`` best (conjunction, label) features not yet formed whose
     |dC/dw| exceeds ``bound``, exactly, in 2 passes (degree 2) or 3, over
-    the atoms-only ``backend``; ``space`` and ``weights`` are over the atoms
-    followed by ``conj``."""
+    ``backend``'s events (atoms only, or widened by ``conj``: the round's
+    backend, whose widened events a local fit keeps); ``space`` and
+    ``weights`` are over the atoms followed by ``conj``."""
     K, n_atoms = space.n_labels, conj.n_atoms
     sums = backend.run(AtomBoundTask(space, weights, conj))
     W = sums.weight
@@ -187,7 +188,7 @@ class Combination:
         if self.last_found is not None and self.last_found[0] is weights:
             return self.last_found[1]
         found = search(
-            self.ctx.backend,
+            g.ctx.backend,
             g.ctx.backend.space,
             weights,
             conj,
