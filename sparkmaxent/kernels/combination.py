@@ -13,10 +13,12 @@ value is at most each of its parts' values, so for a conjunction of atoms
 So (conj, k) can pass the gradient test |v| / W > bound only if every part
 has t+ / W > bound, or every part has -t- / W > bound: an atom that passes
 neither for label k takes part in no conjunction with label k, a pair that
-passes neither in no triple. The passes here form, inside each event, only
-the conjunctions all of whose parts survive, and return their exact v (and
-their own t+, t- for the next degree) summed by key; the driver merges
-them across blocks (``ConjunctionSums.merge``) and never sees the others.
+passes neither in no triple. The passes here form only the conjunctions
+all of whose parts survive (pairs: by one sparse product per label over
+the surviving atoms' columns; triples: inside each event), and return
+their exact v (and their own t+, t- for the next degree) summed by key;
+the driver merges them across blocks (``ConjunctionSums.merge``) and never
+sees the others.
 """
 
 from __future__ import annotations
