@@ -13,10 +13,12 @@ value is at most each of its parts' values, so for a conjunction of atoms
 So (conj, k) can pass the gradient test |v| / W > bound only if every part
 has t+ / W > bound, or every part has -t- / W > bound: an atom that passes
 neither for label k takes part in no conjunction with label k, a pair that
-passes neither in no triple. The passes here form, inside each event, only
-the conjunctions all of whose parts survive, and return their exact v (and
-their own t+, t- for the next degree) summed by key; the driver merges
-them across blocks (``ConjunctionSums.merge``) and never sees the others.
+passes neither in no triple. The passes here form only the conjunctions
+all of whose parts survive (pairs: by one sparse product per label over
+the surviving atoms' columns; triples: inside each event), and return
+their exact v (and their own t+, t- for the next degree) summed by key;
+the driver merges them across blocks (``ConjunctionSums.merge``) and never
+sees the others.
 """
 
 from __future__ import annotations
@@ -35,8 +37,11 @@ from .params import Space, Weights
 
 def residuals(block: MulticlassBlock, space: Space, weights: Weights, conj: Conjunctions):
     """alpha_ik = c_i ([y_i = k] - p(k | x_i)) under ``weights`` over the
-    atoms and ``conj`` (formed in the block first), shape (m, K)."""
-    P = multiclass_proba(conj.expand(block), space, weights)  # type: ignore[arg-type]
+    atoms and ``conj``, shape (m, K). The conjunctions are formed in the
+    block first unless it already holds them (the passes of a round's
+    backend that keeps its events widened, backends/expanded.py)."""
+    widened = block if block.X.shape[1] == conj.n_predicates else conj.expand(block)
+    P = multiclass_proba(widened, space, weights)  # type: ignore[arg-type]
     alpha = -P
     alpha[np.arange(block.n_events), block.y] += 1.0
     return alpha * block.c[:, None]
@@ -73,7 +78,7 @@ class AtomBoundTask:
     def __call__(self, block: Block) -> AtomSums:
         b = _multiclass(block)
         alpha = residuals(b, self.space, self.weights, self.conjunctions)
-        XT = b.X.T.tocsr()
+        XT = b.X[:, : self.conjunctions.n_atoms].T.tocsr()
         return AtomSums(
             np.asarray(XT @ np.maximum(alpha, 0.0)),
             np.asarray(XT @ np.minimum(alpha, 0.0)),
@@ -94,29 +99,43 @@ class ConjunctionSums:
     @staticmethod
     def of(keys: np.ndarray, contrib: np.ndarray) -> ConjunctionSums:
         """Contributions x alpha summed by key (values >= 0, so the positive
-        and negative parts of a contribution are those of alpha)."""
-        uniq, inv = np.unique(keys, return_inverse=True)
-        n = len(uniq)
+        and negative parts of a contribution are those of alpha); v = t+ +
+        t-, as the pairs' product gives it, so that conjunctions firing in
+        the same events tie exactly whatever their degree."""
+        order = np.argsort(keys, kind="stable")
+        c = contrib[order]
+        s = ConjunctionSums.summed(keys[order], c, np.maximum(c, 0.0), np.minimum(c, 0.0))
+        return ConjunctionSums(s.keys, s.tplus + s.tminus, s.tplus, s.tminus)
+
+    @staticmethod
+    def summed(keys: np.ndarray, v, tplus, tminus) -> ConjunctionSums:
+        """The sums by key of entries whose ``keys`` are sorted (repeats
+        adjacent): a linear pass, no hashing or second sort."""
+        if not len(keys):
+            return ConjunctionSums(keys, v, tplus, tminus)
+        start = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        if len(start) == len(keys):
+            return ConjunctionSums(keys, v, tplus, tminus)
         return ConjunctionSums(
-            uniq,
-            np.bincount(inv, contrib, n),
-            np.bincount(inv, np.maximum(contrib, 0.0), n),
-            np.bincount(inv, np.minimum(contrib, 0.0), n),
+            keys[start],
+            np.add.reduceat(v, start),
+            np.add.reduceat(tplus, start),
+            np.add.reduceat(tminus, start),
         )
 
     def merge(self, other: ConjunctionSums) -> ConjunctionSums:
-        keys = np.concatenate([self.keys, other.keys])
-        uniq, inv = np.unique(keys, return_inverse=True)
-        n = len(uniq)
+        """Sums by key of two blocks' (or partial merges') sums: both are
+        sorted, so a stable sort of the two runs is a linear merge."""
+        order = np.argsort(np.concatenate([self.keys, other.keys]), kind="stable")
 
-        def add(a, b):
-            return np.bincount(inv, np.concatenate([a, b]), n)
+        def joined(a, b):
+            return np.concatenate([a, b])[order]
 
-        return ConjunctionSums(
-            uniq,
-            add(self.v, other.v),
-            add(self.tplus, other.tplus),
-            add(self.tminus, other.tminus),
+        return ConjunctionSums.summed(
+            joined(self.keys, other.keys),
+            joined(self.v, other.v),
+            joined(self.tplus, other.tplus),
+            joined(self.tminus, other.tminus),
         )
 
 
@@ -153,40 +172,74 @@ class FormTask:
 
     def __call__(self, block: Block) -> ConjunctionSums:
         b = _multiclass(block)
-        n_atoms, K = self.conjunctions.n_atoms, self.space.n_labels
         alpha = residuals(b, self.space, self.weights, self.conjunctions)
-        X = b.X[:, :n_atoms].tocsr()
+        X = b.X[:, : self.conjunctions.n_atoms].tocsr()
         X.eliminate_zeros()
         X.sort_indices()
+        if self.degree == 2:
+            return self._pairs(X, alpha)
+        return self._triples(X, alpha)
+
+    def _pairs(self, X: sp.csr_matrix, alpha: np.ndarray) -> ConjunctionSums:
+        """Degree 2, one sparse product per label k: with X_k the events'
+        values of the atoms surviving for k (either sign), the product
+        X_k^T diag(max(alpha_k, 0) + i min(alpha_k, 0)) X_k holds t+ (real
+        part) and t- (imaginary part) of every pair of them that fires in
+        some event, summed by pair inside the product (compiled code)
+        instead of forming each event's pairs; only pairs whose two atoms
+        survive for k with the same sign are kept. A pair whose every event
+        has alpha_k = 0 (v = t+ = t- = 0) is left out by the product: it
+        can pass no test."""
+        n_atoms, K = self.conjunctions.n_atoms, self.space.n_labels
+        keys, tplus, tminus = [], [], []
+        for k in range(K):
+            alive = np.flatnonzero(self.mask[:, k, :].any(axis=1))
+            if len(alive) < 2:
+                continue
+            Xk = X[:, self.parts[alive]].tocsr()
+            a = alpha[:, k]
+            scaled = Xk.astype(np.complex128)
+            scaled.data *= (np.maximum(a, 0.0) + 1j * np.minimum(a, 0.0))[_rows(Xk.indptr)]
+            T = (Xk.T.tocsr() @ scaled).tocoo()
+            r, c = T.row.astype(np.int64), T.col.astype(np.int64)
+            pos, neg = self.mask[alive, k, 0], self.mask[alive, k, 1]
+            ok = (r < c) & ((pos[r] & pos[c]) | (neg[r] & neg[c]))
+            first, second = self.parts[alive][r[ok]], self.parts[alive][c[ok]]
+            keys.append((first * n_atoms + second) * K + k)
+            tplus.append(T.data.real[ok])
+            tminus.append(T.data.imag[ok])
+        if not keys:
+            return ConjunctionSums.of(np.zeros(0, dtype=np.int64), np.zeros(0))
+        key = np.concatenate(keys)
+        order = np.argsort(key)
+        tp, tm = np.concatenate(tplus)[order], np.concatenate(tminus)[order]
+        return ConjunctionSums(key[order], tp + tm, tp, tm)
+
+    def _triples(self, X: sp.csr_matrix, alpha: np.ndarray) -> ConjunctionSums:
+        """Degree 3: inside each event, the triples of atoms whose three
+        pairs survive for the same (k, s), their exact v, t+, t- by key."""
+        n_atoms, K = self.conjunctions.n_atoms, self.space.n_labels
         keep = np.isin(X.indices, self.atoms)
         rows = _rows(X.indptr)[keep]
         cols = X.indices[keep].astype(np.int64)
         vals = X.data[keep]
-        counts = np.bincount(rows, minlength=b.n_events)
+        counts = np.bincount(rows, minlength=X.shape[0])
         row_end = np.repeat(np.cumsum(counts), counts)
         e1, e2 = _later(np.arange(len(cols)), row_end)
-        if self.degree == 2:
-            ma = self._mask(cols[e1])
-            ok = ma & self._mask(cols[e2])
-            key = cols[e1] * n_atoms + cols[e2]
-            value, row = vals[e1] * vals[e2], rows[e1]
-        else:
-            pair = cols[e1] * n_atoms + cols[e2]
-            alive = self._mask(pair).any(axis=(1, 2))
-            e1, e2 = e1[alive], e2[alive]
-            which, e3 = _later(e2, row_end)
-            a, bb, c = cols[e1[which]], cols[e2[which]], cols[e3]
-            ok = (
-                self._mask(a * n_atoms + bb)
-                & self._mask(a * n_atoms + c)
-                & self._mask(bb * n_atoms + c)
-            )
-            atoms = np.stack([a, bb, c], axis=1)
-            key = conjunction_keys(atoms, n_atoms)
-            value = vals[e1[which]] * vals[e2[which]] * vals[e3]
-            row = rows[e3]
+        pair = cols[e1] * n_atoms + cols[e2]
+        alive = self._mask(pair).any(axis=(1, 2))
+        e1, e2 = e1[alive], e2[alive]
+        which, e3 = _later(e2, row_end)
+        a, bb, c = cols[e1[which]], cols[e2[which]], cols[e3]
+        ok = (
+            self._mask(a * n_atoms + bb)
+            & self._mask(a * n_atoms + c)
+            & self._mask(bb * n_atoms + c)
+        )
+        key = conjunction_keys(np.stack([a, bb, c], axis=1), n_atoms)
+        value = vals[e1[which]] * vals[e2[which]] * vals[e3]
         i, k = np.nonzero(ok.any(axis=2))
-        contrib = value[i] * alpha[row[i], k]
+        contrib = value[i] * alpha[rows[e3][i], k]
         return ConjunctionSums.of(key[i] * K + k, contrib)
 
     def _mask(self, keys: np.ndarray) -> np.ndarray:

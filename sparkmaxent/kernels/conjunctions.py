@@ -65,6 +65,16 @@ def later_entries(entries: np.ndarray, row_end: np.ndarray) -> tuple[np.ndarray,
     return first, second
 
 
+def _entries_of(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
+    """The CSR matrix ``X`` with only the entries ``keep`` (order kept)."""
+    if keep.all():
+        return X
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))[keep]
+    indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=X.shape[0]), out=indptr[1:])
+    return sp.csr_matrix((X.data[keep], X.indices[keep], indptr), shape=X.shape)
+
+
 def check_key_range(n_atoms: int, n_labels: int) -> None:
     """Keys of triples times labels must fit an int64."""
     if (n_atoms**MAX_DEGREE + n_atoms**2) * max(n_labels, 1) >= 2**62:
@@ -188,9 +198,12 @@ class Conjunctions:
         X = X[:, : self.n_atoms].tocsr()
         X.eliminate_zeros()
         X.sort_indices()
-        r = np.diff(X.indptr).astype(np.int64)
-        own = int((r * (r - 1) // 2).sum() + (r * (r - 1) * (r - 2) // 6).sum())
         member = np.bincount(self.atoms[self.atoms >= 0], minlength=self.n_atoms)
+        X = _entries_of(X, member[X.indices] > 0)  # atoms in no conjunction form none
+        r = np.diff(X.indptr).astype(np.int64)
+        own = int((r * (r - 1) // 2).sum())
+        if self._has_triples:
+            own += int((r * (r - 1) * (r - 2) // 6).sum())
         narrow = self.atoms.shape[1] <= MAX_DEGREE
         if narrow and own < int(member[X.indices].sum()):
             return self._values_by_lookup(X)
@@ -213,26 +226,31 @@ class Conjunctions:
             value[has] *= X.data[pos]
         return sp.csr_matrix((value, (rows, cols)), shape=(m, n))
 
+    @property
+    def _has_triples(self) -> bool:
+        return bool(self.atoms.shape[1] > 2 and (self.atoms[:, 2] >= 0).any())
+
     def _values_by_lookup(self, X: sp.csr_matrix) -> sp.csr_matrix:
-        """``values`` by forming every pair and triple of each event's
-        firing atoms (X canonical: sorted indices, no explicit zeros) and
-        keeping those that are conjunctions of this set."""
+        """``values`` by forming every pair (and triple, if the set has
+        any) of each event's firing atoms (X canonical: sorted indices, no
+        explicit zeros) and keeping those that are conjunctions of this set."""
         m, n_atoms = X.shape[0], self.n_atoms
         cols = X.indices.astype(np.int64)
         row_end = np.repeat(X.indptr[1:], np.diff(X.indptr)).astype(np.int64)
         row_of = np.repeat(np.arange(m, dtype=np.int64), np.diff(X.indptr))
         e1, e2 = later_entries(np.arange(len(cols)), row_end)
-        which, e3 = later_entries(e2, row_end)
-        triples = np.stack([cols[e1[which]], cols[e2[which]], cols[e3]], axis=1)
-        keys = np.concatenate([cols[e1] * n_atoms + cols[e2], conjunction_keys(triples, n_atoms)])
-        value = np.concatenate(
-            [X.data[e1] * X.data[e2], X.data[e1[which]] * X.data[e2[which]] * X.data[e3]]
-        )
-        rows = np.concatenate([row_of[e1], row_of[e3]])
-        pred = self.lookup(keys)
+        keys, value, rows = [cols[e1] * n_atoms + cols[e2]], [X.data[e1] * X.data[e2]], [row_of[e1]]
+        if self._has_triples:
+            which, e3 = later_entries(e2, row_end)
+            triples = np.stack([cols[e1[which]], cols[e2[which]], cols[e3]], axis=1)
+            keys.append(conjunction_keys(triples, n_atoms))
+            value.append(X.data[e1[which]] * X.data[e2[which]] * X.data[e3])
+            rows.append(row_of[e3])
+        pred = self.lookup(np.concatenate(keys))
         hit = pred >= 0
         return sp.csr_matrix(
-            (value[hit], (rows[hit], pred[hit] - n_atoms)), shape=(m, len(self.atoms))
+            (np.concatenate(value)[hit], (np.concatenate(rows)[hit], pred[hit] - n_atoms)),
+            shape=(m, len(self.atoms)),
         )
 
     def expand_matrix(self, X: sp.csr_matrix) -> sp.csr_matrix:

@@ -83,8 +83,9 @@ def search(
 ) -> Found:
     """The ``n`` best (conjunction, label) features not yet formed whose
     |dC/dw| exceeds ``bound``, exactly, in 2 passes (degree 2) or 3, over
-    the atoms-only ``backend``; ``space`` and ``weights`` are over the atoms
-    followed by ``conj``."""
+    ``backend``'s events (atoms only, or widened by ``conj``: the round's
+    backend, whose widened events a local fit keeps); ``space`` and
+    ``weights`` are over the atoms followed by ``conj``."""
     K, n_atoms = space.n_labels, conj.n_atoms
     sums = backend.run(AtomBoundTask(space, weights, conj))
     W = sums.weight
@@ -114,11 +115,23 @@ def search(
     grad = -v / W
     score = np.abs(grad)
     score[conj.lookup(conj_key) >= 0] = -1.0  # formed: the ordinary test covers them
-    info["conjunctions_examined"] = int(len(np.unique(conj_key)))
+    # keys are sorted (pairs' keys below triples'): count conjunctions by runs
+    info["conjunctions_examined"] = int(np.count_nonzero(np.diff(conj_key)) + (len(keys) > 0))
     info["conjunction_features_examined"] = int(len(keys))
-    order = np.lexsort((keys, -score))
-    top = order[score[order] > bound][:n]
+    top = best_first(score, keys, bound, n)
     return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), info)
+
+
+def best_first(score: np.ndarray, keys: np.ndarray, bound: float, n: int) -> np.ndarray:
+    """Positions of the ``n`` largest ``score`` above ``bound``, best first,
+    ties by key: a partition to the n-th largest score, then a sort of only
+    those at or above it (the same as sorting everything)."""
+    above = np.flatnonzero(score > bound)
+    if len(above) > n > 0:
+        nth = np.partition(score[above], len(above) - n)[len(above) - n]
+        above = above[score[above] >= nth]
+    order = above[np.lexsort((keys[above], -score[above]))]
+    return order[:n]
 
 
 def _conjunctions(state: LoopState, first: Conjunctions) -> Conjunctions:
@@ -175,7 +188,7 @@ class Combination:
         if self.last_found is not None and self.last_found[0] is weights:
             return self.last_found[1]
         found = search(
-            self.ctx.backend,
+            g.ctx.backend,
             g.ctx.backend.space,
             weights,
             conj,
