@@ -504,7 +504,9 @@ def main(argv: list[str] | None = None) -> None:
             rows = merge_rows(
                 rows, run_brown(args, lambda b, cfg: run(None, b, cfg), command_line())
             )
-            write_result(args.output, rows, pp_reference=PP_REFERENCE, bitstrings=lengths)
+            write_result(
+                args.output, rows, keep=True, pp_reference=PP_REFERENCE, bitstrings=lengths
+            )
             continue
         if name == "pp":
             dirs = prepare_pp(
@@ -534,7 +536,9 @@ def main(argv: list[str] | None = None) -> None:
             extra = {"session_note": args.note} if args.note else {}
             new = [{"atoms": atoms, **sub, **r, **extra} for r in new]
             written[:] = merge_rows(done, new)
-            write_result(args.output, written, pp_reference=PP_REFERENCE, bitstrings=lengths)
+            write_result(
+                args.output, written, keep=True, pp_reference=PP_REFERENCE, bitstrings=lengths
+            )
 
         run_task(Task(name, dirs, args.blocks), args, save)
         rows = written or done

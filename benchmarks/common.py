@@ -70,10 +70,14 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in head + sys.argv[1:])
 
 
-def write_result(path: str, rows: list[dict], under: str | None = None, **extra) -> dict:
+def write_result(
+    path: str, rows: list[dict], under: str | None = None, keep: bool = False, **extra
+) -> dict:
     """Write ``{command, date, machine, rows, **extra}`` as JSON and return it;
     with ``under``, as that key of the JSON object already at ``path`` (its
-    other keys kept: a new run beside earlier ones in one result file)."""
+    other keys kept: a new run beside earlier ones in one result file); with
+    ``keep``, over the object at ``path``, whose keys this result does not
+    set are kept (side measurements stored beside the rows)."""
     result = {
         "command": command_line(),
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -82,12 +86,15 @@ def write_result(path: str, rows: list[dict], under: str | None = None, **extra)
         **extra,
     }
     doc = result
-    if under is not None:
+    if under is not None or keep:
         doc = {}
         if os.path.exists(path):
             with open(path) as f:
                 doc = json.load(f)
-        doc[under] = result
+        if under is not None:
+            doc[under] = result
+        else:
+            doc.update(result)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
