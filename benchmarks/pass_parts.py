@@ -57,11 +57,16 @@ def parts(blocks, space, weights, l1: float, repeats: int) -> dict:
     bound = Penalty(l1=l1).test_bound(cfg.grafting.kkt_tol)
     tau = cfg.grafting.partial_cut * bound
     K, active = space.n_labels, weights.active_ids()
-    out: dict = {"l1": l1, "tau": tau, "blocks": []}
+    # a block's cap (train.grafting.partial_keep) where the code has one
+    factor = getattr(cfg.grafting, "partial_keep", 0)
+    capped = {"keep": factor * 1000} if factor else {}
+    out: dict = {"l1": l1, "tau": tau, "blocks": [], **capped}
     received = []
     for block in blocks:
         kernel_s, lg = cpu_min(lambda b=block: _test_sums(b, space, weights, None), repeats)
-        cut_s, part = cpu_min(lambda lg=lg: threshold_partial(lg, active, tau, K), repeats)
+        cut_s, part = cpu_min(
+            lambda lg=lg: threshold_partial(lg, active, tau, K, **capped), repeats
+        )
         dumps_s, data = cpu_min(lambda p=part: pickle.dumps(p, protocol=5), repeats)
         loads_s, back = cpu_min(lambda d=data: pickle.loads(d), repeats)
         received.append(back)

@@ -52,11 +52,10 @@ class SparkConfig(Section):
     conf: dict = key({}, 'Spark settings, e.g. { "spark.driver.memory" = "4g" }.')
     no_executor_timeout_s: float = key(
         600.0,
-        "Cancel a training pass and stop with exit code "
-        "6 when the cluster has had no executor (and the pass no "
-        "progress) for this many seconds, e.g. after its only "
-        "worker died; long enough for dynamic allocation to get "
-        "executors back. 0: wait forever, as Spark does.",
+        "Cancel a training pass and stop with exit code 6 when the cluster has had no "
+        "executor (and the pass no progress) for this many seconds, e.g. after its only "
+        "worker died; long enough for dynamic allocation to get executors back. 0: wait "
+        "forever, as Spark does.",
         ge=0,
     )
     pass_timeout_s: float = key(
@@ -112,11 +111,10 @@ class DataConfig(Section):
     )
     heldout_fraction: float = key(
         0.0,
-        "Pipeline job (and prepare --heldout-fraction): carve this "
-        "fraction of the training inputs out as held-out data, label-"
-        "stratified and seeded, prepared with the dictionary of the rest "
-        "(tagged sentences stay whole); 0: none. Ignored when held-out "
-        "inputs are given.",
+        "Pipeline job (and prepare --heldout-fraction): carve this fraction of the training "
+        "inputs out as held-out data, label-stratified and seeded, prepared with the "
+        "dictionary of the rest (tagged sentences stay whole); 0: none. Ignored when "
+        "held-out inputs are given.",
         ge=0,
         lt=1,
     )
@@ -181,9 +179,8 @@ class GraftingConfig(Section):
     PATH: ClassVar[str] = "train.grafting"
     l1: float = key(
         1.0e-4,
-        "gamma1 of grafting: C(w) = L(w) + gamma1 ||w||_1 + elastic_l2/2 "
-        "||w||^2, L averaged over event weight (MLlib's regParam with "
-        "elasticNetParam = 1).",
+        "gamma1 of grafting: C(w) = L(w) + gamma1 ||w||_1 + elastic_l2/2 ||w||^2, L "
+        "averaged over event weight (MLlib's regParam with elasticNetParam = 1).",
         gt=0,
     )
     elastic_l2: float = key(
@@ -195,26 +192,23 @@ class GraftingConfig(Section):
     )
     kkt_tol: float = key(
         1.0e-6,
-        "Tolerance of the final optimality certificate: "
-        "|dC/dw_j + l1 sign(w_j)| <= kkt_tol on active weights, |dC/dw_j| <= "
-        "l1 (1 + kkt_tol) on zeros.",
+        "Tolerance of the final optimality certificate: |dC/dw_j + l1 sign(w_j)| <= "
+        "kkt_tol on active weights, |dC/dw_j| <= l1 (1 + kkt_tol) on zeros.",
         gt=0,
     )
     round_tol_ratio: float = key(
         0.1,
-        "A round solves its active set only to a projected "
-        "gradient of this times the gradient test's excess (max "
-        "candidate |gradient| - threshold); the last round goes to the "
-        "final tolerance. 0: every round to the final tolerance.",
+        "A round solves its active set only to a projected gradient of this times the "
+        "gradient test's excess (max candidate |gradient| - threshold); the last round goes "
+        "to the final tolerance. 0: every round to the final tolerance.",
         ge=0,
         lt=1,
     )
     dense_test_max: int = key(
         4_000_000,
-        "Largest candidate space (features) whose gradient "
-        "test brings the dense gradient to the driver; above it the test "
-        "is block-wise and only each block's best candidates come back. "
-        "0: always block-wise.",
+        "Largest candidate space (features) whose gradient test brings the dense gradient "
+        "to the driver; above it the test is block-wise and only each block's best "
+        "candidates come back. 0: always block-wise.",
         ge=0,
     )
     test_block_size: int = key(
@@ -222,14 +216,20 @@ class GraftingConfig(Section):
     )
     partial_cut: float = key(
         0.5,
-        "Dense gradient test: each data block ships its exact partial "
-        "gradient at the active features and, elsewhere, only the entries "
-        "above this fraction of the test threshold (per unit of its event "
-        "weight); the driver bounds the rest and fetches exact sums in a "
-        "second pass only where the bounds leave the test open, so the "
+        "Dense gradient test: each data block ships its exact partial gradient at the "
+        "active features and, elsewhere, only the entries above this fraction of the test "
+        "threshold (per unit of its event weight); the driver bounds the rest and fetches "
+        "exact sums in a second pass only where the bounds leave the test open, so the "
         "answer is the dense test's. 0: ship the dense partials.",
         ge=0,
         lt=1,
+    )
+    partial_keep: int = key(
+        8,
+        "Thresholded test that needs only the n best (not a certificate's count): each "
+        "data block ships at most this many times n_best entries above the cut, its "
+        "largest; the rest are bounded, fetched where a bound reaches the n best. 0: all.",
+        ge=0,
     )
     combination_degree: int = key(
         1,

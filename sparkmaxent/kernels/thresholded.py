@@ -25,6 +25,16 @@ pass (``ExactSumsTask``, over those features' columns only) brings them,
 and the answer is then the dense test's. The bytes shipped follow the
 features near or above the threshold instead of every predicate a block
 holds.
+
+A block may also cap what it ships at its ``keep`` entries of largest
+|G_bj| (a selection-only test needs the n best, not the count over t; the
+threshold algorithm of Fagin, Lotem & Naor 2003). Its kept-back parts are
+then bounded by its cut c_b >= tau W_b (its largest kept-back |G_bj|), so
+an unshipped feature of predicate row r has |g_j| <= min(rows_r, sum_b c_b)
+/ W, which may pass: ``resolve`` fetches the unshipped features of every
+row whose bound reaches the n-th best lower bound (none when the caps are
+large enough) and leaves the rows that only may pass open, in the count.
+A certificate's test (``exact_count``) runs uncapped.
 """
 
 from __future__ import annotations
@@ -86,6 +96,10 @@ class ThresholdedGradient:
         largest kept-back |G_bj| in that predicate's row, 0 where the row's
         kept-back entries are all 0 (a predicate the block does not hold).
     n_labels : int
+    cut : float
+        Bound on the sum of the kept-back parts of any feature: the sum of
+        the blocks' cuts (tau W_b, or a capped block's largest kept-back
+        |G_bj|); below the threshold times W unless some block capped.
     """
 
     loss: float
@@ -98,6 +112,7 @@ class ThresholdedGradient:
     rest: np.ndarray
     rows: np.ndarray
     n_labels: int
+    cut: float
 
     def merge(self, other: ThresholdedGradient) -> ThresholdedGradient:
         ids, mine, theirs = union_positions(self.ids, other.ids)
@@ -107,9 +122,9 @@ class ThresholdedGradient:
         sums[theirs] += other.sums
         K = self.n_labels
         rows = ids // K
-        rest = self.rows[rows]
+        rest = np.minimum(self.rows[rows], self.cut)
         rest[mine] = self.rest
-        theirs_rest = other.rows[rows]
+        theirs_rest = np.minimum(other.rows[rows], other.cut)
         theirs_rest[theirs] = other.rest
         rest += theirs_rest
         return ThresholdedGradient(
@@ -123,6 +138,7 @@ class ThresholdedGradient:
             rest,
             self.rows + other.rows,
             K,
+            self.cut + other.cut,
         )
 
     def scalars(self) -> LossGrad:
@@ -173,14 +189,19 @@ class ThresholdedGradient:
 
 
 def threshold_partial(
-    lg: LossGrad, active: np.ndarray, tau: float, n_labels: int
+    lg: LossGrad, active: np.ndarray, tau: float, n_labels: int, keep: int | None = None
 ) -> ThresholdedGradient:
     """Block sums ``lg`` (gradient over all features) as a thresholded
     partial: exact at ``active``, elsewhere the entries with |G_j| > tau W_b
-    (and any non-finite one, which the driver's checks then reject)."""
+    (and any non-finite one, which the driver's checks then reject), at
+    most ``keep`` of them (those of largest |G_j|; None: all)."""
     score = np.abs(lg.grad)
     score[active] = 0.0
     ids = np.flatnonzero(~(score <= tau * lg.weight)).astype(np.int64)
+    if keep is not None and len(ids) > keep:
+        # non-finite entries first, so the driver's checks see them
+        rank = np.nan_to_num(score[ids], nan=np.inf)
+        ids = np.sort(ids[np.argpartition(rank, len(ids) - keep)[len(ids) - keep :]])
     score[ids] = 0.0
     # a segment maximum per predicate row: the same values as a row-wise
     # max over the (predicates, labels) view, without its per-row loop
@@ -200,6 +221,7 @@ def threshold_partial(
         np.zeros(len(ids)),
         rows,
         n_labels,
+        max(tau * lg.weight, float(rows.max(initial=0.0))),
     )
 
 
@@ -215,16 +237,20 @@ class ThresholdedTestTask:
     """A picklable pass of the thresholded test: per block, the dense test's
     sums shipped as a ``ThresholdedGradient`` at cut ``tau``.
 
-    ``weights`` lists every active feature (zero-valued ones included)."""
+    ``weights`` lists every active feature (zero-valued ones included);
+    ``keep``: each block ships at most this many entries above its cut."""
 
     space: Space
     weights: Weights
     scaling: Scaling | None
     tau: float
+    keep: int | None = None
 
     def __call__(self, block: Block) -> ThresholdedGradient:
         lg = _test_sums(block, self.space, self.weights, self.scaling)
-        return threshold_partial(lg, self.weights.active_ids(), self.tau, self.space.n_labels)
+        return threshold_partial(
+            lg, self.weights.active_ids(), self.tau, self.space.n_labels, self.keep
+        )
 
 
 @dataclass(frozen=True)
@@ -318,7 +344,7 @@ def _decide(
     """``resolve`` over the shipped features at positions ``at`` (None: all):
     (new, new_grad, best, n_over, n_undecided), or the features to fetch,
     or None when ``at`` is a subset and nothing surely passes."""
-    W, K = part.weight, part.n_labels
+    W = part.weight
     ids, sums, rest = (
         (part.ids, part.sums, part.rest)
         if at is None
@@ -339,23 +365,58 @@ def _decide(
     contenders = maybe & (hi >= floor)
     undecided = maybe & ~sure
     need = ~exact & (contenders | undecided) if exact_count else ~exact & contenders
-    extra = np.zeros(0, dtype=np.int64)
+    # unshipped features: bounded per predicate row, over the threshold
+    # only in rows of a block that capped what it shipped
+    row_hi = np.zeros(0)
+    open_rows = np.zeros(0, dtype=np.int64)
+    if part.cut * (1 + MARGIN) > threshold * W:
+        row_hi = np.minimum(part.rows, part.cut) * (1 + MARGIN) / W
+        open_rows = np.flatnonzero(row_hi > threshold)
+    fetch_rows = open_rows if exact_count else open_rows[row_hi[open_rows] >= floor]
     if not sure.any():
         # nothing surely passes: the maximum is wanted exactly (fetched with
         # every feature that may pass, so one fetch decides either way),
         # unshipped features of a row whose bound reaches it included
         top_lo = float(lo.max(initial=0.0))
         need |= ~exact & (hi >= top_lo)
-        rows = np.flatnonzero(part.rows * (1 + MARGIN) / W >= max(top_lo, np.nextafter(0, 1)))
-        feats = (rows[:, None] * K + np.arange(K)).ravel()
-        extra = np.setdiff1d(feats, np.union1d(ids, weights.active_ids()))
+        if not len(row_hi):
+            row_hi = np.minimum(part.rows, part.cut) * (1 + MARGIN) / W
+        reach = np.flatnonzero(row_hi >= max(top_lo, np.nextafter(0, 1)))
+        fetch_rows = np.union1d(fetch_rows, reach)
+    extra = _unshipped(part, fetch_rows, weights.active_ids())
     if need.any() or len(extra):
         return np.union1d(ids[need], extra)
     keep = np.flatnonzero(contenders)
     top = keep[top_candidates(score[keep], ids[keep], threshold, n_best)]
     best = float(score[top[0]]) if len(top) else float(score.max(initial=0.0))
-    n_over, n_undecided = int(np.count_nonzero(sure)), int(np.count_nonzero(undecided))
+    n_over = int(np.count_nonzero(sure))
+    n_undecided = int(np.count_nonzero(undecided)) + _n_unshipped(
+        part, open_rows, weights.active_ids()
+    )
     return ids[top], sums[top] / W, best, n_over, n_undecided
+
+
+def _in_rows(sorted_ids: np.ndarray, rows: np.ndarray, K: int) -> np.ndarray:
+    """How many of ``sorted_ids`` (increasing) fall in each predicate row."""
+    return np.searchsorted(sorted_ids, (rows + 1) * K) - np.searchsorted(sorted_ids, rows * K)
+
+
+def _n_unshipped(part: ThresholdedGradient, rows: np.ndarray, active: np.ndarray) -> int:
+    """Inactive features of predicate ``rows`` that no block shipped."""
+    K = part.n_labels
+    held = _in_rows(part.ids, rows, K).sum() + _in_rows(active, rows, K).sum()
+    return int(K * len(rows) - held)
+
+
+def _unshipped(part: ThresholdedGradient, rows: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """The inactive features of predicate ``rows`` that no block shipped."""
+    K = part.n_labels
+    feats = (rows[:, None] * K + np.arange(K)).ravel()
+    for held in (part.ids, active):
+        if len(held) and len(feats):
+            pos = np.minimum(np.searchsorted(held, feats), len(held) - 1)
+            feats = feats[held[pos] != feats]
+    return feats
 
 
 __all__ = [

@@ -197,15 +197,17 @@ class Objective:
         return self._value(lg, weights.values), summary
 
     def thresholded_partials(
-        self, theta: np.ndarray, tau: float
+        self, theta: np.ndarray, tau: float, keep: int | None = None
     ) -> tuple[float, LossGrad, ThresholdedGradient]:
         """One pass of the thresholded gradient test (kernels/thresholded.py):
         C(theta), the pass's scalar sums, and the merged partials (exact at
-        ``ids``, elsewhere the entries over ``tau`` per unit of event weight)."""
+        ``ids``, elsewhere the entries over ``tau`` per unit of event weight,
+        at most ``keep`` of them per block)."""
         self._require_ids("a gradient test")
         self.evaluations += 1
         weights = self.weights(theta)
-        part = self.backend.run(ThresholdedTestTask(self.space, weights, self.scaling, tau))
+        task = ThresholdedTestTask(self.space, weights, self.scaling, tau, keep)
+        part = self.backend.run(task)
         lg = checked_pass(part.scalars(), "gradient-test pass")
         check_finite("gradient-test pass", active_gradient=part.active, gradient=part.sums)
         return self._value(lg, weights.values), lg, part

@@ -141,6 +141,11 @@ class Grafting:
         # the dense test's partials thresholded at this fraction of the
         # test's bound (kernels/thresholded.py); 0: dense partials
         self.partial_cut = cfg.grafting.partial_cut
+        # entries above the cut a block ships in a test that needs only the
+        # n best (kernels/thresholded.py); None: all
+        self.partial_keep = (
+            cfg.grafting.partial_keep * cfg.grafting.n_best if cfg.grafting.partial_keep else None
+        )
         # thresholded tests run, and those that needed a second pass
         self.thresholded_tests = 0
         self.fetch_passes = 0
@@ -224,10 +229,12 @@ class Grafting:
         """The dense test from thresholded partials (kernels/thresholded.py),
         equal to it: one pass, a second where the bounds leave the n best or
         the maximum open. The certificate's count over the bound is exact
-        when ``exact_count`` or when nothing passes (``GradientTest.open``)."""
+        when ``exact_count`` (the blocks then ship uncapped) or when nothing
+        passes (``GradientTest.open``)."""
         n_best = self.ctx.config.grafting.n_best
         self.thresholded_tests += 1
-        value, lg, part = obj.thresholded_partials(theta, self.partial_cut * self.test_bound)
+        keep = None if exact_count else self.partial_keep
+        value, lg, part = obj.thresholded_partials(theta, self.partial_cut * self.test_bound, keep)
         out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, exact_count)
         if not isinstance(out, Decided):
             self.fetch_passes += 1
@@ -420,6 +427,7 @@ def test_path(method: Grafting) -> dict:
             "path": "dense",
             "partials": "thresholded",
             "partial_cut": method.partial_cut,
+            "partial_keep": method.partial_keep,
             "tests": method.thresholded_tests,
             "fetch_passes": method.fetch_passes,
         }

@@ -12,6 +12,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
+from sparkmaxent.kernels.thresholded import ThresholdedTestTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.grafting import Grafting, variant
 from sparkmaxent.train import train
@@ -53,17 +54,22 @@ def _weights(space, seed=0, n=15):
     return Weights(ids, rng.normal(scale=0.3, size=n), rng.normal(scale=0.1, size=space.n_labels))
 
 
-@pytest.mark.parametrize("cut, n_best", [(0.5, 4), (0.99, 200)])
+@pytest.mark.parametrize("cut, n_best, keep", [(0.5, 4, 8), (0.99, 200, 8), (0.5, 4, 1)])
 def test_thresholded_test_on_spark_is_the_dense_test_there_and_the_local_one(
-    backend, problem, cut, n_best
+    backend, problem, cut, n_best, keep
 ):
+    """``keep`` 1: each block ships at most n_best entries (capped partials)."""
     _, _, block, space = problem
     weights = _weights(space)
-    thr, method = _test(backend, weights, cut, n_best=n_best)
+    thr, method = _test(backend, weights, cut, n_best=n_best, partial_keep=keep)
     dense, _ = _test(backend, weights, 0.0, n_best=n_best)
     _assert_same_test(thr, dense, method, weights)
     if n_best == 200:  # every passing feature among the n best: some fetched
         assert method.fetch_passes >= 1
+    if keep == 1:  # some partition's block did cap what it shipped
+        tau = cut * method.test_bound
+        part = backend.run(ThresholdedTestTask(space, weights, None, tau, n_best))
+        assert part.cut > tau * part.weight
     local, _ = _test(LocalBackend([block], space), weights, cut, n_best=n_best)
     np.testing.assert_array_equal(local.new, thr.new)
     np.testing.assert_allclose(local.new_grad, thr.new_grad, rtol=1e-12)
