@@ -243,23 +243,37 @@ def _sweep(Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba:
     step = max(1, CHUNK_ENTRIES // K)
     for a in range(0, m, step):
         b = min(m, a + step)
-        S = R[a:b]
-        S.fill(0.0)
-        _tools.csr_matvecs(
-            b - a, Xs.shape[1], K, Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf, S.reshape(-1)
-        )
-        if shift is not None:
-            S -= shift
-        if bias is not None:
-            S += bias[None, :]
+        S = _chunk_scores(Xs, Wf, shift, bias, a, b, R[a:b])
         gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep_proba)
         if proba is not None:
             proba[a:b] = p
-        _tools.csc_matvecs(
-            Xg.shape[1], b - a, K, Xg.indptr[a : b + 1], Xg.indices, Xg.data,
-            S.reshape(-1), G.reshape(-1),
-        )  # fmt: skip
+        _add_chunk_gradient(Xg, a, b, S, G)
     return R, G, gold, top, lse, proba
+
+
+def _chunk_scores(Xs, Wf, shift, bias, a: int, b: int, S: np.ndarray) -> np.ndarray:
+    """Rows a..b of the linear scores written into ``S`` (shape (b - a, K))
+    by scipy's own CSR kernel: Xs[a:b] W, less the scaling's shift, plus
+    the bias. Returns ``S``."""
+    S.fill(0.0)
+    _tools.csr_matvecs(
+        b - a, Xs.shape[1], S.shape[1], Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf,
+        S.reshape(-1),
+    )  # fmt: skip
+    if shift is not None:
+        S -= shift
+    if bias is not None:
+        S += bias[None, :]
+    return S
+
+
+def _add_chunk_gradient(Xg, a: int, b: int, S: np.ndarray, G: np.ndarray) -> None:
+    """G += Xg[a:b]^T S in place (scipy's CSC kernel on the chunk's rows,
+    in the same order as one product over every row)."""
+    _tools.csc_matvecs(
+        Xg.shape[1], b - a, S.shape[1], Xg.indptr[a : b + 1], Xg.indices, Xg.data,
+        S.reshape(-1), G.reshape(-1),
+    )  # fmt: skip
 
 
 def _active_sweep(
@@ -289,21 +303,10 @@ def _active_sweep(
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
     for a in range(0, m, step):
         b = min(m, a + step)
-        S = buffer[: b - a]
-        S.fill(0.0)
-        _tools.csr_matvecs(
-            b - a, Xs.shape[1], K, Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf, S.reshape(-1)
-        )
-        if shift is not None:
-            S -= shift
-        if bias is not None:
-            S += bias[None, :]
+        S = _chunk_scores(Xs, Wf, shift, bias, a, b, buffer[: b - a])
         gold[a:b], top[a:b], lse[a:b], _ = _residual_rows(S, y[a:b], c[a:b], False)
         r_sum += np.ones(b - a) @ S
-        _tools.csc_matvecs(
-            Xs.shape[1], b - a, K, Xs.indptr[a : b + 1], Xs.indices, Xs.data,
-            S.reshape(-1), G.reshape(-1),
-        )  # fmt: skip
+        _add_chunk_gradient(Xs, a, b, S, G)
     return G, r_sum, float(c @ (lse - gold)), float(c @ (top == y))
 
 
