@@ -88,9 +88,13 @@ def fetched_ids(backend, weights, n: int) -> np.ndarray:
     return np.sort(np.argsort(-score, kind="stable")[:n]).astype(np.int64)
 
 
-def tasks(backend, weights, block_size: int, test_l1: list[float], fetch: np.ndarray) -> dict:
+def tasks(
+    backend, weights, block_size: int, test_l1: list[float], fetch: np.ndarray, n_best: int = 1000
+) -> dict:
     """The passes to time, as tasks (or a ``ThresholdedTestTask`` for a
-    gradient test, its kernel: ``grafting_tests`` gives the test itself)."""
+    gradient test, its kernel as grafting's selection-only test runs it,
+    capped at ``partial_keep`` x ``n_best`` entries a block:
+    ``grafting_tests`` gives the test itself)."""
     from sparkmaxent.kernels import LossGradTask
     from sparkmaxent.kernels.curvature import CurvatureTask
     from sparkmaxent.kernels.stats import CountTask
@@ -102,10 +106,11 @@ def tasks(backend, weights, block_size: int, test_l1: list[float], fetch: np.nda
     sparse = weights.sparse()
     test = GradientTestTask(space, weights, None, 0.0, 1e-5, 1000, block_size)
     out = {"trivial": CountTask(), "active": LossGradTask(space, weights, None, ids)}
-    cut = _config(test_l1[0], 1).grafting.partial_cut
+    grafting = _config(test_l1[0], n_best).grafting
+    keep = grafting.partial_keep * n_best or None
     for i, l1 in enumerate(test_l1):
-        tau = cut * Penalty(l1=l1).test_bound(_config(l1, 1).grafting.kkt_tol)
-        out[test_key(l1, i == 0)] = ThresholdedTestTask(space, weights, None, tau)
+        tau = grafting.partial_cut * Penalty(l1=l1).test_bound(grafting.kkt_tol)
+        out[test_key(l1, i == 0)] = ThresholdedTestTask(space, weights, None, tau, keep)
     out.update(
         {
             "dense_partials": LossGradTask(space, sparse, None, None),
@@ -193,7 +198,7 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
     ) as backend:
         weights = starting_weights(backend, args.active)
         fetch = fetched_ids(backend, weights, args.fetch_features)
-        passes = tasks(backend, weights, args.block_size, args.test_l1, fetch)
+        passes = tasks(backend, weights, args.block_size, args.test_l1, fetch, args.n_best)
         tests = grafting_tests(backend, weights, args.test_l1, args.n_best)
         fns = {"tiny": tiny.count}
         for key, task in passes.items():
