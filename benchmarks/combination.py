@@ -403,7 +403,14 @@ def plot(rows: list[dict], path: str) -> None:
     # rows replaced by later runs, and rows not run (l2-Comb3 on CoNLL: its count only)
     rows = [r for r in rows if not r.get("superseded") and r.get("test_score") is not None]
     tasks = sorted({r["task"] for r in rows})
-    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 5), squeeze=False)
+    bars = [sum(r["task"] == t for r in rows) for t in tasks]
+    fig, axes = plt.subplots(
+        1,
+        len(tasks),
+        figsize=(sum(max(6.0, 0.5 * n) for n in bars), 5.5),
+        squeeze=False,
+        gridspec_kw={"width_ratios": [max(6.0, 0.5 * n) for n in bars]},
+    )
     for ax, t in zip(axes[0], tasks):
         mine = [r for r in rows if r["task"] == t]
         labels = [
@@ -414,9 +421,12 @@ def plot(rows: list[dict], path: str) -> None:
             + (" 17 tpl" if r.get("atoms") == "17 templates" else "")
             + (" balanced" if r.get("weighting") == "balanced" else "")
             + (f" N={r['sentences']}" if r.get("sentences") else "")
+            + (f" g={r['gamma']:.3g}" if r.get("gamma") else "")
             for r in mine
         ]
-        ax.bar(labels, [r["test_score"] for r in mine])
+        # bars by position: two rows may share a label (runs of other sessions)
+        ax.bar(range(len(mine)), [r["test_score"] for r in mine])
+        ax.set_xticks(range(len(mine)), labels)
         low = min(r["test_score"] for r in mine)
         ax.set_ylim(max(0.0, low - 0.05), 1.0)
         ax.set_title(f"{t}: test {mine[0]['metric']}")
