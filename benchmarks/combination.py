@@ -403,13 +403,10 @@ def plot(rows: list[dict], path: str) -> None:
     # rows replaced by later runs, and rows not run (l2-Comb3 on CoNLL: its count only)
     rows = [r for r in rows if not r.get("superseded") and r.get("test_score") is not None]
     tasks = sorted({r["task"] for r in rows})
-    bars = [sum(r["task"] == t for r in rows) for t in tasks]
+    # a panel's width grows with its bars
+    widths = [max(6.0, 0.5 * sum(r["task"] == t for r in rows)) for t in tasks]
     fig, axes = plt.subplots(
-        1,
-        len(tasks),
-        figsize=(sum(max(6.0, 0.5 * n) for n in bars), 5.5),
-        squeeze=False,
-        gridspec_kw={"width_ratios": [max(6.0, 0.5 * n) for n in bars]},
+        1, len(tasks), figsize=(sum(widths), 5.5), squeeze=False, width_ratios=widths
     )
     for ax, t in zip(axes[0], tasks):
         mine = [r for r in rows if r["task"] == t]
