@@ -137,9 +137,8 @@ def _dense_product(A: Raw, B: Raw, M: int, inner: int, N: int) -> np.ndarray:
     _tools.csr_tocsc(N, inner, b_ptr, b_ind, B[2], r_ptr, r_ind, r_data)
     indptr, indices, data = np.empty(M + 1, idx), np.empty(M * N, idx), np.empty(M * N)
     _tools.csr_matmat(M, N, a_ptr, a_ind, A[2], r_ptr, r_ind, r_data, indptr, indices, data)
-    nnz = indptr[-1]
     out = np.zeros((M, N))
-    out[np.repeat(np.arange(M), np.diff(indptr)), indices[:nnz]] = data[:nnz]
+    _tools.csr_todense(M, N, indptr, indices, data, out)  # adds each entry once: exact
     return out
 
 
@@ -222,7 +221,9 @@ def multiclass_hessian(
     E = _gather_columns(
         block.X, preds, None if scaling is None else scaling.inv_scale[preds], csc=True
     )
-    P_entry = P[E.indices, np.repeat(labels, np.diff(E.indptr))]
+    # P_(i,k_b) of every entry, by a flat gather (a third of a 2-d fancy index's time)
+    flat = E.indices.astype(np.int64) * K + np.repeat(labels, np.diff(E.indptr))
+    P_entry = np.take(P.reshape(-1), flat)
     H = np.zeros((n + K, n + K))
     _label_blocks(E, labels, P_entry, cP, K, out=H[:n, :n])
     # bias rows: the always-on predicate with every label; V^T = E^T with

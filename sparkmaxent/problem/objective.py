@@ -148,7 +148,7 @@ class Objective:
         if lg.grad_bias is not None:
             g = np.concatenate([g, lg.grad_bias / lg.weight])
         if hess is not None:
-            hess = hess / lg.weight
+            hess /= lg.weight  # in place: the pass's own (n, n) array, no copy of it
             hess[np.arange(n), np.arange(n)] += self.l2
         return Evaluation(self._value(lg, w), g, hess, full, lg)
 
