@@ -1,0 +1,123 @@
+"""Grafting's inexact rounds: ``train.grafting.round_tol_ratio`` against the
+time to a target objective, in-process (LocalBackend, 2 blocks, one core),
+on CoNLL-2000 chunking (n = 1,000).
+
+Each ratio in ``--ratios`` (in that order: alternate them, 0.1 0.3 0.3 0.1,
+to spread the machine's drift over both) runs ``--max-rounds`` rounds (0:
+to the certificate); a row gives the first round whose objective is within
+1e-6 of ``--target`` (default: MLlib's l1 objective at that gamma1 from
+``grafting_vs_mllib_n1000_eighth.json``), its passes and CPU seconds, and
+where the run ended.
+
+    python -m benchmarks.round_tol --work /var/tmp/rt --ratios 0.1 0.3 0.3 0.1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from benchmarks.common import RESULTS, print_table, start, work_arguments, write_result
+
+#: where the default target comes from: MLlib's objective, per gamma1
+MLLIB_RESULT = os.path.join(RESULTS, "grafting_vs_mllib_n1000_eighth.json")
+
+
+def mllib_objective(gamma: float) -> float:
+    with open(MLLIB_RESULT) as f:
+        rows = json.load(f)["rows"]
+    return next(r["objective"] for r in rows if r["system"] == "mllib" and r["gamma"] == gamma)
+
+
+def run(train_dir: str, ratio: float, gamma: float, max_rounds: int, target: float) -> dict:
+    """One grafting run at ``ratio``: its trace, and the first round at ``target``."""
+    from sparkmaxent.backends import LocalBackend
+    from sparkmaxent.config import train_config
+    from sparkmaxent.data.load import read_blocks
+    from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.kernels.colcache import COLUMNS
+    from sparkmaxent.train import train
+
+    COLUMNS.clear()  # no run starts with another's gathered columns
+    info = DatasetInfo.load(train_dir)
+    backend = LocalBackend(read_blocks(train_dir, info, n_blocks=2), info.space(bias=True))
+    cfg = train_config(
+        method="grafting",
+        l1=gamma,
+        n_best=1000,
+        max_rounds=max_rounds,
+        round_tol_ratio=ratio,
+        plots=False,
+    )
+    load_start = os.getloadavg()[0]
+    trace: list[dict] = []
+    t0, c0 = time.perf_counter(), time.process_time()
+
+    def on_round(state) -> None:
+        last = state.trace[-1]
+        trace.append(
+            {
+                "round": state.round,
+                "objective": last["objective"],
+                "active": last["active"],
+                "passes": state.passes,
+                "cpu_s": round(time.process_time() - c0, 1),
+                "wall_s": round(time.perf_counter() - t0, 1),
+            }
+        )
+
+    report = train(backend, cfg, on_round=on_round).report
+    at = next((r for r in trace if r["objective"] <= target + 1e-6), None)
+    return {
+        "round_tol_ratio": ratio,
+        "gamma1": gamma,
+        "target_round": at and at["round"],
+        "target_passes": at and at["passes"],
+        "target_cpu_s": at and at["cpu_s"],
+        "target_wall_s": at and at["wall_s"],
+        "rounds": report["rounds_run"],
+        "passes": report["passes"],
+        "cpu_s": round(time.process_time() - c0, 1),
+        "objective": report["objective"],
+        "certified": report["kkt"]["passed"],
+        "nonzero": report["nonzero_weights"],
+        "load_start": round(load_start, 2),
+        "load_end": round(os.getloadavg()[0], 2),
+        "trace": trace,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    work_arguments(parser, "/tmp/round-tol-work", "round_tol.json")
+    parser.add_argument("--ratios", type=float, nargs="+", default=[0.1, 0.3, 0.3, 0.1])
+    parser.add_argument("--gamma", type=float, default=1e-5)
+    parser.add_argument("--max-rounds", type=int, default=11)
+    parser.add_argument("--target", type=float, default=None, help="default: MLlib's objective")
+    args = start(parser, argv)
+    from benchmarks.grafting_vs_mllib import prepared
+    from sparkmaxent.backends.session import spark_session
+    from sparkmaxent.blas import blas_threads
+
+    spark = spark_session("local[2]", "round-tol", {"spark.driver.memory": "4g"})
+    train_dir, _ = prepared(spark, args.work, args.reuse)
+    spark.stop()
+    target = args.target if args.target is not None else mllib_objective(args.gamma)
+    rows = []
+    with blas_threads(1):
+        for ratio in args.ratios:
+            rows.append(run(train_dir, ratio, args.gamma, args.max_rounds, target))
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
+    print_table(
+        rows,
+        ["round_tol_ratio", "target_round", "target_passes", "target_cpu_s", "passes", "cpu_s"],
+    )
+    write_result(args.output, rows, target_objective=target, max_rounds=args.max_rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
