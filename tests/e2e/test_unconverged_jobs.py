@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -79,7 +80,9 @@ def test_grafting_rounds_not_converged_and_certificate_failed_exit_4(prepared, t
     rc = _train(prepared, out, *GRAFTING, "--set", "train.max_iter=1")
     err = capsys.readouterr().err
     assert rc == EXIT_UNCONVERGED, err
-    assert "the solver did not converge in round(s) 1" in err
+    # which rounds one Newton iteration leaves short depends on the round
+    # tolerance (train.grafting.round_tol_ratio); every such round is named
+    assert re.search(r"the solver did not converge in round\(s\) \d+(, \d+)*;", err), err
     assert "KKT certificate failed: max zero-weight |gradient|" in err
     assert any(r.startswith("KKT certificate failed") for r in _saved_reasons(out))
 
