@@ -104,7 +104,7 @@ def tasks(
 
     space, ids = backend.space, weights.ids
     sparse = weights.sparse()
-    test = GradientTestTask(space, weights, None, 0.0, 1e-5, 1000, block_size)
+    test = GradientTestTask(space, weights, None, 0.0, 1e-5, n_best, block_size)
     out = {"trivial": CountTask(), "active": LossGradTask(space, weights, None, ids)}
     grafting = _config(test_l1[0], n_best).grafting
     keep = grafting.partial_keep * n_best or None

@@ -35,18 +35,15 @@ def mllib_objective(gamma: float) -> float:
     return found[0]
 
 
-def run(train_dir: str, ratio: float, gamma: float, max_rounds: int, target: float) -> dict:
+def run(blocks, space, ratio: float, gamma: float, max_rounds: int, target: float) -> dict:
     """One grafting run at ``ratio``: its trace, and the first round at ``target``."""
     from sparkmaxent.backends import LocalBackend
     from sparkmaxent.config import train_config
-    from sparkmaxent.data.load import read_blocks
-    from sparkmaxent.data.schema import DatasetInfo
     from sparkmaxent.kernels.colcache import COLUMNS
     from sparkmaxent.train import train
 
     COLUMNS.clear()  # no run starts with another's gathered columns
-    info = DatasetInfo.load(train_dir)
-    backend = LocalBackend(read_blocks(train_dir, info, n_blocks=2), info.space(bias=True))
+    backend = LocalBackend(blocks, space)
     cfg = train_config(
         method="grafting",
         l1=gamma,
@@ -104,15 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.grafting_vs_mllib import prepared
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.blas import blas_threads
+    from sparkmaxent.data.load import read_blocks
+    from sparkmaxent.data.schema import DatasetInfo
 
     spark = spark_session("local[2]", "round-tol", {"spark.driver.memory": "4g"})
     train_dir, _ = prepared(spark, args.work, args.reuse)
     spark.stop()
     target = args.target if args.target is not None else mllib_objective(args.gamma)
+    info = DatasetInfo.load(train_dir)
+    blocks, space = read_blocks(train_dir, info, n_blocks=2), info.space(bias=True)
     rows = []
     with blas_threads(1):
         for ratio in args.ratios:
-            rows.append(run(train_dir, ratio, args.gamma, args.max_rounds, target))
+            rows.append(run(blocks, space, ratio, args.gamma, args.max_rounds, target))
             print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
     print_table(
         rows,
