@@ -37,11 +37,14 @@ from .loop import limit_reached, run_rounds
 
 log = logging.getLogger(__name__)
 
-#: a round that adds at least this many weights has Newton try its first
-#: full step in the ray pass (``Grafting._optimize``), as a likely cut: the
-#: ray pass first pays off when more than one such step in two is cut
-#: (measured on CoNLL-2000: docs/benchmarks.md).
-RAY_FIRST_MIN_ADDED = 50
+#: the trust region (infinity norm of a step) a round's Newton solve starts
+#: from. Weights are log-odds and a round's new weights start at 0: there the
+#: unbounded model step reached lengths of 10^2 on CoNLL-2000 and was cut to
+#: 2^-4 ... 2^-11 of itself, a ray pass or two per cut. The region doubles
+#: after every well-predicted step (``newton._next_radius``), so large weights
+#: are reached in a few steps. 1 is also scipy's ``trust-constr`` default
+#: initial radius; measured in docs/benchmarks.md ("initial trust region").
+ROUND_RADIUS = 1.0
 #: why a run with a pass budget (a path point, selection/path.py) stopped
 BUDGET_SPENT = "pass budget spent"
 
@@ -155,6 +158,7 @@ class Grafting:
             memory=cfg.memory,
             ftol=cfg.ftol,
             full_gradient=self.block_size is None,
+            radius=ROUND_RADIUS,
         )
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
@@ -341,7 +345,6 @@ class Grafting:
         options = dataclasses.replace(
             self.options,
             tol=tol,
-            ray_first_at_start=len(new) >= RAY_FIRST_MIN_ADDED,
             # a solver pass is about an iteration: a budget bounds the round too
             max_iter=self.options.max_iter
             if left is None

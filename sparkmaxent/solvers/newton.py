@@ -381,14 +381,10 @@ def _direction(
     )
 
 
-def _ray_first(it: int, ratio: float | None, ray: Callable | None, options: SolverOptions) -> bool:
+def _ray_first(ratio: float | None, ray: Callable | None) -> bool:
     """Whether the full step is likely to be cut, so the ray pass tries it:
-    in the first iteration when the caller says so (a grafting round that
-    added many features at 0), and after a full step whose decrease the model
-    overestimated (rho < 0.85)."""
-    return ray is not None and (
-        (it == 1 and options.ray_first_at_start) or (ratio is not None and ratio < 0.85)
-    )
+    after a full step whose decrease the model overestimated (rho < 0.85)."""
+    return ray is not None and ratio is not None and ratio < 0.85
 
 
 def minimize_box_newton(
@@ -460,7 +456,7 @@ def minimize_box_newton(
             steps,
             acceptable,
             want_full,
-            _ray_first(it, ratio, along, options),
+            _ray_first(ratio, along),
             options.ray_steps,
         )
         length = float(np.abs(d).max(initial=0.0))

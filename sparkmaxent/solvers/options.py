@@ -37,9 +37,6 @@ class SolverOptions:
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
-    ray_first_at_start : the first iteration's full step is tried in the
-        ray pass, as a likely cut; grafting sets it for rounds that add many
-        weights.
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -58,7 +55,6 @@ class SolverOptions:
     radius: float = np.inf
     min_radius: float = 1e-12
     stall: int = 10
-    ray_first_at_start: bool = False
     full_gradient: bool = True
 
 

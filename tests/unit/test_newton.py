@@ -154,22 +154,39 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
     np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
     assert res.evaluations <= 3 * res.iterations + 1
     assert res.evaluations < plain.evaluations
-    # the start, the full step's own pass, the ray, curvature at the step
-    # taken; told that the first step is likely to be cut, the ray pass
-    # tries the full step too and saves a pass
+    # the start, the full step's own pass, the ray, curvature at the step taken
     assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 4
+
+
+def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum():
+    """With ``radius`` (grafting's ROUND_RADIUS) no coordinate of the first
+    step moves by more than it, the region then grows, and the optimum is
+    the one reached without a region."""
+    theta0 = np.array([15.0, -15.0, 15.0, 25.0, -25.0, 25.0])
+    plain = LogisticBox().solve(theta0, ray=True)
     pb = LogisticBox()
-    first = minimize_box_newton(
-        pb.fun,
+    points = []  # where a pass asked for the Hessian: the start and the iterates
+
+    def fun(theta, full, hessian):
+        if hessian:
+            points.append(theta.copy())
+        return pb.fun(theta, full, hessian)
+
+    res = minimize_box_newton(
+        fun,
         theta0,
         pb.lin,
         pb.lower,
         pb.upper,
-        SolverOptions(tol=1e-10, ray_first_at_start=True),
+        SolverOptions(tol=1e-10, radius=1.0),
         ray=pb.ray,
     )
-    assert first.trace[0]["step"] < 1 and first.trace[0]["evaluations"] == 3
-    np.testing.assert_allclose(first.theta, res.theta, atol=1e-8)
+    assert res.converged
+    lengths = np.abs(np.diff(np.array(points), axis=0)).max(axis=1)
+    assert lengths[0] <= 1.0 + 1e-12
+    assert lengths.max() > 1.0  # the region grew past its start
+    np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
+    assert abs(res.value - plain.value) <= 1e-12
 
 
 def test_a_weight_without_curvature_moves_to_its_orthant_bound():
