@@ -1,21 +1,24 @@
-"""Grafting's inexact rounds: ``train.grafting.round_tol_ratio`` against the
-time to a target objective, in-process (LocalBackend, 2 blocks, one core),
-on CoNLL-2000 chunking (n = 1,000).
+"""Grafting's inexact rounds: ``train.grafting.round_tol_ratio`` and the
+rounds' initial trust region (``selection.grafting.ROUND_RADIUS``) against
+the time to a target objective, in-process (LocalBackend, 2 blocks, one
+core), on CoNLL-2000 chunking (n = 1,000).
 
-Each ratio in ``--ratios`` (in that order: alternate them, 0.1 0.3 0.3 0.1,
-to spread the machine's drift over both) runs ``--max-rounds`` rounds (0:
-to the certificate); a row gives the first round whose objective is at
-most ``--target`` + 1e-6 (default: MLlib's l1 objective at that gamma1 from
-``grafting_vs_mllib_n1000_eighth.json``), its passes and CPU seconds, and
-where the run ended.
+Each ratio in ``--ratios`` with each radius in ``--radii`` (in that order:
+alternate them, 0.1 0.3 0.3 0.1, to spread the machine's drift over both)
+runs ``--max-rounds`` rounds (0: to the certificate); a row gives the first
+round whose objective is at most ``--target`` + 1e-6 (default: MLlib's l1
+objective at that gamma1 from ``grafting_vs_mllib_n1000_eighth.json``), its
+passes and CPU seconds, and where the run ended.
 
     python -m benchmarks.round_tol --work /var/tmp/rt --ratios 0.1 0.3 0.3 0.1
+    python -m benchmarks.round_tol --work /var/tmp/rt --ratios 0.3 --radii inf 1 1 inf
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -35,11 +38,15 @@ def mllib_objective(gamma: float) -> float:
     return found[0]
 
 
-def run(blocks, space, ratio: float, gamma: float, max_rounds: int, target: float) -> dict:
-    """One grafting run at ``ratio``: its trace, and the first round at ``target``."""
+def run(
+    blocks, space, ratio: float, gamma: float, max_rounds: int, target: float, radius: float
+) -> dict:
+    """One grafting run at ``ratio`` with rounds starting in a trust region of
+    ``radius``: its trace, and the first round at ``target``."""
     from sparkmaxent.backends import LocalBackend
     from sparkmaxent.config import train_config
     from sparkmaxent.kernels.colcache import COLUMNS
+    from sparkmaxent.selection import grafting
     from sparkmaxent.train import train
 
     COLUMNS.clear()  # no run starts with another's gathered columns
@@ -69,10 +76,15 @@ def run(blocks, space, ratio: float, gamma: float, max_rounds: int, target: floa
             }
         )
 
-    report = train(backend, cfg, on_round=on_round).report
+    default_radius, grafting.ROUND_RADIUS = grafting.ROUND_RADIUS, radius
+    try:
+        report = train(backend, cfg, on_round=on_round).report
+    finally:
+        grafting.ROUND_RADIUS = default_radius
     at = next((r for r in trace if r["objective"] <= target + 1e-6), None)
     return {
         "round_tol_ratio": ratio,
+        "radius": radius if math.isfinite(radius) else None,  # None: unbounded
         "gamma1": gamma,
         "target_round": at and at["round"],
         "target_passes": at and at["passes"],
@@ -94,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     work_arguments(parser, "/tmp/round-tol-work", "round_tol.json")
     parser.add_argument("--ratios", type=float, nargs="+", default=[0.1, 0.3, 0.3, 0.1])
+    parser.add_argument(
+        "--radii", type=float, nargs="+", default=None, help="default: ROUND_RADIUS"
+    )
     parser.add_argument("--gamma", type=float, default=1e-5)
     parser.add_argument("--max-rounds", type=int, default=11)
     parser.add_argument("--target", type=float, default=None, help="default: MLlib's objective")
@@ -103,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkmaxent.blas import blas_threads
     from sparkmaxent.data.load import read_blocks
     from sparkmaxent.data.schema import DatasetInfo
+    from sparkmaxent.selection.grafting import ROUND_RADIUS
 
     spark = spark_session("local[2]", "round-tol", {"spark.driver.memory": "4g"})
     train_dir, _ = prepared(spark, args.work, args.reuse)
@@ -113,11 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with blas_threads(1):
         for ratio in args.ratios:
-            rows.append(run(blocks, space, ratio, args.gamma, args.max_rounds, target))
-            print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
+            for radius in args.radii or [ROUND_RADIUS]:
+                rows.append(run(blocks, space, ratio, args.gamma, args.max_rounds, target, radius))
+                print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
     print_table(
         rows,
-        ["round_tol_ratio", "target_round", "target_passes", "target_cpu_s", "passes", "cpu_s"],
+        ["round_tol_ratio", "radius", "target_round", "target_passes", "target_cpu_s"]
+        + ["passes", "cpu_s"],
     )
     write_result(args.output, rows, target_objective=target, max_rounds=args.max_rounds)
     return 0
