@@ -39,11 +39,12 @@ log = logging.getLogger(__name__)
 
 #: the trust region (infinity norm of a step) a round's Newton solve starts
 #: from. Weights are log-odds and a round's new weights start at 0: there the
-#: unbounded model step reached lengths of 10^2 on CoNLL-2000 and was cut to
-#: 2^-4 ... 2^-11 of itself, a ray pass or two per cut. The region doubles
-#: after every well-predicted step (``newton._next_radius``), so large weights
-#: are reached in a few steps. 1 is also scipy's ``trust-constr`` default
-#: initial radius; measured in docs/benchmarks.md ("initial trust region").
+#: unbounded model step reached lengths in the hundreds on CoNLL-2000 and was
+#: cut to 2^-4 ... 2^-11 of itself, a ray pass or two per cut. The region
+#: doubles after every well-predicted step (``newton._next_radius``), so large
+#: weights are reached in a few steps. 1 is also scipy's ``trust-constr``
+#: default initial radius (docs/benchmarks.md, "Grafting: the rounds' initial
+#: trust region").
 ROUND_RADIUS = 1.0
 #: why a run with a pass budget (a path point, selection/path.py) stopped
 BUDGET_SPENT = "pass budget spent"
