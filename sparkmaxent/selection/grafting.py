@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 #: doubles after every well-predicted step (``newton._next_radius``), so large
 #: weights are reached in a few steps. 1 is also scipy's ``trust-constr``
 #: default initial radius (docs/benchmarks.md, "Grafting: the rounds' initial
-#: trust region").
+#: trust region"). The region bounds the weights only: the biases are
+#: unpenalized and a common shift of them changes no probability, so which
+#: bias reached the region first would pick that shift by rounding.
 ROUND_RADIUS = 1.0
 #: why a run with a pass budget (a path point, selection/path.py) stopped
 BUDGET_SPENT = "pass budget spent"
@@ -346,6 +348,7 @@ class Grafting:
         options = dataclasses.replace(
             self.options,
             tol=tol,
+            region=len(ids),  # the weights: the biases stay outside (ROUND_RADIUS)
             # a solver pass is about an iteration: a budget bounds the round too
             max_iter=self.options.max_iter
             if left is None

@@ -370,12 +370,16 @@ def _direction(
     options: SolverOptions,
 ) -> tuple[np.ndarray, int]:
     """The Newton direction: the quadratic model minimized over the box and
-    the trust region, to ``inner_ratio`` times the outer violation."""
+    the trust region (over ``options.region``), to ``inner_ratio`` times the
+    outer violation."""
+    dlo, dhi = lower - theta, upper - theta
+    inside = slice(options.region)
+    dlo[inside], dhi[inside] = np.maximum(dlo[inside], -radius), np.minimum(dhi[inside], radius)
     return box_qp_cd(
         hess,
         grad,
-        np.maximum(lower - theta, -radius),
-        np.minimum(upper - theta, radius),
+        dlo,
+        dhi,
         max(options.inner_ratio * violation, 0.1 * options.tol),
         options.max_sweeps,
     )
@@ -459,7 +463,7 @@ def minimize_box_newton(
             _ray_first(ratio, along),
             options.ray_steps,
         )
-        length = float(np.abs(d).max(initial=0.0))
+        length = float(np.abs(d[: options.region]).max(initial=0.0))  # in the region
         if accepted is None:
             # even the smallest trial step went too far (a direction along
             # which the model's curvature is near 0): retry inside half of it

@@ -33,6 +33,8 @@ class SolverOptions:
     max_backtracks : line-search trials before giving up.
     ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
     radius : initial trust-region radius (infinity norm of a step).
+    region : the trust region bounds theta[:region] (None: all of theta);
+        grafting leaves its unpenalized biases out (``Grafting._optimize``).
     min_radius : give up (line search failed) below this radius.
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
@@ -53,6 +55,7 @@ class SolverOptions:
     max_backtracks: int = 30
     ray_steps: int = 8
     radius: float = np.inf
+    region: int | None = None
     min_radius: float = 1e-12
     stall: int = 10
     full_gradient: bool = True

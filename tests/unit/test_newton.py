@@ -158,10 +158,12 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
     assert res.trace[0]["step"] < 1 and res.trace[0]["evaluations"] == 4
 
 
-def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum():
-    """With ``radius`` (grafting's ROUND_RADIUS) no coordinate of the first
-    step moves by more than it, the region then grows, and the optimum is
-    the one reached without a region."""
+@pytest.mark.parametrize("region", [None, 3])
+def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum(region):
+    """With ``radius`` (grafting's ROUND_RADIUS) no coordinate of the
+    ``region`` (all, or the first 3: grafting leaves its biases out) moves by
+    more than it in the first step, the region then grows, and the optimum
+    is the one reached without a region."""
     theta0 = np.array([15.0, -15.0, 15.0, 25.0, -25.0, 25.0])
     plain = LogisticBox().solve(theta0, ray=True)
     pb = LogisticBox()
@@ -178,13 +180,16 @@ def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum():
         pb.lin,
         pb.lower,
         pb.upper,
-        SolverOptions(tol=1e-10, radius=1.0),
+        SolverOptions(tol=1e-10, radius=1.0, region=region),
         ray=pb.ray,
     )
     assert res.converged
-    lengths = np.abs(np.diff(np.array(points), axis=0)).max(axis=1)
-    assert lengths[0] <= 1.0 + 1e-12
-    assert lengths.max() > 1.0  # the region grew past its start
+    moves = np.abs(np.diff(np.array(points), axis=0))
+    inside = moves[:, :region].max(axis=1)
+    assert inside[0] <= 1.0 + 1e-12
+    assert inside.max() > 1.0  # the region grew past its start
+    if region is not None:
+        assert moves[0, region:].max() > 1.0  # outside it, the first step is not bounded
     np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
     assert abs(res.value - plain.value) <= 1e-12
 
