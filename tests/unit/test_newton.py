@@ -167,7 +167,10 @@ def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum(reg
     theta0 = np.array([15.0, -15.0, 15.0, 25.0, -25.0, 25.0])
     plain = LogisticBox().solve(theta0, ray=True)
     pb = LogisticBox()
-    points = []  # where a pass asked for the Hessian: the start and the iterates
+    # where a pass asked for the Hessian: the start, each full-step trial and
+    # each accepted cut step; consecutive ones lie within the region of the
+    # iteration between them, so a move past 1 means the region grew
+    points = []
 
     def fun(theta, full, hessian):
         if hessian:
