@@ -30,7 +30,6 @@ from ..kernels import Weights
 from ..kernels.folds import fold_of_groups
 from ..kernels.predict import EventScoresTask
 from .base import FitResult, Method, TrainingContext
-from .stopping import Measure, choose
 from .path import (
     MAX_EXTENSION,
     PATH_METHODS,
@@ -40,6 +39,7 @@ from .path import (
     scored_point,
     stop_rule,
 )
+from .stopping import Measure, choose
 
 log = logging.getLogger(__name__)
 

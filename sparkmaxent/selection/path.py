@@ -380,7 +380,9 @@ def scored_point(
     rep = result.report
     cut = bool(rep.get("budget_spent"))
     # a cut point's weights are those keep_going scored
-    scores, measure = (stop["scores"], stop["measure"]) if cut else measure_weights(ctx, result.weights)
+    scores, measure = (
+        (stop["scores"], stop["measure"]) if cut else measure_weights(ctx, result.weights)
+    )
     row = {
         "features": int(result.weights.nnz),
         "objective": rep.get("objective"),

@@ -18,7 +18,6 @@ from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.folds import fold_of_groups, in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.stopping import choose
 from sparkmaxent.selection.choice import (
     MIN_STAGE_PATIENCE,
     criterion_score,
@@ -30,6 +29,7 @@ from sparkmaxent.selection.path import (
     path_plan,
     scored_point,
 )
+from sparkmaxent.selection.stopping import choose
 from sparkmaxent.train import train
 
 from .helpers import random_block
