@@ -224,7 +224,7 @@ class MaxentModel:
                     schema=FEATURES_SCHEMA,
                 ),
             )
-        source = {
+        source: dict = {
             "model": "vocabulary of a saved model",
             "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED,
         }
