@@ -25,6 +25,7 @@ from pyspark.ml.param.shared import (
     HasWeightCol,
 )
 
+from .. import registry
 from ..config import Config, ConfigError, config_from_dict
 from ..config.load import SECTIONS
 from ..config.rules import Rule, check_value, default_of, rule_of
@@ -41,11 +42,6 @@ SCHEMA_PARAMS = {
     "tol": "train.gtol",
     "maxIter": "train.max_iter",
 }
-#: methods whose objective has MLlib's elastic net: gamma1 = regParam *
-#: elasticNetParam, gamma2 = regParam * (1 - elasticNetParam)
-ELASTIC_NET = {"grafting": ("train.grafting.l1", "train.grafting.elastic_l2")}
-#: methods with an l2 penalty only (train.l2): elasticNetParam must be 0
-L2_ONLY = ("l2", "cutoff", "l2-ifs", "lattice")
 
 
 def schema_field(dotted: str):
@@ -247,23 +243,27 @@ class MaxEntParams(TrainingParams, HasLabelCol, HasRawPredictionCol):
 def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
     """Schema keys of MLlib's penalty regParam * (alpha ||w||_1 + (1 - alpha)
     / 2 ||w||_2^2) on the loss averaged over event weight, which is how the
-    project scales it too (docs/design.md): grafting's gamma1 = reg * alpha
-    and elastic_l2 = reg * (1 - alpha); the l2 methods' train.l2 = reg (alpha
-    must be 0). Other methods have no such penalty (ConfigError)."""
-    if method in ELASTIC_NET:
-        l1_key, l2_key = ELASTIC_NET[method]
+    project scales it too (docs/design.md): the method's l1 key (gamma1)
+    = reg * alpha and its l2 key (gamma2) = reg * (1 - alpha), its
+    ``penalty_keys`` in the registry (registry.py); a method with an l2
+    penalty only takes alpha = 0. Other methods have no such penalty
+    (ConfigError)."""
+    keys = registry.method(method).penalty_keys
+    if keys is None:
+        raise ConfigError(
+            f"regParam: method {method!r} has no regParam-like penalty; set its keys "
+            "through config (e.g. train.ifs.gain_prior_variance) instead"
+        )
+    l1_key, l2_key = keys
+    if l1_key is not None:
         return {l1_key: reg * alpha, l2_key: reg * (1.0 - alpha)}
-    if method in L2_ONLY:
-        if alpha != 0:
-            raise ConfigError(
-                f"elasticNetParam: method {method!r} has an l2 penalty only; expected 0, "
-                f"got {alpha} (method 'grafting' takes an l1 part)"
-            )
-        return {"train.l2": reg}
-    raise ConfigError(
-        f"regParam: method {method!r} has no regParam-like penalty; set its keys "
-        "through config (e.g. train.ifs.gain_prior_variance) instead"
-    )
+    if alpha != 0:
+        raise ConfigError(
+            f"elasticNetParam: method {method!r} has an l2 penalty only; expected 0, "
+            f"got {alpha} (methods with an l1 part: "
+            f"{', '.join(registry.names(lambda m: m.elastic))})"
+        )
+    return {l2_key: reg}
 
 
 __all__ = [
