@@ -62,6 +62,9 @@ class MethodEntry:
         alpha)/2 ||w||^2)`` sets: ``(l1 key, l2 key)``, the l1 key None when
         the method has an l2 penalty only (``alpha`` must be 0); None: no
         such penalty (``ml/params.py`` ``penalty_keys``).
+    ml_params : tuple of str
+        Which of the optional pyspark.ml Params (``ML_PARAMS``) it reads;
+        the estimators refuse the others when set (ml/params.py).
     check : callable or None
         ``check(train_config)`` raises ConfigError for a configuration the
         method cannot run (called by ``TrainConfig``, after its keys).
@@ -76,6 +79,7 @@ class MethodEntry:
     combination: bool = False
     warm_start: bool = False
     penalty_keys: tuple[str | None, str] | None = None
+    ml_params: tuple[str, ...] = ()
     check: Callable[[Any], None] | None = None
 
     @property
@@ -117,6 +121,9 @@ def _binary_atoms(cfg: Any) -> None:
 
 _SELECTION = "sparkmaxent.selection"
 _L2_ONLY = (None, L2_KEY)
+#: the pyspark.ml Params only some methods read (``MethodEntry.ml_params``)
+ML_PARAMS = ("l1", "l2", "nBest", "maxRounds", "maxFeatures")
+_STAGES = ("l2", "maxRounds", "maxFeatures")  # ifs, sgc: l2 of re-estimation
 
 #: every method by its ``train.method`` name, in the order the docs list them
 METHODS: dict[str, MethodEntry] = {
@@ -135,6 +142,7 @@ METHODS: dict[str, MethodEntry] = {
             "Gaussian prior: every candidate feature, gamma2/2 ||w||^2 (train.l2).",
             path="l2",
             penalty_keys=_L2_ONLY,
+            ml_params=("l2",),
         ),
         MethodEntry(
             "cutoff",
@@ -143,6 +151,7 @@ METHODS: dict[str, MethodEntry] = {
             "l2 over the features seen at least train.cutoff times.",
             penalty_keys=_L2_ONLY,
             check=_needs_cutoff,
+            ml_params=("l2",),
         ),
         MethodEntry(
             "grafting",
@@ -154,12 +163,14 @@ METHODS: dict[str, MethodEntry] = {
             combination=True,
             warm_start=True,
             penalty_keys=(L1_KEY, "train.grafting.elastic_l2"),
+            ml_params=("l1", "l2", "nBest", "maxRounds"),
         ),
         MethodEntry(
             "mle-ifs",
             f"{_SELECTION}.grafting:fit_mle_ifs",
             "grafting",
             "Grafting's rounds without l1: a gradient threshold, no penalty.",
+            ml_params=("nBest", "maxRounds"),
         ),
         MethodEntry(
             "l2-ifs",
@@ -168,6 +179,7 @@ METHODS: dict[str, MethodEntry] = {
             "Grafting's rounds without l1: a gradient threshold, l2 penalty.",
             penalty_keys=_L2_ONLY,
             check=_needs_l2,
+            ml_params=("l2", "nBest", "maxRounds"),
         ),
         MethodEntry(
             "ifs",
@@ -176,14 +188,15 @@ METHODS: dict[str, MethodEntry] = {
             "Incremental feature selection: each stage adds the candidate of largest "
             "approximate gain (Berger et al. 1996; Zhou et al. 2003).",
             best_stage=True,
+            ml_params=_STAGES,
         ),
         MethodEntry(
             "sgc",
             f"{_SELECTION}.ifs:fit_sgc",
             "ifs",
-            "Selective gain computation: IFS with stale gains as upper bounds "
-            "(Zhou et al. 2003).",
+            "Selective gain computation: IFS with stale gains as upper bounds (Zhou et al. 2003).",
             best_stage=True,
+            ml_params=_STAGES,
         ),
         MethodEntry(
             "sgc-lookahead",
@@ -191,6 +204,7 @@ METHODS: dict[str, MethodEntry] = {
             "ifs",
             "SGC that also refreshes the next train.ifs.lookahead candidates per stage.",
             best_stage=True,
+            ml_params=_STAGES,
         ),
         MethodEntry(
             "bayes-factor",
@@ -198,6 +212,7 @@ METHODS: dict[str, MethodEntry] = {
             "bayes",
             "Approximate Bayes-factor feature selection (Daume III 2004).",
             best_stage=True,
+            ml_params=("maxRounds", "maxFeatures"),
         ),
         MethodEntry(
             "lattice",
@@ -206,11 +221,15 @@ METHODS: dict[str, MethodEntry] = {
             "The optimized feature lattice of atom conjunctions (Mikheev 1998).",
             penalty_keys=_L2_ONLY,
             check=_binary_atoms,
+            ml_params=("l2", "maxRounds"),
         ),
     )
 }
 #: ``train.method``'s default
 DEFAULT_METHOD = "l2"
+#: the method MLlib's LogisticRegression fits, by whether its penalty has an
+#: l1 part (elasticNetParam > 0): the pyspark.ml estimators' method "auto"
+MLLIB_METHOD = {True: "grafting", False: DEFAULT_METHOD}
 
 
 def method(name: str) -> MethodEntry:
@@ -229,4 +248,20 @@ def names(where: Callable[[MethodEntry], bool]) -> tuple[str, ...]:
     return tuple(n for n, e in METHODS.items() if where(e))
 
 
-__all__ = ["DEFAULT_METHOD", "L1_KEY", "L2_KEY", "METHODS", "MethodEntry", "method", "names"]
+def reading(param: str) -> tuple[str, ...]:
+    """The methods that read the pyspark.ml Param ``param`` (``ML_PARAMS``)."""
+    return names(lambda m: param in m.ml_params)
+
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "L1_KEY",
+    "L2_KEY",
+    "METHODS",
+    "ML_PARAMS",
+    "MLLIB_METHOD",
+    "MethodEntry",
+    "method",
+    "names",
+    "reading",
+]

@@ -19,6 +19,7 @@ from .selection.base import FitResult, TrainingContext, evaluate
 
 log = logging.getLogger(__name__)
 
+
 def train(
     backend: Backend,
     config: TrainConfig,

@@ -42,6 +42,13 @@ SCHEMA_PARAMS = {
     "tol": "train.gtol",
     "maxIter": "train.max_iter",
 }
+#: the ``method`` Param's default: the method MLlib's LogisticRegression
+#: reads regParam and elasticNetParam as (:func:`chosen_method`)
+AUTO = "auto"
+#: Params that only some methods read -> those methods (their registry
+#: entries' ``ml_params``); set with any other method, ``fit`` refuses them
+#: (no Param is silently ignored)
+USED_BY = {name: registry.reading(name) for name in registry.ML_PARAMS}
 
 
 def schema_field(dotted: str):
@@ -93,6 +100,13 @@ def nested(flat: dict, where: str = "config") -> dict:
     return out
 
 
+def _method_converter(value: Any) -> str:
+    """The ``method`` Param: ``"auto"`` or a method of the schema."""
+    if value == AUTO:
+        return AUTO
+    return schema_converter("method", SCHEMA_PARAMS["method"])(value)
+
+
 def _config_converter(value: Any) -> dict:
     """The ``config`` Param: dotted keys, checked now by building a Config."""
     if not isinstance(value, dict):
@@ -108,8 +122,10 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
     method = Param(
         Params._dummy(),
         "method",
-        "training method (train.method): one of the registered methods",
-        typeConverter=schema_converter("method", SCHEMA_PARAMS["method"]),
+        f"training method (train.method): {AUTO!r} ({registry.MLLIB_METHOD[True]} when l1 "
+        f"is set or elasticNetParam > 0, else {registry.MLLIB_METHOD[False]}) or one of "
+        f"{', '.join(registry.METHODS)}",
+        typeConverter=_method_converter,
     )
     regParam = Param(
         Params._dummy(),
@@ -198,7 +214,7 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         super().__init__()
         defaults = {name: schema_field(key)[0] for name, key in SCHEMA_PARAMS.items()}
         self._setDefault(
-            **defaults,
+            **{**defaults, "method": AUTO},
             regParam=0.0,
             elasticNetParam=0.0,
             checkpointDir="",
@@ -207,19 +223,53 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
             probabilityCol="probability",
         )
 
+    def chosen_method(self, flat: dict | None = None) -> str:
+        """The method a fit trains: the ``method`` Param, else
+        ``config["train.method"]``, else (``"auto"``) grafting when the
+        Params ask for an l1 part (``l1`` set, or ``elasticNetParam`` > 0)
+        and l2 otherwise: MLlib's LogisticRegression is pure l2 at
+        elasticNetParam 0 and has an l1 part above it."""
+        method = self.getOrDefault(self.method)
+        if method != AUTO:
+            return method
+        flat = self.getOrDefault(self.config) if flat is None else flat
+        if "train.method" in flat:
+            return flat["train.method"]
+        return registry.MLLIB_METHOD[
+            self.isSet(self.l1) or self.getOrDefault(self.elasticNetParam) > 0
+        ]
+
+    def refuse_unused(self, method: str) -> None:
+        """A Param set for a method that does not read it is an error (no
+        Param is silently ignored); the message names both."""
+        for name, methods in USED_BY.items():
+            if self.isSet(getattr(self, name)) and method not in methods:
+                raise ConfigError(
+                    f"{name}: method {method!r} does not use it (it applies to "
+                    f"{', '.join(methods)}); unset {name} or choose one of those methods"
+                )
+
     def training_config(self) -> Config:
         """The Config of a fit: the ``config`` Param's keys, then every
         training Param set explicitly (a Param and a ``config`` key for the
-        same schema key is an error), then regParam/elasticNetParam."""
+        same schema key is an error), then regParam/elasticNetParam; a Param
+        the chosen method does not read is refused (:meth:`refuse_unused`)."""
         flat: dict = dict(self.getOrDefault("config"))
+        method = self.chosen_method(flat)
+        self.refuse_unused(method)
+        if self.isSet(self.method) and "train.method" in flat:
+            raise ConfigError("method and config['train.method'] both set; give one")
+        flat["train.method"] = method
         for name, dotted in SCHEMA_PARAMS.items():
-            if not self.isSet(getattr(self, name)):
+            if name == "method" or not self.isSet(getattr(self, name)):
                 continue
+            keys = registry.method(method).penalty_keys
+            if name == "l2" and keys is not None:
+                dotted = keys[1]  # the method's gamma2 (grafting's elastic_l2)
             if dotted in flat:
                 raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
             flat[dotted] = self.getOrDefault(getattr(self, name))
         if self.isSet(self.regParam) or self.isSet(self.elasticNetParam):
-            method = flat.get("train.method", self.getOrDefault(self.method))
             for dotted, value in penalty_keys(
                 method, self.getOrDefault(self.regParam), self.getOrDefault(self.elasticNetParam)
             ).items():
@@ -256,6 +306,14 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
         )
     l1_key, l2_key = keys
     if l1_key is not None:
+        if not alpha > 0:
+            raise ConfigError(
+                f"elasticNetParam: method {method!r} takes its l1 part gamma1 = regParam * "
+                f"elasticNetParam, and elasticNetParam is {alpha} (MLlib's pure l2); set "
+                "elasticNetParam > 0 (1: pure l1, gamma1 = regParam), or give l1 instead"
+            )
+        if not reg > 0:
+            raise ConfigError(f"regParam: method {method!r} needs regParam > 0, got {reg}")
         return {l1_key: reg * alpha, l2_key: reg * (1.0 - alpha)}
     if alpha != 0:
         raise ConfigError(

@@ -72,3 +72,18 @@ def test_penalty_keys_name_schema_keys():
             if key is not None:
                 schema_field(key)  # raises for a key the schema does not have
     assert registry.names(lambda m: m.elastic) == ("grafting",)
+
+
+def test_the_ml_params_each_method_reads_come_from_its_entry():
+    from sparkmaxent.ml.params import USED_BY
+
+    assert set(USED_BY) == set(registry.ML_PARAMS)
+    assert USED_BY["l1"] == ("grafting",)
+    assert set(USED_BY["nBest"]) == {"grafting", "mle-ifs", "l2-ifs"}
+    assert set(USED_BY["maxRounds"]) == set(registry.METHODS) - {"mle", "l2", "cutoff"}
+    assert set(USED_BY["maxFeatures"]) == set(registry.names(lambda m: m.best_stage))
+    for entry in registry.METHODS.values():
+        assert set(entry.ml_params) <= set(registry.ML_PARAMS), entry.name
+        # a method with a regParam-like penalty reads the l2 Param (its gamma2)
+        assert entry.penalty_keys is None or "l2" in entry.ml_params, entry.name
+    assert registry.MLLIB_METHOD == {True: "grafting", False: "l2"}
