@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark import keyword_only
 from pyspark.ml import Estimator
 
 from .. import registry
@@ -31,6 +30,19 @@ class Prepared:
     extra: dict = field(default_factory=dict)
 
 
+def refuse_existing_columns(dataset, names) -> None:
+    """MLlib's refusal to overwrite a column: transform adds its output
+    columns, and one already in ``dataset`` is an IllegalArgumentException."""
+    from pyspark.errors import IllegalArgumentException
+
+    present = set(dataset.columns)
+    for name in names:
+        if name in present:
+            raise IllegalArgumentException(
+                message=f"requirement failed: Column {name} already exists."
+            )
+
+
 class MaxEntEstimator(Estimator, TrainingParams):
     """An estimator over a prepared dataset. Subclasses prepare the
     DataFrame (:meth:`_prepare_into`) and wrap the trained model
@@ -39,41 +51,8 @@ class MaxEntEstimator(Estimator, TrainingParams):
 
     _input_kwargs: dict[str, Any]
 
-    @keyword_only
-    def __init__(self, **kwargs) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._set(**self._input_kwargs)
-
-    @keyword_only
-    def setParams(self, **kwargs):
-        return self._set(**self._input_kwargs)
-
-    def setMethod(self, value: str):
-        return self._set(method=value)
-
-    def setRegParam(self, value: float):
-        return self._set(regParam=value)
-
-    def setElasticNetParam(self, value: float):
-        return self._set(elasticNetParam=value)
-
-    def setL1(self, value: float):
-        return self._set(l1=value)
-
-    def setL2(self, value: float):
-        return self._set(l2=value)
-
-    def setNBest(self, value: int):
-        return self._set(nBest=value)
-
-    def setConfig(self, value: dict):
-        return self._set(config=value)
-
-    def setFeaturesCol(self, value: str):
-        return self._set(featuresCol=value)
-
-    def setWeightCol(self, value: str):
-        return self._set(weightCol=value)
 
     # ---- what subclasses provide ----------------------------------------
     def _prepare_into(self, spark, dataset, train_dir: str, cfg: Config) -> dict:
@@ -85,11 +64,6 @@ class MaxEntEstimator(Estimator, TrainingParams):
     def _data_params(self) -> tuple:
         """Params that change what ``fit`` prepares (``config`` may hold data keys)."""
         return (self.featuresCol, self.weightCol, self.checkpointDir, self.config)
-
-    def weight_col(self) -> str | None:
-        return (
-            (self.getOrDefault(self.weightCol) or None) if self.isDefined(self.weightCol) else None
-        )
 
     # ---- fitting ---------------------------------------------------------
     def _fit(self, dataset):
@@ -180,4 +154,4 @@ class MaxEntEstimator(Estimator, TrainingParams):
         return model
 
 
-__all__ = ["MaxEntEstimator", "Prepared"]
+__all__ = ["MaxEntEstimator", "Prepared", "refuse_existing_columns"]

@@ -22,6 +22,7 @@ from pyspark.ml.param.shared import (
     HasPredictionCol,
     HasProbabilityCol,
     HasRawPredictionCol,
+    HasThresholds,
     HasWeightCol,
 )
 
@@ -116,7 +117,7 @@ def _config_converter(value: Any) -> dict:
     return flat
 
 
-class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabilityCol):
+class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
     """The training Params every estimator (and its model) has."""
 
     method = Param(
@@ -220,7 +221,12 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
             checkpointDir="",
             warmStart=True,
             config={},
-            probabilityCol="probability",
+        )
+
+    def weight_col(self) -> str | None:
+        """The weight column, None when weightCol is unset or empty."""
+        return (
+            (self.getOrDefault(self.weightCol) or None) if self.isDefined(self.weightCol) else None
         )
 
     def chosen_method(self, flat: dict | None = None) -> str:
@@ -282,12 +288,50 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         return config_from_dict(nested(flat), f"{type(self).__name__} params")
 
 
-class MaxEntParams(TrainingParams, HasLabelCol, HasRawPredictionCol):
+class MaxEntParams(
+    HasProbabilityCol, HasThresholds, HasRawPredictionCol, HasLabelCol, TrainingParams
+):
     """Params of the classifier and its model."""
 
     def __init__(self) -> None:
         super().__init__()
         self._setDefault(rawPredictionCol="rawPrediction")
+
+
+def with_accessors(cls):
+    """Give ``cls`` MLlib's ``get<Param>`` and ``set<Param>`` for each of its
+    Params that lacks one (pyspark's shared Params have getters only)."""
+    for name in dir(cls):
+        if not isinstance(getattr(cls, name, None), Param):
+            continue
+        cap = name[0].upper() + name[1:]
+        if not hasattr(cls, f"get{cap}"):
+            setattr(cls, f"get{cap}", _getter(name))
+        if not hasattr(cls, f"set{cap}"):
+            setattr(cls, f"set{cap}", _setter(name))
+    return cls
+
+
+def _getter(name: str):
+    def get(self):
+        return self.getOrDefault(getattr(self, name))
+
+    get.__name__ = f"get{name[0].upper()}{name[1:]}"
+    get.__doc__ = f"Gets the value of {name} or its default value."
+    return get
+
+
+def _setter(name: str):
+    def set_value(self, value):
+        return self._set(**{name: value})
+
+    set_value.__name__ = f"set{name[0].upper()}{name[1:]}"
+    set_value.__doc__ = f"Sets the value of {name}."
+    return set_value
+
+
+with_accessors(TrainingParams)
+with_accessors(MaxEntParams)
 
 
 def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
@@ -325,7 +369,9 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
 
 
 __all__ = [
+    "AUTO",
     "MaxEntParams",
+    "with_accessors",
     "TrainingParams",
     "SCHEMA_PARAMS",
     "nested",

@@ -60,3 +60,21 @@ def test_the_benchmarks_page_is_generated_current_and_short():
     assert text.count("\n") <= MAX_LINES == 600
     for name in PAGES:
         assert f"\n## {name}\n" in text
+
+
+def test_links_into_the_benchmarks_page_name_its_sections():
+    """Docs link to a benchmark's section as ``benchmarks.md#<benchmark>``."""
+    import re
+
+    from benchmarks.common import ROOT
+    from benchmarks.report import PAGES
+
+    docs = glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)
+    anchors = {"targets-at-a-glance", *PAGES}
+    bad = []
+    for path in [*docs, os.path.join(ROOT, "README.md")]:
+        with open(path) as f:
+            for anchor in re.findall(r"benchmarks\.md#([A-Za-z0-9_-]+)", f.read()):
+                if anchor not in anchors:
+                    bad.append(f"{os.path.relpath(path, ROOT)}: #{anchor}")
+    assert not bad, bad

@@ -291,3 +291,19 @@ def test_the_method_string_rule_sees_a_comparison_and_a_list():
     assert sorted(found) == [(1, "grafting"), (2, "cutoff"), (2, "l2")]
     gone = {m for m, _ in NOT_A_METHOD} - set(modules())
     assert not gone, f"an exception names a module that is gone: {gone}"
+
+
+def test_design_names_every_subpackage():
+    """docs/design.md's map ("Where things live") names every subpackage of
+    sparkmaxent/ as ``name/``: a new package is added there with what it holds."""
+    design = (PACKAGE.parent / "docs" / "design.md").read_text()
+    packages = sorted(
+        str(init.parent.relative_to(PACKAGE)) for init in PACKAGE.rglob("__init__.py")
+    )
+    missing = [p for p in packages if p != "." and f"{p}/" not in design]
+    assert packages and not missing, f"docs/design.md does not name {missing}"
+
+
+def test_readme_is_at_most_200_lines():
+    lines = (PACKAGE.parent / "README.md").read_text().count("\n")
+    assert lines <= 200, f"README.md is {lines} lines: move detail to docs/"
