@@ -28,6 +28,8 @@ class Prepared:
     spark: Any
     train_dir: str
     extra: dict = field(default_factory=dict)
+    #: the held-out rows an 'auto' penalty is chosen on, prepared with train_dir's dictionary
+    heldout_dir: str = ""
 
 
 def refuse_existing_columns(dataset, names) -> None:
@@ -55,7 +57,15 @@ class MaxEntEstimator(Estimator, TrainingParams):
         super().__init__()
 
     # ---- what subclasses provide ----------------------------------------
-    def _prepare_into(self, spark, dataset, train_dir: str, cfg: Config) -> dict:
+    def _prepare_into(
+        self, spark, dataset, train_dir: str, cfg: Config, vocabulary: str | None = None
+    ) -> dict:
+        """Prepare ``dataset`` into ``train_dir`` (with ``vocabulary``: as
+        held-out data, over that dataset's dictionary, unmerged)."""
+        raise NotImplementedError
+
+    def _validation_split(self, dataset) -> tuple:
+        """(training rows, held-out rows) an 'auto' penalty is chosen on."""
         raise NotImplementedError
 
     def _model(self, maxent: MaxentModel, report: dict, extra: dict):
@@ -135,9 +145,15 @@ class MaxEntEstimator(Estimator, TrainingParams):
             cfg.output, scratch_dir=self.getOrDefault(self.checkpointDir) or cfg.output.scratch_dir
         )
         with api.scratch_for(spark, dataclasses.replace(cfg, output=scratch), None) as work:
-            train_dir = f"{work}/train"
-            extra = self._prepare_into(spark, dataset, train_dir, cfg)
-            yield Prepared(spark, train_dir, extra)
+            train_dir, heldout_dir = f"{work}/train", ""
+            if self.auto_penalty() is None:
+                extra = self._prepare_into(spark, dataset, train_dir, cfg)
+            else:
+                train_part, heldout_part = self._validation_split(dataset)
+                heldout_dir = f"{work}/heldout"
+                extra = self._prepare_into(spark, train_part, train_dir, cfg)
+                self._prepare_into(spark, heldout_part, heldout_dir, cfg, vocabulary=train_dir)
+            yield Prepared(spark, train_dir, {**extra, "dataset": dataset}, heldout_dir)
 
     def _train(self, prepared: Prepared, start: Weights | None = None):
         """Train this estimator's configuration on a prepared dataset with
@@ -145,7 +161,11 @@ class MaxEntEstimator(Estimator, TrainingParams):
         from .. import api
 
         maxent, report = api.train_model(
-            prepared.spark, self.training_config(), prepared.train_dir, warm_start=start
+            prepared.spark,
+            self.training_config(),
+            prepared.train_dir,
+            prepared.heldout_dir,
+            warm_start=start,
         )
         # the scratch dictionary goes away: the model's vocabulary is its used features
         maxent = dataclasses.replace(maxent, dictionary="")

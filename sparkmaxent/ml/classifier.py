@@ -93,6 +93,9 @@ class MaxEntClassifier(
     maxRounds, maxFeatures, standardization (default false, unlike MLlib),
     tol, maxIter, checkpointDir, warmStart and config (other keys by dotted
     name). A Param the chosen method does not read is refused by ``fit``.
+    ``l1="auto"`` chooses gamma1 on held-out rows (validationIndicatorCol, or
+    validationFraction of each label's rows) by the warm-started path of
+    ``train.choice.path`` and refits the chosen point on all rows.
     """
 
     @keyword_only
@@ -109,8 +112,8 @@ class MaxEntClassifier(
         method: str = AUTO,
         regParam: float = 0.0,
         elasticNetParam: float = 0.0,
-        l1: float = 1.0e-4,
-        l2: float = 1.0e-4,
+        l1: float | str = 1.0e-4,
+        l2: float | str = 1.0e-4,
         nBest: int = 10,
         maxRounds: int = 0,
         maxFeatures: int = 0,
@@ -120,6 +123,8 @@ class MaxEntClassifier(
         checkpointDir: str = "",
         warmStart: bool = True,
         config: dict | None = None,
+        validationIndicatorCol: str | None = None,
+        validationFraction: float = 0.2,
     ) -> None:
         super().__init__()
         self._set(**self._input_kwargs)
@@ -138,8 +143,8 @@ class MaxEntClassifier(
         method: str = AUTO,
         regParam: float = 0.0,
         elasticNetParam: float = 0.0,
-        l1: float = 1.0e-4,
-        l2: float = 1.0e-4,
+        l1: float | str = 1.0e-4,
+        l2: float | str = 1.0e-4,
         nBest: int = 10,
         maxRounds: int = 0,
         maxFeatures: int = 0,
@@ -149,6 +154,8 @@ class MaxEntClassifier(
         checkpointDir: str = "",
         warmStart: bool = True,
         config: dict | None = None,
+        validationIndicatorCol: str | None = None,
+        validationFraction: float = 0.2,
     ) -> MaxEntClassifier:
         """Sets the Params given by keyword (the others keep their values)."""
         return self._set(**self._input_kwargs)
@@ -156,7 +163,47 @@ class MaxEntClassifier(
     def _data_params(self) -> tuple:
         return (*super()._data_params(), self.labelCol)
 
-    def _prepare_into(self, spark, dataset, train_dir: str, cfg) -> dict:
+    def _validation_split(self, dataset) -> tuple:
+        """(training rows, held-out rows): validationIndicatorCol's true rows
+        are held out; else validationFraction of each label's rows, those
+        first in the order of a seeded hash of the row (label, features,
+        weight), as data/split.py orders its units: the same split on every
+        run and partitioning."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        from ..data.columns import names_and_values
+
+        if self.isSet(self.validationIndicatorCol):
+            flag = self.getValidationIndicatorCol()
+            if flag not in dataset.columns:
+                raise InputError(
+                    f"validationIndicatorCol {flag!r}: no such column (columns: "
+                    f"{', '.join(dataset.columns)})"
+                )
+            held = F.coalesce(F.col(flag).cast("boolean"), F.lit(False))
+            return dataset.where(~held), dataset.where(held)
+        label = self.getLabelCol()
+        names, values = names_and_values(dataset, "fit input", self.getFeaturesCol())
+        weight = self.weight_col()
+        parts = [F.col(label).cast("string"), names, values]
+        parts += [F.col(weight)] if weight else []
+        u, rank, size = "__sparkmaxent_u", "__sparkmaxent_rank", "__sparkmaxent_size"
+        by_label = Window.partitionBy(label)
+        ranked = dataset.withColumn(u, F.xxhash64(F.lit(0), *parts)).select(
+            "*",
+            F.row_number().over(by_label.orderBy(u)).alias(rank),
+            F.count("*").over(by_label).alias(size),
+        )
+        held = F.col(rank) <= F.floor(
+            F.col(size) * self.getOrDefault(self.validationFraction) + 0.5
+        )
+        ranked = ranked.withColumn(u, held).drop(rank, size)
+        return ranked.where(~F.col(u)).drop(u), ranked.where(F.col(u)).drop(u)
+
+    def _prepare_into(
+        self, spark, dataset, train_dir: str, cfg, vocabulary: str | None = None
+    ) -> dict:
         from ..data.prepare import prepare_table
 
         label_col = self.getLabelCol()
@@ -167,6 +214,8 @@ class MaxEntClassifier(
             label_col=label_col,
             features_col=self.getFeaturesCol(),
             weight_col=self.weight_col(),
+            vocabulary=vocabulary,
+            merge_duplicates=vocabulary is None,
             partitions=cfg.data.partitions or None,
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
@@ -179,7 +228,6 @@ class MaxEntClassifier(
             "n_classes": n_classes,
             "numeric": numeric,
             "names": indexed_names(dataset, label_col, n_classes),
-            "dataset": dataset,
         }
 
     def _model(self, maxent: MaxentModel, report: dict, extra: dict):

@@ -18,6 +18,7 @@ from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.param.shared import HasProbabilityCol
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
+from ..config import ConfigError
 from ..model import MaxentModel
 from .base import MaxEntEstimator, refuse_existing_columns
 from .params import AUTO, TrainingParams, with_accessors
@@ -78,8 +79,8 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
         method: str = AUTO,
         regParam: float = 0.0,
         elasticNetParam: float = 0.0,
-        l1: float = 1.0e-4,
-        l2: float = 1.0e-4,
+        l1: float | str = 1.0e-4,
+        l2: float | str = 1.0e-4,
         nBest: int = 10,
         maxRounds: int = 0,
         maxFeatures: int = 0,
@@ -107,8 +108,8 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
         method: str = AUTO,
         regParam: float = 0.0,
         elasticNetParam: float = 0.0,
-        l1: float = 1.0e-4,
-        l2: float = 1.0e-4,
+        l1: float | str = 1.0e-4,
+        l2: float | str = 1.0e-4,
         nBest: int = 10,
         maxRounds: int = 0,
         maxFeatures: int = 0,
@@ -125,7 +126,15 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
     def _data_params(self) -> tuple:
         return (*super()._data_params(), self.groupCol, self.correctCol)
 
-    def _prepare_into(self, spark, dataset, train_dir: str, cfg) -> dict:
+    def _validation_split(self, dataset) -> tuple:
+        raise ConfigError(
+            "MaxEntRanker: no 'auto' penalty yet (held-out candidate sets); give l1 or l2, "
+            "or tune them with CrossValidator"
+        )
+
+    def _prepare_into(
+        self, spark, dataset, train_dir: str, cfg, vocabulary: str | None = None
+    ) -> dict:
         from ..data.prepare import prepare_candidate_table
 
         prepare_candidate_table(

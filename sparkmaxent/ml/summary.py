@@ -122,6 +122,23 @@ class MaxEntTrainingSummary(MaxEntClassificationSummary):
         return [float(r["objective"]) for r in rows if r.get("objective") is not None]
 
     @property
+    def regularizationPath(self) -> list[dict]:
+        """With ``l1="auto"`` (or ``l2="auto"``): every point of the held-out
+        path, strongest penalty first (its penalty, held-out scores, features,
+        passes; ``docs/methods/model-choice.md``); else []."""
+        path = self._model.report.get("path") or {}
+        return [dict(p) for p in path.get("points", [])]
+
+    @property
+    def chosenRegularization(self) -> float | None:
+        """The penalty the path chose on the held-out rows (gamma1 for
+        ``l1="auto"``, gamma2 for ``l2="auto"``), refitted on all rows; else None."""
+        path = self._model.report.get("path")
+        if not path:
+            return None
+        return float(path["points"][path["chosen"]][path["parameter"]])
+
+    @property
     def totalIterations(self) -> int:
         """Optimizer iterations over the whole fit (report ``iterations``)."""
         return int(self._model.report.get("iterations") or 0)

@@ -20,7 +20,7 @@ from sparkmaxent.ml import (
 from sparkmaxent.train import METHODS
 
 #: a value to set for the Params that have no default
-UNSET = {"weightCol": "w", "thresholds": [0.5, 0.5]}
+UNSET = {"weightCol": "w", "thresholds": [0.5, 0.5], "validationIndicatorCol": "v"}
 STAGES = [MaxEntClassifier, MaxEntRanker, MaxEntClassificationModel, MaxEntRankingModel]
 
 
