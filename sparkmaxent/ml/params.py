@@ -285,10 +285,10 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
         method = self.chosen_method(flat)
         self.refuse_unused(method)
         auto = self.auto_penalty()
-        if auto is not None and (method, auto) not in (("grafting", "l1"), ("l2", "l2")):
+        if auto is not None and registry.method(method).path != auto:
             raise ConfigError(
                 f"{auto}='auto': a path of {auto} is fitted for method "
-                f"{'grafting' if auto == 'l1' else 'l2'} only, not {method!r}"
+                f"{', '.join(registry.names(lambda m: m.path == auto))} only, not {method!r}"
             )
         if self.isSet(self.method) and "train.method" in flat:
             raise ConfigError("method and config['train.method'] both set; give one")
