@@ -541,37 +541,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    previous = {"rows": [], "choices": {}}
-    if os.path.exists(args.output):
+    previous = {"rows": []}
+    if os.path.exists(args.output):  # the page's rows of the datasets not run now stay
         with open(args.output) as f:
             previous = json.load(f)
     run_names = {DATASETS[d] for d in args.datasets}
     kept = [r for r in previous["rows"] if r["dataset"] not in run_names]
-    choices = {k: v for k, v in previous.get("choices", {}).items() if k not in run_names}
-    commands = {k: v for k, v in previous.get("commands", {}).items() if k not in run_names}
-    # what was true of a dataset's kept rows when they were measured
-    notes = {k: v for k, v in previous.get("notes", {}).items() if k not in run_names}
     rows: list[dict] = []
 
     def save(ds_rows: list[dict], ds_choices: dict) -> None:
-        done = {r["dataset"] for r in ds_rows}
-        write_result(
-            args.output,
-            kept + rows + ds_rows,
-            pp_reference=PP_REFERENCE,
-            choices={**choices, **{d: ds_choices for d in done}},
-            commands={**commands, **{d: command_line() for d in done}},
-            notes=notes,
-            settings=vars(args),
-        )
+        logging.getLogger("bayes_factor").info("chosen on the devset: %s", ds_choices)
+        write_result(args.output, kept + rows + ds_rows)
 
     for key in ("pp", "conll"):
         if key in args.datasets:
             ds = pp_dataset(args) if key == "pp" else conll_dataset(args)
             ds_rows, ds_choices = dataset_runs(args, ds, save)
             rows += ds_rows
-            choices[ds.name] = ds_choices
-            commands[ds.name] = command_line()
     all_rows = kept + rows
     plot(all_rows, os.path.splitext(args.output)[0] + ".png")
     print_table(all_rows, ROW_KEYS)

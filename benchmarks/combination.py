@@ -500,10 +500,11 @@ def main(argv: list[str] | None = None) -> None:
     work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
     args = start(parser, argv)
     lengths = [int(x) for x in args.bitstrings.split(",") if x]
-    rows = []
-    if os.path.exists(args.output):
+    rows, targets = [], {}
+    if os.path.exists(args.output):  # the other tasks' rows and the targets judged over them
         with open(args.output) as f:
-            rows = json.load(f)["rows"]
+            page = json.load(f)
+        rows, targets = page["rows"], page.get("targets", {})
     for name in args.tasks:
         if name == "brown":
             from benchmarks.combination_brown import run_brown
@@ -511,9 +512,7 @@ def main(argv: list[str] | None = None) -> None:
             rows = merge_rows(
                 rows, run_brown(args, lambda b, cfg: run(None, b, cfg), command_line())
             )
-            write_result(
-                args.output, rows, keep=True, pp_reference=PP_REFERENCE, bitstrings=lengths
-            )
+            write_result(args.output, rows, targets)
             continue
         if name == "pp":
             dirs = prepare_pp(
@@ -543,9 +542,7 @@ def main(argv: list[str] | None = None) -> None:
             extra = {"session_note": args.note} if args.note else {}
             new = [{"atoms": atoms, **sub, **r, **extra} for r in new]
             written[:] = merge_rows(done, new)
-            write_result(
-                args.output, written, keep=True, pp_reference=PP_REFERENCE, bitstrings=lengths
-            )
+            write_result(args.output, written, targets)
 
         run_task(Task(name, dirs, args.blocks), args, save)
         rows = written or done

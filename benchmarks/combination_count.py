@@ -138,11 +138,10 @@ def main(argv: list[str] | None = None) -> None:
     if os.path.exists(args.output):
         with open(args.output) as f:
             old = json.load(f)
-        rows = old["rows"]
-        extra = {k: v for k, v in old.items() if k not in ("date", "machine", "rows")}
+        rows, targets = old["rows"], old.get("targets", {})
     else:
-        extra = {}
-    write_result(args.output, rows + [row], **extra)
+        targets = {}
+    write_result(args.output, rows + [row], targets, benchmark="combination")
     print_table([{**found, **need, "fits": fits}], [*found, *need, "fits"])
 
 

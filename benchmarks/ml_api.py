@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             for k, v in stamp.items():
                 r.setdefault(k, v)
-        write_result(args.output, previous + rows, **extra)
+        write_result(args.output, previous + [{**extra, **r} for r in rows])
         print_table(previous + rows, KEYS)
 
     model = None

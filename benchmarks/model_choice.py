@@ -575,11 +575,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(ours(name, method, dirs, args))
             rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
             print_table(rows[-1:], ROW_KEYS)
-            _write(args.output, rows, conll_sentences=args.conll_sentences)
+            _write(args.output, rows)
             if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
                 single_fit(rows[-1], method, dirs, args.single_fit_cap)
                 print_table(rows[-1:], ROW_KEYS)
-                _write(args.output, rows, conll_sentences=args.conll_sentences)
+                _write(args.output, rows)
     print_table(rows, ROW_KEYS)
     return 0
 

@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
             stages=stages,
             total_wall_s=round(time.perf_counter() - t_start, 1),
         )
-        write_result(args.output, rows, **extra)
+        write_result(args.output, rows)
         plot(rows, stages, os.path.splitext(args.output)[0])
 
     if not args.skip_baselines:

@@ -408,9 +408,17 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 only.",
     )
     patience: int = key(
-        1,
-        "Stop a path after this many points in a row scoring below its best "
-        "(a tie neither counts nor resets: accuracy plateaus); 0: fit every point.",
+        2,
+        "Stop a path once this many points came after its best one and the "
+        "last is below the best by more than patience_se standard errors of "
+        "the paired held-out difference (a tie never stops); 0: fit every point.",
+        ge=0,
+    )
+    patience_se: float = key(
+        1.0,
+        "Paths: standard errors of the held-out difference (paired event by "
+        "event, or fold by fold) by which the last point must be below the best "
+        "to stop; 0: any worse point.",
         ge=0,
     )
     max_weights: int = key(

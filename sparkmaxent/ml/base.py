@@ -14,7 +14,7 @@ from typing import Any
 from pyspark import keyword_only
 from pyspark.ml import Estimator
 
-from ..config import Config, digest
+from ..config import Config, ConfigError, digest
 from ..kernels import Weights
 from ..model import MaxentModel
 from .params import TrainingParams
@@ -101,12 +101,26 @@ class MaxEntEstimator(Estimator, TrainingParams):
         training Params only."""
         from pyspark.ml.base import _FitMultipleIterator
 
+        self.grid_configs(paramMaps)  # a bad point is refused before any fit
         names = {p.name for p in self._data_params()}
         if any(p.name in names for pm in paramMaps for p in pm):
             return super().fitMultiple(dataset, paramMaps)
         with self._prepared(dataset) as prepared:
             models = self._train_grid(prepared, paramMaps)
         return _FitMultipleIterator(lambda i: models[i], len(models))
+
+    def grid_configs(self, paramMaps) -> list[Config]:
+        """The Config of each param map; the first one that cannot be
+        trained (a Param its method does not read, ...) is an error naming
+        the map, before anything is fitted."""
+        configs = []
+        for i, pm in enumerate(paramMaps):
+            try:
+                configs.append(self.copy(pm).training_config())
+            except ConfigError as e:
+                shown = {p.name: v for p, v in pm.items()}
+                raise ConfigError(f"param map {i} {shown}: {e}") from e
+        return configs
 
     def _train_grid(self, prepared: Prepared, paramMaps) -> list:
         """A model per param map. With warmStart, grafting points whose
@@ -115,7 +129,7 @@ class MaxEntEstimator(Estimator, TrainingParams):
         glmnet's paths are (Friedman et al. 2010, section 2.5; selection/path.py):
         the l1 optimum of each point is the same, reached in fewer passes."""
         estimators = [self.copy(pm) for pm in paramMaps]
-        configs = [e.training_config() for e in estimators]
+        configs = self.grid_configs(paramMaps)
         order = sorted(range(len(configs)), key=lambda i: -configs[i].train.grafting.l1)
         models: list = [None] * len(configs)
         previous: tuple[str, Weights] | None = None

@@ -28,6 +28,7 @@ from pyspark.ml.param.shared import (
 from ..config import Config, ConfigError, config_from_dict
 from ..config.load import SECTIONS
 from ..config.rules import Rule, check_value, default_of, rule_of
+from ..config.schema import METHODS
 
 #: training Param -> the schema key it stands for
 SCHEMA_PARAMS = {
@@ -46,6 +47,22 @@ SCHEMA_PARAMS = {
 ELASTIC_NET = {"grafting": ("train.grafting.l1", "train.grafting.elastic_l2")}
 #: methods with an l2 penalty only (train.l2): elasticNetParam must be 0
 L2_ONLY = ("l2", "cutoff", "l2-ifs", "lattice")
+#: the ``method`` Param's default: grafting when the Params ask for an l1
+#: part (``l1`` set, or ``elasticNetParam`` > 0), else l2, as MLlib's
+#: LogisticRegression reads regParam and elasticNetParam (:func:`chosen_method`)
+AUTO = "auto"
+#: the methods whose round loop ``maxRounds`` caps
+SELECTION_METHODS = tuple(m for m in METHODS if m not in ("mle", "l2", "cutoff"))
+#: Params that only some methods read -> those methods; set with any other
+#: method, ``fit`` refuses them (no Param is silently ignored). ``l2`` is
+#: grafting's elastic-net gamma2 (train.grafting.elastic_l2).
+USED_BY = {
+    "l1": ("grafting",),
+    "l2": ("l2", "cutoff", "l2-ifs", "lattice", "ifs", "sgc", "sgc-lookahead", "grafting"),
+    "nBest": ("grafting", "mle-ifs", "l2-ifs"),
+    "maxRounds": SELECTION_METHODS,
+    "maxFeatures": ("ifs", "sgc", "sgc-lookahead", "bayes-factor"),
+}
 
 
 def schema_field(dotted: str):
@@ -97,6 +114,13 @@ def nested(flat: dict, where: str = "config") -> dict:
     return out
 
 
+def _method_converter(value: Any) -> str:
+    """The ``method`` Param: ``"auto"`` or a method of the schema."""
+    if value == AUTO:
+        return AUTO
+    return schema_converter("method", SCHEMA_PARAMS["method"])(value)
+
+
 def _config_converter(value: Any) -> dict:
     """The ``config`` Param: dotted keys, checked now by building a Config."""
     if not isinstance(value, dict):
@@ -112,8 +136,9 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
     method = Param(
         Params._dummy(),
         "method",
-        "training method (train.method): one of the registered methods",
-        typeConverter=schema_converter("method", SCHEMA_PARAMS["method"]),
+        f"training method (train.method): {AUTO!r} (grafting when l1 is set or "
+        f"elasticNetParam > 0, else l2) or one of {', '.join(METHODS)}",
+        typeConverter=_method_converter,
     )
     regParam = Param(
         Params._dummy(),
@@ -202,7 +227,7 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         super().__init__()
         defaults = {name: schema_field(key)[0] for name, key in SCHEMA_PARAMS.items()}
         self._setDefault(
-            **defaults,
+            **{**defaults, "method": AUTO},
             regParam=0.0,
             elasticNetParam=0.0,
             checkpointDir="",
@@ -211,19 +236,52 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
             probabilityCol="probability",
         )
 
+    def chosen_method(self, flat: dict | None = None) -> str:
+        """The method a fit trains: the ``method`` Param, else
+        ``config["train.method"]``, else (``"auto"``) grafting when the
+        Params ask for an l1 part (``l1`` set, or ``elasticNetParam`` > 0)
+        and l2 otherwise: MLlib's LogisticRegression is pure l2 at
+        elasticNetParam 0 and has an l1 part above it."""
+        method = self.getOrDefault(self.method)
+        if method != AUTO:
+            return method
+        flat = self.getOrDefault(self.config) if flat is None else flat
+        if "train.method" in flat:
+            return flat["train.method"]
+        if self.isSet(self.l1) or self.getOrDefault(self.elasticNetParam) > 0:
+            return "grafting"
+        return "l2"
+
+    def refuse_unused(self, method: str) -> None:
+        """A Param set for a method that does not read it is an error (no
+        Param is silently ignored); the message names both."""
+        for name, methods in USED_BY.items():
+            if self.isSet(getattr(self, name)) and method not in methods:
+                raise ConfigError(
+                    f"{name}: method {method!r} does not use it (it applies to "
+                    f"{', '.join(methods)}); unset {name} or choose one of those methods"
+                )
+
     def training_config(self) -> Config:
         """The Config of a fit: the ``config`` Param's keys, then every
         training Param set explicitly (a Param and a ``config`` key for the
-        same schema key is an error), then regParam/elasticNetParam."""
+        same schema key is an error), then regParam/elasticNetParam; a Param
+        the chosen method does not read is refused (:meth:`refuse_unused`)."""
         flat: dict = dict(self.getOrDefault("config"))
+        method = self.chosen_method(flat)
+        self.refuse_unused(method)
+        if self.isSet(self.method) and "train.method" in flat:
+            raise ConfigError("method and config['train.method'] both set; give one")
+        flat["train.method"] = method
         for name, dotted in SCHEMA_PARAMS.items():
-            if not self.isSet(getattr(self, name)):
+            if name == "method" or not self.isSet(getattr(self, name)):
                 continue
+            if name == "l2" and method in ELASTIC_NET:
+                dotted = ELASTIC_NET[method][1]  # grafting's elastic-net gamma2
             if dotted in flat:
                 raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
             flat[dotted] = self.getOrDefault(getattr(self, name))
         if self.isSet(self.regParam) or self.isSet(self.elasticNetParam):
-            method = flat.get("train.method", self.getOrDefault(self.method))
             for dotted, value in penalty_keys(
                 method, self.getOrDefault(self.regParam), self.getOrDefault(self.elasticNetParam)
             ).items():
@@ -252,6 +310,14 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
     must be 0). Other methods have no such penalty (ConfigError)."""
     if method in ELASTIC_NET:
         l1_key, l2_key = ELASTIC_NET[method]
+        if not alpha > 0:
+            raise ConfigError(
+                f"elasticNetParam: method {method!r} takes its l1 part gamma1 = regParam * "
+                f"elasticNetParam, and elasticNetParam is {alpha} (MLlib's pure l2); set "
+                "elasticNetParam > 0 (1: pure l1, gamma1 = regParam), or give l1 instead"
+            )
+        if not reg > 0:
+            raise ConfigError(f"regParam: method {method!r} needs regParam > 0, got {reg}")
         return {l1_key: reg * alpha, l2_key: reg * (1.0 - alpha)}
     if method in L2_ONLY:
         if alpha != 0:

@@ -14,8 +14,11 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
   held-out point over all of them.
 
 Every point is scored on the held-out data (selection/choice.py); the
-model is the chosen point. A path stops early after ``patience`` points
-without a better held-out score (weaker penalties only cost more passes).
+model is the chosen point. A path stops early (selection/stopping.py) once
+``patience`` points came after its best one and the last of them is below
+the best by more than ``patience_se`` standard errors of the paired held-out
+difference (weaker penalties only cost more passes; one noisy worse point
+does not stop it).
 A point after the first runs on a pass budget (``cut_passes`` times the
 passes of the points before it): when it runs out, the point is cut if its
 held-out score is below the best so far, else its fit goes on from where
@@ -44,9 +47,10 @@ from ..problem.objective import checked_pass
 from ..solvers import ConvergenceWarning
 from .base import FitResult, TrainingContext
 from .baselines import fit_smooth
-from .choice import PATH_PLOT, choose, score_weights, write_path_plot
+from .choice import PATH_PLOT, measure_weights, write_path_plot
 from .grafting import Grafting, fit_grafting_family, variant
 from .reporting import PLOTS_DIR
+from .stopping import Measure, StopRule, choose
 
 log = logging.getLogger(__name__)
 
@@ -293,15 +297,18 @@ def run_path(
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
+    rule = stop_rule(choice)
     weights, best = start, -np.inf
     grid = list(grid)
     for gamma in extended_grid(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
         budget = None
         if rows and choice.cut_passes:
             budget = max(1, int(np.ceil(choice.cut_passes * sum(r["passes"] for r in rows))))
-        result, row = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
+        result, row, measure = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
         previous = gamma
         weights = result.weights
+        rule.add(gamma, measure, row["features"], eligible=not row["cut"])
+        row["below_best_se"] = rule.gaps[-1]
         rows.append({parameter: gamma, **row})
         results.append(result)
         log.info(
@@ -319,9 +326,8 @@ def run_path(
         )
         if not row["cut"]:
             best = max(best, row["heldout_score"])
-        since_best = stalled([-np.inf if r["cut"] else r["heldout_score"] for r in rows])
-        if choice.patience and since_best >= choice.patience:
-            log.info("path stopped: %d points without a better held-out score", since_best)
+        if not rule.go_on():
+            log.info("path stopped: %s", rule.why())
             break
         if choice.max_weights and row["features"] > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
@@ -330,19 +336,11 @@ def run_path(
     return _chosen(ctx, parameter, grid, rows, results)
 
 
-def stalled(scores: list[float]) -> int:
-    """Points in a row, at the end of ``scores``, below the best score
-    before them: what ``patience`` counts. A tie with the best neither
-    counts nor resets, so a plateau of a step criterion (accuracy moves in
-    steps of 1/n: on PP the first four points all predict the majority
-    label) does not stop a path."""
-    best, behind = -np.inf, 0
-    for score in scores:
-        if score > best:
-            best, behind = score, 0
-        elif score < best:
-            behind += 1
-    return behind
+def stop_rule(choice) -> StopRule:
+    """The stop rule of a path (``train.choice``: ``patience`` points past
+    the best, the last ``patience_se`` standard errors of the paired
+    held-out difference below it; selection/stopping.py)."""
+    return StopRule(patience=choice.patience, margin=choice.patience_se, one_se=choice.one_se)
 
 
 def scored_point(
@@ -353,8 +351,9 @@ def scored_point(
     previous: float | None,
     budget: int | None,
     best: float,
-) -> tuple[FitResult, dict]:
-    """Fit one point on a pass ``budget`` (None: none) and score it. A
+) -> tuple[FitResult, dict, Measure]:
+    """Fit one point on a pass ``budget`` (None: none) and score it (its
+    row and its measure for the stop rule). A
     point whose budget runs out is scored where it stopped: below ``best``,
     it is cut (kept in the path, never chosen); otherwise its fit goes on
     from there without a budget (early stopping on held-out data, as in
@@ -366,7 +365,7 @@ def scored_point(
     stop: dict = {}
 
     def keep_going(weights: Weights) -> bool:
-        stop["scores"] = score_weights(ctx, weights)
+        stop["scores"], stop["measure"] = measure_weights(ctx, weights)
         stop["passes"] = ctx.backend.passes - passes0
         go = bool(stop["scores"]["heldout_score"] >= best)
         if go:
@@ -381,7 +380,9 @@ def scored_point(
     rep = result.report
     cut = bool(rep.get("budget_spent"))
     # a cut point's weights are those keep_going scored
-    scores = stop["scores"] if cut else score_weights(ctx, result.weights)
+    scores, measure = (
+        (stop["scores"], stop["measure"]) if cut else measure_weights(ctx, result.weights)
+    )
     row = {
         "features": int(result.weights.nnz),
         "objective": rep.get("objective"),
@@ -394,7 +395,7 @@ def scored_point(
     }
     if "kkt" in rep:
         row["kkt_passed"] = bool(rep["kkt"]["passed"])
-    return result, row
+    return result, row, measure
 
 
 def extended_grid(grid: list[float], rows: list[dict], extend: bool, limit: int):

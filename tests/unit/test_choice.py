@@ -20,7 +20,6 @@ from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.choice import (
     MIN_STAGE_PATIENCE,
-    choose,
     criterion_score,
     score_on,
 )
@@ -29,8 +28,8 @@ from sparkmaxent.selection.path import (
     null_model,
     path_plan,
     scored_point,
-    stalled,
 )
+from sparkmaxent.selection.stopping import choose
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -71,17 +70,6 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
     assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
-
-
-def test_patience_counts_points_below_the_best_and_not_ties():
-    assert stalled([]) == 0
-    assert stalled([0.5, 0.6, 0.7]) == 0
-    assert stalled([0.5, 0.7, 0.6, 0.65]) == 2
-    # a plateau (accuracy: the majority label) neither stops nor resets
-    assert stalled([0.74, 0.74, 0.74, 0.74]) == 0
-    assert stalled([0.5, 0.7, 0.6, 0.7]) == 1
-    assert stalled([0.5, 0.7, 0.6, 0.7, 0.71]) == 0
-    assert stalled([0.5, -np.inf]) == 1  # a cut point
 
 
 def test_criteria_and_their_standard_errors():
@@ -162,8 +150,11 @@ def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
     l1s = [p["l1"] for p in path["points"]]
     assert all(b < a for a, b in zip(l1s, l1s[1:]))
     assert np.allclose(np.diff(np.log(l1s)), np.log(1e-3) / 6)
-    # patience 1: the path ends at the first point after the best (or the grid's end)
-    assert len(l1s) in (i + 2, 6)
+    # patience 2: the path ends at the grid's end or two points or more past the
+    # best, the last more than one standard error of the difference below it
+    last = path["points"][-1]
+    assert len(l1s) == 6 or (len(l1s) >= i + 3 and last["below_best_se"] > 1.0)
+    assert path["points"][i]["below_best_se"] == 0.0
     with open(tmp_path / "plots" / "path.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -303,7 +294,7 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     full_passes = backend.passes - passes0
     assert full_passes >= 6, "a point long enough to cut in half"
     budget = full_passes // 2
-    result, row = scored_point(
+    result, row, _ = scored_point(
         ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
     )
     assert not row["cut"] and row["continued_after"] >= budget
@@ -413,7 +404,7 @@ def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
     whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
     best = int(np.argmax(whole["mean_score"]))
     assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
-    res = train(LocalBackend([block], space), train_config(patience=1, **keys))
+    res = train(LocalBackend([block], space), train_config(patience=1, patience_se=0, **keys))
     folds = res.report["folds"]
     assert folds["grid"] == grid[: best + 2] and folds["chosen"] == best
     np.testing.assert_allclose(
