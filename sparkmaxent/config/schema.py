@@ -134,9 +134,11 @@ class SelectionConfig(Section):
     )
     max_seconds: float = key(
         0.0,
-        "Stop after the first round that ends past this many "
-        "seconds of selection time, summed over resumed sessions; 0: no "
-        "limit. A run may be resumed with another value.",
+        "Stop before a round that, taking as long as the last one, would "
+        "end past this many seconds of selection time (summed over resumed "
+        "sessions), or after the first round that ends past it; the model is "
+        "the best held-out stage so far (stage methods) or the last round. "
+        "0: no limit. A run may be resumed with another value.",
         ge=0,
     )
     max_features: int = key(

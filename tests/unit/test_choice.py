@@ -569,3 +569,17 @@ def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
     rounds = res.report["rounds"]
     assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
+
+
+def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem, monkeypatch):
+    # a clock that moves 10 s a stage: with a 25 s budget the third stage
+    # (expected to end at 30 s) is not started
+    from sparkmaxent.selection import loop
+
+    ticks = iter(range(0, 10_000, 10))  # one reading a stage
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: float(next(ticks)))
+    res = run(problem, method="sgc", max_seconds=25.0, stage_features=1)
+    rounds = res.report["rounds"]
+    assert res.report["stopped"] == "max_seconds = 25"
+    assert [r["elapsed_s"] for r in rounds] == [10.0, 20.0]
+    assert res.report["choice"]["chosen_round"] in (1, 2)
