@@ -389,6 +389,12 @@ class ChoiceConfig(Section):
         "first) and keep the point with the best held-out score; needs "
         "held-out data.",
     )
+    refit: bool = key(
+        True,
+        "Paths on held-out data: refit the chosen penalty on the training and "
+        "held-out events together, warm-started from the chosen point (as "
+        "LogisticRegressionCV's refit); false: the model is the chosen point's fit.",
+    )
     points: int = key(10, "Points of a default path grid.", ge=2)
     l1_ratio: float = key(
         1.0e-3,

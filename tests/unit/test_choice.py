@@ -138,7 +138,9 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
 
 
 def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
-    res = run(problem, output_dir=str(tmp_path), method="grafting", path=True, points=6)
+    res = run(
+        problem, output_dir=str(tmp_path), method="grafting", path=True, points=6, refit=False
+    )
     path = res.report["path"]
     scores = [p["heldout_score"] for p in path["points"]]
     i = path["chosen"]
@@ -583,3 +585,42 @@ def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem, monkey
     assert res.report["stopped"] == "max_seconds = 25"
     assert [r["elapsed_s"] for r in rounds] == [10.0, 20.0]
     assert res.report["choice"]["chosen_round"] in (1, 2)
+
+
+@pytest.mark.parametrize("method", ["grafting", "l2"])
+def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, method):
+    tr, he, space = problem
+    keys = dict(method=method, path=True, points=5, gtol=1e-9)
+    chosen = run(problem, refit=False, **keys)
+    res = run(problem, **keys)
+    path, refit = res.report["path"], res.report["refit"]
+    point = path["points"][path["chosen"]]
+    assert path == chosen.report["path"]  # the same path and choice
+    gamma = point["l1" if method == "grafting" else "l2"]
+    assert refit["l1" if method == "grafting" else "l2"] == gamma
+    # the chosen fit's figures are kept beside the refit's
+    assert refit["chosen_fit"]["features"] == chosen.weights.nnz == point["features"]
+    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report["objective"])
+    assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
+    # the refit is a fit at the chosen gamma on both parts' events
+    penalty = {"l1": gamma} if method == "grafting" else {"l2": gamma}
+    both = LocalBackend([tr, he], space)
+    cold = train(both, train_config(method=method, gtol=1e-9, **penalty))
+    assert refit["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert res.weights.nnz == refit["features"] == cold.weights.nnz
+    assert refit["objective"] != pytest.approx(chosen.report["objective"], rel=1e-6)
+    if method == "grafting":
+        assert refit["kkt_passed"]
+
+
+def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
+    tr, he, space = problem
+    y = he.y.copy()
+    y[:50] = -1  # a label the training part never had
+    held = dataclasses.replace(he, y=y)
+    keys = dict(method="l2", path=True, l2_grid=[1e-2, 1e-3], patience=0)
+    res = train(LocalBackend([tr], space), train_config(**keys), LocalBackend([held], space))
+    gamma = res.report["refit"]["l2"]
+    usable = take_events(he, np.arange(he.n_events) >= 50)
+    cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
+    assert res.report["refit"]["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
