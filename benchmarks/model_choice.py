@@ -236,6 +236,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             ]
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
+        if "refit" in rep:  # the model is the refit on sub-train + held-out events
+            row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
+            row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         row["single_fit"] = "pending"  # the row is written before the single fit runs
         if method == "grafting":
             suffix = variant_suffix(args.set)
@@ -361,8 +364,9 @@ FOLD_SEED = 0
 
 
 def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0):
-    """LogisticRegressionCV over the predefined held-out split (refit=False:
-    the coefficients fitted on the sub-train part at the chosen C), or with
+    """LogisticRegressionCV over the predefined held-out split (refit=True:
+    refitted on the sub-train and held-out parts at the chosen C, as our
+    paths refit, ``train.choice.refit``), or with
     ``folds`` over the sub-train part's k folds of ``train.choice.folds``
     (kernels/folds.py, the same events in each fold as ours; refit=True: on
     the whole sub-train part at the chosen C, as ours)."""
@@ -383,7 +387,7 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
         ovr = OneVsRestL1CV(max_iter)
         return ovr.fit(X[keep], y[keep], w[keep], PredefinedSplit(fold[keep]), bool(folds))
     cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), penalty=penalty, solver=solver,
-                              scoring="neg_log_loss", refit=bool(folds),
+                              scoring="neg_log_loss", refit=True,
                               max_iter=max_iter)  # fmt: skip
     cv.fit(X[keep], y[keep], sample_weight=w[keep])
     return cv
@@ -549,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
         help="grafting's single fit stops after the round past this many seconds (0: none)",
     )
     parser.add_argument(
+        "--skip-single-fit", action="store_true", help="no cold fit at a path's chosen setting"
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -576,12 +583,42 @@ def main(argv: list[str] | None = None) -> int:
             rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
             print_table(rows[-1:], ROW_KEYS)
             _write(args.output, rows)
+            if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
+                rows[-1]["single_fit"] = "skipped"
             if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
                 single_fit(rows[-1], method, dirs, args.single_fit_cap)
                 print_table(rows[-1:], ROW_KEYS)
                 _write(args.output, rows)
+    _write(args.output, rows, sparse_targets(rows))
     print_table(rows, ROW_KEYS)
     return 0
+
+
+#: issue 36: the default sparse method within this many points of LogisticRegressionCV l2
+TARGET_GAP = 0.5
+#: ... with at most this share of its non-zero weights
+TARGET_SHARE = 0.10
+
+
+def sparse_targets(rows: list[dict]) -> dict:
+    """Per corpus: the default sparse method (grafting, its automatic path)
+    within TARGET_GAP points of sklearn-l2's test score with at most
+    TARGET_SHARE of its non-zero weights (value: the gap and the share)."""
+    targets = {}
+    for corpus in dict.fromkeys(r["corpus"] for r in rows):
+        ours_ = [r for r in rows if r["corpus"] == corpus and r["method"] == "grafting"]
+        l2 = [r for r in rows if r["corpus"] == corpus and r["method"] == "sklearn-l2"]
+        if not ours_ or not l2 or "test_score" not in l2[0] or "test_score" not in ours_[0]:
+            continue
+        gap = round(l2[0]["test_score"] - ours_[0]["test_score"], 3)
+        share = round(ours_[0]["features"] / max(l2[0]["features"], 1), 4)
+        targets[f"{corpus}: grafting vs LogisticRegressionCV l2"] = {
+            "goal": f"test score at most {TARGET_GAP} points below, with at most "
+            f"{TARGET_SHARE:.0%} of its non-zero weights",
+            "value": {"points_below": gap, "weight_share": share},
+            "met": bool(gap <= TARGET_GAP and share <= TARGET_SHARE),
+        }
+    return targets
 
 
 if __name__ == "__main__":
