@@ -16,8 +16,9 @@ with the same dictionary, and then, in-process (``train.backend`` local):
 - ``sgc``, ``bayes-factor``: one run keeping its best held-out stage
   (``train.choice.best_stage``), capped at ``--stage-seconds``;
 - ``sklearn-l2``: LogisticRegressionCV(Cs=10, cv = the held-out split,
-  refit=False, neg_log_loss), i.e. fitted on the same sub-train part and
-  chosen on the same held-out part; then one LogisticRegression fit at the
+  refit=True, neg_log_loss): C chosen on the same held-out part, then
+  refitted on sub-train + held-out (as our paths refit); then one
+  LogisticRegression fit at the
   chosen C (``wall_s_single_fit``);
 - ``sklearn-l1``: the same with penalty l1, solver saga, in a child process
   killed after ``--l1-cap`` seconds (row ``timed_out``);
