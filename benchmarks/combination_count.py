@@ -38,6 +38,7 @@ import tracemalloc
 
 import numpy as np
 
+from benchmarks.combination import targets
 from benchmarks.common import RESULTS, command_line, print_table, start, write_result
 
 #: bytes per weight of scipy's L-BFGS-B besides the history: wa's 5 n
@@ -138,10 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     if os.path.exists(args.output):
         with open(args.output) as f:
             old = json.load(f)
-        rows, targets = old["rows"], old.get("targets", {})
-    else:
-        targets = {}
-    write_result(args.output, rows + [row], targets, benchmark="combination")
+        rows = old["rows"]
+    write_result(args.output, rows + [row], targets(rows + [row]), benchmark="combination")
     print_table([{**found, **need, "fits": fits}], [*found, *need, "fits"])
 
 

@@ -341,13 +341,42 @@ def row_key(row: dict) -> tuple:
 
 
 def targets(rows: list[dict]) -> dict:
-    """Issue 14's slope target: grafting's wall time along the events axis
-    grows at most linearly (log-log slope <= 1.05)."""
+    """Issue 14's targets, from the rows present: grafting's wall time along
+    the events axis grows at most linearly (log-log slope <= 1.05); grafting
+    certified at the largest candidate space; the block-wise test's driver
+    peak RSS flat along the candidates (within 10%); MLlib's failure point."""
+    out = {}
     slope = slopes(rows)["events"]["grafting"]
-    if slope is None:
-        return {}
-    goal = "grafting's log-log slope of wall time along events <= 1.05 (one planted model)"
-    return {"events_slope": target(goal, round(slope, 3), slope <= 1.05)}
+    if slope is not None:
+        goal = "grafting's log-log slope of wall time along events <= 1.05 (one planted model)"
+        out["events_slope"] = target(goal, round(slope, 3), slope <= 1.05)
+    ours = [r for r in rows if r["axis"] == "candidates" and r["system"] == "grafting"]
+    if ours:
+        top = max(ours, key=lambda r: r["candidates"])
+        certified = (
+            bool(top.get("kkt_passed")) and top.get("stopped") == "no candidate passes the test"
+        )
+        value = f"{top['candidates']:,} candidates: {top.get('passes')} passes, "
+        value += f"KKT violation {top.get('kkt_violation', float('nan')):.1e}"
+        out["certified"] = target(
+            "grafting certified at the largest candidate space", value, certified
+        )
+    block = [
+        r for r in ours if r.get("gradient_test") == "block-wise" and r.get("driver_peak_rss_mb")
+    ]
+    if len(block) > 1:
+        rss = {r["candidates"]: r["driver_peak_rss_mb"] for r in block}
+        value = ", ".join(f"{mb} MB at {n:,}" for n, mb in sorted(rss.items()))
+        goal = "driver peak RSS flat along candidate features (block-wise test, within 10%)"
+        out["driver_rss"] = target(goal, value, max(rss.values()) <= 1.1 * min(rss.values()))
+    failed = [r for r in rows if r["system"] == "mllib" and r.get("status") == "failed"]
+    if failed:
+        first = min(failed, key=lambda r: r["candidates"])
+        value = (
+            f"failed at {first['candidates']:,} candidates: {first.get('reason', '').split(':')[0]}"
+        )
+        out["mllib_failure"] = target("MLlib's failure point recorded", value, True)
+    return out
 
 
 def merged_rows(path: str, rows: list[dict]) -> list[dict]:

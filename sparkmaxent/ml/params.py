@@ -22,6 +22,8 @@ from pyspark.ml.param.shared import (
     HasPredictionCol,
     HasProbabilityCol,
     HasRawPredictionCol,
+    HasThresholds,
+    HasValidationIndicatorCol,
     HasWeightCol,
 )
 
@@ -114,6 +116,15 @@ def nested(flat: dict, where: str = "config") -> dict:
     return out
 
 
+def auto_or(convert):
+    """A converter also taking ``"auto"`` (a penalty chosen on held-out rows)."""
+
+    def convert_or_auto(value: Any) -> Any:
+        return AUTO if value == AUTO else convert(value)
+
+    return convert_or_auto
+
+
 def _method_converter(value: Any) -> str:
     """The ``method`` Param: ``"auto"`` or a method of the schema."""
     if value == AUTO:
@@ -130,7 +141,7 @@ def _config_converter(value: Any) -> dict:
     return flat
 
 
-class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabilityCol):
+class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
     """The training Params every estimator (and its model) has."""
 
     method = Param(
@@ -156,14 +167,18 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
     l1 = Param(
         Params._dummy(),
         "l1",
-        "gamma1 of grafting (train.grafting.l1)",
-        typeConverter=schema_converter("l1", SCHEMA_PARAMS["l1"]),
+        "gamma1 of grafting (train.grafting.l1), or 'auto': chosen on held-out rows "
+        "(validationIndicatorCol or validationFraction) by a warm-started path, then "
+        "refitted on all rows",
+        typeConverter=auto_or(schema_converter("l1", SCHEMA_PARAMS["l1"])),
     )
     l2 = Param(
         Params._dummy(),
         "l2",
-        "gamma2 of l2, cutoff, l2-ifs, lattice and re-estimation (train.l2)",
-        typeConverter=schema_converter("l2", SCHEMA_PARAMS["l2"]),
+        "gamma2 of l2, cutoff, l2-ifs, lattice and re-estimation (train.l2); grafting's "
+        "elastic-net gamma2 (train.grafting.elastic_l2); or 'auto' (method l2: chosen "
+        "on held-out rows as l1='auto')",
+        typeConverter=auto_or(schema_converter("l2", SCHEMA_PARAMS["l2"])),
     )
     nBest = Param(
         Params._dummy(),
@@ -233,7 +248,12 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
             checkpointDir="",
             warmStart=True,
             config={},
-            probabilityCol="probability",
+        )
+
+    def weight_col(self) -> str | None:
+        """The weight column, None when weightCol is unset or empty."""
+        return (
+            (self.getOrDefault(self.weightCol) or None) if self.isDefined(self.weightCol) else None
         )
 
     def chosen_method(self, flat: dict | None = None) -> str:
@@ -251,6 +271,13 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         if self.isSet(self.l1) or self.getOrDefault(self.elasticNetParam) > 0:
             return "grafting"
         return "l2"
+
+    def auto_penalty(self) -> str | None:
+        """The Param (``l1`` or ``l2``) set to ``"auto"``, else None."""
+        for name in ("l1", "l2"):
+            if self.isSet(getattr(self, name)) and self.getOrDefault(name) == AUTO:
+                return name
+        return None
 
     def refuse_unused(self, method: str) -> None:
         """A Param set for a method that does not read it is an error (no
@@ -270,6 +297,12 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         flat: dict = dict(self.getOrDefault("config"))
         method = self.chosen_method(flat)
         self.refuse_unused(method)
+        auto = self.auto_penalty()
+        if auto is not None and (method, auto) not in (("grafting", "l1"), ("l2", "l2")):
+            raise ConfigError(
+                f"{auto}='auto': a path of {auto} is fitted for method "
+                f"{'grafting' if auto == 'l1' else 'l2'} only, not {method!r}"
+            )
         if self.isSet(self.method) and "train.method" in flat:
             raise ConfigError("method and config['train.method'] both set; give one")
         flat["train.method"] = method
@@ -280,6 +313,9 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
                 dotted = ELASTIC_NET[method][1]  # grafting's elastic-net gamma2
             if dotted in flat:
                 raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
+            if self.getOrDefault(getattr(self, name)) == AUTO:
+                flat["train.choice.path"] = True  # the path's grid, chosen on held-out rows
+                continue
             flat[dotted] = self.getOrDefault(getattr(self, name))
         if self.isSet(self.regParam) or self.isSet(self.elasticNetParam):
             for dotted, value in penalty_keys(
@@ -294,12 +330,79 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         return config_from_dict(nested(flat), f"{type(self).__name__} params")
 
 
-class MaxEntParams(TrainingParams, HasLabelCol, HasRawPredictionCol):
+class MaxEntParams(
+    HasProbabilityCol,
+    HasThresholds,
+    HasRawPredictionCol,
+    HasLabelCol,
+    HasValidationIndicatorCol,
+    TrainingParams,
+):
     """Params of the classifier and its model."""
+
+    validationFraction = Param(
+        Params._dummy(),
+        "validationFraction",
+        "with l1='auto' (or l2='auto') and no validationIndicatorCol: the share of rows "
+        "held out to choose the penalty, stratified by label",
+        typeConverter=_checked("validationFraction", Rule("validationFraction", gt=0, lt=1), 0.2),
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(rawPredictionCol="rawPrediction")
+        self._setDefault(rawPredictionCol="rawPrediction", validationFraction=0.2)
+
+    def training_config(self) -> Config:
+        self.validation_params()
+        return super().training_config()
+
+    def validation_params(self) -> None:
+        """The validation Params apply to an ``"auto"`` penalty only."""
+        if self.auto_penalty() is None:
+            for param in (self.validationIndicatorCol, self.validationFraction):
+                if self.isSet(param):
+                    raise ConfigError(
+                        f"{param.name}: held-out rows choose an 'auto' penalty only; set "
+                        "l1='auto' (or l2='auto' with method l2) or unset it"
+                    )
+        elif self.isSet(self.validationIndicatorCol) and self.isSet(self.validationFraction):
+            raise ConfigError("validationIndicatorCol and validationFraction both set; give one")
+
+
+def with_accessors(cls):
+    """Give ``cls`` MLlib's ``get<Param>`` and ``set<Param>`` for each of its
+    Params that lacks one (pyspark's shared Params have getters only)."""
+    for name in dir(cls):
+        if not isinstance(getattr(cls, name, None), Param):
+            continue
+        cap = name[0].upper() + name[1:]
+        if not hasattr(cls, f"get{cap}"):
+            setattr(cls, f"get{cap}", _getter(name))
+        if not hasattr(cls, f"set{cap}"):
+            setattr(cls, f"set{cap}", _setter(name))
+    return cls
+
+
+def _getter(name: str):
+    def get(self):
+        return self.getOrDefault(getattr(self, name))
+
+    get.__name__ = f"get{name[0].upper()}{name[1:]}"
+    get.__doc__ = f"Gets the value of {name} or its default value."
+    return get
+
+
+def _setter(name: str):
+    def set_value(self, value):
+        return self._set(**{name: value})
+
+    set_value.__name__ = f"set{name[0].upper()}{name[1:]}"
+    set_value.__doc__ = f"Sets the value of {name}."
+    return set_value
+
+
+with_accessors(TrainingParams)
+with_accessors(MaxEntParams)
 
 
 def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
@@ -333,7 +436,9 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
 
 
 __all__ = [
+    "AUTO",
     "MaxEntParams",
+    "with_accessors",
     "TrainingParams",
     "SCHEMA_PARAMS",
     "nested",

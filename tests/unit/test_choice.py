@@ -523,7 +523,7 @@ def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(
 @pytest.mark.parametrize("method", ["grafting", "l2"])
 def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, method):
     tr, he, space = problem
-    keys = dict(method=method, path=True, points=5, gtol=1e-9)
+    keys = dict(method=method, path=True, points=5, gtol=1e-9, l2_mixes=[0.0])
     chosen = run(problem, refit=False, **keys)
     res = run(problem, **keys)
     path, refit = res.report["path"], res.report["refit"]
@@ -557,3 +557,32 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
     assert res.report["refit"]["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+
+
+def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
+    tr, he, space = problem
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    res = run(problem, l2_mixes=[0.9, 0.0, 0.5], **keys)
+    path = res.report["path"]
+    elastic = path["elastic"]
+    assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
+    best = max(elastic, key=lambda e: e["heldout_score"])
+    assert path["l2_mix"] == best["l2_mix"]
+    assert path["points"][path["chosen"]]["heldout_score"] == best["heldout_score"]
+    # pure l1 alone is the mix-0 path
+    l1 = run(problem, l2_mixes=[0.0], **keys).report["path"]
+    assert "elastic" not in l1 and l1["points"][l1["chosen"]]["l1"] == elastic[0]["l1"]
+    # a mixed point is grafting at gamma1 with gamma2 = gamma1 m / (1 - m)
+    mixed = next(e for e in elastic if e["l2_mix"] == 0.5)
+    cold = run(
+        problem, heldout=False, method="grafting", l1=mixed["l1"], elastic_l2=mixed["l1"], gtol=1e-9
+    )
+    assert mixed["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    # the refit keeps the chosen mix
+    both = run(problem, l2_mixes=[0.9, 0.0, 0.5], **{**keys, "refit": True})
+    m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]
+    whole = LocalBackend([tr, he], space)
+    ref = train(whole, train_config(method="grafting", l1=g, elastic_l2=g * m / (1 - m), gtol=1e-9))
+    assert both.report["refit"]["objective"] == pytest.approx(ref.report["objective"], rel=1e-6)
+    with pytest.raises(ConfigError, match="l2_mixes"):
+        run(problem, l2_mixes=[0.0, 1.0], **keys)
