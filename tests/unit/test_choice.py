@@ -203,9 +203,6 @@ def test_path_needs_held_out_data_and_a_path_method(problem):
         run(problem, method="sgc", path=True)
     with pytest.raises(ConfigError, match="positive numbers"):
         run(problem, method="grafting", path=True, l1_grid=[1e-3, -1.0])
-    # refused, not fitted over the atoms alone
-    with pytest.raises(ConfigError, match="combination_degree = 2"):
-        run(problem, method="grafting", path=True, combination_degree=2)
 
 
 def test_geometric_grid():
@@ -586,3 +583,21 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     assert both.report["refit"]["objective"] == pytest.approx(ref.report["objective"], rel=1e-6)
     with pytest.raises(ConfigError, match="l2_mixes"):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
+
+
+def test_combination_path_is_warm_started_and_certified_like_cold_fits(problem):
+    grid = [4e-3, 2e-3]
+    keys = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2)
+    res = run(problem, path=True, l1_grid=grid, patience=0, **keys)
+    path = res.report["path"]
+    assert [p["l1"] for p in path["points"]] == grid
+    assert res.report["refit"]["skipped"]
+    for point in path["points"]:
+        cold = run(problem, heldout=False, l1=point["l1"], **keys)
+        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
+        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    # the chosen point is the model, conjunctions and all, scored on widened held-out events
+    chosen = path["points"][path["chosen"]]
+    assert res.weights.nnz == chosen["features"]
+    assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
+    assert res.report["heldout_accuracy"] == pytest.approx(chosen["heldout_accuracy"])
