@@ -275,12 +275,14 @@ def _elastic_paths(
     them (glmnet chooses alpha and lambda on held-out data alike). l2
     spreads weight over correlated features where l1 keeps one of them: on
     small text data (many rare, correlated words) pure l1 falls far below
-    l2. The report's ``path`` is the chosen variant's, ``path.elastic`` one
-    row per variant (its chosen point). Returns the choice with the context
+    l2. Among the variants' chosen points the sparsest within one standard
+    error of the best is kept (``sparsest_within_noise``). The report's
+    ``path`` is the chosen variant's, ``path.elastic`` one row per variant
+    (its chosen point). Returns the choice with the context
     and point fit of its variant (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
-    best: tuple[FitResult, TrainingContext, PointFit] | None = None
+    fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
     summary = []
     for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
@@ -297,18 +299,30 @@ def _elastic_paths(
             point["features"],
             point["heldout_score"],
         )
-        if best is None or point["heldout_score"] > _chosen_score(best[0]):
-            best = result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point
-    assert best is not None, "variants is not empty"
+        fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
+    i = sparsest_within_noise(summary)
+    for j, row in enumerate(summary):
+        row["chosen"] = j == i
+    best = fitted[i]
     path = best[0].report["path"]
     path["elastic"] = summary
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
     return best
 
 
-def _chosen_score(result: FitResult) -> float:
-    path = result.report["path"]
-    return path["points"][path["chosen"]]["heldout_score"]
+def sparsest_within_noise(rows: list[dict]) -> int:
+    """The variant chosen among paths' chosen points (``rows``: their
+    ``heldout_score``, ``heldout_se``, ``features``): the one with the
+    fewest non-zero weights whose score is at least the best minus the
+    best's standard error (the one-standard-error rule across variants:
+    a denser elastic net is kept only when its gain is beyond the noise of
+    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10)."""
+    return choose(
+        [r["heldout_score"] for r in rows],
+        [r["heldout_se"] for r in rows],
+        [r["features"] for r in rows],
+        True,
+    )
 
 
 def path_plan(

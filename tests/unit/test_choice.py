@@ -443,13 +443,13 @@ def test_take_events_keeps_whole_candidate_sets():
 
 def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_path):
     grid = [4e-3, 2e-3, 1e-3]
-    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9)
+    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, l2_mixes=[0])
     res = run(problem, output_dir=str(tmp_path), elastic_grid=[0.05, 0.0], **keys)
     path = res.report["path"]
     rows = path["elastic"]
     assert [r["elastic_l2"] for r in rows] == [0.05, 0.0]
-    scores = [r["heldout_score"] for r in rows]
-    assert path["elastic_l2"] == rows[int(np.argmax(scores))]["elastic_l2"]
+    assert path["elastic_l2"] == rows[sparsest_within_one_se(rows)]["elastic_l2"]
+    assert [r["chosen"] for r in rows].count(True) == 1
     assert res.report["path"]["plot"] and (tmp_path / "plots" / "path.png").exists()
     # each gamma2's path is the one fitted with that elastic_l2 alone
     for row in rows:
@@ -630,9 +630,10 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     path = res.report["path"]
     elastic = path["elastic"]
     assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
-    best = max(elastic, key=lambda e: e["heldout_score"])
-    assert path["l2_mix"] == best["l2_mix"]
-    assert path["points"][path["chosen"]]["heldout_score"] == best["heldout_score"]
+    # the sparsest mix whose chosen point is within one standard error of the best's
+    picked = elastic[sparsest_within_one_se(elastic)]
+    assert path["l2_mix"] == picked["l2_mix"] and picked["chosen"]
+    assert path["points"][path["chosen"]]["heldout_score"] == picked["heldout_score"]
     # pure l1 alone is the mix-0 path
     l1 = run(problem, l2_mixes=[0.0], **keys).report["path"]
     assert "elastic" not in l1 and l1["points"][l1["chosen"]]["l1"] == elastic[0]["l1"]
@@ -668,3 +669,12 @@ def test_combination_path_is_warm_started_and_certified_like_cold_fits(problem):
     assert res.weights.nnz == chosen["features"]
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     assert res.report["heldout_accuracy"] == pytest.approx(chosen["heldout_accuracy"])
+
+
+def sparsest_within_one_se(rows: list[dict]) -> int:
+    """Brute force: the fewest features among rows scoring at least the best
+    row's score minus its standard error (the first of ties)."""
+    best = max(rows, key=lambda r: r["heldout_score"])
+    floor = best["heldout_score"] - best["heldout_se"]
+    within = [i for i, r in enumerate(rows) if r["heldout_score"] >= floor]
+    return min(within, key=lambda i: (rows[i]["features"], i))
