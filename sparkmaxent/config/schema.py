@@ -145,9 +145,11 @@ class SelectionConfig(Section):
     plots: bool = key(True, "Write PNG plots of the selection trace next to the report.")
     solver: str = key(
         "auto",
-        "Optimizer of a round: newton, lbfgs-b, or auto (Newton while "
+        "Optimizer of a round: newton (the exact Hessian block per pass), "
+        "newton-cg (Hessian-free: each partition's Newton step by conjugate "
+        "gradients, n-vectors shipped), lbfgs-b, or auto (Newton while "
         "active features + labels <= newton_max_active).",
-        choices=("auto", "newton", "lbfgs-b"),
+        choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
         7000,

@@ -41,6 +41,29 @@ def solve_newton(
     )
 
 
+def solve_newton_cg(
+    obj: Objective,
+    theta0: np.ndarray,
+    box: BoxProblem,
+    options: SolverOptions,
+    first: Evaluation | None = None,
+) -> BoxResult:
+    """Hessian-free Newton: the same outer iterations, each step computed
+    where the data is by projected CG with Hessian-vector products
+    (``kernels/direction.py``); a pass ships n-vectors, never the Hessian."""
+
+    def evaluate(theta, full, hessian):
+        return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=False)
+
+    def direction(theta, grad, dlo, dhi, tol):
+        return obj.direction(theta, grad, dlo, dhi, tol, options.max_products)
+
+    return minimize_box_newton(
+        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        direction=direction,
+    )  # fmt: skip
+
+
 def solve_lbfgsb(
     obj: Objective,
     theta0: np.ndarray,
@@ -91,7 +114,11 @@ class Solver(Protocol):
     ) -> BoxResult: ...
 
 
-SOLVERS: dict[str, Solver] = {"newton": solve_newton, "lbfgs-b": solve_lbfgsb}
+SOLVERS: dict[str, Solver] = {
+    "newton": solve_newton,
+    "newton-cg": solve_newton_cg,
+    "lbfgs-b": solve_lbfgsb,
+}
 
 
 def choose_solver(name: str, n_params: int, newton_max: int) -> str:
