@@ -70,7 +70,9 @@ def multiclass_operator(
         W = np.zeros((len(preds), K))
         W[rows, labels] = v[:n]
         S = _linear_scores(Xs, W, v[n:] if space.bias else None, mean, inv)
-        return back(cP * (S - (P * S).sum(axis=1, keepdims=True)))
+        S -= np.einsum("ik,ik->i", P, S)[:, None]  # in place: S is the product's own
+        S *= cP
+        return back(S)
 
     A = cP * (1.0 - P)
     D = _dense(Xs.multiply(Xs).T @ A)
@@ -240,7 +242,9 @@ class LocalDirectionTask:
     scaling: Scaling | None = None
 
     def __call__(self, block: Block) -> LocalDirection:
-        lg, product, diag = hessian_operator(block, self.space, self.weights, self.ids, self.scaling)
+        lg, product, diag = hessian_operator(
+            block, self.space, self.weights, self.ids, self.scaling
+        )
         weight, n = lg.weight, len(self.ids)
         if not weight > 0:  # an empty block: no opinion
             return LocalDirection(np.zeros(len(self.grad)), 0.0, 0.0, 0)
