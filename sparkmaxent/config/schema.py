@@ -147,14 +147,15 @@ class SelectionConfig(Section):
         "auto",
         "Optimizer of a round: newton (the exact Hessian block per pass), "
         "newton-cg (Hessian-free: each partition's Newton step by conjugate "
-        "gradients, n-vectors shipped), lbfgs-b, or auto (Newton while "
-        "active features + labels <= newton_max_active).",
+        "gradients, n-vectors shipped), lbfgs-b, or auto (newton while "
+        "active features + labels <= newton_max_active, newton-cg beyond).",
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        7000,
-        "Largest Hessian block (active features + labels) a "
-        "Newton pass returns: (n+K)(n+K+1)/2 doubles per partition.",
+        1000,
+        "auto: the largest active set (features + labels) solved by exact "
+        "Newton, whose pass returns (n+K)(n+K+1)/2 doubles per partition; "
+        "newton-cg beyond, linear in n (benchmarks/round_cost.py).",
         ge=1,
     )
     blas_threads: int = key(

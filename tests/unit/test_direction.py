@@ -138,3 +138,13 @@ def test_newton_cg_is_deterministic_for_a_fixed_partitioning():
     assert np.array_equal(a.ids, b.ids) and np.array_equal(a.values, b.values)
     assert np.array_equal(a.bias, b.bias)
     assert runs[0].report["objective"] == runs[1].report["objective"]
+
+
+def test_auto_solves_small_active_sets_exactly_and_large_ones_hessian_free():
+    from sparkmaxent.solvers import choose_solver
+
+    assert choose_solver("auto", 1000, 1000) == "newton"
+    assert choose_solver("auto", 1001, 1000) == "newton-cg"
+    assert choose_solver("newton-cg", 10, 1000) == "newton-cg"
+    with pytest.raises(ValueError, match="unknown solver"):
+        choose_solver("cg", 10, 1000)
