@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(rows, ["measure", "n", "blas_threads", "median_s", "load_average"])
     if args.pp:
         rows += fit_rows(args.pp, args.l1, args.threads, args.fit_repeats)
-    write_result(args.output, rows, note="blas_threads 0: BLAS's default thread count")
+    write_result(args.output, rows)  # blas_threads 0: BLAS's default thread count
     print_table(rows, ["measure", "n", "l1", "blas_threads", "median_s", "passes", "load_average"])
 
 

@@ -105,25 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     cmp = sub.add_parser("compare")
     cmp.add_argument("--baseline", required=True, help="a copy of solvers/newton.py")
     cmp.add_argument("--output", default=os.path.join(RESULTS, "box_qp_faces.json"))
-    cmp.add_argument("--under", default=None, help="key of this run in --output")
     cmp.add_argument("models", nargs="+")
     args = parser.parse_args(argv)
     if args.step == "capture":
         rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
         return capture(args.work, args.min_n, rest)
-    load = [round(x, 2) for x in os.getloadavg()]
     rows = compare(args.baseline, args.models)
     totals = {
         name: round(sum(r["seconds"] for r in rows if r["solver"] == name), 1)
         for name in ("baseline", "current")
     }
-    write_result(
-        args.output,
-        rows,
-        under=args.under,
-        totals_s=totals,
-        load_average={"start": load, "end": [round(x, 2) for x in os.getloadavg()]},
-    )
+    write_result(args.output, rows)
     print_table(rows, ["model", "n", "solver", "sweeps", "seconds", "q", "load_average"])
     print("totals", totals)
     return 0

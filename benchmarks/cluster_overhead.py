@@ -38,6 +38,7 @@ from benchmarks.common import (
     print_table,
     shared_corpus,
     start,
+    target,
     work_arguments,
     write_result,
 )
@@ -144,17 +145,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row(mode, run_dir, wall))
         print(rows[-1], flush=True)
     ratio = rows[1]["wall_s"] / rows[0]["wall_s"]
-    write_result(
-        args.output,
-        rows,
-        gamma=GAMMA,
-        n_best=N_BEST,
-        max_rounds=args.max_rounds,
-        ratio=round(ratio, 3),
-        target_met=ratio <= 1.5,
-        note="the same train job through scripts/submit.sh; the cluster's worker in its "
-        "own mount namespace (private /tmp and driver directory), data as file:// URIs",
-    )
+    goal = "grafting on a standalone cluster (no shared disk) within 1.5x of local mode"
+    same = rows[0]["passes"] == rows[1]["passes"]
+    value = f"{ratio:.3f}x, {'same' if same else 'different'} passes"
+    write_result(args.output, rows, {"ratio": target(goal, value, ratio <= 1.5)})
     print_table(rows, ["mode", "wall_s", "job_wall_s", "passes", "objective", "rounds"])
     print(f"cluster / local wall time: {ratio:.3f} (target <= 1.5)")
     return 0

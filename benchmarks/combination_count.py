@@ -38,6 +38,7 @@ import tracemalloc
 
 import numpy as np
 
+from benchmarks.combination import targets
 from benchmarks.common import RESULTS, command_line, print_table, start, write_result
 
 #: bytes per weight of scipy's L-BFGS-B besides the history: wa's 5 n
@@ -139,10 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         with open(args.output) as f:
             old = json.load(f)
         rows = old["rows"]
-        extra = {k: v for k, v in old.items() if k not in ("date", "machine", "rows")}
-    else:
-        extra = {}
-    write_result(args.output, rows + [row], **extra)
+    write_result(args.output, rows + [row], targets(rows + [row]), benchmark="combination")
     print_table([{**found, **need, "fits": fits}], [*found, *need, "fits"])
 
 

@@ -1,5 +1,6 @@
 """Shared by the benchmarks: where the corpora are, machine facts, timing,
-and the result file format (command, date, machine, rows, extras)."""
+and the result file format (``RESULT_KEYS``: one current page per benchmark,
+read by ``benchmarks.report`` to generate docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import logging
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 
@@ -30,20 +32,50 @@ def shared_corpus(*parts: str, data_dir: str = SHARED_DATA) -> str:
 
 
 def machine() -> dict:
+    """Cores, memory, Python and platform of the machine a run used."""
     mem_kb = 0
     try:
         with open("/proc/meminfo") as f:
             mem_kb = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
     except (OSError, StopIteration, ValueError):
         pass
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {
         "cores": os.cpu_count(),
         "memory_gib": round(mem_kb / 2**20, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "load_average_at_end": [round(x, 2) for x in load] if load else None,
     }
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages now (timings on a loaded machine
+    are inflated; passes and bytes are not)."""
+    if not hasattr(os, "getloadavg"):
+        return None
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def commit() -> str:
+    """The checkout's commit (short hash, ``+dirty`` with uncommitted changes
+    to tracked files), or ``unknown`` outside a git checkout."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
+def target(goal: str, value, met: bool) -> dict:
+    """One entry of a result's ``targets``: the goal in words, the measured
+    value (a number or a short phrase with its figures) and whether it is met."""
+    return {"goal": goal, "value": value, "met": bool(met)}
 
 
 def status_kb(key: str) -> int:
@@ -70,35 +102,40 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in head + sys.argv[1:])
 
 
+RESULT_KEYS = ("benchmark", "command", "commit", "date", "machine", "load", "rows", "targets")
+
+
 def write_result(
-    path: str, rows: list[dict], under: str | None = None, keep: bool = False, **extra
+    path: str, rows: list[dict], targets: dict | None = None, *, benchmark: str | None = None
 ) -> dict:
-    """Write ``{command, date, machine, rows, **extra}`` as JSON and return it;
-    with ``under``, as that key of the JSON object already at ``path`` (its
-    other keys kept: a new run beside earlier ones in one result file); with
-    ``keep``, over the object at ``path``, whose keys this result does not
-    set are kept (side measurements stored beside the rows)."""
+    """Write the benchmark's current page, ``benchmarks/results/<benchmark>.json``:
+    its latest run only (``RESULT_KEYS``: the command, the commit, date,
+    machine and load average, the rows and the targets, each
+    ``{"goal", "value", "met"}``, see ``target``), replacing what was there
+    (earlier runs live in git's history). ``benchmark`` defaults to the
+    calling module's name (``benchmarks.scale`` -> ``scale``)."""
+    if benchmark is None:
+        benchmark = sys._getframe(1).f_globals.get("__name__", "").rpartition(".")[2]
+    for name, entry in (targets or {}).items():
+        if set(entry) != {"goal", "value", "met"}:
+            raise ValueError(
+                f"target {name!r} needs exactly goal, value and met, got {sorted(entry)}"
+            )
     result = {
+        "benchmark": benchmark,
         "command": command_line(),
+        "commit": commit(),
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
+        "load": load_average(),
         "rows": rows,
-        **extra,
+        "targets": targets or {},
     }
-    doc = result
-    if under is not None or keep:
-        doc = {}
-        if os.path.exists(path):
-            with open(path) as f:
-                doc = json.load(f)
-        if under is not None:
-            doc[under] = result
-        else:
-            doc.update(result)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        json.dump(result, f, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+        f.write("\n")
     os.replace(tmp, path)
     return result
 

@@ -251,15 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     same = len(rows) == 2 and rows[0]["selected_ids"] == rows[1]["selected_ids"]
     if len(rows) == 2:
         print(f"same selected features on both paths: {same}")
-    write_result(
-        args.output,
-        rows,
-        dataset=data,
-        settings={
-            k: getattr(args, k) for k in ("l1", "n_best", "rounds", "block_size", "driver_memory")
-        },
-        same_selection=same,
-    )
+    print(data)
+    write_result(args.output, rows)
     return 0
 
 

@@ -9,8 +9,9 @@ docs/benchmarks.md, "Figures from the code"); wall seconds here are in-process.
 
 ``basenp`` / ``conll`` read ``<data>/<name>-train`` prepared with
 ``sparkmaxent.data.prepare.prepare(spark, [train.txt], out, "conll", cutoff=2)``
-(``options={"mode": "basenp"}`` for Base-NP). Appends one JSON row per solver
-to benchmarks/results/grafting_solvers.jsonl.
+(``options={"mode": "basenp"}`` for Base-NP). Writes one row per solver to
+benchmarks/results/grafting_solvers.json, in place of the rows of the same
+data, l1 and n_best (the other datasets' rows are kept: one dataset a run).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 import time
 import warnings
 
-from benchmarks.common import RESULTS, machine
+from benchmarks.common import RESULTS, load_average, write_result
 
 
 def dataset(name: str, data_dir: str):
@@ -53,10 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("n_best", type=int)
     parser.add_argument("solvers", help="comma-separated: newton,lbfgs-b")
     parser.add_argument("--data", default="/tmp/grafting-work", dest="data_dir")
-    parser.add_argument("--output", default=os.path.join(RESULTS, "grafting_solvers.jsonl"))
+    parser.add_argument("--output", default=os.path.join(RESULTS, "grafting_solvers.json"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     blocks, space = dataset(args.data, args.data_dir)
+    rows = []
+    if os.path.exists(args.output):
+        with open(args.output) as f:
+            rows = [
+                r
+                for r in json.load(f)["rows"]
+                if (r["data"], r["l1"], r["n_best"]) != (args.data, args.l1, args.n_best)
+            ]
     for solver in args.solvers.split(","):
         backend = LocalBackend(blocks, space)
         t0 = time.perf_counter()
@@ -82,12 +91,11 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": round(time.perf_counter() - t0, 1),
             "warnings": len(caught),
             "candidates": space.n_features,
-            "load_average": machine()["load_average_at_end"],
+            "load_average": load_average(),
         }
         print(json.dumps(row), flush=True)
-        os.makedirs(os.path.dirname(args.output), exist_ok=True)
-        with open(args.output, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        rows.append(row)
+        write_result(args.output, rows)
     return 0
 
 

@@ -38,6 +38,7 @@ from benchmarks.common import (
     print_table,
     shared_corpus,
     start,
+    target,
     work_arguments,
     write_result,
 )
@@ -253,6 +254,27 @@ def cv_stage(spark, args, text: str, rows: list[dict]) -> None:
     assert np.allclose(cw.avgMetrics, cc.avgMetrics, atol=1e-3), "validation accuracies differ"
 
 
+def targets(rows: list[dict]) -> dict:
+    """Issue 20's targets, from the rows present: scoring throughput against
+    MLlib's (with its CountVectorizer, and given Vectors) and the
+    Estimator's wall time against the CLI's on the same training."""
+    by = {r["system"]: r for r in rows}
+    out = {}
+    ours = by.get("sparkmaxent transform")
+    goal = "transform throughput >= MLlib's LogisticRegressionModel.transform"
+    for key, system in (("transform_text", "mllib CountVectorizer + transform"),
+                        ("transform_vectors", "mllib transform (Vector given)")):  # fmt: skip
+        if ours and system in by:
+            ratio = ours["rows_per_s"] / by[system]["rows_per_s"]
+            out[key] = target(f"{goal} ({system})", f"{ratio:.2f}x", ratio >= 1)
+    est, cli = by.get("sparkmaxent Estimator"), by.get("sparkmaxent CLI")
+    if est and cli:
+        ratio = est["wall_s"] / cli["wall_s"]
+        goal = "Estimator overhead <= 5% of the CLI's wall time (same training)"
+        out["overhead"] = target(goal, f"{ratio:.3f}x", ratio <= 1.05)
+    return out
+
+
 def kept_rows(path: str, stages: list[str]) -> list[dict]:
     """The rows of an earlier result file from stages not run now (each
     row names its stage and command), so stages can run one at a time."""
@@ -306,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             for k, v in stamp.items():
                 r.setdefault(k, v)
-        write_result(args.output, previous + rows, **extra)
+        page = previous + [{**extra, **r} for r in rows]
+        write_result(args.output, page, targets(page))
         print_table(previous + rows, KEYS)
 
     model = None

@@ -78,8 +78,9 @@ from benchmarks.common import (
     print_table,
     shared_corpus,
     start,
+    target,
+    write_result,
 )
-from benchmarks.common import write_result as _write
 from sparkmaxent.backends.factory import make_backend
 from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
@@ -521,6 +522,53 @@ def setting(text: str) -> tuple[str, object]:
         return key, value
 
 
+def targets(rows: list[dict]) -> dict:
+    """Issue 21's targets over the corpora present, each against
+    LogisticRegressionCV l2 on the same corpus and sentence count: grafting
+    within 0.5 point with <= 10% of its weights; SGC and the Bayes factor at
+    their defaults within 1 point; a grafting path <= 3x one fit's seconds
+    (a single fit still unfinished at its cap makes the ratio an upper bound)."""
+    by: dict[tuple, dict] = {}
+    for r in rows:
+        if " " not in r["method"] and r.get("test_score") is not None:
+            by[(r["corpus"], r.get("conll_sentences"), r["method"])] = r
+    groups = sorted({k[:2] for k in by}, key=str)
+    close, defaults, paths = [], [], []
+    for corpus, n in groups:
+        name = corpus + (f" {n}" if n else "")
+        peer, ours = by.get((corpus, n, "sklearn-l2")), by.get((corpus, n, "grafting"))
+        if peer and ours:
+            d, share = ours["test_score"] - peer["test_score"], ours["features"] / peer["features"]
+            close.append(
+                (name, f"{d:+.2f} ({share:.1%} of the weights)", d >= -0.5 and share <= 0.1)
+            )
+        for method in ("sgc", "bayes-factor"):
+            if peer and (corpus, n, method) in by:
+                d = by[(corpus, n, method)]["test_score"] - peer["test_score"]
+                defaults.append((f"{method} {name}", f"{d:+.2f}", d >= -1))
+        if ours and ours.get("wall_s_single_fit"):
+            ratio = ours["wall_s"] / ours["wall_s_single_fit"]
+            bound = " (single fit unfinished)" if ours.get("single_fit") == "unfinished" else ""
+            paths.append((name, f"{ratio:.2f}x{bound}", ratio <= 3))
+
+    def entry(goal: str, parts: list[tuple]) -> dict:
+        value = "; ".join(f"{name} {v}" + ("" if ok else " (not met)") for name, v, ok in parts)
+        return target(goal, value, all(ok for *_, ok in parts))
+
+    out = {}
+    if close:
+        goal = "grafting with held-out choice within 0.5 point of LogisticRegressionCV l2 "
+        out["grafting_vs_lrcv"] = entry(goal + "with <= 10% of its non-zero weights", close)
+    if defaults:
+        goal = (
+            "SGC and the Bayes factor at their defaults within 1 point of LogisticRegressionCV l2"
+        )
+        out["sgc_bayes_defaults"] = entry(goal, defaults)
+    if paths:
+        out["path_cost"] = entry("a whole grafting path <= 3x one fit at the chosen gamma1", paths)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
@@ -575,11 +623,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(ours(name, method, dirs, args))
             rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
             print_table(rows[-1:], ROW_KEYS)
-            _write(args.output, rows, conll_sentences=args.conll_sentences)
+            write_result(args.output, rows, targets(rows))
             if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
                 single_fit(rows[-1], method, dirs, args.single_fit_cap)
                 print_table(rows[-1:], ROW_KEYS)
-                _write(args.output, rows, conll_sentences=args.conll_sentences)
+                write_result(args.output, rows, targets(rows))
     print_table(rows, ROW_KEYS)
     return 0
 

@@ -192,7 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--cache-rounds", type=int, default=0, help="rounds of the column-cache probe (0: none)"
     )
-    ap.add_argument("--label", default="run", help="key of this run in --output")
     work_arguments(ap, "/tmp/sparkmaxent-pass-overhead", "pass_parts.json")
     args = start(ap, argv)
     train_dir = os.path.join(args.work, "train")
@@ -202,7 +201,6 @@ def main(argv: list[str] | None = None) -> int:
     blocks = read_blocks(train_dir, None, n_blocks=args.blocks)
     backend = LocalBackend(blocks, info.space(True))
     weights = starting_weights(backend, args.active).sparse()
-    load_before = os.getloadavg()[0]
     tests = [parts(blocks, backend.space, weights, l1, args.repeats) for l1 in args.test_l1]
     if args.active_pass:
         active = active_parts(blocks, backend.space, weights, args.repeats)
@@ -230,14 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             f"fetch kernel {fetch['fetch_kernel_s'] * 1e3:.1f} ms, "
             f"dense kernel {fetch['dense_kernel_s'] * 1e3:.1f} ms"
         )
-    write_result(
-        args.output,
-        tests,
-        under=args.label,
-        code=os.path.dirname(os.path.dirname(sys.modules["sparkmaxent"].__file__)),
-        load_before=load_before,
-        load_after=os.getloadavg()[0],
-    )
+    write_result(args.output, tests)
     return 0
 
 

@@ -575,7 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     dirs = prepare_data(args)
     heldout = choose_on_dev(args, dirs, methods + (["grafting"] if n_values else []))
-    heldout_s = round(time.perf_counter() - started, 1)
+    logging.getLogger("riezler_tables").info(
+        "held-out choice: %.1f s", time.perf_counter() - started
+    )
     rows: list[dict] = []
     n_rows: list[dict] = []
     png = os.path.splitext(args.output)[0] + "_n.png"
@@ -604,14 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         all_rows = sorted(rows + kept, key=lambda r: METHODS.index(r["method"]))
         all_n = sorted(n_rows + kept_n, key=lambda r: r["n"])
-        write_result(
-            args.output,
-            all_rows,
-            n_best_rows=all_n,
-            **extra,
-            heldout_wall_s=heldout_s,
-            total_wall_s=round(time.perf_counter() - started, 1),
-        )
+        write_result(args.output, all_rows + [{"table": "n_best", **r} for r in all_n])
         gamma1 = extra["heldout"].get("grafting", {}).get("chosen", {}).get("l1", float("nan"))
         plot(all_n, png, f"l1 grafting, gamma1 = {gamma1:g}")
 

@@ -68,6 +68,7 @@ from benchmarks.common import (
     command_line,
     print_table,
     start,
+    target,
     timed_interleaved,
     work_arguments,
     write_result,
@@ -339,15 +340,53 @@ def row_key(row: dict) -> tuple:
     return tuple(row.get(k) for k in ("axis", "system", "events", "candidates", "partitions"))
 
 
-def merged_rows(path: str, rows: list[dict], under: str | None = None) -> list[dict]:
-    """The rows of the result file ``path`` (of its key ``under`` if given;
-    none if it does not exist) with ``rows`` in place of those of the same
-    axis, system and size."""
+def targets(rows: list[dict]) -> dict:
+    """Issue 14's targets, from the rows present: grafting's wall time along
+    the events axis grows at most linearly (log-log slope <= 1.05); grafting
+    certified at the largest candidate space; the block-wise test's driver
+    peak RSS flat along the candidates (within 10%); MLlib's failure point."""
+    out = {}
+    slope = slopes(rows)["events"]["grafting"]
+    if slope is not None:
+        goal = "grafting's log-log slope of wall time along events <= 1.05 (one planted model)"
+        out["events_slope"] = target(goal, round(slope, 3), slope <= 1.05)
+    ours = [r for r in rows if r["axis"] == "candidates" and r["system"] == "grafting"]
+    if ours:
+        top = max(ours, key=lambda r: r["candidates"])
+        certified = (
+            bool(top.get("kkt_passed")) and top.get("stopped") == "no candidate passes the test"
+        )
+        value = f"{top['candidates']:,} candidates: {top.get('passes')} passes, "
+        value += f"KKT violation {top.get('kkt_violation', float('nan')):.1e}"
+        out["certified"] = target(
+            "grafting certified at the largest candidate space", value, certified
+        )
+    block = [
+        r for r in ours if r.get("gradient_test") == "block-wise" and r.get("driver_peak_rss_mb")
+    ]
+    if len(block) > 1:
+        rss = {r["candidates"]: r["driver_peak_rss_mb"] for r in block}
+        value = ", ".join(f"{mb} MB at {n:,}" for n, mb in sorted(rss.items()))
+        goal = "driver peak RSS flat along candidate features (block-wise test, within 10%)"
+        out["driver_rss"] = target(goal, value, max(rss.values()) <= 1.1 * min(rss.values()))
+    failed = [r for r in rows if r["system"] == "mllib" and r.get("status") == "failed"]
+    if failed:
+        first = min(failed, key=lambda r: r["candidates"])
+        value = (
+            f"failed at {first['candidates']:,} candidates: {first.get('reason', '').split(':')[0]}"
+        )
+        out["mllib_failure"] = target("MLlib's failure point recorded", value, True)
+    return out
+
+
+def merged_rows(path: str, rows: list[dict]) -> list[dict]:
+    """The rows of the result file ``path`` (none if it does not exist) with
+    ``rows`` in place of those of the same axis, system and size: a run of
+    one size per invocation assembled into one page."""
     old: list[dict] = []
     if os.path.exists(path):
         with open(path) as f:
-            doc = json.load(f)
-        old = ((doc.get(under) or {}) if under else doc).get("rows", [])
+            old = json.load(f).get("rows", [])
     new = {row_key(r) for r in rows}
     return [r for r in old if row_key(r) not in new] + rows
 
@@ -455,11 +494,6 @@ def parser() -> argparse.ArgumentParser:
         "timing lock; the timed run reuses them)",
     )
     ap.add_argument(
-        "--under",
-        default=None,
-        help="write the result as this key of the result file, its other keys kept",
-    )
-    ap.add_argument(
         "--merge-into",
         default=None,
         help="result file to add this run's rows to (replacing rows of the same size)",
@@ -503,15 +537,8 @@ def main(argv: list[str] | None = None) -> int:
                     log.info("%s", rows[-1])
                     out = rows
                     if args.merge_into:
-                        out = merged_rows(args.merge_into, rows, args.under)
-                    write_result(
-                        args.merge_into or args.output,
-                        out,
-                        args.under,
-                        **summary(out),
-                        **extra,
-                        status="running",
-                    )
+                        out = merged_rows(args.merge_into, rows)
+                    write_result(args.merge_into or args.output, out, targets(out))
         finally:
             memory.close()
             spark.stop()
@@ -522,11 +549,10 @@ def main(argv: list[str] | None = None) -> int:
     done = {(r[0], r[1], r[2], r[3]) for r in todo}
     path = args.merge_into or args.output
     if args.merge_into:
-        rows = merged_rows(args.merge_into, rows, args.under)
-    write_result(
-        path, rows, args.under, **summary(rows), **extra, planned=sorted(done), status="done"
-    )
-    plot(rows, os.path.splitext(path)[0] + (f"_{args.under}" if args.under else "") + ".png")
+        rows = merged_rows(args.merge_into, rows)
+    print(summary(rows), extra, "planned:", sorted(done))
+    write_result(path, rows, targets(rows))
+    plot(rows, os.path.splitext(path)[0] + ".png")
     return 0
 
 

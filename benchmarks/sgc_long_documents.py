@@ -126,12 +126,8 @@ def main(argv: list[str] | None = None) -> None:
         ["experiment", "features", "prior_variance", "stages", "passes_per_stage"]
         + ["best_heldout_loss_stage", "accuracy_at_best_loss", "final_training_loss"],
     )
-    write_result(
-        args.output,
-        rows,
-        split={"sub_train": len(sub), "heldout": len(held), "labels": len(labels)},
-        vocabulary=len(vocab),
-    )
+    print(f"split: {len(sub)} / {len(held)} events, {len(labels)} labels, {len(vocab)} words")
+    write_result(args.output, rows)
 
 
 if __name__ == "__main__":

@@ -11,3 +11,4 @@ fi
 "$VENV/bin/ruff" format --check .
 "$VENV/bin/mypy"
 "$VENV/bin/python" -m sparkmaxent.config.reference --check
+"$VENV/bin/python" -m benchmarks.report --check

@@ -117,7 +117,12 @@ def train(
         passes=backend.passes - passes0,
         wall_s=round(time.perf_counter() - start, 3),
     )
-    if heldout is not None:
+    refitted = report.get("refit", {}).get("chosen_fit")
+    if refitted is not None:  # the model saw the held-out events: the chosen fit's figures
+        report.update(
+            heldout_accuracy=refitted["heldout_accuracy"], heldout_loss=refitted["heldout_loss"]
+        )
+    elif heldout is not None:
         stats = evaluate(heldout, result.weights, scaling, result.conjunctions)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling

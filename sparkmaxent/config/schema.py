@@ -369,6 +369,12 @@ class ChoiceConfig(Section):
         "first) and keep the point with the best held-out score; needs "
         "held-out data.",
     )
+    refit: bool = key(
+        True,
+        "Paths on held-out data: refit the chosen penalty on the training and "
+        "held-out events together, warm-started from the chosen point (as "
+        "LogisticRegressionCV's refit); false: the model is the chosen point's fit.",
+    )
     points: int = key(10, "Points of a default path grid.", ge=2)
     l1_ratio: float = key(
         1.0e-3,
@@ -390,9 +396,17 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 only.",
     )
     patience: int = key(
-        1,
-        "Stop a path after this many points in a row scoring below its best "
-        "(a tie neither counts nor resets: accuracy plateaus); 0: fit every point.",
+        2,
+        "Stop a path once this many points came after its best one and the "
+        "last is below the best by more than patience_se standard errors of "
+        "the paired held-out difference (a tie never stops); 0: fit every point.",
+        ge=0,
+    )
+    patience_se: float = key(
+        1.0,
+        "Paths: standard errors of the held-out difference (paired event by "
+        "event, or fold by fold) by which the last point must be below the best "
+        "to stop; 0: any worse point.",
         ge=0,
     )
     max_weights: int = key(

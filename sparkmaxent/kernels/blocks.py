@@ -208,6 +208,20 @@ def take_events(block: Block, keep: np.ndarray) -> Block:
     )
 
 
+def trainable_events(block: Block) -> Block:
+    """``block`` without the events a fit cannot use: a label unseen in
+    training (y = -1, allowed only when scoring), a candidate set without a
+    correct candidate. The block itself when every event is usable."""
+    if isinstance(block, MulticlassBlock):
+        keep = block.y >= 0
+    else:
+        keep = (
+            np.bincount(block.event_of_candidate, weights=block.correct, minlength=block.n_events)
+            > 0
+        )
+    return block if keep.all() else take_events(block, keep)
+
+
 def split_block(block: Block, n_parts: int) -> list[Block]:
     """Cut a block into ``n_parts`` consecutive blocks of events."""
     m = block.n_events

@@ -11,10 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark import keyword_only
 from pyspark.ml import Estimator
 
-from ..config import Config, digest
+from ..config import Config, ConfigError, digest
 from ..kernels import Weights
 from ..model import MaxentModel
 from .params import TrainingParams
@@ -28,6 +27,21 @@ class Prepared:
     spark: Any
     train_dir: str
     extra: dict = field(default_factory=dict)
+    #: the held-out rows an 'auto' penalty is chosen on, prepared with train_dir's dictionary
+    heldout_dir: str = ""
+
+
+def refuse_existing_columns(dataset, names) -> None:
+    """MLlib's refusal to overwrite a column: transform adds its output
+    columns, and one already in ``dataset`` is an IllegalArgumentException."""
+    from pyspark.errors import IllegalArgumentException
+
+    present = set(dataset.columns)
+    for name in names:
+        if name in present:
+            raise IllegalArgumentException(
+                message=f"requirement failed: Column {name} already exists."
+            )
 
 
 class MaxEntEstimator(Estimator, TrainingParams):
@@ -38,44 +52,19 @@ class MaxEntEstimator(Estimator, TrainingParams):
 
     _input_kwargs: dict[str, Any]
 
-    @keyword_only
-    def __init__(self, **kwargs) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._set(**self._input_kwargs)
-
-    @keyword_only
-    def setParams(self, **kwargs):
-        return self._set(**self._input_kwargs)
-
-    def setMethod(self, value: str):
-        return self._set(method=value)
-
-    def setRegParam(self, value: float):
-        return self._set(regParam=value)
-
-    def setElasticNetParam(self, value: float):
-        return self._set(elasticNetParam=value)
-
-    def setL1(self, value: float):
-        return self._set(l1=value)
-
-    def setL2(self, value: float):
-        return self._set(l2=value)
-
-    def setNBest(self, value: int):
-        return self._set(nBest=value)
-
-    def setConfig(self, value: dict):
-        return self._set(config=value)
-
-    def setFeaturesCol(self, value: str):
-        return self._set(featuresCol=value)
-
-    def setWeightCol(self, value: str):
-        return self._set(weightCol=value)
 
     # ---- what subclasses provide ----------------------------------------
-    def _prepare_into(self, spark, dataset, train_dir: str, cfg: Config) -> dict:
+    def _prepare_into(
+        self, spark, dataset, train_dir: str, cfg: Config, vocabulary: str | None = None
+    ) -> dict:
+        """Prepare ``dataset`` into ``train_dir`` (with ``vocabulary``: as
+        held-out data, over that dataset's dictionary, unmerged)."""
+        raise NotImplementedError
+
+    def _validation_split(self, dataset) -> tuple:
+        """(training rows, held-out rows) an 'auto' penalty is chosen on."""
         raise NotImplementedError
 
     def _model(self, maxent: MaxentModel, report: dict, extra: dict):
@@ -84,11 +73,6 @@ class MaxEntEstimator(Estimator, TrainingParams):
     def _data_params(self) -> tuple:
         """Params that change what ``fit`` prepares (``config`` may hold data keys)."""
         return (self.featuresCol, self.weightCol, self.checkpointDir, self.config)
-
-    def weight_col(self) -> str | None:
-        return (
-            (self.getOrDefault(self.weightCol) or None) if self.isDefined(self.weightCol) else None
-        )
 
     # ---- fitting ---------------------------------------------------------
     def _fit(self, dataset):
@@ -101,12 +85,26 @@ class MaxEntEstimator(Estimator, TrainingParams):
         training Params only."""
         from pyspark.ml.base import _FitMultipleIterator
 
+        self.grid_configs(paramMaps)  # a bad point is refused before any fit
         names = {p.name for p in self._data_params()}
         if any(p.name in names for pm in paramMaps for p in pm):
             return super().fitMultiple(dataset, paramMaps)
         with self._prepared(dataset) as prepared:
             models = self._train_grid(prepared, paramMaps)
         return _FitMultipleIterator(lambda i: models[i], len(models))
+
+    def grid_configs(self, paramMaps) -> list[Config]:
+        """The Config of each param map; the first one that cannot be
+        trained (a Param its method does not read, ...) is an error naming
+        the map, before anything is fitted."""
+        configs = []
+        for i, pm in enumerate(paramMaps):
+            try:
+                configs.append(self.copy(pm).training_config())
+            except ConfigError as e:
+                shown = {p.name: v for p, v in pm.items()}
+                raise ConfigError(f"param map {i} {shown}: {e}") from e
+        return configs
 
     def _train_grid(self, prepared: Prepared, paramMaps) -> list:
         """A model per param map. With warmStart, grafting points whose
@@ -115,7 +113,7 @@ class MaxEntEstimator(Estimator, TrainingParams):
         glmnet's paths are (Friedman et al. 2010, section 2.5; selection/path.py):
         the l1 optimum of each point is the same, reached in fewer passes."""
         estimators = [self.copy(pm) for pm in paramMaps]
-        configs = [e.training_config() for e in estimators]
+        configs = self.grid_configs(paramMaps)
         order = sorted(range(len(configs)), key=lambda i: -configs[i].train.grafting.l1)
         models: list = [None] * len(configs)
         previous: tuple[str, Weights] | None = None
@@ -146,9 +144,15 @@ class MaxEntEstimator(Estimator, TrainingParams):
             cfg.output, scratch_dir=self.getOrDefault(self.checkpointDir) or cfg.output.scratch_dir
         )
         with api.scratch_for(spark, dataclasses.replace(cfg, output=scratch), None) as work:
-            train_dir = f"{work}/train"
-            extra = self._prepare_into(spark, dataset, train_dir, cfg)
-            yield Prepared(spark, train_dir, extra)
+            train_dir, heldout_dir = f"{work}/train", ""
+            if self.auto_penalty() is None:
+                extra = self._prepare_into(spark, dataset, train_dir, cfg)
+            else:
+                train_part, heldout_part = self._validation_split(dataset)
+                heldout_dir = f"{work}/heldout"
+                extra = self._prepare_into(spark, train_part, train_dir, cfg)
+                self._prepare_into(spark, heldout_part, heldout_dir, cfg, vocabulary=train_dir)
+            yield Prepared(spark, train_dir, {**extra, "dataset": dataset}, heldout_dir)
 
     def _train(self, prepared: Prepared, start: Weights | None = None):
         """Train this estimator's configuration on a prepared dataset with
@@ -156,7 +160,11 @@ class MaxEntEstimator(Estimator, TrainingParams):
         from .. import api
 
         maxent, report = api.train_model(
-            prepared.spark, self.training_config(), prepared.train_dir, warm_start=start
+            prepared.spark,
+            self.training_config(),
+            prepared.train_dir,
+            prepared.heldout_dir,
+            warm_start=start,
         )
         # the scratch dictionary goes away: the model's vocabulary is its used features
         maxent = dataclasses.replace(maxent, dictionary="")
@@ -165,4 +173,4 @@ class MaxEntEstimator(Estimator, TrainingParams):
         return model
 
 
-__all__ = ["MaxEntEstimator", "Prepared"]
+__all__ = ["MaxEntEstimator", "Prepared", "refuse_existing_columns"]

@@ -22,12 +22,15 @@ from pyspark.ml.param.shared import (
     HasPredictionCol,
     HasProbabilityCol,
     HasRawPredictionCol,
+    HasThresholds,
+    HasValidationIndicatorCol,
     HasWeightCol,
 )
 
 from ..config import Config, ConfigError, config_from_dict
 from ..config.load import SECTIONS
 from ..config.rules import Rule, check_value, default_of, rule_of
+from ..config.schema import METHODS
 
 #: training Param -> the schema key it stands for
 SCHEMA_PARAMS = {
@@ -46,6 +49,22 @@ SCHEMA_PARAMS = {
 ELASTIC_NET = {"grafting": ("train.grafting.l1", "train.grafting.elastic_l2")}
 #: methods with an l2 penalty only (train.l2): elasticNetParam must be 0
 L2_ONLY = ("l2", "cutoff", "l2-ifs", "lattice")
+#: the ``method`` Param's default: grafting when the Params ask for an l1
+#: part (``l1`` set, or ``elasticNetParam`` > 0), else l2, as MLlib's
+#: LogisticRegression reads regParam and elasticNetParam (:func:`chosen_method`)
+AUTO = "auto"
+#: the methods whose round loop ``maxRounds`` caps
+SELECTION_METHODS = tuple(m for m in METHODS if m not in ("mle", "l2", "cutoff"))
+#: Params that only some methods read -> those methods; set with any other
+#: method, ``fit`` refuses them (no Param is silently ignored). ``l2`` is
+#: grafting's elastic-net gamma2 (train.grafting.elastic_l2).
+USED_BY = {
+    "l1": ("grafting",),
+    "l2": ("l2", "cutoff", "l2-ifs", "lattice", "ifs", "sgc", "sgc-lookahead", "grafting"),
+    "nBest": ("grafting", "mle-ifs", "l2-ifs"),
+    "maxRounds": SELECTION_METHODS,
+    "maxFeatures": ("ifs", "sgc", "sgc-lookahead", "bayes-factor"),
+}
 
 
 def schema_field(dotted: str):
@@ -97,6 +116,22 @@ def nested(flat: dict, where: str = "config") -> dict:
     return out
 
 
+def auto_or(convert):
+    """A converter also taking ``"auto"`` (a penalty chosen on held-out rows)."""
+
+    def convert_or_auto(value: Any) -> Any:
+        return AUTO if value == AUTO else convert(value)
+
+    return convert_or_auto
+
+
+def _method_converter(value: Any) -> str:
+    """The ``method`` Param: ``"auto"`` or a method of the schema."""
+    if value == AUTO:
+        return AUTO
+    return schema_converter("method", SCHEMA_PARAMS["method"])(value)
+
+
 def _config_converter(value: Any) -> dict:
     """The ``config`` Param: dotted keys, checked now by building a Config."""
     if not isinstance(value, dict):
@@ -106,14 +141,15 @@ def _config_converter(value: Any) -> dict:
     return flat
 
 
-class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabilityCol):
+class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
     """The training Params every estimator (and its model) has."""
 
     method = Param(
         Params._dummy(),
         "method",
-        "training method (train.method): one of the registered methods",
-        typeConverter=schema_converter("method", SCHEMA_PARAMS["method"]),
+        f"training method (train.method): {AUTO!r} (grafting when l1 is set or "
+        f"elasticNetParam > 0, else l2) or one of {', '.join(METHODS)}",
+        typeConverter=_method_converter,
     )
     regParam = Param(
         Params._dummy(),
@@ -131,14 +167,18 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
     l1 = Param(
         Params._dummy(),
         "l1",
-        "gamma1 of grafting (train.grafting.l1)",
-        typeConverter=schema_converter("l1", SCHEMA_PARAMS["l1"]),
+        "gamma1 of grafting (train.grafting.l1), or 'auto': chosen on held-out rows "
+        "(validationIndicatorCol or validationFraction) by a warm-started path, then "
+        "refitted on all rows",
+        typeConverter=auto_or(schema_converter("l1", SCHEMA_PARAMS["l1"])),
     )
     l2 = Param(
         Params._dummy(),
         "l2",
-        "gamma2 of l2, cutoff, l2-ifs, lattice and re-estimation (train.l2)",
-        typeConverter=schema_converter("l2", SCHEMA_PARAMS["l2"]),
+        "gamma2 of l2, cutoff, l2-ifs, lattice and re-estimation (train.l2); grafting's "
+        "elastic-net gamma2 (train.grafting.elastic_l2); or 'auto' (method l2: chosen "
+        "on held-out rows as l1='auto')",
+        typeConverter=auto_or(schema_converter("l2", SCHEMA_PARAMS["l2"])),
     )
     nBest = Param(
         Params._dummy(),
@@ -202,28 +242,82 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         super().__init__()
         defaults = {name: schema_field(key)[0] for name, key in SCHEMA_PARAMS.items()}
         self._setDefault(
-            **defaults,
+            **{**defaults, "method": AUTO},
             regParam=0.0,
             elasticNetParam=0.0,
             checkpointDir="",
             warmStart=True,
             config={},
-            probabilityCol="probability",
         )
+
+    def weight_col(self) -> str | None:
+        """The weight column, None when weightCol is unset or empty."""
+        return (
+            (self.getOrDefault(self.weightCol) or None) if self.isDefined(self.weightCol) else None
+        )
+
+    def chosen_method(self, flat: dict | None = None) -> str:
+        """The method a fit trains: the ``method`` Param, else
+        ``config["train.method"]``, else (``"auto"``) grafting when the
+        Params ask for an l1 part (``l1`` set, or ``elasticNetParam`` > 0)
+        and l2 otherwise: MLlib's LogisticRegression is pure l2 at
+        elasticNetParam 0 and has an l1 part above it."""
+        method = self.getOrDefault(self.method)
+        if method != AUTO:
+            return method
+        flat = self.getOrDefault(self.config) if flat is None else flat
+        if "train.method" in flat:
+            return flat["train.method"]
+        if self.isSet(self.l1) or self.getOrDefault(self.elasticNetParam) > 0:
+            return "grafting"
+        return "l2"
+
+    def auto_penalty(self) -> str | None:
+        """The Param (``l1`` or ``l2``) set to ``"auto"``, else None."""
+        for name in ("l1", "l2"):
+            if self.isSet(getattr(self, name)) and self.getOrDefault(name) == AUTO:
+                return name
+        return None
+
+    def refuse_unused(self, method: str) -> None:
+        """A Param set for a method that does not read it is an error (no
+        Param is silently ignored); the message names both."""
+        for name, methods in USED_BY.items():
+            if self.isSet(getattr(self, name)) and method not in methods:
+                raise ConfigError(
+                    f"{name}: method {method!r} does not use it (it applies to "
+                    f"{', '.join(methods)}); unset {name} or choose one of those methods"
+                )
 
     def training_config(self) -> Config:
         """The Config of a fit: the ``config`` Param's keys, then every
         training Param set explicitly (a Param and a ``config`` key for the
-        same schema key is an error), then regParam/elasticNetParam."""
+        same schema key is an error), then regParam/elasticNetParam; a Param
+        the chosen method does not read is refused (:meth:`refuse_unused`)."""
         flat: dict = dict(self.getOrDefault("config"))
+        method = self.chosen_method(flat)
+        self.refuse_unused(method)
+        auto = self.auto_penalty()
+        if auto is not None and (method, auto) not in (("grafting", "l1"), ("l2", "l2")):
+            raise ConfigError(
+                f"{auto}='auto': a path of {auto} is fitted for method "
+                f"{'grafting' if auto == 'l1' else 'l2'} only, not {method!r}"
+            )
+        if self.isSet(self.method) and "train.method" in flat:
+            raise ConfigError("method and config['train.method'] both set; give one")
+        flat["train.method"] = method
         for name, dotted in SCHEMA_PARAMS.items():
-            if not self.isSet(getattr(self, name)):
+            if name == "method" or not self.isSet(getattr(self, name)):
                 continue
+            if name == "l2" and method in ELASTIC_NET:
+                dotted = ELASTIC_NET[method][1]  # grafting's elastic-net gamma2
             if dotted in flat:
                 raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
+            if self.getOrDefault(getattr(self, name)) == AUTO:
+                flat["train.choice.path"] = True  # the path's grid, chosen on held-out rows
+                continue
             flat[dotted] = self.getOrDefault(getattr(self, name))
         if self.isSet(self.regParam) or self.isSet(self.elasticNetParam):
-            method = flat.get("train.method", self.getOrDefault(self.method))
             for dotted, value in penalty_keys(
                 method, self.getOrDefault(self.regParam), self.getOrDefault(self.elasticNetParam)
             ).items():
@@ -236,12 +330,79 @@ class TrainingParams(HasFeaturesCol, HasWeightCol, HasPredictionCol, HasProbabil
         return config_from_dict(nested(flat), f"{type(self).__name__} params")
 
 
-class MaxEntParams(TrainingParams, HasLabelCol, HasRawPredictionCol):
+class MaxEntParams(
+    HasProbabilityCol,
+    HasThresholds,
+    HasRawPredictionCol,
+    HasLabelCol,
+    HasValidationIndicatorCol,
+    TrainingParams,
+):
     """Params of the classifier and its model."""
+
+    validationFraction = Param(
+        Params._dummy(),
+        "validationFraction",
+        "with l1='auto' (or l2='auto') and no validationIndicatorCol: the share of rows "
+        "held out to choose the penalty, stratified by label",
+        typeConverter=_checked("validationFraction", Rule("validationFraction", gt=0, lt=1), 0.2),
+    )
 
     def __init__(self) -> None:
         super().__init__()
-        self._setDefault(rawPredictionCol="rawPrediction")
+        self._setDefault(rawPredictionCol="rawPrediction", validationFraction=0.2)
+
+    def training_config(self) -> Config:
+        self.validation_params()
+        return super().training_config()
+
+    def validation_params(self) -> None:
+        """The validation Params apply to an ``"auto"`` penalty only."""
+        if self.auto_penalty() is None:
+            for param in (self.validationIndicatorCol, self.validationFraction):
+                if self.isSet(param):
+                    raise ConfigError(
+                        f"{param.name}: held-out rows choose an 'auto' penalty only; set "
+                        "l1='auto' (or l2='auto' with method l2) or unset it"
+                    )
+        elif self.isSet(self.validationIndicatorCol) and self.isSet(self.validationFraction):
+            raise ConfigError("validationIndicatorCol and validationFraction both set; give one")
+
+
+def with_accessors(cls):
+    """Give ``cls`` MLlib's ``get<Param>`` and ``set<Param>`` for each of its
+    Params that lacks one (pyspark's shared Params have getters only)."""
+    for name in dir(cls):
+        if not isinstance(getattr(cls, name, None), Param):
+            continue
+        cap = name[0].upper() + name[1:]
+        if not hasattr(cls, f"get{cap}"):
+            setattr(cls, f"get{cap}", _getter(name))
+        if not hasattr(cls, f"set{cap}"):
+            setattr(cls, f"set{cap}", _setter(name))
+    return cls
+
+
+def _getter(name: str):
+    def get(self):
+        return self.getOrDefault(getattr(self, name))
+
+    get.__name__ = f"get{name[0].upper()}{name[1:]}"
+    get.__doc__ = f"Gets the value of {name} or its default value."
+    return get
+
+
+def _setter(name: str):
+    def set_value(self, value):
+        return self._set(**{name: value})
+
+    set_value.__name__ = f"set{name[0].upper()}{name[1:]}"
+    set_value.__doc__ = f"Sets the value of {name}."
+    return set_value
+
+
+with_accessors(TrainingParams)
+with_accessors(MaxEntParams)
 
 
 def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
@@ -252,6 +413,14 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
     must be 0). Other methods have no such penalty (ConfigError)."""
     if method in ELASTIC_NET:
         l1_key, l2_key = ELASTIC_NET[method]
+        if not alpha > 0:
+            raise ConfigError(
+                f"elasticNetParam: method {method!r} takes its l1 part gamma1 = regParam * "
+                f"elasticNetParam, and elasticNetParam is {alpha} (MLlib's pure l2); set "
+                "elasticNetParam > 0 (1: pure l1, gamma1 = regParam), or give l1 instead"
+            )
+        if not reg > 0:
+            raise ConfigError(f"regParam: method {method!r} needs regParam > 0, got {reg}")
         return {l1_key: reg * alpha, l2_key: reg * (1.0 - alpha)}
     if method in L2_ONLY:
         if alpha != 0:
@@ -267,7 +436,9 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
 
 
 __all__ = [
+    "AUTO",
     "MaxEntParams",
+    "with_accessors",
     "TrainingParams",
     "SCHEMA_PARAMS",
     "nested",

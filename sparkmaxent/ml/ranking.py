@@ -12,18 +12,21 @@ flag, true for the group's best-scoring candidates (all of them on a tie).
 
 from __future__ import annotations
 
+from pyspark import keyword_only
 from pyspark.ml import Model
 from pyspark.ml.param import Param, Params, TypeConverters
+from pyspark.ml.param.shared import HasProbabilityCol
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
+from ..config import ConfigError
 from ..model import MaxentModel
-from .base import MaxEntEstimator
-from .params import TrainingParams
+from .base import MaxEntEstimator, refuse_existing_columns
+from .params import AUTO, TrainingParams, with_accessors
 from .persistence import MaxEntReadable, MaxEntWritable
 from .scoring import Scorer, candidate_score_column
 
 
-class RankingParams(TrainingParams):
+class RankingParams(HasProbabilityCol, TrainingParams):
     """Params of the ranker and its model (with the training ones)."""
 
     groupCol = Param(
@@ -50,6 +53,9 @@ class RankingParams(TrainingParams):
         self._setDefault(groupCol="group", correctCol="correct", scoreCol="score")
 
 
+with_accessors(RankingParams)
+
+
 class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, DefaultParamsWritable):
     """A candidate-set maxent model with the project's training methods.
 
@@ -59,10 +65,76 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
     (boolean); the training Params are MaxEntClassifier's.
     """
 
+    @keyword_only
+    def __init__(
+        self,
+        *,
+        groupCol: str = "group",
+        featuresCol: str = "features",
+        correctCol: str = "correct",
+        weightCol: str | None = None,
+        scoreCol: str = "score",
+        probabilityCol: str = "probability",
+        predictionCol: str = "prediction",
+        method: str = AUTO,
+        regParam: float = 0.0,
+        elasticNetParam: float = 0.0,
+        l1: float | str = 1.0e-4,
+        l2: float | str = 1.0e-4,
+        nBest: int = 10,
+        maxRounds: int = 0,
+        maxFeatures: int = 0,
+        standardization: bool = False,
+        tol: float = 1.0e-7,
+        maxIter: int = 1000,
+        checkpointDir: str = "",
+        warmStart: bool = True,
+        config: dict | None = None,
+    ) -> None:
+        super().__init__()
+        self._set(**self._input_kwargs)
+
+    @keyword_only
+    def setParams(
+        self,
+        *,
+        groupCol: str = "group",
+        featuresCol: str = "features",
+        correctCol: str = "correct",
+        weightCol: str | None = None,
+        scoreCol: str = "score",
+        probabilityCol: str = "probability",
+        predictionCol: str = "prediction",
+        method: str = AUTO,
+        regParam: float = 0.0,
+        elasticNetParam: float = 0.0,
+        l1: float | str = 1.0e-4,
+        l2: float | str = 1.0e-4,
+        nBest: int = 10,
+        maxRounds: int = 0,
+        maxFeatures: int = 0,
+        standardization: bool = False,
+        tol: float = 1.0e-7,
+        maxIter: int = 1000,
+        checkpointDir: str = "",
+        warmStart: bool = True,
+        config: dict | None = None,
+    ) -> MaxEntRanker:
+        """Sets the Params given by keyword (the others keep their values)."""
+        return self._set(**self._input_kwargs)
+
     def _data_params(self) -> tuple:
         return (*super()._data_params(), self.groupCol, self.correctCol)
 
-    def _prepare_into(self, spark, dataset, train_dir: str, cfg) -> dict:
+    def _validation_split(self, dataset) -> tuple:
+        raise ConfigError(
+            "MaxEntRanker: no 'auto' penalty yet (held-out candidate sets); give l1 or l2, "
+            "or tune them with CrossValidator"
+        )
+
+    def _prepare_into(
+        self, spark, dataset, train_dir: str, cfg, vocabulary: str | None = None
+    ) -> dict:
         from ..data.prepare import prepare_candidate_table
 
         prepare_candidate_table(
@@ -129,6 +201,8 @@ class MaxEntRankingModel(Model, RankingParams, MaxEntWritable, MaxEntReadable):
 
         from ..data.columns import names_and_values
 
+        outs = (self.scoreCol, self.probabilityCol, self.predictionCol)
+        refuse_existing_columns(dataset, [n for n in map(self.getOrDefault, outs) if n])
         names, values = names_and_values(dataset, "transform input", self.getFeaturesCol())
         scorer = Scorer.of(self.maxentModel, [0], 1)
         score = "__sparkmaxent_score"

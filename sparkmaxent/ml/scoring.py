@@ -56,9 +56,17 @@ class Scorer:
     classes: np.ndarray
     n_classes: int
     compact: tuple[Space, Weights, Scaling | None] | None = None
+    thresholds: np.ndarray | None = None
 
     @staticmethod
-    def of(model: MaxentModel, classes: np.ndarray, n_classes: int) -> Scorer:
+    def of(
+        model: MaxentModel,
+        classes: np.ndarray,
+        n_classes: int,
+        thresholds: np.ndarray | None = None,
+    ) -> Scorer:
+        """``thresholds`` (one per output class): MLlib's ``thresholds``
+        Param, the prediction is the class of largest p_k / t_k."""
         used = sorted((i, n) for i, n in model.feature_names.items() if i < model.n_atoms)
         ids = np.asarray([i for i, _ in used], dtype=np.int64)
         return Scorer(
@@ -68,7 +76,37 @@ class Scorer:
             np.asarray(classes, dtype=np.int64),
             int(n_classes),
             _compact(model, ids),
+            None if thresholds is None else np.asarray(thresholds, dtype=np.float64),
         )
+
+    def linear(self) -> tuple[np.ndarray, np.ndarray]:
+        """(W, b) with scores S[i, k] = x_i . W[:, k] + b[k] on the raw
+        predicate values, x_i over ``names`` (standardization folded in:
+        w' = w inv_scale, b' = b - sum_j w'_j mean_j), by model label. Only a
+        model without conjunctions has this form (ValueError)."""
+        if self.compact is None:
+            raise ValueError(
+                "this model scores conjunctions of predicates (or names a predicate it "
+                "cannot name): it has no linear form over its predicates"
+            )
+        space, weights, scaling = self.compact
+        W = weights.values.reshape(space.n_predicates, space.n_labels).copy()
+        b = np.zeros(space.n_labels) if weights.bias is None else weights.bias.astype(float)
+        if scaling is not None:
+            W *= scaling.inv_scale[:, None]
+            b = b - scaling.mean @ W
+        return W, b
+
+    def predictions(self, prob: np.ndarray, S: np.ndarray) -> np.ndarray:
+        """The predicted output class of each row: argmax of the scores, or
+        with ``thresholds`` of p_k / t_k as MLlib's
+        ``ProbabilisticClassificationModel`` (a zero threshold wins where
+        p_k > 0); ``prob`` by output class."""
+        if self.thresholds is None:
+            return self.classes[S.argmax(axis=1)].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scaled = np.nan_to_num(prob / self.thresholds, nan=0.0, posinf=np.inf)
+        return scaled.argmax(axis=1).astype(np.float64)
 
     def matrix(self, names: pa.Array, values: pa.Array | None, n_rows: int) -> sp.csr_matrix:
         """Predicate values of rows given as list arrays of names and values
@@ -125,7 +163,7 @@ class Scorer:
         offsets = pa.array(np.arange(0, m * self.n_classes + 1, self.n_classes, dtype=np.int32))
         return pa.StructArray.from_arrays(
             [
-                pa.array(self.classes[S.argmax(axis=1)].astype(np.float64)),
+                pa.array(self.predictions(prob, S)),
                 pa.ListArray.from_arrays(offsets, pa.array(prob.ravel())),
                 pa.ListArray.from_arrays(offsets, pa.array(raw.ravel())),
             ],

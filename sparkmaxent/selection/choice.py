@@ -28,6 +28,7 @@ from ..kernels import Scaling, Weights
 from ..kernels.predict import EventScores, EventScoresTask
 from ..plots import new_figure, save_png
 from .base import LoopState, TrainingContext
+from .stopping import Measure
 
 log = logging.getLogger(__name__)
 
@@ -88,29 +89,44 @@ def _chunk_f1(scores: EventScores, labels: list[str]) -> tuple[float, float]:
     return f1, float(np.sqrt(f1 * (1 - f1) / max(int(chunks["n_gold"]), 1)))
 
 
+def criterion_measure(scores: EventScores, criterion: str, row: dict) -> Measure:
+    """The stop rule's measure of a held-out pass (selection/stopping.py):
+    ``row``'s score and standard error (``criterion_score``) and, for
+    loglik and accuracy, the per-event scores they are the weighted mean
+    of, ordered by (group, event_id) when the events carry them so that
+    two passes pair event by event whatever order the blocks came back in
+    (chunk F1 is no mean over events: no units)."""
+    if criterion == "loglik":
+        units = -scores.loss
+    elif criterion == "accuracy":
+        units = scores.hit.astype(float)
+    else:
+        return Measure(row["heldout_score"], row["heldout_se"])
+    c = scores.c
+    if len(units) and np.all(scores.group >= 0) and np.all(scores.event_id >= 0):
+        order = np.lexsort((scores.event_id, scores.group))
+        units, c = units[order], c[order]
+    return Measure(row["heldout_score"], row["heldout_se"], units, c)
+
+
 def score_weights(ctx: TrainingContext, weights: Weights) -> dict:
     """Held-out results of ``weights`` under the configured criterion (one pass)."""
+    return measure_weights(ctx, weights)[0]
+
+
+def measure_weights(ctx: TrainingContext, weights: Weights) -> tuple[dict, Measure]:
+    """Held-out results of ``weights`` (``score_weights``) and their
+    measure for the stop rule (``criterion_measure``); one pass."""
     assert ctx.heldout is not None, "callers check that there is held-out data"
-    return score_on(ctx.heldout, weights, ctx.scaling, ctx.config.choice.criterion)
+    scores = ctx.heldout.run(EventScoresTask(ctx.heldout.space, weights, ctx.scaling))
+    criterion = ctx.config.choice.criterion
+    row = criterion_score(scores, criterion, heldout_labels(ctx.heldout))
+    return row, criterion_measure(scores, criterion, row)
 
 
 def score_on(backend, weights: Weights, scaling: Scaling | None, criterion: str) -> dict:
     scores = backend.run(EventScoresTask(backend.space, weights, scaling))
     return criterion_score(scores, criterion, heldout_labels(backend))
-
-
-def choose(scores: list[float], ses: list[float], sizes: list[int], one_se: bool) -> int:
-    """Index of the chosen point: the best score (the first of ties), or
-    with ``one_se`` the fewest features among points scoring at least the
-    best minus its standard error (ties: the first)."""
-    if not scores:
-        raise ValueError("no points to choose from")
-    values = np.asarray(scores, dtype=float)
-    best = int(np.nanargmax(values))
-    if not one_se:
-        return best
-    within = np.flatnonzero(values >= values[best] - ses[best])
-    return int(within[np.argmin(np.asarray(sizes)[within])])
 
 
 def keep_if_best(state: LoopState, row: dict) -> None:

@@ -12,8 +12,9 @@ training backend with each block cut to the fold's events
 (``backends/folds.py``). Every fold fits the same grid, computed once on
 all the training data, point by point and without cuts, so the fold
 scores line up; a default grid goes on down while its last point has the
-best mean fold score, and the path stops after ``patience`` points
-without a better one, as a held-out path does with its own score.
+best mean fold score, and the path stops by the rule of a held-out path
+(selection/stopping.py) with the folds as its units: the difference of
+two points' mean fold scores is paired fold by fold.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from ..kernels import Weights
 from ..kernels.folds import fold_of_groups
 from ..kernels.predict import EventScoresTask
 from .base import FitResult, Method, TrainingContext
-from .choice import choose
 from .path import (
     MAX_EXTENSION,
     PATH_METHODS,
@@ -37,8 +37,9 @@ from .path import (
     null_model,
     path_plan,
     scored_point,
-    stalled,
+    stop_rule,
 )
+from .stopping import Measure, choose
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
     point; a default grid whose last point has the best mean fold score
     goes on down at its own ratio (``extended_grid``, as a held-out path
     does), so the fold choice is never stuck at the grid's end, and the
-    path stops after ``patience`` points without a better mean fold score
+    path stops by the held-out rule (``stop_rule``) read over the folds
     (the weakest penalties cost the most passes)."""
     cfg = ctx.config
     start = null_model(ctx)
@@ -128,11 +129,12 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
     scores: list[list[float]] = [[] for _ in fctxs]
     sizes: list[list[int]] = [[] for _ in fctxs]
     means: list[dict] = []  # mean fold score per point: what the extension reads
+    rule = stop_rule(cfg.choice)  # the folds are its units: paired over folds
     limit, n_default = max(cfg.choice.points, MAX_EXTENSION), len(grid)
     for gamma in extended_grid(grid, means, extend, limit):
         for f, fctx in enumerate(fctxs):
             weights, before = warm[f]
-            result, row = scored_point(fctx, fit_point, gamma, weights, before, None, -np.inf)
+            result, row, _ = scored_point(fctx, fit_point, gamma, weights, before, None, -np.inf)
             warm[f] = (result.weights, gamma)
             scores[f].append(row["heldout_score"])
             sizes[f].append(row["features"])
@@ -145,9 +147,9 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             means[-1]["heldout_score"],
             [round(s[-1], 6) for s in scores],
         )
-        behind = stalled([m["heldout_score"] for m in means])
-        if cfg.choice.patience and behind >= cfg.choice.patience:
-            log.info("k-fold path stopped: %d points without a better mean fold score", behind)
+        rule.add(gamma, Measure.of_units([s[-1] for s in scores]))
+        if not rule.go_on():
+            log.info("k-fold path stopped: %s", rule.why())
             break
     del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)

@@ -14,8 +14,11 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
   held-out point over all of them.
 
 Every point is scored on the held-out data (selection/choice.py); the
-model is the chosen point. A path stops early after ``patience`` points
-without a better held-out score (weaker penalties only cost more passes).
+model is the chosen point. A path stops early (selection/stopping.py) once
+``patience`` points came after its best one and the last of them is below
+the best by more than ``patience_se`` standard errors of the paired held-out
+difference (weaker penalties only cost more passes; one noisy worse point
+does not stop it).
 A point after the first runs on a pass budget (``cut_passes`` times the
 passes of the points before it): when it runs out, the point is cut if its
 held-out score is below the best so far, else its fit goes on from where
@@ -24,7 +27,8 @@ pass is paid twice and the point reaches the same certified optimum as an
 unbudgeted fit (to the solver's tolerance): the choice is the one of an
 uncut path unless the cut fires.
 ``max_weights`` stops a path after its first point with more non-zero
-weights (that point is kept and may be chosen).
+weights (that point is kept and may be chosen). The chosen penalty is then
+refitted on the training and held-out events together (``refit``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import storage
+from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
@@ -44,9 +49,10 @@ from ..problem.objective import checked_pass
 from ..solvers import ConvergenceWarning
 from .base import FitResult, TrainingContext
 from .baselines import fit_smooth
-from .choice import PATH_PLOT, choose, score_weights, write_path_plot
+from .choice import PATH_PLOT, measure_weights, write_path_plot
 from .grafting import Grafting, fit_grafting_family, variant
 from .reporting import PLOTS_DIR
+from .stopping import Measure, StopRule, choose
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +120,66 @@ def fit_path(ctx: TrainingContext) -> FitResult:
         )
     start = null_model(ctx)
     if cfg.method == "grafting" and cfg.choice.elastic_grid:
-        return _elastic_paths(ctx, start)
-    return run_path(ctx, *path_plan(ctx, start), start=start)
+        chosen, at = _elastic_paths(ctx, start)
+    else:
+        chosen, at = run_path(ctx, *path_plan(ctx, start), start=start), ctx
+    return refit(at, chosen)
 
 
-def _elastic_paths(ctx: TrainingContext, start: Weights) -> FitResult:
+def refit(ctx: TrainingContext, chosen: FitResult) -> FitResult:
+    """The chosen penalty fitted again on the training and held-out events
+    together (``train.choice.refit``; LogisticRegressionCV's refit=True,
+    glmnet keeps lambda alike: the loss is a mean over events, so the same
+    gamma means the same strength on more data), warm-started from the
+    chosen point. The report is the refit's, with ``path`` and ``refit``:
+    the chosen point's objective, weights and held-out figures beside the
+    refit's. Skipped (``refit.skipped`` says why) when the grafting test
+    would be block-wise: its summaries do not add up over two backends."""
+    path = chosen.report["path"]
+    point = path["points"][path["chosen"]]
+    if not ctx.config.choice.refit:
+        return chosen
+    assert ctx.heldout is not None, "a path has held-out data"
+    parameter, gamma = path["parameter"], point[path["parameter"]]
+    if parameter == "l1" and ctx.backend.space.n_features > ctx.config.grafting.dense_test_max:
+        reason = (
+            f"{ctx.backend.space.n_features} candidates > train.grafting.dense_test_max: "
+            "the block-wise gradient test of training + held-out events is not available"
+        )
+        log.warning("no refit after the path: %s", reason)
+        chosen.report["refit"] = {"skipped": reason}
+        return chosen
+    whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
+    fit_point = _grafting_point if parameter == "l1" else _l2_point
+    passes0 = whole.backend.passes
+    log.info("refitting %s %.4g on the training and held-out events", parameter, gamma)
+    result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
+    rep = result.report
+    rep["path"] = path
+    rep["refit"] = {
+        parameter: gamma,
+        "objective": rep.get("objective"),
+        "features": int(result.weights.nnz),
+        "passes": whole.backend.passes - passes0,
+        "converged": bool(rep.get("converged")),
+        "chosen_fit": {
+            "objective": chosen.report.get("objective"),
+            "features": int(chosen.weights.nnz),
+            **{k: point[k] for k in point if k.startswith("heldout_")},
+        },
+    }
+    if "kkt" in rep:
+        rep["refit"]["kkt_passed"] = bool(rep["kkt"]["passed"])
+    log.info(
+        "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
+        result.weights.nnz,
+        chosen.weights.nnz,
+        rep.get("objective", float("nan")),
+    )
+    return result
+
+
+def _elastic_paths(ctx: TrainingContext, start: Weights) -> tuple[FitResult, TrainingContext]:
     """Elastic net (Zou & Hastie 2005): one gamma1 path per gamma2 of
     ``train.choice.elastic_grid``, each from the bias-only model, and the
     point with the best held-out score over all of them (glmnet chooses
@@ -126,11 +187,12 @@ def _elastic_paths(ctx: TrainingContext, start: Weights) -> FitResult:
     correlated features where l1 keeps one of them: on small text data
     (many rare, correlated words) pure l1 falls far below l2.
     The report's ``path`` is the chosen gamma2's, ``path.elastic`` one row
-    per gamma2 (its chosen point)."""
+    per gamma2 (its chosen point). Returns the choice and the context of
+    its gamma2 (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
     gammas = _checked_grid(ctx.config.choice.elastic_grid, "elastic_grid", zero=True)
-    best: FitResult | None = None
+    best: tuple[FitResult, TrainingContext] | None = None
     summary = []
     for gamma2 in gammas:  # strongest first, as along a path
         graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma2)
@@ -148,10 +210,10 @@ def _elastic_paths(ctx: TrainingContext, start: Weights) -> FitResult:
             point["features"],
             point["heldout_score"],
         )
-        if best is None or point["heldout_score"] > _chosen_score(best):
-            best = result
+        if best is None or point["heldout_score"] > _chosen_score(best[0]):
+            best = result, dataclasses.replace(sub, output_dir=ctx.output_dir)
     assert best is not None, "elastic_grid is not empty"
-    path = best.report["path"]
+    path = best[0].report["path"]
     path["elastic"] = summary
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
     return best
@@ -293,15 +355,18 @@ def run_path(
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
+    rule = stop_rule(choice)
     weights, best = start, -np.inf
     grid = list(grid)
     for gamma in extended_grid(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
         budget = None
         if rows and choice.cut_passes:
             budget = max(1, int(np.ceil(choice.cut_passes * sum(r["passes"] for r in rows))))
-        result, row = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
+        result, row, measure = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
         previous = gamma
         weights = result.weights
+        rule.add(gamma, measure, row["features"], eligible=not row["cut"])
+        row["below_best_se"] = rule.gaps[-1]
         rows.append({parameter: gamma, **row})
         results.append(result)
         log.info(
@@ -319,9 +384,8 @@ def run_path(
         )
         if not row["cut"]:
             best = max(best, row["heldout_score"])
-        since_best = stalled([-np.inf if r["cut"] else r["heldout_score"] for r in rows])
-        if choice.patience and since_best >= choice.patience:
-            log.info("path stopped: %d points without a better held-out score", since_best)
+        if not rule.go_on():
+            log.info("path stopped: %s", rule.why())
             break
         if choice.max_weights and row["features"] > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
@@ -330,19 +394,11 @@ def run_path(
     return _chosen(ctx, parameter, grid, rows, results)
 
 
-def stalled(scores: list[float]) -> int:
-    """Points in a row, at the end of ``scores``, below the best score
-    before them: what ``patience`` counts. A tie with the best neither
-    counts nor resets, so a plateau of a step criterion (accuracy moves in
-    steps of 1/n: on PP the first four points all predict the majority
-    label) does not stop a path."""
-    best, behind = -np.inf, 0
-    for score in scores:
-        if score > best:
-            best, behind = score, 0
-        elif score < best:
-            behind += 1
-    return behind
+def stop_rule(choice) -> StopRule:
+    """The stop rule of a path (``train.choice``: ``patience`` points past
+    the best, the last ``patience_se`` standard errors of the paired
+    held-out difference below it; selection/stopping.py)."""
+    return StopRule(patience=choice.patience, margin=choice.patience_se, one_se=choice.one_se)
 
 
 def scored_point(
@@ -353,8 +409,9 @@ def scored_point(
     previous: float | None,
     budget: int | None,
     best: float,
-) -> tuple[FitResult, dict]:
-    """Fit one point on a pass ``budget`` (None: none) and score it. A
+) -> tuple[FitResult, dict, Measure]:
+    """Fit one point on a pass ``budget`` (None: none) and score it (its
+    row and its measure for the stop rule). A
     point whose budget runs out is scored where it stopped: below ``best``,
     it is cut (kept in the path, never chosen); otherwise its fit goes on
     from there without a budget (early stopping on held-out data, as in
@@ -366,7 +423,7 @@ def scored_point(
     stop: dict = {}
 
     def keep_going(weights: Weights) -> bool:
-        stop["scores"] = score_weights(ctx, weights)
+        stop["scores"], stop["measure"] = measure_weights(ctx, weights)
         stop["passes"] = ctx.backend.passes - passes0
         go = bool(stop["scores"]["heldout_score"] >= best)
         if go:
@@ -381,7 +438,9 @@ def scored_point(
     rep = result.report
     cut = bool(rep.get("budget_spent"))
     # a cut point's weights are those keep_going scored
-    scores = stop["scores"] if cut else score_weights(ctx, result.weights)
+    scores, measure = (
+        (stop["scores"], stop["measure"]) if cut else measure_weights(ctx, result.weights)
+    )
     row = {
         "features": int(result.weights.nnz),
         "objective": rep.get("objective"),
@@ -394,7 +453,7 @@ def scored_point(
     }
     if "kkt" in rep:
         row["kkt_passed"] = bool(rep["kkt"]["passed"])
-    return result, row
+    return result, row, measure
 
 
 def extended_grid(grid: list[float], rows: list[dict], extend: bool, limit: int):

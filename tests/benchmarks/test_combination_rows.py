@@ -92,19 +92,3 @@ def test_the_l1_grid_goes_on_for_patience_points_without_a_gain(monkeypatch):
     assert [p["gamma"] for p in by_degree[2]["points"]] == grid
     # every l1-Comb fit after the first is warm-started (from the previous gamma1's l1-Comb)
     assert all(warm for d, g, warm in fitted if d == 2)
-
-
-def test_a_rewrite_of_the_rows_keeps_the_side_measurements_beside_them(tmp_path):
-    """combination.py rewrites its rows with ``keep``: keys another script
-    stored in the file (a search's old-against-new timings) survive."""
-    import json
-
-    from benchmarks.common import write_result
-
-    path = tmp_path / "combination.json"
-    path.write_text(json.dumps({"rows": [{"a": 1}], "side": {"x": 1}, "pp_reference": 0}))
-    write_result(str(path), [{"a": 2}], keep=True, pp_reference=1)
-    doc = json.loads(path.read_text())
-    assert doc["rows"] == [{"a": 2}] and doc["side"] == {"x": 1} and doc["pp_reference"] == 1
-    write_result(str(path), [{"a": 3}])
-    assert "side" not in json.loads(path.read_text())

@@ -118,21 +118,3 @@ def test_slopes_of_other_values_skip_rows_without_them():
     assert out["events"]["grafting"] == pytest.approx(1.0, abs=1e-3)
     assert out["events"]["mllib"] is None
     assert slopes(rows)["events"]["grafting"] == pytest.approx(0.0, abs=1e-3)
-
-
-def test_a_run_under_a_key_keeps_the_result_files_other_keys(tmp_path):
-    import json
-
-    from benchmarks.common import write_result
-    from benchmarks.scale import merged_rows
-
-    path = str(tmp_path / "scale.json")
-    first = {**row("events", "grafting", 1, 5.0), "events": 1, "candidates": 2, "partitions": 2}
-    write_result(path, [first], note="earlier run")
-    write_result(path, [first], "fixed_model", gamma=1e-3)
-    doc = json.loads((tmp_path / "scale.json").read_text())
-    assert doc["note"] == "earlier run" and doc["rows"] == [first]
-    assert doc["fixed_model"]["rows"] == [first] and doc["fixed_model"]["gamma"] == 1e-3
-    second = {**first, "events": 4}
-    assert merged_rows(path, [second], "fixed_model") == [first, second]
-    assert merged_rows(path, [second], "absent") == [second]

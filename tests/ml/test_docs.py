@@ -20,7 +20,8 @@ def test_the_complete_example_runs(spark, capsys):
     code = example()
     for step in (
         "Tokenizer",
-        'method="grafting"',
+        'l1="auto"',
+        "chosenRegularization",
         "Pipeline(",
         ".fit(",
         ".transform(",

@@ -7,7 +7,7 @@ import pytest
 
 from sparkmaxent.config import ConfigError
 from sparkmaxent.ml import MaxEntClassifier
-from sparkmaxent.ml.params import SCHEMA_PARAMS
+from sparkmaxent.ml.params import SCHEMA_PARAMS, schema_field
 from sparkmaxent.train import METHODS
 
 BAD = [
@@ -52,33 +52,91 @@ def test_every_registered_method_is_accepted():
         assert cfg.train.method == method
 
 
+def _key(cfg, dotted: str):
+    section = cfg.to_dict()
+    for part in dotted.split("."):
+        section = section[part]
+    return section
+
+
 def test_params_map_onto_their_schema_keys():
-    values = {
-        "method": "sgc",
+    grafting = {
+        "method": "grafting",
         "l1": 0.5,
-        "l2": 0.25,
         "nBest": 7,
         "maxRounds": 3,
-        "maxFeatures": 11,
         "standardization": True,
         "tol": 1e-5,
         "maxIter": 42,
     }
-    assert set(values) == set(SCHEMA_PARAMS)
-    cfg = MaxEntClassifier(**values).training_config().to_dict()
-    for name, dotted in SCHEMA_PARAMS.items():
-        section = cfg
-        for part in dotted.split("."):
-            section = section[part]
-        assert section == values[name], name
+    ifs = {"method": "ifs", "l2": 0.25, "maxFeatures": 11}
+    assert set(grafting) | set(ifs) == set(SCHEMA_PARAMS)
+    for values in (grafting, ifs):
+        cfg = MaxEntClassifier(**values).training_config()
+        for name, value in values.items():
+            assert _key(cfg, SCHEMA_PARAMS[name]) == value, name
+    # grafting reads l2 as its elastic-net gamma2
+    cfg = MaxEntClassifier(method="grafting", l1=0.5, l2=0.25).training_config()
+    assert cfg.train.grafting.elastic_l2 == 0.25 and cfg.train.l2 == schema_field("train.l2")[0]
 
 
 def test_defaults_are_the_schemas():
     est = MaxEntClassifier()
     cfg = est.training_config()
     assert est.getOrDefault("nBest") == cfg.train.grafting.n_best
-    assert est.getOrDefault("method") == cfg.train.method
+    assert est.getOrDefault("method") == "auto" and cfg.train.method == "l2"
     assert cfg == MaxEntClassifier(config={}).training_config()
+
+
+@pytest.mark.parametrize(
+    "params,method",
+    [
+        ({}, "l2"),
+        ({"l2": 0.1}, "l2"),
+        ({"regParam": 0.1}, "l2"),  # MLlib: elasticNetParam 0 is pure l2
+        ({"l1": 0.01}, "grafting"),
+        ({"regParam": 0.1, "elasticNetParam": 1.0}, "grafting"),
+        ({"regParam": 0.1, "elasticNetParam": 0.5}, "grafting"),
+        ({"config": {"train.method": "sgc"}}, "sgc"),
+        ({"method": "ifs"}, "ifs"),
+    ],
+)
+def test_auto_method_follows_the_penalty_params(params, method):
+    assert MaxEntClassifier(**params).training_config().train.method == method
+
+
+@pytest.mark.parametrize(
+    "params,message",
+    [
+        ({"method": "l2", "l1": 0.01}, r"l1: method 'l2' does not use it \(it applies to grafting"),
+        ({"method": "sgc", "l1": 0.01}, r"l1: method 'sgc' does not use it"),
+        ({"method": "grafting", "maxFeatures": 5}, r"maxFeatures: method 'grafting' does not"),
+        ({"method": "l2", "nBest": 5}, r"nBest: method 'l2' does not use it"),
+        ({"method": "mle", "l2": 0.1}, r"l2: method 'mle' does not use it"),
+        ({"method": "l2", "maxRounds": 3}, r"maxRounds: method 'l2' does not use it"),
+        ({"l2": 0.1, "maxFeatures": 3}, r"maxFeatures: method 'l2' does not use it"),
+        (
+            {"method": "grafting", "regParam": 0.01},
+            r"elasticNetParam: method 'grafting' takes its l1 part .* is 0.0",
+        ),
+    ],
+)
+def test_a_param_the_method_does_not_read_is_refused(params, message):
+    with pytest.raises(ConfigError, match=message):
+        MaxEntClassifier(**params).training_config()
+
+
+def test_a_grid_mixing_methods_is_checked_before_any_fit():
+    est = MaxEntClassifier()
+    good = [
+        {est.method: "l2", est.regParam: 0.1},
+        {est.method: "grafting", est.regParam: 0.01, est.elasticNetParam: 1.0},
+    ]
+    methods = [c.train.method for c in est.grid_configs(good)]
+    assert methods == ["l2", "grafting"]
+    bad = [{est.method: m, est.regParam: 0.01} for m in ("l2", "grafting")]
+    with pytest.raises(ConfigError, match=r"param map 1 \{'method': 'grafting'.*elasticNetParam"):
+        est.grid_configs(bad)
 
 
 def test_config_param_passes_method_keys_and_conflicts_are_refused():
@@ -105,8 +163,8 @@ def test_reg_param_is_mllibs_elastic_net():
         MaxEntClassifier(method="sgc", regParam=0.3).training_config()
     with pytest.raises(ConfigError, match="regParam/elasticNetParam set train.l2"):
         MaxEntClassifier(method="l2", regParam=0.3, l2=0.1).training_config()
-    with pytest.raises(ConfigError, match=r"train.grafting.l1: expected a value > 0"):
-        MaxEntClassifier(method="grafting", regParam=0.0).training_config()
+    with pytest.raises(ConfigError, match=r"regParam: method 'grafting' needs regParam > 0"):
+        MaxEntClassifier(method="grafting", regParam=0.0, elasticNetParam=1.0).training_config()
 
 
 def test_numpy_values_from_a_grid_are_accepted():

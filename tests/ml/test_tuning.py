@@ -76,3 +76,30 @@ def test_warm_started_grid_reaches_the_same_optima_in_fewer_passes(df):
         assert w.maxentModel.weights.nnz == c.maxentModel.weights.nnz
     passes = [sum(m.report["passes"] for m in d.values()) for d in (warm, cold)]
     assert passes[0] < passes[1], passes
+
+
+def test_a_grid_mixing_methods_tunes_and_a_bad_point_is_refused_up_front(df, monkeypatch):
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.tuning import TrainValidationSplit
+
+    import sparkmaxent.api as api
+    from sparkmaxent.config import ConfigError
+
+    est = MaxEntClassifier()
+    grid = [
+        {est.method: "l2", est.regParam: 0.1},
+        {est.method: "grafting", est.regParam: 0.01, est.elasticNetParam: 1.0},
+    ]
+    evaluator = MulticlassClassificationEvaluator(metricName="logLoss")
+    tvs = TrainValidationSplit(estimator=est, estimatorParamMaps=grid, evaluator=evaluator, seed=1)
+    fitted = tvs.fit(df)
+    assert len(fitted.validationMetrics) == 2 and np.all(np.isfinite(fitted.validationMetrics))
+    assert fitted.bestModel.maxentModel.config["train"]["method"] in ("l2", "grafting")
+
+    trained = []
+    real = api.train_model
+    monkeypatch.setattr(api, "train_model", lambda *a, **k: trained.append(1) or real(*a, **k))
+    bad = [*grid, {est.method: "grafting", est.regParam: 0.01}]  # elasticNetParam 0: no l1 part
+    with pytest.raises(ConfigError, match=r"param map 2 .*elasticNetParam: method 'grafting'"):
+        tvs.copy().setEstimatorParamMaps(bad).fit(df)
+    assert trained == []

@@ -135,11 +135,15 @@ def test_prepare_and_train_flags_choose_a_point(spark, planted_text, tmp_path):
     points = report["path"]["points"]
     chosen = [p for p in points if p["chosen"]]
     assert len(chosen) == 1 and report["l1"] == chosen[0]["l1"]
-    assert report["nonzero_weights"] == chosen[0]["features"]
     assert chosen[0]["heldout_score"] == max(p["heldout_score"] for p in points)
     assert all(p["kkt_passed"] for p in points)
+    # the model is the chosen gamma1 refitted on training + held-out events (on Spark)
+    refit = report["refit"]
+    assert refit["l1"] == chosen[0]["l1"] and refit["kkt_passed"]
+    assert refit["chosen_fit"]["features"] == chosen[0]["features"]
+    assert report["nonzero_weights"] == refit["features"]
     weights = pq.read_table(str(out / "model" / "weights")).num_rows
-    assert weights == chosen[0]["features"]
+    assert weights == refit["features"]
     with open(out / "plots" / "path.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 

@@ -20,7 +20,6 @@ from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.choice import (
     MIN_STAGE_PATIENCE,
-    choose,
     criterion_score,
     score_on,
 )
@@ -29,8 +28,8 @@ from sparkmaxent.selection.path import (
     null_model,
     path_plan,
     scored_point,
-    stalled,
 )
+from sparkmaxent.selection.stopping import choose
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -71,17 +70,6 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
     assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
-
-
-def test_patience_counts_points_below_the_best_and_not_ties():
-    assert stalled([]) == 0
-    assert stalled([0.5, 0.6, 0.7]) == 0
-    assert stalled([0.5, 0.7, 0.6, 0.65]) == 2
-    # a plateau (accuracy: the majority label) neither stops nor resets
-    assert stalled([0.74, 0.74, 0.74, 0.74]) == 0
-    assert stalled([0.5, 0.7, 0.6, 0.7]) == 1
-    assert stalled([0.5, 0.7, 0.6, 0.7, 0.71]) == 0
-    assert stalled([0.5, -np.inf]) == 1  # a cut point
 
 
 def test_criteria_and_their_standard_errors():
@@ -150,7 +138,9 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
 
 
 def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
-    res = run(problem, output_dir=str(tmp_path), method="grafting", path=True, points=6)
+    res = run(
+        problem, output_dir=str(tmp_path), method="grafting", path=True, points=6, refit=False
+    )
     path = res.report["path"]
     scores = [p["heldout_score"] for p in path["points"]]
     i = path["chosen"]
@@ -162,8 +152,11 @@ def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
     l1s = [p["l1"] for p in path["points"]]
     assert all(b < a for a, b in zip(l1s, l1s[1:]))
     assert np.allclose(np.diff(np.log(l1s)), np.log(1e-3) / 6)
-    # patience 1: the path ends at the first point after the best (or the grid's end)
-    assert len(l1s) in (i + 2, 6)
+    # patience 2: the path ends at the grid's end or two points or more past the
+    # best, the last more than one standard error of the difference below it
+    last = path["points"][-1]
+    assert len(l1s) == 6 or (len(l1s) >= i + 3 and last["below_best_se"] > 1.0)
+    assert path["points"][i]["below_best_se"] == 0.0
     with open(tmp_path / "plots" / "path.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
@@ -299,7 +292,7 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     full_passes = backend.passes - passes0
     assert full_passes >= 6, "a point long enough to cut in half"
     budget = full_passes // 2
-    result, row = scored_point(
+    result, row, _ = scored_point(
         ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
     )
     assert not row["cut"] and row["continued_after"] >= budget
@@ -409,7 +402,7 @@ def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
     whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
     best = int(np.argmax(whole["mean_score"]))
     assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
-    res = train(LocalBackend([block], space), train_config(patience=1, **keys))
+    res = train(LocalBackend([block], space), train_config(patience=1, patience_se=0, **keys))
     folds = res.report["folds"]
     assert folds["grid"] == grid[: best + 2] and folds["chosen"] == best
     np.testing.assert_allclose(
@@ -525,3 +518,42 @@ def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(
     assert res.report["stopped"].startswith("stage_patience = 0.5")
     # without held-out data there is nothing to be patient about
     assert len(run(problem, heldout=False, stage_patience=0.5, **keys).report["rounds"]) > stop
+
+
+@pytest.mark.parametrize("method", ["grafting", "l2"])
+def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, method):
+    tr, he, space = problem
+    keys = dict(method=method, path=True, points=5, gtol=1e-9)
+    chosen = run(problem, refit=False, **keys)
+    res = run(problem, **keys)
+    path, refit = res.report["path"], res.report["refit"]
+    point = path["points"][path["chosen"]]
+    assert path == chosen.report["path"]  # the same path and choice
+    gamma = point["l1" if method == "grafting" else "l2"]
+    assert refit["l1" if method == "grafting" else "l2"] == gamma
+    # the chosen fit's figures are kept beside the refit's
+    assert refit["chosen_fit"]["features"] == chosen.weights.nnz == point["features"]
+    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report["objective"])
+    assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
+    # the refit is a fit at the chosen gamma on both parts' events
+    penalty = {"l1": gamma} if method == "grafting" else {"l2": gamma}
+    both = LocalBackend([tr, he], space)
+    cold = train(both, train_config(method=method, gtol=1e-9, **penalty))
+    assert refit["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert res.weights.nnz == refit["features"] == cold.weights.nnz
+    assert refit["objective"] != pytest.approx(chosen.report["objective"], rel=1e-6)
+    if method == "grafting":
+        assert refit["kkt_passed"]
+
+
+def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
+    tr, he, space = problem
+    y = he.y.copy()
+    y[:50] = -1  # a label the training part never had
+    held = dataclasses.replace(he, y=y)
+    keys = dict(method="l2", path=True, l2_grid=[1e-2, 1e-3], patience=0)
+    res = train(LocalBackend([tr], space), train_config(**keys), LocalBackend([held], space))
+    gamma = res.report["refit"]["l2"]
+    usable = take_events(he, np.arange(he.n_events) >= 50)
+    cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
+    assert res.report["refit"]["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)

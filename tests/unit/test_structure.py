@@ -228,3 +228,19 @@ def test_the_file_rule_sees_each_kind_of_violation():
         "5: pq.read_table(",
     ]
     assert set(FILE_EXCEPTIONS) <= set(modules()), "an exception names a module that is gone"
+
+
+def test_design_names_every_subpackage():
+    """docs/design.md's map ("Where things live") names every subpackage of
+    sparkmaxent/ as ``name/``: a new package is added there with what it holds."""
+    design = (PACKAGE.parent / "docs" / "design.md").read_text()
+    packages = sorted(
+        str(init.parent.relative_to(PACKAGE)) for init in PACKAGE.rglob("__init__.py")
+    )
+    missing = [p for p in packages if p != "." and f"{p}/" not in design]
+    assert packages and not missing, f"docs/design.md does not name {missing}"
+
+
+def test_readme_is_at_most_200_lines():
+    lines = (PACKAGE.parent / "README.md").read_text().count("\n")
+    assert lines <= 200, f"README.md is {lines} lines: move detail to docs/"

@@ -1,0 +1,355 @@
+"""docs/benchmarks.md, generated from the result pages
+``benchmarks/results/<benchmark>.json`` (``benchmarks.common.write_result``):
+a targets-at-a-glance table, then one section per benchmark with what it
+measures, its command, one table of its current figures and its targets.
+
+    python -m benchmarks.report            # rewrite docs/benchmarks.md
+    python -m benchmarks.report --check    # exit 1 if it is not current
+
+What each benchmark measures, and which columns and rows its table shows,
+is said once here (``PAGES``); the figures come from the result files only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from benchmarks.common import RESULTS, ROOT
+
+DOC = os.path.join(ROOT, "docs", "benchmarks.md")
+MAX_LINES = 600
+
+
+@dataclass(frozen=True)
+class Page:
+    """How a benchmark's section reads: its title, what it measures, the
+    columns of its table and which rows it shows (all by default)."""
+
+    title: str
+    measures: str
+    columns: tuple[str, ...]
+    rows: Callable[[dict], bool] = field(default=lambda row: True)
+
+
+PAGES: dict[str, Page] = {
+    "grafting_vs_mllib": Page(
+        "Grafting against Spark MLlib",
+        "l1 n-best grafting (Spark backend, n = 1,000) against Spark MLlib's multinomial l1 "
+        "LogisticRegression in one local[2] session on CoNLL-2000 chunking, at two gamma1: "
+        "objective, KKT violation, accuracy, non-zeros, passes (Spark jobs) and wall time; the "
+        "targets take the first round at MLlib's objective from grafting's trace.",
+        ("system", "gamma", "n", "objective", "kkt_violation", "token_accuracy", "chunk_f1",
+         "nonzero_weights", "passes", "wall_s", "stopped"),
+    ),
+    "round_tol": Page(
+        "Grafting: inexact rounds",
+        "Grafting on CoNLL-2000 (n = 1,000, in-process, one core) at each "
+        "`train.grafting.round_tol_ratio`: the round, passes and CPU seconds at MLlib's "
+        "objective, and where the run ended; runs taken in turns.",
+        ("round_tol_ratio", "gamma1", "target_round", "target_passes", "target_cpu_s", "rounds",
+         "passes", "cpu_s", "objective", "certified"),
+    ),
+    "grafting_solvers": Page(
+        "Grafting: round solver, Newton against L-BFGS-B",
+        "Grafting's round optimizer, Newton with Hessian-block passes against L-BFGS-B, "
+        "in-process: passes (the figure that carries over to Spark), rounds, objective, KKT.",
+        ("data", "l1", "n_best", "solver", "passes", "rounds", "objective", "nonzero",
+         "kkt_passed", "wall_s"),
+    ),
+    "box_qp_faces": Page(
+        "Grafting: the Newton round's model solve",
+        "The round's box-constrained model solve (`box_qp_cd`) against a baseline copy of the "
+        "solver on models captured from CoNLL-2000 rounds: sweeps, seconds, the model's value "
+        "and projected gradient, one BLAS thread, taking turns.",
+        ("model", "n", "solver", "sweeps", "seconds", "q", "projected_gradient", "tol"),
+    ),
+    "blas_threads": Page(
+        "BLAS threads of the Newton solve",
+        "The Newton solve's dense work (Cholesky factor and solve) and a whole in-process "
+        "grafting fit (PP attachment) with one BLAS thread against BLAS's default (0).",
+        ("measure", "n", "blas_threads", "median_s", "passes", "objective"),
+    ),
+    "grafting_10m": Page(
+        "Grafting: block-wise gradient test at 10M candidates",
+        "The block-wise against the dense gradient test on 10M generated candidate features: "
+        "passes, time, driver and JVM peak memory, the same selection on both paths.",
+        ("path", "candidate_features", "rounds", "passes", "wall_s", "driver_peak_rss_mb",
+         "jvm_heap_peak_mb", "objective", "active_features"),
+    ),
+    "pass_overhead": Page(
+        "Pass overhead",
+        "The cost of the Spark backend's passes (active set, gradient test at gamma1 1e-5 and "
+        "1e-4, the old dense partials, a fetch pass, the block-wise test) against a trivial "
+        "pass in one local[2] session, CoNLL-2000 chunking features (200k events, 22 labels); "
+        "median, least and greatest ratio over runs.",
+        ("pass", "runs", "ratio_median", "ratio_min", "ratio_max", "wall_s_median",
+         "kernel_s_median"),
+    ),
+    "pass_breakdown": Page(
+        "Where a pass's time goes",
+        "The passes of `pass_overhead` split by clock stamps of an instrumented copy: "
+        "broadcast, launch, kernel, result pickling, return through the JVMs, unpickling and "
+        "merge (seconds), and the result's size.",
+        ("pass", "wall_s", "broadcast", "launch", "kernel", "pickle", "return", "unpickle",
+         "merge", "total", "result_mb"),
+    ),
+    "pass_parts": Page(
+        "The thresholded gradient test's parts",
+        "In-process CPU seconds of the parts of grafting's thresholded gradient test on "
+        "CoNLL-2000: executor kernel and driver-side merge and resolution, per gamma1.",
+        ("l1", "tau", "keep", "executor_s", "driver_s", "merge_s", "resolve_s", "decided"),
+        lambda row: "l1" in row,
+    ),
+    "scale": Page(
+        "Scale: grafting against MLlib on generated data",
+        "Grafting against MLlib's l1 LogisticRegression on generated data (Zipf predicate "
+        "rates, one planted model for every size) along events, candidate features and Spark "
+        "partitions: wall, passes, time per pass, driver and executor peak RSS, objective.",
+        ("axis", "system", "events", "candidates", "partitions", "status", "gradient_test",
+         "wall_s", "passes", "s_per_pass", "driver_peak_rss_mb", "nonzero_weights"),
+    ),
+    "cluster_overhead": Page(
+        "Cluster overhead: local against a standalone cluster",
+        "One grafting run (CoNLL-2000, gamma1 1e-4, n_best 1000) through `scripts/submit.sh` "
+        "in local[2] and on a standalone cluster whose worker has its own mount namespace.",
+        ("mode", "wall_s", "job_wall_s", "passes", "objective", "rounds", "nonzero_weights"),
+    ),
+    "connect": Page(
+        "Spark Connect",
+        "Per-pass wall time (gradient pass, active-set pass) and a whole small grafting fit: "
+        "a classic session with the RDD backend, classic with the DataFrame backend, Spark "
+        "Connect with the DataFrame backend.",
+        ("system", "task", "wall_s", "passes", "per_pass_s", "objective"),
+    ),
+    "ml_api": Page(
+        "pyspark.ml API on CoNLL-2000",
+        "The pyspark.ml Estimator and Model against MLlib's LogisticRegression on CoNLL-2000: "
+        "training and CrossValidator wall time and passes, transform throughput.",
+        ("system", "task", "stage", "wall_s", "rows_per_s", "passes", "accuracy", "chosen_l1"),
+    ),
+    "time_to_first_model": Page(
+        "Time to first model",
+        "`sparkmaxent pipeline` on a generated 5,000-line `label f f:v` file, whole process, "
+        "with its phases, small data in-process or every phase on Spark.",
+        ("setting", "repeat", "wall_s", "spark_start_s", "prepare_s", "train_s", "evaluate_s",
+         "test_accuracy"),
+    ),
+    "conll2000_baselines": Page(
+        "Baselines: CoNLL-2000 against scikit-learn",
+        "CoNLL-2000 chunking: MLE, l2 and count cutoff on Spark local[2] against "
+        "scikit-learn's l2 LogisticRegression at the same regularization (chosen on held-out "
+        "training sentences).",
+        ("system", "method", "regularization", "objective", "token_accuracy", "chunk_f1",
+         "nonzero_weights", "passes", "wall_s"),
+    ),
+    "riezler_tables": Page(
+        "Riezler & Vasserman's Tables 2 and 3, in shape",
+        "Riezler & Vasserman (2004) Tables 2 and 3 on CoNLL-2000 Base-NP: mle, std, l0, l2, "
+        "l1 n-best grafting, mle-ifs, l2-ifs (settings chosen by held-out chunk F1) with test "
+        "chunk F1, compression, iterations, passes and time.",
+        ("method", "setting", "chunk_f1", "precision", "recall", "compression",
+         "nonzero_weights", "iterations", "passes", "wall_s"),
+    ),
+    "sgc_vs_ifs": Page(
+        "IFS and SGC on CoNLL-2000 Base-NP",
+        "IFS, SGC and SGC with look-ahead on CoNLL-2000 Base-NP (Zhou et al. Figures 3-5): "
+        "chunk P/R/F1 against the number of selected features next to the count cutoff and l2 "
+        "over all features; gain evaluations, passes and time (table: at 100, 1,160 and "
+        "5,000 features).",
+        ("method", "features", "precision", "recall", "f1", "refit_f1", "gain_evaluations",
+         "passes", "wall_s"),
+        lambda row: row["method"] == "l2-all" or row["features"] in (100, 1160, 5000),
+    ),
+    "sgc_long_documents": Page(
+        "SGC passes per stage on long documents",
+        "SGC on the Brown genre task (bag of words, held-out part of the training data): "
+        "passes per stage with counts and binary features, held-out loss and accuracy by stage "
+        "at each `train.ifs.gain_prior_variance`.",
+        ("experiment", "features", "prior_variance", "stages", "passes_per_stage",
+         "best_heldout_loss_stage", "best_heldout_loss", "accuracy_at_best_loss", "wall_s"),
+    ),
+    "bayes_factor": Page(
+        "Bayes factor selection",
+        "Bayes-factor selection (both signs, S = 1, 10, 100 per round, model priors) against "
+        "l1 grafting and SGC on PP attachment and CoNLL-2000 chunking (table: without the "
+        "prior-variance grid).",
+        ("dataset", "method", "variant", "features", "accuracy", "f1", "dev_accuracy",
+         "passes", "wall_s"),
+        lambda row: "sigma^2" not in row.get("variant", ""),
+    ),
+    "model_choice": Page(
+        "Model choice",
+        "Model choice with no user grid: grafting and l2 paths, SGC and Bayes-factor best "
+        "stage, chosen on a held-out part carved at prepare time, against scikit-learn's "
+        "LogisticRegressionCV (l2; l1 under a cap) on synthetic data, PP attachment, Brown "
+        "genres, CoNLL-2000 Base-NP and chunking (table: the defaults, no variants, runs "
+        "that ended with a model).",
+        ("corpus", "method", "conll_sentences", "test_score", "features", "chosen_setting",
+         "heldout_score", "passes", "wall_s", "passes_single_fit", "wall_s_single_fit"),
+        lambda row: " " not in row["method"] and row.get("test_score") is not None,
+    ),
+    "combination": Page(
+        "Combination features",
+        "Combination features (Okanohara & Tsujii 2009) on PP attachment, CoNLL-2000 over the "
+        "10 unigram atoms and Brown genres: l1-Comb at degree 2 and 3 against l1 and l2 over "
+        "the atoms and l2 over every conjunction; gamma chosen on held-out data; conjunctions "
+        "examined against those existing; passes, time, memory.",
+        ("task", "method", "degree", "gamma", "dev_score", "test_score", "active_features",
+         "conjunctions_examined", "conjunctions_existing", "passes", "wall_s", "rss_peak_mb"),
+    ),
+    "lattice_sbd": Page(
+        "Feature lattice: sentence boundaries and PP attachment",
+        "Mikheev's feature lattice (settings chosen on held-out data) against l2, l1 grafting, "
+        "l1-Comb, the period-space-capital rule and NLTK Punkt on sentence boundary "
+        "disambiguation (WSJ sample and Brown), and on PP attachment; lattice build and "
+        "selection against one l2 fit.",
+        ("task", "system", "error_rate", "errors", "candidates", "constraints", "passes",
+         "wall_s", "ratio"),
+    ),
+}  # fmt: skip
+
+
+def slug(benchmark: str) -> str:
+    """The section's anchor: the benchmark's name (GitHub keeps underscores)."""
+    return benchmark
+
+
+def cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def load_pages(results: str = RESULTS) -> dict[str, dict]:
+    """Every result page, by benchmark; a page without a ``PAGES`` entry or an
+    entry without a page is an error (the doc would silently miss it)."""
+    found = {}
+    for name in sorted(os.listdir(results)):
+        if name.endswith(".json"):
+            with open(os.path.join(results, name)) as f:
+                found[name[: -len(".json")]] = json.load(f)
+    missing = sorted(set(PAGES) - set(found))
+    unknown = sorted(set(found) - set(PAGES))
+    if missing or unknown:
+        raise SystemExit(
+            f"benchmarks/report.py: no result page for {missing}; "
+            f"no PAGES entry (title, what it measures, columns) for {unknown}"
+        )
+    return {name: found[name] for name in PAGES}
+
+
+def figures(benchmark: str, results: str = RESULTS) -> list[str]:
+    return sorted(
+        f
+        for f in os.listdir(results)
+        if f.endswith(".png") and (f == benchmark + ".png" or f.startswith(benchmark + "_"))
+    )
+
+
+def section(benchmark: str, doc: dict, page: Page, results: str = RESULTS) -> list[str]:
+    machine = doc.get("machine") or {}
+    load = doc.get("load")
+    facts = f"commit `{doc['commit']}`, {doc['date']}"
+    if machine.get("cores"):
+        facts += f", {machine['cores']} cores"
+    if load:
+        facts += f", load {' / '.join(f'{x:g}' for x in load)} (1 / 5 / 15 min) at the end"
+    lines = [f"## {benchmark}", "", f"**{page.title}.** {page.measures}", ""]
+    lines += [f"    {doc['command']}", "", f"[`{benchmark}.json`](../benchmarks/results/"
+              f"{benchmark}.json): {facts}."]  # fmt: skip
+    pngs = figures(benchmark, results)
+    if pngs:
+        lines[-1] += " Figures: " + ", ".join(f"[`{p}`](../benchmarks/results/{p})" for p in pngs)
+    rows = [r for r in doc["rows"] if page.rows(r)]
+    columns = [c for c in page.columns if any(c in r for r in rows)]
+    lines += [""] + table(columns, [[cell(r.get(c)) for c in columns] for r in rows])
+    if len(rows) < len(doc["rows"]):
+        lines += ["", f"{len(rows)} of the {len(doc['rows'])} rows; the others are in the file."]
+    if doc["targets"]:
+        lines += [""] + [
+            f"- {'**met**' if t['met'] else '**not met**'}: {t['goal']}: {cell(t['value'])}"
+            for t in doc["targets"].values()
+        ]
+    return lines + [""]
+
+
+HEADER = """\
+# Benchmarks
+
+<!-- Generated by `python -m benchmarks.report` from benchmarks/results/*.json;
+do not edit: change a benchmark's description in benchmarks/report.py, or rerun
+the benchmark. `scripts/lint.sh` fails when this page is not current. -->
+
+Every benchmark writes one page, `benchmarks/results/<benchmark>.json`: its
+latest run only (command, commit, date, machine, load average, rows, and its
+targets with goal, value and met); earlier runs are in git's history. This
+document is generated from those files. Benchmarks read the real corpora from
+`../shared/data/` (CoNLL-2000 chunking, Ratnaparkhi's PP attachment, Brown;
+never copied into the project). Run them as modules from the project root,
+e.g.
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.grafting_vs_mllib --help
+
+The machine was a shared 2-core machine unless a section says otherwise:
+where it was loaded (the load average is given), seconds are inflated and
+passes (Spark jobs, or kernel passes in-process) are not. Paths of scratch
+directories in commands read `$WORK`.
+"""
+
+
+def render(results: str = RESULTS) -> str:
+    docs = load_pages(results)
+    rows = []
+    for benchmark, doc in docs.items():
+        for t in doc["targets"].values():
+            met = "**met**" if t["met"] else "**not met**"
+            rows.append([t["goal"], cell(t["value"]), met, f"[{benchmark}](#{slug(benchmark)})"])
+    lines = HEADER.splitlines() + ["", "## Targets at a glance", ""]
+    lines += table(["target", "value", "met", "section"], rows) + [""]
+    for benchmark, doc in docs.items():
+        lines += section(benchmark, doc, PAGES[benchmark], results)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="fail if docs/benchmarks.md is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    n_lines = text.count("\n")
+    if n_lines > MAX_LINES:
+        print(f"docs/benchmarks.md would be {n_lines} lines (at most {MAX_LINES})", file=sys.stderr)
+        return 1
+    if args.check:
+        with open(DOC) as f:
+            if f.read() != text:
+                print(
+                    "docs/benchmarks.md is not current: run python -m benchmarks.report",
+                    file=sys.stderr,
+                )
+                return 1
+        return 0
+    with open(DOC, "w") as f:
+        f.write(text)
+    print(f"wrote {os.path.relpath(DOC, ROOT)} ({n_lines} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Two backends' events as one (the refit after a held-out choice fits the
+training and the held-out events together, selection/path.py): every
+pass runs on both and the two results merge, as the blocks of one backend
+merge. Nothing is re-read or re-cached; each part is closed by its owner."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ..kernels import Block
+from ..kernels.blocks import trainable_events
+from ..kernels.topk import GradientSummary, GradientTestTask
+from .base import Backend
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class OnTrainable:
+    """A task run on a block's events that a fit can use (picklable):
+    held-out events of a label unseen in training are left out."""
+
+    task: Callable
+
+    def __call__(self, block: Block):
+        return self.task(trainable_events(block))
+
+
+class UnionBackend:
+    """``first``'s events followed by ``second``'s (the held-out part:
+    its untrainable events left out inside the pass, ``OnTrainable``).
+    Both must share the candidate space (held-out data is prepared with
+    the training dictionary). A pass counts once, on ``first``."""
+
+    def __init__(self, first: Backend, second: Backend):
+        if first.space != second.space:
+            raise ValueError(
+                f"a union of backends needs one feature space, got {first.space} and {second.space}"
+            )
+        self.first, self.second = first, second
+        self.space = first.space
+        self.info = getattr(first, "info", None)
+        self.dataset_dir = getattr(first, "dataset_dir", None)
+
+    @property
+    def passes(self) -> int:
+        return self.first.passes
+
+    @passes.setter
+    def passes(self, value: int) -> None:
+        self.first.passes = value
+
+    def run(self, task: Callable[[Block], R]) -> R:
+        result = self.first.run(task)
+        return result.merge(self.second.run(OnTrainable(task)))  # type: ignore[attr-defined]
+
+    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
+        """Not available: the block-wise test's summaries keep each part's
+        best candidates, not those of the sum (use the dense test)."""
+        raise NotImplementedError(
+            "the block-wise gradient test of a union of backends (the refit after a "
+            "held-out choice runs the dense test: train.grafting.dense_test_max)"
+        )
+
+    def close(self) -> None:
+        """The parts are closed by their owners."""
