@@ -134,9 +134,11 @@ class SelectionConfig(Section):
     )
     max_seconds: float = key(
         0.0,
-        "Stop after the first round that ends past this many "
-        "seconds of selection time, summed over resumed sessions; 0: no "
-        "limit. A run may be resumed with another value.",
+        "Stop before a round that, taking as long as the last one, would "
+        "end past this many seconds of selection time (summed over resumed "
+        "sessions), or after the first round that ends past it; the model is "
+        "the best held-out stage so far (stage methods) or the last round. "
+        "0: no limit. A run may be resumed with another value.",
         ge=0,
     )
     max_features: int = key(
@@ -264,6 +266,19 @@ class IfsConfig(Section):
         "one-batch stage, never below train.ifs.batch); 1: fixed batches.",
         ge=1,
     )
+    stage_features: int = key(
+        0,
+        "ifs, sgc: features a stage adds. 1: one, as in the papers (no other weight "
+        "changes); k > 1: the k best gains, then all selected weights refitted; 0: "
+        "adaptive, starting at 1 and doubling after a stage that improved the best "
+        "held-out score (without held-out data: after a stage whose refit gained at "
+        "least half the sum of its features' gains), halving after one that did not, "
+        "at most train.ifs.stage_features_max.",
+        ge=0,
+    )
+    stage_features_max: int = key(
+        1024, "ifs, sgc with stage_features = 0: the most features a stage adds.", ge=1
+    )
     lookahead: int = key(
         500,
         "sgc-lookahead: after a selection, recompute the next L "
@@ -327,6 +342,14 @@ class BayesConfig(Section):
         choices=("uniform", "beta-binomial", "empirical-bayes"),
     )
     rescore: int = key(50, "Proposals rescored before each pick after a round's first.", ge=1)
+    beyond_rule: bool = key(
+        True,
+        "With held-out data (train.choice.best_stage, stage_patience > 0): the "
+        "stop of the Bayes-factor rule is one candidate stage, not the end; the run "
+        "goes on taking the proposals of largest beta (up to per_round, uniform "
+        "model prior) until the stage patience or no proposal is left, and keeps "
+        "the best held-out stage. false: stop at the rule.",
+    )
     signature_bits: int = key(
         8192,
         "Proposals firing on no common event (event bitmaps of "
@@ -394,6 +417,13 @@ class ChoiceConfig(Section):
         "grafting path: one gamma1 path per gamma2 (elastic_l2) in this list, "
         "the best held-out point over all chosen (elastic net); []: "
         "train.grafting.elastic_l2 only.",
+    )
+    l2_mixes: list = key(
+        [0.0, 0.5, 0.9],
+        "grafting path: one gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m) "
+        "along it; glmnet's alpha = 1 - m), the best held-out point over all "
+        "chosen; 0: pure l1. Not with train.grafting.elastic_l2, elastic_grid or "
+        "folds (pure l1 then); [0]: pure l1 only.",
     )
     patience: int = key(
         2,

@@ -119,14 +119,55 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             "choose gamma1 by fits at fixed train.grafting.l1 scored on held-out data"
         )
     start = null_model(ctx)
-    if cfg.method == "grafting" and cfg.choice.elastic_grid:
-        chosen, at = _elastic_paths(ctx, start)
-    else:
-        chosen, at = run_path(ctx, *path_plan(ctx, start), start=start), ctx
-    return refit(at, chosen)
+    variants = elastic_variants(ctx)
+    if variants:
+        chosen, at, fit_point = _elastic_paths(ctx, start, variants)
+        return refit(at, chosen, fit_point)
+    return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
 
 
-def refit(ctx: TrainingContext, chosen: FitResult) -> FitResult:
+#: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)
+Variant = tuple[dict, TrainingContext, PointFit]
+
+
+def elastic_variants(ctx: TrainingContext) -> list[Variant]:
+    """The gamma1 paths a grafting path choice runs: one per gamma2 of
+    ``elastic_grid`` (the user's), else one per l2 mix of ``l2_mixes``
+    (gamma2 = gamma1 x mix / (1 - mix) along the path: glmnet's alpha =
+    1 - mix) when a mix is not 0 and no ``elastic_l2`` is set; [] for a
+    single path."""
+    cfg = ctx.config
+    if cfg.method != "grafting":
+        return []
+    if cfg.choice.elastic_grid:
+        out: list[Variant] = []
+        for gamma2 in _checked_grid(cfg.choice.elastic_grid, "elastic_grid", zero=True):
+            graft = dataclasses.replace(cfg.grafting, elastic_l2=gamma2)
+            sub = dataclasses.replace(ctx, config=dataclasses.replace(cfg, grafting=graft))
+            out.append(({"elastic_l2": gamma2}, sub, _grafting_point))
+        return out
+    mixes = cfg.choice.l2_mixes
+    if not all(isinstance(m, (int, float)) and 0 <= m < 1 for m in mixes):
+        raise ConfigError(f"train.choice.l2_mixes: expected numbers in [0, 1), got {mixes!r}")
+    if cfg.grafting.elastic_l2 or not any(mixes) or cfg.choice.folds > 1:
+        return []  # the one elastic_l2 given, or pure l1 (k folds: pure l1 only)
+    return [({"l2_mix": float(m)}, ctx, mixed_point(float(m))) for m in sorted(set(mixes))]
+
+
+def mixed_point(mix: float) -> PointFit:
+    """A grafting point at gamma1 with gamma2 = gamma1 mix / (1 - mix): the
+    penalty lambda ((1 - mix) ||w||_1 + mix / 2 ||w||^2) of glmnet's
+    elastic net at alpha = 1 - mix, lambda = gamma1 / (1 - mix)."""
+
+    def fit(ctx, gamma, start, previous, budget, keep_going):
+        graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma * mix / (1 - mix))
+        at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, grafting=graft))
+        return _grafting_point(at, gamma, start, previous, budget, keep_going)
+
+    return fit
+
+
+def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = None) -> FitResult:
     """The chosen penalty fitted again on the training and held-out events
     together (``train.choice.refit``; LogisticRegressionCV's refit=True,
     glmnet keeps lambda alike: the loss is a mean over events, so the same
@@ -150,7 +191,8 @@ def refit(ctx: TrainingContext, chosen: FitResult) -> FitResult:
         chosen.report["refit"] = {"skipped": reason}
         return chosen
     whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
-    fit_point = _grafting_point if parameter == "l1" else _l2_point
+    if fit_point is None:
+        fit_point = _grafting_point if parameter == "l1" else _l2_point
     passes0 = whole.backend.passes
     log.info("refitting %s %.4g on the training and held-out events", parameter, gamma)
     result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
@@ -179,40 +221,40 @@ def refit(ctx: TrainingContext, chosen: FitResult) -> FitResult:
     return result
 
 
-def _elastic_paths(ctx: TrainingContext, start: Weights) -> tuple[FitResult, TrainingContext]:
-    """Elastic net (Zou & Hastie 2005): one gamma1 path per gamma2 of
-    ``train.choice.elastic_grid``, each from the bias-only model, and the
-    point with the best held-out score over all of them (glmnet chooses
-    alpha and lambda on held-out data alike). l2 spreads weight over
-    correlated features where l1 keeps one of them: on small text data
-    (many rare, correlated words) pure l1 falls far below l2.
-    The report's ``path`` is the chosen gamma2's, ``path.elastic`` one row
-    per gamma2 (its chosen point). Returns the choice and the context of
-    its gamma2 (the refit's)."""
+def _elastic_paths(
+    ctx: TrainingContext, start: Weights, variants: list[Variant]
+) -> tuple[FitResult, TrainingContext, PointFit]:
+    """Elastic net (Zou & Hastie 2005): one gamma1 path per variant (a
+    gamma2 of ``elastic_grid``, or an l2 mix of ``l2_mixes``), each from the
+    bias-only model, and the point with the best held-out score over all of
+    them (glmnet chooses alpha and lambda on held-out data alike). l2
+    spreads weight over correlated features where l1 keeps one of them: on
+    small text data (many rare, correlated words) pure l1 falls far below
+    l2. The report's ``path`` is the chosen variant's, ``path.elastic`` one
+    row per variant (its chosen point). Returns the choice with the context
+    and point fit of its variant (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
-    gammas = _checked_grid(ctx.config.choice.elastic_grid, "elastic_grid", zero=True)
-    best: tuple[FitResult, TrainingContext] | None = None
+    best: tuple[FitResult, TrainingContext, PointFit] | None = None
     summary = []
-    for gamma2 in gammas:  # strongest first, as along a path
-        graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma2)
-        config = dataclasses.replace(ctx.config, grafting=graft)
-        sub = dataclasses.replace(ctx, config=config, output_dir=None)  # one plot: the choice's
-        result = run_path(sub, *path_plan(sub, start), start=start)
+    for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
+        sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
+        parameter, grid, _, top, extend = path_plan(sub, start)
+        result = run_path(sub, parameter, grid, fit_point, top, extend, start=start)
         path = result.report["path"]
         point = path["points"][path["chosen"]]
-        path["elastic_l2"] = gamma2
-        summary.append({"elastic_l2": gamma2, "points": len(path["points"]), **point})
+        path.update(what)
+        summary.append({**what, "points": len(path["points"]), **point})
         log.info(
-            "elastic net gamma2 %.4g: chose gamma1 %.4g, %d features, held-out %.6g",
-            gamma2,
+            "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
+            what,
             point["l1"],
             point["features"],
             point["heldout_score"],
         )
         if best is None or point["heldout_score"] > _chosen_score(best[0]):
-            best = result, dataclasses.replace(sub, output_dir=ctx.output_dir)
-    assert best is not None, "elastic_grid is not empty"
+            best = result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point
+    assert best is not None, "variants is not empty"
     path = best[0].report["path"]
     path["elastic"] = summary
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])

@@ -85,7 +85,10 @@ def test_in_process_path_gives_the_spark_paths_dataset_model_and_scores(spark, t
         cfg = dataclasses.replace(
             cfg,
             data=dataclasses.replace(cfg.data, in_process_max_events=limit),
-            train=train_config(method=method, l2=1e-3, max_features=8, plots=False),
+            # SGC one feature a stage: its weights are 1-D fits (below)
+            train=train_config(
+                method=method, l2=1e-3, max_features=8, plots=False, stage_features=1
+            ),
         )
         with caplog.at_level(logging.INFO, logger="sparkmaxent.backends.factory"):
             caplog.clear()
