@@ -13,25 +13,9 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
+from .. import registry
 from ..errors import ConfigError
 from .rules import Section, key
-
-METHODS = (
-    "mle",
-    "l2",
-    "cutoff",
-    "grafting",
-    "mle-ifs",
-    "l2-ifs",
-    "ifs",
-    "sgc",
-    "sgc-lookahead",
-    "bayes-factor",
-    "lattice",
-)
-GRAFTING_METHODS = ("grafting", "mle-ifs", "l2-ifs")
-IFS_METHODS = ("ifs", "sgc", "sgc-lookahead")
-SELECTION_METHODS = GRAFTING_METHODS + IFS_METHODS + ("bayes-factor",)
 
 
 @dataclass(frozen=True)
@@ -538,7 +522,11 @@ class TrainConfig(Section):
     sub-section per method family."""
 
     PATH: ClassVar[str] = "train"
-    method: str = key("l2", "Training method.", choices=METHODS)
+    method: str = key(
+        registry.DEFAULT_METHOD,
+        "Training method (docs/methods/; the registry: sparkmaxent/registry.py).",
+        choices=tuple(registry.METHODS),
+    )
     backend: str = key(
         "spark",
         "spark (the RDD backend in a classic session, the DataFrame backend under "
@@ -575,17 +563,9 @@ class TrainConfig(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.method == "cutoff" and self.cutoff < 1:
-            raise ConfigError(
-                f"train.cutoff: method 'cutoff' needs train.cutoff >= 1, got {self.cutoff}"
-            )
-        if self.method == "lattice" and self.standardize:
-            raise ConfigError(
-                "train.standardize: method 'lattice' works on binary atoms and their "
-                "conjunctions; set train.standardize = false"
-            )
-        if self.method == "l2-ifs" and not self.l2 > 0:
-            raise ConfigError(f"train.l2: method 'l2-ifs' needs train.l2 > 0, got {self.l2}")
+        check = registry.method(self.method).check
+        if check is not None:  # the method's own checks (registry.py)
+            check(self)
 
 
 @dataclass(frozen=True)

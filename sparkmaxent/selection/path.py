@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import storage
+from .. import registry, storage
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
@@ -56,8 +56,8 @@ from .stopping import Measure, StopRule, choose
 
 log = logging.getLogger(__name__)
 
-#: methods with a penalty path; ifs, sgc and bayes-factor choose a stage instead
-PATH_METHODS = ("grafting", "l2")
+#: methods with a penalty path (registry.py); the stage methods choose a stage instead
+PATH_METHODS = registry.names(lambda m: m.path is not None)
 #: points a default grid may be extended by at least, while its last point is the best
 MAX_EXTENSION = 10
 #: asked with a point's weights when its pass budget is spent: go on without it?
@@ -86,7 +86,7 @@ def null_model(ctx: TrainingContext) -> Weights:
 def gamma1_max(ctx: TrainingContext, start: Weights) -> float:
     """max |dL/dw_j| over all candidates at ``start`` (one pass): the
     smallest gamma1 at which every weight stays 0."""
-    return Grafting(ctx, variant("grafting", ctx.config)).gradient_test(start).best
+    return Grafting(ctx, variant(ctx.config.method, ctx.config)).gradient_test(start).best
 
 
 def _checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
@@ -105,13 +105,14 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             "train.choice.path: a path is chosen on held-out data; give data.heldout "
             "(--heldout) or prepare with data.heldout_fraction (--heldout-fraction)"
         )
-    if cfg.method not in PATH_METHODS:
+    entry = registry.method(cfg.method)
+    if entry.path is None:
         raise ConfigError(
             f"train.choice.path: method {cfg.method!r} has no penalty path (paths: "
-            f"{', '.join(PATH_METHODS)}); ifs, sgc and bayes-factor keep their best "
-            "held-out stage (train.choice.best_stage)"
+            f"{', '.join(PATH_METHODS)}); {', '.join(registry.names(lambda m: m.best_stage))} "
+            "keep their best held-out stage (train.choice.best_stage)"
         )
-    if cfg.method == "grafting" and cfg.grafting.combination_degree > 1:
+    if entry.combination and cfg.grafting.combination_degree > 1:
         # its points would fit the atoms only: the path runs grafting's rounds, not the search
         raise ConfigError(
             "train.choice.path: no path of combination features "
@@ -137,7 +138,7 @@ def elastic_variants(ctx: TrainingContext) -> list[Variant]:
     1 - mix) when a mix is not 0 and no ``elastic_l2`` is set; [] for a
     single path."""
     cfg = ctx.config
-    if cfg.method != "grafting":
+    if registry.method(cfg.method).path != "l1":
         return []
     if cfg.choice.elastic_grid:
         out: list[Variant] = []
@@ -273,7 +274,7 @@ def path_plan(
     point, whether the grid is a default one that may extend) of
     ``ctx.config.method``'s path from ``start``."""
     cfg = ctx.config
-    if cfg.method == "grafting":
+    if registry.method(cfg.method).path == "l1":
         if cfg.choice.l1_grid:
             return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, None, False
         top = gamma1_max(ctx, start)
@@ -301,7 +302,7 @@ def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous
     (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
     solution above 2 gamma - previous; one pass. 0 with the block-wise
     test (the dense gradient never reaches the driver)."""
-    method = Grafting(ctx, variant("grafting", ctx.config))
+    method = Grafting(ctx, variant(ctx.config.method, ctx.config))
     if method.block_size is not None:
         return 0
     obj = method.objective(start.active_ids())
@@ -332,7 +333,9 @@ def _grafting_point(
     if previous is not None:
         n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
     grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
-    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start, budget, keep_going)
+    return fit_grafting_family(
+        _at(ctx, grafting=grafting), ctx.config.method, start, budget, keep_going
+    )
 
 
 def _l2_point(
