@@ -64,6 +64,7 @@ def train_model(
     watchdog = {
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
         "pass_timeout_s": cfg.spark.pass_timeout_s,
+        "max_executor_losses": cfg.spark.max_executor_losses,
     }
     small = cfg.data.in_process_max_events
     backend = make_backend(

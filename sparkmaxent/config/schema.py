@@ -45,7 +45,20 @@ class SparkConfig(Section):
     pass_timeout_s: float = key(
         0.0,
         "Cancel a training pass and stop with exit code 6 when it "
-        "has run this many seconds; 0: no limit.",
+        "has run this many seconds; 0: no limit (a pass's length depends on the data). "
+        "Without a limit, no_executor_timeout_s still ends a pass with no executors and "
+        "max_executor_losses one whose executors keep dying, but a task hung on a live "
+        "executor waits for good: give unattended runs a limit.",
+        ge=0,
+    )
+    max_executor_losses: int = key(
+        10,
+        "Cancel a training pass and stop with exit code 6 when this many executors "
+        "were lost since it started with no progress of the pass since the first of "
+        "them (executors that register and die at start-up, e.g. no space to unpack "
+        "the Python archive, each replaced by the cluster manager, so "
+        "no_executor_timeout_s never runs out); the message gives the last one's "
+        "reason as Spark reports it. 0: no limit.",
         ge=0,
     )
 

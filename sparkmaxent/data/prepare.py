@@ -110,7 +110,7 @@ def prepare(
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown input format {fmt!r}: expected one of {sorted(FORMATS)}")
-    storage.refuse_existing(out_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
     t0 = time.perf_counter()
     opts = resolve_options(fmt, options)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
@@ -205,7 +205,7 @@ def prepare_table(
             "a table without a label column is data to predict: expected a vocabulary "
             "(the model's), or a label column for training data"
         )
-    storage.refuse_existing(out_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
     t0 = time.perf_counter()
     src = read_table(
         spark,
@@ -295,7 +295,7 @@ def prepare_candidate_table(
         column that is neither boolean nor numeric, and weights or keys that
         differ within a group (the column and group are named).
     """
-    storage.refuse_existing(out_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
     t0 = time.perf_counter()
     src = read_candidate_table(
         spark,

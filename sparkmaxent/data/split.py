@@ -158,8 +158,8 @@ def prepare_split(
         )
     if not 0.0 < fraction < 1.0:
         raise InputError(f"expected a held-out fraction in (0, 1), got {fraction!r}")
-    storage.refuse_existing(out_dir, overwrite, "output directory")
-    storage.refuse_existing(heldout_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", 0.0)
+    storage.refuse_existing_output(heldout_dir, overwrite, "output directory", 0.0)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     opts = resolve_options(fmt, options)
     src = read_small(spark, files, fmt, opts, in_process_max_events, quarantine)
