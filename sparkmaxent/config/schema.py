@@ -144,17 +144,14 @@ class SelectionConfig(Section):
     plots: bool = key(True, "Write PNG plots of the selection trace next to the report.")
     solver: str = key(
         "auto",
-        "Optimizer of a round: newton (the exact Hessian block per pass), "
-        "newton-cg (Hessian-free: each partition's Newton step by conjugate "
-        "gradients, n-vectors shipped), lbfgs-b, or auto (newton while "
-        "active features + labels <= newton_max_active, newton-cg beyond).",
+        "Round optimizer: newton (exact Hessian block per pass), newton-cg (Hessian-free, "
+        "n-vectors per pass), lbfgs-b, or auto (newton to newton_max_active, newton-cg beyond).",
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
         1000,
-        "auto: the largest active set (features + labels) solved by exact "
-        "Newton, whose pass returns (n+K)(n+K+1)/2 doubles per partition; "
-        "newton-cg beyond, linear in n (benchmarks/round_cost.py).",
+        "auto: the largest active set (features + labels) solved by exact Newton, "
+        "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
     )
     blas_threads: int = key(

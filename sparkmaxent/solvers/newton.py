@@ -405,6 +405,32 @@ def _model_tol(violation: float, options: SolverOptions) -> float:
     return max(options.inner_ratio * violation, 0.1 * options.tol)
 
 
+def _step(
+    passes: _Passes,
+    ev: Evaluation,
+    grad: np.ndarray,
+    theta: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    radius: float,
+    violation: float,
+    options: SolverOptions,
+) -> tuple[np.ndarray, int, float, Evaluation]:
+    """The iteration's direction, its inner work (sweeps or products),
+    d^T H d, and the evaluation at theta: from a direction pass when the
+    solver has one, else from the exact Hessian (a curvature pass first
+    when a cut step was accepted without it)."""
+    if passes.direction is not None:
+        dlo, dhi = _model_box(theta, lower, upper, radius, options)
+        d, work, curvature = passes.direct(theta, grad, dlo, dhi, _model_tol(violation, options))
+        return d, work, curvature, ev
+    if ev.hess is None:  # a cut step was accepted
+        ev = passes.evaluate(theta, False, True)
+    assert ev.hess is not None, "an evaluation with hessian=True carries it"
+    d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
+    return d, sweeps, float(d @ (ev.hess @ d)), ev
+
+
 def _ray_first(ratio: float | None, ray: Callable | None) -> bool:
     """Whether the full step is likely to be cut, so the ray pass tries it:
     after a full step whose decrease the model overestimated (rho < 0.85)."""
@@ -464,17 +490,9 @@ def minimize_box_newton(
             converged, message = True, "projected gradient below tol"
             it -= 1
             break
-        if direction is not None:
-            dlo, dhi = _model_box(theta, lower, upper, radius, options)
-            d, sweeps, curvature = passes.direct(
-                theta, grad, dlo, dhi, _model_tol(violation, options)
-            )
-        else:
-            if ev.hess is None:  # a cut step was accepted
-                ev = evaluate(theta, False, True)
-            assert ev.hess is not None, "an evaluation with hessian=True carries it"
-            d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
-            curvature = float(d @ (ev.hess @ d))
+        d, sweeps, curvature, ev = _step(
+            passes, ev, grad, theta, lower, upper, radius, violation, options
+        )
         slope = float(grad @ d)
         if not slope < 0:
             message = f"no descent direction (slope {slope:.3g}) at violation {violation:.3g}"
