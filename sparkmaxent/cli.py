@@ -119,6 +119,7 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         help="reader option, e.g. mode=basenp (repeatable); spark.read's for a table",
     )
     _table_args(p)
+    _binary_arg(p)
     p.add_argument(
         "--master",
         help="Spark master (default: spark.master of the config, "
@@ -183,6 +184,22 @@ def _columns(args, cfg):
     return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
+def _binary_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--binary",
+        action=argparse.BooleanOptionalAction,
+        help="binary predicates: a feature present in an event counts 1.0 however often it "
+        "occurs (map/Vector values: 1.0 where non-zero); --no-binary sums repeats "
+        "(overrides data.binary; default: the config's, or the --vocabulary's setting)",
+    )
+
+
+def _binary(args, cfg) -> bool | None:
+    """``--binary`` / ``--no-binary`` over ``data.binary``; None (follow the
+    vocabulary, else counts) when neither sets it."""
+    return args.binary if args.binary is not None else (cfg.data.binary or None)
+
+
 def _heldout_fraction_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--heldout-fraction",
@@ -217,6 +234,7 @@ def _prepare_split(args, cfg, spark, options: dict) -> int:
         quarantine=args.quarantine,
         overwrite=args.overwrite,
         in_process_max_events=cfg.data.in_process_max_events,
+        binary=_binary(args, cfg),
     )
     for path, info in zip((args.output, heldout), infos):
         log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
@@ -248,6 +266,7 @@ def _prepare(args, cfg) -> int:
         overwrite=args.overwrite,
         lock_stale_s=cfg.output.lock_stale_s,
         in_process_max_events=cfg.data.in_process_max_events,
+        binary=_binary(args, cfg),
     )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
@@ -428,6 +447,7 @@ def _evaluate_to(args, cfg, spark, model) -> int:
             args.max_unknown,
             args.allow_unknown,
             _columns(args, cfg),
+            cfg.data.in_process_max_events,
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         report = api.evaluate_model(spark, model, data, chunks, cfg.data.in_process_max_events)
@@ -441,6 +461,7 @@ def _evaluate_to(args, cfg, spark, model) -> int:
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", help="output directory (overrides output.dir)")
     _heldout_fraction_arg(p)
+    _binary_arg(p)
     _resume_arg(p)
 
 
@@ -449,6 +470,8 @@ def _pipeline(args, cfg) -> int:
     if args.heldout_fraction is not None:
         data = dataclasses.replace(cfg.data, heldout_fraction=args.heldout_fraction)
         cfg = dataclasses.replace(cfg, data=data)
+    if args.binary is not None:
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, binary=args.binary))
     t0 = time.perf_counter()
     spark = api.session(cfg, args.command)
     started = {"spark_start_s": time.perf_counter() - t0}

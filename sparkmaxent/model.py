@@ -224,14 +224,17 @@ class MaxentModel:
                     schema=FEATURES_SCHEMA,
                 ),
             )
+        source: dict = {
+            "model": "vocabulary of a saved model",
+            "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED,
+        }
+        if self.dictionary:  # data scored by the model is prepared as its training data
+            source["binary"] = bool(DatasetInfo.load(self.dictionary).source.get("binary"))
         DatasetInfo(
             shape=self.space.shape,
             n_features=self.n_atoms,
             labels=list(self.labels),
-            source={
-                "model": "vocabulary of a saved model",
-                "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED,
-            },
+            source=source,
         ).save(directory)
 
     @staticmethod

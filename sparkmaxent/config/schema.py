@@ -94,6 +94,16 @@ class DataConfig(Section):
     partitions: int = key(
         0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
     )
+    binary: bool = key(
+        False,
+        "Binary predicates: a feature present in an event counts 1.0 however often "
+        "it occurs (a token repeated in a sentence, an array<string> column's "
+        "repeats) and a map or Vector value becomes 1.0 where it is non-zero, as "
+        "CountVectorizer's binary = true; combination features need it on count "
+        "data. false: repeats are summed. Data prepared with a vocabulary (held-out, "
+        "test, evaluate, predict) follows the vocabulary's setting. --binary / "
+        "--no-binary override it.",
+    )
     synthetic: dict = key({}, 'SyntheticSpec fields for format = "synthetic".')
     in_process_max_events: int = key(
         100_000,
