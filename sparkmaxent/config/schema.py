@@ -154,14 +154,14 @@ class SelectionConfig(Section):
     plots: bool = key(True, "Write PNG plots of the selection trace next to the report.")
     solver: str = key(
         "auto",
-        "Optimizer of a round: newton, lbfgs-b, or auto (Newton while "
-        "active features + labels <= newton_max_active).",
-        choices=("auto", "newton", "lbfgs-b"),
+        "Round optimizer: newton (exact Hessian block per pass), newton-cg (Hessian-free, "
+        "n-vectors per pass), lbfgs-b, or auto (newton to newton_max_active, newton-cg beyond).",
+        choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        7000,
-        "Largest Hessian block (active features + labels) a "
-        "Newton pass returns: (n+K)(n+K+1)/2 doubles per partition.",
+        1000,
+        "auto: the largest active set (features + labels) solved by exact Newton, "
+        "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
     )
     blas_threads: int = key(
