@@ -113,9 +113,14 @@ def write_result(
     machine and load average, the rows and the targets, each
     ``{"goal", "value", "met"}``, see ``target``), replacing what was there
     (earlier runs live in git's history). ``benchmark`` defaults to the
-    calling module's name (``benchmarks.scale`` -> ``scale``)."""
+    calling module's name (``benchmarks.scale`` -> ``scale``, also when it
+    runs as ``python -m benchmarks.scale``)."""
     if benchmark is None:
-        benchmark = sys._getframe(1).f_globals.get("__name__", "").rpartition(".")[2]
+        caller = sys._getframe(1).f_globals
+        name, spec = caller.get("__name__", ""), caller.get("__spec__")
+        if name == "__main__" and spec is not None:
+            name = spec.name
+        benchmark = name.rpartition(".")[2]
     for name, entry in (targets or {}).items():
         if set(entry) != {"goal", "value", "met"}:
             raise ValueError(

@@ -16,8 +16,9 @@ with the same dictionary, and then, in-process (``train.backend`` local):
 - ``sgc``, ``bayes-factor``: one run keeping its best held-out stage
   (``train.choice.best_stage``), capped at ``--stage-seconds``;
 - ``sklearn-l2``: LogisticRegressionCV(Cs=10, cv = the held-out split,
-  refit=False, neg_log_loss), i.e. fitted on the same sub-train part and
-  chosen on the same held-out part; then one LogisticRegression fit at the
+  refit=True, neg_log_loss): C chosen on the same held-out part, then
+  refitted on sub-train + held-out (as our paths refit); then one
+  LogisticRegression fit at the
   chosen C (``wall_s_single_fit``);
 - ``sklearn-l1``: the same with penalty l1, solver saga, in a child process
   killed after ``--l1-cap`` seconds (row ``timed_out``);
@@ -228,15 +229,22 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         setting = path["points"][path["chosen"]][path["parameter"]]
         row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
         row["single_fit_keys"] = {**dict(args.set), path["parameter"]: setting}
-        if "elastic" in path:  # elastic net: gamma2 chosen along with gamma1
+        if "elastic" in path and "l2_mix" in path:  # the l2 mix chosen along with gamma1
+            mix = path["l2_mix"]
+            row["chosen_setting"] += f", l2_mix={mix:g}"
+            row["single_fit_keys"].update(elastic_l2=setting * mix / (1 - mix), l2_mixes=[0])
+        elif "elastic" in path:  # elastic net: gamma2 chosen along with gamma1
             row["chosen_setting"] += f", elastic_l2={path['elastic_l2']:.4g}"
             row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
-            row["elastic"] = [
-                {k: e.get(k) for k in ("elastic_l2", "l1", "features", "heldout_score", "points")}
-                for e in path["elastic"]
-            ]
+        if "elastic" in path:
+            keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
+                    "points", "chosen")  # fmt: skip
+            row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in path["elastic"]]
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
+        if "refit" in rep:  # the model is the refit on sub-train + held-out events
+            row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
+            row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         row["single_fit"] = "pending"  # the row is written before the single fit runs
         if method == "grafting":
             suffix = variant_suffix(args.set)
@@ -362,8 +370,9 @@ FOLD_SEED = 0
 
 
 def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0):
-    """LogisticRegressionCV over the predefined held-out split (refit=False:
-    the coefficients fitted on the sub-train part at the chosen C), or with
+    """LogisticRegressionCV over the predefined held-out split (refit=True:
+    refitted on the sub-train and held-out parts at the chosen C, as our
+    paths refit, ``train.choice.refit``), or with
     ``folds`` over the sub-train part's k folds of ``train.choice.folds``
     (kernels/folds.py, the same events in each fold as ours; refit=True: on
     the whole sub-train part at the chosen C, as ours)."""
@@ -384,7 +393,7 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
         ovr = OneVsRestL1CV(max_iter)
         return ovr.fit(X[keep], y[keep], w[keep], PredefinedSplit(fold[keep]), bool(folds))
     cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), penalty=penalty, solver=solver,
-                              scoring="neg_log_loss", refit=bool(folds),
+                              scoring="neg_log_loss", refit=True,
                               max_iter=max_iter)  # fmt: skip
     cv.fit(X[keep], y[keep], sample_weight=w[keep])
     return cv
@@ -597,6 +606,9 @@ def main(argv: list[str] | None = None) -> int:
         help="grafting's single fit stops after the round past this many seconds (0: none)",
     )
     parser.add_argument(
+        "--skip-single-fit", action="store_true", help="no cold fit at a path's chosen setting"
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -624,6 +636,8 @@ def main(argv: list[str] | None = None) -> int:
             rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
             print_table(rows[-1:], ROW_KEYS)
             write_result(args.output, rows, targets(rows))
+            if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
+                rows[-1]["single_fit"] = "skipped"
             if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
                 single_fit(rows[-1], method, dirs, args.single_fit_cap)
                 print_table(rows[-1:], ROW_KEYS)

@@ -33,11 +33,11 @@ from ..config.schema import BayesConfig
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
-from ..problem import Objective, orthant_problem
+from ..problem import Objective
 from ..problem.objective import checked_pass
-from ..solvers import SOLVERS, SolverOptions, choose_solver
 from ..solvers.gains import fit_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from .baselines import refit_active
 from .checkpoint import has_checkpoint
 from .choice import best_stage
 from .loop import add_feature, best_of, limit_reached, run_rounds
@@ -68,17 +68,24 @@ def log_model_prior_odds(kind: str, k: int, candidates: int, inclusion: float = 
     raise ValueError(f"expected train.bayes.model_prior in {list(MODEL_PRIORS)}, got {kind!r}")
 
 
-def empirical_inclusion_probability(log_bayes_factors: np.ndarray) -> float:
-    """The p in [0, 1/2] that maximizes sum_g log(1 - p + p e^(b_g)), the log
-    probability of the proposals when each is in the model with probability
-    p ("Model prior" above; George & Foster 2000)."""
+def empirical_inclusion_probability(log_bayes_factors: np.ndarray, included: int = 0) -> float:
+    """The p in [0, 1/2] that maximizes k log p + sum_g log(1 - p + p e^(b_g)),
+    the log probability of the proposals when each is in the model with
+    probability p, and of the ``included`` = k features already in it
+    ("Model prior" above; George & Foster 2000). Without the k features the
+    population is what earlier rounds left, its best gone, and p fell to 0
+    (no feature can enter) one round into long documents."""
     b = np.asarray(log_bayes_factors, dtype=np.float64)
+    k = float(included)
     with np.errstate(over="ignore", divide="ignore"):
         inv = 1.0 / np.expm1(b)  # 1 / (e^b - 1): 0 for a huge b, +-inf at b = 0
 
-    def slope(p: float) -> float:  # sum_g (e^b - 1) / (1 + p (e^b - 1)), decreasing in p
+    def slope(p: float) -> float:  # k / p + sum_g (e^b - 1) / (1 + p (e^b - 1)), decreasing
         with np.errstate(divide="ignore"):
-            return float(np.sum(1.0 / (p + inv)))
+            proposals = float(np.sum(1.0 / (p + inv)))
+        if not k:
+            return proposals
+        return proposals + (k / p if p else math.inf)
 
     if slope(0.0) <= 0.0:
         return 0.0
@@ -164,47 +171,23 @@ class BayesFactor:
         )
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
 
-    def model_prior(self, log_bf: np.ndarray) -> tuple[Callable[[int], float], float | None]:
+    def model_prior(
+        self, log_bf: np.ndarray, k_active: int | None = None
+    ) -> tuple[Callable[[int], float], float | None]:
         """This round's log prior odds of a pick added to a model of k
         features, as a function of k, and the empirical-Bayes inclusion
         probability behind them (fitted to the round's log Bayes factors
-        ``log_bf``; None under the other model priors)."""
+        ``log_bf`` and the ``k_active`` features in the model; None under
+        the other model priors)."""
         kind, K = self.ctx.config.bayes.model_prior, self.space.n_features
-        p = empirical_inclusion_probability(log_bf) if kind == "empirical-bayes" else None
+        active = k_active if k_active is not None else 0
+        p = empirical_inclusion_probability(log_bf, active) if kind == "empirical-bayes" else None
         return (lambda k: log_model_prior_odds(kind, k, K, 0.5 if p is None else p)), p
 
     def optmap(self, weights: Weights) -> tuple[Weights, dict]:
         """MAP weights of the active set of ``weights`` (and the bias),
-        warm-started, by a grafting round's solver on the unbounded problem
-        (``train.solver``: Newton, a curvature pass per iteration and a
-        handful per round, or L-BFGS)."""
-        cfg = self.ctx.config
-        ids, n = weights.active_ids(), len(weights.values)
-        solver = choose_solver(
-            cfg.selection.solver, n + self.space.n_bias, cfg.selection.newton_max_active
-        )
-        obj = Objective(self.ctx.backend, ids, l2=self.l2, scaling=self.ctx.scaling)
-        res = SOLVERS[solver](
-            obj,
-            obj.theta(weights),
-            orthant_problem(np.zeros(n), 0.0, self.space.n_bias),
-            SolverOptions(
-                tol=cfg.gtol,
-                max_iter=cfg.max_iter,
-                memory=cfg.memory,
-                ftol=cfg.ftol,
-                full_gradient=False,
-            ),
-        )
-        w = res.theta[:n].copy()
-        report = {
-            "objective": res.value,
-            "loss": res.value - 0.5 * self.l2 * float(w @ w),
-            "evaluations": res.evaluations,
-            "converged": res.converged,
-            "solver": solver,
-        }
-        return Weights(ids.copy(), w, res.theta[n:].copy() if self.space.bias else None), report
+        warm-started (OptMAP, section 3.5; ``baselines.refit_active``)."""
+        return refit_active(self.ctx, weights, self.l2)
 
     def start(self) -> Weights:
         """OptMAP of the bias features alone (section 3.5); all-zero without a bias."""
@@ -246,17 +229,29 @@ class BayesFactor:
             )
             return stop(float("nan"), why)
         fit, log_bf = self.fit(weights, ids)
-        odds, inclusion = self.model_prior(log_bf)
+        odds, inclusion = self.model_prior(log_bf, len(active))
+        limit = min(cfg.bayes.per_round, room)
+        beta = log_bf + odds(len(active)) if inclusion != 0.0 else np.full(len(ids), -np.inf)
+        best = float(beta.max())
+        rule = ""
         if inclusion == 0.0:  # the prior odds are -inf: nothing can beat beta_0
             why = f"{len(ids)} scored; empirical-Bayes inclusion probability 0"
-            return stop(float("nan"), f"no proposal beats beta_0 ({why})", by_rule=True)
-        beta = log_bf + odds(len(active))
-        best = float(beta.max())
-        if not best > 0.0:
-            return stop(best, f"no proposal beats beta_0 ({len(ids)} scored)", by_rule=True)
-        picks, rescored = self.select(
-            weights, ids, beta, fit.alpha, min(cfg.bayes.per_round, room), odds
-        )
+            rule = f"no proposal beats beta_0 ({why})"
+        elif not best > 0.0:
+            rule = f"no proposal beats beta_0 ({len(ids)} scored)"
+        past = self.past_rule(state)
+        if rule and not self.beyond_rule():
+            return stop(float("nan") if inclusion == 0.0 else best, rule, by_rule=True)
+        floor = 0.0
+        if rule or past:
+            # beyond the rule (held-out data decides): the proposals of largest
+            # log Bayes factor under the uniform model prior, at most ``limit``
+            odds, inclusion = (lambda k: 0.0), None
+            beta = log_bf.copy()
+            best = float(beta.max())
+            kth = float(np.sort(beta)[::-1][min(limit, len(beta)) - 1])
+            floor = min(0.0, float(np.nextafter(kth, -np.inf)))
+        picks, rescored = self.select(weights, ids, beta, fit.alpha, limit, odds, floor)
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
@@ -265,6 +260,8 @@ class BayesFactor:
         for p in picks:
             p["feature_name"] = self.namer(p["feature"])
         info = {
+            **({"rule_stop": rule} if rule and not past else {}),
+            "beyond_rule": bool(rule or past),
             "proposals": int(len(ids)),
             "misclassified_events": prop.misclassified_events,
             "misclassified_weight": prop.misclassified,
@@ -290,6 +287,23 @@ class BayesFactor:
             note=_round_note(info, beta0, inclusion),
         )
 
+    def beyond_rule(self) -> bool:
+        """Whether the rule's stop is a candidate stage rather than the end
+        (``train.bayes.beyond_rule`` with a held-out best stage and its
+        patience to end the run)."""
+        cfg = self.ctx.config
+        return bool(
+            cfg.bayes.beyond_rule
+            and self.ctx.heldout is not None
+            and cfg.choice.best_stage
+            and cfg.choice.stage_patience
+        )
+
+    @staticmethod
+    def past_rule(state: LoopState) -> bool:
+        """Whether an earlier round of this run went on past the rule's stop."""
+        return any(r.get("beyond_rule") for r in state.trace)
+
     def select(
         self,
         weights: Weights,
@@ -298,17 +312,19 @@ class BayesFactor:
         mu: np.ndarray,
         limit: int,
         odds: Callable[[int], float],
+        floor: float = 0.0,
     ) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
-        a model of k features.
+        a model of k features. A proposal takes part while its score is
+        above ``floor`` (0: it beats beta_0; below 0 beyond the rule).
 
         Returns the picks ({feature, beta, mu}) and the number of proposal
         scores recomputed (``bf_rescore`` at most per rescoring)."""
         cfg = self.ctx.config
         score, mu = beta.copy(), mu.copy()
-        live = score > 0  # only proposals that beat beta_0 against lambda0 take part
+        live = score > floor  # only proposals that beat beta_0 against lambda0 take part
         signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]
         if cfg.bayes.signature_bits and limit > 1:
             sig_row = np.cumsum(live) - 1
@@ -347,7 +363,7 @@ class BayesFactor:
             s += odds(len(model.values))
             rescored += len(fresh)
             score[fresh], mu[fresh] = s, f.alpha
-            live[fresh] = s > 0  # no longer beats beta_0 given the picks: out of this round
+            live[fresh] = s > floor  # no longer beats beta_0 given the picks: out of this round
 
 
 def _stop(
@@ -467,6 +483,14 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "choice": choice,
         "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "stopped_by_rule": bool(state.done and state.info.get("stopped_by_rule", False)),
+        "rule_stop": next(
+            (
+                {"round": r["round"] - 1, "why": r["rule_stop"]}
+                for r in state.trace
+                if "rule_stop" in r
+            ),
+            None,
+        ),
         "proposals_scored": int(sum(r["proposals"] for r in state.trace)),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,

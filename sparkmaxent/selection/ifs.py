@@ -34,7 +34,7 @@ from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..problem.objective import checked_pass
 from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
-from .baselines import fit_smooth
+from .baselines import fit_smooth, refit_active
 from .checkpoint import has_checkpoint
 from .choice import best_stage
 from .loop import TIE_RTOL, add_feature, best_of, limit_reached, run_rounds
@@ -185,6 +185,26 @@ class Incremental:
             )
         return Weights(weights.ids, weights.values, np.log(label_weight / lg.weight))
 
+    def stage_size(self, state: LoopState) -> int:
+        """Features this stage adds at most (``train.ifs.stage_features``;
+        0: adaptive). Adaptive: 1 at the first stage, then twice the last
+        stage's size after a stage that improved the best held-out score
+        (``choice.keep_if_best``), or without held-out data one whose refit
+        gained at least half the sum of its features' gains (they were
+        mostly complementary); else half of it (at least 1)."""
+        cfg = self.ctx.config.ifs
+        if cfg.stage_features:
+            return cfg.stage_features
+        if not state.trace or "stage_size" not in state.arrays:
+            return 1
+        last = int(state.arrays["stage_size"][0])
+        if self.ctx.heldout is not None:
+            improved = state.info.get("choice_round") == state.round
+        else:
+            improved = state.trace[-1].get("refit_ratio", 1.0) >= 0.5
+        size = last * 2 if improved else last // 2
+        return int(min(max(size, 1), cfg.stage_features_max))
+
     def round(self, state: LoopState) -> RoundOutcome:
         cfg = self.ctx.config
         weights = state.weights
@@ -196,20 +216,25 @@ class Incremental:
             return _stop(
                 weights, objective, float("nan"), f"max_features = {cfg.selection.max_features}"
             )
+        want = self.stage_size(state)
+        if cfg.selection.max_features:
+            want = min(want, cfg.selection.max_features - len(selected))
         if self.spec.selective:
             arrays = dict(state.arrays) if "gain" in state.arrays else self._sgc_initial(weights)
             arrays = {k: v.copy() for k, v in arrays.items()}
-            j, g, a, batches = self._sgc_select(arrays, weights, stage)
+            picks, batches = self._sgc_select(arrays, weights, stage, want)
         else:
-            arrays = None
+            arrays = {k: v.copy() for k, v in state.arrays.items()}
             ids = np.setdiff1d(self.candidates, selected, assume_unique=True)
             if not len(ids):
                 return _stop(weights, objective, float("nan"), "no candidate left")
             fit = self.fit(weights, ids)
-            b = best_of(fit.gain, ids)
-            j, g, a, batches = int(ids[b]), float(fit.gain[b]), float(fit.alpha[b]), 1
-        if j < 0:
+            order = [best_of(fit.gain, ids)] if want == 1 else top_gains(fit.gain, ids, want)
+            picks = [(int(ids[b]), float(fit.gain[b]), float(fit.alpha[b])) for b in order]
+            batches = 1
+        if not picks:
             return _stop(weights, objective, float("nan"), "no candidate left")
+        j, g, a = picks[0]
         if not g > cfg.ifs.gain_threshold:
             return _stop(
                 weights,
@@ -217,15 +242,28 @@ class Incremental:
                 g,
                 f"best gain {g:.4g} <= gain_threshold {cfg.ifs.gain_threshold:g}",
             )
-        new = add_feature(weights, j, a)
-        objective = objective - self.loss_decrease(g, a)  # exact at alpha: L(S + f) = L(S) - G
-        reestimated = False
-        if cfg.ifs.reestimate_every and stage % cfg.ifs.reestimate_every == 0:
-            new, objective = self.reestimate(new)
-            reestimated = True
+        picks = [p for p in picks if p[1] > cfg.ifs.gain_threshold]
+        arrays["stage_size"] = np.array([want], dtype=np.int64)
+        new = weights
+        for f, _, alpha in picks:
+            new = add_feature(new, f, alpha)
+        expected = sum(self.loss_decrease(gain, alpha) for _, gain, alpha in picks)
+        reestimated = refit_ratio = None
+        if len(picks) == 1:
+            objective = objective - expected  # exact at alpha: L(S + f) = L(S) - G
+            due = cfg.ifs.reestimate_every and stage % cfg.ifs.reestimate_every == 0
+            if due:
+                new, objective = self.reestimate(new)
+            reestimated = bool(due)
+        else:
+            # the features' alphas were fitted each alone: refit them together
+            # (mirror features (p, 0) and (p, 1) would otherwise count twice)
+            new, report = refit_active(self.ctx, new, self.gain_l2 or cfg.l2)
+            before, objective = objective, float(report["loss"])
+            refit_ratio = (before - objective) / expected if expected > 0 else 1.0
         if self.spec.selective:
-            assert arrays is not None, "set above for selective methods"
-            arrays["gain"][j], arrays["at"][j] = -np.inf, -1  # selected: no longer a candidate
+            for f, _, _ in picks:  # selected: no longer candidates
+                arrays["gain"][f], arrays["at"][f] = -np.inf, -1
             if self.spec.lookahead:
                 self._refresh(arrays, new, stage + 1, self.spec.lookahead)
         evals = self.gain_evaluations - evals0
@@ -238,13 +276,28 @@ class Incremental:
             "gain_evaluations": evals,
             "stage_passes": self.ctx.backend.passes - passes0,
             "batches": batches,
-            "reestimated": reestimated,
+            "reestimated": bool(reestimated),
+            "stage_size": want,
         }
-        note = f"selected {name} gain {g:.6g} alpha {a:.4g}, {evals} gain evaluations" + (
+        if len(picks) > 1:
+            info["more"] = [
+                {"feature": f, "feature_name": self.namer(f), "gain": gain, "alpha": alpha}
+                for f, gain, alpha in picks[1:]
+            ]
+            info["refit_ratio"] = refit_ratio
+        more = f" (+{len(picks) - 1} more, refitted)" if len(picks) > 1 else ""
+        note = f"selected {name} gain {g:.6g} alpha {a:.4g}{more}, {evals} gain evaluations" + (
             ", re-estimated" if reestimated else ""
         )
         return RoundOutcome(
-            False, new, added=1, objective=objective, score=g, info=info, arrays=arrays, note=note
+            False,
+            new,
+            added=len(picks),
+            objective=objective,
+            score=g,
+            info=info,
+            arrays=arrays,
+            note=note,
         )
 
     def _refresh(self, arrays: dict, weights: Weights, stage: int, count: int) -> int:
@@ -262,11 +315,12 @@ class Incremental:
         return len(ids)
 
     def _sgc_select(
-        self, arrays: dict, weights: Weights, stage: int
-    ) -> tuple[int, float, float, int]:
+        self, arrays: dict, weights: Weights, stage: int, want: int = 1
+    ) -> tuple[list[tuple[int, float, float]], int]:
         """Zhou et al. Figure 2 with batches: recompute the best stale gains
-        until the best fresh gain is at least every stale gain left.
-        Returns (feature, gain, alpha, batches); feature -1 if none is left.
+        until the best fresh gain (with ``want`` > 1: the ``want`` best) is
+        at least every stale gain left. Returns the picks (feature, gain,
+        alpha), best first ([] if none is left), and the batches.
 
         Each batch costs the same passes whatever its size (2 with the
         sketch), so a stage that needs k batches of a fixed size pays k
@@ -276,22 +330,31 @@ class Incremental:
         last (log k batches instead of k, at most ``batch_growth`` times
         the gains recomputed), and the next stage starts from the size that
         settled this one (``arrays["batch_size"]``, kept in checkpoints),
-        halved after a stage that one batch settled."""
+        halved after a stage that one batch settled; a stage of ``want``
+        features recomputes at least ``want`` gains a batch."""
         cfg = self.ctx.config.ifs
         gain, alpha, at = arrays["gain"], arrays["alpha"], arrays["at"]
         size = int(arrays["batch_size"][0]) if "batch_size" in arrays else cfg.batch
+        size = max(size, want)
         batches = 0
         while True:
             live = at > 0
             fresh = np.flatnonzero(live & (at == stage))
             stale = live & (at != stage)
             top_stale = float(gain[stale].max()) if np.any(stale) else -np.inf
-            if len(fresh):
+            if len(fresh) and want == 1:
                 b = fresh[best_of(gain[fresh], fresh)]
                 if gain[b] >= top_stale:
+                    picks = [b]
+                    break
+            elif len(fresh):
+                ranked = fresh[top_gains(gain[fresh], fresh, len(fresh))]
+                settled = ranked[gain[ranked] >= top_stale]
+                if len(settled) >= want or not np.any(stale):
+                    picks = list(settled[:want])
                     break
             elif not np.any(stale):
-                return -1, float("nan"), 0.0, batches
+                return [], batches
             if batches:
                 size *= cfg.batch_growth
             self._refresh(arrays, weights, stage, size)
@@ -299,7 +362,7 @@ class Incremental:
         if batches <= 1:
             size //= cfg.batch_growth
         arrays["batch_size"] = np.array([max(cfg.batch, size)], dtype=np.int64)
-        return int(b), float(gain[b]), float(alpha[b]), batches
+        return [(int(b), float(gain[b]), float(alpha[b])) for b in picks], batches
 
     def reestimate(self, weights: Weights) -> tuple[Weights, float]:
         """Re-fit all selected weights and the bias (L-BFGS over the selected
@@ -317,6 +380,11 @@ class Incremental:
             res.report["evaluations"],
         )
         return out, float(res.report["loss"])
+
+
+def top_gains(gains: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` largest gains, largest first (ties: lowest id)."""
+    return np.lexsort((ids, -gains))[:k]
 
 
 def _stop(weights: Weights, objective: float, best: float, why: str) -> RoundOutcome:
@@ -355,8 +423,8 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     report = {
         "objective": objective,
         "loss": objective,
-        "selected": [r["feature"] for r in trace],
-        "selected_names": [r["feature_name"] for r in trace],
+        "selected": [f["feature"] for r in trace for f in [r, *r.get("more", [])]],
+        "selected_names": [f["feature_name"] for r in trace for f in [r, *r.get("more", [])]],
         "active_features": int(len(weights.values)),
         "candidates": int(len(method.candidates)),
         "stages": state.round,

@@ -35,11 +35,18 @@ class RoundMethod(Protocol):
 
 def limit_reached(cfg, state: LoopState) -> str:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
-    loop before the method stops by itself; '' while none is reached."""
+    loop before the method stops by itself; '' while none is reached. The
+    time cap also ends it when the next round, if it takes as long as the
+    last one, would end past the cap (a budget, not a point to overrun by
+    a round)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return f"max_rounds = {cfg.selection.max_rounds}"
-    if cfg.selection.max_seconds and state.elapsed_s >= cfg.selection.max_seconds:
-        return f"max_seconds = {cfg.selection.max_seconds:g}"
+    cap = cfg.selection.max_seconds
+    if cap:
+        times = [0.0] + [float(r["elapsed_s"]) for r in state.trace[-2:]]
+        last = times[-1] - times[-2] if len(times) >= 2 and state.trace else 0.0
+        if state.elapsed_s >= cap or (state.trace and state.elapsed_s + last > cap):
+            return f"max_seconds = {cap:g}"
     return ""
 
 

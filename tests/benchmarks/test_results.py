@@ -22,6 +22,15 @@ def test_write_result_replaces_the_page_with_the_latest_run(tmp_path):
     assert doc["commit"] and doc["date"]
 
 
+def test_a_benchmark_run_as_a_module_names_its_page_by_the_module(tmp_path):
+    import types
+
+    path = str(tmp_path / "out.json")
+    as_main = {"__name__": "__main__", "__spec__": types.SimpleNamespace(name="benchmarks.demo")}
+    exec("write_result(path, [{'a': 1}])", {**as_main, "write_result": write_result, "path": path})
+    assert json.loads(open(path).read())["benchmark"] == "demo"
+
+
 def test_a_target_needs_goal_value_and_met(tmp_path):
     with pytest.raises(ValueError, match="'t' needs exactly goal, value and met"):
         write_result(str(tmp_path / "x.json"), [], {"t": {"goal": "g", "met": True}})

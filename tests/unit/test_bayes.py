@@ -502,6 +502,20 @@ def test_empirical_inclusion_probability_maximizes_the_proposals_probability(cas
         assert p == pytest.approx(1 / np.sum(-np.expm1(noise)), rel=0.01)
 
 
+@pytest.mark.parametrize("included", [1, 100])
+def test_features_in_the_model_count_as_included_and_keep_p_from_0(included):
+    """Proposals that alone give p = 0 (none looks real): with k features
+    already in the model p maximizes k log p + sum_g log(1 - p + p e^(b_g))
+    (against the grid) and is above 0, more so for a larger k."""
+    log_bf = np.random.default_rng(5).normal(-3.0, 0.5, size=500)
+    assert empirical_inclusion_probability(log_bf) == 0.0
+    p = empirical_inclusion_probability(log_bf, included)
+    grid = np.linspace(1e-6, 0.5, 20001)
+    logp = proposals_log_probability(log_bf, grid) + included * np.log(grid)
+    assert 0.0 < p < 0.5 and abs(p - grid[np.argmax(logp)]) <= grid[1] - grid[0]
+    assert p > empirical_inclusion_probability(log_bf, included - 1 if included > 1 else 0)
+
+
 def test_empirical_bayes_prior_odds_are_those_of_the_inclusion_probability():
     assert log_model_prior_odds("empirical-bayes", 7, 100, 0.2) == pytest.approx(math.log(0.25))
     assert log_model_prior_odds("empirical-bayes", 7, 100, 0.5) == 0.0  # the uniform prior
@@ -535,7 +549,7 @@ def test_empirical_bayes_prior_charges_when_few_proposals_look_real(generated, g
 
 def test_empirical_bayes_inclusion_probability_0_stops_the_run(generated, monkeypatch):
     data, space = generated
-    monkeypatch.setattr(bayes, "empirical_inclusion_probability", lambda log_bf: 0.0)
+    monkeypatch.setattr(bayes, "empirical_inclusion_probability", lambda log_bf, included=0: 0.0)
     res = train(LocalBackend([data.block()], space), bf_config(model_prior="empirical-bayes"))
     rep = res.report
     assert rep["stopped_by_rule"] and rep["active_features"] == 0
@@ -585,7 +599,7 @@ def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_r
     else:
         backend, ids = candidate_backend(), np.array([2, 5, 11, 17, 23])
     fits, objective = {}, {}
-    for solver in ("newton", "lbfgs-b"):
+    for solver in ("newton", "newton-cg", "lbfgs-b"):
         bf = BayesFactor(TrainingContext(backend, bf_config(solver=solver, gtol=1e-9)))
         start = Weights(ids, np.zeros(len(ids)), bf.start().bias)
         fits[solver], report = bf.optmap(start)
@@ -596,6 +610,9 @@ def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_r
     assert objective["newton"] <= objective["lbfgs-b"] + 1e-12
     assert objective["newton"] == pytest.approx(objective["lbfgs-b"], rel=1e-9)
     np.testing.assert_allclose(newton.values, lbfgs.values, atol=1e-4)
+    # the Hessian-free solver, averaged over 2 blocks: the same MAP weights
+    assert objective["newton-cg"] == pytest.approx(objective["newton"], rel=1e-9)
+    np.testing.assert_allclose(fits["newton-cg"].values, newton.values, atol=1e-5)
     obj = Objective(backend, ids, l2=bf.l2)
     _, grad = obj(obj.theta(newton))
     assert np.abs(grad).max() < 1e-9

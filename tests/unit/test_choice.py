@@ -193,7 +193,11 @@ def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
     assert (tmp_path / "plots" / "path.png").exists()
     last = run(problem, method=method, max_features=15, per_round=3, best_stage=False)
     assert last.report["choice"] is None
-    assert last.weights.nnz == rounds[-1]["active"]
+    # the last stage; the same stages as the first run up to the rule's stop
+    # (past it, only a run keeping its best held-out stage goes on)
+    kept = last.report["rounds"]
+    assert last.weights.nnz == kept[-1]["active"]
+    assert [r["active"] for r in kept] == [r["active"] for r in rounds[: len(kept)]]
 
 
 def test_path_needs_held_out_data_and_a_path_method(problem):
@@ -203,9 +207,6 @@ def test_path_needs_held_out_data_and_a_path_method(problem):
         run(problem, method="sgc", path=True)
     with pytest.raises(ConfigError, match="positive numbers"):
         run(problem, method="grafting", path=True, l1_grid=[1e-3, -1.0])
-    # refused, not fitted over the atoms alone
-    with pytest.raises(ConfigError, match="combination_degree = 2"):
-        run(problem, method="grafting", path=True, combination_degree=2)
 
 
 def test_geometric_grid():
@@ -442,13 +443,13 @@ def test_take_events_keeps_whole_candidate_sets():
 
 def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_path):
     grid = [4e-3, 2e-3, 1e-3]
-    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9)
+    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, l2_mixes=[0])
     res = run(problem, output_dir=str(tmp_path), elastic_grid=[0.05, 0.0], **keys)
     path = res.report["path"]
     rows = path["elastic"]
     assert [r["elastic_l2"] for r in rows] == [0.05, 0.0]
-    scores = [r["heldout_score"] for r in rows]
-    assert path["elastic_l2"] == rows[int(np.argmax(scores))]["elastic_l2"]
+    assert path["elastic_l2"] == rows[sparsest_within_one_se(rows)]["elastic_l2"]
+    assert [r["chosen"] for r in rows].count(True) == 1
     assert res.report["path"]["plot"] and (tmp_path / "plots" / "path.png").exists()
     # each gamma2's path is the one fitted with that elastic_l2 alone
     for row in rows:
@@ -494,7 +495,10 @@ def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(
     # settings that select past the held-out optimum: plain gains; the
     # printed sign (the Bayes factor stops by itself after 15 stages here,
     # so its floor is lowered from MIN_STAGE_PATIENCE to 2)
-    keys = dict(method=method, max_features=120, per_round=1, gain_prior_variance=0.0)
+    # (SGC one feature per stage: the patience counts stages)
+    keys = dict(
+        method=method, max_features=120, per_round=1, gain_prior_variance=0.0, stage_features=1
+    )
     floor = MIN_STAGE_PATIENCE
     if method == "bayes-factor":
         keys.update(model_prior="uniform", prior_variance=0.0, sign="printed")
@@ -520,10 +524,70 @@ def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(
     assert len(run(problem, heldout=False, stage_patience=0.5, **keys).report["rounds"]) > stop
 
 
+def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem):
+    res = run(problem, method="sgc", stage_features=0, stage_patience=0, max_features=150)
+    rounds = res.report["rounds"]
+    assert rounds[0]["stage_size"] == 1 and max(r["stage_size"] for r in rounds) >= 8
+    best, active = -np.inf, 0
+    for prev, r in zip(rounds, rounds[1:]):
+        improved = prev["heldout_score"] > best
+        best = max(best, prev["heldout_score"])
+        active += prev["added"]
+        size = prev["stage_size"] * 2 if improved else max(prev["stage_size"] // 2, 1)
+        assert r["stage_size"] == min(size, 150 - active)
+    chosen = res.report["choice"]["chosen_round"]
+    assert res.weights.nnz == rounds[chosen - 1]["active"]
+
+
+def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
+    keys = dict(method="bayes-factor", per_round=3, max_features=60)
+    ruled = run(problem, beyond_rule=False, **keys)
+    assert ruled.report["stopped_by_rule"] and ruled.report["rule_stop"] is None
+    r = ruled.report["rounds_run"]
+    res = run(problem, **keys)
+    rounds = res.report["rounds"]
+    # the rule's stop is one candidate stage: the same stages up to it, then more
+    assert res.report["rule_stop"]["round"] == r
+    assert res.report["rule_stop"]["why"].startswith("no proposal beats beta_0")
+    assert [x["active"] for x in rounds[:r]] == [x["active"] for x in ruled.report["rounds"]]
+    assert len(rounds) > r and all(x["beyond_rule"] for x in rounds[r:])
+    assert not any(x["beyond_rule"] for x in rounds[:r])
+    assert all(0 < x["added"] <= 3 for x in rounds)
+    scores = [x["heldout_score"] for x in rounds]
+    assert res.report["choice"]["chosen_round"] == int(np.argmax(scores)) + 1
+    assert not res.report["stopped_by_rule"]
+    # without held-out data the rule ends the run
+    alone = run(problem, heldout=False, **keys)
+    assert alone.report["stopped_by_rule"] and alone.report["rounds_run"] == r
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
+    res = run(problem, method=method, max_seconds=1e-9, per_round=3)
+    assert res.report["stopped"] == "max_seconds = 1e-09"
+    rounds = res.report["rounds"]
+    assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
+    assert res.weights.nnz == rounds[0]["active"] > 0
+
+
+def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem, monkeypatch):
+    # a clock that moves 10 s a stage: with a 25 s budget the third stage
+    # (expected to end at 30 s) is not started
+    from sparkmaxent.selection import loop
+
+    ticks = iter(range(0, 10_000, 10))  # one reading a stage
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: float(next(ticks)))
+    res = run(problem, method="sgc", max_seconds=25.0, stage_features=1)
+    rounds = res.report["rounds"]
+    assert res.report["stopped"] == "max_seconds = 25"
+    assert [r["elapsed_s"] for r in rounds] == [10.0, 20.0]
+    assert res.report["choice"]["chosen_round"] in (1, 2)
+
+
 @pytest.mark.parametrize("method", ["grafting", "l2"])
 def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, method):
     tr, he, space = problem
-    keys = dict(method=method, path=True, points=5, gtol=1e-9)
+    keys = dict(method=method, path=True, points=5, gtol=1e-9, l2_mixes=[0.0])
     chosen = run(problem, refit=False, **keys)
     res = run(problem, **keys)
     path, refit = res.report["path"], res.report["refit"]
@@ -557,3 +621,60 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
     assert res.report["refit"]["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+
+
+def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
+    tr, he, space = problem
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    res = run(problem, l2_mixes=[0.9, 0.0, 0.5], **keys)
+    path = res.report["path"]
+    elastic = path["elastic"]
+    assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
+    # the sparsest mix whose chosen point is within one standard error of the best's
+    picked = elastic[sparsest_within_one_se(elastic)]
+    assert path["l2_mix"] == picked["l2_mix"] and picked["chosen"]
+    assert path["points"][path["chosen"]]["heldout_score"] == picked["heldout_score"]
+    # pure l1 alone is the mix-0 path
+    l1 = run(problem, l2_mixes=[0.0], **keys).report["path"]
+    assert "elastic" not in l1 and l1["points"][l1["chosen"]]["l1"] == elastic[0]["l1"]
+    # a mixed point is grafting at gamma1 with gamma2 = gamma1 m / (1 - m)
+    mixed = next(e for e in elastic if e["l2_mix"] == 0.5)
+    cold = run(
+        problem, heldout=False, method="grafting", l1=mixed["l1"], elastic_l2=mixed["l1"], gtol=1e-9
+    )
+    assert mixed["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    # the refit keeps the chosen mix
+    both = run(problem, l2_mixes=[0.9, 0.0, 0.5], **{**keys, "refit": True})
+    m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]
+    whole = LocalBackend([tr, he], space)
+    ref = train(whole, train_config(method="grafting", l1=g, elastic_l2=g * m / (1 - m), gtol=1e-9))
+    assert both.report["refit"]["objective"] == pytest.approx(ref.report["objective"], rel=1e-6)
+    with pytest.raises(ConfigError, match="l2_mixes"):
+        run(problem, l2_mixes=[0.0, 1.0], **keys)
+
+
+def test_combination_path_is_warm_started_and_certified_like_cold_fits(problem):
+    grid = [4e-3, 2e-3]
+    keys = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2)
+    res = run(problem, path=True, l1_grid=grid, patience=0, **keys)
+    path = res.report["path"]
+    assert [p["l1"] for p in path["points"]] == grid
+    assert res.report["refit"]["skipped"]
+    for point in path["points"]:
+        cold = run(problem, heldout=False, l1=point["l1"], **keys)
+        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
+        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    # the chosen point is the model, conjunctions and all, scored on widened held-out events
+    chosen = path["points"][path["chosen"]]
+    assert res.weights.nnz == chosen["features"]
+    assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
+    assert res.report["heldout_accuracy"] == pytest.approx(chosen["heldout_accuracy"])
+
+
+def sparsest_within_one_se(rows: list[dict]) -> int:
+    """Brute force: the fewest features among rows scoring at least the best
+    row's score minus its standard error (the first of ties)."""
+    best = max(rows, key=lambda r: r["heldout_score"])
+    floor = best["heldout_score"] - best["heldout_se"]
+    within = [i for i, r in enumerate(rows) if r["heldout_score"] >= floor]
+    return min(within, key=lambda i: (rows[i]["features"], i))

@@ -50,9 +50,10 @@ def generated():
 
 
 def config(method, **kw) -> TrainConfig:
-    # the plain gains of the papers unless a test asks for the prior
+    # the papers: plain gains and one feature per stage, unless a test asks otherwise
     base = dict(
         method=method,
+        stage_features=1,
         max_features=40,
         gain_threshold=0.0,
         batch=16,
@@ -480,3 +481,44 @@ def add_weight(weights, fid, alpha):
     from sparkmaxent.kernels import Weights
 
     return Weights(np.array([fid], np.int64), np.array([alpha]), weights.bias)
+
+
+# ---- stages of several features (issue 36) ---------------------------------------
+
+
+@pytest.mark.parametrize("method", ["ifs", "sgc"])
+def test_stages_of_k_features_take_the_k_best_gains_and_refit(generated, method):
+    block, space = generated
+    res = run(block, space, method, stage_features=4, max_features=40)
+    rounds = res.report["rounds"]
+    assert [r["added"] for r in rounds] == [4] * 10
+    selected = res.report["selected"]
+    assert len(set(selected)) == 40 and sorted(selected) == res.weights.ids.tolist()
+    # stage 1: the 4 best exact gains of the starting model, best first
+    first = [rounds[0]["feature"]] + [m["feature"] for m in rounds[0]["more"]]
+    gains = [rounds[0]["gain"]] + [m["gain"] for m in rounds[0]["more"]]
+    assert gains == sorted(gains, reverse=True)
+    ifs_one = run(block, space, "ifs", max_features=1).report["rounds"][0]
+    assert first[0] == ifs_one["feature"]
+    # the refit: the objective is the loss at the weights kept (train.l2 = 1e-4
+    # without the gain prior), below the loss of the unrefitted stage
+    assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
+    assert all(0 < r["refit_ratio"] for r in rounds)
+    objectives = [r["objective"] for r in rounds]
+    assert objectives == sorted(objectives, reverse=True)
+
+
+def test_adaptive_stages_double_and_halve_by_the_refit_without_held_out_data(generated):
+    block, space = generated
+    res = run(block, space, "sgc", stage_features=0, max_features=300, stage_features_max=64)
+    rounds = res.report["rounds"]
+    assert len(rounds) < 20 and res.weights.nnz == 300  # 300 features in a few stages
+    sizes = [r["stage_size"] for r in rounds]
+    assert sizes[0] == 1
+    active = 0
+    for prev, r in zip(rounds, rounds[1:]):
+        active += prev["added"]
+        grown = prev.get("refit_ratio", 1.0) >= 0.5
+        expect = min(max(prev["stage_size"] * 2 if grown else prev["stage_size"] // 2, 1), 64)
+        assert r["stage_size"] == min(expect, 300 - active)
+    assert max(sizes) == 64

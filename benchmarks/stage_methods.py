@@ -1,0 +1,118 @@
+"""SGC and the Bayes factor at their automatic settings against
+scikit-learn's LogisticRegressionCV l2 on the same split (issue 36).
+
+Per corpus (``benchmarks/model_choice.py``'s data: the training file split
+at prepare time, 0.2 held out, seed 0; the test file prepared with the
+sub-train dictionary), in-process:
+
+- ``sgc``, ``bayes-factor``: one run at the defaults keeping its best
+  held-out stage, with ``train.selection.max_seconds`` = ``--seconds``
+  (``model_choice.ours``; ``--set KEY=VALUE`` for a variant, e.g.
+  ``stage_features=1``, the papers' one feature a stage);
+- ``sklearn-l2``: LogisticRegressionCV(Cs=10) chosen on the same held-out
+  part (``model_choice.sklearn_row``).
+
+Targets per corpus and method: test score within 1 point of sklearn-l2,
+and the run ending with a model (its best held-out stage) with the
+selection stopped by the method, its patience or ``max_seconds``; the
+row's ``wall_s`` (the whole train() call) against the cap says by how
+much the last stage ran past it.
+
+Usage::
+
+    SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.stage_methods --corpora pp brown
+
+writes benchmarks/results/stage_methods.json after every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+
+from benchmarks.common import (
+    RESULTS,
+    SHARED_DATA,
+    command_line,
+    print_table,
+    start,
+    target,
+    write_result,
+)
+from benchmarks.model_choice import (
+    CORPORA,
+    DEFAULT_SENTENCES,
+    ours,
+    prepared,
+    setting,
+    sklearn_row,
+)
+
+log = logging.getLogger("stage_methods")
+
+ROW_KEYS = ["corpus", "method", "chosen_setting", "test_score", "features", "wall_s", "stopped"]
+METHODS = ("sgc", "bayes-factor", "sklearn-l2")
+#: points of test score a stage method may be below scikit-learn's l2
+WITHIN = 1.0
+
+
+def targets(rows: list[dict], seconds: float) -> dict:
+    """Per corpus and stage method: within WITHIN points of sklearn-l2, and
+    a model at the end of a capped run."""
+    out = {}
+    anchors = {r["corpus"]: r["test_score"] for r in rows if r["method"] == "sklearn-l2"}
+    for r in rows:
+        if r["method"].startswith("sklearn"):
+            continue
+        key = f"{r['corpus']} {r['method']}"
+        if r["corpus"] in anchors and r["test_score"] is not None:
+            gap = round(r["test_score"] - anchors[r["corpus"]], 3)
+            out[f"{key}: test score - sklearn-l2"] = target(f">= -{WITHIN:g}", gap, gap >= -WITHIN)
+        ended = bool(r["features"]) and bool(r.get("stopped"))
+        out[f"{key}: ends with a model, max_seconds {seconds:g}"] = target(
+            "a model", f"{r['features']} features, {r['wall_s']} s", ended
+        )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=["pp", "brown"])
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--data", default=SHARED_DATA, help="the shared corpora")
+    parser.add_argument("--work", default="/tmp/sparkmaxent-stage-methods")
+    parser.add_argument("--reuse", action="store_true", help="reuse prepared data in --work")
+    parser.add_argument("--output", default=os.path.join(RESULTS, "stage_methods.json"))
+    parser.add_argument("--conll-sentences", type=int, default=DEFAULT_SENTENCES)
+    parser.add_argument("--seconds", type=float, default=240.0, help="train.selection.max_seconds")
+    parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
+    parser.add_argument("--set", action="append", default=[], type=setting, metavar="KEY=VALUE")
+    args = start(parser, argv)
+    # model_choice.ours reads these
+    args.folds, args.stage_seconds = 0, args.seconds
+    from sparkmaxent.backends.session import spark_session
+
+    spark = spark_session("local[2]", "stage-methods", {"spark.sql.shuffle.partitions": "4"})
+    rows: list[dict] = []
+    for name in args.corpora:
+        work = os.path.join(args.work, name)
+        if not args.reuse:
+            shutil.rmtree(work, ignore_errors=True)
+        dirs = prepared(spark, name, work, args)
+        for method in args.methods:
+            log.info("%s: %s", name, method)
+            if method == "sklearn-l2":
+                rows.append(sklearn_row(name, method, dirs, args.l2_cap))
+            else:
+                rows.append(ours(name, method, dirs, args))
+            rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
+            print_table(rows[-1:], ROW_KEYS)
+            write_result(args.output, rows, targets(rows, args.seconds))
+    print_table(rows, ROW_KEYS)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
