@@ -64,6 +64,7 @@ def train_model(
     watchdog = {
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
         "pass_timeout_s": cfg.spark.pass_timeout_s,
+        "max_executor_losses": cfg.spark.max_executor_losses,
     }
     small = cfg.data.in_process_max_events
     backend = make_backend(
@@ -155,11 +156,15 @@ def prepared_for_model(
     max_unknown: float = MAX_UNKNOWN,
     allow_unknown: bool = False,
     columns: TableColumns | None = None,
+    in_process_max_events: int = 0,
 ) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
     if it is one, else ``data`` (text or a table in ``fmt``, its ``columns``
     as in ``data.tables.prepare_input``) prepared into ``workdir``, one
-    event per record (never merged); checked by :func:`check_unknown`."""
+    event per record (never merged), as the model's training data was
+    (binary predicates or counts: the vocabulary's setting); small inputs
+    in this process (``in_process_max_events``, ``data.in_process_max_events``:
+    the same dataset as on Spark). Checked by :func:`check_unknown`."""
     from .data.tables import prepare_input
     from .model import VOCABULARY_DIR
 
@@ -186,6 +191,7 @@ def prepared_for_model(
             merge_duplicates=False,
             vocabulary=storage.join(model_dir, VOCABULARY_DIR),
             overwrite=True,
+            in_process_max_events=in_process_max_events,
         )
     check_unknown(model_dir, out, data, fmt, max_unknown, allow_unknown)
     return out
@@ -353,8 +359,17 @@ def predict(
     ``cfg``'s [output] section gives the scratch directory and lock age.
     A table's ``columns.key`` (or the key a prepared dataset was made with)
     is a column of the predictions, one row per table row (per group for
-    candidate sets), so they join back to the table."""
-    from .backends.predict import check_key_column, predictions
+    candidate sets), so they join back to the table. Input of at most
+    ``cfg.data.in_process_max_events`` events without a key column is
+    prepared and scored in this process (one Parquet file; the same rows)."""
+    from .backends.factory import in_process
+    from .backends.predict import (
+        check_key_column,
+        key_column,
+        predictions,
+        predictions_table,
+    )
+    from .data.schema import DatasetInfo
 
     if columns is not None and columns.key:
         check_key_column(columns.key, model.space.shape)
@@ -378,12 +393,20 @@ def predict(
                     max_unknown,
                     allow_unknown,
                     columns,
+                    cfg.data.in_process_max_events,
                 )
-                frame, bc = predictions(spark, model, prepared)
-                try:
-                    frame.write.parquet(tmp)
-                finally:
-                    bc.destroy()
+                info = DatasetInfo.load(prepared)
+                small = in_process(info.n_events, cfg.data.in_process_max_events)
+                if small and key_column(info) is None:
+                    table = predictions_table(model, prepared)
+                    storage.write_parquet(storage.join(tmp, "part-00000.parquet"), table)
+                    storage.write_bytes(storage.join(tmp, "_SUCCESS"), b"")
+                else:
+                    frame, bc = predictions(spark, model, prepared)
+                    try:
+                        frame.write.parquet(tmp)
+                    finally:
+                        bc.destroy()
             storage.publish(tmp, out, overwrite=True)
         except BaseException:
             storage.delete(tmp)
@@ -452,6 +475,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
             in_process_max_events=d.in_process_max_events,
+            binary=d.binary if is_train else None,  # the others follow the training data
         )
     return dirs
 
@@ -476,6 +500,7 @@ def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict
         partitions=d.partitions or None,
         overwrite=True,
         in_process_max_events=d.in_process_max_events,
+        binary=d.binary,
     )
     return dirs
 

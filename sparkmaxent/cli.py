@@ -15,18 +15,22 @@ from collections.abc import Callable
 
 from . import api, storage
 from .errors import ConfigError, InputError, NumericError, StalledError, UnconvergedError
+from .exits import (  # noqa: F401 (the exit codes, re-exported for callers)
+    EXIT_BAD_CONFIG,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_NO_SPACE,
+    EXIT_NUMERIC,
+    EXIT_OK,
+    EXIT_STALLED,
+    EXIT_UNCONVERGED,
+    write_failure,
+)
 from .jsonio import json_default, write_json
+from .streams import restore_stderr
 
 log = logging.getLogger("sparkmaxent")
 
-#: Exit codes, for schedulers (docs/cli.md).
-EXIT_OK = 0
-EXIT_FAILED = 1  # an internal error: logged with its traceback
-EXIT_BAD_INPUT = 2  # bad input data or paths: the message names the file (and line)
-EXIT_BAD_CONFIG = 3  # a bad configuration key, type or value: the message names the key
-EXIT_UNCONVERGED = 4  # stopped short of its own criterion; model saved; --allow-unconverged
-EXIT_NUMERIC = 5  # a non-finite loss, gradient or objective: no model is saved
-EXIT_STALLED = 6  # a pass cancelled: no executors, or spark.pass_timeout_s; --resume
 
 SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
 
@@ -115,6 +119,7 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         help="reader option, e.g. mode=basenp (repeatable); spark.read's for a table",
     )
     _table_args(p)
+    _binary_arg(p)
     p.add_argument(
         "--master",
         help="Spark master (default: spark.master of the config, "
@@ -179,6 +184,22 @@ def _columns(args, cfg):
     return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
 
 
+def _binary_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--binary",
+        action=argparse.BooleanOptionalAction,
+        help="binary predicates: a feature present in an event counts 1.0 however often it "
+        "occurs (map/Vector values: 1.0 where non-zero); --no-binary sums repeats "
+        "(overrides data.binary; default: the config's, or the --vocabulary's setting)",
+    )
+
+
+def _binary(args, cfg) -> bool | None:
+    """``--binary`` / ``--no-binary`` over ``data.binary``; None (follow the
+    vocabulary, else counts) when neither sets it."""
+    return args.binary if args.binary is not None else (cfg.data.binary or None)
+
+
 def _heldout_fraction_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--heldout-fraction",
@@ -213,6 +234,7 @@ def _prepare_split(args, cfg, spark, options: dict) -> int:
         quarantine=args.quarantine,
         overwrite=args.overwrite,
         in_process_max_events=cfg.data.in_process_max_events,
+        binary=_binary(args, cfg),
     )
     for path, info in zip((args.output, heldout), infos):
         log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
@@ -244,6 +266,7 @@ def _prepare(args, cfg) -> int:
         overwrite=args.overwrite,
         lock_stale_s=cfg.output.lock_stale_s,
         in_process_max_events=cfg.data.in_process_max_events,
+        binary=_binary(args, cfg),
     )
     log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
     return EXIT_OK
@@ -396,8 +419,18 @@ def _evaluate(args, cfg) -> int:
 
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
-    if args.report:  # before the work, not after it
-        storage.check_writable(storage.split(storage.qualify(args.report))[0])
+    if not args.report:
+        return _evaluate_to(args, cfg, spark, model)
+    report = storage.qualify(args.report)
+    parent, name = storage.split(report)
+    storage.check_writable(parent)  # before the work, not after it
+    with storage.output_lock(report, cfg.output.lock_stale_s, "evaluate"):
+        storage.sweep(parent, {name})  # a killed evaluate's scratch beside its report
+        return _evaluate_to(args, cfg, spark, model)
+
+
+def _evaluate_to(args, cfg, spark, model) -> int:
+    """evaluate's work, and its report written (under the report's lock)."""
     scratch = (  # a prepared --input needs none
         contextlib.nullcontext("")
         if api.is_prepared(args.input)
@@ -414,6 +447,7 @@ def _evaluate(args, cfg) -> int:
             args.max_unknown,
             args.allow_unknown,
             _columns(args, cfg),
+            cfg.data.in_process_max_events,
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         report = api.evaluate_model(spark, model, data, chunks, cfg.data.in_process_max_events)
@@ -427,6 +461,7 @@ def _evaluate(args, cfg) -> int:
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", help="output directory (overrides output.dir)")
     _heldout_fraction_arg(p)
+    _binary_arg(p)
     _resume_arg(p)
 
 
@@ -435,6 +470,8 @@ def _pipeline(args, cfg) -> int:
     if args.heldout_fraction is not None:
         data = dataclasses.replace(cfg.data, heldout_fraction=args.heldout_fraction)
         cfg = dataclasses.replace(cfg, data=data)
+    if args.binary is not None:
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, binary=args.binary))
     t0 = time.perf_counter()
     spark = api.session(cfg, args.command)
     started = {"spark_start_s": time.perf_counter() - t0}
@@ -487,7 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
         "feature selection, on Apache Spark. Exit codes: 0 done, 1 internal error, 2 bad "
         "input, 3 bad configuration, 4 stopped without meeting its own criterion (model saved; "
         "--allow-unconverged), 5 non-finite numbers in training (no model saved), 6 a "
-        "training pass stalled (no executors, or too long) and was cancelled.",
+        "training pass stalled (no executors, or too long) and was cancelled, 7 no space "
+        "left on the device (or quota) where it writes.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for name, (help_text, add_args, _) in COMMANDS.items():
@@ -542,9 +580,15 @@ def main(argv: list[str] | None = None) -> int:
     except StalledError as e:
         print(f"error: {e}{_checkpoint_note(args, cfg)}", file=sys.stderr)
         return EXIT_STALLED
-    except Exception:
-        log.exception("%s failed", args.command)
-        return EXIT_FAILED
+    except Exception as e:
+        failed = write_failure(e, getattr(args, "output", None) or cfg.output.dir)
+        if failed is None:
+            log.exception("%s failed", args.command)
+            return EXIT_FAILED
+        code, message = failed
+        log.debug("%s failed", args.command, exc_info=True)
+        print(f"error: {message}", file=sys.stderr)
+        return code
 
 
 def _checkpoint_note(args, cfg) -> str:
@@ -562,39 +606,6 @@ def _checkpoint_note(args, cfg) -> str:
         f"\nlast checkpoint: {directory} after round {done}; continue with "
         f"`sparkmaxent {args.command} --resume` and the same options"
     )
-
-
-def restore_stderr() -> bool:
-    """Under spark-submit, send this process's standard error to spark-submit's
-    own standard error again; True when it did.
-
-    spark-submit starts a Python driver with its stderr merged into its stdout
-    (Spark's PythonRunner: ``redirectErrorStream``), so the logs and the
-    ``error:`` line would land on stdout. When fds 1 and 2 are the same pipe
-    and the parent process (spark-submit's JVM) has a standard error of its
-    own, fd 2 is reopened on that (Linux ``/proc``; elsewhere nothing
-    changes). Outside spark-submit (no ``PYSPARK_GATEWAY_PORT``, which its
-    PythonRunner sets) a merge the user asked for (``2>&1``) is kept."""
-    import os
-    import stat
-
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        return False
-    try:
-        out, err = os.fstat(1), os.fstat(2)
-        if not stat.S_ISFIFO(err.st_mode) or (out.st_dev, out.st_ino) != (err.st_dev, err.st_ino):
-            return False
-        parent = f"/proc/{os.getppid()}/fd/2"
-        theirs = os.stat(parent)
-        if (theirs.st_dev, theirs.st_ino) == (err.st_dev, err.st_ino):
-            return False
-        fd = os.open(parent, os.O_WRONLY | os.O_APPEND)
-    except OSError:
-        return False
-    sys.stderr.flush()
-    os.dup2(fd, 2)
-    os.close(fd)
-    return True
 
 
 def job_main(command: str) -> Callable[[list[str] | None], int]:

@@ -224,14 +224,17 @@ class MaxentModel:
                     schema=FEATURES_SCHEMA,
                 ),
             )
+        source: dict = {
+            "model": "vocabulary of a saved model",
+            "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED,
+        }
+        if self.dictionary:  # data scored by the model is prepared as its training data
+            source["binary"] = bool(DatasetInfo.load(self.dictionary).source.get("binary"))
         DatasetInfo(
             shape=self.space.shape,
             n_features=self.n_atoms,
             labels=list(self.labels),
-            source={
-                "model": "vocabulary of a saved model",
-                "dictionary": VOCABULARY_TRAINING if self.dictionary else VOCABULARY_USED,
-            },
+            source=source,
         ).save(directory)
 
     @staticmethod
@@ -248,7 +251,9 @@ class MaxentModel:
             weights/ Parquet that cannot be read or lacks a column; a
             predicate id outside [0, n_predicates), a label index outside
             [0, number of labels), a non-finite weight (or standardization
-            statistic), a (predicate, label) given twice.
+            statistic), a (predicate, label) given twice; a vocabulary/
+            whose dataset.json is unreadable or whose Parquet file is
+            truncated.
         """
         meta_path = storage.join(path, METADATA_FILE)
         if not storage.exists(meta_path):
@@ -283,9 +288,26 @@ class MaxentModel:
             inv[p] = t.column("inv_scale").to_numpy()
             scaling = Scaling(mean, inv)
         names = dict(zip(p.tolist(), t.column("feature").to_pylist()))
+        _check_vocabulary(storage.join(path, VOCABULARY_DIR))
         return MaxentModel(
             space, weights, labels, names, scaling, meta["config"], meta["summary"], "", conj
         )
+
+
+def _check_vocabulary(vocab: str) -> None:
+    """A saved model's vocabulary/ (the dictionary that prepares text input
+    for it), when it has one: its dataset.json readable and every Parquet
+    file whole (InputError naming the file), checked here rather than
+    failing inside a Spark job."""
+    from .data.schema import FEATURES_DIR, DatasetInfo
+
+    if not storage.exists(vocab):
+        return
+    try:
+        DatasetInfo.load(vocab)
+    except (FileNotFoundError, TypeError) as e:
+        raise InputError(f"{vocab}: the model's vocabulary is damaged: {e}") from None
+    storage.check_parquet_files(storage.join(vocab, FEATURES_DIR))
 
 
 def _read_metadata(meta_path: str) -> dict:

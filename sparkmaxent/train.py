@@ -1,5 +1,5 @@
-"""Training: the registry of methods, and ``train()``, which runs one over
-a backend and reports on it."""
+"""Training: ``train()`` runs a method of the registry (registry.py) over a
+backend and reports on it."""
 
 from __future__ import annotations
 
@@ -13,27 +13,11 @@ from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask, Weights
 from .kernels.conjunctions import Conjunctions
-from .lattice.method import fit_lattice
-from .selection import baselines, bayes, combination, folds, grafting, ifs, path
-from .selection.base import FitResult, Method, TrainingContext, evaluate
+from .registry import METHODS, method
+from .selection import folds, path
+from .selection.base import FitResult, TrainingContext, evaluate
 
 log = logging.getLogger(__name__)
-
-#: Every training method by its ``train.method`` name (config.schema.METHODS
-#: lists the same names, in this order: tests/unit/test_config.py).
-METHODS: dict[str, Method] = {
-    "mle": baselines.fit_mle,
-    "l2": baselines.fit_l2,
-    "cutoff": baselines.fit_cutoff,
-    "grafting": combination.fit_grafting,
-    "mle-ifs": grafting.fit_mle_ifs,
-    "l2-ifs": grafting.fit_l2_ifs,
-    "ifs": ifs.fit_ifs,
-    "sgc": ifs.fit_sgc,
-    "sgc-lookahead": ifs.fit_sgc_lookahead,
-    "bayes-factor": bayes.fit_bayes_factor,
-    "lattice": fit_lattice,
-}
 
 
 def train(
@@ -94,10 +78,11 @@ def train(
     )
     try:
         with blas_threads(config.selection.blas_threads):
+            fit = method(config.method).fit_function()
             if config.choice.folds > 1:
-                result = folds.fit_folds(ctx, METHODS[config.method])
+                result = folds.fit_folds(ctx, fit)
             else:
-                result = (path.fit_path if config.choice.path else METHODS[config.method])(ctx)
+                result = (path.fit_path if config.choice.path else fit)(ctx)
     except NumericError as e:  # name the method once, whichever pass raised
         if str(e).startswith(config.method):
             raise

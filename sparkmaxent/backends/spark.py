@@ -40,7 +40,6 @@ import copy
 import logging
 import math
 import pickle
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -59,6 +58,7 @@ from ..kernels import Block, LossGrad, Space, check_total_weight
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import CachedBackend
+from .watchdog import ClusterStatus, Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -85,130 +85,6 @@ def job_group(sc, group_id: str, description: str = "") -> Iterator[None]:
     finally:
         for key, value in zip(_GROUP_KEYS, saved):
             sc.setLocalProperty(key, value)  # None removes the property
-
-
-# ---------------------------------------------------------------- watchdog
-
-
-class ClusterStatus:
-    """What the watchdog reads of a running SparkContext."""
-
-    def __init__(self, sc):
-        self.sc = sc
-        # in local mode the driver runs the tasks: there are no executors to lose
-        self.local = (sc.master or "").startswith("local")
-
-    def executors(self) -> int | None:
-        """Executors registered now (the driver not counted); None in local mode."""
-        if self.local:
-            return None
-        return max(0, self.sc._jsc.sc().getExecutorMemoryStatus().size() - 1)
-
-    def progress(self) -> tuple:
-        """Changes whenever a stage starts, ends or completes a task."""
-        tracker = self.sc.statusTracker()
-        stages = []
-        for sid in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(sid)
-            if info is not None:
-                stages.append((sid, info.currentAttemptId, info.numCompletedTasks))
-        return tuple(sorted(stages))
-
-
-class Watchdog:
-    """Watches one pass (``what``) of job group ``group`` from a daemon thread
-    while the calling thread runs it; cancels the group when the cluster has
-    had no executor and the pass no progress for ``no_executor_s`` seconds, or
-    when the pass has run ``pass_s`` seconds (0: no such limit). After the
-    pass, ``tripped`` is the reason it was cancelled, or None.
-
-    ``status`` has ``executors() -> int | None`` (None: local mode, never
-    stalls for want of executors) and ``progress() -> comparable``.
-    """
-
-    def __init__(
-        self,
-        sc,
-        group: str,
-        what: str,
-        status,
-        no_executor_s: float = 0.0,
-        pass_s: float = 0.0,
-        poll_s: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.sc, self.group, self.what, self.status = sc, group, what, status
-        self.no_executor_s, self.pass_s = no_executor_s, pass_s
-        self.poll_s, self.clock = poll_s, clock
-        self.tripped: str | None = None
-        self.start = clock()
-        self.most_executors = 0
-        self._idle_since: float | None = None
-        self._progress: Any = None
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def check(self, now: float) -> str | None:
-        """One poll: the reason to cancel the pass at time ``now``, or None."""
-        n = self.status.executors()
-        self.most_executors = max(self.most_executors, n or 0)
-        if self.pass_s and now - self.start >= self.pass_s:
-            return (
-                f"it ran longer than spark.pass_timeout_s = {self.pass_s:g} s ("
-                + ("local mode" if n is None else f"{n} executor(s) now")
-                + ")"
-            )
-        if not self.no_executor_s or n is None or n > 0:
-            self._idle_since = self._progress = None
-            return None
-        progress = self.status.progress()
-        if self._idle_since is None or progress != self._progress:
-            self._idle_since, self._progress = now, progress
-            return None
-        idle = now - self._idle_since
-        if idle < self.no_executor_s:
-            return None
-        lost = (
-            f"all {self.most_executors} were lost"
-            if self.most_executors
-            else "none registered since the pass started"
-        )
-        return (
-            f"no executors for {idle:.0f} s ({lost}; spark.no_executor_timeout_s = "
-            f"{self.no_executor_s:g})"
-        )
-
-    def _watch(self) -> None:
-        while not self._done.wait(self.poll_s):
-            try:
-                reason = self.check(self.clock())
-            except Exception as e:  # the context stopping under us: not the pass's failure
-                logger.debug("watchdog of %s: status unavailable: %s", self.what, e)
-                continue
-            if reason is None:
-                continue
-            with self._lock:
-                if self._done.is_set():  # the pass ended meanwhile: nothing to cancel
-                    return
-                self.tripped = f"{reason}, after {self.clock() - self.start:.1f} s"
-                logger.error(
-                    "%s stalled: %s; cancelling job group %s", self.what, self.tripped, self.group
-                )
-                self.sc.cancelJobGroup(self.group)
-            return
-
-    def __enter__(self) -> Watchdog:
-        if self.no_executor_s > 0 or self.pass_s > 0:
-            self._thread = threading.Thread(
-                target=self._watch, daemon=True, name=f"watchdog {self.group}"
-            )
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        with self._lock:  # after this, the thread cancels nothing
-            self._done.set()
 
 
 # ---------------------------------------------------------------- tasks
@@ -375,6 +251,7 @@ class SparkBackend(CachedBackend):
         max_block_nnz: int = MAX_BLOCK_NNZ,
         no_executor_timeout_s: float = 600.0,
         pass_timeout_s: float = 0.0,
+        max_executor_losses: int = 0,
     ):
         if partitions is not None and partitions < 1:
             raise ValueError(f"expected partitions >= 1 or None, got {partitions}")
@@ -397,6 +274,7 @@ class SparkBackend(CachedBackend):
         self.live_broadcasts = 0
         self.rdd = None
         self.no_executor_timeout_s, self.pass_timeout_s = no_executor_timeout_s, pass_timeout_s
+        self.max_executor_losses = max_executor_losses
         self.status = ClusterStatus(self.sc)
 
         t0 = time.perf_counter()
@@ -511,6 +389,7 @@ class SparkBackend(CachedBackend):
             self.no_executor_timeout_s,
             pass_s,
             self.watchdog_poll_s,
+            max_losses=self.max_executor_losses,
         )
         with dog:
             try:

@@ -13,25 +13,9 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
+from .. import registry
 from ..errors import ConfigError
 from .rules import Section, key
-
-METHODS = (
-    "mle",
-    "l2",
-    "cutoff",
-    "grafting",
-    "mle-ifs",
-    "l2-ifs",
-    "ifs",
-    "sgc",
-    "sgc-lookahead",
-    "bayes-factor",
-    "lattice",
-)
-GRAFTING_METHODS = ("grafting", "mle-ifs", "l2-ifs")
-IFS_METHODS = ("ifs", "sgc", "sgc-lookahead")
-SELECTION_METHODS = GRAFTING_METHODS + IFS_METHODS + ("bayes-factor",)
 
 
 @dataclass(frozen=True)
@@ -61,7 +45,20 @@ class SparkConfig(Section):
     pass_timeout_s: float = key(
         0.0,
         "Cancel a training pass and stop with exit code 6 when it "
-        "has run this many seconds; 0: no limit.",
+        "has run this many seconds; 0: no limit (a pass's length depends on the data). "
+        "Without a limit, no_executor_timeout_s still ends a pass with no executors and "
+        "max_executor_losses one whose executors keep dying, but a task hung on a live "
+        "executor waits for good: give unattended runs a limit.",
+        ge=0,
+    )
+    max_executor_losses: int = key(
+        10,
+        "Cancel a training pass and stop with exit code 6 when this many executors "
+        "were lost since it started with no progress of the pass since the first of "
+        "them (executors that register and die at start-up, e.g. no space to unpack "
+        "the Python archive, each replaced by the cluster manager, so "
+        "no_executor_timeout_s never runs out); the message gives the last one's "
+        "reason as Spark reports it. 0: no limit.",
         ge=0,
     )
 
@@ -96,6 +93,16 @@ class DataConfig(Section):
     )
     partitions: int = key(
         0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
+    )
+    binary: bool = key(
+        False,
+        "Binary predicates: a feature present in an event counts 1.0 however often "
+        "it occurs (a token repeated in a sentence, an array<string> column's "
+        "repeats) and a map or Vector value becomes 1.0 where it is non-zero, as "
+        "CountVectorizer's binary = true; combination features need it on count "
+        "data. false: repeats are summed. Data prepared with a vocabulary (held-out, "
+        "test, evaluate, predict) follows the vocabulary's setting. --binary / "
+        "--no-binary override it.",
     )
     synthetic: dict = key({}, 'SyntheticSpec fields for format = "synthetic".')
     in_process_max_events: int = key(
@@ -147,14 +154,14 @@ class SelectionConfig(Section):
     plots: bool = key(True, "Write PNG plots of the selection trace next to the report.")
     solver: str = key(
         "auto",
-        "Optimizer of a round: newton, lbfgs-b, or auto (Newton while "
-        "active features + labels <= newton_max_active).",
-        choices=("auto", "newton", "lbfgs-b"),
+        "Round optimizer: newton (exact Hessian block per pass), newton-cg (Hessian-free, "
+        "n-vectors per pass), lbfgs-b, or auto (newton to newton_max_active, newton-cg beyond).",
+        choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        7000,
-        "Largest Hessian block (active features + labels) a "
-        "Newton pass returns: (n+K)(n+K+1)/2 doubles per partition.",
+        1000,
+        "auto: the largest active set (features + labels) solved by exact Newton, "
+        "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
     )
     blas_threads: int = key(
@@ -535,7 +542,11 @@ class TrainConfig(Section):
     sub-section per method family."""
 
     PATH: ClassVar[str] = "train"
-    method: str = key("l2", "Training method.", choices=METHODS)
+    method: str = key(
+        registry.DEFAULT_METHOD,
+        "Training method (docs/methods/; the registry: sparkmaxent/registry.py).",
+        choices=tuple(registry.METHODS),
+    )
     backend: str = key(
         "spark",
         "spark (the RDD backend in a classic session, the DataFrame backend under "
@@ -572,17 +583,9 @@ class TrainConfig(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.method == "cutoff" and self.cutoff < 1:
-            raise ConfigError(
-                f"train.cutoff: method 'cutoff' needs train.cutoff >= 1, got {self.cutoff}"
-            )
-        if self.method == "lattice" and self.standardize:
-            raise ConfigError(
-                "train.standardize: method 'lattice' works on binary atoms and their "
-                "conjunctions; set train.standardize = false"
-            )
-        if self.method == "l2-ifs" and not self.l2 > 0:
-            raise ConfigError(f"train.l2: method 'l2-ifs' needs train.l2 > 0, got {self.l2}")
+        check = registry.method(self.method).check
+        if check is not None:  # the method's own checks (registry.py)
+            check(self)
 
 
 @dataclass(frozen=True)

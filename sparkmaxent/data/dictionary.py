@@ -33,6 +33,31 @@ def load_vocabulary(vocabulary: str | None, shape: str) -> DatasetInfo | None:
     return vocab_info
 
 
+def binary_setting(
+    binary: bool | None, vocab_info: DatasetInfo | None, vocabulary: str | None
+) -> bool:
+    """Whether to prepare binary predicates (``prepare(binary=...)``): as
+    given, or (None) as the ``vocabulary`` dataset was prepared, so data
+    scored by a model is read as its training data was.
+
+    Raises
+    ------
+    InputError
+        ``binary`` given and unlike the vocabulary's: a model trained on
+        presence would score counts (or the reverse) without a word.
+    """
+    recorded = None if vocab_info is None else vocab_info.source.get("binary")
+    if binary is None:
+        return bool(recorded)
+    if recorded is not None and bool(recorded) != binary:
+        raise InputError(
+            f"vocabulary {vocabulary} was prepared with binary = {str(recorded).lower()}: "
+            f"data indexed with it must be too, got binary = {str(binary).lower()} "
+            "(leave data.binary / --binary unset to follow the vocabulary)"
+        )
+    return bool(binary)
+
+
 def labels_of(
     src: RawSource, stats, vocab_info: DatasetInfo | None, training: bool
 ) -> tuple[list[str], int, list[str]]:

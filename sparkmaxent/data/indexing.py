@@ -2,7 +2,8 @@
 
 Features are mapped to ids with a join (broadcast when the dictionary is
 small); within an event (candidate) features are sorted by id and repeated
-features' values summed. Features outside the dictionary are dropped (an
+features' values summed, or, for binary data (``prepare(binary=True)``),
+each feature present 1.0 (:func:`presence`). Features outside the dictionary are dropped (an
 event may end up empty; it keeps its label). Identical events (label,
 indices, values) may then be merged into one with the summed weight and the
 smallest event_id/group.
@@ -31,12 +32,14 @@ def index_events(
     labels: list[str],
     unseen_labels: list[str],
     count_unknown: bool,
+    binary: bool = False,
 ):
     """(indexed events in the columns of ``schema.events_schema``, number of
     (event, feature) occurrences dropped as unknown, number of (event,
     feature) occurrences in all, known or not; both counted only when
     ``count_unknown``, else 0). Multiclass labels become their index in
-    ``labels``, or -(j + 1) for the j-th of ``unseen_labels``."""
+    ``labels``, or -(j + 1) for the j-th of ``unseen_labels``. ``binary``:
+    values as :func:`presence` gives them."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -94,7 +97,8 @@ def index_events(
         F.collect_list(F.when(F.col("id").isNotNull(), F.struct(*entry))).alias("fs"),
     )
     final_struct = _spark_schema(events_schema(shape))
-    final = indexed.mapInArrow(_finalize_udf(shape, to_arrow_schema(final_struct)), final_struct)
+    finalize = _finalize_udf(shape, to_arrow_schema(final_struct), binary)
+    final = indexed.mapInArrow(finalize, final_struct)
     return final, unknown_features, occurrences
 
 
@@ -117,10 +121,20 @@ def _spark_schema(arrow_schema: pa.Schema):
     return from_arrow_schema(arrow_schema)
 
 
-def _finalize_udf(shape: str, schema: pa.Schema):
+def presence(values: np.ndarray) -> np.ndarray:
+    """Binary predicates from summed feature values: 1.0 where a value is
+    non-zero, 0.0 where it is zero (as CountVectorizer's ``binary=True``), so
+    a token repeated in an event counts once (``prepare(binary=True)``, the
+    ``data.binary`` key, ``--binary``; the one place every prepare path
+    binarizes)."""
+    return (values != 0).astype(np.float64)
+
+
+def _finalize_udf(shape: str, schema: pa.Schema, binary: bool = False):
     """Per batch of indexed events: sort each event's (candidate, id) entries,
-    sum the values of repeated features, and rebuild cand_nnz, all without a
-    per-event Python loop."""
+    sum the values of repeated features (``binary``: then :func:`presence`),
+    and rebuild cand_nnz, all without a per-event Python loop. The Spark
+    stage and the in-process one (``local_prepare``) both finish events here."""
 
     def finalize(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -153,6 +167,8 @@ def _finalize_udf(shape: str, schema: pa.Schema):
                 new[1:] = (key_hi[1:] != key_hi[:-1]) | (ids_s[1:] != ids_s[:-1])
             starts = np.flatnonzero(new)
             out_vals = np.add.reduceat(vals_s, starts) if n else vals_s
+            if binary:
+                out_vals = presence(out_vals)
             out_ids = ids_s[starts].astype(np.int32)
             per_event = np.bincount(rows_s[starts], minlength=m)
             new_off = np.concatenate([[0], np.cumsum(per_event)]).astype(np.int32)
@@ -181,4 +197,4 @@ def _finalize_udf(shape: str, schema: pa.Schema):
     return finalize
 
 
-__all__ = ["index_events", "merge_duplicates", "BROADCAST_MAX_FEATURES"]
+__all__ = ["index_events", "merge_duplicates", "presence", "BROADCAST_MAX_FEATURES"]

@@ -174,6 +174,7 @@ def build_local(
     quarantine: bool,
     require_labels: bool,
     in_process_max_events: int = 0,
+    binary: bool = False,
 ) -> DatasetInfo:
     """``prepare._build`` in this process: the stages from raw events read
     by ``read_small`` to a complete dataset in ``tmp``."""
@@ -192,7 +193,7 @@ def build_local(
     storage.write_parquet(storage.join(tmp, FEATURES_DIR, "part-00000.parquet"), dictionary)
     n_ids = feature_space_size(vocab_info, vocabulary, dictionary.num_rows)
     final, unknown, occurrences = _index(
-        events, dictionary, src.shape, labels, unseen_labels, vocab_info is not None
+        events, dictionary, src.shape, labels, unseen_labels, vocab_info is not None, binary
     )
     if merge_duplicates:
         final = _merge(final, src.shape)
@@ -223,6 +224,7 @@ def build_local(
             "merge_duplicates": merge_duplicates,
             "vocabulary": vocabulary,
             "partitions": n_parts,
+            "binary": binary,
         },
         in_process=True,
     )
@@ -288,10 +290,12 @@ def _index(
     labels: list[str],
     unseen_labels: list[str],
     count_unknown: bool,
+    binary: bool = False,
 ) -> tuple[pa.Table, int, int]:
     """``indexing.index_events`` in this process: each event's features
     looked up in the dictionary (unknown ones dropped, and counted when
-    ``count_unknown``), then finished by the executors' own per-batch code."""
+    ``count_unknown``), then finished by the executors' own per-batch code
+    (``binary`` included)."""
     feats = events.column("features").combine_chunks()
     rows = pc.list_parent_indices(feats).to_numpy()
     pos = pc.index_in(pc.list_flatten(feats), value_set=dictionary.column("feature"))
@@ -314,7 +318,9 @@ def _index(
         cols["correct"] = events.column("correct").combine_chunks()
     batch = pa.RecordBatch.from_arrays([*cols.values(), fs], names=[*cols, "fs"])
     schema = events_schema(shape)
-    final = pa.Table.from_batches(list(_finalize_udf(shape, schema)(iter([batch]))), schema=schema)
+    final = pa.Table.from_batches(
+        list(_finalize_udf(shape, schema, binary)(iter([batch]))), schema=schema
+    )
     if not count_unknown:
         return final, 0, 0
     return final, int((~known).sum()), len(known)

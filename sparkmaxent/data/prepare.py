@@ -15,7 +15,13 @@ from dataclasses import asdict
 from .. import storage
 from ..session_kind import default_parallelism
 from .checks import check_raw, raw_stats
-from .dictionary import feature_dictionary, feature_space_size, labels_of, load_vocabulary
+from .dictionary import (
+    binary_setting,
+    feature_dictionary,
+    feature_space_size,
+    labels_of,
+    load_vocabulary,
+)
 from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
@@ -45,6 +51,7 @@ def prepare(
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
     in_process_max_events: int = 0,
+    binary: bool | None = None,
 ) -> DatasetInfo:
     """Prepare text files of a registered format as a dataset (``schema.py``).
 
@@ -94,6 +101,14 @@ def prepare(
         0: on Spark), and prepare input files of at most this many times
         ``local_prepare.BYTES_PER_EVENT`` bytes in all here without Spark
         jobs. The dataset (and quarantine) is the same either way.
+    binary : bool or None
+        Binary predicates: a feature present in an event (candidate) has the
+        value 1.0 however often it occurs or whatever value it is given
+        (non-zero; as CountVectorizer's ``binary=True``), see
+        ``indexing.presence``; ``data.binary``, ``--binary``. False: repeated
+        features' values are summed (counts). None: as the ``vocabulary``
+        was prepared (a model's vocabulary: as its training data), else
+        False; a value that contradicts the vocabulary's is refused.
 
     Returns
     -------
@@ -110,7 +125,7 @@ def prepare(
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown input format {fmt!r}: expected one of {sorted(FORMATS)}")
-    storage.refuse_existing(out_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
     t0 = time.perf_counter()
     opts = resolve_options(fmt, options)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
@@ -132,6 +147,7 @@ def prepare(
         lock_stale_s=lock_stale_s,
         t0=t0,
         in_process_max_events=in_process_max_events,
+        binary=binary,
     )
 
 
@@ -153,6 +169,7 @@ def prepare_table(
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
     in_process_max_events: int = 0,
+    binary: bool | None = None,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of multiclass events.
 
@@ -181,8 +198,9 @@ def prepare_table(
         table's rows; needs ``merge_duplicates=False``.
     cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
         As in :func:`prepare`.
-    lock_stale_s : float
-        As in :func:`prepare`.
+    lock_stale_s, binary
+        As in :func:`prepare` (``binary``: a ``map`` or Vector value becomes
+        1.0 where it is non-zero; ``array<string>`` repeats count once).
     in_process_max_events : int
         As in :func:`prepare`; a table of at most this many rows (without
         ``key_col``) is also collected with Arrow in one Spark job and
@@ -205,7 +223,7 @@ def prepare_table(
             "a table without a label column is data to predict: expected a vocabulary "
             "(the model's), or a label column for training data"
         )
-    storage.refuse_existing(out_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
     t0 = time.perf_counter()
     src = read_table(
         spark,
@@ -231,6 +249,7 @@ def prepare_table(
         lock_stale_s=lock_stale_s,
         t0=t0,
         in_process_max_events=in_process_max_events,
+        binary=binary,
     )
 
 
@@ -253,6 +272,7 @@ def prepare_candidate_table(
     require_labels: bool = True,
     lock_stale_s: float = 0.0,
     in_process_max_events: int = 0,
+    binary: bool | None = None,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of candidate sets, one row per
     candidate: the same dataset as the ``tadm`` reader gives for the same
@@ -280,7 +300,7 @@ def prepare_candidate_table(
         ``group_col`` itself).
     cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
         As in :func:`prepare`.
-    lock_stale_s, in_process_max_events
+    lock_stale_s, in_process_max_events, binary
         As in :func:`prepare_table` (the checks of a small table stay Spark
         jobs: its candidates are grouped into events on Spark).
 
@@ -295,7 +315,7 @@ def prepare_candidate_table(
         column that is neither boolean nor numeric, and weights or keys that
         differ within a group (the column and group are named).
     """
-    storage.refuse_existing(out_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
     t0 = time.perf_counter()
     src = read_candidate_table(
         spark,
@@ -322,6 +342,7 @@ def prepare_candidate_table(
         lock_stale_s=lock_stale_s,
         t0=t0,
         in_process_max_events=in_process_max_events,
+        binary=binary,
     )
 
 
@@ -338,6 +359,7 @@ def run_prepare(
     overwrite: bool,
     lock_stale_s: float = 0.0,
     in_process_max_events: int = 0,
+    binary: bool | None = None,
 ) -> DatasetInfo:
     """Prepare raw events already read (one part of a split: data/split.py);
     the arguments as in :func:`prepare`."""
@@ -355,6 +377,7 @@ def run_prepare(
         lock_stale_s=lock_stale_s,
         t0=time.perf_counter(),
         in_process_max_events=in_process_max_events,
+        binary=binary,
     )
 
 
@@ -376,6 +399,7 @@ def _run(
     lock_stale_s: float,
     t0: float,
     in_process_max_events: int = 0,
+    binary: bool | None = None,
 ) -> DatasetInfo:
     """Check the run's settings, then under the output's lock (temporaries
     of killed runs swept first) build the dataset in a temporary sibling and
@@ -390,6 +414,7 @@ def _run(
             "prepare with merge_duplicates=False (--no-merge)"
         )
     vocab_info = load_vocabulary(vocabulary, src.shape)
+    binary = binary_setting(binary, vocab_info, vocabulary)
     out_dir = storage.qualify(out_dir)
     parent, name = storage.split(out_dir)
     with storage.output_lock(out_dir, lock_stale_s, "prepare"):
@@ -407,6 +432,7 @@ def _run(
             quarantine=quarantine,
             require_labels=require_labels,
             in_process_max_events=in_process_max_events,
+            binary=binary,
         )
     logger.info(
         "prepared %s: %d events (total weight %g), %d features, %d labels, "
@@ -463,6 +489,7 @@ def _build(
     require_labels: bool,
     cached: list,
     in_process_max_events: int = 0,
+    binary: bool = False,
 ) -> DatasetInfo:
     """The stages from the persisted raw events to a complete dataset in ``tmp``."""
     from pyspark.sql import functions as F
@@ -486,6 +513,7 @@ def _build(
         labels,
         unseen_labels,
         count_unknown=vocab_info is not None,
+        binary=binary,
     )
     if merge_duplicates:
         final = merge_events(final, src.shape)
@@ -515,6 +543,7 @@ def _build(
             "merge_duplicates": merge_duplicates,
             "vocabulary": vocabulary,
             "partitions": n_parts,
+            "binary": binary,
         },
         in_process=n_events <= in_process_max_events,
     )

@@ -140,11 +140,13 @@ def prepare_split(
     quarantine: bool = False,
     overwrite: bool = False,
     in_process_max_events: int = 0,
+    binary: bool | None = None,
 ) -> tuple[DatasetInfo, DatasetInfo]:
     """Prepare ``inputs`` as a training dataset in ``out_dir`` less a
     held-out part in ``heldout_dir`` (the module doc says how); the other
     arguments as in ``prepare.prepare`` (small inputs are read, split and
-    prepared in this process). Returns both DatasetInfos."""
+    prepared in this process); the held-out part follows the training
+    part's ``binary``. Returns both DatasetInfos."""
     from pyspark import StorageLevel
 
     from .prepare import run_prepare
@@ -158,8 +160,8 @@ def prepare_split(
         )
     if not 0.0 < fraction < 1.0:
         raise InputError(f"expected a held-out fraction in (0, 1), got {fraction!r}")
-    storage.refuse_existing(out_dir, overwrite, "output directory")
-    storage.refuse_existing(heldout_dir, overwrite, "output directory")
+    storage.refuse_existing_output(out_dir, overwrite, "output directory", 0.0)
+    storage.refuse_existing_output(heldout_dir, overwrite, "output directory", 0.0)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     opts = resolve_options(fmt, options)
     src = read_small(spark, files, fmt, opts, in_process_max_events, quarantine)
@@ -179,7 +181,7 @@ def prepare_split(
         train_info = run_prepare(
             spark, part(train_raw, "train"), out_dir, cutoff=cutoff, merge_duplicates=True,
             vocabulary=None, partitions=partitions, quarantine=quarantine, overwrite=overwrite,
-            in_process_max_events=in_process_max_events,
+            in_process_max_events=in_process_max_events, binary=binary,
         )  # fmt: skip
         held_info = run_prepare(
             spark, part(held_raw, "heldout"), heldout_dir, cutoff=0, merge_duplicates=False,

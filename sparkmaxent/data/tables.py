@@ -142,7 +142,9 @@ def prepare_input(
         )
     if quarantine:
         raise InputError(f"--format {fmt}: --quarantine is for text formats; tables are checked")
-    storage.refuse_existing(out_dir, common.get("overwrite", False), "output directory")
+    storage.refuse_existing_output(
+        out_dir, common.get("overwrite", False), "output directory", common.get("lock_stale_s", 0.0)
+    )
     cols = columns or TableColumns()
     paths = [inputs] if isinstance(inputs, str) else list(inputs)
     table = (load_table(spark, fmt, paths, options), ", ".join(paths))  # named in messages

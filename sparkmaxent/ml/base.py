@@ -13,6 +13,7 @@ from typing import Any
 
 from pyspark.ml import Estimator
 
+from .. import registry
 from ..config import Config, ConfigError, digest
 from ..kernels import Weights
 from ..model import MaxentModel
@@ -122,7 +123,7 @@ class MaxEntEstimator(Estimator, TrainingParams):
             rest = digest(cfg, exclude=("l1", "elastic_l2", "n_best"))
             warm = (
                 est.getOrDefault(est.warmStart)
-                and cfg.train.method == "grafting"
+                and registry.method(cfg.train.method).warm_start
                 and cfg.train.grafting.combination_degree == 1
                 and not cfg.train.choice.path
             )

@@ -27,10 +27,10 @@ from pyspark.ml.param.shared import (
     HasWeightCol,
 )
 
+from .. import registry
 from ..config import Config, ConfigError, config_from_dict
 from ..config.load import SECTIONS
 from ..config.rules import Rule, check_value, default_of, rule_of
-from ..config.schema import METHODS
 
 #: training Param -> the schema key it stands for
 SCHEMA_PARAMS = {
@@ -44,27 +44,13 @@ SCHEMA_PARAMS = {
     "tol": "train.gtol",
     "maxIter": "train.max_iter",
 }
-#: methods whose objective has MLlib's elastic net: gamma1 = regParam *
-#: elasticNetParam, gamma2 = regParam * (1 - elasticNetParam)
-ELASTIC_NET = {"grafting": ("train.grafting.l1", "train.grafting.elastic_l2")}
-#: methods with an l2 penalty only (train.l2): elasticNetParam must be 0
-L2_ONLY = ("l2", "cutoff", "l2-ifs", "lattice")
-#: the ``method`` Param's default: grafting when the Params ask for an l1
-#: part (``l1`` set, or ``elasticNetParam`` > 0), else l2, as MLlib's
-#: LogisticRegression reads regParam and elasticNetParam (:func:`chosen_method`)
+#: the ``method`` Param's default: the method MLlib's LogisticRegression
+#: reads regParam and elasticNetParam as (:func:`chosen_method`)
 AUTO = "auto"
-#: the methods whose round loop ``maxRounds`` caps
-SELECTION_METHODS = tuple(m for m in METHODS if m not in ("mle", "l2", "cutoff"))
-#: Params that only some methods read -> those methods; set with any other
-#: method, ``fit`` refuses them (no Param is silently ignored). ``l2`` is
-#: grafting's elastic-net gamma2 (train.grafting.elastic_l2).
-USED_BY = {
-    "l1": ("grafting",),
-    "l2": ("l2", "cutoff", "l2-ifs", "lattice", "ifs", "sgc", "sgc-lookahead", "grafting"),
-    "nBest": ("grafting", "mle-ifs", "l2-ifs"),
-    "maxRounds": SELECTION_METHODS,
-    "maxFeatures": ("ifs", "sgc", "sgc-lookahead", "bayes-factor"),
-}
+#: Params that only some methods read -> those methods (their registry
+#: entries' ``ml_params``); set with any other method, ``fit`` refuses them
+#: (no Param is silently ignored)
+USED_BY = {name: registry.reading(name) for name in registry.ML_PARAMS}
 
 
 def schema_field(dotted: str):
@@ -147,8 +133,9 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
     method = Param(
         Params._dummy(),
         "method",
-        f"training method (train.method): {AUTO!r} (grafting when l1 is set or "
-        f"elasticNetParam > 0, else l2) or one of {', '.join(METHODS)}",
+        f"training method (train.method): {AUTO!r} ({registry.MLLIB_METHOD[True]} when l1 "
+        f"is set or elasticNetParam > 0, else {registry.MLLIB_METHOD[False]}) or one of "
+        f"{', '.join(registry.METHODS)}",
         typeConverter=_method_converter,
     )
     regParam = Param(
@@ -268,9 +255,9 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
         flat = self.getOrDefault(self.config) if flat is None else flat
         if "train.method" in flat:
             return flat["train.method"]
-        if self.isSet(self.l1) or self.getOrDefault(self.elasticNetParam) > 0:
-            return "grafting"
-        return "l2"
+        return registry.MLLIB_METHOD[
+            self.isSet(self.l1) or self.getOrDefault(self.elasticNetParam) > 0
+        ]
 
     def auto_penalty(self) -> str | None:
         """The Param (``l1`` or ``l2``) set to ``"auto"``, else None."""
@@ -298,10 +285,10 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
         method = self.chosen_method(flat)
         self.refuse_unused(method)
         auto = self.auto_penalty()
-        if auto is not None and (method, auto) not in (("grafting", "l1"), ("l2", "l2")):
+        if auto is not None and registry.method(method).path != auto:
             raise ConfigError(
                 f"{auto}='auto': a path of {auto} is fitted for method "
-                f"{'grafting' if auto == 'l1' else 'l2'} only, not {method!r}"
+                f"{', '.join(registry.names(lambda m: m.path == auto))} only, not {method!r}"
             )
         if self.isSet(self.method) and "train.method" in flat:
             raise ConfigError("method and config['train.method'] both set; give one")
@@ -309,8 +296,9 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
         for name, dotted in SCHEMA_PARAMS.items():
             if name == "method" or not self.isSet(getattr(self, name)):
                 continue
-            if name == "l2" and method in ELASTIC_NET:
-                dotted = ELASTIC_NET[method][1]  # grafting's elastic-net gamma2
+            keys = registry.method(method).penalty_keys
+            if name == "l2" and keys is not None:
+                dotted = keys[1]  # the method's gamma2 (grafting's elastic_l2)
             if dotted in flat:
                 raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
             if self.getOrDefault(getattr(self, name)) == AUTO:
@@ -408,11 +396,19 @@ with_accessors(MaxEntParams)
 def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
     """Schema keys of MLlib's penalty regParam * (alpha ||w||_1 + (1 - alpha)
     / 2 ||w||_2^2) on the loss averaged over event weight, which is how the
-    project scales it too (docs/design.md): grafting's gamma1 = reg * alpha
-    and elastic_l2 = reg * (1 - alpha); the l2 methods' train.l2 = reg (alpha
-    must be 0). Other methods have no such penalty (ConfigError)."""
-    if method in ELASTIC_NET:
-        l1_key, l2_key = ELASTIC_NET[method]
+    project scales it too (docs/design.md): the method's l1 key (gamma1)
+    = reg * alpha and its l2 key (gamma2) = reg * (1 - alpha), its
+    ``penalty_keys`` in the registry (registry.py); a method with an l2
+    penalty only takes alpha = 0. Other methods have no such penalty
+    (ConfigError)."""
+    keys = registry.method(method).penalty_keys
+    if keys is None:
+        raise ConfigError(
+            f"regParam: method {method!r} has no regParam-like penalty; set its keys "
+            "through config (e.g. train.ifs.gain_prior_variance) instead"
+        )
+    l1_key, l2_key = keys
+    if l1_key is not None:
         if not alpha > 0:
             raise ConfigError(
                 f"elasticNetParam: method {method!r} takes its l1 part gamma1 = regParam * "
@@ -422,17 +418,13 @@ def penalty_keys(method: str, reg: float, alpha: float) -> dict[str, float]:
         if not reg > 0:
             raise ConfigError(f"regParam: method {method!r} needs regParam > 0, got {reg}")
         return {l1_key: reg * alpha, l2_key: reg * (1.0 - alpha)}
-    if method in L2_ONLY:
-        if alpha != 0:
-            raise ConfigError(
-                f"elasticNetParam: method {method!r} has an l2 penalty only; expected 0, "
-                f"got {alpha} (method 'grafting' takes an l1 part)"
-            )
-        return {"train.l2": reg}
-    raise ConfigError(
-        f"regParam: method {method!r} has no regParam-like penalty; set its keys "
-        "through config (e.g. train.ifs.gain_prior_variance) instead"
-    )
+    if alpha != 0:
+        raise ConfigError(
+            f"elasticNetParam: method {method!r} has an l2 penalty only; expected 0, "
+            f"got {alpha} (methods with an l1 part: "
+            f"{', '.join(registry.names(lambda m: m.elastic))})"
+        )
+    return {l2_key: reg}
 
 
 __all__ = [

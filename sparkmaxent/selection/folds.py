@@ -24,6 +24,7 @@ import logging
 
 import numpy as np
 
+from .. import registry
 from ..backends.folds import FoldBackend
 from ..errors import ConfigError
 from ..kernels import Weights
@@ -43,8 +44,8 @@ from .stopping import Measure, choose
 
 log = logging.getLogger(__name__)
 
-#: methods that choose a stage count by folds (the rest choose a path point)
-STAGE_METHODS = ("ifs", "sgc", "sgc-lookahead", "bayes-factor")
+#: methods that choose a stage count by folds (registry.py; the path methods choose a point)
+STAGE_METHODS = registry.names(lambda m: m.best_stage)
 
 
 def fit_folds(ctx: TrainingContext, method: Method) -> FitResult:

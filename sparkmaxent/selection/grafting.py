@@ -129,9 +129,18 @@ class GradientTest:
 
 
 class Grafting:
-    """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py)."""
+    """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
+    on a pass ``budget`` from now (a path point's cut, selection/path.py;
+    None: no budget). When the budget is spent, ``keep_going(weights)``
+    decides whether the run goes on from there without it (None: it stops)."""
 
-    def __init__(self, ctx: TrainingContext, spec: Variant):
+    def __init__(
+        self,
+        ctx: TrainingContext,
+        spec: Variant,
+        budget: int | None = None,
+        keep_going: Callable[[Weights], bool] | None = None,
+    ):
         self.ctx = ctx
         self.spec = spec
         self.penalty = spec.penalty
@@ -170,9 +179,9 @@ class Grafting:
         self.solver_use: dict[str, int] = {}
         # the backend's pass count at which a path point's budget is spent
         # (selection/path.py); None: no budget
-        self.pass_limit: int | None = None
+        self.pass_limit = None if budget is None else ctx.backend.passes + budget
         # asked with the weights when the budget is spent: go on without it?
-        self.keep_going: Callable[[Weights], bool] | None = None
+        self.keep_going = keep_going
         # the pass count (of this run) at which the budget ran out and the run went on
         self.continued_after: int | None = None
 
@@ -461,10 +470,7 @@ def fit_grafting_family(
     without it (default: it stops)."""
     spec = variant(name, ctx.config)
     penalty = spec.penalty
-    method = Grafting(ctx, spec)
-    if budget is not None:
-        method.pass_limit = ctx.backend.passes + budget
-        method.keep_going = keep_going
+    method = Grafting(ctx, spec, budget, keep_going if budget is not None else None)
     path = test_path(method)
     log.info(
         "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "

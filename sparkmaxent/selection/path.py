@@ -37,13 +37,16 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
-from .. import storage
+from .. import registry, storage
+from ..backends.base import Backend
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
+from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
 from ..problem.objective import checked_pass
 from ..solvers import ConvergenceWarning
@@ -56,8 +59,8 @@ from .stopping import Measure, StopRule, choose
 
 log = logging.getLogger(__name__)
 
-#: methods with a penalty path; ifs, sgc and bayes-factor choose a stage instead
-PATH_METHODS = ("grafting", "l2")
+#: methods with a penalty path (registry.py); the stage methods choose a stage instead
+PATH_METHODS = registry.names(lambda m: m.path is not None)
 #: points a default grid may be extended by at least, while its last point is the best
 MAX_EXTENSION = 10
 #: asked with a point's weights when its pass budget is spent: go on without it?
@@ -86,7 +89,7 @@ def null_model(ctx: TrainingContext) -> Weights:
 def gamma1_max(ctx: TrainingContext, start: Weights) -> float:
     """max |dL/dw_j| over all candidates at ``start`` (one pass): the
     smallest gamma1 at which every weight stays 0."""
-    return Grafting(ctx, variant("grafting", ctx.config)).gradient_test(start).best
+    return Grafting(ctx, variant(ctx.config.method, ctx.config)).gradient_test(start).best
 
 
 def _checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
@@ -105,25 +108,68 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             "train.choice.path: a path is chosen on held-out data; give data.heldout "
             "(--heldout) or prepare with data.heldout_fraction (--heldout-fraction)"
         )
-    if cfg.method not in PATH_METHODS:
+    entry = registry.method(cfg.method)
+    if entry.path is None:
         raise ConfigError(
             f"train.choice.path: method {cfg.method!r} has no penalty path (paths: "
-            f"{', '.join(PATH_METHODS)}); ifs, sgc and bayes-factor keep their best "
-            "held-out stage (train.choice.best_stage)"
-        )
-    if cfg.method == "grafting" and cfg.grafting.combination_degree > 1:
-        # its points would fit the atoms only: the path runs grafting's rounds, not the search
-        raise ConfigError(
-            "train.choice.path: no path of combination features "
-            f"(train.grafting.combination_degree = {cfg.grafting.combination_degree}); "
-            "choose gamma1 by fits at fixed train.grafting.l1 scored on held-out data"
+            f"{', '.join(PATH_METHODS)}); {', '.join(registry.names(lambda m: m.best_stage))} "
+            "keep their best held-out stage (train.choice.best_stage)"
         )
     start = null_model(ctx)
+    if entry.combination and cfg.grafting.combination_degree > 1:
+        return combination_path(ctx, start)
     variants = elastic_variants(ctx)
     if variants:
         chosen, at, fit_point = _elastic_paths(ctx, start, variants)
         return refit(at, chosen, fit_point)
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
+
+
+class _CombinationPoints:
+    """Point fits of a combination-features path (Okanohara & Tsujii
+    2009): each point is a combination grafting run warm-started from the
+    previous point's weights *and* conjunctions (``start_conjunctions``),
+    which this object carries from point to point (``conjunctions``: the
+    last point's, what the held-out events are widened by when it is
+    scored)."""
+
+    def __init__(self) -> None:
+        self.conjunctions: Conjunctions | None = None
+
+    def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
+        from .combination import fit_combination
+
+        at = _at(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
+        at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
+        result = fit_combination(at)
+        self.conjunctions = result.conjunctions
+        return result
+
+
+def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
+    """The gamma1 path of grafting with combination features: the default
+    grid (from the atoms' gamma1_max: a conjunction may enter at the first
+    point) or ``l1_grid``, each point warm-started from the previous one's
+    weights and conjunctions and certified over every conjunction up to the
+    degree, scored on the held-out events widened by its conjunctions;
+    the same stop and choice as any path. Pure l1 (no mixes), no pass
+    budget (no cut), no refit (the widened events of two backends are not
+    joined): the model is the chosen point's fit."""
+    from .combination import _HeldoutWithConjunctions
+
+    points = _CombinationPoints()
+    assert ctx.heldout is not None, "fit_path checks"
+    heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, points))  # type: ignore[arg-type]
+    choice = dataclasses.replace(ctx.config.choice, cut_passes=0.0)
+    sub = dataclasses.replace(
+        ctx, heldout=heldout, config=dataclasses.replace(ctx.config, choice=choice)
+    )
+    parameter, grid, _, top, extend = path_plan(sub, start)
+    chosen = run_path(sub, parameter, grid, points, top, extend, start=start)
+    chosen.report["refit"] = {
+        "skipped": "combination features: the model is the chosen point's fit"
+    }
+    return chosen
 
 
 #: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)
@@ -137,7 +183,7 @@ def elastic_variants(ctx: TrainingContext) -> list[Variant]:
     1 - mix) when a mix is not 0 and no ``elastic_l2`` is set; [] for a
     single path."""
     cfg = ctx.config
-    if cfg.method != "grafting":
+    if registry.method(cfg.method).path != "l1":
         return []
     if cfg.choice.elastic_grid:
         out: list[Variant] = []
@@ -230,12 +276,14 @@ def _elastic_paths(
     them (glmnet chooses alpha and lambda on held-out data alike). l2
     spreads weight over correlated features where l1 keeps one of them: on
     small text data (many rare, correlated words) pure l1 falls far below
-    l2. The report's ``path`` is the chosen variant's, ``path.elastic`` one
-    row per variant (its chosen point). Returns the choice with the context
+    l2. Among the variants' chosen points the sparsest within one standard
+    error of the best is kept (``sparsest_within_noise``). The report's
+    ``path`` is the chosen variant's, ``path.elastic`` one row per variant
+    (its chosen point). Returns the choice with the context
     and point fit of its variant (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
-    best: tuple[FitResult, TrainingContext, PointFit] | None = None
+    fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
     summary = []
     for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
@@ -252,18 +300,30 @@ def _elastic_paths(
             point["features"],
             point["heldout_score"],
         )
-        if best is None or point["heldout_score"] > _chosen_score(best[0]):
-            best = result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point
-    assert best is not None, "variants is not empty"
+        fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
+    i = sparsest_within_noise(summary)
+    for j, row in enumerate(summary):
+        row["chosen"] = j == i
+    best = fitted[i]
     path = best[0].report["path"]
     path["elastic"] = summary
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
     return best
 
 
-def _chosen_score(result: FitResult) -> float:
-    path = result.report["path"]
-    return path["points"][path["chosen"]]["heldout_score"]
+def sparsest_within_noise(rows: list[dict]) -> int:
+    """The variant chosen among paths' chosen points (``rows``: their
+    ``heldout_score``, ``heldout_se``, ``features``): the one with the
+    fewest non-zero weights whose score is at least the best minus the
+    best's standard error (the one-standard-error rule across variants:
+    a denser elastic net is kept only when its gain is beyond the noise of
+    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10)."""
+    return choose(
+        [r["heldout_score"] for r in rows],
+        [r["heldout_se"] for r in rows],
+        [r["features"] for r in rows],
+        True,
+    )
 
 
 def path_plan(
@@ -273,7 +333,7 @@ def path_plan(
     point, whether the grid is a default one that may extend) of
     ``ctx.config.method``'s path from ``start``."""
     cfg = ctx.config
-    if cfg.method == "grafting":
+    if registry.method(cfg.method).path == "l1":
         if cfg.choice.l1_grid:
             return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, None, False
         top = gamma1_max(ctx, start)
@@ -301,7 +361,7 @@ def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous
     (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
     solution above 2 gamma - previous; one pass. 0 with the block-wise
     test (the dense gradient never reaches the driver)."""
-    method = Grafting(ctx, variant("grafting", ctx.config))
+    method = Grafting(ctx, variant(ctx.config.method, ctx.config))
     if method.block_size is not None:
         return 0
     obj = method.objective(start.active_ids())
@@ -332,7 +392,9 @@ def _grafting_point(
     if previous is not None:
         n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
     grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
-    return fit_grafting_family(_at(ctx, grafting=grafting), "grafting", start, budget, keep_going)
+    return fit_grafting_family(
+        _at(ctx, grafting=grafting), ctx.config.method, start, budget, keep_going
+    )
 
 
 def _l2_point(

@@ -13,6 +13,7 @@ clean-up and locking: ``atomic.py``, ``lock.py``.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,8 @@ from .atomic import (
 )
 from .fs import filesystem, local_path, scheme
 from .lock import describe_owner, lock_path, output_lock
+
+log = logging.getLogger(__name__)
 
 
 def exists(path: str) -> bool:
@@ -139,6 +142,44 @@ def read_parquet_file(path: str, columns: list[str] | None = None):
         raise InputError(f"{path}: cannot read it as Parquet: {e}") from None
 
 
+def refuse_existing_output(
+    path: str, overwrite: bool, what: str = "output", stale_s: float = 0.0
+) -> None:
+    """:func:`refuse_existing` before a run takes its lock; when it refuses,
+    a killed run's leftovers beside ``path`` (its ``.tmp-`` siblings, its
+    dead lock) are swept first, so a refused run still cleans up. A lock a
+    live run holds is left alone (and so are its temporaries)."""
+    if overwrite or not exists(path):
+        return
+    parent, name = split(qualify(path))
+    try:
+        with output_lock(path, stale_s, "sweep"):
+            sweep(parent, {name})
+    except InputError:
+        pass  # held by a live run: its temporaries are its own
+    refuse_existing(path, overwrite, what)
+
+
+def check_parquet_files(directory: str) -> None:
+    """Every Parquet file of ``directory`` ends in a whole footer (the
+    ``PAR1`` magic after a length that fits the file), read from its last
+    bytes only; InputError naming the first that does not (truncated, e.g.
+    by a full disk or a copy cut short). What Spark would fail on mid-job."""
+    files = parquet_files(directory)
+    if not files:
+        raise InputError(f"{directory}: expected *.parquet files, found none")
+    fs = filesystem()
+    for path in files:
+        tail = fs.read_tail(path, 8)
+        size = fs.size(path)
+        footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
+        if tail[4:] != b"PAR1" or not 0 < footer <= size - 12:
+            raise InputError(
+                f"{path}: cannot read it as Parquet: no footer at its end "
+                f"({size} bytes; truncated or damaged)"
+            )
+
+
 def write_parquet(path: str, table) -> None:
     """One Parquet file from an Arrow table held by the driver."""
     import pyarrow as pa
@@ -163,12 +204,32 @@ def scratch(near: str, scratch_dir: str = "") -> Iterator[str]:
 
 def local_temp_dir(prefix: str) -> str:
     """A new directory on the driver's disk: only for a local Spark master,
-    whose executors share that disk."""
-    return tempfile.mkdtemp(prefix=prefix)
+    whose executors share that disk. Named ``<prefix><host>-<pid>-...`` in
+    the temporary directory, like an output registered by its owner: those
+    of this prefix whose process on this host is gone (killed runs) are
+    removed first."""
+    import os
+    import re
+    import socket
+
+    from .fs import _LOCAL
+    from .lock import _alive
+
+    base, host = tempfile.gettempdir(), socket.gethostname()
+    mine = re.compile(re.escape(f"{prefix}{host}-") + r"(\d+)-")
+    for name in os.listdir(base):
+        m = mine.match(name)
+        if m and not _alive(int(m.group(1))):
+            _LOCAL.delete(os.path.join(base, name))
+            log.warning(
+                "removed %s, left by a killed run (process %s)", os.path.join(base, name), m[1]
+            )
+    return tempfile.mkdtemp(prefix=f"{prefix}{host}-{os.getpid()}-")
 
 
 __all__ = [
     "absolute",
+    "check_parquet_files",
     "check_writable",
     "copy",
     "delete",
@@ -194,6 +255,7 @@ __all__ = [
     "read_json",
     "read_text",
     "refuse_existing",
+    "refuse_existing_output",
     "rename",
     "scheme",
     "sibling",

@@ -13,6 +13,7 @@ siblings of killed or failed runs.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import uuid
@@ -167,4 +168,6 @@ def check_writable(directory: str) -> None:
         fs.write_bytes(probe, b"")
         fs.delete(probe)
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # a full disk, not a bad path: the command line names it (exit 7)
         raise InputError(f"output {directory} is not writable: {type(e).__name__}: {e}") from None

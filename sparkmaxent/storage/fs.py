@@ -143,6 +143,12 @@ class LocalFS:
         """Set the modification time of the file ``path`` to now."""
         os.utime(self._p(path))
 
+    def read_tail(self, path: str, n: int) -> bytes:
+        """The last ``n`` bytes of a file (all of it when shorter)."""
+        with open(self._p(path), "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - n))
+            return f.read()
+
 
 def _create_new_local(path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` unless it exists (O_EXCL: atomic)."""
@@ -239,6 +245,19 @@ class HadoopFS:
         fs, p = self._fs(path)
         stream = _java(lambda: fs.open(p), path)
         try:
+            return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def read_tail(self, path: str, n: int) -> bytes:
+        local = self._local(path)
+        if local is not None:
+            return _LOCAL.read_tail(local, n)
+        fs, p = self._fs(path)
+        size = self.size(path)
+        stream = _java(lambda: fs.open(p), path)
+        try:
+            stream.seek(max(0, size - n))
             return bytes(self.jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
         finally:
             stream.close()

@@ -179,7 +179,7 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
                     f" (a lock not refreshed for output.lock_stale_s {stale_s:g} s is taken "
                     "over by itself)"
                     if stale_s > 0
-                    else ""
+                    else " (output.lock_stale_s = 0: a lock is never taken over by its age)"
                 )
             )
         log.warning("recovering the stale lock %s of %s: %s", path, describe_owner(owner), why)

@@ -193,6 +193,9 @@ def isolated(cmd: list[str], hide: Sequence[str]) -> list[str]:
     for p in paths:
         if not os.path.isdir(p):
             raise FileNotFoundError(f"cannot hide {p}: not a directory")
+    # a path under another hidden one (a checkout under /tmp) is hidden with it:
+    # its own mount point is gone once the tmpfs covers the parent
+    paths = [p for p in paths if not any(p.startswith(q + os.sep) for q in paths)]
     env = os.path.realpath(sys.prefix)
     keep = [env] if any(env == p or env.startswith(p + os.sep) for p in paths) else []
     script = _mount_script(paths, keep)

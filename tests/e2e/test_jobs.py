@@ -364,3 +364,25 @@ def test_damaged_model_exits_2_naming_the_file(spark, run_dir, tmp_path, capsys,
         assert evaluate_main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and damaged in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["evaluate", "predict"])
+def test_a_truncated_vocabulary_exits_2_naming_the_file(spark, run_dir, tmp_path, capsys, command):
+    """issue 40 item 2: the model's vocabulary/features Parquet cut to 100
+    bytes: exit 2 naming that file, before any Spark job (no traceback)."""
+    model = tmp_path / "model"
+    shutil.copytree(run_dir / "model", model)
+    features = model / "vocabulary" / "features"
+    part = sorted(features.glob("part-*.parquet"))[0]
+    part.write_bytes(part.read_bytes()[:100])
+    text = tmp_path / "test.txt"
+    text.write_text("L0 p1 p2\nL1 p5\n")
+    args = ["--model", str(model), "--input", str(text), "--format", "maxent"]
+    capsys.readouterr()
+    if command == "predict":
+        assert predict_main(args + ["--output", str(tmp_path / "pred")]) == 2
+    else:
+        assert evaluate_main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {part}: cannot read it as Parquet"), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -131,3 +131,38 @@ def test_pipeline_reports_its_phases(spark, texts):
     rounding = 0.5e-3 * 4
     assert sum(v for k, v in phases.items() if k != "spark_start_s") <= full["wall_s"] + rounding
     assert full["test"]["events"] == 100
+
+
+def test_evaluate_and_predict_of_small_text_in_process_equal_spark(spark, texts, monkeypatch):
+    """evaluate and predict of a text file prepare it with the model's
+    vocabulary in this process below data.in_process_max_events (no Spark
+    prepare), with the Spark path's accuracy and predictions."""
+    from sparkmaxent.data import prepare as prep
+
+    d, paths = texts
+    train = _prepared(spark, d, paths, IN_PROCESS)["train"]
+    cfg = dataclasses.replace(Config(), train=train_config(method="l2", l2=1e-3, plots=False))
+    model, _ = api.train_model(spark, cfg, train)
+    model_dir = str(d / "model-eval")
+    model.save(model_dir, overwrite=True)
+    calls: list = []
+    real = prep.build_local
+    monkeypatch.setattr(prep, "build_local", lambda *a, **k: calls.append(1) or real(*a, **k))
+    scores, rows = {}, {}
+    for limit in (SPARK_ONLY, IN_PROCESS):
+        data = api.prepared_for_model(
+            spark, model_dir, paths["test"], "maxent", str(d / f"work-{limit}"),
+            in_process_max_events=limit,
+        )  # fmt: skip
+        assert DatasetInfo.load(data).n_events == 100
+        scores[limit] = api.evaluate_model(spark, model, data, in_process_max_events=limit)
+        run_cfg = dataclasses.replace(
+            cfg, data=dataclasses.replace(cfg.data, in_process_max_events=limit)
+        )
+        out = str(d / f"pred-{limit}")
+        api.predict(spark, model, model_dir, paths["test"], out, "maxent", cfg=run_cfg)
+        rows[limit] = spark.read.parquet(out).orderBy("event_id").collect()
+    assert len(calls) == 2  # evaluate's and predict's prepare, both in this process
+    assert scores[IN_PROCESS] == scores[SPARK_ONLY] and 0.3 < scores[SPARK_ONLY]["accuracy"]
+    assert len(rows[IN_PROCESS]) == 100
+    assert [r.asDict() for r in rows[IN_PROCESS]] == [r.asDict() for r in rows[SPARK_ONLY]]

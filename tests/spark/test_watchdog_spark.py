@@ -109,3 +109,13 @@ def test_watching_costs_a_trivial_pass_next_to_nothing(spark, dataset, capsys):
     with capsys.disabled():
         print(f"\ntrivial pass: {on * 1e3:.1f} ms watched, {off * 1e3:.1f} ms unwatched")
     assert on - off < 0.005 + 0.5 * off
+
+
+def test_the_executor_list_reads_on_a_real_context(spark):
+    """ClusterStatus.lost_executors through py4j (Spark's status store): on a
+    running context nothing is lost and the driver is never counted (local
+    mode, read as if it were a cluster)."""
+    status = ClusterStatus(spark.sparkContext)
+    assert status.lost_executors() == []  # local mode: none to lose
+    status.local = False
+    assert status.lost_executors() == []

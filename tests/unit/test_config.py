@@ -16,7 +16,6 @@ from sparkmaxent.config import (
     train_keys,
 )
 from sparkmaxent.config.reference import defaults_toml
-from sparkmaxent.config.schema import METHODS
 
 
 @pytest.mark.parametrize(
@@ -118,12 +117,6 @@ def test_the_digest_ignores_only_the_excluded_keys():
     a, b = TrainConfig(), train_config(max_rounds=3)
     assert digest(a) != digest(b)
     assert digest(a, ("max_rounds",)) == digest(b, ("max_rounds",))
-
-
-def test_the_schema_lists_the_registry_methods():
-    from sparkmaxent.train import METHODS as REGISTRY
-
-    assert tuple(REGISTRY) == METHODS
 
 
 def test_train_key_names_are_unique_across_sections():

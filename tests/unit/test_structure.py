@@ -230,6 +230,69 @@ def test_the_file_rule_sees_each_kind_of_violation():
     assert set(FILE_EXCEPTIONS) <= set(modules()), "an exception names a module that is gone"
 
 
+#: string constants equal to a method name that mean something else there
+NOT_A_METHOD = {
+    ("sparkmaxent.ml.params", "l2"): "the Param l2, which stands for train.l2",
+    ("sparkmaxent.selection.path", "l2"): "the penalty a path runs over (path.parameter)",
+}
+
+
+def method_strings(source: str, methods: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of each string constant of ``source`` equal to a method
+    name, dict-literal keys and subscripts left out (report fields such as
+    ``report["l2"]`` name a penalty, not a method)."""
+    skip: set[int] = set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            skip.update(id(k) for k in node.keys if k is not None)
+        elif isinstance(node, ast.Subscript):
+            skip.add(id(node.slice))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value in methods
+        and id(node) not in skip
+    ]
+
+
+def test_method_names_are_spelled_only_in_the_registry_and_their_own_modules():
+    """A method is one entry of sparkmaxent/registry.py: its name appears in
+    no other module of the package but those of its family (the modules
+    holding the fit functions of that family's methods)."""
+    from sparkmaxent.registry import METHODS
+
+    family_modules: dict[str, set[str]] = {}
+    for entry in METHODS.values():
+        family_modules.setdefault(entry.family, set()).add(entry.fit.partition(":")[0])
+    stray = []
+    for name, path in modules().items():
+        if name == "sparkmaxent.registry":
+            continue
+        for line, method in method_strings(path.read_text(), set(METHODS)):
+            if name in family_modules[METHODS[method].family]:
+                continue
+            if (name, method) not in NOT_A_METHOD:
+                stray.append(f"{path.relative_to(PACKAGE.parent)}:{line} {method!r}")
+    assert not stray, (
+        "method names outside sparkmaxent/registry.py (derive the list from the "
+        "registry's entries):\n" + "\n".join(stray)
+    )
+
+
+def test_the_method_string_rule_sees_a_comparison_and_a_list():
+    source = (
+        'if cfg.method == "grafting": pass\nL2_ONLY = ("l2", "cutoff")\n'
+        'report = {"l2": 1.0}\nx = report["l2"]\n'
+    )
+    found = method_strings(source, {"grafting", "l2", "cutoff"})
+    assert sorted(found) == [(1, "grafting"), (2, "cutoff"), (2, "l2")]
+    gone = {m for m, _ in NOT_A_METHOD} - set(modules())
+    assert not gone, f"an exception names a module that is gone: {gone}"
+
+
 def test_design_names_every_subpackage():
     """docs/design.md's map ("Where things live") names every subpackage of
     sparkmaxent/ as ``name/``: a new package is added there with what it holds."""

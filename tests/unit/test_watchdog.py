@@ -189,7 +189,7 @@ def test_a_failing_status_source_does_not_fail_the_pass():
 # ---- the backend's pass: the error raised -----------------------------------------
 
 
-def _fake_backend(status, no_executor_s=0.1):
+def _fake_backend(status, no_executor_s=0.1, max_losses=0):
     return SimpleNamespace(
         sc=FakeContext(),
         job_group=GROUP,
@@ -197,6 +197,7 @@ def _fake_backend(status, no_executor_s=0.1):
         status=status,
         no_executor_timeout_s=no_executor_s,
         watchdog_poll_s=0.01,
+        max_executor_losses=max_losses,
     )
 
 
@@ -248,3 +249,72 @@ def test_cli_exits_6_with_the_message_and_the_checkpoint(
         assert "sparkmaxent train --resume" in err
     else:
         assert f"no checkpoint in {directory}" in err
+
+
+# ---- executors that register and die at start-up (issue 40 item 1) ----------------
+
+
+class DyingStatus(FakeStatus):
+    """Executors that keep being replaced: one alive at each poll, and the
+    removed ones with their reasons."""
+
+    def __init__(self, token=()):
+        super().__init__(executors=1, token=token)
+        self.lost: list[tuple[str, str]] = []
+
+    def lose(self, reason="Unable to create executor due to No space left on device"):
+        self.lost.append((str(len(self.lost)), reason))
+
+    def lost_executors(self):
+        return list(self.lost)
+
+
+def test_repeated_executor_losses_without_progress_trip_naming_the_last_reason():
+    clock, status = Clock(), DyingStatus()
+    status.lose("an earlier pass's loss")  # before this pass: not counted
+    dog = Watchdog(FakeContext(), GROUP, "pass 3", status, 600.0, 0.0, 1.0, clock, max_losses=4)
+    assert dog.check(clock.now) is None
+    for _ in range(3):  # registration resets no_executor_timeout_s; losses do not
+        clock.now += 10
+        status.lose()
+        assert dog.check(clock.now) is None
+    clock.now += 10
+    status.lose()
+    reason = dog.check(clock.now)
+    assert reason == (
+        "4 executors were lost since the pass started and it made no progress "
+        "(spark.max_executor_losses = 4); the last one's reason: Unable to create "
+        "executor due to No space left on device"
+    )
+
+
+def test_losses_with_progress_between_them_do_not_trip_and_0_turns_it_off():
+    clock, status = Clock(), DyingStatus(token=((1, 0, 0),))
+    dog = Watchdog(FakeContext(), GROUP, "pass 3", status, 600.0, 0.0, 1.0, clock, max_losses=2)
+    assert dog.check(clock.now) is None
+    for step in range(1, 10):  # a flaky cluster that still finishes tasks
+        clock.now += 10
+        status.lose()
+        status.token = ((1, 0, step),)
+        assert dog.check(clock.now) is None
+    off = Watchdog(FakeContext(), GROUP, "pass 4", status, 600.0, 0.0, 1.0, clock, max_losses=0)
+    assert off.check(clock.now) is None
+    for _ in range(20):
+        status.lose()
+        assert off.check(clock.now) is None
+
+
+def test_repeated_losses_end_the_pass_with_a_stalled_error_naming_the_cause():
+    """Through the backend: StalledError (exit 6 at the command line, with the
+    checkpoint note: test_cli_exits_6_with_the_message_and_the_checkpoint)."""
+    status = DyingStatus()
+    backend = _fake_backend(status, no_executor_s=600.0, max_losses=3)
+    with pytest.raises(StalledError, match="No space left on device") as caught:
+        with SparkBackend._watched(backend, "pass 1 (LossGradTask)", 0.0):
+            for _ in range(3):
+                time.sleep(0.05)
+                status.lose()
+            assert backend.sc.event.wait(10.0)
+            raise RuntimeError("Job 3 cancelled part of cancelled job group")
+    assert "spark.max_executor_losses = 3" in str(caught.value)
+    assert "--resume" in str(caught.value)
