@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from benchmarks.common import RESULTS, ROOT
 
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
-MAX_LINES = 620  # 600 until round_cost (issue 37) needed its section
+MAX_LINES = 650  # 600 until round_cost (issue 37), 620 until stage_methods (issue 36)
 
 
 @dataclass(frozen=True)
