@@ -229,13 +229,17 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         setting = path["points"][path["chosen"]][path["parameter"]]
         row.update(chosen_setting=f"{path['parameter']}={setting:.4g}")
         row["single_fit_keys"] = {**dict(args.set), path["parameter"]: setting}
-        if "elastic" in path:  # elastic net: gamma2 chosen along with gamma1
+        if "elastic" in path and "l2_mix" in path:  # the l2 mix chosen along with gamma1
+            mix = path["l2_mix"]
+            row["chosen_setting"] += f", l2_mix={mix:g}"
+            row["single_fit_keys"].update(elastic_l2=setting * mix / (1 - mix), l2_mixes=[0])
+        elif "elastic" in path:  # elastic net: gamma2 chosen along with gamma1
             row["chosen_setting"] += f", elastic_l2={path['elastic_l2']:.4g}"
             row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
-            row["elastic"] = [
-                {k: e.get(k) for k in ("elastic_l2", "l1", "features", "heldout_score", "points")}
-                for e in path["elastic"]
-            ]
+        if "elastic" in path:
+            keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
+                    "points", "chosen")  # fmt: skip
+            row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in path["elastic"]]
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         if "refit" in rep:  # the model is the refit on sub-train + held-out events

@@ -24,29 +24,16 @@ from .exits import (  # noqa: F401 (the exit codes, re-exported for callers)
     EXIT_OK,
     EXIT_STALLED,
     EXIT_UNCONVERGED,
+    checkpoint_note,
     write_failure,
 )
 from .jsonio import json_default, write_json
-from .streams import restore_stderr
+from .streams import restore_stderr, setup_logging
 
 log = logging.getLogger("sparkmaxent")
 
 
 SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
-
-
-def setup_logging(verbose: bool = False) -> None:
-    """Log lines with the date and time on stderr; Spark's Python loggers quiet."""
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(
-            stream=sys.stderr,
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            datefmt="%Y-%m-%d %H:%M:%S",
-        )
-    logging.getLogger("sparkmaxent").setLevel(logging.DEBUG if verbose else logging.INFO)
-    for noisy in ("py4j", "pyspark"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def parse_options(items: list[str]) -> dict:
@@ -578,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_UNCONVERGED
     except StalledError as e:
-        print(f"error: {e}{_checkpoint_note(args, cfg)}", file=sys.stderr)
+        out = getattr(args, "output", None) or cfg.output.dir
+        print(f"error: {e}{checkpoint_note(args.command, out)}", file=sys.stderr)
         return EXIT_STALLED
     except Exception as e:
         failed = write_failure(e, getattr(args, "output", None) or cfg.output.dir)
@@ -589,23 +577,6 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("%s failed", args.command, exc_info=True)
         print(f"error: {message}", file=sys.stderr)
         return code
-
-
-def _checkpoint_note(args, cfg) -> str:
-    """Where a stalled train or pipeline run stands: its last checkpoint."""
-    if args.command not in ("train", "pipeline"):
-        return ""
-    from .selection.checkpoint import STATE_FILE, checkpoint_dir
-
-    directory = checkpoint_dir(args.output or cfg.output.dir)
-    try:
-        done = storage.read_json(storage.join(directory, STATE_FILE))["round"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"\nno checkpoint in {directory}: the run starts over"
-    return (
-        f"\nlast checkpoint: {directory} after round {done}; continue with "
-        f"`sparkmaxent {args.command} --resume` and the same options"
-    )
 
 
 def job_main(command: str) -> Callable[[list[str] | None], int]:

@@ -91,3 +91,22 @@ def _write_message(code: int, path: str, cause: str) -> str:
         else "give an output this user may write, or fix the permissions, and run again"
     )
     return f"cannot write {path}: {cause}; nothing was published: {what}"
+
+
+def checkpoint_note(command: str, output: str) -> str:
+    """What exit 6 adds for a stalled train or pipeline run writing to
+    ``output``: its last checkpoint, to continue from with --resume."""
+    if command not in ("train", "pipeline"):
+        return ""
+    from . import storage
+    from .selection.checkpoint import STATE_FILE, checkpoint_dir
+
+    directory = checkpoint_dir(output)
+    try:
+        done = storage.read_json(storage.join(directory, STATE_FILE))["round"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"\nno checkpoint in {directory}: the run starts over"
+    return (
+        f"\nlast checkpoint: {directory} after round {done}; continue with "
+        f"`sparkmaxent {command} --resume` and the same options"
+    )

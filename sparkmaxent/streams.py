@@ -1,7 +1,9 @@
-"""The job processes' standard streams under spark-submit."""
+"""The command line's standard streams: logs on standard error, also under
+spark-submit."""
 
 from __future__ import annotations
 
+import logging
 import sys
 
 
@@ -36,3 +38,17 @@ def restore_stderr() -> bool:
     os.dup2(fd, 2)
     os.close(fd)
     return True
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Log lines with the date and time on stderr; Spark's Python loggers quiet."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            stream=sys.stderr,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            datefmt="%Y-%m-%d %H:%M:%S",
+        )
+    logging.getLogger("sparkmaxent").setLevel(logging.DEBUG if verbose else logging.INFO)
+    for noisy in ("py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

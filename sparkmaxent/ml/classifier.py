@@ -28,6 +28,7 @@ from pyspark import keyword_only
 from pyspark.ml.classification import ProbabilisticClassificationModel, ProbabilisticClassifier
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
+from ..data.columns import ARRAY, MAP, names_and_values
 from ..errors import InputError
 from ..model import MaxentModel
 from .base import MaxEntEstimator, refuse_existing_columns
@@ -477,11 +478,44 @@ class MaxEntClassificationModel(
             None if thresholds is None else np.asarray(thresholds, dtype=np.float64),
         )
 
+    #: how ``transform`` scores: "sql" (Spark SQL expressions, no Python
+    #: worker; a model with conjunction features falls back to "arrow") or
+    #: "arrow" (the Arrow UDF of ml/scoring.py)
+    scoring = "sql"
+
+    def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
+        """The model as Spark SQL: a list of (column, expression) steps, each
+        using the columns before it, the last three giving rawPrediction and
+        probability (``array<double>``) and prediction; ``kind`` is the
+        features column's type (``array<string>``, ``map<string,double>`` or
+        ``vector``: the column must then hold the Vector as ``array<double>``,
+        from ``pyspark.ml.functions.vector_to_array``). Run them with
+        ``withColumn(name, expr(sql))`` in order,
+        or as one SELECT with lateral column aliases (Spark >= 3.4); the text
+        is plain SQL for Scala, Java and SQL users (ml/sql.py)."""
+        from .sql import score_sql
+
+        return score_sql(self.scorer(), featuresCol or self.getFeaturesCol(), kind)
+
+    def uses_sql(self, scorer: Scorer, kind: str) -> bool:
+        """Whether ``transform`` scores in SQL: ``scoring == "sql"``, a model
+        with a linear form (no conjunctions), ``array<string>`` or
+        ``map<string,double>`` features and no standardization; the other
+        cases (Vector features and standardized models are not yet tested
+        equal) score in the Arrow UDF."""
+        return (
+            self.scoring == "sql"
+            and scorer.compact is not None
+            and scorer.compact[2] is None
+            and kind in (ARRAY, MAP)
+        )
+
     def _transform(self, dataset):
-        from pyspark.ml.functions import array_to_vector
+        from pyspark.ml.functions import array_to_vector, vector_to_array
         from pyspark.sql import functions as F
 
-        from ..data.columns import ARRAY, feature_kind, names_and_values
+        from ..data.columns import VECTOR, feature_kind
+        from .sql import INTERMEDIATE, PREDICTION, PROBABILITY, RAW
 
         outputs = {
             param: self.getOrDefault(param)
@@ -490,20 +524,34 @@ class MaxEntClassificationModel(
         }
         refuse_existing_columns(dataset, outputs.values())
         where, col = "transform input", self.getFeaturesCol()
-        names, values = names_and_values(dataset, where, col)
-        binary = feature_kind(dataset, where, col) == ARRAY  # values all 1.0: not shipped
-        scored = dataset.withColumn(
-            _SCORES, score_column(self.scorer(), names, None if binary else values)
-        )
+        kind = feature_kind(dataset, where, col)
+        scorer = self.scorer()
+        if self.uses_sql(scorer, kind):
+            scored, read = dataset, col
+            if kind == VECTOR:  # SQL has no vector_to_array; the JVM function has
+                read = "__maxent_v"
+                scored = scored.withColumn(read, vector_to_array(F.col(col)))
+            for name, sql in self.sqlExpression(read, kind):
+                scored = scored.withColumn(name, F.expr(sql))
+            fields = {"raw": RAW, "probability": PROBABILITY, "prediction": PREDICTION}
+            drop = [*INTERMEDIATE, RAW, PROBABILITY, PREDICTION, "__maxent_v"]
+        else:
+            names, values = names_and_values(dataset, where, col)
+            binary = kind == ARRAY  # values all 1.0: not shipped
+            scored = dataset.withColumn(
+                _SCORES, score_column(scorer, names, None if binary else values)
+            )
+            fields = {k: f"{_SCORES}.{k}" for k in ("raw", "probability", "prediction")}
+            drop = [_SCORES]
         columns = {}
         for param, name in outputs.items():
             if param == self.predictionCol:
                 meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}
-                columns[name] = F.col(f"{_SCORES}.prediction").alias(name, metadata=meta)
+                columns[name] = F.col(fields["prediction"]).alias(name, metadata=meta)
             else:
                 field = "raw" if param == self.rawPredictionCol else "probability"
-                columns[name] = array_to_vector(F.col(f"{_SCORES}.{field}"))
-        return scored.withColumns(columns).drop(_SCORES)
+                columns[name] = array_to_vector(F.col(fields[field]))
+        return scored.withColumns(columns).drop(*drop)
 
 
 __all__ = ["MaxEntClassifier", "MaxEntClassificationModel", "label_classes"]

@@ -22,6 +22,7 @@ from ..backends import Backend
 from ..errors import check_finite
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weight
 from ..kernels.curvature import CurvatureTask
+from ..kernels.direction import LocalDirectionTask
 from ..kernels.loss import RayTask
 from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, ThresholdedTestTask
 from ..kernels.topk import GradientSummary, GradientTestTask
@@ -165,6 +166,33 @@ class Objective:
         # ||w + t dw||^2 expanded, so each step costs no vector of its own
         norms = float(w @ w) + 2 * steps * float(w @ dw) + steps**2 * float(dw @ dw)
         return ray.loss / ray.weight + 0.5 * self.l2 * norms
+
+    def direction(
+        self,
+        theta: np.ndarray,
+        grad: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        tol: float,
+        max_products: int,
+    ) -> tuple[np.ndarray, int, float]:
+        """One pass: the Newton step of C's quadratic model at theta over
+        lower <= d <= upper without forming the Hessian
+        (``kernels.direction.LocalDirectionTask``: each block's own
+        direction from the gradient ``grad`` of C, averaged by event
+        weight); returns (d, the blocks' Hessian products, d^T H d as the
+        blocks see it)."""
+        ids = self._require_ids("direction passes")
+        self.evaluations += 1
+        task = LocalDirectionTask(
+            self.space, self.weights(theta), ids, grad, lower, upper, tol, max_products,
+            self.l2, self.scaling,
+        )  # fmt: skip
+        part = self.backend.run(task)
+        weight = check_total_weight(part.weight)
+        d = part.direction / weight
+        check_finite("direction pass", direction=d)
+        return d, part.products, part.curvature / weight
 
     def gradient_summary(
         self, theta: np.ndarray, threshold: float, n_best: int, block_size: int

@@ -233,12 +233,7 @@ class BayesFactor:
         limit = min(cfg.bayes.per_round, room)
         beta = log_bf + odds(len(active)) if inclusion != 0.0 else np.full(len(ids), -np.inf)
         best = float(beta.max())
-        rule = ""
-        if inclusion == 0.0:  # the prior odds are -inf: nothing can beat beta_0
-            why = f"{len(ids)} scored; empirical-Bayes inclusion probability 0"
-            rule = f"no proposal beats beta_0 ({why})"
-        elif not best > 0.0:
-            rule = f"no proposal beats beta_0 ({len(ids)} scored)"
+        rule = _rule_stop(len(ids), inclusion, best)
         past = self.past_rule(state)
         if rule and not self.beyond_rule():
             return stop(float("nan") if inclusion == 0.0 else best, rule, by_rule=True)
@@ -246,11 +241,8 @@ class BayesFactor:
         if rule or past:
             # beyond the rule (held-out data decides): the proposals of largest
             # log Bayes factor under the uniform model prior, at most ``limit``
-            odds, inclusion = (lambda k: 0.0), None
-            beta = log_bf.copy()
-            best = float(beta.max())
-            kth = float(np.sort(beta)[::-1][min(limit, len(beta)) - 1])
-            floor = min(0.0, float(np.nextafter(kth, -np.inf)))
+            odds, inclusion, beta = (lambda k: 0.0), None, log_bf.copy()
+            best, floor = float(beta.max()), _kth_floor(beta, limit)
         picks, rescored = self.select(weights, ids, beta, fit.alpha, limit, odds, floor)
         grown = weights
         for p in picks:
@@ -497,6 +489,26 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "rounds": state.trace,
     }
     return FitResult(weights.sparse(), report)
+
+
+def _rule_stop(scored: int, inclusion, best: float) -> str:
+    """Why Daume III's rule (sec. 4) stops here: no proposal's beta beats
+    beta_0 (always so when the empirical-Bayes inclusion probability is 0 and
+    the prior odds are -inf); "" while one does."""
+    if inclusion == 0.0:
+        return (
+            f"no proposal beats beta_0 ({scored} scored; empirical-Bayes inclusion probability 0)"
+        )
+    if not best > 0.0:
+        return f"no proposal beats beta_0 ({scored} scored)"
+    return ""
+
+
+def _kth_floor(beta: np.ndarray, limit: int) -> float:
+    """A floor just below the ``limit``-th largest score (and at most 0), so
+    that ``select`` takes the ``limit`` best beyond the rule."""
+    kth = float(np.sort(beta)[::-1][min(limit, len(beta)) - 1])
+    return min(0.0, float(np.nextafter(kth, -np.inf)))
 
 
 def _round_note(info: dict, beta0: float, inclusion: float | None) -> str:

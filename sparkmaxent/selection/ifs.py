@@ -205,6 +205,44 @@ class Incremental:
         size = last * 2 if improved else last // 2
         return int(min(max(size, 1), cfg.stage_features_max))
 
+    def _pick(self, state: LoopState, stage: int, want: int):
+        """The stage's candidates: (arrays, [(feature, gain, alpha)] best first,
+        gain batches); SGC's lazily recomputed gains (Zhou et al. 2003, sec. 3)
+        or IFS's gains over every unselected candidate (Berger et al. 1996)."""
+        weights = state.weights
+        if self.spec.selective:
+            arrays = dict(state.arrays) if "gain" in state.arrays else self._sgc_initial(weights)
+            arrays = {k: v.copy() for k, v in arrays.items()}
+            picks, batches = self._sgc_select(arrays, weights, stage, want)
+            return arrays, picks, batches
+        arrays = {k: v.copy() for k, v in state.arrays.items()}
+        ids = np.setdiff1d(self.candidates, weights.active_ids(), assume_unique=True)
+        if not len(ids):
+            return arrays, [], 1
+        fit = self.fit(weights, ids)
+        order = [best_of(fit.gain, ids)] if want == 1 else top_gains(fit.gain, ids, want)
+        return arrays, [(int(ids[b]), float(fit.gain[b]), float(fit.alpha[b])) for b in order], 1
+
+    def _stage_info(self, picks, evals: int, passes: int, batches: int, want: int) -> dict:
+        """The stage's trace row: the best pick, then the others under ``more``."""
+        j, g, a = picks[0]
+        info = {
+            "feature": j,
+            "feature_name": self.namer(j),
+            "gain": g,
+            "alpha": a,
+            "gain_evaluations": evals,
+            "stage_passes": passes,
+            "batches": batches,
+            "stage_size": want,
+        }
+        if len(picks) > 1:
+            info["more"] = [
+                {"feature": f, "feature_name": self.namer(f), "gain": gain, "alpha": alpha}
+                for f, gain, alpha in picks[1:]
+            ]
+        return info
+
     def round(self, state: LoopState) -> RoundOutcome:
         cfg = self.ctx.config
         weights = state.weights
@@ -219,19 +257,7 @@ class Incremental:
         want = self.stage_size(state)
         if cfg.selection.max_features:
             want = min(want, cfg.selection.max_features - len(selected))
-        if self.spec.selective:
-            arrays = dict(state.arrays) if "gain" in state.arrays else self._sgc_initial(weights)
-            arrays = {k: v.copy() for k, v in arrays.items()}
-            picks, batches = self._sgc_select(arrays, weights, stage, want)
-        else:
-            arrays = {k: v.copy() for k, v in state.arrays.items()}
-            ids = np.setdiff1d(self.candidates, selected, assume_unique=True)
-            if not len(ids):
-                return _stop(weights, objective, float("nan"), "no candidate left")
-            fit = self.fit(weights, ids)
-            order = [best_of(fit.gain, ids)] if want == 1 else top_gains(fit.gain, ids, want)
-            picks = [(int(ids[b]), float(fit.gain[b]), float(fit.alpha[b])) for b in order]
-            batches = 1
+        arrays, picks, batches = self._pick(state, stage, want)
         if not picks:
             return _stop(weights, objective, float("nan"), "no candidate left")
         j, g, a = picks[0]
@@ -268,22 +294,9 @@ class Incremental:
                 self._refresh(arrays, new, stage + 1, self.spec.lookahead)
         evals = self.gain_evaluations - evals0
         name = self.namer(j)
-        info = {
-            "feature": j,
-            "feature_name": name,
-            "gain": g,
-            "alpha": a,
-            "gain_evaluations": evals,
-            "stage_passes": self.ctx.backend.passes - passes0,
-            "batches": batches,
-            "reestimated": bool(reestimated),
-            "stage_size": want,
-        }
+        info = self._stage_info(picks, evals, self.ctx.backend.passes - passes0, batches, want)
+        info["reestimated"] = bool(reestimated)
         if len(picks) > 1:
-            info["more"] = [
-                {"feature": f, "feature_name": self.namer(f), "gain": gain, "alpha": alpha}
-                for f, gain, alpha in picks[1:]
-            ]
             info["refit_ratio"] = refit_ratio
         more = f" (+{len(picks) - 1} more, refitted)" if len(picks) > 1 else ""
         note = f"selected {name} gain {g:.6g} alpha {a:.4g}{more}, {evals} gain evaluations" + (

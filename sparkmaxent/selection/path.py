@@ -37,13 +37,16 @@ import dataclasses
 import logging
 import warnings
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 
 from .. import registry, storage
+from ..backends.base import Backend
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
+from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
 from ..problem.objective import checked_pass
 from ..solvers import ConvergenceWarning
@@ -112,19 +115,61 @@ def fit_path(ctx: TrainingContext) -> FitResult:
             f"{', '.join(PATH_METHODS)}); {', '.join(registry.names(lambda m: m.best_stage))} "
             "keep their best held-out stage (train.choice.best_stage)"
         )
-    if entry.combination and cfg.grafting.combination_degree > 1:
-        # its points would fit the atoms only: the path runs grafting's rounds, not the search
-        raise ConfigError(
-            "train.choice.path: no path of combination features "
-            f"(train.grafting.combination_degree = {cfg.grafting.combination_degree}); "
-            "choose gamma1 by fits at fixed train.grafting.l1 scored on held-out data"
-        )
     start = null_model(ctx)
+    if entry.combination and cfg.grafting.combination_degree > 1:
+        return combination_path(ctx, start)
     variants = elastic_variants(ctx)
     if variants:
         chosen, at, fit_point = _elastic_paths(ctx, start, variants)
         return refit(at, chosen, fit_point)
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
+
+
+class _CombinationPoints:
+    """Point fits of a combination-features path (Okanohara & Tsujii
+    2009): each point is a combination grafting run warm-started from the
+    previous point's weights *and* conjunctions (``start_conjunctions``),
+    which this object carries from point to point (``conjunctions``: the
+    last point's, what the held-out events are widened by when it is
+    scored)."""
+
+    def __init__(self) -> None:
+        self.conjunctions: Conjunctions | None = None
+
+    def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
+        from .combination import fit_combination
+
+        at = _at(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
+        at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
+        result = fit_combination(at)
+        self.conjunctions = result.conjunctions
+        return result
+
+
+def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
+    """The gamma1 path of grafting with combination features: the default
+    grid (from the atoms' gamma1_max: a conjunction may enter at the first
+    point) or ``l1_grid``, each point warm-started from the previous one's
+    weights and conjunctions and certified over every conjunction up to the
+    degree, scored on the held-out events widened by its conjunctions;
+    the same stop and choice as any path. Pure l1 (no mixes), no pass
+    budget (no cut), no refit (the widened events of two backends are not
+    joined): the model is the chosen point's fit."""
+    from .combination import _HeldoutWithConjunctions
+
+    points = _CombinationPoints()
+    assert ctx.heldout is not None, "fit_path checks"
+    heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, points))  # type: ignore[arg-type]
+    choice = dataclasses.replace(ctx.config.choice, cut_passes=0.0)
+    sub = dataclasses.replace(
+        ctx, heldout=heldout, config=dataclasses.replace(ctx.config, choice=choice)
+    )
+    parameter, grid, _, top, extend = path_plan(sub, start)
+    chosen = run_path(sub, parameter, grid, points, top, extend, start=start)
+    chosen.report["refit"] = {
+        "skipped": "combination features: the model is the chosen point's fit"
+    }
+    return chosen
 
 
 #: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)
@@ -231,12 +276,14 @@ def _elastic_paths(
     them (glmnet chooses alpha and lambda on held-out data alike). l2
     spreads weight over correlated features where l1 keeps one of them: on
     small text data (many rare, correlated words) pure l1 falls far below
-    l2. The report's ``path`` is the chosen variant's, ``path.elastic`` one
-    row per variant (its chosen point). Returns the choice with the context
+    l2. Among the variants' chosen points the sparsest within one standard
+    error of the best is kept (``sparsest_within_noise``). The report's
+    ``path`` is the chosen variant's, ``path.elastic`` one row per variant
+    (its chosen point). Returns the choice with the context
     and point fit of its variant (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
-    best: tuple[FitResult, TrainingContext, PointFit] | None = None
+    fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
     summary = []
     for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
@@ -253,18 +300,30 @@ def _elastic_paths(
             point["features"],
             point["heldout_score"],
         )
-        if best is None or point["heldout_score"] > _chosen_score(best[0]):
-            best = result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point
-    assert best is not None, "variants is not empty"
+        fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
+    i = sparsest_within_noise(summary)
+    for j, row in enumerate(summary):
+        row["chosen"] = j == i
+    best = fitted[i]
     path = best[0].report["path"]
     path["elastic"] = summary
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
     return best
 
 
-def _chosen_score(result: FitResult) -> float:
-    path = result.report["path"]
-    return path["points"][path["chosen"]]["heldout_score"]
+def sparsest_within_noise(rows: list[dict]) -> int:
+    """The variant chosen among paths' chosen points (``rows``: their
+    ``heldout_score``, ``heldout_se``, ``features``): the one with the
+    fewest non-zero weights whose score is at least the best minus the
+    best's standard error (the one-standard-error rule across variants:
+    a denser elastic net is kept only when its gain is beyond the noise of
+    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10)."""
+    return choose(
+        [r["heldout_score"] for r in rows],
+        [r["heldout_se"] for r in rows],
+        [r["features"] for r in rows],
+        True,
+    )
 
 
 def path_plan(

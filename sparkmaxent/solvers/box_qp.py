@@ -5,10 +5,12 @@
 with C the objective (``problem.objective``) and the box the one the
 penalty implies for the round's orthants (Riezler & Vasserman 2004,
 section 5). Registry ``SOLVERS``: ``newton`` (exact Hessian block per pass
-and coordinate descent on the quadratic model, ``newton.py``) and
+and coordinate descent on the quadratic model, ``newton.py``),
+``newton-cg`` (the same iterations, each step from the partitions'
+Hessian-vector products, ``kernels/direction.py``) and
 ``lbfgs-b`` (scipy's L-BFGS-B on the same box problem: one loss+gradient
 pass per evaluation). ``choose_solver`` resolves ``auto``: Newton while the
-Hessian block is small enough.
+Hessian block is small enough, newton-cg beyond.
 """
 
 from __future__ import annotations
@@ -39,6 +41,29 @@ def solve_newton(
     return minimize_box_newton(
         evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray
     )
+
+
+def solve_newton_cg(
+    obj: Objective,
+    theta0: np.ndarray,
+    box: BoxProblem,
+    options: SolverOptions,
+    first: Evaluation | None = None,
+) -> BoxResult:
+    """Hessian-free Newton: the same outer iterations, each step computed
+    where the data is by projected CG with Hessian-vector products
+    (``kernels/direction.py``); a pass ships n-vectors, never the Hessian."""
+
+    def evaluate(theta, full, hessian):
+        return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=False)
+
+    def direction(theta, grad, dlo, dhi, tol):
+        return obj.direction(theta, grad, dlo, dhi, tol, options.max_products)
+
+    return minimize_box_newton(
+        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        direction=direction,
+    )  # fmt: skip
 
 
 def solve_lbfgsb(
@@ -91,14 +116,19 @@ class Solver(Protocol):
     ) -> BoxResult: ...
 
 
-SOLVERS: dict[str, Solver] = {"newton": solve_newton, "lbfgs-b": solve_lbfgsb}
+SOLVERS: dict[str, Solver] = {
+    "newton": solve_newton,
+    "newton-cg": solve_newton_cg,
+    "lbfgs-b": solve_lbfgsb,
+}
 
 
 def choose_solver(name: str, n_params: int, newton_max: int) -> str:
-    """Resolve ``auto``: Newton while the dense Hessian block (n_params^2
-    doubles, per partition) stays small, L-BFGS-B beyond."""
+    """Resolve ``auto``: exact Newton while the dense Hessian block (n_params^2
+    doubles, per partition) stays small, Hessian-free Newton beyond (its
+    round costs linearly in n_params; benchmarks/round_cost.py)."""
     if name == "auto":
-        return "newton" if n_params <= newton_max else "lbfgs-b"
+        return "newton" if n_params <= newton_max else "newton-cg"
     if name not in SOLVERS:
         raise ValueError(f"unknown solver {name!r}: expected 'auto' or one of {sorted(SOLVERS)}")
     return name

@@ -215,15 +215,28 @@ def box_qp_cd(
     return d, sweep
 
 
-class _Passes:
-    """``fun`` and ``ray`` with their calls counted: each is one pass."""
+#: a direction pass (theta, gradient, model box lower, upper, tolerance) ->
+#: (d, inner work, d^T H d): the model solved without the Hessian on the driver
+Direction = Callable[
+    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, float], tuple[np.ndarray, int, float]
+]
 
-    def __init__(self, fun: Callable, ray: Callable | None):
-        self.fun, self.ray, self.count = fun, ray, 0
+
+class _Passes:
+    """``fun``, ``ray`` and ``direction`` with their calls counted: each is
+    one pass. With a direction pass no evaluation asks for the Hessian."""
+
+    def __init__(self, fun: Callable, ray: Callable | None, direction: Direction | None = None):
+        self.fun, self.ray, self.direction, self.count = fun, ray, direction, 0
 
     def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
         self.count += 1
-        return self.fun(theta, full, hessian)
+        return self.fun(theta, full, hessian and self.direction is None)
+
+    def direct(self, theta, grad, dlo, dhi, tol) -> tuple[np.ndarray, int, float]:
+        self.count += 1
+        assert self.direction is not None, "direct is only used with a direction pass"
+        return self.direction(theta, grad, dlo, dhi, tol)
 
     def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
         self.count += 1
@@ -339,8 +352,7 @@ def _next_radius(
     step: float,
     length: float,
     slope: float,
-    d: np.ndarray,
-    hess: np.ndarray,
+    curvature: float,
     value: float,
     value_t: float,
     noise: float,
@@ -354,7 +366,7 @@ def _next_radius(
     """
     if step < 1:
         return step * length, None
-    predicted = -(slope + float(d @ (hess @ d)) / 2)
+    predicted = -(slope + curvature / 2)
     ratio = (value - value_t) / predicted if predicted > noise else 1.0
     return (2 if ratio >= 0.5 else 1) * length, ratio
 
@@ -372,17 +384,51 @@ def _direction(
     """The Newton direction: the quadratic model minimized over the box and
     the trust region (over ``options.region``), to ``inner_ratio`` times the
     outer violation."""
+    return box_qp_cd(
+        hess, grad, *_model_box(theta, lower, upper, radius, options),
+        _model_tol(violation, options), options.max_sweeps,
+    )  # fmt: skip
+
+
+def _model_box(
+    theta: np.ndarray, lower: np.ndarray, upper: np.ndarray, radius: float, options: SolverOptions
+) -> tuple[np.ndarray, np.ndarray]:
+    """The step's bounds: the box, and the trust region over ``options.region``."""
     dlo, dhi = lower - theta, upper - theta
     inside = slice(options.region)
     dlo[inside], dhi[inside] = np.maximum(dlo[inside], -radius), np.minimum(dhi[inside], radius)
-    return box_qp_cd(
-        hess,
-        grad,
-        dlo,
-        dhi,
-        max(options.inner_ratio * violation, 0.1 * options.tol),
-        options.max_sweeps,
-    )
+    return dlo, dhi
+
+
+def _model_tol(violation: float, options: SolverOptions) -> float:
+    """The model solve's tolerance: ``inner_ratio`` times the outer violation."""
+    return max(options.inner_ratio * violation, 0.1 * options.tol)
+
+
+def _step(
+    passes: _Passes,
+    ev: Evaluation,
+    grad: np.ndarray,
+    theta: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    radius: float,
+    violation: float,
+    options: SolverOptions,
+) -> tuple[np.ndarray, int, float, Evaluation]:
+    """The iteration's direction, its inner work (sweeps or products),
+    d^T H d, and the evaluation at theta: from a direction pass when the
+    solver has one, else from the exact Hessian (a curvature pass first
+    when a cut step was accepted without it)."""
+    if passes.direction is not None:
+        dlo, dhi = _model_box(theta, lower, upper, radius, options)
+        d, work, curvature = passes.direct(theta, grad, dlo, dhi, _model_tol(violation, options))
+        return d, work, curvature, ev
+    if ev.hess is None:  # a cut step was accepted
+        ev = passes.evaluate(theta, False, True)
+    assert ev.hess is not None, "an evaluation with hessian=True carries it"
+    d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
+    return d, sweeps, float(d @ (ev.hess @ d)), ev
 
 
 def _ray_first(ratio: float | None, ray: Callable | None) -> bool:
@@ -400,6 +446,7 @@ def minimize_box_newton(
     options: SolverOptions = SolverOptions(),
     first: Evaluation | None = None,
     ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    direction: Direction | None = None,
 ) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
@@ -417,14 +464,19 @@ def minimize_box_newton(
     ray : callable (theta, d, steps) -> ndarray, or None
         One pass: f(theta + t d) for every t in ``steps`` (``_line_search``);
         without it every trial step is a pass.
+    direction : callable (theta, grad, dlo, dhi, tol) -> (d, work, d^T H d), or None
+        One pass: the model's step over dlo <= d <= dhi computed where the
+        data is (``kernels/direction.py``); the evaluations then never ask
+        for the Hessian. None: the exact Hessian and ``box_qp_cd``.
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    passes = _Passes(fun, ray)
+    passes = _Passes(fun, ray, direction)
     evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
-    ev = first if first is not None and first.hess is not None else evaluate(theta, False, True)
+    usable = first is not None and (first.hess is not None or direction is not None)
+    ev = first if first is not None and usable else evaluate(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
     stalled, prev_violation, best_violation = 0, np.inf, np.inf
@@ -438,10 +490,9 @@ def minimize_box_newton(
             converged, message = True, "projected gradient below tol"
             it -= 1
             break
-        if ev.hess is None:  # a cut step was accepted
-            ev = evaluate(theta, False, True)
-        assert ev.hess is not None, "an evaluation with hessian=True carries it"
-        d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
+        d, sweeps, curvature, ev = _step(
+            passes, ev, grad, theta, lower, upper, radius, violation, options
+        )
         slope = float(grad @ d)
         if not slope < 0:
             message = f"no descent direction (slope {slope:.3g}) at violation {violation:.3g}"
@@ -472,7 +523,7 @@ def minimize_box_newton(
                 continue
             message = f"line search failed at violation {violation:.3g}"
             break
-        radius, ratio = _next_radius(step, length, slope, d, ev.hess, value, accepted[2], noise)
+        radius, ratio = _next_radius(step, length, slope, curvature, value, accepted[2], noise)
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)

@@ -39,6 +39,8 @@ class SolverOptions:
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
+    max_products : the Hessian-free step (``newton-cg``): at most this many
+        Hessian-vector products per block and direction pass.
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -58,6 +60,7 @@ class SolverOptions:
     region: int | None = None
     min_radius: float = 1e-12
     stall: int = 10
+    max_products: int = 200
     full_gradient: bool = True
 
 

@@ -93,3 +93,17 @@ def test_matches_spark_mllib_multinomial_l1(spark, problem, local_result):
     np.testing.assert_allclose(
         local_result.weights.to_dense(space)[: space.n_features], W.T.ravel(), atol=1e-3
     )
+
+
+def test_newton_cg_on_spark_grafts_the_optimum_of_exact_newton(spark, problem, local_result):
+    """The Hessian-free solver over 2 partitions (each its own Newton step,
+    averaged): the certified optimum of the exact solver in-process."""
+    directory, info, _, _ = problem
+    with SparkBackend(
+        spark, directory, info, bias=True, partitions=2, name="test-graft-cg"
+    ) as backend:
+        res = train(backend, config(solver="newton-cg"))
+        assert backend.live_broadcasts == 0
+    assert res.report["kkt"]["passed"] and res.report["solvers"].keys() == {"newton-cg"}
+    assert res.report["objective"] == pytest.approx(local_result.report["objective"], rel=1e-9)
+    assert res.weights.ids.tolist() == local_result.weights.ids.tolist()

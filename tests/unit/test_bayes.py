@@ -599,7 +599,7 @@ def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_r
     else:
         backend, ids = candidate_backend(), np.array([2, 5, 11, 17, 23])
     fits, objective = {}, {}
-    for solver in ("newton", "lbfgs-b"):
+    for solver in ("newton", "newton-cg", "lbfgs-b"):
         bf = BayesFactor(TrainingContext(backend, bf_config(solver=solver, gtol=1e-9)))
         start = Weights(ids, np.zeros(len(ids)), bf.start().bias)
         fits[solver], report = bf.optmap(start)
@@ -610,6 +610,9 @@ def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_r
     assert objective["newton"] <= objective["lbfgs-b"] + 1e-12
     assert objective["newton"] == pytest.approx(objective["lbfgs-b"], rel=1e-9)
     np.testing.assert_allclose(newton.values, lbfgs.values, atol=1e-4)
+    # the Hessian-free solver, averaged over 2 blocks: the same MAP weights
+    assert objective["newton-cg"] == pytest.approx(objective["newton"], rel=1e-9)
+    np.testing.assert_allclose(fits["newton-cg"].values, newton.values, atol=1e-5)
     obj = Objective(backend, ids, l2=bf.l2)
     _, grad = obj(obj.theta(newton))
     assert np.abs(grad).max() < 1e-9

@@ -207,9 +207,6 @@ def test_path_needs_held_out_data_and_a_path_method(problem):
         run(problem, method="sgc", path=True)
     with pytest.raises(ConfigError, match="positive numbers"):
         run(problem, method="grafting", path=True, l1_grid=[1e-3, -1.0])
-    # refused, not fitted over the atoms alone
-    with pytest.raises(ConfigError, match="combination_degree = 2"):
-        run(problem, method="grafting", path=True, combination_degree=2)
 
 
 def test_geometric_grid():
@@ -446,13 +443,13 @@ def test_take_events_keeps_whole_candidate_sets():
 
 def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_path):
     grid = [4e-3, 2e-3, 1e-3]
-    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9)
+    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, l2_mixes=[0])
     res = run(problem, output_dir=str(tmp_path), elastic_grid=[0.05, 0.0], **keys)
     path = res.report["path"]
     rows = path["elastic"]
     assert [r["elastic_l2"] for r in rows] == [0.05, 0.0]
-    scores = [r["heldout_score"] for r in rows]
-    assert path["elastic_l2"] == rows[int(np.argmax(scores))]["elastic_l2"]
+    assert path["elastic_l2"] == rows[sparsest_within_one_se(rows)]["elastic_l2"]
+    assert [r["chosen"] for r in rows].count(True) == 1
     assert res.report["path"]["plot"] and (tmp_path / "plots" / "path.png").exists()
     # each gamma2's path is the one fitted with that elastic_l2 alone
     for row in rows:
@@ -633,9 +630,10 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     path = res.report["path"]
     elastic = path["elastic"]
     assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
-    best = max(elastic, key=lambda e: e["heldout_score"])
-    assert path["l2_mix"] == best["l2_mix"]
-    assert path["points"][path["chosen"]]["heldout_score"] == best["heldout_score"]
+    # the sparsest mix whose chosen point is within one standard error of the best's
+    picked = elastic[sparsest_within_one_se(elastic)]
+    assert path["l2_mix"] == picked["l2_mix"] and picked["chosen"]
+    assert path["points"][path["chosen"]]["heldout_score"] == picked["heldout_score"]
     # pure l1 alone is the mix-0 path
     l1 = run(problem, l2_mixes=[0.0], **keys).report["path"]
     assert "elastic" not in l1 and l1["points"][l1["chosen"]]["l1"] == elastic[0]["l1"]
@@ -653,3 +651,30 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     assert both.report["refit"]["objective"] == pytest.approx(ref.report["objective"], rel=1e-6)
     with pytest.raises(ConfigError, match="l2_mixes"):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
+
+
+def test_combination_path_is_warm_started_and_certified_like_cold_fits(problem):
+    grid = [4e-3, 2e-3]
+    keys = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2)
+    res = run(problem, path=True, l1_grid=grid, patience=0, **keys)
+    path = res.report["path"]
+    assert [p["l1"] for p in path["points"]] == grid
+    assert res.report["refit"]["skipped"]
+    for point in path["points"]:
+        cold = run(problem, heldout=False, l1=point["l1"], **keys)
+        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
+        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    # the chosen point is the model, conjunctions and all, scored on widened held-out events
+    chosen = path["points"][path["chosen"]]
+    assert res.weights.nnz == chosen["features"]
+    assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
+    assert res.report["heldout_accuracy"] == pytest.approx(chosen["heldout_accuracy"])
+
+
+def sparsest_within_one_se(rows: list[dict]) -> int:
+    """Brute force: the fewest features among rows scoring at least the best
+    row's score minus its standard error (the first of ties)."""
+    best = max(rows, key=lambda r: r["heldout_score"])
+    floor = best["heldout_score"] - best["heldout_se"]
+    within = [i for i, r in enumerate(rows) if r["heldout_score"] >= floor]
+    return min(within, key=lambda i: (rows[i]["features"], i))

@@ -309,10 +309,15 @@ def test_other_data_ifs_and_sgc(data):
 # ---- resume --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["ifs", "sgc-lookahead"])
-def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tmp_path, method):
+@pytest.mark.parametrize(
+    "method, stage_features", [("ifs", 1), ("sgc-lookahead", 1), ("sgc", 0), ("ifs", 0)]
+)
+def test_resume_after_an_interruption_ends_with_the_same_selection(
+    generated, tmp_path, method, stage_features
+):
     block, space = generated
-    cfg = config(method, max_features=10)
+    # adaptive stages (0): the stage size is saved with the checkpoint
+    cfg = config(method, max_features=10 if stage_features else 60, stage_features=stage_features)
     whole, resumed, _ = interrupt_and_resume(
         lambda: LocalBackend([block], space), cfg, tmp_path, after=4
     )

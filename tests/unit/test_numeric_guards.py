@@ -121,7 +121,13 @@ def test_every_method_raises_on_a_nan_pass(method):
 
 @pytest.mark.parametrize(
     "method, solver",
-    [("l2", "auto"), ("grafting", "newton"), ("grafting", "lbfgs-b"), ("bayes-factor", "auto")],
+    [
+        ("l2", "auto"),
+        ("grafting", "newton"),
+        ("grafting", "newton-cg"),
+        ("grafting", "lbfgs-b"),
+        ("bayes-factor", "auto"),
+    ],
 )
 def test_nan_after_some_passes_is_still_an_error(method, solver):
     blocks, space = problem(2)

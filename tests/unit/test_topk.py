@@ -210,7 +210,7 @@ class DenseRefusingBackend(LocalBackend):
         return super().run(task)
 
 
-@pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
+@pytest.mark.parametrize("solver", ["newton", "newton-cg", "lbfgs-b"])
 def test_grafting_block_path_grafts_the_dense_path_model(solver):
     _, block, space = planted()
     blocks = split_block(block, 2)

@@ -1,0 +1,262 @@
+"""Hessian-free Newton directions: Hessian-vector products from the data,
+and each block's own Newton direction on the round's box.
+
+The exact curvature pass (``curvature.py``) ships the Hessian block over the
+active set, (n + K)^2 / 2 numbers per partition, and the driver's model
+solve costs n^2 per sweep. Here the Hessian is never formed:
+
+* ``hessian_operator``: v -> H v over theta = [w over ids, bias] from a
+  block's events and probabilities, two sparse products with the active
+  columns (a gradient pass's cost). Multiclass: the score change
+  ds_ik = x_i . v_(., k) + v_b,k, then u_ik = c_i P_ik (ds_ik - P_i . ds_i)
+  and H v = X^T u (centering as in ``loss.py``: its shift of the scores, and
+  of the column sums). Candidate sets: the PSD part sum_i c_i Cov_p[f] of
+  ``curvature.candidate_hessian``.
+* ``box_qp_pcg``: the quadratic model g.d + d^T H d / 2 minimized over a box
+  by projected, Jacobi-preconditioned conjugate gradients with the products
+  alone (the face of the bounds that push outward held fixed, CG on the
+  rest, a projected step when CG leaves the box; More & Toraldo 1991).
+* ``LocalDirectionTask``: each block solves that model with its own
+  Hessian (its sums over its own event weight) and the global gradient;
+  the driver averages the directions by event weight (GIANT, Wang et al.
+  2018; DANE, Shamir et al. 2014): a partition ships an n-vector. With one
+  block it is the exact Newton direction (to the inner tolerance).
+
+Like every kernel this returns sums; the driver divides by the weight.
+Details: docs/methods/grafting.md, "The round solver".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .blocks import Block, MulticlassBlock
+from .curvature import _gather_columns
+from .loss import _columns, _dense, _linear_scores, loss_grad_proba
+from .params import Scaling, Space, Weights
+
+Product = Callable[[np.ndarray], np.ndarray]
+
+
+def multiclass_operator(
+    block: MulticlassBlock,
+    space: Space,
+    P: np.ndarray,
+    ids: np.ndarray,
+    scaling: Scaling | None = None,
+) -> tuple[Product, np.ndarray]:
+    """v -> H v (sums over the block's events) over [w over ``ids``, bias],
+    and H's diagonal; ``P`` the block's probabilities, shape (m, K)."""
+    K, n = space.n_labels, len(ids)
+    labels = ids % K
+    preds, rows = np.unique(ids // K, return_inverse=True)
+    Xs, mean, inv = _columns(block, preds, scaling)
+    cP = block.c[:, None] * P
+
+    def back(U: np.ndarray) -> np.ndarray:
+        """sum_i x_ij U_(i, k_j) over the features, then the bias: the
+        gradient kernel's product, centering and all."""
+        G, colsum = _dense(Xs.T @ U), U.sum(axis=0)
+        if mean is not None and inv is not None:
+            G = inv[:, None] * (G - mean[:, None] * colsum[None, :])
+        out = G[rows, labels]
+        return np.concatenate([out, colsum]) if space.bias else out
+
+    def product(v: np.ndarray) -> np.ndarray:
+        W = np.zeros((len(preds), K))
+        W[rows, labels] = v[:n]
+        S = _linear_scores(Xs, W, v[n:] if space.bias else None, mean, inv)
+        S -= np.einsum("ik,ik->i", P, S)[:, None]  # in place: S is the product's own
+        S *= cP
+        return back(S)
+
+    A = cP * (1.0 - P)
+    D = _dense(Xs.multiply(Xs).T @ A)
+    if mean is not None and inv is not None:
+        XA, total = _dense(Xs.T @ A), A.sum(axis=0)
+        D = inv[:, None] ** 2 * (D - 2 * mean[:, None] * XA + mean[:, None] ** 2 * total[None, :])
+    diag = D[rows, labels]
+    return product, np.concatenate([diag, A.sum(axis=0)]) if space.bias else diag
+
+
+def candidate_operator(
+    block, space: Space, p: np.ndarray, ids: np.ndarray, scaling: Scaling | None = None
+) -> tuple[Product, np.ndarray]:
+    """v -> H v and H's diagonal for a candidate-set block (the PSD part
+    sum_i c_i Cov_p[f] over ``ids``); ``p`` the candidates' probabilities."""
+    F = _gather_columns(block.F, ids, None if scaling is None else scaling.inv_scale[ids])
+    event = block.event_of_candidate
+    m = block.n_events
+    cp = np.repeat(block.c, np.diff(block.event_ptr)) * p
+
+    def product(v: np.ndarray) -> np.ndarray:
+        s = F @ v
+        mean = np.bincount(event, weights=p * s, minlength=m)
+        return np.asarray(F.T @ (cp * (s - mean[event])))
+
+    R = sp.csr_matrix((p, (event, np.arange(len(p)))), shape=(m, len(p)))
+    G = (R @ F).tocsr()  # E_p[f | x_i]
+    diag = np.asarray(F.multiply(F).T @ cp).ravel() - np.asarray(G.multiply(G).T @ block.c).ravel()
+    return product, diag
+
+
+def hessian_operator(
+    block: Block, space: Space, weights: Weights, ids: np.ndarray, scaling: Scaling | None
+):
+    """The block's loss sums at ``weights`` (gradient over ``ids``), and its
+    Hessian operator and diagonal over [w over ids, bias] (sums)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    lg, proba = loss_grad_proba(block, space, weights, scaling, ids, keep_proba=True)
+    assert proba is not None, "keep_proba=True returns the probabilities"
+    if isinstance(block, MulticlassBlock):
+        return lg, *multiclass_operator(block, space, proba, ids, scaling)
+    return lg, *candidate_operator(block, space, proba, ids, scaling)
+
+
+def _projected(r: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The model gradient with the entries pushing out at a bound zeroed."""
+    pg = r.copy()
+    pg[(d <= lo) & (pg > 0)] = 0.0
+    pg[(d >= hi) & (pg < 0)] = 0.0
+    return pg
+
+
+def box_qp_pcg(
+    product: Product,
+    diag: np.ndarray,
+    g: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    tol: float,
+    max_products: int,
+) -> tuple[np.ndarray, int, float]:
+    """Minimize q(d) = g.d + d^T H d / 2 over lo <= d <= hi (lo <= 0 <= hi,
+    H PSD given by ``product``) by projected preconditioned CG.
+
+    Each outer step holds the coordinates at a bound whose model gradient
+    pushes outward, runs Jacobi-preconditioned CG on the others from the
+    current point and, when the CG point leaves the box, takes the better of
+    the point where it first meets a bound and its projection onto the box
+    (both lower q: q falls along the CG step up to its end). Coordinates
+    without curvature go to the bound -g points to, as in
+    ``solvers.newton.box_qp_cd``. Stops at a projected gradient of ``tol``
+    or after ``max_products`` products.
+
+    Returns (d, products, d^T H d)."""
+    n = len(g)
+    d, Hd, used = np.zeros(n), np.zeros(n), 0
+    movable = diag > 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
+    to_lo = ~movable & (g > 0) & np.isfinite(lo)
+    to_hi = ~movable & (g < 0) & np.isfinite(hi)
+    if np.any(to_lo | to_hi):
+        d[to_lo], d[to_hi] = lo[to_lo], hi[to_hi]
+        Hd, used = product(d), 1
+    inv = np.zeros(n)
+    inv[movable] = 1.0 / diag[movable]
+    while used < max_products:
+        r = g + Hd
+        if np.abs(_projected(r, d, lo, hi)[movable]).max(initial=0.0) <= tol:
+            break
+        free = movable & ~((d <= lo) & (r > 0)) & ~((d >= hi) & (r < 0))
+        res = np.where(free, -r, 0.0)
+        z = inv * res
+        s, rz = z.copy(), float(res @ z)
+        p, Hp = np.zeros(n), np.zeros(n)
+        while used < max_products and rz > 0:
+            Hs = product(s)
+            used += 1
+            curv = float(s @ Hs)
+            if not curv > 0:
+                break
+            alpha = rz / curv
+            p += alpha * s
+            Hp += alpha * Hs
+            res -= alpha * np.where(free, Hs, 0.0)
+            if np.abs(res).max(initial=0.0) <= tol or np.any((d + p < lo) | (d + p > hi)):
+                break
+            z = inv * res
+            rz, previous = float(res @ z), rz
+            s = z + (rz / previous) * s
+        if not np.any(p):  # no curvature along the residual: nothing to gain
+            break
+        trial = d + p
+        if np.all((trial >= lo) & (trial <= hi)):
+            d, Hd = trial, Hd + Hp
+            continue
+        # the CG step left the box: where it first meets a bound ...
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(p < 0, (lo - d) / p, np.where(p > 0, (hi - d) / p, np.inf))
+        t = float(np.clip(room.min(initial=1.0), 0.0, 1.0))
+        first = np.clip(d + t * p, lo, hi)
+        q_first = float(g @ d + 0.5 * d @ Hd + t * ((g + Hd) @ p) + 0.5 * t * t * (p @ Hp))
+        # ... or its projection, which may put several on their bounds at once
+        projected = np.clip(trial, lo, hi)
+        H_projected = Hd + product(projected - d)
+        used += 1
+        if float(g @ projected + 0.5 * projected @ H_projected) < q_first:
+            d, Hd = projected, H_projected
+        else:  # first - d is t p but for the bound it reached exactly
+            d, Hd = first, Hd + t * Hp
+    return d, used, float(d @ Hd)
+
+
+@dataclass
+class LocalDirection:
+    """Mergeable sums of a local-direction pass: sum_b W_b d_b, sum_b W_b,
+    sum_b W_b d_b^T H_b d_b and the products the blocks ran."""
+
+    direction: np.ndarray
+    weight: float
+    curvature: float
+    products: int
+
+    def merge(self, other: LocalDirection) -> LocalDirection:
+        return LocalDirection(
+            self.direction + other.direction,
+            self.weight + other.weight,
+            self.curvature + other.curvature,
+            self.products + other.products,
+        )
+
+
+@dataclass(frozen=True)
+class LocalDirectionTask:
+    """A picklable pass: each block's Newton direction on the box
+    [lower, upper] from the global gradient ``grad`` (of C, l2 included)
+    and the block's own Hessian (its sums over its event weight, plus
+    ``l2`` on the weights), solved to ``tol`` by ``box_qp_pcg``."""
+
+    space: Space
+    weights: Weights
+    ids: np.ndarray
+    grad: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    tol: float
+    max_products: int
+    l2: float = 0.0
+    scaling: Scaling | None = None
+
+    def __call__(self, block: Block) -> LocalDirection:
+        lg, product, diag = hessian_operator(
+            block, self.space, self.weights, self.ids, self.scaling
+        )
+        weight, n = lg.weight, len(self.ids)
+        if not weight > 0:  # an empty block: no opinion
+            return LocalDirection(np.zeros(len(self.grad)), 0.0, 0.0, 0)
+        ridge = np.zeros(len(self.grad))
+        ridge[:n] = self.l2
+        d, used, dHd = box_qp_pcg(
+            lambda v: product(v) / weight + ridge * v,
+            diag / weight + ridge,
+            self.grad,
+            self.lower,
+            self.upper,
+            self.tol,
+            self.max_products,
+        )
+        return LocalDirection(weight * d, weight, weight * dHd, used)

@@ -1,0 +1,70 @@
+"""Issue 40 item 1 acceptance: executors that cannot start end the run.
+
+On the isolated cluster (tests/e2e/cluster.py: the worker in its own mount
+namespace with a 256 MB tmpfs over /tmp), ``--python-env archive`` ships
+the whole virtualenv, which does not fit in the executors' /tmp: each
+executor registers, fails and is replaced. ``train`` must end with exit 6
+within the configured limit (``spark.max_executor_losses``), the message
+naming the cause as Spark reports it and the checkpoint, instead of running
+until killed. Marked slow: venv-pack of the whole venv, a cluster start and
+a run of several minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from sparkmaxent.cli import EXIT_STALLED, job_main
+from tests.e2e.cluster import isolated_cluster, isolation_unavailable
+from tests.e2e.test_cluster import ROOT, SUBMIT, submit_env, write_maxent_text
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.cluster,
+    pytest.mark.skipif(bool(isolation_unavailable()), reason=isolation_unavailable() or "ok"),
+]
+
+prepare_main = job_main("prepare")
+LOSSES = 3
+LIMIT_S = 900.0  # the whole run, packing the archive included
+
+
+def test_executors_that_cannot_unpack_the_archive_end_the_run_with_exit_6(tmp_path):
+    pytest.importorskip("venv_pack")
+    with isolated_cluster(cores=1, memory="1g", timeout=180, hide=[ROOT]) as iso:
+        text = os.path.join(iso.store, "train.txt")
+        write_maxent_text(text, n_events=300)
+        prepared = os.path.join(iso.store, "prepared")
+        assert prepare_main(["--input", text, "--format", "maxent", "--output", prepared]) == 0
+        out = os.path.join(iso.store, "run")
+        env = submit_env()
+        env["BUILD_DIR"] = str(tmp_path / "build")  # the archive, outside the store
+        sets = [
+            "train.method=grafting",
+            "train.backend=spark",
+            "data.in_process_max_events=0",
+            f"spark.max_executor_losses={LOSSES}",
+            "spark.no_executor_timeout_s=60",
+        ]
+        cmd = [
+            SUBMIT,
+            *("--master", iso.master_url, "--conf", "spark.executor.memory=768m"),
+            *("--python-env", "archive", "train", "--train", "file://" + prepared),
+            *("--output", "file://" + out),
+            *[a for s in sets for a in ("--set", s)],
+        ]
+        t0 = time.monotonic()
+        r = subprocess.run(
+            cmd, cwd=iso.driver_dir, env=env, capture_output=True, text=True, timeout=LIMIT_S
+        )
+        took = time.monotonic() - t0
+    assert r.returncode == EXIT_STALLED, (r.returncode, r.stderr[-6000:])
+    error = r.stderr[r.stderr.index("error: ") :]
+    assert f"spark.max_executor_losses = {LOSSES}" in error, error
+    assert "No space left on device" in error, error
+    assert os.path.join(out, "checkpoint") in error, error
+    assert took < LIMIT_S

@@ -1,0 +1,150 @@
+"""The Hessian-free round solver (``newton-cg``): Hessian-vector products
+against the exact curvature kernel and finite differences, the projected CG
+model solve against coordinate descent, and grafting with it against the
+exact Newton solver (same certified optimum, deterministic)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels import MULTICLASS, Space, Weights, loss_grad
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.curvature import curvature
+from sparkmaxent.kernels.direction import (
+    LocalDirectionTask,
+    box_qp_pcg,
+    hessian_operator,
+)
+from sparkmaxent.solvers.newton import box_qp_cd
+from sparkmaxent.train import train
+
+from .helpers import random_block, random_multiclass
+from .test_curvature import one_correct, random_scaling
+from .test_grafting import grafting_config, planted
+
+
+def _point(rng, block, space, use_scaling):
+    ids = np.sort(rng.choice(space.n_features, size=min(15, space.n_features), replace=False))
+    n = len(ids)
+    theta = rng.normal(size=n + space.n_bias) * 0.5
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    weights = Weights(ids, theta[:n], theta[n:] if space.bias else None)
+    return ids, theta, scaling, weights
+
+
+@pytest.mark.parametrize("shape", ["multiclass", "candidates"])
+@pytest.mark.parametrize("use_scaling", [False, True])
+def test_hessian_vector_product_is_the_exact_hessian_times_v(shape, use_scaling):
+    rng = np.random.default_rng(5)
+    block, space = random_block(rng, shape)
+    if shape == "candidates":
+        block = one_correct(block)  # the exact Hessian is the PSD part
+    ids, theta, scaling, weights = _point(rng, block, space, use_scaling)
+    H = curvature(block, space, weights, ids, scaling).hess  # FD-checked in test_curvature
+    _, product, diag = hessian_operator(block, space, weights, ids, scaling)
+    for _ in range(3):
+        v = rng.normal(size=len(theta))
+        np.testing.assert_allclose(product(v), H @ v, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(diag, np.diag(H), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("use_scaling", [False, True])
+def test_hessian_vector_product_matches_finite_differences_of_the_gradient(use_scaling):
+    rng = np.random.default_rng(8)
+    block = random_multiclass(rng, m=60)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids, theta, scaling, weights = _point(rng, block, space, use_scaling)
+    n = len(ids)
+
+    def grad(th):
+        lg = loss_grad(block, space, Weights(ids, th[:n], th[n:]), scaling, ids)
+        return np.concatenate([lg.grad, lg.grad_bias])
+
+    _, product, _ = hessian_operator(block, space, weights, ids, scaling)
+    v = rng.normal(size=len(theta))
+    eps = 1e-6
+    fd = (grad(theta + eps * v) - grad(theta - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(product(v), fd, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_projected_cg_reaches_the_box_minimum_of_coordinate_descent(seed):
+    rng = np.random.default_rng(seed)
+    n = 40
+    A = rng.normal(size=(n, 2 * n))
+    H = A @ A.T / n + 0.05 * np.eye(n)
+    g = rng.normal(size=n) * 3
+    lo = np.where(rng.random(n) < 0.5, 0.0, -np.inf)  # orthant bounds on half of them
+    hi = np.where(lo == 0.0, np.inf, 0.0)
+    hi[: n // 4] = 0.3  # and a trust region on some
+    lo[: n // 4] = -0.3
+    d_cd, _ = box_qp_cd(H, g, lo, hi, 1e-11, 5000)
+    d, used, dHd = box_qp_pcg(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, 1e-10, 5000)
+    assert used < 5000
+    assert np.all((d >= lo) & (d <= hi))
+    np.testing.assert_allclose(d, d_cd, atol=1e-8)
+    assert dHd == pytest.approx(d @ H @ d, rel=1e-9)
+    # the box binds: the unconstrained minimum lies outside
+    assert not np.all((lo <= -np.linalg.solve(H, g)) & (-np.linalg.solve(H, g) <= hi))
+
+
+def test_one_block_local_direction_is_the_exact_newton_step():
+    rng = np.random.default_rng(3)
+    block = random_multiclass(rng, m=200, P=20, K=3)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids, theta, _, weights = _point(rng, block, space, False)
+    cv = curvature(block, space, weights, ids)
+    H = cv.hess / block.c.sum()
+    # the gradient itself: orthogonal to the common shift of the biases, along
+    # which H is singular
+    g = np.concatenate([cv.lg.grad, cv.lg.grad_bias]) / block.c.sum()
+    lo, hi = np.full(len(theta), -np.inf), np.full(len(theta), np.inf)
+    lo[: len(ids)] = -0.2
+    hi[: len(ids)] = 0.2
+    task = LocalDirectionTask(space, weights, ids, g, lo, hi, 1e-11, 1000)
+    part = LocalBackend([block], space).run(task)
+    d = part.direction / part.weight
+    d_cd, _ = box_qp_cd(H, g, lo, hi, 1e-12, 5000)
+    n = len(ids)
+    assert 0 < np.sum(np.abs(d[:n]) == 0.2) < n  # the box binds, not everywhere
+    np.testing.assert_allclose(d[:n], d_cd[:n], atol=1e-7)
+    # the biases up to their common shift, which changes nothing
+    np.testing.assert_allclose(d[n:] - d[n:].mean(), d_cd[n:] - d_cd[n:].mean(), atol=1e-7)
+    assert part.curvature / part.weight == pytest.approx(d @ H @ d, rel=1e-8)
+
+
+@pytest.mark.parametrize("n_blocks", [1, 3])
+def test_grafting_with_newton_cg_reaches_the_certified_optimum_of_exact_newton(n_blocks):
+    _, block, space = planted(seed=2, n_copies=0)  # a unique support
+    blocks = split_block(block, n_blocks)
+    exact = train(LocalBackend(blocks, space), grafting_config(solver="newton"))
+    free = train(LocalBackend(blocks, space), grafting_config(solver="newton-cg"))
+    assert free.report["kkt"]["passed"] and free.report["converged"]
+    assert free.report["solvers"] == {"newton-cg": free.report["rounds"][-1]["round"]}
+    assert free.report["objective"] == pytest.approx(exact.report["objective"], rel=1e-9)
+    assert set(free.weights.ids.tolist()) == set(exact.weights.ids.tolist())
+    np.testing.assert_allclose(free.weights.values, exact.weights.values, atol=1e-5)
+
+
+def test_newton_cg_is_deterministic_for_a_fixed_partitioning():
+    _, block, space = planted(seed=4)
+    runs = [
+        train(LocalBackend(split_block(block, 3), space), grafting_config(solver="newton-cg"))
+        for _ in range(2)
+    ]
+    a, b = (r.weights for r in runs)
+    assert np.array_equal(a.ids, b.ids) and np.array_equal(a.values, b.values)
+    assert np.array_equal(a.bias, b.bias)
+    assert runs[0].report["objective"] == runs[1].report["objective"]
+
+
+def test_auto_solves_small_active_sets_exactly_and_large_ones_hessian_free():
+    from sparkmaxent.solvers import choose_solver
+
+    assert choose_solver("auto", 1000, 1000) == "newton"
+    assert choose_solver("auto", 1001, 1000) == "newton-cg"
+    assert choose_solver("newton-cg", 10, 1000) == "newton-cg"
+    with pytest.raises(ValueError, match="unknown solver"):
+        choose_solver("cg", 10, 1000)
