@@ -151,6 +151,14 @@ PAGES: dict[str, Page] = {
         ("setting", "repeat", "wall_s", "spark_start_s", "prepare_s", "train_s", "evaluate_s",
          "test_accuracy"),
     ),
+    "evaluate_small": Page(
+        "Evaluate of a small file",
+        "`sparkmaxent evaluate` of a 500-line PP test file (prepared and scored in-process, "
+        "and with data.in_process_max_events = 0 on Spark) against a bare Spark session's "
+        "start-up and stop, whole processes taking turns.",
+        ("corpus", "run", "repeat", "wall_s", "load_average_1min", "spark_start_s",
+         "evaluate_s", "evaluate_spark_s", "ratio", "ratio_spark_path"),
+    ),
     "conll2000_baselines": Page(
         "Baselines: CoNLL-2000 against scikit-learn",
         "CoNLL-2000 chunking: MLE, l2 and count cutoff on Spark local[2] against "
