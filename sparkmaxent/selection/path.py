@@ -35,25 +35,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import warnings
-from collections.abc import Callable
 from typing import cast
 
 import numpy as np
 
 from .. import registry, storage
 from ..backends.base import Backend
-from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
 from ..problem.objective import checked_pass
-from ..solvers import ConvergenceWarning
 from .base import FitResult, TrainingContext
 from .baselines import fit_smooth
 from .choice import PATH_PLOT, measure_weights, write_path_plot
-from .grafting import Grafting, fit_grafting_family, variant
+from .grafting import Grafting, variant
+from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
 from .reporting import PLOTS_DIR
 from .stopping import Measure, StopRule, choose
 
@@ -63,12 +60,6 @@ log = logging.getLogger(__name__)
 PATH_METHODS = registry.names(lambda m: m.path is not None)
 #: points a default grid may be extended by at least, while its last point is the best
 MAX_EXTENSION = 10
-#: asked with a point's weights when its pass budget is spent: go on without it?
-KeepGoing = Callable[[Weights], bool]
-#: fit_point(ctx, gamma, start, previous gamma, pass budget, keep_going) of a path
-PointFit = Callable[
-    [TrainingContext, float, Weights, float | None, int | None, KeepGoing | None], FitResult
-]
 
 
 def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
@@ -139,7 +130,7 @@ class _CombinationPoints:
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
         from .combination import fit_combination
 
-        at = _at(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
+        at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
         result = fit_combination(at)
         self.conjunctions = result.conjunctions
@@ -190,7 +181,7 @@ def elastic_variants(ctx: TrainingContext) -> list[Variant]:
         for gamma2 in _checked_grid(cfg.choice.elastic_grid, "elastic_grid", zero=True):
             graft = dataclasses.replace(cfg.grafting, elastic_l2=gamma2)
             sub = dataclasses.replace(ctx, config=dataclasses.replace(cfg, grafting=graft))
-            out.append(({"elastic_l2": gamma2}, sub, _grafting_point))
+            out.append(({"elastic_l2": gamma2}, sub, grafting_point))
         return out
     mixes = cfg.choice.l2_mixes
     if not all(isinstance(m, (int, float)) and 0 <= m < 1 for m in mixes):
@@ -198,73 +189,6 @@ def elastic_variants(ctx: TrainingContext) -> list[Variant]:
     if cfg.grafting.elastic_l2 or not any(mixes) or cfg.choice.folds > 1:
         return []  # the one elastic_l2 given, or pure l1 (k folds: pure l1 only)
     return [({"l2_mix": float(m)}, ctx, mixed_point(float(m))) for m in sorted(set(mixes))]
-
-
-def mixed_point(mix: float) -> PointFit:
-    """A grafting point at gamma1 with gamma2 = gamma1 mix / (1 - mix): the
-    penalty lambda ((1 - mix) ||w||_1 + mix / 2 ||w||^2) of glmnet's
-    elastic net at alpha = 1 - mix, lambda = gamma1 / (1 - mix)."""
-
-    def fit(ctx, gamma, start, previous, budget, keep_going):
-        graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma * mix / (1 - mix))
-        at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, grafting=graft))
-        return _grafting_point(at, gamma, start, previous, budget, keep_going)
-
-    return fit
-
-
-def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = None) -> FitResult:
-    """The chosen penalty fitted again on the training and held-out events
-    together (``train.choice.refit``; LogisticRegressionCV's refit=True,
-    glmnet keeps lambda alike: the loss is a mean over events, so the same
-    gamma means the same strength on more data), warm-started from the
-    chosen point. The report is the refit's, with ``path`` and ``refit``:
-    the chosen point's objective, weights and held-out figures beside the
-    refit's. Skipped (``refit.skipped`` says why) when the grafting test
-    would be block-wise: its summaries do not add up over two backends."""
-    path = chosen.report["path"]
-    point = path["points"][path["chosen"]]
-    if not ctx.config.choice.refit:
-        return chosen
-    assert ctx.heldout is not None, "a path has held-out data"
-    parameter, gamma = path["parameter"], point[path["parameter"]]
-    if parameter == "l1" and ctx.backend.space.n_features > ctx.config.grafting.dense_test_max:
-        reason = (
-            f"{ctx.backend.space.n_features} candidates > train.grafting.dense_test_max: "
-            "the block-wise gradient test of training + held-out events is not available"
-        )
-        log.warning("no refit after the path: %s", reason)
-        chosen.report["refit"] = {"skipped": reason}
-        return chosen
-    whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
-    if fit_point is None:
-        fit_point = _grafting_point if parameter == "l1" else _l2_point
-    passes0 = whole.backend.passes
-    log.info("refitting %s %.4g on the training and held-out events", parameter, gamma)
-    result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
-    rep = result.report
-    rep["path"] = path
-    rep["refit"] = {
-        parameter: gamma,
-        "objective": rep.get("objective"),
-        "features": int(result.weights.nnz),
-        "passes": whole.backend.passes - passes0,
-        "converged": bool(rep.get("converged")),
-        "chosen_fit": {
-            "objective": chosen.report.get("objective"),
-            "features": int(chosen.weights.nnz),
-            **{k: point[k] for k in point if k.startswith("heldout_")},
-        },
-    }
-    if "kkt" in rep:
-        rep["refit"]["kkt_passed"] = bool(rep["kkt"]["passed"])
-    log.info(
-        "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
-        result.weights.nnz,
-        chosen.weights.nnz,
-        rep.get("objective", float("nan")),
-    )
-    return result
 
 
 def _elastic_paths(
@@ -335,13 +259,13 @@ def path_plan(
     cfg = ctx.config
     if registry.method(cfg.method).path == "l1":
         if cfg.choice.l1_grid:
-            return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), _grafting_point, None, False
+            return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), grafting_point, None, False
         top = gamma1_max(ctx, start)
         grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
-        return "l1", grid, _grafting_point, top, True
+        return "l1", grid, grafting_point, top, True
     if cfg.choice.l2_grid:
-        return "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), _l2_point, None, False
-    return "l2", l2_grid(ctx), _l2_point, None, True
+        return "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), l2_point, None, False
+    return "l2", l2_grid(ctx), l2_point, None, True
 
 
 def l2_grid(ctx: TrainingContext) -> list[float]:
@@ -354,90 +278,6 @@ def l2_grid(ctx: TrainingContext) -> list[float]:
         "loss pass",
     )
     return [float(1.0 / (c * lg.weight)) for c in np.logspace(-4, 4, ctx.config.choice.points)]
-
-
-def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous: float) -> int:
-    """Inactive features the sequential strong rule keeps at ``gamma``
-    (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
-    solution above 2 gamma - previous; one pass. 0 with the block-wise
-    test (the dense gradient never reaches the driver)."""
-    method = Grafting(ctx, variant(ctx.config.method, ctx.config))
-    if method.block_size is not None:
-        return 0
-    obj = method.objective(start.active_ids())
-    theta = np.concatenate([start.values, start.bias if start.bias is not None else []])
-    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
-    assert ev.full_grad is not None, "asked for the full gradient"
-    score = np.abs(ev.full_grad)
-    score[start.active_ids()] = 0.0
-    return int(np.count_nonzero(score > 2 * gamma - previous))
-
-
-def _grafting_point(
-    ctx: TrainingContext,
-    gamma: float,
-    start: Weights,
-    previous: float | None,
-    budget: int | None,
-    keep_going: KeepGoing | None,
-) -> FitResult:
-    """A grafting run at ``gamma`` from ``start``. Its rounds add up to
-    max(n_best, strong set size) candidates each, so the features the
-    strong rule expects at gamma enter in one round instead of
-    (size / n_best) rounds; the l1 optimum and its certificate are the same.
-    A spent budget that ``keep_going`` lifts leaves the run going on in
-    the same loop (``Grafting.round``)."""
-    cfg = ctx.config.grafting
-    n_best = cfg.n_best
-    if previous is not None:
-        n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
-    grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
-    return fit_grafting_family(
-        _at(ctx, grafting=grafting), ctx.config.method, start, budget, keep_going
-    )
-
-
-def _l2_point(
-    ctx: TrainingContext,
-    gamma: float,
-    start: Weights,
-    previous: float | None,
-    budget: int | None,
-    keep_going: KeepGoing | None,
-) -> FitResult:
-    """An l2 fit at ``gamma`` from ``start``; a budget caps its L-BFGS
-    iterations (one pass each, but for line-search steps). A spent budget
-    that ``keep_going`` lifts goes on from the budgeted fit's weights (one
-    pass at them again: L-BFGS restarts with an empty memory)."""
-    if budget is None or budget >= ctx.config.max_iter:
-        return fit_smooth(_at(ctx, l2=gamma), None, gamma, start)
-    with warnings.catch_warnings():  # stopping at the budget is no failure
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        result = fit_smooth(_at(ctx, l2=gamma, max_iter=budget), None, gamma, start)
-    rep = result.report
-    rep["budget_spent"] = not rep["converged"] and rep["iterations"] >= budget
-    if not rep["budget_spent"] or keep_going is None or not keep_going(result.weights):
-        return result
-    rest = fit_smooth(_at(ctx, l2=gamma), None, gamma, result.weights)
-    for key in ("iterations", "evaluations"):
-        rest.report[key] += rep[key]
-    rest.report["trace"] = rep["trace"] + rest.report["trace"]
-    rest.report["continued_after"] = rep["evaluations"]
-    return rest
-
-
-def _at(ctx: TrainingContext, **changes) -> TrainingContext:
-    """The context of one path point: its penalty, no checkpoints or plots
-    of its own (a path is not resumable point by point), and no held-out
-    pass per round (the path scores each point once)."""
-    return dataclasses.replace(
-        ctx,
-        config=dataclasses.replace(ctx.config, **changes),
-        heldout=None,
-        output_dir=None,
-        resume=False,
-        on_round=None,
-    )
 
 
 def run_path(

@@ -1,0 +1,180 @@
+"""One point of a regularization path (selection/path.py): a warm-started
+fit at one penalty (grafting at gamma1, optionally an elastic-net mix; l2 at
+gamma2) on a pass budget, and the refit of the chosen point on the training
+and held-out events together (``train.choice.refit``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from ..backends.union import UnionBackend
+from ..kernels import Weights
+from ..solvers import ConvergenceWarning
+from .base import FitResult, TrainingContext
+from .baselines import fit_smooth
+from .grafting import Grafting, fit_grafting_family, variant
+
+log = logging.getLogger(__name__)
+
+#: asked with a point's weights when its pass budget is spent: go on without it?
+KeepGoing = Callable[[Weights], bool]
+#: fit_point(ctx, gamma, start, previous gamma, pass budget, keep_going) of a path
+PointFit = Callable[
+    [TrainingContext, float, Weights, float | None, int | None, KeepGoing | None], FitResult
+]
+
+
+def mixed_point(mix: float) -> PointFit:
+    """A grafting point at gamma1 with gamma2 = gamma1 mix / (1 - mix): the
+    penalty lambda ((1 - mix) ||w||_1 + mix / 2 ||w||^2) of glmnet's
+    elastic net at alpha = 1 - mix, lambda = gamma1 / (1 - mix)."""
+
+    def fit(ctx, gamma, start, previous, budget, keep_going):
+        graft = dataclasses.replace(ctx.config.grafting, elastic_l2=gamma * mix / (1 - mix))
+        at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, grafting=graft))
+        return grafting_point(at, gamma, start, previous, budget, keep_going)
+
+    return fit
+
+
+def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = None) -> FitResult:
+    """The chosen penalty fitted again on the training and held-out events
+    together (``train.choice.refit``; LogisticRegressionCV's refit=True,
+    glmnet keeps lambda alike: the loss is a mean over events, so the same
+    gamma means the same strength on more data), warm-started from the
+    chosen point. The report is the refit's, with ``path`` and ``refit``:
+    the chosen point's objective, weights and held-out figures beside the
+    refit's. Skipped (``refit.skipped`` says why) when the grafting test
+    would be block-wise: its summaries do not add up over two backends."""
+    path = chosen.report["path"]
+    point = path["points"][path["chosen"]]
+    if not ctx.config.choice.refit:
+        return chosen
+    assert ctx.heldout is not None, "a path has held-out data"
+    parameter, gamma = path["parameter"], point[path["parameter"]]
+    if parameter == "l1" and ctx.backend.space.n_features > ctx.config.grafting.dense_test_max:
+        reason = (
+            f"{ctx.backend.space.n_features} candidates > train.grafting.dense_test_max: "
+            "the block-wise gradient test of training + held-out events is not available"
+        )
+        log.warning("no refit after the path: %s", reason)
+        chosen.report["refit"] = {"skipped": reason}
+        return chosen
+    whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
+    if fit_point is None:
+        fit_point = grafting_point if parameter == "l1" else l2_point
+    passes0 = whole.backend.passes
+    log.info("refitting %s %.4g on the training and held-out events", parameter, gamma)
+    result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
+    rep = result.report
+    rep["path"] = path
+    rep["refit"] = {
+        parameter: gamma,
+        "objective": rep.get("objective"),
+        "features": int(result.weights.nnz),
+        "passes": whole.backend.passes - passes0,
+        "converged": bool(rep.get("converged")),
+        "chosen_fit": {
+            "objective": chosen.report.get("objective"),
+            "features": int(chosen.weights.nnz),
+            **{k: point[k] for k in point if k.startswith("heldout_")},
+        },
+    }
+    if "kkt" in rep:
+        rep["refit"]["kkt_passed"] = bool(rep["kkt"]["passed"])
+    log.info(
+        "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
+        result.weights.nnz,
+        chosen.weights.nnz,
+        rep.get("objective", float("nan")),
+    )
+    return result
+
+
+def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous: float) -> int:
+    """Inactive features the sequential strong rule keeps at ``gamma``
+    (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
+    solution above 2 gamma - previous; one pass. 0 with the block-wise
+    test (the dense gradient never reaches the driver)."""
+    method = Grafting(ctx, variant(ctx.config.method, ctx.config))
+    if method.block_size is not None:
+        return 0
+    obj = method.objective(start.active_ids())
+    theta = np.concatenate([start.values, start.bias if start.bias is not None else []])
+    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    assert ev.full_grad is not None, "asked for the full gradient"
+    score = np.abs(ev.full_grad)
+    score[start.active_ids()] = 0.0
+    return int(np.count_nonzero(score > 2 * gamma - previous))
+
+
+def grafting_point(
+    ctx: TrainingContext,
+    gamma: float,
+    start: Weights,
+    previous: float | None,
+    budget: int | None,
+    keep_going: KeepGoing | None,
+) -> FitResult:
+    """A grafting run at ``gamma`` from ``start``. Its rounds add up to
+    max(n_best, strong set size) candidates each, so the features the
+    strong rule expects at gamma enter in one round instead of
+    (size / n_best) rounds; the l1 optimum and its certificate are the same.
+    A spent budget that ``keep_going`` lifts leaves the run going on in
+    the same loop (``Grafting.round``)."""
+    cfg = ctx.config.grafting
+    n_best = cfg.n_best
+    if previous is not None:
+        n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
+    grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
+    return fit_grafting_family(
+        point_context(ctx, grafting=grafting), ctx.config.method, start, budget, keep_going
+    )
+
+
+def l2_point(
+    ctx: TrainingContext,
+    gamma: float,
+    start: Weights,
+    previous: float | None,
+    budget: int | None,
+    keep_going: KeepGoing | None,
+) -> FitResult:
+    """An l2 fit at ``gamma`` from ``start``; a budget caps its L-BFGS
+    iterations (one pass each, but for line-search steps). A spent budget
+    that ``keep_going`` lifts goes on from the budgeted fit's weights (one
+    pass at them again: L-BFGS restarts with an empty memory)."""
+    if budget is None or budget >= ctx.config.max_iter:
+        return fit_smooth(point_context(ctx, l2=gamma), None, gamma, start)
+    with warnings.catch_warnings():  # stopping at the budget is no failure
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = fit_smooth(point_context(ctx, l2=gamma, max_iter=budget), None, gamma, start)
+    rep = result.report
+    rep["budget_spent"] = not rep["converged"] and rep["iterations"] >= budget
+    if not rep["budget_spent"] or keep_going is None or not keep_going(result.weights):
+        return result
+    rest = fit_smooth(point_context(ctx, l2=gamma), None, gamma, result.weights)
+    for key in ("iterations", "evaluations"):
+        rest.report[key] += rep[key]
+    rest.report["trace"] = rep["trace"] + rest.report["trace"]
+    rest.report["continued_after"] = rep["evaluations"]
+    return rest
+
+
+def point_context(ctx: TrainingContext, **changes) -> TrainingContext:
+    """The context of one path point: its penalty, no checkpoints or plots
+    of its own (a path is not resumable point by point), and no held-out
+    pass per round (the path scores each point once)."""
+    return dataclasses.replace(
+        ctx,
+        config=dataclasses.replace(ctx.config, **changes),
+        heldout=None,
+        output_dir=None,
+        resume=False,
+        on_round=None,
+    )
