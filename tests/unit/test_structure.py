@@ -321,10 +321,6 @@ PATCHED_CONSTANTS = {
     ("tests/unit/test_kernels.py", "CHUNK_ENTRIES"): "loss kernel chunk size: not yet in tasks",
     ("tests/unit/test_lattice.py", "CHUNK_PAIRS"): "lattice kernel chunk size: not in tasks",
     ("tests/unit/test_colcache.py", "COLUMNS"): "the executor column cache object, swapped whole",
-    (
-        "tests/unit/test_choice.py",
-        "MIN_STAGE_PATIENCE",
-    ): "choice.py's patience floor: not in config",
 }
 
 
