@@ -318,7 +318,6 @@ PATCHED_CONSTANTS = {
     ): "faces.py's forcing sequence: not yet a solver option",
     ("tests/unit/test_newton.py", "FORCING_MIN_TOL"): "as FORCING: not yet a solver option",
     ("tests/unit/test_newton.py", "SPARSE_MAX_DENSITY"): "newton.py's sparse Hessian switch",
-    ("tests/unit/test_lattice.py", "CHUNK_PAIRS"): "lattice kernel chunk size: not in tasks",
     ("tests/unit/test_colcache.py", "COLUMNS"): "the executor column cache object, swapped whole",
 }
 
