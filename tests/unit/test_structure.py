@@ -312,12 +312,6 @@ def test_readme_is_at_most_200_lines():
 #: (file, constant) a test or benchmark still patches, with why it is not yet
 #: a field of an object passed down (SolverOptions, the config, a task object)
 PATCHED_CONSTANTS = {
-    (
-        "tests/unit/test_newton.py",
-        "FORCING",
-    ): "faces.py's forcing sequence: not yet a solver option",
-    ("tests/unit/test_newton.py", "FORCING_MIN_TOL"): "as FORCING: not yet a solver option",
-    ("tests/unit/test_newton.py", "SPARSE_MAX_DENSITY"): "newton.py's sparse Hessian switch",
     ("tests/unit/test_colcache.py", "COLUMNS"): "the executor column cache object, swapped whole",
 }
 
