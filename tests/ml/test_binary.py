@@ -128,5 +128,5 @@ def test_combination_features_train_on_repeated_tokens_with_binary(repeated):
     assert model.getBinary() is True
     scored = model.transform(repeated).select("prediction").collect()  # Arrow: conjunctions
     assert len(scored) == repeated.count()
-    with pytest.raises(Exception, match="combination features"):
+    with pytest.raises(Exception, match=r"MaxEntClassifier\(binary=True\)"):
         MaxEntClassifier(**combined).fit(repeated)
