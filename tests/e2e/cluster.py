@@ -58,6 +58,9 @@ LOOPBACK = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
+#: the checkout these tests run from
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def free_port() -> int:
     """A TCP port that is free on 127.0.0.1 right now (the OS picks it)."""
@@ -181,12 +184,26 @@ def isolation_unavailable() -> str:
     return ""
 
 
-def isolated(cmd: list[str], hide: Sequence[str]) -> list[str]:
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r + os.sep) for r in roots)
+
+
+def kept_paths(hide: Sequence[str], keep: Sequence[str] = ()) -> list[str]:
+    """What ``isolated`` binds back inside the hidden paths: the Python
+    environment (with Spark's launch scripts; a virtualenv inside the
+    checkout, as in CI) and each of ``keep``, where they lie under a hidden
+    path; a path inside another kept one comes with it."""
+    paths = [os.path.abspath(p) for p in hide]
+    wanted = [os.path.realpath(sys.prefix), *(os.path.realpath(k) for k in keep)]
+    wanted = [k for k in wanted if _under(k, paths)]
+    return [k for k in wanted if not any(k != o and _under(k, [o]) for o in wanted)]
+
+
+def isolated(cmd: list[str], hide: Sequence[str], keep: Sequence[str] = ()) -> list[str]:
     """``cmd`` run in a new private mount namespace with an empty tmpfs over
     each path of ``hide`` (existing directories): what it writes there
-    stays in the namespace, and it sees nothing that was there. The Python
-    environment (with Spark's launch scripts) stays visible even when it
-    lies under a hidden path (a virtualenv inside the checkout, as in CI)."""
+    stays in the namespace, and it sees nothing that was there but the
+    ``kept_paths`` (the Python environment and ``keep``)."""
     if not hide:
         return cmd
     paths = [os.path.abspath(p) for p in hide]
@@ -196,9 +213,7 @@ def isolated(cmd: list[str], hide: Sequence[str]) -> list[str]:
     # a path under another hidden one (a checkout under /tmp) is hidden with it:
     # its own mount point is gone once the tmpfs covers the parent
     paths = [p for p in paths if not any(p.startswith(q + os.sep) for q in paths)]
-    env = os.path.realpath(sys.prefix)
-    keep = [env] if any(env == p or env.startswith(p + os.sep) for p in paths) else []
-    script = _mount_script(paths, keep)
+    script = _mount_script(paths, kept_paths(paths, keep))
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", *cmd]
 
 
@@ -233,19 +248,25 @@ def run_isolated(
     ``hide``; before the namespace ends, list every path left under
     ``hide`` into the file ``listing`` (which must be outside them).
 
+    The checkout stays visible (``kept_paths``) where it lies under a hidden
+    path (a clone under /tmp): the commands run its scripts; it and the
+    directories above it are not counted as left.
+
     Returns (exit code, merged stdout and stderr, the paths left). On
     timeout the whole process group is killed (ending the namespace) and
     TimeoutError raised with the output's end."""
+    kept = kept_paths(hide, [CHECKOUT])
     roots = " ".join(shlex.quote(os.path.abspath(h)) for h in hide)
+    prune = "".join(f" -path {shlex.quote(k)} -prune -o" for k in kept)
     script = "\n".join(
         [
             f"cd {shlex.quote(cwd)} || exit 96",
-            f"trap 'find {roots} -mindepth 1 > {shlex.quote(listing)}' EXIT",
+            f"trap 'find {roots} -mindepth 1{prune} -print > {shlex.quote(listing)}' EXIT",
             *(f"{shlex.join(c)} || exit $?" for c in commands),
         ]
     )
     proc = subprocess.Popen(
-        isolated(["bash", "-c", script], hide),
+        isolated(["bash", "-c", script], hide, [CHECKOUT]),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -267,6 +288,7 @@ def run_isolated(
     try:
         with open(listing) as f:
             left = [line.rstrip("\n") for line in f if line.strip()]
+        left = [p for p in left if not any(_under(k, [p]) for k in kept)]  # a kept path's parents
     except OSError as e:
         raise RuntimeError(f"no listing of the hidden mounts ({e}):\n{out[-4000:]}") from e
     return proc.returncode, out, left
