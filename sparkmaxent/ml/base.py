@@ -60,7 +60,8 @@ def scoring_binary(model) -> bool:
     if model.isSet(model.binary) and model.getOrDefault(model.binary) != trained:
         raise ConfigError(
             f"binary: the model was trained with binary = {str(trained).lower()} and scores "
-            f"its features the same way; got binary = {str(not trained).lower()} (refit to change it)"
+            f"its features the same way; got binary = {str(not trained).lower()} "
+            "(refit to change it)"
         )
     return trained
 

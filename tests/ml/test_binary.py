@@ -75,8 +75,7 @@ def test_binary_fit_is_the_fit_on_distinct_tokens(fitted, repeated, distinct):
     # without binary the repeats count: the same rows give other scores
     counted = _outputs(plain, repeated, "arrow").collect()
     assert any(
-        abs(a["probability0"] - b["probability0"]) > 1e-6
-        for a, b in zip(counted, want.collect())
+        abs(a["probability0"] - b["probability0"]) > 1e-6 for a, b in zip(counted, want.collect())
     )
 
 
