@@ -1,5 +1,5 @@
 """Grafting's inexact rounds: ``train.grafting.round_tol_ratio`` and the
-rounds' initial trust region (``selection.grafting.ROUND_RADIUS``) against
+rounds' initial trust region (``train.grafting.round_radius``) against
 the time to a target objective, in-process (LocalBackend, 2 blocks, one
 core), on CoNLL-2000 chunking (n = 1,000).
 
@@ -46,7 +46,6 @@ def run(
     from sparkmaxent.backends import LocalBackend
     from sparkmaxent.config import train_config
     from sparkmaxent.kernels.colcache import COLUMNS
-    from sparkmaxent.selection import grafting
     from sparkmaxent.train import train
 
     COLUMNS.clear()  # no run starts with another's gathered columns
@@ -57,6 +56,7 @@ def run(
         n_best=1000,
         max_rounds=max_rounds,
         round_tol_ratio=ratio,
+        round_radius=radius,
         plots=False,
     )
     load_start = os.getloadavg()[0]
@@ -76,11 +76,7 @@ def run(
             }
         )
 
-    default_radius, grafting.ROUND_RADIUS = grafting.ROUND_RADIUS, radius
-    try:
-        report = train(backend, cfg, on_round=on_round).report
-    finally:
-        grafting.ROUND_RADIUS = default_radius
+    report = train(backend, cfg, on_round=on_round).report
     at = next((r for r in trace if r["objective"] <= target + 1e-6), None)
     return {
         "round_tol_ratio": ratio,
@@ -107,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     work_arguments(parser, "/tmp/round-tol-work", "round_tol.json")
     parser.add_argument("--ratios", type=float, nargs="+", default=[0.1, 0.3, 0.3, 0.1])
     parser.add_argument(
-        "--radii", type=float, nargs="+", default=None, help="default: ROUND_RADIUS"
+        "--radii", type=float, nargs="+", default=None, help="default: train.grafting.round_radius"
     )
     parser.add_argument("--gamma", type=float, default=1e-5)
     parser.add_argument("--max-rounds", type=int, default=11)
@@ -116,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.grafting_vs_mllib import prepared
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.blas import blas_threads
+    from sparkmaxent.config.schema import GraftingConfig
     from sparkmaxent.data.load import read_blocks
     from sparkmaxent.data.schema import DatasetInfo
-    from sparkmaxent.selection.grafting import ROUND_RADIUS
 
     spark = spark_session("local[2]", "round-tol", {"spark.driver.memory": "4g"})
     train_dir, _ = prepared(spark, args.work, args.reuse)
@@ -129,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with blas_threads(1):
         for ratio in args.ratios:
-            for radius in args.radii or [ROUND_RADIUS]:
+            for radius in args.radii or [GraftingConfig().round_radius]:
                 rows.append(run(blocks, space, ratio, args.gamma, args.max_rounds, target, radius))
                 print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
     print_table(

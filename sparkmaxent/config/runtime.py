@@ -74,7 +74,8 @@ class OutputConfig(Section):
     scratch_dir: str = key(
         "",
         "Where predict and evaluate prepare text input for the model (removed "
-        'afterwards); one the executors can reach on a cluster. "": a hidden '
+        "afterwards; a killed run's sparkmaxent-scratch-<host>-<pid>-* is removed "
+        'at the next start on that host); one the executors can reach on a cluster. "": a hidden '
         "sibling of the output (evaluate without --report: the driver's temporary "
         "directory, for a local master only).",
     )

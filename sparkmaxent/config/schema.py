@@ -169,6 +169,13 @@ class GraftingConfig(Section):
         ge=0,
         lt=1,
     )
+    round_radius: float = key(
+        1.0,
+        "Initial trust region (largest step of one weight) of each round's Newton solve; "
+        "it doubles after every well-predicted step. Bounds the weights, not the biases. "
+        "inf: unbounded.",
+        gt=0,
+    )
     dense_test_max: int = key(
         4_000_000,
         "Largest candidate space (features) whose gradient test brings the dense gradient "

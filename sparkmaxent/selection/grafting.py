@@ -37,17 +37,6 @@ from .loop import limit_reached, run_rounds
 
 log = logging.getLogger(__name__)
 
-#: the trust region (infinity norm of a step) a round's Newton solve starts
-#: from. Weights are log-odds and a round's new weights start at 0: there the
-#: unbounded model step reached lengths in the hundreds on CoNLL-2000 and was
-#: cut to 2^-4 ... 2^-11 of itself, a ray pass or two per cut. The region
-#: doubles after every well-predicted step (``newton._next_radius``), so large
-#: weights are reached in a few steps. 1 is also scipy's ``trust-constr``
-#: default initial radius (docs/benchmarks.md, "Grafting: the rounds' initial
-#: trust region"). The region bounds the weights only: the biases are
-#: unpenalized and a common shift of them changes no probability, so which
-#: bias reached the region first would pick that shift by rounding.
-ROUND_RADIUS = 1.0
 #: why a run with a pass budget (a path point, selection/path.py) stopped
 BUDGET_SPENT = "pass budget spent"
 
@@ -170,7 +159,10 @@ class Grafting:
             memory=cfg.memory,
             ftol=cfg.ftol,
             full_gradient=self.block_size is None,
-            radius=ROUND_RADIUS,
+            # new weights start at 0 and are log-odds: an unbounded first step
+            # overshoots by orders of magnitude; the region bounds the weights only
+            # (a common shift of the unpenalized biases changes no probability)
+            radius=cfg.grafting.round_radius,
         )
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
@@ -357,7 +349,7 @@ class Grafting:
         options = dataclasses.replace(
             self.options,
             tol=tol,
-            region=len(ids),  # the weights: the biases stay outside (ROUND_RADIUS)
+            region=len(ids),  # the weights: the biases stay outside the trust region
             # a solver pass is about an iteration: a budget bounds the round too
             max_iter=self.options.max_iter
             if left is None

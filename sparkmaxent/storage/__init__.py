@@ -193,13 +193,51 @@ def write_parquet(path: str, table) -> None:
 @contextmanager
 def scratch(near: str, scratch_dir: str = "") -> Iterator[str]:
     """A scratch directory path (not created) removed afterwards: under
-    ``scratch_dir`` when given, else a temporary sibling of the output
-    ``near`` (swept like one if a run is killed)."""
-    path = sibling(join(scratch_dir, "sparkmaxent") if scratch_dir else near, "tmp") + "-work"
+    ``scratch_dir`` when given, named by owner like :func:`local_temp_dir`
+    (this host's whose process is gone are removed first: the directory is
+    shared by concurrent runs, so only an owner can be judged), else a
+    temporary sibling of the output ``near`` (swept like one if a run is
+    killed)."""
+    import os
+    import socket
+    import uuid
+
+    if scratch_dir:
+        prefix = "sparkmaxent-scratch-"
+        sweep_orphans(scratch_dir, prefix)
+        own = f"{prefix}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        path = join(qualify(scratch_dir), own)
+    else:
+        path = sibling(near, "tmp") + "-work"
     try:
         yield path
     finally:
         delete(path)
+
+
+def sweep_orphans(base: str, prefix: str, fs=None) -> list[str]:
+    """Remove the entries of ``base`` named ``<prefix><host>-<pid>-...``
+    for this host whose process is gone (left by killed runs); those of
+    other hosts and of live processes stay. ``fs``: the file system of
+    ``base`` (default: :func:`filesystem`'s). Returns the paths removed."""
+    import re
+    import socket
+
+    from .lock import _alive
+
+    fs = fs or filesystem()
+    base = fs.qualify(base)
+    if not fs.is_dir(base):
+        return []
+    mine = re.compile(re.escape(f"{prefix}{socket.gethostname()}-") + r"(\d+)-")
+    removed = []
+    for name in fs.list(base):
+        m = mine.match(name)
+        if m and not _alive(int(m.group(1))):
+            fs.delete(join(base, name))
+            removed.append(join(base, name))
+            log.warning("removed %s, left by a killed run (process %s)", join(base, name), m[1])
+    return removed
 
 
 def local_temp_dir(prefix: str) -> str:
@@ -207,24 +245,14 @@ def local_temp_dir(prefix: str) -> str:
     whose executors share that disk. Named ``<prefix><host>-<pid>-...`` in
     the temporary directory, like an output registered by its owner: those
     of this prefix whose process on this host is gone (killed runs) are
-    removed first."""
+    removed first (:func:`sweep_orphans`)."""
     import os
-    import re
     import socket
 
     from .fs import _LOCAL
-    from .lock import _alive
 
-    base, host = tempfile.gettempdir(), socket.gethostname()
-    mine = re.compile(re.escape(f"{prefix}{host}-") + r"(\d+)-")
-    for name in os.listdir(base):
-        m = mine.match(name)
-        if m and not _alive(int(m.group(1))):
-            _LOCAL.delete(os.path.join(base, name))
-            log.warning(
-                "removed %s, left by a killed run (process %s)", os.path.join(base, name), m[1]
-            )
-    return tempfile.mkdtemp(prefix=f"{prefix}{host}-{os.getpid()}-")
+    sweep_orphans(tempfile.gettempdir(), prefix, _LOCAL)
+    return tempfile.mkdtemp(prefix=f"{prefix}{socket.gethostname()}-{os.getpid()}-")
 
 
 __all__ = [
@@ -241,6 +269,7 @@ __all__ = [
     "listdir",
     "local_path",
     "local_temp_dir",
+    "sweep_orphans",
     "lock_path",
     "mkdirs",
     "parquet_files",

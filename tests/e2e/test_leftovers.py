@@ -109,6 +109,28 @@ def test_a_killed_evaluates_scratch_is_swept_at_the_next_evaluate(data, tmp_path
     assert sorted(os.listdir(report.parent)) == ["report.json"]
 
 
+def test_a_killed_runs_scratch_under_output_scratch_dir_is_swept_at_the_next_start(
+    data, tmp_path, caplog
+):
+    """output.scratch_dir is shared by concurrent runs: each run's scratch
+    is named by host and pid, and the next start removes this host's whose
+    process is gone; a live run's and another host's stay."""
+    run, scratch = tmp_path / "run", tmp_path / "scratch"
+    fit(data, "l2", run)
+    host = socket.gethostname()
+    dead = scratch / f"sparkmaxent-scratch-{host}-{_dead_pid()}-0123abcd"
+    alive = scratch / f"sparkmaxent-scratch-{host}-{os.getpid()}-0123abcd"
+    other = scratch / f"sparkmaxent-scratch-{host}x-{_dead_pid()}-0123abcd"
+    for d in (dead, alive, other):
+        (d / ".prepared.tmp-0123abcd").mkdir(parents=True)
+        (d / ".prepared.lock").write_text("{}")
+    args = ["--model", str(run / "model"), "--input", str(data / "b.txt"), "--format", "maxent"]
+    with caplog.at_level("WARNING"):
+        assert evaluate_main([*args, "--set", f"output.scratch_dir={scratch}"]) == 0
+    assert f"removed {dead}, left by a killed run" in caplog.text
+    assert sorted(os.listdir(scratch)) == sorted([alive.name, other.name])
+
+
 def test_lock_stale_s_0_never_takes_a_lock_by_its_age(tmp_path):
     """output.lock_stale_s = 0 means what docs/configuration.md says: never
     stale by age (another host's lock, however old, is refused, naming the

@@ -147,7 +147,8 @@ def test_predict_is_locked_and_scratch_goes_beside_the_output(
         cfg=cfg(f"output.scratch_dir='{scratch}'"),
     )
     assert seen[0].startswith(f"{tmp_path}/.preds.tmp-") and seen[0].endswith("-work")
-    assert seen[1].startswith(f"{scratch}/.sparkmaxent.tmp-")
+    owner = f"{socket.gethostname()}-{os.getpid()}-"
+    assert seen[1].startswith(f"{scratch}/sparkmaxent-scratch-{owner}")
     assert sorted(os.listdir(tmp_path)) == ["new.txt", "preds", "preds2", "run", "scratch"]
     assert os.listdir(scratch) == []
     assert storage.read_parquet(str(tmp_path / "preds")).num_rows == 60

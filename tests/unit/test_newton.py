@@ -160,7 +160,7 @@ def test_a_ray_pass_tries_the_cut_steps_at_once():
 
 @pytest.mark.parametrize("region", [None, 3])
 def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum(region):
-    """With ``radius`` (grafting's ROUND_RADIUS) no coordinate of the
+    """With ``radius`` (grafting's train.grafting.round_radius) no coordinate of the
     ``region`` (all, or the first 3: grafting leaves its biases out) moves by
     more than it in the first step, the region then grows, and the optimum
     is the one reached without a region."""
