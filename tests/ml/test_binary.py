@@ -10,7 +10,7 @@ import pytest
 from chispa import assert_approx_df_equality
 
 from sparkmaxent.config import ConfigError
-from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
+from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier, MaxEntRanker
 
 from .conftest import GRAFTING
 from .data import events
@@ -129,3 +129,25 @@ def test_combination_features_train_on_repeated_tokens_with_binary(repeated):
     assert len(scored) == repeated.count()
     with pytest.raises(Exception, match=r"MaxEntClassifier\(binary=True\)"):
         MaxEntClassifier(**combined).fit(repeated)
+
+
+def test_ranker_binary_fit_is_the_fit_on_presence_values(spark):
+    from pyspark.sql import functions as F
+
+    from .test_ranking import map_table
+
+    table = map_table(spark)  # values 0.5 and 1.0
+    ones = table.withColumn("feats", F.transform_values("feats", lambda k, v: F.lit(1.0)))
+    params = {"groupCol": "sent", "featuresCol": "feats", "correctCol": "ok", **GRAFTING}
+    binary = MaxEntRanker(binary=True, **params).fit(table)
+    plain = MaxEntRanker(**params).fit(ones)
+    assert binary.getBinary() is True
+    np.testing.assert_allclose(
+        binary.maxentModel.weights.values, plain.maxentModel.weights.values, atol=1e-9
+    )
+    cols = ["sent", "cand", "score", "probability", "prediction"]
+    got = binary.transform(table).select(*cols).orderBy("sent", "cand")
+    want = plain.transform(ones).select(*cols).orderBy("sent", "cand")
+    assert_approx_df_equality(got, want, precision=1e-9, ignore_nullable=True)
+    counted = plain.transform(table).select(*cols).orderBy("sent", "cand").collect()
+    assert any(abs(a["score"] - b["score"]) > 1e-6 for a, b in zip(counted, want.collect()))
