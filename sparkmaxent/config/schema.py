@@ -430,9 +430,16 @@ class ChoiceConfig(Section):
     stage_patience: float = key(
         1.0,
         "ifs, sgc, bayes-factor keeping their best held-out stage: stop once "
-        "this times the best stage's number of stages (at least 10) ran "
-        "without a better held-out score; 0: run to the method's own stop.",
+        "this times the best stage's number of stages (at least "
+        "stage_patience_min) ran without a better held-out score; 0: run to the "
+        "method's own stop.",
         ge=0,
+    )
+    stage_patience_min: int = key(
+        10,
+        "The fewest stages a run goes on past its best held-out stage (the first "
+        "stages' scores jump).",
+        ge=1,
     )
 
 

@@ -327,14 +327,18 @@ def candidate_gains(
 
 
 def score_batch(
-    lat: LatticeArrays, decider: np.ndarray, groups: np.ndarray, candidates: np.ndarray
+    lat: LatticeArrays,
+    decider: np.ndarray,
+    groups: np.ndarray,
+    candidates: np.ndarray,
+    chunk_pairs: int = CHUNK_PAIRS,
 ) -> np.ndarray:
     """The gains of a batch of candidates (one executor task of a step),
-    scored about ``CHUNK_PAIRS`` (candidate, descendant) pairs at a time."""
+    scored about ``chunk_pairs`` (candidate, descendant) pairs at a time."""
     candidates = np.asarray(candidates, dtype=np.int64)
     pairs = np.cumsum(lat.desc_ptr[candidates + 1] - lat.desc_ptr[candidates])
     total = int(pairs[-1]) if len(pairs) else 0
-    cuts = np.searchsorted(pairs, np.arange(1, -(-total // CHUNK_PAIRS)) * CHUNK_PAIRS)
+    cuts = np.searchsorted(pairs, np.arange(1, -(-total // chunk_pairs)) * chunk_pairs)
     parts = [c for c in np.split(candidates, cuts) if len(c)]
     return np.concatenate(
         [candidate_gains(lat, decider, groups, c) for c in parts] or [np.zeros(0)]

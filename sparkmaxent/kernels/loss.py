@@ -34,7 +34,7 @@ from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_sof
 
 #: scores per row chunk of a block (``_sweep``): a chunk's rows stay in the
 #: CPU cache through every step of the kernel
-CHUNK_ENTRIES = 1 << 17
+CHUNK_ENTRIES = 1 << 17  # the default of loss_grad(chunk_entries=)
 
 
 def _dense(A) -> np.ndarray:
@@ -217,7 +217,9 @@ def _chunkable(Xs, W, Xg) -> bool:
     )
 
 
-def _sweep(Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba: bool):
+def _sweep(
+    Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba: bool, chunk_entries: int
+):
     """Scores Xs @ W (scaled, ``_linear_scores``), the residual in their place
     (``_residual_rows``) and G = Xg^T R, the gradient sums over Xg's columns.
 
@@ -240,7 +242,7 @@ def _sweep(Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba:
     R, G = np.empty((m, K)), np.zeros((Xg.shape[1], K))
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
     proba = np.empty((m, K)) if keep_proba else None
-    step = max(1, CHUNK_ENTRIES // K)
+    step = max(1, chunk_entries // K)
     for a in range(0, m, step):
         b = min(m, a + step)
         S = _chunk_scores(Xs, Wf, shift, bias, a, b, R[a:b])
@@ -284,6 +286,7 @@ def _active_sweep(
     inv: np.ndarray | None,
     y: np.ndarray,
     c: np.ndarray,
+    chunk_entries: int,
 ) -> tuple[np.ndarray, np.ndarray, float, float]:
     """``_sweep`` of an active-set pass (the gradient over the scoring
     columns themselves, no probabilities kept; ``_chunkable`` arguments):
@@ -298,7 +301,7 @@ def _active_sweep(
     W, shift = _scaled(W, mean, inv)
     m, K = Xs.shape[0], W.shape[1]
     Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    step = max(1, CHUNK_ENTRIES // K)
+    step = max(1, chunk_entries // K)
     buffer, G, r_sum = np.empty((min(step, m), K)), np.zeros((Xs.shape[1], K)), np.zeros(K)
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
     for a in range(0, m, step):
@@ -318,6 +321,7 @@ def _multiclass_loss_grad(
     grad_ids: np.ndarray | None,
     keep_proba: bool = False,
     apart: bool = False,
+    chunk_entries: int = CHUNK_ENTRIES,
 ) -> tuple[LossGrad, np.ndarray | None]:
     """``loss_grad_proba`` of a multiclass block; ``apart``: sparse weights
     score over their own columns only, as a full-gradient pass scores, and
@@ -349,11 +353,11 @@ def _multiclass_loss_grad(
     proba = None
     if together and not keep_proba and _chunkable(Xs, W, Xs):
         G, r_sum, loss, correct = _active_sweep(
-            Xs, W, weights.bias, w_mean, w_inv, block.y, block.c
+            Xs, W, weights.bias, w_mean, w_inv, block.y, block.c, chunk_entries
         )
     else:
         R, G, gold, top, lse, proba = _sweep(
-            Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba
+            Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba, chunk_entries
         )
         correct = float(block.c @ (top == block.y))
         loss = float(block.c @ (lse - gold))
@@ -405,6 +409,8 @@ def loss_grad(
     weights: Weights,
     scaling: Scaling | None = None,
     grad_ids: np.ndarray | None = None,
+    *,
+    chunk_entries: int = CHUNK_ENTRIES,
 ) -> LossGrad:
     """Loss and gradient sums of one block.
 
@@ -413,8 +419,11 @@ def loss_grad(
     grad_ids : ndarray of int64 or None
         Feature ids at which the gradient is wanted; None for all
         ``space.n_features`` of them (the gradient test of grafting).
+    chunk_entries : scores per row chunk of a multiclass block's sweep.
     """
-    return loss_grad_proba(block, space, weights, scaling, grad_ids, keep_proba=False)[0]
+    return loss_grad_proba(
+        block, space, weights, scaling, grad_ids, keep_proba=False, chunk_entries=chunk_entries
+    )[0]
 
 
 def loss_grad_at(
@@ -442,12 +451,16 @@ def loss_grad_proba(
     scaling: Scaling | None = None,
     grad_ids: np.ndarray | None = None,
     keep_proba: bool = True,
+    *,
+    chunk_entries: int = CHUNK_ENTRIES,
 ) -> tuple[LossGrad, np.ndarray | None]:
     """``loss_grad`` plus the model probabilities it computed on the way
     (for kernels that also need curvature): P of shape (m, K) for multiclass
     blocks, p of shape (n_candidates_total,) for candidate sets."""
     if isinstance(block, MulticlassBlock):
-        return _multiclass_loss_grad(block, space, weights, scaling, grad_ids, keep_proba)
+        return _multiclass_loss_grad(
+            block, space, weights, scaling, grad_ids, keep_proba, chunk_entries=chunk_entries
+        )
     return _candidate_loss_grad(block, space, weights, scaling, grad_ids)
 
 

@@ -45,6 +45,27 @@ def refuse_existing_columns(dataset, names) -> None:
             )
 
 
+def trained_binary(maxent: MaxentModel) -> bool:
+    """Whether ``maxent`` was trained on binary predicates (its saved
+    configuration's ``data.binary``; ``prepare(binary=True)``)."""
+    return bool(maxent.config.get("data", {}).get("binary", False))
+
+
+def scoring_binary(model) -> bool:
+    """Whether a fitted model scores presence (``indexing.presence``) rather
+    than counts: as its training data was prepared. A ``binary`` Param set
+    otherwise on the model would score features unlike its training data,
+    so it is refused, naming the Param."""
+    trained = trained_binary(model.maxentModel)
+    if model.isSet(model.binary) and model.getOrDefault(model.binary) != trained:
+        raise ConfigError(
+            f"binary: the model was trained with binary = {str(trained).lower()} and scores "
+            f"its features the same way; got binary = {str(not trained).lower()} "
+            "(refit to change it)"
+        )
+    return trained
+
+
 class MaxEntEstimator(Estimator, TrainingParams):
     """An estimator over a prepared dataset. Subclasses prepare the
     DataFrame (:meth:`_prepare_into`) and wrap the trained model
@@ -73,7 +94,7 @@ class MaxEntEstimator(Estimator, TrainingParams):
 
     def _data_params(self) -> tuple:
         """Params that change what ``fit`` prepares (``config`` may hold data keys)."""
-        return (self.featuresCol, self.weightCol, self.checkpointDir, self.config)
+        return (self.featuresCol, self.weightCol, self.binary, self.checkpointDir, self.config)
 
     # ---- fitting ---------------------------------------------------------
     def _fit(self, dataset):
@@ -170,8 +191,15 @@ class MaxEntEstimator(Estimator, TrainingParams):
         # the scratch dictionary goes away: the model's vocabulary is its used features
         maxent = dataclasses.replace(maxent, dictionary="")
         model = self._copyValues(self._model(maxent, report, prepared.extra))
+        model._set(binary=trained_binary(maxent))  # also when given as config['data.binary']
         model._session = prepared.spark  # the dataset's session, classic or Connect
         return model
 
 
-__all__ = ["MaxEntEstimator", "Prepared", "refuse_existing_columns"]
+__all__ = [
+    "MaxEntEstimator",
+    "Prepared",
+    "refuse_existing_columns",
+    "scoring_binary",
+    "trained_binary",
+]

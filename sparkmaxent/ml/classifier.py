@@ -31,7 +31,7 @@ from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 from ..data.columns import ARRAY, MAP, names_and_values
 from ..errors import InputError
 from ..model import MaxentModel
-from .base import MaxEntEstimator, refuse_existing_columns
+from .base import MaxEntEstimator, refuse_existing_columns, scoring_binary
 from .params import AUTO, MaxEntParams
 from .persistence import MaxEntReadable, MaxEntWritable
 from .scoring import Scorer, score_column
@@ -121,6 +121,7 @@ class MaxEntClassifier(
         standardization: bool = False,
         tol: float = 1.0e-7,
         maxIter: int = 1000,
+        binary: bool = False,
         checkpointDir: str = "",
         warmStart: bool = True,
         config: dict | None = None,
@@ -152,6 +153,7 @@ class MaxEntClassifier(
         standardization: bool = False,
         tol: float = 1.0e-7,
         maxIter: int = 1000,
+        binary: bool = False,
         checkpointDir: str = "",
         warmStart: bool = True,
         config: dict | None = None,
@@ -221,6 +223,7 @@ class MaxEntClassifier(
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
             in_process_max_events=cfg.data.in_process_max_events,
+            binary=cfg.data.binary if vocabulary is None else None,  # held-out rows follow
         )
         numeric = is_numeric(dataset, label_col)
         classes, n_classes = label_classes(list(info.labels), numeric, label_col)
@@ -476,6 +479,7 @@ class MaxEntClassificationModel(
             self._classes,
             self._n_classes,
             None if thresholds is None else np.asarray(thresholds, dtype=np.float64),
+            binary=scoring_binary(self),
         )
 
     #: how ``transform`` scores: "sql" (Spark SQL expressions, no Python

@@ -43,6 +43,7 @@ SCHEMA_PARAMS = {
     "standardization": "train.standardize",
     "tol": "train.gtol",
     "maxIter": "train.max_iter",
+    "binary": "data.binary",
 }
 #: the ``method`` Param's default: the method MLlib's LogisticRegression
 #: reads regParam and elasticNetParam as (:func:`chosen_method`)
@@ -202,6 +203,15 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
         "maxIter",
         "L-BFGS (or a round's Newton) iterations at most (train.max_iter)",
         typeConverter=schema_converter("maxIter", SCHEMA_PARAMS["maxIter"]),
+    )
+    binary = Param(
+        Params._dummy(),
+        "binary",
+        "binary predicates (data.binary), as CountVectorizer's binary: a feature counts 1.0 "
+        "in a row however often it occurs (array<string> repeats; map or Vector values: 1.0 "
+        "where non-zero); the model scores presence too. Combination features need it on "
+        "count data",
+        typeConverter=schema_converter("binary", SCHEMA_PARAMS["binary"]),
     )
     checkpointDir = Param(
         Params._dummy(),

@@ -20,7 +20,7 @@ from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
 from ..config import ConfigError
 from ..model import MaxentModel
-from .base import MaxEntEstimator, refuse_existing_columns
+from .base import MaxEntEstimator, refuse_existing_columns, scoring_binary
 from .params import AUTO, TrainingParams, with_accessors
 from .persistence import MaxEntReadable, MaxEntWritable
 from .scoring import Scorer, candidate_score_column
@@ -87,6 +87,7 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
         standardization: bool = False,
         tol: float = 1.0e-7,
         maxIter: int = 1000,
+        binary: bool = False,
         checkpointDir: str = "",
         warmStart: bool = True,
         config: dict | None = None,
@@ -116,6 +117,7 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
         standardization: bool = False,
         tol: float = 1.0e-7,
         maxIter: int = 1000,
+        binary: bool = False,
         checkpointDir: str = "",
         warmStart: bool = True,
         config: dict | None = None,
@@ -149,6 +151,7 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
             overwrite=True,
             lock_stale_s=cfg.output.lock_stale_s,
             in_process_max_events=cfg.data.in_process_max_events,
+            binary=cfg.data.binary,
         )
         return {}
 
@@ -204,7 +207,7 @@ class MaxEntRankingModel(Model, RankingParams, MaxEntWritable, MaxEntReadable):
         outs = (self.scoreCol, self.probabilityCol, self.predictionCol)
         refuse_existing_columns(dataset, [n for n in map(self.getOrDefault, outs) if n])
         names, values = names_and_values(dataset, "transform input", self.getFeaturesCol())
-        scorer = Scorer.of(self.maxentModel, [0], 1)
+        scorer = Scorer.of(self.maxentModel, [0], 1, binary=scoring_binary(self))
         score = "__sparkmaxent_score"
         group = Window.partitionBy(self.getOrDefault(self.groupCol))
         top = F.max(score).over(group)

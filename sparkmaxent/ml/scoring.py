@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ..data.indexing import presence
 from ..kernels import MULTICLASS, Scaling, Space, Weights
 from ..kernels.blocks import CandidateBlock, MulticlassBlock
 from ..kernels.loss import candidate_scores, multiclass_scores
@@ -48,6 +49,12 @@ class Scorer:
         sparse-by-dense product (``kernels.loss.multiclass_scores``). A
         predicate the model does not use has no weight in any label, so the
         scores are those of the full model.
+    thresholds : ndarray or None
+        MLlib's ``thresholds`` (one per output class).
+    binary : bool
+        The model was trained on binary predicates (``prepare(binary=True)``):
+        a row's summed values are scored as their presence
+        (``data.indexing.presence``), as its training data was prepared.
     """
 
     model: MaxentModel
@@ -57,6 +64,7 @@ class Scorer:
     n_classes: int
     compact: tuple[Space, Weights, Scaling | None] | None = None
     thresholds: np.ndarray | None = None
+    binary: bool = False
 
     @staticmethod
     def of(
@@ -64,9 +72,11 @@ class Scorer:
         classes: np.ndarray,
         n_classes: int,
         thresholds: np.ndarray | None = None,
+        binary: bool = False,
     ) -> Scorer:
         """``thresholds`` (one per output class): MLlib's ``thresholds``
-        Param, the prediction is the class of largest p_k / t_k."""
+        Param, the prediction is the class of largest p_k / t_k; ``binary``:
+        score presence (:attr:`Scorer.binary`)."""
         used = sorted((i, n) for i, n in model.feature_names.items() if i < model.n_atoms)
         ids = np.asarray([i for i, _ in used], dtype=np.int64)
         return Scorer(
@@ -77,6 +87,7 @@ class Scorer:
             int(n_classes),
             _compact(model, ids),
             None if thresholds is None else np.asarray(thresholds, dtype=np.float64),
+            bool(binary),
         )
 
     def linear(self) -> tuple[np.ndarray, np.ndarray]:
@@ -112,8 +123,8 @@ class Scorer:
         """Predicate values of rows given as list arrays of names and values
         (null lists: no features; no ``values``: 1.0 each); names the model
         does not use are dropped, repeated ones summed (as ``prepare``
-        does). Columns are predicate ids, or positions in ``names`` with a
-        ``compact`` model."""
+        does; with ``binary`` then scored as their presence). Columns are
+        predicate ids, or positions in ``names`` with a ``compact`` model."""
         flat = pc.list_flatten(names)
         pos = pc.index_in(flat, value_set=self.names)
         known = pos.is_valid().to_numpy(zero_copy_only=False)
@@ -131,6 +142,8 @@ class Scorer:
             shape=(n_rows, width),
         )
         X.sum_duplicates()
+        if self.binary:
+            X.data = presence(X.data)
         return X
 
     def scores(self, names: pa.Array, values: pa.Array | None) -> np.ndarray:

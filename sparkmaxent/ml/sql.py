@@ -6,7 +6,9 @@ The weights travel as one JSON string literal read by ``from_json`` into a
 ``map<string, array<double>>`` (constant-folded once by the optimizer);
 each row's scores are an ``aggregate`` over its features with
 ``try_element_at`` on that map (an unknown name adds nothing, a repeated
-one adds again, as ``prepare`` sums repeats). rawPrediction (S less its row
+one adds again, as ``prepare`` sums repeats; a model trained on binary
+predicates reads an array's distinct names and a value's presence, as
+``prepare(binary=True)``). rawPrediction (S less its row
 mean), probability (softmax) and prediction (argmax, or MLlib's
 p_k / t_k with thresholds) follow with higher-order array functions. The
 text is plain Spark SQL, so Scala, Java and SQL users run it as it is
@@ -80,13 +82,17 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
 
     if kind == ARRAY:
         step = add("x")
-        scores = f"aggregate(coalesce({col}, array()), {_doubles(b)}, (acc, x) -> {step})"
+        listed = f"array_distinct({col})" if scorer.binary else col
+        scores = f"aggregate(coalesce({listed}, array()), {_doubles(b)}, (acc, x) -> {step})"
     elif kind == MAP:
-        step = add("e.key", " * e.value")
+        # presence (data.indexing.presence): 1.0 where the value is non-zero
+        value = "CAST(e.value != 0 AS DOUBLE)" if scorer.binary else "e.value"
+        step = add("e.key", f" * {value}")
         body = f"aggregate(map_entries({col}), {_doubles(b)}, (acc, e) -> {step})"
         scores = f"coalesce({body}, {_doubles(b)})"
     elif kind == VECTOR:
-        step = add("cast(e.i AS STRING)", " * e.x")
+        # the entries are the non-zero values: presence multiplies by 1.0
+        step = add("cast(e.i AS STRING)", "" if scorer.binary else " * e.x")
         dense = col  # the Vector as array<double> (pyspark.ml.functions.vector_to_array)
         entries = (
             f"filter(zip_with({dense}, sequence(0, size({dense}) - 1), "

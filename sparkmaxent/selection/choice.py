@@ -35,9 +35,6 @@ log = logging.getLogger(__name__)
 #: Keys of LoopState.arrays holding the best stage's weights (checkpointed).
 BEST_KEYS = ("choice_ids", "choice_values", "choice_bias")
 PATH_PLOT = "path.png"
-#: Stages a run always goes on past its best held-out stage (the floor of
-#: ``train.choice.stage_patience``): the first stages' scores jump.
-MIN_STAGE_PATIENCE = 10
 
 
 def heldout_labels(backend) -> list[str]:
@@ -148,7 +145,7 @@ def keep_if_best(state: LoopState, row: dict) -> None:
 def stage_patience_reached(ctx: TrainingContext, state: LoopState) -> str:
     """Why a stage method's run stops before its own rule: as many stages
     since the best held-out stage b as ``train.choice.stage_patience`` x b
-    (at least MIN_STAGE_PATIENCE) without a better score; '' while not.
+    (at least ``stage_patience_min``) without a better score; '' while not.
     A run that keeps its best stage gains nothing from the stages after
     the last improvement, and the held-out curves of SGC and the Bayes
     factor flatten long before their gain or evidence rules stop them
@@ -159,7 +156,7 @@ def stage_patience_reached(ctx: TrainingContext, state: LoopState) -> str:
     if "choice_round" not in state.info:
         return ""
     best = int(state.info["choice_round"])
-    allowed = max(MIN_STAGE_PATIENCE, math.ceil(cfg.stage_patience * best))
+    allowed = max(cfg.stage_patience_min, math.ceil(cfg.stage_patience * best))
     if state.round - best < allowed:
         return ""
     return (

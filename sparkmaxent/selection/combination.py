@@ -310,7 +310,8 @@ def check_data(ctx: TrainingContext) -> None:
                 "features (train.grafting.combination_degree > 1) need binary values or values "
                 "in [0, 1], so that a conjunction's value is at most its atoms' (Okanohara & "
                 "Tsujii 2009, section 3); prepare the data as binary predicates (prepare "
-                "--binary, data.binary = true: a repeated feature counts once), rescale it, "
+                "--binary, data.binary = true, MaxEntClassifier(binary=True): a repeated "
+                "feature counts once), rescale it, "
                 "or use combination_degree = 1"
             )
 

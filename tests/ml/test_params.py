@@ -68,6 +68,7 @@ def test_params_map_onto_their_schema_keys():
         "standardization": True,
         "tol": 1e-5,
         "maxIter": 42,
+        "binary": True,
     }
     ifs = {"method": "ifs", "l2": 0.25, "maxFeatures": 11}
     assert set(grafting) | set(ifs) == set(SCHEMA_PARAMS)

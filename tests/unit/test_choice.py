@@ -11,6 +11,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import ConfigError, train_config
+from sparkmaxent.config.schema import ChoiceConfig
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
@@ -19,7 +20,6 @@ from sparkmaxent.kernels.folds import fold_of_groups, in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.choice import (
-    MIN_STAGE_PATIENCE,
     criterion_score,
     score_on,
 )
@@ -489,21 +489,20 @@ def expected_patience_stop(scores: list[float], ratio: float, floor: int) -> int
 
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
-def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(
-    problem, method, monkeypatch
-):
+def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(problem, method):
     # settings that select past the held-out optimum: plain gains; the
     # printed sign (the Bayes factor stops by itself after 15 stages here,
-    # so its floor is lowered from MIN_STAGE_PATIENCE to 2)
+    # so its floor stage_patience_min is lowered to 2)
     # (SGC one feature per stage: the patience counts stages)
     keys = dict(
         method=method, max_features=120, per_round=1, gain_prior_variance=0.0, stage_features=1
     )
-    floor = MIN_STAGE_PATIENCE
+    floor = ChoiceConfig().stage_patience_min
     if method == "bayes-factor":
-        keys.update(model_prior="uniform", prior_variance=0.0, sign="printed")
         floor = 2
-        monkeypatch.setattr("sparkmaxent.selection.choice.MIN_STAGE_PATIENCE", floor)
+        keys.update(
+            model_prior="uniform", prior_variance=0.0, sign="printed", stage_patience_min=floor
+        )
     full = run(problem, stage_patience=0, **keys)
     scores = [r["heldout_score"] for r in full.report["rounds"]]
     stop = expected_patience_stop(scores, 0.5, floor)

@@ -249,11 +249,10 @@ def test_the_row_chunked_kernel_is_the_whole_block_kernel_bit_for_bit(
     scaling = random_scaling(rng, space.n_predicates) if scaled else None
     grad_ids = ids if grad == "active" else None
 
-    def run():
-        return loss_module.loss_grad_proba(block, space, weights, scaling, grad_ids)
+    def run(**chunks):
+        return loss_module.loss_grad_proba(block, space, weights, scaling, grad_ids, **chunks)
 
-    monkeypatch.setattr(loss_module, "CHUNK_ENTRIES", 7 * 5)  # 7 rows a chunk: 43 chunks
-    chunked, p_chunked = run()
+    chunked, p_chunked = run(chunk_entries=7 * 5)  # 7 rows a chunk: 43 chunks
     monkeypatch.setattr(loss_module, "_tools", None)  # the public products, whole block
     whole, p_whole = run()
     for a, b in [
@@ -292,9 +291,9 @@ def test_the_active_set_sweep_keeps_no_residual_matrix_and_gives_the_same_sums(
     def refuse(*args, **kwargs):
         raise AssertionError("the active-set pass ran the general sweep")
 
-    monkeypatch.setattr(loss_module, "CHUNK_ENTRIES", rows_per_chunk * 5)  # 301 rows: a remainder
     monkeypatch.setattr(loss_module, "_sweep", refuse)
-    got = loss_grad(block, space, weights, scaling, grad_ids)
+    # 301 rows: a remainder
+    got = loss_grad(block, space, weights, scaling, grad_ids, chunk_entries=rows_per_chunk * 5)
     monkeypatch.setattr(loss_module, "_sweep", general)
     monkeypatch.setattr(loss_module, "_tools", None)  # the public products, whole block
     want = loss_grad(block, space, weights, scaling, grad_ids)

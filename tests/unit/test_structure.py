@@ -318,13 +318,7 @@ PATCHED_CONSTANTS = {
     ): "faces.py's forcing sequence: not yet a solver option",
     ("tests/unit/test_newton.py", "FORCING_MIN_TOL"): "as FORCING: not yet a solver option",
     ("tests/unit/test_newton.py", "SPARSE_MAX_DENSITY"): "newton.py's sparse Hessian switch",
-    ("tests/unit/test_kernels.py", "CHUNK_ENTRIES"): "loss kernel chunk size: not yet in tasks",
-    ("tests/unit/test_lattice.py", "CHUNK_PAIRS"): "lattice kernel chunk size: not in tasks",
     ("tests/unit/test_colcache.py", "COLUMNS"): "the executor column cache object, swapped whole",
-    (
-        "tests/unit/test_choice.py",
-        "MIN_STAGE_PATIENCE",
-    ): "choice.py's patience floor: not in config",
 }
 
 
