@@ -1,0 +1,100 @@
+"""Kills inside predict and evaluate (issue 40 item 4): the real command
+(``python -m sparkmaxent``, with its JVM) SIGKILLed at a seeded pass
+through each storage step it reaches (``SPARKMAXENT_FAULT``,
+sparkmaxent/storage/faults.py): ``write`` (the scratch dataset's files,
+evaluate's report) and ``publish`` (the scratch dataset, the predictions).
+Then: no half-written output is visible, and the next run sweeps what the
+killed one left (its scratch, temporaries and lock) and gives the
+uninterrupted run's result. Slow: each kill starts a JVM."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import tempfile
+
+import pytest
+
+from sparkmaxent import storage
+from sparkmaxent.cli import job_main
+
+from .faulting import counting, fit, leftovers, make_data, run_killed, seeded
+
+pytestmark = pytest.mark.slow
+
+predict_main = job_main("predict")
+evaluate_main = job_main("evaluate")
+CLI = [sys.executable, "-m", "sparkmaxent"]
+SMALL = ["--set", "data.in_process_max_events=100000"]
+
+
+@pytest.fixture(scope="module")
+def data(spark, tmp_path_factory):
+    data = make_data(spark, tmp_path_factory.mktemp("scoring"))
+    fit(data, "l2", data / "run")
+    return data
+
+
+def scoring_args(data, *more: str) -> list[str]:
+    model = str(data / "run" / "model")
+    return ["--model", model, "--input", str(data / "b.txt"), "--format", "maxent", *SMALL, *more]
+
+
+def _rows(path) -> list:
+    return sorted(map(str, storage.read_parquet(str(path)).to_pylist()))
+
+
+@pytest.mark.parametrize("point", ["write", "publish"])
+def test_predict_killed_at_a_storage_step_leaves_nothing_and_the_next_run_succeeds(
+    data, point, tmp_path
+):
+    ref, out = tmp_path / "ref", tmp_path / "preds"
+    seen = counting(lambda: predict_main(scoring_args(data, "--output", str(ref))))
+    n = seeded(f"predict:{point}", seen[point])
+    run_killed([*CLI, "predict", *scoring_args(data, "--output", str(out))], f"{point}:{n}")
+    assert not out.exists()  # never half-written: published whole or not at all
+    assert leftovers(out)  # the killed run's lock (and scratch)
+    assert predict_main(scoring_args(data, "--output", str(out))) == 0
+    assert _rows(out) == _rows(ref)
+    assert leftovers(out) == []
+    assert sorted(os.listdir(tmp_path)) == ["preds", "ref"]
+
+
+@pytest.mark.parametrize("point", ["write", "publish"])
+def test_evaluate_killed_at_a_storage_step_leaves_nothing_and_the_next_run_succeeds(
+    data, point, tmp_path
+):
+    """With --report: scratch beside the report, swept under its lock."""
+    ref, report = tmp_path / "ref.json", tmp_path / "report.json"
+    seen = counting(lambda: evaluate_main(scoring_args(data, "--report", str(ref))))
+    n = seeded(f"evaluate:{point}", seen[point])
+    run_killed([*CLI, "evaluate", *scoring_args(data, "--report", str(report))], f"{point}:{n}")
+    assert not report.exists()  # the report is written last, atomically
+    assert leftovers(report)
+    assert evaluate_main(scoring_args(data, "--report", str(report))) == 0
+    assert json.load(open(report)) == json.load(open(ref))
+    assert leftovers(report) == []
+    assert sorted(os.listdir(tmp_path)) == ["ref.json", "report.json"]
+
+
+def test_evaluate_killed_with_driver_temp_scratch_is_swept_by_the_next_evaluate(data, caplog):
+    """Without --report (a local master): scratch in the driver's temporary
+    directory, named by host and pid; the next evaluate removes it."""
+    base, host = tempfile.gettempdir(), socket.gethostname()
+
+    def scratch_dirs() -> set[str]:
+        return {n for n in os.listdir(base) if n.startswith(f"sparkmaxent-eval-{host}-")}
+
+    before = scratch_dirs()
+    n = seeded(
+        "evaluate-temp:publish", counting(lambda: evaluate_main(scoring_args(data)))["publish"]
+    )
+    run_killed([*CLI, "evaluate", *scoring_args(data)], f"publish:{n}")
+    left = scratch_dirs() - before
+    assert len(left) == 1  # the killed run's, with its half-prepared dataset
+    with caplog.at_level("WARNING"):
+        assert evaluate_main(scoring_args(data)) == 0
+    assert f"removed {os.path.join(base, left.pop())}, left by a killed run" in caplog.text
+    assert scratch_dirs() - before == set()
