@@ -312,7 +312,9 @@ def test_readme_is_at_most_200_lines():
 #: (file, constant) a test or benchmark still patches, with why it is not yet
 #: a field of an object passed down (SolverOptions, the config, a task object)
 PATCHED_CONSTANTS = {
-    ("tests/unit/test_colcache.py", "COLUMNS"): "the executor column cache object, swapped whole",
+    # the executor process's column cache itself (state, not a tuning value),
+    # swapped for a disabled one to compare its passes with the cache's
+    ("tests/unit/test_colcache.py", "COLUMNS"): "the executor's cache object, swapped whole",
 }
 
 
