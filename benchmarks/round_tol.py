@@ -56,7 +56,7 @@ def run(
         n_best=1000,
         max_rounds=max_rounds,
         round_tol_ratio=ratio,
-        round_radius=radius,
+        round_radius=radius if math.isfinite(radius) else 0.0,  # 0: unbounded
         plots=False,
     )
     load_start = os.getloadavg()[0]

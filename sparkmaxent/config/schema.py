@@ -173,8 +173,8 @@ class GraftingConfig(Section):
         1.0,
         "Initial trust region (largest step of one weight) of each round's Newton solve; "
         "it doubles after every well-predicted step. Bounds the weights, not the biases. "
-        "inf: unbounded.",
-        gt=0,
+        "0: unbounded.",
+        ge=0,
     )
     dense_test_max: int = key(
         4_000_000,

@@ -162,7 +162,7 @@ class Grafting:
             # new weights start at 0 and are log-odds: an unbounded first step
             # overshoots by orders of magnitude; the region bounds the weights only
             # (a common shift of the unpenalized biases changes no probability)
-            radius=cfg.grafting.round_radius,
+            radius=cfg.grafting.round_radius or np.inf,
         )
         # the test already known at some weights (from a solver's last pass)
         self._known: tuple[Weights, GradientTest] | None = None
