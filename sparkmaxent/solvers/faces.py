@@ -40,6 +40,8 @@ def face_step(
     inv_diag: np.ndarray,
     faces: dict,
     tol: float,
+    forcing: float = FORCING,
+    forcing_min_tol: float = FORCING_MIN_TOL,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One projected Newton step on q(d) = g.d + d^T H d / 2 over the box
     (Bertsekas 1982); returns the new d and H d (the old ones when q does
@@ -52,9 +54,9 @@ def face_step(
        crosses 0 there would be cut to nothing, face after face.
     2. Every other coordinate strictly inside its bounds is free; the step
        s on them approximately solves H_FF s = -(g + H d)_F by conjugate
-       gradients (``_free_step``), to a residual of FORCING times the
+       gradients (``_free_step``), to a residual of ``forcing`` times the
        right-hand side's largest entry, at least half the sweeps' ``tol``
-       (only half of ``tol`` when ``tol`` < FORCING_MIN_TOL).
+       (only half of ``tol`` when ``tol`` < ``forcing_min_tol``).
     3. A projected search along it: d + t s clipped to the box for
        t = 1, 1/2, ..., the first that lowers q. Clipping lets several
        coordinates reach their bounds at once, where stopping at the first
@@ -74,7 +76,7 @@ def face_step(
     base[hold_lo], base[hold_hi] = dlo[hold_lo], dhi[hold_hi]
     H_moved = H @ (base - d) if np.any(base != d) else np.zeros_like(Hd)
     rhs = -(grad + H_moved)[free]
-    forcing = FORCING if tol >= FORCING_MIN_TOL else 0.0
+    forcing = forcing if tol >= forcing_min_tol else 0.0
     s = _free_step(H, faces, free, rhs, max(tol / 2, forcing * float(np.abs(rhs).max())))
     if not np.all(np.isfinite(s)):
         return d, Hd

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..problem.objective import Evaluation
-from .faces import face_step
+from .faces import FORCING, FORCING_MIN_TOL, face_step
 from .lbfgs import ConvergenceWarning
 from .options import SolverOptions
 
@@ -43,12 +43,14 @@ log = logging.getLogger(__name__)
 SPARSE_MAX_DENSITY = 0.1
 
 
-def model_matrix(H: np.ndarray) -> np.ndarray | sp.csr_matrix:
-    """``H`` itself, or as CSR when at most SPARSE_MAX_DENSITY of its
-    entries are non-zero."""
+def model_matrix(
+    H: np.ndarray, max_density: float = SPARSE_MAX_DENSITY
+) -> np.ndarray | sp.csr_matrix:
+    """``H`` itself, or as CSR when at most ``max_density`` of its entries
+    are non-zero."""
     n = len(H)
     sample = H[::16]  # the density of every 16th row: a choice, not a result
-    if n == 0 or np.count_nonzero(sample) > SPARSE_MAX_DENSITY * sample.size:
+    if n == 0 or np.count_nonzero(sample) > max_density * sample.size:
         return H
     return sp.csr_matrix(H)
 
@@ -155,6 +157,10 @@ def box_qp_cd(
     tol: float,
     max_sweeps: int,
     face_every: int = 10,
+    *,
+    forcing: float = FORCING,
+    forcing_min_tol: float = FORCING_MIN_TOL,
+    sparse_max_density: float = SPARSE_MAX_DENSITY,
 ) -> tuple[np.ndarray, int]:
     """Minimize g.d + d^T H d / 2 over dlo <= d <= dhi by cyclic coordinate
     descent (H symmetric PSD, shape (n, n)); returns d and the sweeps run.
@@ -166,9 +172,11 @@ def box_qp_cd(
     (``faces.face_step``), and the sweeps go on from where it lands. On a
     sparse H (``model_matrix``) the products run on CSR and a sweep goes
     class by class (``color_classes``): a few dozen vectorized updates
-    where the dense sweep makes a numpy call per coordinate."""
+    where the dense sweep makes a numpy call per coordinate. ``forcing``,
+    ``forcing_min_tol``: the face steps' (``faces.face_step``);
+    ``sparse_max_density``: ``model_matrix``'s ``max_density``."""
     n = len(g)
-    products = model_matrix(H)
+    products = model_matrix(H, sparse_max_density)
     d = np.zeros(n)
     Hd = np.zeros(n)
     diag = np.diag(H).copy()
@@ -207,7 +215,7 @@ def box_qp_cd(
             break
         if sweep % face_every == 0:
             stepped, Hd_stepped = face_step(
-                products, g, d, Hd, dlo, dhi, is_movable, inv, faces, tol
+                products, g, d, Hd, dlo, dhi, is_movable, inv, faces, tol, forcing, forcing_min_tol
             )
             d[:], Hd[:] = stepped, Hd_stepped  # in place: the sweeps hold d and Hd
             if np.abs(projected_gradient(g + Hd, d, dlo, dhi)[movable]).max(initial=0.0) <= tol:

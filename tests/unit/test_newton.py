@@ -276,18 +276,17 @@ def test_face_step_without_cholesky_matches_an_independent_solver_on_a_late_roun
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_inexact_face_steps_reach_the_minimum_of_an_independent_solver(seed, monkeypatch):
-    """Face steps solved to a residual of FORCING times their right-hand
+def test_inexact_face_steps_reach_the_minimum_of_an_independent_solver(seed):
+    """Face steps solved to a residual of ``forcing`` times their right-hand
     side (inexact Newton) reach tol and the same minimum as scipy's L-BFGS-B,
-    as face steps solved to half the tolerance (FORCING 0) do."""
+    as face steps solved to half the tolerance (forcing 0) do."""
     H, g, lo, hi = correlated_box_qp(seed, n=120, m=400, noise=0.02, room=1e-20)
     tol = 1e-10
     reference = box_qp_reference(H, g, lo, hi)
     assert faces.FORCING > 0
-    monkeypatch.setattr(faces, "FORCING_MIN_TOL", tol)  # forcing at this tol too
     for forcing in (faces.FORCING, 0.0):
-        monkeypatch.setattr(faces, "FORCING", forcing)
-        d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000)
+        # forcing_min_tol = tol: forcing at this tol too
+        d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000, forcing=forcing, forcing_min_tol=tol)
         q = g @ d + d @ H @ d / 2
         assert np.all(d >= lo) and np.all(d <= hi)
         assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
@@ -311,7 +310,7 @@ def grouped_box_qp(seed: int, groups: int = 30, size: int = 10):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_a_sparse_model_is_solved_as_csr_to_the_minimum_of_an_independent_solver(seed, monkeypatch):
+def test_a_sparse_model_is_solved_as_csr_to_the_minimum_of_an_independent_solver(seed):
     """A model with few non-zeros is held as CSR (``model_matrix``); its
     solve reaches tol and the minimum of scipy's L-BFGS-B, as the dense
     solve of the same model does."""
@@ -321,14 +320,13 @@ def test_a_sparse_model_is_solved_as_csr_to_the_minimum_of_an_independent_solver
     reference = box_qp_reference(H, g, lo, hi)
     solutions = {}
     for density in (newton.SPARSE_MAX_DENSITY, -1.0):  # CSR, then dense
-        monkeypatch.setattr(newton, "SPARSE_MAX_DENSITY", density)
-        d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000)
+        d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000, sparse_max_density=density)
         q = g @ d + d @ H @ d / 2
         assert np.all(d >= lo) and np.all(d <= hi)
         assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
         assert abs(q - reference) <= 1e-9 * abs(reference)
         solutions[density] = q
-    assert not sp.issparse(newton.model_matrix(H))  # density -1: dense
+    assert not sp.issparse(newton.model_matrix(H, -1.0))  # density -1: dense
     assert len(solutions) == 2
 
 

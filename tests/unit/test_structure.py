@@ -312,13 +312,9 @@ def test_readme_is_at_most_200_lines():
 #: (file, constant) a test or benchmark still patches, with why it is not yet
 #: a field of an object passed down (SolverOptions, the config, a task object)
 PATCHED_CONSTANTS = {
-    (
-        "tests/unit/test_newton.py",
-        "FORCING",
-    ): "faces.py's forcing sequence: not yet a solver option",
-    ("tests/unit/test_newton.py", "FORCING_MIN_TOL"): "as FORCING: not yet a solver option",
-    ("tests/unit/test_newton.py", "SPARSE_MAX_DENSITY"): "newton.py's sparse Hessian switch",
-    ("tests/unit/test_colcache.py", "COLUMNS"): "the executor column cache object, swapped whole",
+    # the executor process's column cache itself (state, not a tuning value),
+    # swapped for a disabled one to compare its passes with the cache's
+    ("tests/unit/test_colcache.py", "COLUMNS"): "the executor's cache object, swapped whole",
 }
 
 
@@ -338,13 +334,22 @@ def package_constants() -> set[str]:
     return names
 
 
+def _patcher(func: ast.expr) -> bool:
+    """``func`` is setattr, monkeypatch.setattr, (mock.)patch or patch.object."""
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name == "object" and isinstance(func, ast.Attribute):
+        return _patcher(func.value) and not isinstance(func.value, ast.Call)
+    return name in ("setattr", "patch")
+
+
 def patched_constants(source: str, constants: set[str]) -> list[tuple[int, str]]:
     """(line, name) where ``source`` sets one of ``constants`` on an object:
     ``monkeypatch.setattr(module, "NAME", v)``, ``monkeypatch.setattr("a.b.NAME", v)``,
-    ``setattr(module, "NAME", v)`` and ``module.NAME = v``."""
+    ``setattr(module, "NAME", v)``, ``mock.patch("a.b.NAME")``,
+    ``mock.patch.object(module, "NAME")`` and ``module.NAME = v``."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and _call_name(node).rpartition(".")[2] == "setattr":
+        if isinstance(node, ast.Call) and _patcher(node.func):
             for arg in node.args[:2]:
                 if isinstance(arg, ast.JoinedStr) and arg.values:  # f"a.{module}.NAME"
                     arg = arg.values[-1]
@@ -393,7 +398,9 @@ def test_the_patch_rule_sees_each_kind_of_patch():
         "old, grafting.RADIUS = grafting.RADIUS, 3.0\n"
         "grafting.RADIUS = old\n"
         'monkeypatch.setattr(api, "fit", None)\ntrainer.OTHER = True\nCHUNK = 3\n'
+        'with mock.patch("sparkmaxent.kernels.loss.CHUNK", 5): pass\n'
+        'with patch.object(loss, "CACHE", {}): pass\n'
     )
     found = patched_constants(source, {"CHUNK", "CACHE", "RADIUS"})
     expected = [(1, "CHUNK"), (2, "CACHE"), (3, "RADIUS"), (4, "CACHE"), (5, "RADIUS")]
-    assert sorted(found) == [*expected, (6, "RADIUS")]
+    assert sorted(found) == [*expected, (6, "RADIUS"), (10, "CHUNK"), (11, "CACHE")]
