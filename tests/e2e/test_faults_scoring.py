@@ -1,8 +1,9 @@
-"""Kills inside predict and evaluate (issue 40 item 4): the real command
+"""Kills inside predict, evaluate and pipeline (issue 40 item 4): the real command
 (``python -m sparkmaxent``, with its JVM) SIGKILLed at a seeded pass
 through each storage step it reaches (``SPARKMAXENT_FAULT``,
 sparkmaxent/storage/faults.py): ``write`` (the scratch dataset's files,
-evaluate's report) and ``publish`` (the scratch dataset, the predictions).
+evaluate's report, pipeline's datasets, model and reports) and
+``publish`` (the scratch dataset, the predictions, pipeline's datasets and model).
 Then: no half-written output is visible, and the next run sweeps what the
 killed one left (its scratch, temporaries and lock) and gives the
 uninterrupted run's result. Slow: each kill starts a JVM."""
@@ -98,3 +99,40 @@ def test_evaluate_killed_with_driver_temp_scratch_is_swept_by_the_next_evaluate(
         assert evaluate_main(scoring_args(data)) == 0
     assert f"removed {os.path.join(base, left.pop())}, left by a killed run" in caplog.text
     assert scratch_dirs() - before == set()
+
+
+pipeline_main = job_main("pipeline")
+
+
+def pipeline_args(data, out, *more: str) -> list[str]:
+    sets = [
+        f"data.train_inputs=['{data / 'a.txt'}']",
+        f"data.test_inputs=['{data / 'b.txt'}']",
+        "data.format='maxent'",
+        "train.method='l2'",
+        "train.l2=1e-3",
+        "data.in_process_max_events=100000",
+        *more,
+    ]
+    return [*(a for s in sets for a in ("--set", s)), "--output", str(out)]
+
+
+@pytest.mark.parametrize("point", ["write", "publish"])
+def test_pipeline_killed_at_a_storage_step_leaves_nothing_half_written_and_a_rerun_succeeds(
+    data, point, tmp_path
+):
+    """Kill points among its prepared datasets, model and reports: the
+    report (written last) is absent, the model absent or complete; a rerun
+    with output.overwrite sweeps the leftovers and equals an uninterrupted run."""
+    ref, out = tmp_path / "ref", tmp_path / "run"
+    seen = counting(lambda: pipeline_main(pipeline_args(data, ref)))
+    n = seeded(f"pipeline:{point}", seen[point])
+    run_killed([*CLI, "pipeline", *pipeline_args(data, out)], f"{point}:{n}")
+    assert not (out / "report.json").exists()
+    if (out / "model").exists():  # published whole before the kill
+        assert (out / "model" / "metadata.json").exists()
+    assert pipeline_main(pipeline_args(data, out, "output.overwrite=true")) == 0
+    got, want = json.load(open(out / "report.json")), json.load(open(ref / "report.json"))
+    assert got["train"]["objective"] == pytest.approx(want["train"]["objective"], rel=1e-12)
+    assert got["test"]["accuracy"] == want["test"]["accuracy"]
+    assert leftovers(out) == []
