@@ -23,7 +23,7 @@ from sparkmaxent.kernels import (
 )
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
-from sparkmaxent.problem import Objective, kkt_certificate, orthant_problem
+from sparkmaxent.problem import Objective, Penalty, kkt_certificate, orthant_problem
 from sparkmaxent.selection.grafting import select_candidates
 from sparkmaxent.train import METHODS, train
 
@@ -481,3 +481,19 @@ def test_a_finishing_round_that_cannot_certify_stops_the_run():
     assert added[-1] == 0 and not any(a == b == 0 for a, b in zip(added, added[1:]))
     assert res.report["stopped"] == "no candidate passes the test"
     assert not res.report["converged"] and not res.report["kkt"]["passed"]
+
+
+@pytest.mark.parametrize("radius, expected", [(1.0, 1.0), (0.25, 0.25), (0.0, np.inf)])
+def test_round_radius_is_the_rounds_initial_trust_region(radius, expected):
+    """``train.grafting.round_radius`` is the trust region the rounds' Newton
+    solves start from (0: unbounded), set through the config, not a module
+    constant."""
+    from sparkmaxent.selection.base import TrainingContext
+    from sparkmaxent.selection.grafting import Grafting, Variant
+
+    _, block, space = planted(m=300, P=20, K=3, n_support=4, n_copies=0)
+    cfg = grafting_config(round_radius=radius)
+    method = Grafting(
+        TrainingContext(LocalBackend([block], space), cfg), Variant("grafting", Penalty(l1=2e-3))
+    )
+    assert method.options.radius == expected
