@@ -195,7 +195,10 @@ def test_vocabulary_of_used_features_is_incomplete(saved):
     assert not vocabulary_is_complete(saved)
 
 
-def test_vocabulary_from_the_training_dictionary(tmp_path):
+@pytest.mark.parametrize("binary", [False, True])
+def test_vocabulary_from_the_training_dictionary(tmp_path, binary):
+    """The vocabulary is the training dictionary's, and records whether it
+    was prepared as binary predicates (data scored by the model follows it)."""
     train = tmp_path / "train"
     (train / "features").mkdir(parents=True)
     names = [f"f{i}" for i in range(P)]
@@ -203,13 +206,15 @@ def test_vocabulary_from_the_training_dictionary(tmp_path):
         pa.table({"feature": names, "id": pa.array(range(P), pa.int32()), "count": [1.0] * P}),
         str(train / "features" / "part-0.parquet"),
     )
+    DatasetInfo(shape=MULTICLASS, n_features=P, source={"binary": binary}).save(str(train))
     model = small_model()
     model.dictionary = str(train)
     model.save(str(tmp_path / "m"))
     assert vocabulary_is_complete(str(tmp_path / "m"))
     vocab = pq.read_table(str(tmp_path / "m" / VOCABULARY_DIR / "features"))
     assert sorted(vocab.column("feature").to_pylist()) == names
-    assert DatasetInfo.load(str(tmp_path / "m" / VOCABULARY_DIR)).n_features == P
+    info = DatasetInfo.load(str(tmp_path / "m" / VOCABULARY_DIR))
+    assert info.n_features == P and info.source["binary"] is binary
 
 
 def test_old_dataset_json_without_feature_occurrences_loads(tmp_path):
