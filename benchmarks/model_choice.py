@@ -578,6 +578,23 @@ def targets(rows: list[dict]) -> dict:
     return out
 
 
+def corpus_methods(args: argparse.Namespace, app: str):
+    """(corpus, method, prepared dirs) for each of ``args.corpora`` and
+    ``args.methods``, the corpora prepared in one local[2] session (their
+    work directories kept with ``--reuse``)."""
+    from sparkmaxent.backends.session import spark_session
+
+    spark = spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "4"})
+    for name in args.corpora:
+        work = os.path.join(args.work, name)
+        if not args.reuse:
+            shutil.rmtree(work, ignore_errors=True)
+        dirs = prepared(spark, name, work, args)
+        for method in args.methods:
+            log.info("%s: %s", name, method)
+            yield name, method, dirs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA))
@@ -617,31 +634,22 @@ def main(argv: list[str] | None = None) -> int:
         help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
     )
     args = start(parser, argv)
-    from sparkmaxent.backends.session import spark_session
-
-    spark = spark_session("local[2]", "model-choice", {"spark.sql.shuffle.partitions": "4"})
     rows: list[dict] = []
-    for name in args.corpora:
-        work = os.path.join(args.work, name)
-        if not args.reuse:
-            shutil.rmtree(work, ignore_errors=True)
-        dirs = prepared(spark, name, work, args)
-        for method in args.methods:
-            log.info("%s: %s", name, method)
-            if method.startswith("sklearn-"):
-                cap = args.l1_cap if method.startswith("sklearn-l1") else args.l2_cap
-                rows.append(sklearn_row(name, method, dirs, cap, args.folds))
-            else:
-                rows.append(ours(name, method, dirs, args))
-            rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
+    for name, method, dirs in corpus_methods(args, "model-choice"):
+        if method.startswith("sklearn-"):
+            cap = args.l1_cap if method.startswith("sklearn-l1") else args.l2_cap
+            rows.append(sklearn_row(name, method, dirs, cap, args.folds))
+        else:
+            rows.append(ours(name, method, dirs, args))
+        rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
+        print_table(rows[-1:], ROW_KEYS)
+        write_result(args.output, rows, targets(rows))
+        if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
+            rows[-1]["single_fit"] = "skipped"
+        if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
+            single_fit(rows[-1], method, dirs, args.single_fit_cap)
             print_table(rows[-1:], ROW_KEYS)
             write_result(args.output, rows, targets(rows))
-            if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
-                rows[-1]["single_fit"] = "skipped"
-            if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
-                single_fit(rows[-1], method, dirs, args.single_fit_cap)
-                print_table(rows[-1:], ROW_KEYS)
-                write_result(args.output, rows, targets(rows))
     print_table(rows, ROW_KEYS)
     return 0
 

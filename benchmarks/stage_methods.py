@@ -28,9 +28,7 @@ writes benchmarks/results/stage_methods.json after every row.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import shutil
 
 from benchmarks.common import (
     RESULTS,
@@ -44,13 +42,11 @@ from benchmarks.common import (
 from benchmarks.model_choice import (
     CORPORA,
     DEFAULT_SENTENCES,
+    corpus_methods,
     ours,
-    prepared,
     setting,
     sklearn_row,
 )
-
-log = logging.getLogger("stage_methods")
 
 ROW_KEYS = ["corpus", "method", "chosen_setting", "test_score", "features", "wall_s", "stopped"]
 METHODS = ("sgc", "bayes-factor", "sklearn-l2")
@@ -103,24 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     args = start(parser, argv)
     # model_choice.ours reads these
     args.folds, args.stage_seconds = 0, args.seconds
-    from sparkmaxent.backends.session import spark_session
-
-    spark = spark_session("local[2]", "stage-methods", {"spark.sql.shuffle.partitions": "4"})
     rows: list[dict] = []
-    for name in args.corpora:
-        work = os.path.join(args.work, name)
-        if not args.reuse:
-            shutil.rmtree(work, ignore_errors=True)
-        dirs = prepared(spark, name, work, args)
-        for method in args.methods:
-            log.info("%s: %s", name, method)
-            if method == "sklearn-l2":
-                rows.append(sklearn_row(name, method, dirs, args.l2_cap))
-            else:
-                rows.append(ours(name, method, dirs, args))
-            rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
-            print_table(rows[-1:], ROW_KEYS)
-            write_result(args.output, rows, targets(rows, args.seconds))
+    for name, method, dirs in corpus_methods(args, "stage-methods"):
+        if method == "sklearn-l2":
+            rows.append(sklearn_row(name, method, dirs, args.l2_cap))
+        else:
+            rows.append(ours(name, method, dirs, args))
+        rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
+        print_table(rows[-1:], ROW_KEYS)
+        write_result(args.output, rows, targets(rows, args.seconds))
     print_table(rows, ROW_KEYS)
     return 0
 
