@@ -15,9 +15,11 @@ and a summary needs the piece and the active features only, so a candidate
 space far larger than memory (10^10 features) costs what the events and the
 active set cost.
 
-This module is the pure-numpy half: the top-k rule (``top_candidates``, also
-the dense test's), the per-block summary, and its merge. The orchestration
-is in backends (``LocalBackend.gradient_test``, ``SparkBackend.gradient_test``).
+This module is the executor half: the top-k rule (``top_candidates``, also
+the merge's and the dense test's), the per-block summary, and its merge.
+The orchestration is in backends (``LocalBackend.gradient_test``,
+``SparkBackend.gradient_test``); the driver's check of the merged summary
+and the test itself in selection/gradient_test.py (``BlockwiseTest``).
 See docs/methods/grafting.md, "Block-wise gradient test".
 """
 
@@ -306,36 +308,6 @@ class GradientSummary:
             np.concatenate([self.active_grad, other.active_grad]),
             self.n_features + other.n_features,
             lg,
-        )
-
-    def finish(self, space: Space, active: np.ndarray) -> GradientSummary:
-        """Check that every feature was covered once and sort the active
-        features as ``active`` (the weights' ids)."""
-        if self.n_features != space.n_features:
-            raise RuntimeError(
-                f"the block-wise gradient test covered {self.n_features} features, "
-                f"expected all {space.n_features}"
-            )
-        if self.lg is None:
-            raise RuntimeError("the block-wise gradient test lost its loss and weight sums")
-        order = np.argsort(self.active_ids, kind="stable")
-        ids = self.active_ids[order]
-        if not np.array_equal(ids, active):
-            raise RuntimeError(
-                f"the block-wise gradient test returned {len(ids)} active features, "
-                f"expected the {len(active)} of the weights"
-            )
-        return GradientSummary(
-            self.threshold,
-            self.n_best,
-            self.top_ids,
-            self.top_grad,
-            self.max_inactive,
-            self.n_over,
-            ids,
-            self.active_grad[order],
-            self.n_features,
-            self.lg,
         )
 
 

@@ -11,9 +11,10 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask, resolve
+from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.grafting import Grafting, variant
+from sparkmaxent.selection.partials import resolve
 from sparkmaxent.train import train
 
 from .helpers import random_candidates
@@ -56,7 +57,7 @@ def _tests(blocks, space, weights, cut, scaling=None, dense_ok=False, **cfg):
         backend = CountingBackend(blocks, space, dense_ok=dense_ok or c == 0)
         config = grafting_config(partial_cut=c, **cfg)
         method = Grafting(TrainingContext(backend, config, scaling), variant("grafting", config))
-        out.append((method.gradient_test(weights), method, backend))
+        out.append((method.gradient_test.test(weights), method, backend))
     return out
 
 
@@ -70,7 +71,7 @@ def _assert_same_test(a, b, method=None, weights=None):
     assert b.open == 0
     if a.open:
         assert len(a.new) and a.kkt["zero_weights_over_bound"] < b.kkt["zero_weights_over_bound"]
-        assert method._certificate(weights) == b.kkt
+        assert method.gradient_test.certify(weights) == b.kkt
     else:
         assert a.kkt == b.kkt
     assert (a.lossgrad.loss, a.lossgrad.weight, a.lossgrad.correct) == (
@@ -94,7 +95,7 @@ def test_thresholded_test_is_the_dense_test_on_random_weights(seed, cut):
     (thr, method, backend), (dense, _, _) = _tests(
         blocks, space, weights, cut, scaling, l1=l1, n_best=3 + seed, elastic_l2=1e-3 * (seed % 2)
     )
-    fetches = method.fetch_passes
+    fetches = method.gradient_test.fetch_passes
     assert backend.kinds == ["ThresholdedTestTask"] + ["ExactSumsTask"] * fetches
     _assert_same_test(thr, dense, method, weights)
     assert len(dense.new) > 0
@@ -111,7 +112,10 @@ def test_tight_cuts_need_the_second_pass_and_still_equal_the_dense_test(seed):
     (thr, method, backend), (dense, _, _) = _tests(
         blocks, space, weights, 0.99, l1=5e-3, n_best=500
     )
-    assert method.fetch_passes == 1 and backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
+    assert method.gradient_test.fetch_passes == 1 and backend.kinds == [
+        "ThresholdedTestTask",
+        "ExactSumsTask",
+    ]
     _assert_same_test(thr, dense, method, weights)
 
 
