@@ -234,6 +234,7 @@ class ThresholdedTestTask:
     sums shipped as a ``ThresholdedGradient`` at cut ``tau``.
 
     ``weights`` lists every active feature (zero-valued ones included);
+    ``tau``: the cut, ``partial_cut`` times the test's bound (below it);
     ``keep``: each block ships at most this many entries above its cut."""
 
     space: Space
