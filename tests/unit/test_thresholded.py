@@ -13,6 +13,7 @@ from sparkmaxent.kernels import CANDIDATES, LossGradTask, MomentsTask, Space, We
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
 from sparkmaxent.selection.base import TrainingContext
+from sparkmaxent.selection.gradient_test import BlockwiseTest, DenseTest, ThresholdedTest
 from sparkmaxent.selection.grafting import Grafting, variant
 from sparkmaxent.selection.partials import resolve
 from sparkmaxent.train import train
@@ -250,3 +251,25 @@ def test_candidate_sets_and_a_capped_run_certify_as_the_dense_test():
     assert thr.report["kkt"] == dense.report["kkt"]
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
+
+
+def test_the_factory_chooses_the_test_once_from_the_configuration():
+    """Block-wise above dense_test_max, else thresholded partials when
+    partial_cut > 0, else the dense test; only the dense ones let a solver
+    bring the full gradient, and every one reads the same bound."""
+    _, block, space = planted()
+    backend = LocalBackend(split_block(block, 2), space)
+    cases = [
+        (dict(dense_test_max=space.n_features - 1, test_block_size=64), BlockwiseTest, False),
+        (dict(partial_cut=0.5, partial_keep=2), ThresholdedTest, True),
+        (dict(partial_cut=0.0), DenseTest, True),
+    ]
+    for kw, kind, full in cases:
+        config = grafting_config(**kw)
+        method = Grafting(TrainingContext(backend, config), variant("grafting", config))
+        test = method.gradient_test
+        assert type(test) is kind and test.full_gradient is full
+        assert method.options.full_gradient is full
+        assert test.bound == 2e-3 * (1 + 1e-6)
+        assert test.describe()["path"] == ("block-wise" if kind is BlockwiseTest else "dense")
+    assert test.certify(Weights.zeros(space)) == test.test(Weights.zeros(space)).kkt
