@@ -29,6 +29,7 @@ from ..kernels.predict import EventScores, EventScoresTask
 from ..plots import new_figure, save_png
 from .base import LoopState, TrainingContext
 from .stopping import Measure
+from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -142,26 +143,29 @@ def keep_if_best(state: LoopState, row: dict) -> None:
     )
 
 
-def stage_patience_reached(ctx: TrainingContext, state: LoopState) -> str:
+def stage_patience_reached(ctx: TrainingContext, state: LoopState) -> Stop | None:
     """Why a stage method's run stops before its own rule: as many stages
     since the best held-out stage b as ``train.choice.stage_patience`` x b
-    (at least ``stage_patience_min``) without a better score; '' while not.
+    (at least ``stage_patience_min``) without a better score; None while not.
     A run that keeps its best stage gains nothing from the stages after
     the last improvement, and the held-out curves of SGC and the Bayes
     factor flatten long before their gain or evidence rules stop them
     (docs/methods/model-choice.md)."""
     cfg = ctx.config.choice
     if ctx.heldout is None or not cfg.best_stage or not cfg.stage_patience:
-        return ""
+        return None
     if "choice_round" not in state.info:
-        return ""
+        return None
     best = int(state.info["choice_round"])
     allowed = max(cfg.stage_patience_min, math.ceil(cfg.stage_patience * best))
     if state.round - best < allowed:
-        return ""
-    return (
-        f"stage_patience = {cfg.stage_patience:g}: {state.round - best} stages "
-        f"without a better held-out {cfg.criterion} than stage {best}"
+        return None
+    return stop(
+        StopReason.STAGE_PATIENCE,
+        patience=cfg.stage_patience,
+        stages=state.round - best,
+        criterion=cfg.criterion,
+        best_stage=best,
     )
 
 

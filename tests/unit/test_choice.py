@@ -30,6 +30,7 @@ from sparkmaxent.selection.path import (
     scored_point,
 )
 from sparkmaxent.selection.stopping import choose
+from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -519,6 +520,7 @@ def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(proble
         assert chosen == full.report["choice"]["chosen_round"]
         assert res.weights.nnz == full.weights.nnz
     assert res.report["stopped"].startswith("stage_patience = 0.5")
+    assert res.stop.reason is StopReason.STAGE_PATIENCE and res.stop.detail["patience"] == 0.5
     # without held-out data there is nothing to be patient about
     assert len(run(problem, heldout=False, stage_patience=0.5, **keys).report["rounds"]) > stop
 
