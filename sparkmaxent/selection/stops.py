@@ -28,8 +28,9 @@ class StopReason(Enum):
     MAX_ROUNDS = "max_rounds"
     MAX_SECONDS = "max_seconds"
     MAX_FEATURES = "max_features"
-    # held-out stage choice (selection/choice.py)
-    STAGE_PATIENCE = "stage_patience"
+    # the held-out stop rule of stage runs (selection/stopping.py)
+    HELDOUT_RULE = "heldout_rule"
+    HELDOUT_MAX_BEHIND = "heldout_max_behind"
     # IFS / SGC (selection/ifs.py)
     NO_CANDIDATE_LEFT = "no_candidate_left"
     GAIN_THRESHOLD = "gain_threshold"
@@ -59,9 +60,13 @@ _MESSAGES: dict[StopReason, Callable[..., str]] = {
     StopReason.MAX_ROUNDS: lambda limit: f"max_rounds = {limit}",
     StopReason.MAX_SECONDS: lambda limit: f"max_seconds = {limit:g}",
     StopReason.MAX_FEATURES: lambda limit: f"max_features = {limit}",
-    StopReason.STAGE_PATIENCE: lambda patience, stages, criterion, best_stage: (
-        f"stage_patience = {patience:g}: {stages} stages without a better held-out "
-        f"{criterion} than stage {best_stage}"
+    StopReason.HELDOUT_RULE: lambda behind, gap, patience, margin: (
+        f"held-out stop rule: {behind} points without a better held-out score, the last "
+        f"{gap:.2f} standard errors of the difference below the best "
+        f"(patience {patience}, margin {margin:g})"
+    ),
+    StopReason.HELDOUT_MAX_BEHIND: lambda behind, max_behind: (
+        f"held-out stop rule: {behind} points without a better held-out score (max {max_behind})"
     ),
     StopReason.NO_CANDIDATE_LEFT: lambda: "no candidate left",
     StopReason.GAIN_THRESHOLD: lambda gain, threshold: (
