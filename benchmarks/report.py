@@ -56,15 +56,16 @@ PAGES: dict[str, Page] = {
     ),
     "round_cost": Page(
         "Grafting: one round's cost against the active set (issue 37)",
-        "One grafting round (the first at n_best = N, gamma1 1e-6) on CoNLL-2000 in-process "
-        "(2 blocks, one BLAS thread), solved by exact Newton (the Hessian block per pass) and "
-        "by newton-cg (each block's Newton step by projected CG, n-vectors per pass) in one "
-        "run: seconds, passes, Hessian-vector products, bytes a pass ships (the mean over the "
-        "round's passes, the full-gradient pass included); targets: the log-log slopes. "
-        "A page rebuilt with --rows-from names the run that measured it in each row's "
-        "measured_by.",
-        ("solver", "active", "cpu_s", "wall_s", "passes", "hessian_products",
-         "bytes_per_pass_mean", "bytes_per_pass_max", "objective", "converged", "load"),
+        "One grafting round (the first at n_best = N, gamma1 1e-6) on CoNLL-2000, in-process "
+        "(2 blocks, one BLAS thread) and on Spark local[2] (2 partitions; CPU: driver plus "
+        "Python workers), solved by exact Newton (the Hessian block per pass) and by newton-cg "
+        "(each partition's Newton step by projected CG, n-vectors per pass): seconds, passes, "
+        "Hessian-vector products, bytes a pass ships to the driver (the mean over the round's "
+        "passes, the full-gradient pass included; the direction passes' own mean beside it, "
+        "every kind of pass in the file's by_pass); targets: the log-log slopes from 1,000 "
+        "weights. Each row names the run that measured it (measured_by).",
+        ("backend", "solver", "active", "cpu_s", "wall_s", "passes", "hessian_products",
+         "bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "load"),
     ),
     "grafting_solvers": Page(
         "Grafting: round solver, Newton against L-BFGS-B",

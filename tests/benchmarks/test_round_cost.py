@@ -1,0 +1,54 @@
+"""benchmarks/round_cost.py: a round measured on a small in-process dataset,
+its passes told apart by kind, and the slopes and targets of the page."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks.round_cost import first_round, metered_local, report, slope, solve_round
+from sparkmaxent.kernels import Space
+from tests.unit.helpers import random_multiclass
+
+
+@pytest.fixture
+def backend():
+    rng = np.random.default_rng(3)
+    blocks = [random_multiclass(rng, m=60, P=15, K=3) for _ in range(2)]
+    return metered_local(blocks, Space("multiclass", 15, 3, bias=True))
+
+
+def test_a_round_counts_its_passes_by_kind(backend):
+    recorded = first_round(backend, 1e-4, 12)
+    exact, cg = (solve_round(backend, recorded, s) for s in ("newton", "newton-cg"))
+    for row in (exact, cg):
+        assert row["passes"] == sum(k["passes"] for k in row["by_pass"].values())
+        assert row["bytes_per_pass_max"] >= row["bytes_per_pass_mean"] > 0
+        assert row["active"] == recorded[4] > 0
+    assert "direction" not in exact["by_pass"] and exact["hessian_products"] == 0
+    assert exact["direction_bytes_per_pass"] is None
+    assert any(k.startswith("curvature") for k in exact["by_pass"])
+    assert not any(k.startswith("curvature") for k in cg["by_pass"])
+    assert cg["by_pass"]["direction"]["passes"] >= 1 and cg["hessian_products"] >= 1
+    assert cg["direction_bytes_per_pass"] == cg["by_pass"]["direction"]["to_driver_mean"]
+    assert exact["objective"] == pytest.approx(cg["objective"], rel=1e-2)
+
+
+def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
+    rows = [
+        {"backend": b, "solver": "newton-cg", "active": n, "cpu_s": c * n**e, "wall_s": 2.0,
+         "direction_bytes_per_pass": 8 * n}
+        for b, c, e in (("local", 1e-3, 1.0), ("spark", 1e-5, 1.5))
+        for n in (500, 1000, 4000, 16000)
+    ]  # fmt: skip
+    rows.append({**rows[0], "active": 300, "cpu_s": 1e9})  # below SLOPE_FROM: left out
+    assert slope(rows[:4], "cpu_s") == pytest.approx(1.0, abs=1e-3)
+    out = tmp_path / "round_cost.json"
+    report(str(out), rows)
+    targets = json.loads(out.read_text())["targets"]
+    assert targets["round_cpu_slope_local"]["met"] is True
+    assert targets["round_cpu_slope_spark"]["value"] == pytest.approx(1.5, abs=1e-3)
+    assert targets["round_cpu_slope_spark"]["met"] is False
+    assert targets["round_wall_slope_local"]["value"] == pytest.approx(0.0, abs=1e-3)
