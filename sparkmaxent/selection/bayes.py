@@ -281,14 +281,14 @@ class BayesFactor:
 
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
-        (``train.bayes.beyond_rule`` with a held-out best stage and its
-        patience to end the run)."""
+        (``train.bayes.beyond_rule`` with a held-out best stage and the
+        held-out stop rule, ``train.choice.patience``, to end the run)."""
         cfg = self.ctx.config
         return bool(
             cfg.bayes.beyond_rule
             and self.ctx.heldout is not None
             and cfg.choice.best_stage
-            and cfg.choice.stage_patience
+            and cfg.choice.patience
         )
 
     @staticmethod
