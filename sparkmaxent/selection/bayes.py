@@ -223,14 +223,7 @@ class BayesFactor:
             return stop(float("nan"), f"max_features = {cfg.selection.max_features}")
         prop, ids, below = self.propose(weights)
         if not len(ids):
-            why = (
-                "no misclassified training event"
-                if prop.misclassified_events == 0
-                else "no proposal outside the active set"
-            )
-            if below is not None:
-                why += f" nor from the lowest-margin events ({prop.proposing_events})"
-            return stop(float("nan"), why)
+            return stop(float("nan"), _nothing_proposed(prop, below))
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf, len(active))
         limit = min(cfg.bayes.per_round, room)
@@ -532,6 +525,18 @@ def _rule_stop(scored: int, inclusion, best: float) -> str:
     if not best > 0.0:
         return f"no proposal beats beta_0 ({scored} scored)"
     return ""
+
+
+def _nothing_proposed(prop, below: float | None) -> str:
+    """Why a round has no proposal outside the model (``BayesFactor.propose``)."""
+    why = (
+        "no misclassified training event"
+        if prop.misclassified_events == 0
+        else "no proposal outside the active set"
+    )
+    if below is not None:
+        why += f" nor from the lowest-margin events ({prop.proposing_events})"
+    return why
 
 
 def _kth_floor(beta: np.ndarray, limit: int) -> float:
