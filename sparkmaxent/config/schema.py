@@ -317,6 +317,16 @@ class BayesConfig(Section):
         "model prior) until the held-out stop rule (train.choice.patience) or no "
         "proposal is left, and keeps the best held-out stage. false: stop at the rule.",
     )
+    margin_fraction: float = key(
+        0.1,
+        "When no misclassified training event proposes a feature outside the "
+        "model, propose those of the events of smallest margin (the correct "
+        "label's probability minus the best other's), this fraction of the event "
+        "weight (an extension of Daume III 2004, section 3.6); 0: stop there, as "
+        "the note does.",
+        ge=0,
+        le=1,
+    )
     signature_bits: int = key(
         8192,
         "Proposals firing on no common event (event bitmaps of "
