@@ -11,7 +11,9 @@ sign by default, the note's printed sign selectable); take up to
 ``per_round`` picks, rescoring against the grown model between them (Eq. 14,
 bounded, with disjoint picks taken without rescoring); then refit the MAP
 weights of the active set (OptMAP, section 3.5) by a grafting round's
-solver. Stop when no proposal beats beta_0. The uniform (Eq. 13),
+solver. Stop when no proposal beats beta_0. When the misclassified events
+propose nothing outside the model, the events of smallest margin propose
+instead (``train.bayes.margin_fraction``; an extension, see the docs). The uniform (Eq. 13),
 beta-binomial (Scott & Berger 2010) and empirical-Bayes (George & Foster
 2000) model priors are here too.
 
@@ -222,12 +224,9 @@ class BayesFactor:
             return stopping(
                 float("nan"), stop(StopReason.MAX_FEATURES, limit=cfg.selection.max_features)
             )
-        prop = self.ctx.backend.run(ProposalTask(self.space, weights, self.ctx.scaling))
-        ids = np.setdiff1d(prop.ids, active, assume_unique=True)
+        prop, ids, below = self.propose(weights)
         if not len(ids):
-            none = prop.misclassified_events == 0
-            why = StopReason.NO_MISCLASSIFIED if none else StopReason.NO_PROPOSAL
-            return stopping(float("nan"), stop(why))
+            return stopping(float("nan"), _nothing_proposed(prop, below))
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf, len(active))
         limit = min(cfg.bayes.per_round, room)
@@ -257,6 +256,8 @@ class BayesFactor:
             "proposals": int(len(ids)),
             "misclassified_events": prop.misclassified_events,
             "misclassified_weight": prop.misclassified,
+            "margin_below": None if below is None else math.tanh(below),
+            "proposing_events": prop.proposing_events,
             "beta_0": beta0,
             "positive_proposals": int(np.count_nonzero(beta > 0)),
             "rescored": rescored,
@@ -278,6 +279,31 @@ class BayesFactor:
             info=info,
             note=_round_note(info, beta0, inclusion),
         )
+
+    def propose(self, weights: Weights):
+        """The round's proposals (section 3.6): the features of the
+        misclassified training events outside the active set; when there
+        are none, those of the events of smallest margin, the lowest
+        ``train.bayes.margin_fraction`` of the event weight (an extension,
+        kernels/proposals.py). Returns the pass's Proposals, the ids and
+        the margin scale the events were taken below (None: mistakes only)."""
+        task = ProposalTask(self.space, weights, self.ctx.scaling)
+        prop = self.ctx.backend.run(task)
+        active = weights.active_ids()
+        ids = np.setdiff1d(prop.ids, active, assume_unique=True)
+        fraction = self.ctx.config.bayes.margin_fraction
+        if len(ids) or not fraction:
+            return prop, ids, None
+        below = prop.margin_below(fraction)
+        prop = self.ctx.backend.run(dataclasses.replace(task, margin_below=below))
+        log.info(
+            "no proposal from misclassified events: proposing from the %d events of "
+            "margin below %.6g (margin_fraction %g)",
+            prop.proposing_events,
+            math.tanh(below),
+            fraction,
+        )
+        return prop, np.setdiff1d(prop.ids, active, assume_unique=True), below
 
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
@@ -485,6 +511,15 @@ def _rule_stop(scored: int, inclusion, best: float) -> Stop | None:
     if inclusion == 0.0 or not best > 0.0:
         return stop(StopReason.BAYES_RULE, scored=scored, inclusion_zero=bool(inclusion == 0.0))
     return None
+
+
+def _nothing_proposed(prop, below: float | None) -> Stop:
+    """Why a round has no proposal outside the model (``BayesFactor.propose``)."""
+    none = prop.misclassified_events == 0
+    why = StopReason.NO_MISCLASSIFIED if none else StopReason.NO_PROPOSAL
+    if below is not None:
+        return stop(why, margin_events=int(prop.proposing_events))
+    return stop(why)
 
 
 def _kth_floor(beta: np.ndarray, limit: int) -> float:

@@ -50,6 +50,11 @@ def _bayes_rule(scored: int, inclusion_zero: bool) -> str:
     return f"no proposal beats beta_0 ({scored} scored{prior})"
 
 
+def _margin(events: int | None) -> str:
+    """The Bayes factor's proposals from the lowest-margin events, when it tried them."""
+    return "" if events is None else f" nor from the lowest-margin events ({events})"
+
+
 #: how each reason reads, from its detail fields
 _MESSAGES: dict[StopReason, Callable[..., str]] = {
     StopReason.NO_CANDIDATE_PASSES: lambda: "no candidate passes the test",
@@ -72,8 +77,12 @@ _MESSAGES: dict[StopReason, Callable[..., str]] = {
     StopReason.GAIN_THRESHOLD: lambda gain, threshold: (
         f"best gain {gain:.4g} <= gain_threshold {threshold:g}"
     ),
-    StopReason.NO_MISCLASSIFIED: lambda: "no misclassified training event",
-    StopReason.NO_PROPOSAL: lambda: "no proposal outside the active set",
+    StopReason.NO_MISCLASSIFIED: lambda margin_events=None: (
+        "no misclassified training event" + _margin(margin_events)
+    ),
+    StopReason.NO_PROPOSAL: lambda margin_events=None: (
+        "no proposal outside the active set" + _margin(margin_events)
+    ),
     StopReason.BAYES_RULE: _bayes_rule,
     StopReason.MAX_STEPS: lambda: "max_steps",
     StopReason.NO_TRAINING_GAIN: lambda: "no candidate raises the training likelihood",
