@@ -115,7 +115,7 @@ class SelectionConfig(Section):
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        1000,
+        400,
         "auto: the largest active set (features + labels) solved by exact Newton, "
         "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
@@ -316,6 +316,16 @@ class BayesConfig(Section):
         "goes on taking the proposals of largest beta (up to per_round, uniform "
         "model prior) until the held-out stop rule (train.choice.patience) or no "
         "proposal is left, and keeps the best held-out stage. false: stop at the rule.",
+    )
+    margin_fraction: float = key(
+        0.1,
+        "When no misclassified training event proposes a feature outside the "
+        "model, propose those of the events of smallest margin (the correct "
+        "label's probability minus the best other's), this fraction of the event "
+        "weight (an extension of Daume III 2004, section 3.6); 0: stop there, as "
+        "the note does.",
+        ge=0,
+        le=1,
     )
     signature_bits: int = key(
         8192,
