@@ -443,7 +443,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     if fmt == "synthetic":
         from .data import synthetic
 
-        spec = synthetic.SyntheticSpec(**d.synthetic)
+        spec = synthetic.SyntheticSpec.from_config(d.synthetic)
         inputs = dict(synthetic.write_splits(spec, storage.join(out, "data", "text")))
         fmt = "maxent"
     if not inputs["train"]:
