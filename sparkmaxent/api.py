@@ -64,6 +64,8 @@ def train_model(
     watchdog = {
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
         "pass_timeout_s": cfg.spark.pass_timeout_s,
+        "pass_timeout_factor": cfg.spark.pass_timeout_factor,
+        "pass_timeout_floor_s": cfg.spark.pass_timeout_floor_s,
         "max_executor_losses": cfg.spark.max_executor_losses,
     }
     small = cfg.data.in_process_max_events
