@@ -303,11 +303,11 @@ class FrameBackend(CachedBackend):
         None: a pass, its ``PassLimit``, its time then counted) cancel them
         and raise StalledError."""
         is_pass = timeout_s is None
-        if is_pass:
+        if timeout_s is None:
             self.pass_limit.fixed_s = self.pass_timeout_s  # an attribute callers may change
-            timeout_s, rule = self.pass_limit.next()
+            limit_s, rule = self.pass_limit.next()
         else:
-            rule = f"spark.pass_timeout_s = {timeout_s:g} s"
+            limit_s, rule = timeout_s, f"spark.pass_timeout_s = {timeout_s:g} s"
         fired = threading.Event()
         if is_connect(self.spark):
             scope: Any = contextlib.nullcontext()
@@ -320,10 +320,10 @@ class FrameBackend(CachedBackend):
 
         def interrupt() -> None:
             fired.set()
-            logger.error("%s of %s ran past %g s: cancelling it", what, self.name, timeout_s)
+            logger.error("%s of %s ran past %g s: cancelling it", what, self.name, limit_s)
             cancel()
 
-        timer = threading.Timer(timeout_s, interrupt) if timeout_s > 0 else None
+        timer = threading.Timer(limit_s, interrupt) if limit_s > 0 else None
         t0 = time.perf_counter()
         try:
             with scope:

@@ -127,7 +127,7 @@ class SyntheticSpec:
         unknown = sorted(set(values) - set(fields))
         if unknown:
             raise ConfigError(f"{path}: unknown key(s) {unknown}; expected some of {list(fields)}")
-        checked = {}
+        checked: dict = {}
         for name, value in values.items():
             integer = isinstance(fields[name], int)
             number = isinstance(value, int if integer else (int, float))
