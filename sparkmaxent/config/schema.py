@@ -83,6 +83,13 @@ class DataConfig(Section):
     )
     split_seed: int = key(0, "Seed of the held-out split (the same seed, the same split).", ge=0)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.synthetic:  # its fields checked here, not when the pipeline reaches them
+            from ..data.synthetic.model import SyntheticSpec
+
+            SyntheticSpec.from_config(self.synthetic)
+
 
 @dataclass(frozen=True)
 class SelectionConfig(Section):
