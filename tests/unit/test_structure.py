@@ -161,6 +161,13 @@ def test_the_kernel_function_rule_sees_a_driver_only_function():
     assert kernel_functions_used_outside(kernels, others) == {"decide"}
 
 
+def test_scipys_private_kernels_are_called_from_one_module():
+    """``scipy.sparse._sparsetools`` is private to scipy: one module holds
+    every call (kernels/sparsetools.py), so another scipy breaks one place."""
+    users = [name for name, path in modules().items() if "_sparsetools" in path.read_text()]
+    assert users == ["sparkmaxent.kernels.sparsetools"], users
+
+
 def test_modules_are_at_most_600_lines():
     long = {
         str(p.relative_to(PACKAGE.parent)): n
