@@ -172,8 +172,8 @@ def _table_args(p: argparse.ArgumentParser, key: bool = False) -> None:
         ("--group-col", "candidate sets, one row per candidate: the group (event) id"),
         ("--correct-col", "candidate sets: correct flag, boolean or numeric > 0"),
     ):
-        key = "data." + flag[2:].replace("-", "_")
-        _config_flag(g, flag, key, metavar="COL", help=help_text)
+        config_key = "data." + flag[2:].replace("-", "_")
+        _config_flag(g, flag, config_key, metavar="COL", help=help_text)
     if key:
         g.add_argument(
             "--key-col",
@@ -212,34 +212,6 @@ def _heldout_fraction_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _prepare_split(args, cfg, spark) -> int:
-    """prepare with a held-out fraction: the training and held-out datasets."""
-    from .data.prepare import info_summary
-    from .data.split import prepare_split
-
-    d = cfg.data
-    heldout = args.heldout_output or args.output.rstrip("/") + "-heldout"
-    infos = prepare_split(
-        spark,
-        args.input,
-        args.output,
-        heldout,
-        args.format,
-        fraction=d.heldout_fraction,
-        seed=d.split_seed,
-        options=dict(d.options),
-        cutoff=d.prepare_cutoff,
-        partitions=d.partitions or None,
-        quarantine=args.quarantine,
-        overwrite=args.overwrite,
-        in_process_max_events=d.in_process_max_events,
-        binary=d.binary or None,
-    )
-    for path, info in zip((args.output, heldout), infos):
-        log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
-    return EXIT_OK
-
-
 def _splits(args, cfg) -> bool:
     """Whether prepare carves a held-out part (data.heldout_fraction): of
     training data only; refused when --heldout-fraction is given for other
@@ -258,31 +230,37 @@ def _splits(args, cfg) -> bool:
 
 
 def _prepare(args, cfg) -> int:
+    from .data.options import PrepareOptions
     from .data.prepare import info_summary
+    from .data.split import prepare_split
     from .data.tables import prepare_input
 
     spark = api.session(cfg, args.command)
-    if _splits(args, cfg):
-        return _prepare_split(args, cfg, spark)
     d = cfg.data
-    info = prepare_input(
-        spark,
-        args.input,
-        args.output,
-        args.format,
-        columns=_columns(args, cfg),
-        options=dict(d.options),
-        cutoff=d.prepare_cutoff,
+    settings = PrepareOptions.from_config(
+        d,
+        cfg.output,
         merge_duplicates=args.merge,
         vocabulary=args.vocabulary,
-        partitions=d.partitions or None,
         quarantine=args.quarantine,
         overwrite=args.overwrite,
-        lock_stale_s=cfg.output.lock_stale_s,
-        in_process_max_events=d.in_process_max_events,
-        binary=d.binary or None,
     )
-    log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
+    options = dict(d.options)
+    if _splits(args, cfg):
+        heldout = args.heldout_output or args.output.rstrip("/") + "-heldout"
+        infos = prepare_split(
+            spark, args.input, args.output, heldout, args.format, fraction=d.heldout_fraction,
+            seed=d.split_seed, options=options, settings=settings,
+        )  # fmt: skip
+        outputs = list(zip((args.output, heldout), infos))
+    else:
+        info = prepare_input(
+            spark, args.input, args.output, args.format, columns=_columns(args, cfg),
+            options=options, settings=settings,
+        )  # fmt: skip
+        outputs = [(args.output, info)]
+    for path, info in outputs:
+        log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
     return EXIT_OK
 
 

@@ -119,9 +119,8 @@ def with_values(cfg: Config, values: dict[str, Any]) -> Config:
 
 
 def _replaced(section: Any, parts: list[str], value: Any, name: str) -> Any:
-    if not dataclasses.is_dataclass(section) or parts[0] not in {
-        f.name for f in fields(section)
-    }:
+    known = dataclasses.is_dataclass(section) and not isinstance(section, type)
+    if not known or parts[0] not in {f.name for f in fields(section)}:
         raise ConfigError(f"{name}: no such configuration key")
     if len(parts) > 1:
         value = _replaced(getattr(section, parts[0]), parts[1:], value, name)
