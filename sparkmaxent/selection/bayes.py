@@ -11,7 +11,9 @@ sign by default, the note's printed sign selectable); take up to
 ``per_round`` picks, rescoring against the grown model between them (Eq. 14,
 bounded, with disjoint picks taken without rescoring); then refit the MAP
 weights of the active set (OptMAP, section 3.5) by a grafting round's
-solver. Stop when no proposal beats beta_0. The uniform (Eq. 13),
+solver. Stop when no proposal beats beta_0. When the misclassified events
+propose nothing outside the model, the events of smallest margin propose
+instead (``train.bayes.margin_fraction``; an extension, see the docs). The uniform (Eq. 13),
 beta-binomial (Scott & Berger 2010) and empirical-Bayes (George & Foster
 2000) model priors are here too.
 
@@ -219,15 +221,9 @@ class BayesFactor:
         )
         if room <= 0:
             return stop(float("nan"), f"max_features = {cfg.selection.max_features}")
-        prop = self.ctx.backend.run(ProposalTask(self.space, weights, self.ctx.scaling))
-        ids = np.setdiff1d(prop.ids, active, assume_unique=True)
+        prop, ids, below = self.propose(weights)
         if not len(ids):
-            why = (
-                "no misclassified training event"
-                if prop.misclassified_events == 0
-                else "no proposal outside the active set"
-            )
-            return stop(float("nan"), why)
+            return stop(float("nan"), _nothing_proposed(prop, below))
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf, len(active))
         limit = min(cfg.bayes.per_round, room)
@@ -257,6 +253,8 @@ class BayesFactor:
             "proposals": int(len(ids)),
             "misclassified_events": prop.misclassified_events,
             "misclassified_weight": prop.misclassified,
+            "margin_below": None if below is None else math.tanh(below),
+            "proposing_events": prop.proposing_events,
             "beta_0": beta0,
             "positive_proposals": int(np.count_nonzero(beta > 0)),
             "rescored": rescored,
@@ -279,16 +277,41 @@ class BayesFactor:
             note=_round_note(info, beta0, inclusion),
         )
 
+    def propose(self, weights: Weights):
+        """The round's proposals (section 3.6): the features of the
+        misclassified training events outside the active set; when there
+        are none, those of the events of smallest margin, the lowest
+        ``train.bayes.margin_fraction`` of the event weight (an extension,
+        kernels/proposals.py). Returns the pass's Proposals, the ids and
+        the margin scale the events were taken below (None: mistakes only)."""
+        task = ProposalTask(self.space, weights, self.ctx.scaling)
+        prop = self.ctx.backend.run(task)
+        active = weights.active_ids()
+        ids = np.setdiff1d(prop.ids, active, assume_unique=True)
+        fraction = self.ctx.config.bayes.margin_fraction
+        if len(ids) or not fraction:
+            return prop, ids, None
+        below = prop.margin_below(fraction)
+        prop = self.ctx.backend.run(dataclasses.replace(task, margin_below=below))
+        log.info(
+            "no proposal from misclassified events: proposing from the %d events of "
+            "margin below %.6g (margin_fraction %g)",
+            prop.proposing_events,
+            math.tanh(below),
+            fraction,
+        )
+        return prop, np.setdiff1d(prop.ids, active, assume_unique=True), below
+
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
-        (``train.bayes.beyond_rule`` with a held-out best stage and its
-        patience to end the run)."""
+        (``train.bayes.beyond_rule`` with a held-out best stage and the
+        held-out stop rule, ``train.choice.patience``, to end the run)."""
         cfg = self.ctx.config
         return bool(
             cfg.bayes.beyond_rule
             and self.ctx.heldout is not None
             and cfg.choice.best_stage
-            and cfg.choice.stage_patience
+            and cfg.choice.patience
         )
 
     @staticmethod
@@ -502,6 +525,18 @@ def _rule_stop(scored: int, inclusion, best: float) -> str:
     if not best > 0.0:
         return f"no proposal beats beta_0 ({scored} scored)"
     return ""
+
+
+def _nothing_proposed(prop, below: float | None) -> str:
+    """Why a round has no proposal outside the model (``BayesFactor.propose``)."""
+    why = (
+        "no misclassified training event"
+        if prop.misclassified_events == 0
+        else "no proposal outside the active set"
+    )
+    if below is not None:
+        why += f" nor from the lowest-margin events ({prop.proposing_events})"
+    return why
 
 
 def _kth_floor(beta: np.ndarray, limit: int) -> float:

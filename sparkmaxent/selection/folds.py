@@ -38,9 +38,8 @@ from .path import (
     null_model,
     path_plan,
     scored_point,
-    stop_rule,
 )
-from .stopping import Measure, choose
+from .stopping import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,9 @@ from ..errors import InputError, check_finite
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
-from .choice import BEST_KEYS, keep_if_best, score_weights, stage_patience_reached
+from .choice import BEST_KEYS, keep_if_best, measure_weights, stage_rule
 from .reporting import PLOTS_DIR, write_plots
+from .stopping import StopRule
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ def run_rounds(
 ) -> LoopState:
     """Run ``method`` round after round until it stops or a cap
     (``max_rounds``, ``max_seconds``: ``limit_reached``), or, for a stage
-    method (``stage_choice``) keeping its best held-out stage, its
-    patience (``choice.stage_patience_reached``).
+    method (``stage_choice``) keeping its best held-out stage, the
+    held-out stop rule of paths (``choice.stage_rule``, a stage a point).
 
     Parameters
     ----------
@@ -79,7 +80,8 @@ def run_rounds(
     start : Weights or None
         Initial weights (all-zero with the bias at 0 by default).
     stage_choice : bool
-        Stop after ``train.choice.stage_patience`` (ifs, sgc, bayes-factor).
+        Stop by the held-out rule (``train.choice.patience``, ``patience_se``;
+        ifs, sgc, bayes-factor).
 
     Returns
     -------
@@ -97,6 +99,7 @@ def run_rounds(
         else None
     )
     state = _start_state(ctx, checkpoint, name, start)
+    rule = stage_rule(ctx, state) if stage_choice else None
     t0, passes0 = time.perf_counter(), ctx.backend.passes
     base_passes, base_elapsed = state.passes, state.elapsed_s
 
@@ -127,8 +130,8 @@ def run_rounds(
                 weights=outcome.weights.values,
                 bias=outcome.weights.bias,
             )
-            _record_round(ctx, state, outcome, score_name, score_label)
-            why = stage_patience_reached(ctx, state) if stage_choice else ""
+            _record_round(ctx, state, outcome, score_name, score_label, rule)
+            why = f"held-out stop rule: {rule.why()}" if rule is not None and rule.why() else ""
             if why:
                 state.done = True
                 state.info["stopped"] = why
@@ -169,16 +172,22 @@ def _start_state(
 
 
 def _record_round(
-    ctx: TrainingContext, state: LoopState, outcome: RoundOutcome, score_name: str, score_label: str
+    ctx: TrainingContext,
+    state: LoopState,
+    outcome: RoundOutcome,
+    score_name: str,
+    score_label: str,
+    rule: StopRule | None = None,
 ) -> None:
     """Take a round's weights into ``state``, add its trace row (with the
-    held-out score, when there is a held-out set) and log its progress line."""
+    held-out score, when there is a held-out set, fed to the stop ``rule``)
+    and log its progress line."""
     state.round += 1
     state.weights = outcome.weights
     if outcome.arrays is not None:  # the best stage's weights stay (choice.keep_if_best)
         kept = {k: v for k, v in state.arrays.items() if k in BEST_KEYS}
         state.arrays = {**outcome.arrays, **kept}
-    row = {
+    row: dict = {
         "round": state.round,
         "active": int(len(outcome.weights.values)),
         "added": outcome.added,
@@ -188,9 +197,13 @@ def _record_round(
     }
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:
-        row.update(score_weights(ctx, state.weights))
+        scores, measure = measure_weights(ctx, state.weights)
+        row.update(scores)
         held += f", held-out accuracy {row['heldout_accuracy']:.4f}"
-        keep_if_best(state, row)
+        keep_if_best(state, row, measure)
+        if rule is not None:
+            rule.add(state.round, measure, row["active"])
+            row["below_best_se"] = rule.gaps[-1]
     row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
     state.trace.append(row)
     log.info(

@@ -52,7 +52,7 @@ from .choice import PATH_PLOT, measure_weights, write_path_plot
 from .grafting import Grafting, variant
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
 from .reporting import PLOTS_DIR
-from .stopping import Measure, StopRule, choose
+from .stopping import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -336,13 +336,6 @@ def run_path(
             log.info("path stopped: %d non-zero weights > max_weights", row["features"])
             break
     return _chosen(ctx, parameter, grid, rows, results)
-
-
-def stop_rule(choice) -> StopRule:
-    """The stop rule of a path (``train.choice``: ``patience`` points past
-    the best, the last ``patience_se`` standard errors of the paired
-    held-out difference below it; selection/stopping.py)."""
-    return StopRule(patience=choice.patience, margin=choice.patience_se, one_se=choice.one_se)
 
 
 def scored_point(

@@ -181,3 +181,10 @@ def choose(scores: list[float], ses: list[float], sizes: list[int], one_se: bool
         return best
     within = np.flatnonzero(values >= values[best] - ses[best])
     return int(within[np.argmin(np.asarray(sizes)[within])])
+
+
+def stop_rule(choice) -> StopRule:
+    """The held-out stop rule of paths and stage runs (``train.choice``:
+    ``patience`` points past the best, the last ``patience_se`` standard
+    errors of the paired held-out difference below it)."""
+    return StopRule(patience=choice.patience, margin=choice.patience_se, one_se=choice.one_se)
