@@ -328,8 +328,9 @@ def run_path(
         )
         if not row["cut"]:
             best = max(best, row["heldout_score"])
-        if not rule.go_on():
-            log.info("path stopped: %s", rule.why())
+        why = rule.why()
+        if why is not None:
+            log.info("path stopped: %s", why.message)
             break
         if choice.max_weights and row["features"] > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
