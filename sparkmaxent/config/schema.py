@@ -74,10 +74,11 @@ class DataConfig(Section):
     )
     heldout_fraction: float = key(
         0.0,
-        "Pipeline job (and prepare --heldout-fraction): carve this fraction of the training "
-        "inputs out as held-out data, label-stratified and seeded, prepared with the "
-        "dictionary of the rest (tagged sentences stay whole); 0: none. Ignored when "
-        "held-out inputs are given.",
+        "Pipeline job and prepare (--heldout-fraction): carve this fraction of the "
+        "training inputs out as held-out data, label-stratified and seeded, prepared "
+        "with the dictionary of the rest (tagged sentences stay whole); 0: none. "
+        "Ignored when held-out inputs are given, and by prepare with --vocabulary "
+        "or --no-merge (not training data).",
         ge=0,
         lt=1,
     )
