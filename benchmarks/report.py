@@ -63,7 +63,7 @@ PAGES: dict[str, Page] = {
         "Hessian-vector products, bytes a pass ships to the driver (the mean over the round's "
         "passes, the full-gradient pass included; the direction passes' own mean beside it, "
         "every kind of pass in the file's by_pass); targets: the log-log slopes from 1,000 "
-        "weights, and auto's threshold against the sizes where each solver cost less. A "
+        "weights. A "
         "round is solved to grafting's own first-round tolerance (a few iterations). Each "
         "row names the run that measured it (measured_by). Shown: the Spark rows at the "
         "issue's sizes, 1,000, 4,000, 16,000 and 64,000 weights; the rest in the file.",

@@ -115,7 +115,7 @@ class SelectionConfig(Section):
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        400,
+        1000,
         "auto: the largest active set (features + labels) solved by exact Newton, "
         "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
