@@ -16,6 +16,7 @@ from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
 from .selection import folds, path
 from .selection.base import FitResult, TrainingContext, evaluate
+from .selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,8 @@ def train(
         weights=result.weights.values,
         bias=result.weights.bias,
     )
+    if result.stop is not None:
+        report.update(stopped=result.stop.message, stop_reason=result.stop.reason.value)
     report.update(
         method=config.method,
         nonzero_weights=result.weights.nnz,
@@ -111,10 +114,10 @@ def train(
         stats = evaluate(heldout, result.weights, scaling, result.conjunctions)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling
-    report["unconverged"] = unconverged(report)
+    report["unconverged"] = unconverged(report, result.stop)
     for reason in report["unconverged"]:
         log.warning("%s: not converged: %s", config.method, reason)
-    report["warnings"] = budget_warnings(report)
+    report["warnings"] = budget_warnings(report, result.stop)
     for warning in report["warnings"]:
         log.warning("%s: %s", config.method, warning)
     log.info(
@@ -128,21 +131,21 @@ def train(
 
 
 #: Run-control caps (``train.selection``): a run they end is the run asked for.
-RUN_CAPS = ("max_rounds", "max_seconds")
+RUN_CAPS = (StopReason.MAX_ROUNDS, StopReason.MAX_SECONDS)
 
 
-def unconverged(report: dict) -> list[str]:
+def unconverged(report: dict, stop: Stop | None) -> list[str]:
     """Why a run stopped without meeting its own criterion ([] when it met
-    it), from its report: L-BFGS not converged (smooth methods), a round's
-    solver not converged (the rounds' ``converged``), or the KKT
-    certificate failed (grafting family). A stop at a run-control cap
-    (``max_rounds``, ``max_seconds``: ``RUN_CAPS``) is the run the user
-    asked for, with a saved model: its certificate is reported but not held
-    against it (``budget_warnings`` says so). The CLI exits 4 on any
-    reason (cli.py)."""
+    it), from its report and its ``stop``: L-BFGS not converged (smooth
+    methods, which have no stop), a round's solver not converged (the
+    rounds' ``converged``), or the KKT certificate failed (grafting family).
+    A stop at a run-control cap (``max_rounds``, ``max_seconds``:
+    ``RUN_CAPS``) is the run the user asked for, with a saved model: its
+    certificate is reported but not held against it (``budget_warnings``
+    says so). The CLI exits 4 on any reason (cli.py)."""
     reasons = []
-    stopped = str(report.get("stopped") or "")
-    if "stopped" not in report and report.get("converged") is False:
+    reason = stop.reason if stop is not None else None
+    if stop is None and report.get("converged") is False:
         reasons.append(f"L-BFGS did not converge: {report.get('optimizer_message', '')}")
     rounds = [
         str(r.get("round")) for r in report.get("rounds") or [] if r.get("converged") is False
@@ -150,7 +153,7 @@ def unconverged(report: dict) -> list[str]:
     if rounds:
         reasons.append(f"the solver did not converge in round(s) {', '.join(rounds)}")
     kkt = report.get("kkt")
-    if kkt and not kkt.get("passed") and not stopped.startswith(RUN_CAPS):
+    if kkt and not kkt.get("passed") and reason not in RUN_CAPS:
         reasons.append(
             f"KKT certificate failed: max zero-weight |gradient| {kkt['max_zero_gradient']:.4g} "
             f"(bound {kkt['bound']:.4g}), max active violation "
@@ -159,17 +162,16 @@ def unconverged(report: dict) -> list[str]:
     return reasons
 
 
-def budget_warnings(report: dict) -> list[str]:
+def budget_warnings(report: dict, stop: Stop | None) -> list[str]:
     """What the report warns of (not an error, exit 0): a run ended by its
     time budget ``max_seconds`` saved the model it had (a stage method with
     held-out data: its best held-out stage so far; else its last round),
     which a resumed run with a larger budget can improve."""
-    stopped = str(report.get("stopped") or "")
-    if not stopped.startswith("max_seconds"):
+    if stop is None or stop.reason is not StopReason.MAX_SECONDS:
         return []
     kept = "the best held-out stage so far" if report.get("choice") else "the last round"
     return [
-        f"time budget reached ({stopped}): the model is {kept}; --resume with a larger "
+        f"time budget reached ({stop.message}): the model is {kept}; --resume with a larger "
         "train.selection.max_seconds continues the run"
     ]
 
