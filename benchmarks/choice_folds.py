@@ -11,8 +11,9 @@ the defaults is chosen
 
 - ``heldout``: on an inner held-out fifth of S (``train.choice.folds`` 1),
   then refitted on all of S (``train.choice.refit``);
-- ``folds``: by 5 folds over all of S (the automatic k-fold choice:
-  ``folds`` 0 with S as training and inner held-out parts), refitted on S;
+- ``folds``: by 5 folds over all of S (``train.choice.folds`` 5 over both
+  inner parts joined: the automatic choice of an ``l2`` path,
+  ``train.choice.kfold_max_events``), refitted on S;
 
 so both models see the same events, and differ only in the choice. Both
 are scored on E, which neither saw: log-likelihood (``loglik``, the
@@ -36,6 +37,7 @@ import numpy as np
 from benchmarks.common import RESULTS, load_average, print_table, start, write_result
 from benchmarks.model_choice import backend
 from sparkmaxent.backends.folds import FoldBackend
+from sparkmaxent.backends.union import UnionBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
 from sparkmaxent.kernels.folds import fold_of_groups
@@ -94,10 +96,11 @@ def corpus_rows(name: str, args, rows: list[dict]) -> None:
         s_held = FoldBackend(subsample, s_units[inner == 0], True)
         events = len(_group_y(subsample)[0])
         for method in methods:
-            for folds in (1, 0):  # held-out, then the automatic k folds
-                keys = {**METHODS[method], "folds": folds, "kfold_max_events": 10**9}
+            for folds in (1, 5):  # held-out, then 5 folds of both parts
+                keys = {**METHODS[method], "folds": folds}
                 row = {"corpus": name, "method": method, "events": events, "parts": f"{j}/16"}
-                row.update(one(s_train, s_held, evaluation, keys))
+                parts = (s_train, s_held) if folds == 1 else (UnionBackend(s_train, s_held), None)
+                row.update(one(*parts, evaluation, keys))
                 row["load_average"] = load_average()
                 print_table([row], KEYS)
                 rows.append(row)

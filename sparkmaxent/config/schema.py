@@ -419,16 +419,16 @@ class ChoiceConfig(Section):
         0,
         "Choose the path point or stage by k-fold cross-validation (k >= 2); "
         "1: on the held-out part; 0: automatic, auto_folds folds over the training "
-        "and held-out events together for a path of at most kfold_max_events "
-        "events (l2, or grafting with l2_mixes [0]), else the held-out part. A "
-        "path's patience and grid extension read the mean fold score.",
+        "and held-out events together for an l2 path of at most kfold_max_events "
+        "events, else the held-out part. A path's patience and grid extension read "
+        "the mean fold score.",
         ge=0,
     )
     kfold_max_events: int = key(
-        20_000,
-        "folds = 0: a path (l2, or grafting with l2_mixes [0]) over at most this "
-        "many events (training and held-out together) chooses by auto_folds folds "
-        "instead of the held-out part; 0: never.",
+        2_000,
+        "folds = 0: an l2 path over at most this many events (training and "
+        "held-out together) chooses by auto_folds folds instead of the held-out "
+        "part; 0: never.",
         ge=0,
     )
     auto_folds: int = key(

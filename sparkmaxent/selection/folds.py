@@ -49,24 +49,17 @@ STAGE_METHODS = registry.names(lambda m: m.best_stage)
 
 
 def automatic_folds(backend, heldout, config) -> tuple[int, int]:
-    """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` when a
-    path is asked whose choice k folds make as well as a held-out part
-    (``l2``; ``grafting`` with pure l1, ``l2_mixes`` [0] or a fixed
-    ``elastic_l2``: folds fit no l2 mixes) over at most ``kfold_max_events``
-    events, the held-out ones included, and the candidates fit the dense
-    gradient test (the refit joins two backends), every event in a group
-    (folds are groups); else k = 0 (the held-out part). Counting costs one
-    pass per backend."""
+    """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` for an
+    ``l2`` path over at most ``kfold_max_events`` events, the held-out ones
+    included, every event in a group (folds are groups); else k = 0 (the
+    held-out part). Grafting paths keep the held-out part: the folds fit no
+    l2 mixes and no pass-budget cut, and a fold path's points past the best
+    cost many times a held-out path's (docs/methods/model-choice.md).
+    Counting costs one pass per backend."""
     choice = config.choice
-    entry = registry.method(config.method)
-    if choice.folds or not choice.kfold_max_events or not choice.path or entry.path is None:
+    if choice.folds or not choice.kfold_max_events or not choice.path:
         return 0, 0
-    if entry.combination and config.grafting.combination_degree > 1:
-        return 0, 0
-    pure_l1 = config.grafting.elastic_l2 or not any(choice.l2_mixes)
-    if entry.path == "l1" and (choice.elastic_grid or not pure_l1):
-        return 0, 0
-    if backend.space.n_features > config.grafting.dense_test_max:
+    if registry.method(config.method).path in (None, "l1"):  # l2 paths only
         return 0, 0
     counts = [grouped_events(b) for b in (backend, heldout) if b is not None]
     events = sum(n for n, _ in counts)
