@@ -115,7 +115,7 @@ class SelectionConfig(Section):
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        1000,
+        400,
         "auto: the largest active set (features + labels) solved by exact Newton, "
         "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
@@ -311,11 +311,21 @@ class BayesConfig(Section):
     rescore: int = key(50, "Proposals rescored before each pick after a round's first.", ge=1)
     beyond_rule: bool = key(
         True,
-        "With held-out data (train.choice.best_stage, stage_patience > 0): the "
+        "With held-out data (train.choice.best_stage, patience > 0): the "
         "stop of the Bayes-factor rule is one candidate stage, not the end; the run "
         "goes on taking the proposals of largest beta (up to per_round, uniform "
-        "model prior) until the stage patience or no proposal is left, and keeps "
-        "the best held-out stage. false: stop at the rule.",
+        "model prior) until the held-out stop rule (train.choice.patience) or no "
+        "proposal is left, and keeps the best held-out stage. false: stop at the rule.",
+    )
+    margin_fraction: float = key(
+        0.1,
+        "When no misclassified training event proposes a feature outside the "
+        "model, propose those of the events of smallest margin (the correct "
+        "label's probability minus the best other's), this fraction of the event "
+        "weight (an extension of Daume III 2004, section 3.6); 0: stop there, as "
+        "the note does.",
+        ge=0,
+        le=1,
     )
     signature_bits: int = key(
         8192,
@@ -394,16 +404,18 @@ class ChoiceConfig(Section):
     )
     patience: int = key(
         2,
-        "Stop a path once this many points came after its best one and the "
-        "last is below the best by more than patience_se standard errors of "
-        "the paired held-out difference (a tie never stops); 0: fit every point.",
+        "Stop a path (or a stage run of ifs, sgc, bayes-factor keeping its best "
+        "held-out stage) once this many points (stages) came after its best one "
+        "and the last is below the best by more than patience_se standard errors "
+        "of the paired held-out difference (a tie never stops); 0: fit every "
+        "point, run stages to the method's own stop.",
         ge=0,
     )
     patience_se: float = key(
         1.0,
-        "Paths: standard errors of the held-out difference (paired event by "
-        "event, or fold by fold) by which the last point must be below the best "
-        "to stop; 0: any worse point.",
+        "Paths and stage runs: standard errors of the held-out difference (paired "
+        "event by event, or fold by fold) by which the last point must be below "
+        "the best to stop; 0: any worse point.",
         ge=0,
     )
     max_weights: int = key(
@@ -439,20 +451,6 @@ class ChoiceConfig(Section):
         True,
         "ifs, sgc, bayes-factor with held-out data: the model is the stage "
         "with the best held-out score, not the last one.",
-    )
-    stage_patience: float = key(
-        1.0,
-        "ifs, sgc, bayes-factor keeping their best held-out stage: stop once "
-        "this times the best stage's number of stages (at least "
-        "stage_patience_min) ran without a better held-out score; 0: run to the "
-        "method's own stop.",
-        ge=0,
-    )
-    stage_patience_min: int = key(
-        10,
-        "The fewest stages a run goes on past its best held-out stage (the first "
-        "stages' scores jump).",
-        ge=1,
     )
 
 

@@ -8,7 +8,16 @@ softmax gradient is largest); for a candidate-set event whose best wrong
 candidate scores at least as high as every correct one, every feature
 firing on a correct candidate or on a wrongly preferred one. The result is
 a mergeable sorted union of feature ids; events with a label unseen in
-training (-1) raise. See docs/methods/bayes-factor.md.
+training (-1) raise.
+
+Extension (not in the note): when no event is misclassified, the same
+features are proposed from the events of smallest margin, the correct
+label's probability minus the best other's (candidate sets: the best
+correct candidate's minus the best wrong one's), the rival label or
+candidate taking the predicted one's place. Every pass returns a histogram
+of the margins (``MARGIN_EDGES``) from which the driver sets the margin
+below which events propose (``margin_below``). See
+docs/methods/bayes-factor.md.
 """
 
 from __future__ import annotations
@@ -20,6 +29,18 @@ import numpy as np
 from .blocks import Block, MulticlassBlock
 from .loss import candidate_scores, multiclass_scores
 from .params import Scaling, Space, Weights
+
+#: Bin edges of the margin histogram, on the scale t = artanh(margin)
+#: (clipped to +-MARGIN_T): margins near 1, where a well-fitted model puts
+#: most events, get as fine bins as margins near 0.
+MARGIN_T = 20.0
+MARGIN_EDGES = np.linspace(-MARGIN_T, MARGIN_T, 4097)
+
+
+def margin_scale(margin: np.ndarray) -> np.ndarray:
+    """t = artanh(margin) clipped to [-MARGIN_T, MARGIN_T] (margin in [-1, 1])."""
+    with np.errstate(divide="ignore"):
+        return np.clip(np.arctanh(np.clip(margin, -1.0, 1.0)), -MARGIN_T, MARGIN_T)
 
 
 @dataclass
@@ -36,12 +57,19 @@ class Proposals:
         Their number.
     weight : float
         Weight of all events.
+    margins : ndarray, shape (len(MARGIN_EDGES) - 1,)
+        Event weight per bin of the margin scale (``margin_scale``).
+    proposing_events : int
+        Events the ids come from: the misclassified ones, and with
+        ``margin_below`` those of a margin scale below it too.
     """
 
     ids: np.ndarray
     misclassified: float
     misclassified_events: int
     weight: float
+    margins: np.ndarray
+    proposing_events: int
 
     def merge(self, other: Proposals) -> Proposals:
         return Proposals(
@@ -49,7 +77,16 @@ class Proposals:
             self.misclassified + other.misclassified,
             self.misclassified_events + other.misclassified_events,
             self.weight + other.weight,
+            self.margins + other.margins,
+            self.proposing_events + other.proposing_events,
         )
+
+    def margin_below(self, fraction: float) -> float:
+        """The margin scale below which events of at least ``fraction`` of
+        the weight lie (an edge of the histogram)."""
+        cum = np.cumsum(self.margins)
+        i = int(np.searchsorted(cum, fraction * cum[-1]))
+        return float(MARGIN_EDGES[min(i + 1, len(MARGIN_EDGES) - 1)])
 
 
 def _features_of_rows(M, rows: np.ndarray) -> np.ndarray:
@@ -59,25 +96,39 @@ def _features_of_rows(M, rows: np.ndarray) -> np.ndarray:
 
 
 def proposals(
-    block: Block, space: Space, weights: Weights, scaling: Scaling | None = None
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None = None,
+    margin_below: float | None = None,
 ) -> Proposals:
-    """Proposal features of one block (see the module docstring)."""
+    """Proposal features of one block (see the module docstring); with
+    ``margin_below``, also those of the events whose margin scale is below it."""
     if isinstance(block, MulticlassBlock):
         if np.any(block.y < 0):
             raise ValueError(
                 "cannot propose features from events whose label was not seen in "
                 "training (label -1)"
             )
-        pred = multiclass_scores(block, space, weights, scaling).argmax(axis=1)
-        wrong = np.flatnonzero(pred != block.y)
-        sub = block.X[wrong]
-        row = np.repeat(np.arange(len(wrong)), np.diff(sub.indptr))
+        scores = multiclass_scores(block, space, weights, scaling)
+        pred = scores.argmax(axis=1)
+        bad = pred != block.y
+        probs = np.exp(scores - scores.max(axis=1, keepdims=True))
+        probs /= probs.sum(axis=1, keepdims=True)
+        gold_p = probs[np.arange(block.n_events), block.y]
+        probs[np.arange(block.n_events), block.y] = -np.inf
+        # the rival: the predicted label of a mistake, else the best other one
+        rival = np.where(bad, pred, probs.argmax(axis=1))
+        t = margin_scale(gold_p - probs.max(axis=1))
+        chosen = bad | (t < margin_below) if margin_below is not None else bad
+        events = np.flatnonzero(chosen)
+        sub = block.X[events]
+        row = np.repeat(np.arange(len(events)), np.diff(sub.indptr))
         fire = sub.data != 0
         p, row = sub.indices[fire].astype(np.int64), row[fire]
         K = space.n_labels
-        gold, guess = block.y[wrong][row], pred[wrong][row]
-        ids = np.unique(np.concatenate([p * K + gold, p * K + guess]))
-        c = block.c[wrong]
+        gold, other = block.y[events][row], rival[events][row]
+        ids = np.unique(np.concatenate([p * K + gold, p * K + other]))
     else:
         ptr = block.event_ptr
         s = candidate_scores(block, space, weights, scaling)
@@ -87,12 +138,26 @@ def proposals(
         # a tie with a wrong candidate is no win (at all-zero weights every
         # event with a wrong candidate is a mistake, whatever the order)
         bad = top_wrong >= top_right
-        wrong = np.flatnonzero(bad)
-        preferred = ~block.correct & bad[event] & (s == top_wrong[event])
-        rows = np.flatnonzero(preferred | (block.correct & bad[event]))
+        top = np.maximum(top_right, top_wrong)
+        norm = np.add.reduceat(np.exp(s - top[event]), ptr[:-1])
+        t = margin_scale((np.exp(top_right - top) - np.exp(top_wrong - top)) / norm)
+        chosen = bad | (t < margin_below) if margin_below is not None else bad
+        # an event without a wrong candidate has nothing to fix
+        chosen &= np.isfinite(top_wrong)
+        preferred = ~block.correct & chosen[event] & (s == top_wrong[event])
+        rows = np.flatnonzero(preferred | (block.correct & chosen[event]))
         ids = np.unique(_features_of_rows(block.F, rows))
-        c = block.c[wrong]
-    return Proposals(ids, float(c.sum()), int(len(wrong)), float(block.c.sum()))
+        events = np.flatnonzero(chosen)
+    margins = np.histogram(t, MARGIN_EDGES, weights=block.c)[0]
+    wrong = np.flatnonzero(bad)
+    return Proposals(
+        ids,
+        float(block.c[wrong].sum()),
+        int(len(wrong)),
+        float(block.c.sum()),
+        margins,
+        int(len(events)),
+    )
 
 
 @dataclass(frozen=True)
@@ -102,9 +167,10 @@ class ProposalTask:
     space: Space
     weights: Weights
     scaling: Scaling | None = None
+    margin_below: float | None = None
 
     def __call__(self, block: Block) -> Proposals:
-        return proposals(block, self.space, self.weights, self.scaling)
+        return proposals(block, self.space, self.weights, self.scaling, self.margin_below)
 
 
 @dataclass

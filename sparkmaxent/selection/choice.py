@@ -18,7 +18,6 @@ binomial sqrt(F (1 - F) / gold chunks), an approximation.
 from __future__ import annotations
 
 import logging
-import math
 
 import numpy as np
 
@@ -28,12 +27,19 @@ from ..kernels import Scaling, Weights
 from ..kernels.predict import EventScores, EventScoresTask
 from ..plots import new_figure, save_png
 from .base import LoopState, TrainingContext
-from .stopping import Measure
+from .stopping import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
 
-#: Keys of LoopState.arrays holding the best stage's weights (checkpointed).
-BEST_KEYS = ("choice_ids", "choice_values", "choice_bias")
+#: Keys of LoopState.arrays holding the best stage's weights and per-event
+#: held-out scores (checkpointed).
+BEST_KEYS = (
+    "choice_ids",
+    "choice_values",
+    "choice_bias",
+    "choice_units",
+    "choice_unit_weights",
+)
 PATH_PLOT = "path.png"
 
 
@@ -106,14 +112,10 @@ def criterion_measure(scores: EventScores, criterion: str, row: dict) -> Measure
     return Measure(row["heldout_score"], row["heldout_se"], units, c)
 
 
-def score_weights(ctx: TrainingContext, weights: Weights) -> dict:
-    """Held-out results of ``weights`` under the configured criterion (one pass)."""
-    return measure_weights(ctx, weights)[0]
-
-
 def measure_weights(ctx: TrainingContext, weights: Weights) -> tuple[dict, Measure]:
-    """Held-out results of ``weights`` (``score_weights``) and their
-    measure for the stop rule (``criterion_measure``); one pass."""
+    """Held-out results of ``weights`` under the configured criterion
+    (``criterion_score``) and their measure for the stop rule
+    (``criterion_measure``); one pass."""
     assert ctx.heldout is not None, "callers check that there is held-out data"
     scores = ctx.heldout.run(EventScoresTask(ctx.heldout.space, weights, ctx.scaling))
     criterion = ctx.config.choice.criterion
@@ -126,43 +128,47 @@ def score_on(backend, weights: Weights, scaling: Scaling | None, criterion: str)
     return criterion_score(scores, criterion, heldout_labels(backend))
 
 
-def keep_if_best(state: LoopState, row: dict) -> None:
+def keep_if_best(state: LoopState, row: dict, measure: Measure) -> None:
     """Remember the state's weights as the best stage when ``row``'s
     held-out score beats the best so far (kept in ``state.arrays``, so a
-    checkpoint carries them)."""
+    checkpoint carries them), with the per-event scores of ``measure``
+    that later stages are paired with (``stage_rule``)."""
     best = state.info.get("choice_score")
     if best is not None and not row["heldout_score"] > best:
         return
     w = state.weights
     state.info.update(choice_score=row["heldout_score"], choice_round=state.round)
+    none = np.zeros(0)
     state.arrays.update(
         choice_ids=w.active_ids().copy(),
         choice_values=w.values.copy(),
-        choice_bias=w.bias.copy() if w.bias is not None else np.zeros(0),
+        choice_bias=w.bias.copy() if w.bias is not None else none,
+        choice_units=measure.units if measure.units is not None else none,
+        choice_unit_weights=measure.weights if measure.weights is not None else none,
     )
 
 
-def stage_patience_reached(ctx: TrainingContext, state: LoopState) -> str:
-    """Why a stage method's run stops before its own rule: as many stages
-    since the best held-out stage b as ``train.choice.stage_patience`` x b
-    (at least ``stage_patience_min``) without a better score; '' while not.
-    A run that keeps its best stage gains nothing from the stages after
-    the last improvement, and the held-out curves of SGC and the Bayes
-    factor flatten long before their gain or evidence rules stop them
-    (docs/methods/model-choice.md)."""
+def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
+    """The held-out stop rule of a stage run keeping its best stage (the
+    paths' rule, ``stopping.stop_rule``: a stage per point), replayed over
+    the stages already run (a resumed run: the best stage's per-event
+    scores come from its checkpoint); None when the run does not keep its
+    best stage or ``train.choice.patience`` is 0."""
     cfg = ctx.config.choice
-    if ctx.heldout is None or not cfg.best_stage or not cfg.stage_patience:
-        return ""
-    if "choice_round" not in state.info:
-        return ""
-    best = int(state.info["choice_round"])
-    allowed = max(cfg.stage_patience_min, math.ceil(cfg.stage_patience * best))
-    if state.round - best < allowed:
-        return ""
-    return (
-        f"stage_patience = {cfg.stage_patience:g}: {state.round - best} stages "
-        f"without a better held-out {cfg.criterion} than stage {best}"
-    )
+    if ctx.heldout is None or not cfg.best_stage or not cfg.patience:
+        return None
+    rule = stop_rule(cfg)
+    chosen = state.info.get("choice_round")
+    for row in state.trace:
+        units = state.arrays.get("choice_units") if row["round"] == chosen else None
+        if units is not None and len(units):
+            measure = Measure(
+                row["heldout_score"], row["heldout_se"], units, state.arrays["choice_unit_weights"]
+            )
+        else:
+            measure = Measure(row["heldout_score"], row["heldout_se"])
+        rule.add(row["round"], measure, row["active"])
+    return rule
 
 
 def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | None]:

@@ -47,6 +47,7 @@ from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .grafting import GradientTest, Grafting, fit_grafting_family, grafting_report, variant
 from .loop import run_rounds
 from .reporting import FeatureNamer
+from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -204,10 +205,10 @@ class Combination:
         g = self.grafting(conj)
         if int(state.arrays.get(PHASE, [ATOMS])[0]) == ATOMS:
             out = g.round(state)
-            if not out.stop:
+            if out.stop is None:
                 info = {**out.info, "phase": "atoms"}
                 return dataclasses.replace(out, arrays=_arrays(conj, ATOMS), info=info)
-            log.info("atoms optimized (%s); searching conjunctions", out.note or "certified")
+            log.info("atoms optimized (%s); searching conjunctions", out.note or out.stop.message)
         return self._combination_round(state, conj, g)
 
     def _combination_round(self, state: LoopState, conj: Conjunctions, g: Grafting):
@@ -221,7 +222,7 @@ class Combination:
             finished = last.get("added", 1) == 0 and last.get("phase") == "combination"
             if test.kkt["passed"] or finished:
                 return RoundOutcome(
-                    True,
+                    stop(StopReason.NO_CANDIDATE_PASSES),
                     weights,
                     objective=g.penalized(test.value, weights),
                     score=best,
@@ -420,7 +421,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
             if ids[i] // K >= method.n_atoms
         ][:50],
     }
-    return FitResult(weights, report, conjunctions=kept)
+    return FitResult(weights, report, conjunctions=kept, stop=state.stop)
 
 
 def fit_grafting(ctx: TrainingContext) -> FitResult:

@@ -38,9 +38,8 @@ from .path import (
     null_model,
     path_plan,
     scored_point,
-    stop_rule,
 )
-from .stopping import Measure, choose
+from .stopping import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +175,9 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             [round(s[-1], 6) for s in scores],
         )
         rule.add(gamma, Measure.of_units([s[-1] for s in scores]))
-        if not rule.go_on():
-            log.info("k-fold path stopped: %s", rule.why())
+        why = rule.why()
+        if why is not None:
+            log.info("k-fold path stopped: %s", why.message)
             break
     del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)

@@ -33,12 +33,10 @@ from ..kernels.topk import top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
-from .loop import limit_reached, run_rounds
+from .loop import run_rounds
+from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
-
-#: why a run with a pass budget (a path point, selection/path.py) stopped
-BUDGET_SPENT = "pass budget spent"
 
 
 @dataclass(frozen=True)
@@ -294,9 +292,7 @@ class Grafting:
         weights = state.weights
         if self.budget_left() == 0:
             if self.keep_going is None or not self.keep_going(weights):
-                return RoundOutcome(
-                    True, weights, note=BUDGET_SPENT, info={"stopped": BUDGET_SPENT}
-                )
+                return RoundOutcome(stop(StopReason.BUDGET_SPENT), weights)
             # go on from here (weights, active set, the test known at them):
             # no pass of the budget is paid again
             self.continued_after = state.passes
@@ -308,7 +304,7 @@ class Grafting:
         if test.kkt["passed"] or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
             return RoundOutcome(
-                True,
+                stop(StopReason.NO_CANDIDATE_PASSES),
                 weights,
                 objective=self.penalized(test.value, weights),
                 score=test.best,
@@ -382,14 +378,14 @@ class Grafting:
                 tol,
             )
             return RoundOutcome(
-                True,
+                stop(StopReason.NO_PROGRESS, added=len(new)),
                 weights,
                 objective=res.value,
                 score=test.best,
                 info={"kkt": self._certificate(weights)},
             )
         return RoundOutcome(
-            False,
+            None,
             out,
             added=len(new),
             removed=int(n - keep.sum()),
@@ -480,7 +476,7 @@ def fit_grafting_family(
     # stopped by a cap: certify what there is (one more pass)
     cert = state.info["kkt"] if "kkt" in state.info else method._certificate(state.weights)
     report = grafting_report(ctx, name, method, state, cert)
-    return FitResult(state.weights.sparse(), report)
+    return FitResult(state.weights.sparse(), report, stop=state.stop)
 
 
 def grafting_report(
@@ -491,7 +487,7 @@ def grafting_report(
     penalty, weights = method.penalty, state.weights
     test = method.gradient_test(weights)  # known by now: no pass
     lg = test.lossgrad
-    spent = state.info.get("stopped") == BUDGET_SPENT
+    spent = state.stop is not None and state.stop.reason is StopReason.BUDGET_SPENT
     if not cert["passed"] and not spent:
         log.warning(
             "%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
@@ -512,11 +508,6 @@ def grafting_report(
         "loss": lg.loss / lg.weight,
         "train_accuracy": lg.correct / lg.weight,
         "rounds_run": state.round,
-        "stopped": state.info["stopped"]
-        if spent
-        else "no candidate passes the test"
-        if state.done
-        else limit_reached(ctx.config, state),
         "budget_spent": spent,
         "continued_after": method.continued_after,
         "converged": bool(state.done and cert["passed"]),

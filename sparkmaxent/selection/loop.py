@@ -21,8 +21,10 @@ from ..errors import InputError, check_finite
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
-from .choice import BEST_KEYS, keep_if_best, score_weights, stage_patience_reached
+from .choice import BEST_KEYS, keep_if_best, measure_weights, stage_rule
 from .reporting import PLOTS_DIR, write_plots
+from .stopping import StopRule
+from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -33,21 +35,21 @@ class RoundMethod(Protocol):
         ...
 
 
-def limit_reached(cfg, state: LoopState) -> str:
+def limit_reached(cfg, state: LoopState) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
-    loop before the method stops by itself; '' while none is reached. The
+    loop before the method stops by itself; None while none is reached. The
     time cap also ends it when the next round, if it takes as long as the
     last one, would end past the cap (a budget, not a point to overrun by
     a round)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
-        return f"max_rounds = {cfg.selection.max_rounds}"
+        return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
     cap = cfg.selection.max_seconds
     if cap:
         times = [0.0] + [float(r["elapsed_s"]) for r in state.trace[-2:]]
         last = times[-1] - times[-2] if len(times) >= 2 and state.trace else 0.0
         if state.elapsed_s >= cap or (state.trace and state.elapsed_s + last > cap):
-            return f"max_seconds = {cap:g}"
-    return ""
+            return stop(StopReason.MAX_SECONDS, limit=cap)
+    return None
 
 
 def run_rounds(
@@ -61,8 +63,8 @@ def run_rounds(
 ) -> LoopState:
     """Run ``method`` round after round until it stops or a cap
     (``max_rounds``, ``max_seconds``: ``limit_reached``), or, for a stage
-    method (``stage_choice``) keeping its best held-out stage, its
-    patience (``choice.stage_patience_reached``).
+    method (``stage_choice``) keeping its best held-out stage, the
+    held-out stop rule of paths (``choice.stage_rule``, a stage a point).
 
     Parameters
     ----------
@@ -79,12 +81,14 @@ def run_rounds(
     start : Weights or None
         Initial weights (all-zero with the bias at 0 by default).
     stage_choice : bool
-        Stop after ``train.choice.stage_patience`` (ifs, sgc, bayes-factor).
+        Stop by the held-out rule (``train.choice.patience``, ``patience_se``;
+        ifs, sgc, bayes-factor).
 
     Returns
     -------
     LoopState
-        The final state; ``state.trace`` is the per-round trace.
+        The final state; ``state.trace`` is the per-round trace and
+        ``state.stop`` why the loop ended.
     """
     cfg = ctx.config
     checkpoint = (
@@ -97,6 +101,7 @@ def run_rounds(
         else None
     )
     state = _start_state(ctx, checkpoint, name, start)
+    rule = stage_rule(ctx, state) if stage_choice else None
     t0, passes0 = time.perf_counter(), ctx.backend.passes
     base_passes, base_elapsed = state.passes, state.elapsed_s
 
@@ -104,17 +109,17 @@ def run_rounds(
         state.passes = base_passes + ctx.backend.passes - passes0
         state.elapsed_s = round(base_elapsed + time.perf_counter() - t0, 3)
 
-    while not state.done and not limit_reached(cfg, state):
+    while not state.done and limit_reached(cfg, state) is None:
         outcome = method.round(state)
         counters()
-        if outcome.stop:
-            state.done = True
+        if outcome.stop is not None:
+            state.done, state.stop = True, outcome.stop
             state.info.update(outcome.info)
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"
             log.info(
                 "round %d: %s%s; %d passes, %.1fs",
                 state.round + 1,
-                outcome.note or "no candidate passes the test",
+                outcome.note or outcome.stop.message,
                 best,
                 state.passes,
                 state.elapsed_s,
@@ -127,19 +132,20 @@ def run_rounds(
                 weights=outcome.weights.values,
                 bias=outcome.weights.bias,
             )
-            _record_round(ctx, state, outcome, score_name, score_label)
-            why = stage_patience_reached(ctx, state) if stage_choice else ""
-            if why:
-                state.done = True
-                state.info["stopped"] = why
-                log.info("round %d: stopped: %s", state.round, why)
+            _record_round(ctx, state, outcome, score_name, score_label, rule)
+            why = rule.why() if rule is not None else None
+            if why is not None:
+                state.done, state.stop = True, why
+                log.info("round %d: stopped: %s", state.round, why.message)
         if checkpoint is not None:
             checkpoint.save(state, name)
-        if outcome.stop:
+        if outcome.stop is not None:
             break
         if ctx.on_round is not None:
             ctx.on_round(state)
     counters()
+    if state.stop is None:  # the loop ended at a cap
+        state.stop = limit_reached(cfg, state)
     if ctx.output_dir and cfg.selection.plots and state.trace:
         write_plots(state.trace, storage.join(ctx.output_dir, PLOTS_DIR), score_name, score_label)
     return state
@@ -169,16 +175,22 @@ def _start_state(
 
 
 def _record_round(
-    ctx: TrainingContext, state: LoopState, outcome: RoundOutcome, score_name: str, score_label: str
+    ctx: TrainingContext,
+    state: LoopState,
+    outcome: RoundOutcome,
+    score_name: str,
+    score_label: str,
+    rule: StopRule | None = None,
 ) -> None:
     """Take a round's weights into ``state``, add its trace row (with the
-    held-out score, when there is a held-out set) and log its progress line."""
+    held-out score, when there is a held-out set, fed to the stop ``rule``)
+    and log its progress line."""
     state.round += 1
     state.weights = outcome.weights
     if outcome.arrays is not None:  # the best stage's weights stay (choice.keep_if_best)
         kept = {k: v for k, v in state.arrays.items() if k in BEST_KEYS}
         state.arrays = {**outcome.arrays, **kept}
-    row = {
+    row: dict = {
         "round": state.round,
         "active": int(len(outcome.weights.values)),
         "added": outcome.added,
@@ -188,9 +200,13 @@ def _record_round(
     }
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:
-        row.update(score_weights(ctx, state.weights))
+        scores, measure = measure_weights(ctx, state.weights)
+        row.update(scores)
         held += f", held-out accuracy {row['heldout_accuracy']:.4f}"
-        keep_if_best(state, row)
+        keep_if_best(state, row, measure)
+        if rule is not None:
+            rule.add(state.round, measure, row["active"])
+            row["below_best_se"] = rule.gaps[-1]
     row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
     state.trace.append(row)
     log.info(

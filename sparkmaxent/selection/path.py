@@ -52,7 +52,7 @@ from .choice import PATH_PLOT, measure_weights, write_path_plot
 from .grafting import Grafting, variant
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
 from .reporting import PLOTS_DIR
-from .stopping import Measure, StopRule, choose
+from .stopping import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -329,21 +329,15 @@ def run_path(
         )
         if not row["cut"]:
             best = max(best, row["heldout_score"])
-        if not rule.go_on():
-            log.info("path stopped: %s", rule.why())
+        why = rule.why()
+        if why is not None:
+            log.info("path stopped: %s", why.message)
             break
         if choice.max_weights and row["features"] > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row["features"])
             break
     return _chosen(ctx, parameter, grid, rows, results)
-
-
-def stop_rule(choice) -> StopRule:
-    """The stop rule of a path (``train.choice``: ``patience`` points past
-    the best, the last ``patience_se`` standard errors of the paired
-    held-out difference below it; selection/stopping.py)."""
-    return StopRule(patience=choice.patience, margin=choice.patience_se, one_se=choice.one_se)
 
 
 def scored_point(

@@ -21,7 +21,13 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
-from sparkmaxent.kernels.proposals import EventSignatureTask, event_signatures, proposals
+from sparkmaxent.kernels.proposals import (
+    MARGIN_EDGES,
+    EventSignatureTask,
+    event_signatures,
+    margin_scale,
+    proposals,
+)
 from sparkmaxent.problem.objective import Objective
 from sparkmaxent.selection import bayes
 from sparkmaxent.selection.bayes import (
@@ -207,6 +213,119 @@ def test_candidate_set_proposals_are_features_of_correct_and_wrongly_preferred()
     zero = proposals(block, space, Weights.zeros(space))
     has_wrong = np.add.reduceat((~block.correct).astype(int), block.event_ptr[:-1]) > 0
     assert zero.misclassified_events == int(has_wrong.sum())
+
+
+def test_low_margin_proposals_add_the_events_of_smallest_margin_with_their_rival():
+    # the extension of section 3.6: events whose margin (gold probability
+    # minus the best other's) is below a cut propose (p, gold) and
+    # (p, rival) as a mistake proposes (p, gold) and (p, predicted)
+    rng = np.random.default_rng(6)
+    space = Space(MULTICLASS, 12, 4, bias=True)
+    block = random_multiclass(rng, m=80, P=12, K=4)
+    weights = Weights(
+        np.array([1, 5, 9, 20, 33], dtype=np.int64), rng.normal(size=5), rng.normal(size=4)
+    )
+    plain = proposals(block, space, weights)
+    assert plain.proposing_events == plain.misclassified_events
+    assert plain.margins.sum() == pytest.approx(block.c.sum())
+    below = plain.margin_below(0.85)
+    got = proposals(block, space, weights, margin_below=below)
+    scores = multiclass_scores(block, space, weights)
+    probs = np.exp(scores - scores.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    X = block.X.toarray()
+    want, events, light = set(), 0, 0.0
+    for i in range(block.n_events):
+        y = int(block.y[i])
+        others = np.where(np.arange(4) == y, -1.0, probs[i])
+        margin = probs[i, y] - others.max()
+        if margin < math.tanh(below):
+            light += block.c[i]
+        if int(np.argmax(scores[i])) != y:
+            rival = int(np.argmax(scores[i]))
+        elif margin < math.tanh(below):
+            rival = int(np.argmax(others))
+        else:
+            continue
+        events += 1
+        for p in np.flatnonzero(X[i]):
+            want |= {p * 4 + y, p * 4 + rival}
+    assert got.ids.tolist() == sorted(want)
+    assert got.proposing_events == events > plain.misclassified_events
+    assert got.misclassified_events == plain.misclassified_events
+    # the cut is the histogram edge where the lightest margins reach 85% of
+    # the weight: at least 85% below it, less below the edge before it
+    assert light >= 0.85 * block.c.sum()
+    gold = probs[np.arange(80), block.y]
+    rival = np.where(np.arange(4) == block.y[:, None], -1.0, probs).max(axis=1)
+    t = margin_scale(gold - rival)
+    prev = MARGIN_EDGES[np.searchsorted(MARGIN_EDGES, below) - 1]
+    assert block.c[t < prev].sum() < 0.85 * block.c.sum()
+
+
+def test_low_margin_proposals_of_candidate_sets_take_the_best_wrong_candidate():
+    rng = np.random.default_rng(7)
+    block = random_candidates(rng, m=40, D=15)
+    space = Space(CANDIDATES, 15, 1)
+    weights = Weights(np.array([0, 3, 7], dtype=np.int64), rng.normal(size=3))
+    plain = proposals(block, space, weights)
+    below = plain.margin_below(0.5)
+    got = proposals(block, space, weights, margin_below=below)
+    s = candidate_scores(block, space, weights)
+    F = block.F.toarray()
+    want, events = set(), 0
+    for i in range(block.n_events):
+        rows = np.arange(block.event_ptr[i], block.event_ptr[i + 1])
+        ok, bad = rows[block.correct[rows]], rows[~block.correct[rows]]
+        if not len(bad):
+            continue
+        p = np.exp(s[rows] - s[rows].max())
+        p /= p.sum()
+        margin = p[block.correct[rows]].max() - p[~block.correct[rows]].max()
+        if not (s[bad].max() >= s[ok].max() or margin < math.tanh(below)):
+            continue
+        events += 1
+        top = bad[s[bad] == s[bad].max()]
+        for r in np.concatenate([ok, top]):
+            want |= set(np.flatnonzero(F[r]).tolist())
+    assert got.ids.tolist() == sorted(want)
+    assert got.proposing_events == events > plain.misclassified_events
+
+
+def test_bayes_factor_proposes_from_low_margin_events_once_mistakes_propose_nothing():
+    # few events, many predicates: the training data are soon fitted
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=120,
+            model_events=3000,
+            n_predicates=300,
+            n_labels=3,
+            n_support=6,
+            n_copies=0,
+            seed=2,
+        )
+    )
+    space = Space(MULTICLASS, 300, 3, bias=True)
+    # the printed sign with sigma^2 <= 1 scores every proposal above beta_0
+    keys = dict(method="bayes-factor", per_round=20, model_prior="uniform", sign="printed")
+    paper = train(LocalBackend([data.block()], space), train_config(margin_fraction=0.0, **keys))
+    # the note's stop: no misclassified event proposes a feature outside the model
+    assert paper.report["stopped"] in (
+        "no misclassified training event",
+        "no proposal outside the active set",
+    )
+    res = train(LocalBackend([data.block()], space), train_config(**keys))
+    rounds = res.report["rounds"]
+    n = paper.report["rounds_run"]
+    # the same rounds up to the paper's stop, then rounds proposed from the
+    # lowest-margin tenth of the events
+    assert [r["active"] for r in rounds[:n]] == [r["active"] for r in paper.report["rounds"]]
+    assert all(r["margin_below"] is None for r in rounds[:n])
+    assert len(rounds) > n
+    past = rounds[n]
+    assert 0 < past["margin_below"] < 1 and past["added"] > 0
+    assert past["misclassified_events"] < past["proposing_events"] < 120
+    assert res.report["loss"] < paper.report["loss"]
 
 
 def test_proposals_refuse_unseen_labels():

@@ -11,7 +11,6 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import ConfigError, train_config
-from sparkmaxent.config.schema import ChoiceConfig
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
@@ -30,6 +29,7 @@ from sparkmaxent.selection.path import (
     scored_point,
 )
 from sparkmaxent.selection.stopping import choose
+from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -479,38 +479,44 @@ def test_max_weights_stops_a_path_after_the_first_point_beyond_it(problem):
     assert [p["features"] for p in capped] == sizes[: first_beyond + 1]
 
 
-def expected_patience_stop(scores: list[float], ratio: float, floor: int) -> int:
-    """Brute force: the stage after which a run with ``stage_patience =
-    ratio`` stops, from the held-out scores of a run without it (0: never)."""
+def expected_rule_stop(scores: list[float], patience: int) -> int:
+    """Brute force: the stage after which a run stops by the held-out rule
+    with ``patience_se = 0`` (``patience`` stages past the best, the last
+    below it; a tie does not stop), from the held-out scores of a run
+    without it (0: never)."""
     best, best_round = -np.inf, 0
     for r, s in enumerate(scores, start=1):
         if s > best:
             best, best_round = s, r
-        if r - best_round >= max(floor, int(np.ceil(ratio * best_round))):
+        elif r - best_round >= patience and s < best:
             return r
     return 0
 
 
+#: settings that select past the held-out optimum: plain gains, one feature
+#: a stage (SGC); the printed sign and the uniform prior (the Bayes factor)
+PAST_OPTIMUM = {
+    "sgc": dict(method="sgc", max_features=120, gain_prior_variance=0.0, stage_features=1),
+    "bayes-factor": dict(
+        method="bayes-factor",
+        max_features=120,
+        per_round=1,
+        model_prior="uniform",
+        prior_variance=0.0,
+        sign="printed",
+    ),
+}
+
+
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
-def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(problem, method):
-    # settings that select past the held-out optimum: plain gains; the
-    # printed sign (the Bayes factor stops by itself after 15 stages here,
-    # so its floor stage_patience_min is lowered to 2)
-    # (SGC one feature per stage: the patience counts stages)
-    keys = dict(
-        method=method, max_features=120, per_round=1, gain_prior_variance=0.0, stage_features=1
-    )
-    floor = ChoiceConfig().stage_patience_min
-    if method == "bayes-factor":
-        floor = 2
-        keys.update(
-            model_prior="uniform", prior_variance=0.0, sign="printed", stage_patience_min=floor
-        )
-    full = run(problem, stage_patience=0, **keys)
+def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(problem, method):
+    keys = PAST_OPTIMUM[method]
+    full = run(problem, patience=0, **keys)
     scores = [r["heldout_score"] for r in full.report["rounds"]]
-    stop = expected_patience_stop(scores, 0.5, floor)
-    assert 0 < stop < len(scores)  # the patience stops this run early
-    res = run(problem, stage_patience=0.5, **keys)
+    assert "below_best_se" not in full.report["rounds"][0]  # no rule: nothing measured
+    stop = expected_rule_stop(scores, 3)
+    assert 0 < stop < len(scores)  # the rule stops this run early
+    res = run(problem, patience=3, patience_se=0.0, **keys)
     rounds = res.report["rounds"]
     assert len(rounds) == stop
     # the same stages as the full run up to the stop; the best of them kept
@@ -518,16 +524,65 @@ def test_stage_patience_stops_where_brute_force_says_with_the_same_choice(proble
     chosen = res.report["choice"]["chosen_round"]
     assert chosen == int(np.argmax(scores[:stop])) + 1
     assert res.weights.nnz == rounds[chosen - 1]["active"]
-    if method == "sgc":  # its best stage comes before the stop: the full run's choice
-        assert chosen == full.report["choice"]["chosen_round"]
-        assert res.weights.nnz == full.weights.nnz
-    assert res.report["stopped"].startswith("stage_patience = 0.5")
-    # without held-out data there is nothing to be patient about
-    assert len(run(problem, heldout=False, stage_patience=0.5, **keys).report["rounds"]) > stop
+    assert res.report["stopped"].startswith("held-out stop rule: 3 points")
+    assert res.stop.reason is StopReason.HELDOUT_RULE and res.stop.detail["patience"] == 3
+    # without held-out data there is nothing to stop on
+    alone = run(problem, heldout=False, patience=3, patience_se=0.0, **keys)
+    assert len(alone.report["rounds"]) > stop
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_stage_rule_pairs_stages_event_by_event_and_needs_a_gap_beyond_the_noise(problem, method):
+    keys = PAST_OPTIMUM[method]
+    res = run(problem, patience=2, patience_se=1.0, **keys)
+    rounds = res.report["rounds"]
+    chosen = res.report["choice"]["chosen_round"]
+    best = rounds[chosen - 1]
+    # a stage stops the run only 2 stages past the best and more than 1
+    # standard error of the difference below it: the last one, and no other
+    gaps = [r["below_best_se"] for r in rounds]
+    stops = [i + 1 for i, r in enumerate(rounds) if r["round"] - chosen >= 2 and gaps[i] > 1.0]
+    assert stops == [len(rounds)] and res.report["stopped"].startswith("held-out stop rule")
+    # paired over the same held-out events, the difference of two stages
+    # that share all but a few features has a far smaller standard error
+    # than the unpaired sqrt(se_a^2 + se_b^2)
+    for r in rounds[chosen:]:
+        unpaired = (best["heldout_score"] - r["heldout_score"]) / np.hypot(
+            best["heldout_se"], r["heldout_se"]
+        )
+        assert r["below_best_se"] > 2 * unpaired > 0
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_path, method):
+    # interrupted past its best stage: the resumed rule pairs later stages
+    # with the best stage's per-event scores from the checkpoint
+    tr, he, space = problem
+    config = train_config(patience=2, **PAST_OPTIMUM[method])
+    whole = train(LocalBackend([tr], space), config, LocalBackend([he], space))
+    rounds = whole.report["rounds"]
+    after = whole.report["choice"]["chosen_round"] + 1
+    assert after < len(rounds)
+
+    def interrupt(state):
+        if state.round == after:
+            raise KeyboardInterrupt
+
+    out = str(tmp_path / "cut")
+    with pytest.raises(KeyboardInterrupt):
+        train(LocalBackend([tr], space), config, LocalBackend([he], space), out, on_round=interrupt)
+    resumed = train(LocalBackend([tr], space), config, LocalBackend([he], space), out, resume=True)
+    again = resumed.report["rounds"]
+    assert [r["active"] for r in again] == [r["active"] for r in rounds]
+    assert [r["below_best_se"] for r in again] == pytest.approx(
+        [r["below_best_se"] for r in rounds], rel=1e-9
+    )
+    assert resumed.report["stopped"] == whole.report["stopped"]
+    assert resumed.weights.nnz == whole.weights.nnz
 
 
 def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem):
-    res = run(problem, method="sgc", stage_features=0, stage_patience=0, max_features=150)
+    res = run(problem, method="sgc", stage_features=0, patience=0, max_features=150)
     rounds = res.report["rounds"]
     assert rounds[0]["stage_size"] == 1 and max(r["stage_size"] for r in rounds) >= 8
     best, active = -np.inf, 0

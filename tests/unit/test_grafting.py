@@ -25,6 +25,7 @@ from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.problem import Objective, Penalty, kkt_certificate, orthant_problem
 from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.selection.stops import Stop, StopReason
 from sparkmaxent.train import METHODS, train
 
 from .helpers import interrupt_and_resume, random_candidates
@@ -199,6 +200,8 @@ def test_max_seconds_stops_after_the_round_that_passes_it():
     _, block, space = planted()
     res = train(LocalBackend([block], space), grafting_config(n_best=2, max_seconds=1e-6))
     assert res.report["rounds_run"] == 1 and res.report["stopped"] == "max_seconds = 1e-06"
+    assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": 1e-6})
+    assert res.report["stop_reason"] == "max_seconds"
     assert not res.report["converged"] and not res.report["kkt"]["passed"]
 
 

@@ -154,7 +154,7 @@ def test_a_round_with_a_nan_objective_is_not_recorded_or_checkpointed(tmp_path):
     class NaNRound:
         def round(self, state):
             return RoundOutcome(
-                False, Weights.zeros(space), added=1, objective=float("nan"), score=1.0
+                None, Weights.zeros(space), added=1, objective=float("nan"), score=1.0
             )
 
     with pytest.raises(NumericError, match=r"^grafting round 1: non-finite objective"):
