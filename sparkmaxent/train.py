@@ -3,13 +3,11 @@ backend and reports on it."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
 
 from .backends import Backend
-from .backends.union import UnionBackend
 from .blas import blas_threads
 from .config import TrainConfig
 from .errors import NumericError, check_finite
@@ -59,17 +57,7 @@ def train(
         objective or weights are not finite (nothing is returned to save).
     """
     start, passes0 = time.perf_counter(), backend.passes
-    k, events = folds.automatic_folds(backend, heldout, config)
-    if k:  # a small path: k folds over every training event, held-out ones too
-        log.info(
-            "%d events <= train.choice.kfold_max_events: choosing by %d folds%s",
-            events,
-            k,
-            " of the training and held-out events" if heldout is not None else "",
-        )
-        config = dataclasses.replace(config, choice=dataclasses.replace(config.choice, folds=k))
-        if heldout is not None:
-            backend, heldout = UnionBackend(backend, heldout), None
+    backend, heldout, config, auto = folds.automatic_choice(backend, heldout, config)
     scaling = None
     if config.standardize:
         scaling = backend.run(MomentsTask()).scaling()
@@ -102,8 +90,8 @@ def train(
             raise
         raise NumericError(f"{config.method}: {e}") from e
     report = result.report
-    if k:
-        report["folds"].update(automatic=True, events=events)
+    if auto:
+        report["folds"].update(auto)
     # the last gate before a model exists: never hand back NaN weights or objective
     check_finite(
         f"{config.method}: the trained model",

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import registry
 from ..backends.folds import FoldBackend
+from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.folds import fold_of_groups
@@ -65,6 +66,25 @@ def automatic_folds(backend, heldout, config) -> tuple[int, int]:
     if not all(grouped for _, grouped in counts):  # folds are made of groups
         return 0, events
     return (choice.auto_folds if 0 < events <= choice.kfold_max_events else 0), events
+
+
+def automatic_choice(backend, heldout, config) -> tuple:
+    """(backend, heldout, config, report entries) of a run: with automatic
+    folds (``automatic_folds``) the training and held-out backends joined,
+    no held-out part and ``folds = k``; else as given, entries {}."""
+    k, events = automatic_folds(backend, heldout, config)
+    if not k:
+        return backend, heldout, config, {}
+    log.info(
+        "%d events <= train.choice.kfold_max_events: choosing by %d folds%s",
+        events,
+        k,
+        " of the training and held-out events" if heldout is not None else "",
+    )
+    config = dataclasses.replace(config, choice=dataclasses.replace(config.choice, folds=k))
+    if heldout is not None:
+        backend, heldout = UnionBackend(backend, heldout), None
+    return backend, heldout, config, {"automatic": True, "events": events}
 
 
 def grouped_events(backend) -> tuple[int, bool]:
