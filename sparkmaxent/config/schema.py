@@ -74,14 +74,22 @@ class DataConfig(Section):
     )
     heldout_fraction: float = key(
         0.0,
-        "Pipeline job (and prepare --heldout-fraction): carve this fraction of the training "
-        "inputs out as held-out data, label-stratified and seeded, prepared with the "
-        "dictionary of the rest (tagged sentences stay whole); 0: none. Ignored when "
-        "held-out inputs are given.",
+        "Pipeline job and prepare (--heldout-fraction): carve this fraction of the "
+        "training inputs out as held-out data, label-stratified and seeded, prepared "
+        "with the dictionary of the rest (tagged sentences stay whole); 0: none. "
+        "Ignored when held-out inputs are given, and by prepare with --vocabulary "
+        "or --no-merge (not training data).",
         ge=0,
         lt=1,
     )
     split_seed: int = key(0, "Seed of the held-out split (the same seed, the same split).", ge=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.synthetic:  # its fields checked here, not when the pipeline reaches them
+            from ..data.synthetic.model import SyntheticSpec
+
+            SyntheticSpec.from_config(self.synthetic)
 
 
 @dataclass(frozen=True)

@@ -207,9 +207,19 @@ class MaxEntClassifier(
     def _prepare_into(
         self, spark, dataset, train_dir: str, cfg, vocabulary: str | None = None
     ) -> dict:
+        from ..data.options import PrepareOptions
         from ..data.prepare import prepare_table
 
         label_col = self.getLabelCol()
+        settings = PrepareOptions.from_config(
+            cfg.data,
+            cfg.output,
+            cutoff=0,
+            vocabulary=vocabulary,
+            merge_duplicates=vocabulary is None,
+            overwrite=True,
+            binary=cfg.data.binary if vocabulary is None else None,  # held-out rows follow
+        )
         info = prepare_table(
             spark,
             dataset,
@@ -217,13 +227,7 @@ class MaxEntClassifier(
             label_col=label_col,
             features_col=self.getFeaturesCol(),
             weight_col=self.weight_col(),
-            vocabulary=vocabulary,
-            merge_duplicates=vocabulary is None,
-            partitions=cfg.data.partitions or None,
-            overwrite=True,
-            lock_stale_s=cfg.output.lock_stale_s,
-            in_process_max_events=cfg.data.in_process_max_events,
-            binary=cfg.data.binary if vocabulary is None else None,  # held-out rows follow
+            settings=settings,
         )
         numeric = is_numeric(dataset, label_col)
         classes, n_classes = label_classes(list(info.labels), numeric, label_col)

@@ -189,7 +189,9 @@ class Checkpoint:
             passes=doc["passes"],
             elapsed_s=doc["elapsed_s"],
             trace=doc["trace"],
-            done=doc["done"],
+            # a finished run checkpointed before stops were typed has no stop:
+            # its next round stops it again, with a typed stop
+            done=bool(doc["done"]) and stop is not None,
             info=doc["info"],
             arrays=arrays,
             stop=stop,

@@ -44,7 +44,8 @@ from ..kernels.conjunctions import (
     check_key_range,
 )
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
-from .grafting import GradientTest, Grafting, fit_grafting_family, grafting_report, variant
+from .gradient_test import TestResult
+from .grafting import Grafting, fit_grafting_family, grafting_report, variant
 from .loop import run_rounds
 from .reporting import FeatureNamer
 from .stops import StopReason, stop
@@ -194,7 +195,7 @@ class Combination:
             weights,
             conj,
             self.degree,
-            g.test_bound,
+            g.gradient_test.bound,
             self.ctx.config.grafting.n_best,
         )
         self.last_found = (weights, found)
@@ -213,7 +214,7 @@ class Combination:
 
     def _combination_round(self, state: LoopState, conj: Conjunctions, g: Grafting):
         weights = state.weights
-        test = g.gradient_test(weights)
+        test = g.gradient_test.test(weights)
         found = self.find(weights, conj, g)
         best = max(test.best, found.best)
         info = {"phase": "combination", **found.info}
@@ -253,7 +254,7 @@ class Combination:
         chosen = remap[p] * K + k
         self.selected = (chosen, grown)
         g2 = self.grafting(grown)
-        gt = GradientTest(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
+        gt = TestResult(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
         out = g2._optimize(weights, gt, g2.round_tol(gt))
         self.namer.conjunctions = grown
         new_conj = [self.namer(int(j)) for j in chosen if j // K >= self.n_atoms][:3]
@@ -402,7 +403,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         cert = state.info["kkt"]
     else:  # stopped by a cap: certify what there is
         found = method.find(state.weights, conj, g)
-        cert = method.certificate(g._certificate(state.weights), found)
+        cert = method.certificate(g.gradient_test.certify(state.weights), found)
     report = grafting_report(ctx, "grafting", g, state, cert)
     K = ctx.backend.space.n_labels
     weights, kept = compact(state.weights, conj, K)

@@ -24,7 +24,7 @@ from sparkmaxent.kernels import (
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.problem import Objective, Penalty, kkt_certificate, orthant_problem
-from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.selection.gradient_test import select_candidates
 from sparkmaxent.selection.stops import Stop, StopReason
 from sparkmaxent.train import METHODS, train
 
@@ -82,13 +82,13 @@ def binary_candidates(seed=0, m=300, D=12, density=0.3):
 
 def test_gradient_test_picks_the_n_largest_inactive_above_threshold():
     g = np.array([0.5, -0.9, 0.05, 0.7, -0.3, 0.2, -0.7])
-    ids, best = select_candidates(g, np.array([1]), threshold=0.25, n_best=3)
+    ids, best = select_candidates(g, np.array([1]), bound=0.25, n_best=3)
     # feature 1 is active; 3 and 6 tie at 0.7 (lower id first), then 0
     assert ids.tolist() == [3, 6, 0]
     assert best == pytest.approx(0.7)
-    ids, _ = select_candidates(g, np.array([1]), threshold=0.25, n_best=100)
+    ids, _ = select_candidates(g, np.array([1]), bound=0.25, n_best=100)
     assert sorted(ids.tolist()) == [0, 3, 4, 6]
-    ids, best = select_candidates(g, np.arange(7), threshold=0.0, n_best=2)
+    ids, best = select_candidates(g, np.arange(7), bound=0.0, n_best=2)
     assert len(ids) == 0 and best == 0.0
 
 
