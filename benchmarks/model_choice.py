@@ -95,9 +95,9 @@ from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
-from sparkmaxent.kernels.folds import fold_of_groups
 from sparkmaxent.kernels.predict import EventScores
 from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
+from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.train import train
 
 log = logging.getLogger("model_choice")

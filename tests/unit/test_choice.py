@@ -15,13 +15,14 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
-from sparkmaxent.kernels.folds import fold_of_groups, in_fold
+from sparkmaxent.kernels.folds import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.choice import (
     criterion_score,
     score_on,
 )
+from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.selection.path import (
     geometric_grid,
     null_model,
