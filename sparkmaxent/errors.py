@@ -54,3 +54,11 @@ def check_finite(where: str, **quantities) -> None:
     ]
     if bad:
         raise NumericError(f"{where}: non-finite {', '.join(bad)} (no model saved); {NUMERIC_HINT}")
+
+
+def check_total_weight(weight: float) -> float:
+    """``weight`` (W, the total event weight every sum of a pass is divided
+    by), or an InputError when it is not positive (no events, or all of weight 0)."""
+    if not weight > 0:
+        raise InputError("the training events have zero total weight")
+    return weight

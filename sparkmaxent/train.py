@@ -57,6 +57,7 @@ def train(
         objective or weights are not finite (nothing is returned to save).
     """
     start, passes0 = time.perf_counter(), backend.passes
+    backend, heldout, config, auto = folds.automatic_choice(backend, heldout, config)
     scaling = None
     if config.standardize:
         scaling = backend.run(MomentsTask()).scaling()
@@ -89,6 +90,8 @@ def train(
             raise
         raise NumericError(f"{config.method}: {e}") from e
     report = result.report
+    if auto:
+        report["folds"].update(auto)
     # the last gate before a model exists: never hand back NaN weights or objective
     check_finite(
         f"{config.method}: the trained model",

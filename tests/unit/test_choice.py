@@ -57,7 +57,10 @@ def problem():
 
 
 def run(problem, heldout=True, output_dir=None, **keys):
+    """Train on the problem's training part; the choice on its held-out
+    part (``folds`` 1) unless ``folds`` says otherwise."""
     tr, he, space = problem
+    keys.setdefault("folds", 1)
     held = LocalBackend([he], space) if heldout else None
     return train(LocalBackend([tr], space), train_config(**keys), held, output_dir=output_dir)
 
