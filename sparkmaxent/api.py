@@ -64,6 +64,8 @@ def train_model(
     watchdog = {
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
         "pass_timeout_s": cfg.spark.pass_timeout_s,
+        "pass_timeout_factor": cfg.spark.pass_timeout_factor,
+        "pass_timeout_floor_s": cfg.spark.pass_timeout_floor_s,
         "max_executor_losses": cfg.spark.max_executor_losses,
     }
     small = cfg.data.in_process_max_events
@@ -165,6 +167,7 @@ def prepared_for_model(
     (binary predicates or counts: the vocabulary's setting); small inputs
     in this process (``in_process_max_events``, ``data.in_process_max_events``:
     the same dataset as on Spark). Checked by :func:`check_unknown`."""
+    from .data.options import PrepareOptions
     from .data.tables import prepare_input
     from .model import VOCABULARY_DIR
 
@@ -181,17 +184,14 @@ def prepared_for_model(
         )
     else:
         out = storage.join(workdir, "prepared")
-        prepare_input(
-            spark,
-            [data],
-            out,
-            fmt,
-            columns=columns,
-            options=options or {},
+        settings = PrepareOptions(
             merge_duplicates=False,
             vocabulary=storage.join(model_dir, VOCABULARY_DIR),
             overwrite=True,
             in_process_max_events=in_process_max_events,
+        )
+        prepare_input(
+            spark, [data], out, fmt, columns=columns, options=options or {}, settings=settings
         )
     check_unknown(model_dir, out, data, fmt, max_unknown, allow_unknown)
     return out
@@ -429,6 +429,7 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     """Prepared train/heldout/test directories for a run: taken from the
     config, or prepared from its inputs (text, a table, or the synthetic
     generator)."""
+    from .data.options import PrepareOptions
     from .data.tables import prepare_input
 
     d = cfg.data
@@ -443,12 +444,13 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     if fmt == "synthetic":
         from .data import synthetic
 
-        spec = synthetic.SyntheticSpec(**d.synthetic)
+        spec = synthetic.SyntheticSpec.from_config(d.synthetic)
         inputs = dict(synthetic.write_splits(spec, storage.join(out, "data", "text")))
         fmt = "maxent"
     if not inputs["train"]:
         raise InputError("no training data: set data.train (prepared) or data.train_inputs")
     dirs = {}
+    settings = PrepareOptions.from_config(d, cfg.output, overwrite=True)
     if d.heldout_fraction and not inputs["heldout"]:
         dirs = split_datasets(spark, cfg, inputs["train"], fmt, out)
     for split in ("train", "heldout", "test"):
@@ -461,28 +463,24 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
         is_train = split == "train"
         given = inputs[split]
         paths = [given] if isinstance(given, str) else list(given)
-        prepare_input(
-            spark,
-            paths,
-            dirs[split],
-            fmt,
-            columns=table_columns(d),
-            options=dict(d.options),
-            cutoff=d.prepare_cutoff if is_train else 0,
-            merge_duplicates=is_train,
-            vocabulary=None if is_train else dirs["train"],
-            partitions=d.partitions or None,
-            overwrite=True,
-            lock_stale_s=cfg.output.lock_stale_s,
-            in_process_max_events=d.in_process_max_events,
-            binary=d.binary if is_train else None,  # the others follow the training data
+        data = (
+            settings
+            if is_train
+            else settings.replace(  # following the training data
+                cutoff=0, merge_duplicates=False, vocabulary=dirs["train"], binary=None
+            )
         )
+        prepare_input(
+            spark, paths, dirs[split], fmt, columns=table_columns(d), options=dict(d.options),
+            settings=data,
+        )  # fmt: skip
     return dirs
 
 
 def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict[str, str]:
     """The training inputs prepared as ``<out>/data/train`` less a held-out
     part ``<out>/data/heldout`` (``data.heldout_fraction``, data/split.py)."""
+    from .data.options import PrepareOptions
     from .data.split import prepare_split
 
     d = cfg.data
@@ -496,11 +494,7 @@ def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict
         fraction=d.heldout_fraction,
         seed=d.split_seed,
         options=dict(d.options),
-        cutoff=d.prepare_cutoff,
-        partitions=d.partitions or None,
-        overwrite=True,
-        in_process_max_events=d.in_process_max_events,
-        binary=d.binary,
+        settings=PrepareOptions.from_config(d, cfg.output, overwrite=True),
     )
     return dirs
 

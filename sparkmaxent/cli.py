@@ -34,6 +34,8 @@ log = logging.getLogger("sparkmaxent")
 
 
 SUBCOMMANDS = ("prepare", "train", "predict", "evaluate", "pipeline")
+#: the parser default holding {flag's dest: the configuration key it overrides}
+CONFIG_KEYS = "config_keys"
 
 
 def parse_options(items: list[str]) -> dict:
@@ -46,6 +48,36 @@ def parse_options(items: list[str]) -> dict:
             raise InputError(f"--option: expected KEY=VALUE (e.g. mode=basenp), got {item!r}")
         out[key.strip()] = value
     return out
+
+
+# ---- flags that override configuration keys ----------------------------------
+
+
+def _config_flag(p, flag: str, key: str, **kwargs) -> None:
+    """Add ``flag`` as an override of the configuration key ``key`` (dotted):
+    unset, the configuration's value holds (:func:`resolve_config`)."""
+    help_text = kwargs.pop("help")
+    action = p.add_argument(flag, default=None, help=f"{help_text} (overrides {key})", **kwargs)
+    keys = p.get_default(CONFIG_KEYS) or {}
+    p.set_defaults(**{CONFIG_KEYS: {**keys, action.dest: key}})
+
+
+def resolve_config(args, cfg):
+    """``cfg`` with every configuration flag given on the command line
+    applied over it (flag over ``--set`` over ``--config``), each value
+    checked by the schema: the one place flags meet the configuration."""
+    from .config.load import with_values
+
+    for dest, key in (getattr(args, CONFIG_KEYS, None) or {}).items():
+        value = getattr(args, dest)
+        if value is None:
+            continue
+        value = parse_options(value) if key == "data.options" else value
+        try:
+            cfg = with_values(cfg, {key: value})
+        except ConfigError as e:
+            raise ConfigError(f"--{dest.replace('_', '-')}: {e}") from None
+    return cfg
 
 
 # ---- subcommands: arguments, then what they do ------------------------------
@@ -70,10 +102,11 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         "reading a table's files (parquet, orc, json, delta, ...), or table (a catalog table)",
     )
     p.add_argument("--output", required=True, help="dataset directory to create")
-    p.add_argument(
+    _config_flag(
+        p,
         "--cutoff",
+        "data.prepare_cutoff",
         type=int,
-        default=0,
         help="keep features occurring in >= CUTOFF (weighted) events; 0 keeps all",
     )
     p.add_argument(
@@ -87,10 +120,12 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         help="prepared training dataset whose dictionary and "
         "labels to reuse (held-out and test data)",
     )
-    p.add_argument(
+    _config_flag(
+        p,
         "--partitions",
+        "data.partitions",
         type=int,
-        help="number of event files (default: Spark's default parallelism)",
+        help="number of event files; 0: Spark's default parallelism",
     )
     p.add_argument(
         "--quarantine",
@@ -98,55 +133,47 @@ def _prepare_args(p: argparse.ArgumentParser) -> None:
         help="set malformed records aside in OUTPUT/_quarantine instead of failing",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="reader option, e.g. mode=basenp (repeatable); spark.read's for a table",
-    )
+    _option_arg(p)
     _table_args(p)
     _binary_arg(p)
-    p.add_argument(
+    _config_flag(
+        p,
         "--master",
-        help="Spark master (default: spark.master of the config, "
-        "else whatever spark-submit or pyspark sets)",
+        "spark.master",
+        help="Spark master (unset in the config too: whatever spark-submit or pyspark sets)",
     )
     _heldout_fraction_arg(p)
     p.add_argument(
         "--heldout-output",
-        help="with --heldout-fraction: the held-out dataset to create (default: OUTPUT-heldout)",
+        help="with a held-out fraction: the held-out dataset to create (default: OUTPUT-heldout)",
     )
-    p.add_argument(
-        "--split-seed", type=int, help="seed of the held-out split (default: data.split_seed)"
+    _config_flag(p, "--split-seed", "data.split_seed", type=int, help="seed of the held-out split")
+
+
+def _option_arg(p: argparse.ArgumentParser) -> None:
+    _config_flag(
+        p,
+        "--option",
+        "data.options",
+        action="append",
+        metavar="KEY=VALUE",
+        help="reader option, e.g. mode=basenp (repeatable); spark.read's for a table",
     )
 
 
 def _table_args(p: argparse.ArgumentParser, key: bool = False) -> None:
-    """The columns of a table input (default: the data.*_col keys)."""
+    """The columns of a table input (overrides of the data.*_col keys)."""
     g = p.add_argument_group("table input (a --format that is not a text format)")
-    g.add_argument("--label-col", metavar="COL", help="label column (data.label_col)")
-    g.add_argument(
-        "--features-col",
-        metavar="COL",
-        help="features: array<string>, map<string,double> or Vector (data.features_col)",
-    )
-    g.add_argument(
-        "--values-col",
-        metavar="COL",
-        help="array<double> values of an array<string> features column (data.values_col)",
-    )
-    g.add_argument("--weight-col", metavar="COL", help="numeric event weight (data.weight_col)")
-    g.add_argument(
-        "--group-col",
-        metavar="COL",
-        help="candidate sets, one row per candidate: the group (event) id (data.group_col)",
-    )
-    g.add_argument(
-        "--correct-col",
-        metavar="COL",
-        help="candidate sets: correct flag, boolean or numeric > 0 (data.correct_col)",
-    )
+    for flag, help_text in (
+        ("--label-col", "label column"),
+        ("--features-col", "features: array<string>, map<string,double> or Vector"),
+        ("--values-col", "array<double> values of an array<string> features column"),
+        ("--weight-col", "numeric event weight"),
+        ("--group-col", "candidate sets, one row per candidate: the group (event) id"),
+        ("--correct-col", "candidate sets: correct flag, boolean or numeric > 0"),
+    ):
+        config_key = "data." + flag[2:].replace("-", "_")
+        _config_flag(g, flag, config_key, metavar="COL", help=help_text)
     if key:
         g.add_argument(
             "--key-col",
@@ -157,105 +184,83 @@ def _table_args(p: argparse.ArgumentParser, key: bool = False) -> None:
 
 
 def _columns(args, cfg):
-    """The table columns of the command line over those of the config."""
-    given = {
-        "label": args.label_col,
-        "features": args.features_col,
-        "values": args.values_col,
-        "weight": args.weight_col,
-        "group": args.group_col,
-        "correct": args.correct_col,
-        "key": getattr(args, "key_col", None),
-    }
-    base = api.table_columns(cfg.data)
-    return dataclasses.replace(base, **{k: v for k, v in given.items() if v is not None})
+    """The table columns of the resolved config (and a --key-col)."""
+    key = getattr(args, "key_col", None)
+    return dataclasses.replace(api.table_columns(cfg.data), key=key)
 
 
 def _binary_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    _config_flag(
+        p,
         "--binary",
+        "data.binary",
         action=argparse.BooleanOptionalAction,
         help="binary predicates: a feature present in an event counts 1.0 however often it "
         "occurs (map/Vector values: 1.0 where non-zero); --no-binary sums repeats "
-        "(overrides data.binary; default: the config's, or the --vocabulary's setting)",
+        "(data prepared with a --vocabulary follows its setting)",
     )
-
-
-def _binary(args, cfg) -> bool | None:
-    """``--binary`` / ``--no-binary`` over ``data.binary``; None (follow the
-    vocabulary, else counts) when neither sets it."""
-    return args.binary if args.binary is not None else (cfg.data.binary or None)
 
 
 def _heldout_fraction_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    _config_flag(
+        p,
         "--heldout-fraction",
+        "data.heldout_fraction",
         type=_fraction,
         help="carve this stratified fraction of the training input out as held-out data, "
-        "prepared with the rest's dictionary (overrides data.heldout_fraction)",
+        "prepared with the rest's dictionary",
     )
 
 
-def _prepare_split(args, cfg, spark, options: dict) -> int:
-    """prepare --heldout-fraction: the training and held-out datasets."""
-    from .data.prepare import info_summary
-    from .data.split import prepare_split
-
-    if args.vocabulary or not args.merge:
+def _splits(args, cfg) -> bool:
+    """Whether prepare carves a held-out part (data.heldout_fraction): of
+    training data only; refused when --heldout-fraction is given for other
+    data, ignored (logged) when it comes from the configuration."""
+    if not cfg.data.heldout_fraction:
+        return False
+    if args.vocabulary is None and args.merge:
+        return True
+    if args.heldout_fraction is not None:
         raise InputError(
             "--heldout-fraction splits training data: it does not go with "
             "--vocabulary or --no-merge"
         )
-    heldout = args.heldout_output or args.output.rstrip("/") + "-heldout"
-    infos = prepare_split(
-        spark,
-        args.input,
-        args.output,
-        heldout,
-        args.format,
-        fraction=args.heldout_fraction,
-        seed=cfg.data.split_seed if args.split_seed is None else args.split_seed,
-        options=options,
-        cutoff=args.cutoff,
-        partitions=args.partitions,
-        quarantine=args.quarantine,
-        overwrite=args.overwrite,
-        in_process_max_events=cfg.data.in_process_max_events,
-        binary=_binary(args, cfg),
-    )
-    for path, info in zip((args.output, heldout), infos):
-        log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
-    return EXIT_OK
+    log.info("data.heldout_fraction not applied: --vocabulary/--no-merge data is not split")
+    return False
 
 
 def _prepare(args, cfg) -> int:
+    from .data.options import PrepareOptions
     from .data.prepare import info_summary
+    from .data.split import prepare_split
     from .data.tables import prepare_input
 
-    options = parse_options(args.option)
-    if args.master:
-        cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, master=args.master))
     spark = api.session(cfg, args.command)
-    if args.heldout_fraction:
-        return _prepare_split(args, cfg, spark, options)
-    info = prepare_input(
-        spark,
-        args.input,
-        args.output,
-        args.format,
-        columns=_columns(args, cfg),
-        options=options,
-        cutoff=args.cutoff,
+    d = cfg.data
+    settings = PrepareOptions.from_config(
+        d,
+        cfg.output,
         merge_duplicates=args.merge,
         vocabulary=args.vocabulary,
-        partitions=args.partitions,
         quarantine=args.quarantine,
         overwrite=args.overwrite,
-        lock_stale_s=cfg.output.lock_stale_s,
-        in_process_max_events=cfg.data.in_process_max_events,
-        binary=_binary(args, cfg),
     )
-    log.info("dataset %s: %s", args.output, json.dumps(info_summary(info)))
+    options = dict(d.options)
+    if _splits(args, cfg):
+        heldout = args.heldout_output or args.output.rstrip("/") + "-heldout"
+        infos = prepare_split(
+            spark, args.input, args.output, heldout, args.format, fraction=d.heldout_fraction,
+            seed=d.split_seed, options=options, settings=settings,
+        )  # fmt: skip
+        outputs = list(zip((args.output, heldout), infos))
+    else:
+        info = prepare_input(
+            spark, args.input, args.output, args.format, columns=_columns(args, cfg),
+            options=options, settings=settings,
+        )  # fmt: skip
+        outputs = [(args.output, info)]
+    for path, info in outputs:
+        log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
     return EXIT_OK
 
 
@@ -267,12 +272,14 @@ def _resume_arg(p: argparse.ArgumentParser) -> None:
         "directory (same train settings; max_rounds, max_seconds, plots and backend "
         "may differ)",
     )
-    p.add_argument(
+    _config_flag(
+        p,
         "--allow-unconverged",
+        "output.allow_unconverged",
         action="store_true",
         help="exit 0, not 4, when the run stops without meeting its own criterion "
-        "(optimizer not converged, KKT certificate failed, max_seconds reached); "
-        "the model is saved either way (config: output.allow_unconverged)",
+        "(optimizer not converged, KKT certificate failed); "
+        "the model is saved either way",
     )
 
 
@@ -280,7 +287,7 @@ def _require_converged(args, cfg, report: dict, model_dir: str) -> None:
     """UnconvergedError (exit 4) when the saved run stopped short of its own
     criterion (train.unconverged), unless that is allowed."""
     reasons = report.get("unconverged") or []
-    if reasons and not (args.allow_unconverged or cfg.output.allow_unconverged):
+    if reasons and not cfg.output.allow_unconverged:
         raise UnconvergedError(
             f"{cfg.train.method} stopped without meeting its own criterion: "
             f"{'; '.join(reasons)}. The model is saved in {model_dir} for inspection; "
@@ -289,24 +296,23 @@ def _require_converged(args, cfg, report: dict, model_dir: str) -> None:
 
 
 def _train_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--train", help="prepared training dataset (overrides data.train)")
-    p.add_argument("--heldout", help="prepared held-out dataset (overrides data.heldout)")
-    p.add_argument("--output", help="output directory (overrides output.dir)")
+    _config_flag(p, "--train", "data.train", help="prepared training dataset")
+    _config_flag(p, "--heldout", "data.heldout", help="prepared held-out dataset")
+    _output_dir_arg(p)
     _resume_arg(p)
 
 
+def _output_dir_arg(p: argparse.ArgumentParser) -> None:
+    _config_flag(p, "--output", "output.dir", help="output directory")
+
+
 def _train(args, cfg) -> int:
-    train_dir = args.train or cfg.data.train
+    train_dir = cfg.data.train
     if not train_dir:
         raise InputError("no training data: give --train or data.train in the config")
-    out = args.output or cfg.output.dir
+    out = cfg.output.dir
     _, report = api.fit(
-        api.session(cfg, args.command),
-        cfg,
-        train_dir,
-        out,
-        args.heldout or cfg.data.heldout,
-        args.resume,
+        api.session(cfg, args.command), cfg, train_dir, out, cfg.data.heldout, args.resume
     )
     print(
         f"model: {storage.join(out, api.MODEL_DIR)}\nreport: {storage.join(out, api.TRAIN_REPORT)}"
@@ -326,13 +332,7 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
         "--format",
         help="reader of a text or table --input (e.g. maxent, conll, parquet, delta, table)",
     )
-    p.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="reader option, e.g. mode=basenp; spark.read's for a table",
-    )
+    _option_arg(p)
     p.add_argument(
         "--max-unknown",
         type=_fraction,
@@ -378,7 +378,7 @@ def _predict(args, cfg) -> int:
         args.input,
         args.output,
         args.format,
-        parse_options(args.option),
+        dict(cfg.data.options),
         args.overwrite,
         args.max_unknown,
         args.allow_unknown,
@@ -430,7 +430,7 @@ def _evaluate_to(args, cfg, spark, model) -> int:
             args.input,
             args.format,
             work,
-            parse_options(args.option),
+            dict(cfg.data.options),
             args.max_unknown,
             args.allow_unknown,
             _columns(args, cfg),
@@ -446,19 +446,14 @@ def _evaluate_to(args, cfg, spark, model) -> int:
 
 
 def _pipeline_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--output", help="output directory (overrides output.dir)")
+    _output_dir_arg(p)
     _heldout_fraction_arg(p)
     _binary_arg(p)
     _resume_arg(p)
 
 
 def _pipeline(args, cfg) -> int:
-    out = args.output or cfg.output.dir
-    if args.heldout_fraction is not None:
-        data = dataclasses.replace(cfg.data, heldout_fraction=args.heldout_fraction)
-        cfg = dataclasses.replace(cfg, data=data)
-    if args.binary is not None:
-        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, binary=args.binary))
+    out = cfg.output.dir
     t0 = time.perf_counter()
     spark = api.session(cfg, args.command)
     started = {"spark_start_s": time.perf_counter() - t0}
@@ -527,11 +522,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="SECTION.KEY=VALUE",
             help="override one configuration value, e.g. --set train.grafting.l1=1e-5",
         )
-        p.add_argument(
+        _config_flag(
+            p,
             "--remote",
+            "spark.remote",
             metavar="sc://HOST:PORT",
-            help="run on a Spark Connect server (overrides spark.remote; default: "
-            "$SPARK_REMOTE if set)",
+            help="run on a Spark Connect server (unset in the config too: $SPARK_REMOTE if set)",
         )
         p.add_argument("--verbose", action="store_true", help="debug logging")
     return parser
@@ -545,13 +541,11 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose)
     try:
         cfg = load_config(args.config, args.overrides)
-        if args.remote:
-            cfg = dataclasses.replace(cfg, spark=dataclasses.replace(cfg.spark, remote=args.remote))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     try:
-        return COMMANDS[args.command][2](args, cfg)
+        return COMMANDS[args.command][2](args, resolve_config(args, cfg))
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG

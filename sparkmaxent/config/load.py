@@ -109,6 +109,24 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
     return config_from_dict(raw, source)
 
 
+def with_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """``cfg`` with keys replaced by dotted name (``{"data.prepare_cutoff": 3}``),
+    each value checked by the schema as a ``--set`` value is (ConfigError
+    naming the key)."""
+    for name, value in values.items():
+        cfg = _replaced(cfg, name.split("."), value, name)
+    return cfg
+
+
+def _replaced(section: Any, parts: list[str], value: Any, name: str) -> Any:
+    known = dataclasses.is_dataclass(section) and not isinstance(section, type)
+    if not known or parts[0] not in {f.name for f in fields(section)}:
+        raise ConfigError(f"{name}: no such configuration key")
+    if len(parts) > 1:
+        value = _replaced(getattr(section, parts[0]), parts[1:], value, name)
+    return dataclasses.replace(section, **{parts[0]: value})
+
+
 def _train_homes() -> dict[str, str]:
     """Each [train] key name -> the dotted path of its section."""
     return {

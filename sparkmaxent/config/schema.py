@@ -74,14 +74,22 @@ class DataConfig(Section):
     )
     heldout_fraction: float = key(
         0.0,
-        "Pipeline job (and prepare --heldout-fraction): carve this fraction of the training "
-        "inputs out as held-out data, label-stratified and seeded, prepared with the "
-        "dictionary of the rest (tagged sentences stay whole); 0: none. Ignored when "
-        "held-out inputs are given.",
+        "Pipeline job and prepare (--heldout-fraction): carve this fraction of the "
+        "training inputs out as held-out data, label-stratified and seeded, prepared "
+        "with the dictionary of the rest (tagged sentences stay whole); 0: none. "
+        "Ignored when held-out inputs are given, and by prepare with --vocabulary "
+        "or --no-merge (not training data).",
         ge=0,
         lt=1,
     )
     split_seed: int = key(0, "Seed of the held-out split (the same seed, the same split).", ge=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.synthetic:  # its fields checked here, not when the pipeline reaches them
+            from ..data.synthetic.model import SyntheticSpec
+
+            SyntheticSpec.from_config(self.synthetic)
 
 
 @dataclass(frozen=True)
@@ -429,9 +437,22 @@ class ChoiceConfig(Section):
     )
     folds: int = key(
         0,
-        "Choose the path point or stage by k-fold cross-validation; 0, 1: "
-        "held-out. A path's patience and grid extension read the mean fold score.",
+        "Choose the path point or stage by k-fold cross-validation (k >= 2); "
+        "1: on the held-out part; 0: automatic, auto_folds folds over the training "
+        "and held-out events together for an l2 path of at most kfold_max_events "
+        "events, else the held-out part. A path's patience and grid extension read "
+        "the mean fold score.",
         ge=0,
+    )
+    kfold_max_events: int = key(
+        2_000,
+        "folds = 0: an l2 path over at most this many events (training and "
+        "held-out together) chooses by auto_folds folds instead of the held-out "
+        "part; 0: never.",
+        ge=0,
+    )
+    auto_folds: int = key(
+        5, "Folds of the automatic k-fold choice (folds = 0, kfold_max_events).", ge=2
     )
     fold_seed: int = key(0, "Seed of the k-fold assignment (train.choice.folds).", ge=0)
     best_stage: bool = key(

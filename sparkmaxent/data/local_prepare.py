@@ -30,6 +30,7 @@ from .checks import QUARANTINE_DIR, check_counts, parse_error
 from .dictionary import feature_space_size, labels_of
 from .indexing import _finalize_udf
 from .inputs import display_path, expand_inputs
+from .options import PrepareOptions
 from .publish import save_info
 from .raw import (
     KIND_ERROR,
@@ -162,26 +163,15 @@ def _first(rows: np.ndarray, fi: np.ndarray, line: np.ndarray) -> int:
 
 
 def build_local(
-    spark,
-    src: RawSource,
-    tmp: str,
-    *,
-    cutoff: int,
-    merge_duplicates: bool,
-    vocab_info: DatasetInfo | None,
-    vocabulary: str | None,
-    n_parts: int,
-    quarantine: bool,
-    require_labels: bool,
-    in_process_max_events: int = 0,
-    binary: bool = False,
+    spark, src: RawSource, tmp: str, settings: PrepareOptions, vocab_info: DatasetInfo | None
 ) -> DatasetInfo:
     """``prepare._build`` in this process: the stages from raw events read
-    by ``read_small`` to a complete dataset in ``tmp``."""
-    training = require_labels and vocab_info is None
+    by ``read_small`` to a complete dataset in ``tmp`` (``settings`` with
+    binary and partitions resolved by ``prepare._run``)."""
+    training = settings.require_labels and vocab_info is None
     stats = raw_stats_local(src.raw, src.shape, vocab_info, training)
     quarantined = 0
-    if stats["n_errors"] and not quarantine:  # read_small stopped at the first error
+    if stats["n_errors"] and not settings.quarantine:  # read_small stopped at the first error
         fe = stats["first_error"]
         raise parse_error(src, fe["file_index"], fe["line"], stats["first_reason"])
     if stats["n_errors"]:
@@ -189,45 +179,35 @@ def build_local(
     check_counts(src, stats, quarantined)
     labels, unknown_labels, unseen_labels = labels_of(src, stats, vocab_info, training)
     events = src.raw.filter(pc.equal(src.raw.column("kind"), KIND_EVENT))
-    dictionary = _dictionary(events, cutoff, vocabulary)
+    dictionary = _dictionary(events, settings.cutoff, settings.vocabulary)
     storage.write_parquet(storage.join(tmp, FEATURES_DIR, "part-00000.parquet"), dictionary)
-    n_ids = feature_space_size(vocab_info, vocabulary, dictionary.num_rows)
+    n_ids = feature_space_size(vocab_info, settings.vocabulary, dictionary.num_rows)
     final, unknown, occurrences = _index(
-        events, dictionary, src.shape, labels, unseen_labels, vocab_info is not None, binary
+        events,
+        dictionary,
+        src.shape,
+        labels,
+        unseen_labels,
+        vocab_info is not None,
+        bool(settings.binary),
     )
-    if merge_duplicates:
+    if settings.merge_duplicates:
         final = _merge(final, src.shape)
     final = final.sort_by("event_id")
+    n_parts = settings.partitions or 1
     chunks = np.array_split(np.arange(final.num_rows), min(n_parts, max(final.num_rows, 1)))
     for k, rows in enumerate(chunks):
         part = final.slice(int(rows[0]), len(rows)) if len(rows) else final.slice(0, 0)
         storage.write_parquet(storage.join(tmp, EVENTS_DIR, f"part-{k:05d}.parquet"), part)
-    return save_info(
-        spark,
-        tmp,
-        src.source,
-        shape=src.shape,
-        n_ids=n_ids,
-        labels=labels,
-        n_events=final.num_rows,
-        total_weight=stats["total_weight"],
-        cutoff=cutoff,
-        vocab_info=vocab_info,
-        counts={
-            "quarantined": quarantined,
-            "unknown_features": unknown,
-            "feature_occurrences": occurrences,
-            "unknown_labels": unknown_labels,
-            "unseen_labels": unseen_labels,
-        },
-        settings={
-            "merge_duplicates": merge_duplicates,
-            "vocabulary": vocabulary,
-            "partitions": n_parts,
-            "binary": binary,
-        },
-        in_process=True,
-    )
+    counts = {
+        "quarantined": quarantined,
+        "unknown_features": unknown,
+        "feature_occurrences": occurrences,
+        "unknown_labels": unknown_labels,
+        "unseen_labels": unseen_labels,
+    }
+    size = {"n_ids": n_ids, "n_events": final.num_rows, "total_weight": stats["total_weight"]}
+    return save_info(spark, tmp, src, labels, size, counts, settings, vocab_info, True)
 
 
 def write_quarantine(src: RawSource, tmp: str) -> int:

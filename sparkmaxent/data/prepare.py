@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
+from typing import Any
 
 from .. import storage
 from ..session_kind import default_parallelism
@@ -26,6 +27,7 @@ from .indexing import index_events
 from .indexing import merge_duplicates as merge_events
 from .inputs import resolve_options
 from .local_prepare import build_local, is_local, read_small
+from .options import PrepareOptions
 from .publish import save_info, write_events, write_features, write_keys
 from .raw import KIND_EVENT, RawSource, read_files
 from .rawtable import read_candidate_table, read_table
@@ -42,16 +44,8 @@ def prepare(
     fmt: str,
     *,
     options: dict | None = None,
-    cutoff: int = 0,
-    merge_duplicates: bool = True,
-    vocabulary: str | None = None,
-    partitions: int | None = None,
-    quarantine: bool = False,
-    overwrite: bool = False,
-    require_labels: bool = True,
-    lock_stale_s: float = 0.0,
-    in_process_max_events: int = 0,
-    binary: bool | None = None,
+    settings: PrepareOptions | None = None,
+    **keywords: Any,
 ) -> DatasetInfo:
     """Prepare text files of a registered format as a dataset (``schema.py``).
 
@@ -68,6 +62,9 @@ def prepare(
         A name in ``readers.FORMATS``.
     options : dict, optional
         Parser options (e.g. ``{"mode": "basenp"}`` for ``conll``).
+    settings : PrepareOptions, optional
+        The run's settings (``options.PrepareOptions``) as one object; the
+        ``keywords`` below (its fields) are set over it.
     cutoff : int
         Keep features whose weighted event count is >= cutoff (0 keeps all).
         Ignored with ``vocabulary``.
@@ -125,30 +122,27 @@ def prepare(
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown input format {fmt!r}: expected one of {sorted(FORMATS)}")
-    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
+    s = with_keywords(settings, keywords)
+    storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
     t0 = time.perf_counter()
     opts = resolve_options(fmt, options)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     # small inputs: every stage in this process (data/local_prepare.py)
-    src = read_small(spark, files, fmt, opts, in_process_max_events, quarantine)
+    src = read_small(spark, files, fmt, opts, s.in_process_max_events, s.quarantine)
     if src is None:
-        src = read_files(spark, files, fmt, opts, quarantine)
-    return _run(
-        spark,
-        src,
-        out_dir,
-        cutoff=cutoff,
-        merge_duplicates=merge_duplicates,
-        vocabulary=vocabulary,
-        partitions=partitions,
-        quarantine=quarantine,
-        overwrite=overwrite,
-        require_labels=require_labels,
-        lock_stale_s=lock_stale_s,
-        t0=t0,
-        in_process_max_events=in_process_max_events,
-        binary=binary,
-    )
+        src = read_files(spark, files, fmt, opts, s.quarantine)
+    return _run(spark, src, out_dir, s, t0)
+
+
+def with_keywords(settings: PrepareOptions | None, keywords: dict) -> PrepareOptions:
+    """``settings`` (default: ``PrepareOptions()``) with a caller's keywords
+    (its field names) set over it: where the public functions build the one
+    object every stage reads."""
+    base = settings if settings is not None else PrepareOptions()
+    unknown = sorted(set(keywords) - {f.name for f in fields(PrepareOptions)})
+    if unknown:
+        raise TypeError(f"unexpected prepare keyword(s) {unknown}")
+    return base.replace(**keywords) if keywords else base
 
 
 def prepare_table(
@@ -161,15 +155,8 @@ def prepare_table(
     weight_col: str | None = None,
     values_col: str | None = None,
     key_col: str | None = None,
-    cutoff: int = 0,
-    merge_duplicates: bool = True,
-    vocabulary: str | None = None,
-    partitions: int | None = None,
-    overwrite: bool = False,
-    require_labels: bool = True,
-    lock_stale_s: float = 0.0,
-    in_process_max_events: int = 0,
-    binary: bool | None = None,
+    settings: PrepareOptions | None = None,
+    **keywords: Any,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of multiclass events.
 
@@ -196,8 +183,8 @@ def prepare_table(
         A column (of any orderable type) saved with each event's id in
         ``<out_dir>/keys``, so predictions carry it and join back to the
         table's rows; needs ``merge_duplicates=False``.
-    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
-        As in :func:`prepare`.
+    settings, cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+        As in :func:`prepare` (no ``quarantine``: tables are checked).
     lock_stale_s, binary
         As in :func:`prepare` (``binary``: a ``map`` or Vector value becomes
         1.0 where it is non-zero; ``array<string>`` repeats count once).
@@ -218,12 +205,13 @@ def prepare_table(
         negative weights (the column is named), and the checks of
         :func:`prepare`.
     """
-    if label_col is None and vocabulary is None:
+    s = with_keywords(settings, keywords).replace(quarantine=False)
+    if label_col is None and s.vocabulary is None:
         raise InputError(
             "a table without a label column is data to predict: expected a vocabulary "
             "(the model's), or a label column for training data"
         )
-    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
+    storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
     t0 = time.perf_counter()
     src = read_table(
         spark,
@@ -233,24 +221,9 @@ def prepare_table(
         weight_col=weight_col,
         values_col=values_col,
         key_col=key_col,
-        in_process_max_events=in_process_max_events,
+        in_process_max_events=s.in_process_max_events,
     )
-    return _run(
-        spark,
-        src,
-        out_dir,
-        cutoff=cutoff,
-        merge_duplicates=merge_duplicates,
-        vocabulary=vocabulary,
-        partitions=partitions,
-        quarantine=False,
-        overwrite=overwrite,
-        require_labels=require_labels,
-        lock_stale_s=lock_stale_s,
-        t0=t0,
-        in_process_max_events=in_process_max_events,
-        binary=binary,
-    )
+    return _run(spark, src, out_dir, s, t0)
 
 
 def prepare_candidate_table(
@@ -264,15 +237,8 @@ def prepare_candidate_table(
     weight_col: str | None = None,
     values_col: str | None = None,
     key_col: str | None = None,
-    cutoff: int = 0,
-    merge_duplicates: bool = True,
-    vocabulary: str | None = None,
-    partitions: int | None = None,
-    overwrite: bool = False,
-    require_labels: bool = True,
-    lock_stale_s: float = 0.0,
-    in_process_max_events: int = 0,
-    binary: bool | None = None,
+    settings: PrepareOptions | None = None,
+    **keywords: Any,
 ) -> DatasetInfo:
     """Prepare a Spark DataFrame or table of candidate sets, one row per
     candidate: the same dataset as the ``tadm`` reader gives for the same
@@ -298,8 +264,8 @@ def prepare_candidate_table(
     key_col : str, optional
         As in :func:`prepare_table`, the same on every row of a group (e.g.
         ``group_col`` itself).
-    cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
-        As in :func:`prepare`.
+    settings, cutoff, merge_duplicates, vocabulary, partitions, overwrite, require_labels
+        As in :func:`prepare` (no ``quarantine``: tables are checked).
     lock_stale_s, in_process_max_events, binary
         As in :func:`prepare_table` (the checks of a small table stay Spark
         jobs: its candidates are grouped into events on Spark).
@@ -315,7 +281,8 @@ def prepare_candidate_table(
         column that is neither boolean nor numeric, and weights or keys that
         differ within a group (the column and group are named).
     """
-    storage.refuse_existing_output(out_dir, overwrite, "output directory", lock_stale_s)
+    s = with_keywords(settings, keywords).replace(quarantine=False)
+    storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
     t0 = time.perf_counter()
     src = read_candidate_table(
         spark,
@@ -326,114 +293,40 @@ def prepare_candidate_table(
         weight_col=weight_col,
         values_col=values_col,
         key_col=key_col,
-        in_process_max_events=in_process_max_events,
+        in_process_max_events=s.in_process_max_events,
     )
-    return _run(
-        spark,
-        src,
-        out_dir,
-        cutoff=cutoff,
-        merge_duplicates=merge_duplicates,
-        vocabulary=vocabulary,
-        partitions=partitions,
-        quarantine=False,
-        overwrite=overwrite,
-        require_labels=require_labels,
-        lock_stale_s=lock_stale_s,
-        t0=t0,
-        in_process_max_events=in_process_max_events,
-        binary=binary,
-    )
+    return _run(spark, src, out_dir, s, t0)
 
 
-def run_prepare(
-    spark,
-    src: RawSource,
-    out_dir: str,
-    *,
-    cutoff: int,
-    merge_duplicates: bool,
-    vocabulary: str | None,
-    partitions: int | None,
-    quarantine: bool,
-    overwrite: bool,
-    lock_stale_s: float = 0.0,
-    in_process_max_events: int = 0,
-    binary: bool | None = None,
-) -> DatasetInfo:
-    """Prepare raw events already read (one part of a split: data/split.py);
-    the arguments as in :func:`prepare`."""
-    return _run(
-        spark,
-        src,
-        out_dir,
-        cutoff=cutoff,
-        merge_duplicates=merge_duplicates,
-        vocabulary=vocabulary,
-        partitions=partitions,
-        quarantine=quarantine,
-        overwrite=overwrite,
-        require_labels=True,
-        lock_stale_s=lock_stale_s,
-        t0=time.perf_counter(),
-        in_process_max_events=in_process_max_events,
-        binary=binary,
-    )
+def run_prepare(spark, src: RawSource, out_dir: str, settings: PrepareOptions) -> DatasetInfo:
+    """Prepare raw events already read (one part of a split: data/split.py)."""
+    return _run(spark, src, out_dir, settings, time.perf_counter())
 
 
 # ------------------------------------------------------------------ the run
 
 
-def _run(
-    spark,
-    src: RawSource,
-    out_dir: str,
-    *,
-    cutoff: int,
-    merge_duplicates: bool,
-    vocabulary: str | None,
-    partitions: int | None,
-    quarantine: bool,
-    overwrite: bool,
-    require_labels: bool,
-    lock_stale_s: float,
-    t0: float,
-    in_process_max_events: int = 0,
-    binary: bool | None = None,
-) -> DatasetInfo:
+def _run(spark, src: RawSource, out_dir: str, settings: PrepareOptions, t0: float) -> DatasetInfo:
     """Check the run's settings, then under the output's lock (temporaries
     of killed runs swept first) build the dataset in a temporary sibling and
     publish it; on any failure the temporary directory is removed."""
-    if cutoff < 0:
-        raise InputError(f"expected a count cutoff >= 0, got {cutoff}")
-    if partitions is not None and partitions < 1:
-        raise InputError(f"expected partitions >= 1, got {partitions}")
-    if src.key_col and merge_duplicates:
+    if src.key_col and settings.merge_duplicates:
         raise InputError(
             f"key column {src.key_col!r}: keys need one prepared event per row; "
             "prepare with merge_duplicates=False (--no-merge)"
         )
-    vocab_info = load_vocabulary(vocabulary, src.shape)
-    binary = binary_setting(binary, vocab_info, vocabulary)
+    vocab_info = load_vocabulary(settings.vocabulary, src.shape)
+    # the settings as the stages use them: binary and partitions resolved
+    settings = settings.replace(
+        binary=binary_setting(settings.binary, vocab_info, settings.vocabulary),
+        partitions=settings.partitions or default_parallelism(spark),
+    )
     out_dir = storage.qualify(out_dir)
     parent, name = storage.split(out_dir)
-    with storage.output_lock(out_dir, lock_stale_s, "prepare"):
+    with storage.output_lock(out_dir, settings.lock_stale_s, "prepare"):
         storage.sweep(parent, {name})
-        storage.refuse_existing(out_dir, overwrite, "output directory")
-        info = _build_and_publish(
-            spark,
-            src,
-            out_dir,
-            cutoff=cutoff,
-            merge_duplicates=merge_duplicates,
-            vocab_info=vocab_info,
-            vocabulary=vocabulary,
-            n_parts=partitions or default_parallelism(spark),
-            quarantine=quarantine,
-            require_labels=require_labels,
-            in_process_max_events=in_process_max_events,
-            binary=binary,
-        )
+        storage.refuse_existing(out_dir, settings.overwrite, "output directory")
+        info = _build_and_publish(spark, src, out_dir, settings, vocab_info)
     logger.info(
         "prepared %s: %d events (total weight %g), %d features, %d labels, "
         "%d quarantined, %d unknown features, %d unknown labels, in %.1f s",
@@ -450,7 +343,9 @@ def _run(
     return info
 
 
-def _build_and_publish(spark, src: RawSource, out_dir: str, **build) -> DatasetInfo:
+def _build_and_publish(
+    spark, src: RawSource, out_dir: str, settings: PrepareOptions, vocab_info: DatasetInfo | None
+) -> DatasetInfo:
     """The dataset built in a temporary sibling of ``out_dir``, then published."""
     from pyspark import StorageLevel
 
@@ -459,11 +354,11 @@ def _build_and_publish(spark, src: RawSource, out_dir: str, **build) -> DatasetI
     try:
         storage.mkdirs(tmp)
         if is_local(src):
-            info = build_local(spark, src, tmp, **build)
+            info = build_local(spark, src, tmp, settings, vocab_info)
         else:
             raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(raw)
-            info = _build(spark, src, raw, tmp, cached=cached, **build)
+            info = _build(spark, src, raw, tmp, settings, vocab_info, cached)
         storage.publish(tmp, out_dir, overwrite=True)  # refused earlier unless overwrite
     except BaseException:
         storage.delete(tmp)
@@ -479,31 +374,24 @@ def _build(
     src: RawSource,
     raw,
     tmp: str,
-    *,
-    cutoff: int,
-    merge_duplicates: bool,
+    settings: PrepareOptions,
     vocab_info: DatasetInfo | None,
-    vocabulary: str | None,
-    n_parts: int,
-    quarantine: bool,
-    require_labels: bool,
     cached: list,
-    in_process_max_events: int = 0,
-    binary: bool = False,
 ) -> DatasetInfo:
-    """The stages from the persisted raw events to a complete dataset in ``tmp``."""
+    """The stages from the persisted raw events to a complete dataset in
+    ``tmp`` (``settings`` with binary and partitions resolved by ``_run``)."""
     from pyspark.sql import functions as F
 
-    training = require_labels and vocab_info is None
+    training = settings.require_labels and vocab_info is None
     stats = raw_stats(raw, src.shape, vocab_info, training)
-    quarantined = check_raw(src, raw, stats, tmp, quarantine)
+    quarantined = check_raw(src, raw, stats, tmp, settings.quarantine)
     labels, unknown_labels, unseen_labels = labels_of(src, stats, vocab_info, training)
 
     events = raw.where(F.col("kind") == KIND_EVENT)
-    dictionary = feature_dictionary(spark, events, cutoff, vocabulary)
+    dictionary = feature_dictionary(spark, events, settings.cutoff, settings.vocabulary)
     cached.append(dictionary)
     n_features = write_features(dictionary, tmp)
-    n_ids = feature_space_size(vocab_info, vocabulary, n_features)
+    n_ids = feature_space_size(vocab_info, settings.vocabulary, n_features)
 
     final, unknown_features, occurrences = index_events(
         events,
@@ -513,40 +401,24 @@ def _build(
         labels,
         unseen_labels,
         count_unknown=vocab_info is not None,
-        binary=binary,
+        binary=bool(settings.binary),
     )
-    if merge_duplicates:
+    if settings.merge_duplicates:
         final = merge_events(final, src.shape)
-    n_events = write_events(final, tmp, src.shape, n_parts)
+    n_events = write_events(final, tmp, src.shape, settings.partitions or 1)  # resolved by _run
     if src.key_col:
         write_keys(events, src.key_col, tmp)
 
-    return save_info(
-        spark,
-        tmp,
-        src.source,
-        shape=src.shape,
-        n_ids=n_ids,
-        labels=labels,
-        n_events=n_events,
-        total_weight=stats["total_weight"],
-        cutoff=cutoff,
-        vocab_info=vocab_info,
-        counts={
-            "quarantined": quarantined,
-            "unknown_features": unknown_features,
-            "feature_occurrences": occurrences,
-            "unknown_labels": unknown_labels,
-            "unseen_labels": unseen_labels,
-        },
-        settings={
-            "merge_duplicates": merge_duplicates,
-            "vocabulary": vocabulary,
-            "partitions": n_parts,
-            "binary": binary,
-        },
-        in_process=n_events <= in_process_max_events,
-    )
+    counts = {
+        "quarantined": quarantined,
+        "unknown_features": unknown_features,
+        "feature_occurrences": occurrences,
+        "unknown_labels": unknown_labels,
+        "unseen_labels": unseen_labels,
+    }
+    size = {"n_ids": n_ids, "n_events": n_events, "total_weight": stats["total_weight"]}
+    small = n_events <= settings.in_process_max_events
+    return save_info(spark, tmp, src, labels, size, counts, settings, vocab_info, small)
 
 
 def info_summary(info: DatasetInfo) -> dict:
@@ -558,4 +430,12 @@ def info_summary(info: DatasetInfo) -> dict:
     return d
 
 
-__all__ = ["prepare", "prepare_table", "prepare_candidate_table", "run_prepare", "info_summary"]
+__all__ = [
+    "PrepareOptions",
+    "prepare",
+    "prepare_table",
+    "prepare_candidate_table",
+    "run_prepare",
+    "info_summary",
+    "with_keywords",
+]

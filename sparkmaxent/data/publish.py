@@ -13,6 +13,8 @@ import pyarrow as pa
 
 from .. import storage
 from .load import dataset_fingerprints
+from .options import PrepareOptions
+from .raw import RawSource
 from .schema import (
     EVENTS_DIR,
     FEATURES_DIR,
@@ -55,39 +57,42 @@ def write_events(events, tmp: str, shape: str, n_parts: int) -> int:
 def save_info(
     spark,
     tmp: str,
-    source: dict,
-    *,
-    shape: str,
-    n_ids: int,
+    src: RawSource,
     labels: list[str],
-    n_events: int,
-    total_weight: float,
-    cutoff: int,
-    vocab_info: DatasetInfo | None,
+    size: dict,
     counts: dict,
-    settings: dict,
+    settings: PrepareOptions,
+    vocab_info: DatasetInfo | None,
     in_process: bool,
 ) -> DatasetInfo:
     """The DatasetInfo of the dataset written in ``tmp``, fingerprinted and
-    saved there as ``dataset.json``: ``counts`` holds quarantined,
-    unknown_features, feature_occurrences, unknown_labels, unseen_labels;
-    ``settings`` (merge_duplicates, vocabulary, partitions) joins the source."""
+    saved there as ``dataset.json``: ``size`` holds n_ids, n_events,
+    total_weight; ``counts`` quarantined, unknown_features,
+    feature_occurrences, unknown_labels, unseen_labels; the ``settings``
+    (resolved: merge_duplicates, vocabulary, partitions, binary) join the
+    source. ``in_process``: fingerprinted in this process, not on Spark."""
+    n_ids, n_events = int(size["n_ids"]), int(size["n_events"])
     info = DatasetInfo(
-        shape=shape,
-        n_features=int(n_ids),
+        shape=src.shape,
+        n_features=n_ids,
         labels=labels,
         n_events=n_events,
-        total_weight=float(total_weight),
-        source=dict(source),
-        cutoff=int(cutoff) if vocab_info is None else int(vocab_info.cutoff),
+        total_weight=float(size["total_weight"]),
+        source=dict(src.source),
+        cutoff=int(settings.cutoff) if vocab_info is None else int(vocab_info.cutoff),
         quarantined=int(counts["quarantined"]),
         unknown_features=int(counts["unknown_features"]),
         feature_occurrences=int(counts["feature_occurrences"]),
         unknown_labels=int(counts["unknown_labels"]),
         unseen_labels=list(counts["unseen_labels"]),
-        **dataset_fingerprints(spark, tmp, shape, int(n_ids), labels, in_process),
+        **dataset_fingerprints(spark, tmp, src.shape, n_ids, labels, in_process),
     )
-    info.source.update(settings)
+    info.source.update(
+        merge_duplicates=settings.merge_duplicates,
+        vocabulary=settings.vocabulary,
+        partitions=settings.partitions,
+        binary=settings.binary,
+    )
     info.save(tmp)
     return info
 

@@ -18,6 +18,7 @@ Spark jobs.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ from .. import storage
 from ..shapes import MULTICLASS
 from .inputs import resolve_options
 from .local_prepare import read_small
+from .options import PrepareOptions
 from .raw import KIND_EVENT, RawSource, read_files
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
@@ -135,21 +137,20 @@ def prepare_split(
     fraction: float,
     seed: int = 0,
     options: dict | None = None,
-    cutoff: int = 0,
-    partitions: int | None = None,
-    quarantine: bool = False,
-    overwrite: bool = False,
-    in_process_max_events: int = 0,
-    binary: bool | None = None,
+    settings: PrepareOptions | None = None,
+    **keywords: Any,
 ) -> tuple[DatasetInfo, DatasetInfo]:
     """Prepare ``inputs`` as a training dataset in ``out_dir`` less a
-    held-out part in ``heldout_dir`` (the module doc says how); the other
-    arguments as in ``prepare.prepare`` (small inputs are read, split and
-    prepared in this process); the held-out part follows the training
-    part's ``binary``. Returns both DatasetInfos."""
+    held-out part in ``heldout_dir`` (the module doc says how); ``options``
+    (the parser's), ``settings`` and ``keywords`` (cutoff, partitions,
+    quarantine, overwrite, in_process_max_events, binary) as in
+    ``prepare.prepare`` (small inputs are read, split and prepared in this
+    process). The training part is merged, the held-out part is not and
+    follows the training part's dictionary and ``binary``. Returns both
+    DatasetInfos."""
     from pyspark import StorageLevel
 
-    from .prepare import run_prepare
+    from .prepare import run_prepare, with_keywords
 
     if fmt not in FORMATS:
         raise InputError(
@@ -160,14 +161,17 @@ def prepare_split(
         )
     if not 0.0 < fraction < 1.0:
         raise InputError(f"expected a held-out fraction in (0, 1), got {fraction!r}")
-    storage.refuse_existing_output(out_dir, overwrite, "output directory", 0.0)
-    storage.refuse_existing_output(heldout_dir, overwrite, "output directory", 0.0)
+    s = with_keywords(settings, keywords).replace(
+        merge_duplicates=True, vocabulary=None, require_labels=True
+    )
+    storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
+    storage.refuse_existing_output(heldout_dir, s.overwrite, "output directory", s.lock_stale_s)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     opts = resolve_options(fmt, options)
-    src = read_small(spark, files, fmt, opts, in_process_max_events, quarantine)
+    src = read_small(spark, files, fmt, opts, s.in_process_max_events, s.quarantine)
     local = src is not None  # small inputs: split and prepared here, no Spark job
     if src is None:
-        src = read_files(spark, files, fmt, opts, quarantine)
+        src = read_files(spark, files, fmt, opts, s.quarantine)
     raw = src.raw if local else src.raw.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         split_parts = split_local if local else split_raw
@@ -178,16 +182,11 @@ def prepare_split(
             source = {**src.source, "split": {**split, "part": name}}
             return RawSource(frame, src.shape, src.files, source)
 
-        train_info = run_prepare(
-            spark, part(train_raw, "train"), out_dir, cutoff=cutoff, merge_duplicates=True,
-            vocabulary=None, partitions=partitions, quarantine=quarantine, overwrite=overwrite,
-            in_process_max_events=in_process_max_events, binary=binary,
-        )  # fmt: skip
-        held_info = run_prepare(
-            spark, part(held_raw, "heldout"), heldout_dir, cutoff=0, merge_duplicates=False,
-            vocabulary=out_dir, partitions=partitions, quarantine=False, overwrite=overwrite,
-            in_process_max_events=in_process_max_events,
-        )  # fmt: skip
+        train_info = run_prepare(spark, part(train_raw, "train"), out_dir, s)
+        held = s.replace(
+            cutoff=0, merge_duplicates=False, vocabulary=out_dir, quarantine=False, binary=None
+        )
+        held_info = run_prepare(spark, part(held_raw, "heldout"), heldout_dir, held)
     finally:
         if not local:
             raw.unpersist()

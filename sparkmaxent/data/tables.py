@@ -12,8 +12,10 @@ job and the Python API all prepare inputs through :func:`prepare_input`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .. import storage
+from .options import PrepareOptions
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
 
@@ -114,14 +116,13 @@ def prepare_input(
     *,
     columns: TableColumns | None = None,
     options: dict | None = None,
-    quarantine: bool = False,
-    **common,
+    settings: PrepareOptions | None = None,
+    **keywords: Any,
 ) -> DatasetInfo:
     """Prepare text files (``prepare``) or a table (``prepare_table``, or
-    ``prepare_candidate_table`` when ``columns.group`` is set): ``common``
-    holds the keywords all three take (cutoff, merge_duplicates,
-    vocabulary, partitions, overwrite, lock_stale_s, in_process_max_events,
-    ...). ``options`` are the reader's options: a text parser's, or
+    ``prepare_candidate_table`` when ``columns.group`` is set) with
+    ``settings`` (``options.PrepareOptions``; ``keywords``, its field names,
+    set over it). ``options`` are the reader's options: a text parser's, or
     ``spark.read``'s for a table.
 
     Raises
@@ -130,21 +131,18 @@ def prepare_input(
         As the function it calls; a table with ``quarantine``; table columns
         given for text input.
     """
-    from .prepare import prepare, prepare_candidate_table, prepare_table
+    from .prepare import prepare, prepare_candidate_table, prepare_table, with_keywords
 
+    s = with_keywords(settings, keywords)
     if not is_table_format(fmt):
         if columns is not None and columns != TableColumns():
             raise InputError(
                 f"--format {fmt} reads text: column options (--label-col, ...) are for tables"
             )
-        return prepare(
-            spark, inputs, out_dir, fmt, options=options, quarantine=quarantine, **common
-        )
-    if quarantine:
+        return prepare(spark, inputs, out_dir, fmt, options=options, settings=s)
+    if s.quarantine:
         raise InputError(f"--format {fmt}: --quarantine is for text formats; tables are checked")
-    storage.refuse_existing_output(
-        out_dir, common.get("overwrite", False), "output directory", common.get("lock_stale_s", 0.0)
-    )
+    storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
     cols = columns or TableColumns()
     paths = [inputs] if isinstance(inputs, str) else list(inputs)
     table = (load_table(spark, fmt, paths, options), ", ".join(paths))  # named in messages
@@ -159,7 +157,7 @@ def prepare_input(
             weight_col=cols.weight,
             values_col=cols.values,
             key_col=cols.key,
-            **common,
+            settings=s,
         )
     return prepare_table(
         spark,
@@ -170,7 +168,7 @@ def prepare_input(
         weight_col=cols.weight,
         values_col=cols.values,
         key_col=cols.key,
-        **common,
+        settings=s,
     )
 
 

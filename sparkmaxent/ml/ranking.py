@@ -137,6 +137,7 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
     def _prepare_into(
         self, spark, dataset, train_dir: str, cfg, vocabulary: str | None = None
     ) -> dict:
+        from ..data.options import PrepareOptions
         from ..data.prepare import prepare_candidate_table
 
         prepare_candidate_table(
@@ -147,11 +148,9 @@ class MaxEntRanker(MaxEntEstimator, RankingParams, DefaultParamsReadable, Defaul
             features_col=self.getFeaturesCol(),
             correct_col=self.getOrDefault(self.correctCol),
             weight_col=self.weight_col(),
-            partitions=cfg.data.partitions or None,
-            overwrite=True,
-            lock_stale_s=cfg.output.lock_stale_s,
-            in_process_max_events=cfg.data.in_process_max_events,
-            binary=cfg.data.binary,
+            settings=PrepareOptions.from_config(
+                cfg.data, cfg.output, cutoff=0, overwrite=True, binary=cfg.data.binary
+            ),
         )
         return {}
 

@@ -145,3 +145,31 @@ def test_runs_as_a_script(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert info_of(out)["n_events"] == 3
+
+
+def test_prepare_takes_cutoff_and_partitions_from_the_config_and_flags_override_them(
+    spark, tmp_path
+):
+    f = tmp_path / "a.txt"
+    f.write_text("A x y\nB y z\nA x\nB w\n")  # x and y in two events, z and w in one
+    conf = tmp_path / "c.toml"
+    conf.write_text("[data]\nprepare_cutoff = 2\npartitions = 3\n")
+    base = ["--input", str(f), "--format", "maxent", "--overwrite", "--output"]
+    assert job.main([*base, str(tmp_path / "conf"), "--config", str(conf)]) == 0
+    info = info_of(tmp_path / "conf")
+    assert (info["n_features"], info["cutoff"], info["source"]["partitions"]) == (2, 2, 3)
+    assert job.main([*base, str(tmp_path / "set"), "--set", "data.prepare_cutoff=2"]) == 0
+    assert info_of(tmp_path / "set")["n_features"] == 2
+    flags = ["--config", str(conf), "--cutoff", "0", "--partitions", "1"]
+    assert job.main([*base, str(tmp_path / "flag"), *flags]) == 0
+    info = info_of(tmp_path / "flag")
+    assert (info["n_features"], info["cutoff"], info["source"]["partitions"]) == (4, 0, 1)
+
+
+def test_a_bad_flag_value_exits_3_naming_the_flag_and_the_key(tmp_path, capsys):
+    f = tmp_path / "a.txt"
+    f.write_text("A x\nB y\n")
+    args = ["--input", str(f), "--format", "maxent", "--output", str(tmp_path / "o")]
+    assert job.main([*args, "--cutoff", "-1"]) == 3
+    assert "--cutoff: data.prepare_cutoff: expected a value >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

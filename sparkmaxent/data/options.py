@@ -1,0 +1,89 @@
+"""How a prepare run builds its dataset: one ``PrepareOptions`` built once
+(from the [data] section and the command line, or a Python caller's
+keywords) and passed down through every stage of ``prepare``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .readers import InputError
+
+if TYPE_CHECKING:
+    from ..config.runtime import OutputConfig
+    from ..config.schema import DataConfig
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """The settings of one prepare run (checked when built).
+
+    cutoff
+        Keep features whose weighted event count is >= cutoff (0 keeps
+        all); ignored with ``vocabulary`` (``data.prepare_cutoff``).
+    merge_duplicates
+        Merge identical events, summing weights (training data); False for
+        test/prediction data, so every event keeps its own row.
+    vocabulary
+        A prepared training dataset whose dictionary and labels are reused
+        (held-out, test and prediction data).
+    partitions
+        Number of event files; None: Spark's default parallelism
+        (``data.partitions``, 0 there).
+    quarantine
+        Set malformed records aside in ``<out>/_quarantine/`` instead of
+        failing at the first one (text input).
+    overwrite
+        Replace an existing output (only once the new one is complete).
+    require_labels
+        Training data: >= 2 labels, or a correct candidate in every event;
+        not checked with ``vocabulary``.
+    lock_stale_s
+        A lock on the output older than this is stale (``output.lock_stale_s``).
+    in_process_max_events
+        ``data.in_process_max_events``: the size below which stages run in
+        the driver's process (see ``sparkmaxent.plan``); 0: on Spark.
+    binary
+        Binary predicates (``data.binary``); None: as the ``vocabulary`` was
+        prepared, else False.
+    """
+
+    cutoff: int = 0
+    merge_duplicates: bool = True
+    vocabulary: str | None = None
+    partitions: int | None = None
+    quarantine: bool = False
+    overwrite: bool = False
+    require_labels: bool = True
+    lock_stale_s: float = 0.0
+    in_process_max_events: int = 0
+    binary: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.cutoff < 0:
+            raise InputError(f"expected a count cutoff >= 0, got {self.cutoff}")
+        if self.partitions is not None and self.partitions < 1:
+            raise InputError(f"expected partitions >= 1, got {self.partitions}")
+
+    @classmethod
+    def from_config(
+        cls, data: DataConfig, output: OutputConfig | None = None, **given
+    ) -> PrepareOptions:
+        """The options the [data] (and [output]) sections give, ``given``
+        keywords (e.g. ``vocabulary``, ``merge_duplicates``) over them."""
+        base = cls(
+            cutoff=data.prepare_cutoff,
+            partitions=data.partitions or None,
+            lock_stale_s=output.lock_stale_s if output is not None else 0.0,
+            in_process_max_events=data.in_process_max_events,
+            binary=data.binary or None,
+        )
+        return dataclasses.replace(base, **given)
+
+    def replace(self, **changes) -> PrepareOptions:
+        """A copy with ``changes`` (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+
+__all__ = ["PrepareOptions"]
