@@ -262,8 +262,8 @@ def cv_stage(spark, args, text: str, rows: list[dict]) -> None:
 
 def targets(rows: list[dict]) -> dict:
     """Issues 20 and 39's targets, from the rows present: scoring throughput
-    against MLlib's (with its CountVectorizer, and given Vectors; the Arrow
-    UDF's rows beside) and the
+    against MLlib's (with its CountVectorizer, and given Vectors) and
+    against the Arrow UDF's, and the
     Estimator's wall time against the CLI's on the same training."""
     by = {r["system"]: r for r in rows}
     out = {}
@@ -278,6 +278,11 @@ def targets(rows: list[dict]) -> dict:
           "mllib transform (Vector given)", goal)  # fmt: skip
     ratio("transform_text", "sparkmaxent SQL transform (array<string>)",
           "mllib CountVectorizer + transform", goal)  # fmt: skip
+    goal = "SQL scoring throughput >= the Arrow UDF's"
+    ratio("sql_vs_arrow_vectors", "sparkmaxent SQL transform (Vector given)",
+          "sparkmaxent Arrow transform (Vector given)", goal)  # fmt: skip
+    ratio("sql_vs_arrow_text", "sparkmaxent SQL transform (array<string>)",
+          "sparkmaxent Arrow transform (array<string>)", goal)  # fmt: skip
     est, cli = by.get("sparkmaxent Estimator"), by.get("sparkmaxent CLI")
     if est and cli:
         ratio = est["wall_s"] / cli["wall_s"]

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import InputError
 from . import sparsetools
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
@@ -148,14 +147,6 @@ class LossGrad:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.grad = unpack_nonzero(state["grad"])
-
-
-def check_total_weight(weight: float) -> float:
-    """``weight`` (W, the total event weight every sum is divided by), or a
-    InputError when it is not positive (no events, or all of weight 0)."""
-    if not weight > 0:
-        raise InputError("the training events have zero total weight")
-    return weight
 
 
 def _columns(

@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import registry
 from ..backends.folds import FoldBackend
+from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
@@ -81,6 +82,52 @@ def fold_of_groups(
 
 #: methods that choose a stage count by folds (registry.py; the path methods choose a point)
 STAGE_METHODS = registry.names(lambda m: m.best_stage)
+
+
+def automatic_folds(backend, heldout, config) -> tuple[int, int]:
+    """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` for an
+    ``l2`` path over at most ``kfold_max_events`` events, the held-out ones
+    included, every event in a group (folds are groups); else k = 0 (the
+    held-out part). Grafting paths keep the held-out part: the folds fit no
+    l2 mixes and no pass-budget cut, and a fold path's points past the best
+    cost many times a held-out path's (docs/methods/model-choice.md).
+    Counting costs one pass per backend."""
+    choice = config.choice
+    if choice.folds or not choice.kfold_max_events or not choice.path:
+        return 0, 0
+    if registry.method(config.method).path in (None, "l1"):  # l2 paths only
+        return 0, 0
+    counts = [grouped_events(b) for b in (backend, heldout) if b is not None]
+    events = sum(n for n, _ in counts)
+    if not all(grouped for _, grouped in counts):  # folds are made of groups
+        return 0, events
+    return (choice.auto_folds if 0 < events <= choice.kfold_max_events else 0), events
+
+
+def automatic_choice(backend, heldout, config) -> tuple:
+    """(backend, heldout, config, report entries) of a run: with automatic
+    folds (``automatic_folds``) the training and held-out backends joined,
+    no held-out part and ``folds = k``; else as given, entries {}."""
+    k, events = automatic_folds(backend, heldout, config)
+    if not k:
+        return backend, heldout, config, {}
+    log.info(
+        "%d events <= train.choice.kfold_max_events: choosing by %d folds%s",
+        events,
+        k,
+        " of the training and held-out events" if heldout is not None else "",
+    )
+    config = dataclasses.replace(config, choice=dataclasses.replace(config.choice, folds=k))
+    if heldout is not None:
+        backend, heldout = UnionBackend(backend, heldout), None
+    return backend, heldout, config, {"automatic": True, "events": events}
+
+
+def grouped_events(backend) -> tuple[int, bool]:
+    """(events, whether every event carries a group id) of a backend: one pass."""
+    space = backend.space
+    ev = backend.run(EventScoresTask(space, Weights.zeros(space), None))
+    return len(ev.c), bool(np.all(ev.group >= 0))
 
 
 def fit_folds(ctx: TrainingContext, method: Method) -> FitResult:

@@ -104,7 +104,6 @@ KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
 KERNEL_FUNCTIONS_ON_THE_DRIVER = {
     "atoms_of_keys": "selection/combination.py",
     "check_key_range": "selection/combination.py",
-    "check_total_weight": "backends and problem/objective.py, on merged sums",
     "mask_bits": "lattice/build.py",
     "n_words": "lattice/build.py",
     "popcount": "lattice/build.py",
