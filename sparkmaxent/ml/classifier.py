@@ -486,11 +486,12 @@ class MaxEntClassificationModel(
             binary=scoring_binary(self),
         )
 
-    #: how ``transform`` scores: "sql" (Spark SQL expressions, no Python
-    #: worker, for every features column kind; a model with conjunction
-    #: features falls back to "arrow") or
-    #: "arrow" (the Arrow UDF of ml/scoring.py)
-    scoring = "sql"
+    #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py,
+    #: the default: Spark SQL looks a feature up in a map key by key, so the
+    #: SQL form slows down with the model's size) or "sql" (Spark SQL
+    #: expressions, no Python worker, for every features column kind; a
+    #: model with conjunction features falls back to "arrow")
+    scoring = "arrow"
 
     def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
         """The model as Spark SQL: a list of (column, expression) steps, each

@@ -18,6 +18,7 @@ from .data import events
 def _both(model, df):
     """(SQL transform, Arrow transform) of ``df``, ordered by id."""
     sql = model.copy()
+    sql.scoring = "sql"
     arrow = model.copy()
     arrow.scoring = "arrow"
     return sql.transform(df).orderBy("id"), arrow.transform(df).orderBy("id")
@@ -59,10 +60,12 @@ def test_sql_scores_absent_classes(spark):
     rows = [(i, float(2 * y), f) for i, y, f in events(120, 2, seed=5)]  # classes 0 and 2
     df = spark.createDataFrame(rows, "id long, label double, features array<string>")
     model = MaxEntClassifier(l2=0.01).fit(df)
+    model.scoring = "sql"
     assert model.numClasses == 3 and model.uses_sql(model.scorer())
     got = _equal(model, df)
     assert {r.probability[1] for r in got.select("probability").collect()} == {0.0}
     standardized = MaxEntClassifier(l2=0.01, standardization=True).fit(df)
+    standardized.scoring = "sql"
     assert standardized.uses_sql(standardized.scorer())  # the scaling folded into W and b
     assert standardized.maxentModel.scaling is not None
     _equal(standardized, df)
@@ -99,6 +102,7 @@ def test_sql_scores_vectors(spark, df):
     for params in ({"l1": 0.01, "method": "grafting"},
                    {"l2": 0.01, "standardization": True, "binary": True}):  # fmt: skip
         model = MaxEntClassifier(**params).fit(vectors)
+        model.scoring = "sql"
         assert model.uses_sql(model.scorer())
         assert all(n.isdigit() for n in model.featureNames)  # the Vector's indices
         got = _equal(model, vectors)
@@ -130,9 +134,11 @@ def test_saved_sql_file_runs_as_transform(spark, model, df, tmp_path):
     df.createOrReplaceTempView("maxent_input")
     with open(path) as f:
         got = spark.sql(f.read()).orderBy("id")
-    want = model.transform(df).orderBy("id")
+    sql = model.copy()
+    sql.scoring = "sql"  # the same SQL, run by transform: equal to the last bit
+    want = sql.transform(df).orderBy("id")
     want = want.withColumns({c: vector_to_array(c) for c in ("rawPrediction", "probability")})
     assert [f.dataType.simpleString() for f in got.schema] == [
         f.dataType.simpleString() for f in want.schema
     ]
-    assert got.columns == want.columns and got.collect() == want.collect()  # the same SQL
+    assert got.columns == want.columns and got.collect() == want.collect()
