@@ -27,6 +27,7 @@ kernels for MLlib's weights too.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -150,6 +151,8 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
         "passes": jobs,
         "wall_s": round(wall, 1),
         "iterations": model.summary.totalIterations,
+        # MLlib bounded by --mllib-iter stopped short of its own rule (tol)
+        "stopped": "maxIter" if model.summary.totalIterations >= max_iter else "tol",
         "kkt": cert,
     }
 
@@ -336,14 +339,23 @@ def reach(rows: list[dict]) -> dict:
     return out
 
 
+def wall_share(gamma: str) -> int:
+    """MLlib's time over grafting's the wall target asks for: 5 (issue 22),
+    10 at gamma1 <= 1e-5 (issue 37)."""
+    return 10 if float(gamma) <= 1e-5 else 5
+
+
 def targets(rows: list[dict]) -> dict:
     """Issue 22's targets per gamma1 (from ``reach``): MLlib's objective in
-    at most 1/5 of its wall time and 1/5 of its passes."""
+    at most 1/5 of its wall time and 1/5 of its passes; issue 37's at gamma1
+    <= 1e-5: MLlib's objective in 1/10 of its time (``wall_share``), certified
+    in 1/5."""
     out = {}
     for gamma, e in reach(rows).items():
         if "wall_ratio" not in e:
             value = "MLlib's objective not reached"
-            out[f"wall_{gamma}"] = target(WALL_GOAL.format(gamma=gamma), value, False)
+            goal = WALL_GOAL.format(gamma=gamma, share=wall_share(gamma))
+            out[f"wall_{gamma}"] = target(goal, value, False)
             out[f"passes_{gamma}"] = target(PASSES_GOAL.format(gamma=gamma), value, False)
             continue
         certified = (
@@ -354,15 +366,32 @@ def targets(rows: list[dict]) -> dict:
         passes = (
             f"{e['passes_ratio']:.3f} ({e['reached_passes']} passes against {e['mllib_passes']})"
         )
-        out[f"wall_{gamma}"] = target(WALL_GOAL.format(gamma=gamma), wall, e["wall_ratio"] <= 0.2)
+        share = wall_share(gamma)
+        out[f"wall_{gamma}"] = target(
+            WALL_GOAL.format(gamma=gamma, share=share), wall, e["wall_ratio"] <= 1 / share
+        )
         out[f"passes_{gamma}"] = target(
             PASSES_GOAL.format(gamma=gamma), passes, e["passes_ratio"] <= 0.2
         )
+    for gamma, e in reach(rows).items():
+        if float(gamma) > 1e-5:
+            continue
+        if "certified_wall_s" not in e:
+            out[f"certified_{gamma}"] = target(
+                CERTIFIED_GOAL.format(gamma=gamma), "not certified in this run", False
+            )
+            continue
+        ratio = e["certified_wall_s"] / e["mllib_wall_s"]
+        value = f"{ratio:.3f} ({e['certified_wall_s']:.1f} s against {e['mllib_wall_s']:.1f} s)"
+        out[f"certified_{gamma}"] = target(CERTIFIED_GOAL.format(gamma=gamma), value, ratio <= 0.2)
     return out
 
 
-WALL_GOAL = "grafting reaches MLlib's l1 objective at gamma1 {gamma} in <= 1/5 of MLlib's wall time"
+WALL_GOAL = (
+    "grafting reaches MLlib's l1 objective at gamma1 {gamma} in <= 1/{share} of MLlib's wall time"
+)
 PASSES_GOAL = "grafting reaches MLlib's l1 objective at gamma1 {gamma} in <= 1/5 of MLlib's passes"
+CERTIFIED_GOAL = "grafting ends certified at gamma1 {gamma} in <= 1/5 of MLlib's wall time"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,6 +400,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-best", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--mllib-iter", type=int, default=500)
     parser.add_argument("--skip-mllib", action="store_true")
+    parser.add_argument(
+        "--mllib-last",
+        action="store_true",
+        help="run grafting first at each gamma1 (a run cut short keeps grafting's rows)",
+    )
+    parser.add_argument(
+        "--keep-other-gammas",
+        action="store_true",
+        help="keep the rows of the current page at the other gamma1, each naming its run",
+    )
     parser.add_argument("--solver", default="auto", help="grafting's round solver (train.solver)")
     parser.add_argument(
         "--max-rounds",
@@ -395,40 +434,12 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = spark_session("local[2]", "grafting-vs-mllib", {"spark.driver.memory": "8g"})
     train_dir, test_dir = prepared(spark, args.work, args.reuse)
-    rows: list[dict] = []
+    rows: list[dict] = kept_rows(args.output, args.gammas) if args.keep_other_gammas else []
     with SparkBackend(
         spark, train_dir, bias=True, partitions=args.partitions, name="grafting-bench"
     ) as backend:
         for gamma in args.gammas:
-            if not args.skip_mllib:
-                rows.append(run_mllib(spark, train_dir, test_dir, backend, gamma, args.mllib_iter))
-                log.info("%s", rows[-1])
-            for n in args.n_best:
-                out = os.path.join(args.work, f"graft-{gamma:g}-{n}")
-
-                done = list(rows)
-
-                def progress(partial, done=done):
-                    write_result(args.output, done + [partial], targets(done))
-
-                rows.append(
-                    run_grafting(
-                        spark,
-                        train_dir,
-                        test_dir,
-                        backend,
-                        gamma,
-                        n,
-                        out,
-                        args.solver,
-                        args.max_rounds,
-                        args.max_seconds,
-                        progress,
-                    )
-                )
-                log.info("%s", {k: v for k, v in rows[-1].items() if k != "trace"})
-                write_result(args.output, rows, targets(rows))
-            plot(rows, gamma, os.path.splitext(args.output)[0] + f"_{gamma:g}.png")
+            run_gamma(args, spark, train_dir, test_dir, backend, gamma, rows)
     print_table(
         [{k: v for k, v in r.items() if k not in ("trace", "kkt")} for r in rows],
         [
@@ -446,6 +457,61 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("targets", reach(rows))
     return 0
+
+
+def kept_rows(path: str, gammas: list[float]) -> list[dict]:
+    """The rows of the page at ``path`` at gamma1 other than ``gammas``, each
+    naming the run that measured it (``measured_by``, ``measured_commit``)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        page = json.load(f)
+    kept = [r for r in page["rows"] if not any(np.isclose(r["gamma"], g) for g in gammas)]
+    for row in kept:
+        row.setdefault("measured_by", page["command"])
+        row.setdefault("measured_commit", page["commit"])
+    return kept
+
+
+def run_gamma(args, spark, train_dir, test_dir, backend, gamma: float, rows: list[dict]) -> None:
+    """MLlib and grafting at each n at one gamma1 (MLlib last with
+    ``--mllib-last``), appended to ``rows``; the page rewritten after each."""
+
+    def mllib() -> None:
+        if not args.skip_mllib:
+            rows.append(run_mllib(spark, train_dir, test_dir, backend, gamma, args.mllib_iter))
+            log.info("%s", rows[-1])
+            write_result(args.output, rows, targets(rows))
+
+    if not args.mllib_last:
+        mllib()
+    for n in args.n_best:
+        out = os.path.join(args.work, f"graft-{gamma:g}-{n}")
+        done = list(rows)
+
+        def progress(partial, done=done):
+            write_result(args.output, done + [partial], targets(done))
+
+        rows.append(
+            run_grafting(
+                spark,
+                train_dir,
+                test_dir,
+                backend,
+                gamma,
+                n,
+                out,
+                args.solver,
+                args.max_rounds,
+                args.max_seconds,
+                progress,
+            )  # fmt: skip
+        )
+        log.info("%s", {k: v for k, v in rows[-1].items() if k != "trace"})
+        write_result(args.output, rows, targets(rows))
+    if args.mllib_last:
+        mllib()
+    plot(rows, gamma, os.path.splitext(args.output)[0] + f"_{gamma:g}.png")
 
 
 if __name__ == "__main__":

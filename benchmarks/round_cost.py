@@ -1,26 +1,34 @@
 """One grafting round's cost against its active-set size (issue 37): the
 exact Newton solver (``newton``: the Hessian block per pass) and the
 Hessian-free one (``newton-cg``: each partition's Newton step by projected
-CG, n-vectors per pass) on the same rounds, in one run, in-process
-(LocalBackend, ``--blocks`` blocks, one BLAS thread), on CoNLL-2000 chunking.
+CG, n-vectors per pass) on the same rounds, in one run, on CoNLL-2000
+chunking, in-process (LocalBackend, ``--blocks`` blocks, one BLAS thread)
+and on Spark local[2] (SparkBackend, ``--blocks`` partitions).
 
 The round at size N is the first round of a grafting run at ``--gamma``
 with n_best = N: the N candidates of largest |dC/dw_j| at zero weights
 enter, and the round is solved from there as grafting solves it
 (``Grafting._optimize``, the round's own tolerance), once per solver
 (``newton`` only up to ``--exact-max`` weights: its Hessian block is
-(n + K)^2 doubles on the driver). (A round deep in a path at that size
+(n + K)^2 doubles per partition). (A round deep in a path at that size
 would need the path's earlier rounds first: more time than this machine
-had.) A row: the round's wall
-and CPU seconds (without the pickling that measures the bytes), its passes,
-the Hessian-vector products the partitions ran (newton-cg; each about a
-gradient pass's work on its partition), the bytes every partition's
-result pickles to per pass (what a Spark pass
-ships to the driver), the objective reached and whether the round
-converged. The slope is the least-squares slope of log CPU seconds (and of
-log bytes per pass) against log active weights.
+had.) A row: the round's wall seconds; its CPU seconds (in-process: the
+process's, without the pickling that measures the bytes; Spark: the
+driver's plus the Python workers' for the tasks and the pickling of their
+results, which Spark does anyway); its passes; the Hessian-vector products
+the partitions ran (newton-cg; each about a gradient pass's work on its
+partition); the bytes every partition's result pickles to (what a pass
+ships to the driver) and the task's pickle (what it ships to every
+executor), per pass and per kind of pass (``by_pass``: ``direction``,
+``gradient`` over the active set, ``full-gradient`` (the next gradient
+test), ``curvature`` (the Hessian block), ``ray``); the objective reached
+and whether the round converged. The slopes are least-squares slopes of
+log seconds (and log bytes) against log active weights over the rows of
+at least ``SLOPE_FROM`` weights.
 
-    python -m benchmarks.round_cost --work /var/tmp/round-cost --sizes 1000 2000 4000 8000 16000
+    python -m benchmarks.round_cost --work <work> --reuse --backends local spark \
+        --sizes 500 1000 2000 4000 8000 16000 64000
+    python -m benchmarks.round_cost --rows-from a.json b.json   # the page from earlier runs
 """
 
 from __future__ import annotations
@@ -38,38 +46,139 @@ from benchmarks.common import print_table, start, target, work_arguments, write_
 
 #: the slope the issue asks for (round cost in active weights, 1k to 64k)
 SLOPE_GOAL = 1.2
+#: the slopes are taken over the rows of at least this many active weights
+SLOPE_FROM = 1000
+BACKENDS = ("local", "spark")
 
 
 class StopPath(Exception):
     """Raised once the path has reached the largest size asked for."""
 
 
-def metered(blocks, space):
-    """A LocalBackend whose passes also pickle every block's result, as a
-    Spark pass ships it, recording the bytes and the time that took."""
+def pass_kind(task) -> str:
+    """What a pass is, from its task: ``direction``, ``gradient`` (over the
+    active set), ``full-gradient`` (every candidate: the next gradient test),
+    ``curvature`` (the Hessian block; ``curvature+full`` with the full
+    gradient), ``ray``, or the task's class name."""
+    name = type(task).__name__
+    if name == "LocalDirectionTask":
+        return "direction"
+    if name == "CurvatureTask":
+        return "curvature+full" if task.full_gradient else "curvature"
+    if name == "LossGradTask":
+        return "full-gradient" if task.grad_ids is None else "gradient"
+    if name == "RayTask":
+        return "ray"
+    return name
+
+
+class Meter:
+    """What a backend's passes shipped: per pass its kind, the bytes of its
+    partitions' pickled results (to the driver) and of its pickled task (to
+    every executor); the Hessian-vector products, the Python workers' CPU
+    seconds (Spark) and the time the in-process meter spent pickling."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.passes: list[dict] = []
+        self.products = 0
+        self.worker_cpu = self.pickle_wall = self.pickle_cpu = 0.0
+
+    def record(self, task, shipped: list[int], sent: int, merged) -> None:
+        self.passes.append({"kind": pass_kind(task), "to_driver": sum(shipped), "task": sent})
+        self.products += getattr(merged, "products", 0)
+
+    def summary(self) -> dict:
+        """Bytes per pass over the round, and per kind of pass."""
+        to_driver = [p["to_driver"] for p in self.passes]
+        kinds: dict[str, list[dict]] = {}
+        for p in self.passes:
+            kinds.setdefault(p["kind"], []).append(p)
+        return {
+            "bytes_per_pass_mean": int(np.mean(to_driver)),
+            "bytes_per_pass_max": int(np.max(to_driver)),
+            "direction_bytes_per_pass": _mean_bytes(kinds.get("direction")),
+            "by_pass": {
+                kind: {
+                    "passes": len(ps),
+                    "to_driver_mean": _mean_bytes(ps),
+                    "to_driver_max": int(max(p["to_driver"] for p in ps)),
+                    "task_mean": _mean_bytes(ps, "task"),
+                }
+                for kind, ps in sorted(kinds.items())
+            },
+        }
+
+
+def _mean_bytes(passes: list[dict] | None, key: str = "to_driver") -> int | None:
+    return None if not passes else int(np.mean([p[key] for p in passes]))
+
+
+def metered_local(blocks, space):
+    """A LocalBackend whose passes also pickle every block's result and the
+    task, as a Spark pass ships them, recording the bytes and the time that
+    took (``Meter``)."""
+    from pyspark import cloudpickle
+
     from sparkmaxent.backends import LocalBackend
     from sparkmaxent.backends.base import merge_all
 
-    class Metered(LocalBackend):
-        def reset(self) -> None:
-            self.shipped: list[int] = []
-            self.pickle_wall = self.pickle_cpu = 0.0
-            self.products = 0  # Hessian-vector products of direction passes
+    class MeteredLocal(LocalBackend):
+        meter = Meter()
 
         def run(self, task):
             self.passes += 1
             results = [task(b) for b in self.blocks]
             t0, c0 = time.perf_counter(), time.process_time()
-            self.shipped.append(sum(len(pickle.dumps(r, protocol=5)) for r in results))
-            self.pickle_wall += time.perf_counter() - t0
-            self.pickle_cpu += time.process_time() - c0
+            shipped = [len(pickle.dumps(r, protocol=5)) for r in results]
+            sent = len(cloudpickle.dumps(task, protocol=5))
+            self.meter.pickle_wall += time.perf_counter() - t0
+            self.meter.pickle_cpu += time.process_time() - c0
             merged = merge_all(results)
-            self.products += getattr(merged, "products", 0)
+            self.meter.record(task, shipped, sent, merged)
             return merged
 
-    backend = Metered(blocks, space)
-    backend.reset()
-    return backend
+    return MeteredLocal(blocks, space)
+
+
+def _shipped(task, block) -> tuple[bytes, float]:
+    """On an executor: the block's result pickled (what its partition ships
+    to the driver) and the CPU seconds the task and the pickling took."""
+    c0 = time.process_time()
+    data = pickle.dumps(task(block), protocol=5)
+    return data, time.process_time() - c0
+
+
+def _clear_columns(_block) -> None:
+    """On an executor: empty its column cache (kernels/colcache.py)."""
+    from sparkmaxent.kernels.colcache import COLUMNS
+
+    COLUMNS.clear()
+
+
+def metered_spark(spark, train_dir: str, partitions: int):
+    """A SparkBackend whose passes bring every partition's pickled result
+    back as bytes (one job, as ``run`` does: collect in place of the
+    2-partition tree reduce) and merge them on the driver, recording their
+    sizes, the broadcast task's and the workers' CPU seconds (``Meter``)."""
+    from sparkmaxent.backends.base import merge_all
+    from sparkmaxent.backends.spark import SparkBackend
+
+    class MeteredSpark(SparkBackend):
+        meter = Meter()
+
+        def run(self, task):
+            with self._pass(task) as bc:
+                sent = os.path.getsize(bc._path)  # the pickled task the executors fetch
+                out = self.rdd.map(lambda block: _shipped(bc.value, block)).collect()
+            merged = merge_all([pickle.loads(data) for data, _ in out])
+            self.meter.worker_cpu += sum(cpu for _, cpu in out)
+            self.meter.record(task, [len(data) for data, _ in out], sent, merged)
+            return merged
+
+    return MeteredSpark(spark, train_dir, bias=True, partitions=partitions, name="round-cost")
 
 
 def first_round(backend, gamma: float, size: int) -> tuple:
@@ -103,8 +212,9 @@ def solve_round(backend, recorded, solver: str) -> dict:
     from sparkmaxent.selection import grafting
 
     method, weights, test, tol, n = recorded
-    COLUMNS.clear()  # no solver starts with another's gathered columns
-    backend.reset()
+    COLUMNS.clear()  # no solver starts with another's gathered columns (in-process)
+    meter = backend.meter
+    meter.reset()
     passes0 = backend.passes
     chosen = grafting.choose_solver
     grafting.choose_solver = lambda *_: solver
@@ -113,18 +223,17 @@ def solve_round(backend, recorded, solver: str) -> dict:
         out = method._optimize(weights, test, tol)
     finally:
         grafting.choose_solver = chosen
-    wall = time.perf_counter() - t0 - backend.pickle_wall
-    cpu = time.process_time() - c0 - backend.pickle_cpu
-    shipped = backend.shipped
+    wall = time.perf_counter() - t0 - meter.pickle_wall
+    driver_cpu = time.process_time() - c0 - meter.pickle_cpu
     return {
         "solver": solver,
         "active": n,
         "wall_s": round(wall, 3),
-        "cpu_s": round(cpu, 3),
+        "cpu_s": round(driver_cpu + meter.worker_cpu, 3),
+        "worker_cpu_s": round(meter.worker_cpu, 3),
         "passes": backend.passes - passes0,
-        "hessian_products": backend.products,
-        "bytes_per_pass_mean": int(np.mean(shipped)),
-        "bytes_per_pass_max": int(np.max(shipped)),
+        "hessian_products": meter.products,
+        **meter.summary(),
         "objective": out.objective,
         "violation": out.info.get("violation"),
         "tol": tol,
@@ -134,7 +243,9 @@ def solve_round(backend, recorded, solver: str) -> dict:
 
 
 def slope(rows: list[dict], key: str) -> float | None:
-    """Least-squares slope of log ``key`` against log active weights."""
+    """Least-squares slope of log ``key`` against log active weights over
+    the rows of at least ``SLOPE_FROM`` weights."""
+    rows = [r for r in rows if r["active"] >= SLOPE_FROM and r.get(key) is not None]
     if len(rows) < 2:
         return None
     x = np.log([r["active"] for r in rows])
@@ -148,84 +259,156 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gamma", type=float, default=1e-6)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 4000, 8000, 16000])
     parser.add_argument("--exact-max", type=int, default=4000)
-    parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
         "--rows-from",
-        help="write the page from the rows of an earlier run of this benchmark "
-        "(its JSON result) instead of measuring",
+        nargs="+",
+        help="write the page from the rows of earlier runs of this benchmark "
+        "(their JSON results) instead of measuring",
     )
     args = start(parser, argv)
     if args.rows_from:
-        with open(args.rows_from) as f:
-            report(args.output, json.load(f)["rows"])
+        report(args.output, rows_from(args.rows_from))
         return 0
     from benchmarks.grafting_vs_mllib import prepared
     from sparkmaxent.backends.session import spark_session
+
+    ready = args.reuse and os.path.exists(os.path.join(args.work, "train", "dataset.json"))
+    spark = None  # in-process alone on prepared data: no JVM
+    if "spark" in args.backends or not ready:
+        spark = spark_session("local[2]", "round-cost", {"spark.driver.memory": "4g"})
+    try:
+        train_dir, _ = prepared(spark, args.work, args.reuse)
+        measure(args, spark, train_dir)
+    finally:
+        if spark is not None:
+            spark.stop()
+    return 0
+
+
+def rows_from(paths: list[str]) -> list[dict]:
+    """The rows of earlier results, each naming the command that measured it."""
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            page = json.load(f)
+        for row in page["rows"]:
+            row.setdefault("measured_by", page["command"])
+            row.setdefault("measured_commit", page["commit"])
+            row.setdefault("backend", "local")  # pages before the Spark rows: in-process only
+            rows.append(row)
+    return rows
+
+
+def measure(args, spark, train_dir: str) -> None:
+    """Every size's first round on every backend, solved by every solver;
+    the page rewritten after each row (a long run leaves what it measured)."""
+    from benchmarks.common import command_line
     from sparkmaxent.blas import blas_threads
     from sparkmaxent.data.load import read_blocks
     from sparkmaxent.data.schema import DatasetInfo
 
-    spark = spark_session("local[2]", "round-cost", {"spark.driver.memory": "2g"})
-    train_dir, _ = prepared(spark, args.work, args.reuse)
-    spark.stop()
     info = DatasetInfo.load(train_dir)
-    blocks, space = read_blocks(train_dir, info, n_blocks=args.blocks), info.space(bias=True)
-    backend = metered(blocks, space)
-    setting = {
-        "gamma1": args.gamma,
-        "blocks": args.blocks,
-        "events": int(sum(b.n_events for b in blocks)),
-        "labels": space.n_labels,
-    }
+    backends = {}
+    if "local" in args.backends:
+        blocks = read_blocks(train_dir, info, n_blocks=args.blocks)
+        backends["local"] = metered_local(blocks, info.space(bias=True))
+    if "spark" in args.backends:
+        backends["spark"] = metered_spark(spark, train_dir, args.blocks)
     rows: list[dict] = []
+    setting = {"gamma1": args.gamma, "blocks": args.blocks, "labels": len(info.labels)}
     with blas_threads(1):
         for size in sorted(args.sizes):
-            recorded = first_round(backend, args.gamma, size)
-            for solver in ("newton", "newton-cg"):
-                if solver == "newton" and recorded[4] > args.exact_max:
-                    continue
-                row = {"size": size, **solve_round(backend, recorded, solver), **setting}
-                row["load"] = round(os.getloadavg()[0], 2)
-                rows.append(row)
-                print(row, flush=True)
-                report(args.output, rows)  # the rows so far: a long run leaves a page
-    return 0
+            for name, backend in backends.items():
+                recorded = first_round(backend, args.gamma, size)
+                for solver in ("newton", "newton-cg"):
+                    if solver == "newton" and recorded[4] > args.exact_max:
+                        continue
+                    if name == "spark":  # the workers' column caches, as COLUMNS.clear() in-process
+                        backend.rdd.foreach(_clear_columns)
+                    row = {"backend": name, "size": size, **solve_round(backend, recorded, solver)}
+                    row.update(setting, load=round(os.getloadavg()[0], 2))
+                    row["measured_by"] = command_line()
+                    rows.append(row)
+                    print({k: v for k, v in row.items() if k != "by_pass"}, flush=True)
+                    report(args.output, rows)
+    if "spark" in backends:
+        backends["spark"].close()
 
 
 def report(output: str, rows: list[dict]) -> None:
     """The slopes as targets, the table, and the result page of ``rows``."""
-    by = {s: [r for r in rows if r["solver"] == s] for s in ("newton", "newton-cg")}
-    exact_sizes = {r["active"] for r in by["newton"]}
     print_table(
         rows,
-        ["solver", "active", "wall_s", "cpu_s", "passes", "hessian_products"]
-        + ["bytes_per_pass_mean", "objective", "converged", "load"],
+        ["backend", "solver", "active", "wall_s", "cpu_s", "passes", "hessian_products"]
+        + ["bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "load"],
     )
-    targets = {}
-    exact = slope(by["newton"], "cpu_s")
-    for s, solved in by.items():
-        if len(solved) < 2 or s != "newton-cg":
+    slopes, notes = {}, []
+    for backend in BACKENDS:
+        of = [r for r in rows if r.get("backend", "local") == backend]
+        cg = [r for r in of if r["solver"] == "newton-cg" and r["active"] >= SLOPE_FROM]
+        if len(cg) < 2:
             continue
-        span = f"{min(r['active'] for r in solved)} to {max(r['active'] for r in solved)}"
-        cpu = slope(solved, "cpu_s")
+        exact = [r for r in of if r["solver"] == "newton"]
+        big = [r for r in exact if r["active"] >= SLOPE_FROM]
+        per_pass = [{**r, "cpu_per_pass": r["cpu_s"] / r["passes"]} for r in cg]
+        slopes[backend] = slope(cg, "cpu_s")
+        notes.append(
+            f"{backend} {slopes[backend]} over {min(r['active'] for r in cg)} to "
+            f"{max(r['active'] for r in cg)} (wall {slope(cg, 'wall_s')}, CPU per pass "
+            f"{slope(per_pass, 'cpu_per_pass')}, direction-pass bytes "
+            f"{slope(cg, 'direction_bytes_per_pass')}; exact Newton in the same run "
+            f"{slope(exact, 'cpu_s')} over {sorted({r['active'] for r in big})})"
+        )
+    targets = {}
+    if slopes:
         targets["round_cpu_slope"] = target(
-            f"log-log slope of a round's CPU seconds in active weights, newton-cg, {span}: "
-            f"<= {SLOPE_GOAL} (the exact solver in the same run: {exact} over "
-            f"{sorted(exact_sizes)})",
-            cpu,
-            cpu is not None and cpu <= SLOPE_GOAL,
+            f"log-log slope of a newton-cg round's CPU seconds in active weights, each "
+            f"backend: <= {SLOPE_GOAL}",
+            "; ".join(notes),
+            all(v is not None and v <= SLOPE_GOAL for v in slopes.values()),
         )
-    same = [r for r in by["newton-cg"] if r["active"] in exact_sizes]
-    if len(same) >= 2:
-        cpu = slope(same, "cpu_s")
-        targets["round_cpu_slope_on_exact_sizes"] = target(
-            f"the same slope over the sizes the exact solver ran ({sorted(exact_sizes)}): "
-            f"<= {SLOPE_GOAL}",
-            cpu,
-            cpu is not None and cpu <= SLOPE_GOAL,
-        )
+    targets.update(crossover_targets(rows))
     print({k: v["value"] for k, v in targets.items()})
     write_result(output, rows, targets, benchmark="round_cost")
+
+
+def crossover(rows: list[dict], key: str) -> tuple[int | None, int | None]:
+    """Over the sizes both solvers ran: the largest active set (+ labels)
+    whose exact Newton round cost less ``key`` than newton-cg's, and the
+    smallest above it whose newton-cg round cost less (None: none)."""
+    pairs = {}
+    for r in rows:
+        pairs.setdefault(r["active"] + r.get("labels", 0), {})[r["solver"]] = r[key]
+    both = sorted((n, p) for n, p in pairs.items() if len(p) == 2)
+    exact_wins = [n for n, p in both if p["newton"] < p["newton-cg"]]
+    last = max(exact_wins, default=None)
+    cg_wins = [n for n, p in both if p["newton-cg"] <= p["newton"] and (last is None or n > last)]
+    return last, min(cg_wins, default=None)
+
+
+def crossover_targets(rows: list[dict]) -> dict:
+    """Per backend: whether ``auto``'s default ``newton_max_active`` lies
+    where the measured rounds say exact Newton stops paying (CPU seconds)."""
+    from sparkmaxent.config.schema import SelectionConfig
+
+    threshold = SelectionConfig().newton_max_active
+    out = {}
+    for backend in ("spark",):  # the threshold is for clusters: checked on Spark
+        of = [r for r in rows if r.get("backend", "local") == backend]
+        if len({r["solver"] for r in of}) < 2:
+            continue
+        (last, first), (wall_last, wall_first) = crossover(of, "cpu_s"), crossover(of, "wall_s")
+        out[f"auto_threshold_{backend}"] = target(
+            f"{backend}: auto's newton_max_active ({threshold} weights + labels) at least the "
+            "largest round exact Newton solved in fewer CPU seconds than newton-cg and below "
+            "the first one above it that newton-cg solved in fewer",
+            f"exact Newton cheaper up to {last}, newton-cg from {first} (wall: up to "
+            f"{wall_last}, from {wall_first})",
+            (last is None or last <= threshold) and (first is None or threshold < first),
+        )
+    return out
 
 
 if __name__ == "__main__":

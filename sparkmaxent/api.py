@@ -68,6 +68,8 @@ def train_model(
     watchdog = {
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
         "pass_timeout_s": cfg.spark.pass_timeout_s,
+        "pass_timeout_factor": cfg.spark.pass_timeout_factor,
+        "pass_timeout_floor_s": cfg.spark.pass_timeout_floor_s,
         "max_executor_losses": cfg.spark.max_executor_losses,
     }
     if plan is None:
@@ -491,7 +493,7 @@ def make_datasets(
     if fmt == "synthetic":
         from .data import synthetic
 
-        spec = synthetic.SyntheticSpec(**d.synthetic)
+        spec = synthetic.SyntheticSpec.from_config(d.synthetic)
         inputs = dict(synthetic.write_splits(spec, storage.join(out, "data", "text")))
         fmt = "maxent"
     if not inputs["train"]:

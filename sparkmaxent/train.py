@@ -16,6 +16,7 @@ from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
 from .selection import folds, path
 from .selection.base import FitResult, TrainingContext, evaluate
+from .selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,8 @@ def train(
         weights=result.weights.values,
         bias=result.weights.bias,
     )
+    if result.stop is not None:
+        report.update(stopped=result.stop.message, stop_reason=result.stop.reason.value)
     report.update(
         method=config.method,
         nonzero_weights=result.weights.nnz,
@@ -111,7 +114,7 @@ def train(
         stats = evaluate(heldout, result.weights, scaling, result.conjunctions)
         report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
     result.scaling = scaling
-    report["unconverged"] = unconverged(report)
+    report["unconverged"] = unconverged(report, result.stop)
     for reason in report["unconverged"]:
         log.warning("%s: not converged: %s", config.method, reason)
     log.info(
@@ -124,16 +127,17 @@ def train(
     return result
 
 
-def unconverged(report: dict) -> list[str]:
+def unconverged(report: dict, stop: Stop | None) -> list[str]:
     """Why a run stopped without meeting its own criterion ([] when it met
-    it), from its report: L-BFGS not converged (smooth methods), a round's
-    solver not converged (the rounds' ``converged``), the KKT certificate
-    failed (grafting family), or ``max_seconds`` reached. A stop at
-    ``max_rounds`` is the run the user asked for: its certificate is
-    reported but not held against it. The CLI exits 4 on any (cli.py)."""
+    it), from its report and its ``stop``: L-BFGS not converged (smooth
+    methods, which have no stop), a round's solver not converged (the
+    rounds' ``converged``), the KKT certificate failed (grafting family), or
+    ``max_seconds`` reached. A stop at ``max_rounds`` is the run the user
+    asked for: its certificate is reported but not held against it. The
+    CLI exits 4 on any (cli.py)."""
     reasons = []
-    stopped = str(report.get("stopped") or "")
-    if "stopped" not in report and report.get("converged") is False:
+    reason = stop.reason if stop is not None else None
+    if stop is None and report.get("converged") is False:
         reasons.append(f"L-BFGS did not converge: {report.get('optimizer_message', '')}")
     rounds = [
         str(r.get("round")) for r in report.get("rounds") or [] if r.get("converged") is False
@@ -141,14 +145,14 @@ def unconverged(report: dict) -> list[str]:
     if rounds:
         reasons.append(f"the solver did not converge in round(s) {', '.join(rounds)}")
     kkt = report.get("kkt")
-    if kkt and not kkt.get("passed") and not stopped.startswith("max_rounds"):
+    if kkt and not kkt.get("passed") and reason is not StopReason.MAX_ROUNDS:
         reasons.append(
             f"KKT certificate failed: max zero-weight |gradient| {kkt['max_zero_gradient']:.4g} "
             f"(bound {kkt['bound']:.4g}), max active violation "
             f"{kkt['max_active_violation']:.3g} (tol {kkt['tol']:.3g})"
         )
-    if stopped.startswith("max_seconds"):
-        reasons.append(f"time cap reached ({stopped}): continue with --resume")
+    if stop is not None and reason is StopReason.MAX_SECONDS:
+        reasons.append(f"time cap reached ({stop.message}): continue with --resume")
     return reasons
 
 

@@ -66,10 +66,8 @@ def _spark_frame(
 
     if spark is None:
         spark = spark_session(master=None)
-    timeout = (watchdog or {}).get("pass_timeout_s", 0.0)
-    return FrameBackend(
-        spark, dataset_dir, bias=bias, partitions=partitions, pass_timeout_s=timeout
-    )
+    limits = {k: v for k, v in (watchdog or {}).items() if k.startswith("pass_timeout")}
+    return FrameBackend(spark, dataset_dir, bias=bias, partitions=partitions, **limits)
 
 
 def _spark_rdd(dataset_dir: str, *, spark=None, **kwargs) -> Backend:
@@ -129,8 +127,10 @@ def make_backend(
     partitions : int or None
         Spark partitions, or number of in-process blocks for "local".
     watchdog : dict or None
-        For "spark": ``no_executor_timeout_s`` and ``pass_timeout_s`` of
-        SparkBackend; ignored by "local".
+        For "spark": ``no_executor_timeout_s``, ``pass_timeout_s``,
+        ``pass_timeout_factor``, ``pass_timeout_floor_s`` and
+        ``max_executor_losses`` of SparkBackend (FrameBackend takes the
+        ``pass_timeout*`` ones); ignored by "local".
     """
     if kind not in BACKENDS:
         raise ValueError(f"unknown backend {kind!r}: expected one of {sorted(BACKENDS)}")

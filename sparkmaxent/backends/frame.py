@@ -69,6 +69,7 @@ from .spark import (
     large_var_types,
     read_events_frame,
 )
+from .watchdog import PassLimit
 
 logger = logging.getLogger(__name__)
 
@@ -176,9 +177,9 @@ class FrameBackend(CachedBackend):
         A classic or a Spark Connect session.
     dataset_dir, info, bias, partitions, name, storage_level, max_block_nnz
         As for ``SparkBackend``.
-    pass_timeout_s : float
-        Interrupt a pass and raise ``StalledError`` when it has run this many
-        seconds; 0: no limit.
+    pass_timeout_s, pass_timeout_factor, pass_timeout_floor_s : float
+        Interrupt a pass and raise ``StalledError`` when it has run longer
+        than its limit (``PassLimit``), as for ``SparkBackend``.
     no_executor_timeout_s : float
         Accepted for the factory's sake and ignored (module docstring).
 
@@ -206,6 +207,8 @@ class FrameBackend(CachedBackend):
         max_block_nnz: int = MAX_BLOCK_NNZ,
         no_executor_timeout_s: float = 0.0,
         pass_timeout_s: float = 0.0,
+        pass_timeout_factor: float = 0.0,
+        pass_timeout_floor_s: float = 0.0,
     ):
         if partitions is not None and partitions < 1:
             raise ValueError(f"expected partitions >= 1 or None, got {partitions}")
@@ -219,6 +222,7 @@ class FrameBackend(CachedBackend):
         self.name = name or f"sparkmaxent-{uuid.uuid4().hex[:8]}"
         self.job_group = f"{self.name}-{uuid.uuid4().hex[:12]}"
         self.pass_timeout_s = pass_timeout_s
+        self.pass_limit = PassLimit(0.0, pass_timeout_factor, pass_timeout_floor_s)
         self.passes = 0
         self.large = large_var_types(spark)
         t0 = time.perf_counter()
@@ -231,6 +235,7 @@ class FrameBackend(CachedBackend):
             # fills the cache now, so that pass timings are clean
             with self._tagged("caching the blocks", 0.0):
                 counts = self._results(CountTask())
+            self.pass_limit.seen(time.perf_counter() - t0)
         except BaseException:
             self.close()
             raise
@@ -268,7 +273,7 @@ class FrameBackend(CachedBackend):
         pass (one job, plus a small merge stage for many partitions)."""
         self._open()
         self.passes += 1
-        with self._tagged(f"pass {self.passes} ({type(task).__name__})", self.pass_timeout_s):
+        with self._tagged(f"pass {self.passes} ({type(task).__name__})"):
             return merge_all(self._results(task, tree=True))
 
     def gradient_test(self, task: GradientTestTask) -> GradientSummary:
@@ -279,7 +284,7 @@ class FrameBackend(CachedBackend):
         blocks = self._open()
         weight = check_total_weight(self.weight)
         self.passes += 1
-        with self._tagged(f"pass {self.passes} (gradient test)", self.pass_timeout_s):
+        with self._tagged(f"pass {self.passes} (gradient test)"):
             pieces = blocks.mapInArrow(_split_partials(task, self.large), "key long, piece binary")
             rows = (
                 pieces.groupBy("key")
@@ -291,11 +296,18 @@ class FrameBackend(CachedBackend):
         return summary
 
     @contextmanager
-    def _tagged(self, what: str, timeout_s: float) -> Iterator[None]:
+    def _tagged(self, what: str, timeout_s: float | None = None) -> Iterator[None]:
         """Run the body's operations under the backend's tag (Connect) or job
         group (classic: a session's tags are thread-local there, so another
-        thread could not interrupt them); after ``timeout_s`` (0: never)
-        cancel them and raise StalledError."""
+        thread could not interrupt them); after ``timeout_s`` (0: never;
+        None: a pass, its ``PassLimit``, its time then counted) cancel them
+        and raise StalledError."""
+        is_pass = timeout_s is None
+        if timeout_s is None:
+            self.pass_limit.fixed_s = self.pass_timeout_s  # an attribute callers may change
+            limit_s, rule = self.pass_limit.next()
+        else:
+            limit_s, rule = timeout_s, f"spark.pass_timeout_s = {timeout_s:g} s"
         fired = threading.Event()
         if is_connect(self.spark):
             scope: Any = contextlib.nullcontext()
@@ -308,10 +320,10 @@ class FrameBackend(CachedBackend):
 
         def interrupt() -> None:
             fired.set()
-            logger.error("%s of %s ran past %g s: cancelling it", what, self.name, timeout_s)
+            logger.error("%s of %s ran past %g s: cancelling it", what, self.name, limit_s)
             cancel()
 
-        timer = threading.Timer(timeout_s, interrupt) if timeout_s > 0 else None
+        timer = threading.Timer(limit_s, interrupt) if limit_s > 0 else None
         t0 = time.perf_counter()
         try:
             with scope:
@@ -323,15 +335,17 @@ class FrameBackend(CachedBackend):
             if not fired.is_set():
                 raise
             raise StalledError(
-                f"{self.name}: {what} cancelled: it ran longer than spark.pass_timeout_s = "
-                f"{timeout_s:g} s. Its work is lost; a selection run continues from the last "
-                "checkpoint in its output directory with --resume"
+                f"{self.name}: {what} cancelled: it ran longer than {rule}. Its work is lost; "
+                "a selection run continues from the last checkpoint in its output directory "
+                "with --resume"
             ) from e
         finally:
             if timer is not None:
                 timer.cancel()
             if is_connect(self.spark):
                 self.spark.removeTag(self.job_group)
+        if is_pass:
+            self.pass_limit.seen(time.perf_counter() - t0)
         logger.debug("%s: %s in %.3f s", self.name, what, time.perf_counter() - t0)
 
     def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> FrameBackend:

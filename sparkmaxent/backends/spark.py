@@ -58,7 +58,7 @@ from ..kernels import Block, LossGrad, Space, check_total_weight
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import CachedBackend
-from .watchdog import ClusterStatus, Watchdog
+from .watchdog import ClusterStatus, PassLimit, Watchdog
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,11 @@ class SparkBackend(CachedBackend):
         seconds; 0: wait forever, as Spark does.
     pass_timeout_s : float
         Cancel a pass and raise ``StalledError`` when it has run this many
-        seconds; 0: no limit.
+        seconds; 0: ``pass_timeout_factor`` decides.
+    pass_timeout_factor, pass_timeout_floor_s : float
+        With ``pass_timeout_s`` 0, the limit of a pass is this factor times
+        the slowest pass so far (the caching counted), at least the floor
+        (``PassLimit``); factor 0: no limit.
 
     Attributes
     ----------
@@ -252,6 +256,8 @@ class SparkBackend(CachedBackend):
         no_executor_timeout_s: float = 600.0,
         pass_timeout_s: float = 0.0,
         max_executor_losses: int = 0,
+        pass_timeout_factor: float = 0.0,
+        pass_timeout_floor_s: float = 0.0,
     ):
         if partitions is not None and partitions < 1:
             raise ValueError(f"expected partitions >= 1 or None, got {partitions}")
@@ -275,6 +281,7 @@ class SparkBackend(CachedBackend):
         self.rdd = None
         self.no_executor_timeout_s, self.pass_timeout_s = no_executor_timeout_s, pass_timeout_s
         self.max_executor_losses = max_executor_losses
+        self.pass_limit = PassLimit(0.0, pass_timeout_factor, pass_timeout_floor_s)
         self.status = ClusterStatus(self.sc)
 
         t0 = time.perf_counter()
@@ -301,6 +308,7 @@ class SparkBackend(CachedBackend):
             raise ValueError(f"{dataset_dir}: the dataset has no events")
         self.n_events, self.n_blocks, self.weight = size.events, size.blocks, size.weight
         self.partitions = rdd.getNumPartitions()
+        self.pass_limit.seen(time.perf_counter() - t0)
         logger.info(
             "%s: cached %d events in %d blocks over %d partitions in %.1f s",
             self.name,
@@ -360,15 +368,17 @@ class SparkBackend(CachedBackend):
         bc = self.sc.broadcast(_Portable(task))
         self.live_broadcasts += 1
         what = f"pass {self.passes} ({type(task).__name__})"
+        self.pass_limit.fixed_s = self.pass_timeout_s  # an attribute callers may change
         try:
             with (
                 job_group(self.sc, self.job_group, f"{self.name}: {what}"),
-                self._watched(what, self.pass_timeout_s),
+                self._watched(what, *self.pass_limit.next()),
             ):
                 yield bc
         finally:
             bc.destroy()
             self.live_broadcasts -= 1
+        self.pass_limit.seen(time.perf_counter() - t0)
         logger.debug(
             "%s: pass %d (%s) in %.3f s",
             self.name,
@@ -378,7 +388,7 @@ class SparkBackend(CachedBackend):
         )
 
     @contextmanager
-    def _watched(self, what: str, pass_s: float) -> Iterator[Watchdog]:
+    def _watched(self, what: str, pass_s: float, pass_rule: str = "") -> Iterator[Watchdog]:
         """Run the body under a Watchdog; an exception after the watchdog
         cancelled the jobs becomes a StalledError saying what was lost."""
         dog = Watchdog(
@@ -390,6 +400,7 @@ class SparkBackend(CachedBackend):
             pass_s,
             self.watchdog_poll_s,
             max_losses=self.max_executor_losses,
+            pass_rule=pass_rule,
         )
         with dog:
             try:

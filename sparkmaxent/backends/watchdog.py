@@ -16,6 +16,37 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 
+class PassLimit:
+    """The time limit of a backend's next pass: ``fixed_s`` when set
+    (``spark.pass_timeout_s``); else ``factor`` times the slowest pass seen
+    so far, the caching of the blocks counted (``spark.pass_timeout_factor``),
+    at least ``floor_s`` (``spark.pass_timeout_floor_s``): a hung task ends
+    the run however long the data makes a pass; 0 (no limit) when
+    ``fixed_s`` and ``factor`` are 0."""
+
+    def __init__(self, fixed_s: float = 0.0, factor: float = 0.0, floor_s: float = 0.0):
+        self.fixed_s, self.factor, self.floor_s = fixed_s, factor, floor_s
+        self.slowest_s = 0.0
+
+    def seen(self, seconds: float) -> None:
+        """A pass (or the caching) that took ``seconds`` and completed."""
+        self.slowest_s = max(self.slowest_s, seconds)
+
+    def next(self) -> tuple[float, str]:
+        """(seconds, what sets them, for the message); (0, '') for no limit."""
+        if self.fixed_s > 0:
+            return self.fixed_s, f"spark.pass_timeout_s = {self.fixed_s:g} s"
+        if self.factor <= 0:
+            return 0.0, ""
+        limit = max(self.floor_s, self.factor * self.slowest_s)
+        return limit, (
+            f"its limit of {limit:.0f} s (spark.pass_timeout_factor = {self.factor:g} times the "
+            f"slowest pass so far, {self.slowest_s:.1f} s, at least spark.pass_timeout_floor_s = "
+            f"{self.floor_s:g} s; raise them, or set spark.pass_timeout_s, if passes can be "
+            "this slow)"
+        )
+
+
 class ClusterStatus:
     """What the watchdog reads of a running SparkContext."""
 
@@ -60,7 +91,8 @@ class Watchdog:
     """Watches one pass (``what``) of job group ``group`` from a daemon thread
     while the calling thread runs it; cancels the group when the cluster has
     had no executor and the pass no progress for ``no_executor_s`` seconds, or
-    when the pass has run ``pass_s`` seconds (0: no such limit), or when
+    when the pass has run ``pass_s`` seconds (0: no such limit; ``pass_rule``
+    says what set it, ``PassLimit.next``), or when
     ``max_losses`` executors were lost since the pass started with no
     progress since the first of them (executors that register and die at
     start-up, e.g. unable to unpack the Python archive; 0: no such limit).
@@ -81,9 +113,11 @@ class Watchdog:
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         max_losses: int = 0,
+        pass_rule: str = "",
     ):
         self.sc, self.group, self.what, self.status = sc, group, what, status
         self.no_executor_s, self.pass_s, self.max_losses = no_executor_s, pass_s, max_losses
+        self.pass_rule = pass_rule or f"spark.pass_timeout_s = {pass_s:g} s"
         self._known_lost: set[str] | None = None  # lost before this count started
         self._loss_progress: Any = None
         self.poll_s, self.clock = poll_s, clock
@@ -102,7 +136,7 @@ class Watchdog:
         self.most_executors = max(self.most_executors, n or 0)
         if self.pass_s and now - self.start >= self.pass_s:
             return (
-                f"it ran longer than spark.pass_timeout_s = {self.pass_s:g} s ("
+                f"it ran longer than {self.pass_rule} ("
                 + ("local mode" if n is None else f"{n} executor(s) now")
                 + ")"
             )

@@ -36,11 +36,24 @@ class SparkConfig(Section):
     )
     pass_timeout_s: float = key(
         0.0,
-        "Cancel a training pass and stop with exit code 6 when it "
-        "has run this many seconds; 0: no limit (a pass's length depends on the data). "
-        "Without a limit, no_executor_timeout_s still ends a pass with no executors and "
-        "max_executor_losses one whose executors keep dying, but a task hung on a live "
-        "executor waits for good: give unattended runs a limit.",
+        "Cancel a training pass and stop with exit code 6 when it has run this many "
+        "seconds; 0: the limit pass_timeout_factor and pass_timeout_floor_s derive from "
+        "the passes measured so far (a pass's length depends on the data).",
+        ge=0,
+    )
+    pass_timeout_factor: float = key(
+        20.0,
+        "With pass_timeout_s = 0: cancel a training pass (exit code 6) when it has run "
+        "this many times as long as the slowest pass of the run so far (the caching of "
+        "the data counted) and at least pass_timeout_floor_s, so a task hung on a live "
+        "executor ends the run; no_executor_timeout_s and max_executor_losses end the "
+        "others. 0: no limit, as Spark does (a hung task waits for good).",
+        ge=0,
+    )
+    pass_timeout_floor_s: float = key(
+        3600.0,
+        "The least limit pass_timeout_factor gives a pass (seconds): short passes "
+        "slowed by a busy cluster are not cancelled.",
         ge=0,
     )
     max_executor_losses: int = key(

@@ -94,6 +94,13 @@ class DataConfig(Section):
     )
     split_seed: int = key(0, "Seed of the held-out split (the same seed, the same split).", ge=0)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.synthetic:  # its fields checked here, not when the pipeline reaches them
+            from ..data.synthetic.model import SyntheticSpec
+
+            SyntheticSpec.from_config(self.synthetic)
+
 
 @dataclass(frozen=True)
 class SelectionConfig(Section):
@@ -126,7 +133,7 @@ class SelectionConfig(Section):
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        1000,
+        400,
         "auto: the largest active set (features + labels) solved by exact Newton, "
         "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,

@@ -1,7 +1,8 @@
-"""The dense gradient test of grafting in one pass, without shipping each data
-block's dense partial gradient to the driver: thresholded partials.
+"""The executor half of grafting's dense gradient test in one pass, without
+shipping each data block's dense partial gradient to the driver:
+thresholded partials.
 
-The test (selection/grafting.py) needs, over all candidates, the ``n_best``
+The test (selection/gradient_test.py) needs, over all candidates, the ``n_best``
 inactive features with |g_j| > t (in their order, with their g_j), max
 |g_j| over the inactive ones and the count over t (the KKT certificate), and
 g_j at the active features; g_j = sum_b G_bj / W over the data blocks b.
@@ -18,7 +19,8 @@ is at most U_j, the sum of m_b over the blocks that kept it back:
 
 A feature with U_j = 0 is exact, bit for bit the dense sum (the same
 partials added in the same merge order; a kept-back part is then 0).
-``resolve`` decides the test from the intervals where they suffice and
+The driver (``selection/partials.py`` ``resolve``) decides the test from
+the intervals where they suffice and
 names the few features whose exact sums it needs otherwise (one that may
 or may not pass, one that may be among the n best, the maximum); a second
 pass (``ExactSumsTask``, over those features' columns only) brings them,
@@ -47,14 +49,8 @@ import numpy as np
 from .blocks import Block
 from .loss import LossGrad, loss_grad, loss_grad_at
 from .params import Scaling, Space, Weights
-from .topk import top_candidates, union_positions
+from .topk import union_positions
 
-#: relative widening of every interval: covers the rounding of the sums, so
-#: a bound is never tighter than the dense test's computed value
-MARGIN = 1e-9
-#: relative slack of ``resolve``'s cheap upper bound (|S_j| + U_j) / W, far
-#: above the rounding of an interval's bound: below it a feature cannot pass
-_NEAR = 1e-6
 #: steps per octave of the pickled row bounds (``_code_rows``)
 _STEPS = 8
 
@@ -238,6 +234,7 @@ class ThresholdedTestTask:
     sums shipped as a ``ThresholdedGradient`` at cut ``tau``.
 
     ``weights`` lists every active feature (zero-valued ones included);
+    ``tau``: the cut, ``partial_cut`` times the test's bound (below it);
     ``keep``: each block ships at most this many entries above its cut."""
 
     space: Space
@@ -269,161 +266,9 @@ class ExactSumsTask:
         return loss_grad_at(block, self.space, self.weights.sparse(), self.scaling, self.ids)
 
 
-@dataclass(frozen=True)
-class Decided:
-    """The test's answer, the dense test's bit for bit (``n_over`` too once
-    ``n_undecided`` is 0).
-
-    Attributes
-    ----------
-    new : ndarray of int64
-        The n best inactive features over the threshold, the best first.
-    new_grad : ndarray
-        Their g_j.
-    best : float
-        max |g_j| over the inactive features.
-    n_over : int
-        Inactive features known to have |g_j| > threshold.
-    n_undecided : int
-        Inactive features that may or may not (none when asked for the
-        exact count; else features outside the n best, left open).
-    active_grad : ndarray
-        g_j at the active features (gamma2 w_j included).
-    """
-
-    new: np.ndarray
-    new_grad: np.ndarray
-    best: float
-    n_over: int
-    n_undecided: int
-    active_grad: np.ndarray
-
-
-def resolve(
-    part: ThresholdedGradient,
-    weights: Weights,
-    l2: float,
-    threshold: float,
-    n_best: int,
-    exact_count: bool = True,
-) -> Decided | np.ndarray:
-    """The gradient test from merged partials ``part`` at ``weights`` (every
-    active feature), or the features whose exact sums it needs to be decided
-    (``ThresholdedGradient.with_exact``; one such step always suffices).
-
-    g_j = sums / W as the dense test divides (W = part.weight), gamma2 w_j
-    added at the active features; a candidate passes when |g_j| > threshold.
-    ``exact_count``: also decide every feature that may pass (the
-    certificate's count), not only those that may be among the n best.
-
-    The intervals are worked out only where the upper bound may pass (a
-    cheap bound whose factor dwarfs the rounding of the interval's): every
-    other shipped feature is out of the test, unless nothing surely passes
-    and the maximum is wanted, when all of them are looked at."""
-    active_grad = part.active / part.weight
-    active_grad += l2 * weights.values
-    near = np.flatnonzero((np.abs(part.sums) + part.rest) * (1 + _NEAR) > threshold * part.weight)
-    out = _decide(part, near, weights, threshold, n_best, exact_count)
-    if out is None:
-        out = _decide(part, None, weights, threshold, n_best, exact_count)
-    if isinstance(out, np.ndarray):
-        return out
-    assert out is not None, "the test over every shipped feature always decides"
-    new, new_grad, best, n_over, n_undecided = out
-    return Decided(new, new_grad, best, n_over, n_undecided, active_grad)
-
-
-def _decide(
-    part: ThresholdedGradient,
-    at: np.ndarray | None,
-    weights: Weights,
-    threshold: float,
-    n_best: int,
-    exact_count: bool,
-) -> tuple[np.ndarray, np.ndarray, float, int, int] | np.ndarray | None:
-    """``resolve`` over the shipped features at positions ``at`` (None: all):
-    (new, new_grad, best, n_over, n_undecided), or the features to fetch,
-    or None when ``at`` is a subset and nothing surely passes."""
-    W = part.weight
-    ids, sums, rest = (
-        (part.ids, part.sums, part.rest)
-        if at is None
-        else (part.ids[at], part.sums[at], part.rest[at])
-    )
-    score = np.abs(sums / W)
-    exact = rest == 0
-    half = np.where(exact, 0.0, (rest * (1 + MARGIN) + MARGIN * np.abs(sums)) / W)
-    lo, hi = np.maximum(score - half, 0.0), score + half
-    sure, maybe = lo > threshold, hi > threshold
-    if at is not None and not sure.any():
-        return None
-    # the n best: a feature whose upper bound is below the n-th best lower
-    # bound has n better ones; every other that may pass is a contender
-    floor = threshold
-    if np.count_nonzero(sure) >= n_best:
-        floor = float(np.partition(lo[sure], -n_best)[-n_best])
-    contenders = maybe & (hi >= floor)
-    undecided = maybe & ~sure
-    need = ~exact & (contenders | undecided) if exact_count else ~exact & contenders
-    # unshipped features: bounded per predicate row, over the threshold
-    # only in rows of a block that capped what it shipped
-    row_hi = np.zeros(0)
-    open_rows = np.zeros(0, dtype=np.int64)
-    if part.cut * (1 + MARGIN) > threshold * W:
-        row_hi = np.minimum(part.rows, part.cut) * (1 + MARGIN) / W
-        open_rows = np.flatnonzero(row_hi > threshold)
-    fetch_rows = open_rows if exact_count else open_rows[row_hi[open_rows] >= floor]
-    if not sure.any():
-        # nothing surely passes: the maximum is wanted exactly (fetched with
-        # every feature that may pass, so one fetch decides either way),
-        # unshipped features of a row whose bound reaches it included
-        top_lo = float(lo.max(initial=0.0))
-        need |= ~exact & (hi >= top_lo)
-        if not len(row_hi):
-            row_hi = np.minimum(part.rows, part.cut) * (1 + MARGIN) / W
-        reach = np.flatnonzero(row_hi >= max(top_lo, np.nextafter(0, 1)))
-        fetch_rows = np.union1d(fetch_rows, reach)
-    extra = _unshipped(part, fetch_rows, weights.active_ids())
-    if need.any() or len(extra):
-        return np.union1d(ids[need], extra)
-    keep = np.flatnonzero(contenders)
-    top = keep[top_candidates(score[keep], ids[keep], threshold, n_best)]
-    best = float(score[top[0]]) if len(top) else float(score.max(initial=0.0))
-    n_over = int(np.count_nonzero(sure))
-    n_undecided = int(np.count_nonzero(undecided)) + _n_unshipped(
-        part, open_rows, weights.active_ids()
-    )
-    return ids[top], sums[top] / W, best, n_over, n_undecided
-
-
-def _in_rows(sorted_ids: np.ndarray, rows: np.ndarray, K: int) -> np.ndarray:
-    """How many of ``sorted_ids`` (increasing) fall in each predicate row."""
-    return np.searchsorted(sorted_ids, (rows + 1) * K) - np.searchsorted(sorted_ids, rows * K)
-
-
-def _n_unshipped(part: ThresholdedGradient, rows: np.ndarray, active: np.ndarray) -> int:
-    """Inactive features of predicate ``rows`` that no block shipped."""
-    K = part.n_labels
-    held = _in_rows(part.ids, rows, K).sum() + _in_rows(active, rows, K).sum()
-    return int(K * len(rows) - held)
-
-
-def _unshipped(part: ThresholdedGradient, rows: np.ndarray, active: np.ndarray) -> np.ndarray:
-    """The inactive features of predicate ``rows`` that no block shipped."""
-    K = part.n_labels
-    feats = (rows[:, None] * K + np.arange(K)).ravel()
-    for held in (part.ids, active):
-        if len(held) and len(feats):
-            pos = np.minimum(np.searchsorted(held, feats), len(held) - 1)
-            feats = feats[held[pos] != feats]
-    return feats
-
-
 __all__ = [
-    "Decided",
     "ExactSumsTask",
     "ThresholdedGradient",
     "ThresholdedTestTask",
-    "resolve",
     "threshold_partial",
 ]

@@ -2,7 +2,7 @@
 grafting without a dense gradient over all candidates in one place.
 
 The test needs only the ``n_best`` inactive features with the largest |g_j|
-above a threshold, max |g_j| and the count above it, and g_j of the active
+above the bound, max |g_j| and the count above it, and g_j of the active
 features; all three decompose over feature blocks (the global n best by
 (-|g_j|, j) are among each block's n best). So each feature block is reduced
 to a ``GradientSummary`` and the driver merges the summaries, never holding
@@ -15,9 +15,11 @@ and a summary needs the piece and the active features only, so a candidate
 space far larger than memory (10^10 features) costs what the events and the
 active set cost.
 
-This module is the pure-numpy half: the top-k rule (``top_candidates``, also
-the dense test's), the per-block summary, and its merge. The orchestration
-is in backends (``LocalBackend.gradient_test``, ``SparkBackend.gradient_test``).
+This module is the executor half: the top-k rule (``top_candidates``, also
+the merge's and the dense test's), the per-block summary, and its merge.
+The orchestration is in backends (``LocalBackend.gradient_test``,
+``SparkBackend.gradient_test``); the driver's check of the merged summary
+and the test itself in selection/gradient_test.py (``BlockwiseTest``).
 See docs/methods/grafting.md, "Block-wise gradient test".
 """
 
@@ -39,8 +41,8 @@ from .params import Scaling, Space, Weights
 SCALARS_KEY = -1
 
 
-def top_candidates(score: np.ndarray, ids: np.ndarray, threshold: float, n: int) -> np.ndarray:
-    """Positions of the ``n`` best entries with ``score > threshold``, in the
+def top_candidates(score: np.ndarray, ids: np.ndarray, bound: float, n: int) -> np.ndarray:
+    """Positions of the ``n`` best entries with ``score > bound``, in the
     order (-score, id): the largest first, ties broken by the smaller id.
 
     The order is total, so the n best of a union are among the union of the
@@ -55,7 +57,7 @@ def top_candidates(score: np.ndarray, ids: np.ndarray, threshold: float, n: int)
     """
     if n < 1:
         raise ValueError(f"expected n_best >= 1, got {n}")
-    passing = np.flatnonzero(score > threshold)
+    passing = np.flatnonzero(score > bound)
     if len(passing) > n:
         s = score[passing]
         kth = np.partition(s, len(s) - n)[len(s) - n]  # the n-th largest score
@@ -240,18 +242,19 @@ class GradientSummary:
 
     Attributes
     ----------
-    threshold : float
-        Selection threshold; ``n_over`` counts against it too.
+    bound : float
+        The test's bound (gamma1 (1 + kkt_tol), selection/gradient_test.py);
+        ``n_over`` counts against it too.
     n_best : int
     top_ids : ndarray of int64, shape (<= n_best,)
-        Inactive features with |g_j| > threshold, the best first (order of
+        Inactive features with |g_j| > bound, the best first (order of
         ``top_candidates``).
     top_grad : ndarray, shape like top_ids
         Their g_j.
     max_inactive : float
         max |g_j| over inactive features (0 if none).
     n_over : int
-        Inactive features with |g_j| > threshold.
+        Inactive features with |g_j| > bound.
     active_ids : ndarray of int64
         The active features in the blocks covered (any order until ``finish``).
     active_grad : ndarray
@@ -263,7 +266,7 @@ class GradientSummary:
         empty); set by the scalar piece.
     """
 
-    threshold: float
+    bound: float
     n_best: int
     top_ids: np.ndarray
     top_grad: np.ndarray
@@ -275,28 +278,26 @@ class GradientSummary:
     lg: LossGrad | None = None
 
     @staticmethod
-    def empty(threshold: float, n_best: int, lg: LossGrad | None = None) -> GradientSummary:
+    def empty(bound: float, n_best: int, lg: LossGrad | None = None) -> GradientSummary:
         none = np.zeros(0, dtype=np.int64)
-        return GradientSummary(
-            threshold, n_best, none, np.zeros(0), 0.0, 0, none, np.zeros(0), 0, lg
-        )
+        return GradientSummary(bound, n_best, none, np.zeros(0), 0.0, 0, none, np.zeros(0), 0, lg)
 
     def merge(self, other: GradientSummary) -> GradientSummary:
-        if (self.threshold, self.n_best) != (other.threshold, other.n_best):
+        if (self.bound, self.n_best) != (other.bound, other.n_best):
             raise ValueError(
-                "cannot merge gradient summaries of different tests: threshold "
-                f"{self.threshold} / {other.threshold}, "
+                "cannot merge gradient summaries of different tests: bound "
+                f"{self.bound} / {other.bound}, "
                 f"n_best {self.n_best} / {other.n_best}"
             )
         ids = np.concatenate([self.top_ids, other.top_ids])
         grad = np.concatenate([self.top_grad, other.top_grad])
-        keep = top_candidates(np.abs(grad), ids, self.threshold, self.n_best)
+        keep = top_candidates(np.abs(grad), ids, self.bound, self.n_best)
         if self.lg is None or other.lg is None:
             lg = self.lg if other.lg is None else other.lg
         else:
             lg = self.lg.merge(other.lg)
         return GradientSummary(
-            self.threshold,
+            self.bound,
             self.n_best,
             ids[keep],
             grad[keep],
@@ -306,36 +307,6 @@ class GradientSummary:
             np.concatenate([self.active_grad, other.active_grad]),
             self.n_features + other.n_features,
             lg,
-        )
-
-    def finish(self, space: Space, active: np.ndarray) -> GradientSummary:
-        """Check that every feature was covered once and sort the active
-        features as ``active`` (the weights' ids)."""
-        if self.n_features != space.n_features:
-            raise RuntimeError(
-                f"the block-wise gradient test covered {self.n_features} features, "
-                f"expected all {space.n_features}"
-            )
-        if self.lg is None:
-            raise RuntimeError("the block-wise gradient test lost its loss and weight sums")
-        order = np.argsort(self.active_ids, kind="stable")
-        ids = self.active_ids[order]
-        if not np.array_equal(ids, active):
-            raise RuntimeError(
-                f"the block-wise gradient test returned {len(ids)} active features, "
-                f"expected the {len(active)} of the weights"
-            )
-        return GradientSummary(
-            self.threshold,
-            self.n_best,
-            self.top_ids,
-            self.top_grad,
-            self.max_inactive,
-            self.n_over,
-            ids,
-            self.active_grad[order],
-            self.n_features,
-            self.lg,
         )
 
 
@@ -356,7 +327,7 @@ class GradientTestTask:
         as the dense test does (``Objective.evaluate``).
     l2 : float
         gamma2: g_j = G_j / W + gamma2 w_j.
-    threshold, n_best : selection rule of the test (threshold >= 0: a
+    bound, n_best : selection rule of the test (bound >= 0: a
         feature no event holds, g_j = 0, never passes).
     block_size : int
         Features per feature block.
@@ -366,7 +337,7 @@ class GradientTestTask:
     weights: Weights
     scaling: Scaling | None
     l2: float
-    threshold: float
+    bound: float
     n_best: int
     block_size: int
 
@@ -375,8 +346,8 @@ class GradientTestTask:
             raise ValueError(f"expected a feature block size >= 1, got {self.block_size}")
         if self.n_best < 1:
             raise ValueError(f"expected n_best >= 1, got {self.n_best}")
-        if not self.threshold >= 0:
-            raise ValueError(f"expected a test threshold >= 0, got {self.threshold}")
+        if not self.bound >= 0:
+            raise ValueError(f"expected a gradient-test bound >= 0, got {self.bound}")
 
     @property
     def n_blocks(self) -> int:
@@ -422,9 +393,9 @@ class GradientTestTask:
         """The summary of one summed piece: the scalars (a LossGrad), or
         feature block ``key`` (a GradPiece of gradient sums) over total event
         weight ``weight``. Only the piece's features and the block's active
-        ones are looked at: every other g_j is 0, below the threshold."""
+        ones are looked at: every other g_j is 0, below the bound."""
         if key == SCALARS_KEY:
-            return GradientSummary.empty(self.threshold, self.n_best, value)
+            return GradientSummary.empty(self.bound, self.n_best, value)
         lo = key * self.block_size
         n = min(self.block_size, self.space.n_features - lo)
         ids = self.weights.active_ids()
@@ -436,14 +407,14 @@ class GradientTestTask:
         g[local] += self.l2 * self.weights.values[a:b]
         score = np.abs(g)
         score[local] = -1.0  # active features are never selected again
-        top = top_candidates(score, feats, self.threshold, self.n_best)
+        top = top_candidates(score, feats, self.bound, self.n_best)
         return GradientSummary(
-            self.threshold,
+            self.bound,
             self.n_best,
             feats[top].astype(np.int64),
             g[top],
             float(score.max(initial=0.0)),
-            int(np.count_nonzero(score > self.threshold)),
+            int(np.count_nonzero(score > self.bound)),
             ids[a:b].copy(),
             g[local],
             n,

@@ -31,6 +31,7 @@ from ..kernels import Space, Weights
 from ..kernels.conjunctions import Conjunctions
 from ..kernels.lattice import is_subset
 from ..selection.base import FitResult, TrainingContext, evaluate
+from ..selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class Generalized:
     constrained: list[tuple[int, ...]]
     trace: list[dict]
     best_round: int
-    stop: str
+    stop: Stop
 
 
 def _features(preds: np.ndarray, k: int) -> np.ndarray:
@@ -120,7 +121,7 @@ def generalize(
     start: Weights | None = None
     trace: list[dict] = []
     best: tuple[float, Weights, np.ndarray] | None = None
-    best_round, stop = 0, "no constrained node left to remove"
+    best_round, stop = 0, Stop(StopReason.NO_NODE_LEFT)
     removed_nodes: list[list[int]] = []
     for rnd in range(len(nodes) + 1):
         passes0 = train.passes
@@ -147,7 +148,7 @@ def generalize(
         if best is None or stats.mean_loss <= best[0] + 1e-12:
             best, best_round = (stats.mean_loss, fit.weights, alive.copy()), rnd
         elif rnd - best_round >= patience:
-            stop = f"held-out likelihood not improved for {patience} rounds"
+            stop = Stop(StopReason.HELDOUT_PATIENCE, {"patience": patience, "unit": "rounds"})
             break
         live = np.flatnonzero(alive)
         if len(live) <= 1:

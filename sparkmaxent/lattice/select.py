@@ -32,6 +32,7 @@ from ..kernels.lattice import (
     score_batch,
     smoothed_loglik,
 )
+from ..selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +245,7 @@ class SelectionResult:
     optimized: Optimized
     best_step: int
     trace: list[dict]
-    stop: str
+    stop: Stop
     scoring: dict
 
 
@@ -264,7 +265,7 @@ def select(
     total = float(lat.counts.sum())
     best_ll, best, best_step = heldout.loglik(opt, lat.threshold), opt.copy(), 0
     trace: list[dict] = [{"step": 0, "node": -1, "optimized_nodes": 0, "heldout_ll": best_ll}]
-    stop = "max_steps"
+    stop = Stop(StopReason.MAX_STEPS)
     step = 0
     gains = scorer.gains(opt, np.arange(n))
     while not max_steps or step < max_steps:
@@ -272,7 +273,7 @@ def select(
         a = int(np.argmax(gains))
         gain = float(gains[a])
         if gain <= 1e-9 * max(total, 1.0):
-            stop = "no candidate raises the training likelihood"
+            stop = Stop(StopReason.NO_TRAINING_GAIN)
             break
         step += 1
         changed = opt.decider.copy()
@@ -304,7 +305,7 @@ def select(
         if ll > best_ll + 1e-12:
             best_ll, best, best_step = ll, opt.copy(), step
         elif step - best_step >= patience:
-            stop = f"held-out likelihood not improved for {patience} steps"
+            stop = Stop(StopReason.HELDOUT_PATIENCE, {"patience": patience, "unit": "steps"})
             break
     scoring = {
         "jobs": scorer.jobs,

@@ -24,8 +24,6 @@ from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weig
 from ..kernels.curvature import CurvatureTask
 from ..kernels.direction import LocalDirectionTask
 from ..kernels.loss import RayTask
-from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, ThresholdedTestTask
-from ..kernels.topk import GradientSummary, GradientTestTask
 
 
 @dataclass
@@ -103,7 +101,7 @@ class Objective:
         lg = self.backend.run(LossGradTask(self.space, weights, self.scaling, self.ids))
         self.last = checked_pass(lg, "loss+gradient pass")
         w = weights.values
-        f = self._value(lg, w)
+        f = self.value(lg, w)
         g = lg.grad / lg.weight + self.l2 * w
         if lg.grad_bias is not None:
             g = np.concatenate([g, lg.grad_bias / lg.weight])
@@ -116,7 +114,7 @@ class Objective:
         (+ bias) and the gradient over all candidate features.
 
         Needs ``ids`` (the Hessian is dense over them)."""
-        ids = self._require_ids("curvature passes")
+        ids = self.require_ids("curvature passes")
         self.evaluations += 1
         weights = self.weights(theta)
         # Full-gradient passes score with the non-zero weights only, so the
@@ -151,7 +149,7 @@ class Objective:
         if hess is not None:
             hess /= lg.weight  # in place: the pass's own (n, n) array, no copy of it
             hess[np.arange(n), np.arange(n)] += self.l2
-        return Evaluation(self._value(lg, w), g, hess, full, lg)
+        return Evaluation(self.value(lg, w), g, hess, full, lg)
 
     def ray(self, theta: np.ndarray, direction: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """C(theta + t * direction) for every t in ``steps``, in one pass
@@ -182,7 +180,7 @@ class Objective:
         direction from the gradient ``grad`` of C, averaged by event
         weight); returns (d, the blocks' Hessian products, d^T H d as the
         blocks see it)."""
-        ids = self._require_ids("direction passes")
+        ids = self.require_ids("direction passes")
         self.evaluations += 1
         task = LocalDirectionTask(
             self.space, self.weights(theta), ids, grad, lower, upper, tol, max_products,
@@ -194,62 +192,7 @@ class Objective:
         check_finite("direction pass", direction=d)
         return d, part.products, part.curvature / weight
 
-    def gradient_summary(
-        self, theta: np.ndarray, threshold: float, n_best: int, block_size: int
-    ) -> tuple[float, GradientSummary]:
-        """One block-wise gradient-test pass (kernels/topk.py): C(theta) and
-        what the test keeps of the gradient over every candidate, without a
-        dense n_features vector on the driver.
-
-        Returns
-        -------
-        (C(theta), summary with its active features sorted as ``ids``)
-        """
-        ids = self._require_ids("a gradient test")
-        self.evaluations += 1
-        weights = self.weights(theta)
-        summary = self.backend.gradient_test(
-            GradientTestTask(
-                self.space, weights, self.scaling, self.l2, threshold, n_best, block_size
-            )
-        )
-        summary = summary.finish(self.space, ids)
-        lg = summary.lg
-        assert lg is not None, "finish() raises when the loss sums are missing"
-        self.last = checked_pass(lg, "gradient-test pass")
-        check_finite(
-            "gradient-test pass",
-            active_gradient=summary.active_grad,
-            max_inactive_gradient=summary.max_inactive,
-        )
-        return self._value(lg, weights.values), summary
-
-    def thresholded_partials(
-        self, theta: np.ndarray, tau: float, keep: int | None = None
-    ) -> tuple[float, LossGrad, ThresholdedGradient]:
-        """One pass of the thresholded gradient test (kernels/thresholded.py):
-        C(theta), the pass's scalar sums, and the merged partials (exact at
-        ``ids``, elsewhere the entries over ``tau`` per unit of event weight,
-        at most ``keep`` of them per block)."""
-        self._require_ids("a gradient test")
-        self.evaluations += 1
-        weights = self.weights(theta)
-        task = ThresholdedTestTask(self.space, weights, self.scaling, tau, keep)
-        part = self.backend.run(task)
-        lg = checked_pass(part.scalars(), "gradient-test pass")
-        check_finite("gradient-test pass", active_gradient=part.active, gradient=part.sums)
-        return self._value(lg, weights.values), lg, part
-
-    def exact_sums(self, theta: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """One pass: the gradient sums at features ``ids`` computed as the
-        thresholded (and the dense) test computes them, merged in the same
-        order (the thresholded test's second pass)."""
-        self.evaluations += 1
-        task = ExactSumsTask(self.space, self.weights(theta), self.scaling, ids)
-        lg = checked_pass(self.backend.run(task), "gradient-test fetch pass")
-        return lg.grad
-
-    def _require_ids(self, what: str) -> np.ndarray:
+    def require_ids(self, what: str) -> np.ndarray:
         """``ids``: curvature passes and gradient tests need an Objective
         over explicit feature ids (their sums are split at them)."""
         if self.ids is None:
@@ -259,7 +202,8 @@ class Objective:
             )
         return self.ids
 
-    def _value(self, lg: LossGrad, w: np.ndarray) -> float:
+    def value(self, lg: LossGrad, w: np.ndarray) -> float:
+        """C from a pass's sums ``lg`` at weights ``w`` (no l1 term)."""
         return lg.loss / lg.weight + 0.5 * self.l2 * float(w @ w)
 
 

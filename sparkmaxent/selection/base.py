@@ -11,6 +11,7 @@ from ..config import TrainConfig
 from ..kernels import Scaling, Space, Weights
 from ..kernels.conjunctions import Conjunctions, Expanding
 from ..kernels.predict import EvalStats, EvalTask
+from .stops import Stop
 
 
 @dataclass
@@ -41,15 +42,18 @@ class TrainingContext:
 
 @dataclass
 class FitResult:
-    """What a method returns: the weights and a JSON-able report (train()
-    adds the standardization the weights are relative to). A method that
-    forms conjunctions returns them: the weights are then over the atoms
-    followed by the conjunctions (kernels/conjunctions.py)."""
+    """What a method returns: the weights, a JSON-able report, and why a
+    selection run stopped (None for the smooth fits; train() writes it into
+    the report as ``stopped`` and ``stop_reason``, and adds the
+    standardization the weights are relative to). A method that forms
+    conjunctions returns them: the weights are then over the atoms followed
+    by the conjunctions (kernels/conjunctions.py)."""
 
     weights: Weights
     report: dict = field(default_factory=dict)
     scaling: Scaling | None = None
     conjunctions: Conjunctions | None = None
+    stop: Stop | None = None
 
     def space(self, atoms: Space) -> Space:
         """The weights' space, given the data's (atoms only)."""
@@ -93,6 +97,8 @@ class LoopState:
         One row per completed round.
     done : bool
         The method stopped by itself (for example: no candidate passed the test).
+    stop : Stop or None
+        Why the run stopped (by itself or at a cap); None while it runs.
     info : dict
         Method-specific, JSON-able (for example the final certificate).
     arrays : dict of str to ndarray
@@ -108,6 +114,7 @@ class LoopState:
     done: bool = False
     info: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
+    stop: Stop | None = None
 
 
 @dataclass
@@ -116,8 +123,9 @@ class RoundOutcome:
 
     Attributes
     ----------
-    stop : bool
-        The method stops: nothing changed, the loop ends.
+    stop : Stop or None
+        Why the method stops (nothing changed, the loop ends); None: it
+        goes on.
     weights : Weights
         Weights after the round (unchanged when ``stop``).
     added, removed : int
@@ -133,10 +141,10 @@ class RoundOutcome:
         New ``LoopState.arrays`` (None: unchanged).
     note : str
         Added to the round's progress line (e.g. the feature selected); for
-        a stop, why (default "no candidate passes the test").
+        a stop, what to log instead of ``stop.message``.
     """
 
-    stop: bool
+    stop: Stop | None
     weights: Weights
     added: int = 0
     removed: int = 0

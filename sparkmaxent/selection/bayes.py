@@ -42,8 +42,9 @@ from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import refit_active
 from .checkpoint import has_checkpoint
 from .choice import best_stage
-from .loop import add_feature, best_of, limit_reached, run_rounds
+from .loop import add_feature, best_of, run_rounds
 from .reporting import FeatureNamer
+from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +212,8 @@ class BayesFactor:
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
 
-        def stop(best: float, why: str, by_rule: bool = False) -> RoundOutcome:
-            return _stop(weights, loss, best, why, beta0, stopped_by_rule=by_rule)
+        def stopping(best: float, why: Stop) -> RoundOutcome:
+            return _stop(weights, loss, best, why, beta0)
 
         room = (
             cfg.selection.max_features - len(active)
@@ -220,10 +221,12 @@ class BayesFactor:
             else cfg.bayes.per_round
         )
         if room <= 0:
-            return stop(float("nan"), f"max_features = {cfg.selection.max_features}")
+            return stopping(
+                float("nan"), stop(StopReason.MAX_FEATURES, limit=cfg.selection.max_features)
+            )
         prop, ids, below = self.propose(weights)
         if not len(ids):
-            return stop(float("nan"), _nothing_proposed(prop, below))
+            return stopping(float("nan"), _nothing_proposed(prop, below))
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf, len(active))
         limit = min(cfg.bayes.per_round, room)
@@ -231,10 +234,10 @@ class BayesFactor:
         best = float(beta.max())
         rule = _rule_stop(len(ids), inclusion, best)
         past = self.past_rule(state)
-        if rule and not self.beyond_rule():
-            return stop(float("nan") if inclusion == 0.0 else best, rule, by_rule=True)
+        if rule is not None and not self.beyond_rule():
+            return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor = 0.0
-        if rule or past:
+        if rule is not None or past:
             # beyond the rule (held-out data decides): the proposals of largest
             # log Bayes factor under the uniform model prior, at most ``limit``
             odds, inclusion, beta = (lambda k: 0.0), None, log_bf.copy()
@@ -248,8 +251,8 @@ class BayesFactor:
         for p in picks:
             p["feature_name"] = self.namer(p["feature"])
         info = {
-            **({"rule_stop": rule} if rule and not past else {}),
-            "beyond_rule": bool(rule or past),
+            **({"rule_stop": rule.message} if rule is not None and not past else {}),
+            "beyond_rule": bool(rule is not None or past),
             "proposals": int(len(ids)),
             "misclassified_events": prop.misclassified_events,
             "misclassified_weight": prop.misclassified,
@@ -268,7 +271,7 @@ class BayesFactor:
             "optmap_converged": bool(report["converged"]),
         }
         return RoundOutcome(
-            False,
+            None,
             new,
             added=len(picks),
             objective=objective,
@@ -381,26 +384,14 @@ class BayesFactor:
             live[fresh] = s > floor  # no longer beats beta_0 given the picks: out of this round
 
 
-def _stop(
-    weights: Weights,
-    loss: float,
-    best: float,
-    why: str,
-    beta0: float,
-    stopped_by_rule: bool = False,
-) -> RoundOutcome:
+def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:
     return RoundOutcome(
-        True,
+        why,
         weights,
         objective=float("nan"),
         score=best,
-        info={
-            "stopped": why,
-            "stopped_by_rule": stopped_by_rule,
-            "final_beta_0": beta0,
-            "final_loss": loss,
-        },
-        note=f"stopped: {why}",
+        info={"final_beta_0": beta0, "final_loss": loss},
+        note=f"stopped: {why.message}",
     )
 
 
@@ -496,8 +487,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selected_names": [p["feature_name"] for p in selected],
         "rounds_run": state.round,
         "choice": choice,
-        "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
-        "stopped_by_rule": bool(state.done and state.info.get("stopped_by_rule", False)),
+        "stopped_by_rule": state.stop is not None and state.stop.reason is StopReason.BAYES_RULE,
         "rule_stop": next(
             (
                 {"round": r["round"] - 1, "why": r["rule_stop"]}
@@ -511,32 +501,25 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return FitResult(weights.sparse(), report)
+    return FitResult(weights.sparse(), report, stop=state.stop)
 
 
-def _rule_stop(scored: int, inclusion, best: float) -> str:
+def _rule_stop(scored: int, inclusion, best: float) -> Stop | None:
     """Why Daume III's rule (sec. 4) stops here: no proposal's beta beats
     beta_0 (always so when the empirical-Bayes inclusion probability is 0 and
-    the prior odds are -inf); "" while one does."""
-    if inclusion == 0.0:
-        return (
-            f"no proposal beats beta_0 ({scored} scored; empirical-Bayes inclusion probability 0)"
-        )
-    if not best > 0.0:
-        return f"no proposal beats beta_0 ({scored} scored)"
-    return ""
+    the prior odds are -inf); None while one does."""
+    if inclusion == 0.0 or not best > 0.0:
+        return stop(StopReason.BAYES_RULE, scored=scored, inclusion_zero=bool(inclusion == 0.0))
+    return None
 
 
-def _nothing_proposed(prop, below: float | None) -> str:
+def _nothing_proposed(prop, below: float | None) -> Stop:
     """Why a round has no proposal outside the model (``BayesFactor.propose``)."""
-    why = (
-        "no misclassified training event"
-        if prop.misclassified_events == 0
-        else "no proposal outside the active set"
-    )
+    none = prop.misclassified_events == 0
+    why = StopReason.NO_MISCLASSIFIED if none else StopReason.NO_PROPOSAL
     if below is not None:
-        why += f" nor from the lowest-margin events ({prop.proposing_events})"
-    return why
+        return stop(why, margin_events=int(prop.proposing_events))
+    return stop(why)
 
 
 def _kth_floor(beta: np.ndarray, limit: int) -> float:

@@ -32,6 +32,7 @@ from ..errors import InputError
 from ..jsonio import read_json_object, write_json
 from ..kernels import Space, Weights
 from .base import LoopState
+from .stops import Stop
 
 CHECKPOINT_DIR = "checkpoint"
 STATE_FILE = "state.json"
@@ -126,6 +127,7 @@ class Checkpoint:
             "done": state.done,
             "weights_file": name,
             "info": state.info,
+            "stop": state.stop.to_json() if state.stop is not None else None,
             "trace": state.trace,
         }
         if self.data is not None:
@@ -174,15 +176,25 @@ class Checkpoint:
                 f"{weights_path}: expected as many ids as values, got "
                 f"{len(ids)} ids and {len(weights.values)} values"
             )
+        try:
+            stop = Stop.from_json(doc["stop"]) if doc.get("stop") else None
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise InputError(
+                f"{self.state_path}: 'stop': not a stop reason ({type(e).__name__}: {e}); "
+                "remove the checkpoint directory to start over"
+            ) from None
         return LoopState(
             round=doc["round"],
             weights=weights,
             passes=doc["passes"],
             elapsed_s=doc["elapsed_s"],
             trace=doc["trace"],
-            done=doc["done"],
+            # a finished run checkpointed before stops were typed has no stop:
+            # its next round stops it again, with a typed stop
+            done=bool(doc["done"]) and stop is not None,
             info=doc["info"],
             arrays=arrays,
+            stop=stop,
         )
 
     def _read_state(self) -> dict:

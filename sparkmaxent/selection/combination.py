@@ -44,9 +44,11 @@ from ..kernels.conjunctions import (
     check_key_range,
 )
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
-from .grafting import GradientTest, Grafting, fit_grafting_family, grafting_report, variant
+from .gradient_test import TestResult
+from .grafting import Grafting, fit_grafting_family, grafting_report, variant
 from .loop import run_rounds
 from .reporting import FeatureNamer
+from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +195,7 @@ class Combination:
             weights,
             conj,
             self.degree,
-            g.test_bound,
+            g.gradient_test.bound,
             self.ctx.config.grafting.n_best,
         )
         self.last_found = (weights, found)
@@ -204,15 +206,15 @@ class Combination:
         g = self.grafting(conj)
         if int(state.arrays.get(PHASE, [ATOMS])[0]) == ATOMS:
             out = g.round(state)
-            if not out.stop:
+            if out.stop is None:
                 info = {**out.info, "phase": "atoms"}
                 return dataclasses.replace(out, arrays=_arrays(conj, ATOMS), info=info)
-            log.info("atoms optimized (%s); searching conjunctions", out.note or "certified")
+            log.info("atoms optimized (%s); searching conjunctions", out.note or out.stop.message)
         return self._combination_round(state, conj, g)
 
     def _combination_round(self, state: LoopState, conj: Conjunctions, g: Grafting):
         weights = state.weights
-        test = g.gradient_test(weights)
+        test = g.gradient_test.test(weights)
         found = self.find(weights, conj, g)
         best = max(test.best, found.best)
         info = {"phase": "combination", **found.info}
@@ -221,7 +223,7 @@ class Combination:
             finished = last.get("added", 1) == 0 and last.get("phase") == "combination"
             if test.kkt["passed"] or finished:
                 return RoundOutcome(
-                    True,
+                    stop(StopReason.NO_CANDIDATE_PASSES),
                     weights,
                     objective=g.penalized(test.value, weights),
                     score=best,
@@ -252,7 +254,7 @@ class Combination:
         chosen = remap[p] * K + k
         self.selected = (chosen, grown)
         g2 = self.grafting(grown)
-        gt = GradientTest(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
+        gt = TestResult(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
         out = g2._optimize(weights, gt, g2.round_tol(gt))
         self.namer.conjunctions = grown
         new_conj = [self.namer(int(j)) for j in chosen if j // K >= self.n_atoms][:3]
@@ -401,7 +403,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         cert = state.info["kkt"]
     else:  # stopped by a cap: certify what there is
         found = method.find(state.weights, conj, g)
-        cert = method.certificate(g._certificate(state.weights), found)
+        cert = method.certificate(g.gradient_test.certify(state.weights), found)
     report = grafting_report(ctx, "grafting", g, state, cert)
     K = ctx.backend.space.n_labels
     weights, kept = compact(state.weights, conj, K)
@@ -420,7 +422,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
             if ids[i] // K >= method.n_atoms
         ][:50],
     }
-    return FitResult(weights, report, conjunctions=kept)
+    return FitResult(weights, report, conjunctions=kept, stop=state.stop)
 
 
 def fit_grafting(ctx: TrainingContext) -> FitResult:

@@ -148,8 +148,9 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             [round(s[-1], 6) for s in scores],
         )
         rule.add(gamma, Measure.of_units([s[-1] for s in scores]))
-        if not rule.go_on():
-            log.info("k-fold path stopped: %s", rule.why())
+        why = rule.why()
+        if why is not None:
+            log.info("k-fold path stopped: %s", why.message)
             break
     del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)

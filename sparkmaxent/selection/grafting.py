@@ -10,7 +10,8 @@ re-optimized over the active set, warm-started, each weight held in its
 orthant (Newton or L-BFGS-B, ``solvers/``); weights driven to exactly 0 are
 pruned (footnote 2). The run stops when no candidate passes the test, which
 is then the KKT certificate over all candidates (``problem.kkt``). Above
-``dense_test_max`` candidates the test is block-wise (``kernels/topk.py``).
+``dense_test_max`` candidates the test is block-wise (``kernels/topk.py``);
+the test's implementations are in ``gradient_test.py``.
 
 Inexact rounds, the round solvers and the block-wise test are explained in
 docs/methods/grafting.md.
@@ -27,18 +28,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import TrainConfig
-from ..kernels import LossGrad, Weights
-from ..kernels.thresholded import Decided, resolve
-from ..kernels.topk import top_candidates
-from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
+from ..kernels import Weights
+from ..problem import Objective, Penalty
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
-from .loop import limit_reached, run_rounds
+from .gradient_test import GradientTest, TestResult, make_gradient_test, same_weights
+from .loop import run_rounds
+from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
-
-#: why a run with a pass budget (a path point, selection/path.py) stopped
-BUDGET_SPENT = "pass budget spent"
 
 
 @dataclass(frozen=True)
@@ -61,62 +59,6 @@ def variant(name: str, cfg: TrainConfig) -> Variant:
     raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
 
 
-def select_candidates(
-    full_grad: np.ndarray, active: np.ndarray, threshold: float, n_best: int
-) -> tuple[np.ndarray, float]:
-    """The gradient test: inactive features with |dC/dw_j| > threshold, the
-    ``n_best`` largest first (ties: the smaller id first, also at the cut).
-
-    Parameters
-    ----------
-    full_grad : ndarray, shape (n_features,)
-    active : ndarray of int64
-        Features already in the active set (never selected again).
-
-    Returns
-    -------
-    (ids sorted by decreasing |gradient|, max |gradient| over inactive features)
-    """
-    score = np.abs(full_grad)
-    score[active] = -1.0
-    best = float(score.max(initial=0.0))
-    ids = top_candidates(score, np.arange(len(score)), threshold, n_best)
-    return ids, best
-
-
-@dataclass(frozen=True)
-class GradientTest:
-    """The gradient test at some weights, by either path.
-
-    Attributes
-    ----------
-    value : float
-        C of the smooth part (no l1 term) at the weights.
-    lossgrad : LossGrad
-        Sums of the pass (loss, weight, correct, bias gradient).
-    new : ndarray of int64
-        Selected candidates, the best first.
-    new_grad : ndarray
-        dC/dw_j of the selected candidates.
-    best : float
-        max |dC/dw_j| over inactive features.
-    kkt : dict
-        The KKT certificate at the weights (``problem.kkt.kkt_certificate``).
-    open : int
-        Inactive features the thresholded test left undecided (kernels/
-        thresholded.py): its count over the bound is then a lower bound
-        (``Grafting._certificate`` decides them).
-    """
-
-    value: float
-    lossgrad: LossGrad
-    new: np.ndarray
-    new_grad: np.ndarray
-    best: float
-    kkt: dict
-    open: int = 0
-
-
 class Grafting:
     """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
     on a pass ``budget`` from now (a path point's cut, selection/path.py;
@@ -134,38 +76,19 @@ class Grafting:
         self.spec = spec
         self.penalty = spec.penalty
         cfg = ctx.config
-        # the certificate's own bound (Penalty.test_bound, Penalty.solver_tol)
-        self.test_bound = self.penalty.test_bound(cfg.grafting.kkt_tol)
-        # features per block of the block-wise test; None: the dense test
-        self.block_size = (
-            cfg.grafting.test_block_size
-            if ctx.backend.space.n_features > cfg.grafting.dense_test_max
-            else None
-        )
-        # the dense test's partials thresholded at this fraction of the
-        # test's bound (kernels/thresholded.py); 0: dense partials
-        self.partial_cut = cfg.grafting.partial_cut
-        # entries above the cut a block ships in a test that needs only the
-        # n best (kernels/thresholded.py); None: all
-        self.partial_keep = (
-            cfg.grafting.partial_keep * cfg.grafting.n_best if cfg.grafting.partial_keep else None
-        )
-        # thresholded tests run, and those that needed a second pass
-        self.thresholded_tests = 0
-        self.fetch_passes = 0
+        # the gradient test and the certificate, chosen once (selection/gradient_test.py)
+        self.gradient_test: GradientTest = make_gradient_test(ctx, self.penalty)
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
             max_iter=cfg.max_iter,
             memory=cfg.memory,
             ftol=cfg.ftol,
-            full_gradient=self.block_size is None,
+            full_gradient=self.gradient_test.full_gradient,
             # new weights start at 0 and are log-odds: an unbounded first step
             # overshoots by orders of magnitude; the region bounds the weights only
             # (a common shift of the unpenalized biases changes no probability)
             radius=cfg.grafting.round_radius or np.inf,
         )
-        # the test already known at some weights (from a solver's last pass)
-        self._known: tuple[Weights, GradientTest] | None = None
         self.evaluations = 0
         self.iterations = 0
         self.solver_use: dict[str, int] = {}
@@ -178,108 +101,13 @@ class Grafting:
         self.continued_after: int | None = None
 
     def objective(self, ids: np.ndarray) -> Objective:
-        return Objective(self.ctx.backend, ids, l2=self.penalty.l2, scaling=self.ctx.scaling)
-
-    def gradient_test(self, weights: Weights) -> GradientTest:
-        """The gradient test at ``weights`` over every candidate (one pass,
-        unless the last solver pass already brought the full gradient)."""
-        if self._known is not None and _same(self._known[0], weights):
-            return self._known[1]
-        obj = self.objective(weights.active_ids())
-        theta = _theta(weights)
-        if self.block_size is None and self.partial_cut > 0:
-            test = self._thresholded_test(weights, obj, theta)
-        elif self.block_size is None:
-            test = self._dense_test(weights, obj.evaluate(theta, full_gradient=True, hessian=False))
-        else:
-            value, summary = obj.gradient_summary(
-                theta, self.test_bound, self.ctx.config.grafting.n_best, self.block_size
-            )
-            lg = summary.lg
-            assert lg is not None, "gradient_summary() returns a finished summary"
-            # test_bound = threshold (1 + kkt_tol) is the certificate's bound
-            # too, so the summary's count over it is the certificate's count
-            kkt = kkt_from_parts(
-                summary.active_grad,
-                weights,
-                summary.max_inactive,
-                summary.n_over,
-                summary.n_features,
-                _grad_bias(lg),
-                self.penalty,
-                self.ctx.config.grafting.kkt_tol,
-            )
-            test = GradientTest(
-                value, lg, summary.top_ids, summary.top_grad, summary.max_inactive, kkt
-            )
-        self._known = (weights, test)
-        return test
-
-    def _dense_test(self, weights: Weights, ev: Evaluation) -> GradientTest:
-        """The test from an evaluation that carries the full gradient."""
-        assert ev.full_grad is not None, "callers pass an evaluation with the full gradient"
-        new, best = select_candidates(
-            ev.full_grad, weights.active_ids(), self.test_bound, self.ctx.config.grafting.n_best
-        )
-        # the bias gradient from the raw sums (ev.grad may span pruned ids too)
-        kkt = kkt_certificate(
-            ev.full_grad,
-            weights,
-            _grad_bias(ev.lossgrad),
-            self.penalty,
-            self.ctx.config.grafting.kkt_tol,
-        )
-        return GradientTest(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
-
-    def _thresholded_test(
-        self, weights: Weights, obj: Objective, theta: np.ndarray, exact_count: bool = False
-    ) -> GradientTest:
-        """The dense test from thresholded partials (kernels/thresholded.py),
-        equal to it: one pass, a second where the bounds leave the n best or
-        the maximum open. The certificate's count over the bound is exact
-        when ``exact_count`` (the blocks then ship uncapped) or when nothing
-        passes (``GradientTest.open``)."""
-        n_best = self.ctx.config.grafting.n_best
-        self.thresholded_tests += 1
-        keep = None if exact_count else self.partial_keep
-        value, lg, part = obj.thresholded_partials(theta, self.partial_cut * self.test_bound, keep)
-        out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, exact_count)
-        if not isinstance(out, Decided):
-            self.fetch_passes += 1
-            part = part.with_exact(out, obj.exact_sums(theta, out))
-            out = resolve(part, weights, self.penalty.l2, self.test_bound, n_best, exact_count)
-        if not isinstance(out, Decided):
-            raise RuntimeError("the thresholded gradient test stayed open after its fetch pass")
-        # test_bound is the certificate's bound (1 + kkt_tol) too: the count
-        # over it is the certificate's count
-        kkt = kkt_from_parts(
-            out.active_grad,
-            weights,
-            out.best,
-            out.n_over,
-            self.ctx.backend.space.n_features,
-            _grad_bias(lg),
-            self.penalty,
-            self.ctx.config.grafting.kkt_tol,
-        )
-        return GradientTest(value, lg, out.new, out.new_grad, out.best, kkt, out.n_undecided)
-
-    def _certificate(self, weights: Weights) -> dict:
-        """KKT certificate at ``weights`` over all candidates (a pass unless
-        the test there is known; with its count left open, the thresholded
-        test again with every feature decided)."""
-        test = self.gradient_test(weights)
-        if test.open:
-            obj = self.objective(weights.active_ids())
-            test = self._thresholded_test(weights, obj, _theta(weights), exact_count=True)
-            self._known = (weights, test)
-        return test.kkt
+        return self.gradient_test.objective(ids)
 
     def penalized(self, value: float, weights: Weights) -> float:
         """C with the l1 term, from the smooth part's ``value``."""
         return value + self.penalty.l1_value(weights.values)
 
-    def round_tol(self, test: GradientTest) -> float:
+    def round_tol(self, test: TestResult) -> float:
         """A round's projected-gradient tolerance: ``round_tol_ratio`` times
         the test's excess (how far the best candidate violates optimality),
         never below the final tolerance. An active set that is about to grow
@@ -287,28 +115,26 @@ class Grafting:
         anyway (the inexact subproblems of working-set methods: Johnson &
         Guestrin 2015, Blitz). The best new weight's projected gradient at 0
         is the excess itself, so every round moves at least it."""
-        excess = test.best - self.test_bound
+        excess = test.best - self.gradient_test.bound
         return max(self.options.tol, self.ctx.config.grafting.round_tol_ratio * excess)
 
     def round(self, state: LoopState) -> RoundOutcome:
         weights = state.weights
         if self.budget_left() == 0:
             if self.keep_going is None or not self.keep_going(weights):
-                return RoundOutcome(
-                    True, weights, note=BUDGET_SPENT, info={"stopped": BUDGET_SPENT}
-                )
+                return RoundOutcome(stop(StopReason.BUDGET_SPENT), weights)
             # go on from here (weights, active set, the test known at them):
             # no pass of the budget is paid again
             self.continued_after = state.passes
             self.pass_limit = None
-        test = self.gradient_test(weights)
+        test = self.gradient_test.test(weights)
         if len(test.new):
             return self._optimize(weights, test, self.round_tol(test))
         last = state.trace[-1] if state.trace else {}
         if test.kkt["passed"] or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
             return RoundOutcome(
-                True,
+                stop(StopReason.NO_CANDIDATE_PASSES),
                 weights,
                 objective=self.penalized(test.value, weights),
                 score=test.best,
@@ -324,7 +150,7 @@ class Grafting:
             return None
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
-    def _optimize(self, weights: Weights, test: GradientTest, tol: float) -> RoundOutcome:
+    def _optimize(self, weights: Weights, test: TestResult, tol: float) -> RoundOutcome:
         """Add the test's candidates (none in a finishing round), re-optimize
         the active set to projected gradient ``tol``, prune zeros."""
         spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
@@ -370,8 +196,8 @@ class Grafting:
         keep = w != 0 if penalty.prunes else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:
-            self._known = (out, self._dense_test(out, res.last))
-        if len(new) and _same(out, weights):
+            self.gradient_test.remember(out, res.last)
+        if len(new) and same_weights(out, weights):
             # every new weight stayed at 0: the solver could not move it, and
             # the same test would pick it again. Stop instead of cycling.
             log.warning(
@@ -382,14 +208,14 @@ class Grafting:
                 tol,
             )
             return RoundOutcome(
-                True,
+                stop(StopReason.NO_PROGRESS, added=len(new)),
                 weights,
                 objective=res.value,
                 score=test.best,
-                info={"kkt": self._certificate(weights)},
+                info={"kkt": self.gradient_test.certify(weights)},
             )
         return RoundOutcome(
-            False,
+            None,
             out,
             added=len(new),
             removed=int(n - keep.sum()),
@@ -409,45 +235,6 @@ class Grafting:
         )
 
 
-def _theta(weights: Weights) -> np.ndarray:
-    """The parameter vector of an Objective over ``weights.active_ids()``."""
-    return np.concatenate([weights.values, weights.bias if weights.bias is not None else []])
-
-
-def _grad_bias(lg: LossGrad) -> np.ndarray | None:
-    return lg.grad_bias / lg.weight if lg.grad_bias is not None else None
-
-
-def _same(a: Weights, b: Weights) -> bool:
-    return (
-        np.array_equal(a.active_ids(), b.active_ids())
-        and np.array_equal(a.values, b.values)
-        and (a.bias is None) == (b.bias is None)
-        and (a.bias is None or b.bias is not None and np.array_equal(a.bias, b.bias))
-    )
-
-
-def test_path(method: Grafting) -> dict:
-    """How ``method``'s gradient test runs (dense or block-wise), for logs and reports."""
-    n = method.ctx.backend.space.n_features
-    if method.block_size is None and method.partial_cut > 0:
-        return {
-            "path": "dense",
-            "partials": "thresholded",
-            "partial_cut": method.partial_cut,
-            "partial_keep": method.partial_keep,
-            "tests": method.thresholded_tests,
-            "fetch_passes": method.fetch_passes,
-        }
-    if method.block_size is None:
-        return {"path": "dense"}
-    return {
-        "path": "block-wise",
-        "block_size": method.block_size,
-        "blocks": -(-n // method.block_size),
-    }
-
-
 def fit_grafting_family(
     ctx: TrainingContext,
     name: str,
@@ -463,7 +250,7 @@ def fit_grafting_family(
     spec = variant(name, ctx.config)
     penalty = spec.penalty
     method = Grafting(ctx, spec, budget, keep_going if budget is not None else None)
-    path = test_path(method)
+    path = method.gradient_test.describe()
     log.info(
         "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
         "over %d candidates",
@@ -478,9 +265,9 @@ def fit_grafting_family(
     )
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|", start=start)
     # stopped by a cap: certify what there is (one more pass)
-    cert = state.info["kkt"] if "kkt" in state.info else method._certificate(state.weights)
+    cert = state.info["kkt"] if "kkt" in state.info else method.gradient_test.certify(state.weights)
     report = grafting_report(ctx, name, method, state, cert)
-    return FitResult(state.weights.sparse(), report)
+    return FitResult(state.weights.sparse(), report, stop=state.stop)
 
 
 def grafting_report(
@@ -489,9 +276,9 @@ def grafting_report(
     """The run report of a grafting-family run that ended in ``state`` with
     certificate ``cert`` (warned about when it failed)."""
     penalty, weights = method.penalty, state.weights
-    test = method.gradient_test(weights)  # known by now: no pass
+    test = method.gradient_test.test(weights)  # known by now: no pass
     lg = test.lossgrad
-    spent = state.info.get("stopped") == BUDGET_SPENT
+    spent = state.stop is not None and state.stop.reason is StopReason.BUDGET_SPENT
     if not cert["passed"] and not spent:
         log.warning(
             "%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
@@ -512,11 +299,6 @@ def grafting_report(
         "loss": lg.loss / lg.weight,
         "train_accuracy": lg.correct / lg.weight,
         "rounds_run": state.round,
-        "stopped": state.info["stopped"]
-        if spent
-        else "no candidate passes the test"
-        if state.done
-        else limit_reached(ctx.config, state),
         "budget_spent": spent,
         "continued_after": method.continued_after,
         "converged": bool(state.done and cert["passed"]),
@@ -524,7 +306,7 @@ def grafting_report(
         "iterations": method.iterations,
         "evaluations": method.evaluations,
         "solvers": method.solver_use,
-        "gradient_test": test_path(method),
+        "gradient_test": method.gradient_test.describe(),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,

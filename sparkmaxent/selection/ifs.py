@@ -37,8 +37,9 @@ from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import fit_smooth, refit_active
 from .checkpoint import has_checkpoint
 from .choice import best_stage
-from .loop import TIE_RTOL, add_feature, best_of, limit_reached, run_rounds
+from .loop import TIE_RTOL, add_feature, best_of, run_rounds
 from .reporting import FeatureNamer
+from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -251,23 +252,18 @@ class Incremental:
         objective = state.trace[-1]["objective"] if state.trace else self.initial_loss(weights)
         selected = weights.active_ids()
         if cfg.selection.max_features and len(selected) >= cfg.selection.max_features:
-            return _stop(
-                weights, objective, float("nan"), f"max_features = {cfg.selection.max_features}"
-            )
+            why = stop(StopReason.MAX_FEATURES, limit=cfg.selection.max_features)
+            return _stop(weights, objective, float("nan"), why)
         want = self.stage_size(state)
         if cfg.selection.max_features:
             want = min(want, cfg.selection.max_features - len(selected))
         arrays, picks, batches = self._pick(state, stage, want)
         if not picks:
-            return _stop(weights, objective, float("nan"), "no candidate left")
+            return _stop(weights, objective, float("nan"), stop(StopReason.NO_CANDIDATE_LEFT))
         j, g, a = picks[0]
         if not g > cfg.ifs.gain_threshold:
-            return _stop(
-                weights,
-                objective,
-                g,
-                f"best gain {g:.4g} <= gain_threshold {cfg.ifs.gain_threshold:g}",
-            )
+            why = stop(StopReason.GAIN_THRESHOLD, gain=g, threshold=cfg.ifs.gain_threshold)
+            return _stop(weights, objective, g, why)
         picks = [p for p in picks if p[1] > cfg.ifs.gain_threshold]
         arrays["stage_size"] = np.array([want], dtype=np.int64)
         new = weights
@@ -303,7 +299,7 @@ class Incremental:
             ", re-estimated" if reestimated else ""
         )
         return RoundOutcome(
-            False,
+            None,
             new,
             added=len(picks),
             objective=objective,
@@ -400,14 +396,9 @@ def top_gains(gains: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((ids, -gains))[:k]
 
 
-def _stop(weights: Weights, objective: float, best: float, why: str) -> RoundOutcome:
+def _stop(weights: Weights, objective: float, best: float, why: Stop) -> RoundOutcome:
     return RoundOutcome(
-        True,
-        weights,
-        objective=objective,
-        score=best,
-        info={"stopped": why},
-        note=f"stopped: {why}",
+        why, weights, objective=objective, score=best, note=f"stopped: {why.message}"
     )
 
 
@@ -442,7 +433,6 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         "candidates": int(len(method.candidates)),
         "stages": state.round,
         "choice": choice,
-        "stopped": state.info["stopped"] if state.done else limit_reached(cfg, state),
         "gain_evaluations": int(sum(evals)),
         "mean_gain_evaluations_per_stage": float(np.mean(evals)) if evals else 0.0,
         "final_reestimate": final_reestimate,
@@ -450,7 +440,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": trace,
     }
-    return FitResult(weights.sparse(), report)
+    return FitResult(weights.sparse(), report, stop=state.stop)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
 from .choice import BEST_KEYS, keep_if_best, measure_weights, stage_rule
 from .reporting import PLOTS_DIR, write_plots
 from .stopping import StopRule
+from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -34,21 +35,21 @@ class RoundMethod(Protocol):
         ...
 
 
-def limit_reached(cfg, state: LoopState) -> str:
+def limit_reached(cfg, state: LoopState) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
-    loop before the method stops by itself; '' while none is reached. The
+    loop before the method stops by itself; None while none is reached. The
     time cap also ends it when the next round, if it takes as long as the
     last one, would end past the cap (a budget, not a point to overrun by
     a round)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
-        return f"max_rounds = {cfg.selection.max_rounds}"
+        return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
     cap = cfg.selection.max_seconds
     if cap:
         times = [0.0] + [float(r["elapsed_s"]) for r in state.trace[-2:]]
         last = times[-1] - times[-2] if len(times) >= 2 and state.trace else 0.0
         if state.elapsed_s >= cap or (state.trace and state.elapsed_s + last > cap):
-            return f"max_seconds = {cap:g}"
-    return ""
+            return stop(StopReason.MAX_SECONDS, limit=cap)
+    return None
 
 
 def run_rounds(
@@ -86,7 +87,8 @@ def run_rounds(
     Returns
     -------
     LoopState
-        The final state; ``state.trace`` is the per-round trace.
+        The final state; ``state.trace`` is the per-round trace and
+        ``state.stop`` why the loop ended.
     """
     cfg = ctx.config
     checkpoint = (
@@ -107,17 +109,17 @@ def run_rounds(
         state.passes = base_passes + ctx.backend.passes - passes0
         state.elapsed_s = round(base_elapsed + time.perf_counter() - t0, 3)
 
-    while not state.done and not limit_reached(cfg, state):
+    while not state.done and limit_reached(cfg, state) is None:
         outcome = method.round(state)
         counters()
-        if outcome.stop:
-            state.done = True
+        if outcome.stop is not None:
+            state.done, state.stop = True, outcome.stop
             state.info.update(outcome.info)
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"
             log.info(
                 "round %d: %s%s; %d passes, %.1fs",
                 state.round + 1,
-                outcome.note or "no candidate passes the test",
+                outcome.note or outcome.stop.message,
                 best,
                 state.passes,
                 state.elapsed_s,
@@ -131,18 +133,19 @@ def run_rounds(
                 bias=outcome.weights.bias,
             )
             _record_round(ctx, state, outcome, score_name, score_label, rule)
-            why = f"held-out stop rule: {rule.why()}" if rule is not None and rule.why() else ""
-            if why:
-                state.done = True
-                state.info["stopped"] = why
-                log.info("round %d: stopped: %s", state.round, why)
+            why = rule.why() if rule is not None else None
+            if why is not None:
+                state.done, state.stop = True, why
+                log.info("round %d: stopped: %s", state.round, why.message)
         if checkpoint is not None:
             checkpoint.save(state, name)
-        if outcome.stop:
+        if outcome.stop is not None:
             break
         if ctx.on_round is not None:
             ctx.on_round(state)
     counters()
+    if state.stop is None:  # the loop ended at a cap
+        state.stop = limit_reached(cfg, state)
     if ctx.output_dir and cfg.selection.plots and state.trace:
         write_plots(state.trace, storage.join(ctx.output_dir, PLOTS_DIR), score_name, score_label)
     return state

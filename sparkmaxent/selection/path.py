@@ -80,7 +80,7 @@ def null_model(ctx: TrainingContext) -> Weights:
 def gamma1_max(ctx: TrainingContext, start: Weights) -> float:
     """max |dL/dw_j| over all candidates at ``start`` (one pass): the
     smallest gamma1 at which every weight stays 0."""
-    return Grafting(ctx, variant(ctx.config.method, ctx.config)).gradient_test(start).best
+    return Grafting(ctx, variant(ctx.config.method, ctx.config)).gradient_test.test(start).best
 
 
 def _checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
@@ -328,8 +328,9 @@ def run_path(
         )
         if not row["cut"]:
             best = max(best, row["heldout_score"])
-        if not rule.go_on():
-            log.info("path stopped: %s", rule.why())
+        why = rule.why()
+        if why is not None:
+            log.info("path stopped: %s", why.message)
             break
         if choice.max_weights and row["features"] > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate

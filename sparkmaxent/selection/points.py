@@ -102,7 +102,7 @@ def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous
     solution above 2 gamma - previous; one pass. 0 with the block-wise
     test (the dense gradient never reaches the driver)."""
     method = Grafting(ctx, variant(ctx.config.method, ctx.config))
-    if method.block_size is not None:
+    if not method.gradient_test.full_gradient:
         return 0
     obj = method.objective(start.active_ids())
     theta = np.concatenate([start.values, start.bias if start.bias is not None else []])

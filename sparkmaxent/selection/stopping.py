@@ -30,6 +30,8 @@ import math
 
 import numpy as np
 
+from .stops import Stop, StopReason, stop
+
 
 @dataclasses.dataclass(frozen=True)
 class Measure:
@@ -142,22 +144,24 @@ class StopRule:
         return len(self.points) - 1 - (self._best if self._best is not None else -1)
 
     def go_on(self) -> bool:
-        return not self.why()
+        return self.why() is None
 
-    def why(self) -> str:
-        """Why the sequence should stop now ('' while it should go on)."""
+    def why(self) -> Stop | None:
+        """Why the sequence should stop now (None while it should go on)."""
         if not self.patience or self._best is None:
-            return ""
+            return None
         behind = self.behind()
         if self.max_behind is not None and behind >= self.max_behind:
-            return f"{behind} points without a better held-out score (max {self.max_behind})"
+            return stop(StopReason.HELDOUT_MAX_BEHIND, behind=behind, max_behind=self.max_behind)
         if behind >= self.patience and self._last_gap > self.margin:
-            return (
-                f"{behind} points without a better held-out score, the last "
-                f"{self._last_gap:.2f} standard errors of the difference below the best "
-                f"(patience {self.patience}, margin {self.margin:g})"
+            return stop(
+                StopReason.HELDOUT_RULE,
+                behind=behind,
+                gap=float(self._last_gap),
+                patience=self.patience,
+                margin=self.margin,
             )
-        return ""
+        return None
 
     def choice(self) -> int:
         """Index of the chosen point: the best, or with ``one_se`` the

@@ -137,8 +137,10 @@ def read_parquet_file(path: str, columns: list[str] | None = None):
 
     data = read_bytes(path)
     try:
-        return pq.read_table(pa.BufferReader(data), columns=columns)
-    except (pa.ArrowException, ValueError) as e:
+        return pq.read_table(
+            pa.BufferReader(data), columns=columns, page_checksum_verification=True
+        )
+    except (pa.ArrowException, ValueError, OSError) as e:
         raise InputError(f"{path}: cannot read it as Parquet: {e}") from None
 
 
@@ -161,10 +163,14 @@ def refuse_existing_output(
 
 
 def check_parquet_files(directory: str) -> None:
-    """Every Parquet file of ``directory`` ends in a whole footer (the
-    ``PAR1`` magic after a length that fits the file), read from its last
-    bytes only; InputError naming the first that does not (truncated, e.g.
-    by a full disk or a copy cut short). What Spark would fail on mid-job."""
+    """Every Parquet file of ``directory`` whole: it ends in a footer (the
+    ``PAR1`` magic after a length that fits the file: truncated, e.g. by a
+    full disk or a copy cut short) and every page decodes and matches its
+    CRC (damage anywhere in the data; Spark and :func:`write_parquet` write
+    page checksums, which Spark's readers do not verify by default: a
+    damaged page would be read as wrong values). InputError naming the
+    first file that is not whole. Reads each file once, a row group at a
+    time, in the driver."""
     files = parquet_files(directory)
     if not files:
         raise InputError(f"{directory}: expected *.parquet files, found none")
@@ -178,6 +184,22 @@ def check_parquet_files(directory: str) -> None:
                 f"{path}: cannot read it as Parquet: no footer at its end "
                 f"({size} bytes; truncated or damaged)"
             )
+        _check_pages(path)
+
+
+def _check_pages(path: str) -> None:
+    """Every row group of one Parquet file decoded with its page checksums
+    verified; InputError naming the file otherwise."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = read_bytes(path)
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
+        for group in range(parquet.num_row_groups):
+            parquet.read_row_group(group)
+    except (pa.ArrowException, ValueError, OSError) as e:
+        raise InputError(f"{path}: cannot read it as Parquet: {e} (damaged)") from None
 
 
 def write_parquet(path: str, table) -> None:
@@ -186,7 +208,7 @@ def write_parquet(path: str, table) -> None:
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    pq.write_table(table, sink, write_page_checksum=True)  # as Spark does: damage is found
     write_bytes(path, sink.getvalue().to_pybytes(), atomic=False)
 
 

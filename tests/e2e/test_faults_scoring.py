@@ -136,3 +136,33 @@ def test_pipeline_killed_at_a_storage_step_leaves_nothing_half_written_and_a_rer
     assert got["train"]["objective"] == pytest.approx(want["train"]["objective"], rel=1e-12)
     assert got["test"]["accuracy"] == want["test"]["accuracy"]
     assert leftovers(out) == []
+
+
+def test_predict_overwrite_killed_while_replacing_its_predictions_keeps_the_old_ones(
+    data, tmp_path, capsys
+):
+    """``predict --overwrite`` killed between publish's renames (``swap``:
+    the old predictions moved aside, the new ones not yet in): the next
+    predict puts the old ones back and, without --overwrite, refuses them
+    (exit 2, naming them) with their rows intact; with it, the predictions
+    of an uninterrupted run."""
+    out, ref = tmp_path / "preds", tmp_path / "ref"
+    old_input = scoring_args(data, "--output", str(out))
+    old_input[old_input.index(str(data / "b.txt"))] = str(data / "a.txt")
+    assert predict_main(old_input) == 0
+    old = _rows(out)
+    assert predict_main(scoring_args(data, "--output", str(ref))) == 0
+    assert _rows(ref) != old
+    new = scoring_args(data, "--output", str(out), "--overwrite")
+    run_killed([*CLI, "predict", *new], "swap:1")
+    assert not out.exists()  # only in its .old- sibling now
+    assert [p for p in os.listdir(tmp_path) if p.startswith(".preds.old-")]
+    capsys.readouterr()
+    assert predict_main(scoring_args(data, "--output", str(out))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(out) in err and "exists" in err, err
+    assert _rows(out) == old  # nothing lost
+    assert predict_main(new) == 0
+    assert _rows(out) == _rows(ref)
+    assert leftovers(out) == []
+    assert sorted(os.listdir(tmp_path)) == ["preds", "ref"]

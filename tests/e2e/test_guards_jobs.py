@@ -39,6 +39,20 @@ def test_bad_train_settings_exit_3_naming_the_key(tmp_path, capsys, setting, key
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "setting, key",
+    [("data.synthetic.n_labels=1", "n_labels >= 2"), ("data.synthetic.n_event=9", "['n_event']")],
+)
+def test_a_bad_synthetic_spec_exits_3_naming_the_key(tmp_path, capsys, setting, key):
+    """issue 40: the pipeline's generator settings are configuration (exit 3,
+    one line), not a traceback once the pipeline reaches the generator."""
+    out = tmp_path / "out"
+    assert job_main("pipeline")(["--output", str(out), "--set", setting]) == EXIT_BAD_CONFIG
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "data.synthetic" in err and key in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists(), err
+
+
 def test_prepare_refuses_a_value_over_the_bound_exit_2(spark, tmp_path, capsys):
     """The issue's input: a value of 1e300 trained to a NaN model with exit 0."""
     f = tmp_path / "huge.txt"

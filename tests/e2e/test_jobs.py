@@ -366,23 +366,50 @@ def test_damaged_model_exits_2_naming_the_file(spark, run_dir, tmp_path, capsys,
     assert err.startswith("error: ") and damaged in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", ["evaluate", "predict"])
-def test_a_truncated_vocabulary_exits_2_naming_the_file(spark, run_dir, tmp_path, capsys, command):
-    """issue 40 item 2: the model's vocabulary/features Parquet cut to 100
-    bytes: exit 2 naming that file, before any Spark job (no traceback)."""
+def _damage_parquet(path, how):
+    """Cut a Parquet file to 100 bytes, or flip 4 bytes in the middle of its
+    first column's pages (the footer intact: what only page checksums find)."""
+    data = bytearray(open(path, "rb").read())
+    if how == "truncated":
+        data = data[:100]
+    else:
+        chunk = pq.ParquetFile(path).metadata.row_group(0).column(0)
+        start = chunk.dictionary_page_offset or chunk.data_page_offset
+        middle = start + chunk.total_compressed_size // 2
+        data[middle : middle + 4] = bytes(b ^ 0x5A for b in data[middle : middle + 4])
+    open(path, "wb").write(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "part,how,command",
+    [
+        ("vocabulary/features", "truncated", "evaluate"),
+        ("vocabulary/features", "truncated", "predict"),
+        ("vocabulary/features", "middle", "evaluate"),
+        ("vocabulary/features", "middle", "predict"),
+        ("weights", "middle", "evaluate"),
+    ],
+)
+def test_a_damaged_model_parquet_file_exits_2_naming_it(
+    spark, run_dir, tmp_path, capsys, part, how, command
+):
+    """issue 40 item 2: a Parquet file of the model (its vocabulary's
+    dictionary, its weights) cut short or damaged in the middle: exit 2
+    naming that file, before any Spark job (no traceback), never a
+    prediction from wrong names or weights."""
     model = tmp_path / "model"
     shutil.copytree(run_dir / "model", model)
-    features = model / "vocabulary" / "features"
-    part = sorted(features.glob("part-*.parquet"))[0]
-    part.write_bytes(part.read_bytes()[:100])
+    damaged = sorted((model / part).glob("part-*.parquet"))[0]
+    _damage_parquet(damaged, how)
     text = tmp_path / "test.txt"
     text.write_text("L0 p1 p2\nL1 p5\n")
     args = ["--model", str(model), "--input", str(text), "--format", "maxent"]
     capsys.readouterr()
     if command == "predict":
         assert predict_main(args + ["--output", str(tmp_path / "pred")]) == 2
+        assert not (tmp_path / "pred").exists()
     else:
         assert evaluate_main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {part}: cannot read it as Parquet"), err
+    assert err.startswith("error: ") and f"{damaged}: cannot read it as Parquet" in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -64,6 +64,7 @@ def test_executors_that_cannot_unpack_the_archive_end_the_run_with_exit_6(tmp_pa
         took = time.monotonic() - t0
     assert r.returncode == EXIT_STALLED, (r.returncode, r.stderr[-6000:])
     error = r.stderr[r.stderr.index("error: ") :]
+    print(f"exit {r.returncode} after {took:.0f} s: {error}")  # shown with pytest -rP
     assert f"spark.max_executor_losses = {LOSSES}" in error, error
     assert "No space left on device" in error, error
     assert os.path.join(out, "checkpoint") in error, error

@@ -21,7 +21,7 @@ from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
 from sparkmaxent.kernels.stats import Count, CountTask
 from sparkmaxent.plan import ExecutionPlan, Limits
 from sparkmaxent.problem import Objective
-from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.selection.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.session_kind import is_connect
 from sparkmaxent.train import train
 
@@ -87,7 +87,7 @@ def test_many_partitions_merge_in_a_tree_stage_to_the_local_sums(spark, problem)
         w = train(local, grafting(max_rounds=1)).weights
         obj = Objective(fb, w.ids)
         theta = np.concatenate([w.values, w.bias])
-        value, summary = obj.gradient_summary(theta, GAMMA * (1 + 1e-6), 5, 7)
+        value, summary = blockwise_summary(obj, theta, GAMMA * (1 + 1e-6), 5, 7)
         dense = Objective(local, w.ids).evaluate(theta, full_gradient=True, hessian=False)
         assert value == pytest.approx(dense.value, rel=1e-12)
         ids, _ = select_candidates(dense.full_grad, w.ids, GAMMA * (1 + 1e-6), 5)

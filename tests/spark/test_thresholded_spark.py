@@ -45,7 +45,7 @@ def config(**kw):
 def _test(backend, weights, cut, **kw):
     cfg = config(partial_cut=cut, **kw)
     method = Grafting(TrainingContext(backend, cfg), variant("grafting", cfg))
-    return method.gradient_test(weights), method
+    return method.gradient_test.test(weights), method
 
 
 def _weights(space, seed=0, n=15):
@@ -65,9 +65,9 @@ def test_thresholded_test_on_spark_is_the_dense_test_there_and_the_local_one(
     dense, _ = _test(backend, weights, 0.0, n_best=n_best)
     _assert_same_test(thr, dense, method, weights)
     if n_best == 200:  # every passing feature among the n best: some fetched
-        assert method.fetch_passes >= 1
+        assert method.gradient_test.fetch_passes >= 1
     if keep == 1:  # some partition's block did cap what it shipped
-        tau = cut * method.test_bound
+        tau = cut * method.gradient_test.bound
         part = backend.run(ThresholdedTestTask(space, weights, None, tau, n_best))
         assert part.cut > tau * part.weight
     local, _ = _test(LocalBackend([block], space), weights, cut, n_best=n_best)
@@ -86,7 +86,7 @@ def test_the_frame_backends_thresholded_test_is_its_dense_test(spark, problem):
         thr, method = _test(fb, weights, 0.9, n_best=200)
         dense, _ = _test(fb, weights, 0.0, n_best=200)
         _assert_same_test(thr, dense, method, weights)
-        assert method.fetch_passes >= 1
+        assert method.gradient_test.fetch_passes >= 1
 
 
 def test_grafting_on_spark_with_thresholded_partials_grafts_the_dense_model(backend):

@@ -11,7 +11,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
-from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.selection.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.train import train
 
 from .helpers import written_multiclass
@@ -47,7 +47,7 @@ def test_block_pass_selects_what_the_dense_pass_selects(backend, problem):
     obj = Objective(backend, w.ids)
     bound = GAMMA * (1 + 1e-6)
     passes = backend.passes
-    value, summary = obj.gradient_summary(theta, bound, 5, 7)  # 26 feature blocks of 7
+    value, summary = blockwise_summary(obj, theta, bound, 5, 7)  # 26 feature blocks of 7
     assert backend.passes == passes + 1 and backend.live_broadcasts == 0
     ev = obj.evaluate(theta, full_gradient=True, hessian=False)
     ids, best = select_candidates(ev.full_grad, w.ids, bound, 5)
@@ -106,9 +106,9 @@ def test_the_frame_backends_block_pass_gives_the_rdd_backends_summary(spark, bac
     w = train(LocalBackend([block], space), config(max_rounds=1)).weights
     theta = np.concatenate([w.values, w.bias])
     bound = GAMMA * (1 + 1e-6)
-    value, rdd = Objective(backend, w.ids).gradient_summary(theta, bound, 5, 7)
+    value, rdd = blockwise_summary(Objective(backend, w.ids), theta, bound, 5, 7)
     with FrameBackend(spark, directory, info, bias=True, partitions=3) as fb:
-        value_f, frame = Objective(fb, w.ids).gradient_summary(theta, bound, 5, 7)
+        value_f, frame = blockwise_summary(Objective(fb, w.ids), theta, bound, 5, 7)
     assert value_f == pytest.approx(value, rel=1e-14)
     assert len(rdd.top_ids) == 5
     np.testing.assert_array_equal(frame.top_ids, rdd.top_ids)

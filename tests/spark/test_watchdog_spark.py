@@ -119,3 +119,29 @@ def test_the_executor_list_reads_on_a_real_context(spark):
     assert status.lost_executors() == []  # local mode: none to lose
     status.local = False
     assert status.lost_executors() == []
+
+
+def test_the_automatic_limit_cancels_a_pass_far_slower_than_the_ones_measured(
+    spark, dataset, monkeypatch
+):
+    """issue 40: with spark.pass_timeout_s = 0 a pass is limited to
+    pass_timeout_factor times the slowest pass so far (the caching counted),
+    at least pass_timeout_floor_s: a pass hung far past that is cancelled
+    (exit 6's StalledError, naming the keys); the passes measured set it."""
+    directory, info = dataset
+    monkeypatch.setattr(SparkBackend, "watchdog_poll_s", 0.1)
+    limits = dict(pass_timeout_factor=2.0, pass_timeout_floor_s=0.5)
+    with SparkBackend(spark, directory, info, partitions=2, name="auto", **limits) as backend:
+        assert backend.pass_limit.slowest_s > 0  # the caching, measured
+        backend.run(CountTask())
+        limit, rule = backend.pass_limit.next()
+        assert limit == max(0.5, 2.0 * backend.pass_limit.slowest_s)
+        t0 = time.monotonic()
+        with pytest.raises(StalledError) as err:
+            backend.run(SleepTask(120.0))
+        took = time.monotonic() - t0
+        assert limit <= took < limit + 20.0, (limit, took)
+        message = str(err.value)
+        assert message.startswith(f"auto: pass 2 (SleepTask) cancelled: it ran longer than {rule}")
+        assert "spark.pass_timeout_factor = 2 times the slowest pass so far" in message, message
+        assert backend.pass_limit.slowest_s < limit  # a cancelled pass is not a measure

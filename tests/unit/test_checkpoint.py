@@ -276,3 +276,32 @@ def test_an_in_memory_backend_resumes_without_a_data_check(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="sparkmaxent"):
         train(LocalBackend([block], space), grafting_config(), output_dir=out, resume=True)
     assert not [r for r in caplog.records if "fingerprint" in r.getMessage()]
+
+
+# ---- the stop a checkpoint keeps --------------------------------------------------
+
+
+def test_a_finished_runs_checkpoint_keeps_its_typed_stop(tmp_path):
+    """A finished run resumed from its checkpoint reports the same typed stop
+    (no pass); a checkpoint of a finished run without ``stop`` (written
+    before stops were typed) goes on for a round, which stops it again."""
+    from sparkmaxent.selection.stops import StopReason
+
+    directory, out = dataset(tmp_path, "train", seed=1), str(tmp_path / "out")
+    whole = train(local(directory), grafting_config(), output_dir=out)
+    path = os.path.join(out, CHECKPOINT_DIR, STATE_FILE)
+    doc = json.load(open(path))
+    assert doc["done"] and doc["stop"] == {"reason": "no_candidate_passes"}
+    assert whole.stop is not None and whole.stop.reason is StopReason.NO_CANDIDATE_PASSES
+    again = train(local(directory), grafting_config(), output_dir=out, resume=True)
+    assert again.stop == whole.stop and again.report["stopped"] == whole.report["stopped"]
+    assert again.report["rounds_run"] == whole.report["rounds_run"]
+    del doc["stop"]
+    json.dump(doc, open(path, "w"))
+    legacy = train(local(directory), grafting_config(), output_dir=out, resume=True)
+    assert legacy.stop == whole.stop and legacy.report["stop_reason"] == "no_candidate_passes"
+    np.testing.assert_array_equal(legacy.weights.values, whole.weights.values)
+    doc["stop"] = {"reason": "no such reason"}
+    json.dump(doc, open(path, "w"))
+    with pytest.raises(InputError, match=r"state\.json: 'stop': not a stop reason"):
+        train(local(directory), grafting_config(), output_dir=out, resume=True)

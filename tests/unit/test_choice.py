@@ -29,6 +29,7 @@ from sparkmaxent.selection.path import (
     scored_point,
 )
 from sparkmaxent.selection.stopping import choose
+from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
 from .helpers import random_block
@@ -521,6 +522,7 @@ def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(probl
     assert chosen == int(np.argmax(scores[:stop])) + 1
     assert res.weights.nnz == rounds[chosen - 1]["active"]
     assert res.report["stopped"].startswith("held-out stop rule: 3 points")
+    assert res.stop.reason is StopReason.HELDOUT_RULE and res.stop.detail["patience"] == 3
     # without held-out data there is nothing to stop on
     alone = run(problem, heldout=False, patience=3, patience_se=0.0, **keys)
     assert len(alone.report["rounds"]) > stop

@@ -129,3 +129,25 @@ def test_train_key_names_are_unique_across_sections():
         n for path, cls in SECTIONS.items() if path.startswith("train") for n in _key_names(cls)
     )
     assert [n for n, c in names.items() if c > 1] == []
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("data.synthetic.n_event=5", "data.synthetic: unknown key(s) ['n_event']; expected"),
+        ("data.synthetic.n_events=abc", "data.synthetic.n_events: expected an integer, got 'abc'"),
+        ("data.synthetic.n_events=2.5", "data.synthetic.n_events: expected an integer, got 2.5"),
+        ("data.synthetic.seed=true", "data.synthetic.seed: expected an integer, got True"),
+        ("data.synthetic.zipf_exponent=nan", "zipf_exponent: expected a finite number, got nan"),
+        ("data.synthetic.n_labels=1", "data.synthetic: expected n_labels >= 2, got 1"),
+    ],
+)
+def test_a_bad_synthetic_spec_is_a_config_error_naming_the_key(override, message):
+    """issue 40: a bad data.synthetic field is exit 3 naming it when the
+    configuration is read (it was a TypeError or ValueError, exit 1, once
+    the pipeline reached the generator)."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    assert message in str(e.value), str(e.value)
+    spec = load_config(None, ["data.synthetic.n_events=7", "data.synthetic.weight_scale=3"])
+    assert spec.data.synthetic == {"n_events": 7, "weight_scale": 3.0}

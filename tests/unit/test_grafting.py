@@ -24,7 +24,8 @@ from sparkmaxent.kernels import (
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.problem import Objective, Penalty, kkt_certificate, orthant_problem
-from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.selection.gradient_test import select_candidates
+from sparkmaxent.selection.stops import Stop, StopReason
 from sparkmaxent.train import METHODS, train
 
 from .helpers import interrupt_and_resume, random_candidates
@@ -81,13 +82,13 @@ def binary_candidates(seed=0, m=300, D=12, density=0.3):
 
 def test_gradient_test_picks_the_n_largest_inactive_above_threshold():
     g = np.array([0.5, -0.9, 0.05, 0.7, -0.3, 0.2, -0.7])
-    ids, best = select_candidates(g, np.array([1]), threshold=0.25, n_best=3)
+    ids, best = select_candidates(g, np.array([1]), bound=0.25, n_best=3)
     # feature 1 is active; 3 and 6 tie at 0.7 (lower id first), then 0
     assert ids.tolist() == [3, 6, 0]
     assert best == pytest.approx(0.7)
-    ids, _ = select_candidates(g, np.array([1]), threshold=0.25, n_best=100)
+    ids, _ = select_candidates(g, np.array([1]), bound=0.25, n_best=100)
     assert sorted(ids.tolist()) == [0, 3, 4, 6]
-    ids, best = select_candidates(g, np.arange(7), threshold=0.0, n_best=2)
+    ids, best = select_candidates(g, np.arange(7), bound=0.0, n_best=2)
     assert len(ids) == 0 and best == 0.0
 
 
@@ -199,6 +200,8 @@ def test_max_seconds_stops_after_the_round_that_passes_it():
     _, block, space = planted()
     res = train(LocalBackend([block], space), grafting_config(n_best=2, max_seconds=1e-6))
     assert res.report["rounds_run"] == 1 and res.report["stopped"] == "max_seconds = 1e-06"
+    assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": 1e-6})
+    assert res.report["stop_reason"] == "max_seconds"
     assert not res.report["converged"] and not res.report["kkt"]["passed"]
 
 

@@ -17,6 +17,7 @@ from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.problem import Objective, Penalty, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.base import RoundOutcome, TrainingContext
+from sparkmaxent.selection.gradient_test import blockwise_summary
 from sparkmaxent.selection.loop import run_rounds
 from sparkmaxent.solvers import SolverOptions, minimize_lbfgs
 from sparkmaxent.train import METHODS, train
@@ -74,7 +75,7 @@ def test_objective_refuses_a_nan_pass():
     with pytest.raises(NumericError, match=r"^full-gradient pass: non-finite loss"):
         obj.evaluate(theta, full_gradient=True, hessian=False)
     with pytest.raises(NumericError, match=r"^gradient-test pass: non-finite loss"):
-        obj.gradient_summary(theta, 0.1, 3, 4)
+        blockwise_summary(obj, theta, 0.1, 3, 4)
 
 
 def test_lbfgs_abnormal_on_nan_raises_instead_of_returning():
@@ -154,7 +155,7 @@ def test_a_round_with_a_nan_objective_is_not_recorded_or_checkpointed(tmp_path):
     class NaNRound:
         def round(self, state):
             return RoundOutcome(
-                False, Weights.zeros(space), added=1, objective=float("nan"), score=1.0
+                None, Weights.zeros(space), added=1, objective=float("nan"), score=1.0
             )
 
     with pytest.raises(NumericError, match=r"^grafting round 1: non-finite objective"):

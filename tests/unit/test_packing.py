@@ -9,6 +9,7 @@ import pytest
 
 from sparkmaxent.kernels import MULTICLASS, LossGrad, Space, Weights, loss_grad
 from sparkmaxent.kernels.packing import pack_nonzero, unpack_nonzero
+from sparkmaxent.selection.gradient_test import finished
 
 from .helpers import random_multiclass
 
@@ -84,12 +85,12 @@ def test_gradient_test_pieces_ship_non_zeros_and_sum_to_the_same_summary():
             shipped[key] = back if key not in shipped else shipped[key].merge(back)
     total = partials[0].merge(partials[1]).merge(partials[2])
     weight = total.weight
-    expected = task.summarize_all(total, weight).finish(space, weights.ids)
+    expected = finished(task.summarize_all(total, weight), space, weights.ids)
     got = None
     for key, value in shipped.items():
         piece = task.summarize(key, value, weight)
         got = piece if got is None else got.merge(piece)
-    got = got.finish(space, weights.ids)
+    got = finished(got, space, weights.ids)
     np.testing.assert_array_equal(got.top_ids, expected.top_ids)
     np.testing.assert_array_equal(got.top_grad, expected.top_grad)
     np.testing.assert_array_equal(got.active_grad, expected.active_grad)

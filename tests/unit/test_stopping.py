@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent.selection.stopping import Measure, StopRule, choose, difference_se
+from sparkmaxent.selection.stops import StopReason
 
 
 def test_measure_of_units_is_the_weighted_mean_with_its_standard_error():
@@ -48,7 +49,9 @@ def test_one_noisy_worse_point_does_not_stop_a_run_of_clearly_worse_points_does(
     # a second point, far below: patience 2 reached and beyond the margin
     rule.add(0.125, Measure.of_units(events - 0.3), size=16)
     assert not rule.go_on()
-    assert "2 points without a better held-out score" in rule.why()
+    why = rule.why()
+    assert why is not None and why.reason is StopReason.HELDOUT_RULE and why.detail["behind"] == 2
+    assert "2 points without a better held-out score" in why.message
     assert rule.choice() == 1
 
 
@@ -65,7 +68,7 @@ def test_patience_alone_does_not_stop_within_the_noise():
     capped = StopRule(patience=2, margin=1.0, max_behind=3)
     for k, m in enumerate([Measure(0.5, 0.1)] + [Measure(0.49, 0.1)] * 3):
         capped.add(k, m)
-    assert not capped.go_on() and "max 3" in capped.why()
+    assert not capped.go_on() and "max 3" in capped.why().message
 
 
 def test_margin_zero_stops_at_any_worse_point_after_patience_and_ties_never_stop():

@@ -90,6 +90,77 @@ def test_kernels_import_no_driver_code():
     assert not {k: v for k, v in leaks.items() if v}, leaks
 
 
+#: functions of kernels/ no kernel calls but that run on the executors,
+#: called there from a driver module's task or mapped function
+KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
+    "candidate_block": "data/schema.py builds a partition's block from its rows",
+    "multiclass_block": "data/schema.py builds a partition's block from its rows",
+    "candidate_proba": "model scoring per block (backends/predict.py)",
+    "predict_multiclass": "model scoring per block (backends/predict.py, evaluate.py)",
+    "score_batch": "lattice/select.py maps it over batches on the executors",
+    "trainable_events": "backends/union.py's wrapped task, per block",
+}
+#: driver-only functions still in kernels/ (to move out; this list may only shrink)
+KERNEL_FUNCTIONS_ON_THE_DRIVER = {
+    "atoms_of_keys": "selection/combination.py",
+    "check_key_range": "selection/combination.py",
+    "check_total_weight": "backends and problem/objective.py, on merged sums",
+    "fold_of_groups": "selection/folds.py",
+    "mask_bits": "lattice/build.py",
+    "n_words": "lattice/build.py",
+    "popcount": "lattice/build.py",
+}
+
+
+def kernel_functions_used_outside(kernels: dict[str, str], others: dict[str, str]) -> set[str]:
+    """Public module-level functions of the kernel sources ``kernels`` that
+    no kernel calls or names but some other module (``others``) imports from
+    kernels/: they run only where that module calls them."""
+    defined: set[str] = set()
+    named: set[str] = set()
+    for source in kernels.values():
+        tree = ast.parse(source)
+        defined |= {
+            n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name[0] != "_"
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                named.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                named.add(node.attr)
+    imported_names: set[str] = set()
+    for source in others.values():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and "kernels" in (node.module or "").split("."):
+                imported_names |= {a.name for a in node.names}
+    return (defined - named) & imported_names
+
+
+def test_kernels_hold_no_new_driver_only_function():
+    """A function of kernels/ that no kernel calls runs where its caller
+    runs: either a driver module's task calls it on the executors (listed
+    with the reason) or it is driver code (listed, to move). A new one fails:
+    the gradient test's decisions live in selection/, not kernels/."""
+    kernels, others = {}, {}
+    for name, path in modules().items():
+        (kernels if name.startswith("sparkmaxent.kernels") else others)[name] = path.read_text()
+    found = kernel_functions_used_outside(kernels, others)
+    listed = set(KERNEL_FUNCTIONS_CALLED_BY_TASKS) | set(KERNEL_FUNCTIONS_ON_THE_DRIVER)
+    assert found <= listed, f"driver-side functions in kernels/: {sorted(found - listed)}"
+    # a listed function that moved (or is now called by a kernel) leaves the list
+    assert listed <= found, f"listed but no longer driver-called: {sorted(listed - found)}"
+    assert "resolve" not in found and "resolve" not in listed
+
+
+def test_the_kernel_function_rule_sees_a_driver_only_function():
+    kernels = {
+        "k": "def shared(x):\n    return x\n\ndef decide(x):\n    return x\n\n"
+        "class Task:\n    def __call__(self, b):\n        return shared(b)\n"
+    }
+    others = {"d": "from ..kernels.k import Task, decide, shared\n"}
+    assert kernel_functions_used_outside(kernels, others) == {"decide"}
+
+
 def test_modules_are_at_most_600_lines():
     long = {
         str(p.relative_to(PACKAGE.parent)): n

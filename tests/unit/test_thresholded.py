@@ -11,9 +11,11 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
-from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask, resolve
+from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
 from sparkmaxent.selection.base import TrainingContext
+from sparkmaxent.selection.gradient_test import BlockwiseTest, DenseTest, ThresholdedTest
 from sparkmaxent.selection.grafting import Grafting, variant
+from sparkmaxent.selection.partials import resolve
 from sparkmaxent.train import train
 
 from .helpers import random_candidates
@@ -56,7 +58,7 @@ def _tests(blocks, space, weights, cut, scaling=None, dense_ok=False, **cfg):
         backend = CountingBackend(blocks, space, dense_ok=dense_ok or c == 0)
         config = grafting_config(partial_cut=c, **cfg)
         method = Grafting(TrainingContext(backend, config, scaling), variant("grafting", config))
-        out.append((method.gradient_test(weights), method, backend))
+        out.append((method.gradient_test.test(weights), method, backend))
     return out
 
 
@@ -70,7 +72,7 @@ def _assert_same_test(a, b, method=None, weights=None):
     assert b.open == 0
     if a.open:
         assert len(a.new) and a.kkt["zero_weights_over_bound"] < b.kkt["zero_weights_over_bound"]
-        assert method._certificate(weights) == b.kkt
+        assert method.gradient_test.certify(weights) == b.kkt
     else:
         assert a.kkt == b.kkt
     assert (a.lossgrad.loss, a.lossgrad.weight, a.lossgrad.correct) == (
@@ -94,7 +96,7 @@ def test_thresholded_test_is_the_dense_test_on_random_weights(seed, cut):
     (thr, method, backend), (dense, _, _) = _tests(
         blocks, space, weights, cut, scaling, l1=l1, n_best=3 + seed, elastic_l2=1e-3 * (seed % 2)
     )
-    fetches = method.fetch_passes
+    fetches = method.gradient_test.fetch_passes
     assert backend.kinds == ["ThresholdedTestTask"] + ["ExactSumsTask"] * fetches
     _assert_same_test(thr, dense, method, weights)
     assert len(dense.new) > 0
@@ -111,7 +113,10 @@ def test_tight_cuts_need_the_second_pass_and_still_equal_the_dense_test(seed):
     (thr, method, backend), (dense, _, _) = _tests(
         blocks, space, weights, 0.99, l1=5e-3, n_best=500
     )
-    assert method.fetch_passes == 1 and backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
+    assert method.gradient_test.fetch_passes == 1 and backend.kinds == [
+        "ThresholdedTestTask",
+        "ExactSumsTask",
+    ]
     _assert_same_test(thr, dense, method, weights)
 
 
@@ -246,3 +251,25 @@ def test_candidate_sets_and_a_capped_run_certify_as_the_dense_test():
     assert thr.report["kkt"] == dense.report["kkt"]
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
+
+
+def test_the_factory_chooses_the_test_once_from_the_configuration():
+    """Block-wise above dense_test_max, else thresholded partials when
+    partial_cut > 0, else the dense test; only the dense ones let a solver
+    bring the full gradient, and every one reads the same bound."""
+    _, block, space = planted()
+    backend = LocalBackend(split_block(block, 2), space)
+    cases = [
+        (dict(dense_test_max=space.n_features - 1, test_block_size=64), BlockwiseTest, False),
+        (dict(partial_cut=0.5, partial_keep=2), ThresholdedTest, True),
+        (dict(partial_cut=0.0), DenseTest, True),
+    ]
+    for kw, kind, full in cases:
+        config = grafting_config(**kw)
+        method = Grafting(TrainingContext(backend, config), variant("grafting", config))
+        test = method.gradient_test
+        assert type(test) is kind and test.full_gradient is full
+        assert method.options.full_gradient is full
+        assert test.bound == 2e-3 * (1 + 1e-6)
+        assert test.describe()["path"] == ("block-wise" if kind is BlockwiseTest else "dense")
+    assert test.certify(Weights.zeros(space)) == test.test(Weights.zeros(space)).kkt

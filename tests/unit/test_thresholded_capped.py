@@ -16,9 +16,9 @@ from sparkmaxent.kernels.loss import LossGrad
 from sparkmaxent.kernels.thresholded import (
     ExactSumsTask,
     ThresholdedTestTask,
-    resolve,
     threshold_partial,
 )
+from sparkmaxent.selection.partials import resolve
 
 from .test_grafting import planted
 from .test_thresholded import _tests, _weights
@@ -114,7 +114,7 @@ def test_grafting_with_capped_partials_is_the_dense_test_and_certifies_it(seed):
     (thr, method, backend), (dense, _, _) = _tests(
         blocks, space, weights, 0.5, scaling, l1=2e-3, n_best=n_best, partial_keep=1
     )
-    assert method.partial_keep == n_best
+    assert method.gradient_test.keep == n_best
     np.testing.assert_array_equal(thr.new, dense.new)
     np.testing.assert_array_equal(thr.new_grad, dense.new_grad)
     assert thr.best == dense.best and thr.value == dense.value and len(dense.new) == n_best
@@ -125,6 +125,6 @@ def test_grafting_with_capped_partials_is_the_dense_test_and_certifies_it(seed):
         return
     tasks, run = [], backend.run
     backend.run = lambda task: tasks.append(task) or run(task)
-    assert method._certificate(weights) == dense.kkt
+    assert method.gradient_test.certify(weights) == dense.kkt
     # the certificate's pass ran uncapped
     assert isinstance(tasks[0], ThresholdedTestTask) and tasks[0].keep is None

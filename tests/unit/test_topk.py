@@ -22,7 +22,7 @@ from sparkmaxent.kernels.topk import (
     union_positions,
 )
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
-from sparkmaxent.selection.grafting import select_candidates
+from sparkmaxent.selection.gradient_test import blockwise_summary, finished, select_candidates
 from sparkmaxent.train import train
 
 from .helpers import random_candidates
@@ -64,7 +64,7 @@ def test_top_candidates_orders_by_score_then_id_and_keeps_ties_at_the_cut():
 def test_dense_selection_breaks_ties_at_the_cut_by_id():
     g = np.array([0.4, -0.4, 0.4, 0.4, -0.4, 0.9])
     for _ in range(3):
-        ids, best = select_candidates(g, np.array([5]), threshold=0.1, n_best=2)
+        ids, best = select_candidates(g, np.array([5]), bound=0.1, n_best=2)
         assert ids.tolist() == [0, 1] and best == 0.4
 
 
@@ -99,7 +99,7 @@ def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
     l2, threshold, l1, tol = 0.03, 0.005, 0.005, 1e-6
     bound = threshold * (1 + tol)
     task = GradientTestTask(space, weights, None, l2, bound, n_best, block_size)
-    summary = task.summarize_all(_partial(lg, space), lg.weight).finish(space, active)
+    summary = finished(task.summarize_all(_partial(lg, space), lg.weight), space, active)
 
     full = lg.grad / lg.weight
     full[active] += l2 * values
@@ -140,7 +140,7 @@ def test_summaries_merge_in_any_order_to_the_same_answer():
     backward = pieces[-1]
     for p in pieces[-2::-1]:
         backward = p.merge(backward)
-    a, b = forward.finish(space, weights.ids), backward.finish(space, weights.ids)
+    a, b = finished(forward, space, weights.ids), finished(backward, space, weights.ids)
     np.testing.assert_array_equal(a.top_ids, b.top_ids)
     assert (a.max_inactive, a.n_over, a.n_features) == (b.max_inactive, b.n_over, 200)
 
@@ -151,7 +151,7 @@ def test_summaries_of_different_tests_do_not_merge_and_gaps_are_caught():
     with pytest.raises(ValueError, match="different tests"):
         a.merge(GradientSummary.empty(0.2, 5))
     with pytest.raises(RuntimeError, match="covered 0 features"):
-        a.finish(space, np.zeros(0, dtype=np.int64))
+        finished(a, space, np.zeros(0, dtype=np.int64))
     with pytest.raises(ValueError, match="block size"):
         GradientTestTask(space, Weights.zeros(space), None, 0.0, 0.1, 5, 0)
 
@@ -187,7 +187,7 @@ def test_block_pass_equals_dense_pass_on_data(standardize, compact, monkeypatch)
     theta = np.concatenate([values, w.bias])
     obj = Objective(backend, ids, l2=1e-3, scaling=scaling)
     ev = obj.evaluate(theta, full_gradient=True, hessian=False)
-    value, summary = obj.gradient_summary(theta, 2e-3 * (1 + 1e-6), 10, 37)
+    value, summary = blockwise_summary(obj, theta, 2e-3 * (1 + 1e-6), 10, 37)
     assert value == ev.value
     ids_dense, best = select_candidates(ev.full_grad, ids, 2e-3 * (1 + 1e-6), 10)
     assert len(ids_dense) == 10

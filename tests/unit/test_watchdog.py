@@ -14,6 +14,7 @@ import pytest
 
 from sparkmaxent import cli
 from sparkmaxent.backends.spark import SparkBackend, Watchdog
+from sparkmaxent.backends.watchdog import PassLimit
 from sparkmaxent.errors import StalledError
 
 GROUP = "test-group-1234"
@@ -318,3 +319,24 @@ def test_repeated_losses_end_the_pass_with_a_stalled_error_naming_the_cause():
             raise RuntimeError("Job 3 cancelled part of cancelled job group")
     assert "spark.max_executor_losses = 3" in str(caught.value)
     assert "--resume" in str(caught.value)
+
+
+def test_the_pass_limit_is_a_multiple_of_the_slowest_pass_at_least_the_floor():
+    """issue 40: spark.pass_timeout_s = 0 no longer means no limit: the
+    limit is pass_timeout_factor times the slowest pass so far, at least
+    pass_timeout_floor_s; a fixed pass_timeout_s wins; factor 0: none."""
+    limit = PassLimit(0.0, 20.0, 3600.0)
+    assert limit.next()[0] == 3600.0  # nothing measured yet: the floor
+    limit.seen(100.0)
+    limit.seen(400.0)
+    limit.seen(50.0)
+    seconds, rule = limit.next()
+    assert seconds == 8000.0 and limit.slowest_s == 400.0
+    assert "spark.pass_timeout_factor = 20 times the slowest pass so far, 400.0 s" in rule
+    assert "spark.pass_timeout_floor_s = 3600 s" in rule
+    limit.fixed_s = 30.0
+    assert limit.next() == (30.0, "spark.pass_timeout_s = 30 s")
+    assert PassLimit(0.0, 0.0, 3600.0).next() == (0.0, "")
+    dog = Watchdog(FakeContext(), GROUP, "pass 3", FakeStatus(2), pass_s=seconds, pass_rule=rule)
+    assert dog.check(dog.start + seconds) == f"it ran longer than {rule} (2 executor(s) now)"
+    assert dog.check(dog.start + seconds - 1) is None

@@ -8,7 +8,9 @@ save next to generated files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import storage
+from ...errors import ConfigError
 from ..readers import RawEvent
 
 CONJUNCTION_SEP = "&"
@@ -113,6 +116,31 @@ class SyntheticSpec:
         need(self.bias_scale >= 0, "bias_scale >= 0", self.bias_scale)
         need(0 < self.max_support_rate <= 1, "0 < max_support_rate <= 1", self.max_support_rate)
         need(self.min_support_count >= 0, "min_support_count >= 0", self.min_support_count)
+
+    @classmethod
+    def from_config(cls, values: dict, path: str = "data.synthetic") -> SyntheticSpec:
+        """The spec a configuration's table gives (``data.synthetic``);
+        ConfigError naming the key for an unknown field, a value of the
+        wrong type (integer fields take integers, the others finite
+        numbers) or out of range."""
+        fields = {f.name: f.default for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - set(fields))
+        if unknown:
+            raise ConfigError(f"{path}: unknown key(s) {unknown}; expected some of {list(fields)}")
+        checked: dict = {}
+        for name, value in values.items():
+            integer = isinstance(fields[name], int)
+            number = isinstance(value, int if integer else (int, float))
+            if isinstance(value, bool) or not number or not math.isfinite(value):
+                expected = "an integer" if integer else "a finite number"
+                raise ConfigError(
+                    f"{path}.{name}: expected {expected}, got {value!r} ({type(value).__name__})"
+                )
+            checked[name] = value if integer else float(value)
+        try:
+            return cls(**checked)
+        except ValueError as e:
+            raise ConfigError(str(e).replace("SyntheticSpec", path, 1)) from None
 
 
 @dataclass(frozen=True)

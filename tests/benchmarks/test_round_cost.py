@@ -1,0 +1,81 @@
+"""benchmarks/round_cost.py: a round measured on a small in-process dataset,
+its passes told apart by kind, and the slopes and targets of the page."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks.round_cost import (
+    crossover,
+    crossover_targets,
+    first_round,
+    metered_local,
+    report,
+    slope,
+    solve_round,
+)
+from sparkmaxent.config.schema import SelectionConfig
+from sparkmaxent.kernels import Space
+from tests.unit.helpers import random_multiclass
+
+
+@pytest.fixture
+def backend():
+    rng = np.random.default_rng(3)
+    blocks = [random_multiclass(rng, m=60, P=15, K=3) for _ in range(2)]
+    return metered_local(blocks, Space("multiclass", 15, 3, bias=True))
+
+
+def test_a_round_counts_its_passes_by_kind(backend):
+    recorded = first_round(backend, 1e-4, 12)
+    exact, cg = (solve_round(backend, recorded, s) for s in ("newton", "newton-cg"))
+    for row in (exact, cg):
+        assert row["passes"] == sum(k["passes"] for k in row["by_pass"].values())
+        assert row["bytes_per_pass_max"] >= row["bytes_per_pass_mean"] > 0
+        assert row["active"] == recorded[4] > 0
+    assert "direction" not in exact["by_pass"] and exact["hessian_products"] == 0
+    assert exact["direction_bytes_per_pass"] is None
+    assert any(k.startswith("curvature") for k in exact["by_pass"])
+    assert not any(k.startswith("curvature") for k in cg["by_pass"])
+    assert cg["by_pass"]["direction"]["passes"] >= 1 and cg["hessian_products"] >= 1
+    assert cg["direction_bytes_per_pass"] == cg["by_pass"]["direction"]["to_driver_mean"]
+    assert exact["objective"] == pytest.approx(cg["objective"], rel=1e-2)
+
+
+def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
+    rows = [
+        {"backend": b, "solver": "newton-cg", "active": n, "cpu_s": c * n**e, "wall_s": 2.0,
+         "passes": 4, "direction_bytes_per_pass": 8 * n}
+        for b, c, e in (("local", 1e-3, 1.0), ("spark", 1e-5, 1.5))
+        for n in (500, 1000, 4000, 16000)
+    ]  # fmt: skip
+    rows.append({**rows[0], "active": 300, "cpu_s": 1e9})  # below SLOPE_FROM: left out
+    assert slope(rows[:4], "cpu_s") == pytest.approx(1.0, abs=1e-3)
+    out = tmp_path / "round_cost.json"
+    report(str(out), rows)
+    entry = json.loads(out.read_text())["targets"]["round_cpu_slope"]
+    assert entry["met"] is False  # spark's 1.5
+    assert entry["value"].startswith("local 1.0 over 1000 to 16000 (wall 0.0,")
+    assert "spark 1.5 over" in entry["value"]
+    report(str(out), [r for r in rows if r["backend"] == "local"])
+    assert json.loads(out.read_text())["targets"]["round_cpu_slope"]["met"] is True
+
+
+def test_crossover_is_where_newton_cg_starts_to_cost_less():
+    cost = {
+        "newton": {250: 4.0, 500: 11.0, 1000: 20.0},
+        "newton-cg": {250: 6.5, 500: 7.0, 1000: 7.3},
+    }
+    rows = [
+        {"backend": "spark", "solver": s, "active": n, "labels": 22, "cpu_s": c, "wall_s": c}
+        for s, by in cost.items()
+        for n, c in by.items()
+    ]
+    assert crossover(rows, "cpu_s") == (272, 522)
+    entry = crossover_targets(rows)["auto_threshold_spark"]
+    assert entry["met"] is (272 <= SelectionConfig().newton_max_active < 522)
+    rows[0]["cpu_s"] = 9.0  # newton-cg cheaper everywhere
+    assert crossover(rows, "cpu_s") == (None, 272)

@@ -1,0 +1,122 @@
+"""Stop reasons are typed (sparkmaxent/selection/stops.py): how each reads,
+its JSON round trip, and a source rule that no other module of the package
+decides on a stop's text."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from sparkmaxent.selection.stops import _MESSAGES, Stop, StopReason, stop
+
+PACKAGE = Path(__file__).resolve().parents[2] / "sparkmaxent"
+STOPS_MODULE = PACKAGE / "selection" / "stops.py"
+#: report keys holding a stop's text or code: written by train.py from a Stop, never read back
+STOP_KEYS = {"stopped", "stop_reason"}
+
+
+def test_every_reason_reads_and_round_trips():
+    assert set(_MESSAGES) == set(StopReason)
+    assert stop(StopReason.MAX_ROUNDS, limit=3).message == "max_rounds = 3"
+    assert stop(StopReason.MAX_SECONDS, limit=1e-6).message == "max_seconds = 1e-06"
+    assert (
+        stop(StopReason.GAIN_THRESHOLD, gain=0.012345, threshold=0.05).message
+        == "best gain 0.01235 <= gain_threshold 0.05"
+    )
+    assert stop(StopReason.BAYES_RULE, scored=7, inclusion_zero=True).message == (
+        "no proposal beats beta_0 (7 scored; empirical-Bayes inclusion probability 0)"
+    )
+    for reason in StopReason:
+        made = Stop(reason, {p: 2 for p in inspect.signature(_MESSAGES[reason]).parameters})
+        assert Stop.from_json(made.to_json()) == made
+        assert made.to_json()["reason"] == reason.value
+
+
+def test_a_stop_with_the_wrong_fields_is_refused_where_it_is_made():
+    with pytest.raises(TypeError):
+        stop(StopReason.MAX_ROUNDS)
+    with pytest.raises(TypeError):
+        stop(StopReason.NO_CANDIDATE_PASSES, limit=1)
+
+
+def stop_texts() -> tuple[set[str], set[str]]:
+    """Each reason's code, and the fixed start of its text (up to its first
+    field), e.g. ``max_rounds`` and ``max_rounds =``."""
+    codes, heads = set(), set()
+    for reason in StopReason:
+        params = inspect.signature(_MESSAGES[reason]).parameters
+        text = Stop(reason, {p: 1 for p in params}).message
+        head = text.split("1")[0].strip() if params else text
+        codes.add(reason.value)
+        heads.update({head, head.split(" =")[0]})
+    return codes, heads
+
+
+def _is_stop_text(value: object, texts: tuple[set[str], set[str]]) -> bool:
+    """A code or more, or a start of a text of at least 4 characters."""
+    if not isinstance(value, str) or len(value.strip()) < 4:
+        return False
+    v, (codes, heads) = value.strip(), texts
+    return any(v.startswith(c) for c in codes) or any(
+        h.startswith(v) or v.startswith(h) for h in heads
+    )
+
+
+def stop_text_uses(source: str, texts: tuple[set[str], set[str]]) -> list[tuple[int, str]]:
+    """(line, text) of each place ``source`` decides on a stop's text: a
+    string like a stop reason compared (``==``, ``!=``, ``in``) or matched
+    (``startswith``/``endswith``), and any use of the report's stop keys."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for side in [node.left, *node.comparators]:
+                if isinstance(side, ast.Constant) and _is_stop_text(side.value, texts):
+                    found.append((node.lineno, side.value))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+        ):
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and _is_stop_text(arg.value, texts):
+                    found.append((node.lineno, arg.value))
+        elif isinstance(node, ast.Constant) and node.value in STOP_KEYS:
+            found.append((node.lineno, node.value))
+    return sorted(found)
+
+
+def test_no_module_decides_on_a_stop_reasons_text():
+    """Code compares ``stop.reason`` with a StopReason member; the text is
+    made in stops.py and written to the report by train.py only."""
+    texts = stop_texts()
+    stray = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {text!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != STOPS_MODULE
+        for line, text in stop_text_uses(path.read_text(), texts)
+    ]
+    assert not stray, (
+        "stop reasons compared as strings (use stop.reason is StopReason.X, "
+        "sparkmaxent/selection/stops.py):\n" + "\n".join(stray)
+    )
+
+
+def test_the_stop_text_rule_sees_each_kind_of_comparison():
+    source = (
+        'if stopped.startswith("max_rounds"): pass\n'
+        'done = report.get("stopped") == "no candidate passes the test"\n'
+        'capped = "max_seconds =" in text\n'
+        'x = s.endswith("pass budget spent")\n'
+        'ok = cfg.method == "grafting" and name.startswith("round-")\n'
+    )
+    found = stop_text_uses(source, stop_texts())
+    assert found == [
+        (1, "max_rounds"),
+        (2, "no candidate passes the test"),
+        (2, "stopped"),
+        (3, "max_seconds ="),
+        (4, "pass budget spent"),
+    ]
