@@ -55,7 +55,11 @@ the grafting path; a run with ``--set`` writes
 model_choice_<corpus>_<key>-<value>.png instead, and a CoNLL / Base-NP run
 with other than 2,000 sentences model_choice_<corpus>_<N>sent.png, so the
 defaults' plot stays), rewritten after every row (and again after a path's
-single fit), so a stopped run keeps the rows it measured.
+single fit), so a stopped run keeps the rows it measured. The page keeps
+the rows of earlier runs that this run does not measure again (another
+corpus, sentence count or method; ``merged_rows``), each with its own
+``command``, ``commit`` and ``load_average``, so a run of some corpora
+updates their rows and leaves the others' current rows in place.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ from benchmarks.common import (
     RESULTS,
     SHARED_DATA,
     command_line,
+    commit,
+    load_average,
     print_table,
     shared_corpus,
     start,
@@ -89,9 +95,9 @@ from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
-from sparkmaxent.kernels.folds import fold_of_groups
 from sparkmaxent.kernels.predict import EventScores
 from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
+from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.train import train
 
 log = logging.getLogger("model_choice")
@@ -578,6 +584,29 @@ def targets(rows: list[dict]) -> dict:
     return out
 
 
+def row_key(row: dict) -> tuple:
+    """What a row measures: corpus, sentence count (CoNLL, Base-NP) and
+    method label (with its --set keys and folds)."""
+    return row["corpus"], row.get("conll_sentences"), row["method"]
+
+
+def earlier_rows(path: str) -> list[dict]:
+    """The rows of the current page at ``path`` ([] without one)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return json.load(f).get("rows", [])
+
+
+def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
+    """The page's rows: ``earlier`` ones this run has not measured again
+    (by ``row_key``), then this run's, ordered by corpus as first seen."""
+    measured = {row_key(r) for r in rows}
+    page = [r for r in earlier if row_key(r) not in measured] + rows
+    order = {c: i for i, c in enumerate(dict.fromkeys(r["corpus"] for r in page))}
+    return sorted(page, key=lambda r: order[r["corpus"]])
+
+
 def corpus_methods(args: argparse.Namespace, app: str):
     """(corpus, method, prepared dirs) for each of ``args.corpora`` and
     ``args.methods``, the corpora prepared in one local[2] session (their
@@ -634,6 +663,7 @@ def main(argv: list[str] | None = None) -> int:
         help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
     )
     args = start(parser, argv)
+    earlier = earlier_rows(args.output)
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "model-choice"):
         if method.startswith("sklearn-"):
@@ -641,15 +671,19 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(sklearn_row(name, method, dirs, cap, args.folds))
         else:
             rows.append(ours(name, method, dirs, args))
-        rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
+        if name in CHUNKED:
+            rows[-1]["conll_sentences"] = args.conll_sentences
+        rows[-1].update(command=command_line(), commit=commit(), load_average=load_average())
         print_table(rows[-1:], ROW_KEYS)
-        write_result(args.output, rows, targets(rows))
+        page = merged_rows(earlier, rows)
+        write_result(args.output, page, targets(page))
         if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
             rows[-1]["single_fit"] = "skipped"
         if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
             single_fit(rows[-1], method, dirs, args.single_fit_cap)
             print_table(rows[-1:], ROW_KEYS)
-            write_result(args.output, rows, targets(rows))
+            page = merged_rows(earlier, rows)
+            write_result(args.output, page, targets(page))
     print_table(rows, ROW_KEYS)
     return 0
 

@@ -282,7 +282,7 @@ def _resume_arg(p: argparse.ArgumentParser) -> None:
         "output.allow_unconverged",
         action="store_true",
         help="exit 0, not 4, when the run stops without meeting its own criterion "
-        "(optimizer not converged, KKT certificate failed, max_seconds reached); "
+        "(optimizer not converged, KKT certificate failed); "
         "the model is saved either way",
     )
 

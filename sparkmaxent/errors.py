@@ -19,10 +19,11 @@ class NumericError(ArithmeticError):
 
 class UnconvergedError(RuntimeError):
     """A training run stopped without meeting its own criterion: an
-    optimizer did not converge, the KKT certificate failed, or
-    train.selection.max_seconds ended it (exit 4, unless --allow-unconverged
-    or output.allow_unconverged). The model and report are saved first, so
-    the run can be inspected (or resumed); the message lists the reasons."""
+    optimizer did not converge or the KKT certificate failed (exit 4,
+    unless --allow-unconverged or output.allow_unconverged; a run ended by
+    train.selection.max_rounds or max_seconds is not). The model and report
+    are saved first, so the run can be inspected (or resumed); the message
+    lists the reasons."""
 
 
 class StalledError(RuntimeError):
@@ -53,3 +54,11 @@ def check_finite(where: str, **quantities) -> None:
     ]
     if bad:
         raise NumericError(f"{where}: non-finite {', '.join(bad)} (no model saved); {NUMERIC_HINT}")
+
+
+def check_total_weight(weight: float) -> float:
+    """``weight`` (W, the total event weight every sum of a pass is divided
+    by), or an InputError when it is not positive (no events, or all of weight 0)."""
+    if not weight > 0:
+        raise InputError("the training events have zero total weight")
+    return weight

@@ -54,8 +54,8 @@ import pyarrow as pa
 from pyspark import StorageLevel
 
 from ..data.schema import DatasetInfo
-from ..errors import StalledError
-from ..kernels import Block, Space, check_total_weight
+from ..errors import StalledError, check_total_weight
+from ..kernels import Block, Space
 from ..kernels.stats import CountTask
 from ..kernels.topk import GradientSummary, GradientTestTask
 from ..session_kind import is_connect

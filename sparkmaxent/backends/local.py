@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..kernels import Block, Space, check_total_weight
+from ..errors import check_total_weight
+from ..kernels import Block, Space
 from ..kernels.colcache import COLUMNS
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import merge_all

@@ -53,8 +53,8 @@ from pyspark import StorageLevel, cloudpickle
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
-from ..errors import StalledError
-from ..kernels import Block, LossGrad, Space, check_total_weight
+from ..errors import StalledError, check_total_weight
+from ..kernels import Block, LossGrad, Space
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import CachedBackend

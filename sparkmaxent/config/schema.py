@@ -133,7 +133,7 @@ class SelectionConfig(Section):
         choices=("auto", "newton", "newton-cg", "lbfgs-b"),
     )
     newton_max_active: int = key(
-        400,
+        1000,
         "auto: the largest active set (features + labels) solved by exact Newton, "
         "(n+K)(n+K+1)/2 doubles a partition per pass; newton-cg beyond, linear in n.",
         ge=1,
@@ -447,9 +447,22 @@ class ChoiceConfig(Section):
     )
     folds: int = key(
         0,
-        "Choose the path point or stage by k-fold cross-validation; 0, 1: "
-        "held-out. A path's patience and grid extension read the mean fold score.",
+        "Choose the path point or stage by k-fold cross-validation (k >= 2); "
+        "1: on the held-out part; 0: automatic, auto_folds folds over the training "
+        "and held-out events together for an l2 path of at most kfold_max_events "
+        "events, else the held-out part. A path's patience and grid extension read "
+        "the mean fold score.",
         ge=0,
+    )
+    kfold_max_events: int = key(
+        2_000,
+        "folds = 0: an l2 path over at most this many events (training and "
+        "held-out together) chooses by auto_folds folds instead of the held-out "
+        "part; 0: never.",
+        ge=0,
+    )
+    auto_folds: int = key(
+        5, "Folds of the automatic k-fold choice (folds = 0, kfold_max_events).", ge=2
     )
     fold_seed: int = key(0, "Seed of the k-fold assignment (train.choice.folds).", ge=0)
     best_stage: bool = key(

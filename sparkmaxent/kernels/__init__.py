@@ -5,7 +5,7 @@ from ..shapes import CANDIDATES, MULTICLASS
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .gain_sketch import GainSketchTask
 from .gains import EmpiricalExpectationTask, GainDerivativesTask
-from .loss import LossGrad, LossGradTask, check_total_weight, loss_grad
+from .loss import LossGrad, LossGradTask, loss_grad
 from .params import Scaling, Space, Weights
 from .stats import Moments, MomentsTask
 
@@ -15,7 +15,6 @@ __all__ = [
     "MulticlassBlock",
     "LossGrad",
     "LossGradTask",
-    "check_total_weight",
     "loss_grad",
     "CANDIDATES",
     "MULTICLASS",

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from . import sparsetools
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
-from .loss import LossGrad, _tools, loss_grad_proba  # _tools: scipy's own kernels, or None
+from .loss import LossGrad, loss_grad_proba
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 
@@ -125,7 +126,7 @@ def _dense_product(A: Raw, B: Raw, M: int, inner: int, N: int) -> np.ndarray:
     conversion of B to CSR: the same sums in the same order, bit for bit
     the public product) runs into buffers of that size. Raw arrays spare
     the copies scipy's constructors make of slices of larger arrays."""
-    if _tools is None or M * N == 0:
+    if not sparsetools.available() or M * N == 0:
         a, b = sp.csr_matrix(A[::-1], (M, inner)), sp.csc_matrix(B[::-1], (inner, N))
         return (a @ b).toarray()
     parts = (A[0], A[1], B[0], B[1])
@@ -134,11 +135,11 @@ def _dense_product(A: Raw, B: Raw, M: int, inner: int, N: int) -> np.ndarray:
     nnz_b = len(B[2])
     # B as CSR (its CSC arrays are the CSR arrays of B^T), as scipy converts it
     r_ptr, r_ind, r_data = np.empty(inner + 1, idx), np.empty(nnz_b, idx), np.empty(nnz_b)
-    _tools.csr_tocsc(N, inner, b_ptr, b_ind, B[2], r_ptr, r_ind, r_data)
+    sparsetools.csr_tocsc(N, inner, b_ptr, b_ind, B[2], r_ptr, r_ind, r_data)
     indptr, indices, data = np.empty(M + 1, idx), np.empty(M * N, idx), np.empty(M * N)
-    _tools.csr_matmat(M, N, a_ptr, a_ind, A[2], r_ptr, r_ind, r_data, indptr, indices, data)
+    sparsetools.csr_matmat(M, N, a_ptr, a_ind, A[2], r_ptr, r_ind, r_data, indptr, indices, data)
     out = np.zeros((M, N))
-    _tools.csr_todense(M, N, indptr, indices, data, out)  # adds each entry once: exact
+    sparsetools.csr_todense(M, N, indptr, indices, data, out)  # adds each entry once: exact
     return out
 
 

@@ -20,12 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-try:  # scipy's own sparse kernels (private; without them, the public products)
-    from scipy.sparse import _sparsetools as _tools
-except ImportError:  # pragma: no cover - another scipy
-    _tools = None
-
-from ..errors import InputError
+from . import sparsetools
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
 from .packing import pack_nonzero, unpack_nonzero
@@ -154,14 +149,6 @@ class LossGrad:
         self.grad = unpack_nonzero(state["grad"])
 
 
-def check_total_weight(weight: float) -> float:
-    """``weight`` (W, the total event weight every sum is divided by), or a
-    InputError when it is not positive (no events, or all of weight 0)."""
-    if not weight > 0:
-        raise InputError("the training events have zero total weight")
-    return weight
-
-
 def _columns(
     block: MulticlassBlock, preds: np.ndarray, scaling: Scaling | None
 ) -> tuple[sp.csr_matrix, np.ndarray | None, np.ndarray | None]:
@@ -208,7 +195,7 @@ def _residual_rows(
 def _chunkable(Xs, W, Xg) -> bool:
     """Whether ``_sweep`` can run scipy's own kernels over row chunks."""
     return (
-        _tools is not None
+        sparsetools.available()
         and isinstance(W, np.ndarray)
         and all(
             X.format == "csr" and X.indptr.dtype == X.indices.dtype and X.data.dtype == np.float64
@@ -258,7 +245,7 @@ def _chunk_scores(Xs, Wf, shift, bias, a: int, b: int, S: np.ndarray) -> np.ndar
     by scipy's own CSR kernel: Xs[a:b] W, less the scaling's shift, plus
     the bias. Returns ``S``."""
     S.fill(0.0)
-    _tools.csr_matvecs(
+    sparsetools.csr_matvecs(
         b - a, Xs.shape[1], S.shape[1], Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf,
         S.reshape(-1),
     )  # fmt: skip
@@ -272,7 +259,7 @@ def _chunk_scores(Xs, Wf, shift, bias, a: int, b: int, S: np.ndarray) -> np.ndar
 def _add_chunk_gradient(Xg, a: int, b: int, S: np.ndarray, G: np.ndarray) -> None:
     """G += Xg[a:b]^T S in place (scipy's CSC kernel on the chunk's rows,
     in the same order as one product over every row)."""
-    _tools.csc_matvecs(
+    sparsetools.csc_matvecs(
         Xg.shape[1], b - a, S.shape[1], Xg.indptr[a : b + 1], Xg.indices, Xg.data,
         S.reshape(-1), G.reshape(-1),
     )  # fmt: skip

@@ -28,7 +28,7 @@ from pyspark import keyword_only
 from pyspark.ml.classification import ProbabilisticClassificationModel, ProbabilisticClassifier
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
-from ..data.columns import ARRAY, MAP, names_and_values
+from ..data.columns import ARRAY, names_and_values
 from ..errors import InputError
 from ..model import MaxentModel
 from .base import MaxEntEstimator, refuse_existing_columns, scoring_binary
@@ -487,7 +487,8 @@ class MaxEntClassificationModel(
         )
 
     #: how ``transform`` scores: "sql" (Spark SQL expressions, no Python
-    #: worker; a model with conjunction features falls back to "arrow") or
+    #: worker, for every features column kind; a model with conjunction
+    #: features falls back to "arrow") or
     #: "arrow" (the Arrow UDF of ml/scoring.py)
     scoring = "sql"
 
@@ -496,8 +497,7 @@ class MaxEntClassificationModel(
         using the columns before it, the last three giving rawPrediction and
         probability (``array<double>``) and prediction; ``kind`` is the
         features column's type (``array<string>``, ``map<string,double>`` or
-        ``vector``: the column must then hold the Vector as ``array<double>``,
-        from ``pyspark.ml.functions.vector_to_array``). Run them with
+        ``vector``, a pyspark.ml Vector column as it is). Run them with
         ``withColumn(name, expr(sql))`` in order,
         or as one SELECT with lateral column aliases (Spark >= 3.4); the text
         is plain SQL for Scala, Java and SQL users (ml/sql.py)."""
@@ -505,24 +505,59 @@ class MaxEntClassificationModel(
 
         return score_sql(self.scorer(), featuresCol or self.getFeaturesCol(), kind)
 
-    def uses_sql(self, scorer: Scorer, kind: str) -> bool:
-        """Whether ``transform`` scores in SQL: ``scoring == "sql"``, a model
-        with a linear form (no conjunctions), ``array<string>`` or
-        ``map<string,double>`` features and no standardization; the other
-        cases (Vector features and standardized models are not yet tested
-        equal) score in the Arrow UDF."""
-        return (
-            self.scoring == "sql"
-            and scorer.compact is not None
-            and scorer.compact[2] is None
-            and kind in (ARRAY, MAP)
+    def sqlQuery(self, table: str, featuresCol: str | None = None, kind: str = ARRAY) -> str:
+        """The model as one Spark SQL query over ``table`` (a table or view
+        name, or a parenthesized subquery): every column of it plus
+        rawPrediction and probability (``array<double>``) and prediction, as
+        named by the output Params, with the values ``transform`` gives;
+        runs in ``spark.sql`` or any Spark SQL client, no Python needed."""
+        from .sql import PREDICTION, PROBABILITY, RAW, select_sql
+
+        outputs = {
+            self.getOrDefault(param): step
+            for param, step in (
+                (self.rawPredictionCol, RAW),
+                (self.probabilityCol, PROBABILITY),
+                (self.predictionCol, PREDICTION),
+            )
+            if self.getOrDefault(param)
+        }
+        return select_sql(self.sqlExpression(featuresCol, kind), table, outputs)
+
+    def saveSQL(
+        self,
+        path: str,
+        table: str = "input",
+        featuresCol: str | None = None,
+        kind: str = ARRAY,
+        overwrite: bool = False,
+    ) -> None:
+        """Write :meth:`sqlQuery` to a ``.sql`` file at ``path`` (any
+        storage path; an existing one only with ``overwrite``) for Scala,
+        Java and SQL users: ``spark.sql(text)`` with ``table`` replaced by
+        their table or view."""
+        from .. import storage
+        from .persistence import path_exists
+
+        if storage.exists(path) and not overwrite:
+            raise path_exists(path)
+        head = (
+            f"-- sparkmaxent MaxEntClassificationModel {self.uid}: scores the {kind} "
+            f"column {featuresCol or self.getFeaturesCol()} of table {table}\n"
         )
+        storage.write_text(path, head + self.sqlQuery(table, featuresCol, kind) + "\n")
+
+    def uses_sql(self, scorer: Scorer) -> bool:
+        """Whether ``transform`` scores in SQL: ``scoring == "sql"`` and a
+        model with a linear form (no conjunctions; standardization is folded
+        into the weights); a model with conjunctions scores in the Arrow UDF."""
+        return self.scoring == "sql" and scorer.compact is not None
 
     def _transform(self, dataset):
-        from pyspark.ml.functions import array_to_vector, vector_to_array
+        from pyspark.ml.functions import array_to_vector
         from pyspark.sql import functions as F
 
-        from ..data.columns import VECTOR, feature_kind
+        from ..data.columns import feature_kind
         from .sql import INTERMEDIATE, PREDICTION, PROBABILITY, RAW
 
         outputs = {
@@ -534,15 +569,12 @@ class MaxEntClassificationModel(
         where, col = "transform input", self.getFeaturesCol()
         kind = feature_kind(dataset, where, col)
         scorer = self.scorer()
-        if self.uses_sql(scorer, kind):
-            scored, read = dataset, col
-            if kind == VECTOR:  # SQL has no vector_to_array; the JVM function has
-                read = "__maxent_v"
-                scored = scored.withColumn(read, vector_to_array(F.col(col)))
-            for name, sql in self.sqlExpression(read, kind):
+        if self.uses_sql(scorer):
+            scored = dataset
+            for name, sql in self.sqlExpression(col, kind):
                 scored = scored.withColumn(name, F.expr(sql))
             fields = {"raw": RAW, "probability": PROBABILITY, "prediction": PREDICTION}
-            drop = [*INTERMEDIATE, RAW, PROBABILITY, PREDICTION, "__maxent_v"]
+            drop = [*INTERMEDIATE, RAW, PROBABILITY, PREDICTION]
         else:
             names, values = names_and_values(dataset, where, col)
             binary = kind == ARRAY  # values all 1.0: not shipped

@@ -313,6 +313,7 @@ class TrainingParams(HasFeaturesCol, HasPredictionCol, HasWeightCol):
                 raise ConfigError(f"{name} and config[{dotted!r}] both set; give one")
             if self.getOrDefault(getattr(self, name)) == AUTO:
                 flat["train.choice.path"] = True  # the path's grid, chosen on held-out rows
+                flat.setdefault("train.choice.folds", 1)  # the held-out rows, not folds
                 continue
             flat[dotted] = self.getOrDefault(getattr(self, name))
         if self.isSet(self.regParam) or self.isSet(self.elasticNetParam):

@@ -23,11 +23,24 @@ from pyspark.ml.util import (
 )
 
 from .. import storage
-from ..errors import InputError
 from ..jsonio import json_default
 
 MODEL_DIR = "model"
 REPORT_FILE = "report.json"
+
+
+def path_exists(path: str):
+    """pyspark's error for saving over an existing path without overwrite
+    (``AnalysisException`` PATH_ALREADY_EXISTS, as ``DefaultParamsWriter``
+    raises it for every Python stage)."""
+    from pyspark.errors import AnalysisException
+
+    return AnalysisException(
+        message=f"[PATH_ALREADY_EXISTS] Path {path} already exists. To overwrite it, "
+        "use write().overwrite().save(path). SQLSTATE: 42K04",
+        errorClass="PATH_ALREADY_EXISTS",
+        messageParameters={"outputPath": path},
+    )
 
 
 class MaxEntWriter(MLWriter):
@@ -46,7 +59,7 @@ class MaxEntWriter(MLWriter):
         # before anything is written; under Spark Connect this also refuses a
         # remote file system (hdfs://, s3a://: the client has no Hadoop FileSystem)
         if storage.exists(path):
-            raise InputError(f"{path} exists: save with write().overwrite() to replace it")
+            raise path_exists(path)
         DefaultParamsWriter.saveMetadata(
             self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
         )

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends import Backend
-from ..errors import check_finite
-from ..kernels import LossGrad, LossGradTask, Scaling, Weights, check_total_weight
+from ..errors import check_finite, check_total_weight
+from ..kernels import LossGrad, LossGradTask, Scaling, Weights
 from ..kernels.curvature import CurvatureTask
 from ..kernels.direction import LocalDirectionTask
 from ..kernels.loss import RayTask

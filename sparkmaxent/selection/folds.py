@@ -6,8 +6,12 @@ count (ifs, sgc, bayes-factor) with the best mean fold score is chosen
 mean over folds for the one-SE rule), then the model is refitted on all
 the training data there.
 
-Folds are whole groups, label-stratified and seeded
-(``kernels/folds.py``); a fold's training and validation backends are the
+Folds are whole groups, label-stratified and seeded (``fold_of_groups``,
+as data/split.py's held-out split: units are groups, stratified by label
+(a unit of one multiclass event: its label; a longer unit or a candidate
+set: one stratum), ordered within a stratum by a seeded hash of the group
+id; the i-th unit of a stratum goes to fold i mod k, so each fold holds
+each label within one unit of 1/k); a fold's training and validation backends are the
 training backend with each block cut to the fold's events
 (``backends/folds.py``). Every fold fits the same grid, computed once on
 all the training data, point by point and without cuts, so the fold
@@ -26,9 +30,9 @@ import numpy as np
 
 from .. import registry
 from ..backends.folds import FoldBackend
+from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights
-from ..kernels.folds import fold_of_groups
 from ..kernels.predict import EventScoresTask
 from .base import FitResult, Method, TrainingContext
 from .path import (
@@ -43,8 +47,87 @@ from .stopping import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
+_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+
+
+def _hash(values: np.ndarray, seed: int) -> np.ndarray:
+    """splitmix64 of int64 values xor a seed: a fixed, seeded order."""
+    with np.errstate(over="ignore"):
+        z = values.astype(np.uint64) ^ np.uint64(seed * _MIX[0] % 2**64)
+        z = z + np.uint64(_MIX[0])
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX[1])
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX[2])
+        return z ^ (z >> np.uint64(31))
+
+
+def fold_of_groups(
+    group: np.ndarray, y: np.ndarray, k: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct groups, sorted; the fold 0..k-1 of each), from every
+    event's ``group`` and label ``y`` (-1 for candidate sets: one stratum)."""
+    if k < 2:
+        raise ValueError(f"expected k >= 2 folds, got {k}")
+    units, inverse, size = np.unique(group, return_inverse=True, return_counts=True)
+    first_label = np.full(len(units), np.iinfo(np.int64).max)
+    np.minimum.at(first_label, inverse, y.astype(np.int64))
+    stratum = np.where(size == 1, first_label, -1)
+    order = np.lexsort((units, _hash(units, seed), stratum))
+    s = stratum[order]
+    starts = np.r_[0, np.flatnonzero(s[1:] != s[:-1]) + 1]
+    rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    fold = np.empty(len(units), dtype=np.int64)
+    fold[order] = rank % k
+    return units, fold
+
+
 #: methods that choose a stage count by folds (registry.py; the path methods choose a point)
 STAGE_METHODS = registry.names(lambda m: m.best_stage)
+
+
+def automatic_folds(backend, heldout, config) -> tuple[int, int]:
+    """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` for an
+    ``l2`` path over at most ``kfold_max_events`` events, the held-out ones
+    included, every event in a group (folds are groups); else k = 0 (the
+    held-out part). Grafting paths keep the held-out part: the folds fit no
+    l2 mixes and no pass-budget cut, and a fold path's points past the best
+    cost many times a held-out path's (docs/methods/model-choice.md).
+    Counting costs one pass per backend."""
+    choice = config.choice
+    if choice.folds or not choice.kfold_max_events or not choice.path:
+        return 0, 0
+    if registry.method(config.method).path in (None, "l1"):  # l2 paths only
+        return 0, 0
+    counts = [grouped_events(b) for b in (backend, heldout) if b is not None]
+    events = sum(n for n, _ in counts)
+    if not all(grouped for _, grouped in counts):  # folds are made of groups
+        return 0, events
+    return (choice.auto_folds if 0 < events <= choice.kfold_max_events else 0), events
+
+
+def automatic_choice(backend, heldout, config) -> tuple:
+    """(backend, heldout, config, report entries) of a run: with automatic
+    folds (``automatic_folds``) the training and held-out backends joined,
+    no held-out part and ``folds = k``; else as given, entries {}."""
+    k, events = automatic_folds(backend, heldout, config)
+    if not k:
+        return backend, heldout, config, {}
+    log.info(
+        "%d events <= train.choice.kfold_max_events: choosing by %d folds%s",
+        events,
+        k,
+        " of the training and held-out events" if heldout is not None else "",
+    )
+    config = dataclasses.replace(config, choice=dataclasses.replace(config.choice, folds=k))
+    if heldout is not None:
+        backend, heldout = UnionBackend(backend, heldout), None
+    return backend, heldout, config, {"automatic": True, "events": events}
+
+
+def grouped_events(backend) -> tuple[int, bool]:
+    """(events, whether every event carries a group id) of a backend: one pass."""
+    space = backend.space
+    ev = backend.run(EventScoresTask(space, Weights.zeros(space), None))
+    return len(ev.c), bool(np.all(ev.group >= 0))
 
 
 def fit_folds(ctx: TrainingContext, method: Method) -> FitResult:

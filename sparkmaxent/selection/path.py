@@ -97,7 +97,8 @@ def fit_path(ctx: TrainingContext) -> FitResult:
     if ctx.heldout is None:
         raise ConfigError(
             "train.choice.path: a path is chosen on held-out data; give data.heldout "
-            "(--heldout) or prepare with data.heldout_fraction (--heldout-fraction)"
+            "(--heldout), prepare with data.heldout_fraction (--heldout-fraction), or "
+            "choose by k folds (train.choice.folds)"
         )
     entry = registry.method(cfg.method)
     if entry.path is None:

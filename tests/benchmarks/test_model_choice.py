@@ -47,3 +47,26 @@ def test_stage_points_spread_over_the_run_and_keep_the_chosen_stage():
     short = stage_points(rounds[:5], count=10)
     assert [p["round"] for p in short] == [1, 2, 3, 4, 5]
     assert stage_points([]) == []
+
+
+def test_a_run_of_some_corpora_replaces_their_rows_and_keeps_the_others():
+    from benchmarks.model_choice import merged_rows
+
+    earlier = [
+        {"corpus": "pp", "method": "grafting", "test_score": 83.0},
+        {"corpus": "conll", "conll_sentences": 2000, "method": "grafting", "test_score": 90.0},
+        {"corpus": "conll", "conll_sentences": 0, "method": "grafting", "test_score": 93.0},
+        {"corpus": "brown", "method": "sklearn-l2", "test_score": 58.0},
+    ]
+    rows = [
+        {"corpus": "conll", "conll_sentences": 2000, "method": "grafting", "test_score": 91.0},
+        {"corpus": "pp", "method": "sklearn-l2", "test_score": 83.5},
+    ]
+    page = merged_rows(earlier, rows)
+    assert [(r["corpus"], r.get("conll_sentences"), r["test_score"]) for r in page] == [
+        ("pp", None, 83.0),
+        ("pp", None, 83.5),
+        ("conll", 0, 93.0),
+        ("conll", 2000, 91.0),
+        ("brown", None, 58.0),
+    ]

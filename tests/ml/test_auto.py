@@ -32,6 +32,9 @@ def test_auto_means_a_held_out_path():
     assert cfg.train.method == "grafting" and cfg.train.choice.path and cfg.train.choice.refit
     cfg = MaxEntClassifier(l2="auto").training_config()
     assert cfg.train.method == "l2" and cfg.train.choice.path
+    assert cfg.train.choice.folds == 1  # the held-out rows, however few: no automatic folds
+    given = MaxEntClassifier(l2="auto", config={"train.choice.folds": 3}).training_config()
+    assert given.train.choice.folds == 3
     with pytest.raises(ConfigError, match="MaxEntRanker: no 'auto' penalty"):
         MaxEntRanker(l1="auto")._validation_split(None)
 

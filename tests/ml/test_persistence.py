@@ -4,7 +4,9 @@ estimator with its Params."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from chispa import assert_df_equality
+from pyspark.errors import AnalysisException
 
 from sparkmaxent import storage
 from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
@@ -15,6 +17,9 @@ def test_model_round_trip(model, df, tmp_path):
     path = str(tmp_path / "m")
     model.write().overwrite().save(path)
     model.write().overwrite().save(path)  # overwrite replaces it
+    with pytest.raises(AnalysisException, match="PATH_ALREADY_EXISTS") as e:
+        model.save(path)  # as pyspark refuses it for any Python stage
+    assert e.value.getCondition() == "PATH_ALREADY_EXISTS"
     back = MaxEntClassificationModel.load(path)
     assert back.uid == model.uid and back.labels == model.labels
     assert back.numClasses == model.numClasses and back.report == model.report

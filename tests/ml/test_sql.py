@@ -1,10 +1,14 @@
 """SQL scoring (ml/sql.py): transform without a Python worker gives the
-Arrow scorer's output, for every feature column kind, classes absent in
-training, thresholds and standardization; the SQL text runs in spark.sql."""
+Arrow scorer's output, for every feature column kind (sparse and dense
+Vectors with unseen indices, stored zeros and nulls included), classes
+absent in training, thresholds, binary predicates and standardization; the
+SQL text runs in spark.sql."""
 
 from __future__ import annotations
 
+import pytest
 from chispa import assert_approx_df_equality
+from pyspark.sql import functions as F
 
 from sparkmaxent.ml import MaxEntClassifier
 
@@ -24,8 +28,6 @@ def _equal(model, df):
     from pyspark.ml.functions import vector_to_array
 
     got, want = _both(model, df)
-    from pyspark.sql import functions as F
-
     cols = ["id", "prediction"]  # one column per entry: chispa compares floats approximately
     for vector in ("probability", "rawPrediction"):
         for k in range(model.numClasses):  # -inf (an absent class) as a finite stand-in
@@ -38,8 +40,6 @@ def _equal(model, df):
 
 
 def test_sql_scores_as_the_arrow_scorer(spark, model, df):
-    from pyspark.sql import functions as F
-
     got = _equal(model, df)
     assert got.columns == [*df.columns, "rawPrediction", "probability", "prediction"]
     assert got.schema["prediction"].metadata["ml_attr"]["vals"] == model.labels
@@ -59,11 +59,53 @@ def test_sql_scores_absent_classes(spark):
     rows = [(i, float(2 * y), f) for i, y, f in events(120, 2, seed=5)]  # classes 0 and 2
     df = spark.createDataFrame(rows, "id long, label double, features array<string>")
     model = MaxEntClassifier(l2=0.01).fit(df)
-    assert model.numClasses == 3 and model.uses_sql(model.scorer(), "array<string>")
+    assert model.numClasses == 3 and model.uses_sql(model.scorer())
     got = _equal(model, df)
     assert {r.probability[1] for r in got.select("probability").collect()} == {0.0}
     standardized = MaxEntClassifier(l2=0.01, standardization=True).fit(df)
-    assert not standardized.uses_sql(standardized.scorer(), "array<string>")  # Arrow
+    assert standardized.uses_sql(standardized.scorer())  # the scaling folded into W and b
+    assert standardized.maxentModel.scaling is not None
+    _equal(standardized, df)
+
+
+def _vectors(spark):
+    """Rows of Vectors over 12 indices: sparse ones with unseen indices (10,
+    11 and past the training vocabulary), stored zeros, real values and no
+    entries; dense ones with zeros, none at all; a null."""
+    from pyspark.ml.linalg import Vectors
+
+    rows = [
+        Vectors.sparse(12, [0, 3, 5], [1.0, 2.0, 1.0]),
+        Vectors.sparse(12, [1, 10, 11], [1.0, 1.0, 3.0]),
+        Vectors.sparse(100000, [2, 4, 99999], [-0.5, 2.5e-7, 1e20]),
+        Vectors.sparse(12, [0, 2, 6], [0.0, 1.0, 0.0]),
+        Vectors.sparse(12, [], []),
+        Vectors.dense([0.0, 1.0, 0.0, 2.0, 0.0, 0.0, 1.5, 0.0]),
+        Vectors.dense([0.0, 0.0, 0.0]),
+        Vectors.dense([]),
+        None,
+    ]
+    return spark.createDataFrame([(i, v) for i, v in enumerate(rows)], ["id", "features"])
+
+
+def test_sql_scores_vectors(spark, df):
+    """Vector features (the CountVectorizer's counts) scored in SQL as in the
+    Arrow UDF, plain, standardized and binary."""
+    from pyspark.ml.feature import CountVectorizer
+
+    vectorizer = CountVectorizer(inputCol="features", outputCol="v").fit(df)
+    vectors = vectorizer.transform(df).select("id", "label", F.col("v").alias("features"))
+    unseen = _vectors(spark)
+    for params in ({"l1": 0.01, "method": "grafting"},
+                   {"l2": 0.01, "standardization": True, "binary": True}):  # fmt: skip
+        model = MaxEntClassifier(**params).fit(vectors)
+        assert model.uses_sql(model.scorer())
+        assert all(n.isdigit() for n in model.featureNames)  # the Vector's indices
+        got = _equal(model, vectors)
+        assert got.select("prediction").distinct().count() > 1
+        _equal(model, unseen)
+    steps = dict(model.sqlExpression(kind="vector"))
+    assert "CAST(`features` AS STRING)" in steps.values()  # no Python: the Vector's text
 
 
 def test_sql_expression_runs_as_one_select(spark, model, df):
@@ -73,3 +115,24 @@ def test_sql_expression_runs_as_one_select(spark, model, df):
     out = spark.sql(f"SELECT id, {select} FROM maxent_rows").orderBy("id")
     want = model.transform(df).orderBy("id").select("prediction").collect()
     assert [r[steps[-1][0]] for r in out.collect()] == [r.prediction for r in want]
+
+
+def test_saved_sql_file_runs_as_transform(spark, model, df, tmp_path):
+    """saveSQL writes one query a SQL user runs over their table: the
+    columns of transform, the vectors as arrays; an existing file is refused."""
+    from pyspark.errors import AnalysisException
+    from pyspark.ml.functions import vector_to_array
+
+    path = str(tmp_path / "score.sql")
+    model.saveSQL(path, table="maxent_input")
+    with pytest.raises(AnalysisException, match="PATH_ALREADY_EXISTS"):
+        model.saveSQL(path, table="maxent_input")
+    df.createOrReplaceTempView("maxent_input")
+    with open(path) as f:
+        got = spark.sql(f.read()).orderBy("id")
+    want = model.transform(df).orderBy("id")
+    want = want.withColumns({c: vector_to_array(c) for c in ("rawPrediction", "probability")})
+    assert [f.dataType.simpleString() for f in got.schema] == [
+        f.dataType.simpleString() for f in want.schema
+    ]
+    assert got.columns == want.columns and got.collect() == want.collect()  # the same SQL

@@ -10,8 +10,15 @@ import pytest
 import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad
-from sparkmaxent.kernels import curvature as curvature_module
+from sparkmaxent.kernels import (
+    CANDIDATES,
+    MULTICLASS,
+    Scaling,
+    Space,
+    Weights,
+    loss_grad,
+    sparsetools,
+)
 from sparkmaxent.kernels.blocks import CandidateBlock, split_block
 from sparkmaxent.kernels.curvature import Curvature, CurvatureTask, _dense_product, curvature
 from sparkmaxent.kernels.loss import LossGrad
@@ -185,7 +192,7 @@ def test_dense_product_is_scipys_product_bit_for_bit(index, monkeypatch):
     assert got.dtype == np.float64 and np.array_equal(got, (A @ B).toarray())
     empty = sp.csr_matrix((0, 300))
     assert _dense_product(raw(empty), raw(B), 0, 300, 17).shape == (0, 17)
-    monkeypatch.setattr(curvature_module, "_tools", None)  # a scipy without the kernels
+    monkeypatch.setattr(sparsetools, "private", None)  # a scipy without the kernels
     assert np.array_equal(_dense_product(raw(A), raw(B), 40, 300, 17), got)
 
 
@@ -198,7 +205,7 @@ def test_curvature_is_that_of_scipys_products_bit_for_bit(use_scaling, monkeypat
     w = Weights(ids, rng.normal(size=len(ids)), rng.normal(size=space.n_labels))
     scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
     got = curvature(block, space, w, ids, scaling)
-    monkeypatch.setattr(curvature_module, "_tools", None)  # the public product
+    monkeypatch.setattr(sparsetools, "private", None)  # the public product
     expected = curvature(block, space, w, ids, scaling)
     assert np.array_equal(got.hess_upper, expected.hess_upper)
     assert np.count_nonzero(got.hess_upper) > len(ids)  # off-diagonal entries too

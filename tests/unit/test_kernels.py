@@ -9,7 +9,15 @@ import pytest
 from scipy.special import logsumexp
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights, loss_grad
+from sparkmaxent.kernels import (
+    CANDIDATES,
+    MULTICLASS,
+    Scaling,
+    Space,
+    Weights,
+    loss_grad,
+    sparsetools,
+)
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
 from sparkmaxent.kernels.stats import moments
 from sparkmaxent.problem import Objective
@@ -253,7 +261,7 @@ def test_the_row_chunked_kernel_is_the_whole_block_kernel_bit_for_bit(
         return loss_module.loss_grad_proba(block, space, weights, scaling, grad_ids, **chunks)
 
     chunked, p_chunked = run(chunk_entries=7 * 5)  # 7 rows a chunk: 43 chunks
-    monkeypatch.setattr(loss_module, "_tools", None)  # the public products, whole block
+    monkeypatch.setattr(sparsetools, "private", None)  # the public products, whole block
     whole, p_whole = run()
     for a, b in [
         (chunked.grad, whole.grad),
@@ -295,7 +303,7 @@ def test_the_active_set_sweep_keeps_no_residual_matrix_and_gives_the_same_sums(
     # 301 rows: a remainder
     got = loss_grad(block, space, weights, scaling, grad_ids, chunk_entries=rows_per_chunk * 5)
     monkeypatch.setattr(loss_module, "_sweep", general)
-    monkeypatch.setattr(loss_module, "_tools", None)  # the public products, whole block
+    monkeypatch.setattr(sparsetools, "private", None)  # the public products, whole block
     want = loss_grad(block, space, weights, scaling, grad_ids)
     assert (got.loss, got.weight, got.correct) == (want.loss, want.weight, want.correct)
     np.testing.assert_allclose(got.grad_bias, want.grad_bias, rtol=1e-13, atol=1e-13)
@@ -304,3 +312,25 @@ def test_the_active_set_sweep_keeps_no_residual_matrix_and_gives_the_same_sums(
     else:
         np.testing.assert_array_equal(got.grad, want.grad)
     assert len(got.grad) == len(grad_ids)
+
+
+def test_scipys_own_kernels_are_its_public_products_and_refused_when_missing(monkeypatch):
+    """kernels/sparsetools.py, the one caller of scipy's private kernels:
+    each product is scipy's public one bit for bit; without the module
+    (another scipy) a call is refused and the kernels take the public
+    products (the fallback tests above and in test_curvature.py)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    A = sp.random(30, 20, density=0.2, format="csr", random_state=rng)
+    x, z = rng.normal(size=(20, 3)), rng.normal(size=(30, 3))
+    y, t = np.zeros((30, 3)), np.zeros((20, 3))
+    sparsetools.csr_matvecs(30, 20, 3, A.indptr, A.indices, A.data, x.reshape(-1), y.reshape(-1))
+    # A's CSR arrays are the CSC arrays of A^T
+    sparsetools.csc_matvecs(20, 30, 3, A.indptr, A.indices, A.data, z.reshape(-1), t.reshape(-1))
+    assert sparsetools.available()
+    assert np.array_equal(y, A @ x) and np.array_equal(t, A.T @ z)
+    monkeypatch.setattr(sparsetools, "private", None)
+    assert not sparsetools.available()
+    with pytest.raises(RuntimeError, match="check available"):
+        sparsetools.csr_matvecs(30, 20, 3, A.indptr, A.indices, A.data, x.ravel(), y.ravel())

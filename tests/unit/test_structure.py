@@ -104,8 +104,6 @@ KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
 KERNEL_FUNCTIONS_ON_THE_DRIVER = {
     "atoms_of_keys": "selection/combination.py",
     "check_key_range": "selection/combination.py",
-    "check_total_weight": "backends and problem/objective.py, on merged sums",
-    "fold_of_groups": "selection/folds.py",
     "mask_bits": "lattice/build.py",
     "n_words": "lattice/build.py",
     "popcount": "lattice/build.py",
@@ -159,6 +157,13 @@ def test_the_kernel_function_rule_sees_a_driver_only_function():
     }
     others = {"d": "from ..kernels.k import Task, decide, shared\n"}
     assert kernel_functions_used_outside(kernels, others) == {"decide"}
+
+
+def test_scipys_private_kernels_are_called_from_one_module():
+    """``scipy.sparse._sparsetools`` is private to scipy: one module holds
+    every call (kernels/sparsetools.py), so another scipy breaks one place."""
+    users = [name for name, path in modules().items() if "_sparsetools" in path.read_text()]
+    assert users == ["sparkmaxent.kernels.sparsetools"], users
 
 
 def test_modules_are_at_most_600_lines():

@@ -1,0 +1,132 @@
+"""Held-out choice against k-fold choice by training size: the measurements
+behind ``train.choice.kfold_max_events`` (docs/methods/model-choice.md).
+
+Training data only: each corpus is split as in ``benchmarks.model_choice``
+(its sub-train part D and held-out part E, prepared there; the test data
+is not read). From D, nested subsamples S of 1/16, 1/8, ... of its groups
+(a tagged sentence, else an event; ``selection/folds.py``'s seeded,
+label-stratified assignment into 16 parts, the first j parts kept). On
+each S, a path (``l2``, or ``grafting`` with pure l1: ``l2_mixes`` [0]) at
+the defaults is chosen
+
+- ``heldout``: on an inner held-out fifth of S (``train.choice.folds`` 1),
+  then refitted on all of S (``train.choice.refit``);
+- ``folds``: by 5 folds over all of S (``train.choice.folds`` 5 over both
+  inner parts joined: the automatic choice of an ``l2`` path,
+  ``train.choice.kfold_max_events``), refitted on S;
+
+so both models see the same events, and differ only in the choice. Both
+are scored on E, which neither saw: log-likelihood (``loglik``, the
+criterion) and accuracy. ``wall_s`` and ``passes`` are the whole training
+call (choice and refit).
+
+Usage (after ``benchmarks.model_choice`` prepared the corpora in its
+--work directory)::
+
+    python -m benchmarks.choice_folds --corpora pp conll --sizes 1 2 4 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from benchmarks.common import RESULTS, load_average, print_table, start, write_result
+from benchmarks.model_choice import backend
+from sparkmaxent.backends.folds import FoldBackend
+from sparkmaxent.backends.union import UnionBackend
+from sparkmaxent.config import train_config
+from sparkmaxent.kernels import Weights
+from sparkmaxent.kernels.predict import EventScoresTask
+from sparkmaxent.selection.choice import score_on
+from sparkmaxent.selection.folds import fold_of_groups
+from sparkmaxent.train import train
+
+KEYS = ["corpus", "method", "events", "choice", "chosen", "features", "loglik", "accuracy",
+        "passes", "wall_s"]  # fmt: skip
+METHODS = {"l2": {"method": "l2"}, "grafting-l1": {"method": "grafting", "l2_mixes": [0]}}
+PARTS = 16
+
+
+def groups_of(b) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct groups, the part 0..PARTS-1 of each) of a backend's events."""
+    ev = b.run(EventScoresTask(b.space, Weights.zeros(b.space), None))
+    return fold_of_groups(ev.group, ev.y, PARTS, seed=7)
+
+
+def one(train_part, heldout_part, evaluation, keys: dict) -> dict:
+    """Train with ``keys`` and score the model on ``evaluation``."""
+    t0, passes0 = time.perf_counter(), train_part.passes
+    res = train(train_part, train_config(path=True, **keys), heldout_part)
+    wall = time.perf_counter() - t0
+    rep = res.report
+    if "folds" in rep:
+        chosen = rep["folds"]["grid"][rep["folds"]["chosen"]]
+    else:
+        chosen = rep["path"]["points"][rep["path"]["chosen"]][rep["path"]["parameter"]]
+    loglik = score_on(evaluation, res.weights, res.scaling, "loglik")
+    accuracy = score_on(evaluation, res.weights, res.scaling, "accuracy")
+    return {
+        "choice": "folds" if "folds" in rep else "heldout",
+        "chosen": float(chosen),
+        "features": int(res.weights.nnz),
+        "loglik": round(loglik["heldout_score"], 5),
+        "loglik_se": round(loglik["heldout_se"], 5),
+        "accuracy": round(100 * accuracy["heldout_score"], 3),
+        "passes": train_part.passes - passes0,
+        "wall_s": round(wall, 2),
+    }
+
+
+def corpus_rows(name: str, args, rows: list[dict]) -> None:
+    """Append ``name``'s rows to ``rows``, the page rewritten after each."""
+    work, sizes, methods = args.work, args.sizes, args.methods
+    dirs = {s: os.path.join(work, name, s) for s in ("train", "heldout")}
+    if not all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
+        raise SystemExit(f"{name}: run benchmarks.model_choice --corpora {name} first")
+    base, evaluation = backend(dirs["train"]), backend(dirs["heldout"])
+    units, part = groups_of(base)
+    for j in sizes:
+        subsample = FoldBackend(base, units[part < j], True)
+        s_units, inner = fold_of_groups(*_group_y(subsample), 5, seed=1)
+        s_train = FoldBackend(subsample, s_units[inner != 0], True)
+        s_held = FoldBackend(subsample, s_units[inner == 0], True)
+        events = len(_group_y(subsample)[0])
+        for method in methods:
+            for folds in (1, 5):  # held-out, then 5 folds of both parts
+                keys = {**METHODS[method], "folds": folds}
+                row = {"corpus": name, "method": method, "events": events, "parts": f"{j}/16"}
+                parts = (s_train, s_held) if folds == 1 else (UnionBackend(s_train, s_held), None)
+                row.update(one(*parts, evaluation, keys))
+                row["load_average"] = load_average()
+                print_table([row], KEYS)
+                rows.append(row)
+                write_result(args.output, rows)
+
+
+def _group_y(b) -> tuple[np.ndarray, np.ndarray]:
+    ev = b.run(EventScoresTask(b.space, Weights.zeros(b.space), None))
+    return ev.group, ev.y
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpora", nargs="+", default=["pp", "conll"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1, 2, 4, 8],
+                        help="subsamples of D: this many sixteenths")  # fmt: skip
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    parser.add_argument("--work", default="/tmp/sparkmaxent-model-choice")
+    parser.add_argument("--output", default=os.path.join(RESULTS, "choice_folds.json"))
+    args = start(parser, argv)
+    rows: list[dict] = []
+    for name in args.corpora:
+        corpus_rows(name, args, rows)
+    print_table(rows, KEYS)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
