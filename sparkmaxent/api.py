@@ -195,14 +195,16 @@ def prepared_for_model(
     allow_unknown: bool = False,
     columns: TableColumns | None = None,
     in_process_max_events: int = 0,
+    in_process_bytes_per_event: int = Limits.bytes_per_event,
 ) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
     if it is one, else ``data`` (text or a table in ``fmt``, its ``columns``
     as in ``data.tables.prepare_input``) prepared into ``workdir``, one
     event per record (never merged), as the model's training data was
     (binary predicates or counts: the vocabulary's setting); small inputs
-    in this process (``in_process_max_events``, ``data.in_process_max_events``:
-    the same dataset as on Spark). Checked by :func:`check_unknown`."""
+    in this process (``in_process_max_events``, ``in_process_bytes_per_event``:
+    the [data] keys, ``plan.Limits``; the same dataset as on Spark). Checked
+    by :func:`check_unknown`."""
     from .data.options import PrepareOptions
     from .data.tables import prepare_input
     from .model import VOCABULARY_DIR
@@ -225,6 +227,7 @@ def prepared_for_model(
             vocabulary=storage.join(model_dir, VOCABULARY_DIR),
             overwrite=True,
             in_process_max_events=in_process_max_events,
+            in_process_bytes_per_event=in_process_bytes_per_event,
         )
         prepare_input(
             spark, [data], out, fmt, columns=columns, options=options or {}, settings=settings
@@ -438,6 +441,7 @@ def predict(
                     allow_unknown,
                     columns,
                     cfg.data.in_process_max_events,
+                    cfg.data.in_process_bytes_per_event,
                 )
                 info = DatasetInfo.load(prepared)
                 plan = ExecutionPlan.from_config(cfg)

@@ -439,6 +439,7 @@ def _evaluate_to(args, cfg, spark, model) -> int:
             args.allow_unknown,
             _columns(args, cfg),
             cfg.data.in_process_max_events,
+            cfg.data.in_process_bytes_per_event,
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         plan = ExecutionPlan.from_config(cfg)

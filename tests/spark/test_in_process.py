@@ -190,3 +190,27 @@ def test_evaluate_and_predict_of_small_text_in_process_equal_spark(spark, texts,
     assert scores[IN_PROCESS] == scores[SPARK_ONLY] and 0.3 < scores[SPARK_ONLY]["accuracy"]
     assert len(rows[IN_PROCESS]) == 100
     assert [r.asDict() for r in rows[IN_PROCESS]] == [r.asDict() for r in rows[SPARK_ONLY]]
+
+
+def test_text_to_score_is_prepared_in_process_only_within_the_bytes_per_event_bound(
+    spark, texts, monkeypatch
+):
+    from sparkmaxent.data import prepare as prep
+
+    d, paths = texts
+    train = _prepared(spark, d, paths, IN_PROCESS)["train"]
+    cfg = dataclasses.replace(Config(), train=train_config(method="l2", l2=1e-3, plots=False))
+    model, _ = api.train_model(spark, cfg, train)
+    model_dir = str(d / "model-bytes")
+    model.save(model_dir, overwrite=True)
+    calls: list = []
+    real = prep.build_local
+    monkeypatch.setattr(prep, "build_local", lambda *a, **k: calls.append(1) or real(*a, **k))
+    size = os.path.getsize(paths["test"])  # 100 events
+    for per_event, local in ((size // 100 + 1, True), (size // 100 - 1, False)):
+        calls.clear()
+        data = api.prepared_for_model(
+            spark, model_dir, paths["test"], "maxent", str(d / f"work-bytes-{per_event}"),
+            in_process_max_events=100, in_process_bytes_per_event=per_event,
+        )  # fmt: skip
+        assert DatasetInfo.load(data).n_events == 100 and bool(calls) is local
