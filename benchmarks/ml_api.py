@@ -5,11 +5,13 @@ in one Spark session: issue 20's figures for classic sessions.
   DataFrame against the command line's ``prepare`` + ``train`` on the same
   tokens written as text (the same objective and passes; the Estimator's
   overhead is its share of wall time).
-- ``score``: ``MaxEntClassificationModel.transform`` against MLlib's
-  ``LogisticRegressionModel.transform`` on the same cached test rows, MLlib
-  with and without the ``CountVectorizer`` that turns the templates into its
-  Vector (an MLlib model trained for ``--mllib-iter`` iterations, for its
-  accuracy only). Each transform is materialized with the ``noop`` writer.
+- ``score``: ``MaxEntClassificationModel.transform`` (SQL scoring, the
+  default, and the Arrow UDF) against MLlib's
+  ``LogisticRegressionModel.transform`` on the same cached test rows: given
+  the ``CountVectorizer``'s Vectors (our model then fitted on them too), and
+  from the templates (MLlib with its ``CountVectorizer``; an MLlib model
+  trained for ``--mllib-iter`` iterations, for its accuracy only). Each
+  transform is materialized with the ``noop`` writer.
 - ``grid``: ``fitMultiple`` over ``--grid`` gamma1 values (what
   CrossValidator calls per fold) with and without warmStart.
 - ``cv``: ``CrossValidator`` (``--folds`` folds, ``ParamGridBuilder`` over
@@ -134,13 +136,20 @@ def row(system: str, task: str, wall: float, n: int, report: dict | None = None,
 
 
 def score_stage(spark, args, train, test, model, rows: list[dict]) -> None:
-    """Scoring throughput on the cached test rows."""
+    """Scoring throughput on the cached test rows: our model on the
+    templates (array<string>) and, fitted on the CountVectorizer's Vectors,
+    on the same Vectors MLlib's model reads; each in SQL (the default) and
+    in the Arrow UDF."""
     from pyspark.ml.classification import LogisticRegression
     from pyspark.ml.feature import CountVectorizer, StringIndexer
+    from pyspark.sql import functions as F
+
+    from sparkmaxent.ml import MaxEntClassifier
 
     indexer = StringIndexer(inputCol="label", outputCol="label_index", handleInvalid="keep")
     indexer = indexer.fit(train)
     vectorizer = CountVectorizer(inputCol="features", outputCol="vec", binary=True).fit(train)
+    train_vectors = vectorizer.transform(indexer.transform(train)).cache()
     lr = LogisticRegression(
         featuresCol="vec",
         labelCol="label_index",
@@ -148,37 +157,34 @@ def score_stage(spark, args, train, test, model, rows: list[dict]) -> None:
         regParam=args.l1,
         elasticNetParam=1.0,
         standardization=False,
-    ).fit(vectorizer.transform(indexer.transform(train)))
+    ).fit(train_vectors)
+    ours_vec = MaxEntClassifier(
+        method="grafting", l1=args.l1, nBest=args.n_best, featuresCol="vec"
+    ).fit(train_vectors.select("label", "vec"))
     test = indexer.transform(test).cache()
     vectors = vectorizer.transform(test).cache()
     n = test.count()
     vectors.count()
     # our model's classes are its sorted label strings; score against those indices
     labels = model.labels
-    from pyspark.sql import functions as F
-
-    ours = test.withColumn(
-        "label_index", F.array_position(F.array(*[F.lit(x) for x in labels]), F.col("label")) - 1
-    ).withColumn("label_index", F.col("label_index").cast("double"))
-    fns = {
-        "sparkmaxent transform": lambda: materialize(model.transform(ours)),
-        "mllib transform (Vector given)": lambda: materialize(lr.transform(vectors)),
-        "mllib CountVectorizer + transform": lambda: materialize(
-            lr.transform(vectorizer.transform(test))
-        ),
+    position = F.array_position(F.array(*[F.lit(x) for x in labels]), F.col("label")) - 1
+    ours = test.withColumn("label_index", position.cast("double"))
+    ours_vectors = vectors.withColumn("label_index", position.cast("double"))
+    arrow, arrow_vec = model.copy(), ours_vec.copy()
+    arrow.scoring = arrow_vec.scoring = "arrow"
+    scored = {
+        "sparkmaxent SQL transform (Vector given)": lambda: ours_vec.transform(ours_vectors),
+        "sparkmaxent Arrow transform (Vector given)": lambda: arrow_vec.transform(ours_vectors),
+        "mllib transform (Vector given)": lambda: lr.transform(vectors),
+        "sparkmaxent SQL transform (array<string>)": lambda: model.transform(ours),
+        "sparkmaxent Arrow transform (array<string>)": lambda: arrow.transform(ours),
+        "mllib CountVectorizer + transform": lambda: lr.transform(vectorizer.transform(test)),
     }
-    accs = {
-        "sparkmaxent transform": accuracy(model.transform(ours)),
-        "mllib transform (Vector given)": accuracy(lr.transform(vectors)),
-    }
-    accs["mllib CountVectorizer + transform"] = accs["mllib transform (Vector given)"]
-    for fn in fns.values():
-        fn()  # warm-up
-    for system, fn in fns.items():
-        walls = []
-        for _ in range(args.repeats):
-            walls.append(timed(fn)[1])
-        rows.append(row(system, "score test", min(walls), n, acc=accs[system]))
+    for system, fn in scored.items():
+        acc = accuracy(fn())
+        materialize(fn())  # warm-up
+        walls = [timed(lambda fn=fn: materialize(fn()))[1] for _ in range(args.repeats)]
+        rows.append(row(system, "score test", min(walls), n, acc=acc))
         rows[-1]["wall_s_all"] = walls
 
 
@@ -255,18 +261,28 @@ def cv_stage(spark, args, text: str, rows: list[dict]) -> None:
 
 
 def targets(rows: list[dict]) -> dict:
-    """Issue 20's targets, from the rows present: scoring throughput against
-    MLlib's (with its CountVectorizer, and given Vectors) and the
+    """Issues 20 and 39's targets, from the rows present: scoring throughput
+    against MLlib's (with its CountVectorizer, and given Vectors) and
+    against the Arrow UDF's, and the
     Estimator's wall time against the CLI's on the same training."""
     by = {r["system"]: r for r in rows}
     out = {}
-    ours = by.get("sparkmaxent transform")
+
+    def ratio(key: str, ours: str, theirs: str, goal: str) -> None:
+        if ours in by and theirs in by:
+            x = by[ours]["rows_per_s"] / by[theirs]["rows_per_s"]
+            out[key] = target(f"{goal} ({ours} / {theirs})", f"{x:.2f}x", x >= 1)
+
     goal = "transform throughput >= MLlib's LogisticRegressionModel.transform"
-    for key, system in (("transform_text", "mllib CountVectorizer + transform"),
-                        ("transform_vectors", "mllib transform (Vector given)")):  # fmt: skip
-        if ours and system in by:
-            ratio = ours["rows_per_s"] / by[system]["rows_per_s"]
-            out[key] = target(f"{goal} ({system})", f"{ratio:.2f}x", ratio >= 1)
+    ratio("transform_vectors", "sparkmaxent SQL transform (Vector given)",
+          "mllib transform (Vector given)", goal)  # fmt: skip
+    ratio("transform_text", "sparkmaxent SQL transform (array<string>)",
+          "mllib CountVectorizer + transform", goal)  # fmt: skip
+    goal = "SQL scoring throughput >= the Arrow UDF's"
+    ratio("sql_vs_arrow_vectors", "sparkmaxent SQL transform (Vector given)",
+          "sparkmaxent Arrow transform (Vector given)", goal)  # fmt: skip
+    ratio("sql_vs_arrow_text", "sparkmaxent SQL transform (array<string>)",
+          "sparkmaxent Arrow transform (array<string>)", goal)  # fmt: skip
     est, cli = by.get("sparkmaxent Estimator"), by.get("sparkmaxent CLI")
     if est and cli:
         ratio = est["wall_s"] / cli["wall_s"]

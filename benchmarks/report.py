@@ -63,7 +63,7 @@ PAGES: dict[str, Page] = {
         "Hessian-vector products, bytes a pass ships to the driver (the mean over the round's "
         "passes, the full-gradient pass included; the direction passes' own mean beside it, "
         "every kind of pass in the file's by_pass); targets: the log-log slopes from 1,000 "
-        "weights, and auto's threshold against the sizes where each solver cost less. A "
+        "weights. A "
         "round is solved to grafting's own first-round tolerance (a few iterations). Each "
         "row names the run that measured it (measured_by). Shown: the Spark rows at the "
         "issue's sizes, 1,000, 4,000, 16,000 and 64,000 weights; the rest in the file.",
@@ -233,10 +233,11 @@ PAGES: dict[str, Page] = {
     "stage_methods": Page(
         "SGC and the Bayes factor at their automatic settings",
         "SGC (adaptive stages of several features) and the Bayes factor (going on past its "
-        "rule while held-out improves), each keeping its best held-out stage under "
-        "`train.selection.max_seconds`, against scikit-learn's LogisticRegressionCV l2 chosen "
-        "on the same held-out part (model_choice's split) on PP attachment, Brown genres and "
-        "CoNLL-2000 (2,000 sentences); targets: within 1 point of l2, a model at the end.",
+        "rule while held-out improves, proposing from low-margin events once no training event "
+        "is misclassified), each keeping its best held-out stage, stopped by the paths' held-out "
+        "rule or `train.selection.max_seconds`, against scikit-learn's LogisticRegressionCV l2 "
+        "chosen on the same held-out part (model_choice's split) on PP attachment, Brown genres "
+        "and CoNLL-2000 (2,000 sentences); targets: within 1 point of l2, a model at the end.",
         ("corpus", "method", "test_score", "features", "chosen_setting", "heldout_score",
          "passes", "wall_s", "stage_cap_s", "stopped"),
     ),

@@ -369,46 +369,8 @@ def report(output: str, rows: list[dict]) -> None:
             "; ".join(notes),
             all(v is not None and v <= SLOPE_GOAL for v in slopes.values()),
         )
-    targets.update(crossover_targets(rows))
     print({k: v["value"] for k, v in targets.items()})
     write_result(output, rows, targets, benchmark="round_cost")
-
-
-def crossover(rows: list[dict], key: str) -> tuple[int | None, int | None]:
-    """Over the sizes both solvers ran: the largest active set (+ labels)
-    whose exact Newton round cost less ``key`` than newton-cg's, and the
-    smallest above it whose newton-cg round cost less (None: none)."""
-    pairs = {}
-    for r in rows:
-        pairs.setdefault(r["active"] + r.get("labels", 0), {})[r["solver"]] = r[key]
-    both = sorted((n, p) for n, p in pairs.items() if len(p) == 2)
-    exact_wins = [n for n, p in both if p["newton"] < p["newton-cg"]]
-    last = max(exact_wins, default=None)
-    cg_wins = [n for n, p in both if p["newton-cg"] <= p["newton"] and (last is None or n > last)]
-    return last, min(cg_wins, default=None)
-
-
-def crossover_targets(rows: list[dict]) -> dict:
-    """Per backend: whether ``auto``'s default ``newton_max_active`` lies
-    where the measured rounds say exact Newton stops paying (CPU seconds)."""
-    from sparkmaxent.config.schema import SelectionConfig
-
-    threshold = SelectionConfig().newton_max_active
-    out = {}
-    for backend in ("spark",):  # the threshold is for clusters: checked on Spark
-        of = [r for r in rows if r.get("backend", "local") == backend]
-        if len({r["solver"] for r in of}) < 2:
-            continue
-        (last, first), (wall_last, wall_first) = crossover(of, "cpu_s"), crossover(of, "wall_s")
-        out[f"auto_threshold_{backend}"] = target(
-            f"{backend}: auto's newton_max_active ({threshold} weights + labels) at least the "
-            "largest round exact Newton solved in fewer CPU seconds than newton-cg and below "
-            "the first one above it that newton-cg solved in fewer",
-            f"exact Newton cheaper up to {last}, newton-cg from {first} (wall: up to "
-            f"{wall_last}, from {wall_first})",
-            (last is None or last <= threshold) and (first is None or threshold < first),
-        )
-    return out
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ class NumericError(ArithmeticError):
 
 class UnconvergedError(RuntimeError):
     """A training run stopped without meeting its own criterion: an
-    optimizer did not converge, the KKT certificate failed, or
-    train.selection.max_seconds ended it (exit 4, unless --allow-unconverged
-    or output.allow_unconverged). The model and report are saved first, so
-    the run can be inspected (or resumed); the message lists the reasons."""
+    optimizer did not converge or the KKT certificate failed (exit 4,
+    unless --allow-unconverged or output.allow_unconverged; a run ended by
+    train.selection.max_rounds or max_seconds is not). The model and report
+    are saved first, so the run can be inspected (or resumed); the message
+    lists the reasons."""
 
 
 class StalledError(RuntimeError):

@@ -120,6 +120,9 @@ def train(
     report["unconverged"] = unconverged(report, result.stop)
     for reason in report["unconverged"]:
         log.warning("%s: not converged: %s", config.method, reason)
+    report["warnings"] = budget_warnings(report, result.stop)
+    for warning in report["warnings"]:
+        log.warning("%s: %s", config.method, warning)
     log.info(
         "done: objective %.10g, %d non-zero weights, %d passes, %.1fs",
         report.get("objective", float("nan")),
@@ -130,14 +133,19 @@ def train(
     return result
 
 
+#: Run-control caps (``train.selection``): a run they end is the run asked for.
+RUN_CAPS = (StopReason.MAX_ROUNDS, StopReason.MAX_SECONDS)
+
+
 def unconverged(report: dict, stop: Stop | None) -> list[str]:
     """Why a run stopped without meeting its own criterion ([] when it met
     it), from its report and its ``stop``: L-BFGS not converged (smooth
     methods, which have no stop), a round's solver not converged (the
-    rounds' ``converged``), the KKT certificate failed (grafting family), or
-    ``max_seconds`` reached. A stop at ``max_rounds`` is the run the user
-    asked for: its certificate is reported but not held against it. The
-    CLI exits 4 on any (cli.py)."""
+    rounds' ``converged``), or the KKT certificate failed (grafting family).
+    A stop at a run-control cap (``max_rounds``, ``max_seconds``:
+    ``RUN_CAPS``) is the run the user asked for, with a saved model: its
+    certificate is reported but not held against it (``budget_warnings``
+    says so). The CLI exits 4 on any reason (cli.py)."""
     reasons = []
     reason = stop.reason if stop is not None else None
     if stop is None and report.get("converged") is False:
@@ -148,15 +156,35 @@ def unconverged(report: dict, stop: Stop | None) -> list[str]:
     if rounds:
         reasons.append(f"the solver did not converge in round(s) {', '.join(rounds)}")
     kkt = report.get("kkt")
-    if kkt and not kkt.get("passed") and reason is not StopReason.MAX_ROUNDS:
+    if kkt and not kkt.get("passed") and reason not in RUN_CAPS:
         reasons.append(
             f"KKT certificate failed: max zero-weight |gradient| {kkt['max_zero_gradient']:.4g} "
             f"(bound {kkt['bound']:.4g}), max active violation "
             f"{kkt['max_active_violation']:.3g} (tol {kkt['tol']:.3g})"
         )
-    if stop is not None and reason is StopReason.MAX_SECONDS:
-        reasons.append(f"time cap reached ({stop.message}): continue with --resume")
     return reasons
 
 
-__all__ = ["METHODS", "FitResult", "TrainingContext", "evaluate", "train", "unconverged"]
+def budget_warnings(report: dict, stop: Stop | None) -> list[str]:
+    """What the report warns of (not an error, exit 0): a run ended by its
+    time budget ``max_seconds`` saved the model it had (a stage method with
+    held-out data: its best held-out stage so far; else its last round),
+    which a resumed run with a larger budget can improve."""
+    if stop is None or stop.reason is not StopReason.MAX_SECONDS:
+        return []
+    kept = "the best held-out stage so far" if report.get("choice") else "the last round"
+    return [
+        f"time budget reached ({stop.message}): the model is {kept}; --resume with a larger "
+        "train.selection.max_seconds continues the run"
+    ]
+
+
+__all__ = [
+    "METHODS",
+    "FitResult",
+    "TrainingContext",
+    "budget_warnings",
+    "evaluate",
+    "train",
+    "unconverged",
+]

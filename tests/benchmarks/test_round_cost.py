@@ -8,16 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.round_cost import (
-    crossover,
-    crossover_targets,
-    first_round,
-    metered_local,
-    report,
-    slope,
-    solve_round,
-)
-from sparkmaxent.config.schema import SelectionConfig
+from benchmarks.round_cost import first_round, metered_local, report, slope, solve_round
 from sparkmaxent.kernels import Space
 from tests.unit.helpers import random_multiclass
 
@@ -62,20 +53,3 @@ def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
     assert "spark 1.5 over" in entry["value"]
     report(str(out), [r for r in rows if r["backend"] == "local"])
     assert json.loads(out.read_text())["targets"]["round_cpu_slope"]["met"] is True
-
-
-def test_crossover_is_where_newton_cg_starts_to_cost_less():
-    cost = {
-        "newton": {250: 4.0, 500: 11.0, 1000: 20.0},
-        "newton-cg": {250: 6.5, 500: 7.0, 1000: 7.3},
-    }
-    rows = [
-        {"backend": "spark", "solver": s, "active": n, "labels": 22, "cpu_s": c, "wall_s": c}
-        for s, by in cost.items()
-        for n, c in by.items()
-    ]
-    assert crossover(rows, "cpu_s") == (272, 522)
-    entry = crossover_targets(rows)["auto_threshold_spark"]
-    assert entry["met"] is (272 <= SelectionConfig().newton_max_active < 522)
-    rows[0]["cpu_s"] = 9.0  # newton-cg cheaper everywhere
-    assert crossover(rows, "cpu_s") == (None, 272)

@@ -1,9 +1,9 @@
 """Issue 17, exit code 4: a run that stops without meeting its own
 criterion (L-BFGS not converged, a round's solver not converged, the KKT
-certificate failed, max_seconds reached) exits 4 with the reasons, after
-saving its model and report; --allow-unconverged or
-output.allow_unconverged = true make it exit 0. A stop at max_rounds is
-the run that was asked for (exit 0)."""
+certificate failed) exits 4 with the reasons, after saving its model and
+report; --allow-unconverged or output.allow_unconverged = true make it
+exit 0. A stop at max_rounds or max_seconds is the run that was asked for
+(exit 0; max_seconds with a warning, issue 36)."""
 
 from __future__ import annotations
 
@@ -97,12 +97,20 @@ def test_certificate_failed_exits_4(prepared, tmp_path, capsys):
     assert "KKT certificate failed" in err
 
 
-def test_max_seconds_exits_4_and_says_resume(prepared, tmp_path, capsys):
+def test_max_seconds_exits_0_with_a_warning_and_says_resume(prepared, tmp_path, capsys):
+    # the budget asked for: the model it had is saved, the report warns
     out = tmp_path / "run"
     rc = _train(prepared, out, *GRAFTING, "--set", "train.selection.max_seconds=1e-9")
     err = capsys.readouterr().err
-    assert rc == EXIT_UNCONVERGED, err
-    assert "time cap reached (max_seconds = 1e-09): continue with --resume" in err
+    assert rc == EXIT_OK, err
+    warning = (
+        "time budget reached (max_seconds = 1e-09): the model is the last round; "
+        "--resume with a larger train.selection.max_seconds continues the run"
+    )
+    assert "error:" not in err
+    assert _saved_reasons(out) == []
+    with open(out / "train_report.json") as f:
+        assert json.load(f)["warnings"] == [warning]
     assert os.path.exists(out / "checkpoint" / "state.json")
 
 

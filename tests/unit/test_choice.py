@@ -626,6 +626,44 @@ def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
     rounds = res.report["rounds"]
     assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
+    # the budget asked for: not unconverged (exit 0), a warning
+    assert res.report["unconverged"] == []
+    assert res.report["warnings"] == [
+        "time budget reached (max_seconds = 1e-09): the model is the best held-out stage "
+        "so far; --resume with a larger train.selection.max_seconds continues the run"
+    ]
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage(
+    problem, tmp_path, method
+):
+    # killed after 3 stages (no model): resumed with a budget its first
+    # session already spent, it runs no stage and keeps the best of the 3
+    tr, he, space = problem
+    keys = dict(patience=0, **PAST_OPTIMUM[method])
+
+    def interrupt(state):
+        if state.round == 3:
+            raise KeyboardInterrupt
+
+    out = str(tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            LocalBackend([tr], space),
+            train_config(**keys),
+            LocalBackend([he], space),
+            out,
+            on_round=interrupt,
+        )
+    whole = run(problem, max_rounds=3, **keys)  # the same 3 stages, uninterrupted
+    spent = train_config(max_seconds=1e-9, **keys)
+    res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
+    assert len(res.report["rounds"]) == 3 and res.report["stopped"] == "max_seconds = 1e-09"
+    assert res.report["choice"] == whole.report["choice"]
+    np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
+    np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)
+    assert res.report["warnings"] and res.report["unconverged"] == []
 
 
 def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem, monkeypatch):
