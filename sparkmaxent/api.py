@@ -15,6 +15,7 @@ from .config.schema import DataConfig
 from .data.tables import TableColumns
 from .errors import InputError
 from .jsonio import write_json
+from .plan import IN_PROCESS, ExecutionPlan, Limits
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def train_model(
     output_dir: str | None = None,
     resume: bool = False,
     warm_start=None,
+    plan: ExecutionPlan | None = None,
 ):
     """Train ``cfg.train.method`` on a prepared dataset; returns (model, report).
 
@@ -49,10 +51,12 @@ def train_model(
     and write their plots to ``<output_dir>/plots``; ``resume`` continues
     from that checkpoint. ``warm_start``: grafting's warm start (weights over this
     dataset's candidate space, e.g. an earlier model's ``weights`` at a
-    stronger gamma1)."""
+    stronger gamma1). ``plan``: the run's execution plan (decided here from
+    the datasets' sizes, and logged, when not given); the report's ``plan``
+    records it."""
     import numpy as np
 
-    from .backends.factory import backend_kind, make_backend
+    from .backends.factory import make_backend
     from .conjunctions import atoms_used, conjunction_names
     from .data.schema import DatasetInfo
     from .model import MaxentModel, feature_names_for
@@ -68,9 +72,11 @@ def train_model(
         "pass_timeout_floor_s": cfg.spark.pass_timeout_floor_s,
         "max_executor_losses": cfg.spark.max_executor_losses,
     }
-    small = cfg.data.in_process_max_events
+    if plan is None:
+        plan = plan_for(cfg, train_dir, heldout_dir)
+        plan.log()
     backend = make_backend(
-        backend_kind(cfg.train.backend, info.n_events, small),
+        plan.stages["train"].backend,
         train_dir,
         spark=spark,
         bias=bias,
@@ -79,7 +85,7 @@ def train_model(
     )
     heldout = (
         make_backend(
-            backend_kind(cfg.train.backend, DatasetInfo.load(heldout_dir).n_events, small),
+            plan.stages["heldout"].backend,
             heldout_dir,
             spark=spark,
             bias=bias,
@@ -103,6 +109,7 @@ def train_model(
     names = feature_names_for(train_dir, np.union1d(atoms, atoms_used(conj)))
     if conj is not None:
         names.update(conjunction_names(conj, names))
+    result.report["plan"] = plan.to_dict()
     model = MaxentModel(
         space,
         result.weights,
@@ -115,6 +122,28 @@ def train_model(
         conjunctions=conj,
     )
     return model, result.report
+
+
+def plan_for(
+    cfg: Config,
+    train_dir: str,
+    heldout_dir: str = "",
+    test_dir: str = "",
+    plan: ExecutionPlan | None = None,
+) -> ExecutionPlan:
+    """The execution plan of training on ``train_dir`` (and scoring
+    ``heldout_dir``, evaluating ``test_dir``), decided from the prepared
+    datasets' sizes by ``plan.ExecutionPlan`` (added to ``plan``, e.g. one
+    holding how the datasets were prepared)."""
+    from .data.schema import DatasetInfo
+
+    plan = plan if plan is not None else ExecutionPlan.from_config(cfg)
+    plan.backend_for("train", DatasetInfo.load(train_dir).n_events)
+    if heldout_dir:
+        plan.backend_for("heldout", DatasetInfo.load(heldout_dir).n_events)
+    if test_dir:
+        plan.scores_in_process("evaluate", DatasetInfo.load(test_dir).n_events)
+    return plan
 
 
 @contextmanager
@@ -135,14 +164,21 @@ def run_output(cfg: Config, output_dir: str, command: str) -> Iterator[str]:
 
 
 def fit(
-    spark, cfg: Config, train_dir: str, output_dir: str, heldout_dir: str = "", resume: bool = False
+    spark,
+    cfg: Config,
+    train_dir: str,
+    output_dir: str,
+    heldout_dir: str = "",
+    resume: bool = False,
+    plan: ExecutionPlan | None = None,
 ):
     """Train and save: ``<output_dir>/model`` and ``<output_dir>/train_report.json``,
-    under :func:`run_output`. Returns (model, report)."""
+    under :func:`run_output` (``plan`` as in :func:`train_model`). Returns
+    (model, report)."""
     with run_output(cfg, output_dir, "train") as out:
         model_dir = storage.join(out, MODEL_DIR)
         storage.refuse_existing(model_dir, cfg.output.overwrite, "model output")
-        model, report = train_model(spark, cfg, train_dir, heldout_dir, out, resume)
+        model, report = train_model(spark, cfg, train_dir, heldout_dir, out, resume, plan=plan)
         model.save(model_dir, overwrite=cfg.output.overwrite)
         write_json(storage.join(out, TRAIN_REPORT), report)
     return model, report
@@ -159,14 +195,16 @@ def prepared_for_model(
     allow_unknown: bool = False,
     columns: TableColumns | None = None,
     in_process_max_events: int = 0,
+    in_process_bytes_per_event: int = Limits.bytes_per_event,
 ) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
     if it is one, else ``data`` (text or a table in ``fmt``, its ``columns``
     as in ``data.tables.prepare_input``) prepared into ``workdir``, one
     event per record (never merged), as the model's training data was
     (binary predicates or counts: the vocabulary's setting); small inputs
-    in this process (``in_process_max_events``, ``data.in_process_max_events``:
-    the same dataset as on Spark). Checked by :func:`check_unknown`."""
+    in this process (``in_process_max_events``, ``in_process_bytes_per_event``:
+    the [data] keys, ``plan.Limits``; the same dataset as on Spark). Checked
+    by :func:`check_unknown`."""
     from .data.options import PrepareOptions
     from .data.tables import prepare_input
     from .model import VOCABULARY_DIR
@@ -189,6 +227,7 @@ def prepared_for_model(
             vocabulary=storage.join(model_dir, VOCABULARY_DIR),
             overwrite=True,
             in_process_max_events=in_process_max_events,
+            in_process_bytes_per_event=in_process_bytes_per_event,
         )
         prepare_input(
             spark, [data], out, fmt, columns=columns, options=options or {}, settings=settings
@@ -298,15 +337,20 @@ def check_unknown(
 
 
 def evaluate_model(
-    spark, model, dataset_dir: str, chunks: bool | None = None, in_process_max_events: int = 0
+    spark,
+    model,
+    dataset_dir: str,
+    chunks: bool | None = None,
+    in_process_max_events: int = 0,
+    plan: ExecutionPlan | None = None,
 ) -> dict:
     """Accuracy, per-label P/R/F1 and (IOB tags, or ``chunks``) CoNLL chunk
     P/R/F1 of a model on a prepared dataset; candidate sets: accuracy.
-    A dataset of at most ``in_process_max_events`` events is scored in this
-    process (``data.in_process_max_events``), others on Spark."""
+    Scored in this process or on Spark as ``plan`` decided its "evaluate"
+    stage, else (no plan, or not decided) by its size: at most
+    ``in_process_max_events`` events in this process (``data.in_process_max_events``)."""
     import numpy as np
 
-    from .backends.factory import in_process
     from .backends.predict import predictions, predictions_table
     from .data.schema import DatasetInfo
     from .evaluate import score_tagging
@@ -315,7 +359,11 @@ def evaluate_model(
     columns = (
         ["group", "event_id", "label", "predicted"] if multiclass else ["predicted", "correct"]
     )
-    if in_process(DatasetInfo.load(dataset_dir).n_events, in_process_max_events):
+    plan = plan if plan is not None else ExecutionPlan(Limits(in_process_max_events))
+    if "evaluate" not in plan.stages:  # a plan of its own: evaluate alone
+        plan.scores_in_process("evaluate", DatasetInfo.load(dataset_dir).n_events)
+        plan.log()
+    if plan.stages["evaluate"].engine == IN_PROCESS:
         t = predictions_table(model, dataset_dir).select(columns)
     else:
         frame, bc = predictions(spark, model, dataset_dir)
@@ -362,7 +410,6 @@ def predict(
     candidate sets), so they join back to the table. Input of at most
     ``cfg.data.in_process_max_events`` events without a key column is
     prepared and scored in this process (one Parquet file; the same rows)."""
-    from .backends.factory import in_process
     from .backends.predict import (
         check_key_column,
         key_column,
@@ -394,10 +441,14 @@ def predict(
                     allow_unknown,
                     columns,
                     cfg.data.in_process_max_events,
+                    cfg.data.in_process_bytes_per_event,
                 )
                 info = DatasetInfo.load(prepared)
-                small = in_process(info.n_events, cfg.data.in_process_max_events)
-                if small and key_column(info) is None:
+                plan = ExecutionPlan.from_config(cfg)
+                keyed = key_column(info) is not None
+                small = plan.scores_in_process("predict", info.n_events, keyed)
+                plan.log()
+                if small:
                     table = predictions_table(model, prepared)
                     storage.write_parquet(storage.join(tmp, "part-00000.parquet"), table)
                     storage.write_bytes(storage.join(tmp, "_SUCCESS"), b"")
@@ -425,10 +476,12 @@ def table_columns(d: DataConfig) -> TableColumns:
     )
 
 
-def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
+def make_datasets(
+    spark, cfg: Config, out: str, plan: ExecutionPlan | None = None
+) -> dict[str, str]:
     """Prepared train/heldout/test directories for a run: taken from the
     config, or prepared from its inputs (text, a table, or the synthetic
-    generator)."""
+    generator); ``plan`` is told how they were prepared."""
     from .data.options import PrepareOptions
     from .data.tables import prepare_input
 
@@ -450,9 +503,9 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     if not inputs["train"]:
         raise InputError("no training data: set data.train (prepared) or data.train_inputs")
     dirs = {}
-    settings = PrepareOptions.from_config(d, cfg.output, overwrite=True)
+    settings = PrepareOptions.from_config(d, cfg.output, overwrite=True, plan=plan)
     if d.heldout_fraction and not inputs["heldout"]:
-        dirs = split_datasets(spark, cfg, inputs["train"], fmt, out)
+        dirs = split_datasets(spark, cfg, inputs["train"], fmt, out, settings)
     for split in ("train", "heldout", "test"):
         if split in dirs:
             continue
@@ -477,9 +530,12 @@ def make_datasets(spark, cfg: Config, out: str) -> dict[str, str]:
     return dirs
 
 
-def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict[str, str]:
+def split_datasets(
+    spark, cfg: Config, train_inputs, fmt: str, out: str, settings=None
+) -> dict[str, str]:
     """The training inputs prepared as ``<out>/data/train`` less a held-out
-    part ``<out>/data/heldout`` (``data.heldout_fraction``, data/split.py)."""
+    part ``<out>/data/heldout`` (``data.heldout_fraction``, data/split.py),
+    with ``settings`` (default: the config's)."""
     from .data.options import PrepareOptions
     from .data.split import prepare_split
 
@@ -494,7 +550,7 @@ def split_datasets(spark, cfg: Config, train_inputs, fmt: str, out: str) -> dict
         fraction=d.heldout_fraction,
         seed=d.split_seed,
         options=dict(d.options),
-        settings=PrepareOptions.from_config(d, cfg.output, overwrite=True),
+        settings=settings or PrepareOptions.from_config(d, cfg.output, overwrite=True),
     )
     return dirs
 
@@ -509,15 +565,17 @@ def pipeline(
     started = time.perf_counter()
     took = dict(phases or {})
     with run_output(cfg, out, "pipeline") as out:
-        dirs = make_datasets(spark, cfg, out)
+        plan = ExecutionPlan.from_config(cfg)
+        dirs = make_datasets(spark, cfg, out, plan)
         took["prepare_s"] = time.perf_counter() - started
-        model, report = fit(spark, cfg, dirs["train"], out, dirs["heldout"], resume)
+        plan = plan_for(cfg, dirs["train"], dirs["heldout"], dirs["test"], plan)
+        plan.log()
+        model, report = fit(spark, cfg, dirs["train"], out, dirs["heldout"], resume, plan)
         took["train_s"] = time.perf_counter() - started - took["prepare_s"]
-        full = {"config": cfg.to_dict(), "datasets": dirs, "train": report}
+        full = {"config": cfg.to_dict(), "plan": plan.to_dict(), "datasets": dirs, "train": report}
         if dirs["test"]:
             t0 = time.perf_counter()
-            small = cfg.data.in_process_max_events
-            full["test"] = evaluate_model(spark, model, dirs["test"], in_process_max_events=small)
+            full["test"] = evaluate_model(spark, model, dirs["test"], plan=plan)
             took["evaluate_s"] = time.perf_counter() - t0
         full["phases_s"] = {k: round(v, 3) for k, v in took.items()}
         full["wall_s"] = round(time.perf_counter() - started, 3)

@@ -28,6 +28,7 @@ from .exits import (  # noqa: F401 (the exit codes, re-exported for callers)
     write_failure,
 )
 from .jsonio import json_default, write_json
+from .plan import ExecutionPlan
 from .streams import restore_stderr, setup_logging
 
 log = logging.getLogger("sparkmaxent")
@@ -237,9 +238,11 @@ def _prepare(args, cfg) -> int:
 
     spark = api.session(cfg, args.command)
     d = cfg.data
+    plan = ExecutionPlan.from_config(cfg)
     settings = PrepareOptions.from_config(
         d,
         cfg.output,
+        plan=plan,
         merge_duplicates=args.merge,
         vocabulary=args.vocabulary,
         quarantine=args.quarantine,
@@ -259,6 +262,7 @@ def _prepare(args, cfg) -> int:
             options=options, settings=settings,
         )  # fmt: skip
         outputs = [(args.output, info)]
+    plan.log()
     for path, info in outputs:
         log.info("dataset %s: %s", path, json.dumps(info_summary(info)))
     return EXIT_OK
@@ -435,9 +439,11 @@ def _evaluate_to(args, cfg, spark, model) -> int:
             args.allow_unknown,
             _columns(args, cfg),
             cfg.data.in_process_max_events,
+            cfg.data.in_process_bytes_per_event,
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
-        report = api.evaluate_model(spark, model, data, chunks, cfg.data.in_process_max_events)
+        plan = ExecutionPlan.from_config(cfg)
+        report = api.evaluate_model(spark, model, data, chunks, plan=plan)
     summary = {k: v for k, v in report.items() if k != "per_label"}
     print(json.dumps(summary, indent=2, default=json_default))
     if args.report:

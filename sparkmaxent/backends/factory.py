@@ -103,26 +103,6 @@ BACKENDS: dict[str, Callable[..., Backend]] = {
 }
 
 
-def in_process(n_events: int, max_events: int) -> bool:
-    """Whether a dataset of ``n_events`` is small enough (``max_events``,
-    ``data.in_process_max_events``; 0: never) to be handled in the driver's
-    process: a Spark job's fixed cost (docs/benchmarks.md) outweighs the
-    work on a few thousand events."""
-    return 0 < n_events <= max_events
-
-
-def backend_kind(kind: str, n_events: int, max_events: int) -> str:
-    """``kind``, or "local" for a "spark*" backend over a dataset small enough
-    to train in-process (:func:`in_process`). Both compute the same objective
-    and gradient up to the order of floating-point sums (Spark merges the
-    partitions' partial sums in no fixed order), so the models agree to the
-    optimizer's tolerance rather than bit for bit."""
-    if kind.startswith("spark") and in_process(n_events, max_events):
-        logger.info("%d events <= data.in_process_max_events: training in-process", n_events)
-        return "local"
-    return kind
-
-
 def make_backend(
     kind: str,
     dataset_dir: str,

@@ -63,14 +63,14 @@ class DataConfig(Section):
     synthetic: dict = key({}, 'SyntheticSpec fields for format = "synthetic".')
     in_process_max_events: int = key(
         100_000,
-        "Datasets of at most this many events are trained (train.backend = "
-        '"spark" becomes "local"), fingerprinted and scored in the driver\'s '
-        "process, without per-row Spark work, and input files of at most "
-        "512 bytes per such event in all are prepared there (with "
-        "--quarantine and --heldout-fraction too), and so are tables "
-        "(prepare_table, the pyspark.ml estimators) of at most this many "
-        "rows without a key column; 0: never.",
+        'Datasets of at most this many events are trained ("spark" backends become '
+        '"local"), fingerprinted and scored in the driver\'s process; so are text inputs '
+        "of at most in_process_bytes_per_event bytes per such event and tables of at "
+        "most this many rows (no key column) prepared; 0: never. Runs log the plan.",
         ge=0,
+    )
+    in_process_bytes_per_event: int = key(
+        512, "Text input bytes per event for in_process_max_events' prepare test.", ge=1
     )
     heldout_fraction: float = key(
         0.0,

@@ -1,11 +1,12 @@
 """Preparing small inputs in the driver's process, without Spark jobs.
 
-When the input files together hold at most ``in_process_max_events`` times
-``BYTES_PER_EVENT`` bytes (``data.in_process_max_events``; 0: never),
-``prepare`` runs its stages here on Arrow tables: the same parser function
-the executors run (``raw._make_parse_udf``), the same checks and messages
-(``checks``), label list (``dictionary.labels_of``), per-event finishing
-(``indexing._finalize_udf``) and fingerprints, written through ``storage``.
+When the input files are small enough (``plan.Limits.input_bytes``:
+``data.in_process_max_events`` times ``data.in_process_bytes_per_event``
+bytes in all; 0 events: never), ``prepare`` runs its stages here on Arrow
+tables: the same parser function the executors run (``raw._make_parse_udf``),
+the same checks and messages (``checks``), label list
+(``dictionary.labels_of``), per-event finishing (``indexing._finalize_udf``)
+and fingerprints, written through ``storage``.
 The result is the dataset the Spark stages write: the same rows in the
 same order, the same dictionary and the same ``dataset.json``. The Spark
 stages' job start-up (seconds each) is what small inputs save. Quarantine
@@ -25,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import storage
+from ..plan import Limits
 from ..shapes import MULTICLASS
 from .checks import QUARANTINE_DIR, check_counts, parse_error
 from .dictionary import feature_space_size, labels_of
@@ -46,27 +48,24 @@ from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo, even
 
 logger = logging.getLogger("sparkmaxent.data.prepare")  # a prepare run logs under one name
 
-#: input bytes per event allowed for in-process preparing: with the default
-#: data.in_process_max_events (100,000), inputs up to about 50 MB
-BYTES_PER_EVENT = 512
-
 
 def read_small(
     spark,
     inputs: list[str],
     fmt: str,
     opts: dict,
-    in_process_max_events: int,
+    limits: Limits,
     quarantine: bool = False,
 ) -> RawSource | None:
     """The raw events of ``inputs`` parsed here (``RawSource.raw`` an Arrow
-    table), or None when they are too large for it (or the limit is 0).
-    Parsing stops at the first malformed record unless ``quarantine``."""
-    if in_process_max_events <= 0:
+    table), or None when they are too large for it (``limits.input_bytes``;
+    never with a limit of 0 events). Parsing stops at the first malformed
+    record unless ``quarantine``."""
+    if limits.max_events <= 0:
         return None
     uris = expand_inputs(spark, inputs)
     total = sum(storage.size(u) for u in uris)
-    if total > in_process_max_events * BYTES_PER_EVENT:
+    if not limits.input_bytes(total):
         return None
     from pyspark.sql.pandas.types import to_arrow_schema
 

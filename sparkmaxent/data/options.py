@@ -5,9 +5,10 @@ keywords) and passed down through every stage of ``prepare``."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..plan import ExecutionPlan, Limits
 from .readers import InputError
 
 if TYPE_CHECKING:
@@ -41,12 +42,16 @@ class PrepareOptions:
         not checked with ``vocabulary``.
     lock_stale_s
         A lock on the output older than this is stale (``output.lock_stale_s``).
-    in_process_max_events
-        ``data.in_process_max_events``: the size below which stages run in
-        the driver's process (see ``sparkmaxent.plan``); 0: on Spark.
+    in_process_max_events, in_process_bytes_per_event
+        ``data.in_process_max_events`` and ``data.in_process_bytes_per_event``:
+        the sizes below which prepare runs in the driver's process
+        (``sparkmaxent.plan.Limits``); 0 events: on Spark.
     binary
         Binary predicates (``data.binary``); None: as the ``vocabulary`` was
         prepared, else False.
+    plan
+        The run's ``plan.ExecutionPlan``, if any: told whether the prepare
+        ran in-process or on Spark.
     """
 
     cutoff: int = 0
@@ -59,6 +64,8 @@ class PrepareOptions:
     lock_stale_s: float = 0.0
     in_process_max_events: int = 0
     binary: bool | None = None
+    in_process_bytes_per_event: int = Limits.bytes_per_event
+    plan: ExecutionPlan | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cutoff < 0:
@@ -78,8 +85,14 @@ class PrepareOptions:
             lock_stale_s=output.lock_stale_s if output is not None else 0.0,
             in_process_max_events=data.in_process_max_events,
             binary=data.binary or None,
+            in_process_bytes_per_event=data.in_process_bytes_per_event,
         )
         return dataclasses.replace(base, **given)
+
+    @property
+    def limits(self) -> Limits:
+        """The in-process rules of ``sparkmaxent.plan`` for these sizes."""
+        return Limits(self.in_process_max_events, self.in_process_bytes_per_event)
 
     def replace(self, **changes) -> PrepareOptions:
         """A copy with ``changes`` (checked again)."""

@@ -96,8 +96,9 @@ def prepare(
         Fingerprint a dataset of at most this many events in this process
         rather than with two more Spark jobs (``data.in_process_max_events``;
         0: on Spark), and prepare input files of at most this many times
-        ``local_prepare.BYTES_PER_EVENT`` bytes in all here without Spark
-        jobs. The dataset (and quarantine) is the same either way.
+        ``in_process_bytes_per_event`` (512) bytes in all here without Spark
+        jobs (``sparkmaxent.plan.Limits``). The dataset (and quarantine) is
+        the same either way.
     binary : bool or None
         Binary predicates: a feature present in an event (candidate) has the
         value 1.0 however often it occurs or whatever value it is given
@@ -128,7 +129,7 @@ def prepare(
     opts = resolve_options(fmt, options)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     # small inputs: every stage in this process (data/local_prepare.py)
-    src = read_small(spark, files, fmt, opts, s.in_process_max_events, s.quarantine)
+    src = read_small(spark, files, fmt, opts, s.limits, s.quarantine)
     if src is None:
         src = read_files(spark, files, fmt, opts, s.quarantine)
     return _run(spark, src, out_dir, s, t0)
@@ -221,7 +222,7 @@ def prepare_table(
         weight_col=weight_col,
         values_col=values_col,
         key_col=key_col,
-        in_process_max_events=s.in_process_max_events,
+        limits=s.limits,
     )
     return _run(spark, src, out_dir, s, t0)
 
@@ -293,7 +294,7 @@ def prepare_candidate_table(
         weight_col=weight_col,
         values_col=values_col,
         key_col=key_col,
-        in_process_max_events=s.in_process_max_events,
+        limits=s.limits,
     )
     return _run(spark, src, out_dir, s, t0)
 
@@ -360,6 +361,8 @@ def _build_and_publish(
             cached.append(raw)
             info = _build(spark, src, raw, tmp, settings, vocab_info, cached)
         storage.publish(tmp, out_dir, overwrite=True)  # refused earlier unless overwrite
+        if settings.plan is not None:
+            settings.plan.prepared(is_local(src))
     except BaseException:
         storage.delete(tmp)
         raise
@@ -417,7 +420,7 @@ def _build(
         "unseen_labels": unseen_labels,
     }
     size = {"n_ids": n_ids, "n_events": n_events, "total_weight": stats["total_weight"]}
-    small = n_events <= settings.in_process_max_events
+    small = settings.limits.events(n_events)
     return save_info(spark, tmp, src, labels, size, counts, settings, vocab_info, small)
 
 

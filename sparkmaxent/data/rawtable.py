@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..plan import Limits
 from ..shapes import CANDIDATES, MULTICLASS
 from .columns import names_and_values
 from .local_prepare import collect_raw
@@ -26,15 +27,15 @@ def read_table(
     weight_col: str | None,
     values_col: str | None,
     key_col: str | None = None,
-    in_process_max_events: int = 0,
+    limits: Limits | None = None,
 ) -> RawSource:
     """Raw multiclass events of a DataFrame or catalog table, after checking
     its columns' presence, types and values (``prepare_table``); with
     ``key_col``, each event carries that column's value as ``key``. Without
     ``label_col`` (data to predict) every label is "" (unseen in training).
 
-    A table of at most ``in_process_max_events`` rows (0: never; not with
-    ``key_col``) is collected into this process with Arrow in one Spark job,
+    A table of at most ``limits.max_events`` rows (``limits.rows``; None or
+    0: never; not with ``key_col``) is collected into this process with Arrow in one Spark job,
     its value checks evaluated in the same projection, so ``prepare``
     finishes it in-process (``local_prepare.build_local``)."""
     from pyspark.sql import functions as F
@@ -62,7 +63,7 @@ def read_table(
         F.lit(None).cast("string").alias("text"),
         *([F.col(key_col).alias("key")] if key_col else []),
     ]
-    if key_col is None and _small(df, in_process_max_events):
+    if key_col is None and limits is not None and limits.rows(df):
         flags = [
             F.coalesce(c, F.lit(False)).alias(f"__check{i}") for i, (_, _, c) in enumerate(checks)
         ]
@@ -100,12 +101,12 @@ def read_candidate_table(
     weight_col: str | None,
     values_col: str | None,
     key_col: str | None = None,
-    in_process_max_events: int = 0,
+    limits: Limits | None = None,
 ) -> RawSource:
     """Raw candidate-set events of a DataFrame or catalog table with one row
     per candidate (``prepare_candidate_table``), after the checks of
     :func:`read_table`; the events of a table of at most
-    ``in_process_max_events`` rows (not with ``key_col``) are collected into
+    ``limits.max_events`` rows (not with ``key_col``) are collected into
     this process, as in :func:`read_table` (the checks stay Spark jobs).
 
     The rows of a group form one event, its candidates in the table's row
@@ -168,7 +169,7 @@ def read_candidate_table(
         F.lit(None).cast("string").alias("text"),
         *([F.col("key")] if key_col else []),
     ).withColumn("group", F.col("event_id"))
-    if key_col is None and _small(df, in_process_max_events):
+    if key_col is None and limits is not None and limits.rows(df):
         raw = collect_raw(spark, raw, CANDIDATES)
     source = {
         "format": "table",
@@ -269,11 +270,6 @@ def _check_table_columns(df, name: str, required: dict[str, str], weight_col: st
                 f"{name}: expected a numeric weight column {weight_col!r}, got "
                 f"{fields[weight_col].simpleString()}"
             )
-
-
-def _small(df, max_rows: int) -> bool:
-    """Whether ``df`` has at most ``max_rows`` rows (0: never asked)."""
-    return max_rows > 0 and df.limit(max_rows + 1).count() <= max_rows
 
 
 def _value_checks(

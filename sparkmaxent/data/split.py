@@ -168,7 +168,7 @@ def prepare_split(
     storage.refuse_existing_output(heldout_dir, s.overwrite, "output directory", s.lock_stale_s)
     files = [inputs] if isinstance(inputs, str) else list(inputs)
     opts = resolve_options(fmt, options)
-    src = read_small(spark, files, fmt, opts, s.in_process_max_events, s.quarantine)
+    src = read_small(spark, files, fmt, opts, s.limits, s.quarantine)
     local = src is not None  # small inputs: split and prepared here, no Spark job
     if src is None:
         src = read_files(spark, files, fmt, opts, s.quarantine)

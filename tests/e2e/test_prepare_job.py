@@ -148,7 +148,7 @@ def test_runs_as_a_script(tmp_path):
 
 
 def test_prepare_takes_cutoff_and_partitions_from_the_config_and_flags_override_them(
-    spark, tmp_path
+    spark, tmp_path, caplog
 ):
     f = tmp_path / "a.txt"
     f.write_text("A x y\nB y z\nA x\nB w\n")  # x and y in two events, z and w in one
@@ -161,7 +161,18 @@ def test_prepare_takes_cutoff_and_partitions_from_the_config_and_flags_override_
     assert job.main([*base, str(tmp_path / "set"), "--set", "data.prepare_cutoff=2"]) == 0
     assert info_of(tmp_path / "set")["n_features"] == 2
     flags = ["--config", str(conf), "--cutoff", "0", "--partitions", "1"]
-    assert job.main([*base, str(tmp_path / "flag"), *flags]) == 0
+    with caplog.at_level(logging.INFO, logger="sparkmaxent"):
+        assert job.main([*base, str(tmp_path / "flag"), *flags]) == 0
+    assert "plan: prepare in-process" in caplog.text  # a small file: read here
+    caplog.clear()
+    spark_only = ["--set", "data.in_process_max_events=0"]
+    with caplog.at_level(logging.INFO, logger="sparkmaxent"):
+        assert job.main([*base, str(tmp_path / "spark"), *flags, *spark_only]) == 0
+    assert "plan: prepare on spark" in caplog.text
+    assert (
+        info_of(tmp_path / "spark")["events_fingerprint"]
+        == info_of(tmp_path / "flag")["events_fingerprint"]
+    )
     info = info_of(tmp_path / "flag")
     assert (info["n_features"], info["cutoff"], info["source"]["partitions"]) == (4, 0, 1)
 

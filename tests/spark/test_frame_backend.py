@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.backends.factory import backend_kind, make_backend
+from sparkmaxent.backends.factory import make_backend
 from sparkmaxent.backends.frame import TREE_ABOVE, FrameBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import train_config
@@ -19,6 +19,7 @@ from sparkmaxent.data.load import read_blocks
 from sparkmaxent.errors import StalledError
 from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
 from sparkmaxent.kernels.stats import Count, CountTask
+from sparkmaxent.plan import ExecutionPlan, Limits
 from sparkmaxent.problem import Objective
 from sparkmaxent.selection.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.session_kind import is_connect
@@ -129,8 +130,9 @@ def test_a_pass_past_its_timeout_is_interrupted_as_stalled(spark, problem):
 
 def test_factory_picks_the_backend_by_session_kind(spark, problem):
     assert not is_connect(spark)
-    assert backend_kind("spark-frame", 10, 100) == "local"
-    assert backend_kind("spark-frame", 1000, 100) == "spark-frame"
+    plan = ExecutionPlan(Limits(100), "spark-frame")
+    assert plan.backend_for("train", 10) == "local"
+    assert plan.backend_for("train", 1000) == "spark-frame"
     kinds = {"spark": SparkBackend, "spark-rdd": SparkBackend, "spark-frame": FrameBackend}
     for kind, cls in kinds.items():
         with make_backend(kind, problem.directory, spark=spark, partitions=1) as backend:

@@ -11,23 +11,38 @@ import numpy as np
 import pytest
 
 from sparkmaxent import api
-from sparkmaxent.backends.factory import backend_kind, in_process
 from sparkmaxent.config import Config
 from sparkmaxent.config.load import train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
+from sparkmaxent.plan import ExecutionPlan, Limits
 
 SPARK_ONLY = 0
 IN_PROCESS = 10**6
 
 
 def test_small_datasets_go_in_process_only_below_the_limit():
-    assert in_process(5000, 5000) and not in_process(5001, 5000)
-    assert not in_process(10, 0)  # 0: never
-    assert backend_kind("spark", 10, 100) == "local"
-    assert backend_kind("spark", 1000, 100) == "spark"
-    assert backend_kind("local", 1000, 100) == "local"
+    assert Limits(5000).events(5000) and not Limits(5000).events(5001)
+    assert not Limits(0).events(10)  # 0: never
+    assert Limits(100, 8).input_bytes(800) and not Limits(100, 8).input_bytes(801)
+    assert not Limits(0).input_bytes(0)
+
+    def plan(kind: str) -> ExecutionPlan:
+        return ExecutionPlan(Limits(100), kind, partitions=4)
+
+    assert plan("spark").backend_for("train", 10) == "local"
+    assert plan("spark").backend_for("train", 1000) == "spark"
+    assert plan("local").backend_for("train", 1000) == "local"
+    p = plan("spark")
+    p.backend_for("train", 1000), p.backend_for("heldout", 10)
+    assert p.scores_in_process("evaluate", 10) and not p.scores_in_process("predict", 10, True)
+    assert p.line() == (
+        "plan: train on spark (4 partitions), heldout in-process, evaluate in-process, "
+        "predict on spark"
+    )
+    assert p.to_dict()["train"] == {"engine": "spark", "backend": "spark", "partitions": 4}
+    assert p.to_dict()["heldout"] == {"engine": "in-process", "backend": "local"}
 
 
 @pytest.fixture(scope="module")
@@ -90,10 +105,14 @@ def test_in_process_path_gives_the_spark_paths_dataset_model_and_scores(spark, t
                 method=method, l2=1e-3, max_features=8, plots=False, stage_features=1
             ),
         )
-        with caplog.at_level(logging.INFO, logger="sparkmaxent.backends.factory"):
+        with caplog.at_level(logging.INFO, logger="sparkmaxent"):
             caplog.clear()
             model, report = api.train_model(spark, cfg, on_spark["train"])
-            went_local = "training in-process" in caplog.text
+            went_local = "plan: train in-process" in caplog.text
+        engine = "in-process" if went_local else "spark"
+        assert report["plan"] == {
+            "train": {"engine": engine, "backend": "local" if went_local else "spark"}
+        }
         scores = api.evaluate_model(spark, model, on_spark["test"], in_process_max_events=limit)
         return model, report, scores, went_local
 
@@ -131,6 +150,11 @@ def test_pipeline_reports_its_phases(spark, texts):
     rounding = 0.5e-3 * 4
     assert sum(v for k, v in phases.items() if k != "spark_start_s") <= full["wall_s"] + rounding
     assert full["test"]["events"] == 100
+    # the run's plan, decided from the datasets' sizes: all in-process here
+    local = {"engine": "in-process", "backend": "local"}
+    here = {"engine": "in-process"}
+    assert full["plan"] == {"prepare": here, "train": local, "evaluate": here}
+    assert full["train"]["plan"] == full["plan"]
 
 
 def test_evaluate_and_predict_of_small_text_in_process_equal_spark(spark, texts, monkeypatch):
@@ -166,3 +190,27 @@ def test_evaluate_and_predict_of_small_text_in_process_equal_spark(spark, texts,
     assert scores[IN_PROCESS] == scores[SPARK_ONLY] and 0.3 < scores[SPARK_ONLY]["accuracy"]
     assert len(rows[IN_PROCESS]) == 100
     assert [r.asDict() for r in rows[IN_PROCESS]] == [r.asDict() for r in rows[SPARK_ONLY]]
+
+
+def test_text_to_score_is_prepared_in_process_only_within_the_bytes_per_event_bound(
+    spark, texts, monkeypatch
+):
+    from sparkmaxent.data import prepare as prep
+
+    d, paths = texts
+    train = _prepared(spark, d, paths, IN_PROCESS)["train"]
+    cfg = dataclasses.replace(Config(), train=train_config(method="l2", l2=1e-3, plots=False))
+    model, _ = api.train_model(spark, cfg, train)
+    model_dir = str(d / "model-bytes")
+    model.save(model_dir, overwrite=True)
+    calls: list = []
+    real = prep.build_local
+    monkeypatch.setattr(prep, "build_local", lambda *a, **k: calls.append(1) or real(*a, **k))
+    size = os.path.getsize(paths["test"])  # 100 events
+    for per_event, local in ((size // 100 + 1, True), (size // 100 - 1, False)):
+        calls.clear()
+        data = api.prepared_for_model(
+            spark, model_dir, paths["test"], "maxent", str(d / f"work-bytes-{per_event}"),
+            in_process_max_events=100, in_process_bytes_per_event=per_event,
+        )  # fmt: skip
+        assert DatasetInfo.load(data).n_events == 100 and bool(calls) is local

@@ -17,6 +17,7 @@ from sparkmaxent.data import prepare as prep
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.readers import InputError
 from sparkmaxent.data.schema import FEATURES_DIR, FEATURES_SCHEMA, events_schema
+from sparkmaxent.plan import Limits
 
 SPARK_ONLY, IN_PROCESS = 0, 10**6
 
@@ -135,11 +136,14 @@ def _spy(fn, calls):
 def test_in_process_prepare_only_below_its_size_bound(spark, tmp_path, monkeypatch):
     path = tmp_path / "a.txt"
     path.write_text("A x\nB y\n" * 100)  # 800 bytes
-    per_event = local_prepare.BYTES_PER_EVENT
+    per_event = Limits().bytes_per_event  # data.in_process_bytes_per_event's default
     assert 800 > per_event  # one event's worth of bytes is too little
-    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, 1) is None
-    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, 0) is None
-    src = local_prepare.read_small(spark, [str(path)], "maxent", {}, -(-800 // per_event))
+    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, Limits(1)) is None
+    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, Limits(0)) is None
+    assert local_prepare.read_small(spark, [str(path)], "maxent", {}, Limits(2, 399)) is None
+    src = local_prepare.read_small(spark, [str(path)], "maxent", {}, Limits(-(-800 // per_event)))
+    assert src is not None and local_prepare.is_local(src) and src.raw.num_rows == 200
+    src = local_prepare.read_small(spark, [str(path)], "maxent", {}, Limits(2, 400))
     assert src is not None and local_prepare.is_local(src) and src.raw.num_rows == 200
 
 
