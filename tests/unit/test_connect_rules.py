@@ -79,10 +79,12 @@ def test_a_model_saved_under_connect_to_a_remote_fs_is_refused_before_writing(mo
 
 
 def test_a_model_is_not_saved_over_an_existing_path_without_overwrite(tmp_path, monkeypatch):
+    from pyspark.errors import AnalysisException
+
     from sparkmaxent import storage
     from sparkmaxent.ml import MaxEntClassificationModel
 
     monkeypatch.setattr(storage, "filesystem", fs.LocalFS)
     (tmp_path / "m").mkdir()
-    with pytest.raises(InputError, match="exists: save with write\\(\\).overwrite\\(\\)"):
+    with pytest.raises(AnalysisException, match="PATH_ALREADY_EXISTS.*write\\(\\).overwrite\\(\\)"):
         MaxEntClassificationModel().write().save(str(tmp_path / "m"))
