@@ -316,7 +316,8 @@ def auto_stage(spark, args, corpus, rows: list[dict]) -> None:
         seed=7,
     )
     model, wall = timed(lambda: cv.fit(train))
-    c = row("sparkmaxent CrossValidator (PP)", f"PP Tokenizer Pipeline, {args.folds} folds", wall, n)
+    task = f"PP Tokenizer Pipeline, {args.folds} folds"
+    c = row("sparkmaxent CrossValidator (PP)", task, wall, n)
     c["accuracy"] = accuracy(model.transform(test))
     c["chosen_l1"] = model.bestModel.stages[-1].getOrDefault(fixed.l1)
     c["grid"] = r["grid"]

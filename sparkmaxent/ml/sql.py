@@ -88,8 +88,9 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
         weight = dict(zip((names[j] for j in used), (W[j].tolist() for j in used), strict=True))
         rows = [weight[n] for n in keys]
         if kind == ARRAY:
-            listed = f"coalesce({'array_distinct(' + col + ')' if scorer.binary else col}, array())"
-            known = f"transform({listed}, x -> named_struct('i', {_position('x', M, keys, first)}, 'x', 1D))"
+            listed = f"coalesce({f'array_distinct({col})' if scorer.binary else col}, array())"
+            at = _position("x", M, keys, first)
+            known = f"transform({listed}, x -> named_struct('i', {at}, 'x', 1D))"
         else:
             pairs = f"coalesce(map_entries({col}), array())"
             at = _position("e.key", M, keys, first)
