@@ -129,7 +129,7 @@ class Grafting:
             self.pass_limit = None
         test = self.gradient_test.test(weights)
         if len(test.new):
-            return self._optimize(weights, test, self.round_tol(test))
+            return self.grow(weights, test)
         last = state.trace[-1] if state.trace else {}
         if test.kkt["passed"] or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
@@ -142,7 +142,7 @@ class Grafting:
             )
         # no candidate passes, but the active set was solved only to a
         # round's tolerance: finish it to the final one (no features added)
-        return self._optimize(weights, test, self.options.tol)
+        return self.grow(weights, test, finish=True)
 
     def budget_left(self) -> int | None:
         """Passes left of the pass budget (None: no budget)."""
@@ -150,9 +150,15 @@ class Grafting:
             return None
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
-    def _optimize(self, weights: Weights, test: TestResult, tol: float) -> RoundOutcome:
-        """Add the test's candidates (none in a finishing round), re-optimize
-        the active set to projected gradient ``tol``, prune zeros."""
+    def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
+        """One round from ``weights``: add ``test``'s candidates
+        (``test.new``, entering on the side where C decreases; none in a
+        finishing round), re-optimize the active set to the round's
+        projected-gradient tolerance (``round_tol``; with ``finish`` the
+        final one), prune the weights driven to 0. ``test`` may come from
+        another test over this run's candidates (combination features add
+        conjunctions found by their own search, selection/combination.py)."""
+        tol = self.options.tol if finish else self.round_tol(test)
         spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
         active, new = weights.active_ids(), test.new
         ids = np.union1d(active, new)
