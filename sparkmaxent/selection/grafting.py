@@ -151,13 +151,11 @@ class Grafting:
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
     def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
-        """One round from ``weights``: add ``test``'s candidates
-        (``test.new``, entering on the side where C decreases; none in a
-        finishing round), re-optimize the active set to the round's
-        projected-gradient tolerance (``round_tol``; with ``finish`` the
-        final one), prune the weights driven to 0. ``test`` may come from
-        another test over this run's candidates (combination features add
-        conjunctions found by their own search, selection/combination.py)."""
+        """One round from ``weights``: add ``test.new`` (none in a finishing
+        round), re-optimize the active set to the round's projected-gradient
+        tolerance (``round_tol``; ``finish``: the final one), prune weights
+        driven to 0. ``test`` may be another test over this run's candidates
+        (combination rounds add the conjunctions their search found)."""
         tol = self.options.tol if finish else self.round_tol(test)
         spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
         active, new = weights.active_ids(), test.new
