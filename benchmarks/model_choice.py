@@ -89,6 +89,8 @@ from benchmarks.common import (
     write_result,
 )
 from sparkmaxent.backends.factory import make_backend
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import criterion_score, score_on, write_path_plot
 from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
@@ -96,8 +98,6 @@ from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.predict import EventScores
-from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
-from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.train import train
 
 log = logging.getLogger("model_choice")

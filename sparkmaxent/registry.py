@@ -7,7 +7,7 @@ features, a warm start), how MLlib's ``regParam``/``elasticNetParam`` map
 onto its penalty (the pyspark.ml estimators), and which configuration
 checks it adds. Everything else is derived from it: the schema's choices
 for ``train.method`` (config/schema.py), ``train()``'s dispatch (train.py),
-the path and fold checks (selection/path.py, selection/folds.py), the ml
+the path and fold checks (choice/path.py, choice/folds.py), the ml
 mapping (ml/params.py, ml/base.py). Adding a method is an entry here plus
 its own module.
 
@@ -46,11 +46,11 @@ class MethodEntry:
         One line for the docs and help.
     path : str or None
         The penalty a regularization path runs over (``train.choice.path``,
-        selection/path.py): ``"l1"`` (gamma1, with an elastic-net grid over
+        choice/path.py): ``"l1"`` (gamma1, with an elastic-net grid over
         gamma2) or ``"l2"`` (gamma2); None: the method has no path.
     best_stage : bool
         Whether it keeps its best held-out stage (``train.choice.best_stage``)
-        and k folds choose its stage count (selection/folds.py).
+        and k folds choose its stage count (choice/folds.py).
     combination : bool
         Whether it searches combination features
         (``train.grafting.combination_degree > 1``).

@@ -61,7 +61,7 @@ def variant(name: str, cfg: TrainConfig) -> Variant:
 
 class Grafting:
     """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
-    on a pass ``budget`` from now (a path point's cut, selection/path.py;
+    on a pass ``budget`` from now (a path point's cut, choice/path.py;
     None: no budget). When the budget is spent, ``keep_going(weights)``
     decides whether the run goes on from there without it (None: it stops)."""
 
@@ -93,7 +93,7 @@ class Grafting:
         self.iterations = 0
         self.solver_use: dict[str, int] = {}
         # the backend's pass count at which a path point's budget is spent
-        # (selection/path.py); None: no budget
+        # (choice/path.py); None: no budget
         self.pass_limit = None if budget is None else ctx.backend.passes + budget
         # asked with the weights when the budget is spent: go on without it?
         self.keep_going = keep_going

@@ -28,7 +28,7 @@ class StopReason(Enum):
     MAX_ROUNDS = "max_rounds"
     MAX_SECONDS = "max_seconds"
     MAX_FEATURES = "max_features"
-    # the held-out stop rule of stage runs (selection/stopping.py)
+    # the held-out stop rule of stage runs (choice/stop_rule.py)
     HELDOUT_RULE = "heldout_rule"
     HELDOUT_MAX_BEHIND = "heldout_max_behind"
     # IFS / SGC (selection/ifs.py)

@@ -309,7 +309,7 @@ def test_the_file_rule_sees_each_kind_of_violation():
 #: string constants equal to a method name that mean something else there
 NOT_A_METHOD = {
     ("sparkmaxent.ml.params", "l2"): "the Param l2, which stands for train.l2",
-    ("sparkmaxent.selection.path", "l2"): "the penalty a path runs over (path.parameter)",
+    ("sparkmaxent.choice.path", "l2"): "the penalty a path runs over (path.parameter)",
 }
 
 
