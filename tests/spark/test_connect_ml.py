@@ -115,9 +115,7 @@ def test_classifier_under_connect_is_the_classic_classifier(spark, server, tmp_p
 
     # the model saved under Connect loads in a classic session and scores the same
     back = MaxEntClassificationModel.load(os.path.join(out, "model"))
-    assert_df_equality(
-        back.transform(df).orderBy("id"), there, ignore_nullable=True
-    )
+    assert_df_equality(back.transform(df).orderBy("id"), there, ignore_nullable=True)
 
 
 @pytest.mark.slow
@@ -141,6 +139,4 @@ def test_ranker_and_pipeline_under_connect_are_classic(spark, server, tmp_path):
     loaded = PipelineModel.load(os.path.join(out, "pipeline"))  # saved under Connect
     assert isinstance(loaded.stages[1], MaxEntClassificationModel)
     there = spark.read.parquet(os.path.join(out, "pipeline-loaded")).orderBy("text")
-    assert_df_equality(
-        loaded.transform(text).orderBy("text"), there, ignore_nullable=True
-    )
+    assert_df_equality(loaded.transform(text).orderBy("text"), there, ignore_nullable=True)
