@@ -45,10 +45,10 @@ from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, variant
 from ..problem.objective import checked_pass
 from ..selection.base import FitResult, TrainingContext
-from ..selection.baselines import fit_smooth
-from ..selection.grafting import Grafting, variant
 from ..selection.reporting import PLOTS_DIR
 from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
@@ -129,7 +129,7 @@ class _CombinationPoints:
         self.conjunctions: Conjunctions | None = None
 
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
-        from ..selection.combination import fit_combination
+        from ..methods.combination import fit_combination
 
         at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
@@ -147,7 +147,7 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     the same stop and choice as any path. Pure l1 (no mixes), no pass
     budget (no cut), no refit (the widened events of two backends are not
     joined): the model is the chosen point's fit."""
-    from ..selection.combination import _HeldoutWithConjunctions
+    from ..methods.combination import _HeldoutWithConjunctions
 
     points = _CombinationPoints()
     assert ctx.heldout is not None, "fit_path checks"

@@ -14,9 +14,9 @@ import numpy as np
 
 from ..backends.union import UnionBackend
 from ..kernels import Weights
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, fit_grafting_family, variant
 from ..selection.base import FitResult, TrainingContext
-from ..selection.baselines import fit_smooth
-from ..selection.grafting import Grafting, fit_grafting_family, variant
 from ..solvers import ConvergenceWarning
 
 log = logging.getLogger(__name__)

@@ -97,16 +97,16 @@ KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
     "multiclass_block": "data/schema.py builds a partition's block from its rows",
     "candidate_proba": "model scoring per block (backends/predict.py)",
     "predict_multiclass": "model scoring per block (backends/predict.py, evaluate.py)",
-    "score_batch": "lattice/select.py maps it over batches on the executors",
+    "score_batch": "methods/lattice/select.py maps it over batches on the executors",
     "trainable_events": "backends/union.py's wrapped task, per block",
 }
 #: driver-only functions still in kernels/ (to move out; this list may only shrink)
 KERNEL_FUNCTIONS_ON_THE_DRIVER = {
-    "atoms_of_keys": "selection/combination.py",
-    "check_key_range": "selection/combination.py",
-    "mask_bits": "lattice/build.py",
-    "n_words": "lattice/build.py",
-    "popcount": "lattice/build.py",
+    "atoms_of_keys": "methods/combination.py",
+    "check_key_range": "methods/combination.py",
+    "mask_bits": "methods/lattice/build.py",
+    "n_words": "methods/lattice/build.py",
+    "popcount": "methods/lattice/build.py",
 }
 
 

@@ -30,11 +30,11 @@ import numpy as np
 from ..config import TrainConfig
 from ..kernels import Weights
 from ..problem import Objective, Penalty
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.loop import run_rounds
+from ..selection.stops import StopReason, stop
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .gradient_test import GradientTest, TestResult, make_gradient_test, same_weights
-from .loop import run_rounds
-from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Grafting:
         self.spec = spec
         self.penalty = spec.penalty
         cfg = ctx.config
-        # the gradient test and the certificate, chosen once (selection/gradient_test.py)
+        # the gradient test and the certificate, chosen once (methods/gradient_test.py)
         self.gradient_test: GradientTest = make_gradient_test(ctx, self.penalty)
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
