@@ -200,12 +200,12 @@ class Task:
 
 class SearchPeak:
     """The largest allocation of one call of the conjunction search
-    (``selection.combination.search``) above what was allocated when it was
+    (``methods.combination.search``) above what was allocated when it was
     called, by tracemalloc (which must be running): what the search itself
     needs, without the solver's state."""
 
     def __init__(self):
-        import sparkmaxent.selection.combination as comb
+        import sparkmaxent.methods.combination as comb
 
         self.module, self.original, self.peak = comb, comb.search, 0
 

@@ -90,6 +90,8 @@ from benchmarks.common import (
 )
 from sparkmaxent.backends.expanded import ExpandedBackend
 from sparkmaxent.backends.factory import make_backend
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import criterion_score, score_on, write_path_plot
 from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
@@ -97,8 +99,6 @@ from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.predict import EventScores
-from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
-from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.train import train
 
 log = logging.getLogger("model_choice")

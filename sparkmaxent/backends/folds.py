@@ -1,5 +1,5 @@
 """A backend over one fold of another's events, or over all but that fold
-(k-fold choice, selection/folds.py): every pass runs on the base backend's
+(k-fold choice, choice/folds.py): every pass runs on the base backend's
 blocks, each cut to the fold's events inside the task (kernels/folds.py),
 so nothing is re-read or re-cached."""
 

@@ -23,8 +23,8 @@ from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import LossGradTask, Weights
-from sparkmaxent.lattice.build import build_lattice, choose_atoms, count_configurations
-from sparkmaxent.lattice.select import CandidateScorer, Optimized
+from sparkmaxent.methods.lattice.build import build_lattice, choose_atoms, count_configurations
+from sparkmaxent.methods.lattice.select import CandidateScorer, Optimized
 from sparkmaxent.model import MaxentModel
 
 from .helpers import written_multiclass

@@ -24,9 +24,9 @@ from sparkmaxent.kernels.combination import (
     residuals,
 )
 from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions, atoms_of_keys
+from sparkmaxent.methods.combination import Combination, search
 from sparkmaxent.problem import kkt_certificate
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.combination import Combination, search
 from sparkmaxent.train import train
 
 from .helpers import interrupt_and_resume
@@ -412,7 +412,7 @@ def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
 
 
 def test_in_process_rounds_form_the_conjunctions_once_and_fit_the_same_model(monkeypatch):
-    import sparkmaxent.selection.combination as comb
+    import sparkmaxent.methods.combination as comb
 
     data, block, space = planted(seed=6)
     blocks = split_block(block, 2)

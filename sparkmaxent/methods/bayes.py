@@ -31,20 +31,20 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 
+from ..choice.heldout import best_stage
 from ..config.schema import BayesConfig
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..problem import Objective
 from ..problem.objective import checked_pass
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.checkpoint import has_checkpoint
+from ..selection.loop import add_feature, best_of, run_rounds
+from ..selection.reporting import FeatureNamer
+from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gains import fit_gains
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import refit_active
-from .checkpoint import has_checkpoint
-from .choice import best_stage
-from .loop import add_feature, best_of, run_rounds
-from .reporting import FeatureNamer
-from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 

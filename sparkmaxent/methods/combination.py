@@ -6,7 +6,7 @@ The candidates are the atomic features (predicate, label) plus every
 (conjunction of 2..degree distinct predicates that fire together in some
 event, label); a conjunction's value is the product of its atoms' values
 (kernels/conjunctions.py). The schedule is the paper's: grafting over the
-atoms first (selection/grafting.py, unchanged), then rounds in which
+atoms first (methods/grafting.py, unchanged), then rounds in which
 conjunctions enter by the same gradient test, n best per round, with the
 same round solver, pruning, checkpoints and certificate.
 
@@ -44,12 +44,12 @@ from ..kernels.conjunctions import (
     check_key_range,
 )
 from ..kernels.topk import GradientSummary, GradientTestTask
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.loop import run_rounds
+from ..selection.reporting import FeatureNamer
+from ..selection.stops import StopReason, stop
 from .gradient_test import TestResult
 from .grafting import Grafting, fit_grafting_family, grafting_report, variant
-from .loop import run_rounds
-from .reporting import FeatureNamer
-from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 

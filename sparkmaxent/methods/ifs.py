@@ -27,19 +27,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
+from ..choice.heldout import best_stage
 from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..problem.objective import checked_pass
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.checkpoint import has_checkpoint
+from ..selection.loop import TIE_RTOL, add_feature, best_of, run_rounds
+from ..selection.reporting import FeatureNamer
+from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import fit_smooth, refit_active
-from .checkpoint import has_checkpoint
-from .choice import best_stage
-from .loop import TIE_RTOL, add_feature, best_of, run_rounds
-from .reporting import FeatureNamer
-from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 
