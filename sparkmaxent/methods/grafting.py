@@ -151,11 +151,10 @@ class Grafting:
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
     def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
-        """One round from ``weights``: add ``test.new`` (none in a finishing
-        round), re-optimize the active set to the round's projected-gradient
-        tolerance (``round_tol``; ``finish``: the final one), prune weights
-        driven to 0. ``test`` may be another test over this run's candidates
-        (combination rounds add the conjunctions their search found)."""
+        """One round: add ``test.new`` (from any test over this run's
+        candidates: combination rounds add their conjunctions), re-optimize
+        the active set to ``round_tol`` (``finish``: the final tolerance,
+        nothing added), prune weights driven to 0."""
         tol = self.options.tol if finish else self.round_tol(test)
         spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
         active, new = weights.active_ids(), test.new
@@ -195,8 +194,7 @@ class Grafting:
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
         n = len(ids)
         w, bias = res.theta[:n], (res.theta[n:].copy() if space.bias else None)
-        # prune weights driven to exactly 0 (footnote 2); without l1 the
-        # selected features stay
+        # prune weights driven to exactly 0 (footnote 2; with l1 only)
         keep = w != 0 if penalty.prunes else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:
