@@ -192,7 +192,7 @@ class Task:
         return scores["chunks"]["f1"]
 
     def existing(self, degree: int) -> int:
-        from sparkmaxent.kernels.combination import EnumerateTask
+        from sparkmaxent.kernels.combination_search import EnumerateTask
 
         keys = self.train.run(EnumerateTask(self.train.space.n_predicates, degree)).keys
         return int(len(keys))
@@ -394,7 +394,7 @@ def run_task(task: Task, args, save) -> list[dict]:
 
     from sparkmaxent.backends.expanded import ExpandedBackend
     from sparkmaxent.config import train_config
-    from sparkmaxent.kernels.combination import EnumerateTask
+    from sparkmaxent.kernels.combination_search import EnumerateTask
     from sparkmaxent.kernels.conjunctions import Conjunctions, atoms_of_keys
 
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)

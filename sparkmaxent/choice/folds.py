@@ -13,7 +13,7 @@ set: one stratum), ordered within a stratum by a seeded hash of the group
 id; the i-th unit of a stratum goes to fold i mod k, so each fold holds
 each label within one unit of 1/k); a fold's training and validation backends are the
 training backend with each block cut to the fold's events
-(``backends/folds.py``). Every fold fits the same grid, computed once on
+(``backends/subset.py``). Every fold fits the same grid, computed once on
 all the training data, point by point and without cuts, so the fold
 scores line up; a default grid goes on down while its last point has the
 best mean fold score, and the path stops by the rule of a held-out path
@@ -29,7 +29,7 @@ import logging
 import numpy as np
 
 from .. import registry
-from ..backends.folds import FoldBackend
+from ..backends.subset import FoldBackend
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Weights

@@ -17,7 +17,7 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights, loss_grad
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
-from sparkmaxent.kernels.combination import (
+from sparkmaxent.kernels.combination_search import (
     AtomBoundTask,
     EnumerateTask,
     FormTask,

@@ -95,8 +95,8 @@ def test_kernels_import_no_driver_code():
 KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
     "candidate_block": "data/schema.py builds a partition's block from its rows",
     "multiclass_block": "data/schema.py builds a partition's block from its rows",
-    "candidate_proba": "model scoring per block (backends/predict.py)",
-    "predict_multiclass": "model scoring per block (backends/predict.py, evaluate.py)",
+    "candidate_proba": "model scoring per block (backends/dataset_scoring.py)",
+    "predict_multiclass": "model scoring per block (backends/dataset_scoring.py, evaluate.py)",
     "score_batch": "methods/lattice/select.py maps it over batches on the executors",
     "trainable_events": "backends/union.py's wrapped task, per block",
 }
