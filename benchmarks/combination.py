@@ -395,7 +395,8 @@ def run_task(task: Task, args, save) -> list[dict]:
     from sparkmaxent.backends.expanded import ExpandedBackend
     from sparkmaxent.config import train_config
     from sparkmaxent.kernels.combination_search import EnumerateTask
-    from sparkmaxent.kernels.conjunctions import Conjunctions, atoms_of_keys
+    from sparkmaxent.kernels.conjunctions import Conjunctions
+    from sparkmaxent.model_conjunctions import atoms_of_keys
 
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)
     rows = []
