@@ -363,6 +363,33 @@ def test_the_method_string_rule_sees_a_comparison_and_a_list():
     assert not gone, f"an exception names a module that is gone: {gone}"
 
 
+#: names more than one module or package of sparkmaxent carries, with why
+#: (this list may only shrink: a new module takes a name that says what it is)
+SHARED_MODULE_NAMES = {
+    "base": "each package's contract: backends (Backend), selection (context, result), ml",
+    "load": "config/load.py reads a TOML file, data/load.py a prepared dataset",
+    "options": "solvers/options.py (SolverOptions), data/options.py (PrepareOptions)",
+    "params": "kernels/params.py (feature space, weights), ml/params.py (pyspark.ml Params)",
+    "schema": "config/schema.py (the config keys), data/schema.py (a prepared dataset)",
+    "lattice": "methods/lattice/ (the method, driver side), kernels/lattice.py (its kernels)",
+}
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says what it is: no two modules (or a module and a
+    package) of sparkmaxent share one but the SHARED_MODULE_NAMES (issue 38:
+    folds.py x3, gains.py x2, predict.py x2, ... were renamed)."""
+    seen: dict[str, list[str]] = {}
+    for name in modules():
+        seen.setdefault(name.rpartition(".")[2], []).append(name)
+    shared = {leaf: where for leaf, where in seen.items() if len(where) > 1}
+    assert set(shared) <= set(SHARED_MODULE_NAMES), {
+        leaf: where for leaf, where in shared.items() if leaf not in SHARED_MODULE_NAMES
+    }
+    stale = set(SHARED_MODULE_NAMES) - set(shared)
+    assert not stale, f"names no longer shared (drop them from the list): {stale}"
+
+
 def test_design_names_every_subpackage():
     """docs/design.md's map ("Where things live") names every subpackage of
     sparkmaxent/ as ``name/``: a new package is added there with what it holds."""
