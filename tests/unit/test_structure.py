@@ -131,8 +131,9 @@ def kernel_functions_used_outside(kernels: dict[str, str], others: dict[str, str
 def test_kernels_hold_no_new_driver_only_function():
     """A function of kernels/ that no kernel calls runs where its caller
     runs: either a driver module's task calls it on the executors (listed
-    with the reason) or it is driver code (listed, to move). A new one fails:
-    the gradient test's decisions live in selection/, not kernels/."""
+    with the reason) or it is driver code, which lives in the driver module
+    that calls it. A new one fails: the gradient test's decisions live in
+    methods/, not kernels/."""
     kernels, others = {}, {}
     for name, path in modules().items():
         (kernels if name.startswith("sparkmaxent.kernels") else others)[name] = path.read_text()
