@@ -372,7 +372,6 @@ SHARED_MODULE_NAMES = {
     "options": "solvers/options.py (SolverOptions), data/options.py (PrepareOptions)",
     "params": "kernels/params.py (feature space, weights), ml/params.py (pyspark.ml Params)",
     "schema": "config/schema.py (the config keys), data/schema.py (a prepared dataset)",
-    "lattice": "methods/lattice/ (the method, driver side), kernels/lattice.py (its kernels)",
 }
 
 

@@ -2,7 +2,7 @@
 
 Reference nodes are the distinct observed configurations (sets of atomic
 predicates) with their configuration frequencies xi^w per label, counted
-by one pass over the events (``kernels.lattice.ConfigCountTask`` on the
+by one pass over the events (``kernels.lattice_nodes.ConfigCountTask`` on the
 backend's cached blocks, merged on the executors). Hidden nodes are added
 by the paper's incremental rule: each new configuration adds its
 intersections with the nodes already there, which keeps the node set closed
@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from ...backends import Backend
 from ...errors import ConfigError
 from ...hashing import GOLDEN, mix64
-from ...kernels.lattice import (
+from ...kernels.lattice_nodes import (
     WORD,
     ConfigCounts,
     ConfigCountTask,
