@@ -133,10 +133,10 @@ class MaxEntTrainingSummary(MaxEntClassificationSummary):
         """Write the held-out path as a PNG at ``path`` (any storage path):
         held-out score and number of non-zero weights against the penalty
         (log scale), the chosen point marked, as the command line's
-        plots/path.png (``selection.choice.write_path_plot``). Returns
+        plots/path.png (``choice.heldout.write_path_plot``). Returns
         ``path``; None without matplotlib (the ``plots`` extra). Raises
         ValueError for a model fitted without an ``"auto"`` penalty."""
-        from ..selection.choice import write_path_plot
+        from ..choice.heldout import write_path_plot
 
         found = self._model.report.get("path")
         if not found:

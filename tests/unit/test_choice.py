@@ -10,26 +10,26 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import ConfigError, train_config
-from sparkmaxent.data import synthetic
-from sparkmaxent.evaluate import score_tagging
-from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
-from sparkmaxent.kernels.blocks import take_events
-from sparkmaxent.kernels.folds import in_fold
-from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
-from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.choice import (
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import (
     criterion_score,
     score_on,
 )
-from sparkmaxent.selection.folds import fold_of_groups
-from sparkmaxent.selection.path import (
+from sparkmaxent.choice.path import (
     geometric_grid,
     null_model,
     path_plan,
     scored_point,
 )
-from sparkmaxent.selection.stopping import choose
+from sparkmaxent.choice.stop_rule import choose
+from sparkmaxent.config import ConfigError, train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.evaluate import score_tagging
+from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
+from sparkmaxent.kernels.blocks import take_events
+from sparkmaxent.kernels.infold import in_fold
+from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
+from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -747,24 +747,6 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     assert both.report["refit"]["objective"] == pytest.approx(ref.report["objective"], rel=1e-6)
     with pytest.raises(ConfigError, match="l2_mixes"):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
-
-
-def test_combination_path_is_warm_started_and_certified_like_cold_fits(problem):
-    grid = [4e-3, 2e-3]
-    keys = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2)
-    res = run(problem, path=True, l1_grid=grid, patience=0, **keys)
-    path = res.report["path"]
-    assert [p["l1"] for p in path["points"]] == grid
-    assert res.report["refit"]["skipped"]
-    for point in path["points"]:
-        cold = run(problem, heldout=False, l1=point["l1"], **keys)
-        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
-        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
-    # the chosen point is the model, conjunctions and all, scored on widened held-out events
-    chosen = path["points"][path["chosen"]]
-    assert res.weights.nnz == chosen["features"]
-    assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
-    assert res.report["heldout_accuracy"] == pytest.approx(chosen["heldout_accuracy"])
 
 
 def sparsest_within_one_se(rows: list[dict]) -> int:

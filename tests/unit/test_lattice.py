@@ -12,15 +12,15 @@ import pytest
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.kernels.blocks import multiclass_block
-from sparkmaxent.kernels.lattice import (
+from sparkmaxent.kernels.lattice_nodes import (
     ConfigCounts,
     ConfigCountTask,
     candidate_gains,
     is_subset,
     score_batch,
 )
-from sparkmaxent.lattice.build import build_lattice, descendant_index, row_hash
-from sparkmaxent.lattice.select import (
+from sparkmaxent.methods.lattice.build import build_lattice, descendant_index, row_hash
+from sparkmaxent.methods.lattice.select import (
     CandidateScorer,
     HeldoutConfigs,
     Optimized,

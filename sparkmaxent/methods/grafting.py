@@ -30,11 +30,11 @@ import numpy as np
 from ..config import TrainConfig
 from ..kernels import Weights
 from ..problem import Objective, Penalty
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.loop import run_rounds
+from ..selection.stops import StopReason, stop
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .gradient_test import GradientTest, TestResult, make_gradient_test, same_weights
-from .loop import run_rounds
-from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def variant(name: str, cfg: TrainConfig) -> Variant:
 
 class Grafting:
     """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
-    on a pass ``budget`` from now (a path point's cut, selection/path.py;
+    on a pass ``budget`` from now (a path point's cut, choice/path.py;
     None: no budget). When the budget is spent, ``keep_going(weights)``
     decides whether the run goes on from there without it (None: it stops)."""
 
@@ -76,7 +76,7 @@ class Grafting:
         self.spec = spec
         self.penalty = spec.penalty
         cfg = ctx.config
-        # the gradient test and the certificate, chosen once (selection/gradient_test.py)
+        # the gradient test and the certificate, chosen once (methods/gradient_test.py)
         self.gradient_test: GradientTest = make_gradient_test(ctx, self.penalty)
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
@@ -93,7 +93,7 @@ class Grafting:
         self.iterations = 0
         self.solver_use: dict[str, int] = {}
         # the backend's pass count at which a path point's budget is spent
-        # (selection/path.py); None: no budget
+        # (choice/path.py); None: no budget
         self.pass_limit = None if budget is None else ctx.backend.passes + budget
         # asked with the weights when the budget is spent: go on without it?
         self.keep_going = keep_going
@@ -129,7 +129,7 @@ class Grafting:
             self.pass_limit = None
         test = self.gradient_test.test(weights)
         if len(test.new):
-            return self._optimize(weights, test, self.round_tol(test))
+            return self.grow(weights, test)
         last = state.trace[-1] if state.trace else {}
         if test.kkt["passed"] or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
@@ -142,7 +142,7 @@ class Grafting:
             )
         # no candidate passes, but the active set was solved only to a
         # round's tolerance: finish it to the final one (no features added)
-        return self._optimize(weights, test, self.options.tol)
+        return self.grow(weights, test, finish=True)
 
     def budget_left(self) -> int | None:
         """Passes left of the pass budget (None: no budget)."""
@@ -150,9 +150,12 @@ class Grafting:
             return None
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
-    def _optimize(self, weights: Weights, test: TestResult, tol: float) -> RoundOutcome:
-        """Add the test's candidates (none in a finishing round), re-optimize
-        the active set to projected gradient ``tol``, prune zeros."""
+    def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
+        """One round: add ``test.new`` (from any test over this run's
+        candidates: combination rounds add their conjunctions), re-optimize
+        the active set to ``round_tol`` (``finish``: the final tolerance,
+        nothing added), prune weights driven to 0."""
+        tol = self.options.tol if finish else self.round_tol(test)
         spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
         active, new = weights.active_ids(), test.new
         ids = np.union1d(active, new)
@@ -191,8 +194,7 @@ class Grafting:
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
         n = len(ids)
         w, bias = res.theta[:n], (res.theta[n:].copy() if space.bias else None)
-        # prune weights driven to exactly 0 (footnote 2); without l1 the
-        # selected features stay
+        # prune weights driven to exactly 0 (footnote 2; with l1 only)
         keep = w != 0 if penalty.prunes else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:

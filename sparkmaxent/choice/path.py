@@ -13,8 +13,8 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
 - elastic net (``elastic_grid``): a grafting path per gamma2, the best
   held-out point over all of them.
 
-Every point is scored on the held-out data (selection/choice.py); the
-model is the chosen point. A path stops early (selection/stopping.py) once
+Every point is scored on the held-out data (choice/heldout.py); the
+model is the chosen point. A path stops early (choice/stop_rule.py) once
 ``patience`` points came after its best one and the last of them is below
 the best by more than ``patience_se`` standard errors of the paired held-out
 difference (weaker penalties only cost more passes; one noisy worse point
@@ -35,24 +35,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import cast
 
 import numpy as np
 
 from .. import registry, storage
-from ..backends.base import Backend
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, variant
 from ..problem.objective import checked_pass
-from .base import FitResult, TrainingContext
-from .baselines import fit_smooth
-from .choice import PATH_PLOT, measure_weights, write_path_plot
-from .grafting import Grafting, variant
+from ..selection.base import FitResult, TrainingContext
+from ..selection.reporting import PLOTS_DIR
+from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
-from .reporting import PLOTS_DIR
-from .stopping import Measure, choose, stop_rule
+from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -117,23 +115,25 @@ def fit_path(ctx: TrainingContext) -> FitResult:
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
 
 
-class _CombinationPoints:
+class CombinationPoints:
     """Point fits of a combination-features path (Okanohara & Tsujii
     2009): each point is a combination grafting run warm-started from the
     previous point's weights *and* conjunctions (``start_conjunctions``),
     which this object carries from point to point (``conjunctions``: the
     last point's, what the held-out events are widened by when it is
-    scored)."""
+    scored). Started with a model's conjunctions (the chosen point's), it
+    is the refit's point fit."""
 
-    def __init__(self) -> None:
-        self.conjunctions: Conjunctions | None = None
+    def __init__(self, conjunctions: Conjunctions):
+        self.conjunctions = conjunctions
 
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
-        from .combination import fit_combination
+        from ..methods.combination import fit_combination
 
         at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
         result = fit_combination(at)
+        assert result.conjunctions is not None, "a combination fit has conjunctions"
         self.conjunctions = result.conjunctions
         return result
 
@@ -144,24 +144,23 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     point) or ``l1_grid``, each point warm-started from the previous one's
     weights and conjunctions and certified over every conjunction up to the
     degree, scored on the held-out events widened by its conjunctions;
-    the same stop and choice as any path. Pure l1 (no mixes), no pass
-    budget (no cut), no refit (the widened events of two backends are not
-    joined): the model is the chosen point's fit."""
-    from .combination import _HeldoutWithConjunctions
+    the same stop and choice as any path, then the refit (``refit``) of the
+    chosen gamma1 on the training and held-out events, warm-started from
+    the chosen point's weights and conjunctions. Pure l1 (no mixes) and no
+    pass budget (no cut)."""
+    from ..methods.combination import HeldoutWithConjunctions
 
-    points = _CombinationPoints()
+    points = CombinationPoints(Conjunctions.empty(ctx.backend.space.n_predicates))
     assert ctx.heldout is not None, "fit_path checks"
-    heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, points))  # type: ignore[arg-type]
+    heldout = HeldoutWithConjunctions(ctx.heldout, lambda: points.conjunctions)
     choice = dataclasses.replace(ctx.config.choice, cut_passes=0.0)
     sub = dataclasses.replace(
         ctx, heldout=heldout, config=dataclasses.replace(ctx.config, choice=choice)
     )
     parameter, grid, _, top, extend = path_plan(sub, start)
     chosen = run_path(sub, parameter, grid, points, top, extend, start=start)
-    chosen.report["refit"] = {
-        "skipped": "combination features: the model is the chosen point's fit"
-    }
-    return chosen
+    assert chosen.conjunctions is not None, "a combination fit has conjunctions"
+    return refit(ctx, chosen, CombinationPoints(chosen.conjunctions))
 
 
 #: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)

@@ -1,4 +1,4 @@
-"""One point of a regularization path (selection/path.py): a warm-started
+"""One point of a regularization path (choice/path.py): a warm-started
 fit at one penalty (grafting at gamma1, optionally an elastic-net mix; l2 at
 gamma2) on a pass budget, and the refit of the chosen point on the training
 and held-out events together (``train.choice.refit``)."""
@@ -14,10 +14,10 @@ import numpy as np
 
 from ..backends.union import UnionBackend
 from ..kernels import Weights
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, fit_grafting_family, variant
+from ..selection.base import FitResult, TrainingContext
 from ..solvers import ConvergenceWarning
-from .base import FitResult, TrainingContext
-from .baselines import fit_smooth
-from .grafting import Grafting, fit_grafting_family, variant
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +57,12 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
         return chosen
     assert ctx.heldout is not None, "a path has held-out data"
     parameter, gamma = path["parameter"], point[path["parameter"]]
-    if parameter == "l1" and ctx.backend.space.n_features > ctx.config.grafting.dense_test_max:
+    space = ctx.backend.space
+    # with combination features: the atoms' and the chosen model's conjunctions' features
+    n_features = space.n_features + len(chosen.conjunctions or ()) * space.n_labels
+    if parameter == "l1" and n_features > ctx.config.grafting.dense_test_max:
         reason = (
-            f"{ctx.backend.space.n_features} candidates > train.grafting.dense_test_max: "
+            f"{n_features} candidates > train.grafting.dense_test_max: "
             "the block-wise gradient test of training + held-out events is not available"
         )
         log.warning("no refit after the path: %s", reason)
