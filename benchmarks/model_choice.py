@@ -178,13 +178,15 @@ def brown_files(work: str, data_dir: str) -> tuple[list[str], list[str]]:
     return [files[0]], [files[1]]
 
 
-def prepared(spark, name: str, work: str, args) -> dict[str, str]:
-    """train / heldout / test dataset directories of a corpus."""
+def prepared(session, name: str, work: str, args) -> dict[str, str]:
+    """train / heldout / test dataset directories of a corpus (``session()``:
+    the Spark session, started only when the data are prepared)."""
     from sparkmaxent.data.split import prepare_split
 
     dirs = {s: os.path.join(work, s) for s in ("train", "heldout", "test")}
     if args.reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
+    spark = session()
     train_in, test_in, fmt, opts, cutoff = corpus_inputs(
         name, work, args.data, args.conll_sentences
     )
@@ -610,15 +612,17 @@ def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
 def corpus_methods(args: argparse.Namespace, app: str):
     """(corpus, method, prepared dirs) for each of ``args.corpora`` and
     ``args.methods``, the corpora prepared in one local[2] session (their
-    work directories kept with ``--reuse``)."""
+    work directories kept with ``--reuse``: then no session is started)."""
     from sparkmaxent.backends.session import spark_session
 
-    spark = spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "4"})
+    def session():  # no JVM when every corpus is reused
+        return spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "4"})
+
     for name in args.corpora:
         work = os.path.join(args.work, name)
         if not args.reuse:
             shutil.rmtree(work, ignore_errors=True)
-        dirs = prepared(spark, name, work, args)
+        dirs = prepared(session, name, work, args)
         for method in args.methods:
             log.info("%s: %s", name, method)
             yield name, method, dirs

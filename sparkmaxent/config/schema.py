@@ -404,7 +404,7 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 only.",
     )
     l2_mixes: list = key(
-        [0.0, 0.5, 0.9],
+        [0.0, 0.5, 0.9, 0.99],
         "grafting path: one gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m) "
         "along it; glmnet's alpha = 1 - m), the best held-out point over all "
         "chosen; 0: pure l1. Not with train.grafting.elastic_l2, elastic_grid or "

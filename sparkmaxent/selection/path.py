@@ -52,7 +52,7 @@ from .choice import PATH_PLOT, measure_weights, write_path_plot
 from .grafting import Grafting, variant
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
 from .reporting import PLOTS_DIR
-from .stopping import Measure, choose, stop_rule
+from .stopping import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -209,11 +209,13 @@ def _elastic_paths(
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
     fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
-    summary = []
+    summary: list[dict] = []
+    measures: list[Measure] = []
     for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
         parameter, grid, _, top, extend = path_plan(sub, start)
-        result = run_path(sub, parameter, grid, fit_point, top, extend, start=start)
+        result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start)
+        measures.append(measure)
         path = result.report["path"]
         point = path["points"][path["chosen"]]
         path.update(what)
@@ -226,9 +228,10 @@ def _elastic_paths(
             point["heldout_score"],
         )
         fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
-    i = sparsest_within_noise(summary)
+    i, gaps = sparsest_within_noise(summary, measures)
     for j, row in enumerate(summary):
         row["chosen"] = j == i
+        row["below_best_se"] = gaps[j]
     best = fitted[i]
     path = best[0].report["path"]
     path["elastic"] = summary
@@ -236,19 +239,28 @@ def _elastic_paths(
     return best
 
 
-def sparsest_within_noise(rows: list[dict]) -> int:
+def sparsest_within_noise(rows: list[dict], measures: list[Measure]) -> tuple[int, list[float]]:
     """The variant chosen among paths' chosen points (``rows``: their
-    ``heldout_score``, ``heldout_se``, ``features``): the one with the
-    fewest non-zero weights whose score is at least the best minus the
-    best's standard error (the one-standard-error rule across variants:
-    a denser elastic net is kept only when its gain is beyond the noise of
-    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10)."""
-    return choose(
-        [r["heldout_score"] for r in rows],
-        [r["heldout_se"] for r in rows],
-        [r["features"] for r in rows],
-        True,
-    )
+    ``heldout_score`` and ``features``; ``measures``: their held-out
+    measures) and each one's gap below the best, in standard errors of
+    the *paired* held-out difference (``stopping.difference_se``: every
+    variant is scored on the same held-out events). The one-standard-error
+    rule across variants (Hastie, Tibshirani & Friedman 2009, section
+    7.10), on the difference: the variant with the fewest non-zero weights
+    whose score is at most one standard error of its difference below the
+    best. A denser elastic net is kept when its gain is beyond the noise of
+    that difference: the unpaired standard error of one score, on a small
+    held-out part, is far wider than the differences between variants and
+    kept the sparsest mix whatever the denser ones gained."""
+    scores = [r["heldout_score"] for r in rows]
+    best = int(np.nanargmax(scores))
+    gaps = []
+    for score, measure in zip(scores, measures, strict=True):
+        se = difference_se(measure, measures[best])
+        diff = scores[best] - score
+        gaps.append(float(diff / se) if se > 0 else (np.inf if diff > 0 else 0.0))
+    within = [j for j, gap in enumerate(gaps) if gap <= 1.0]
+    return min(within, key=lambda j: (rows[j]["features"], j)), gaps
 
 
 def path_plan(
@@ -297,9 +309,23 @@ def run_path(
     default grid), a path whose last point is still the best goes on down
     by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points.
     Every point after the first runs on a pass budget (``scored_point``)."""
+    return _run_points(ctx, parameter, grid, fit_point, previous, extend, start)[0]
+
+
+def _run_points(
+    ctx: TrainingContext,
+    parameter: str,
+    grid: list[float],
+    fit_point: PointFit,
+    previous: float | None,
+    extend: bool,
+    start: Weights,
+) -> tuple[FitResult, Measure]:
+    """``run_path``, with the chosen point's held-out measure."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
+    measures: list[Measure] = []
     rule = stop_rule(choice)
     weights, best = start, -np.inf
     grid = list(grid)
@@ -314,6 +340,7 @@ def run_path(
         row["below_best_se"] = rule.gaps[-1]
         rows.append({parameter: gamma, **row})
         results.append(result)
+        measures.append(measure)
         log.info(
             "path %s %.4g: %d features, objective %.6g, held-out %s %.6g (accuracy %.4f), "
             "%d passes%s",
@@ -337,7 +364,8 @@ def run_path(
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row["features"])
             break
-    return _chosen(ctx, parameter, grid, rows, results)
+    chosen = _chosen(ctx, parameter, grid, rows, results)
+    return chosen, measures[chosen.report["path"]["chosen"]]
 
 
 def scored_point(
