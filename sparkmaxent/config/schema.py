@@ -410,6 +410,12 @@ class ChoiceConfig(Section):
         "chosen; 0: pure l1. Not with train.grafting.elastic_l2, elastic_grid or "
         "folds (pure l1 then); [0]: pure l1 only.",
     )
+    mix_stop: bool = key(
+        True,
+        "grafting path over l2_mixes (pure l1 first): try a denser mix only while "
+        "the last one beat every sparser mix by more than one standard error of "
+        "the paired held-out difference; false: every mix.",
+    )
     patience: int = key(
         2,
         "Stop a path (or a stage run of ifs, sgc, bayes-factor keeping its best "

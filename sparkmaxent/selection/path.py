@@ -202,9 +202,11 @@ def _elastic_paths(
     spreads weight over correlated features where l1 keeps one of them: on
     small text data (many rare, correlated words) pure l1 falls far below
     l2. Among the variants' chosen points the sparsest within one standard
-    error of the best is kept (``sparsest_within_noise``). The report's
-    ``path`` is the chosen variant's, ``path.elastic`` one row per variant
-    (its chosen point). Returns the choice with the context
+    error of the best is kept (``sparsest_within_noise``). l2 mixes run from
+    pure l1 up and stop at the first that is not better than the sparser
+    ones beyond the noise (``_denser_gains``; ``train.choice.mix_stop``).
+    The report's ``path`` is the chosen variant's, ``path.elastic`` one row
+    per variant run (its chosen point), ``path.elastic_not_run`` the rest. Returns the choice with the context
     and point fit of its variant (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
@@ -228,6 +230,8 @@ def _elastic_paths(
             point["heldout_score"],
         )
         fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
+        if "l2_mix" in what and ctx.config.choice.mix_stop and not _denser_gains(measures):
+            break
     i, gaps = sparsest_within_noise(summary, measures)
     for j, row in enumerate(summary):
         row["chosen"] = j == i
@@ -235,8 +239,32 @@ def _elastic_paths(
     best = fitted[i]
     path = best[0].report["path"]
     path["elastic"] = summary
+    path["elastic_not_run"] = [what for what, _, _ in variants[len(summary) :]]
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
     return best
+
+
+def _denser_gains(measures: list[Measure]) -> bool:
+    """Whether the last (densest) l2 mix's chosen point beats every sparser
+    mix's by more than one standard error of the paired held-out difference
+    (``train.choice.mix_stop``): only then is a denser mix tried. A mix that
+    does not is not chosen over the sparser ones (``sparsest_within_noise``),
+    and the held-out gain of more l2 is taken to shrink as the mix grows
+    (as a path's gain shrinks past its best gamma1): the denser mixes, whose
+    paths cost the most, are left out."""
+    if len(measures) < 2:
+        return True
+    last, best = measures[-1], max(measures[:-1], key=lambda m: m.score)
+    gain, se = last.score - best.score, difference_se(last, best)
+    if gain > se:
+        return True
+    log.info(
+        "elastic net: the last l2 mix gains %.4g held-out over the best sparser mix "
+        "(standard error of the difference %.4g): no denser mix is tried",
+        gain,
+        se,
+    )
+    return False
 
 
 def sparsest_within_noise(rows: list[dict], measures: list[Measure]) -> tuple[int, list[float]]:

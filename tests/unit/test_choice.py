@@ -28,6 +28,7 @@ from sparkmaxent.selection.path import (
     null_model,
     path_plan,
     scored_point,
+    _denser_gains,
     sparsest_within_noise,
 )
 from sparkmaxent.selection.stopping import Measure, choose
@@ -96,6 +97,27 @@ def test_mixes_are_chosen_by_the_paired_difference_not_one_scores_error():
     rows[1].update(heldout_score=noisy.score, heldout_se=noisy.se)
     i, gaps = sparsest_within_noise(rows, [sparse, noisy])
     assert i == 0 and max(gaps) <= 1.0
+
+
+def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
+    rng = np.random.default_rng(1)
+    base = rng.normal(-1.0, 0.5, 400)
+    l1, better = Measure.of_units(base), Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
+    noisy = Measure.of_units(base + 0.001 + rng.normal(0, 0.2, 400))
+    assert _denser_gains([l1]) and _denser_gains([l1, better])
+    assert not _denser_gains([l1, noisy])  # above the l1 mix, by less than the noise
+    assert not _denser_gains([l1, better, l1])  # worse than a sparser mix
+
+
+def test_mix_stop_runs_a_prefix_of_the_mixes_with_the_same_paths(problem):
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    every = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=False, **keys).report["path"]
+    some = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=True, **keys).report["path"]
+    ran = [e["l2_mix"] for e in some["elastic"]]
+    assert ran + [w["l2_mix"] for w in some["elastic_not_run"]] == [0.0, 0.5, 0.9]
+    assert every["elastic_not_run"] == []
+    for row, full in zip(some["elastic"], every["elastic"], strict=False):
+        assert (row["l1"], row["features"]) == (full["l1"], full["features"])
 
 
 def test_criteria_and_their_standard_errors():
@@ -744,7 +766,7 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     tr, he, space = problem
-    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False, mix_stop=False)
     res = run(problem, l2_mixes=[0.9, 0.0, 0.5], **keys)
     path = res.report["path"]
     elastic = path["elastic"]
