@@ -10,28 +10,28 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import (
+    criterion_score,
+    score_on,
+)
+from sparkmaxent.choice.path import (
+    geometric_grid,
+    null_model,
+    path_plan,
+    scored_point,
+    denser_mix_gains,
+    sparsest_within_noise,
+)
+from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
-from sparkmaxent.kernels.folds import in_fold
+from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.choice import (
-    criterion_score,
-    score_on,
-)
-from sparkmaxent.selection.folds import fold_of_groups
-from sparkmaxent.selection.path import (
-    geometric_grid,
-    null_model,
-    path_plan,
-    scored_point,
-    _denser_gains,
-    sparsest_within_noise,
-)
-from sparkmaxent.selection.stopping import Measure, choose
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -104,9 +104,9 @@ def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
     base = rng.normal(-1.0, 0.5, 400)
     l1, better = Measure.of_units(base), Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
     noisy = Measure.of_units(base + 0.001 + rng.normal(0, 0.2, 400))
-    assert _denser_gains([l1]) and _denser_gains([l1, better])
-    assert not _denser_gains([l1, noisy])  # above the l1 mix, by less than the noise
-    assert not _denser_gains([l1, better, l1])  # worse than a sparser mix
+    assert denser_mix_gains([l1]) and denser_mix_gains([l1, better])
+    assert not denser_mix_gains([l1, noisy])  # above the l1 mix, by less than the noise
+    assert not denser_mix_gains([l1, better, l1])  # worse than a sparser mix
 
 
 def test_mix_stop_runs_a_prefix_of_the_mixes_with_the_same_paths(problem):

@@ -13,8 +13,8 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
 - elastic net (``elastic_grid``): a grafting path per gamma2, the best
   held-out point over all of them.
 
-Every point is scored on the held-out data (selection/choice.py); the
-model is the chosen point. A path stops early (selection/stopping.py) once
+Every point is scored on the held-out data (choice/heldout.py); the
+model is the chosen point. A path stops early (choice/stop_rule.py) once
 ``patience`` points came after its best one and the last of them is below
 the best by more than ``patience_se`` standard errors of the paired held-out
 difference (weaker penalties only cost more passes; one noisy worse point
@@ -45,14 +45,14 @@ from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, variant
 from ..problem.objective import checked_pass
-from .base import FitResult, TrainingContext
-from .baselines import fit_smooth
-from .choice import PATH_PLOT, measure_weights, write_path_plot
-from .grafting import Grafting, variant
+from ..selection.base import FitResult, TrainingContext
+from ..selection.reporting import PLOTS_DIR
+from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
-from .reporting import PLOTS_DIR
-from .stopping import Measure, choose, difference_se, stop_rule
+from .stop_rule import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class _CombinationPoints:
         self.conjunctions: Conjunctions | None = None
 
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
-        from .combination import fit_combination
+        from ..methods.combination import fit_combination
 
         at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
@@ -147,7 +147,7 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     the same stop and choice as any path. Pure l1 (no mixes), no pass
     budget (no cut), no refit (the widened events of two backends are not
     joined): the model is the chosen point's fit."""
-    from .combination import _HeldoutWithConjunctions
+    from ..methods.combination import _HeldoutWithConjunctions
 
     points = _CombinationPoints()
     assert ctx.heldout is not None, "fit_path checks"
@@ -204,7 +204,7 @@ def _elastic_paths(
     l2. Among the variants' chosen points the sparsest within one standard
     error of the best is kept (``sparsest_within_noise``). l2 mixes run from
     pure l1 up and stop at the first that is not better than the sparser
-    ones beyond the noise (``_denser_gains``; ``train.choice.mix_stop``).
+    ones beyond the noise (``denser_mix_gains``; ``train.choice.mix_stop``).
     The report's ``path`` is the chosen variant's, ``path.elastic`` one row
     per variant run (its chosen point), ``path.elastic_not_run`` the rest. Returns the choice with the context
     and point fit of its variant (the refit's)."""
@@ -230,7 +230,7 @@ def _elastic_paths(
             point["heldout_score"],
         )
         fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
-        if "l2_mix" in what and ctx.config.choice.mix_stop and not _denser_gains(measures):
+        if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
             break
     i, gaps = sparsest_within_noise(summary, measures)
     for j, row in enumerate(summary):
@@ -244,7 +244,7 @@ def _elastic_paths(
     return best
 
 
-def _denser_gains(measures: list[Measure]) -> bool:
+def denser_mix_gains(measures: list[Measure]) -> bool:
     """Whether the last (densest) l2 mix's chosen point beats every sparser
     mix's by more than one standard error of the paired held-out difference
     (``train.choice.mix_stop``): only then is a denser mix tried. A mix that
