@@ -206,8 +206,9 @@ def _elastic_paths(
     pure l1 up and stop at the first that is not better than the sparser
     ones beyond the noise (``denser_mix_gains``; ``train.choice.mix_stop``).
     The report's ``path`` is the chosen variant's, ``path.elastic`` one row
-    per variant run (its chosen point), ``path.elastic_not_run`` the rest. Returns the choice with the context
-    and point fit of its variant (the refit's)."""
+    per variant run (its chosen point), ``path.elastic_not_run`` the rest.
+    Returns the choice with the context and point fit of its variant (the
+    refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
     fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []

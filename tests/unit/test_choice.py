@@ -16,11 +16,11 @@ from sparkmaxent.choice.heldout import (
     score_on,
 )
 from sparkmaxent.choice.path import (
+    denser_mix_gains,
     geometric_grid,
     null_model,
     path_plan,
     scored_point,
-    denser_mix_gains,
     sparsest_within_noise,
 )
 from sparkmaxent.choice.stop_rule import Measure, choose
