@@ -413,8 +413,8 @@ class ChoiceConfig(Section):
     mix_stop: bool = key(
         True,
         "grafting path over l2_mixes (pure l1 first): try a denser mix only while "
-        "the last one beat every sparser mix by more than one standard error of "
-        "the paired held-out difference; false: every mix.",
+        "the last one beat every sparser mix by more than its held-out standard "
+        "error (else it is not chosen over them); false: every mix.",
     )
     patience: int = key(
         2,
