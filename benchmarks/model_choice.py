@@ -59,7 +59,9 @@ single fit), so a stopped run keeps the rows it measured. The page keeps
 the rows of earlier runs that this run does not measure again (another
 corpus, sentence count or method; ``merged_rows``), each with its own
 ``command``, ``commit`` and ``load_average``, so a run of some corpora
-updates their rows and leaves the others' current rows in place.
+updates their rows and leaves the others' current rows in place. Corpora
+run side by side write pages of their own (``--output``); ``--merge PAGE
+...`` then puts their rows into this page without measuring anything.
 """
 
 from __future__ import annotations
@@ -587,6 +589,13 @@ def targets(rows: list[dict]) -> dict:
     return out
 
 
+def placeless(row: dict) -> dict:
+    """A merged row whose command names its work directory and output page
+    by role (WORK, PAGE), not by where they were on the machine that ran it."""
+    command = re.sub(r"--work \S+", "--work WORK", row.get("command", ""))
+    return {**row, "command": re.sub(r"--output \S+", "--output PAGE", command)}
+
+
 def row_key(row: dict) -> tuple:
     """What a row measures: corpus, sentence count (CoNLL, Base-NP) and
     method label (with its --set keys and folds)."""
@@ -667,8 +676,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
     )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="PAGE",
+        help="measure nothing: merge the rows of these pages (runs with their own --output, "
+        "e.g. corpora run side by side) into --output",
+    )
     args = start(parser, argv)
     earlier = earlier_rows(args.output)
+    if args.merge:
+        page = merged_rows(earlier, [placeless(r) for p in args.merge for r in earlier_rows(p)])
+        write_result(args.output, page, targets(page))
+        return 0
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "model-choice"):
         if method.startswith("sklearn-"):
