@@ -209,8 +209,61 @@ def backend(directory: str):
     return make_backend("local", directory, bias=True, partitions=1)
 
 
+class PathCapped(BaseException):
+    """A path stopped at ``--path-seconds`` (a BaseException: no solver's
+    ``except Exception`` takes it for a failed step)."""
+
+
+class PointCosts(logging.Handler):
+    """Wall seconds (held-out scoring included), passes and non-zero weights
+    of every path point, read from the path's own line for each point,
+    numbered by mix (``mix``: how many mixes' paths ended before it): where
+    a path's time goes, also when it is stopped before it ends."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.points: list[dict] = []
+        self.mix, self.last = 0, time.perf_counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        now = time.perf_counter()
+        if str(record.msg).startswith("path %s %.4g:"):
+            parameter, gamma, features, *_, passes, _ = record.args  # type: ignore[misc]
+            seconds = round(now - self.last, 2)
+            self.points.append(
+                {"mix": self.mix, parameter: gamma, "features": features, "passes": passes,
+                 "seconds": seconds}
+            )  # fmt: skip
+            self.last = now
+        elif str(record.msg).startswith("elastic net %s: chose"):
+            self.mix += 1
+
+
+def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
+    """train() on the corpus with held-out choice, stopped by PathCapped
+    after ``cap_s`` seconds (0: no cap); the path's points logged into
+    ``costs``."""
+    import signal
+
+    def stop(*_):
+        raise PathCapped
+
+    path_log = logging.getLogger("sparkmaxent.choice.path")
+    path_log.addHandler(costs)
+    if cap_s:
+        signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, cap_s)
+    try:
+        return train(backend(dirs["train"]), train_config(**keys), backend(dirs["heldout"]))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        path_log.removeHandler(costs)
+
+
 def ours(name: str, method: str, dirs: dict, args) -> dict:
-    """One sparkmaxent row: the method at its defaults with held-out choice."""
+    """One sparkmaxent row: the method at its defaults with held-out choice
+    (a path stopped at ``--path-seconds``: a row ``unfinished`` with the
+    costs of the points it fitted)."""
     criterion = "chunk_f1" if name in CHUNKED else "accuracy"
     keys: dict = {"method": method, **dict(args.set)}
     if args.folds:
@@ -220,7 +273,14 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     else:
         keys["max_seconds"] = float(args.stage_seconds)
     t0 = time.perf_counter()
-    res = train(backend(dirs["train"]), train_config(**keys), backend(dirs["heldout"]))
+    costs = PointCosts()
+    try:
+        res = capped_train(keys, dirs, args.path_seconds if keys.get("path") else 0.0, costs)
+    except PathCapped:
+        label = method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args)
+        return {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
+                "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
+                "passes": sum(p["passes"] for p in costs.points)}  # fmt: skip
     wall = time.perf_counter() - t0
     rep = res.report
     test = score_on(backend(dirs["test"]), res.weights, res.scaling, criterion)
@@ -232,6 +292,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         "wall_s": round(wall, 2),
         "passes": rep["passes"],
     }
+    if costs.points:
+        row["point_costs"] = costs.points
     if "folds" in rep and rep["folds"]["parameter"] != "stages":
         fold_row(row, rep, args)
     elif "path" in rep:
@@ -657,6 +719,13 @@ def main(argv: list[str] | None = None) -> int:
         "with the same folds) instead of the held-out part (0)",
     )
     parser.add_argument("--stage-seconds", type=float, default=120.0)
+    parser.add_argument(
+        "--path-seconds",
+        type=float,
+        default=0.0,
+        help="stop a path after this many seconds: a row 'unfinished' with its points' costs "
+        "(0: no cap)",
+    )
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
     parser.add_argument(
