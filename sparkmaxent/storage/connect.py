@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from .fs import LocalFS, scheme
+from .uri import scheme
 
 #: the listing and reading source, whose Hadoop FileSystem is the server's
 SOURCE = "binaryFile"
@@ -44,7 +44,7 @@ class ConnectFS:
 
     name = "connect"
 
-    def __init__(self, session: Any, local: LocalFS) -> None:
+    def __init__(self, session: Any, local: Any) -> None:
         self.spark = session
         self.local = local
 
