@@ -36,7 +36,7 @@ import numpy as np
 
 from benchmarks.common import RESULTS, load_average, print_table, start, write_result
 from benchmarks.model_choice import backend
-from sparkmaxent.backends.folds import FoldBackend
+from sparkmaxent.backends.subset import FoldBackend
 from sparkmaxent.backends.union import UnionBackend
 from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import score_on

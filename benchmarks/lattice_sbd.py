@@ -46,12 +46,12 @@ from benchmarks.common import write_result as write_json_result
 from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.config import Config, train_config
-from sparkmaxent.conjunctions import atoms_used
 from sparkmaxent.data import sbd
 from sparkmaxent.data.load import read_blocks, read_events_table
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.errors import ConfigError
-from sparkmaxent.methods.lattice.report import write_plot
+from sparkmaxent.methods.lattice.curves import write_plot
+from sparkmaxent.model_conjunctions import atoms_used
 
 log = logging.getLogger("lattice_sbd")
 KEYS = [

@@ -13,7 +13,7 @@ set: one stratum), ordered within a stratum by a seeded hash of the group
 id; the i-th unit of a stratum goes to fold i mod k, so each fold holds
 each label within one unit of 1/k); a fold's training and validation backends are the
 training backend with each block cut to the fold's events
-(``backends/folds.py``). Every fold fits the same grid, computed once on
+(``backends/subset.py``). Every fold fits the same grid, computed once on
 all the training data, point by point and without cuts, so the fold
 scores line up; a default grid goes on down while its last point has the
 best mean fold score, and the path stops by the rule of a held-out path
@@ -29,9 +29,10 @@ import logging
 import numpy as np
 
 from .. import registry
-from ..backends.folds import FoldBackend
+from ..backends.subset import FoldBackend
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
+from ..hashing import GOLDEN, mix64
 from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
 from ..selection.base import FitResult, Method, TrainingContext
@@ -47,17 +48,12 @@ from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
-_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
-
 
 def _hash(values: np.ndarray, seed: int) -> np.ndarray:
     """splitmix64 of int64 values xor a seed: a fixed, seeded order."""
     with np.errstate(over="ignore"):
-        z = values.astype(np.uint64) ^ np.uint64(seed * _MIX[0] % 2**64)
-        z = z + np.uint64(_MIX[0])
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX[1])
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX[2])
-        return z ^ (z >> np.uint64(31))
+        z = values.astype(np.uint64) ^ np.uint64(seed * GOLDEN % 2**64)
+        return mix64(z + np.uint64(GOLDEN))
 
 
 def fold_of_groups(

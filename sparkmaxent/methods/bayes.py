@@ -5,7 +5,7 @@ data more probable *as a model*, with no threshold to tune.
 Each round: propose the features of misclassified events (section 3.6,
 ``kernels/proposals.py``); fit each proposal's weight mu_g and curvature a_g
 with every other weight fixed (mean field, Eq. 17 and Eq. 11;
-``solvers/gains.fit_gains``); score it by its log Bayes factor plus the log
+``solvers/gain_fits.fit_gains``); score it by its log Bayes factor plus the log
 prior odds of the models (Eq. 12-13, ``bayes_factor_score``; the Laplace
 sign by default, the note's printed sign selectable); take up to
 ``per_round`` picks, rescoring against the grown model between them (Eq. 14,
@@ -43,7 +43,7 @@ from ..selection.checkpoint import has_checkpoint
 from ..selection.loop import add_feature, best_of, run_rounds
 from ..selection.reporting import FeatureNamer
 from ..selection.stops import Stop, StopReason, stop
-from ..solvers.gains import fit_gains
+from ..solvers.gain_fits import fit_gains
 from .baselines import refit_active
 
 log = logging.getLogger(__name__)

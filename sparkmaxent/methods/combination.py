@@ -10,7 +10,7 @@ atoms first (methods/grafting.py, unchanged), then rounds in which
 conjunctions enter by the same gradient test, n best per round, with the
 same round solver, pruning, checkpoints and certificate.
 
-The test over conjunctions never enumerates them (kernels/combination.py):
+The test over conjunctions never enumerates them (kernels/combination_search.py):
 one pass sums t+, t- per atomic feature; atoms whose bound (Eq. 5) cannot
 exceed the test's bound take part in no conjunction; a second pass forms
 only the pairs of surviving atoms inside each event and sums their exact
@@ -36,13 +36,9 @@ from ..backends.expanded import ExpandedBackend
 from ..backends.local import LocalBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
-from ..kernels.combination import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
-from ..kernels.conjunctions import (
-    MAX_DEGREE,
-    Conjunctions,
-    atoms_of_keys,
-    check_key_range,
-)
+from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
+from ..kernels.conjunctions import MAX_DEGREE, Conjunctions
+from ..model_conjunctions import atoms_of_keys, check_key_range
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.loop import run_rounds
 from ..selection.reporting import FeatureNamer

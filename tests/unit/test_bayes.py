@@ -37,7 +37,7 @@ from sparkmaxent.methods.bayes import (
 )
 from sparkmaxent.problem.objective import Objective
 from sparkmaxent.selection.loop import add_feature
-from sparkmaxent.solvers.gains import fit_gains, laplace_log_evidence
+from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
 
 from .helpers import interrupt_and_resume, random_block, random_candidates, random_multiclass

@@ -27,7 +27,7 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
-from sparkmaxent.kernels.folds import in_fold
+from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason

@@ -17,14 +17,15 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights, loss_grad
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
-from sparkmaxent.kernels.combination import (
+from sparkmaxent.kernels.combination_search import (
     AtomBoundTask,
     EnumerateTask,
     FormTask,
     residuals,
 )
-from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions, atoms_of_keys
+from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions
 from sparkmaxent.methods.combination import Combination, search
+from sparkmaxent.model_conjunctions import atoms_of_keys
 from sparkmaxent.problem import kkt_certificate
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.train import train

@@ -22,7 +22,7 @@ from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.methods.ifs import compare_selections
 from sparkmaxent.problem import Objective
-from sparkmaxent.solvers.gains import fit_gains
+from sparkmaxent.solvers.gain_fits import fit_gains
 from sparkmaxent.train import METHODS, train
 
 from .helpers import interrupt_and_resume, random_multiclass
