@@ -3,7 +3,7 @@ each virtualenv given packed whole (as before) and without pyspark and py4j
 (``scripts/pack_env.py``, what submit.sh now ships), in bytes compressed
 and unpacked. The target: the shipped archive of a virtualenv holding only
 what sparkmaxent needs (``pip install '.[cluster]'``) fits an executor's
-256 MB /tmp, where Spark fetches it.
+256 MB /tmp, where Spark fetches it, compressed and unpacked.
 
 Usage::
 
@@ -61,13 +61,20 @@ def targets(rows: list[dict]) -> dict:
     shipped = [r for r in rows if r["venv"] == "runtime" and r["archive"] == "shipped"]
     if not shipped:
         return {}
-    mb = shipped[0]["archive_mb"]
+    row = shipped[0]
     return {
         "runtime_archive": target(
-            "the shipped archive of a pip install '.[cluster]' venv fits a 256 MB /tmp",
-            f"{mb} MB compressed, {shipped[0]['unpacked_mb']} MB unpacked",
-            shipped[0]["archive_bytes"] <= LIMIT_BYTES,
-        )
+            "the shipped archive of a pip install '.[cluster]' venv is under 256 MB "
+            "(what an executor downloads)",
+            f"{row['archive_mb']} MB",
+            row["archive_bytes"] <= LIMIT_BYTES,
+        ),
+        "runtime_unpacked": target(
+            "the shipped archive of a pip install '.[cluster]' venv unpacks to under "
+            "256 MB (when unpacked in the same /tmp)",
+            f"{row['unpacked_mb']} MB",
+            row["unpacked_mb"] * 2**20 <= LIMIT_BYTES,
+        ),
     }
 
 

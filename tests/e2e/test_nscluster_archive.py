@@ -7,8 +7,8 @@ and dev tools still make it larger than 256 MB), which does not fit in the
 executors' /tmp: each executor registers, fails and is replaced. ``train``
 must end with exit 6 within the configured limit
 (``spark.max_executor_losses``), the message naming the cause as Spark
-reports it and the checkpoint, instead of running until killed. Marked slow: venv-pack of the venv, a cluster start and
-a run of several minutes.
+reports it and the checkpoint, instead of running until killed. Marked
+slow: venv-pack of the venv, a cluster start and a run of several minutes.
 """
 
 from __future__ import annotations
