@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 from .backends import Backend
 from .blas import blas_threads
+from .choice import folds, path
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask, Scaling, Space, Weights
 from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
 from .report import RUN_CAPS, HeldoutFigures, RunReport
-from .selection import folds, path
 from .selection.base import FitResult, TrainingContext, evaluate
 from .selection.stops import Stop, StopReason
 
