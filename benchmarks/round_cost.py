@@ -193,7 +193,7 @@ def first_round(backend, gamma: float, size: int) -> tuple:
     """Grafting's first round with n_best = ``size``, before it is solved:
     (method, weights, test, tol, active weights)."""
     from sparkmaxent.config import train_config
-    from sparkmaxent.selection import grafting
+    from sparkmaxent.methods import grafting
     from sparkmaxent.train import train
 
     found: list = []
@@ -218,7 +218,7 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
     """The recorded round solved again from its start by ``solver``, to the
     round's own tolerance or (``tol_mode`` ``final``) the run's final one."""
     from sparkmaxent.kernels.colcache import COLUMNS
-    from sparkmaxent.selection import grafting
+    from sparkmaxent.methods import grafting
 
     method, weights, test, tol, n = recorded
     if tol_mode == "final":

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..backends import Backend
-from ..errors import ConfigError
-from ..kernels.lattice import (
+from ...backends import Backend
+from ...errors import ConfigError
+from ...kernels.lattice import (
     WORD,
     ConfigCounts,
     ConfigCountTask,
@@ -38,7 +38,7 @@ from ..kernels.lattice import (
     popcount,
     unique_rows,
 )
-from ..kernels.stats import FeatureCountTask
+from ...kernels.stats import FeatureCountTask
 
 log = logging.getLogger(__name__)
 
