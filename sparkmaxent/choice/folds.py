@@ -32,6 +32,7 @@ from .. import registry
 from ..backends.subset import FoldBackend
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
+from ..hashing import GOLDEN, mix64
 from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
 from ..selection.base import FitResult, Method, TrainingContext
@@ -47,17 +48,12 @@ from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
-_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
-
 
 def _hash(values: np.ndarray, seed: int) -> np.ndarray:
     """splitmix64 of int64 values xor a seed: a fixed, seeded order."""
     with np.errstate(over="ignore"):
-        z = values.astype(np.uint64) ^ np.uint64(seed * _MIX[0] % 2**64)
-        z = z + np.uint64(_MIX[0])
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX[1])
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX[2])
-        return z ^ (z >> np.uint64(31))
+        z = values.astype(np.uint64) ^ np.uint64(seed * GOLDEN % 2**64)
+        return mix64(z + np.uint64(GOLDEN))
 
 
 def fold_of_groups(
