@@ -108,3 +108,35 @@ def test_train_returns_a_typed_report(method):
     assert (rep.certificate is not None) == (method == "grafting")
     assert (rep.stop is None) == (method == "l2")
     assert DOCUMENTED <= set(rep.to_json())
+
+
+#: the run's own fields, which the package reads typed (RunReport attributes)
+RUN_FIELDS = (
+    "method|nonzero_weights|candidate_features|passes|wall_s|stopped|stop_reason|"
+    "heldout_accuracy|heldout_loss|unconverged|warnings|plan"
+)
+
+
+def test_the_package_reads_run_reports_typed_not_by_key():
+    """No module but report.py reads a run report's own fields by string
+    (``report["passes"]``, ``report.get("unconverged")``): they are typed
+    attributes, turned into JSON keys only where the report is written."""
+    import re
+    from pathlib import Path
+
+    import sparkmaxent
+
+    root = Path(sparkmaxent.__file__).parent
+    pattern = re.compile(rf"report\w*(\(\))?\s*(\[\s*|\.get\(\s*)[\"']({RUN_FIELDS})[\"']")
+    found = [
+        f"{p.relative_to(root)}:{n}: {line.strip()}"
+        for p in sorted(root.rglob("*.py"))
+        if p.name != "report.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found
+    # the rule catches what it is for
+    assert pattern.search('print(report["passes"])') and pattern.search(
+        'reasons = report.get("unconverged") or []'
+    )
