@@ -17,16 +17,22 @@ binomial sqrt(F (1 - F) / gold chunks), an approximation.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from collections.abc import Callable
 
 import numpy as np
 
 from .. import storage
+from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Scaling, Weights
+from ..kernels.loss import LossGradTask
 from ..kernels.predict import EventScores, EventScoresTask
 from ..plots import new_figure, save_png
+from ..problem.objective import checked_pass
 from .base import LoopState, TrainingContext
+from .baselines import refit_active
 from .stopping import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -238,3 +244,69 @@ def write_path_plot(
         ax.grid(True, alpha=0.3)
         ax.legend()
     return save_png(fig, path)
+
+
+#: the penalty of a stage refit given the event weight W it is fitted on:
+#: gamma2 in the mean units of L (a prior sigma^2 in sum units is 1 / (sigma^2 W))
+StagePenalty = Callable[[float], float]
+
+
+def refit_stage(
+    ctx: TrainingContext,
+    weights: Weights,
+    choice: dict | None,
+    trace: list[dict],
+    penalty: StagePenalty,
+) -> tuple[Weights, dict | None]:
+    """The best stage's active features refitted on the training and
+    held-out events together (``train.choice.refit``, as the paths'
+    ``points.refit`` and LogisticRegressionCV's refit=True): the MAP
+    weights of the same feature set (and the bias) under the stage
+    method's own penalty, ``penalty(W)`` on the union's event weight W,
+    warm-started from the chosen stage (``baselines.refit_active``).
+    Returns the weights and the report's ``refit`` (the refit's objective,
+    loss and passes beside the chosen stage's fit and held-out figures);
+    (``weights``, None) when no stage was chosen on held-out data or the
+    refit is off."""
+    if choice is None or ctx.heldout is None or not ctx.config.choice.refit:
+        return weights, None
+    whole = UnionBackend(ctx.backend, ctx.heldout)
+    passes0 = whole.passes
+    lg = checked_pass(
+        whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
+        "refit loss pass",
+    )
+    l2 = penalty(float(lg.weight))
+    values = weights.values
+    log.info(
+        "refitting stage %d's %d features on the training and held-out events (gamma2 %.4g)",
+        choice["chosen_round"],
+        len(values),
+        l2,
+    )
+    refitted, rep = refit_active(dataclasses.replace(ctx, backend=whole), weights, l2)
+    row = next(r for r in trace if r["round"] == choice["chosen_round"])
+    report = {
+        "l2": l2,
+        "objective": rep["objective"],
+        "loss": rep["loss"],
+        "start_objective": lg.loss / lg.weight + 0.5 * l2 * float(values @ values),
+        "features": int(len(refitted.values)),
+        "passes": whole.passes - passes0,
+        "converged": bool(rep["converged"]),
+        "solver": rep["solver"],
+        "chosen_fit": {
+            "stage": choice["chosen_round"],
+            "objective": row["objective"],
+            "features": int(len(values)),
+            **{k: row[k] for k in row if k.startswith("heldout_")},
+        },
+    }
+    log.info(
+        "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "
+        "%d passes",
+        report["objective"],
+        report["start_objective"],
+        report["passes"],
+    )
+    return refitted, report

@@ -36,7 +36,7 @@ from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
 from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .baselines import fit_smooth, refit_active
 from .checkpoint import has_checkpoint
-from .choice import best_stage
+from .choice import best_stage, refit_stage
 from .loop import TIE_RTOL, add_feature, best_of, run_rounds
 from .reporting import FeatureNamer
 from .stops import Stop, StopReason, stop
@@ -110,6 +110,16 @@ class Incremental:
         """The decrease of the loss L when a feature of (penalized) ``gain``
         is added at ``alpha``: the gain itself unless it is penalized."""
         return gain + 0.5 * self.gain_l2 * alpha * alpha if self.prior_variance else gain
+
+    def stage_penalty(self, weight: float) -> float:
+        """gamma2 of the stages' refits on events of total weight ``weight``
+        (``choice.refit_stage``): re-estimation's ``train.l2`` when
+        ``reestimate_every`` is set, else that of a multi-feature stage's
+        refit, the gain prior's 1 / (sigma^2 W) (``train.l2`` without one)."""
+        cfg = self.ctx.config
+        if cfg.ifs.reestimate_every or self.prior_variance is None:
+            return cfg.l2
+        return 1.0 / (self.prior_variance * weight)
 
     def initial_loss_pass(self, weights: Weights):
         return checked_pass(
@@ -422,6 +432,9 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
+    weights, refit = refit_stage(ctx, weights, choice, state.trace, method.stage_penalty)
+    if refit is not None:
+        objective = refit["loss"]
     trace = state.trace
     evals = [r["gain_evaluations"] for r in trace]
     report = {
@@ -440,6 +453,8 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": trace,
     }
+    if refit is not None:
+        report["refit"] = refit
     return FitResult(weights.sparse(), report, stop=state.stop)
 
 
