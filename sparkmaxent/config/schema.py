@@ -381,7 +381,9 @@ class ChoiceConfig(Section):
         True,
         "Paths on held-out data: refit the chosen penalty on the training and "
         "held-out events together, warm-started from the chosen point (as "
-        "LogisticRegressionCV's refit); false: the model is the chosen point's fit.",
+        "LogisticRegressionCV's refit); ifs, sgc, bayes-factor keeping their best "
+        "held-out stage: refit that stage's features under the method's prior; "
+        "false: the model is the chosen point's (stage's) fit.",
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
     l1_ratio: float = key(
