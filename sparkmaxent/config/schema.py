@@ -254,6 +254,15 @@ class IfsConfig(Section):
     stage_features_max: int = key(
         1024, "ifs, sgc with stage_features = 0: the most features a stage adds.", ge=1
     )
+    stage_features_min_share: float = key(
+        1 / 32,
+        "ifs, sgc with stage_features = 0: a stage adds at least this share of the "
+        "active set (at least 1, at most stage_features_max), so that where the "
+        "held-out score is flat stages do not shrink to one feature among thousands; "
+        "0: down to one feature.",
+        ge=0,
+        lt=1,
+    )
     lookahead: int = key(
         500,
         "sgc-lookahead: after a selection, recompute the next L "

@@ -22,6 +22,7 @@ Details (initial gains, ties, departures from Figure 2): docs/methods/ifs-sgc.md
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,7 +203,11 @@ class Incremental:
         stage's size after a stage that improved the best held-out score
         (``choice.keep_if_best``), or without held-out data one whose refit
         gained at least half the sum of its features' gains (they were
-        mostly complementary); else half of it (at least 1)."""
+        mostly complementary); else half of it, but at least
+        ``stage_features_min_share`` of the active set (and 1): a flat
+        held-out score would otherwise leave one-feature stages among
+        thousands of features, each too small to move the score past
+        the stop rule's noise."""
         cfg = self.ctx.config.ifs
         if cfg.stage_features:
             return cfg.stage_features
@@ -214,7 +219,8 @@ class Incremental:
         else:
             improved = state.trace[-1].get("refit_ratio", 1.0) >= 0.5
         size = last * 2 if improved else last // 2
-        return int(min(max(size, 1), cfg.stage_features_max))
+        floor = math.ceil(cfg.stage_features_min_share * len(state.weights.values))
+        return int(min(max(size, floor, 1), cfg.stage_features_max))
 
     def _pick(self, state: LoopState, stage: int, want: int):
         """The stage's candidates: (arrays, [(feature, gain, alpha)] best first,

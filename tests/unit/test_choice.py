@@ -5,6 +5,7 @@ fits, the best stage of a selection run, and the path's report and plot."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -582,17 +583,22 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     assert resumed.weights.nnz == whole.weights.nnz
 
 
-def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem):
-    res = run(problem, method="sgc", stage_features=0, patience=0, max_features=150)
+@pytest.mark.parametrize("share", [0.0, 0.1])
+def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem, share):
+    keys = dict(stage_features=0, patience=0, max_features=150, stage_features_min_share=share)
+    res = run(problem, method="sgc", **keys)
     rounds = res.report["rounds"]
     assert rounds[0]["stage_size"] == 1 and max(r["stage_size"] for r in rounds) >= 8
-    best, active = -np.inf, 0
+    best, active, floored = -np.inf, 0, 0
     for prev, r in zip(rounds, rounds[1:]):
         improved = prev["heldout_score"] > best
         best = max(best, prev["heldout_score"])
         active += prev["added"]
         size = prev["stage_size"] * 2 if improved else max(prev["stage_size"] // 2, 1)
-        assert r["stage_size"] == min(size, 150 - active)
+        floor = math.ceil(share * active)  # at least this share of the active set
+        floored += floor > size
+        assert r["stage_size"] == min(max(size, floor), 150 - active)
+    assert floored > 0 if share else floored == 0  # the floor took part
     chosen = res.report["choice"]["chosen_round"]
     assert res.weights.nnz == rounds[chosen - 1]["active"]
 
