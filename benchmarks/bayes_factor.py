@@ -316,7 +316,7 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
         )
         rows.append(row)
         save(rows, choices)
-    # the multiplicity corrections (selection/bayes.py, "Model prior"): no parameter either;
+    # the multiplicity corrections (methods/bayes.py, "Model prior"): no parameter either;
     # then each at the sigma^2 grid, the devset choosing among those runs and the default
     # (a prior variance is regularization, not a threshold)
     for prior in ("beta-binomial", "empirical-bayes"):

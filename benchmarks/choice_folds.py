@@ -4,7 +4,7 @@ behind ``train.choice.kfold_max_events`` (docs/methods/model-choice.md).
 Training data only: each corpus is split as in ``benchmarks.model_choice``
 (its sub-train part D and held-out part E, prepared there; the test data
 is not read). From D, nested subsamples S of 1/16, 1/8, ... of its groups
-(a tagged sentence, else an event; ``selection/folds.py``'s seeded,
+(a tagged sentence, else an event; ``choice/folds.py``'s seeded,
 label-stratified assignment into 16 parts, the first j parts kept). On
 each S, a path (``l2``, or ``grafting`` with pure l1: ``l2_mixes`` [0]) at
 the defaults is chosen
@@ -36,13 +36,13 @@ import numpy as np
 
 from benchmarks.common import RESULTS, load_average, print_table, start, write_result
 from benchmarks.model_choice import backend
-from sparkmaxent.backends.folds import FoldBackend
+from sparkmaxent.backends.subset import FoldBackend
 from sparkmaxent.backends.union import UnionBackend
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import score_on
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
 from sparkmaxent.kernels.predict import EventScoresTask
-from sparkmaxent.selection.choice import score_on
-from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.train import train
 
 KEYS = ["corpus", "method", "events", "choice", "chosen", "features", "loglik", "accuracy",

@@ -192,7 +192,7 @@ class Task:
         return scores["chunks"]["f1"]
 
     def existing(self, degree: int) -> int:
-        from sparkmaxent.kernels.combination import EnumerateTask
+        from sparkmaxent.kernels.combination_search import EnumerateTask
 
         keys = self.train.run(EnumerateTask(self.train.space.n_predicates, degree)).keys
         return int(len(keys))
@@ -200,12 +200,12 @@ class Task:
 
 class SearchPeak:
     """The largest allocation of one call of the conjunction search
-    (``selection.combination.search``) above what was allocated when it was
+    (``methods.combination.search``) above what was allocated when it was
     called, by tracemalloc (which must be running): what the search itself
     needs, without the solver's state."""
 
     def __init__(self):
-        import sparkmaxent.selection.combination as comb
+        import sparkmaxent.methods.combination as comb
 
         self.module, self.original, self.peak = comb, comb.search, 0
 
@@ -394,7 +394,7 @@ def run_task(task: Task, args, save) -> list[dict]:
 
     from sparkmaxent.backends.expanded import ExpandedBackend
     from sparkmaxent.config import train_config
-    from sparkmaxent.kernels.combination import EnumerateTask
+    from sparkmaxent.kernels.combination_search import EnumerateTask
     from sparkmaxent.kernels.conjunctions import Conjunctions, atoms_of_keys
 
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)

@@ -52,7 +52,7 @@ def count(train_dir: str, blocks: int) -> dict:
     """Occurrences and distinct conjunctions of degree 2 and 3 in the
     training events, one block at a time (module docstring)."""
     from sparkmaxent.backends.factory import make_backend
-    from sparkmaxent.kernels.combination import EnumerateTask
+    from sparkmaxent.kernels.combination_search import EnumerateTask
     from sparkmaxent.kernels.topk import union_sorted
 
     backend = make_backend("local", train_dir, bias=True, partitions=blocks)

@@ -87,7 +87,7 @@ def _heap_pools(spark):
 
 def _time_test_passes(backend) -> list[float]:
     """Wall seconds of every gradient test that ran a pass (either path)."""
-    from sparkmaxent.selection.gradient_test import GradientTest
+    from sparkmaxent.methods.gradient_test import GradientTest
 
     times: list[float] = []
     test = GradientTest.test

@@ -46,12 +46,12 @@ from benchmarks.common import write_result as write_json_result
 from sparkmaxent.api import evaluate_model, train_model
 from sparkmaxent.backends.session import spark_session
 from sparkmaxent.config import Config, train_config
-from sparkmaxent.conjunctions import atoms_used
 from sparkmaxent.data import sbd
 from sparkmaxent.data.load import read_blocks, read_events_table
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.errors import ConfigError
-from sparkmaxent.lattice.report import write_plot
+from sparkmaxent.methods.lattice.report import write_plot
+from sparkmaxent.model_conjunctions import atoms_used
 
 log = logging.getLogger("lattice_sbd")
 KEYS = [
@@ -242,8 +242,8 @@ def punkt(train_docs, test_docs_by_name):
 def scoring_measure(spark, train_dir: str, max_atoms: int, smoothing: float) -> dict:
     """One selection step's candidate scoring: on Spark in batches vs in process."""
     from sparkmaxent.backends.factory import make_backend
-    from sparkmaxent.lattice.build import build_lattice, choose_atoms, count_configurations
-    from sparkmaxent.lattice.select import CandidateScorer, Optimized
+    from sparkmaxent.methods.lattice.build import build_lattice, choose_atoms, count_configurations
+    from sparkmaxent.methods.lattice.select import CandidateScorer, Optimized
 
     backend = make_backend("local", train_dir, bias=True)
     atoms = choose_atoms(backend, max_atoms)
@@ -536,7 +536,7 @@ def pp_coverage(train_dir: str, test_dir: str, max_atoms: int) -> dict:
     their configuration: seen in training (a reference node), unseen, or
     empty (none of the atoms: only the bias decides)."""
     from sparkmaxent.backends.factory import make_backend
-    from sparkmaxent.lattice.build import choose_atoms, count_configurations
+    from sparkmaxent.methods.lattice.build import choose_atoms, count_configurations
 
     train = make_backend("local", train_dir, bias=True)
     atoms = choose_atoms(train, max_atoms)

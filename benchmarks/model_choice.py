@@ -28,7 +28,7 @@ with the same dictionary, and then, in-process (``train.backend`` local):
 With ``--folds k`` the choice is made on k folds of the sub-train part
 instead (``train.choice.folds``, seed 0; the held-out part then only
 scores the refitted model), and scikit-learn's rows use the same folds
-(``kernels/folds.py``'s assignment as a PredefinedSplit, refit on the
+(``kernels/infold.py``'s assignment as a PredefinedSplit, refit on the
 whole sub-train part at the chosen C); the rows' methods end in
 ``folds=k``.
 
@@ -89,6 +89,8 @@ from benchmarks.common import (
     write_result,
 )
 from sparkmaxent.backends.factory import make_backend
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import criterion_score, score_on, write_path_plot
 from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
@@ -96,8 +98,6 @@ from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.predict import EventScores
-from sparkmaxent.selection.choice import criterion_score, score_on, write_path_plot
-from sparkmaxent.selection.folds import fold_of_groups
 from sparkmaxent.train import train
 
 log = logging.getLogger("model_choice")
@@ -383,7 +383,7 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
     refitted on the sub-train and held-out parts at the chosen C, as our
     paths refit, ``train.choice.refit``), or with
     ``folds`` over the sub-train part's k folds of ``train.choice.folds``
-    (kernels/folds.py, the same events in each fold as ours; refit=True: on
+    (kernels/infold.py, the same events in each fold as ours; refit=True: on
     the whole sub-train part at the chosen C, as ours)."""
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegressionCV
@@ -464,7 +464,7 @@ class OneVsRestL1CV:
 
 def event_folds(block, k: int, seed: int) -> np.ndarray:
     """The fold of each event of ``block`` under ``train.choice.folds = k``
-    (kernels/folds.py's assignment of its groups)."""
+    (kernels/infold.py's assignment of its groups)."""
     units, fold_of_unit = fold_of_groups(block.group, block.y, k, seed)
     return fold_of_unit[np.searchsorted(units, block.group)]
 

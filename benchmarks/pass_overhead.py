@@ -12,7 +12,7 @@ so that load from other processes falls on all alike:
     tiny           a count over two cached one-element partitions (Spark's floor)
     trivial        backend.run(CountTask()): broadcast, every block, tiny result
     active         LossGradTask over the active set (an inner optimizer pass)
-    gradient_test  the grafting gradient test as ``selection/grafting.py`` runs it
+    gradient_test  the grafting gradient test as ``methods/grafting.py`` runs it
                    at this size, at gamma1 ``--test-l1`` (n best ``--n-best``):
                    thresholded partials (kernels/thresholded.py), their
                    resolution on the driver, and a second pass where needed
@@ -143,8 +143,8 @@ def grafting_tests(backend, weights, test_l1: list[float], n_best: int) -> dict:
     """The gradient test as grafting runs it at each gamma1 (its ``Grafting``
     at the default settings, the known test forgotten before every call),
     by row key, and the methods (their ``fetch_passes``)."""
+    from sparkmaxent.methods.grafting import Grafting, variant
     from sparkmaxent.selection.base import TrainingContext
-    from sparkmaxent.selection.grafting import Grafting, variant
 
     out = {}
     for i, l1 in enumerate(test_l1):

@@ -51,8 +51,8 @@ def parts(blocks, space, weights, l1: float, repeats: int) -> dict:
     """The parts of the thresholded test at gamma1 ``l1`` (n best 1000)."""
     from sparkmaxent.config import train_config
     from sparkmaxent.kernels.thresholded import _test_sums, threshold_partial
+    from sparkmaxent.methods.partials import resolve
     from sparkmaxent.problem import Penalty
-    from sparkmaxent.selection.partials import resolve
 
     cfg = train_config(method="grafting", l1=l1, n_best=1000)
     bound = Penalty(l1=l1).test_bound(cfg.grafting.kkt_tol)

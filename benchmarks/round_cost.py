@@ -185,7 +185,7 @@ def first_round(backend, gamma: float, size: int) -> tuple:
     """Grafting's first round with n_best = ``size``, before it is solved:
     (method, weights, test, tol, active weights)."""
     from sparkmaxent.config import train_config
-    from sparkmaxent.selection import grafting
+    from sparkmaxent.methods import grafting
     from sparkmaxent.train import train
 
     found: list = []
@@ -209,7 +209,7 @@ def first_round(backend, gamma: float, size: int) -> tuple:
 def solve_round(backend, recorded, solver: str) -> dict:
     """The recorded round solved again from its start by ``solver``."""
     from sparkmaxent.kernels.colcache import COLUMNS
-    from sparkmaxent.selection import grafting
+    from sparkmaxent.methods import grafting
 
     method, weights, test, tol, n = recorded
     COLUMNS.clear()  # no solver starts with another's gathered columns (in-process)

@@ -133,8 +133,8 @@ def chunk_scores(test_dir: str, weights, space) -> dict:
 def fit_l2(backend, ids, gamma2: float, start=None, gtol: float = 1e-7):
     """l2 fit over ``ids`` (None: all features), as the l2 method does."""
     from sparkmaxent.config import train_config
+    from sparkmaxent.methods.baselines import fit_smooth
     from sparkmaxent.selection.base import TrainingContext
-    from sparkmaxent.selection.baselines import fit_smooth
 
     ctx = TrainingContext(backend, train_config(method="l2", l2=gamma2, gtol=gtol))
     return fit_smooth(ctx, ids, gamma2, start=start)
@@ -290,7 +290,7 @@ def speed_summary(stages: dict) -> dict:
 
 
 def agreement(stages: dict) -> dict:
-    from sparkmaxent.selection.ifs import compare_selections
+    from sparkmaxent.methods.ifs import compare_selections
 
     out = {}
     if "ifs" not in stages:

@@ -57,9 +57,9 @@ def train_model(
     import numpy as np
 
     from .backends.factory import make_backend
-    from .conjunctions import atoms_used, conjunction_names
     from .data.schema import DatasetInfo
     from .model import MaxentModel, feature_names_for
+    from .model_conjunctions import atoms_used, conjunction_names
     from .train import train
 
     info = DatasetInfo.load(train_dir)
@@ -351,7 +351,7 @@ def evaluate_model(
     ``in_process_max_events`` events in this process (``data.in_process_max_events``)."""
     import numpy as np
 
-    from .backends.predict import predictions, predictions_table
+    from .backends.dataset_scoring import predictions, predictions_table
     from .data.schema import DatasetInfo
     from .evaluate import score_tagging
 
@@ -410,7 +410,7 @@ def predict(
     candidate sets), so they join back to the table. Input of at most
     ``cfg.data.in_process_max_events`` events without a key column is
     prepared and scored in this process (one Parquet file; the same rows)."""
-    from .backends.predict import (
+    from .backends.dataset_scoring import (
         check_key_column,
         key_column,
         predictions,

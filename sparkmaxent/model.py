@@ -16,7 +16,7 @@ habit)::
                          only the predicates with a weight (dataset.json
                          source["dictionary"] says which)
 
-A model with conjunctions (conjunctions.py) has n_atoms atomic predicates
+A model with conjunctions (model_conjunctions.py) has n_atoms atomic predicates
 (the vocabulary's) followed by its derived predicates; scoring forms them
 in every event from its atoms. Only non-zero weights are stored.
 Standardization statistics are stored for the predicates the model uses;
@@ -31,13 +31,13 @@ import numpy as np
 import pyarrow as pa
 
 from . import storage
-from .conjunctions import Conjunctions, atoms_used, from_json, to_json
 from .errors import InputError
 from .jsonio import json_default, read_json_object
 from .kernels import CANDIDATES, MULTICLASS, Scaling, Space, Weights
 from .kernels.blocks import Block, CandidateBlock, MulticlassBlock
 from .kernels.loss import candidate_proba
 from .kernels.predict import EvalStats, evaluate_block, predict_multiclass
+from .model_conjunctions import Conjunctions, atoms_used, from_json, to_json
 
 MODEL_FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"

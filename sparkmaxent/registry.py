@@ -7,7 +7,7 @@ features, a warm start), how MLlib's ``regParam``/``elasticNetParam`` map
 onto its penalty (the pyspark.ml estimators), and which configuration
 checks it adds. Everything else is derived from it: the schema's choices
 for ``train.method`` (config/schema.py), ``train()``'s dispatch (train.py),
-the path and fold checks (selection/path.py, selection/folds.py), the ml
+the path and fold checks (choice/path.py, choice/folds.py), the ml
 mapping (ml/params.py, ml/base.py). Adding a method is an entry here plus
 its own module.
 
@@ -46,11 +46,11 @@ class MethodEntry:
         One line for the docs and help.
     path : str or None
         The penalty a regularization path runs over (``train.choice.path``,
-        selection/path.py): ``"l1"`` (gamma1, with an elastic-net grid over
+        choice/path.py): ``"l1"`` (gamma1, with an elastic-net grid over
         gamma2) or ``"l2"`` (gamma2); None: the method has no path.
     best_stage : bool
         Whether it keeps its best held-out stage (``train.choice.best_stage``)
-        and k folds choose its stage count (selection/folds.py).
+        and k folds choose its stage count (choice/folds.py).
     combination : bool
         Whether it searches combination features
         (``train.grafting.combination_degree > 1``).
@@ -119,7 +119,7 @@ def _binary_atoms(cfg: Any) -> None:
         )
 
 
-_SELECTION = "sparkmaxent.selection"
+_METHODS = "sparkmaxent.methods"
 _L2_ONLY = (None, L2_KEY)
 #: the pyspark.ml Params only some methods read (``MethodEntry.ml_params``)
 ML_PARAMS = ("l1", "l2", "nBest", "maxRounds", "maxFeatures")
@@ -131,13 +131,13 @@ METHODS: dict[str, MethodEntry] = {
     for e in (
         MethodEntry(
             "mle",
-            f"{_SELECTION}.baselines:fit_mle",
+            f"{_METHODS}.baselines:fit_mle",
             "baseline",
             "Maximum likelihood over every candidate feature, no penalty.",
         ),
         MethodEntry(
             "l2",
-            f"{_SELECTION}.baselines:fit_l2",
+            f"{_METHODS}.baselines:fit_l2",
             "baseline",
             "Gaussian prior: every candidate feature, gamma2/2 ||w||^2 (train.l2).",
             path="l2",
@@ -146,7 +146,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "cutoff",
-            f"{_SELECTION}.baselines:fit_cutoff",
+            f"{_METHODS}.baselines:fit_cutoff",
             "baseline",
             "l2 over the features seen at least train.cutoff times.",
             penalty_keys=_L2_ONLY,
@@ -155,7 +155,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "grafting",
-            f"{_SELECTION}.combination:fit_grafting",
+            f"{_METHODS}.combination:fit_grafting",
             "grafting",
             "l1 n-best grafting (gamma1 train.grafting.l1, elastic net with "
             "train.grafting.elastic_l2), optionally over combination features.",
@@ -167,14 +167,14 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "mle-ifs",
-            f"{_SELECTION}.grafting:fit_mle_ifs",
+            f"{_METHODS}.grafting:fit_mle_ifs",
             "grafting",
             "Grafting's rounds without l1: a gradient threshold, no penalty.",
             ml_params=("nBest", "maxRounds"),
         ),
         MethodEntry(
             "l2-ifs",
-            f"{_SELECTION}.grafting:fit_l2_ifs",
+            f"{_METHODS}.grafting:fit_l2_ifs",
             "grafting",
             "Grafting's rounds without l1: a gradient threshold, l2 penalty.",
             penalty_keys=_L2_ONLY,
@@ -183,7 +183,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "ifs",
-            f"{_SELECTION}.ifs:fit_ifs",
+            f"{_METHODS}.ifs:fit_ifs",
             "ifs",
             "Incremental feature selection: each stage adds the candidate of largest "
             "approximate gain (Berger et al. 1996; Zhou et al. 2003).",
@@ -192,7 +192,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "sgc",
-            f"{_SELECTION}.ifs:fit_sgc",
+            f"{_METHODS}.ifs:fit_sgc",
             "ifs",
             "Selective gain computation: IFS with stale gains as upper bounds (Zhou et al. 2003).",
             best_stage=True,
@@ -200,7 +200,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "sgc-lookahead",
-            f"{_SELECTION}.ifs:fit_sgc_lookahead",
+            f"{_METHODS}.ifs:fit_sgc_lookahead",
             "ifs",
             "SGC that also refreshes the next train.ifs.lookahead candidates per stage.",
             best_stage=True,
@@ -208,7 +208,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "bayes-factor",
-            f"{_SELECTION}.bayes:fit_bayes_factor",
+            f"{_METHODS}.bayes:fit_bayes_factor",
             "bayes",
             "Approximate Bayes-factor feature selection (Daume III 2004).",
             best_stage=True,
@@ -216,7 +216,7 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "lattice",
-            "sparkmaxent.lattice.method:fit_lattice",
+            f"{_METHODS}.lattice.method:fit_lattice",
             "lattice",
             "The optimized feature lattice of atom conjunctions (Mikheev 1998).",
             penalty_keys=_L2_ONLY,

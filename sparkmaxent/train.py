@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 from .backends import Backend
 from .blas import blas_threads
+from .choice import folds, path
 from .config import TrainConfig
 from .errors import NumericError, check_finite
 from .kernels import MomentsTask, Weights
 from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
-from .selection import folds, path
 from .selection.base import FitResult, TrainingContext, evaluate
 from .selection.stops import Stop, StopReason
 

@@ -1,5 +1,5 @@
 """Two backends' events as one (the refit after a held-out choice fits the
-training and the held-out events together, selection/path.py): every
+training and the held-out events together, choice/path.py): every
 pass runs on both and the two results merge, as the blocks of one backend
 merge. Nothing is re-read or re-cached; each part is closed by its owner."""
 

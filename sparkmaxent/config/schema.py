@@ -87,7 +87,7 @@ class DataConfig(Section):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.synthetic:  # its fields checked here, not when the pipeline reaches them
-            from ..data.synthetic.model import SyntheticSpec
+            from ..data.synthetic.planted import SyntheticSpec
 
             SyntheticSpec.from_config(self.synthetic)
 

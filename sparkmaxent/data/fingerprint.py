@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import storage
+from ..hashing import mix64
 from .schema import EVENTS_DIR, FEATURES_DIR, events_schema
 
 #: Version of the definition above; fingerprints of other schemes are not compared.
@@ -40,15 +41,6 @@ FEATURE_COLUMNS = pa.schema([("feature", pa.string()), ("id", pa.int32())])
 
 def _u64(x: int) -> np.uint64:
     return np.uint64(x & _MASK)
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer, elementwise on uint64 (wrapping)."""
-    z = z ^ (z >> np.uint64(30))
-    z = z * np.uint64(0xBF58476D1CE4E5B9)
-    z = z ^ (z >> np.uint64(27))
-    z = z * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def _name_seed(name: str, lane: int) -> np.uint64:
@@ -75,8 +67,8 @@ def _elements_hash(values: np.ndarray, offsets: np.ndarray, seed: np.uint64) -> 
     position in the row, summed per row, mixed with the row's length."""
     lengths = np.diff(offsets)
     pos = np.arange(len(values), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
-    e = _mix(_as_u64(values) ^ _mix(pos.view(np.uint64) + seed))
-    return _mix(_segment_sums(e, offsets) ^ _mix(lengths.astype(np.uint64) ^ seed))
+    e = mix64(_as_u64(values) ^ mix64(pos.view(np.uint64) + seed))
+    return mix64(_segment_sums(e, offsets) ^ mix64(lengths.astype(np.uint64) ^ seed))
 
 
 def _column_hash(arr: pa.Array, seed: np.uint64) -> np.ndarray:
@@ -99,7 +91,7 @@ def _column_hash(arr: pa.Array, seed: np.uint64) -> np.ndarray:
             else np.zeros(0, np.uint8)
         )
         return _elements_hash(data[offsets[0] : offsets[-1]], offsets - offsets[0], seed)
-    return _mix(_as_u64(arr.to_numpy(zero_copy_only=False)) ^ seed)
+    return mix64(_as_u64(arr.to_numpy(zero_copy_only=False)) ^ seed)
 
 
 def row_lanes(table: pa.Table | pa.RecordBatch, schema: pa.Schema) -> tuple[int, int]:
@@ -111,7 +103,7 @@ def row_lanes(table: pa.Table | pa.RecordBatch, schema: pa.Schema) -> tuple[int,
     for lane, seed in enumerate(_LANES):
         h = np.full(table.num_rows, _u64(seed), dtype=np.uint64)
         for name in schema.names:
-            h = _mix(h ^ _column_hash(table.column(name), _name_seed(name, lane)))
+            h = mix64(h ^ _column_hash(table.column(name), _name_seed(name, lane)))
         sums.append(int(np.sum(h, dtype=np.uint64)))
     return sums[0], sums[1]
 

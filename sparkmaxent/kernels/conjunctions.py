@@ -1,7 +1,7 @@
 """Conjunctions of atomic predicates as derived predicates (executor side).
 
 A conjunction is a sorted tuple of 2 or 3 distinct atomic predicate ids
-(any number from 2 for the nodes of a feature lattice, sparkmaxent/lattice:
+(any number from 2 for the nodes of a feature lattice, sparkmaxent/methods/lattice:
 rows are then padded with -1 to the longest, and have no int64 key). Its
 value in an event is the product of its atoms' values, and it is present
 only when all of them fire (Okanohara & Tsujii 2009, section 3: combination

@@ -6,7 +6,7 @@ the logits of the model mass on the candidates where g fires, in bins of
 width ``bin_width``, keeping per bin the sums (c, c t, c t^2). For binary
 features the bin-mean approximation errs by at most V / 8 (V the within-bin
 variance sum), uniformly in alpha, so the 1-D Newton can run on the driver
-at no pass (``solvers/gains.py``). Multiclass features with several values
+at no pass (``solvers/gain_fits.py``). Multiclass features with several values
 (counts, tf-idf) get one histogram per (candidate, value): the same bound
 holds row by row, so they need no exact passes either. Real-valued
 candidate-set features are marked (``GainSketch.valid``) and fitted

@@ -1,7 +1,7 @@
 """Per-candidate gain statistics, per block (executor side): the exact
 derivatives S, S', S'' of the log-likelihood change, and the empirical
 feature expectations. The logit-histogram sketch is ``gain_sketch.py``; the
-1-D solvers that drive both are in ``solvers/gains.py``.
+1-D solvers that drive both are in ``solvers/gain_fits.py``.
 
 A candidate g is added with weight alpha, every other weight fixed (Berger,
 Della Pietra & Della Pietra 1996, section 4.2; Zhou et al. 2003, section 2;

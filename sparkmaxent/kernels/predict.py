@@ -74,7 +74,7 @@ def event_results(
     """Per event: -log p(correct | x_i) (NaN for a label unseen in
     training), whether the top candidate is correct, and the predicted label
     (multiclass; -1 for candidate sets). EvalStats sums these; held-out
-    model choice (selection/choice.py) needs them one by one."""
+    model choice (choice/heldout.py) needs them one by one."""
     if isinstance(block, MulticlassBlock):
         S = multiclass_scores(block, space, weights, scaling)
         pred = S.argmax(axis=1)

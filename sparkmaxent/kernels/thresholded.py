@@ -2,7 +2,7 @@
 shipping each data block's dense partial gradient to the driver:
 thresholded partials.
 
-The test (selection/gradient_test.py) needs, over all candidates, the ``n_best``
+The test (methods/gradient_test.py) needs, over all candidates, the ``n_best``
 inactive features with |g_j| > t (in their order, with their g_j), max
 |g_j| over the inactive ones and the count over t (the KKT certificate), and
 g_j at the active features; g_j = sum_b G_bj / W over the data blocks b.
@@ -19,7 +19,7 @@ is at most U_j, the sum of m_b over the blocks that kept it back:
 
 A feature with U_j = 0 is exact, bit for bit the dense sum (the same
 partials added in the same merge order; a kept-back part is then 0).
-The driver (``selection/partials.py`` ``resolve``) decides the test from
+The driver (``methods/partials.py`` ``resolve``) decides the test from
 the intervals where they suffice and
 names the few features whose exact sums it needs otherwise (one that may
 or may not pass, one that may be among the n best, the maximum); a second

@@ -19,7 +19,7 @@ This module is the executor half: the top-k rule (``top_candidates``, also
 the merge's and the dense test's), the per-block summary, and its merge.
 The orchestration is in backends (``LocalBackend.gradient_test``,
 ``SparkBackend.gradient_test``); the driver's check of the merged summary
-and the test itself in selection/gradient_test.py (``BlockwiseTest``).
+and the test itself in methods/gradient_test.py (``BlockwiseTest``).
 See docs/methods/grafting.md, "Block-wise gradient test".
 """
 
@@ -243,7 +243,7 @@ class GradientSummary:
     Attributes
     ----------
     bound : float
-        The test's bound (gamma1 (1 + kkt_tol), selection/gradient_test.py);
+        The test's bound (gamma1 (1 + kkt_tol), methods/gradient_test.py);
         ``n_over`` counts against it too.
     n_best : int
     top_ids : ndarray of int64, shape (<= n_best,)

@@ -132,7 +132,7 @@ class MaxEntEstimator(Estimator, TrainingParams):
         """A model per param map. With warmStart, grafting points whose
         configurations differ only in gamma1 (and elastic_l2, n_best) are fitted
         strongest gamma1 first, each from the previous point's weights, as
-        glmnet's paths are (Friedman et al. 2010, section 2.5; selection/path.py):
+        glmnet's paths are (Friedman et al. 2010, section 2.5; choice/path.py):
         the l1 optimum of each point is the same, reached in fewer passes."""
         estimators = [self.copy(pm) for pm in paramMaps]
         configs = self.grid_configs(paramMaps)

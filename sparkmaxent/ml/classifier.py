@@ -587,12 +587,18 @@ class MaxEntClassificationModel(
         columns = {}
         for param, name in outputs.items():
             if param == self.predictionCol:
-                meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}
-                columns[name] = F.col(fields["prediction"]).alias(name, metadata=meta)
+                columns[name] = F.col(fields["prediction"])
             else:
                 field = "raw" if param == self.rawPredictionCol else "probability"
                 columns[name] = array_to_vector(F.col(fields[field]))
-        return scored.withColumns(columns).drop(*drop)
+        scored = scored.withColumns(columns).drop(*drop)
+        if self.predictionCol in outputs:  # nominal, so IndexToString needs no labels=
+            name = outputs[self.predictionCol]
+            meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}
+            # withMetadata, not alias(metadata=) inside withColumns: Spark Connect's
+            # WithColumns re-aliases every column and drops the inner alias's metadata
+            scored = scored.withMetadata(name, meta)
+        return scored
 
 
 __all__ = ["MaxEntClassifier", "MaxEntClassificationModel", "label_classes"]

@@ -17,13 +17,13 @@ from typing import Protocol
 import numpy as np
 
 from .. import storage
+from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, stage_rule
+from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
-from .choice import BEST_KEYS, keep_if_best, measure_weights, stage_rule
 from .reporting import PLOTS_DIR, write_plots
-from .stopping import StopRule
 from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ class StopReason(Enum):
     """Every reason a training method stops; the value is the report's
     ``stop_reason``."""
 
-    # grafting family (selection/grafting.py, combination.py)
+    # grafting family (methods/grafting.py, combination.py)
     NO_CANDIDATE_PASSES = "no_candidate_passes"
     NO_PROGRESS = "no_progress"
     BUDGET_SPENT = "budget_spent"
@@ -28,17 +28,17 @@ class StopReason(Enum):
     MAX_ROUNDS = "max_rounds"
     MAX_SECONDS = "max_seconds"
     MAX_FEATURES = "max_features"
-    # the held-out stop rule of stage runs (selection/stopping.py)
+    # the held-out stop rule of stage runs (choice/stop_rule.py)
     HELDOUT_RULE = "heldout_rule"
     HELDOUT_MAX_BEHIND = "heldout_max_behind"
-    # IFS / SGC (selection/ifs.py)
+    # IFS / SGC (methods/ifs.py)
     NO_CANDIDATE_LEFT = "no_candidate_left"
     GAIN_THRESHOLD = "gain_threshold"
-    # Bayes factor (selection/bayes.py)
+    # Bayes factor (methods/bayes.py)
     NO_MISCLASSIFIED = "no_misclassified"
     NO_PROPOSAL = "no_proposal"
     BAYES_RULE = "bayes_rule"
-    # lattice (lattice/select.py, lattice/generalize.py)
+    # lattice (methods/lattice/select.py, methods/lattice/generalize.py)
     MAX_STEPS = "max_steps"
     NO_TRAINING_GAIN = "no_training_gain"
     HELDOUT_PATIENCE = "heldout_patience"

@@ -2,7 +2,7 @@
 registry of a round's box solvers, and the 1-D gain solvers."""
 
 from .box_qp import SOLVERS, choose_solver
-from .gains import GAIN_METHODS, GainFit, fit_gains, uniform_initial_gains
+from .gain_fits import GAIN_METHODS, GainFit, fit_gains, uniform_initial_gains
 from .lbfgs import ConvergenceWarning, OptimResult, minimize_lbfgs
 from .newton import BoxResult, minimize_box_newton
 from .options import SolverOptions

@@ -9,11 +9,11 @@ import numpy as np
 
 from benchmarks.model_choice import event_folds, stage_points
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.folds import fold_backends
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import MULTICLASS, Weights
 from sparkmaxent.kernels.predict import EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.folds import fold_backends
 
 from ..unit.helpers import random_block
 

@@ -1,5 +1,5 @@
 """l1="auto": the penalty chosen inside fit on held-out rows by the
-warm-started path (selection/path.py), then refitted on all rows."""
+warm-started path (choice/path.py), then refitted on all rows."""
 
 from __future__ import annotations
 

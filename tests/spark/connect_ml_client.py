@@ -67,9 +67,16 @@ def pipeline(spark):
 
 
 def classifier(spark, out: str) -> dict:
+    from pyspark.ml.feature import IndexToString
+
     df = frame(spark)
     model = MaxEntClassifier(**CLASSIFIER).fit(df)
     model.transform(df).write.parquet(os.path.join(out, "transform"))
+    # the prediction's nominal metadata names the classes: IndexToString needs no labels=
+    named = IndexToString(inputCol="prediction", outputCol="predicted").transform(
+        model.transform(df)
+    )
+    named.select("id", "prediction", "predicted").write.parquet(os.path.join(out, "named"))
     model.write().overwrite().save(os.path.join(out, "model"))
     model.write().overwrite().save(os.path.join(out, "model"))  # overwrite replaces it
     back = MaxEntClassificationModel.load(os.path.join(out, "model"))

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from sparkmaxent.api import evaluate_model
-from sparkmaxent.backends.predict import predictions
-from sparkmaxent.conjunctions import Conjunctions, conjunction_names
+from sparkmaxent.backends.dataset_scoring import predictions
 from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.model import MaxentModel
+from sparkmaxent.model_conjunctions import Conjunctions, conjunction_names
 
 from .helpers import written_multiclass
 

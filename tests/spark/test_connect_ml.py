@@ -94,17 +94,19 @@ def test_classifier_under_connect_is_the_classic_classifier(spark, server, tmp_p
     here = model.transform(df).orderBy("id")
     there = spark.read.parquet(os.path.join(out, "transform")).orderBy("id")
     assert there.columns == [*df.columns, "rawPrediction", "probability", "prediction"]
-    # the values must agree; the schemas differ in two known ways: `there` went
+    # the values and the prediction's nominal metadata must agree; `there` went
     # through Parquet, which reads every column back as nullable (the classic
-    # SQL-scored prediction is not nullable, as MLlib's), and under Connect the
-    # prediction carries no nominal ml_attr metadata (a gap of issue 39)
+    # SQL-scored prediction is not nullable, as MLlib's)
     assert_df_equality(
         there.drop("rawPrediction", "probability"),
         here.drop("rawPrediction", "probability"),
         ignore_nullable=True,
-        ignore_metadata=True,
     )
     assert here.schema["prediction"].metadata["ml_attr"]["type"] == "nominal"
+    assert there.schema["prediction"].metadata == here.schema["prediction"].metadata
+    # IndexToString under Connect read the class names from that metadata
+    named = spark.read.parquet(os.path.join(out, "named")).collect()
+    assert named and all(r.predicted == model.labels[int(r.prediction)] for r in named)
     scores = [(*r.rawPrediction.toArray(), *r.probability.toArray()) for r in there.collect()]
     expected = [(*r.rawPrediction.toArray(), *r.probability.toArray()) for r in here.collect()]
     np.testing.assert_allclose(scores, expected, rtol=1e-9, atol=1e-12)
@@ -113,9 +115,7 @@ def test_classifier_under_connect_is_the_classic_classifier(spark, server, tmp_p
 
     # the model saved under Connect loads in a classic session and scores the same
     back = MaxEntClassificationModel.load(os.path.join(out, "model"))
-    assert_df_equality(
-        back.transform(df).orderBy("id"), there, ignore_nullable=True, ignore_metadata=True
-    )
+    assert_df_equality(back.transform(df).orderBy("id"), there, ignore_nullable=True)
 
 
 @pytest.mark.slow
@@ -139,6 +139,4 @@ def test_ranker_and_pipeline_under_connect_are_classic(spark, server, tmp_path):
     loaded = PipelineModel.load(os.path.join(out, "pipeline"))  # saved under Connect
     assert isinstance(loaded.stages[1], MaxEntClassificationModel)
     there = spark.read.parquet(os.path.join(out, "pipeline-loaded")).orderBy("text")
-    assert_df_equality(
-        loaded.transform(text).orderBy("text"), there, ignore_nullable=True, ignore_metadata=True
-    )
+    assert_df_equality(loaded.transform(text).orderBy("text"), there, ignore_nullable=True)

@@ -19,9 +19,9 @@ from sparkmaxent.data.load import read_blocks
 from sparkmaxent.errors import StalledError
 from sparkmaxent.kernels import LossGradTask, MomentsTask, Weights
 from sparkmaxent.kernels.stats import Count, CountTask
+from sparkmaxent.methods.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.plan import ExecutionPlan, Limits
 from sparkmaxent.problem import Objective
-from sparkmaxent.selection.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.session_kind import is_connect
 from sparkmaxent.train import train
 

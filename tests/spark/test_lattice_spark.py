@@ -18,14 +18,14 @@ from sparkmaxent.backends.frame import FrameBackend
 from sparkmaxent.backends.local import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import Config, train_config
-from sparkmaxent.conjunctions import Conjunctions
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import LossGradTask, Weights
-from sparkmaxent.lattice.build import build_lattice, choose_atoms, count_configurations
-from sparkmaxent.lattice.select import CandidateScorer, Optimized
+from sparkmaxent.methods.lattice.build import build_lattice, choose_atoms, count_configurations
+from sparkmaxent.methods.lattice.select import CandidateScorer, Optimized
 from sparkmaxent.model import MaxentModel
+from sparkmaxent.model_conjunctions import Conjunctions
 
 from .helpers import written_multiclass
 

@@ -13,8 +13,8 @@ from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
 from sparkmaxent.kernels.thresholded import ThresholdedTestTask
+from sparkmaxent.methods.grafting import Grafting, variant
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.grafting import Grafting, variant
 from sparkmaxent.train import train
 
 from ..unit.test_thresholded import _assert_same_test

@@ -10,8 +10,8 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.spark import SparkBackend
 from sparkmaxent.config import train_config
+from sparkmaxent.methods.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
-from sparkmaxent.selection.gradient_test import blockwise_summary, select_candidates
 from sparkmaxent.train import train
 
 from .helpers import written_multiclass

@@ -11,10 +11,10 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.union import UnionBackend
+from sparkmaxent.choice.folds import automatic_folds
 from sparkmaxent.config import train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import MULTICLASS, Space
-from sparkmaxent.selection.folds import automatic_folds
 from sparkmaxent.train import train
 
 

@@ -1,4 +1,4 @@
-"""Bayes-factor selection (selection/bayes.py, kernels/proposals.py) in-process:
+"""Bayes-factor selection (methods/bayes.py, kernels/proposals.py) in-process:
 the Laplace evidence against quadrature (and where it is loose), the two
 signs, proposals against brute force, Eq. 14 rescoring of a perfect copy,
 support recovery on generated data, the model priors (beta-binomial odds
@@ -28,16 +28,16 @@ from sparkmaxent.kernels.proposals import (
     margin_scale,
     proposals,
 )
-from sparkmaxent.problem.objective import Objective
-from sparkmaxent.selection import bayes
-from sparkmaxent.selection.bayes import (
+from sparkmaxent.methods import bayes
+from sparkmaxent.methods.bayes import (
     BayesFactor,
     bayes_factor_score,
     empirical_inclusion_probability,
     log_model_prior_odds,
 )
+from sparkmaxent.problem.objective import Objective
 from sparkmaxent.selection.loop import add_feature
-from sparkmaxent.solvers.gains import fit_gains, laplace_log_evidence
+from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
 
 from .helpers import interrupt_and_resume, random_block, random_candidates, random_multiclass

@@ -11,26 +11,26 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import ConfigError, train_config
-from sparkmaxent.data import synthetic
-from sparkmaxent.evaluate import score_tagging
-from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
-from sparkmaxent.kernels.blocks import take_events
-from sparkmaxent.kernels.folds import in_fold
-from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
-from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.choice import (
+from sparkmaxent.choice.folds import fold_of_groups
+from sparkmaxent.choice.heldout import (
     criterion_score,
     score_on,
 )
-from sparkmaxent.selection.folds import fold_of_groups
-from sparkmaxent.selection.path import (
+from sparkmaxent.choice.path import (
     geometric_grid,
     null_model,
     path_plan,
     scored_point,
 )
-from sparkmaxent.selection.stopping import choose
+from sparkmaxent.choice.stop_rule import choose
+from sparkmaxent.config import ConfigError, train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.evaluate import score_tagging
+from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
+from sparkmaxent.kernels.blocks import take_events
+from sparkmaxent.kernels.infold import in_fold
+from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
+from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 

@@ -17,16 +17,16 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights, loss_grad
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
-from sparkmaxent.kernels.combination import (
+from sparkmaxent.kernels.combination_search import (
     AtomBoundTask,
     EnumerateTask,
     FormTask,
     residuals,
 )
 from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions, atoms_of_keys
+from sparkmaxent.methods.combination import Combination, search
 from sparkmaxent.problem import kkt_certificate
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.combination import Combination, search
 from sparkmaxent.train import train
 
 from .helpers import interrupt_and_resume
@@ -412,7 +412,7 @@ def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
 
 
 def test_in_process_rounds_form_the_conjunctions_once_and_fit_the_same_model(monkeypatch):
-    import sparkmaxent.selection.combination as comb
+    import sparkmaxent.methods.combination as comb
 
     data, block, space = planted(seed=6)
     blocks = split_block(block, 2)

@@ -30,7 +30,7 @@ from sparkmaxent.kernels.gains import (
     multiclass_logits,
 )
 from sparkmaxent.kernels.stats import feature_counts
-from sparkmaxent.solvers.gains import fit_gains, uniform_initial_gains
+from sparkmaxent.solvers.gain_fits import fit_gains, uniform_initial_gains
 
 from .helpers import random_candidates, random_multiclass
 

@@ -23,8 +23,8 @@ from sparkmaxent.kernels import (
 )
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
+from sparkmaxent.methods.gradient_test import select_candidates
 from sparkmaxent.problem import Objective, Penalty, kkt_certificate, orthant_problem
-from sparkmaxent.selection.gradient_test import select_candidates
 from sparkmaxent.selection.stops import Stop, StopReason
 from sparkmaxent.train import METHODS, train
 
@@ -491,8 +491,8 @@ def test_round_radius_is_the_rounds_initial_trust_region(radius, expected):
     """``train.grafting.round_radius`` is the trust region the rounds' Newton
     solves start from (0: unbounded), set through the config, not a module
     constant."""
+    from sparkmaxent.methods.grafting import Grafting, Variant
     from sparkmaxent.selection.base import TrainingContext
-    from sparkmaxent.selection.grafting import Grafting, Variant
 
     _, block, space = planted(m=300, P=20, K=3, n_support=4, n_copies=0)
     cfg = grafting_config(round_radius=radius)

@@ -1,4 +1,4 @@
-"""IFS and SGC (selection/ifs.py) in-process: SGC against IFS on generated
+"""IFS and SGC (methods/ifs.py) in-process: SGC against IFS on generated
 data, gain evaluations per stage, the loss bookkeeping, look-ahead,
 re-estimation, both event shapes, real values, progress lines and resume.
 
@@ -21,9 +21,9 @@ from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Space
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
+from sparkmaxent.methods.ifs import compare_selections
 from sparkmaxent.problem import Objective
-from sparkmaxent.selection.ifs import compare_selections
-from sparkmaxent.solvers.gains import fit_gains
+from sparkmaxent.solvers.gain_fits import fit_gains
 from sparkmaxent.train import METHODS, train
 
 from .helpers import interrupt_and_resume, random_multiclass

@@ -19,8 +19,8 @@ from sparkmaxent.kernels.lattice import (
     is_subset,
     score_batch,
 )
-from sparkmaxent.lattice.build import build_lattice, descendant_index, row_hash
-from sparkmaxent.lattice.select import (
+from sparkmaxent.methods.lattice.build import build_lattice, descendant_index, row_hash
+from sparkmaxent.methods.lattice.select import (
     CandidateScorer,
     HeldoutConfigs,
     Optimized,

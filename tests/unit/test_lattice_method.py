@@ -83,7 +83,7 @@ def test_lattice_model_survives_save_load_predict_evaluate(fitted, tmp_path):
     result, _, held = fitted
     space = result.space(Space(MULTICLASS, N_ATOMS, 2, bias=True))
     names = {i: f"a{i}" for i in range(N_ATOMS)}
-    from sparkmaxent.conjunctions import conjunction_names
+    from sparkmaxent.model_conjunctions import conjunction_names
 
     names.update(conjunction_names(result.conjunctions, names))
     model = MaxentModel(space, result.weights, ["0", "1"], names, conjunctions=result.conjunctions)

@@ -15,9 +15,9 @@ from sparkmaxent.config import train_config
 from sparkmaxent.errors import NumericError, check_finite
 from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.methods.gradient_test import blockwise_summary
 from sparkmaxent.problem import Objective, Penalty, kkt_certificate, kkt_from_parts
 from sparkmaxent.selection.base import RoundOutcome, TrainingContext
-from sparkmaxent.selection.gradient_test import blockwise_summary
 from sparkmaxent.selection.loop import run_rounds
 from sparkmaxent.solvers import SolverOptions, minimize_lbfgs
 from sparkmaxent.train import METHODS, train

@@ -9,7 +9,7 @@ import pytest
 
 from sparkmaxent.kernels import MULTICLASS, LossGrad, Space, Weights, loss_grad
 from sparkmaxent.kernels.packing import pack_nonzero, unpack_nonzero
-from sparkmaxent.selection.gradient_test import finished
+from sparkmaxent.methods.gradient_test import finished
 
 from .helpers import random_multiclass
 

@@ -35,8 +35,8 @@ def test_train_dispatches_through_the_registry():
 
 
 def test_path_and_fold_lists_are_derived_from_the_entries():
-    from sparkmaxent.selection.folds import STAGE_METHODS
-    from sparkmaxent.selection.path import PATH_METHODS
+    from sparkmaxent.choice.folds import STAGE_METHODS
+    from sparkmaxent.choice.path import PATH_METHODS
 
     assert set(PATH_METHODS) == {n for n, e in registry.METHODS.items() if e.path}
     assert set(STAGE_METHODS) == {n for n, e in registry.METHODS.items() if e.best_stage}

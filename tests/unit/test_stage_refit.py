@@ -1,5 +1,5 @@
 """The refit of a stage method's best held-out stage on the training and
-held-out events together (train.choice.refit; selection/choice.py
+held-out events together (train.choice.refit; choice/heldout.py
 refit_stage): the same stages and choice, the chosen stage's active set
 refitted under the method's own prior, as a direct fit of that set on all
 the events would."""
@@ -11,8 +11,8 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
+from sparkmaxent.methods.baselines import fit_smooth
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.baselines import fit_smooth
 
 from . import test_choice
 from .test_choice import run

@@ -1,4 +1,4 @@
-"""The held-out stop rule (selection/stopping.py): paired standard errors,
+"""The held-out stop rule (choice/stop_rule.py): paired standard errors,
 patience against the noise, and the best / one-SE choice."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from sparkmaxent.selection.stopping import Measure, StopRule, choose, difference_se
+from sparkmaxent.choice.stop_rule import Measure, StopRule, choose, difference_se
 from sparkmaxent.selection.stops import StopReason
 
 

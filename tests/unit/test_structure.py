@@ -95,18 +95,18 @@ def test_kernels_import_no_driver_code():
 KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
     "candidate_block": "data/schema.py builds a partition's block from its rows",
     "multiclass_block": "data/schema.py builds a partition's block from its rows",
-    "candidate_proba": "model scoring per block (backends/predict.py)",
-    "predict_multiclass": "model scoring per block (backends/predict.py, evaluate.py)",
-    "score_batch": "lattice/select.py maps it over batches on the executors",
+    "candidate_proba": "model scoring per block (backends/dataset_scoring.py)",
+    "predict_multiclass": "model scoring per block (backends/dataset_scoring.py, evaluate.py)",
+    "score_batch": "methods/lattice/select.py maps it over batches on the executors",
     "trainable_events": "backends/union.py's wrapped task, per block",
 }
 #: driver-only functions still in kernels/ (to move out; this list may only shrink)
 KERNEL_FUNCTIONS_ON_THE_DRIVER = {
-    "atoms_of_keys": "selection/combination.py",
-    "check_key_range": "selection/combination.py",
-    "mask_bits": "lattice/build.py",
-    "n_words": "lattice/build.py",
-    "popcount": "lattice/build.py",
+    "atoms_of_keys": "methods/combination.py",
+    "check_key_range": "methods/combination.py",
+    "mask_bits": "methods/lattice/build.py",
+    "n_words": "methods/lattice/build.py",
+    "popcount": "methods/lattice/build.py",
 }
 
 
@@ -309,7 +309,7 @@ def test_the_file_rule_sees_each_kind_of_violation():
 #: string constants equal to a method name that mean something else there
 NOT_A_METHOD = {
     ("sparkmaxent.ml.params", "l2"): "the Param l2, which stands for train.l2",
-    ("sparkmaxent.selection.path", "l2"): "the penalty a path runs over (path.parameter)",
+    ("sparkmaxent.choice.path", "l2"): "the penalty a path runs over (path.parameter)",
 }
 
 

@@ -20,7 +20,7 @@ from sparkmaxent.data.synthetic import (
     write_splits,
     zipf_rates,
 )
-from sparkmaxent.data.synthetic.model import planted_scores
+from sparkmaxent.data.synthetic.planted import planted_scores
 
 
 @pytest.fixture(scope="module")

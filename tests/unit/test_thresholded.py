@@ -12,10 +12,10 @@ from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
+from sparkmaxent.methods.gradient_test import BlockwiseTest, DenseTest, ThresholdedTest
+from sparkmaxent.methods.grafting import Grafting, variant
+from sparkmaxent.methods.partials import resolve
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.gradient_test import BlockwiseTest, DenseTest, ThresholdedTest
-from sparkmaxent.selection.grafting import Grafting, variant
-from sparkmaxent.selection.partials import resolve
 from sparkmaxent.train import train
 
 from .helpers import random_candidates

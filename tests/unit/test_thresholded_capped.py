@@ -18,7 +18,7 @@ from sparkmaxent.kernels.thresholded import (
     ThresholdedTestTask,
     threshold_partial,
 )
-from sparkmaxent.selection.partials import resolve
+from sparkmaxent.methods.partials import resolve
 
 from .test_grafting import planted
 from .test_thresholded import _tests, _weights

@@ -21,8 +21,8 @@ from sparkmaxent.kernels.topk import (
     top_candidates,
     union_positions,
 )
+from sparkmaxent.methods.gradient_test import blockwise_summary, finished, select_candidates
 from sparkmaxent.problem import Objective, kkt_certificate, kkt_from_parts
-from sparkmaxent.selection.gradient_test import blockwise_summary, finished, select_candidates
 from sparkmaxent.train import train
 
 from .helpers import random_candidates

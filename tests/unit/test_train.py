@@ -111,9 +111,9 @@ def test_unknown_method_is_a_clear_error():
 @pytest.mark.parametrize(
     "module",
     [
-        "sparkmaxent.selection.ifs",
-        "sparkmaxent.selection.bayes",
-        "sparkmaxent.selection.grafting",
+        "sparkmaxent.methods.ifs",
+        "sparkmaxent.methods.bayes",
+        "sparkmaxent.methods.grafting",
         "sparkmaxent.selection.loop",
         "sparkmaxent.train",
     ],

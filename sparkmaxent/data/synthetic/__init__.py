@@ -3,12 +3,12 @@
 The built-in dataset of the README and of the tests. Because the model that
 generated the labels is known, so is its support, and feature-selection
 methods can be scored by how much of it they recover (``support_recovery``).
-``model`` holds the spec and the planted truth, ``generator`` draws events,
+``planted`` holds the spec and the planted truth, ``generator`` draws events,
 ``splits`` writes them as text files, ``recovery`` scores a selection.
 """
 
 from .generator import generate, zipf_rates
-from .model import (
+from .planted import (
     CONJUNCTION_SEP,
     PlantedTruth,
     SyntheticData,

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from .model import SyntheticData, SyntheticSpec, planted_scores
+from .planted import SyntheticData, SyntheticSpec, planted_scores
 
 logger = logging.getLogger("sparkmaxent.data.synthetic")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .model import CONJUNCTION_SEP, PlantedTruth, SyntheticData
+from .planted import CONJUNCTION_SEP, PlantedTruth, SyntheticData
 
 
 def support_recovery(

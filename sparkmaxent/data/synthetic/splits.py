@@ -16,7 +16,7 @@ import numpy as np
 
 from ... import storage
 from .generator import generate
-from .model import SyntheticData, SyntheticSpec
+from .planted import SyntheticData, SyntheticSpec
 
 logger = logging.getLogger("sparkmaxent.data.synthetic")
 

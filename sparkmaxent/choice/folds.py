@@ -2,7 +2,7 @@
 (``train.choice.folds = k``), as scikit-learn's LogisticRegressionCV does
 it: the path point (grafting, l2 with ``train.choice.path``) or the stage
 count (ifs, sgc, bayes-factor) with the best mean fold score is chosen
-(``selection/choice.py``'s criterion and rule; the standard error of the
+(``choice/heldout.py``'s criterion and rule; the standard error of the
 mean over folds for the one-SE rule), then the model is refitted on all
 the training data there.
 
@@ -13,11 +13,11 @@ set: one stratum), ordered within a stratum by a seeded hash of the group
 id; the i-th unit of a stratum goes to fold i mod k, so each fold holds
 each label within one unit of 1/k); a fold's training and validation backends are the
 training backend with each block cut to the fold's events
-(``backends/folds.py``). Every fold fits the same grid, computed once on
+(``backends/subset.py``). Every fold fits the same grid, computed once on
 all the training data, point by point and without cuts, so the fold
 scores line up; a default grid goes on down while its last point has the
 best mean fold score, and the path stops by the rule of a held-out path
-(selection/stopping.py) with the folds as its units: the difference of
+(choice/stop_rule.py) with the folds as its units: the difference of
 two points' mean fold scores is paired fold by fold.
 """
 
@@ -29,12 +29,13 @@ import logging
 import numpy as np
 
 from .. import registry
-from ..backends.folds import FoldBackend
+from ..backends.subset import FoldBackend
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
+from ..hashing import GOLDEN, mix64
 from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
-from .base import FitResult, Method, TrainingContext
+from ..selection.base import FitResult, Method, TrainingContext
 from .path import (
     MAX_EXTENSION,
     PATH_METHODS,
@@ -43,21 +44,16 @@ from .path import (
     path_plan,
     scored_point,
 )
-from .stopping import Measure, choose, stop_rule
+from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
-
-_MIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
 def _hash(values: np.ndarray, seed: int) -> np.ndarray:
     """splitmix64 of int64 values xor a seed: a fixed, seeded order."""
     with np.errstate(over="ignore"):
-        z = values.astype(np.uint64) ^ np.uint64(seed * _MIX[0] % 2**64)
-        z = z + np.uint64(_MIX[0])
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(_MIX[1])
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(_MIX[2])
-        return z ^ (z >> np.uint64(31))
+        z = values.astype(np.uint64) ^ np.uint64(seed * GOLDEN % 2**64)
+        return mix64(z + np.uint64(GOLDEN))
 
 
 def fold_of_groups(

@@ -34,7 +34,7 @@ from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, Thresholde
 from ..kernels.topk import GradientSummary, GradientTestTask, top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
 from ..problem.objective import checked_pass
-from .base import TrainingContext
+from ..selection.base import TrainingContext
 from .partials import Decided, resolve
 
 

@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 
-from .. import storage
-from ..errors import ConfigError
-from ..selection.base import FitResult, TrainingContext
+from ... import storage
+from ...errors import ConfigError
+from ...selection.base import FitResult, TrainingContext
 from .build import Lattice, build_lattice, choose_atoms, count_configurations
 from .generalize import fit_result, generalize
 from .report import write_plot

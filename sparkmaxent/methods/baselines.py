@@ -13,8 +13,8 @@ from ..config import TrainConfig
 from ..kernels import Weights
 from ..kernels.stats import FeatureCountTask
 from ..problem import Objective, orthant_problem
+from ..selection.base import FitResult, TrainingContext
 from ..solvers import SOLVERS, SolverOptions, choose_solver, minimize_lbfgs
-from .base import FitResult, TrainingContext
 
 log = logging.getLogger(__name__)
 

@@ -30,11 +30,11 @@ import numpy as np
 from ..config import TrainConfig
 from ..kernels import Weights
 from ..problem import Objective, Penalty
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.loop import run_rounds
+from ..selection.stops import StopReason, stop
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
 from .gradient_test import GradientTest, TestResult, make_gradient_test, same_weights
-from .loop import run_rounds
-from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def variant(name: str, cfg: TrainConfig) -> Variant:
 
 class Grafting:
     """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
-    on a pass ``budget`` from now (a path point's cut, selection/path.py;
+    on a pass ``budget`` from now (a path point's cut, choice/path.py;
     None: no budget). When the budget is spent, ``keep_going(weights)``
     decides whether the run goes on from there without it (None: it stops)."""
 
@@ -76,7 +76,7 @@ class Grafting:
         self.spec = spec
         self.penalty = spec.penalty
         cfg = ctx.config
-        # the gradient test and the certificate, chosen once (selection/gradient_test.py)
+        # the gradient test and the certificate, chosen once (methods/gradient_test.py)
         self.gradient_test: GradientTest = make_gradient_test(ctx, self.penalty)
         self.options = SolverOptions(
             tol=self.penalty.solver_tol(cfg.gtol, cfg.grafting.kkt_tol),
@@ -93,7 +93,7 @@ class Grafting:
         self.iterations = 0
         self.solver_use: dict[str, int] = {}
         # the backend's pass count at which a path point's budget is spent
-        # (selection/path.py); None: no budget
+        # (choice/path.py); None: no budget
         self.pass_limit = None if budget is None else ctx.backend.passes + budget
         # asked with the weights when the budget is spent: go on without it?
         self.keep_going = keep_going

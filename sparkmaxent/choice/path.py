@@ -13,8 +13,8 @@ Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
 - elastic net (``elastic_grid``): a grafting path per gamma2, the best
   held-out point over all of them.
 
-Every point is scored on the held-out data (selection/choice.py); the
-model is the chosen point. A path stops early (selection/stopping.py) once
+Every point is scored on the held-out data (choice/heldout.py); the
+model is the chosen point. A path stops early (choice/stop_rule.py) once
 ``patience`` points came after its best one and the last of them is below
 the best by more than ``patience_se`` standard errors of the paired held-out
 difference (weaker penalties only cost more passes; one noisy worse point
@@ -45,14 +45,14 @@ from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
 from ..kernels.loss import LossGradTask
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, variant
 from ..problem.objective import checked_pass
-from .base import FitResult, TrainingContext
-from .baselines import fit_smooth
-from .choice import PATH_PLOT, measure_weights, write_path_plot
-from .grafting import Grafting, variant
+from ..selection.base import FitResult, TrainingContext
+from ..selection.reporting import PLOTS_DIR
+from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
-from .reporting import PLOTS_DIR
-from .stopping import Measure, choose, stop_rule
+from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class _CombinationPoints:
         self.conjunctions: Conjunctions | None = None
 
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
-        from .combination import fit_combination
+        from ..methods.combination import fit_combination
 
         at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
@@ -147,7 +147,7 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     the same stop and choice as any path. Pure l1 (no mixes), no pass
     budget (no cut), no refit (the widened events of two backends are not
     joined): the model is the chosen point's fit."""
-    from .combination import _HeldoutWithConjunctions
+    from ..methods.combination import _HeldoutWithConjunctions
 
     points = _CombinationPoints()
     assert ctx.heldout is not None, "fit_path checks"

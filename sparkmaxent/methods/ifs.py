@@ -4,7 +4,7 @@ IFS (Berger, Della Pietra & Della Pietra 1996, section 4.2; Zhou, Weng, Wu &
 Jiang 2003, section 2 and Figure 1): each stage adds the candidate f with
 the largest approximate gain g(f) = max_alpha G_S,f(alpha), all other
 weights fixed (Zhou et al. Eq. 3, in mean units: the decrease of the loss L;
-``solvers/gains.fit_gains``), at its alpha; no other weight changes.
+``solvers/gain_fits.fit_gains``), at its alpha; no other weight changes.
 
 SGC (Zhou et al. 2003, section 3 and Figure 2) takes a stale gain as an upper
 bound and recomputes the best stale gains, a batch at a time (``batch``,
@@ -28,19 +28,19 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
+from ..choice.heldout import best_stage, refit_stage
 from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.stats import FeatureCountTask, MomentsTask
 from ..problem.objective import checked_pass
-from ..solvers.gains import GainFit, fit_gains, uniform_initial_gains
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.checkpoint import has_checkpoint
+from ..selection.loop import TIE_RTOL, add_feature, best_of, run_rounds
+from ..selection.reporting import FeatureNamer
+from ..selection.stops import Stop, StopReason, stop
+from ..solvers.gain_fits import GainFit, fit_gains, uniform_initial_gains
 from .baselines import fit_smooth, refit_active
-from .checkpoint import has_checkpoint
-from .choice import best_stage, refit_stage
-from .loop import TIE_RTOL, add_feature, best_of, run_rounds
-from .reporting import FeatureNamer
-from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 

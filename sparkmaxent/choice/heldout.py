@@ -29,11 +29,11 @@ from ..errors import ConfigError
 from ..kernels import Scaling, Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.predict import EventScores, EventScoresTask
+from ..methods.baselines import refit_active
 from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
-from .base import LoopState, TrainingContext
-from .baselines import refit_active
-from .stopping import Measure, StopRule, stop_rule
+from ..selection.base import LoopState, TrainingContext
+from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def _chunk_f1(scores: EventScores, labels: list[str]) -> tuple[float, float]:
 
 
 def criterion_measure(scores: EventScores, criterion: str, row: dict) -> Measure:
-    """The stop rule's measure of a held-out pass (selection/stopping.py):
+    """The stop rule's measure of a held-out pass (choice/stop_rule.py):
     ``row``'s score and standard error (``criterion_score``) and, for
     loglik and accuracy, the per-event scores they are the weighted mean
     of, ordered by (group, event_id) when the events carry them so that
@@ -206,7 +206,7 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | 
         report["heldout_score"],
     )
     if ctx.output_dir and ctx.config.selection.plots and state.trace:
-        from .reporting import PLOTS_DIR
+        from ..selection.reporting import PLOTS_DIR
 
         write_path_plot(
             state.trace,

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.expanded import ExpandedBackend
-from ..kernels import Space, Weights
-from ..kernels.conjunctions import Conjunctions
-from ..kernels.lattice import is_subset
-from ..selection.base import FitResult, TrainingContext, evaluate
-from ..selection.stops import Stop, StopReason
+from ...backends.expanded import ExpandedBackend
+from ...kernels import Space, Weights
+from ...kernels.conjunctions import Conjunctions
+from ...kernels.lattice import is_subset
+from ...selection.base import FitResult, TrainingContext, evaluate
+from ...selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def generalize(
 ) -> Generalized:
     """Fit over the constrained ``nodes`` (atom tuples; ``masks`` their
     lattice bitmasks), then unconstrain and refit as the module says."""
-    from ..selection.baselines import fit_smooth
+    from ..baselines import fit_smooth
 
     k = ctx.backend.space.n_labels
     preds, conj = node_predicates(nodes, ctx.backend.space.n_predicates)

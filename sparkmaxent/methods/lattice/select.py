@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernels.lattice import (
+from ...kernels.lattice import (
     LatticeArrays,
     is_subset,
     moves,
     score_batch,
     smoothed_loglik,
 )
-from ..selection.stops import Stop, StopReason
+from ...selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ The candidates are the atomic features (predicate, label) plus every
 (conjunction of 2..degree distinct predicates that fire together in some
 event, label); a conjunction's value is the product of its atoms' values
 (kernels/conjunctions.py). The schedule is the paper's: grafting over the
-atoms first (selection/grafting.py, unchanged), then rounds in which
+atoms first (methods/grafting.py, unchanged), then rounds in which
 conjunctions enter by the same gradient test, n best per round, with the
 same round solver, pruning, checkpoints and certificate.
 
-The test over conjunctions never enumerates them (kernels/combination.py):
+The test over conjunctions never enumerates them (kernels/combination_search.py):
 one pass sums t+, t- per atomic feature; atoms whose bound (Eq. 5) cannot
 exceed the test's bound take part in no conjunction; a second pass forms
 only the pairs of surviving atoms inside each event and sums their exact
@@ -36,19 +36,19 @@ from ..backends.expanded import ExpandedBackend
 from ..backends.local import LocalBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
-from ..kernels.combination import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
+from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
 from ..kernels.conjunctions import (
     MAX_DEGREE,
     Conjunctions,
     atoms_of_keys,
     check_key_range,
 )
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.loop import run_rounds
+from ..selection.reporting import FeatureNamer
+from ..selection.stops import StopReason, stop
 from .gradient_test import TestResult
 from .grafting import Grafting, fit_grafting_family, grafting_report, variant
-from .loop import run_rounds
-from .reporting import FeatureNamer
-from .stops import StopReason, stop
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""One point of a regularization path (selection/path.py): a warm-started
+"""One point of a regularization path (choice/path.py): a warm-started
 fit at one penalty (grafting at gamma1, optionally an elastic-net mix; l2 at
 gamma2) on a pass budget, and the refit of the chosen point on the training
 and held-out events together (``train.choice.refit``)."""
@@ -14,10 +14,10 @@ import numpy as np
 
 from ..backends.union import UnionBackend
 from ..kernels import Weights
+from ..methods.baselines import fit_smooth
+from ..methods.grafting import Grafting, fit_grafting_family, variant
+from ..selection.base import FitResult, TrainingContext
 from ..solvers import ConvergenceWarning
-from .base import FitResult, TrainingContext
-from .baselines import fit_smooth
-from .grafting import Grafting, fit_grafting_family, variant
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from .stops import Stop, StopReason, stop
+from ..selection.stops import Stop, StopReason, stop
 
 
 @dataclasses.dataclass(frozen=True)

@@ -2,7 +2,7 @@
 another task on a fold's events, or on all but a fold's, taken out of each
 block where it lies (on the executors, for a Spark backend). The folds
 themselves (whole groups, stratified, seeded) are assigned on the driver
-(``selection/folds.py`` ``fold_of_groups``).
+(``choice/folds.py`` ``fold_of_groups``).
 """
 
 from __future__ import annotations

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..backends import Backend
-from ..errors import ConfigError
-from ..kernels.lattice import (
+from ...backends import Backend
+from ...errors import ConfigError
+from ...hashing import GOLDEN, mix64
+from ...kernels.lattice import (
     WORD,
     ConfigCounts,
     ConfigCountTask,
@@ -38,18 +39,9 @@ from ..kernels.lattice import (
     popcount,
     unique_rows,
 )
-from ..kernels.stats import FeatureCountTask
+from ...kernels.stats import FeatureCountTask
 
 log = logging.getLogger(__name__)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer: every input bit reaches every output bit
-    (a plain multiply would leave a mask of high bits only hashing to a
-    few values)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def row_hash(masks: np.ndarray) -> np.ndarray:
@@ -57,7 +49,7 @@ def row_hash(masks: np.ndarray) -> np.ndarray:
     out = np.zeros(len(masks), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for w in range(masks.shape[1]):
-            out = _mix(out ^ _mix(masks[:, w] + np.uint64(w + 1) * np.uint64(0x9E3779B97F4A7C15)))
+            out = mix64(out ^ mix64(masks[:, w] + np.uint64(w + 1) * np.uint64(GOLDEN)))
     return out
 
 

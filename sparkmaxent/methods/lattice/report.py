@@ -4,7 +4,7 @@ generalization round against the number of constraints."""
 
 from __future__ import annotations
 
-from ..plots import new_figure, save_png
+from ...plots import new_figure, save_png
 
 
 def write_plot(report: dict, path: str) -> str | None:

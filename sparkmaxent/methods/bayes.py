@@ -5,7 +5,7 @@ data more probable *as a model*, with no threshold to tune.
 Each round: propose the features of misclassified events (section 3.6,
 ``kernels/proposals.py``); fit each proposal's weight mu_g and curvature a_g
 with every other weight fixed (mean field, Eq. 17 and Eq. 11;
-``solvers/gains.fit_gains``); score it by its log Bayes factor plus the log
+``solvers/gain_fits.fit_gains``); score it by its log Bayes factor plus the log
 prior odds of the models (Eq. 12-13, ``bayes_factor_score``; the Laplace
 sign by default, the note's printed sign selectable); take up to
 ``per_round`` picks, rescoring against the grown model between them (Eq. 14,
@@ -31,20 +31,20 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 
+from ..choice.heldout import best_stage, refit_stage
 from ..config.schema import BayesConfig
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..problem import Objective
 from ..problem.objective import checked_pass
-from ..solvers.gains import fit_gains
-from .base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.checkpoint import has_checkpoint
+from ..selection.loop import add_feature, best_of, run_rounds
+from ..selection.reporting import FeatureNamer
+from ..selection.stops import Stop, StopReason, stop
+from ..solvers.gain_fits import fit_gains
 from .baselines import refit_active
-from .checkpoint import has_checkpoint
-from .choice import best_stage, refit_stage
-from .loop import add_feature, best_of, run_rounds
-from .reporting import FeatureNamer
-from .stops import Stop, StopReason, stop
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """A backend over one fold of another's events, or over all but that fold
-(k-fold choice, selection/folds.py): every pass runs on the base backend's
-blocks, each cut to the fold's events inside the task (kernels/folds.py),
+(k-fold choice, choice/folds.py): every pass runs on the base backend's
+blocks, each cut to the fold's events inside the task (kernels/infold.py),
 so nothing is re-read or re-cached."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.folds import InFold, InFoldGradientTest
+from ..kernels.infold import InFold, InFoldGradientTest
 from ..kernels.topk import GradientTestTask
 from .base import Backend, WrappingBackend, task_fields
 
