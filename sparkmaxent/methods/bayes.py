@@ -508,7 +508,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
 
 def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
     """``result`` with its chosen stage refitted on the training and
-    held-out events (``choice.refit_stage``) under the same prior sigma^2
+    held-out events (``choice.heldout.refit_stage``) under the same prior sigma^2
     (sum units; 0: the union's weight W), OptMAP's gamma2 1 / (sigma^2 W)
     on the union's W: the refit's objective and loss in the report, the
     chosen stage's (on the training events) and its training accuracy

@@ -114,7 +114,7 @@ class Incremental:
 
     def stage_penalty(self, weight: float) -> float:
         """gamma2 of the stages' refits on events of total weight ``weight``
-        (``choice.refit_stage``): re-estimation's ``train.l2`` when
+        (``choice.heldout.refit_stage``): re-estimation's ``train.l2`` when
         ``reestimate_every`` is set, else that of a multi-feature stage's
         refit, the gain prior's 1 / (sigma^2 W) (``train.l2`` without one)."""
         cfg = self.ctx.config
