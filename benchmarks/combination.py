@@ -56,8 +56,11 @@ from benchmarks.common import (
     work_arguments,
     write_result,
 )
+from sparkmaxent.selection.stops import StopReason
 
 log = logging.getLogger("combination")
+#: why a fit with a certificate stopped: no candidate passes the gradient test
+CERTIFIED = StopReason.NO_CANDIDATE_PASSES.value
 
 ROW_KEYS = [
     "task",
@@ -105,7 +108,7 @@ def targets(rows: list[dict]) -> dict:
             for i, r in enumerate(rows)
             if all(r.get(k) == v for k, v in match.items()) and r.get("dev_score") is not None
         ]
-        done = [(i, r) for i, r in found if r.get("stopped") == "no candidate passes the test"]
+        done = [(i, r) for i, r in found if r.get("stop_reason") == CERTIFIED]
         pool = done or found
         return max(pool, key=lambda ir: (ir[1]["dev_score"], ir[0]))[1] if pool else None
 
@@ -259,6 +262,7 @@ def run(
         "executor_peak_mb": None,
         "conjunctions_examined": max(examined, default=0),
         "stopped": result.report.get("stopped"),
+        "stop_reason": result.report.get("stop_reason"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
@@ -395,7 +399,8 @@ def run_task(task: Task, args, save) -> list[dict]:
     from sparkmaxent.backends.expanded import ExpandedBackend
     from sparkmaxent.config import train_config
     from sparkmaxent.kernels.combination_search import EnumerateTask
-    from sparkmaxent.kernels.conjunctions import Conjunctions, atoms_of_keys
+    from sparkmaxent.kernels.conjunctions import Conjunctions
+    from sparkmaxent.model_conjunctions import atoms_of_keys
 
     cap = dict(max_seconds=args.max_seconds, n_best=args.n_best, gtol=1e-7)
     rows = []

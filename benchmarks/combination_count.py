@@ -53,7 +53,7 @@ def count(train_dir: str, blocks: int) -> dict:
     training events, one block at a time (module docstring)."""
     from sparkmaxent.backends.factory import make_backend
     from sparkmaxent.kernels.combination_search import EnumerateTask
-    from sparkmaxent.kernels.topk import union_sorted
+    from sparkmaxent.kernels.topk import union_positions
 
     backend = make_backend("local", train_dir, bias=True, partitions=blocks)
     space = backend.space
@@ -71,7 +71,7 @@ def count(train_dir: str, blocks: int) -> dict:
         events += len(atoms)
         occurrences[2] += int((atoms * (atoms - 1) // 2).sum())
         occurrences[3] += int((atoms * (atoms - 1) * (atoms - 2) // 6).sum())
-        distinct = union_sorted(distinct, EnumerateTask(n, 3)(block).keys)
+        distinct = union_positions(distinct, EnumerateTask(n, 3)(block).keys)[0]
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
     pairs = int(np.count_nonzero(distinct < n * n))

@@ -5,7 +5,7 @@ driver's peak memory.
     python -m benchmarks.grafting_10m                       # 500k predicates x 20 labels
     python -m benchmarks.grafting_10m --paths block --rounds 2
 
-Generated data (data/synthetic.py) is written once as a prepared dataset
+Generated data (data/synthetic/) is written once as a prepared dataset
 under ``--work``; each path then runs in a fresh Python process (its own
 driver and JVM), so the peaks are that path's alone:
 

@@ -44,8 +44,11 @@ from benchmarks.common import (
     work_arguments,
     write_result,
 )
+from sparkmaxent.selection.stops import StopReason
 
 log = logging.getLogger("grafting_vs_mllib")
+#: why a fit with a certificate stopped: no candidate passes the gradient test
+CERTIFIED = StopReason.NO_CANDIDATE_PASSES.value
 
 
 def prepared(spark, work: str, reuse: bool, data_dir: str = SHARED_DATA) -> tuple[str, str]:
@@ -224,6 +227,7 @@ def run_grafting(
         "rounds": rep["rounds_run"],
         "solver": solver,
         "stopped": rep.get("stopped"),
+        "stop_reason": rep.get("stop_reason"),
         "kkt_passed": rep["kkt"]["passed"],
         "trace": [
             {k: r[k] for k in ("round", "active", "objective", "passes", "elapsed_s")}
@@ -323,11 +327,7 @@ def reach(rows: list[dict]) -> dict:
             )
         else:
             entry["met"] = False
-        certified = [
-            r
-            for r in ours
-            if r.get("kkt_passed") and r.get("stopped") == "no candidate passes the test"
-        ]
+        certified = [r for r in ours if r.get("kkt_passed") and r.get("stop_reason") == CERTIFIED]
         if certified:
             first = min(certified, key=lambda r: r["wall_s"])
             entry.update(

@@ -50,7 +50,7 @@ from sparkmaxent.data import sbd
 from sparkmaxent.data.load import read_blocks, read_events_table
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.errors import ConfigError
-from sparkmaxent.methods.lattice.report import write_plot
+from sparkmaxent.methods.lattice.curves import write_plot
 from sparkmaxent.model_conjunctions import atoms_used
 
 log = logging.getLogger("lattice_sbd")

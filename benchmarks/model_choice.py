@@ -98,6 +98,7 @@ from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.predict import EventScores
+from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
 log = logging.getLogger("model_choice")
@@ -361,7 +362,7 @@ def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
     single = train(backend(dirs["train"]), train_config(**keys))
     row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
     row["passes_single_fit"] = single.report["passes"]
-    unfinished = str(single.report.get("stopped") or "").startswith("max_seconds")
+    unfinished = single.report.get("stop_reason") == StopReason.MAX_SECONDS.value
     row["single_fit"] = "unfinished" if unfinished else "done"
 
 

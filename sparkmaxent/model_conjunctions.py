@@ -1,5 +1,6 @@
-"""Conjunctions (combination features) on the driver: names, and how a model
-stores them.
+"""Conjunctions (combination features) on the driver: names, how a model
+stores them, and the atoms of found keys (the inverse of
+``kernels.conjunctions.conjunction_keys``, with the check that keys fit an int64).
 
 The representation itself (a sorted tuple of 2-3 atomic predicate ids,
 derived predicate ``n_atoms + j``, value = product of the atoms' values where
@@ -64,3 +65,23 @@ def atoms_used(conj: Conjunctions | None) -> np.ndarray:
     if conj is None or not len(conj):
         return np.zeros(0, dtype=np.int64)
     return np.unique(conj.atoms[conj.atoms >= 0])
+
+
+def atoms_of_keys(keys: np.ndarray, degree: int, n_atoms: int) -> np.ndarray:
+    """The (n, 3) atom rows (padded with -1) of keys of one ``degree``."""
+    keys = np.asarray(keys, dtype=np.int64)
+    out = np.full((len(keys), MAX_DEGREE), -1, dtype=np.int64)
+    rest = keys - (n_atoms * n_atoms if degree == MAX_DEGREE else 0)
+    for d in range(degree - 1, -1, -1):
+        out[:, d] = rest % n_atoms
+        rest = rest // n_atoms
+    return out
+
+
+def check_key_range(n_atoms: int, n_labels: int) -> None:
+    """Keys of triples times labels must fit an int64."""
+    if (n_atoms**MAX_DEGREE + n_atoms**2) * max(n_labels, 1) >= 2**62:
+        raise ValueError(
+            f"{n_atoms} atomic predicates x {n_labels} labels: conjunction keys of degree 3 "
+            "overflow int64"
+        )

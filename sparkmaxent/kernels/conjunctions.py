@@ -43,17 +43,6 @@ def conjunction_keys(atoms: np.ndarray, n_atoms: int) -> np.ndarray:
     return key
 
 
-def atoms_of_keys(keys: np.ndarray, degree: int, n_atoms: int) -> np.ndarray:
-    """The (n, 3) atom rows (padded with -1) of keys of one ``degree``."""
-    keys = np.asarray(keys, dtype=np.int64)
-    out = np.full((len(keys), MAX_DEGREE), -1, dtype=np.int64)
-    rest = keys - (n_atoms * n_atoms if degree == MAX_DEGREE else 0)
-    for d in range(degree - 1, -1, -1):
-        out[:, d] = rest % n_atoms
-        rest = rest // n_atoms
-    return out
-
-
 def later_entries(entries: np.ndarray, row_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (e, e') with e in ``entries`` and e < e' < row_end[e] (CSR
     entry positions; ``row_end[e]`` ends e's row): the entries after e in
@@ -73,15 +62,6 @@ def _entries_of(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
     indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=X.shape[0]), out=indptr[1:])
     return sp.csr_matrix((X.data[keep], X.indices[keep], indptr), shape=X.shape)
-
-
-def check_key_range(n_atoms: int, n_labels: int) -> None:
-    """Keys of triples times labels must fit an int64."""
-    if (n_atoms**MAX_DEGREE + n_atoms**2) * max(n_labels, 1) >= 2**62:
-        raise ValueError(
-            f"{n_atoms} atomic predicates x {n_labels} labels: conjunction keys of degree 3 "
-            "overflow int64"
-        )
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,8 @@ from ..backends.local import LocalBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
-from ..kernels.conjunctions import (
-    MAX_DEGREE,
-    Conjunctions,
-    atoms_of_keys,
-    check_key_range,
-)
+from ..kernels.conjunctions import MAX_DEGREE, Conjunctions
+from ..model_conjunctions import atoms_of_keys, check_key_range
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.loop import run_rounds
 from ..selection.reporting import FeatureNamer

@@ -12,7 +12,7 @@ Three implementations, chosen once by ``make_gradient_test``:
   driver (up to ``train.grafting.dense_test_max`` candidates);
 - ``ThresholdedTest``: the same answer from thresholded partials
   (``kernels/thresholded.py``, ``partial_cut`` > 0), decided on the driver
-  by ``selection/thresholded.py``, with a second pass where needed;
+  by ``methods/partials.py``, with a second pass where needed;
 - ``BlockwiseTest``: per feature block a summary (``kernels/topk.py``),
   never a dense n_features vector on the driver.
 

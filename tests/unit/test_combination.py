@@ -23,8 +23,9 @@ from sparkmaxent.kernels.combination_search import (
     FormTask,
     residuals,
 )
-from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions, atoms_of_keys
+from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions
 from sparkmaxent.methods.combination import Combination, search
+from sparkmaxent.model_conjunctions import atoms_of_keys
 from sparkmaxent.problem import kkt_certificate
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.train import train

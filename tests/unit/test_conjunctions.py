@@ -14,9 +14,9 @@ import scipy.sparse as sp
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.errors import InputError
 from sparkmaxent.kernels import MULTICLASS, Space, Weights
-from sparkmaxent.kernels.conjunctions import atoms_of_keys, conjunction_keys
+from sparkmaxent.kernels.conjunctions import conjunction_keys
 from sparkmaxent.model import METADATA_FILE, VOCABULARY_DIR, MaxentModel
-from sparkmaxent.model_conjunctions import Conjunctions, conjunction_names
+from sparkmaxent.model_conjunctions import Conjunctions, atoms_of_keys, conjunction_names
 
 from .helpers import random_candidates, random_multiclass
 

@@ -12,7 +12,7 @@ import pytest
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.kernels import MULTICLASS, Space
 from sparkmaxent.kernels.blocks import multiclass_block
-from sparkmaxent.kernels.lattice import (
+from sparkmaxent.kernels.lattice_nodes import (
     ConfigCounts,
     ConfigCountTask,
     candidate_gains,

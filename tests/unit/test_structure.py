@@ -100,14 +100,8 @@ KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
     "score_batch": "methods/lattice/select.py maps it over batches on the executors",
     "trainable_events": "backends/union.py's wrapped task, per block",
 }
-#: driver-only functions still in kernels/ (to move out; this list may only shrink)
-KERNEL_FUNCTIONS_ON_THE_DRIVER = {
-    "atoms_of_keys": "methods/combination.py",
-    "check_key_range": "methods/combination.py",
-    "mask_bits": "methods/lattice/build.py",
-    "n_words": "methods/lattice/build.py",
-    "popcount": "methods/lattice/build.py",
-}
+#: driver-only functions still in kernels/: none; a new one moves to the driver module that calls it
+KERNEL_FUNCTIONS_ON_THE_DRIVER: dict[str, str] = {}
 
 
 def kernel_functions_used_outside(kernels: dict[str, str], others: dict[str, str]) -> set[str]:
@@ -137,8 +131,9 @@ def kernel_functions_used_outside(kernels: dict[str, str], others: dict[str, str
 def test_kernels_hold_no_new_driver_only_function():
     """A function of kernels/ that no kernel calls runs where its caller
     runs: either a driver module's task calls it on the executors (listed
-    with the reason) or it is driver code (listed, to move). A new one fails:
-    the gradient test's decisions live in selection/, not kernels/."""
+    with the reason) or it is driver code, which lives in the driver module
+    that calls it. A new one fails: the gradient test's decisions live in
+    methods/, not kernels/."""
     kernels, others = {}, {}
     for name, path in modules().items():
         (kernels if name.startswith("sparkmaxent.kernels") else others)[name] = path.read_text()
@@ -367,6 +362,32 @@ def test_the_method_string_rule_sees_a_comparison_and_a_list():
     assert sorted(found) == [(1, "grafting"), (2, "cutoff"), (2, "l2")]
     gone = {m for m, _ in NOT_A_METHOD} - set(modules())
     assert not gone, f"an exception names a module that is gone: {gone}"
+
+
+#: names more than one module or package of sparkmaxent carries, with why
+#: (this list may only shrink: a new module takes a name that says what it is)
+SHARED_MODULE_NAMES = {
+    "base": "each package's contract: backends (Backend), selection (context, result), ml",
+    "load": "config/load.py reads a TOML file, data/load.py a prepared dataset",
+    "options": "solvers/options.py (SolverOptions), data/options.py (PrepareOptions)",
+    "params": "kernels/params.py (feature space, weights), ml/params.py (pyspark.ml Params)",
+    "schema": "config/schema.py (the config keys), data/schema.py (a prepared dataset)",
+}
+
+
+def test_no_two_modules_share_a_name():
+    """A module's name says what it is: no two modules (or a module and a
+    package) of sparkmaxent share one but the SHARED_MODULE_NAMES (issue 38:
+    folds.py x3, gains.py x2, predict.py x2, ... were renamed)."""
+    seen: dict[str, list[str]] = {}
+    for name in modules():
+        seen.setdefault(name.rpartition(".")[2], []).append(name)
+    shared = {leaf: where for leaf, where in seen.items() if len(where) > 1}
+    assert set(shared) <= set(SHARED_MODULE_NAMES), {
+        leaf: where for leaf, where in shared.items() if leaf not in SHARED_MODULE_NAMES
+    }
+    stale = set(SHARED_MODULE_NAMES) - set(shared)
+    assert not stale, f"names no longer shared (drop them from the list): {stale}"
 
 
 def test_design_names_every_subpackage():

@@ -2,7 +2,7 @@
 
 Reference nodes are the distinct observed configurations (sets of atomic
 predicates) with their configuration frequencies xi^w per label, counted
-by one pass over the events (``kernels.lattice.ConfigCountTask`` on the
+by one pass over the events (``kernels.lattice_nodes.ConfigCountTask`` on the
 backend's cached blocks, merged on the executors). Hidden nodes are added
 by the paper's incremental rule: each new configuration adds its
 intersections with the nodes already there, which keeps the node set closed
@@ -28,20 +28,34 @@ import scipy.sparse as sp
 from ...backends import Backend
 from ...errors import ConfigError
 from ...hashing import GOLDEN, mix64
-from ...kernels.lattice import (
+from ...kernels.lattice_nodes import (
     WORD,
     ConfigCounts,
     ConfigCountTask,
     LatticeArrays,
     is_subset,
-    mask_bits,
-    n_words,
-    popcount,
     unique_rows,
 )
 from ...kernels.stats import FeatureCountTask
 
 log = logging.getLogger(__name__)
+
+
+def n_words(n_atoms: int) -> int:
+    return max(1, -(-n_atoms // WORD))
+
+
+def popcount(masks: np.ndarray) -> np.ndarray:
+    """Number of set bits of every row of ``masks`` (n, words)."""
+    as_bytes = masks.view(np.uint8).reshape(masks.shape[0], -1)
+    return np.unpackbits(as_bytes, axis=1).sum(axis=1).astype(np.int64)
+
+
+def mask_bits(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, bit) of every set bit of ``masks`` (n, words), row-major."""
+    as_bytes = np.ascontiguousarray(masks, dtype="<u8").view(np.uint8)
+    rows, bits = np.nonzero(np.unpackbits(as_bytes, axis=1, bitorder="little"))
+    return rows, bits
 
 
 def row_hash(masks: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ import numpy as np
 from ...backends.expanded import ExpandedBackend
 from ...kernels import Space, Weights
 from ...kernels.conjunctions import Conjunctions
-from ...kernels.lattice import is_subset
+from ...kernels.lattice_nodes import is_subset
 from ...selection.base import FitResult, TrainingContext, evaluate
 from ...selection.stops import Stop, StopReason
 

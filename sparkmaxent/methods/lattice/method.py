@@ -14,8 +14,8 @@ from ... import storage
 from ...errors import ConfigError
 from ...selection.base import FitResult, TrainingContext
 from .build import Lattice, build_lattice, choose_atoms, count_configurations
+from .curves import write_plot
 from .generalize import fit_result, generalize
-from .report import write_plot
 from .select import CandidateScorer, HeldoutConfigs, Optimized, TrainingAic, select
 
 log = logging.getLogger(__name__)

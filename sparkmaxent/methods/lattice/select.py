@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...kernels.lattice import (
+from ...kernels.lattice_nodes import (
     LatticeArrays,
     is_subset,
     moves,
@@ -188,7 +188,7 @@ class CandidateScorer:
         self._static = sc.broadcast(lat) if sc is not None else None
 
     def gains(self, opt: Optimized, candidates: np.ndarray) -> np.ndarray:
-        """The gain of every candidate (``kernels.lattice.candidate_gains``)."""
+        """The gain of every candidate (``kernels.lattice_nodes.candidate_gains``)."""
         t0 = time.perf_counter()
         batches = [b for b in np.array_split(candidates, self.n_batches) if len(b)]
         if self.sc is None:

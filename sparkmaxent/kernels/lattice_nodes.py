@@ -26,10 +26,6 @@ WORD = 64
 CHUNK_PAIRS = 1 << 20
 
 
-def n_words(n_atoms: int) -> int:
-    return max(1, -(-n_atoms // WORD))
-
-
 def row_masks(X: sp.csr_matrix, atom_bit: np.ndarray, words: int) -> np.ndarray:
     """Bitmask rows (m, words) of the atoms each row of ``X`` has;
     ``atom_bit[p]`` is predicate p's bit, -1 for predicates left out."""
@@ -47,22 +43,9 @@ def row_masks(X: sp.csr_matrix, atom_bit: np.ndarray, words: int) -> np.ndarray:
     return out
 
 
-def popcount(masks: np.ndarray) -> np.ndarray:
-    """Number of set bits of every row of ``masks`` (n, words)."""
-    as_bytes = masks.view(np.uint8).reshape(masks.shape[0], -1)
-    return np.unpackbits(as_bytes, axis=1).sum(axis=1).astype(np.int64)
-
-
 def is_subset(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise (broadcast) test that mask ``a`` is a subset of mask ``b``."""
     return np.all((a & b) == a, axis=-1)
-
-
-def mask_bits(masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, bit) of every set bit of ``masks`` (n, words), row-major."""
-    as_bytes = np.ascontiguousarray(masks, dtype="<u8").view(np.uint8)
-    rows, bits = np.nonzero(np.unpackbits(as_bytes, axis=1, bitorder="little"))
-    return rows, bits
 
 
 def unique_rows(masks: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
