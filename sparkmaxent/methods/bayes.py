@@ -519,12 +519,16 @@ def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
         return 1.0 / ((sigma2 or weight) * weight)
 
     rep = result.report
-    weights, refit = refit_stage(ctx, result.weights, rep["choice"], rep["rounds"], penalty)
-    if refit is not None:
+    weights, refit = refit_stage(
+        ctx, result.weights, rep["choice"], rep["rounds"], penalty, rep["selection_elapsed_s"]
+    )
+    if refit is not None and "chosen_fit" in refit:
         refit["chosen_fit"].update(
             objective=rep["objective"], loss=rep["loss"], train_accuracy=rep.pop("train_accuracy")
         )
-        rep.update(objective=refit["objective"], loss=refit["loss"], l2=refit["l2"], refit=refit)
+        rep.update(objective=refit["objective"], loss=refit["loss"], l2=refit["l2"])
+    if refit is not None:
+        rep["refit"] = refit
     result.weights = weights.sparse()
     return result
 

@@ -438,8 +438,10 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
-    weights, refit = refit_stage(ctx, weights, choice, state.trace, method.stage_penalty)
-    if refit is not None:
+    weights, refit = refit_stage(
+        ctx, weights, choice, state.trace, method.stage_penalty, state.elapsed_s
+    )
+    if refit is not None and "loss" in refit:
         objective = refit["loss"]
     trace = state.trace
     evals = [r["gain_evaluations"] for r in trace]

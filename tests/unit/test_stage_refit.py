@@ -77,3 +77,12 @@ def test_bayes_factor_evidence_refits_the_chosen_variance_once(problem):
     assert res.report["refit"]["l2"] == pytest.approx(1.0 / (s2 * float(tr.c.sum() + he.c.sum())))
     assert res.report["prior_variance"] == s2
     assert res.report["refit"]["features"] == res.weights.nnz
+
+
+def test_a_refit_past_max_seconds_is_skipped_and_the_chosen_stage_kept(problem):
+    # the first stage spends the whole budget: no time is left for a refit
+    res = run(problem, method="sgc", max_features=40, max_seconds=1e-6)
+    assert res.report["refit"]["skipped"].startswith("max_seconds")
+    rounds = res.report["rounds"]
+    assert res.report["choice"]["chosen_round"] == len(rounds) == 1
+    assert res.weights.nnz == rounds[0]["active"]
