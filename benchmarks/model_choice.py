@@ -88,6 +88,7 @@ from benchmarks.common import (
     target,
     write_result,
 )
+from sparkmaxent.backends.expanded import ExpandedBackend
 from sparkmaxent.backends.factory import make_backend
 from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import criterion_score, score_on, write_path_plot
@@ -118,6 +119,13 @@ CHUNKED = ("conll", "basenp")
 #: training sentences of CoNLL-2000 and Base-NP by default (of 8,936; 0: all)
 DEFAULT_SENTENCES = 2000
 METHODS = ("grafting", "l2", "sgc", "bayes-factor")
+#: gamma1 paths compared on the same atoms (Okanohara & Tsujii 2009): combination
+#: features of degree 2 and the atoms alone, both pure l1 with the same automatic
+#: choice (the combination path has no l2 mixes)
+ATOM_PATHS: dict[str, dict] = {
+    "l1-Comb": {"method": "grafting", "combination_degree": 2, "l2_mixes": [0]},
+    "l1-Orig": {"method": "grafting", "l2_mixes": [0]},
+}
 
 
 # ---- data -----------------------------------------------------------------------
@@ -209,18 +217,21 @@ def backend(directory: str):
 def ours(name: str, method: str, dirs: dict, args) -> dict:
     """One sparkmaxent row: the method at its defaults with held-out choice."""
     criterion = "chunk_f1" if name in CHUNKED else "accuracy"
-    keys: dict = {"method": method, **dict(args.set)}
+    config: dict = {**ATOM_PATHS.get(method, {"method": method}), **dict(args.set)}
     if args.folds:
-        keys.update(folds=args.folds, fold_seed=FOLD_SEED)
-    if method in ("grafting", "l2"):
-        keys["path"] = True
+        config.update(folds=args.folds, fold_seed=FOLD_SEED)
+    if config["method"] in ("grafting", "l2"):
+        config["path"] = True
     else:
-        keys["max_seconds"] = float(args.stage_seconds)
+        config["max_seconds"] = float(args.stage_seconds)
     t0 = time.perf_counter()
-    res = train(backend(dirs["train"]), train_config(**keys), backend(dirs["heldout"]))
+    res = train(backend(dirs["train"]), train_config(**config), backend(dirs["heldout"]))
     wall = time.perf_counter() - t0
     rep = res.report
-    test = score_on(backend(dirs["test"]), res.weights, res.scaling, criterion)
+    test_events = backend(dirs["test"])
+    if res.conjunctions is not None and len(res.conjunctions):  # widened as the model's
+        test_events = ExpandedBackend(test_events, res.conjunctions)
+    test = score_on(test_events, res.weights, res.scaling, criterion)
     row = {
         "corpus": name,
         "method": method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args),
@@ -253,6 +264,12 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
             row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         row["single_fit"] = "pending"  # the row is written before the single fit runs
+        if "combination" in rep:
+            row["combination"] = combination_facts(rep)
+        if method in ATOM_PATHS:
+            keys = ("l1", "features", "heldout_score", "heldout_se", "heldout_accuracy", "passes",
+                    "kkt_passed", "chosen")  # fmt: skip
+            row["path_points"] = [{k: p.get(k) for k in keys} for p in path["points"]]
         if method == "grafting":
             suffix = variant_suffix(args.set)
             if name in CHUNKED and args.conll_sentences != DEFAULT_SENTENCES:
@@ -281,6 +298,21 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             row["stage_costs"] = stage_costs(rep["rounds"])
         row["stage_points"] = stage_points(rep.get("rounds") or [])
     return row
+
+
+def combination_facts(rep: dict) -> dict:
+    """What a combination-features model holds: its conjunctions and their
+    weights, whether every path point and the model were certified over
+    every conjunction up to the degree."""
+    comb, points = rep["combination"], rep["path"]["points"]
+    return {
+        "conjunctions_in_model": comb["conjunctions_in_model"],
+        "conjunction_weights": comb["conjunction_weights"],
+        "top_conjunction_features": comb["top_conjunction_features"][:5],
+        "points_certified": sum(bool(p.get("kkt_passed")) for p in points),
+        "points": len(points),
+        "model_certified": bool(rep["kkt"]["passed"] and rep["kkt"]["conjunctions"]["passed"]),
+    }
 
 
 def fold_label(args) -> str:
@@ -355,8 +387,8 @@ def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
     the path's cost target is <= 3x it). Grafting stops after the round
     that ends past ``cap_s`` seconds (``max_seconds``; 0: no cap) and the
     row says ``single_fit: unfinished`` with the seconds it ran."""
-    keys: dict = {"method": method, **row["single_fit_keys"]}
-    if method == "grafting" and cap_s:
+    keys: dict = {**ATOM_PATHS.get(method, {"method": method}), **row["single_fit_keys"]}
+    if keys["method"] == "grafting" and cap_s:
         keys["max_seconds"] = cap_s
     t0 = time.perf_counter()
     single = train(backend(dirs["train"]), train_config(**keys))
@@ -552,9 +584,12 @@ def targets(rows: list[dict]) -> dict:
         if " " not in r["method"] and r.get("test_score") is not None:
             by[(r["corpus"], r.get("conll_sentences"), r["method"])] = r
     groups = sorted({k[:2] for k in by}, key=str)
-    close, defaults, paths = [], [], []
+    close, defaults, paths, atoms = [], [], [], []
     for corpus, n in groups:
         name = corpus + (f" {n}" if n else "")
+        comb = atom_paths(by, corpus, n)
+        if comb:
+            atoms.append((name, *comb))
         peer, ours = by.get((corpus, n, "sklearn-l2")), by.get((corpus, n, "grafting"))
         if peer and ours:
             d, share = ours["test_score"] - peer["test_score"], ours["features"] / peer["features"]
@@ -585,7 +620,33 @@ def targets(rows: list[dict]) -> dict:
         out["sgc_bayes_defaults"] = entry(goal, defaults)
     if paths:
         out["path_cost"] = entry("a whole grafting path <= 3x one fit at the chosen gamma1", paths)
+    if atoms:
+        goal = (
+            "combination features (degree 2) with automatic gamma1, every path point "
+            "certified: test score at least l1-Orig's on the same atoms (l2 path beside)"
+        )
+        out["combination_vs_atoms"] = entry(goal, atoms)
     return out
+
+
+def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
+    """(figures, met) of l1-Comb against l1-Orig and the l2 path on one
+    corpus (None without both l1 rows)."""
+    comb, orig, l2 = (by.get((corpus, n, m)) for m in ("l1-Comb", "l1-Orig", "l2"))
+    if not (comb and orig):
+        return None
+
+    def fig(label: str, r: dict) -> str:
+        return f"{label} {r['test_score']:.2f} ({r['features']:,} weights)"
+
+    facts = comb.get("combination") or {}
+    certified = facts.get("points_certified") == facts.get("points") and bool(
+        facts.get("model_certified")
+    )
+    text = ", ".join(fig(k, r) for k, r in (("l1-Comb", comb), ("l1-Orig", orig), ("l2", l2)) if r)
+    text += f", {facts.get('conjunction_weights', 0):,} conjunction weights"
+    text += "" if certified else ", not every point certified"
+    return text, certified and comb["test_score"] >= orig["test_score"]
 
 
 def row_key(row: dict) -> tuple:

@@ -8,7 +8,7 @@ and on Spark local[2] (SparkBackend, ``--blocks`` partitions).
 The round at size N is the first round of a grafting run at ``--gamma``
 with n_best = N: the N candidates of largest |dC/dw_j| at zero weights
 enter, and the round is solved from there as grafting solves it
-(``Grafting._optimize``, the round's own tolerance), once per solver
+(``Grafting.grow``, the round's own tolerance), once per solver
 (``newton`` only up to ``--exact-max`` weights: its Hessian block is
 (n + K)^2 doubles per partition). (A round deep in a path at that size
 would need the path's earlier rounds first: more time than this machine
@@ -189,20 +189,21 @@ def first_round(backend, gamma: float, size: int) -> tuple:
     from sparkmaxent.train import train
 
     found: list = []
-    original = grafting.Grafting._optimize
+    original = grafting.Grafting.grow
 
-    def recording(self, weights, test, tol):
-        found.append((self, weights, test, tol, len(np.union1d(weights.active_ids(), test.new))))
+    def recording(self, weights, test, finish=False):
+        n = len(np.union1d(weights.active_ids(), test.new))
+        found.append((self, weights, test, self.round_tol(test), n))
         raise StopPath
 
     cfg = train_config(method="grafting", l1=gamma, n_best=size, solver="newton-cg", plots=False)
-    grafting.Grafting._optimize = recording
+    grafting.Grafting.grow = recording
     try:
         train(backend, cfg)
     except StopPath:
         pass
     finally:
-        grafting.Grafting._optimize = original
+        grafting.Grafting.grow = original
     return found[0]
 
 
@@ -220,7 +221,7 @@ def solve_round(backend, recorded, solver: str) -> dict:
     grafting.choose_solver = lambda *_: solver
     t0, c0 = time.perf_counter(), time.process_time()
     try:
-        out = method._optimize(weights, test, tol)
+        out = method.grow(weights, test)
     finally:
         grafting.choose_solver = chosen
     wall = time.perf_counter() - t0 - meter.pickle_wall

@@ -35,12 +35,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import cast
 
 import numpy as np
 
 from .. import registry, storage
-from ..backends.base import Backend
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
@@ -117,16 +115,17 @@ def fit_path(ctx: TrainingContext) -> FitResult:
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
 
 
-class _CombinationPoints:
+class CombinationPoints:
     """Point fits of a combination-features path (Okanohara & Tsujii
     2009): each point is a combination grafting run warm-started from the
     previous point's weights *and* conjunctions (``start_conjunctions``),
     which this object carries from point to point (``conjunctions``: the
     last point's, what the held-out events are widened by when it is
-    scored)."""
+    scored). Started with a model's conjunctions (the chosen point's), it
+    is the refit's point fit."""
 
-    def __init__(self) -> None:
-        self.conjunctions: Conjunctions | None = None
+    def __init__(self, conjunctions: Conjunctions):
+        self.conjunctions = conjunctions
 
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
         from ..methods.combination import fit_combination
@@ -134,6 +133,7 @@ class _CombinationPoints:
         at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
         result = fit_combination(at)
+        assert result.conjunctions is not None, "a combination fit has conjunctions"
         self.conjunctions = result.conjunctions
         return result
 
@@ -144,24 +144,23 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     point) or ``l1_grid``, each point warm-started from the previous one's
     weights and conjunctions and certified over every conjunction up to the
     degree, scored on the held-out events widened by its conjunctions;
-    the same stop and choice as any path. Pure l1 (no mixes), no pass
-    budget (no cut), no refit (the widened events of two backends are not
-    joined): the model is the chosen point's fit."""
-    from ..methods.combination import _HeldoutWithConjunctions
+    the same stop and choice as any path, then the refit (``refit``) of the
+    chosen gamma1 on the training and held-out events, warm-started from
+    the chosen point's weights and conjunctions. Pure l1 (no mixes) and no
+    pass budget (no cut)."""
+    from ..methods.combination import HeldoutWithConjunctions
 
-    points = _CombinationPoints()
+    points = CombinationPoints(Conjunctions.empty(ctx.backend.space.n_predicates))
     assert ctx.heldout is not None, "fit_path checks"
-    heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, points))  # type: ignore[arg-type]
+    heldout = HeldoutWithConjunctions(ctx.heldout, lambda: points.conjunctions)
     choice = dataclasses.replace(ctx.config.choice, cut_passes=0.0)
     sub = dataclasses.replace(
         ctx, heldout=heldout, config=dataclasses.replace(ctx.config, choice=choice)
     )
     parameter, grid, _, top, extend = path_plan(sub, start)
     chosen = run_path(sub, parameter, grid, points, top, extend, start=start)
-    chosen.report["refit"] = {
-        "skipped": "combination features: the model is the chosen point's fit"
-    }
-    return chosen
+    assert chosen.conjunctions is not None, "a combination fit has conjunctions"
+    return refit(ctx, chosen, CombinationPoints(chosen.conjunctions))
 
 
 #: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)

@@ -57,9 +57,12 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
         return chosen
     assert ctx.heldout is not None, "a path has held-out data"
     parameter, gamma = path["parameter"], point[path["parameter"]]
-    if parameter == "l1" and ctx.backend.space.n_features > ctx.config.grafting.dense_test_max:
+    space = ctx.backend.space
+    # with combination features: the atoms' and the chosen model's conjunctions' features
+    n_features = space.n_features + len(chosen.conjunctions or ()) * space.n_labels
+    if parameter == "l1" and n_features > ctx.config.grafting.dense_test_max:
         reason = (
-            f"{ctx.backend.space.n_features} candidates > train.grafting.dense_test_max: "
+            f"{n_features} candidates > train.grafting.dense_test_max: "
             "the block-wise gradient test of training + held-out events is not available"
         )
         log.warning("no refit after the path: %s", reason)

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
 from ..kernels.conjunctions import MAX_DEGREE, Conjunctions
+from ..kernels.topk import GradientSummary, GradientTestTask
 from ..model_conjunctions import atoms_of_keys, check_key_range
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.loop import run_rounds
@@ -225,7 +226,7 @@ class Combination:
                     score=best,
                     info={"kkt": self.certificate(test.kkt, found), **info},
                 )
-            out = g._optimize(weights, test, g.options.tol)
+            out = g.grow(weights, test, finish=True)
             return dataclasses.replace(
                 out, arrays=_arrays(conj, COMBINATION), info={**out.info, **info}
             )
@@ -251,7 +252,7 @@ class Combination:
         self.selected = (chosen, grown)
         g2 = self.grafting(grown)
         gt = TestResult(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
-        out = g2._optimize(weights, gt, g2.round_tol(gt))
+        out = g2.grow(weights, gt)
         self.namer.conjunctions = grown
         new_conj = [self.namer(int(j)) for j in chosen if j // K >= self.n_atoms][:3]
         info["conjunctions_added"] = int(len(grown) - len(conj))
@@ -345,19 +346,21 @@ def compact(weights: Weights, conj: Conjunctions, n_labels: int):
     return Weights(ids[order], w.values[order], w.bias), kept
 
 
-class _HeldoutWithConjunctions:
-    """The held-out events as each round's weights need them: widened by
-    that round's conjunctions (the weights are over the atoms followed by
-    them), formed inside the held-out blocks like the training ones. Only
-    what the per-round held-out score reads (``choice.score_on``)."""
+class HeldoutWithConjunctions:
+    """The held-out events as the current weights need them: widened by the
+    conjunctions ``conjunctions()`` returns now (a combination run's latest
+    round, or a path's latest point: the weights are over the atoms
+    followed by them), formed inside the held-out blocks like the training
+    ones. A backend (passes count on ``base``) for the held-out scores
+    (``choice.score_on``)."""
 
-    def __init__(self, base: Backend, method: Combination):
-        self.base, self.method = base, method
+    def __init__(self, base: Backend, conjunctions: Callable[[], Conjunctions]):
+        self.base, self.conjunctions = base, conjunctions
         self.info = getattr(base, "info", None)
         self._widened: ExpandedBackend | None = None
 
     def _now(self) -> ExpandedBackend:
-        conj = self.method.conjunctions
+        conj = self.conjunctions()
         if self._widened is None or self._widened.conjunctions is not conj:
             self._widened = ExpandedBackend(self.base, conj)
         return self._widened
@@ -366,8 +369,26 @@ class _HeldoutWithConjunctions:
     def space(self) -> Space:
         return self._now().space
 
+    @space.setter
+    def space(self, value: Space) -> None:
+        raise AttributeError("the held-out space follows the conjunctions; it is not set")
+
+    @property
+    def passes(self) -> int:
+        return self.base.passes
+
+    @passes.setter
+    def passes(self, value: int) -> None:
+        self.base.passes = value
+
     def run(self, task):
         return self._now().run(task)
+
+    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
+        return self._now().gradient_test(task)
+
+    def close(self) -> None:
+        """Nothing of its own to release (``base`` is closed by its owner)."""
 
 
 def fit_combination(ctx: TrainingContext) -> FitResult:
@@ -388,7 +409,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
     # its conjunctions) shortens the first phase, over the atoms and those conjunctions
     rounds_ctx = ctx
     if ctx.heldout is not None:
-        heldout = cast(Backend, _HeldoutWithConjunctions(ctx.heldout, method))
+        heldout = HeldoutWithConjunctions(ctx.heldout, lambda: method.conjunctions)
         rounds_ctx = dataclasses.replace(ctx, heldout=heldout)
     state = run_rounds(
         rounds_ctx, method, "grafting", "max_gradient", "candidate |gradient|", start
@@ -428,4 +449,4 @@ def fit_grafting(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "grafting", ctx.start)
 
 
-__all__ = ["fit_combination", "fit_grafting", "search", "compact"]
+__all__ = ["HeldoutWithConjunctions", "fit_combination", "fit_grafting", "search", "compact"]

@@ -129,7 +129,7 @@ class Grafting:
             self.pass_limit = None
         test = self.gradient_test.test(weights)
         if len(test.new):
-            return self._optimize(weights, test, self.round_tol(test))
+            return self.grow(weights, test)
         last = state.trace[-1] if state.trace else {}
         if test.kkt["passed"] or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
@@ -142,7 +142,7 @@ class Grafting:
             )
         # no candidate passes, but the active set was solved only to a
         # round's tolerance: finish it to the final one (no features added)
-        return self._optimize(weights, test, self.options.tol)
+        return self.grow(weights, test, finish=True)
 
     def budget_left(self) -> int | None:
         """Passes left of the pass budget (None: no budget)."""
@@ -150,9 +150,12 @@ class Grafting:
             return None
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
-    def _optimize(self, weights: Weights, test: TestResult, tol: float) -> RoundOutcome:
-        """Add the test's candidates (none in a finishing round), re-optimize
-        the active set to projected gradient ``tol``, prune zeros."""
+    def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
+        """One round: add ``test.new`` (from any test over this run's
+        candidates: combination rounds add their conjunctions), re-optimize
+        the active set to ``round_tol`` (``finish``: the final tolerance,
+        nothing added), prune weights driven to 0."""
+        tol = self.options.tol if finish else self.round_tol(test)
         spec, penalty, space = self.spec, self.penalty, self.ctx.backend.space
         active, new = weights.active_ids(), test.new
         ids = np.union1d(active, new)
@@ -191,8 +194,7 @@ class Grafting:
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
         n = len(ids)
         w, bias = res.theta[:n], (res.theta[n:].copy() if space.bias else None)
-        # prune weights driven to exactly 0 (footnote 2); without l1 the
-        # selected features stay
+        # prune weights driven to exactly 0 (footnote 2; with l1 only)
         keep = w != 0 if penalty.prunes else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None and res.last.full_grad is not None:

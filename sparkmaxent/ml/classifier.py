@@ -316,8 +316,7 @@ class MaxEntClassificationModel(
 
     @property
     def certificate(self) -> dict | None:
-        """The final KKT certificate over all candidates (the grafting
-        methods; ``problem/kkt.py``), else None."""
+        """The final KKT certificate over all candidates (grafting; problem/kkt.py), else None."""
         return self._report.get("kkt")
 
     @property
@@ -408,8 +407,7 @@ class MaxEntClassificationModel(
 
     @property
     def summary(self) -> MaxEntTrainingSummary:
-        """The training summary: metrics on the training DataFrame and the
-        objective history."""
+        """The training summary: metrics on the training DataFrame and the objective history."""
         if self._training is None:
             raise RuntimeError("No training summary available for this MaxEntClassificationModel")
         predictions, label = self._evaluated(self._training)
@@ -486,11 +484,10 @@ class MaxEntClassificationModel(
             binary=scoring_binary(self),
         )
 
-    #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py,
-    #: the default: Spark SQL looks a feature up in a map key by key, so the
-    #: SQL form slows down with the model's size) or "sql" (Spark SQL
-    #: expressions, no Python worker, for every features column kind; a
-    #: model with conjunction features falls back to "arrow")
+    #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py, the default: Spark SQL
+    #: looks a feature up in a map key by key, so the SQL form slows down with the model's size) or
+    #: "sql" (Spark SQL expressions, no Python worker, for every features column kind; a model with
+    #: conjunction features falls back to "arrow")
     scoring = "arrow"
 
     def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
@@ -595,8 +592,7 @@ class MaxEntClassificationModel(
         if self.predictionCol in outputs:  # nominal, so IndexToString needs no labels=
             name = outputs[self.predictionCol]
             meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}
-            # withMetadata, not alias(metadata=) inside withColumns: Spark Connect's
-            # WithColumns re-aliases every column and drops the inner alias's metadata
+            # withMetadata: Connect's WithColumns drops an inner alias(metadata=)'s metadata
             scored = scored.withMetadata(name, meta)
         return scored
 

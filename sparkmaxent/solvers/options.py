@@ -34,7 +34,7 @@ class SolverOptions:
     ray_steps : cut steps tried per ray pass (the first 8 reach 1/256).
     radius : initial trust-region radius (infinity norm of a step).
     region : the trust region bounds theta[:region] (None: all of theta);
-        grafting leaves its unpenalized biases out (``Grafting._optimize``).
+        grafting leaves its unpenalized biases out (``Grafting.grow``).
     min_radius : give up (line search failed) below this radius.
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected

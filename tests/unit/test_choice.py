@@ -755,24 +755,6 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
 
 
-def test_combination_path_is_warm_started_and_certified_like_cold_fits(problem):
-    grid = [4e-3, 2e-3]
-    keys = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2)
-    res = run(problem, path=True, l1_grid=grid, patience=0, **keys)
-    path = res.report["path"]
-    assert [p["l1"] for p in path["points"]] == grid
-    assert res.report["refit"]["skipped"]
-    for point in path["points"]:
-        cold = run(problem, heldout=False, l1=point["l1"], **keys)
-        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
-        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
-    # the chosen point is the model, conjunctions and all, scored on widened held-out events
-    chosen = path["points"][path["chosen"]]
-    assert res.weights.nnz == chosen["features"]
-    assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
-    assert res.report["heldout_accuracy"] == pytest.approx(chosen["heldout_accuracy"])
-
-
 def sparsest_within_one_se(rows: list[dict]) -> int:
     """Brute force: the fewest features among rows scoring at least the best
     row's score minus its standard error (the first of ties)."""

@@ -1,0 +1,94 @@
+"""The gamma1 path of combination features (``train.choice.path`` with
+``train.grafting.combination_degree`` 2): warm-started points against cold
+fits at the same gamma1, each certified over every conjunction, and the
+refit of the chosen gamma1 on the training and held-out events."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import train_config
+from sparkmaxent.data import synthetic
+from sparkmaxent.kernels import MULTICLASS, Space
+from sparkmaxent.train import train
+
+KEYS = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2, folds=1)
+GRID = [4e-3, 2e-3]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Planted multiclass data with two planted conjunctions, cut into
+    training and held-out parts."""
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=2500,
+            n_predicates=150,
+            n_labels=3,
+            n_support=8,
+            n_copies=0,
+            n_conjunctions=2,
+            min_support_count=40,
+            seed=11,
+        )
+    )
+    tr, he = synthetic.split(data, [0.75, 0.25], seed=0)
+    return tr.block(), he.block(), Space(MULTICLASS, 150, 3, bias=True)
+
+
+@pytest.fixture(scope="module")
+def chosen(problem):
+    """The path without the refit: the chosen point is the model."""
+    tr, he, space = problem
+    cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **KEYS)
+    return train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
+
+
+def cold(blocks, space, gamma):
+    return train(LocalBackend(blocks, space), train_config(l1=gamma, **KEYS))
+
+
+def test_points_are_certified_and_equal_cold_fits(problem, chosen):
+    tr, _, space = problem
+    path = chosen.report["path"]
+    assert [p["l1"] for p in path["points"]] == GRID
+    conjunction_weights = []
+    for point in path["points"]:
+        fit = cold([tr], space, point["l1"])
+        assert point["kkt_passed"] and fit.report["kkt"]["passed"]
+        assert fit.report["kkt"]["conjunctions"]["passed"]
+        assert point["objective"] == pytest.approx(fit.report["objective"], rel=1e-6)
+        conjunction_weights.append(fit.report["combination"]["conjunction_weights"])
+    assert max(conjunction_weights) > 0  # conjunctions entered along the path
+    assert "refit" not in chosen.report  # train.choice.refit = false
+
+
+def test_the_chosen_point_is_the_model_without_refit(chosen):
+    path = chosen.report["path"]
+    point = path["points"][path["chosen"]]
+    assert chosen.weights.nnz == point["features"]
+    assert chosen.report["objective"] == pytest.approx(point["objective"])
+    assert chosen.report["combination"]["conjunctions_in_model"] == len(chosen.conjunctions)
+    # scored on the held-out events widened by its own conjunctions
+    assert chosen.report["heldout_accuracy"] == pytest.approx(point["heldout_accuracy"])
+
+
+def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, chosen):
+    tr, he, space = problem
+    cfg = train_config(path=True, l1_grid=GRID, patience=0, **KEYS)
+    res = train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
+    path, refit = res.report["path"], res.report["refit"]
+    assert path == chosen.report["path"]  # the same path and choice
+    point = path["points"][path["chosen"]]
+    assert refit["l1"] == point["l1"]
+    assert refit["chosen_fit"]["features"] == chosen.weights.nnz
+    # a cold combination fit at the chosen gamma1 on both parts' events
+    both = cold([tr, he], space, point["l1"])
+    assert refit["kkt_passed"] and both.report["kkt"]["passed"]
+    assert res.report["kkt"]["conjunctions"]["passed"]
+    assert refit["objective"] == pytest.approx(both.report["objective"], rel=1e-6)
+    assert res.weights.nnz == refit["features"]
+    assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
+    # the held-out figures are the chosen fit's (the refit saw those events)
+    assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
