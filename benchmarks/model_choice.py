@@ -293,7 +293,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         )
         if "refit" in rep:  # the model is the chosen stage refitted on sub-train + held-out
             row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
-            row["chosen_fit_features"] = rep["refit"]["chosen_fit"]["features"]
+            row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
             row["stage_costs"] = stage_costs(rep["rounds"])
         row["stage_points"] = stage_points(rep.get("rounds") or [])
