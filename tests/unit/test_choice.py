@@ -662,10 +662,12 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
             out,
             on_round=interrupt,
         )
-    whole = run(problem, max_rounds=3, **keys)  # the same 3 stages, uninterrupted
+    # the same 3 stages, uninterrupted (and not refitted: the spent budget leaves no refit)
+    whole = run(problem, max_rounds=3, refit=False, **keys)
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
     assert len(res.report["rounds"]) == 3 and res.report["stopped"] == "max_seconds = 1e-09"
+    assert res.report["refit"]["skipped"].startswith("max_seconds")
     assert res.report["choice"] == whole.report["choice"]
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)
