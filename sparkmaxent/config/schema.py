@@ -404,12 +404,12 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 only.",
     )
     l2_mixes: list = key(
-        [0.0, 0.5, 0.9],
-        "grafting path: one gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m) "
-        "along it; glmnet's alpha = 1 - m), the best held-out point over all "
-        "chosen; 0: pure l1. Not with train.grafting.elastic_l2, elastic_grid or "
-        "folds (pure l1 then); [0]: pure l1 only.",
+        [0.0, 0.5, 0.9, 0.99],
+        "grafting path: a gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m); "
+        "glmnet's alpha = 1 - m), pure l1 (0) first; [0]: pure l1. Not with "
+        "train.grafting.elastic_l2, elastic_grid or folds (pure l1 then).",
     )
+    mix_stop: bool = key(True, "l2_mixes: next mix while the last beat sparser by > its SE.")
     patience: int = key(
         2,
         "Stop a path (or a stage run of ifs, sgc, bayes-factor keeping its best "

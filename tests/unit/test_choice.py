@@ -17,12 +17,14 @@ from sparkmaxent.choice.heldout import (
     score_on,
 )
 from sparkmaxent.choice.path import (
+    denser_mix_gains,
     geometric_grid,
     null_model,
     path_plan,
     scored_point,
+    sparsest_within_noise,
 )
-from sparkmaxent.choice.stop_rule import choose
+from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
@@ -75,6 +77,47 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
     assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
+
+
+def test_mixes_are_chosen_within_one_scores_error_and_report_the_paired_gap():
+    rng = np.random.default_rng(0)
+    base = rng.normal(-1.0, 0.5, 400)  # per-event scores of the sparse variant
+    sparse = Measure.of_units(base)
+    # a denser variant better on nearly every event, by less than one score's error
+    dense = Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
+    rows = [
+        {"heldout_score": m.score, "heldout_se": m.se, "features": f}
+        for m, f in ((sparse, 10), (dense, 100))
+    ]
+    assert dense.score - sparse.score < dense.se
+    i, gaps = sparsest_within_noise(rows, [sparse, dense])
+    assert i == 0  # the sparsest within one standard error of the best
+    assert gaps[1] == 0.0 and gaps[0] > 10  # far beyond the paired difference's noise
+    # a denser variant better by more than one score's error is kept
+    far = Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
+    rows[1].update(heldout_score=far.score, heldout_se=far.se)
+    assert sparsest_within_noise(rows, [sparse, far])[0] == 1
+
+
+def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
+    rng = np.random.default_rng(1)
+    base = rng.normal(-1.0, 0.5, 400)
+    l1, better = Measure.of_units(base), Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
+    slightly = Measure.of_units(base + 0.01 + rng.normal(0, 0.01, 400))
+    assert denser_mix_gains([l1]) and denser_mix_gains([l1, better])
+    assert not denser_mix_gains([l1, slightly])  # better on every event, within one error
+    assert not denser_mix_gains([l1, better, l1])  # worse than a sparser mix
+
+
+def test_mix_stop_runs_a_prefix_of_the_mixes_with_the_same_paths(problem):
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    every = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=False, **keys).report["path"]
+    some = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=True, **keys).report["path"]
+    ran = [e["l2_mix"] for e in some["elastic"]]
+    assert ran + [w["l2_mix"] for w in some["elastic_not_run"]] == [0.0, 0.5, 0.9]
+    assert every["elastic_not_run"] == []
+    for row, full in zip(some["elastic"], every["elastic"], strict=False):
+        assert (row["l1"], row["features"]) == (full["l1"], full["features"])
 
 
 def test_criteria_and_their_standard_errors():
@@ -729,13 +772,14 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     tr, he, space = problem
-    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False, mix_stop=False)
     res = run(problem, l2_mixes=[0.9, 0.0, 0.5], **keys)
     path = res.report["path"]
     elastic = path["elastic"]
     assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
     # the sparsest mix whose chosen point is within one standard error of the best's
     picked = elastic[sparsest_within_one_se(elastic)]
+    assert min(e["below_best_se"] for e in elastic) == 0.0  # the paired gap, 0 at the best
     assert path["l2_mix"] == picked["l2_mix"] and picked["chosen"]
     assert path["points"][path["chosen"]]["heldout_score"] == picked["heldout_score"]
     # pure l1 alone is the mix-0 path
