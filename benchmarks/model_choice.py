@@ -358,6 +358,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             heldout_score=choice.get("heldout_score"),
             passes_per_stage=round(rep["passes"] / stages, 2) if stages else None,
         )
+        if "refit" in rep:  # the model is the chosen stage refitted on sub-train + held-out
+            row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
+            row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
             row["stage_costs"] = stage_costs(rep["rounds"])
         row["stage_points"] = stage_points(rep.get("rounds") or [])
