@@ -59,7 +59,9 @@ single fit), so a stopped run keeps the rows it measured. The page keeps
 the rows of earlier runs that this run does not measure again (another
 corpus, sentence count or method; ``merged_rows``), each with its own
 ``command``, ``commit`` and ``load_average``, so a run of some corpora
-updates their rows and leaves the others' current rows in place.
+updates their rows and leaves the others' current rows in place. Corpora
+run side by side write pages of their own (``--output``); ``--merge PAGE
+...`` then puts their rows into this page without measuring anything.
 """
 
 from __future__ import annotations
@@ -187,13 +189,15 @@ def brown_files(work: str, data_dir: str) -> tuple[list[str], list[str]]:
     return [files[0]], [files[1]]
 
 
-def prepared(spark, name: str, work: str, args) -> dict[str, str]:
-    """train / heldout / test dataset directories of a corpus."""
+def prepared(session, name: str, work: str, args) -> dict[str, str]:
+    """train / heldout / test dataset directories of a corpus (``session()``:
+    the Spark session, started only when the data are prepared)."""
     from sparkmaxent.data.split import prepare_split
 
     dirs = {s: os.path.join(work, s) for s in ("train", "heldout", "test")}
     if args.reuse and all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
         return dirs
+    spark = session()
     train_in, test_in, fmt, opts, cutoff = corpus_inputs(
         name, work, args.data, args.conll_sentences
     )
@@ -214,8 +218,61 @@ def backend(directory: str):
     return make_backend("local", directory, bias=True, partitions=1)
 
 
+class PathCapped(BaseException):
+    """A path stopped at ``--path-seconds`` (a BaseException: no solver's
+    ``except Exception`` takes it for a failed step)."""
+
+
+class PointCosts(logging.Handler):
+    """Wall seconds (held-out scoring included), passes and non-zero weights
+    of every path point, read from the path's own line for each point,
+    numbered by mix (``mix``: how many mixes' paths ended before it): where
+    a path's time goes, also when it is stopped before it ends."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.points: list[dict] = []
+        self.mix, self.last = 0, time.perf_counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        now = time.perf_counter()
+        if str(record.msg).startswith("path %s %.4g:"):
+            parameter, gamma, features, *_, passes, _ = record.args  # type: ignore[misc]
+            seconds = round(now - self.last, 2)
+            self.points.append(
+                {"mix": self.mix, parameter: gamma, "features": features, "passes": passes,
+                 "seconds": seconds}
+            )  # fmt: skip
+            self.last = now
+        elif str(record.msg).startswith("elastic net %s: chose"):
+            self.mix += 1
+
+
+def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
+    """train() on the corpus with held-out choice, stopped by PathCapped
+    after ``cap_s`` seconds (0: no cap); the path's points logged into
+    ``costs``."""
+    import signal
+
+    def stop(*_):
+        raise PathCapped
+
+    path_log = logging.getLogger("sparkmaxent.choice.path")
+    path_log.addHandler(costs)
+    if cap_s:
+        signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, cap_s)
+    try:
+        return train(backend(dirs["train"]), train_config(**keys), backend(dirs["heldout"]))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        path_log.removeHandler(costs)
+
+
 def ours(name: str, method: str, dirs: dict, args) -> dict:
-    """One sparkmaxent row: the method at its defaults with held-out choice."""
+    """One sparkmaxent row: the method at its defaults with held-out choice
+    (a path stopped at ``--path-seconds``: a row ``unfinished`` with the
+    costs of the points it fitted)."""
     criterion = "chunk_f1" if name in CHUNKED else "accuracy"
     config: dict = {**ATOM_PATHS.get(method, {"method": method}), **dict(args.set)}
     if args.folds:
@@ -225,7 +282,14 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     else:
         config["max_seconds"] = float(args.stage_seconds)
     t0 = time.perf_counter()
-    res = train(backend(dirs["train"]), train_config(**config), backend(dirs["heldout"]))
+    costs = PointCosts()
+    try:
+        res = capped_train(config, dirs, args.path_seconds if config.get("path") else 0.0, costs)
+    except PathCapped:
+        label = method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args)
+        return {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
+                "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
+                "passes": sum(p["passes"] for p in costs.points)}  # fmt: skip
     wall = time.perf_counter() - t0
     rep = res.report
     test_events = backend(dirs["test"])
@@ -240,6 +304,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         "wall_s": round(wall, 2),
         "passes": rep["passes"],
     }
+    if costs.points:
+        row["point_costs"] = costs.points
     if "folds" in rep and rep["folds"]["parameter"] != "stages":
         fold_row(row, rep, args)
     elif "path" in rep:
@@ -256,8 +322,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
         if "elastic" in path:
             keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
-                    "points", "chosen")  # fmt: skip
+                    "below_best_se", "points", "chosen")  # fmt: skip
             row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in path["elastic"]]
+            row["elastic_not_run"] = path.get("elastic_not_run", [])
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])
         row["heldout_score"] = path["points"][path["chosen"]]["heldout_score"]
         if "refit" in rep:  # the model is the refit on sub-train + held-out events
@@ -291,6 +358,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             heldout_score=choice.get("heldout_score"),
             passes_per_stage=round(rep["passes"] / stages, 2) if stages else None,
         )
+        if "refit" in rep:  # the model is the chosen stage refitted on sub-train + held-out
+            row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
+            row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
             row["stage_costs"] = stage_costs(rep["rounds"])
         row["stage_points"] = stage_points(rep.get("rounds") or [])
@@ -626,6 +696,13 @@ def targets(rows: list[dict]) -> dict:
     return out
 
 
+def placeless(row: dict) -> dict:
+    """A merged row whose command names its work directory and output page
+    by role (WORK, PAGE), not by where they were on the machine that ran it."""
+    command = re.sub(r"--work \S+", "--work WORK", row.get("command", ""))
+    return {**row, "command": re.sub(r"--output \S+", "--output PAGE", command)}
+
+
 def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     """(figures, met) of l1-Comb against l1-Orig and the l2 path on one
     corpus (None without both l1 rows)."""
@@ -672,15 +749,17 @@ def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
 def corpus_methods(args: argparse.Namespace, app: str):
     """(corpus, method, prepared dirs) for each of ``args.corpora`` and
     ``args.methods``, the corpora prepared in one local[2] session (their
-    work directories kept with ``--reuse``)."""
+    work directories kept with ``--reuse``: then no session is started)."""
     from sparkmaxent.backends.session import spark_session
 
-    spark = spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "4"})
+    def session():  # no JVM when every corpus is reused
+        return spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "4"})
+
     for name in args.corpora:
         work = os.path.join(args.work, name)
         if not args.reuse:
             shutil.rmtree(work, ignore_errors=True)
-        dirs = prepared(spark, name, work, args)
+        dirs = prepared(session, name, work, args)
         for method in args.methods:
             log.info("%s: %s", name, method)
             yield name, method, dirs
@@ -705,6 +784,13 @@ def main(argv: list[str] | None = None) -> int:
         "with the same folds) instead of the held-out part (0)",
     )
     parser.add_argument("--stage-seconds", type=float, default=120.0)
+    parser.add_argument(
+        "--path-seconds",
+        type=float,
+        default=0.0,
+        help="stop a path after this many seconds: a row 'unfinished' with its points' costs "
+        "(0: no cap)",
+    )
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
     parser.add_argument(
@@ -724,8 +810,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
     )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="PAGE",
+        help="measure nothing: merge the rows of these pages (runs with their own --output, "
+        "e.g. corpora run side by side) into --output",
+    )
     args = start(parser, argv)
     earlier = earlier_rows(args.output)
+    if args.merge:
+        page = merged_rows(earlier, [placeless(r) for p in args.merge for r in earlier_rows(p)])
+        write_result(args.output, page, targets(page))
+        return 0
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "model-choice"):
         if method.startswith("sklearn-"):

@@ -144,6 +144,12 @@ PAGES: dict[str, Page] = {
         "Connect with the DataFrame backend.",
         ("system", "task", "wall_s", "passes", "per_pass_s", "objective"),
     ),
+    "env_archive": Page(
+        "Python environment archive",
+        "`scripts/submit.sh --python-env archive`: each virtualenv packed whole and as "
+        "shipped (without pyspark and py4j, which the cluster's Spark provides).",
+        ("venv", "archive", "left_out", "archive_mb", "unpacked_mb", "files", "pack_s"),
+    ),
     "ml_api": Page(
         "pyspark.ml API on CoNLL-2000",
         "The pyspark.ml Estimator and Model against MLlib's LogisticRegression on CoNLL-2000: "

@@ -8,13 +8,18 @@ and on Spark local[2] (SparkBackend, ``--blocks`` partitions).
 The round at size N is the first round of a grafting run at ``--gamma``
 with n_best = N: the N candidates of largest |dC/dw_j| at zero weights
 enter, and the round is solved from there as grafting solves it
-(``Grafting.grow``, the round's own tolerance), once per solver
+(``Grafting.grow``), once per solver
 (``newton`` only up to ``--exact-max`` weights: its Hessian block is
 (n + K)^2 doubles per partition). (A round deep in a path at that size
 would need the path's earlier rounds first: more time than this machine
-had.) A row: the round's wall seconds; its CPU seconds (in-process: the
-process's, without the pickling that measures the bytes; Spark: the
-driver's plus the Python workers' for the tasks and the pickling of their
+had.) The round's tolerance (``--tol``): ``round``, grafting's own for a
+first round (``round_tol_ratio`` times the test's excess: loose, a large
+round may end after one iteration), or ``final``, the run's final tolerance
+at every size (what a path's finishing rounds and its rounds deep in the
+path solve to: the fixed-tolerance measure of the slope), or a number, that
+tolerance at every size. A row: the round's wall seconds; its CPU seconds
+(in-process: the process's, without the pickling that measures the bytes;
+Spark: the driver's plus the Python workers' for the tasks and the pickling of their
 results, which Spark does anyway); its passes; the Hessian-vector products
 the partitions ran (newton-cg; each about a gradient pass's work on its
 partition); the bytes every partition's result pickles to (what a pass
@@ -59,8 +64,11 @@ def pass_kind(task) -> str:
     """What a pass is, from its task: ``direction``, ``gradient`` (over the
     active set), ``full-gradient`` (every candidate: the next gradient test),
     ``curvature`` (the Hessian block; ``curvature+full`` with the full
-    gradient), ``ray``, or the task's class name."""
+    gradient), ``ray``, or the task's class name; ``full`` becomes
+    ``partial`` where the test's thresholded partials ride in its place."""
     name = type(task).__name__
+    if name == "WithPartialTask":  # the full gradient as the thresholded test's partials
+        return pass_kind(task.inner).replace("full", "partial")
     if name == "LocalDirectionTask":
         return "direction"
     if name == "CurvatureTask":
@@ -207,23 +215,30 @@ def first_round(backend, gamma: float, size: int) -> tuple:
     return found[0]
 
 
-def solve_round(backend, recorded, solver: str) -> dict:
-    """The recorded round solved again from its start by ``solver``."""
+def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict:
+    """The recorded round solved again from its start by ``solver``, to the
+    round's own tolerance or (``tol_mode`` ``final``) the run's final one."""
     from sparkmaxent.kernels.colcache import COLUMNS
     from sparkmaxent.methods import grafting
 
     method, weights, test, tol, n = recorded
+    if tol_mode == "final":
+        tol = method.options.tol
+    elif tol_mode != "round":
+        tol = float(tol_mode)
     COLUMNS.clear()  # no solver starts with another's gathered columns (in-process)
     meter = backend.meter
     meter.reset()
     passes0 = backend.passes
     chosen = grafting.choose_solver
     grafting.choose_solver = lambda *_: solver
+    method.round_tol = lambda _test: tol  # this instance's rounds: the tolerance asked for
     t0, c0 = time.perf_counter(), time.process_time()
     try:
         out = method.grow(weights, test)
     finally:
         grafting.choose_solver = chosen
+        del method.round_tol
     wall = time.perf_counter() - t0 - meter.pickle_wall
     driver_cpu = time.process_time() - c0 - meter.pickle_cpu
     return {
@@ -238,6 +253,7 @@ def solve_round(backend, recorded, solver: str) -> dict:
         "objective": out.objective,
         "violation": out.info.get("violation"),
         "tol": tol,
+        "tol_mode": tol_mode,
         "converged": out.info.get("converged"),
         "iterations": out.info.get("iterations"),
     }
@@ -260,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gamma", type=float, default=1e-6)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 4000, 8000, 16000])
     parser.add_argument("--exact-max", type=int, default=4000)
+    parser.add_argument(
+        "--tol",
+        default="final",
+        help="each round's tolerance: round (grafting's own first-round one), final (the "
+        "run's final tolerance at every size) or a number (that tolerance at every size)",
+    )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
@@ -328,7 +350,11 @@ def measure(args, spark, train_dir: str) -> None:
                         continue
                     if name == "spark":  # the workers' column caches, as COLUMNS.clear() in-process
                         backend.rdd.foreach(_clear_columns)
-                    row = {"backend": name, "size": size, **solve_round(backend, recorded, solver)}
+                    row = {
+                        "backend": name,
+                        "size": size,
+                        **solve_round(backend, recorded, solver, args.tol),
+                    }
                     row.update(setting, load=round(os.getloadavg()[0], 2))
                     row["measured_by"] = command_line()
                     rows.append(row)

@@ -33,7 +33,9 @@
 #   same path on every node (--python-env local, the default). With
 #   --python-env archive it instead packs $PYTHON's virtualenv with venv-pack
 #   (pip install 'sparkmaxent[cluster]') into $BUILD_DIR/env.tar.gz (rebuilt
-#   when the venv changed) and passes --archives env.tar.gz#env and
+#   when the venv changed), without pyspark and py4j, which the cluster's
+#   Spark gives every Python worker (scripts/pack_env.py), and passes
+#   --archives env.tar.gz#env and
 #   spark.pyspark.python=./env/bin/python: the executors unpack it and run
 #   it (the driver too with --deploy-mode cluster). --env-archive PATH ships
 #   an archive built beforehand instead. venv-pack does not pack the base
@@ -79,8 +81,9 @@ options:
   --py-files-mode MODE  zip (default): a zip of sparkmaxent/ in build/;
                         wheel: a wheel built with pip
   --python-env MODE     local (default): every node has PYTHON at the same
-                        path; archive: ship PYTHON's virtualenv, packed with
-                        venv-pack into BUILD_DIR/env.tar.gz, as
+                        path; archive: ship PYTHON's virtualenv without
+                        pyspark and py4j (the cluster's Spark provides them),
+                        packed with venv-pack into BUILD_DIR/env.tar.gz, as
                         --archives env.tar.gz#env (executors run ./env/bin/python)
   --env-archive PATH    ship this venv-pack archive (implies --python-env archive)
   -h, --help            this help
@@ -269,15 +272,15 @@ else
 fi
 
 # ---- the Python environment as an archive (--python-env archive) ---------------
-build_env_archive() {  # build_env_archive OUT: venv-pack PYTHON's venv into OUT, atomically
+build_env_archive() {  # build_env_archive OUT: venv-pack PYTHON's venv (no Spark) into OUT, atomically
   local out="$1" prefix tmp
   prefix="$("$PYTHON" -c 'import sys; print(sys.prefix if sys.prefix != sys.base_prefix else "")')"
   [ -n "$prefix" ] || die "--python-env archive packs a virtualenv, and $PYTHON is not in one"
   "$PYTHON" -c 'import venv_pack' 2>/dev/null \
     || die "venv-pack is not installed for $PYTHON: pip install 'sparkmaxent[cluster]' (or venv-pack)"
   tmp="$(mktemp "$BUILD_DIR/.env.XXXXXX.tar.gz")"
-  echo "submit.sh: packing $prefix into $out (venv-pack)" >&2
-  if ! "$PYTHON" -m venv_pack --quiet --force --prefix "$prefix" --output "$tmp" >&2; then
+  echo "submit.sh: packing $prefix into $out (venv-pack, without pyspark and py4j)" >&2
+  if ! "$PYTHON" "$ROOT/scripts/pack_env.py" --prefix "$prefix" --output "$tmp"; then
     rm -f "$tmp"; echo "submit.sh: error: venv-pack failed" >&2; exit 1
   fi
   chmod 644 "$tmp"

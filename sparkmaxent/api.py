@@ -16,6 +16,7 @@ from .data.tables import TableColumns
 from .errors import InputError
 from .jsonio import write_json
 from .plan import IN_PROCESS, ExecutionPlan, Limits
+from .report import PipelineReport
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +46,16 @@ def train_model(
     warm_start=None,
     plan: ExecutionPlan | None = None,
 ):
-    """Train ``cfg.train.method`` on a prepared dataset; returns (model, report).
+    """Train ``cfg.train.method`` on a prepared dataset; returns (model,
+    ``RunReport``).
 
     Selection methods checkpoint every round into ``<output_dir>/checkpoint``
     and write their plots to ``<output_dir>/plots``; ``resume`` continues
     from that checkpoint. ``warm_start``: grafting's warm start (weights over this
     dataset's candidate space, e.g. an earlier model's ``weights`` at a
     stronger gamma1). ``plan``: the run's execution plan (decided here from
-    the datasets' sizes, and logged, when not given); the report's ``plan``
+    the datasets' sizes when not given), completed with the partitions the
+    backends cached the events in and logged; the report's ``plan``
     records it."""
     import numpy as np
 
@@ -74,7 +77,6 @@ def train_model(
     }
     if plan is None:
         plan = plan_for(cfg, train_dir, heldout_dir)
-        plan.log()
     backend = make_backend(
         plan.stages["train"].backend,
         train_dir,
@@ -95,6 +97,10 @@ def train_model(
         if heldout_dir
         else None
     )
+    plan.built("train", backend)
+    if heldout is not None:
+        plan.built("heldout", heldout)
+    plan.log()  # once the backends are built: the partitions actually used
     try:
         result = train(
             backend, cfg.train, heldout, output_dir=output_dir, resume=resume, warm_start=warm_start
@@ -109,7 +115,7 @@ def train_model(
     names = feature_names_for(train_dir, np.union1d(atoms, atoms_used(conj)))
     if conj is not None:
         names.update(conjunction_names(conj, names))
-    result.report["plan"] = plan.to_dict()
+    result.report.plan = plan
     model = MaxentModel(
         space,
         result.weights,
@@ -117,7 +123,7 @@ def train_model(
         names,
         result.scaling,
         cfg.to_dict(),
-        {k: v for k, v in result.report.items() if k not in ("trace", "rounds")},
+        result.report.to_json(rounds=False),
         dictionary=train_dir,
         conjunctions=conj,
     )
@@ -174,13 +180,13 @@ def fit(
 ):
     """Train and save: ``<output_dir>/model`` and ``<output_dir>/train_report.json``,
     under :func:`run_output` (``plan`` as in :func:`train_model`). Returns
-    (model, report)."""
+    (model, ``RunReport``)."""
     with run_output(cfg, output_dir, "train") as out:
         model_dir = storage.join(out, MODEL_DIR)
         storage.refuse_existing(model_dir, cfg.output.overwrite, "model output")
         model, report = train_model(spark, cfg, train_dir, heldout_dir, out, resume, plan=plan)
         model.save(model_dir, overwrite=cfg.output.overwrite)
-        write_json(storage.join(out, TRAIN_REPORT), report)
+        write_json(storage.join(out, TRAIN_REPORT), report.to_json())
     return model, report
 
 
@@ -557,7 +563,7 @@ def split_datasets(
 
 def pipeline(
     spark, cfg: Config, out: str, resume: bool = False, phases: dict | None = None
-) -> dict:
+) -> PipelineReport:
     """Prepare (when the config names inputs), train, save and evaluate on
     the test set in one Spark session; returns the report written to
     ``<out>/report.json``, with each phase's seconds in ``phases_s`` (and
@@ -569,15 +575,21 @@ def pipeline(
         dirs = make_datasets(spark, cfg, out, plan)
         took["prepare_s"] = time.perf_counter() - started
         plan = plan_for(cfg, dirs["train"], dirs["heldout"], dirs["test"], plan)
-        plan.log()
         model, report = fit(spark, cfg, dirs["train"], out, dirs["heldout"], resume, plan)
         took["train_s"] = time.perf_counter() - started - took["prepare_s"]
-        full = {"config": cfg.to_dict(), "plan": plan.to_dict(), "datasets": dirs, "train": report}
+        test = None
         if dirs["test"]:
             t0 = time.perf_counter()
-            full["test"] = evaluate_model(spark, model, dirs["test"], plan=plan)
+            test = evaluate_model(spark, model, dirs["test"], plan=plan)
             took["evaluate_s"] = time.perf_counter() - t0
-        full["phases_s"] = {k: round(v, 3) for k, v in took.items()}
-        full["wall_s"] = round(time.perf_counter() - started, 3)
-        write_json(storage.join(out, PIPELINE_REPORT), full)
+        full = PipelineReport(
+            cfg.to_dict(),
+            plan,
+            dirs,
+            report,
+            test,
+            {k: round(v, 3) for k, v in took.items()},
+            round(time.perf_counter() - started, 3),
+        )
+        write_json(storage.join(out, PIPELINE_REPORT), full.to_json())
     return full

@@ -29,6 +29,7 @@ from .exits import (  # noqa: F401 (the exit codes, re-exported for callers)
 )
 from .jsonio import json_default, write_json
 from .plan import ExecutionPlan
+from .report import RunReport
 from .streams import restore_stderr, setup_logging
 
 log = logging.getLogger("sparkmaxent")
@@ -287,10 +288,10 @@ def _resume_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _require_converged(args, cfg, report: dict, model_dir: str) -> None:
+def _require_converged(args, cfg, report: RunReport, model_dir: str) -> None:
     """UnconvergedError (exit 4) when the saved run stopped short of its own
     criterion (train.unconverged), unless that is allowed."""
-    reasons = report.get("unconverged") or []
+    reasons = report.unconverged
     if reasons and not cfg.output.allow_unconverged:
         raise UnconvergedError(
             f"{cfg.train.method} stopped without meeting its own criterion: "
@@ -443,7 +444,10 @@ def _evaluate_to(args, cfg, spark, model) -> int:
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         plan = ExecutionPlan.from_config(cfg)
-        report = api.evaluate_model(spark, model, data, chunks, plan=plan)
+        report = {
+            **api.evaluate_model(spark, model, data, chunks, plan=plan),
+            "plan": plan.to_dict(),
+        }
     summary = {k: v for k, v in report.items() if k != "per_label"}
     print(json.dumps(summary, indent=2, default=json_default))
     if args.report:
@@ -464,10 +468,11 @@ def _pipeline(args, cfg) -> int:
     spark = api.session(cfg, args.command)
     started = {"spark_start_s": time.perf_counter() - t0}
     full = api.pipeline(spark, cfg, out, args.resume, phases=started)
-    report, test = full["train"], full.get("test", {})
+    report, test = full.train, full.test
+    objective = float("nan") if report.objective is None else report.objective
     print(
-        f"trained {cfg.train.method}: {report['nonzero_weights']} non-zero weights, "
-        f"objective {report.get('objective', float('nan')):.6g}, {report['passes']} passes"
+        f"trained {cfg.train.method}: {report.nonzero_weights} non-zero weights, "
+        f"objective {objective:.6g}, {report.passes} passes"
         + (f", test accuracy {test['accuracy']:.4f}" if test else "")
     )
     print(

@@ -21,6 +21,7 @@ thousand events. The rules (``Limits``):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -106,6 +107,17 @@ class ExecutionPlan:
         engine = IN_PROCESS if kind == "local" else SPARK
         self.stages[stage] = Stage(engine, kind, None if kind == "local" else self.partitions)
         return kind
+
+    def built(self, stage: str, backend: object) -> None:
+        """Record the partitions the backend of a training ``stage`` cached
+        its events in: ``data.partitions``, or when that is 0 the Parquet
+        scan's count, known only once the backend is built."""
+        from .backends.base import CachedBackend
+
+        if isinstance(backend, CachedBackend):
+            self.stages[stage] = dataclasses.replace(
+                self.stages[stage], partitions=backend.partitions
+            )
 
     def scores_in_process(self, stage: str, n_events: int, keyed: bool = False) -> bool:
         """Whether ``stage`` (evaluate, predict) scores a dataset of

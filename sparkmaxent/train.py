@@ -6,15 +6,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .backends import Backend
 from .blas import blas_threads
 from .choice import folds, path
 from .config import TrainConfig
 from .errors import NumericError, check_finite
-from .kernels import MomentsTask, Weights
+from .kernels import MomentsTask, Scaling, Space, Weights
 from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
+from .report import RUN_CAPS, HeldoutFigures, RunReport
 from .selection.base import FitResult, TrainingContext, evaluate
 from .selection.stops import Stop, StopReason
 
@@ -30,8 +32,9 @@ def train(
     on_round: Callable | None = None,
     warm_start: Weights | None = None,
     warm_conjunctions: Conjunctions | None = None,
-) -> FitResult:
-    """Run ``config.method`` on the backend's events and report on it.
+) -> TrainResult:
+    """Run ``config.method`` on the backend's events and report on it
+    (``TrainResult``: the method's result and the run's ``RunReport``).
 
     Parameters
     ----------
@@ -89,74 +92,109 @@ def train(
         if str(e).startswith(config.method):
             raise
         raise NumericError(f"{config.method}: {e}") from e
-    report = result.report
-    if auto:
-        report["folds"].update(auto)
-    # the last gate before a model exists: never hand back NaN weights or objective
-    check_finite(
-        f"{config.method}: the trained model",
-        objective=report.get("objective"),
-        weights=result.weights.values,
-        bias=result.weights.bias,
-    )
-    if result.stop is not None:
-        report.update(stopped=result.stop.message, stop_reason=result.stop.reason.value)
-    report.update(
+    result.scaling = scaling
+    wall_s = round(time.perf_counter() - start, 3)
+    return TrainResult(result, run_report(result, config, backend, heldout, auto, passes0, wall_s))
+
+
+def run_report(
+    result: FitResult,
+    config: TrainConfig,
+    backend: Backend,
+    heldout: Backend | None,
+    auto: dict,
+    passes0: int,
+    wall_s: float,
+) -> RunReport:
+    """The run's report around the method's section: checked finite (the
+    last gate before a model exists), the held-out figures, and why it did
+    not converge; logged."""
+    report = RunReport(
         method=config.method,
+        fit=result.report,
         nonzero_weights=result.weights.nnz,
         candidate_features=backend.space.n_features,
         passes=backend.passes - passes0,
-        wall_s=round(time.perf_counter() - start, 3),
+        wall_s=wall_s,
+        stop=result.stop,
+        automatic_folds=auto,
     )
-    refitted = report.get("refit", {}).get("chosen_fit")
-    if refitted is not None:  # the model saw the held-out events: the chosen fit's figures
-        report.update(
-            heldout_accuracy=refitted["heldout_accuracy"], heldout_loss=refitted["heldout_loss"]
-        )
-    elif heldout is not None:
-        stats = evaluate(heldout, result.weights, scaling, result.conjunctions)
-        report.update(heldout_accuracy=stats.accuracy, heldout_loss=stats.mean_loss)
-    result.scaling = scaling
-    report["unconverged"] = unconverged(report, result.stop)
-    for reason in report["unconverged"]:
+    check_finite(
+        f"{config.method}: the trained model",
+        objective=report.objective,
+        weights=result.weights.values,
+        bias=result.weights.bias,
+    )
+    # a refitted model saw the held-out events: the chosen fit's figures
+    report.heldout = report.refit_heldout
+    if report.heldout is None and heldout is not None:
+        stats = evaluate(heldout, result.weights, result.scaling, result.conjunctions)
+        report.heldout = HeldoutFigures(stats.accuracy, stats.mean_loss)
+    report.unconverged = unconverged(report)
+    for reason in report.unconverged:
         log.warning("%s: not converged: %s", config.method, reason)
-    report["warnings"] = budget_warnings(report, result.stop)
-    for warning in report["warnings"]:
+    report.warnings = budget_warnings(report)
+    for warning in report.warnings:
         log.warning("%s: %s", config.method, warning)
+    objective = report.objective
     log.info(
         "done: objective %.10g, %d non-zero weights, %d passes, %.1fs",
-        report.get("objective", float("nan")),
-        report["nonzero_weights"],
-        report["passes"],
-        report["wall_s"],
+        float("nan") if objective is None else objective,
+        report.nonzero_weights,
+        report.passes,
+        report.wall_s,
     )
-    return result
+    return report
 
 
-#: Run-control caps (``train.selection``): a run they end is the run asked for.
-RUN_CAPS = (StopReason.MAX_ROUNDS, StopReason.MAX_SECONDS)
+@dataclass
+class TrainResult:
+    """What ``train()`` returns: the method's result (weights, scaling,
+    conjunctions, stop) and the run's typed report (``report.RunReport``)."""
+
+    fit: FitResult
+    report: RunReport
+
+    @property
+    def weights(self) -> Weights:
+        return self.fit.weights
+
+    @property
+    def scaling(self) -> Scaling | None:
+        return self.fit.scaling
+
+    @property
+    def conjunctions(self) -> Conjunctions | None:
+        return self.fit.conjunctions
+
+    @property
+    def stop(self) -> Stop | None:
+        return self.fit.stop
+
+    def space(self, atoms: Space) -> Space:
+        """The weights' space, given the data's (``FitResult.space``)."""
+        return self.fit.space(atoms)
 
 
-def unconverged(report: dict, stop: Stop | None) -> list[str]:
+def unconverged(report: RunReport) -> list[str]:
     """Why a run stopped without meeting its own criterion ([] when it met
-    it), from its report and its ``stop``: L-BFGS not converged (smooth
-    methods, which have no stop), a round's solver not converged (the
-    rounds' ``converged``), or the KKT certificate failed (grafting family).
-    A stop at a run-control cap (``max_rounds``, ``max_seconds``:
-    ``RUN_CAPS``) is the run the user asked for, with a saved model: its
-    certificate is reported but not held against it (``budget_warnings``
-    says so). The CLI exits 4 on any reason (cli.py)."""
+    it): L-BFGS not converged (smooth methods, which have no stop), a
+    round's solver not converged (the rounds' ``converged``), or the KKT
+    certificate failed (grafting family). A stop at a run-control cap
+    (``max_rounds``, ``max_seconds``: ``RUN_CAPS``) is the run the user
+    asked for, with a saved model: its certificate is reported but not held
+    against it (``budget_warnings`` says so). The CLI exits 4 on any reason
+    (cli.py)."""
     reasons = []
-    reason = stop.reason if stop is not None else None
-    if stop is None and report.get("converged") is False:
-        reasons.append(f"L-BFGS did not converge: {report.get('optimizer_message', '')}")
-    rounds = [
-        str(r.get("round")) for r in report.get("rounds") or [] if r.get("converged") is False
-    ]
+    if report.stop is None and report.converged is False:
+        reasons.append(f"L-BFGS did not converge: {report.optimizer_message}")
+    rounds = report.unconverged_rounds
     if rounds:
-        reasons.append(f"the solver did not converge in round(s) {', '.join(rounds)}")
-    kkt = report.get("kkt")
-    if kkt and not kkt.get("passed") and reason not in RUN_CAPS:
+        reasons.append(
+            f"the solver did not converge in round(s) {', '.join(str(r) for r in rounds)}"
+        )
+    kkt = report.certificate
+    if kkt and not kkt.get("passed") and not report.stopped_at_cap:
         reasons.append(
             f"KKT certificate failed: max zero-weight |gradient| {kkt['max_zero_gradient']:.4g} "
             f"(bound {kkt['bound']:.4g}), max active violation "
@@ -165,14 +203,15 @@ def unconverged(report: dict, stop: Stop | None) -> list[str]:
     return reasons
 
 
-def budget_warnings(report: dict, stop: Stop | None) -> list[str]:
+def budget_warnings(report: RunReport) -> list[str]:
     """What the report warns of (not an error, exit 0): a run ended by its
     time budget ``max_seconds`` saved the model it had (a stage method with
     held-out data: its best held-out stage so far; else its last round),
     which a resumed run with a larger budget can improve."""
+    stop = report.stop
     if stop is None or stop.reason is not StopReason.MAX_SECONDS:
         return []
-    kept = "the best held-out stage so far" if report.get("choice") else "the last round"
+    kept = "the best held-out stage so far" if report.stage_choice else "the last round"
     return [
         f"time budget reached ({stop.message}): the model is {kept}; --resume with a larger "
         "train.selection.max_seconds continues the run"
@@ -181,7 +220,10 @@ def budget_warnings(report: dict, stop: Stop | None) -> list[str]:
 
 __all__ = [
     "METHODS",
+    "RUN_CAPS",
     "FitResult",
+    "RunReport",
+    "TrainResult",
     "TrainingContext",
     "budget_warnings",
     "evaluate",

@@ -43,14 +43,15 @@ class Backend(Protocol):
 class CachedBackend:
     """What the Spark backends share: a context manager that closes (releases
     its cached blocks) on exit, and a repr naming the dataset and state.
-    Subclasses set ``name``, ``dataset_dir``, ``n_events``, ``passes`` and
-    give ``close`` and ``cached`` (the cached blocks' handle, None once
-    closed)."""
+    Subclasses set ``name``, ``dataset_dir``, ``n_events``, ``passes``,
+    ``partitions`` (the partitions the blocks are cached in) and give
+    ``close`` and ``cached`` (the cached blocks' handle, None once closed)."""
 
     name: str
     dataset_dir: str
     n_events: int
     passes: int
+    partitions: int
 
     def cached(self) -> object | None:
         raise NotImplementedError

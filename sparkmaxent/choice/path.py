@@ -50,7 +50,7 @@ from ..selection.base import FitResult, TrainingContext
 from ..selection.reporting import PLOTS_DIR
 from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
-from .stop_rule import Measure, choose, stop_rule
+from .stop_rule import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
 
@@ -201,18 +201,23 @@ def _elastic_paths(
     spreads weight over correlated features where l1 keeps one of them: on
     small text data (many rare, correlated words) pure l1 falls far below
     l2. Among the variants' chosen points the sparsest within one standard
-    error of the best is kept (``sparsest_within_noise``). The report's
-    ``path`` is the chosen variant's, ``path.elastic`` one row per variant
-    (its chosen point). Returns the choice with the context
-    and point fit of its variant (the refit's)."""
+    error of the best is kept (``sparsest_within_noise``). l2 mixes run from
+    pure l1 up and stop at the first that is not better than the sparser
+    ones beyond the noise (``denser_mix_gains``; ``train.choice.mix_stop``).
+    The report's ``path`` is the chosen variant's, ``path.elastic`` one row
+    per variant run (its chosen point), ``path.elastic_not_run`` the rest.
+    Returns the choice with the context and point fit of its variant (the
+    refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
     fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
-    summary = []
+    summary: list[dict] = []
+    measures: list[Measure] = []
     for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
         parameter, grid, _, top, extend = path_plan(sub, start)
-        result = run_path(sub, parameter, grid, fit_point, top, extend, start=start)
+        result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start)
+        measures.append(measure)
         path = result.report["path"]
         point = path["points"][path["chosen"]]
         path.update(what)
@@ -225,29 +230,64 @@ def _elastic_paths(
             point["heldout_score"],
         )
         fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
-    i = sparsest_within_noise(summary)
+        if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
+            break
+    i, gaps = sparsest_within_noise(summary, measures)
     for j, row in enumerate(summary):
         row["chosen"] = j == i
+        row["below_best_se"] = gaps[j]
     best = fitted[i]
     path = best[0].report["path"]
     path["elastic"] = summary
+    path["elastic_not_run"] = [what for what, _, _ in variants[len(summary) :]]
     path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
     return best
 
 
-def sparsest_within_noise(rows: list[dict]) -> int:
+def denser_mix_gains(measures: list[Measure]) -> bool:
+    """Whether the last (densest) l2 mix's chosen point beats every sparser
+    mix's by more than its standard error (``train.choice.mix_stop``): only
+    then is a denser mix tried. A mix that does not is not chosen over the
+    sparser ones (``sparsest_within_noise``), and the held-out gain of more
+    l2 is taken to shrink as the mix grows (as a path's gain shrinks past
+    its best gamma1): the denser mixes, whose paths cost the most, are left
+    out."""
+    if len(measures) < 2:
+        return True
+    last, best = measures[-1], max(measures[:-1], key=lambda m: m.score)
+    gain = last.score - best.score
+    if gain > last.se:
+        return True
+    log.info(
+        "elastic net: the last l2 mix gains %.4g held-out over the best sparser mix, "
+        "within its standard error %.4g: no denser mix is tried",
+        gain,
+        last.se,
+    )
+    return False
+
+
+def sparsest_within_noise(rows: list[dict], measures: list[Measure]) -> tuple[int, list[float]]:
     """The variant chosen among paths' chosen points (``rows``: their
-    ``heldout_score``, ``heldout_se``, ``features``): the one with the
+    ``heldout_score``, ``heldout_se`` and ``features``): the one with the
     fewest non-zero weights whose score is at least the best minus the
     best's standard error (the one-standard-error rule across variants:
     a denser elastic net is kept only when its gain is beyond the noise of
-    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10)."""
-    return choose(
-        [r["heldout_score"] for r in rows],
-        [r["heldout_se"] for r in rows],
-        [r["features"] for r in rows],
-        True,
-    )
+    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10).
+    Also each variant's gap below the best in standard errors of the
+    *paired* difference (``measures``: the same held-out events scored by
+    both; ``stop_rule.difference_se``), for the report: far narrower than
+    one score's error, it finds nearly every gain of a denser mix real, and
+    as a choice rule it would keep the densest mix on every corpus."""
+    scores = [r["heldout_score"] for r in rows]
+    best = int(np.nanargmax(scores))
+    gaps = []
+    for score, measure in zip(scores, measures, strict=True):
+        se = difference_se(measure, measures[best])
+        diff = scores[best] - score
+        gaps.append(float(diff / se) if se > 0 else (np.inf if diff > 0 else 0.0))
+    chosen = choose(scores, [r["heldout_se"] for r in rows], [r["features"] for r in rows], True)
+    return chosen, gaps
 
 
 def path_plan(
@@ -296,9 +336,23 @@ def run_path(
     default grid), a path whose last point is still the best goes on down
     by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points.
     Every point after the first runs on a pass budget (``scored_point``)."""
+    return _run_points(ctx, parameter, grid, fit_point, previous, extend, start)[0]
+
+
+def _run_points(
+    ctx: TrainingContext,
+    parameter: str,
+    grid: list[float],
+    fit_point: PointFit,
+    previous: float | None,
+    extend: bool,
+    start: Weights,
+) -> tuple[FitResult, Measure]:
+    """``run_path``, with the chosen point's held-out measure."""
     choice = ctx.config.choice
     rows: list[dict] = []
     results: list[FitResult] = []
+    measures: list[Measure] = []
     rule = stop_rule(choice)
     weights, best = start, -np.inf
     grid = list(grid)
@@ -313,6 +367,7 @@ def run_path(
         row["below_best_se"] = rule.gaps[-1]
         rows.append({parameter: gamma, **row})
         results.append(result)
+        measures.append(measure)
         log.info(
             "path %s %.4g: %d features, objective %.6g, held-out %s %.6g (accuracy %.4f), "
             "%d passes%s",
@@ -336,7 +391,8 @@ def run_path(
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row["features"])
             break
-    return _chosen(ctx, parameter, grid, rows, results)
+    chosen = _chosen(ctx, parameter, grid, rows, results)
+    return chosen, measures[chosen.report["path"]["chosen"]]
 
 
 def scored_point(

@@ -29,11 +29,9 @@ from .. import storage
 from ..plan import Limits
 from ..shapes import MULTICLASS
 from .checks import QUARANTINE_DIR, check_counts, parse_error
-from .dictionary import feature_space_size, labels_of
 from .indexing import _finalize_udf
 from .inputs import display_path, expand_inputs
 from .options import PrepareOptions
-from .publish import save_info
 from .raw import (
     KIND_ERROR,
     KIND_EVENT,
@@ -45,6 +43,7 @@ from .raw import (
 )
 from .readers import format_spec
 from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo, events_schema
+from .stages import build
 
 logger = logging.getLogger("sparkmaxent.data.prepare")  # a prepare run logs under one name
 
@@ -164,49 +163,63 @@ def _first(rows: np.ndarray, fi: np.ndarray, line: np.ndarray) -> int:
 def build_local(
     spark, src: RawSource, tmp: str, settings: PrepareOptions, vocab_info: DatasetInfo | None
 ) -> DatasetInfo:
-    """``prepare._build`` in this process: the stages from raw events read
-    by ``read_small`` to a complete dataset in ``tmp`` (``settings`` with
-    binary and partitions resolved by ``prepare._run``)."""
-    training = settings.require_labels and vocab_info is None
-    stats = raw_stats_local(src.raw, src.shape, vocab_info, training)
-    quarantined = 0
-    if stats["n_errors"] and not settings.quarantine:  # read_small stopped at the first error
-        fe = stats["first_error"]
-        raise parse_error(src, fe["file_index"], fe["line"], stats["first_reason"])
-    if stats["n_errors"]:
-        quarantined = write_quarantine(src, tmp)
-    check_counts(src, stats, quarantined)
-    labels, unknown_labels, unseen_labels = labels_of(src, stats, vocab_info, training)
-    events = src.raw.filter(pc.equal(src.raw.column("kind"), KIND_EVENT))
-    dictionary = _dictionary(events, settings.cutoff, settings.vocabulary)
-    storage.write_parquet(storage.join(tmp, FEATURES_DIR, "part-00000.parquet"), dictionary)
-    n_ids = feature_space_size(vocab_info, settings.vocabulary, dictionary.num_rows)
-    final, unknown, occurrences = _index(
-        events,
-        dictionary,
-        src.shape,
-        labels,
-        unseen_labels,
-        vocab_info is not None,
-        bool(settings.binary),
-    )
-    if settings.merge_duplicates:
-        final = _merge(final, src.shape)
-    final = final.sort_by("event_id")
-    n_parts = settings.partitions or 1
-    chunks = np.array_split(np.arange(final.num_rows), min(n_parts, max(final.num_rows, 1)))
-    for k, rows in enumerate(chunks):
-        part = final.slice(int(rows[0]), len(rows)) if len(rows) else final.slice(0, 0)
-        storage.write_parquet(storage.join(tmp, EVENTS_DIR, f"part-{k:05d}.parquet"), part)
-    counts = {
-        "quarantined": quarantined,
-        "unknown_features": unknown,
-        "feature_occurrences": occurrences,
-        "unknown_labels": unknown_labels,
-        "unseen_labels": unseen_labels,
-    }
-    size = {"n_ids": n_ids, "n_events": final.num_rows, "total_weight": stats["total_weight"]}
-    return save_info(spark, tmp, src, labels, size, counts, settings, vocab_info, True)
+    """``stages.build`` in this process (``ArrowEngine``): raw events read
+    by ``read_small`` (or collected by ``collect_raw``) to a complete
+    dataset in ``tmp``."""
+    return build(ArrowEngine(spark, src), tmp, settings, vocab_info)
+
+
+class ArrowEngine:
+    """The prepare stages (``stages.Engine``) on Arrow tables in the
+    driver's process."""
+
+    in_process = True
+
+    def __init__(self, spark, src: RawSource) -> None:
+        self.spark, self.src = spark, src
+        self.events = src.raw.filter(pc.equal(src.raw.column("kind"), KIND_EVENT))
+
+    def raw_stats(self, vocab_info: DatasetInfo | None, training: bool) -> dict:
+        return raw_stats_local(self.src.raw, self.src.shape, vocab_info, training)
+
+    def check(self, stats: dict, tmp: str, quarantine: bool) -> int:
+        quarantined = 0
+        if stats["n_errors"] and not quarantine:  # read_small stopped at the first error
+            fe = stats["first_error"]
+            raise parse_error(self.src, fe["file_index"], fe["line"], stats["first_reason"])
+        if stats["n_errors"]:
+            quarantined = write_quarantine(self.src, tmp)
+        check_counts(self.src, stats, quarantined)
+        return quarantined
+
+    def dictionary(self, cutoff: int, vocabulary: str | None) -> pa.Table:
+        return _dictionary(self.events, cutoff, vocabulary)
+
+    def write_features(self, dictionary: pa.Table, tmp: str) -> int:
+        storage.write_parquet(storage.join(tmp, FEATURES_DIR, "part-00000.parquet"), dictionary)
+        return dictionary.num_rows
+
+    def index(self, dictionary, n_features, labels, unseen_labels, count_unknown, binary):
+        return _index(
+            self.events, dictionary, self.src.shape, labels, unseen_labels, count_unknown, binary
+        )
+
+    def merge(self, events: pa.Table) -> pa.Table:
+        return _merge(events, self.src.shape)
+
+    def write_events(self, events: pa.Table, tmp: str, n_parts: int) -> int:
+        """In event_id order, cut into ``n_parts`` files of consecutive rows."""
+        events = events.sort_by("event_id")
+        chunks = np.array_split(np.arange(events.num_rows), min(n_parts, max(events.num_rows, 1)))
+        for k, rows in enumerate(chunks):
+            part = events.slice(int(rows[0]), len(rows)) if len(rows) else events.slice(0, 0)
+            storage.write_parquet(storage.join(tmp, EVENTS_DIR, f"part-{k:05d}.parquet"), part)
+        return events.num_rows
+
+    def write_keys(self, key_col: str, tmp: str) -> None:
+        raise AssertionError(
+            f"key column {key_col!r}: a table with keys is prepared on Spark (rawtable.read_table)"
+        )
 
 
 def write_quarantine(src: RawSource, tmp: str) -> int:

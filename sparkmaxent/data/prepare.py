@@ -15,24 +15,15 @@ from typing import Any
 
 from .. import storage
 from ..session_kind import default_parallelism
-from .checks import check_raw, raw_stats
-from .dictionary import (
-    binary_setting,
-    feature_dictionary,
-    feature_space_size,
-    labels_of,
-    load_vocabulary,
-)
-from .indexing import index_events
-from .indexing import merge_duplicates as merge_events
+from .dictionary import binary_setting, load_vocabulary
 from .inputs import resolve_options
 from .local_prepare import build_local, is_local, read_small
 from .options import PrepareOptions
-from .publish import save_info, write_events, write_features, write_keys
-from .raw import KIND_EVENT, RawSource, read_files
+from .raw import RawSource, read_files
 from .rawtable import read_candidate_table, read_table
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
+from .stages import SparkEngine, build
 
 logger = logging.getLogger(__name__)
 
@@ -359,7 +350,7 @@ def _build_and_publish(
         else:
             raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
             cached.append(raw)
-            info = _build(spark, src, raw, tmp, settings, vocab_info, cached)
+            info = build(SparkEngine(spark, src, raw, cached), tmp, settings, vocab_info)
         storage.publish(tmp, out_dir, overwrite=True)  # refused earlier unless overwrite
         if settings.plan is not None:
             settings.plan.prepared(is_local(src))
@@ -370,58 +361,6 @@ def _build_and_publish(
         for df in cached:
             df.unpersist()
     return info
-
-
-def _build(
-    spark,
-    src: RawSource,
-    raw,
-    tmp: str,
-    settings: PrepareOptions,
-    vocab_info: DatasetInfo | None,
-    cached: list,
-) -> DatasetInfo:
-    """The stages from the persisted raw events to a complete dataset in
-    ``tmp`` (``settings`` with binary and partitions resolved by ``_run``)."""
-    from pyspark.sql import functions as F
-
-    training = settings.require_labels and vocab_info is None
-    stats = raw_stats(raw, src.shape, vocab_info, training)
-    quarantined = check_raw(src, raw, stats, tmp, settings.quarantine)
-    labels, unknown_labels, unseen_labels = labels_of(src, stats, vocab_info, training)
-
-    events = raw.where(F.col("kind") == KIND_EVENT)
-    dictionary = feature_dictionary(spark, events, settings.cutoff, settings.vocabulary)
-    cached.append(dictionary)
-    n_features = write_features(dictionary, tmp)
-    n_ids = feature_space_size(vocab_info, settings.vocabulary, n_features)
-
-    final, unknown_features, occurrences = index_events(
-        events,
-        dictionary,
-        n_features,
-        src.shape,
-        labels,
-        unseen_labels,
-        count_unknown=vocab_info is not None,
-        binary=bool(settings.binary),
-    )
-    if settings.merge_duplicates:
-        final = merge_events(final, src.shape)
-    n_events = write_events(final, tmp, src.shape, settings.partitions or 1)  # resolved by _run
-    if src.key_col:
-        write_keys(events, src.key_col, tmp)
-
-    counts = {
-        "quarantined": quarantined,
-        "unknown_features": unknown_features,
-        "feature_occurrences": occurrences,
-        "unknown_labels": unknown_labels,
-        "unseen_labels": unseen_labels,
-    }
-    size = {"n_ids": n_ids, "n_events": n_events, "total_weight": stats["total_weight"]}
-    small = settings.limits.events(n_events)
-    return save_info(spark, tmp, src, labels, size, counts, settings, vocab_info, small)
 
 
 def info_summary(info: DatasetInfo) -> dict:

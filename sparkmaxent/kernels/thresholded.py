@@ -47,7 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import Block
-from .loss import LossGrad, loss_grad, loss_grad_at
+from .curvature import Curvature, CurvatureTask
+from .loss import LossGrad, LossGradTask, loss_grad, loss_grad_at
 from .params import Scaling, Space, Weights
 from .topk import union_positions
 
@@ -266,7 +267,51 @@ class ExactSumsTask:
         return loss_grad_at(block, self.space, self.weights.sparse(), self.scaling, self.ids)
 
 
+@dataclass
+class WithPartial:
+    """A solver pass's own sums (``lg``, its gradient over the solver's
+    features only; ``hess_upper``, a curvature pass's Hessian as in
+    ``Curvature``, else None) and the next gradient test's ``partial``."""
+
+    lg: LossGrad
+    hess_upper: np.ndarray | None
+    partial: ThresholdedGradient
+
+    def merge(self, other: WithPartial) -> WithPartial:
+        hess = None
+        if self.hess_upper is not None and other.hess_upper is not None:
+            hess = self.hess_upper + other.hess_upper
+        return WithPartial(self.lg.merge(other.lg), hess, self.partial.merge(other.partial))
+
+
+@dataclass(frozen=True)
+class WithPartialTask:
+    """A picklable full-gradient solver pass (``inner``: a ``LossGradTask``
+    over every feature or a ``CurvatureTask`` with ``full_gradient``, both
+    scoring the non-zero weights, so their gradient sums are the dense
+    test's) that ships no dense gradient: per block its sums with the
+    gradient cut to the features ``ids`` (the solver's), and the
+    ``ThresholdedTestTask`` partial at cut ``tau`` (at most ``keep``
+    entries) of the test at the pass's weights with active features
+    ``test_ids`` (the non-zero ones when the round prunes zeros), the
+    thresholded test's pass there bit for bit."""
+
+    inner: LossGradTask | CurvatureTask
+    ids: np.ndarray
+    test_ids: np.ndarray
+    tau: float
+    keep: int | None = None
+
+    def __call__(self, block: Block) -> WithPartial:
+        out = self.inner(block)
+        lg, hess = (out.lg, out.hess_upper) if isinstance(out, Curvature) else (out, None)
+        part = threshold_partial(lg, self.test_ids, self.tau, self.inner.space.n_labels, self.keep)
+        return WithPartial(dataclasses.replace(lg, grad=lg.grad[self.ids]), hess, part)
+
+
 __all__ = [
+    "WithPartial",
+    "WithPartialTask",
     "ExactSumsTask",
     "ThresholdedGradient",
     "ThresholdedTestTask",

@@ -33,7 +33,7 @@ from ..kernels import LossGrad, Space, Weights
 from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, ThresholdedTestTask
 from ..kernels.topk import GradientSummary, GradientTestTask, top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
-from ..problem.objective import checked_pass
+from ..problem.objective import PartialCut, checked_pass
 from ..selection.base import TrainingContext
 from .partials import Decided, resolve
 
@@ -129,9 +129,16 @@ class GradientTest:
         return self.test(weights).kkt
 
     def remember(self, weights: Weights, ev: Evaluation) -> None:
-        """Keep the dense test from ``ev``, a pass at ``weights`` that
-        brought the full gradient: the next test there costs no pass."""
-        self._known = (weights, self._from_full(weights, ev))
+        """Keep the test from ``ev``, a solver's pass at ``weights``, when it
+        brought the full gradient (or the thresholded test's partials): the
+        next test there costs no pass (or only its fetch pass)."""
+        if ev.full_grad is not None:
+            self._known = (weights, self._from_full(weights, ev))
+
+    def round_objective(self, ids: np.ndarray) -> Objective:
+        """The Objective a round's solver runs on: its full-gradient passes
+        bring what ``remember`` keeps."""
+        return self.objective(ids)
 
     def forget(self) -> None:
         """Drop the known test (the next one runs its pass)."""
@@ -199,6 +206,25 @@ class ThresholdedTest(GradientTest):
             "fetch_passes": self.fetch_passes,
         }
 
+    def round_objective(self, ids: np.ndarray) -> Objective:
+        """Its full-gradient passes ship this test's partials, never the
+        dense gradient."""
+        obj = self.objective(ids)
+        obj.partials = PartialCut(self.cut * self.bound, self.keep, self.penalty.prunes)
+        return obj
+
+    def remember(self, weights: Weights, ev: Evaluation) -> None:
+        """The test from a solver's pass that shipped this test's partials
+        at ``weights`` (bit for bit this test's own first pass there)."""
+        if ev.partial is None:
+            super().remember(weights, ev)
+            return
+        self.tests += 1
+        lg = checked_pass(ev.partial.scalars(), "gradient-test pass")
+        obj = self.objective(weights.active_ids())
+        value = obj.value(lg, weights.values)
+        self._known = (weights, self._decide(weights, obj, value, lg, ev.partial, False))
+
     def certify(self, weights: Weights) -> dict:
         """With the count over the bound left open, the test again with
         every feature decided (blocks then ship uncapped)."""
@@ -212,9 +238,22 @@ class ThresholdedTest(GradientTest):
         """The certificate's count over the bound is exact when
         ``exact_count`` or when nothing passes (``TestResult.open``)."""
         self.tests += 1
-        th = theta(weights)
         keep = None if exact_count else self.keep
-        value, lg, part = self._partials(obj, th, keep)
+        value, lg, part = self._partials(obj, theta(weights), keep)
+        return self._decide(weights, obj, value, lg, part, exact_count)
+
+    def _decide(
+        self,
+        weights: Weights,
+        obj: Objective,
+        value: float,
+        lg: LossGrad,
+        part: ThresholdedGradient,
+        exact_count: bool,
+    ) -> TestResult:
+        """The test from the merged partials ``part``, with the fetch pass
+        where they leave it open."""
+        th = theta(weights)
         out = resolve(part, weights, self.penalty.l2, self.bound, self.n_best, exact_count)
         if not isinstance(out, Decided):
             self.fetch_passes += 1

@@ -103,6 +103,10 @@ class Grafting:
     def objective(self, ids: np.ndarray) -> Objective:
         return self.gradient_test.objective(ids)
 
+    def round_objective(self, ids: np.ndarray) -> Objective:
+        """The Objective of a round's solver (``GradientTest.round_objective``)."""
+        return self.gradient_test.round_objective(ids)
+
     def penalized(self, value: float, weights: Weights) -> float:
         """C with the l1 term, from the smooth part's ``value``."""
         return value + self.penalty.l1_value(weights.values)
@@ -167,7 +171,7 @@ class Grafting:
         # a new weight enters on the side where C decreases: -sign(dC/dw_j)
         signs[new_pos] = -np.sign(test.new_grad)
         box = penalty.box(signs, space.n_bias)
-        obj = self.objective(ids)
+        obj = self.round_objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
         solver = choose_solver(
             self.ctx.config.selection.solver,
@@ -197,7 +201,7 @@ class Grafting:
         # prune weights driven to exactly 0 (footnote 2; with l1 only)
         keep = w != 0 if penalty.prunes else np.ones(n, dtype=bool)
         out = Weights(ids[keep], w[keep].copy(), bias)
-        if res.last is not None and res.last.full_grad is not None:
+        if res.last is not None:
             self.gradient_test.remember(out, res.last)
         if len(new) and same_weights(out, weights):
             # every new weight stayed at 0: the solver could not move it, and

@@ -190,7 +190,7 @@ class MaxEntEstimator(Estimator, TrainingParams):
         )
         # the scratch dictionary goes away: the model's vocabulary is its used features
         maxent = dataclasses.replace(maxent, dictionary="")
-        model = self._copyValues(self._model(maxent, report, prepared.extra))
+        model = self._copyValues(self._model(maxent, report.to_json(), prepared.extra))
         model._set(binary=trained_binary(maxent))  # also when given as config['data.binary']
         model._session = prepared.spark  # the dataset's session, classic or Connect
         return model

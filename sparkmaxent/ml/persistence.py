@@ -56,10 +56,11 @@ class MaxEntWriter(MLWriter):
         storage.delete(path)
 
     def saveImpl(self, path: str) -> None:
-        # before anything is written; under Spark Connect this also refuses a
-        # remote file system (hdfs://, s3a://: the client has no Hadoop FileSystem)
         if storage.exists(path):
             raise path_exists(path)
+        # before anything is written: under Spark Connect a remote file system
+        # (hdfs://, s3a://) is read only (storage.connect), and this refuses it
+        storage.mkdirs(storage.split(path)[0])
         DefaultParamsWriter.saveMetadata(
             self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
         )

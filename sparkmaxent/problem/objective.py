@@ -21,9 +21,10 @@ import numpy as np
 from ..backends import Backend
 from ..errors import check_finite, check_total_weight
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights
-from ..kernels.curvature import CurvatureTask
+from ..kernels.curvature import Curvature, CurvatureTask
 from ..kernels.direction import LocalDirectionTask
 from ..kernels.loss import RayTask
+from ..kernels.thresholded import ThresholdedGradient, WithPartialTask
 
 
 @dataclass
@@ -41,6 +42,9 @@ class Evaluation:
         dC/dw_j for every candidate feature j (the gradient test), when asked for.
     lossgrad : LossGrad
         The raw sums of the pass (loss, weight, correct).
+    partial : ThresholdedGradient or None
+        In place of ``full_grad`` on an Objective with a ``PartialCut``: the
+        thresholded test's partials at the pass's weights.
     """
 
     value: float
@@ -48,6 +52,19 @@ class Evaluation:
     hess: np.ndarray | None
     full_grad: np.ndarray | None
     lossgrad: LossGrad
+    partial: ThresholdedGradient | None = None
+
+
+@dataclass(frozen=True)
+class PartialCut:
+    """How an Objective's full-gradient passes ship the gradient test: as
+    the thresholded test's partials (``kernels/thresholded.py``) at cut
+    ``tau``, at most ``keep`` entries a block, the test's active features
+    the non-zero weights when the round ``prunes`` zeros (else all)."""
+
+    tau: float
+    keep: int | None
+    prunes: bool
 
 
 class Objective:
@@ -61,6 +78,9 @@ class Objective:
     l2 : float
         gamma2 >= 0.
     scaling : Scaling or None
+    partials : PartialCut or None
+        Full-gradient passes ship the thresholded test's partials
+        (``Evaluation.partial``) instead of the dense gradient.
     """
 
     def __init__(
@@ -69,6 +89,7 @@ class Objective:
         ids: np.ndarray | None,
         l2: float = 0.0,
         scaling: Scaling | None = None,
+        partials: PartialCut | None = None,
     ):
         if l2 < 0:
             raise ValueError(f"expected l2 >= 0, got {l2}")
@@ -78,6 +99,7 @@ class Objective:
         self.n_weights = self.space.n_features if ids is None else len(ids)
         self.l2 = l2
         self.scaling = scaling
+        self.partials = partials
         self.evaluations = 0
         self.last: LossGrad | None = None
 
@@ -121,24 +143,29 @@ class Objective:
         # same weights give bitwise the same gradient whichever pass computes
         # it (a resumed run then repeats an uninterrupted one exactly).
         scoring = weights.sparse() if full_gradient else weights
-        if hessian:
-            cv = self.backend.run(
-                CurvatureTask(self.space, scoring, ids, self.scaling, full_gradient)
-            )
+        task: CurvatureTask | LossGradTask = (
+            CurvatureTask(self.space, scoring, ids, self.scaling, full_gradient)
+            if hessian
+            else LossGradTask(self.space, scoring, self.scaling, None if full_gradient else ids)
+        )
+        cut = self.partials if full_gradient else None
+        part: ThresholdedGradient | None = None
+        hess: np.ndarray | None = None
+        if cut is not None:  # the test's partials in place of the dense gradient
+            test_ids = scoring.active_ids() if cut.prunes else ids
+            both = self.backend.run(WithPartialTask(task, ids, test_ids, cut.tau, cut.keep))
+            lg, part = both.lg, both.partial
+            hess = None if both.hess_upper is None else Curvature(lg, both.hess_upper).hess
+            check_finite("full-gradient pass", gradient=part.sums, active_gradient=part.active)
+        elif isinstance(task, CurvatureTask):
+            cv = self.backend.run(task)
             lg, hess = cv.lg, cv.hess
         else:
-            lg, hess = (
-                self.backend.run(
-                    LossGradTask(
-                        self.space, scoring, self.scaling, None if full_gradient else self.ids
-                    )
-                ),
-                None,
-            )
+            lg = self.backend.run(task)
         self.last = checked_pass(lg, "curvature pass" if hessian else "full-gradient pass", hess)
         n, w = self.n_weights, weights.values
         full = None
-        if full_gradient:
+        if full_gradient and part is None:
             full = lg.grad / lg.weight
             full[self.ids] += self.l2 * w
             g = full[self.ids]
@@ -149,7 +176,7 @@ class Objective:
         if hess is not None:
             hess /= lg.weight  # in place: the pass's own (n, n) array, no copy of it
             hess[np.arange(n), np.arange(n)] += self.l2
-        return Evaluation(self.value(lg, w), g, hess, full, lg)
+        return Evaluation(self.value(lg, w), g, hess, full, lg, part)
 
     def ray(self, theta: np.ndarray, direction: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """C(theta + t * direction) for every t in ``steps``, in one pass

@@ -1,7 +1,7 @@
-"""The two file systems behind ``storage``: Hadoop's, through the running
-Spark session, and plain ``os`` for local paths when no session exists or
-the session is a Spark Connect client (no JVM on the client: its local paths
-are the server's when both share a disk, other schemes are refused).
+"""The file systems behind ``storage``: Hadoop's, through the running
+Spark session, and plain ``os`` for local paths when no session exists; a
+Spark Connect client (no JVM) uses ``os`` for local paths and reads other
+schemes through the server (``connect.py``).
 
 A path is a URI (``hdfs://``, ``s3a://``, ``abfss://``, ``file:``) or a
 bare path. With a Spark session a bare path is in Hadoop's default file
@@ -16,45 +16,27 @@ them use the same local disk through ``os``, where both are atomic.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import InputError
+from .uri import local_path, scheme
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 T = TypeVar("T")
 
 
-def scheme(path: str) -> str:
-    """The URI scheme of ``path`` (``hdfs``, ``file``, ...), "" for a bare path."""
-    m = _SCHEME.match(path)
-    return m.group(1).lower() if m and "/" in path[m.end() : m.end() + 1] else ""
-
-
-def local_path(path: str) -> str:
-    """``file:///a/b`` or ``file:/a/b`` -> ``/a/b``; a bare path made absolute."""
-    if scheme(path) == "file":
-        rest = path[len("file:") :]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            rest = rest[rest.index("/") :] if "/" in rest else "/"
-        return rest
-    return os.path.abspath(os.path.expanduser(path))
-
-
-def connect_active() -> bool:
-    """Whether this process holds an active Spark Connect client session (it
-    has no JVM, so no Hadoop FileSystem: files go through ``os``)."""
+def connect_session() -> Any:
+    """This process's active Spark Connect client session, else None (it has
+    no JVM, so no Hadoop FileSystem: ``storage.connect``)."""
     module = sys.modules.get("pyspark.sql.connect.session")
     if module is None:
-        return False
+        return None
     try:
-        return module.SparkSession.getActiveSession() is not None
+        return module.SparkSession.getActiveSession()
     except Exception:  # the client's dependencies missing: no session either
-        return False
+        return None
 
 
 class LocalFS:
@@ -66,14 +48,6 @@ class LocalFS:
     def _p(self, path: str) -> str:
         s = scheme(path)
         if s and s != "file":
-            if connect_active():
-                raise InputError(
-                    f"{path}: under Spark Connect the client has no Hadoop FileSystem, so "
-                    f"sparkmaxent cannot read or write its own files on {s}:// (datasets' "
-                    "dataset.json, models, reports, checkpoints): use local or file: paths "
-                    "that the Connect server shares with this client, or a classic session "
-                    "(docs/connect.md)"
-                )
             raise InputError(
                 f"{path}: a {s}:// path needs the Hadoop FileSystem of a running Spark "
                 "session; without one only local paths can be read or written"
@@ -329,18 +303,28 @@ def _java(call: Callable[[], T], path: str) -> T:
 
 
 _HADOOP: list = [None, None]  # the SparkContext and its HadoopFS
+_CONNECT: list = [None, None]  # the Spark Connect session and its ConnectFS
 _LOCAL = LocalFS()
 
 
 def filesystem() -> Any:
-    """Hadoop's file system when a SparkContext runs in this process, else ``os``."""
+    """Hadoop's file system when a SparkContext runs in this process; under
+    a Spark Connect client the server's for remote schemes (read only) and
+    ``os`` for local paths (``storage.connect``); else ``os``."""
     if "pyspark" not in sys.modules:  # no pyspark imported: no session either
         return _LOCAL
     from pyspark import SparkContext
 
     sc = SparkContext._active_spark_context
     if sc is None or getattr(sc, "_jsc", None) is None:
-        return _LOCAL
+        session = connect_session()
+        if session is None:
+            return _LOCAL
+        from .connect import ConnectFS
+
+        if _CONNECT[0] is not session:
+            _CONNECT[:] = [session, ConnectFS(session, _LOCAL)]
+        return _CONNECT[1]
     if _HADOOP[0] is not sc:
         _HADOOP[:] = [sc, HadoopFS(sc)]
     return _HADOOP[1]

@@ -53,3 +53,18 @@ def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
     assert "spark 1.5 over" in entry["value"]
     report(str(out), [r for r in rows if r["backend"] == "local"])
     assert json.loads(out.read_text())["targets"]["round_cpu_slope"]["met"] is True
+
+
+def test_a_fixed_tolerance_solves_every_round_to_it(backend):
+    """``--tol final`` (and a number): the round is solved to that tolerance,
+    not grafting's loose first-round one, and the method keeps its own."""
+    recorded = first_round(backend, 1e-4, 12)
+    method, _, test, round_tol, _ = recorded
+    final = method.options.tol
+    assert final < round_tol
+    loose, tight = (solve_round(backend, recorded, "newton-cg", m) for m in ("round", "final"))
+    assert loose["tol"] == round_tol and tight["tol"] == final
+    assert tight["converged"] and tight["violation"] <= final < loose["tol"]
+    assert tight["iterations"] >= loose["iterations"]
+    assert solve_round(backend, recorded, "newton", "1e-6")["tol"] == 1e-6
+    assert method.round_tol(test) == round_tol  # the instance's own again

@@ -323,11 +323,12 @@ def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
     )
 
 
-@pytest.mark.slow  # venv-pack packs the whole venv (~700 MB, 30 s and more)
+@pytest.mark.slow  # venv-pack packs the venv (pyspark left out; 30 s and more)
 @pytest.mark.cluster
 def test_archive_mode_ships_the_python_environment(cluster, tmp_path):
     """--python-env archive: the executors unpack the venv-pack archive into
-    their own directory and run ./env/bin/python from it."""
+    their own directory and run ./env/bin/python from it, importing pyspark
+    from the cluster's Spark (the archive leaves it out)."""
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     script = tmp_path / "where.py"
     out = tmp_path / "where.json"
@@ -336,8 +337,9 @@ def test_archive_mode_ships_the_python_environment(cluster, tmp_path):
         "from pyspark.sql import SparkSession\n"
         "spark = SparkSession.builder.appName('archive').getOrCreate()\n"
         "def where(_):\n"
-        "    import os, sys, numpy\n"
-        "    yield (sys.executable, sys.prefix, os.path.abspath(numpy.__file__))\n"
+        "    import os, sys, numpy, pyspark\n"
+        "    yield (sys.executable, sys.prefix, os.path.abspath(numpy.__file__),\n"
+        "           os.path.abspath(pyspark.__file__))\n"
         "seen = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()\n"
         f"json.dump({{'driver': sys.executable, 'executors': seen}}, open({str(out)!r}, 'w'))\n"
         "spark.stop()\n"
@@ -361,8 +363,10 @@ def test_archive_mode_ships_the_python_environment(cluster, tmp_path):
     assert (tmp_path / "build" / "env.tar.gz").is_file()
     seen = json.loads(out.read_text())
     assert os.path.samefile(seen["driver"], os.path.join(ROOT, ".venv", "bin", "python"))
-    ((executable, prefix, numpy_file),) = seen["executors"]
+    ((executable, prefix, numpy_file, pyspark_file),) = seen["executors"]
     # ./env/bin/python in the executor's directory under the worker's work dir
     assert os.path.normpath(executable).endswith(os.path.join("env", "bin", "python")), executable
     assert os.path.realpath(prefix).startswith(os.path.realpath(cluster.work_dir) + os.sep), prefix
     assert os.path.realpath(numpy_file).startswith(os.path.realpath(prefix) + os.sep), numpy_file
+    # pyspark is the cluster's (its python/lib/pyspark.zip), not the archive's
+    assert not os.path.realpath(pyspark_file).startswith(os.path.realpath(prefix)), pyspark_file

@@ -105,7 +105,10 @@ def test_a_killed_evaluates_scratch_is_swept_at_the_next_evaluate(data, tmp_path
         json.dumps({"host": host, "pid": _dead_pid(), "started": "x"})
     )
     assert evaluate_main(args + ["--report", str(report)]) == 0
-    assert json.load(open(report))["accuracy"] > 0
+    written = json.load(open(report))
+    assert written["accuracy"] > 0
+    # the report records where evaluate ran: a small dataset, in this process
+    assert written["plan"] == {"evaluate": {"engine": "in-process"}}
     assert sorted(os.listdir(report.parent)) == ["report.json"]
 
 

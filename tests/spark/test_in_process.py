@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent import api
+from sparkmaxent.backends.spark import read_events_frame
 from sparkmaxent.config import Config
 from sparkmaxent.config.load import train_config
 from sparkmaxent.data import synthetic
@@ -109,10 +110,16 @@ def test_in_process_path_gives_the_spark_paths_dataset_model_and_scores(spark, t
             caplog.clear()
             model, report = api.train_model(spark, cfg, on_spark["train"])
             went_local = "plan: train in-process" in caplog.text
-        engine = "in-process" if went_local else "spark"
-        assert report["plan"] == {
-            "train": {"engine": engine, "backend": "local" if went_local else "spark"}
-        }
+        if went_local:
+            assert report["plan"] == {"train": {"engine": "in-process", "backend": "local"}}
+        else:  # data.partitions = 0: the count of the Parquet scan, named in the line
+            train = on_spark["train"]
+            n = read_events_frame(spark, train, DatasetInfo.load(train)).rdd.getNumPartitions()
+            assert report.plan.line() == f"plan: train on spark ({n} partitions)"
+            assert report.plan.line() in caplog.text and cfg.data.partitions == 0
+            assert report["plan"] == {
+                "train": {"engine": "spark", "backend": "spark", "partitions": n}
+            }
         scores = api.evaluate_model(spark, model, on_spark["test"], in_process_max_events=limit)
         return model, report, scores, went_local
 

@@ -125,6 +125,55 @@ def test_in_process_prepare_equals_spark_prepare(spark, tmp_path, fmt, monkeypat
     assert train["n_events"] < sum(t.count("\n") for t in texts)  # merged
 
 
+def _quarantined(out: str) -> bytes:
+    """The quarantine's records (its JSON-lines files, in name order)."""
+    directory = os.path.join(out, "_quarantine")
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".json"))
+    return b"".join(open(os.path.join(directory, n), "rb").read() for n in names)
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_every_stage_gives_the_same_output_on_both_engines(spark, tmp_path, merge, monkeypatch):
+    """One input through every stage both engines run (stages.build):
+    quarantine of malformed records, the dictionary's count cutoff, binary
+    values, merging (or not), the events cut into partitions, and
+    dataset.json; then held-out data through the vocabulary (unknown
+    features and labels)."""
+    text = (
+        "A x y:2 x z\nB z w:-1\nA x y:2 x z\nC x:nan\nB q z\nA y:3 z\n"
+        "B x z w:-1\nA x:inf\nA x y:2 x z\nC y z:0.5\n"
+    )
+    path = tmp_path / "train.txt"
+    path.write_text(text)
+    calls: list = []
+    monkeypatch.setattr(prep, "build_local", _spy(prep.build_local, calls))
+    kw = dict(cutoff=2, binary=True, quarantine=True, merge_duplicates=merge)
+    train = _both(spark, tmp_path, f"train{merge}", [str(path)], "maxent", **kw)
+    assert calls == ["build_local"]
+    assert train["quarantined"] == 2 and train["cutoff"] == 2
+    assert (train["n_events"] < 8) == merge  # 8 events pass the checks; 3 repeat
+    spark_out, here_out = (str(tmp_path / f"train{merge}-{n}") for n in (SPARK_ONLY, IN_PROCESS))
+    assert _quarantined(here_out) == _quarantined(spark_out)
+    assert b"train.txt" in _quarantined(here_out)
+    events, dictionary, _ = _dataset(here_out, "multiclass")
+    assert {v for row in events.column("values").to_pylist() for v in row} == {1.0}  # binary
+    features = {r["feature"] for r in dictionary.to_pylist()}
+    assert "q" not in features and {"x", "z"} <= features  # q's count 1 < cutoff
+    held = tmp_path / "held.txt"
+    held.write_text("A x new\nD z q\nB y w:-1\n")
+    info = _both(
+        spark,
+        tmp_path,
+        f"held{merge}",
+        [str(held)],
+        "maxent",
+        vocabulary=spark_out,
+        merge_duplicates=False,
+        require_labels=False,
+    )
+    assert info["unknown_features"] == 2 and info["unknown_labels"] == 1
+
+
 def _spy(fn, calls):
     def spy(*args, **kw):
         calls.append(fn.__name__)

@@ -5,6 +5,7 @@ fits, the best stage of a selection run, and the path's report and plot."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -16,12 +17,14 @@ from sparkmaxent.choice.heldout import (
     score_on,
 )
 from sparkmaxent.choice.path import (
+    denser_mix_gains,
     geometric_grid,
     null_model,
     path_plan,
     scored_point,
+    sparsest_within_noise,
 )
-from sparkmaxent.choice.stop_rule import choose
+from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
@@ -74,6 +77,47 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose(scores, ses, sizes, one_se=False) == 2  # the first of the tied best
     assert choose(scores, ses, sizes, one_se=True) == 1  # 0.78 >= 0.80 - 0.02, 5 features
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
+
+
+def test_mixes_are_chosen_within_one_scores_error_and_report_the_paired_gap():
+    rng = np.random.default_rng(0)
+    base = rng.normal(-1.0, 0.5, 400)  # per-event scores of the sparse variant
+    sparse = Measure.of_units(base)
+    # a denser variant better on nearly every event, by less than one score's error
+    dense = Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
+    rows = [
+        {"heldout_score": m.score, "heldout_se": m.se, "features": f}
+        for m, f in ((sparse, 10), (dense, 100))
+    ]
+    assert dense.score - sparse.score < dense.se
+    i, gaps = sparsest_within_noise(rows, [sparse, dense])
+    assert i == 0  # the sparsest within one standard error of the best
+    assert gaps[1] == 0.0 and gaps[0] > 10  # far beyond the paired difference's noise
+    # a denser variant better by more than one score's error is kept
+    far = Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
+    rows[1].update(heldout_score=far.score, heldout_se=far.se)
+    assert sparsest_within_noise(rows, [sparse, far])[0] == 1
+
+
+def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
+    rng = np.random.default_rng(1)
+    base = rng.normal(-1.0, 0.5, 400)
+    l1, better = Measure.of_units(base), Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
+    slightly = Measure.of_units(base + 0.01 + rng.normal(0, 0.01, 400))
+    assert denser_mix_gains([l1]) and denser_mix_gains([l1, better])
+    assert not denser_mix_gains([l1, slightly])  # better on every event, within one error
+    assert not denser_mix_gains([l1, better, l1])  # worse than a sparser mix
+
+
+def test_mix_stop_runs_a_prefix_of_the_mixes_with_the_same_paths(problem):
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    every = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=False, **keys).report["path"]
+    some = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=True, **keys).report["path"]
+    ran = [e["l2_mix"] for e in some["elastic"]]
+    assert ran + [w["l2_mix"] for w in some["elastic_not_run"]] == [0.0, 0.5, 0.9]
+    assert every["elastic_not_run"] == []
+    for row, full in zip(some["elastic"], every["elastic"], strict=False):
+        assert (row["l1"], row["features"]) == (full["l1"], full["features"])
 
 
 def test_criteria_and_their_standard_errors():
@@ -582,17 +626,22 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     assert resumed.weights.nnz == whole.weights.nnz
 
 
-def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem):
-    res = run(problem, method="sgc", stage_features=0, patience=0, max_features=150)
+@pytest.mark.parametrize("share", [0.0, 0.1])
+def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem, share):
+    keys = dict(stage_features=0, patience=0, max_features=150, stage_features_min_share=share)
+    res = run(problem, method="sgc", **keys)
     rounds = res.report["rounds"]
     assert rounds[0]["stage_size"] == 1 and max(r["stage_size"] for r in rounds) >= 8
-    best, active = -np.inf, 0
+    best, active, floored = -np.inf, 0, 0
     for prev, r in zip(rounds, rounds[1:]):
         improved = prev["heldout_score"] > best
         best = max(best, prev["heldout_score"])
         active += prev["added"]
         size = prev["stage_size"] * 2 if improved else max(prev["stage_size"] // 2, 1)
-        assert r["stage_size"] == min(size, 150 - active)
+        floor = math.ceil(share * active)  # at least this share of the active set
+        floored += floor > size
+        assert r["stage_size"] == min(max(size, floor), 150 - active)
+    assert floored > 0 if share else floored == 0  # the floor took part
     chosen = res.report["choice"]["chosen_round"]
     assert res.weights.nnz == rounds[chosen - 1]["active"]
 
@@ -656,10 +705,12 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
             out,
             on_round=interrupt,
         )
-    whole = run(problem, max_rounds=3, **keys)  # the same 3 stages, uninterrupted
+    # the same 3 stages, uninterrupted (and not refitted: the spent budget leaves no refit)
+    whole = run(problem, max_rounds=3, refit=False, **keys)
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
     assert len(res.report["rounds"]) == 3 and res.report["stopped"] == "max_seconds = 1e-09"
+    assert res.report["refit"]["skipped"].startswith("max_seconds")
     assert res.report["choice"] == whole.report["choice"]
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)
@@ -721,13 +772,14 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     tr, he, space = problem
-    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
+    keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False, mix_stop=False)
     res = run(problem, l2_mixes=[0.9, 0.0, 0.5], **keys)
     path = res.report["path"]
     elastic = path["elastic"]
     assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
     # the sparsest mix whose chosen point is within one standard error of the best's
     picked = elastic[sparsest_within_one_se(elastic)]
+    assert min(e["below_best_se"] for e in elastic) == 0.0  # the paired gap, 0 at the best
     assert path["l2_mix"] == picked["l2_mix"] and picked["chosen"]
     assert path["points"][path["chosen"]]["heldout_score"] == picked["heldout_score"]
     # pure l1 alone is the mix-0 path

@@ -1,6 +1,7 @@
 """Spark Connect rules that need no server: which URL a run connects to,
 how a Connect session is told apart, its default parallelism, the storage
-refusal of non-local URIs, and the backend the factory refuses."""
+of remote URIs (read through the server, writing refused), and the backend
+the factory refuses."""
 
 from __future__ import annotations
 
@@ -49,14 +50,104 @@ def test_connect_default_parallelism_comes_from_the_settings():
     assert default_parallelism(_connect_like({})) == 8
 
 
-def test_storage_under_connect_refuses_remote_uris_naming_the_limitation(monkeypatch):
-    monkeypatch.setattr(fs, "connect_active", lambda: True)
-    with pytest.raises(InputError, match="under Spark Connect the client has no Hadoop"):
-        fs.LocalFS().exists("hdfs://namenode/data/train")
-    assert fs.LocalFS().qualify("file:///tmp/x") == "file:///tmp/x"  # local paths work
-    monkeypatch.setattr(fs, "connect_active", lambda: False)
+class _Server:
+    """What a Connect session's ``read.format("binaryFile")`` gives for the
+    files ``{uri: bytes}`` (directories implied), as the server lists them:
+    qualified paths, hidden names inside a directory skipped."""
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+        self.read = self
+
+    def format(self, source):
+        assert source == "binaryFile"
+        return self
+
+    def option(self, key, value):
+        return self
+
+    def load(self, path):
+        import datetime
+
+        path = path.rstrip("/")
+        if path in self.files:
+            found = [path]
+        else:
+            found = [p for p in self.files if p.startswith(path + "/")]
+            if not found:
+                raise RuntimeError(f"[PATH_NOT_FOUND] Path does not exist: {path}.")
+            found = [p for p in found if not p[len(path) :].startswith(("/.", "/_"))]
+        stamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+        rows = [
+            {"path": p.replace("viewfs://c/", "viewfs://c:1/"), "length": len(self.files[p]),
+             "modificationTime": stamp, "content": self.files[p]}
+            for p in found
+        ]  # fmt: skip
+
+        class _Frame:
+            def select(self, *columns):
+                return self
+
+            def collect(self):
+                return rows
+
+        return _Frame()
+
+
+def test_connect_storage_reads_remote_uris_through_the_server():
+    from sparkmaxent.storage.connect import ConnectFS
+
+    server = _Server(
+        {
+            "viewfs://c/d/dataset.json": b'{"a": 1}',
+            "viewfs://c/d/features/part-0.parquet": b"PAR1",
+            "viewfs://c/d/.hidden.lock": b"x",
+        }
+    )
+    remote = ConnectFS(server, fs.LocalFS())
+    assert remote.exists("viewfs://c/d") and remote.exists("viewfs://c/d/dataset.json")
+    assert not remote.exists("viewfs://c/nothing")
+    assert remote.is_dir("viewfs://c/d/") and not remote.is_dir("viewfs://c/d/dataset.json")
+    assert remote.list("viewfs://c/d") == ["dataset.json", "features"]  # hidden: not listed
+    assert remote.read_bytes("viewfs://c/d/dataset.json") == b'{"a": 1}'
+    assert remote.size("viewfs://c/d/features/part-0.parquet") == 4
+    assert remote.read_tail("viewfs://c/d/dataset.json", 2) == b"1}"
+    with pytest.raises(FileNotFoundError, match="viewfs://c/gone"):
+        remote.read_bytes("viewfs://c/gone")
+    with pytest.raises(IsADirectoryError):
+        remote.read_bytes("viewfs://c/d")
+
+
+def test_connect_storage_copies_a_remote_tree_to_a_local_path(tmp_path):
+    from sparkmaxent.storage.connect import ConnectFS
+
+    server = _Server({"viewfs://c/d/f/part-0.parquet": b"P0", "viewfs://c/d/f/x/part-1": b"P1"})
+    remote = ConnectFS(server, fs.LocalFS())
+    remote.copy("viewfs://c/d/f", str(tmp_path / "f"))
+    assert (tmp_path / "f" / "part-0.parquet").read_bytes() == b"P0"
+    assert (tmp_path / "f" / "x" / "part-1").read_bytes() == b"P1"
+    remote.copy("viewfs://c/d/f/part-0.parquet", str(tmp_path / "one"))
+    assert (tmp_path / "one").read_bytes() == b"P0"
+
+
+def test_connect_storage_refuses_writing_remote_uris_naming_the_limitation(tmp_path):
+    from sparkmaxent.storage.connect import ConnectFS
+
+    remote = ConnectFS(_Server({}), fs.LocalFS())
+    for write in (
+        lambda: remote.write_bytes("hdfs://nn/m/metadata.json", b"{}"),
+        lambda: remote.mkdirs("s3a://bucket/models"),
+        lambda: remote.create_new("abfss://c@a.dfs.core.windows.net/.m.lock", b""),
+        lambda: remote.rename("hdfs://nn/a", "hdfs://nn/b"),
+        lambda: remote.delete("dbfs:/models/m"),
+    ):
+        with pytest.raises(InputError, match="cannot write its own files there"):
+            write()
+    local = str(tmp_path / "x.json")  # local paths: the client's disk, as before
+    remote.write_bytes(local, b"{}")
+    assert remote.read_bytes("file://" + local) == b"{}"
     with pytest.raises(InputError, match="needs the Hadoop FileSystem of a running Spark"):
-        fs.LocalFS().exists("hdfs://namenode/data/train")
+        fs.LocalFS().exists("hdfs://namenode/data/train")  # no session at all
 
 
 def test_the_rdd_backend_is_refused_under_connect():
@@ -68,14 +159,15 @@ def test_a_model_saved_under_connect_to_a_remote_fs_is_refused_before_writing(mo
     from sparkmaxent import storage
     from sparkmaxent.ml import MaxEntClassificationModel
     from sparkmaxent.ml.persistence import MaxEntWriter
+    from sparkmaxent.storage.connect import ConnectFS
 
-    monkeypatch.setattr(storage, "filesystem", fs.LocalFS)
-    monkeypatch.setattr(fs, "connect_active", lambda: True)
+    server = _Server({"s3a://bucket/models/m/metadata/part-00000": b"{}"})
+    monkeypatch.setattr(storage, "filesystem", lambda: ConnectFS(server, fs.LocalFS()))
     writer = MaxEntWriter(MaxEntClassificationModel())
-    with pytest.raises(InputError, match="under Spark Connect the client has no Hadoop"):
+    with pytest.raises(InputError, match="cannot write its own files there"):
         writer.save("hdfs://namenode/models/m")
-    with pytest.raises(InputError, match="under Spark Connect the client has no Hadoop"):
-        writer.overwrite().save("s3a://bucket/models/m")
+    with pytest.raises(InputError, match="cannot write its own files there"):
+        writer.overwrite().save("s3a://bucket/models/m")  # not deleted either
 
 
 def test_a_model_is_not_saved_over_an_existing_path_without_overwrite(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.curvature import CurvatureTask
 from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
 from sparkmaxent.methods.gradient_test import BlockwiseTest, DenseTest, ThresholdedTest
 from sparkmaxent.methods.grafting import Grafting, variant
@@ -23,8 +24,9 @@ from .test_grafting import grafting_config, planted
 
 
 class CountingBackend(LocalBackend):
-    """Counts the passes of each task type, and refuses the dense pass
-    unless allowed (the thresholded path must not fall back silently)."""
+    """Counts the passes of each task type, and refuses a pass that ships
+    the dense gradient (a test's or a solver's) unless allowed (the
+    thresholded path must not fall back silently)."""
 
     def __init__(self, *a, dense_ok: bool = False, **kw):
         super().__init__(*a, **kw)
@@ -33,7 +35,8 @@ class CountingBackend(LocalBackend):
 
     def run(self, task):
         kind = type(task).__name__
-        if isinstance(task, LossGradTask) and task.grad_ids is None:
+        dense = isinstance(task, LossGradTask) and task.grad_ids is None
+        if dense or isinstance(task, CurvatureTask) and task.full_gradient:
             kind = "dense"
             assert self.dense_ok, "a dense gradient pass on the thresholded path"
         self.kinds.append(kind)
@@ -205,9 +208,12 @@ def test_unshipped_features_that_may_be_the_maximum_are_fetched():
     assert backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
 
 
-@pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
+@pytest.mark.parametrize("solver", ["newton", "newton-cg", "lbfgs-b"])
 @pytest.mark.parametrize("cut", [0.5, 0.99])
 def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
+    """The same model, rounds and certificate as the dense test, the
+    solvers' last passes shipping the test's partials in place of the dense
+    gradient (WithPartialTask) and no pass the dense gradient."""
     _, block, space = planted()
     blocks = split_block(block, 3)
     dense = train(LocalBackend(blocks, space), grafting_config(solver=solver, partial_cut=0.0))
@@ -218,6 +224,8 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
     assert report["partials"] == "thresholded" and report["partial_cut"] == cut
     assert report["fetch_passes"] == backend.kinds.count("ExactSumsTask")
     assert backend.kinds.count("ThresholdedTestTask") >= 1
+    # the Newton solvers' last passes brought the next test (no pass of its own)
+    assert backend.kinds.count("WithPartialTask") >= (solver != "lbfgs-b")
     assert dense.report["kkt"]["passed"] and thr.report["kkt"] == dense.report["kkt"]
     assert thr.report["objective"] == dense.report["objective"]
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)

@@ -77,7 +77,13 @@ def test_standardized_model_scores_the_same_after_save_and_load(tmp_path):
     assert res.scaling is not None
     names = {p: f"f{p}" for p in range(space.n_predicates)}
     model = MaxentModel(
-        space, res.weights, ["a", "b", "c"], names, res.scaling, {"train": {"l2": 0.01}}, res.report
+        space,
+        res.weights,
+        ["a", "b", "c"],
+        names,
+        res.scaling,
+        {"train": {"l2": 0.01}},
+        res.report.to_json(),
     )
     model.save(str(tmp_path / "m"))
     with pytest.raises(FileExistsError):

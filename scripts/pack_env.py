@@ -1,0 +1,139 @@
+"""Pack a virtualenv for ``scripts/submit.sh --python-env archive``, without Spark.
+
+    python scripts/pack_env.py --prefix VENV --output env.tar.gz [--keep DIST]...
+
+venv-pack's archive of the virtualenv ``VENV`` minus the files of the
+distributions the cluster's Spark provides to every Python worker it starts
+(``pyspark`` and ``py4j``: Spark puts its own ``python/lib/pyspark.zip``
+and ``py4j-*.zip`` on the workers' ``PYTHONPATH``, and the driver's, in
+every deploy mode). Shipping them again only makes each executor download
+and unpack the largest package of the environment, in a version that may
+not even match the cluster's. ``--keep DIST`` packs that distribution
+anyway. The files excluded are those each distribution's installed
+``RECORD`` lists (its packages, metadata and scripts in ``bin/``), so
+nothing else of the environment is left out.
+
+Prints one line: the archive's bytes, and the files and bytes (unpacked)
+left out (``benchmarks/env_archive.py`` records them). Needs venv-pack
+(``pip install 'sparkmaxent[cluster]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.metadata as metadata
+import os
+import sys
+
+#: what the cluster's Spark installation gives every Python worker
+SPARK_PROVIDED = ("pyspark", "py4j")
+
+
+def excluded_files(prefix: str, dists: list[str]) -> tuple[list[str], set[str]]:
+    """The files of ``dists`` installed in the virtualenv ``prefix``, as
+    paths relative to it (as venv-pack names them), found by each
+    distribution's ``RECORD`` (a distribution not installed there adds
+    none); and the files of every other distribution there."""
+    site = [p for p in _site_dirs(prefix) if os.path.isdir(p)]
+    wanted = {_canonical(d) for d in dists}
+    drop: set[str] = set()
+    others: set[str] = set()
+    for dist in metadata.distributions(path=site):
+        into = drop if _canonical(dist.metadata["Name"] or "") in wanted else others
+        for f in dist.files or []:
+            rel = os.path.relpath(os.path.normpath(str(dist.locate_file(f))), prefix)
+            if not rel.startswith(os.pardir):
+                into.add(rel)
+    return sorted(f for f in drop if os.path.lexists(os.path.join(prefix, f))), others
+
+
+def _site_dirs(prefix: str) -> list[str]:
+    lib = os.path.join(prefix, "lib")
+    names = sorted(os.listdir(lib)) if os.path.isdir(lib) else []
+    return [os.path.join(lib, n, "site-packages") for n in names if n.startswith("python")]
+
+
+def _canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def exclude_patterns(files: list[str], others: set[str]) -> list[str]:
+    """venv-pack patterns for ``files``: a directory of site-packages that
+    holds some of them and no file of another distribution (``others``) as a
+    whole, ``dir/*`` (with the bytecode compiled there since installing,
+    which no ``RECORD`` lists), any other file by its own (escaped) name."""
+    shared = {_site_top(f) for f in others} - {None}
+    patterns: set[str] = set()
+    for rel in files:
+        top = _site_top(rel)
+        if top is not None and top not in shared:
+            patterns.add(glob.escape(top) + "/*")
+        else:
+            patterns.add(glob.escape(rel))
+    return sorted(patterns)
+
+
+def _site_top(rel: str) -> str | None:
+    """``lib/pythonX.Y/site-packages/<top>`` of a file below such a
+    directory, else None."""
+    parts = rel.split(os.sep)
+    if len(parts) > 4 and parts[0] == "lib" and parts[2] == "site-packages":
+        return os.sep.join(parts[:4])
+    return None
+
+
+def pack(prefix: str, output: str, keep: list[str]) -> dict:
+    """Pack ``prefix`` into ``output`` without the Spark-provided
+    distributions not in ``keep``; returns what was packed and left out:
+    ``archive_bytes``, ``unpacked_bytes``, ``files``, ``left_out`` (names),
+    ``left_out_files``, ``left_out_bytes`` (unpacked)."""
+    import venv_pack
+
+    dists = [d for d in SPARK_PROVIDED if _canonical(d) not in {_canonical(k) for k in keep}]
+    files, others = excluded_files(prefix, dists)
+    env = venv_pack.Env(prefix=prefix)
+    before = _unpacked(env)
+    for pattern in exclude_patterns(files, others):
+        env = env.exclude(pattern)
+    after = _unpacked(env)
+    env.pack(output=output, force=True, verbose=False)
+    return {
+        "archive_bytes": os.path.getsize(output),
+        "unpacked_bytes": after[1],
+        "files": after[0],
+        "left_out": dists,
+        "left_out_files": before[0] - after[0],
+        "left_out_bytes": before[1] - after[1],
+    }
+
+
+def _unpacked(env) -> tuple[int, int]:
+    """(files, bytes) of a venv-pack environment as it would be unpacked."""
+    return len(env.files), sum(os.lstat(f.source).st_size for f in env.files)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prefix", required=True, help="the virtualenv to pack")
+    parser.add_argument("--output", required=True, help="the archive to write (.tar.gz)")
+    parser.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="DIST",
+        help=f"pack this one of {', '.join(SPARK_PROVIDED)} anyway (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    done = pack(os.path.abspath(args.prefix), args.output, args.keep)
+    print(
+        f"{args.output}: {done['archive_bytes']} bytes ({done['unpacked_bytes']} unpacked); "
+        f"left out {', '.join(done['left_out']) or 'nothing'}: {done['left_out_files']} files, "
+        f"{done['left_out_bytes']} bytes unpacked, which the cluster's Spark provides",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Spark Connect with a file system only the server reaches (issue 39).
+
+The server maps ``viewfs://store/data`` onto a scratch directory (Hadoop's
+ViewFileSystem, a mount table in the server's own configuration: no
+network). The client has no Hadoop FileSystem and cannot open a
+``viewfs://`` URI itself, so every read of one goes through the server,
+exactly as ``hdfs://``, ``s3a://`` or ``abfss://`` would
+(``sparkmaxent.storage.connect``): training from a prepared dataset there,
+evaluating and loading a model saved there (the CLI and pyspark.ml) give
+what the same local paths give; writing there is refused before anything
+is written. Only the server's JVM runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sparkmaxent.data import synthetic
+from tests.spark.test_connect import ROOT, sets
+
+pytestmark = [pytest.mark.connect, pytest.mark.slow]  # four runs of the CLI, a minute or more
+
+MOUNT = "viewfs://store/data"
+SETTINGS = {
+    "train.method": "grafting",
+    "train.grafting.l1": "2e-3",
+    "train.grafting.n_best": "5",
+    "data.in_process_max_events": "0",  # the events read by Spark on the server
+    "data.partitions": "2",
+}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The scratch directory behind MOUNT, with train and test files."""
+    d = tmp_path_factory.mktemp("store")
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=300,
+            n_predicates=30,
+            n_labels=3,
+            active_per_event=5,
+            n_support=5,
+            n_copies=0,
+            n_conjunctions=0,
+            min_support_count=10,
+            seed=5,
+        )
+    )
+    train, test = synthetic.train_test_split(data, 0.25, seed=3)
+    synthetic.write_maxent_text(train, str(d / "train.txt"))
+    synthetic.write_maxent_text(test, str(d / "test.txt"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    pytest.importorskip("grpc", reason="the Spark Connect client needs the connect extra")
+    from tests.e2e.connect import connect_server
+
+    link = {"spark.hadoop.fs.viewfs.mounttable.store.link./data": f"file://{store}"}
+    with connect_server(cores=2, memory="1g", conf=link) as s:
+        yield s
+
+
+def run(args: list[str], remote: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("SPARK_REMOTE", None)
+    return subprocess.run(
+        [sys.executable, *args],
+        env={**env, "SPARK_REMOTE": remote},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def ok(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, f"failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_reading_a_remote_file_system_under_connect(server, store):
+    url = server.url
+    cli = ["-m", "sparkmaxent"]
+    ok(run([*cli, "prepare", "--input", str(store / "train.txt"), "--format", "maxent",
+            "--output", str(store / "train")], url))  # fmt: skip
+    # train from the dataset on the server's file system; outputs on the client's disk
+    ok(run([*cli, "train", "--train", f"{MOUNT}/train", "--output", str(store / "run"),
+            *sets(SETTINGS)], url))  # fmt: skip
+    report = json.loads((store / "run" / "train_report.json").read_text())
+    local_train = run([*cli, "train", "--train", str(store / "train"), "--output",
+                       str(store / "run-local"), *sets(SETTINGS)], url)  # fmt: skip
+    ok(local_train)
+    local_report = json.loads((store / "run-local" / "train_report.json").read_text())
+    assert report["objective"] == pytest.approx(local_report["objective"], rel=1e-9)
+    assert report["passes"] == local_report["passes"]
+
+    # the model saved there, loaded through the server, scores as the local one
+    evaluate = [*cli, "evaluate", "--input", str(store / "test.txt"), "--format", "maxent"]
+    there = json.loads(ok(run([*evaluate, "--model", f"{MOUNT}/run/model"], url)))
+    here = json.loads(ok(run([*evaluate, "--model", str(store / "run" / "model")], url)))
+    assert there["accuracy"] == here["accuracy"] and there["events"] == here["events"] > 0
+
+    # writing there is refused (exit 2) before anything is written
+    refused = run([*cli, "train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run2",
+                   *sets(SETTINGS)], url)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "cannot write its own files there" in refused.stderr
+    assert not (store / "run2").exists()
+
+    # pyspark.ml: a model saved on the shared disk loads back from there
+    out = ok(run(["-c", ML_CLIENT, url, str(store / "ml"), f"{MOUNT}/ml"], url))
+    assert out.startswith("same predictions"), out
+
+
+#: fit and save a classifier locally, load it through the server, compare
+ML_CLIENT = """
+import sys
+from pyspark.sql import SparkSession
+from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
+from tests.ml.data import frame
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+df = frame(spark)
+model = MaxEntClassifier(method="grafting", l1=0.01).fit(df)
+model.write().save(sys.argv[2])
+back = MaxEntClassificationModel.load(sys.argv[3])
+assert back.maxentModel.weights.values.tolist() == model.maxentModel.weights.values.tolist()
+here = [r.prediction for r in model.transform(df).orderBy("id").collect()]
+there = [r.prediction for r in back.transform(df).orderBy("id").collect()]
+assert here == there and here
+print("same predictions", len(here))
+"""

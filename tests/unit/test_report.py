@@ -1,0 +1,142 @@
+"""The typed run report (sparkmaxent/report.py): its JSON is the documented
+train_report.json (docs/formats.md), made from typed fields; the
+convergence verdicts read the typed report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import train_config
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.plan import ExecutionPlan, Limits
+from sparkmaxent.report import HeldoutFigures, RunReport
+from sparkmaxent.selection.stops import StopReason, stop
+from sparkmaxent.train import budget_warnings, train, unconverged
+
+from .test_train import multiclass_problem
+
+#: the keys every run report has (docs/formats.md, "Other outputs")
+DOCUMENTED = {
+    "method",
+    "objective",
+    "nonzero_weights",
+    "candidate_features",
+    "passes",
+    "wall_s",
+    "unconverged",
+    "warnings",
+}
+
+FAILED_KKT = {
+    "passed": False,
+    "max_zero_gradient": 0.5,
+    "bound": 0.1,
+    "max_active_violation": 1e-9,
+    "tol": 1e-6,
+}
+
+
+def report(fit: dict, **fields) -> RunReport:
+    base = dict(method="grafting", nonzero_weights=3, candidate_features=10, passes=7, wall_s=1.5)
+    return RunReport(fit=fit, **{**base, **fields})
+
+
+def test_json_holds_the_run_fields_over_the_method_section():
+    rep = report(
+        {"objective": 0.25, "rounds": [{"round": 1}], "trace": [], "folds": {"k": 3}},
+        stop=stop(StopReason.MAX_ROUNDS, limit=2),
+        heldout=HeldoutFigures(0.75, 0.5),
+        automatic_folds={"automatic": True, "events": 90},
+        plan=ExecutionPlan(Limits(100), "spark", 2),
+    )
+    rep.plan.backend_for("train", 1000)
+    doc = rep.to_json()
+    assert DOCUMENTED <= set(doc)
+    assert doc["stopped"] == "max_rounds = 2" and doc["stop_reason"] == "max_rounds"
+    assert (doc["heldout_accuracy"], doc["heldout_loss"]) == (0.75, 0.5)
+    assert doc["folds"] == {"k": 3, "automatic": True, "events": 90}
+    assert doc["plan"] == {"train": {"engine": "spark", "backend": "spark", "partitions": 2}}
+    assert rep.fit["folds"] == {"k": 3}, "the method's section is not changed"
+    # a model's metadata keeps no per-round rows
+    kept = rep.to_json(rounds=False)
+    assert "rounds" not in kept and "trace" not in kept and kept["objective"] == 0.25
+    # read as a mapping it is its JSON form, and it is JSON-able
+    assert dict(rep) == doc and rep["passes"] == 7 and "heldout_accuracy" in rep
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_no_stop_no_heldout_no_plan_leave_their_keys_out():
+    doc = report({"objective": 1.0, "converged": True}).to_json()
+    assert not {"stopped", "stop_reason", "heldout_accuracy", "plan"} & set(doc)
+
+
+def test_unconverged_reads_the_typed_report():
+    assert unconverged(report({"converged": True})) == []
+    lbfgs = unconverged(report({"converged": False, "optimizer_message": "ABNORMAL"}))
+    assert lbfgs == ["L-BFGS did not converge: ABNORMAL"]
+    rounds = report({"rounds": [{"round": 1}, {"round": 2, "converged": False}]})
+    assert unconverged(rounds) == ["the solver did not converge in round(s) 2"]
+    failed = report({"kkt": FAILED_KKT}, stop=stop(StopReason.NO_CANDIDATE_PASSES))
+    assert unconverged(failed)[0].startswith("KKT certificate failed: max zero-weight")
+    # a run-control cap is the run asked for: its certificate is not held against it
+    capped = report({"kkt": FAILED_KKT}, stop=stop(StopReason.MAX_SECONDS, limit=5.0))
+    assert unconverged(capped) == []
+    assert "the last round" in budget_warnings(capped)[0]
+    staged = report({"choice": {"best": 2}}, stop=stop(StopReason.MAX_SECONDS, limit=5.0))
+    assert "the best held-out stage so far" in budget_warnings(staged)[0]
+    assert budget_warnings(failed) == []
+
+
+def test_refit_reports_the_chosen_fits_heldout_figures():
+    refit = {"refit": {"chosen_fit": {"heldout_accuracy": 0.8, "heldout_loss": 0.4}}}
+    assert report(refit).refit_heldout == HeldoutFigures(0.8, 0.4)
+    assert report({"refit": {"skipped": "why"}}).refit_heldout is None
+
+
+@pytest.mark.parametrize("method", ["l2", "grafting"])
+def test_train_returns_a_typed_report(method):
+    block, space = multiclass_problem(3)
+    config = train_config(method=method, l2=0.01, plots=False)
+    res = train(LocalBackend(split_block(block, 2), space), config)
+    rep = res.report
+    assert isinstance(rep, RunReport) and rep.method == method
+    assert rep.nonzero_weights == res.weights.nnz and rep.candidate_features == space.n_features
+    assert rep.objective == rep.fit["objective"] and rep.unconverged == []
+    assert (rep.certificate is not None) == (method == "grafting")
+    assert (rep.stop is None) == (method == "l2")
+    assert DOCUMENTED <= set(rep.to_json())
+
+
+#: the run's own fields, which the package reads typed (RunReport attributes)
+RUN_FIELDS = (
+    "method|nonzero_weights|candidate_features|passes|wall_s|stopped|stop_reason|"
+    "heldout_accuracy|heldout_loss|unconverged|warnings|plan"
+)
+
+
+def test_the_package_reads_run_reports_typed_not_by_key():
+    """No module but report.py reads a run report's own fields by string
+    (``report["passes"]``, ``report.get("unconverged")``): they are typed
+    attributes, turned into JSON keys only where the report is written."""
+    import re
+    from pathlib import Path
+
+    import sparkmaxent
+
+    root = Path(sparkmaxent.__file__).parent
+    pattern = re.compile(rf"report\w*(\(\))?\s*(\[\s*|\.get\(\s*)[\"']({RUN_FIELDS})[\"']")
+    found = [
+        f"{p.relative_to(root)}:{n}: {line.strip()}"
+        for p in sorted(root.rglob("*.py"))
+        if p.name != "report.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found
+    # the rule catches what it is for
+    assert pattern.search('print(report["passes"])') and pattern.search(
+        'reasons = report.get("unconverged") or []'
+    )
