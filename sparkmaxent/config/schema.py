@@ -404,7 +404,7 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 only.",
     )
     l2_mixes: list = key(
-        [0.0, 0.5, 0.9, 0.99],
+        [0.0, 0.5, 0.9],
         "grafting path: a gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m); "
         "glmnet's alpha = 1 - m), pure l1 (0) first; [0]: pure l1. Not with "
         "train.grafting.elastic_l2, elastic_grid or folds (pure l1 then).",
