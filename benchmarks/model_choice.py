@@ -13,6 +13,10 @@ with the same dictionary, and then, in-process (``train.backend`` local):
   (``wall_s_single_fit``: the path's cost target is <= 3x that; capped by
   ``--single-fit-cap``, else ``single_fit: unfinished``);
 - ``l2``: the gamma2 path (C grid of LogisticRegressionCV), likewise;
+- ``l1-Comb``, ``l1-Orig``: the gamma1 path (pure l1, refitted) with
+  combination features of degree 2 (Okanohara & Tsujii 2009; the test
+  events widened by the model's conjunctions) and over the atoms alone,
+  on the same prepared data (``--methods l1-Orig l2 l1-Comb``);
 - ``sgc``, ``bayes-factor``: one run keeping its best held-out stage
   (``train.choice.best_stage``), capped at ``--stage-seconds``;
 - ``sklearn-l2``: LogisticRegressionCV(Cs=10, cv = the held-out split,
@@ -709,6 +713,9 @@ def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     comb, orig, l2 = (by.get((corpus, n, m)) for m in ("l1-Comb", "l1-Orig", "l2"))
     if not (comb and orig):
         return None
+    l2_name = "l2"
+    if l2 is None:  # the l2 path not run here: LogisticRegressionCV's l2 on the same split
+        l2_name, l2 = "sklearn-l2", by.get((corpus, n, "sklearn-l2"))
 
     def fig(label: str, r: dict) -> str:
         return f"{label} {r['test_score']:.2f} ({r['features']:,} weights)"
@@ -717,7 +724,8 @@ def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     certified = facts.get("points_certified") == facts.get("points") and bool(
         facts.get("model_certified")
     )
-    text = ", ".join(fig(k, r) for k, r in (("l1-Comb", comb), ("l1-Orig", orig), ("l2", l2)) if r)
+    pairs = (("l1-Comb", comb), ("l1-Orig", orig), (l2_name, l2))
+    text = ", ".join(fig(k, r) for k, r in pairs if r)
     text += f", {facts.get('conjunction_weights', 0):,} conjunction weights"
     text += "" if certified else ", not every point certified"
     return text, certified and comb["test_score"] >= orig["test_score"]
