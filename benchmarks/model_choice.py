@@ -842,11 +842,11 @@ def main(argv: list[str] | None = None) -> int:
         if name in CHUNKED:
             rows[-1]["conll_sentences"] = args.conll_sentences
         rows[-1].update(command=command_line(), commit=commit(), load_average=load_average())
+        if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
+            rows[-1]["single_fit"] = "skipped"  # before the write: a run's last row says so too
         print_table(rows[-1:], ROW_KEYS)
         page = merged_rows(earlier, rows)
         write_result(args.output, page, targets(page))
-        if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
-            rows[-1]["single_fit"] = "skipped"
         if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
             single_fit(rows[-1], method, dirs, args.single_fit_cap)
             print_table(rows[-1:], ROW_KEYS)
