@@ -319,7 +319,7 @@ def auto_stage(spark, args, corpus, rows: list[dict]) -> None:
     task = f"PP Tokenizer Pipeline, {args.folds} folds"
     c = row("sparkmaxent CrossValidator (PP)", task, wall, n)
     c["accuracy"] = accuracy(model.transform(test))
-    c["chosen_l1"] = model.bestModel.stages[-1].getOrDefault(fixed.l1)
+    c["chosen_l1"] = model.bestModel.stages[-1].getOrDefault("l1")
     c["grid"] = r["grid"]
     rows.append(c)
 
