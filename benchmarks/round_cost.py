@@ -369,7 +369,8 @@ def report(output: str, rows: list[dict]) -> None:
     print_table(
         rows,
         ["backend", "solver", "active", "wall_s", "cpu_s", "passes", "hessian_products"]
-        + ["bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "load"],
+        + ["bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "tol"]
+        + ["load"],
     )
     slopes, notes = {}, []
     for backend in BACKENDS:
@@ -386,7 +387,8 @@ def report(output: str, rows: list[dict]) -> None:
             f"{max(r['active'] for r in cg)} (wall {slope(cg, 'wall_s')}, CPU per pass "
             f"{slope(per_pass, 'cpu_per_pass')}, direction-pass bytes "
             f"{slope(cg, 'direction_bytes_per_pass')}; exact Newton in the same run "
-            f"{slope(exact, 'cpu_s')} over {sorted({r['active'] for r in big})})"
+            f"{slope(exact, 'cpu_s')} over {sorted({r['active'] for r in big})}; rounds "
+            f"solved to {sorted({r.get('tol_mode', 'round') for r in cg})})"
         )
     targets = {}
     if slopes:
