@@ -14,6 +14,11 @@ in one Spark session: issue 20's figures for classic sessions.
   transform is materialized with the ``noop`` writer.
 - ``grid``: ``fitMultiple`` over ``--grid`` gamma1 values (what
   CrossValidator calls per fold) with and without warmStart.
+- ``auto``: the documented ``Tokenizer -> MaxEntClassifier(l1="auto")``
+  Pipeline on PP attachment (short texts ``v=.. n=.. p=.. m=..``, labels
+  V/N: a question-classification-like task) against ``CrossValidator``
+  (``--folds`` folds) over the gamma1 values of the same held-out path:
+  both choose on the ``training`` file only, accuracy on ``test``.
 - ``cv``: ``CrossValidator`` (``--folds`` folds, ``ParamGridBuilder`` over
   ``--grid``) on the first ``--cv-sentences`` sentences with and without
   warmStart; the run checks that both choose the same gamma1 and fit the
@@ -47,7 +52,7 @@ from benchmarks.common import (
 
 log = logging.getLogger("ml_api")
 KEYS = ["system", "task", "wall_s", "rows_per_s", "passes", "accuracy"]
-STAGES = ("train", "score", "grid", "cv")
+STAGES = ("train", "score", "grid", "cv", "auto")
 
 
 def tokens(spark, path: str):
@@ -262,6 +267,63 @@ def cv_stage(spark, args, text: str, rows: list[dict]) -> None:
     assert np.allclose(cw.avgMetrics, cc.avgMetrics, atol=1e-3), "validation accuracies differ"
 
 
+def pp_texts(spark, path: str):
+    """(text, label) rows of a PP attachment file: its four head words tagged
+    with their slot as one short text (``v=join n=board p=as m=director``)."""
+    from pyspark.sql import functions as F
+
+    schema = "id string, v string, n string, p string, m string, label string"
+    df = spark.read.csv(path, sep=" ", schema=schema)
+    text = F.concat_ws(" ", *[F.concat(F.lit(f"{c}="), F.col(c)) for c in "vnpm"])
+    return df.select(text.alias("text"), "label")
+
+
+def auto_stage(spark, args, corpus, rows: list[dict]) -> None:
+    """``l1="auto"`` (one fit: the held-out path, then the chosen gamma1
+    refitted on all rows) against a ``--folds``-fold CrossValidator over the
+    same path's gamma1 values, both in the documented Tokenizer Pipeline,
+    both choosing on the training file; accuracy on the test file."""
+    from pyspark.ml import Pipeline
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.feature import StringIndexer, Tokenizer
+    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
+
+    from sparkmaxent.ml import MaxEntClassifier
+
+    index = StringIndexer(inputCol="label", outputCol="label_index", stringOrderType="alphabetAsc")
+    raw = pp_texts(spark, corpus("ppattach", "training"))
+    index = index.fit(raw)
+    train = index.transform(raw).cache()
+    test = index.transform(pp_texts(spark, corpus("ppattach", "test"))).cache()
+    n = train.count()
+    test.count()
+    tokenizer = Tokenizer(inputCol="text", outputCol="words")
+    est = MaxEntClassifier(featuresCol="words", labelCol="label_index", l1="auto")
+    auto, wall = timed(lambda: Pipeline(stages=[tokenizer, est]).fit(train))
+    summary = auto.stages[-1].summary
+    r = row("sparkmaxent l1='auto' (PP)", "PP Tokenizer Pipeline, held-out path", wall, n)
+    r["accuracy"] = accuracy(auto.transform(test))
+    r["chosen_l1"] = summary.chosenRegularization
+    r["grid"] = [p["l1"] for p in summary.regularizationPath]
+    r["passes"] = auto.stages[-1].report.get("passes")
+    rows.append(r)
+    fixed = MaxEntClassifier(featuresCol="words", labelCol="label_index", method="grafting")
+    cv = CrossValidator(
+        estimator=Pipeline(stages=[tokenizer, fixed]),
+        estimatorParamMaps=ParamGridBuilder().addGrid(fixed.l1, r["grid"]).build(),
+        evaluator=MulticlassClassificationEvaluator(labelCol="label_index", metricName="accuracy"),
+        numFolds=args.folds,
+        seed=7,
+    )
+    model, wall = timed(lambda: cv.fit(train))
+    task = f"PP Tokenizer Pipeline, {args.folds} folds"
+    c = row("sparkmaxent CrossValidator (PP)", task, wall, n)
+    c["accuracy"] = accuracy(model.transform(test))
+    c["chosen_l1"] = model.bestModel.stages[-1].getOrDefault(fixed.l1)
+    c["grid"] = r["grid"]
+    rows.append(c)
+
+
 def targets(rows: list[dict]) -> dict:
     """Issues 20 and 39's targets, from the rows present: scoring throughput
     against MLlib's (with its CountVectorizer, and given Vectors) and
@@ -285,6 +347,17 @@ def targets(rows: list[dict]) -> dict:
           "sparkmaxent Arrow transform (Vector given)", goal)  # fmt: skip
     ratio("sql_vs_arrow_text", "sparkmaxent SQL transform (array<string>)",
           "sparkmaxent Arrow transform (array<string>)", goal)  # fmt: skip
+    auto, cv = by.get("sparkmaxent l1='auto' (PP)"), by.get("sparkmaxent CrossValidator (PP)")
+    if auto and cv and auto.get("stage") == cv.get("stage") == "auto":
+        gap = 100 * (cv["accuracy"] - auto["accuracy"])
+        out["auto_accuracy"] = target(
+            "l1='auto' test accuracy within 0.5 point of the CrossValidator's (same grid)",
+            f"{gap:+.2f} points below",
+            gap <= 0.5,
+        )
+        x = auto["wall_s"] / cv["wall_s"]
+        goal = "l1='auto' wall time < the CrossValidator's"
+        out["auto_time"] = target(goal, f"{x:.2f}x", x < 1)
     est, cli = by.get("sparkmaxent Estimator"), by.get("sparkmaxent CLI")
     if est and cli:
         ratio = est["wall_s"] / cli["wall_s"]
@@ -365,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
             grid_stage(spark, args, train, rows)
         elif stage == "cv":
             cv_stage(spark, args, text, rows)
+        elif stage == "auto":
+            auto_stage(spark, args, corpus, rows)
         save(stage)
     return 0
 

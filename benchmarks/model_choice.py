@@ -13,6 +13,10 @@ with the same dictionary, and then, in-process (``train.backend`` local):
   (``wall_s_single_fit``: the path's cost target is <= 3x that; capped by
   ``--single-fit-cap``, else ``single_fit: unfinished``);
 - ``l2``: the gamma2 path (C grid of LogisticRegressionCV), likewise;
+- ``l1-Comb``, ``l1-Orig``: the gamma1 path (pure l1, refitted) with
+  combination features of degree 2 (Okanohara & Tsujii 2009; the test
+  events widened by the model's conjunctions) and over the atoms alone,
+  on the same prepared data (``--methods l1-Orig l2 l1-Comb``);
 - ``sgc``, ``bayes-factor``: one run keeping its best held-out stage
   (``train.choice.best_stage``), capped at ``--stage-seconds``;
 - ``sklearn-l2``: LogisticRegressionCV(Cs=10, cv = the held-out split,
@@ -358,6 +362,9 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             heldout_score=choice.get("heldout_score"),
             passes_per_stage=round(rep["passes"] / stages, 2) if stages else None,
         )
+        if "refit" in rep:  # the model is the chosen stage refitted on sub-train + held-out
+            row["refit"] = {k: v for k, v in rep["refit"].items() if k != "chosen_fit"}
+            row["chosen_fit_features"] = rep["refit"].get("chosen_fit", {}).get("features")
         if rep.get("rounds") and "batches" in rep["rounds"][0]:  # ifs / sgc: why a stage costs
             row["stage_costs"] = stage_costs(rep["rounds"])
         row["stage_points"] = stage_points(rep.get("rounds") or [])
@@ -706,6 +713,9 @@ def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     comb, orig, l2 = (by.get((corpus, n, m)) for m in ("l1-Comb", "l1-Orig", "l2"))
     if not (comb and orig):
         return None
+    l2_name = "l2"
+    if l2 is None:  # the l2 path not run here: LogisticRegressionCV's l2 on the same split
+        l2_name, l2 = "sklearn-l2", by.get((corpus, n, "sklearn-l2"))
 
     def fig(label: str, r: dict) -> str:
         return f"{label} {r['test_score']:.2f} ({r['features']:,} weights)"
@@ -714,7 +724,8 @@ def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     certified = facts.get("points_certified") == facts.get("points") and bool(
         facts.get("model_certified")
     )
-    text = ", ".join(fig(k, r) for k, r in (("l1-Comb", comb), ("l1-Orig", orig), ("l2", l2)) if r)
+    pairs = (("l1-Comb", comb), ("l1-Orig", orig), (l2_name, l2))
+    text = ", ".join(fig(k, r) for k, r in pairs if r)
     text += f", {facts.get('conjunction_weights', 0):,} conjunction weights"
     text += "" if certified else ", not every point certified"
     return text, certified and comb["test_score"] >= orig["test_score"]
@@ -831,11 +842,11 @@ def main(argv: list[str] | None = None) -> int:
         if name in CHUNKED:
             rows[-1]["conll_sentences"] = args.conll_sentences
         rows[-1].update(command=command_line(), commit=commit(), load_average=load_average())
+        if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
+            rows[-1]["single_fit"] = "skipped"  # before the write: a run's last row says so too
         print_table(rows[-1:], ROW_KEYS)
         page = merged_rows(earlier, rows)
         write_result(args.output, page, targets(page))
-        if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
-            rows[-1]["single_fit"] = "skipped"
         if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
             single_fit(rows[-1], method, dirs, args.single_fit_cap)
             print_table(rows[-1:], ROW_KEYS)

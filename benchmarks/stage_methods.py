@@ -22,7 +22,9 @@ Usage::
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.stage_methods --corpora pp brown
 
-writes benchmarks/results/stage_methods.json after every row.
+writes benchmarks/results/stage_methods.json after every row: this run's
+rows and the page's earlier rows of the corpora and methods it did not run
+(``model_choice.merged_rows``), each with its own command, commit and load.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from benchmarks.common import (
     RESULTS,
     SHARED_DATA,
     command_line,
+    commit,
+    load_average,
     print_table,
     start,
     target,
@@ -43,6 +47,8 @@ from benchmarks.model_choice import (
     CORPORA,
     DEFAULT_SENTENCES,
     corpus_methods,
+    earlier_rows,
+    merged_rows,
     ours,
     setting,
     sklearn_row,
@@ -99,15 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     args = start(parser, argv)
     # model_choice.ours reads these
     args.folds, args.stage_seconds = 0, args.seconds
+    earlier = earlier_rows(args.output)
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "stage-methods"):
         if method == "sklearn-l2":
             rows.append(sklearn_row(name, method, dirs, args.l2_cap))
         else:
             rows.append(ours(name, method, dirs, args))
-        rows[-1].update(command=command_line(), load_average=list(os.getloadavg()))
+        rows[-1].update(command=command_line(), commit=commit(), load_average=load_average())
         print_table(rows[-1:], ROW_KEYS)
-        write_result(args.output, rows, targets(rows, args.seconds))
+        page = merged_rows(earlier, rows)
+        write_result(args.output, page, targets(page, args.seconds))
     print_table(rows, ROW_KEYS)
     return 0
 

@@ -17,16 +17,25 @@ binomial sqrt(F (1 - F) / gold chunks), an approximation.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
+import warnings
+from collections.abc import Callable
 
 import numpy as np
 
 from .. import storage
+from ..backends.union import UnionBackend
 from ..errors import ConfigError
 from ..kernels import Scaling, Weights
+from ..kernels.loss import LossGradTask
 from ..kernels.predict import EventScores, EventScoresTask
+from ..methods.baselines import fit_smooth
 from ..plots import new_figure, save_png
+from ..problem.objective import checked_pass
 from ..selection.base import LoopState, TrainingContext
+from ..solvers import ConvergenceWarning
 from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -238,3 +247,91 @@ def write_path_plot(
         ax.grid(True, alpha=0.3)
         ax.legend()
     return save_png(fig, path)
+
+
+#: the penalty of a stage refit given the event weight W it is fitted on:
+#: gamma2 in the mean units of L (a prior sigma^2 in sum units is 1 / (sigma^2 W))
+StagePenalty = Callable[[float], float]
+
+
+def refit_stage(
+    ctx: TrainingContext,
+    weights: Weights,
+    choice: dict | None,
+    trace: list[dict],
+    penalty: StagePenalty,
+    elapsed_s: float = 0.0,
+) -> tuple[Weights, dict | None]:
+    """The best stage's active features refitted on the training and
+    held-out events together (``train.choice.refit``, as the paths'
+    ``points.refit`` and LogisticRegressionCV's refit=True): the MAP
+    weights of the same feature set (and the bias) under the stage
+    method's own penalty, ``penalty(W)`` on the union's event weight W,
+    warm-started from the chosen stage by L-BFGS (``baselines.fit_smooth``;
+    far fewer passes than the rounds' Newton-CG on long documents). Within
+    ``train.selection.max_seconds``: the selection spent ``elapsed_s``,
+    and the refit's iterations are capped at the seconds left over the
+    time of its first pass (none left: no refit, ``skipped`` says so).
+    Returns the weights and the report's ``refit`` (the refit's objective,
+    loss and passes beside the chosen stage's fit and held-out figures);
+    (``weights``, None) when no stage was chosen on held-out data or the
+    refit is off."""
+    if choice is None or ctx.heldout is None or not ctx.config.choice.refit:
+        return weights, None
+    whole = UnionBackend(ctx.backend, ctx.heldout)
+    passes0, t0 = whole.passes, time.perf_counter()
+    lg = checked_pass(
+        whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
+        "refit loss pass",
+    )
+    config, cap = ctx.config, ctx.config.selection.max_seconds
+    if cap:
+        per_pass = time.perf_counter() - t0
+        iterations = int((cap - elapsed_s - per_pass) / max(per_pass, 1e-9))
+        if iterations < 1:
+            log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
+            return weights, {"skipped": f"max_seconds = {cap:g} spent by the selection"}
+        config = dataclasses.replace(config, max_iter=min(config.max_iter, iterations))
+    l2 = penalty(float(lg.weight))
+    values = weights.values
+    log.info(
+        "refitting stage %d's %d features on the training and held-out events (gamma2 %.4g)",
+        choice["chosen_round"],
+        len(values),
+        l2,
+    )
+    with warnings.catch_warnings():  # a refit cut by the budget is no failure
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_smooth(
+            dataclasses.replace(ctx, backend=whole, config=config),
+            weights.active_ids(),
+            l2,
+            weights,
+        )
+    rep = fit.report
+    row = next(r for r in trace if r["round"] == choice["chosen_round"])
+    report = {
+        "l2": l2,
+        "objective": rep["objective"],
+        "loss": rep["loss"],
+        "start_objective": lg.loss / lg.weight + 0.5 * l2 * float(values @ values),
+        "features": int(fit.weights.nnz),
+        "passes": whole.passes - passes0,
+        "converged": bool(rep["converged"]),
+        "iterations": rep["iterations"],
+        "max_iter": config.max_iter,
+        "chosen_fit": {
+            "stage": choice["chosen_round"],
+            "objective": row["objective"],
+            "features": int(len(values)),
+            **{k: row[k] for k in row if k.startswith("heldout_")},
+        },
+    }
+    log.info(
+        "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "
+        "%d passes",
+        report["objective"],
+        report["start_objective"],
+        report["passes"],
+    )
+    return fit.weights, report

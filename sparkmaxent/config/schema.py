@@ -236,23 +236,27 @@ class IfsConfig(Section):
     batch: int = key(32, "sgc: top stale candidates whose gains are recomputed together.", ge=1)
     batch_growth: int = key(
         2,
-        "sgc: each further batch of a stage is this many times the last, and the "
-        "next stage starts from the batch that settled this one (halved after a "
-        "one-batch stage, never below train.ifs.batch); 1: fixed batches.",
+        "sgc: each further batch of a stage is this many times the last; the next stage "
+        "starts from the one that settled it (halved after a one-batch stage); 1: fixed.",
         ge=1,
     )
     stage_features: int = key(
         0,
-        "ifs, sgc: features a stage adds. 1: one, as in the papers (no other weight "
-        "changes); k > 1: the k best gains, then all selected weights refitted; 0: "
-        "adaptive, starting at 1 and doubling after a stage that improved the best "
-        "held-out score (without held-out data: after a stage whose refit gained at "
-        "least half the sum of its features' gains), halving after one that did not, "
-        "at most train.ifs.stage_features_max.",
+        "ifs, sgc: features a stage adds. 1: one, as in the papers; k > 1: the k best "
+        "gains, then all selected weights refitted; 0: adaptive, from 1, doubling after a "
+        "stage that improved the best held-out score (without held-out data: whose refit "
+        "gained half its gains' sum), else halving (docs/methods/ifs-sgc.md).",
         ge=0,
     )
     stage_features_max: int = key(
         1024, "ifs, sgc with stage_features = 0: the most features a stage adds.", ge=1
+    )
+    stage_features_min_share: float = key(
+        1 / 32,
+        "ifs, sgc with stage_features = 0: a stage adds at least this share of the active "
+        "set, so a flat held-out score does not leave one-feature stages; 0: no floor.",
+        ge=0,
+        lt=1,
     )
     lookahead: int = key(
         500,
@@ -262,11 +266,10 @@ class IfsConfig(Section):
     )
     gain_prior_variance: float = key(
         1.0,
-        "sigma^2 of a Gaussian prior on each new weight, sum units (as "
-        "train.bayes.prior_variance): gains are penalized, max_alpha "
-        "G(alpha) - gamma2 alpha^2 / 2 with gamma2 = 1 / (sigma^2 W), so a "
-        "feature seen with one label no longer wins at the alpha cap and "
-        "the training loss is not driven to 0; 0: the plain gains of the papers.",
+        "sigma^2 of a Gaussian prior on each new weight, sum units (as train.bayes."
+        "prior_variance): gains max_alpha G(alpha) - gamma2 alpha^2 / 2, gamma2 = 1 / "
+        "(sigma^2 W), so a feature seen with one label does not win at the alpha cap; "
+        "0: the plain gains of the papers.",
         ge=0,
     )
     reestimate_every: int = key(
@@ -319,19 +322,16 @@ class BayesConfig(Section):
     rescore: int = key(50, "Proposals rescored before each pick after a round's first.", ge=1)
     beyond_rule: bool = key(
         True,
-        "With held-out data (train.choice.best_stage, patience > 0): the "
-        "stop of the Bayes-factor rule is one candidate stage, not the end; the run "
-        "goes on taking the proposals of largest beta (up to per_round, uniform "
-        "model prior) until the held-out stop rule (train.choice.patience) or no "
-        "proposal is left, and keeps the best held-out stage. false: stop at the rule.",
+        "With held-out data (train.choice.best_stage, patience > 0): the rule's stop is "
+        "one candidate stage; the run goes on with the proposals of largest beta (uniform "
+        "model prior) until the held-out stop rule or no proposal is left; false: stop.",
     )
     margin_fraction: float = key(
         0.1,
-        "When no misclassified training event proposes a feature outside the "
-        "model, propose those of the events of smallest margin (the correct "
-        "label's probability minus the best other's), this fraction of the event "
-        "weight (an extension of Daume III 2004, section 3.6); 0: stop there, as "
-        "the note does.",
+        "When no misclassified training event proposes a feature outside the model, "
+        "propose those of the events of smallest margin (the correct label's probability "
+        "minus the best other's), this fraction of the event weight (an extension of "
+        "Daume III 2004, section 3.6); 0: stop there, as the note does.",
         ge=0,
         le=1,
     )
@@ -379,9 +379,9 @@ class ChoiceConfig(Section):
     )
     refit: bool = key(
         True,
-        "Paths on held-out data: refit the chosen penalty on the training and "
-        "held-out events together, warm-started from the chosen point (as "
-        "LogisticRegressionCV's refit); false: the model is the chosen point's fit.",
+        "With held-out data: refit the chosen path point's penalty (the best stage's "
+        "features under the method's prior: ifs, sgc, bayes-factor) on the training and "
+        "held-out events, warm-started (LogisticRegressionCV's refit); false: no refit.",
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
     l1_ratio: float = key(
@@ -404,7 +404,7 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 only.",
     )
     l2_mixes: list = key(
-        [0.0, 0.5, 0.9, 0.99],
+        [0.0, 0.5, 0.9],
         "grafting path: a gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m); "
         "glmnet's alpha = 1 - m), pure l1 (0) first; [0]: pure l1. Not with "
         "train.grafting.elastic_l2, elastic_grid or folds (pure l1 then).",

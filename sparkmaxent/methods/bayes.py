@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import brentq
 
-from ..choice.heldout import best_stage
+from ..choice.heldout import best_stage, refit_stage
 from ..config.schema import BayesConfig
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
@@ -430,11 +430,11 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     kept (empirical Bayes, type-II maximum likelihood over the grid)."""
     runs = []
     grid = evidence_grid(ctx.config.bayes)
+    no_refit = dataclasses.replace(ctx.config.choice, refit=False)  # the chosen run's, below
     for s2 in grid:
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
-        run_ctx = dataclasses.replace(
-            ctx, config=dataclasses.replace(ctx.config, bayes=bayes), output_dir=None, resume=False
-        )
+        config = dataclasses.replace(ctx.config, bayes=bayes, choice=no_refit)
+        run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, resume=False)
         result = fit_bayes_factor(run_ctx)
         runs.append((laplace_evidence(run_ctx, result.weights, s2), result))
         log.info("sigma^2 %g: %d features, log evidence %.6g", s2, result.weights.nnz, runs[-1][0])
@@ -443,7 +443,9 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     chosen = runs[i][1]
     chosen.report["evidence"] = {"grid": grid, "log_evidence": evidence, "chosen": i}
     log.info("chose sigma^2 %g by the Laplace evidence", grid[i])
-    return chosen
+    bayes = dataclasses.replace(ctx.config.bayes, prior_variance=grid[i], variance="fixed")
+    at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, bayes=bayes))
+    return refit_chosen_stage(at, chosen)
 
 
 def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
@@ -501,7 +503,34 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return FitResult(weights.sparse(), report, stop=state.stop)
+    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop))
+
+
+def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
+    """``result`` with its chosen stage refitted on the training and
+    held-out events (``choice.heldout.refit_stage``) under the same prior sigma^2
+    (sum units; 0: the union's weight W), OptMAP's gamma2 1 / (sigma^2 W)
+    on the union's W: the refit's objective and loss in the report, the
+    chosen stage's (on the training events) and its training accuracy
+    under ``refit.chosen_fit``."""
+    sigma2 = float(ctx.config.bayes.prior_variance)
+
+    def penalty(weight: float) -> float:
+        return 1.0 / ((sigma2 or weight) * weight)
+
+    rep = result.report
+    weights, refit = refit_stage(
+        ctx, result.weights, rep["choice"], rep["rounds"], penalty, rep["selection_elapsed_s"]
+    )
+    if refit is not None and "chosen_fit" in refit:
+        refit["chosen_fit"].update(
+            objective=rep["objective"], loss=rep["loss"], train_accuracy=rep.pop("train_accuracy")
+        )
+        rep.update(objective=refit["objective"], loss=refit["loss"], l2=refit["l2"])
+    if refit is not None:
+        rep["refit"] = refit
+    result.weights = weights.sparse()
+    return result
 
 
 def _rule_stop(scored: int, inclusion, best: float) -> Stop | None:

@@ -22,12 +22,13 @@ Details (initial gains, ties, departures from Figure 2): docs/methods/ifs-sgc.md
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import softmax
 
-from ..choice.heldout import best_stage
+from ..choice.heldout import best_stage, refit_stage
 from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
 from ..kernels.loss import LossGradTask
@@ -111,6 +112,16 @@ class Incremental:
         is added at ``alpha``: the gain itself unless it is penalized."""
         return gain + 0.5 * self.gain_l2 * alpha * alpha if self.prior_variance else gain
 
+    def stage_penalty(self, weight: float) -> float:
+        """gamma2 of the stages' refits on events of total weight ``weight``
+        (``choice.heldout.refit_stage``): re-estimation's ``train.l2`` when
+        ``reestimate_every`` is set, else that of a multi-feature stage's
+        refit, the gain prior's 1 / (sigma^2 W) (``train.l2`` without one)."""
+        cfg = self.ctx.config
+        if cfg.ifs.reestimate_every or self.prior_variance is None:
+            return cfg.l2
+        return 1.0 / (self.prior_variance * weight)
+
     def initial_loss_pass(self, weights: Weights):
         return checked_pass(
             self.ctx.backend.run(
@@ -192,7 +203,11 @@ class Incremental:
         stage's size after a stage that improved the best held-out score
         (``choice.keep_if_best``), or without held-out data one whose refit
         gained at least half the sum of its features' gains (they were
-        mostly complementary); else half of it (at least 1)."""
+        mostly complementary); else half of it, but at least
+        ``stage_features_min_share`` of the active set (and 1): a flat
+        held-out score would otherwise leave one-feature stages among
+        thousands of features, each too small to move the score past
+        the stop rule's noise."""
         cfg = self.ctx.config.ifs
         if cfg.stage_features:
             return cfg.stage_features
@@ -204,7 +219,8 @@ class Incremental:
         else:
             improved = state.trace[-1].get("refit_ratio", 1.0) >= 0.5
         size = last * 2 if improved else last // 2
-        return int(min(max(size, 1), cfg.stage_features_max))
+        floor = math.ceil(cfg.stage_features_min_share * len(state.weights.values))
+        return int(min(max(size, floor, 1), cfg.stage_features_max))
 
     def _pick(self, state: LoopState, stage: int, want: int):
         """The stage's candidates: (arrays, [(feature, gain, alpha)] best first,
@@ -422,6 +438,11 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
+    weights, refit = refit_stage(
+        ctx, weights, choice, state.trace, method.stage_penalty, state.elapsed_s
+    )
+    if refit is not None and "loss" in refit:
+        objective = refit["loss"]
     trace = state.trace
     evals = [r["gain_evaluations"] for r in trace]
     report = {
@@ -440,6 +461,8 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": trace,
     }
+    if refit is not None:
+        report["refit"] = refit
     return FitResult(weights.sparse(), report, stop=state.stop)
 
 

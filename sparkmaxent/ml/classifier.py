@@ -484,8 +484,8 @@ class MaxEntClassificationModel(
             binary=scoring_binary(self),
         )
 
-    #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py, the default: Spark SQL
-    #: looks a feature up in a map key by key, so the SQL form slows down with the model's size) or
+    #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py, the default and the
+    #: faster: Spark evaluates the SQL form's higher-order functions element by element) or
     #: "sql" (Spark SQL expressions, no Python worker, for every features column kind; a model with
     #: conjunction features falls back to "arrow")
     scoring = "arrow"

@@ -2,19 +2,21 @@
 
 A model without conjunctions scores a row as S_k = sum_j x_j W[j, k] + b_k
 over the predicates it uses (``Scorer.linear``, standardization folded in).
-The weights travel as one JSON string literal read by ``from_json`` into a
-``map<string, array<double>>`` (constant-folded once by the optimizer);
-each row's scores are an ``aggregate`` over its features with
-``try_element_at`` on that map (an unknown name adds nothing, a repeated
-one adds again, as ``prepare`` sums repeats; a Vector's index looks up a
-row of an ``array<array<double>>`` literal instead; a model trained on binary
-predicates reads an array's distinct names and a value's presence, as
-``prepare(binary=True)``). rawPrediction (S less its row
-mean), probability (softmax) and prediction (argmax, or MLlib's
-p_k / t_k with thresholds) follow with higher-order array functions. The
-text is plain Spark SQL, so Scala, Java and SQL users run it as it is
-(``MaxEntClassificationModel.sqlExpression``), and it needs nothing but the
-DataFrame API (classic or Spark Connect).
+Each feature first becomes its row of an ``array<array<double>>`` literal
+of weights (one row per used predicate, read by ``from_json`` from one
+string literal, constant-folded once by the optimizer), found in O(1): a
+name by Spark's own ``hash`` (Murmur3, :func:`spark_hash` here) into a
+bucket of a sorted literal name array and ``array_position`` within that
+bucket (a map literal would be scanned key by key); a Vector's index is its
+row directly. An unknown name adds nothing, a repeated one adds again, as
+``prepare`` sums repeats; a model trained on binary predicates reads an
+array's distinct names and a value's presence, as ``prepare(binary=True)``.
+The scores are an ``aggregate`` over the row's known features.
+rawPrediction (S less its row mean), probability (softmax) and prediction
+(argmax, or MLlib's p_k / t_k with thresholds) follow with higher-order
+array functions. The text is plain Spark SQL, so Scala, Java and SQL users
+run it as it is (``MaxEntClassificationModel.sqlExpression``), and it needs
+nothing but the DataFrame API (classic or Spark Connect).
 """
 
 from __future__ import annotations
@@ -72,40 +74,91 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
     used = np.flatnonzero(np.any(W != 0, axis=1))
     col = _quoted(features_col)
     start = _doubles(b)
-
-    def add(weights: str, key: str, times: str = "") -> str:
-        """acc plus the weights of predicate ``key`` (times its value)."""
-        row = f"try_element_at({weights}, {key})"
-        return f"coalesce(zip_with(acc, {row}, (s, w) -> s + w{times}), acc)"
-
     steps = []
     if kind == VECTOR:
-        # predicate name j (an index) -> row j + 1 of an array<array<double>>: one lookup
+        # predicate name j (an index) -> row j + 1 of the weight rows: one lookup
         by_index = {int(names[j]): W[j].tolist() for j in used if _is_index(names[j])}
         rows = [by_index.get(i) for i in range(max(by_index, default=-1) + 1)]
-        wrows = f"from_json({_string(json.dumps(rows, allow_nan=False))}, 'array<array<double>>')"
-        # the entries are the stored values: presence is 1.0 where one is non-zero
-        value = "CAST(e.x != 0 AS DOUBLE)" if scorer.binary else "e.x"
-        step = add(wrows, "e.i + 1", f" * {value}")
         steps.append((TEXT, f"CAST({col} AS STRING)"))
-        body = f"aggregate({vector_entries(TEXT)}, {start}, (acc, e) -> {step})"
-        scores = f"coalesce({body}, {start})"
-    else:
-        weights = json.dumps({names[j]: W[j].tolist() for j in used}, allow_nan=False)
-        wmap = f"from_json({_string(weights)}, 'map<string,array<double>>')"
+        # the entries are the stored values: presence is 1.0 where one is non-zero
+        known = f"transform({vector_entries(TEXT)}, e -> named_struct('i', e.i + 1, 'x', e.x))"
+    elif kind in (ARRAY, MAP):
+        keys = sorted((names[j] for j in used), key=lambda n: n.encode("utf-8"))
+        M, keys, first = hash_buckets(keys)
+        weight = dict(zip((names[j] for j in used), (W[j].tolist() for j in used), strict=True))
+        rows = [weight[n] for n in keys]
         if kind == ARRAY:
-            listed = f"array_distinct({col})" if scorer.binary else col
-            step = add(wmap, "x")
-            scores = f"aggregate(coalesce({listed}, array()), {start}, (acc, x) -> {step})"
-        elif kind == MAP:
-            # presence (data.indexing.presence): 1.0 where the value is non-zero
-            value = "CAST(e.value != 0 AS DOUBLE)" if scorer.binary else "e.value"
-            step = add(wmap, "e.key", f" * {value}")
-            body = f"aggregate(map_entries({col}), {start}, (acc, e) -> {step})"
-            scores = f"coalesce({body}, {start})"
+            listed = f"coalesce({f'array_distinct({col})' if scorer.binary else col}, array())"
+            at = _position("x", M, keys, first)
+            known = f"transform({listed}, x -> named_struct('i', {at}, 'x', 1D))"
         else:
-            raise ValueError(f"no SQL scoring for a features column of kind {kind!r}")
-    return [*steps, (SCORES, scores), *output_steps(scorer)]
+            pairs = f"coalesce(map_entries({col}), array())"
+            at = _position("e.key", M, keys, first)
+            known = f"transform({pairs}, e -> named_struct('i', {at}, 'x', e.value))"
+    else:
+        raise ValueError(f"no SQL scoring for a features column of kind {kind!r}")
+    value = "CAST(e.x != 0 AS DOUBLE)" if scorer.binary else "e.x"
+    times = "" if kind == ARRAY else f" * {value}"
+    wrows = f"from_json({_string(json.dumps(rows, allow_nan=False))}, 'array<array<double>>')"
+    row = f"try_element_at({wrows}, e.i)"
+    step = f"coalesce(zip_with(acc, {row}, (s, w) -> s + w{times}), acc)"
+    # rows 1.. of the weight rows; 0: a predicate the model does not use
+    body = f"aggregate(filter({known}, e -> e.i > 0), {start}, (acc, e) -> {step})"
+    return [*steps, (SCORES, f"coalesce({body}, {start})"), *output_steps(scorer)]
+
+
+def _position(key: str, M: int, keys: list[str], first: list[int]) -> str:
+    """The 1-based position of name ``key`` in ``keys`` (0 when absent), in
+    O(1): its bucket ``pmod(hash(key), M)`` holds ``keys[first[b]:first[b +
+    1]]`` (:func:`hash_buckets`), searched by ``array_position``."""
+    names = f"from_json({_string(json.dumps(keys))}, 'array<string>')"
+    firsts = f"from_json({_string(json.dumps(first))}, 'array<bigint>')"
+    # a bucket's (first, count) packed in one lookup: first * 2^20 + count
+    lo = f"element_at({firsts}, pmod(hash({key}), {M}) + 1)"
+    head, count = f"CAST({lo} DIV 1048576 AS INT)", f"CAST({lo} % 1048576 AS INT)"
+    found = f"array_position(slice({names}, {head} + 1, {count}), {key})"
+    return f"CAST(IF({found} = 0, 0, {head} + {found}) AS INT)"
+
+
+def spark_hash(text: str, seed: int = 42) -> int:
+    """Spark SQL's ``hash(text)`` of a string (Murmur3 x86 32-bit over its
+    UTF-8 bytes, seed 42, a 1..3 byte tail mixed byte by byte as signed ints
+    as ``Murmur3_x86_32.hashUnsafeBytes`` does), as a signed 32-bit int."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    def mix(h1: int, k1: int) -> int:
+        k1 = rotl((k1 * 0xCC9E2D51) & mask, 15) * 0x1B873593 & mask
+        return (rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & mask
+
+    data = text.encode("utf-8")
+    n, h1 = len(data), seed & mask
+    aligned = n - n % 4
+    for i in range(0, aligned, 4):
+        h1 = mix(h1, int.from_bytes(data[i : i + 4], "little"))
+    for byte in data[aligned:]:
+        h1 = mix(h1, (byte - 256 if byte > 127 else byte) & mask)
+    h1 ^= n
+    h1 = ((h1 ^ (h1 >> 16)) * 0x85EBCA6B) & mask
+    h1 = ((h1 ^ (h1 >> 13)) * 0xC2B2AE35) & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def hash_buckets(names: list[str]) -> tuple[int, list[str], list[int]]:
+    """(M, names reordered by bucket, packed bucket bounds): name x is in
+    bucket ``pmod(hash(x), M)`` of M = len(names) buckets; bucket b holds
+    positions first .. first + count - 1 of the reordered names, packed as
+    first * 2^20 + count in entry b (a bucket holds far fewer than 2^20)."""
+    M = max(len(names), 1)
+    bucket = [spark_hash(x) % M for x in names]
+    order = sorted(range(len(names)), key=lambda j: bucket[j])
+    counts = np.bincount(bucket, minlength=M) if names else np.zeros(M, np.int64)
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    packed = (firsts * 2**20 + counts).tolist()
+    return M, [names[j] for j in order], [int(x) for x in packed]
 
 
 def _is_index(name: str) -> bool:
@@ -118,19 +171,19 @@ def vector_entries(text: str) -> str:
     dense Vector's non-zero ones, as ``data.columns`` reads Vectors), from
     the column ``text`` holding ``CAST(vector AS STRING)``: Spark prints a
     SparseVector ``(size,[i,...],[x,...])`` and a DenseVector ``[x,...]``,
-    doubles exactly (Java's shortest round-trip form), which the casts read
-    back; SQL has no other access to the Vector type's fields."""
+    doubles exactly (Java's shortest round-trip form), which array casts
+    read back; SQL has no other access to the Vector type's fields."""
     t = text
 
     def listed(part: str, of: str) -> str:
-        return f"transform(filter(split({part}, ','), s -> s != ''), s -> CAST(s AS {of}))"
+        return f"coalesce(CAST(split(NULLIF({part}, ''), ',') AS array<{of}>), array())"
 
     indices = listed(f"substring_index(substring_index({t}, '],[', 1), ',[', -1)", "INT")
     values = listed(f"substring_index(substring_index({t}, '],[', -1), '])', 1)", "DOUBLE")
     sparse = f"zip_with({indices}, {values}, (i, x) -> named_struct('i', i, 'x', x))"
     dense = (
-        f"filter(transform(split(substring({t}, 2, length({t}) - 2), ','), (s, i) -> "
-        "named_struct('i', i, 'x', CAST(IF(s = '', '0', s) AS DOUBLE))), e -> e.x != 0)"
+        f"filter(transform({listed(f'substring({t}, 2, length({t}) - 2)', 'DOUBLE')}, "
+        "(x, i) -> named_struct('i', i, 'x', x)), e -> e.x != 0)"
     )
     return f"IF(startswith({t}, '('), {sparse}, {dense})"
 

@@ -129,6 +129,31 @@ class MaxEntTrainingSummary(MaxEntClassificationSummary):
         path = self._model.report.get("path") or {}
         return [dict(p) for p in path.get("points", [])]
 
+    def plotRegularizationPath(self, path: str) -> str | None:
+        """Write the held-out path as a PNG at ``path`` (any storage path):
+        held-out score and number of non-zero weights against the penalty
+        (log scale), the chosen point marked, as the command line's
+        plots/path.png (``choice.heldout.write_path_plot``). Returns
+        ``path``; None without matplotlib (the ``plots`` extra). Raises
+        ValueError for a model fitted without an ``"auto"`` penalty."""
+        from ..choice.heldout import write_path_plot
+
+        found = self._model.report.get("path")
+        if not found:
+            raise ValueError(
+                "plotRegularizationPath: this model was fitted without l1='auto' or "
+                "l2='auto', so it has no regularization path"
+            )
+        parameter = found["parameter"]
+        return write_path_plot(
+            found["points"],
+            parameter,
+            "gamma1" if parameter == "l1" else "gamma2",
+            found["chosen"],
+            found.get("criterion") or "score",
+            path,
+        )
+
     @property
     def chosenRegularization(self) -> float | None:
         """The penalty the path chose on the held-out rows (gamma1 for

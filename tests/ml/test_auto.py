@@ -58,15 +58,24 @@ def test_validation_split_is_stratified_and_repeatable(df):
     assert {r.id for r in held.collect()} == {i for i in range(df.count()) if i % 5 == 0}
 
 
-def test_auto_l1_chooses_on_held_out_rows_and_refits_on_all(df):
-    model = MaxEntClassifier(l1="auto").fit(df)
-    summary = model.summary
+def test_auto_l1_chooses_on_held_out_rows_and_refits_on_all(df, model, tmp_path):
+    fitted = MaxEntClassifier(l1="auto").fit(df)
+    summary = fitted.summary
     path = summary.regularizationPath
     assert len(path) >= 2 and sum(p["chosen"] for p in path) == 1
     chosen = next(p for p in path if p["chosen"])
     assert summary.chosenRegularization == chosen["l1"]
     assert [p["l1"] for p in path] == sorted((p["l1"] for p in path), reverse=True)
-    refit = model.report["refit"]
+    refit = fitted.report["refit"]
     assert refit["l1"] == chosen["l1"] and refit["kkt_passed"]
-    assert model.report["method"] == "grafting" and model.getL1() == "auto"
+    assert fitted.report["method"] == "grafting" and fitted.getL1() == "auto"
     assert summary.accuracy > 0.6
+    # the path as a PNG (matplotlib is in the test environment); a model
+    # fitted without 'auto' has no path to plot
+    out = str(tmp_path / "path.png")
+    assert summary.plotRegularizationPath(out) == out
+    with open(out, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert model.summary.regularizationPath == []
+    with pytest.raises(ValueError, match="no regularization path"):
+        model.summary.plotRegularizationPath(str(tmp_path / "none.png"))

@@ -142,3 +142,19 @@ def test_saved_sql_file_runs_as_transform(spark, model, df, tmp_path):
         f.dataType.simpleString() for f in want.schema
     ]
     assert got.columns == want.columns and got.collect() == want.collect()
+
+
+def test_spark_hash_is_spark_sqls_hash(spark):
+    """The SQL scorer's name buckets are computed in Python with the hash
+    Spark evaluates per row: equal on names of every tail length, non-ASCII
+    bytes (signed tail bytes) and quotes."""
+    from sparkmaxent.ml.sql import hash_buckets, spark_hash
+
+    names = ["", "a", "ab", "abc", "abcd", "abcde", "t+1=NN", "w=é,ü", "日本語", "x" * 37, "it's"]
+    got = spark.createDataFrame([(x,) for x in names], "x string").selectExpr("hash(x) AS h")
+    assert [r.h for r in got.collect()] == [spark_hash(x) for x in names]
+    M, keys, packed = hash_buckets(names)
+    for b, p in enumerate(packed):  # each bucket holds exactly its names
+        first, count = divmod(p, 2**20)
+        assert all(spark_hash(x) % M == b for x in keys[first : first + count])
+    assert sorted(keys) == sorted(names) and sum(p % 2**20 for p in packed) == len(names)

@@ -5,6 +5,7 @@ fits, the best stage of a selection run, and the path's report and plot."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -625,17 +626,22 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     assert resumed.weights.nnz == whole.weights.nnz
 
 
-def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem):
-    res = run(problem, method="sgc", stage_features=0, patience=0, max_features=150)
+@pytest.mark.parametrize("share", [0.0, 0.1])
+def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem, share):
+    keys = dict(stage_features=0, patience=0, max_features=150, stage_features_min_share=share)
+    res = run(problem, method="sgc", **keys)
     rounds = res.report["rounds"]
     assert rounds[0]["stage_size"] == 1 and max(r["stage_size"] for r in rounds) >= 8
-    best, active = -np.inf, 0
+    best, active, floored = -np.inf, 0, 0
     for prev, r in zip(rounds, rounds[1:]):
         improved = prev["heldout_score"] > best
         best = max(best, prev["heldout_score"])
         active += prev["added"]
         size = prev["stage_size"] * 2 if improved else max(prev["stage_size"] // 2, 1)
-        assert r["stage_size"] == min(size, 150 - active)
+        floor = math.ceil(share * active)  # at least this share of the active set
+        floored += floor > size
+        assert r["stage_size"] == min(max(size, floor), 150 - active)
+    assert floored > 0 if share else floored == 0  # the floor took part
     chosen = res.report["choice"]["chosen_round"]
     assert res.weights.nnz == rounds[chosen - 1]["active"]
 
@@ -699,10 +705,12 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
             out,
             on_round=interrupt,
         )
-    whole = run(problem, max_rounds=3, **keys)  # the same 3 stages, uninterrupted
+    # the same 3 stages, uninterrupted (and not refitted: the spent budget leaves no refit)
+    whole = run(problem, max_rounds=3, refit=False, **keys)
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
     assert len(res.report["rounds"]) == 3 and res.report["stopped"] == "max_seconds = 1e-09"
+    assert res.report["refit"]["skipped"].startswith("max_seconds")
     assert res.report["choice"] == whole.report["choice"]
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)

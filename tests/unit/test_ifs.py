@@ -8,6 +8,7 @@ That the gains themselves equal brute force is tests/unit/test_gains.py.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 import numpy as np
@@ -524,6 +525,7 @@ def test_adaptive_stages_double_and_halve_by_the_refit_without_held_out_data(gen
     for prev, r in zip(rounds, rounds[1:]):
         active += prev["added"]
         grown = prev.get("refit_ratio", 1.0) >= 0.5
-        expect = min(max(prev["stage_size"] * 2 if grown else prev["stage_size"] // 2, 1), 64)
+        size = prev["stage_size"] * 2 if grown else prev["stage_size"] // 2
+        expect = min(max(size, math.ceil(active / 32), 1), 64)  # stage_features_min_share
         assert r["stage_size"] == min(expect, 300 - active)
     assert max(sizes) == 64
