@@ -41,7 +41,7 @@ def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
         {"backend": b, "solver": "newton-cg", "active": n, "cpu_s": c * n**e, "wall_s": 2.0,
          "passes": 4, "direction_bytes_per_pass": 8 * n}
         for b, c, e in (("local", 1e-3, 1.0), ("spark", 1e-5, 1.5))
-        for n in (500, 1000, 4000, 16000)
+        for n in (500, 1000, 4000, 64000)
     ]  # fmt: skip
     rows.append({**rows[0], "active": 300, "cpu_s": 1e9})  # below SLOPE_FROM: left out
     assert slope(rows[:4], "cpu_s") == pytest.approx(1.0, abs=1e-3)
@@ -49,10 +49,16 @@ def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
     report(str(out), rows)
     entry = json.loads(out.read_text())["targets"]["round_cpu_slope"]
     assert entry["met"] is False  # spark's 1.5
-    assert entry["value"].startswith("local 1.0 over 1000 to 16000 (wall 0.0,")
+    assert entry["value"].startswith("local 1.0 over 1000 to 64000 (wall ")
     assert "spark 1.5 over" in entry["value"]
+    # one backend only, or a range short of 64,000 weights: not met
     report(str(out), [r for r in rows if r["backend"] == "local"])
+    assert json.loads(out.read_text())["targets"]["round_cpu_slope"]["met"] is False
+    both = [{**r, "cpu_s": 1e-3 * r["active"]} for r in rows]
+    report(str(out), both)
     assert json.loads(out.read_text())["targets"]["round_cpu_slope"]["met"] is True
+    report(str(out), [r for r in both if r["active"] < 64000])
+    assert json.loads(out.read_text())["targets"]["round_cpu_slope"]["met"] is False
 
 
 def test_a_fixed_tolerance_solves_every_round_to_it(backend):
