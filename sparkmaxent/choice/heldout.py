@@ -310,7 +310,7 @@ def refit_stage(
         )
     rep = fit.report
     row = next(r for r in trace if r["round"] == choice["chosen_round"])
-    report = {
+    refit = {
         "l2": l2,
         "objective": rep["objective"],
         "loss": rep["loss"],
@@ -330,8 +330,8 @@ def refit_stage(
     log.info(
         "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "
         "%d passes",
-        report["objective"],
-        report["start_objective"],
-        report["passes"],
+        refit["objective"],
+        refit["start_objective"],
+        refit["passes"],
     )
-    return fit.weights, report
+    return fit.weights, refit
