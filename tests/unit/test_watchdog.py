@@ -338,5 +338,5 @@ def test_the_pass_limit_is_a_multiple_of_the_slowest_pass_at_least_the_floor():
     assert limit.next() == (30.0, "spark.pass_timeout_s = 30 s")
     assert PassLimit(0.0, 0.0, 3600.0).next() == (0.0, "")
     dog = Watchdog(FakeContext(), GROUP, "pass 3", FakeStatus(2), pass_s=seconds, pass_rule=rule)
-    assert dog.check(dog.start + seconds) == f"it ran longer than {rule} (2 executor(s) now)"
+    assert dog.check(dog.start + seconds + 1e-3) == f"it ran longer than {rule} (2 executor(s) now)"
     assert dog.check(dog.start + seconds - 1) is None
