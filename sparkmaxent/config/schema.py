@@ -99,17 +99,17 @@ class SelectionConfig(Section):
     PATH: ClassVar[str] = "train.selection"
     max_rounds: int = key(
         0,
-        "Stop after this many rounds; 0: until the method stops by "
-        "itself. A run may be resumed with another value.",
+        "Stop after this many rounds; 0: until the method stops by itself. A run may "
+        "be resumed with another value.",
         ge=0,
     )
     max_seconds: float = key(
         0.0,
-        "Stop before a round that, taking as long as the last one, would "
-        "end past this many seconds of selection time (summed over resumed "
-        "sessions), or after the first round that ends past it; the model is "
-        "the best held-out stage so far (stage methods) or the last round. "
-        "0: no limit. A run may be resumed with another value.",
+        "Time budget of the whole training run from its start (setup, rounds, every path "
+        "point, refit; summed over resumed sessions): stop before a round that, taking as "
+        "long as the last one, would end past it, or after the first round that ends past "
+        "it; the model is the best held-out stage so far (stage methods) or the last "
+        "round. 0: no limit. A run may be resumed with another value.",
         ge=0,
     )
     max_features: int = key(
@@ -259,10 +259,7 @@ class IfsConfig(Section):
         lt=1,
     )
     lookahead: int = key(
-        500,
-        "sgc-lookahead: after a selection, recompute the next L "
-        "candidates' gains (Zhou et al. used 500).",
-        ge=0,
+        500, "sgc-lookahead: after a pick, recompute the next L gains (Zhou et al.: 500).", ge=0
     )
     gain_prior_variance: float = key(
         1.0,
@@ -307,8 +304,8 @@ class BayesConfig(Section):
     )
     sign: str = key(
         "laplace",
-        "laplace: -1/2 log a_g (the correct Laplace approximation); "
-        "printed: +1/2 log a_g (Eq. 12 as printed).",
+        "laplace: -1/2 log a_g (the correct Laplace approximation); printed: +1/2 log "
+        "a_g (Eq. 12 as printed).",
         choices=("laplace", "printed"),
     )
     model_prior: str = key(
@@ -337,9 +334,8 @@ class BayesConfig(Section):
     )
     signature_bits: int = key(
         8192,
-        "Proposals firing on no common event (event bitmaps of "
-        "this many bits) are picked without rescoring; 0: rescore before "
-        "every pick.",
+        "Proposals firing on no common event (event bitmaps of this many bits) are "
+        "picked without rescoring; 0: rescore before every pick.",
         ge=0,
         multiple_of=8,
     )
@@ -368,20 +364,25 @@ class ChoiceConfig(Section):
     )
     one_se: bool = key(
         False,
-        "Paths: take the sparsest point whose held-out score is within one "
-        "standard error of the best (the one-standard-error rule).",
+        "Paths: take the sparsest point whose held-out score is within one standard error "
+        "of the best (the one-standard-error rule).",
     )
     path: bool = key(
         False,
-        "grafting, l2: fit a path of penalties (warm-started, strongest "
-        "first) and keep the point with the best held-out score; needs "
-        "held-out data.",
+        "grafting, l2: fit a path of penalties (warm-started, strongest first) and keep "
+        "the point with the best held-out score; needs held-out data.",
     )
     refit: bool = key(
         True,
         "With held-out data: refit the chosen path point's penalty (the best stage's "
         "features under the method's prior: ifs, sgc, bayes-factor) on the training and "
         "held-out events, warm-started (LogisticRegressionCV's refit); false: no refit.",
+    )
+    refit_reserve_passes: int = key(
+        50,
+        "Stage runs with max_seconds and a refit: stop adding stages while the time left "
+        "still covers this many passes at the last stage's seconds per pass; 0: none.",
+        ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
     l1_ratio: float = key(
@@ -399,9 +400,8 @@ class ChoiceConfig(Section):
     )
     elastic_grid: list = key(
         [],
-        "grafting path: one gamma1 path per gamma2 (elastic_l2) in this list, "
-        "the best held-out point over all chosen (elastic net); []: "
-        "train.grafting.elastic_l2 only.",
+        "grafting path: one gamma1 path per gamma2 (elastic_l2) in this list, the best "
+        "held-out point over all chosen (elastic net); []: train.grafting.elastic_l2 only.",
     )
     l2_mixes: list = key(
         [0.0, 0.5, 0.9],
@@ -428,8 +428,8 @@ class ChoiceConfig(Section):
     )
     max_weights: int = key(
         0,
-        "Paths: stop after the first point with more non-zero weights than "
-        "this (glmnet's pmax; that point may be chosen); 0: no limit.",
+        "Paths: stop after the first point with more non-zero weights than this (glmnet's "
+        "pmax; that point may be chosen); 0: no limit.",
         ge=0,
     )
     cut_passes: float = key(

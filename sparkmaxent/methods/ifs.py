@@ -439,7 +439,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     if final_reestimate:
         weights, objective = method.reestimate(weights)
     weights, refit = refit_stage(
-        ctx, weights, choice, state.trace, method.stage_penalty, state.elapsed_s
+        ctx, weights, choice, state.trace, method.stage_penalty, state.earlier_s
     )
     if refit is not None and "loss" in refit:
         objective = refit["loss"]

@@ -15,7 +15,7 @@ from sparkmaxent.methods.baselines import fit_smooth
 from sparkmaxent.selection.base import TrainingContext
 
 from . import test_choice
-from .test_choice import run
+from .test_choice import clocked, run
 
 problem = test_choice.problem  # the planted problem's fixture
 
@@ -79,9 +79,34 @@ def test_bayes_factor_evidence_refits_the_chosen_variance_once(problem):
     assert res.report["refit"]["features"] == res.weights.nnz
 
 
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_max_seconds_counts_the_setup_and_keeps_time_for_the_refit(problem, method):
+    free = clocked(problem, **KEYS[method])
+    rounds = free.report["rounds"]
+    assert len(rounds) >= 4 and "refit" in free.report
+    # a budget that the setup takes most of: 1000 s of setup, four stages' worth after it
+    budget = 1000.0 + rounds[3]["elapsed_s"]
+    res = clocked(problem, 1000.0, max_seconds=budget, refit_reserve_passes=10, **KEYS[method])
+    assert res.report["stop_reason"] == "max_seconds"
+    # stages stop early enough to leave the refit its reserve of passes
+    assert 2 <= len(res.report["rounds"]) <= 3
+    assert res.weights.nnz > 0
+    # the whole train() call, setup, stages, refit and final figures, within the budget
+    assert res.report["wall_s"] <= budget
+    refit = res.report["refit"]
+    assert "skipped" not in refit and refit["passes"] > 0
+
+
+def test_a_run_whose_setup_spends_the_budget_ends_with_its_start_model(problem):
+    res = clocked(problem, 1000.0, max_seconds=500.0, **KEYS["sgc"])
+    assert res.report["stop_reason"] == "max_seconds"
+    assert res.report["rounds"] == [] and "refit" not in res.report
+
+
 def test_a_refit_past_max_seconds_is_skipped_and_the_chosen_stage_kept(problem):
-    # the first stage spends the whole budget: no time is left for a refit
-    res = run(problem, method="sgc", max_features=40, max_seconds=1e-6)
+    # the first stage starts within the budget and ends past it: no time is left for a refit
+    first = clocked(problem, max_rounds=1, **KEYS["sgc"]).report["rounds"][0]
+    res = clocked(problem, 1000.0, max_seconds=1000.0 + first["elapsed_s"] - 1.0, **KEYS["sgc"])
     assert res.report["refit"]["skipped"].startswith("max_seconds")
     rounds = res.report["rounds"]
     assert res.report["choice"]["chosen_round"] == len(rounds) == 1
