@@ -18,7 +18,7 @@ import os
 import tempfile
 import time
 
-from benchmarks.common import RESULTS, ROOT, target, write_result
+from benchmarks.common import RESULTS, target, write_result
 from scripts import pack_env
 
 LIMIT_BYTES = 256 * 1024 * 1024  # the executors' /tmp of tests/e2e/test_nscluster_archive.py

@@ -308,9 +308,7 @@ def typed_stops(doc: dict) -> dict:
     for row in doc.get("rows", []):
         if isinstance(row, dict):
             code = row.get("stop_reason")
-            row["stop_reason"] = (
-                StopReason(code) if code else reason_of_message(row.get("stopped"))
-            )
+            row["stop_reason"] = StopReason(code) if code else reason_of_message(row.get("stopped"))
     return doc
 
 
