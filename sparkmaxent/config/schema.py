@@ -47,9 +47,7 @@ class DataConfig(Section):
     prepare_cutoff: int = key(
         0, "Drop predicates seen in fewer (weighted) events when preparing; 0 keeps all.", ge=0
     )
-    partitions: int = key(
-        0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
-    )
+    partitions: int = key(0, "Spark partitions of the events; 0: the default parallelism.", ge=0)
     binary: bool = key(
         False,
         "Binary predicates: a feature present in an event counts 1.0 however often "
@@ -191,9 +189,7 @@ class GraftingConfig(Section):
         "candidates come back. 0: always block-wise.",
         ge=0,
     )
-    test_block_size: int = key(
-        1_000_000, "Features per block of the block-wise gradient test.", ge=1
-    )
+    test_block_size: int = key(1_000_000, "Features per block of the block-wise test.", ge=1)
     partial_cut: float = key(
         0.5,
         "Dense gradient test: each data block ships its exact partial gradient at the "
@@ -293,13 +289,11 @@ class BayesConfig(Section):
     )
     evidence_min: float = key(0.1, "variance = evidence: the grid's smallest sigma^2.", gt=0)
     evidence_max: float = key(30.0, "variance = evidence: the grid's largest sigma^2.", gt=0)
-    evidence_points: int = key(
-        6, "variance = evidence: sigma^2 values in the grid (one run each).", ge=2
-    )
+    evidence_points: int = key(6, "variance = evidence: sigma^2 values (one run each).", ge=2)
     per_round: int = key(
         100,
-        "S: features selected per round at most, each after the first rescored "
-        "with the earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
+        "S: features selected per round at most, each after the first rescored with the "
+        "earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
         ge=1,
     )
     sign: str = key(
@@ -310,13 +304,18 @@ class BayesConfig(Section):
     )
     model_prior: str = key(
         "empirical-bayes",
-        "Prior over models: uniform (Eq. 13); beta-binomial "
-        "(Scott & Berger 2010, log((k+1)/(K-k)) per added feature); "
-        "empirical-bayes (George & Foster 2000, log(p/(1-p)) with p <= 1/2 "
-        "fitted to each round's proposals).",
+        "Prior over models: uniform (Eq. 13); beta-binomial (Scott & Berger 2010, "
+        "log((k+1)/(K-k)) per added feature); empirical-bayes (George & Foster 2000, "
+        "log(p/(1-p)) with p <= 1/2 fitted to each round's proposals).",
         choices=("uniform", "beta-binomial", "empirical-bayes"),
     )
     rescore: int = key(50, "Proposals rescored before each pick after a round's first.", ge=1)
+    rescore_mu: str = key(
+        "fixed",
+        "fixed: a rescoring keeps each mu_g of the round's fit and evaluates S and a_g given "
+        "the picks (Figure 1, Eq. 14; one pass); refit: fits mu_g again (a gain fit).",
+        choices=("fixed", "refit"),
+    )
     beyond_rule: bool = key(
         True,
         "With held-out data (train.choice.best_stage, patience > 0): the rule's stop is "
@@ -559,9 +558,7 @@ class TrainConfig(Section):
         1000, "L-BFGS iterations (a selection round: Newton or L-BFGS-B iterations).", ge=1
     )
     memory: int = key(10, "L-BFGS history.", ge=1)
-    gtol: float = key(
-        1.0e-7, "Stop when the largest (projected) gradient entry is below this.", gt=0
-    )
+    gtol: float = key(1.0e-7, "Stop when the largest projected gradient entry is below this.", gt=0)
     ftol: float = key(1.0e-12, "Or when the relative objective decrease is below this.", ge=0)
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     grafting: GraftingConfig = field(default_factory=GraftingConfig)

@@ -34,6 +34,7 @@ from scipy.optimize import brentq
 from ..choice.heldout import best_stage, refit_stage
 from ..config.schema import BayesConfig
 from ..kernels import Weights
+from ..kernels.gains import GainDerivativesTask
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..problem import Objective
@@ -173,6 +174,22 @@ class BayesFactor:
             alpha0=alpha0,
         )
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
+
+    def rescore(
+        self, model: Weights, ids: np.ndarray, mu: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The log Bayes factors of ``ids`` against ``model`` (the picks
+        fixed, Eq. 14) and their mu_g. ``train.bayes.rescore_mu = fixed``:
+        each mu_g stays the round's (Figure 1 fits mu_g once, against
+        lambda0) and S(mu_g) and a_g are evaluated given the picks, one pass
+        (a correlated proposal's likelihood falls, as section 3.5 intends);
+        ``refit``: mu_g fitted again given the picks (a gain fit, warm-started)."""
+        if self.ctx.config.bayes.rescore_mu == "refit":
+            f, s = self.fit(model, ids, alpha0=mu)
+            return s, f.alpha
+        d = self.ctx.backend.run(GainDerivativesTask(self.space, model, self.ctx.scaling, ids, mu))
+        curvature = -d.curv + 1.0 / self.sigma2
+        return bayes_factor_score(d.loglik, mu, curvature, self.sigma2, self.sign), mu
 
     def model_prior(
         self, log_bf: np.ndarray, k_active: int | None = None
@@ -377,10 +394,10 @@ class BayesFactor:
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
             fresh = pos[order[: cfg.bayes.rescore]]
-            f, s = self.fit(model, ids[fresh], alpha0=mu[fresh])
+            s, mu[fresh] = self.rescore(model, ids[fresh], mu[fresh])
             s += odds(len(model.values))
             rescored += len(fresh)
-            score[fresh], mu[fresh] = s, f.alpha
+            score[fresh] = s
             live[fresh] = s > floor  # no longer beats beta_0 given the picks: out of this round
 
 

@@ -182,6 +182,8 @@ def run_rounds(
     counters()
     if state.stop is None:  # the loop ended at a cap
         state.stop = limit()
+    if checkpoint is not None and state.round == since.round:  # no round: the budget was spent
+        checkpoint.save(state, name)
     if ctx.output_dir and cfg.selection.plots and state.trace:
         write_plots(state.trace, storage.join(ctx.output_dir, PLOTS_DIR), score_name, score_label)
     return state
