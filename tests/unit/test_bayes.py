@@ -469,8 +469,9 @@ def test_fixed_rescoring_is_figure_1s_greedy_loop_at_one_pass_a_rescoring():
     X[:, 1] = np.maximum(X[:, 0], (rng.random(m) < 0.1))  # a near copy of predicate 0
     s = 1.5 * X[:, [0, 2, 4]] @ np.array([[0, 1, -1], [1, 0, 0], [0, 0, 1.0]])
     y = np.argmax(s + rng.gumbel(size=(m, K)), axis=1)
-    block, space = MulticlassBlock(X=sp.csr_matrix(X), y=y, c=np.ones(m), n_labels=K), Space(
-        MULTICLASS, P, K, bias=True
+    block, space = (
+        MulticlassBlock(X=sp.csr_matrix(X), y=y, c=np.ones(m), n_labels=K),
+        Space(MULTICLASS, P, K, bias=True),
     )
     ids = np.arange(space.n_features)
     runs = {}
