@@ -283,9 +283,10 @@ class BayesConfig(Section):
     )
     variance: str = key(
         "fixed",
-        "fixed: prior_variance; evidence: the sigma^2 of largest Laplace evidence "
-        "over the geometric grid evidence_min .. evidence_max (evidence_points values).",
-        choices=("fixed", "evidence"),
+        "fixed: prior_variance; evidence / heldout: the sigma^2 of largest Laplace evidence / "
+        "best held-out stage over the geometric grid evidence_min .. evidence_max "
+        "(evidence_points values).",
+        choices=("fixed", "evidence", "heldout"),
     )
     evidence_min: float = key(0.1, "variance = evidence: the grid's smallest sigma^2.", gt=0)
     evidence_max: float = key(30.0, "variance = evidence: the grid's largest sigma^2.", gt=0)

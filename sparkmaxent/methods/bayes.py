@@ -33,6 +33,7 @@ from scipy.optimize import brentq
 
 from ..choice.heldout import best_stage, refit_stage
 from ..config.schema import BayesConfig
+from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.gains import GainDerivativesTask
 from ..kernels.loss import LossGradTask
@@ -442,24 +443,30 @@ def laplace_evidence(ctx: TrainingContext, weights: Weights, sigma2: float) -> f
 
 
 def fit_by_evidence(ctx: TrainingContext) -> FitResult:
-    """``train.bayes.variance = "evidence"``: a run per sigma^2 of
-    ``evidence_grid``, the one whose model has the largest Laplace evidence
-    kept (empirical Bayes, type-II maximum likelihood over the grid)."""
-    runs = []
-    grid = evidence_grid(ctx.config.bayes)
+    """``train.bayes.variance = "evidence"`` / ``"heldout"``: a run per
+    sigma^2 of ``evidence_grid`` (each with an equal share of the time left),
+    the one kept whose model has the largest Laplace evidence (empirical
+    Bayes, type-II maximum likelihood) or, ``heldout``, whose chosen stage
+    has the best held-out score (``train.choice.criterion``), then refitted."""
+    by_heldout = ctx.config.bayes.variance == "heldout"
+    if by_heldout and (ctx.heldout is None or not ctx.config.choice.best_stage):
+        raise ConfigError("train.bayes.variance = heldout: needs held-out data and best_stage")
+    scores, results, grid = [], [], evidence_grid(ctx.config.bayes)
     no_refit = dataclasses.replace(ctx.config.choice, refit=False)  # the chosen run's, below
-    for s2 in grid:
+    for n, s2 in enumerate(grid):
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
         config = dataclasses.replace(ctx.config, bayes=bayes, choice=no_refit)
-        run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, resume=False)
-        result = fit_bayes_factor(run_ctx)
-        runs.append((laplace_evidence(run_ctx, result.weights, s2), result))
-        log.info("sigma^2 %g: %d features, log evidence %.6g", s2, result.weights.nnz, runs[-1][0])
-    evidence = [e for e, _ in runs]
-    i = int(np.argmax(evidence))
-    chosen = runs[i][1]
-    chosen.report["evidence"] = {"grid": grid, "log_evidence": evidence, "chosen": i}
-    log.info("chose sigma^2 %g by the Laplace evidence", grid[i])
+        part = ctx.deadline.part(1 / (len(grid) - n))
+        run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, deadline=part)
+        results.append(fit_bayes_factor(dataclasses.replace(run_ctx, resume=False)))
+        held = (results[-1].report["choice"] or {}).get("heldout_score", -math.inf)
+        scores.append(held if by_heldout else laplace_evidence(run_ctx, results[-1].weights, s2))
+        log.info("sigma^2 %g: %d features, score %.6g", s2, results[-1].weights.nnz, scores[-1])
+    i = int(np.argmax(scores))
+    chosen = results[i]
+    kind = "heldout_score" if by_heldout else "log_evidence"
+    chosen.report["evidence"] = {"grid": grid, kind: scores, "chosen": i}
+    log.info("chose sigma^2 %g by the %s", grid[i], kind)
     bayes = dataclasses.replace(ctx.config.bayes, prior_variance=grid[i], variance="fixed")
     at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, bayes=bayes))
     return refit_chosen_stage(at, chosen)
@@ -468,7 +475,7 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
 def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     """Run Bayes-factor selection through the shared round loop; report it."""
     cfg = ctx.config
-    if cfg.bayes.variance == "evidence":
+    if cfg.bayes.variance != "fixed":
         return fit_by_evidence(ctx)
     method = BayesFactor(ctx)
     log.info(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import train_config
+from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.methods.baselines import fit_smooth
 from sparkmaxent.selection.base import TrainingContext
 
@@ -111,3 +111,20 @@ def test_a_refit_past_max_seconds_is_skipped_and_the_chosen_stage_kept(problem):
     rounds = res.report["rounds"]
     assert res.report["choice"]["chosen_round"] == len(rounds) == 1
     assert res.weights.nnz == rounds[0]["active"]
+
+
+def test_bayes_factor_variance_chosen_on_held_out_data_keeps_the_best_run(problem):
+    keys = dict(method="bayes-factor", per_round=3, max_features=15, evidence_points=3)
+    res = run(problem, variance="heldout", **keys)
+    choice = res.report["evidence"]
+    scores, grid = choice["heldout_score"], choice["grid"]
+    assert len(scores) == 3 and choice["chosen"] == int(np.argmax(scores))
+    s2 = grid[choice["chosen"]]
+    assert res.report["prior_variance"] == s2
+    # the kept run is the fixed-variance run at that sigma^2, refitted
+    alone = run(problem, prior_variance=s2, **keys)
+    assert res.report["choice"] == alone.report["choice"]
+    assert scores[choice["chosen"]] == alone.report["choice"]["heldout_score"]
+    np.testing.assert_allclose(res.weights.values, alone.weights.values, rtol=1e-9)
+    with pytest.raises(ConfigError, match="variance = heldout"):
+        run(problem, heldout=False, variance="heldout", **keys)
