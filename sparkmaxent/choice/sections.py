@@ -131,8 +131,6 @@ class RefitSkipped:
 Refit = PathRefit | StageRefit | RefitSkipped
 
 
-
-
 @dataclass
 class PathPoint:
     """One point of a penalty path (``choice.path.scored_point``): its
