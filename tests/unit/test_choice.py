@@ -33,6 +33,8 @@ from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
+from sparkmaxent.methods.gradient_test import make_gradient_test
+from sparkmaxent.problem import Penalty
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
@@ -187,6 +189,38 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
         assert point["features"] == cold.report["nonzero_weights"]
         if i:  # the first point starts from the bias-only model, a cold fit from zeros
             assert point["passes"] < cold.report["passes"]
+
+
+def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(problem):
+    # n_best 1: a warm-started point's first round adds every candidate above
+    # gamma1 at its start (round_size), without the strong rule's pass
+    grid = [2e-2, 5e-3]
+    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, refit=False)
+    path = run(problem, n_best=1, **keys)
+    points = path.report["path"]["points"]
+    assert path.report["path"]["chosen"] == 1  # the report's rounds are the second point's
+    start = run(problem, heldout=False, method="grafting", l1=grid[0], gtol=1e-9)
+    test = make_gradient_test(
+        TrainingContext(LocalBackend([problem[0]], problem[2]), train_config(l1=grid[1])),
+        Penalty(l1=grid[1]),
+    ).test(start.weights)
+    assert (
+        path.report["rounds"][0]["added"]
+        == test.kkt["zero_weights_over_bound"]
+        > points[0]["features"]
+    )
+    # the optimum of one candidate a round from the same start (grafting's own)
+    one = train(
+        LocalBackend([problem[0]], problem[2]),
+        train_config(method="grafting", l1=grid[1], n_best=1, gtol=1e-9),
+        warm_start=start.weights,
+    )
+    assert points[1]["kkt_passed"] and one.report["kkt"]["passed"]
+    assert points[1]["objective"] == pytest.approx(one.report["objective"], rel=1e-7)
+    assert np.array_equal(path.weights.active_ids(), one.weights.active_ids())
+    assert np.allclose(path.weights.values, one.weights.values, rtol=0, atol=1e-4)
+    assert len(path.report["rounds"]) < len(one.report["rounds"])
+    assert points[1]["passes"] < one.report["passes"]
 
 
 def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
