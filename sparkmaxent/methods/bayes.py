@@ -32,6 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..choice.heldout import best_stage, refit_stage
+from ..choice.sections import StageRefit
 from ..config.schema import BayesConfig
 from ..errors import ConfigError
 from ..kernels import Weights
@@ -459,17 +460,17 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
         part = ctx.deadline.part(1 / (len(grid) - n))
         run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, deadline=part)
         results.append(fit_bayes_factor(dataclasses.replace(run_ctx, resume=False)))
-        held = (results[-1].report["choice"] or {}).get("heldout_score", -math.inf)
+        choice = results[-1].report["choice"]
+        held = choice.heldout_score if choice is not None else -math.inf
         scores.append(held if by_heldout else laplace_evidence(run_ctx, results[-1].weights, s2))
         log.info("sigma^2 %g: %d features, score %.6g", s2, results[-1].weights.nnz, scores[-1])
     i = int(np.argmax(scores))
-    chosen = results[i]
     kind = "heldout_score" if by_heldout else "log_evidence"
-    chosen.report["evidence"] = {"grid": grid, kind: scores, "chosen": i}
+    results[i].report["evidence"] = {"grid": grid, kind: scores, "chosen": i}
     log.info("chose sigma^2 %g by the %s", grid[i], kind)
     bayes = dataclasses.replace(ctx.config.bayes, prior_variance=grid[i], variance="fixed")
     at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, bayes=bayes))
-    return refit_chosen_stage(at, chosen)
+    return refit_chosen_stage(at, results[i])
 
 
 def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
@@ -549,11 +550,11 @@ def refit_chosen_stage(
     weights, refit = refit_stage(
         ctx, result.weights, rep["choice"], rep["rounds"], penalty, earlier_s
     )
-    if refit is not None and "chosen_fit" in refit:
-        refit["chosen_fit"].update(
-            objective=rep["objective"], loss=rep["loss"], train_accuracy=rep.pop("train_accuracy")
-        )
-        rep.update(objective=refit["objective"], loss=refit["loss"], l2=refit["l2"])
+    if isinstance(refit, StageRefit):
+        chosen = refit.chosen_fit
+        chosen.objective, chosen.loss = rep["objective"], rep["loss"]
+        chosen.train_accuracy = rep.pop("train_accuracy")
+        rep.update(objective=refit.objective, loss=refit.loss, l2=refit.l2)
     if refit is not None:
         rep["refit"] = refit
     result.weights = weights.sparse()

@@ -24,6 +24,7 @@ from sparkmaxent.choice.path import (
     scored_point,
     sparsest_within_noise,
 )
+from sparkmaxent.choice.sections import PathPoint
 from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
@@ -90,23 +91,26 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
 
 
+def point(measure: Measure, features: int) -> PathPoint:
+    """A path point of ``features`` weights scored ``measure`` on held-out data."""
+    held = {"heldout_score": measure.score, "heldout_se": measure.se}
+    return PathPoint("l1", 0.1, features, 0.5, 3, True, None, False, None, held)
+
+
 def test_mixes_are_chosen_within_one_scores_error_and_report_the_paired_gap():
     rng = np.random.default_rng(0)
     base = rng.normal(-1.0, 0.5, 400)  # per-event scores of the sparse variant
     sparse = Measure.of_units(base)
     # a denser variant better on nearly every event, by less than one score's error
     dense = Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
-    rows = [
-        {"heldout_score": m.score, "heldout_se": m.se, "features": f}
-        for m, f in ((sparse, 10), (dense, 100))
-    ]
+    rows = [point(m, f) for m, f in ((sparse, 10), (dense, 100))]
     assert dense.score - sparse.score < dense.se
     i, gaps = sparsest_within_noise(rows, [sparse, dense])
     assert i == 0  # the sparsest within one standard error of the best
     assert gaps[1] == 0.0 and gaps[0] > 10  # far beyond the paired difference's noise
     # a denser variant better by more than one score's error is kept
     far = Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
-    rows[1].update(heldout_score=far.score, heldout_se=far.se)
+    rows[1] = point(far, 100)
     assert sparsest_within_noise(rows, [sparse, far])[0] == 1
 
 
@@ -387,19 +391,19 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     result, row, _ = scored_point(
         ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
     )
-    assert not row["cut"] and row["continued_after"] >= budget
-    assert row["converged"] and full.report["converged"]
+    assert not row.cut and row.continued_after >= budget
+    assert row.converged and full.report["converged"]
     if method == "grafting":
-        assert row["kkt_passed"] and full.report["kkt"]["passed"]
+        assert row.kkt_passed and full.report["kkt"]["passed"]
         assert result.report["kkt"]["max_zero_gradient"] <= result.report["kkt"]["bound"]
-    assert row["objective"] == pytest.approx(full.report["objective"], rel=1e-8)
+    assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
-    assert row["objective"] == pytest.approx(cold.report["objective"], rel=1e-7)
+    assert row.objective == pytest.approx(cold.report["objective"], rel=1e-7)
     # refitting would pay the budget's passes again: going on does not
-    assert row["passes"] < row["continued_after"] + full_passes
-    assert row["passes"] - row["continued_after"] < full_passes
+    assert row.passes < row.continued_after + full_passes
+    assert row.passes - row.continued_after < full_passes
 
 
 # ---------------------------------------------------------------- k folds
