@@ -78,7 +78,7 @@ def line_search(
                 return (trial, ev_t, value_t), float(t)
         first, ray_first = len(chunk), along is not None
     step = float(steps[min(first, len(steps) - 1)])
-    tries = [] if ray_first else steps[first:] if along is None else steps[:1]
+    tries: np.ndarray = steps[:0] if ray_first else steps[first:] if along is None else steps[:1]
     for step in tries:
         trial = np.clip(theta + step * d, lower, upper)
         ev_t = evaluate(trial, want_full, step == 1.0)
