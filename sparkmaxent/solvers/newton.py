@@ -430,21 +430,10 @@ def minimize_box_newton(
         want_full = violation * min(1.0, violation / prev_violation) <= options.tol
         acceptable, noise = acceptance(value, slope, options.armijo)
         accepted, step = line_search(
-            evaluate,
-            along,
-            theta,
-            d,
-            lin,
-            lower,
-            upper,
-            steps,
-            acceptable,
-            want_full,
-            expects_cut(ratio, along),
-            options.ray_steps,
-            passes.at if passes.points is not None else None,
-            options.trial_points,
-        )
+            evaluate, along, theta, d, lin, lower, upper, steps, acceptable, want_full,
+            expects_cut(ratio, along), options.ray_steps,
+            passes.at if passes.points is not None else None, options.trial_points,
+        )  # fmt: skip
         length = float(np.abs(d[: options.region]).max(initial=0.0))  # in the region
         if accepted is None:
             # even the smallest trial step went too far (a direction along
