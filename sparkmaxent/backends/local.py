@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import check_total_weight
 from ..kernels import Block, Space
 from ..kernels.colcache import COLUMNS
-from ..kernels.keyed import Keyed, summarize_all
+from ..kernels.keyed import Keyed, KeyedTask
 from .base import merge_all
 
 R = TypeVar("R")
+
+
+def summarize_all(task: KeyedTask, partial: Any, weight: float) -> Any:
+    """Split merged partials ``partial`` and summarize every piece
+    in-process, merged in key order (an in-process backend's keyed pass:
+    the numbers of a distributed one)."""
+    out = None
+    for key, piece in task.split(partial):
+        result = task.summarize(key, piece, weight)
+        out = result if out is None else out.merge(result)
+    if out is None:
+        raise ValueError("a keyed task split its partials into no piece")
+    return out
 
 
 class LocalBackend:

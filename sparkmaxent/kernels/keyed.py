@@ -7,9 +7,9 @@ there; only those results reach the driver, merged.
 The request ``Keyed(task)`` names this kind of pass; a backend runs it,
 as any task, through its one entry point ``run`` (backends/base.py).
 This module is the executor half: what a keyed task provides
-(``KeyedTask``), one run on blocks changed first (``KeyedOn``: widened by
-conjunctions, cut to a fold) and the in-process reduction
-(``summarize_all``).
+(``KeyedTask``) and one run on blocks changed first (``KeyedOn``: widened
+by conjunctions, cut to a fold); the backends orchestrate the pass
+(in-process: ``backends/local.py`` ``summarize_all``).
 """
 
 from __future__ import annotations
@@ -81,17 +81,4 @@ class KeyedOn:
         return self.task.result_weight(result)
 
 
-def summarize_all(task: KeyedTask, partial: Any, weight: float) -> Any:
-    """Split merged partials ``partial`` and summarize every piece
-    in-process, merged in key order (an in-process backend's keyed pass:
-    the numbers of a distributed one)."""
-    out = None
-    for key, piece in task.split(partial):
-        result = task.summarize(key, piece, weight)
-        out = result if out is None else out.merge(result)
-    if out is None:
-        raise ValueError("a keyed task split its partials into no piece")
-    return out
-
-
-__all__ = ["Keyed", "KeyedOn", "KeyedTask", "summarize_all"]
+__all__ = ["Keyed", "KeyedOn", "KeyedTask"]

@@ -12,13 +12,14 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.expanded import ExpandedBackend
+from sparkmaxent.backends.local import summarize_all
 from sparkmaxent.backends.subset import FoldBackend
 from sparkmaxent.backends.union import UnionBackend
 from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.kernels.blocks import MulticlassBlock
 from sparkmaxent.kernels.conjunctions import Conjunctions
 from sparkmaxent.kernels.infold import in_fold
-from sparkmaxent.kernels.keyed import Keyed, KeyedOn, summarize_all
+from sparkmaxent.kernels.keyed import Keyed, KeyedOn
 from sparkmaxent.kernels.topk import GradientSummary, GradientTestTask
 
 from .helpers import random_multiclass

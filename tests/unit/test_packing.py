@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
+from sparkmaxent.backends.local import summarize_all
 from sparkmaxent.kernels import MULTICLASS, LossGrad, Space, Weights, loss_grad
-from sparkmaxent.kernels.keyed import summarize_all
 from sparkmaxent.kernels.packing import pack_nonzero, unpack_nonzero
 from sparkmaxent.methods.gradient_test import finished
 

@@ -9,11 +9,11 @@ import pytest
 import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.backends.local import summarize_all
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import MulticlassBlock, split_block
 from sparkmaxent.kernels.curvature import CurvatureTask
-from sparkmaxent.kernels.keyed import summarize_all
 from sparkmaxent.kernels.topk import (
     BlockGradient,
     GradientSummary,
