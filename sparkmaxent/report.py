@@ -143,6 +143,11 @@ class RunReport(JsonView):
         return self.fit.get("choice")
 
     @property
+    def path(self) -> PathSection | None:
+        """The penalty path the model was chosen on (``path``), if any."""
+        return self.fit.get("path")
+
+    @property
     def refit(self) -> Refit | None:
         """The refit of the chosen path point or stage (``refit``), if any."""
         return self.fit.get("refit")

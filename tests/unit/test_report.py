@@ -11,7 +11,9 @@ import pytest
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.sections import (
     ChosenFit,
+    PathPoint,
     PathRefit,
+    PathSection,
     RefitSkipped,
     StageChoice,
     StageRefit,
@@ -100,11 +102,21 @@ def test_unconverged_reads_the_typed_report():
 
 
 def test_refit_reports_the_chosen_fits_heldout_figures():
-    held = {"heldout_accuracy": 0.8, "heldout_loss": 0.4}
+    held = {"heldout_accuracy": 0.8, "heldout_loss": 0.4, "heldout_score": -0.4, "heldout_se": 0.1}
     chosen = ChosenFit(0.5, 3, held)
     refit = PathRefit("l1", 0.01, 0.45, 4, 12, True, chosen, kkt_passed=True)
-    rep = report({"objective": 0.45, "refit": refit})
+    point = PathPoint("l1", 0.01, 3, 0.5, 12, True, None, False, None, held, True, 0.0, True)
+    path = PathSection("l1", "loglik", False, [0.01], 0, [point], None)
+    rep = report({"objective": 0.45, "path": path, "refit": refit})
     assert rep.refit is refit and rep.refit_heldout == HeldoutFigures(0.8, 0.4)
+    assert rep.path is path and rep.path.chosen_point.score == held["heldout_score"]
+    assert rep.to_json()["path"]["points"] == [
+        {
+            "l1": 0.01, "features": 3, "objective": 0.5, "passes": 12, "converged": True,
+            "budget": None, "cut": False, "continued_after": None, **held, "kkt_passed": True,
+            "below_best_se": 0.0, "chosen": True,
+        }
+    ]  # fmt: skip
     assert report({"refit": RefitSkipped("why")}).refit_heldout is None
     # its JSON: the penalty by name, the chosen fit's held-out entries flat
     assert rep.to_json()["refit"] == {
