@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -41,6 +42,17 @@ class LocalBackend:
         self.passes += 1
         lg = merge_all([task.partial(b) for b in self.blocks])
         return task.summarize_all(lg, check_total_weight(lg.weight))
+
+    def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> LocalBackend:
+        """A copy of this backend (its class and settings) over ``fn`` of
+        every block, built now (``what`` names it for the Spark backends'
+        logs): a wrapper whose passes would otherwise transform the blocks
+        in every pass (widening by conjunctions) runs them on the copy. The
+        copy counts its own passes; its ``close`` drops only its blocks."""
+        out = copy.copy(self)
+        out.blocks = [fn(b) for b in self.blocks]
+        out.space, out.passes = space, 0
+        return out
 
     def close(self) -> None:
         """Drop the blocks, and the columns gathered from them between passes."""
