@@ -154,3 +154,37 @@ def test_a_union_derives_both_parts_and_closes_them(problem):
     assert copy.first.blocks == [] and copy.second.blocks == []
     assert union.first.blocks and union.second.blocks  # the parts' owners close them
     assert UnionBackend(WidenedEveryPass([tr], space), LocalBackend([he], space)).derived is None
+
+
+def test_the_combination_is_kept_when_it_beats_the_atoms_beyond_the_noise(chosen):
+    versus = chosen.report["path"]["versus_atoms"]
+    assert versus["kept"] == "combination"
+    assert versus["gain"] > versus["difference_se"] > 0
+    path = chosen.report["path"]
+    assert versus["combination_point"] == path["points"][path["chosen"]]
+    assert all("kkt_passed" in p for p in versus["other_points"])  # the atoms' path
+
+
+def test_without_planted_conjunctions_the_atoms_path_is_kept():
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=1500, n_predicates=120, n_labels=3, n_support=8, n_copies=0,
+            n_conjunctions=0, min_support_count=40, seed=5,
+        )
+    )  # fmt: skip
+    tr, he = (p.block() for p in synthetic.split(data, [0.75, 0.25], seed=0))
+    space = Space(MULTICLASS, 120, 3, bias=True)
+    cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **KEYS)
+    res = train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
+    versus = res.report["path"]["versus_atoms"]
+    assert versus["kept"] == "atoms" and versus["gain"] <= versus["difference_se"]
+    assert not res.conjunctions  # the atoms' model
+    atoms_keys = {**KEYS, "combination_degree": 1}
+    atoms_cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **atoms_keys)
+    alone = train(LocalBackend([tr], space), atoms_cfg, LocalBackend([he], space))
+    def unbudgeted(points):  # the combination path fits without a pass budget
+        return [{k: v for k, v in p.items() if k != "budget"} for p in points]
+
+    assert unbudgeted(res.report["path"]["points"]) == unbudgeted(alone.report["path"]["points"])
+    assert (res.weights.active_ids() == alone.weights.active_ids()).all()
+    assert res.weights.values == pytest.approx(alone.weights.values)
