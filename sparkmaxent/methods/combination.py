@@ -33,7 +33,6 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..backends.expanded import ExpandedBackend
-from ..backends.local import LocalBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask

@@ -182,6 +182,7 @@ def test_without_planted_conjunctions_the_atoms_path_is_kept():
     atoms_keys = {**KEYS, "combination_degree": 1}
     atoms_cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **atoms_keys)
     alone = train(LocalBackend([tr], space), atoms_cfg, LocalBackend([he], space))
+
     def unbudgeted(points):  # the combination path fits without a pass budget
         return [{k: v for k, v in p.items() if k != "budget"} for p in points]
 
