@@ -14,28 +14,18 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import tempfile
 import time
 
-from benchmarks.common import RESULTS, ROOT, target, write_result
+from benchmarks.common import RESULTS, target, write_result
+from scripts import pack_env
 
 LIMIT_BYTES = 256 * 1024 * 1024  # the executors' /tmp of tests/e2e/test_nscluster_archive.py
 
 
-def _pack_env():
-    spec = importlib.util.spec_from_file_location(
-        "pack_env", os.path.join(ROOT, "scripts", "pack_env.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measure(name: str, prefix: str, scratch: str) -> list[dict]:
     """Two rows for the virtualenv ``prefix``: packed whole, and as shipped."""
-    pack_env = _pack_env()
     rows = []
     for mode, keep in (("whole", list(pack_env.SPARK_PROVIDED)), ("shipped", [])):
         out = os.path.join(scratch, f"{name}-{mode}.tar.gz")

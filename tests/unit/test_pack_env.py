@@ -4,7 +4,6 @@ metadata, scripts in bin/, bytecode compiled since), and nothing else."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -12,16 +11,9 @@ import tarfile
 
 import pytest
 
+from scripts import pack_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _pack_env():
-    spec = importlib.util.spec_from_file_location(
-        "pack_env", os.path.join(ROOT, "scripts", "pack_env.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _install(site: str, name: str, files: dict[str, str]) -> None:
@@ -72,7 +64,7 @@ def test_the_archive_leaves_out_pyspark_and_py4j_only(venv, tmp_path):
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     prefix, version = venv
     out = str(tmp_path / "env.tar.gz")
-    done = _pack_env().pack(prefix, out, keep=[])
+    done = pack_env.pack(prefix, out, keep=[])
     names = _members(out)
     site = f"lib/{version}/site-packages"
     assert f"{site}/numpylike/__init__.py" in names and "bin/numpylike" in names
@@ -86,7 +78,7 @@ def test_keep_packs_a_spark_distribution_anyway(venv, tmp_path):
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     prefix, version = venv
     out = str(tmp_path / "env.tar.gz")
-    _pack_env().pack(prefix, out, keep=["PySpark"])
+    pack_env.pack(prefix, out, keep=["PySpark"])
     names = _members(out)
     site = f"lib/{version}/site-packages"
     assert f"{site}/pyspark/jars/big.jar" in names and "bin/spark-submit" in names
@@ -94,7 +86,6 @@ def test_keep_packs_a_spark_distribution_anyway(venv, tmp_path):
 
 
 def test_a_directory_shared_with_another_distribution_loses_only_its_files():
-    pack_env = _pack_env()
     site = os.path.join("lib", "python3.11", "site-packages")
     mine = [os.path.join(site, "ns", "a.py"), os.path.join(site, "pyspark", "x.py")]
     others = {os.path.join(site, "ns", "b.py")}
