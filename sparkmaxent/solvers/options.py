@@ -41,6 +41,8 @@ class SolverOptions:
         gradient's best value by 1%.
     max_products : the Hessian-free step (``newton-cg``): at most this many
         Hessian-vector products per block and direction pass.
+    trial_points : the Hessian-free step's line search evaluates its first
+        this many steps (1, backtrack, ...) with their gradients in one pass.
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -61,6 +63,7 @@ class SolverOptions:
     min_radius: float = 1e-12
     stall: int = 10
     max_products: int = 200
+    trial_points: int = 3
     full_gradient: bool = True
 
 
