@@ -7,9 +7,8 @@ conjunctions without the blocks being rebuilt."""
 from __future__ import annotations
 
 from ..kernels import Space
-from ..kernels.conjunctions import Conjunctions, Expanding, ExpandingGradientTest
-from ..kernels.topk import GradientSummary, GradientTestTask
-from .base import Backend, WrappingBackend, task_fields
+from ..kernels.conjunctions import Conjunctions, Expanding
+from .base import Backend, WrappingBackend
 
 
 class ExpandedBackend(WrappingBackend):
@@ -48,12 +47,6 @@ class ExpandedBackend(WrappingBackend):
         self.base.passes += 1
         return self.widened.run(task)
 
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        if self.widened is None:
-            return super().gradient_test(task)
-        self.base.passes += 1
-        return self.widened.gradient_test(task)
-
     def close(self) -> None:
         """Drops the widened copies (the base backend is closed by its owner)."""
         if self.widened is not None:
@@ -65,6 +58,7 @@ class ExpandedBackend(WrappingBackend):
             self.builds += 1
         return Expanding(task, self.conjunctions) if len(self.conjunctions) else task
 
-    def wrap_gradient_test(self, task: GradientTestTask) -> GradientTestTask:
-        self.builds += 1
-        return ExpandingGradientTest(**task_fields(task), conjunctions=self.conjunctions)
+    def change(self):
+        if len(self.conjunctions):
+            self.builds += 1
+        return self.conjunctions.expand
