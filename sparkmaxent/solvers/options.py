@@ -22,6 +22,8 @@ class SolverOptions:
 
     memory : history length (``maxcor``).
     ftol : relative-decrease stop.
+    max_evaluations : at most about this many evaluations (``maxfun``;
+        checked between iterations); 0: no cap beyond ``max_iter``.
 
     Newton (``minimize_box_newton``):
 
@@ -52,6 +54,7 @@ class SolverOptions:
     max_iter: int = 1000
     memory: int = 10
     ftol: float = 1e-12
+    max_evaluations: int = 0
     inner_ratio: float = 0.1
     max_sweeps: int = 500
     armijo: float = 1e-4
