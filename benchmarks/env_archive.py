@@ -1,8 +1,9 @@
 """Size of the ``scripts/submit.sh --python-env archive`` archive (issue 39):
-each virtualenv given packed whole (as before) and without pyspark and py4j
-(``scripts/pack_env.py``, what submit.sh now ships), in bytes compressed
-and unpacked. The target: the shipped archive of a virtualenv holding only
-what sparkmaxent needs (``pip install '.[cluster]'``) fits an executor's
+each virtualenv given packed whole (as before) and as submit.sh ships it
+(``scripts/pack_env.py``: without pyspark and py4j, pandas, the installers
+and the files nothing imports), in bytes compressed and unpacked. The
+target: the shipped archive of a virtualenv holding only what sparkmaxent
+needs (``pip install '.[cluster]'``) fits an executor's
 256 MB /tmp, where Spark fetches it, compressed and unpacked.
 
 Usage::

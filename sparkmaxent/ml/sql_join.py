@@ -80,9 +80,7 @@ def join_sql(scorer: Scorer, features_col: str, kind: str, table: str, outputs: 
     step column of :func:`output_steps`: RAW, PROBABILITY, PREDICTION, the
     vectors as ``array<double>``)."""
     _, b = scorer.linear()
-    sums = ", ".join(
-        f"{float(b[k])!r}D + sum(IF(w.k = {k}, w.w * e.x, 0D))" for k in range(len(b))
-    )
+    sums = ", ".join(f"{float(b[k])!r}D + sum(IF(w.k = {k}, w.w * e.x, 0D))" for k in range(len(b)))
     exploded = _exploded(scorer, features_col, kind, table)
     scores = (
         f"SELECT first(e.{ROW}) AS {ROW}, array({sums}) AS {SCORES}\n"
