@@ -15,33 +15,25 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import tempfile
 import time
 
-from benchmarks.common import RESULTS, ROOT, target, write_result
+from benchmarks.common import RESULTS, target, write_result
+from scripts import pack_env
 
 LIMIT_BYTES = 256 * 1024 * 1024  # the executors' /tmp of tests/e2e/test_nscluster_archive.py
 
 
-def _pack_env():
-    spec = importlib.util.spec_from_file_location(
-        "pack_env", os.path.join(ROOT, "scripts", "pack_env.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measure(name: str, prefix: str, scratch: str) -> list[dict]:
-    """Two rows for the virtualenv ``prefix``: packed whole, and as shipped."""
-    pack_env = _pack_env()
+    """Two rows for the virtualenv ``prefix``: packed whole (every
+    distribution, every file), and as shipped."""
     rows = []
-    for mode, keep in (("whole", list(pack_env.SPARK_PROVIDED)), ("shipped", [])):
+    everything = [*pack_env.SPARK_PROVIDED, *pack_env.NOT_IMPORTED]
+    for mode, keep in (("whole", everything), ("shipped", [])):
         out = os.path.join(scratch, f"{name}-{mode}.tar.gz")
         t0 = time.perf_counter()
-        done = pack_env.pack(os.path.abspath(prefix), out, keep)
+        done = pack_env.pack(os.path.abspath(prefix), out, keep, all_files=mode == "whole")
         rows.append(
             {
                 "venv": name,
@@ -51,6 +43,7 @@ def measure(name: str, prefix: str, scratch: str) -> list[dict]:
                 "archive_bytes": done["archive_bytes"],
                 "unpacked_mb": round(done["unpacked_bytes"] / 2**20, 1),
                 "files": done["files"],
+                "unused_files_mb": round(done["unused_bytes"] / 2**20, 1),
                 "pack_s": round(time.perf_counter() - t0, 1),
             }
         )

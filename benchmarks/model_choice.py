@@ -346,7 +346,10 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             if name in CHUNKED and args.conll_sentences != DEFAULT_SENTENCES:
                 suffix += f"_{args.conll_sentences}sent"
             png = os.path.join(RESULTS, f"model_choice_{name}{suffix}.png")
-            write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
+            points = path["points"]
+            x, scores = [p["l1"] for p in points], [p["heldout_score"] for p in points]
+            features = [p["features"] for p in points]
+            write_path_plot(x, scores, features, "gamma1", path["chosen"], "loglik", png)
             row["plot"] = os.path.basename(png)
             keys = ("l1", "features", "heldout_score", "heldout_se", "heldout_accuracy", "passes",
                     "chosen", "cut", "continued_after")  # fmt: skip

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from benchmarks.common import RESULTS, ROOT
+from sparkmaxent.selection.stops import StopReason, reason_of_message
 
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 MAX_LINES = 600
@@ -264,7 +265,7 @@ PAGES: dict[str, Page] = {
         "a time cap).",
         ("task", "method", "degree", "gamma", "dev_score", "test_score", "active_features",
          "conjunctions_examined", "conjunctions_existing", "passes", "wall_s", "rss_peak_mb"),
-        lambda row: "max_seconds" not in str(row.get("stopped")),
+        lambda row: row["stop_reason"] is not StopReason.MAX_SECONDS,
     ),
     "lattice_sbd": Page(
         "Feature lattice: sentence boundaries and PP attachment",
@@ -300,6 +301,18 @@ def table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def typed_stops(doc: dict) -> dict:
+    """The page ``doc`` with each row's ``stop_reason`` a StopReason (None:
+    the row's fit has none, or its ``stopped`` text is no reason's message):
+    a row written before reports carried ``stop_reason`` gets it from its
+    ``stopped`` text, here once, so pages decide on the typed reason."""
+    for row in doc.get("rows", []):
+        if isinstance(row, dict):
+            code = row.get("stop_reason")
+            row["stop_reason"] = StopReason(code) if code else reason_of_message(row.get("stopped"))
+    return doc
+
+
 def load_pages(results: str = RESULTS) -> dict[str, dict]:
     """Every result page, by benchmark; a page without a ``PAGES`` entry or an
     entry without a page is an error (the doc would silently miss it)."""
@@ -307,7 +320,7 @@ def load_pages(results: str = RESULTS) -> dict[str, dict]:
     for name in sorted(os.listdir(results)):
         if name.endswith(".json"):
             with open(os.path.join(results, name)) as f:
-                found[name[: -len(".json")]] = json.load(f)
+                found[name[: -len(".json")]] = typed_stops(json.load(f))
     missing = sorted(set(PAGES) - set(found))
     unknown = sorted(set(found) - set(PAGES))
     if missing or unknown:

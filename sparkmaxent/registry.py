@@ -51,9 +51,10 @@ class MethodEntry:
     best_stage : bool
         Whether it keeps its best held-out stage (``train.choice.best_stage``)
         and k folds choose its stage count (choice/folds.py).
-    combination : bool
-        Whether it searches combination features
-        (``train.grafting.combination_degree > 1``).
+    combination : str or None
+        ``"module:function"`` of its fit with combination features
+        (``train.grafting.combination_degree > 1``), which ``train()`` runs
+        in place of ``fit`` then; None: it searches none (and ignores the key).
     warm_start : bool
         Whether its fit starts from ``TrainingContext.start`` (a previous
         model's weights); others ignore it.
@@ -76,7 +77,7 @@ class MethodEntry:
     summary: str
     path: str | None = None
     best_stage: bool = False
-    combination: bool = False
+    combination: str | None = None
     warm_start: bool = False
     penalty_keys: tuple[str | None, str] | None = None
     ml_params: tuple[str, ...] = ()
@@ -93,9 +94,12 @@ class MethodEntry:
         """Whether MLlib's elasticNetParam may be above 0 (an l1 part)."""
         return self.penalty_keys is not None and self.penalty_keys[0] is not None
 
-    def fit_function(self) -> Callable:
-        """Its fit function, ``(TrainingContext) -> FitResult``."""
-        module, _, function = self.fit.partition(":")
+    def fit_function(self, combination: bool = False) -> Callable:
+        """Its fit function, ``(TrainingContext) -> FitResult``: with
+        ``combination`` (``train.grafting.combination_degree > 1``) its
+        combination-features fit, when it has one."""
+        name = self.combination if combination and self.combination else self.fit
+        module, _, function = name.partition(":")
         return getattr(importlib.import_module(module), function)
 
 
@@ -155,12 +159,12 @@ METHODS: dict[str, MethodEntry] = {
         ),
         MethodEntry(
             "grafting",
-            f"{_METHODS}.combination:fit_grafting",
+            f"{_METHODS}.grafting:fit_grafting",
             "grafting",
             "l1 n-best grafting (gamma1 train.grafting.l1, elastic net with "
             "train.grafting.elastic_l2), optionally over combination features.",
             path="l1",
-            combination=True,
+            combination=f"{_METHODS}.combination:fit_combination",
             warm_start=True,
             penalty_keys=(L1_KEY, "train.grafting.elastic_l2"),
             ml_params=("l1", "l2", "nBest", "maxRounds"),

@@ -83,7 +83,7 @@ def train(
     )
     try:
         with blas_threads(config.selection.blas_threads):
-            fit = method(config.method).fit_function()
+            fit = method(config.method).fit_function(config.grafting.combination_degree > 1)
             if config.choice.folds > 1:
                 result = folds.fit_folds(ctx, fit)
             else:

@@ -207,7 +207,7 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
     warm = [(null_model(fctx), previous) for fctx in fctxs]
     scores: list[list[float]] = [[] for _ in fctxs]
     sizes: list[list[int]] = [[] for _ in fctxs]
-    means: list[dict] = []  # mean fold score per point: what the extension reads
+    means: list[float] = []  # mean fold score per point: what the extension reads
     rule = stop_rule(cfg.choice)  # the folds are its units: paired over folds
     limit, n_default = max(cfg.choice.points, MAX_EXTENSION), len(grid)
     for gamma in extended_grid(grid, means, extend, limit):
@@ -215,15 +215,15 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             weights, before = warm[f]
             result, row, _ = scored_point(fctx, fit_point, gamma, weights, before, None, -np.inf)
             warm[f] = (result.weights, gamma)
-            scores[f].append(row["heldout_score"])
-            sizes[f].append(row["features"])
-        means.append({"heldout_score": float(np.mean([s[-1] for s in scores]))})
+            scores[f].append(row.score)
+            sizes[f].append(row.features)
+        means.append(float(np.mean([s[-1] for s in scores])))
         log.info(
             "k-fold path %s %.4g: mean held-out %s %.6g (folds %s)",
             parameter,
             gamma,
             cfg.choice.criterion,
-            means[-1]["heldout_score"],
+            means[-1],
             [round(s[-1], 6) for s in scores],
         )
         rule.add(gamma, Measure.of_units([s[-1] for s in scores]))

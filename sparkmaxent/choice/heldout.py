@@ -36,6 +36,7 @@ from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
 from ..selection.base import LoopState, TrainingContext
 from ..solvers import ConvergenceWarning
+from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
 from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     return rule
 
 
-def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | None]:
+def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageChoice | None]:
     """The weights a stage method's run keeps: the best held-out stage
     (``train.choice.best_stage``), else the last; and the choice's report
     (None when no choice was made)."""
@@ -195,49 +196,49 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | 
     chosen = int(state.info["choice_round"])
     for row in state.trace:
         row["chosen"] = row["round"] == chosen
-    report = {
-        "criterion": cfg.criterion,
-        "chosen_round": chosen,
-        "heldout_score": state.info["choice_score"],
-        "stages_run": state.round,
-    }
+    choice = StageChoice(cfg.criterion, chosen, state.info["choice_score"], state.round)
     log.info(
         "kept stage %d of %d: best held-out %s %.6g",
         chosen,
         state.round,
         cfg.criterion,
-        report["heldout_score"],
+        choice.heldout_score,
     )
     if ctx.output_dir and ctx.config.selection.plots and state.trace:
         from ..selection.reporting import PLOTS_DIR
 
         write_path_plot(
-            state.trace,
-            "round",
+            [r["round"] for r in state.trace],
+            [r["heldout_score"] for r in state.trace],
+            [r["active"] for r in state.trace],
             "stage",
             chosen - 1,
             cfg.criterion,
             storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
         )
-    return weights, report
+    return weights, choice
 
 
 def write_path_plot(
-    rows: list[dict], x_key: str, x_label: str, chosen: int, criterion: str, path: str
+    x: list[float],
+    scores: list[float],
+    features: list[int],
+    x_label: str,
+    chosen: int,
+    criterion: str,
+    path: str,
 ) -> str | None:
-    """PNG of a path: held-out score and feature count against the path's
-    parameter (log scale for penalties) or stage, the choice marked. Needs
-    matplotlib; without it, None."""
+    """PNG of a path: held-out ``scores`` and ``features`` (non-zero weights)
+    against the path's penalty ``x`` (log scale) or stage (``x_label``
+    "stage"), point ``chosen`` marked. Needs matplotlib; without it, None."""
     fig = new_figure("path plot")
     if fig is None:
         return None
-    x = [r[x_key] for r in rows]
-    log_x = x_key != "round"
-    for i, (key, label) in enumerate(
-        (("heldout_score", f"held-out {criterion}"), ("features", "non-zero weights"))
+    log_x = x_label != "stage"
+    for i, (y, label) in enumerate(
+        ((scores, f"held-out {criterion}"), (features, "non-zero weights"))
     ):
         ax = fig.add_subplot(1, 2, i + 1)
-        y = [r.get(key, r.get("active", float("nan"))) for r in rows]
         ax.plot(x, y, marker="o", markersize=3)
         ax.axvline(x[chosen], color="tab:red", linestyle="--", label="chosen")
         if log_x:
@@ -257,11 +258,11 @@ StagePenalty = Callable[[float], float]
 def refit_stage(
     ctx: TrainingContext,
     weights: Weights,
-    choice: dict | None,
+    choice: StageChoice | None,
     trace: list[dict],
     penalty: StagePenalty,
     elapsed_s: float = 0.0,
-) -> tuple[Weights, dict | None]:
+) -> tuple[Weights, StageRefit | RefitSkipped | None]:
     """The best stage's active features refitted on the training and
     held-out events together (``train.choice.refit``, as the paths'
     ``points.refit`` and LogisticRegressionCV's refit=True): the MAP
@@ -290,13 +291,13 @@ def refit_stage(
         iterations = int((cap - elapsed_s - per_pass) / max(per_pass, 1e-9))
         if iterations < 1:
             log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
-            return weights, {"skipped": f"max_seconds = {cap:g} spent by the selection"}
+            return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
         config = dataclasses.replace(config, max_iter=min(config.max_iter, iterations))
     l2 = penalty(float(lg.weight))
     values = weights.values
     log.info(
         "refitting stage %d's %d features on the training and held-out events (gamma2 %.4g)",
-        choice["chosen_round"],
+        choice.chosen_round,
         len(values),
         l2,
     )
@@ -309,29 +310,29 @@ def refit_stage(
             weights,
         )
     rep = fit.report
-    row = next(r for r in trace if r["round"] == choice["chosen_round"])
-    refit = {
-        "l2": l2,
-        "objective": rep["objective"],
-        "loss": rep["loss"],
-        "start_objective": lg.loss / lg.weight + 0.5 * l2 * float(values @ values),
-        "features": int(fit.weights.nnz),
-        "passes": whole.passes - passes0,
-        "converged": bool(rep["converged"]),
-        "iterations": rep["iterations"],
-        "max_iter": config.max_iter,
-        "chosen_fit": {
-            "stage": choice["chosen_round"],
-            "objective": row["objective"],
-            "features": int(len(values)),
-            **{k: row[k] for k in row if k.startswith("heldout_")},
-        },
-    }
+    row = next(r for r in trace if r["round"] == choice.chosen_round)
+    refit = StageRefit(
+        l2,
+        objective=rep["objective"],
+        loss=rep["loss"],
+        start_objective=lg.loss / lg.weight + 0.5 * l2 * float(values @ values),
+        features=int(fit.weights.nnz),
+        passes=whole.passes - passes0,
+        converged=bool(rep["converged"]),
+        iterations=rep["iterations"],
+        max_iter=config.max_iter,
+        chosen_fit=ChosenFit(
+            row["objective"],
+            int(len(values)),
+            {k: row[k] for k in row if k.startswith("heldout_")},
+            stage=choice.chosen_round,
+        ),
+    )
     log.info(
         "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "
         "%d passes",
-        refit["objective"],
-        refit["start_objective"],
-        refit["passes"],
+        refit.objective,
+        refit.start_objective,
+        refit.passes,
     )
     return fit.weights, refit

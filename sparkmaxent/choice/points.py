@@ -10,14 +10,13 @@ import logging
 import warnings
 from collections.abc import Callable
 
-import numpy as np
-
 from ..backends.union import UnionBackend
 from ..kernels import Weights
 from ..methods.baselines import fit_smooth
-from ..methods.grafting import Grafting, fit_grafting_family, variant
+from ..methods.grafting import fit_grafting_family
 from ..selection.base import FitResult, TrainingContext
 from ..solvers import ConvergenceWarning
+from .sections import ChosenFit, PathRefit, RefitSkipped
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +51,11 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     refit's. Skipped (``refit.skipped`` says why) when the grafting test
     would be block-wise: its summaries do not add up over two backends."""
     path = chosen.report["path"]
-    point = path["points"][path["chosen"]]
+    point = path.chosen_point
     if not ctx.config.choice.refit:
         return chosen
     assert ctx.heldout is not None, "a path has held-out data"
-    parameter, gamma = path["parameter"], point[path["parameter"]]
+    parameter, gamma = path.parameter, point.gamma
     space = ctx.backend.space
     # with combination features: the atoms' and the chosen model's conjunctions' features
     n_features = space.n_features + len(chosen.conjunctions or ()) * space.n_labels
@@ -66,7 +65,7 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
             "the block-wise gradient test of training + held-out events is not available"
         )
         log.warning("no refit after the path: %s", reason)
-        chosen.report["refit"] = {"skipped": reason}
+        chosen.report["refit"] = RefitSkipped(reason)
         return chosen
     whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
     if fit_point is None:
@@ -76,20 +75,20 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
     rep = result.report
     rep["path"] = path
-    rep["refit"] = {
-        parameter: gamma,
-        "objective": rep.get("objective"),
-        "features": int(result.weights.nnz),
-        "passes": whole.backend.passes - passes0,
-        "converged": bool(rep.get("converged")),
-        "chosen_fit": {
-            "objective": chosen.report.get("objective"),
-            "features": int(chosen.weights.nnz),
-            **{k: point[k] for k in point if k.startswith("heldout_")},
-        },
-    }
-    if "kkt" in rep:
-        rep["refit"]["kkt_passed"] = bool(rep["kkt"]["passed"])
+    rep["refit"] = PathRefit(
+        parameter,
+        gamma,
+        objective=rep.get("objective"),
+        features=int(result.weights.nnz),
+        passes=whole.backend.passes - passes0,
+        converged=bool(rep.get("converged")),
+        chosen_fit=ChosenFit(
+            chosen.report.get("objective"),
+            int(chosen.weights.nnz),
+            dict(point.heldout),
+        ),
+        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+    )
     log.info(
         "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
         result.weights.nnz,
@@ -99,21 +98,20 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     return result
 
 
-def strong_set_size(ctx: TrainingContext, start: Weights, gamma: float, previous: float) -> int:
-    """Inactive features the sequential strong rule keeps at ``gamma``
-    (Tibshirani et al. 2012, Eq. 7): |dL/dw_j| at the previous point's
-    solution above 2 gamma - previous; one pass. 0 with the block-wise
-    test (the dense gradient never reaches the driver)."""
-    method = Grafting(ctx, variant(ctx.config.method, ctx.config))
-    if not method.gradient_test.full_gradient:
-        return 0
-    obj = method.objective(start.active_ids())
-    theta = np.concatenate([start.values, start.bias if start.bias is not None else []])
-    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
-    assert ev.full_grad is not None, "asked for the full gradient"
-    score = np.abs(ev.full_grad)
-    score[start.active_ids()] = 0.0
-    return int(np.count_nonzero(score > 2 * gamma - previous))
+def round_size(ctx: TrainingContext, previous: float | None) -> int:
+    """Candidates a path point's rounds add: ``n_best`` from the bias-only
+    model (``previous`` None), and from a warm start (a later point or the
+    refit) every candidate above gamma. That is the round size the
+    sequential strong rule gave before (Tibshirani et al. 2012: its set
+    |dL/dw_j| > 2 gamma - previous holds every candidate above gamma, as
+    gamma <= previous), without its pass. Rounds of the n best by
+    |gradient| only (as many as the warm start's weights, a working set
+    that may double a round) took more rounds and passes for the same
+    optimum: most of a round's new weights are dropped again either way
+    (one predicate's labels carry one signal)."""
+    if previous is None:
+        return ctx.config.grafting.n_best
+    return max(ctx.config.grafting.n_best, ctx.backend.space.n_features)
 
 
 def grafting_point(
@@ -124,16 +122,13 @@ def grafting_point(
     budget: int | None,
     keep_going: KeepGoing | None,
 ) -> FitResult:
-    """A grafting run at ``gamma`` from ``start``. Its rounds add up to
-    max(n_best, strong set size) candidates each, so the features the
-    strong rule expects at gamma enter in one round instead of
-    (size / n_best) rounds; the l1 optimum and its certificate are the same.
+    """A grafting run at ``gamma`` from ``start``, each round adding
+    ``round_size`` candidates; the point ends when the KKT certificate over
+    all candidates passes, so the l1 optimum is the one of any round size.
     A spent budget that ``keep_going`` lifts leaves the run going on in
     the same loop (``Grafting.round``)."""
     cfg = ctx.config.grafting
-    n_best = cfg.n_best
-    if previous is not None:
-        n_best = max(n_best, strong_set_size(ctx, start, gamma, previous))
+    n_best = round_size(ctx, previous)
     grafting = dataclasses.replace(cfg, l1=gamma, n_best=n_best)
     return fit_grafting_family(
         point_context(ctx, grafting=grafting), ctx.config.method, start, budget, keep_going

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..choice.heldout import best_stage, refit_stage
+from ..choice.sections import StageRefit
 from ..config.schema import BayesConfig
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
@@ -522,11 +523,11 @@ def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
     weights, refit = refit_stage(
         ctx, result.weights, rep["choice"], rep["rounds"], penalty, rep["selection_elapsed_s"]
     )
-    if refit is not None and "chosen_fit" in refit:
-        refit["chosen_fit"].update(
-            objective=rep["objective"], loss=rep["loss"], train_accuracy=rep.pop("train_accuracy")
-        )
-        rep.update(objective=refit["objective"], loss=refit["loss"], l2=refit["l2"])
+    if isinstance(refit, StageRefit):
+        chosen = refit.chosen_fit
+        chosen.objective, chosen.loss = rep["objective"], rep["loss"]
+        chosen.train_accuracy = rep.pop("train_accuracy")
+        rep.update(objective=refit.objective, loss=refit.loss, l2=refit.l2)
     if refit is not None:
         rep["refit"] = refit
     result.weights = weights.sparse()

@@ -45,7 +45,7 @@ from ..selection.loop import run_rounds
 from ..selection.reporting import FeatureNamer
 from ..selection.stops import StopReason, stop
 from .gradient_test import TestResult
-from .grafting import Grafting, fit_grafting_family, grafting_report, variant
+from .grafting import Grafting, grafting_report, variant
 
 log = logging.getLogger(__name__)
 
@@ -442,11 +442,4 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
     return FitResult(weights, report, conjunctions=kept, stop=state.stop)
 
 
-def fit_grafting(ctx: TrainingContext) -> FitResult:
-    """``grafting``: over the atoms, or with combination features."""
-    if ctx.config.grafting.combination_degree > 1:
-        return fit_combination(ctx)
-    return fit_grafting_family(ctx, "grafting", ctx.start)
-
-
-__all__ = ["HeldoutWithConjunctions", "fit_combination", "fit_grafting", "search", "compact"]
+__all__ = ["HeldoutWithConjunctions", "fit_combination", "search", "compact"]

@@ -319,6 +319,13 @@ def grafting_report(
     }
 
 
+def fit_grafting(ctx: TrainingContext) -> FitResult:
+    """``grafting`` over the atomic features, from ``ctx.start`` (a warm
+    start); with combination features the registry names
+    ``methods/combination.py``'s fit instead."""
+    return fit_grafting_family(ctx, "grafting", ctx.start)
+
+
 def fit_mle_ifs(ctx: TrainingContext) -> FitResult:
     return fit_grafting_family(ctx, "mle-ifs")
 

@@ -42,10 +42,12 @@ class TrainingContext:
 
 @dataclass
 class FitResult:
-    """What a method returns: the weights, a JSON-able report, and why a
-    selection run stopped (None for the smooth fits; train() writes it into
-    the report as ``stopped`` and ``stop_reason``, and adds the
-    standardization the weights are relative to). A method that forms
+    """What a method returns: the weights, its report section (JSON-able
+    entries, and the typed model-choice sections of choice/sections.py,
+    which report.py writes as JSON), and why a selection run stopped (None
+    for the smooth fits; train() writes it into the report as ``stopped``
+    and ``stop_reason``, and adds the standardization the weights are
+    relative to). A method that forms
     conjunctions returns them: the weights are then over the atoms followed
     by the conjunctions (kernels/conjunctions.py)."""
 

@@ -11,6 +11,7 @@ from being compared anywhere else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -91,6 +92,42 @@ _MESSAGES: dict[StopReason, Callable[..., str]] = {
     ),
     StopReason.NO_NODE_LEFT: lambda: "no constrained node left to remove",
 }
+
+
+#: how each reason's message begins (a regular expression, matched at the
+#: text's start): what reads a reason back from a report's ``stopped`` text
+_STARTS: dict[StopReason, str] = {
+    StopReason.NO_CANDIDATE_PASSES: r"no candidate passes the test$",
+    StopReason.NO_PROGRESS: r"the round's \d+ new weights all stayed at 0",
+    StopReason.BUDGET_SPENT: r"pass budget spent$",
+    StopReason.MAX_ROUNDS: r"max_rounds = ",
+    StopReason.MAX_SECONDS: r"max_seconds = ",
+    StopReason.MAX_FEATURES: r"max_features = ",
+    StopReason.HELDOUT_RULE: r"held-out stop rule: \d+ points without a better held-out score, ",
+    StopReason.HELDOUT_MAX_BEHIND: (
+        r"held-out stop rule: \d+ points without a better held-out score \(max "
+    ),
+    StopReason.NO_CANDIDATE_LEFT: r"no candidate left$",
+    StopReason.GAIN_THRESHOLD: r"best gain \S+ <= gain_threshold ",
+    StopReason.NO_MISCLASSIFIED: r"no misclassified training event",
+    StopReason.NO_PROPOSAL: r"no proposal outside the active set",
+    StopReason.BAYES_RULE: r"no proposal beats beta_0 \(",
+    StopReason.MAX_STEPS: r"max_steps$",
+    StopReason.NO_TRAINING_GAIN: r"no candidate raises the training likelihood$",
+    StopReason.HELDOUT_PATIENCE: r"held-out likelihood not improved for ",
+    StopReason.NO_NODE_LEFT: r"no constrained node left to remove$",
+}
+
+
+def reason_of_message(text: str | None) -> StopReason | None:
+    """The reason whose message ``text`` is (a report's ``stopped``, e.g. a
+    stored result row written before reports carried ``stop_reason``); None
+    for a text that is no reason's message (a note, or a wording since
+    changed). Code that has a Stop reads ``stop.reason`` instead."""
+    if not text:
+        return None
+    found = [reason for reason, start in _STARTS.items() if re.match(start, text)]
+    return found[0] if len(found) == 1 else None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from sparkmaxent.choice.path import (
     scored_point,
     sparsest_within_noise,
 )
+from sparkmaxent.choice.sections import PathPoint
 from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
@@ -32,6 +33,8 @@ from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
+from sparkmaxent.methods.gradient_test import make_gradient_test
+from sparkmaxent.problem import Penalty
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
@@ -79,23 +82,26 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
 
 
+def point(measure: Measure, features: int) -> PathPoint:
+    """A path point of ``features`` weights scored ``measure`` on held-out data."""
+    held = {"heldout_score": measure.score, "heldout_se": measure.se}
+    return PathPoint("l1", 0.1, features, 0.5, 3, True, None, False, None, held)
+
+
 def test_mixes_are_chosen_within_one_scores_error_and_report_the_paired_gap():
     rng = np.random.default_rng(0)
     base = rng.normal(-1.0, 0.5, 400)  # per-event scores of the sparse variant
     sparse = Measure.of_units(base)
     # a denser variant better on nearly every event, by less than one score's error
     dense = Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
-    rows = [
-        {"heldout_score": m.score, "heldout_se": m.se, "features": f}
-        for m, f in ((sparse, 10), (dense, 100))
-    ]
+    rows = [point(m, f) for m, f in ((sparse, 10), (dense, 100))]
     assert dense.score - sparse.score < dense.se
     i, gaps = sparsest_within_noise(rows, [sparse, dense])
     assert i == 0  # the sparsest within one standard error of the best
     assert gaps[1] == 0.0 and gaps[0] > 10  # far beyond the paired difference's noise
     # a denser variant better by more than one score's error is kept
     far = Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
-    rows[1].update(heldout_score=far.score, heldout_se=far.se)
+    rows[1] = point(far, 100)
     assert sparsest_within_noise(rows, [sparse, far])[0] == 1
 
 
@@ -183,6 +189,38 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
         assert point["features"] == cold.report["nonzero_weights"]
         if i:  # the first point starts from the bias-only model, a cold fit from zeros
             assert point["passes"] < cold.report["passes"]
+
+
+def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(problem):
+    # n_best 1: a warm-started point's first round adds every candidate above
+    # gamma1 at its start (round_size), without the strong rule's pass
+    grid = [2e-2, 5e-3]
+    keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, refit=False)
+    path = run(problem, n_best=1, **keys)
+    points = path.report["path"]["points"]
+    assert path.report["path"]["chosen"] == 1  # the report's rounds are the second point's
+    start = run(problem, heldout=False, method="grafting", l1=grid[0], gtol=1e-9)
+    test = make_gradient_test(
+        TrainingContext(LocalBackend([problem[0]], problem[2]), train_config(l1=grid[1])),
+        Penalty(l1=grid[1]),
+    ).test(start.weights)
+    assert (
+        path.report["rounds"][0]["added"]
+        == test.kkt["zero_weights_over_bound"]
+        > points[0]["features"]
+    )
+    # the optimum of one candidate a round from the same start (grafting's own)
+    one = train(
+        LocalBackend([problem[0]], problem[2]),
+        train_config(method="grafting", l1=grid[1], n_best=1, gtol=1e-9),
+        warm_start=start.weights,
+    )
+    assert points[1]["kkt_passed"] and one.report["kkt"]["passed"]
+    assert points[1]["objective"] == pytest.approx(one.report["objective"], rel=1e-7)
+    assert np.array_equal(path.weights.active_ids(), one.weights.active_ids())
+    assert np.allclose(path.weights.values, one.weights.values, rtol=0, atol=1e-4)
+    assert len(path.report["rounds"]) < len(one.report["rounds"])
+    assert points[1]["passes"] < one.report["passes"]
 
 
 def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
@@ -344,19 +382,19 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     result, row, _ = scored_point(
         ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
     )
-    assert not row["cut"] and row["continued_after"] >= budget
-    assert row["converged"] and full.report["converged"]
+    assert not row.cut and row.continued_after >= budget
+    assert row.converged and full.report["converged"]
     if method == "grafting":
-        assert row["kkt_passed"] and full.report["kkt"]["passed"]
+        assert row.kkt_passed and full.report["kkt"]["passed"]
         assert result.report["kkt"]["max_zero_gradient"] <= result.report["kkt"]["bound"]
-    assert row["objective"] == pytest.approx(full.report["objective"], rel=1e-8)
+    assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
-    assert row["objective"] == pytest.approx(cold.report["objective"], rel=1e-7)
+    assert row.objective == pytest.approx(cold.report["objective"], rel=1e-7)
     # refitting would pay the budget's passes again: going on does not
-    assert row["passes"] < row["continued_after"] + full_passes
-    assert row["passes"] - row["continued_after"] < full_passes
+    assert row.passes < row.continued_after + full_passes
+    assert row.passes - row.continued_after < full_passes
 
 
 # ---------------------------------------------------------------- k folds

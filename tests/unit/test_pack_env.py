@@ -6,7 +6,6 @@ headers) of the others, and nothing else."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,16 +13,9 @@ import tarfile
 
 import pytest
 
+from scripts import pack_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _pack_env():
-    spec = importlib.util.spec_from_file_location(
-        "pack_env", os.path.join(ROOT, "scripts", "pack_env.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _install(
@@ -90,7 +82,7 @@ def test_the_archive_leaves_out_spark_pandas_and_what_only_pandas_requires(venv,
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     prefix, version = venv
     out = str(tmp_path / "env.tar.gz")
-    done = _pack_env().pack(prefix, out, keep=[])
+    done = pack_env.pack(prefix, out, keep=[])
     names = _members(out)
     site = f"lib/{version}/site-packages"
     assert f"{site}/numpylike/__init__.py" in names and "bin/numpylike" in names
@@ -112,7 +104,6 @@ def test_unused_files_are_left_out_unless_all_files(venv, tmp_path):
         os.makedirs(os.path.dirname(os.path.join(site, rel)), exist_ok=True)
         with open(os.path.join(site, rel), "w") as f:
             f.write("x" * 100)
-    pack_env = _pack_env()
     out = str(tmp_path / "env.tar.gz")
     done = pack_env.pack(prefix, out, keep=[])
     names = _members(out)
@@ -128,7 +119,7 @@ def test_keep_packs_a_spark_distribution_anyway(venv, tmp_path):
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     prefix, version = venv
     out = str(tmp_path / "env.tar.gz")
-    _pack_env().pack(prefix, out, keep=["PySpark", "pandas"])
+    pack_env.pack(prefix, out, keep=["PySpark", "pandas"])
     names = _members(out)
     site = f"lib/{version}/site-packages"
     assert f"{site}/pyspark/jars/big.jar" in names and "bin/spark-submit" in names
@@ -137,7 +128,6 @@ def test_keep_packs_a_spark_distribution_anyway(venv, tmp_path):
 
 
 def test_a_directory_shared_with_another_distribution_loses_only_its_files():
-    pack_env = _pack_env()
     site = os.path.join("lib", "python3.11", "site-packages")
     mine = [os.path.join(site, "ns", "a.py"), os.path.join(site, "pyspark", "x.py")]
     others = {os.path.join(site, "ns", "b.py")}

@@ -28,6 +28,21 @@ def test_every_entry_names_a_fit_function(name):
     assert entry.summary.endswith(".")
 
 
+def test_combination_features_dispatch_to_their_own_fit():
+    """``train.grafting.combination_degree > 1`` runs the entry's
+    combination fit (methods/combination.py); plain grafting's fit lives in
+    methods/grafting.py, so its path enters no module twice; a method
+    without combination features keeps its fit."""
+    from sparkmaxent.methods import combination, grafting
+
+    entry = registry.METHODS["grafting"]
+    assert entry.fit_function() is grafting.fit_grafting
+    assert entry.fit_function(combination=True) is combination.fit_combination
+    assert registry.names(lambda m: m.combination is not None) == ("grafting",)
+    plain = registry.METHODS["mle-ifs"]
+    assert plain.fit_function(combination=True) is plain.fit_function() is grafting.fit_mle_ifs
+
+
 def test_train_dispatches_through_the_registry():
     from sparkmaxent import train
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkmaxent.selection.stops import _MESSAGES, Stop, StopReason, stop
+from sparkmaxent.selection.stops import _MESSAGES, Stop, StopReason, reason_of_message, stop
 
 PACKAGE = Path(__file__).resolve().parents[2] / "sparkmaxent"
 STOPS_MODULE = PACKAGE / "selection" / "stops.py"
@@ -33,6 +33,28 @@ def test_every_reason_reads_and_round_trips():
         made = Stop(reason, {p: 2 for p in inspect.signature(_MESSAGES[reason]).parameters})
         assert Stop.from_json(made.to_json()) == made
         assert made.to_json()["reason"] == reason.value
+
+
+@pytest.mark.parametrize("value", [0, 3, 12345])
+def test_every_reasons_message_reads_back_as_that_reason(value):
+    for reason in StopReason:
+        params = inspect.signature(_MESSAGES[reason]).parameters
+        made = Stop(reason, {p: value for p in params})
+        assert reason_of_message(made.message) is reason, made.message
+        required = [p for p, v in params.items() if v.default is inspect.Parameter.empty]
+        if len(required) < len(params):  # the message without its optional fields too
+            bare = Stop(reason, {p: value for p in required})
+            assert reason_of_message(bare.message) is reason, bare.message
+    unchanged = stop(StopReason.BAYES_RULE, scored=3, inclusion_zero=False).message
+    assert reason_of_message(unchanged) is StopReason.BAYES_RULE
+
+
+def test_a_text_no_reason_reads_as_has_no_reason():
+    # a note around a reason's text, an older wording shared by two reasons, nothing
+    assert reason_of_message("finished (its l1-Orig start hit max_seconds = 1200)") is None
+    assert reason_of_message("held-out stop rule: 4 points without a better held-out score") is None
+    assert reason_of_message("") is None and reason_of_message(None) is None
+    assert reason_of_message("max_seconds = 1200 (time cap)") is StopReason.MAX_SECONDS
 
 
 def test_a_stop_with_the_wrong_fields_is_refused_where_it_is_made():
@@ -120,3 +142,20 @@ def test_the_stop_text_rule_sees_each_kind_of_comparison():
         (3, "max_seconds ="),
         (4, "pass budget spent"),
     ]
+
+
+def test_no_benchmark_decides_on_a_stop_text():
+    """Benchmarks (the page generator benchmarks/report.py included) read a
+    stored row's reason as a StopReason (its ``stop_reason``, or
+    ``reason_of_message`` of its ``stopped`` text), never compare the text:
+    a reworded message must not silently change a page or a target."""
+    texts = stop_texts()
+    stray = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {text!r}"
+        for path in sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
+        for line, text in stop_text_uses(path.read_text(), texts)
+        if text not in STOP_KEYS  # rows carry them; reading them is not deciding on text
+    ]
+    assert not stray, "stop texts compared in benchmarks:\n" + "\n".join(stray)
+    old_filter = 'keep = lambda row: "max_seconds" not in str(row.get("stopped"))'
+    assert stop_text_uses(old_filter, texts)[0] == (1, "max_seconds")
