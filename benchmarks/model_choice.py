@@ -357,6 +357,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     else:
         choice = rep.get("choice") or {}
         stages = choice.get("stages_run") or 0
+        # max_seconds covers the train() call (its report's wall_s), not reading the data
+        row.update(wall_s=rep["wall_s"], data_and_train_s=round(wall, 2))
         row.update(
             chosen_setting=f"stage {choice.get('chosen_round')} of {stages}",
             fits_or_path_points=1,

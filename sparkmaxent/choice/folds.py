@@ -43,6 +43,7 @@ from .path import (
     null_model,
     path_plan,
     scored_point,
+    time_spent,
 )
 from .stop_rule import Measure, choose, stop_rule
 
@@ -231,6 +232,8 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
         if why is not None:
             log.info("k-fold path stopped: %s", why.message)
             break
+        if time_spent(ctx):
+            break
     del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)
     log.info(
@@ -256,7 +259,11 @@ def _stage_folds(ctx: TrainingContext, folds, method: Method) -> FitResult:
     cfg = ctx.config
     scores, sizes = [], []
     for f, (train, validation) in enumerate(folds):
-        rounds = method(_fold_ctx(ctx, train, validation)).report["rounds"]
+        # the folds and the final run split the time budget left
+        fold = dataclasses.replace(
+            _fold_ctx(ctx, train, validation), deadline=ctx.deadline.part(1 / (len(folds) + 1 - f))
+        )
+        rounds = method(fold).report["rounds"]
         scores.append([r["heldout_score"] for r in rounds])
         sizes.append([r["active"] for r in rounds])
         log.info("fold %d of %d: %d stages", f + 1, len(folds), len(rounds))

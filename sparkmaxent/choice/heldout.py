@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import warnings
 from collections.abc import Callable
 
@@ -250,6 +249,9 @@ def write_path_plot(
     return save_png(fig, path)
 
 
+#: passes a time-bound refit keeps for the line search of its last iteration
+LAST_SEARCH = 2
+
 #: the penalty of a stage refit given the event weight W it is fitted on:
 #: gamma2 in the mean units of L (a prior sigma^2 in sum units is 1 / (sigma^2 W))
 StagePenalty = Callable[[float], float]
@@ -261,7 +263,7 @@ def refit_stage(
     choice: StageChoice | None,
     trace: list[dict],
     penalty: StagePenalty,
-    elapsed_s: float = 0.0,
+    earlier_s: float = 0.0,
 ) -> tuple[Weights, StageRefit | RefitSkipped | None]:
     """The best stage's active features refitted on the training and
     held-out events together (``train.choice.refit``, as the paths'
@@ -270,9 +272,10 @@ def refit_stage(
     method's own penalty, ``penalty(W)`` on the union's event weight W,
     warm-started from the chosen stage by L-BFGS (``baselines.fit_smooth``;
     far fewer passes than the rounds' Newton-CG on long documents). Within
-    ``train.selection.max_seconds``: the selection spent ``elapsed_s``,
-    and the refit's iterations are capped at the seconds left over the
-    time of its first pass (none left: no refit, ``skipped`` says so).
+    ``train.selection.max_seconds`` (``ctx.deadline``; ``earlier_s``: the
+    seconds of a resumed run's earlier sessions), the refit's iterations
+    are capped at the seconds left over the time of its first pass (none
+    left: no refit, ``skipped`` says so).
     Returns the weights and the report's ``refit`` (the refit's objective,
     loss and passes beside the chosen stage's fit and held-out figures);
     (``weights``, None) when no stage was chosen on held-out data or the
@@ -280,19 +283,20 @@ def refit_stage(
     if choice is None or ctx.heldout is None or not ctx.config.choice.refit:
         return weights, None
     whole = UnionBackend(ctx.backend, ctx.heldout)
-    passes0, t0 = whole.passes, time.perf_counter()
+    passes0, t0 = whole.passes, ctx.deadline.elapsed()
     lg = checked_pass(
         whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
         "refit loss pass",
     )
-    config, cap = ctx.config, ctx.config.selection.max_seconds
-    if cap:
-        per_pass = time.perf_counter() - t0
-        iterations = int((cap - elapsed_s - per_pass) / max(per_pass, 1e-9))
-        if iterations < 1:
+    config, cap, evaluations = ctx.config, ctx.deadline.seconds, 0
+    if ctx.deadline.bounded:
+        per_pass = ctx.deadline.elapsed() - t0
+        # L-BFGS-B checks its cap between iterations: the last line search's passes kept
+        evaluations = int(ctx.deadline.remaining(earlier_s) / max(per_pass, 1e-9)) - LAST_SEARCH
+        if evaluations < 1:
             log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
             return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
-        config = dataclasses.replace(config, max_iter=min(config.max_iter, iterations))
+        config = dataclasses.replace(config, max_iter=min(config.max_iter, evaluations))
     l2 = penalty(float(lg.weight))
     values = weights.values
     log.info(
@@ -308,6 +312,7 @@ def refit_stage(
             weights.active_ids(),
             l2,
             weights,
+            evaluations,
         )
     rep = fit.report
     row = next(r for r in trace if r["round"] == choice.chosen_round)

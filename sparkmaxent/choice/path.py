@@ -233,6 +233,8 @@ def _elastic_paths(
         fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
         if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
             break
+        if time_spent(ctx):
+            break
     i, gaps = sparsest_within_noise([v.point for v in summary], measures)
     for j, run in enumerate(summary):
         run.point.chosen = j == i
@@ -396,6 +398,8 @@ def _run_points(
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row.features)
             break
+        if time_spent(ctx):
+            break
     chosen = _chosen(ctx, parameter, grid, rows, results)
     return chosen, measures[chosen.report["path"].chosen]
 
@@ -454,6 +458,16 @@ def scored_point(
         kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
     )
     return result, row, measure
+
+
+def time_spent(ctx: TrainingContext) -> bool:
+    """Whether the run's time budget is spent (``train.selection.max_seconds``
+    covers every point of a path: each point's rounds stop at it, and no
+    point starts after it)."""
+    if ctx.deadline.remaining() > 0:
+        return False
+    log.info("path stopped: train.selection.max_seconds = %g spent", ctx.deadline.seconds)
+    return True
 
 
 def extended_grid(grid: list[float], scores: list[float], extend: bool, limit: int):

@@ -440,7 +440,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     if final_reestimate:
         weights, objective = method.reestimate(weights)
     weights, refit = refit_stage(
-        ctx, weights, choice, state.trace, method.stage_penalty, state.elapsed_s
+        ctx, weights, choice, state.trace, method.stage_penalty, state.earlier_s
     )
     if isinstance(refit, StageRefit):
         objective = refit.loss

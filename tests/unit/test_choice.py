@@ -39,7 +39,7 @@ from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
-from .helpers import random_block
+from .helpers import PassClock, random_block
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,15 @@ def problem():
     tr, he = synthetic.split(data, [0.75, 0.25], seed=0)
     space = Space(MULTICLASS, 150, 3, bias=True)
     return tr.block(), he.block(), space
+
+
+def clocked(problem, setup: float = 0.0, output_dir=None, resume=False, **keys):
+    """``run`` under a ``PassClock`` (1 s a pass, ``setup`` s more from the first)."""
+    tr, he, space = problem
+    train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+    keys.setdefault("folds", 1)
+    clock = PassClock(train_part, heldout, setup=setup)
+    return train(train_part, train_config(**keys), heldout, output_dir, resume=resume, clock=clock)
 
 
 def run(problem, heldout=True, output_dir=None, **keys):
@@ -708,15 +717,18 @@ def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
-    res = run(problem, method=method, max_seconds=1e-9, per_round=3)
-    assert res.report["stopped"] == "max_seconds = 1e-09"
+    # a budget the first stage starts within and ends past (1 s a pass)
+    first = clocked(problem, method=method, max_rounds=1, per_round=3).report["rounds"][0]
+    budget = first["elapsed_s"] - 1.0
+    res = clocked(problem, method=method, max_seconds=budget, per_round=3)
+    assert res.report["stopped"] == f"max_seconds = {budget:g}"
     rounds = res.report["rounds"]
     assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
     # the budget asked for: not unconverged (exit 0), a warning
     assert res.report["unconverged"] == []
     assert res.report["warnings"] == [
-        "time budget reached (max_seconds = 1e-09): the model is the best held-out stage "
+        f"time budget reached (max_seconds = {budget:g}): the model is the best held-out stage "
         "so far; --resume with a larger train.selection.max_seconds continues the run"
     ]
 
@@ -755,18 +767,34 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
     assert res.report["warnings"] and res.report["unconverged"] == []
 
 
-def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem, monkeypatch):
-    # a clock that moves 10 s a stage: with a 25 s budget the third stage
-    # (expected to end at 30 s) is not started
-    from sparkmaxent.selection import loop
-
-    ticks = iter(range(0, 10_000, 10))  # one reading a stage
-    monkeypatch.setattr(loop.time, "perf_counter", lambda: float(next(ticks)))
-    res = run(problem, method="sgc", max_seconds=25.0, stage_features=1)
-    rounds = res.report["rounds"]
-    assert res.report["stopped"] == "max_seconds = 25"
-    assert [r["elapsed_s"] for r in rounds] == [10.0, 20.0]
+def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
+    # 1 s a pass: a budget that ends within the third stage; that stage, if
+    # it took as long as the second, would end past it, so it is not started
+    keys = dict(method="sgc", stage_features=1, refit=False)
+    free = [r["elapsed_s"] for r in clocked(problem, max_rounds=4, **keys).report["rounds"]]
+    budget = free[2] - 0.5
+    assert free[1] + (free[1] - free[0]) > budget  # the loop's estimate of the third
+    res = clocked(problem, max_seconds=budget, **keys)
+    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert [r["elapsed_s"] for r in res.report["rounds"]] == free[:2]
+    assert res.report["wall_s"] <= budget
     assert res.report["choice"]["chosen_round"] in (1, 2)
+
+
+def test_a_resumed_run_counts_its_earlier_sessions_against_max_seconds(problem, tmp_path):
+    # 3 stages in a first session, then resumed with a budget those 3 stages
+    # and the new session's setup leave one more stage for
+    tr, he, space = problem
+    keys = dict(method="sgc", stage_features=1, refit=False, patience=0)
+    free = [r["elapsed_s"] for r in clocked(problem, max_rounds=6, **keys).report["rounds"]]
+    out = str(tmp_path / "run")
+    first = clocked(problem, output_dir=out, max_rounds=3, **keys)
+    assert [r["elapsed_s"] for r in first.report["rounds"]] == free[:3]
+    budget = free[2] + (free[4] - free[2]) - 0.5  # about two stages more, less the setup
+    res = clocked(problem, output_dir=out, resume=True, max_seconds=budget, **keys)
+    rounds = res.report["rounds"]
+    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert 4 <= len(rounds) <= 5 and rounds[-1]["elapsed_s"] > free[2]
 
 
 @pytest.mark.parametrize("method", ["grafting", "l2"])
@@ -846,3 +874,14 @@ def sparsest_within_one_se(rows: list[dict]) -> int:
     floor = best["heldout_score"] - best["heldout_se"]
     within = [i for i, r in enumerate(rows) if r["heldout_score"] >= floor]
     return min(within, key=lambda i: (rows[i]["features"], i))
+
+
+def test_max_seconds_covers_every_point_of_a_path(problem):
+    # the budget is the whole path's: no point starts once it is spent
+    keys = dict(method="grafting", path=True, points=6, l2_mixes=[0.0], patience=0)
+    free = clocked(problem, **keys)
+    budget = free.report["wall_s"] / 3
+    res = clocked(problem, max_seconds=budget, **keys)
+    points = res.report["path"]["points"]
+    assert 1 <= len(points) < len(free.report["path"]["points"])
+    assert res.weights.nnz > 0 and "refit" in res.report
