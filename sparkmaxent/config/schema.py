@@ -380,8 +380,8 @@ class ChoiceConfig(Section):
     )
     refit_reserve_passes: int = key(
         50,
-        "Stage runs with max_seconds and a refit: stop adding stages while the time left "
-        "still covers this many passes at the last stage's seconds per pass; 0: none.",
+        "Stage runs with max_seconds and a refit: no stage starts unless this many refit "
+        "passes (one timed after each stage) still fit after it; 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)

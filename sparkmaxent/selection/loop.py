@@ -16,10 +16,12 @@ from typing import Protocol
 import numpy as np
 
 from .. import storage
+from ..backends.union import UnionBackend
 from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, stage_rule
 from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
+from ..kernels.loss import LossGradTask
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
 from .reporting import PLOTS_DIR, write_plots
@@ -35,24 +37,22 @@ class RoundMethod(Protocol):
 
 
 def limit_reached(
-    cfg, state: LoopState, cap: float, reserve_passes: int = 0, since: LoopState | None = None
+    cfg, state: LoopState, cap: float, reserve_s: float = 0.0, since: LoopState | None = None
 ) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
     loop before the method stops by itself; None while none is reached. The
     time cap ``cap`` (``ctx.deadline``'s seconds, counted from ``train()``'s
     start: ``state.elapsed_s``; 0: none) also ends it when the next round,
-    if it takes as long as the last one, would end past the cap less the
-    time of ``reserve_passes`` more passes at the last round's seconds per
-    pass (a budget, not a point to overrun by a round; the reserve keeps
-    time for the stage refit, ``refit_reserve``). ``since``: the counters
-    where this session's loop started (its first round is timed from there,
-    not from the setup before it)."""
+    if it takes as long as the last one, would end past the cap less
+    ``reserve_s`` (a budget, not a point to overrun by a round; the reserve
+    keeps time for the stage refit, ``refit_reserve``). ``since``: the
+    counters where this session's loop started (its first round is timed
+    from there, not from the setup before it)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
     if cap:
         last_s, last_passes = _last_round(state, since)
-        reserve = reserve_passes * last_s / last_passes if last_passes else 0.0
-        if state.elapsed_s >= cap or (last_passes and state.elapsed_s + last_s + reserve > cap):
+        if state.elapsed_s >= cap or (last_passes and state.elapsed_s + last_s + reserve_s > cap):
             return stop(StopReason.MAX_SECONDS, limit=cap)
     return None
 
@@ -71,14 +71,20 @@ def _last_round(state: LoopState, since: LoopState | None) -> tuple[float, int]:
     return float(last["elapsed_s"]) - before[0], int(last["passes"]) - before[1]
 
 
-def refit_reserve(ctx: TrainingContext, stage_choice: bool) -> int:
-    """Passes a time-bound stage run keeps for the refit of its chosen stage
-    (``train.choice.refit_reserve_passes``; 0 when there is no refit: no
-    held-out data, no best-stage choice or ``refit`` off)."""
+def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
+    """Seconds a time-bound stage run keeps for the refit of its chosen
+    stage: ``train.choice.refit_reserve_passes`` times one refit pass (the
+    loss and gradient over the training and held-out events at ``weights``),
+    measured by running one; 0 without a budget or a refit (no held-out
+    data, no best-stage choice, ``refit`` off)."""
     choice = ctx.config.choice
     if not stage_choice or ctx.heldout is None or not choice.best_stage or not choice.refit:
-        return 0
-    return int(choice.refit_reserve_passes)
+        return 0.0
+    if not choice.refit_reserve_passes or not ctx.deadline.bounded:
+        return 0.0
+    whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
+    whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
+    return choice.refit_reserve_passes * (ctx.deadline.elapsed() - t0)
 
 
 def run_rounds(
@@ -132,7 +138,6 @@ def run_rounds(
     state = _start_state(ctx, checkpoint, name, start)
     state.earlier_s = state.elapsed_s  # a resumed run's earlier sessions
     rule = stage_rule(ctx, state) if stage_choice else None
-    reserve = refit_reserve(ctx, stage_choice)
     passes0, base_passes = ctx.backend.passes, state.passes
 
     def counters() -> None:
@@ -143,9 +148,13 @@ def run_rounds(
     since = LoopState(state.round, state.weights, state.passes, state.elapsed_s)
 
     def limit() -> Stop | None:
+        ran = state.round > since.round  # the reserve is measured after each round
+        reserve = refit_reserve(ctx, stage_choice, state.weights) if ran else 0.0
+        counters()
         return limit_reached(cfg, state, ctx.deadline.seconds, reserve, since)
 
-    while not state.done and limit() is None:
+    capped: Stop | None = None
+    while not state.done and (capped := limit()) is None:
         outcome = method.round(state)
         counters()
         if outcome.stop is not None:
@@ -181,7 +190,7 @@ def run_rounds(
             ctx.on_round(state)
     counters()
     if state.stop is None:  # the loop ended at a cap
-        state.stop = limit()
+        state.stop = capped
     if checkpoint is not None and state.round == since.round:  # no round: the budget was spent
         checkpoint.save(state, name)
     if ctx.output_dir and cfg.selection.plots and state.trace:
