@@ -346,7 +346,10 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             if name in CHUNKED and args.conll_sentences != DEFAULT_SENTENCES:
                 suffix += f"_{args.conll_sentences}sent"
             png = os.path.join(RESULTS, f"model_choice_{name}{suffix}.png")
-            write_path_plot(path["points"], "l1", "gamma1", path["chosen"], "loglik", png)
+            points = path["points"]
+            x, scores = [p["l1"] for p in points], [p["heldout_score"] for p in points]
+            features = [p["features"] for p in points]
+            write_path_plot(x, scores, features, "gamma1", path["chosen"], "loglik", png)
             row["plot"] = os.path.basename(png)
             keys = ("l1", "features", "heldout_score", "heldout_se", "heldout_accuracy", "passes",
                     "chosen", "cut", "continued_after")  # fmt: skip
@@ -354,6 +357,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     else:
         choice = rep.get("choice") or {}
         stages = choice.get("stages_run") or 0
+        # max_seconds covers the train() call (its report's wall_s), not reading the data
+        row.update(wall_s=rep["wall_s"], data_and_train_s=round(wall, 2))
         row.update(
             chosen_setting=f"stage {choice.get('chosen_round')} of {stages}",
             fits_or_path_points=1,

@@ -155,6 +155,7 @@ def _min_of(fn, repeats: int) -> dict:
 def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
     from sparkmaxent.backends.spark import SparkBackend
     from sparkmaxent.data.load import read_blocks
+    from sparkmaxent.kernels.keyed import Keyed
 
     with SparkBackend(
         spark, train_dir, bias=True, partitions=args.partitions, name="pass-breakdown"
@@ -169,7 +170,7 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             fns[key] = lambda task=passes[key]: backend.run(task)
             fns[key + "*"] = lambda key=key: stamps[key].append(instrumented(backend, passes[key]))
         if "blockwise_test" in args.passes:
-            fns["blockwise_test"] = lambda: backend.gradient_test(passes["blockwise_test"])
+            fns["blockwise_test"] = lambda: backend.run(Keyed(passes["blockwise_test"]))
         load_before = os.getloadavg()[0]
         times = timed_interleaved(fns, args.repeats)
         load_after = os.getloadavg()[0]

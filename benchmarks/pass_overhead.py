@@ -196,6 +196,7 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
     from sparkmaxent.backends.spark import SparkBackend
     from sparkmaxent.blas import blas_threads
     from sparkmaxent.data.load import read_blocks
+    from sparkmaxent.kernels.keyed import Keyed
 
     tiny = spark.sparkContext.parallelize([0, 1], 2).cache()
     tiny.count()
@@ -218,8 +219,8 @@ def measure(spark, train_dir: str, args) -> tuple[list[dict], dict]:
             if key in tests:
                 fns[key] = tests[key][0]
                 continue
-            run = backend.gradient_test if key == "blockwise_test" else backend.run
-            fns[key] = lambda run=run, task=task: run(task)
+            request = Keyed(task) if key == "blockwise_test" else task
+            fns[key] = lambda request=request: backend.run(request)
         cpu: dict[str, list[float]] = {key: [] for key in fns}
         fns = {key: driver_cpu(fn, cpu[key]) for key, fn in fns.items()}
         load_before = os.getloadavg()[0]

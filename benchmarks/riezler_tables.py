@@ -81,6 +81,7 @@ from collections import Counter
 
 from benchmarks.common import print_table, shared_corpus, start, work_arguments, write_result
 from benchmarks.sgc_vs_ifs import local_backend, prepare_all
+from sparkmaxent.selection.stops import StopReason, reason_of_message
 
 log = logging.getLogger("riezler_tables")
 
@@ -360,7 +361,7 @@ class HeldoutCache:
                     "converged",
                 )
             }
-            if row.get("stopped", "").startswith("max_seconds"):
+            if reason_of_message(row.get("stopped")) is StopReason.MAX_SECONDS:
                 self.entries[key].update(capped_at=cap, stopped=row["stopped"])
             with open(self.path + ".tmp", "w") as f:
                 json.dump({"params": self.params, "entries": self.entries}, f, indent=1)

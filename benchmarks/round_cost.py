@@ -34,6 +34,7 @@ at least ``SLOPE_FROM`` weights.
     python -m benchmarks.round_cost --work <work> --reuse --backends local spark \
         --sizes 500 1000 2000 4000 8000 16000 64000
     python -m benchmarks.round_cost --rows-from a.json b.json   # the page from earlier runs
+    python -m benchmarks.round_cost --rows-from a.json:newton b.json   # a.json's newton rows only
 """
 
 from __future__ import annotations
@@ -290,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         "--rows-from",
         nargs="+",
         help="write the page from the rows of earlier runs of this benchmark "
-        "(their JSON results) instead of measuring",
+        "(their JSON results) instead of measuring; PATH:SOLVER keeps that solver's rows only",
     )
     args = start(parser, argv)
     if args.rows_from:
@@ -312,13 +313,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: the solvers a round is solved by (``measure``)
+SOLVERS = ("newton", "newton-cg")
+
+
 def rows_from(paths: list[str]) -> list[dict]:
-    """The rows of earlier results, each naming the command that measured it."""
+    """The rows of earlier results, each naming the command that measured it;
+    ``PATH:SOLVER`` keeps only that solver's rows of a page (the others'
+    code changed since)."""
     rows = []
-    for path in paths:
+    for spec in paths:
+        path, sep, solver = spec.rpartition(":")
+        if not sep or solver not in SOLVERS:
+            path, solver = spec, ""
         with open(path) as f:
             page = json.load(f)
         for row in page["rows"]:
+            if solver and row["solver"] != solver:
+                continue
             row.setdefault("measured_by", page["command"])
             row.setdefault("measured_commit", page["commit"])
             row.setdefault("backend", "local")  # pages before the Spark rows: in-process only
@@ -347,7 +359,7 @@ def measure(args, spark, train_dir: str) -> None:
         for size in sorted(args.sizes):
             for name, backend in backends.items():
                 recorded = first_round(backend, args.gamma, size)
-                for solver in ("newton", "newton-cg"):
+                for solver in SOLVERS:
                     if solver == "newton" and recorded[4] > args.exact_max:
                         continue
                     if name == "spark":  # the workers' column caches, as COLUMNS.clear() in-process

@@ -74,6 +74,7 @@ from benchmarks.common import (
     write_result,
 )
 from benchmarks.scale_data import chosen_gamma, dataset, planted_weights
+from sparkmaxent.selection.stops import StopReason, reason_of_message
 
 log = logging.getLogger("scale")
 
@@ -354,7 +355,8 @@ def targets(rows: list[dict]) -> dict:
     if ours:
         top = max(ours, key=lambda r: r["candidates"])
         certified = (
-            bool(top.get("kkt_passed")) and top.get("stopped") == "no candidate passes the test"
+            bool(top.get("kkt_passed"))
+            and reason_of_message(top.get("stopped")) is StopReason.NO_CANDIDATE_PASSES
         )
         value = f"{top['candidates']:,} candidates: {top.get('passes')} passes, "
         value += f"KKT violation {top.get('kkt_violation', float('nan')):.1e}"

@@ -7,8 +7,9 @@ A report has two parts. The run's own fields, the same for every method
 execution plan, what did not converge), are typed fields set by
 ``train()``. The method's section (``FitResult.report``: its rounds, KKT
 certificate, path, refit, folds...) is documented per method in
-docs/methods/ and kept as the method wrote it; the accessors below are the
-one place its shared entries are read.
+docs/methods/; its model-choice entries (``path``, ``refit``, ``choice``)
+are typed (choice/sections.py) and written as JSON by ``section_json``
+here; the accessors below are the one place its shared entries are read.
 
 Read as a mapping, a RunReport is its JSON form, so scripts and tests that
 read ``train_report.json`` keys read a returned report alike; code in the
@@ -21,6 +22,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .choice.sections import (
+    PathRefit,
+    PathSection,
+    Refit,
+    RefitSkipped,
+    StageChoice,
+    StageRefit,
+)
 from .selection.stops import Stop, StopReason
 
 if TYPE_CHECKING:
@@ -129,18 +138,29 @@ class RunReport(JsonView):
         return [r.get("round") for r in self.fit.get("rounds") or [] if r.get("converged") is False]
 
     @property
-    def stage_choice(self) -> bool:
-        """Whether a stage method kept its best held-out stage (``choice``)."""
-        return bool(self.fit.get("choice"))
+    def stage_choice(self) -> StageChoice | None:
+        """The held-out stage a stage method kept (``choice``), if it did."""
+        return self.fit.get("choice")
+
+    @property
+    def path(self) -> PathSection | None:
+        """The penalty path the model was chosen on (``path``), if any."""
+        return self.fit.get("path")
+
+    @property
+    def refit(self) -> Refit | None:
+        """The refit of the chosen path point or stage (``refit``), if any."""
+        return self.fit.get("refit")
 
     @property
     def refit_heldout(self) -> HeldoutFigures | None:
         """The chosen path point's held-out figures when it was refitted on
         the held-out events too (the refit's model saw them)."""
-        chosen = (self.fit.get("refit") or {}).get("chosen_fit")
-        if chosen is None:
+        refit = self.refit
+        if not isinstance(refit, PathRefit | StageRefit):
             return None
-        return HeldoutFigures(chosen["heldout_accuracy"], chosen["heldout_loss"])
+        held = refit.chosen_fit.heldout
+        return HeldoutFigures(held["heldout_accuracy"], held["heldout_loss"])
 
     @property
     def stopped_at_cap(self) -> bool:
@@ -152,7 +172,7 @@ class RunReport(JsonView):
     def to_json(self, rounds: bool = True) -> dict:
         """The report's JSON object (docs/formats.md); without the per-round
         rows (``ROUND_KEYS``) when ``rounds`` is False (a model's metadata)."""
-        doc = {k: v for k, v in self.fit.items() if rounds or k not in ROUND_KEYS}
+        doc = {k: section_json(v) for k, v in self.fit.items() if rounds or k not in ROUND_KEYS}
         if self.automatic_folds:
             doc["folds"] = {**doc.get("folds", {}), **self.automatic_folds}
         if self.stop is not None:
@@ -170,6 +190,16 @@ class RunReport(JsonView):
         if self.plan is not None:
             doc["plan"] = self.plan.to_dict()
         return doc
+
+
+def section_json(value: Any) -> Any:
+    """An entry of a method's section as JSON: a typed section
+    (``choice/sections.py``) by its ``to_json``, the rest as it is."""
+    return value.to_json() if isinstance(value, TYPED_SECTIONS) else value
+
+
+#: the typed sections a method's report holds
+TYPED_SECTIONS = (PathSection, StageChoice, PathRefit, StageRefit, RefitSkipped)
 
 
 @dataclass

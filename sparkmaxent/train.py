@@ -18,6 +18,7 @@ from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
 from .report import RUN_CAPS, HeldoutFigures, RunReport
 from .selection.base import FitResult, TrainingContext, evaluate
+from .selection.deadline import Deadline
 from .selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ def train(
     on_round: Callable | None = None,
     warm_start: Weights | None = None,
     warm_conjunctions: Conjunctions | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TrainResult:
     """Run ``config.method`` on the backend's events and report on it
     (``TrainResult``: the method's result and the run's ``RunReport``).
@@ -52,6 +54,9 @@ def train(
         The conjunctions ``warm_start`` is over when it is a combination-
         features model (``FitResult.conjunctions``), e.g. the previous point
         of a descending gamma1 grid.
+    clock : callable
+        The clock of the run's time budget (``train.selection.max_seconds``,
+        counted from here: selection/deadline.py) and of ``wall_s``.
 
     Raises
     ------
@@ -59,7 +64,7 @@ def train(
         If a pass's loss or gradient, a round's result, or the final
         objective or weights are not finite (nothing is returned to save).
     """
-    start, passes0 = time.perf_counter(), backend.passes
+    deadline, passes0 = Deadline(config.selection.max_seconds, clock), backend.passes
     backend, heldout, config, auto = folds.automatic_choice(backend, heldout, config)
     scaling = None
     if config.standardize:
@@ -74,6 +79,7 @@ def train(
         on_round,
         warm_start,
         warm_conjunctions,
+        deadline,
     )
     log.info(
         "training %s on %d candidate features (%s events)",
@@ -93,7 +99,7 @@ def train(
             raise
         raise NumericError(f"{config.method}: {e}") from e
     result.scaling = scaling
-    wall_s = round(time.perf_counter() - start, 3)
+    wall_s = round(deadline.elapsed(), 3)
     return TrainResult(result, run_report(result, config, backend, heldout, auto, passes0, wall_s))
 
 

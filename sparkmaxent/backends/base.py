@@ -4,17 +4,18 @@ merges the results.
 A *task* is a picklable callable ``task(block) -> result`` whose result has a
 ``merge(other)`` method; the backend broadcasts the task (which carries the
 current weights), applies it to every cached block and reduces the results.
-Every pass is stateless, so a retried task never changes the answer.
+A *keyed pass* (``Keyed(task)``, kernels/keyed.py: grafting's block-wise
+gradient test) runs through the same entry point, ``run``. Every pass is
+stateless, so a retried task never changes the answer.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from ..kernels import Block, Space
-from ..kernels.topk import GradientSummary, GradientTestTask
+from ..kernels.keyed import Keyed, KeyedOn
 
 R = TypeVar("R")
 
@@ -26,13 +27,10 @@ class Backend(Protocol):
     passes: int
     """Number of passes over the data run so far."""
 
-    def run(self, task: Callable[[Block], R]) -> R:
-        """Apply ``task`` to every block and merge the results."""
-        ...
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        """The block-wise gradient test of grafting (kernels/topk.py) in one
-        pass: per feature block only its summary reaches the caller."""
+    def run(self, task: Callable[[Block], R] | Keyed) -> R:
+        """One pass: apply ``task`` to every block and merge the results;
+        for a ``Keyed`` request, its keyed pass (kernels/keyed.py: per key
+        only the summarized result reaches the caller)."""
         ...
 
     def close(self) -> None:
@@ -75,9 +73,10 @@ class CachedBackend:
 
 class WrappingBackend:
     """A backend whose passes are another's (``base``), each task wrapped by
-    ``wrap`` / ``wrap_gradient_test`` so that it changes the blocks inside
-    the pass (widened by conjunctions, cut to a fold): nothing is re-read or
-    re-cached, passes count on ``base``, and ``base`` is closed by its owner."""
+    ``wrap`` (a keyed task by ``KeyedOn`` with ``change``) so that it changes
+    the blocks inside the pass (widened by conjunctions, cut to a fold):
+    nothing is re-read or re-cached, passes count on ``base``, and ``base``
+    is closed by its owner."""
 
     def __init__(self, base: Backend, space: Space):
         self.base = base
@@ -96,22 +95,17 @@ class WrappingBackend:
     def wrap(self, task: Callable[[Block], R]) -> Callable[[Block], R]:
         raise NotImplementedError
 
-    def wrap_gradient_test(self, task: GradientTestTask) -> GradientTestTask:
+    def change(self) -> Callable[[Block], Block]:
+        """The picklable ``Block -> Block`` a keyed task's blocks go through."""
         raise NotImplementedError
 
-    def run(self, task: Callable[[Block], R]) -> R:
+    def run(self, task: Callable[[Block], R] | Keyed) -> R:
+        if isinstance(task, Keyed):
+            return self.base.run(Keyed(KeyedOn(task.task, self.change())))
         return self.base.run(self.wrap(task))
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        return self.base.gradient_test(self.wrap_gradient_test(task))
 
     def close(self) -> None:
         """The base backend is closed by its owner."""
-
-
-def task_fields(task: Any) -> dict:
-    """A dataclass task's fields by name (to rebuild it as a subclass)."""
-    return {f.name: getattr(task, f.name) for f in dataclasses.fields(task)}
 
 
 def merge_all(results: list):

@@ -9,9 +9,8 @@ from __future__ import annotations
 import copy
 
 from ..kernels import Space
-from ..kernels.conjunctions import Conjunctions, Expanding, ExpandingGradientTest
-from ..kernels.topk import GradientSummary, GradientTestTask
-from .base import Backend, WrappingBackend, task_fields
+from ..kernels.conjunctions import Conjunctions, Expanding
+from .base import Backend, WrappingBackend
 from .local import LocalBackend
 
 
@@ -55,12 +54,6 @@ class ExpandedBackend(WrappingBackend):
         self.base.passes += 1
         return self.widened.run(task)
 
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        if self.widened is None:
-            return super().gradient_test(task)
-        self.base.passes += 1
-        return self.widened.gradient_test(task)
-
     def close(self) -> None:
         """Drops the widened copies (the base backend is closed by its owner)."""
         if self.widened is not None:
@@ -70,5 +63,5 @@ class ExpandedBackend(WrappingBackend):
     def wrap(self, task):
         return Expanding(task, self.conjunctions) if len(self.conjunctions) else task
 
-    def wrap_gradient_test(self, task: GradientTestTask) -> GradientTestTask:
-        return ExpandingGradientTest(**task_fields(task), conjunctions=self.conjunctions)
+    def change(self):
+        return self.conjunctions.expand

@@ -56,8 +56,8 @@ from pyspark import StorageLevel
 from ..data.schema import DatasetInfo
 from ..errors import StalledError, check_total_weight
 from ..kernels import Block, Space
+from ..kernels.keyed import Keyed, KeyedTask
 from ..kernels.stats import CountTask
-from ..kernels.topk import GradientSummary, GradientTestTask
 from ..session_kind import is_connect
 from .base import CachedBackend, merge_all
 from .spark import (
@@ -129,9 +129,9 @@ def _same(result: Any) -> Any:
     return result
 
 
-def _split_partials(task: GradientTestTask, large: bool):
-    """The mapInArrow function of the gradient test: the partition's partial
-    gradients, summed, cut into keyed feature-block pieces (``task.split``)."""
+def _split_partials(task: KeyedTask, large: bool):
+    """The mapInArrow function of a keyed pass: the partition's partials,
+    summed, cut into keyed pieces (``task.split``)."""
     arrow_type = pa.large_binary() if large else pa.binary()
 
     def split(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -150,9 +150,9 @@ def _split_partials(task: GradientTestTask, large: bool):
     return split
 
 
-def _summarize_pieces(task: GradientTestTask, weight: float, large: bool):
-    """The applyInArrow function of the gradient test: one feature block's
-    pieces summed and reduced to its summary (``task.summarize``)."""
+def _summarize_pieces(task: KeyedTask, weight: float, large: bool):
+    """The applyInArrow function of a keyed pass: one key's pieces summed
+    and reduced to its result (``task.summarize``)."""
 
     def summarize(table: pa.Table) -> pa.Table:
         key = int(table.column("key")[0].as_py())
@@ -268,23 +268,27 @@ class FrameBackend(CachedBackend):
             frame = frame.repartition(n).mapInArrow(_apply_task(_same, self.large), "result binary")
         return [pickle.loads(row[0]) for row in frame.collect()]
 
-    def run(self, task: Callable[[Block], R]) -> R:
+    def run(self, task: Callable[[Block], R] | Keyed) -> R:
         """Apply ``task`` to every cached block and merge the results: one
-        pass (one job, plus a small merge stage for many partitions)."""
+        pass (one job, plus a small merge stage for many partitions); a
+        ``Keyed`` request runs its keyed pass (``_keyed``)."""
+        if isinstance(task, Keyed):
+            return self._keyed(task.task)
         self._open()
         self.passes += 1
         with self._tagged(f"pass {self.passes} ({type(task).__name__})"):
             return merge_all(self._results(task, tree=True))
 
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        """The block-wise gradient test (kernels/topk.py) in one pass: feature
-        blocks of the partial gradients summed and summarized per key on the
-        executors; only the summaries reach the driver. g_j = G_j / W with
-        the total weight W counted when the blocks were cached."""
+    def _keyed(self, task: KeyedTask) -> Any:
+        """A keyed pass (kernels/keyed.py; grafting's block-wise gradient
+        test, kernels/topk.py) in one pass: the partials' pieces summed and
+        summarized per key on the executors; only the results reach the
+        driver. Sums are normalized with the total weight W counted when
+        the blocks were cached."""
         blocks = self._open()
         weight = check_total_weight(self.weight)
         self.passes += 1
-        with self._tagged(f"pass {self.passes} (gradient test)"):
+        with self._tagged(f"pass {self.passes} ({type(task).__name__})"):
             pieces = blocks.mapInArrow(_split_partials(task, self.large), "key long, piece binary")
             rows = (
                 pieces.groupBy("key")
@@ -292,7 +296,7 @@ class FrameBackend(CachedBackend):
                 .collect()
             )
         summary = merge_all([pickle.loads(row[0]) for row in rows])
-        check_pass_weight(self.name, summary, weight)
+        check_pass_weight(self.name, task.result_weight(summary), weight)
         return summary
 
     @contextmanager

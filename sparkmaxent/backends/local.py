@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import check_total_weight
 from ..kernels import Block, Space
 from ..kernels.colcache import COLUMNS
-from ..kernels.topk import GradientSummary, GradientTestTask
+from ..kernels.keyed import Keyed, KeyedTask
 from .base import merge_all
 
 R = TypeVar("R")
+
+
+def summarize_all(task: KeyedTask, partial: Any, weight: float) -> Any:
+    """Split merged partials ``partial`` and summarize every piece
+    in-process, merged in key order (an in-process backend's keyed pass:
+    the numbers of a distributed one)."""
+    out = None
+    for key, piece in task.split(partial):
+        result = task.summarize(key, piece, weight)
+        out = result if out is None else out.merge(result)
+    if out is None:
+        raise ValueError("a keyed task split its partials into no piece")
+    return out
 
 
 class LocalBackend:
@@ -29,18 +42,18 @@ class LocalBackend:
         self.dataset_dir = dataset_dir  # where they were read from: feature names for reports
         self.passes = 0
 
-    def run(self, task: Callable[[Block], R]) -> R:
+    def run(self, task: Callable[[Block], R] | Keyed) -> R:
+        """One pass. A keyed pass (kernels/keyed.py): the partials merged
+        as a task's results merge, then split and summarized per key here
+        (the blocks are in this process anyway; for the block-wise gradient
+        test, the selections of the distributed test, bit for bit those of
+        the dense one)."""
         self.passes += 1
+        if isinstance(task, Keyed):
+            keyed = task.task
+            merged = merge_all([keyed.partial(b) for b in self.blocks])
+            return summarize_all(keyed, merged, check_total_weight(keyed.partial_weight(merged)))
         return merge_all([task(b) for b in self.blocks])
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        """The block-wise gradient test in one pass: the partial gradients
-        summed as ``run`` sums them, then cut and summarized per feature
-        block (the blocks are in this process anyway; this gives the
-        selections of the distributed test, bit for bit those of the dense one)."""
-        self.passes += 1
-        lg = merge_all([task.partial(b) for b in self.blocks])
-        return task.summarize_all(lg, check_total_weight(lg.weight))
 
     def close(self) -> None:
         """Drop the blocks, and the columns gathered from them between passes."""

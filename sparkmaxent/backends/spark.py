@@ -54,9 +54,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 from ..errors import StalledError, check_total_weight
-from ..kernels import Block, LossGrad, Space
+from ..kernels import Block, Space
+from ..kernels.keyed import Keyed, KeyedTask
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
-from ..kernels.topk import GradientSummary, GradientTestTask
 from .base import CachedBackend
 from .watchdog import ClusterStatus, PassLimit, Watchdog
 
@@ -106,9 +106,8 @@ def _merge(a, b):
     return a.merge(b)
 
 
-def _add_piece(a: LossGrad, b: LossGrad) -> LossGrad:
-    # pieces of a block-wise gradient test (GradientTestTask.split): LossGrads
-    # of gradient slices, or of the scalar sums
+def _add_piece(a: Any, b: Any) -> Any:
+    # pieces of one key of a keyed pass (KeyedTask.split), summed
     return a.merge(b)
 
 
@@ -164,13 +163,13 @@ def large_var_types(spark) -> bool:
     return str(value).lower() == "true"
 
 
-def check_pass_weight(name: str, summary: GradientSummary, weight: float) -> None:
-    """The gradient test's own weight sum must be the ``weight`` its gradient
-    was divided by (the total counted when the blocks were cached)."""
-    if summary.lg is not None and not math.isclose(summary.lg.weight, weight, rel_tol=1e-12):
+def check_pass_weight(name: str, own: float | None, weight: float) -> None:
+    """A keyed pass's own weight sum ``own`` (``KeyedTask.result_weight``;
+    None: it keeps none) must be the ``weight`` its sums were divided by
+    (the total counted when the blocks were cached)."""
+    if own is not None and not math.isclose(own, weight, rel_tol=1e-12):
         raise RuntimeError(
-            f"{name}: the events weigh {summary.lg.weight} in this pass, "
-            f"{weight} when cached: expected the same"
+            f"{name}: the events weigh {own} in this pass, {weight} when cached: expected the same"
         )
 
 
@@ -318,34 +317,36 @@ class SparkBackend(CachedBackend):
             time.perf_counter() - t0,
         )
 
-    def run(self, task: Callable[[Block], R]) -> R:
+    def run(self, task: Callable[[Block], R] | Keyed) -> R:
         """Apply ``task`` to every cached block and merge the results: one
         pass, one Spark job (plus shuffle stages of the tree for many
-        partitions).
+        partitions); a ``Keyed`` request runs its keyed pass (``_keyed``).
 
         Parameters
         ----------
-        task : callable Block -> mergeable result
+        task : callable Block -> mergeable result, or Keyed
             Picklable with cloudpickle; it is broadcast once per pass.
         """
+        if isinstance(task, Keyed):
+            return self._keyed(task.task)
         with self._pass(task) as bc:
             assert self.rdd is not None, "_pass raises when the backend is closed"
             return self.rdd.map(lambda block: bc.value(block)).treeReduce(_merge, self.depth)
 
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        """The block-wise gradient test (kernels/topk.py) in one pass, one
-        job: each data block's dense partial gradient is cut into feature
-        blocks, those are summed per feature block across executors
-        (reduceByKey), each sum is reduced to its summary where it was
-        summed, and only the summaries are tree-reduced to the driver.
+    def _keyed(self, task: KeyedTask) -> Any:
+        """A keyed pass (kernels/keyed.py; grafting's block-wise gradient
+        test, kernels/topk.py) in one job: each data block's partial is cut
+        into keyed pieces, those are summed per key across executors
+        (reduceByKey), each sum is reduced to its result where it was
+        summed, and only the results are tree-reduced to the driver.
 
-        g_j = G_j / W is normalized on the executors with the total event
-        weight W counted when the blocks were cached (a data constant).
+        Sums are normalized on the executors with the total event weight W
+        counted when the blocks were cached (a data constant).
         """
         weight = check_total_weight(self.weight)
-        # one reduce partition per feature block (and the scalars), as far as
-        # the cluster's parallelism goes; int keys hash to themselves
-        n_reduce = max(1, min(task.n_blocks + 1, max(self.partitions, self.sc.defaultParallelism)))
+        # one reduce partition per key, as far as the cluster's parallelism
+        # goes; int keys hash to themselves
+        n_reduce = max(1, min(task.n_keys, max(self.partitions, self.sc.defaultParallelism)))
         with self._pass(task) as bc:
             assert self.rdd is not None, "_pass raises when the backend is closed"
             summary = (
@@ -354,7 +355,7 @@ class SparkBackend(CachedBackend):
                 .map(lambda kv: bc.value.summarize(kv[0], kv[1], weight))
                 .treeReduce(_merge, self.depth)
             )
-        check_pass_weight(self.name, summary, weight)
+        check_pass_weight(self.name, task.result_weight(summary), weight)
         return summary
 
     @contextmanager

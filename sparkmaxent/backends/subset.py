@@ -5,11 +5,12 @@ so nothing is re-read or re-cached."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from ..kernels.infold import InFold, InFoldGradientTest
-from ..kernels.topk import GradientTestTask
-from .base import Backend, WrappingBackend, task_fields
+from ..kernels.infold import InFold, in_fold
+from .base import Backend, WrappingBackend
 
 
 class FoldBackend(WrappingBackend):
@@ -24,5 +25,5 @@ class FoldBackend(WrappingBackend):
     def wrap(self, task):
         return InFold(task, self.groups, self.inside)
 
-    def wrap_gradient_test(self, task: GradientTestTask) -> GradientTestTask:
-        return InFoldGradientTest(**task_fields(task), groups=self.groups, inside=self.inside)
+    def change(self):
+        return functools.partial(in_fold, groups=self.groups, inside=self.inside)

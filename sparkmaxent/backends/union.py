@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ..kernels import Block
 from ..kernels.blocks import trainable_events
-from ..kernels.topk import GradientSummary, GradientTestTask
+from ..kernels.keyed import Keyed
 from .base import Backend
 
 R = TypeVar("R")
@@ -52,17 +52,17 @@ class UnionBackend:
     def passes(self, value: int) -> None:
         self.first.passes = value
 
-    def run(self, task: Callable[[Block], R]) -> R:
+    def run(self, task: Callable[[Block], R] | Keyed) -> R:
+        """A pass over both parts; not a keyed pass: the block-wise test's
+        summaries keep each part's best candidates, not those of the sum
+        (the refit runs the dense test)."""
+        if isinstance(task, Keyed):
+            raise NotImplementedError(
+                "the block-wise gradient test of a union of backends (the refit after a "
+                "held-out choice runs the dense test: train.grafting.dense_test_max)"
+            )
         result = self.first.run(task)
         return result.merge(self.second.run(OnTrainable(task)))  # type: ignore[attr-defined]
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        """Not available: the block-wise test's summaries keep each part's
-        best candidates, not those of the sum (use the dense test)."""
-        raise NotImplementedError(
-            "the block-wise gradient test of a union of backends (the refit after a "
-            "held-out choice runs the dense test: train.grafting.dense_test_max)"
-        )
 
     def close(self) -> None:
         """The parts are closed by their owners."""

@@ -43,6 +43,7 @@ from .path import (
     null_model,
     path_plan,
     scored_point,
+    time_spent,
 )
 from .stop_rule import Measure, choose, stop_rule
 
@@ -207,7 +208,7 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
     warm = [(null_model(fctx), previous) for fctx in fctxs]
     scores: list[list[float]] = [[] for _ in fctxs]
     sizes: list[list[int]] = [[] for _ in fctxs]
-    means: list[dict] = []  # mean fold score per point: what the extension reads
+    means: list[float] = []  # mean fold score per point: what the extension reads
     rule = stop_rule(cfg.choice)  # the folds are its units: paired over folds
     limit, n_default = max(cfg.choice.points, MAX_EXTENSION), len(grid)
     for gamma in extended_grid(grid, means, extend, limit):
@@ -215,21 +216,23 @@ def _path_folds(ctx: TrainingContext, folds) -> FitResult:
             weights, before = warm[f]
             result, row, _ = scored_point(fctx, fit_point, gamma, weights, before, None, -np.inf)
             warm[f] = (result.weights, gamma)
-            scores[f].append(row["heldout_score"])
-            sizes[f].append(row["features"])
-        means.append({"heldout_score": float(np.mean([s[-1] for s in scores]))})
+            scores[f].append(row.score)
+            sizes[f].append(row.features)
+        means.append(float(np.mean([s[-1] for s in scores])))
         log.info(
             "k-fold path %s %.4g: mean held-out %s %.6g (folds %s)",
             parameter,
             gamma,
             cfg.choice.criterion,
-            means[-1]["heldout_score"],
+            means[-1],
             [round(s[-1], 6) for s in scores],
         )
         rule.add(gamma, Measure.of_units([s[-1] for s in scores]))
         why = rule.why()
         if why is not None:
             log.info("k-fold path stopped: %s", why.message)
+            break
+        if time_spent(ctx):
             break
     del grid[len(means) :]  # the points fitted
     i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)
@@ -256,7 +259,11 @@ def _stage_folds(ctx: TrainingContext, folds, method: Method) -> FitResult:
     cfg = ctx.config
     scores, sizes = [], []
     for f, (train, validation) in enumerate(folds):
-        rounds = method(_fold_ctx(ctx, train, validation)).report["rounds"]
+        # the folds and the final run split the time budget left
+        fold = dataclasses.replace(
+            _fold_ctx(ctx, train, validation), deadline=ctx.deadline.part(1 / (len(folds) + 1 - f))
+        )
+        rounds = method(fold).report["rounds"]
         scores.append([r["heldout_score"] for r in rounds])
         sizes.append([r["active"] for r in rounds])
         log.info("fold %d of %d: %d stages", f + 1, len(folds), len(rounds))

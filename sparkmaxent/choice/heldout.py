@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import warnings
 from collections.abc import Callable
 
@@ -36,6 +35,7 @@ from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
 from ..selection.base import LoopState, TrainingContext
 from ..solvers import ConvergenceWarning
+from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
 from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     return rule
 
 
-def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | None]:
+def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageChoice | None]:
     """The weights a stage method's run keeps: the best held-out stage
     (``train.choice.best_stage``), else the last; and the choice's report
     (None when no choice was made)."""
@@ -195,49 +195,49 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, dict | 
     chosen = int(state.info["choice_round"])
     for row in state.trace:
         row["chosen"] = row["round"] == chosen
-    report = {
-        "criterion": cfg.criterion,
-        "chosen_round": chosen,
-        "heldout_score": state.info["choice_score"],
-        "stages_run": state.round,
-    }
+    choice = StageChoice(cfg.criterion, chosen, state.info["choice_score"], state.round)
     log.info(
         "kept stage %d of %d: best held-out %s %.6g",
         chosen,
         state.round,
         cfg.criterion,
-        report["heldout_score"],
+        choice.heldout_score,
     )
     if ctx.output_dir and ctx.config.selection.plots and state.trace:
         from ..selection.reporting import PLOTS_DIR
 
         write_path_plot(
-            state.trace,
-            "round",
+            [r["round"] for r in state.trace],
+            [r["heldout_score"] for r in state.trace],
+            [r["active"] for r in state.trace],
             "stage",
             chosen - 1,
             cfg.criterion,
             storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
         )
-    return weights, report
+    return weights, choice
 
 
 def write_path_plot(
-    rows: list[dict], x_key: str, x_label: str, chosen: int, criterion: str, path: str
+    x: list[float],
+    scores: list[float],
+    features: list[int],
+    x_label: str,
+    chosen: int,
+    criterion: str,
+    path: str,
 ) -> str | None:
-    """PNG of a path: held-out score and feature count against the path's
-    parameter (log scale for penalties) or stage, the choice marked. Needs
-    matplotlib; without it, None."""
+    """PNG of a path: held-out ``scores`` and ``features`` (non-zero weights)
+    against the path's penalty ``x`` (log scale) or stage (``x_label``
+    "stage"), point ``chosen`` marked. Needs matplotlib; without it, None."""
     fig = new_figure("path plot")
     if fig is None:
         return None
-    x = [r[x_key] for r in rows]
-    log_x = x_key != "round"
-    for i, (key, label) in enumerate(
-        (("heldout_score", f"held-out {criterion}"), ("features", "non-zero weights"))
+    log_x = x_label != "stage"
+    for i, (y, label) in enumerate(
+        ((scores, f"held-out {criterion}"), (features, "non-zero weights"))
     ):
         ax = fig.add_subplot(1, 2, i + 1)
-        y = [r.get(key, r.get("active", float("nan"))) for r in rows]
         ax.plot(x, y, marker="o", markersize=3)
         ax.axvline(x[chosen], color="tab:red", linestyle="--", label="chosen")
         if log_x:
@@ -249,6 +249,9 @@ def write_path_plot(
     return save_png(fig, path)
 
 
+#: passes a time-bound refit keeps for the line search of its last iteration
+LAST_SEARCH = 2
+
 #: the penalty of a stage refit given the event weight W it is fitted on:
 #: gamma2 in the mean units of L (a prior sigma^2 in sum units is 1 / (sigma^2 W))
 StagePenalty = Callable[[float], float]
@@ -257,11 +260,11 @@ StagePenalty = Callable[[float], float]
 def refit_stage(
     ctx: TrainingContext,
     weights: Weights,
-    choice: dict | None,
+    choice: StageChoice | None,
     trace: list[dict],
     penalty: StagePenalty,
-    elapsed_s: float = 0.0,
-) -> tuple[Weights, dict | None]:
+    earlier_s: float = 0.0,
+) -> tuple[Weights, StageRefit | RefitSkipped | None]:
     """The best stage's active features refitted on the training and
     held-out events together (``train.choice.refit``, as the paths'
     ``points.refit`` and LogisticRegressionCV's refit=True): the MAP
@@ -269,9 +272,10 @@ def refit_stage(
     method's own penalty, ``penalty(W)`` on the union's event weight W,
     warm-started from the chosen stage by L-BFGS (``baselines.fit_smooth``;
     far fewer passes than the rounds' Newton-CG on long documents). Within
-    ``train.selection.max_seconds``: the selection spent ``elapsed_s``,
-    and the refit's iterations are capped at the seconds left over the
-    time of its first pass (none left: no refit, ``skipped`` says so).
+    ``train.selection.max_seconds`` (``ctx.deadline``; ``earlier_s``: the
+    seconds of a resumed run's earlier sessions), the refit's iterations
+    are capped at the seconds left over the time of its first pass (none
+    left: no refit, ``skipped`` says so).
     Returns the weights and the report's ``refit`` (the refit's objective,
     loss and passes beside the chosen stage's fit and held-out figures);
     (``weights``, None) when no stage was chosen on held-out data or the
@@ -279,24 +283,25 @@ def refit_stage(
     if choice is None or ctx.heldout is None or not ctx.config.choice.refit:
         return weights, None
     whole = UnionBackend(ctx.backend, ctx.heldout)
-    passes0, t0 = whole.passes, time.perf_counter()
+    passes0, t0 = whole.passes, ctx.deadline.elapsed()
     lg = checked_pass(
         whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
         "refit loss pass",
     )
-    config, cap = ctx.config, ctx.config.selection.max_seconds
-    if cap:
-        per_pass = time.perf_counter() - t0
-        iterations = int((cap - elapsed_s - per_pass) / max(per_pass, 1e-9))
-        if iterations < 1:
+    config, cap, evaluations = ctx.config, ctx.deadline.seconds, 0
+    if ctx.deadline.bounded:
+        per_pass = ctx.deadline.elapsed() - t0
+        # L-BFGS-B checks its cap between iterations: the last line search's passes kept
+        evaluations = int(ctx.deadline.remaining(earlier_s) / max(per_pass, 1e-9)) - LAST_SEARCH
+        if evaluations < 1:
             log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
-            return weights, {"skipped": f"max_seconds = {cap:g} spent by the selection"}
-        config = dataclasses.replace(config, max_iter=min(config.max_iter, iterations))
+            return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
+        config = dataclasses.replace(config, max_iter=min(config.max_iter, evaluations))
     l2 = penalty(float(lg.weight))
     values = weights.values
     log.info(
         "refitting stage %d's %d features on the training and held-out events (gamma2 %.4g)",
-        choice["chosen_round"],
+        choice.chosen_round,
         len(values),
         l2,
     )
@@ -307,31 +312,32 @@ def refit_stage(
             weights.active_ids(),
             l2,
             weights,
+            evaluations,
         )
     rep = fit.report
-    row = next(r for r in trace if r["round"] == choice["chosen_round"])
-    refit = {
-        "l2": l2,
-        "objective": rep["objective"],
-        "loss": rep["loss"],
-        "start_objective": lg.loss / lg.weight + 0.5 * l2 * float(values @ values),
-        "features": int(fit.weights.nnz),
-        "passes": whole.passes - passes0,
-        "converged": bool(rep["converged"]),
-        "iterations": rep["iterations"],
-        "max_iter": config.max_iter,
-        "chosen_fit": {
-            "stage": choice["chosen_round"],
-            "objective": row["objective"],
-            "features": int(len(values)),
-            **{k: row[k] for k in row if k.startswith("heldout_")},
-        },
-    }
+    row = next(r for r in trace if r["round"] == choice.chosen_round)
+    refit = StageRefit(
+        l2,
+        objective=rep["objective"],
+        loss=rep["loss"],
+        start_objective=lg.loss / lg.weight + 0.5 * l2 * float(values @ values),
+        features=int(fit.weights.nnz),
+        passes=whole.passes - passes0,
+        converged=bool(rep["converged"]),
+        iterations=rep["iterations"],
+        max_iter=config.max_iter,
+        chosen_fit=ChosenFit(
+            row["objective"],
+            int(len(values)),
+            {k: row[k] for k in row if k.startswith("heldout_")},
+            stage=choice.chosen_round,
+        ),
+    )
     log.info(
         "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "
         "%d passes",
-        refit["objective"],
-        refit["start_objective"],
-        refit["passes"],
+        refit.objective,
+        refit.start_objective,
+        refit.passes,
     )
     return fit.weights, refit

@@ -50,6 +50,7 @@ from ..selection.base import FitResult, TrainingContext
 from ..selection.reporting import PLOTS_DIR
 from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
+from .sections import PathPoint, PathSection, PathVariant
 from .stop_rule import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
@@ -211,7 +212,7 @@ def _elastic_paths(
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
     fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
-    summary: list[dict] = []
+    summary: list[PathVariant] = []
     measures: list[Measure] = []
     for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
@@ -219,28 +220,30 @@ def _elastic_paths(
         result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start)
         measures.append(measure)
         path = result.report["path"]
-        point = path["points"][path["chosen"]]
-        path.update(what)
-        summary.append({**what, "points": len(path["points"]), **point})
+        point = path.chosen_point
+        path.what = what
+        summary.append(PathVariant(what, len(path.points), dataclasses.replace(point)))
         log.info(
             "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
             what,
-            point["l1"],
-            point["features"],
-            point["heldout_score"],
+            point.gamma,
+            point.features,
+            point.score,
         )
         fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
         if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
             break
-    i, gaps = sparsest_within_noise(summary, measures)
-    for j, row in enumerate(summary):
-        row["chosen"] = j == i
-        row["below_best_se"] = gaps[j]
+        if time_spent(ctx):
+            break
+    i, gaps = sparsest_within_noise([v.point for v in summary], measures)
+    for j, run in enumerate(summary):
+        run.point.chosen = j == i
+        run.point.below_best_se = gaps[j]
     best = fitted[i]
     path = best[0].report["path"]
-    path["elastic"] = summary
-    path["elastic_not_run"] = [what for what, _, _ in variants[len(summary) :]]
-    path["plot"] = _plot(ctx, path["points"], "l1", path["chosen"])
+    path.elastic = summary
+    path.elastic_not_run = [what for what, _, _ in variants[len(summary) :]]
+    path.plot = _plot(ctx, path.points, path.chosen)
     return best
 
 
@@ -267,9 +270,11 @@ def denser_mix_gains(measures: list[Measure]) -> bool:
     return False
 
 
-def sparsest_within_noise(rows: list[dict], measures: list[Measure]) -> tuple[int, list[float]]:
-    """The variant chosen among paths' chosen points (``rows``: their
-    ``heldout_score``, ``heldout_se`` and ``features``): the one with the
+def sparsest_within_noise(
+    points: list[PathPoint], measures: list[Measure]
+) -> tuple[int, list[float]]:
+    """The variant chosen among paths' chosen ``points`` (their held-out
+    score, its standard error and their features): the one with the
     fewest non-zero weights whose score is at least the best minus the
     best's standard error (the one-standard-error rule across variants:
     a denser elastic net is kept only when its gain is beyond the noise of
@@ -279,14 +284,14 @@ def sparsest_within_noise(rows: list[dict], measures: list[Measure]) -> tuple[in
     both; ``stop_rule.difference_se``), for the report: far narrower than
     one score's error, it finds nearly every gain of a denser mix real, and
     as a choice rule it would keep the densest mix on every corpus."""
-    scores = [r["heldout_score"] for r in rows]
+    scores = [p.score for p in points]
     best = int(np.nanargmax(scores))
     gaps = []
     for score, measure in zip(scores, measures, strict=True):
         se = difference_se(measure, measures[best])
         diff = scores[best] - score
         gaps.append(float(diff / se) if se > 0 else (np.inf if diff > 0 else 0.0))
-    chosen = choose(scores, [r["heldout_se"] for r in rows], [r["features"] for r in rows], True)
+    chosen = choose(scores, [p.se for p in points], [p.features for p in points], True)
     return chosen, gaps
 
 
@@ -350,22 +355,24 @@ def _run_points(
 ) -> tuple[FitResult, Measure]:
     """``run_path``, with the chosen point's held-out measure."""
     choice = ctx.config.choice
-    rows: list[dict] = []
+    rows: list[PathPoint] = []
+    scores: list[float] = []  # of the points fitted: what the grid's extension reads
     results: list[FitResult] = []
     measures: list[Measure] = []
     rule = stop_rule(choice)
     weights, best = start, -np.inf
     grid = list(grid)
-    for gamma in extended_grid(grid, rows, extend, max(choice.points, MAX_EXTENSION)):
+    for gamma in extended_grid(grid, scores, extend, max(choice.points, MAX_EXTENSION)):
         budget = None
         if rows and choice.cut_passes:
-            budget = max(1, int(np.ceil(choice.cut_passes * sum(r["passes"] for r in rows))))
+            budget = max(1, int(np.ceil(choice.cut_passes * sum(r.passes for r in rows))))
         result, row, measure = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
         previous = gamma
         weights = result.weights
-        rule.add(gamma, measure, row["features"], eligible=not row["cut"])
-        row["below_best_se"] = rule.gaps[-1]
-        rows.append({parameter: gamma, **row})
+        rule.add(gamma, measure, row.features, eligible=not row.cut)
+        row.below_best_se = rule.gaps[-1]
+        rows.append(row)
+        scores.append(row.score)
         results.append(result)
         measures.append(measure)
         log.info(
@@ -373,26 +380,28 @@ def _run_points(
             "%d passes%s",
             parameter,
             gamma,
-            row["features"],
-            row["objective"],
+            row.features,
+            row.objective,
             choice.criterion,
-            row["heldout_score"],
-            row["heldout_accuracy"],
-            row["passes"],
-            " (cut: below the best after its pass budget)" if row["cut"] else "",
+            row.score,
+            row.heldout["heldout_accuracy"],
+            row.passes,
+            " (cut: below the best after its pass budget)" if row.cut else "",
         )
-        if not row["cut"]:
-            best = max(best, row["heldout_score"])
+        if not row.cut:
+            best = max(best, row.score)
         why = rule.why()
         if why is not None:
             log.info("path stopped: %s", why.message)
             break
-        if choice.max_weights and row["features"] > choice.max_weights:
+        if choice.max_weights and row.features > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
-            log.info("path stopped: %d non-zero weights > max_weights", row["features"])
+            log.info("path stopped: %d non-zero weights > max_weights", row.features)
+            break
+        if time_spent(ctx):
             break
     chosen = _chosen(ctx, parameter, grid, rows, results)
-    return chosen, measures[chosen.report["path"]["chosen"]]
+    return chosen, measures[chosen.report["path"].chosen]
 
 
 def scored_point(
@@ -403,9 +412,9 @@ def scored_point(
     previous: float | None,
     budget: int | None,
     best: float,
-) -> tuple[FitResult, dict, Measure]:
+) -> tuple[FitResult, PathPoint, Measure]:
     """Fit one point on a pass ``budget`` (None: none) and score it (its
-    row and its measure for the stop rule). A
+    ``PathPoint`` and its measure for the stop rule). A
     point whose budget runs out is scored where it stopped: below ``best``,
     it is cut (kept in the path, never chosen); otherwise its fit goes on
     from there without a budget (early stopping on held-out data, as in
@@ -435,30 +444,41 @@ def scored_point(
     scores, measure = (
         (stop["scores"], stop["measure"]) if cut else measure_weights(ctx, result.weights)
     )
-    row = {
-        "features": int(result.weights.nnz),
-        "objective": rep.get("objective"),
-        "passes": ctx.backend.passes - passes0,
-        "converged": bool(rep.get("converged")),
-        "budget": budget,
-        "cut": cut,
-        "continued_after": None if cut else stop.get("passes"),
-        **scores,
-    }
-    if "kkt" in rep:
-        row["kkt_passed"] = bool(rep["kkt"]["passed"])
+    row = PathPoint(
+        "l1" if registry.method(ctx.config.method).path == "l1" else "l2",
+        gamma,
+        features=int(result.weights.nnz),
+        objective=rep.get("objective"),
+        passes=ctx.backend.passes - passes0,
+        converged=bool(rep.get("converged")),
+        budget=budget,
+        cut=cut,
+        continued_after=None if cut else stop.get("passes"),
+        heldout=scores,
+        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+    )
     return result, row, measure
 
 
-def extended_grid(grid: list[float], rows: list[dict], extend: bool, limit: int):
+def time_spent(ctx: TrainingContext) -> bool:
+    """Whether the run's time budget is spent (``train.selection.max_seconds``
+    covers every point of a path: each point's rounds stop at it, and no
+    point starts after it)."""
+    if ctx.deadline.remaining() > 0:
+        return False
+    log.info("path stopped: train.selection.max_seconds = %g spent", ctx.deadline.seconds)
+    return True
+
+
+def extended_grid(grid: list[float], scores: list[float], extend: bool, limit: int):
     """The grid's values, then (``extend``) more at the same ratio while the
-    last point fitted is the best so far; appended to ``grid`` as they go."""
+    last point fitted is the best so far (``scores``: the held-out scores of
+    the points fitted, appended by the caller); appended to ``grid`` as they go."""
     yield from list(grid)
     if not extend or len(grid) < 2:
         return
     ratio = grid[-1] / grid[-2]
     for _ in range(limit):
-        scores = [r["heldout_score"] for r in rows]
         if not scores or int(np.argmax(scores)) != len(scores) - 1:
             return
         grid.append(grid[-1] * ratio)
@@ -470,51 +490,46 @@ def _chosen(
     ctx: TrainingContext,
     parameter: str,
     grid: list[float],
-    rows: list[dict],
+    rows: list[PathPoint],
     results: list[FitResult],
 ) -> FitResult:
     """The chosen point's result, its report carrying the whole path."""
     choice = ctx.config.choice
     i = choose(
-        [np.nan if r["cut"] else r["heldout_score"] for r in rows],
-        [r["heldout_se"] for r in rows],
-        [r["features"] for r in rows],
+        [np.nan if r.cut else r.score for r in rows],
+        [r.se for r in rows],
+        [r.features for r in rows],
         choice.one_se,
     )
     for j, row in enumerate(rows):
-        row["chosen"] = j == i
+        row.chosen = j == i
     chosen = results[i]
     log.info(
         "chose %s %.4g (point %d of %d): %d features, held-out %s %.6g",
         parameter,
-        rows[i][parameter],
+        rows[i].gamma,
         i + 1,
         len(rows),
-        rows[i]["features"],
+        rows[i].features,
         choice.criterion,
-        rows[i]["heldout_score"],
+        rows[i].score,
     )
-    chosen.report["path"] = {
-        "parameter": parameter,
-        "criterion": choice.criterion,
-        "one_se": choice.one_se,
-        "grid": grid,
-        "chosen": i,
-        "points": rows,
-        "plot": _plot(ctx, rows, parameter, i),
-    }
+    chosen.report["path"] = PathSection(
+        parameter, choice.criterion, choice.one_se, grid, i, rows, _plot(ctx, rows, i)
+    )
     return chosen
 
 
-def _plot(ctx: TrainingContext, rows: list[dict], parameter: str, i: int) -> str | None:
-    """plots/path.png of a path's ``rows``, point ``i`` marked (None
+def _plot(ctx: TrainingContext, rows: list[PathPoint], i: int) -> str | None:
+    """plots/path.png of a path's points ``rows``, point ``i`` marked (None
     without an output directory or with plots off)."""
     if not (ctx.output_dir and ctx.config.selection.plots):
         return None
     return write_path_plot(
-        rows,
-        parameter,
-        "gamma1" if parameter == "l1" else "gamma2",
+        [r.gamma for r in rows],
+        [r.score for r in rows],
+        [r.features for r in rows],
+        "gamma1" if rows[0].parameter == "l1" else "gamma2",
         i,
         ctx.config.choice.criterion,
         storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),

@@ -16,6 +16,7 @@ from ..methods.baselines import fit_smooth
 from ..methods.grafting import fit_grafting_family
 from ..selection.base import FitResult, TrainingContext
 from ..solvers import ConvergenceWarning
+from .sections import ChosenFit, PathRefit, RefitSkipped
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,11 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     refit's. Skipped (``refit.skipped`` says why) when the grafting test
     would be block-wise: its summaries do not add up over two backends."""
     path = chosen.report["path"]
-    point = path["points"][path["chosen"]]
+    point = path.chosen_point
     if not ctx.config.choice.refit:
         return chosen
     assert ctx.heldout is not None, "a path has held-out data"
-    parameter, gamma = path["parameter"], point[path["parameter"]]
+    parameter, gamma = path.parameter, point.gamma
     space = ctx.backend.space
     # with combination features: the atoms' and the chosen model's conjunctions' features
     n_features = space.n_features + len(chosen.conjunctions or ()) * space.n_labels
@@ -64,7 +65,7 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
             "the block-wise gradient test of training + held-out events is not available"
         )
         log.warning("no refit after the path: %s", reason)
-        chosen.report["refit"] = {"skipped": reason}
+        chosen.report["refit"] = RefitSkipped(reason)
         return chosen
     whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
     if fit_point is None:
@@ -74,20 +75,20 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
     rep = result.report
     rep["path"] = path
-    rep["refit"] = {
-        parameter: gamma,
-        "objective": rep.get("objective"),
-        "features": int(result.weights.nnz),
-        "passes": whole.backend.passes - passes0,
-        "converged": bool(rep.get("converged")),
-        "chosen_fit": {
-            "objective": chosen.report.get("objective"),
-            "features": int(chosen.weights.nnz),
-            **{k: point[k] for k in point if k.startswith("heldout_")},
-        },
-    }
-    if "kkt" in rep:
-        rep["refit"]["kkt_passed"] = bool(rep["kkt"]["passed"])
+    rep["refit"] = PathRefit(
+        parameter,
+        gamma,
+        objective=rep.get("objective"),
+        features=int(result.weights.nnz),
+        passes=whole.backend.passes - passes0,
+        converged=bool(rep.get("converged")),
+        chosen_fit=ChosenFit(
+            chosen.report.get("objective"),
+            int(chosen.weights.nnz),
+            dict(point.heldout),
+        ),
+        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+    )
     log.info(
         "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
         result.weights.nnz,

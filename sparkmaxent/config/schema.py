@@ -47,9 +47,7 @@ class DataConfig(Section):
     prepare_cutoff: int = key(
         0, "Drop predicates seen in fewer (weighted) events when preparing; 0 keeps all.", ge=0
     )
-    partitions: int = key(
-        0, "Spark partitions of the events; 0: Spark's default parallelism.", ge=0
-    )
+    partitions: int = key(0, "Spark partitions of the events; 0: the default parallelism.", ge=0)
     binary: bool = key(
         False,
         "Binary predicates: a feature present in an event counts 1.0 however often "
@@ -99,17 +97,17 @@ class SelectionConfig(Section):
     PATH: ClassVar[str] = "train.selection"
     max_rounds: int = key(
         0,
-        "Stop after this many rounds; 0: until the method stops by "
-        "itself. A run may be resumed with another value.",
+        "Stop after this many rounds; 0: until the method stops by itself. A run may "
+        "be resumed with another value.",
         ge=0,
     )
     max_seconds: float = key(
         0.0,
-        "Stop before a round that, taking as long as the last one, would "
-        "end past this many seconds of selection time (summed over resumed "
-        "sessions), or after the first round that ends past it; the model is "
-        "the best held-out stage so far (stage methods) or the last round. "
-        "0: no limit. A run may be resumed with another value.",
+        "Time budget of the whole training run from its start (setup, rounds, every path "
+        "point, refit; summed over resumed sessions): stop before a round that, taking as "
+        "long as the last one, would end past it, or after the first round that ends past "
+        "it; the model is the best held-out stage so far (stage methods) or the last "
+        "round. 0: no limit. A run may be resumed with another value.",
         ge=0,
     )
     max_features: int = key(
@@ -191,9 +189,7 @@ class GraftingConfig(Section):
         "candidates come back. 0: always block-wise.",
         ge=0,
     )
-    test_block_size: int = key(
-        1_000_000, "Features per block of the block-wise gradient test.", ge=1
-    )
+    test_block_size: int = key(1_000_000, "Features per block of the block-wise test.", ge=1)
     partial_cut: float = key(
         0.5,
         "Dense gradient test: each data block ships its exact partial gradient at the "
@@ -259,10 +255,7 @@ class IfsConfig(Section):
         lt=1,
     )
     lookahead: int = key(
-        500,
-        "sgc-lookahead: after a selection, recompute the next L "
-        "candidates' gains (Zhou et al. used 500).",
-        ge=0,
+        500, "sgc-lookahead: after a pick, recompute the next L gains (Zhou et al.: 500).", ge=0
     )
     gain_prior_variance: float = key(
         1.0,
@@ -290,36 +283,40 @@ class BayesConfig(Section):
     )
     variance: str = key(
         "fixed",
-        "fixed: prior_variance; evidence: the sigma^2 of largest Laplace evidence "
-        "over the geometric grid evidence_min .. evidence_max (evidence_points values).",
-        choices=("fixed", "evidence"),
+        "fixed: prior_variance; evidence / heldout: the sigma^2 of largest Laplace evidence / "
+        "best held-out stage over the geometric grid evidence_min .. evidence_max "
+        "(evidence_points values).",
+        choices=("fixed", "evidence", "heldout"),
     )
     evidence_min: float = key(0.1, "variance = evidence: the grid's smallest sigma^2.", gt=0)
     evidence_max: float = key(30.0, "variance = evidence: the grid's largest sigma^2.", gt=0)
-    evidence_points: int = key(
-        6, "variance = evidence: sigma^2 values in the grid (one run each).", ge=2
-    )
+    evidence_points: int = key(6, "variance = evidence: sigma^2 values (one run each).", ge=2)
     per_round: int = key(
         100,
-        "S: features selected per round at most, each after the first rescored "
-        "with the earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
+        "S: features selected per round at most, each after the first rescored with the "
+        "earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
         ge=1,
     )
     sign: str = key(
         "laplace",
-        "laplace: -1/2 log a_g (the correct Laplace approximation); "
-        "printed: +1/2 log a_g (Eq. 12 as printed).",
+        "laplace: -1/2 log a_g (the correct Laplace approximation); printed: +1/2 log "
+        "a_g (Eq. 12 as printed).",
         choices=("laplace", "printed"),
     )
     model_prior: str = key(
         "empirical-bayes",
-        "Prior over models: uniform (Eq. 13); beta-binomial "
-        "(Scott & Berger 2010, log((k+1)/(K-k)) per added feature); "
-        "empirical-bayes (George & Foster 2000, log(p/(1-p)) with p <= 1/2 "
-        "fitted to each round's proposals).",
+        "Prior over models: uniform (Eq. 13); beta-binomial (Scott & Berger 2010, "
+        "log((k+1)/(K-k)) per added feature); empirical-bayes (George & Foster 2000, "
+        "log(p/(1-p)) with p <= 1/2 fitted to each round's proposals).",
         choices=("uniform", "beta-binomial", "empirical-bayes"),
     )
     rescore: int = key(50, "Proposals rescored before each pick after a round's first.", ge=1)
+    rescore_mu: str = key(
+        "fixed",
+        "fixed: a rescoring keeps each mu_g of the round's fit and evaluates S and a_g given "
+        "the picks (Figure 1, Eq. 14; one pass); refit: fits mu_g again (a gain fit).",
+        choices=("fixed", "refit"),
+    )
     beyond_rule: bool = key(
         True,
         "With held-out data (train.choice.best_stage, patience > 0): the rule's stop is "
@@ -337,9 +334,8 @@ class BayesConfig(Section):
     )
     signature_bits: int = key(
         8192,
-        "Proposals firing on no common event (event bitmaps of "
-        "this many bits) are picked without rescoring; 0: rescore before "
-        "every pick.",
+        "Proposals firing on no common event (event bitmaps of this many bits) are "
+        "picked without rescoring; 0: rescore before every pick.",
         ge=0,
         multiple_of=8,
     )
@@ -368,20 +364,25 @@ class ChoiceConfig(Section):
     )
     one_se: bool = key(
         False,
-        "Paths: take the sparsest point whose held-out score is within one "
-        "standard error of the best (the one-standard-error rule).",
+        "Paths: take the sparsest point whose held-out score is within one standard error "
+        "of the best (the one-standard-error rule).",
     )
     path: bool = key(
         False,
-        "grafting, l2: fit a path of penalties (warm-started, strongest "
-        "first) and keep the point with the best held-out score; needs "
-        "held-out data.",
+        "grafting, l2: fit a path of penalties (warm-started, strongest first) and keep "
+        "the point with the best held-out score; needs held-out data.",
     )
     refit: bool = key(
         True,
         "With held-out data: refit the chosen path point's penalty (the best stage's "
         "features under the method's prior: ifs, sgc, bayes-factor) on the training and "
         "held-out events, warm-started (LogisticRegressionCV's refit); false: no refit.",
+    )
+    refit_reserve_passes: int = key(
+        50,
+        "Stage runs with max_seconds and a refit: no stage starts unless this many refit "
+        "passes (one timed after each stage) still fit after it; 0: none.",
+        ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
     l1_ratio: float = key(
@@ -399,9 +400,8 @@ class ChoiceConfig(Section):
     )
     elastic_grid: list = key(
         [],
-        "grafting path: one gamma1 path per gamma2 (elastic_l2) in this list, "
-        "the best held-out point over all chosen (elastic net); []: "
-        "train.grafting.elastic_l2 only.",
+        "grafting path: one gamma1 path per gamma2 (elastic_l2) in this list, the best "
+        "held-out point over all chosen (elastic net); []: train.grafting.elastic_l2 only.",
     )
     l2_mixes: list = key(
         [0.0, 0.5, 0.9],
@@ -428,8 +428,8 @@ class ChoiceConfig(Section):
     )
     max_weights: int = key(
         0,
-        "Paths: stop after the first point with more non-zero weights than "
-        "this (glmnet's pmax; that point may be chosen); 0: no limit.",
+        "Paths: stop after the first point with more non-zero weights than this (glmnet's "
+        "pmax; that point may be chosen); 0: no limit.",
         ge=0,
     )
     cut_passes: float = key(
@@ -559,9 +559,7 @@ class TrainConfig(Section):
         1000, "L-BFGS iterations (a selection round: Newton or L-BFGS-B iterations).", ge=1
     )
     memory: int = key(10, "L-BFGS history.", ge=1)
-    gtol: float = key(
-        1.0e-7, "Stop when the largest (projected) gradient entry is below this.", gt=0
-    )
+    gtol: float = key(1.0e-7, "Stop when the largest projected gradient entry is below this.", gt=0)
     ftol: float = key(1.0e-12, "Or when the relative objective decrease is below this.", ge=0)
     selection: SelectionConfig = field(default_factory=SelectionConfig)
     grafting: GraftingConfig = field(default_factory=GraftingConfig)

@@ -24,7 +24,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .topk import BlockGradient, GradientTestTask
 
 #: the largest conjunction degree
 MAX_DEGREE = 3
@@ -277,15 +276,3 @@ class Expanding:
 
     def __call__(self, block: Block):
         return self.task(self.conjunctions.expand(block))  # type: ignore[operator]
-
-
-@dataclass(frozen=True)
-class ExpandingGradientTest(GradientTestTask):
-    """The block-wise gradient test (kernels/topk.py) on blocks widened by
-    ``conjunctions``."""
-
-    conjunctions: Conjunctions | None = None
-
-    def partial(self, block: Block) -> BlockGradient:
-        assert self.conjunctions is not None, "set by ExpandedBackend"
-        return super().partial(self.conjunctions.expand(block))

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import Block, take_events
-from .topk import BlockGradient, GradientTestTask
 
 
 def in_fold(block: Block, groups: np.ndarray, inside: bool) -> Block:
@@ -36,16 +35,4 @@ class InFold:
         return self.task(in_fold(block, self.groups, self.inside))  # type: ignore[operator]
 
 
-@dataclass(frozen=True)
-class InFoldGradientTest(GradientTestTask):
-    """The block-wise gradient test (kernels/topk.py) on a fold's events or the others'."""
-
-    groups: np.ndarray | None = None
-    inside: bool = False
-
-    def partial(self, block: Block) -> BlockGradient:
-        assert self.groups is not None, "set by FoldBackend"
-        return super().partial(in_fold(block, self.groups, self.inside))
-
-
-__all__ = ["in_fold", "InFold", "InFoldGradientTest"]
+__all__ = ["in_fold", "InFold"]

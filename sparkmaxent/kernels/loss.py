@@ -465,6 +465,33 @@ class LossGradTask:
 
 
 @dataclass
+class PointsLossGrad:
+    """Mergeable loss and gradient sums at several points (``PointsTask``)."""
+
+    points: list[LossGrad]
+
+    def merge(self, other: PointsLossGrad) -> PointsLossGrad:
+        return PointsLossGrad([a.merge(b) for a, b in zip(self.points, other.points)])
+
+
+@dataclass(frozen=True)
+class PointsTask:
+    """A picklable pass: ``LossGradTask`` at each of ``points`` in one pass
+    (a line search's trial steps, each with the gradient the next iteration
+    needs), bit for bit what one pass per point gives."""
+
+    space: Space
+    points: tuple[Weights, ...]
+    scaling: Scaling | None = None
+    grad_ids: np.ndarray | None = None
+
+    def __call__(self, block: Block) -> PointsLossGrad:
+        return PointsLossGrad(
+            [loss_grad(block, self.space, w, self.scaling, self.grad_ids) for w in self.points]
+        )
+
+
+@dataclass
 class RayLoss:
     """Mergeable loss sums at the points of one ray (``ray_losses``)."""
 

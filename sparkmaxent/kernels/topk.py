@@ -17,8 +17,8 @@ active set cost.
 
 This module is the executor half: the top-k rule (``top_candidates``, also
 the merge's and the dense test's), the per-block summary, and its merge.
-The orchestration is in backends (``LocalBackend.gradient_test``,
-``SparkBackend.gradient_test``); the driver's check of the merged summary
+The orchestration is the backends' keyed pass (kernels/keyed.py,
+``LocalBackend.run``, ``SparkBackend.run``); the driver's check of the merged summary
 and the test itself in methods/gradient_test.py (``BlockwiseTest``).
 See docs/methods/grafting.md, "Block-wise gradient test".
 """
@@ -312,7 +312,8 @@ class GradientSummary:
 
 @dataclass(frozen=True)
 class GradientTestTask:
-    """A picklable block-wise gradient test at ``weights``.
+    """A picklable block-wise gradient test at ``weights``, a keyed pass
+    (kernels/keyed.py: ``backend.run(Keyed(task))``).
 
     Per data block: ``partial`` (the gradient sums at the predicates the
     block holds, the same kernel as the dense test) and ``split`` into keyed
@@ -352,6 +353,11 @@ class GradientTestTask:
     @property
     def n_blocks(self) -> int:
         return -(-self.space.n_features // self.block_size)
+
+    @property
+    def n_keys(self) -> int:
+        """The feature blocks and the scalars' key (a keyed pass, kernels/keyed.py)."""
+        return self.n_blocks + 1
 
     def partial(self, block: Block) -> BlockGradient:
         """Loss and gradient sums of one data block at the predicates it
@@ -420,12 +426,10 @@ class GradientTestTask:
             n,
         )
 
-    def summarize_all(self, partial: BlockGradient, weight: float) -> GradientSummary:
-        """Split merged sums ``partial`` and summarize every piece in-process
-        (the LocalBackend's test: same numbers as a distributed one)."""
-        out = None
-        for key, value in self.split(partial):
-            piece = self.summarize(key, value, weight)
-            out = piece if out is None else out.merge(piece)
-        assert out is not None, "split always yields the scalars piece"
-        return out
+    def partial_weight(self, partial: BlockGradient) -> float:
+        """The event weight summed in (merged) partials."""
+        return partial.weight
+
+    def result_weight(self, result: GradientSummary) -> float | None:
+        """The event weight of a merged summary's loss sums (None: none kept)."""
+        return result.lg.weight if result.lg is not None else None

@@ -5,6 +5,7 @@ Zhou et al. 2003 use 7), then l2 (MLE when l2 = 0) over those."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -24,17 +25,23 @@ def lbfgs_options(cfg: TrainConfig) -> SolverOptions:
 
 
 def fit_smooth(
-    ctx: TrainingContext, ids: np.ndarray | None, l2: float, start: Weights | None = None
+    ctx: TrainingContext,
+    ids: np.ndarray | None,
+    l2: float,
+    start: Weights | None = None,
+    max_evaluations: int = 0,
 ) -> FitResult:
     """Minimize L(w) + l2/2 ||w||^2 over ``ids`` (None: all features) with
-    L-BFGS; one loss+gradient pass per evaluation."""
+    L-BFGS; one loss+gradient pass per evaluation (about ``max_evaluations``
+    at most, when not 0: ``SolverOptions.max_evaluations``)."""
     obj = Objective(ctx.backend, ids, l2=l2, scaling=ctx.scaling)
     theta0 = (
         obj.theta(start)
         if start is not None
         else np.zeros(obj.n_weights + ctx.backend.space.n_bias)
     )
-    res = minimize_lbfgs(obj, theta0, lbfgs_options(ctx.config))
+    options = dataclasses.replace(lbfgs_options(ctx.config), max_evaluations=max_evaluations)
+    res = minimize_lbfgs(obj, theta0, options)
     weights = obj.weights(res.theta).sparse()
     last = obj.last
     report = {

@@ -32,8 +32,11 @@ import numpy as np
 from scipy.optimize import brentq
 
 from ..choice.heldout import best_stage, refit_stage
+from ..choice.sections import StageRefit
 from ..config.schema import BayesConfig
+from ..errors import ConfigError
 from ..kernels import Weights
+from ..kernels.gains import GainDerivativesTask
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
 from ..problem import Objective
@@ -173,6 +176,22 @@ class BayesFactor:
             alpha0=alpha0,
         )
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
+
+    def rescore(
+        self, model: Weights, ids: np.ndarray, mu: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The log Bayes factors of ``ids`` against ``model`` (the picks
+        fixed, Eq. 14) and their mu_g. ``train.bayes.rescore_mu = fixed``:
+        each mu_g stays the round's (Figure 1 fits mu_g once, against
+        lambda0) and S(mu_g) and a_g are evaluated given the picks, one pass
+        (a correlated proposal's likelihood falls, as section 3.5 intends);
+        ``refit``: mu_g fitted again given the picks (a gain fit, warm-started)."""
+        if self.ctx.config.bayes.rescore_mu == "refit":
+            f, s = self.fit(model, ids, alpha0=mu)
+            return s, f.alpha
+        d = self.ctx.backend.run(GainDerivativesTask(self.space, model, self.ctx.scaling, ids, mu))
+        curvature = -d.curv + 1.0 / self.sigma2
+        return bayes_factor_score(d.loglik, mu, curvature, self.sigma2, self.sign), mu
 
     def model_prior(
         self, log_bf: np.ndarray, k_active: int | None = None
@@ -377,10 +396,10 @@ class BayesFactor:
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
             fresh = pos[order[: cfg.bayes.rescore]]
-            f, s = self.fit(model, ids[fresh], alpha0=mu[fresh])
+            s, mu[fresh] = self.rescore(model, ids[fresh], mu[fresh])
             s += odds(len(model.values))
             rescored += len(fresh)
-            score[fresh], mu[fresh] = s, f.alpha
+            score[fresh] = s
             live[fresh] = s > floor  # no longer beats beta_0 given the picks: out of this round
 
 
@@ -425,33 +444,39 @@ def laplace_evidence(ctx: TrainingContext, weights: Weights, sigma2: float) -> f
 
 
 def fit_by_evidence(ctx: TrainingContext) -> FitResult:
-    """``train.bayes.variance = "evidence"``: a run per sigma^2 of
-    ``evidence_grid``, the one whose model has the largest Laplace evidence
-    kept (empirical Bayes, type-II maximum likelihood over the grid)."""
-    runs = []
-    grid = evidence_grid(ctx.config.bayes)
+    """``train.bayes.variance = "evidence"`` / ``"heldout"``: a run per
+    sigma^2 of ``evidence_grid`` (each with an equal share of the time left),
+    the one kept whose model has the largest Laplace evidence (empirical
+    Bayes, type-II maximum likelihood) or, ``heldout``, whose chosen stage
+    has the best held-out score (``train.choice.criterion``), then refitted."""
+    by_heldout = ctx.config.bayes.variance == "heldout"
+    if by_heldout and (ctx.heldout is None or not ctx.config.choice.best_stage):
+        raise ConfigError("train.bayes.variance = heldout: needs held-out data and best_stage")
+    scores, results, grid = [], [], evidence_grid(ctx.config.bayes)
     no_refit = dataclasses.replace(ctx.config.choice, refit=False)  # the chosen run's, below
-    for s2 in grid:
+    for n, s2 in enumerate(grid):
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
         config = dataclasses.replace(ctx.config, bayes=bayes, choice=no_refit)
-        run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, resume=False)
-        result = fit_bayes_factor(run_ctx)
-        runs.append((laplace_evidence(run_ctx, result.weights, s2), result))
-        log.info("sigma^2 %g: %d features, log evidence %.6g", s2, result.weights.nnz, runs[-1][0])
-    evidence = [e for e, _ in runs]
-    i = int(np.argmax(evidence))
-    chosen = runs[i][1]
-    chosen.report["evidence"] = {"grid": grid, "log_evidence": evidence, "chosen": i}
-    log.info("chose sigma^2 %g by the Laplace evidence", grid[i])
+        part = ctx.deadline.part(1 / (len(grid) - n))
+        run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, deadline=part)
+        results.append(fit_bayes_factor(dataclasses.replace(run_ctx, resume=False)))
+        choice = results[-1].report["choice"]
+        held = choice.heldout_score if choice is not None else -math.inf
+        scores.append(held if by_heldout else laplace_evidence(run_ctx, results[-1].weights, s2))
+        log.info("sigma^2 %g: %d features, score %.6g", s2, results[-1].weights.nnz, scores[-1])
+    i = int(np.argmax(scores))
+    kind = "heldout_score" if by_heldout else "log_evidence"
+    results[i].report["evidence"] = {"grid": grid, kind: scores, "chosen": i}
+    log.info("chose sigma^2 %g by the %s", grid[i], kind)
     bayes = dataclasses.replace(ctx.config.bayes, prior_variance=grid[i], variance="fixed")
     at = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, bayes=bayes))
-    return refit_chosen_stage(at, chosen)
+    return refit_chosen_stage(at, results[i])
 
 
 def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     """Run Bayes-factor selection through the shared round loop; report it."""
     cfg = ctx.config
-    if cfg.bayes.variance == "evidence":
+    if cfg.bayes.variance != "fixed":
         return fit_by_evidence(ctx)
     method = BayesFactor(ctx)
     log.info(
@@ -503,16 +528,19 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop))
+    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop), state.earlier_s)
 
 
-def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
+def refit_chosen_stage(
+    ctx: TrainingContext, result: FitResult, earlier_s: float = 0.0
+) -> FitResult:
     """``result`` with its chosen stage refitted on the training and
     held-out events (``choice.heldout.refit_stage``) under the same prior sigma^2
     (sum units; 0: the union's weight W), OptMAP's gamma2 1 / (sigma^2 W)
     on the union's W: the refit's objective and loss in the report, the
     chosen stage's (on the training events) and its training accuracy
-    under ``refit.chosen_fit``."""
+    under ``refit.chosen_fit``. ``earlier_s``: a resumed run's earlier
+    sessions' seconds."""
     sigma2 = float(ctx.config.bayes.prior_variance)
 
     def penalty(weight: float) -> float:
@@ -520,13 +548,13 @@ def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
 
     rep = result.report
     weights, refit = refit_stage(
-        ctx, result.weights, rep["choice"], rep["rounds"], penalty, rep["selection_elapsed_s"]
+        ctx, result.weights, rep["choice"], rep["rounds"], penalty, earlier_s
     )
-    if refit is not None and "chosen_fit" in refit:
-        refit["chosen_fit"].update(
-            objective=rep["objective"], loss=rep["loss"], train_accuracy=rep.pop("train_accuracy")
-        )
-        rep.update(objective=refit["objective"], loss=refit["loss"], l2=refit["l2"])
+    if isinstance(refit, StageRefit):
+        chosen = refit.chosen_fit
+        chosen.objective, chosen.loss = rep["objective"], rep["loss"]
+        chosen.train_accuracy = rep.pop("train_accuracy")
+        rep.update(objective=refit.objective, loss=refit.loss, l2=refit.l2)
     if refit is not None:
         rep["refit"] = refit
     result.weights = weights.sparse()

@@ -38,7 +38,6 @@ from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
 from ..kernels.conjunctions import MAX_DEGREE, Conjunctions
-from ..kernels.topk import GradientSummary, GradientTestTask
 from ..model_conjunctions import atoms_of_keys, check_key_range
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.loop import run_rounds
@@ -383,9 +382,6 @@ class HeldoutWithConjunctions:
 
     def run(self, task):
         return self._now().run(task)
-
-    def gradient_test(self, task: GradientTestTask) -> GradientSummary:
-        return self._now().gradient_test(task)
 
     def close(self) -> None:
         """Nothing of its own to release (``base`` is closed by its owner)."""

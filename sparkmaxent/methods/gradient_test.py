@@ -30,6 +30,7 @@ import numpy as np
 from ..config import TrainConfig
 from ..errors import check_finite
 from ..kernels import LossGrad, Space, Weights
+from ..kernels.keyed import Keyed
 from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, ThresholdedTestTask
 from ..kernels.topk import GradientSummary, GradientTestTask, top_candidates
 from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
@@ -289,7 +290,7 @@ class ThresholdedTest(GradientTest):
 
 class BlockwiseTest(GradientTest):
     """Per feature block of ``block_size`` features a summary
-    (kernels/topk.py, the backend's ``gradient_test`` pass): no dense
+    (kernels/topk.py, the backend's keyed pass): no dense
     n_features vector on the driver, so no solver pass brings one either."""
 
     full_gradient = False
@@ -321,14 +322,14 @@ class BlockwiseTest(GradientTest):
 def blockwise_summary(
     obj: Objective, th: np.ndarray, bound: float, n_best: int, block_size: int
 ) -> tuple[float, GradientSummary]:
-    """One block-wise pass (the backend's ``gradient_test``): C(theta) and
+    """One block-wise pass (a keyed pass, ``backend.run(Keyed(task))``): C(theta) and
     what the test keeps of the gradient over every candidate, its active
     features sorted as ``obj.ids``."""
     ids = obj.require_ids("a gradient test")
     obj.evaluations += 1
     weights = obj.weights(th)
     task = GradientTestTask(obj.space, weights, obj.scaling, obj.l2, bound, n_best, block_size)
-    summary = finished(obj.backend.gradient_test(task), obj.space, ids)
+    summary = finished(obj.backend.run(Keyed(task)), obj.space, ids)
     lg = summary.lg
     assert lg is not None, "finished() raises when the loss sums are missing"
     checked_pass(lg, "gradient-test pass")

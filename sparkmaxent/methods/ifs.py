@@ -29,6 +29,7 @@ import numpy as np
 from scipy.special import softmax
 
 from ..choice.heldout import best_stage, refit_stage
+from ..choice.sections import StageRefit
 from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
 from ..kernels.loss import LossGradTask
@@ -433,16 +434,16 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start, stage_choice=True)
     weights, choice = best_stage(ctx, state)
-    kept = [state.trace[choice["chosen_round"] - 1]] if choice else state.trace[-1:]
+    kept = [state.trace[choice.chosen_round - 1]] if choice else state.trace[-1:]
     objective = kept[0]["objective"] if kept else method.initial_loss(weights)
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
     weights, refit = refit_stage(
-        ctx, weights, choice, state.trace, method.stage_penalty, state.elapsed_s
+        ctx, weights, choice, state.trace, method.stage_penalty, state.earlier_s
     )
-    if refit is not None and "loss" in refit:
-        objective = refit["loss"]
+    if isinstance(refit, StageRefit):
+        objective = refit.loss
     trace = state.trace
     evals = [r["gain_evaluations"] for r in trace]
     report = {

@@ -144,10 +144,11 @@ class MaxEntTrainingSummary(MaxEntClassificationSummary):
                 "plotRegularizationPath: this model was fitted without l1='auto' or "
                 "l2='auto', so it has no regularization path"
             )
-        parameter = found["parameter"]
+        parameter, points = found["parameter"], found["points"]
         return write_path_plot(
-            found["points"],
-            parameter,
+            [p[parameter] for p in points],
+            [p["heldout_score"] for p in points],
+            [p["features"] for p in points],
             "gamma1" if parameter == "l1" else "gamma2",
             found["chosen"],
             found.get("criterion") or "score",

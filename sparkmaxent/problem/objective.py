@@ -23,7 +23,7 @@ from ..errors import check_finite, check_total_weight
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights
 from ..kernels.curvature import Curvature, CurvatureTask
 from ..kernels.direction import LocalDirectionTask
-from ..kernels.loss import RayTask
+from ..kernels.loss import PointsTask, RayTask
 from ..kernels.thresholded import ThresholdedGradient, WithPartialTask
 
 
@@ -177,6 +177,23 @@ class Objective:
             hess /= lg.weight  # in place: the pass's own (n, n) array, no copy of it
             hess[np.arange(n), np.arange(n)] += self.l2
         return Evaluation(self.value(lg, w), g, hess, full, lg, part)
+
+    def evaluate_points(self, thetas: list[np.ndarray]) -> list[Evaluation]:
+        """One pass: value and gradient over ``ids`` (+ bias) at each of
+        ``thetas`` (``kernels.loss.PointsTask``), each what ``evaluate``
+        without the Hessian or the full gradient returns there."""
+        ids = self.require_ids("trial passes")
+        self.evaluations += 1
+        points = [self.weights(theta) for theta in thetas]
+        sums = self.backend.run(PointsTask(self.space, tuple(points), self.scaling, ids))
+        out = []
+        for lg, weights in zip(sums.points, points):
+            checked_pass(lg, "trial pass")
+            g = lg.grad / lg.weight + self.l2 * weights.values
+            if lg.grad_bias is not None:
+                g = np.concatenate([g, lg.grad_bias / lg.weight])
+            out.append(Evaluation(self.value(lg, weights.values), g, None, None, lg))
+        return out
 
     def ray(self, theta: np.ndarray, direction: np.ndarray, steps: np.ndarray) -> np.ndarray:
         """C(theta + t * direction) for every t in ``steps``, in one pass

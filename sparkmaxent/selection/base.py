@@ -11,6 +11,7 @@ from ..config import TrainConfig
 from ..kernels import Scaling, Space, Weights
 from ..kernels.conjunctions import Conjunctions, Expanding
 from ..kernels.predict import EvalStats, EvalTask
+from .deadline import Deadline
 from .stops import Stop
 
 
@@ -27,6 +28,9 @@ class TrainingContext:
     descending gamma1 grid (ml/classifier.py fitMultiple).
     ``start_conjunctions``: the conjunctions ``start`` is over (atoms
     followed by them), when it is a combination-features solution.
+    ``deadline``: the run's time budget (selection/deadline.py), made by
+    ``train()`` at its start; a context made without one starts its own
+    (``train.selection.max_seconds`` from now).
     """
 
     backend: Backend
@@ -38,14 +42,21 @@ class TrainingContext:
     on_round: Callable | None = None
     start: Weights | None = None
     start_conjunctions: Conjunctions | None = None
+    deadline: Deadline = field(default=None)  # type: ignore[assignment]  # __post_init__
+
+    def __post_init__(self) -> None:
+        if self.deadline is None:
+            self.deadline = Deadline(self.config.selection.max_seconds)
 
 
 @dataclass
 class FitResult:
-    """What a method returns: the weights, a JSON-able report, and why a
-    selection run stopped (None for the smooth fits; train() writes it into
-    the report as ``stopped`` and ``stop_reason``, and adds the
-    standardization the weights are relative to). A method that forms
+    """What a method returns: the weights, its report section (JSON-able
+    entries, and the typed model-choice sections of choice/sections.py,
+    which report.py writes as JSON), and why a selection run stopped (None
+    for the smooth fits; train() writes it into the report as ``stopped``
+    and ``stop_reason``, and adds the standardization the weights are
+    relative to). A method that forms
     conjunctions returns them: the weights are then over the atoms followed
     by the conjunctions (kernels/conjunctions.py)."""
 
@@ -92,7 +103,7 @@ class LoopState:
     passes : int
         Training passes of the selection loop so far (all sessions).
     elapsed_s : float
-        Wall time of the selection loop so far (all sessions).
+        Wall time of the run so far, from ``train()``'s start (all sessions).
     trace : list of dict
         One row per completed round.
     done : bool
@@ -104,6 +115,9 @@ class LoopState:
     arrays : dict of str to ndarray
         Method-specific arrays kept between rounds (for example SGC's stale
         gains); saved in the round's .npz.
+    earlier_s : float
+        Of ``elapsed_s``, the wall time of earlier sessions (a resumed run;
+        not checkpointed: it is the checkpoint's ``elapsed_s``).
     """
 
     round: int
@@ -115,6 +129,7 @@ class LoopState:
     info: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
     stop: Stop | None = None
+    earlier_s: float = 0.0
 
 
 @dataclass

@@ -11,16 +11,17 @@ progress line and one trace row per round, a checkpoint after every round
 from __future__ import annotations
 
 import logging
-import time
 from typing import Protocol
 
 import numpy as np
 
 from .. import storage
+from ..backends.union import UnionBackend
 from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, stage_rule
 from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
+from ..kernels.loss import LossGradTask
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
 from .reporting import PLOTS_DIR, write_plots
@@ -35,21 +36,55 @@ class RoundMethod(Protocol):
         ...
 
 
-def limit_reached(cfg, state: LoopState) -> Stop | None:
+def limit_reached(
+    cfg, state: LoopState, cap: float, reserve_s: float = 0.0, since: LoopState | None = None
+) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
     loop before the method stops by itself; None while none is reached. The
-    time cap also ends it when the next round, if it takes as long as the
-    last one, would end past the cap (a budget, not a point to overrun by
-    a round)."""
+    time cap ``cap`` (``ctx.deadline``'s seconds, counted from ``train()``'s
+    start: ``state.elapsed_s``; 0: none) also ends it when the next round,
+    if it takes as long as the last one, would end past the cap less
+    ``reserve_s`` (a budget, not a point to overrun by a round; the reserve
+    keeps time for the stage refit, ``refit_reserve``). ``since``: the
+    counters where this session's loop started (its first round is timed
+    from there, not from the setup before it)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
-    cap = cfg.selection.max_seconds
     if cap:
-        times = [0.0] + [float(r["elapsed_s"]) for r in state.trace[-2:]]
-        last = times[-1] - times[-2] if len(times) >= 2 and state.trace else 0.0
-        if state.elapsed_s >= cap or (state.trace and state.elapsed_s + last > cap):
+        last_s, last_passes = _last_round(state, since)
+        if state.elapsed_s >= cap or (last_passes and state.elapsed_s + last_s + reserve_s > cap):
             return stop(StopReason.MAX_SECONDS, limit=cap)
     return None
+
+
+def _last_round(state: LoopState, since: LoopState | None) -> tuple[float, int]:
+    """Seconds and training passes of the last round of this session (0, 0
+    before any)."""
+    first = since.round if since is not None else 0
+    if state.round <= first or not state.trace:
+        return 0.0, 0
+    if state.round - first >= 2 and len(state.trace) >= 2:
+        before = (float(state.trace[-2]["elapsed_s"]), int(state.trace[-2]["passes"]))
+    else:
+        before = (since.elapsed_s, since.passes) if since is not None else (0.0, 0)
+    last = state.trace[-1]
+    return float(last["elapsed_s"]) - before[0], int(last["passes"]) - before[1]
+
+
+def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
+    """Seconds a time-bound stage run keeps for the refit of its chosen
+    stage: ``train.choice.refit_reserve_passes`` times one refit pass (the
+    loss and gradient over the training and held-out events at ``weights``),
+    measured by running one; 0 without a budget or a refit (no held-out
+    data, no best-stage choice, ``refit`` off)."""
+    choice = ctx.config.choice
+    if not stage_choice or ctx.heldout is None or not choice.best_stage or not choice.refit:
+        return 0.0
+    if not choice.refit_reserve_passes or not ctx.deadline.bounded:
+        return 0.0
+    whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
+    whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
+    return choice.refit_reserve_passes * (ctx.deadline.elapsed() - t0)
 
 
 def run_rounds(
@@ -101,15 +136,25 @@ def run_rounds(
         else None
     )
     state = _start_state(ctx, checkpoint, name, start)
+    state.earlier_s = state.elapsed_s  # a resumed run's earlier sessions
     rule = stage_rule(ctx, state) if stage_choice else None
-    t0, passes0 = time.perf_counter(), ctx.backend.passes
-    base_passes, base_elapsed = state.passes, state.elapsed_s
+    passes0, base_passes = ctx.backend.passes, state.passes
 
     def counters() -> None:
         state.passes = base_passes + ctx.backend.passes - passes0
-        state.elapsed_s = round(base_elapsed + time.perf_counter() - t0, 3)
+        state.elapsed_s = round(state.earlier_s + ctx.deadline.elapsed(), 3)
 
-    while not state.done and limit_reached(cfg, state) is None:
+    counters()  # the method's setup counts against max_seconds
+    since = LoopState(state.round, state.weights, state.passes, state.elapsed_s)
+
+    def limit() -> Stop | None:
+        ran = state.round > since.round  # the reserve is measured after each round
+        reserve = refit_reserve(ctx, stage_choice, state.weights) if ran else 0.0
+        counters()
+        return limit_reached(cfg, state, ctx.deadline.seconds, reserve, since)
+
+    capped: Stop | None = None
+    while not state.done and (capped := limit()) is None:
         outcome = method.round(state)
         counters()
         if outcome.stop is not None:
@@ -145,7 +190,9 @@ def run_rounds(
             ctx.on_round(state)
     counters()
     if state.stop is None:  # the loop ended at a cap
-        state.stop = limit_reached(cfg, state)
+        state.stop = capped
+    if checkpoint is not None and state.round == since.round:  # no round: the budget was spent
+        checkpoint.save(state, name)
     if ctx.output_dir and cfg.selection.plots and state.trace:
         write_plots(state.trace, storage.join(ctx.output_dir, PLOTS_DIR), score_name, score_label)
     return state

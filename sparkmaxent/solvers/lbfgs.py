@@ -102,6 +102,7 @@ def minimize_lbfgs(
             "gtol": options.tol,
             "ftol": options.ftol,
             "maxls": 50,
+            **({"maxfun": options.max_evaluations} if options.max_evaluations else {}),
         },
     )
     message = str(res.message)

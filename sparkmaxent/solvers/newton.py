@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from ..problem.objective import Evaluation
 from .faces import FORCING, FORCING_MIN_TOL, face_step
 from .lbfgs import ConvergenceWarning
+from .line_search import Points, acceptance, expects_cut, line_search, next_radius
 from .options import SolverOptions
 
 log = logging.getLogger(__name__)
@@ -234,8 +235,15 @@ class _Passes:
     """``fun``, ``ray`` and ``direction`` with their calls counted: each is
     one pass. With a direction pass no evaluation asks for the Hessian."""
 
-    def __init__(self, fun: Callable, ray: Callable | None, direction: Direction | None = None):
-        self.fun, self.ray, self.direction, self.count = fun, ray, direction, 0
+    def __init__(
+        self,
+        fun: Callable,
+        ray: Callable | None,
+        direction: Direction | None = None,
+        points: Points | None = None,
+    ):
+        self.fun, self.ray, self.direction, self.points = fun, ray, direction, points
+        self.count = 0
 
     def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
         self.count += 1
@@ -251,27 +259,10 @@ class _Passes:
         assert self.ray is not None, "along is only used with a ray pass"
         return self.ray(theta, d, steps)
 
-
-def _acceptance(
-    value: float, slope: float, armijo: float
-) -> tuple[Callable[[float, float], bool], float]:
-    """Armijo's sufficient-decrease test from phi = ``value`` along a
-    direction of ``slope``, and the rounding noise of ``value``.
-
-    Near the optimum the decrease slope * step falls below the rounding
-    error of the objective (a sum over all events) and Armijo's test
-    compares noise; a step that keeps the value within that rounding is then
-    accepted, and progress is judged by the projected gradient.
-    """
-    noise = float(64 * np.finfo(float).eps * max(1.0, abs(value)))
-
-    def acceptable(step: float, value_t: float) -> bool:
-        return bool(np.isfinite(value_t)) and (
-            value_t <= value + armijo * step * slope
-            or (-slope * step <= noise and value_t <= value + noise)
-        )
-
-    return acceptable, noise
+    def at(self, thetas: list[np.ndarray]) -> list[Evaluation]:
+        self.count += 1
+        assert self.points is not None, "at is only used with a points pass"
+        return self.points(thetas)
 
 
 def _record(
@@ -309,74 +300,6 @@ def _record(
         sweeps,
         evals,
     )
-
-
-def _line_search(
-    evaluate: Callable,
-    along: Callable | None,
-    theta: np.ndarray,
-    d: np.ndarray,
-    lin: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
-    steps: np.ndarray,
-    acceptable: Callable[[float, float], bool],
-    want_full: bool,
-    ray_first: bool,
-    ray_steps: int,
-) -> tuple[tuple | None, float]:
-    """Backtracking along d over ``steps`` (1, b, b^2, ...): the accepted
-    (theta, evaluation, phi) and its step, or (None, the last step tried).
-
-    The full step first, with the Hessian the next iteration needs; without a
-    ray pass each cut step is a pass of its own. With one, the cut steps go
-    ``ray_steps`` per pass (each costs a log-sum-exp over every event), then
-    one curvature pass at the largest acceptable one; with ``ray_first`` the
-    ray pass tries the full step too (2 passes and one Hessian instead of 3
-    and two when it is cut, but 2 instead of one when it is taken).
-    """
-    step = float(steps[0])
-    for step in [] if ray_first else steps[:1] if along is not None else steps:
-        trial = np.clip(theta + step * d, lower, upper)
-        ev_t = evaluate(trial, want_full, step == 1.0)
-        value_t = ev_t.value + float(lin @ trial)
-        if acceptable(step, value_t):
-            return (trial, ev_t, value_t), step
-    if along is None:
-        return None, step
-    for k in range(0 if ray_first else 1, len(steps), ray_steps):
-        chunk = steps[k : k + ray_steps]
-        values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
-        ok = [acceptable(t, v) for t, v in zip(chunk, values)]
-        if any(ok):
-            step = float(chunk[ok.index(True)])
-            trial = np.clip(theta + step * d, lower, upper)
-            ev_t = evaluate(trial, want_full, True)
-            return (trial, ev_t, ev_t.value + float(lin @ trial)), step
-    return None, step
-
-
-def _next_radius(
-    step: float,
-    length: float,
-    slope: float,
-    curvature: float,
-    value: float,
-    value_t: float,
-    noise: float,
-) -> tuple[float, float | None]:
-    """The trust region after an accepted step, and rho for a full one.
-
-    The region follows the line search: the length a cut step reached; after
-    a full step, twice its length when the quadratic model predicted at least
-    half of the decrease (rho, actual over predicted decrease, as in trust-
-    region methods; Nocedal & Wright, Algorithm 4.1), else its length.
-    """
-    if step < 1:
-        return step * length, None
-    predicted = -(slope + curvature / 2)
-    ratio = (value - value_t) / predicted if predicted > noise else 1.0
-    return (2 if ratio >= 0.5 else 1) * length, ratio
 
 
 def _direction(
@@ -439,12 +362,6 @@ def _step(
     return d, sweeps, float(d @ (ev.hess @ d)), ev
 
 
-def _ray_first(ratio: float | None, ray: Callable | None) -> bool:
-    """Whether the full step is likely to be cut, so the ray pass tries it:
-    after a full step whose decrease the model overestimated (rho < 0.85)."""
-    return ray is not None and ratio is not None and ratio < 0.85
-
-
 def minimize_box_newton(
     fun: Callable[[np.ndarray, bool, bool], Evaluation],
     theta0: np.ndarray,
@@ -455,6 +372,7 @@ def minimize_box_newton(
     first: Evaluation | None = None,
     ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
     direction: Direction | None = None,
+    points: Points | None = None,
 ) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
@@ -470,17 +388,20 @@ def minimize_box_newton(
     first : Evaluation or None
         The evaluation at theta0 if already known (saves a pass).
     ray : callable (theta, d, steps) -> ndarray, or None
-        One pass: f(theta + t d) for every t in ``steps`` (``_line_search``);
+        One pass: f(theta + t d) for every t in ``steps`` (``line_search``);
         without it every trial step is a pass.
     direction : callable (theta, grad, dlo, dhi, tol) -> (d, work, d^T H d), or None
         One pass: the model's step over dlo <= d <= dhi computed where the
         data is (``kernels/direction.py``); the evaluations then never ask
         for the Hessian. None: the exact Hessian and ``box_qp_cd``.
+    points : callable (list of theta) -> list of Evaluation, or None
+        One pass: value and gradient at each theta (with ``direction``: the
+        line search's first ``options.trial_points`` steps at once).
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    passes = _Passes(fun, ray, direction)
+    passes = _Passes(fun, ray, direction, points if direction is not None else None)
     evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)
@@ -507,21 +428,12 @@ def minimize_box_newton(
             break
         # predicted next violation within tol: the trial pass brings the full gradient
         want_full = violation * min(1.0, violation / prev_violation) <= options.tol
-        acceptable, noise = _acceptance(value, slope, options.armijo)
-        accepted, step = _line_search(
-            evaluate,
-            along,
-            theta,
-            d,
-            lin,
-            lower,
-            upper,
-            steps,
-            acceptable,
-            want_full,
-            _ray_first(ratio, along),
-            options.ray_steps,
-        )
+        acceptable, noise = acceptance(value, slope, options.armijo)
+        accepted, step = line_search(
+            evaluate, along, theta, d, lin, lower, upper, steps, acceptable, want_full,
+            expects_cut(ratio, along), options.ray_steps,
+            passes.at if passes.points is not None else None, options.trial_points,
+        )  # fmt: skip
         length = float(np.abs(d[: options.region]).max(initial=0.0))  # in the region
         if accepted is None:
             # even the smallest trial step went too far (a direction along
@@ -531,7 +443,7 @@ def minimize_box_newton(
                 continue
             message = f"line search failed at violation {violation:.3g}"
             break
-        radius, ratio = _next_radius(step, length, slope, curvature, value, accepted[2], noise)
+        radius, ratio = next_radius(step, length, slope, curvature, value, accepted[2], noise)
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)

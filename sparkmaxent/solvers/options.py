@@ -22,6 +22,8 @@ class SolverOptions:
 
     memory : history length (``maxcor``).
     ftol : relative-decrease stop.
+    max_evaluations : at most about this many evaluations (``maxfun``;
+        checked between iterations); 0: no cap beyond ``max_iter``.
 
     Newton (``minimize_box_newton``):
 
@@ -41,6 +43,8 @@ class SolverOptions:
         gradient's best value by 1%.
     max_products : the Hessian-free step (``newton-cg``): at most this many
         Hessian-vector products per block and direction pass.
+    trial_points : the Hessian-free step's line search evaluates its first
+        this many steps (1, backtrack, ...) with their gradients in one pass.
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -50,6 +54,7 @@ class SolverOptions:
     max_iter: int = 1000
     memory: int = 10
     ftol: float = 1e-12
+    max_evaluations: int = 0
     inner_ratio: float = 0.1
     max_sweeps: int = 500
     armijo: float = 1e-4
@@ -61,6 +66,7 @@ class SolverOptions:
     min_radius: float = 1e-12
     stall: int = 10
     max_products: int = 200
+    trial_points: int = 3
     full_gradient: bool = True
 
 

@@ -8,7 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.round_cost import first_round, metered_local, report, slope, solve_round
+from benchmarks.round_cost import (
+    first_round,
+    metered_local,
+    report,
+    rows_from,
+    slope,
+    solve_round,
+)
 from sparkmaxent.kernels import Space
 from tests.unit.helpers import random_multiclass
 
@@ -74,3 +81,21 @@ def test_a_fixed_tolerance_solves_every_round_to_it(backend):
     assert tight["iterations"] >= loose["iterations"]
     assert solve_round(backend, recorded, "newton", "1e-6")["tol"] == 1e-6
     assert method.round_tol(test) == round_tol  # the instance's own again
+
+
+def test_a_page_from_earlier_runs_keeps_one_solver_of_a_page_when_asked(tmp_path):
+    def page(name, commit, solvers):
+        rows = [{"solver": s, "active": 1000, "backend": "local"} for s in solvers]
+        path = tmp_path / name
+        path.write_text(json.dumps({"command": f"run {name}", "commit": commit, "rows": rows}))
+        return str(path)
+
+    old = page("old.json", "aaa", ["newton", "newton-cg"])
+    new = page("new.json", "bbb", ["newton-cg"])
+    rows = rows_from([f"{old}:newton", new])
+    assert [(r["solver"], r["measured_commit"]) for r in rows] == [
+        ("newton", "aaa"),
+        ("newton-cg", "bbb"),
+    ]
+    assert rows[0]["measured_by"] == "run old.json"
+    assert len(rows_from([old, new])) == 3  # no solver named: every row

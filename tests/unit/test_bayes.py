@@ -413,7 +413,8 @@ def sparse_words(seed=0, m=3000, P=600, K=3):
     return MulticlassBlock(X=X, y=y, c=np.ones(m), n_labels=K), Space(MULTICLASS, P, K, bias=True)
 
 
-def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
+@pytest.mark.parametrize("rescore_mu", ["fixed", "refit"])
+def test_disjoint_picks_keep_the_scores_a_rescoring_would_give(rescore_mu):
     """Eq. 14 holds for every pick, batched or not: its beta is its score
     against the model with the earlier picks fixed. Batching rescored fewer."""
     block, space = sparse_words()
@@ -422,7 +423,13 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
     for bits in (0, 4096):
         ctx = TrainingContext(
             backend,
-            train_config(method="bayes-factor", per_round=30, signature_bits=bits, plots=False),
+            train_config(
+                method="bayes-factor",
+                per_round=30,
+                signature_bits=bits,
+                rescore_mu=rescore_mu,
+                plots=False,
+            ),
         )
         bf = BayesFactor(ctx)
         start = bf.start()
@@ -432,7 +439,12 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
         assert len(picks) == 30
         model = start
         for p in picks:
-            _, again = bf.fit(model, np.array([p["feature"]]))
+            first = model is start  # the round's own fit
+            again = (
+                bf.fit(model, np.array([p["feature"]]))[1]
+                if first
+                else bf.rescore(model, np.array([p["feature"]]), np.array([p["mu"]]))[0]
+            )
             assert again[0] == pytest.approx(p["beta"], rel=1e-6)
             model = add_feature(model, p["feature"], p["mu"])
         scores[bits] = (rescored, [p["feature"] for p in picks])
@@ -443,6 +455,60 @@ def test_disjoint_picks_keep_the_scores_a_rescoring_would_give():
     # 10.5 given the picks; 29 of the 30 features agree
     assert scores[4096][1][:23] == scores[0][1][:23]
     assert len(set(scores[4096][1]) & set(scores[0][1])) >= 27
+
+
+def test_fixed_rescoring_is_figure_1s_greedy_loop_at_one_pass_a_rescoring():
+    """``rescore_mu = fixed`` selects what Figure 1's inner loop selects:
+    each mu_g fitted once against lambda0, then pick by pick the argmax of
+    beta_g given the picks (S(mu_g) from two loss passes, a_g by finite
+    differences here, independently of the gain kernel), while one beats
+    beta_0; one pass a rescoring, where refitting mu_g costs a gain fit."""
+    rng = np.random.default_rng(3)
+    m, P, K = 1500, 8, 3
+    X = (rng.random((m, P)) < 0.35).astype(np.float64)
+    X[:, 1] = np.maximum(X[:, 0], (rng.random(m) < 0.1))  # a near copy of predicate 0
+    s = 1.5 * X[:, [0, 2, 4]] @ np.array([[0, 1, -1], [1, 0, 0], [0, 0, 1.0]])
+    y = np.argmax(s + rng.gumbel(size=(m, K)), axis=1)
+    block, space = (
+        MulticlassBlock(X=sp.csr_matrix(X), y=y, c=np.ones(m), n_labels=K),
+        Space(MULTICLASS, P, K, bias=True),
+    )
+    ids = np.arange(space.n_features)
+    runs = {}
+    for mode in ("fixed", "refit"):
+        backend = LocalBackend([block], space)
+        keys = dict(per_round=30, rescore=100, signature_bits=0, rescore_mu=mode, plots=False)
+        bf = BayesFactor(TrainingContext(backend, train_config(method="bayes-factor", **keys)))
+        start = bf.start()
+        fit, beta = bf.fit(start, ids)
+        passes = backend.passes
+        picks, rescored = bf.select(start, ids, beta, fit.alpha, 30, lambda k: 0.0)
+        runs[mode] = ([p["feature"] for p in picks], backend.passes - passes)
+    # Figure 1's loop, written out
+    mu, live, model, expected = fit.alpha, beta > 0, start, []
+
+    def loglik(w):
+        return -bf.loss_grad(w).loss
+
+    while True:
+        base, h, score = loglik(model), 1e-4, np.full(len(ids), -np.inf)
+        for g in np.flatnonzero(live):
+            S = [loglik(add_feature(model, int(ids[g]), mu[g] + d)) - base for d in (-h, 0, h)]
+            a = -(S[0] - 2 * S[1] + S[2]) / h**2 + 1 / bf.sigma2
+            score[g] = bayes_factor_score([S[1]], [mu[g]], [a], bf.sigma2)[0]
+        if not expected:
+            score = np.where(live, beta, -np.inf)  # the first pick: the round's scores
+        live &= score > 0
+        if not live.any():
+            break
+        g = int(np.argmax(np.where(live, score, -np.inf)))
+        expected.append(int(ids[g]))
+        live[g] = False
+        model = add_feature(model, int(ids[g]), float(mu[g]))
+    assert runs["fixed"][0] == expected and len(expected) >= 3
+    # one pass before each pick after the first, and one that found none left
+    assert runs["fixed"][1] in (len(expected) - 1, len(expected))
+    assert runs["refit"][1] >= 2 * (len(runs["refit"][0]) - 1)
 
 
 # ---- end to end on generated data ---------------------------------------------------------

@@ -24,6 +24,7 @@ from sparkmaxent.choice.path import (
     scored_point,
     sparsest_within_noise,
 )
+from sparkmaxent.choice.sections import PathPoint
 from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
@@ -38,7 +39,7 @@ from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
-from .helpers import random_block
+from .helpers import PassClock, random_block
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,15 @@ def problem():
     return tr.block(), he.block(), space
 
 
+def clocked(problem, setup: float = 0.0, output_dir=None, resume=False, **keys):
+    """``run`` under a ``PassClock`` (1 s a pass, ``setup`` s more from the first)."""
+    tr, he, space = problem
+    train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+    keys.setdefault("folds", 1)
+    clock = PassClock(train_part, heldout, setup=setup)
+    return train(train_part, train_config(**keys), heldout, output_dir, resume=resume, clock=clock)
+
+
 def run(problem, heldout=True, output_dir=None, **keys):
     """Train on the problem's training part; the choice on its held-out
     part (``folds`` 1) unless ``folds`` says otherwise."""
@@ -81,23 +91,26 @@ def test_choose_takes_the_best_or_the_sparsest_within_one_standard_error():
     assert choose([0.5, 0.4], [0.2, 0.2], [10, 3], one_se=True) == 1
 
 
+def point(measure: Measure, features: int) -> PathPoint:
+    """A path point of ``features`` weights scored ``measure`` on held-out data."""
+    held = {"heldout_score": measure.score, "heldout_se": measure.se}
+    return PathPoint("l1", 0.1, features, 0.5, 3, True, None, False, None, held)
+
+
 def test_mixes_are_chosen_within_one_scores_error_and_report_the_paired_gap():
     rng = np.random.default_rng(0)
     base = rng.normal(-1.0, 0.5, 400)  # per-event scores of the sparse variant
     sparse = Measure.of_units(base)
     # a denser variant better on nearly every event, by less than one score's error
     dense = Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
-    rows = [
-        {"heldout_score": m.score, "heldout_se": m.se, "features": f}
-        for m, f in ((sparse, 10), (dense, 100))
-    ]
+    rows = [point(m, f) for m, f in ((sparse, 10), (dense, 100))]
     assert dense.score - sparse.score < dense.se
     i, gaps = sparsest_within_noise(rows, [sparse, dense])
     assert i == 0  # the sparsest within one standard error of the best
     assert gaps[1] == 0.0 and gaps[0] > 10  # far beyond the paired difference's noise
     # a denser variant better by more than one score's error is kept
     far = Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
-    rows[1].update(heldout_score=far.score, heldout_se=far.se)
+    rows[1] = point(far, 100)
     assert sparsest_within_noise(rows, [sparse, far])[0] == 1
 
 
@@ -378,19 +391,19 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     result, row, _ = scored_point(
         ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
     )
-    assert not row["cut"] and row["continued_after"] >= budget
-    assert row["converged"] and full.report["converged"]
+    assert not row.cut and row.continued_after >= budget
+    assert row.converged and full.report["converged"]
     if method == "grafting":
-        assert row["kkt_passed"] and full.report["kkt"]["passed"]
+        assert row.kkt_passed and full.report["kkt"]["passed"]
         assert result.report["kkt"]["max_zero_gradient"] <= result.report["kkt"]["bound"]
-    assert row["objective"] == pytest.approx(full.report["objective"], rel=1e-8)
+    assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
-    assert row["objective"] == pytest.approx(cold.report["objective"], rel=1e-7)
+    assert row.objective == pytest.approx(cold.report["objective"], rel=1e-7)
     # refitting would pay the budget's passes again: going on does not
-    assert row["passes"] < row["continued_after"] + full_passes
-    assert row["passes"] - row["continued_after"] < full_passes
+    assert row.passes < row.continued_after + full_passes
+    assert row.passes - row.continued_after < full_passes
 
 
 # ---------------------------------------------------------------- k folds
@@ -704,15 +717,18 @@ def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
-    res = run(problem, method=method, max_seconds=1e-9, per_round=3)
-    assert res.report["stopped"] == "max_seconds = 1e-09"
+    # a budget the first stage starts within and ends past (1 s a pass)
+    first = clocked(problem, method=method, max_rounds=1, per_round=3).report["rounds"][0]
+    budget = first["elapsed_s"] - 1.0
+    res = clocked(problem, method=method, max_seconds=budget, per_round=3)
+    assert res.report["stopped"] == f"max_seconds = {budget:g}"
     rounds = res.report["rounds"]
     assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
     # the budget asked for: not unconverged (exit 0), a warning
     assert res.report["unconverged"] == []
     assert res.report["warnings"] == [
-        "time budget reached (max_seconds = 1e-09): the model is the best held-out stage "
+        f"time budget reached (max_seconds = {budget:g}): the model is the best held-out stage "
         "so far; --resume with a larger train.selection.max_seconds continues the run"
     ]
 
@@ -751,18 +767,34 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
     assert res.report["warnings"] and res.report["unconverged"] == []
 
 
-def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem, monkeypatch):
-    # a clock that moves 10 s a stage: with a 25 s budget the third stage
-    # (expected to end at 30 s) is not started
-    from sparkmaxent.selection import loop
-
-    ticks = iter(range(0, 10_000, 10))  # one reading a stage
-    monkeypatch.setattr(loop.time, "perf_counter", lambda: float(next(ticks)))
-    res = run(problem, method="sgc", max_seconds=25.0, stage_features=1)
-    rounds = res.report["rounds"]
-    assert res.report["stopped"] == "max_seconds = 25"
-    assert [r["elapsed_s"] for r in rounds] == [10.0, 20.0]
+def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
+    # 1 s a pass: a budget that ends within the third stage; that stage, if
+    # it took as long as the second, would end past it, so it is not started
+    keys = dict(method="sgc", stage_features=1, refit=False)
+    free = [r["elapsed_s"] for r in clocked(problem, max_rounds=4, **keys).report["rounds"]]
+    budget = free[2] - 0.5
+    assert free[1] + (free[1] - free[0]) > budget  # the loop's estimate of the third
+    res = clocked(problem, max_seconds=budget, **keys)
+    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert [r["elapsed_s"] for r in res.report["rounds"]] == free[:2]
+    assert res.report["wall_s"] <= budget
     assert res.report["choice"]["chosen_round"] in (1, 2)
+
+
+def test_a_resumed_run_counts_its_earlier_sessions_against_max_seconds(problem, tmp_path):
+    # 3 stages in a first session, then resumed with a budget those 3 stages
+    # and the new session's setup leave one more stage for
+    tr, he, space = problem
+    keys = dict(method="sgc", stage_features=1, refit=False, patience=0)
+    free = [r["elapsed_s"] for r in clocked(problem, max_rounds=6, **keys).report["rounds"]]
+    out = str(tmp_path / "run")
+    first = clocked(problem, output_dir=out, max_rounds=3, **keys)
+    assert [r["elapsed_s"] for r in first.report["rounds"]] == free[:3]
+    budget = free[2] + (free[4] - free[2]) - 0.5  # about two stages more, less the setup
+    res = clocked(problem, output_dir=out, resume=True, max_seconds=budget, **keys)
+    rounds = res.report["rounds"]
+    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert 4 <= len(rounds) <= 5 and rounds[-1]["elapsed_s"] > free[2]
 
 
 @pytest.mark.parametrize("method", ["grafting", "l2"])
@@ -842,3 +874,14 @@ def sparsest_within_one_se(rows: list[dict]) -> int:
     floor = best["heldout_score"] - best["heldout_se"]
     within = [i for i, r in enumerate(rows) if r["heldout_score"] >= floor]
     return min(within, key=lambda i: (rows[i]["features"], i))
+
+
+def test_max_seconds_covers_every_point_of_a_path(problem):
+    # the budget is the whole path's: no point starts once it is spent
+    keys = dict(method="grafting", path=True, points=6, l2_mixes=[0.0], patience=0)
+    free = clocked(problem, **keys)
+    budget = free.report["wall_s"] / 3
+    res = clocked(problem, max_seconds=budget, **keys)
+    points = res.report["path"]["points"]
+    assert 1 <= len(points) < len(free.report["path"]["points"])
+    assert res.weights.nnz > 0 and "refit" in res.report

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.kernels import MULTICLASS, Space, Weights, loss_grad
+from sparkmaxent.kernels import MULTICLASS, LossGradTask, Space, Weights, loss_grad
 from sparkmaxent.kernels.blocks import split_block, take_events
 from sparkmaxent.kernels.curvature import curvature
 from sparkmaxent.kernels.direction import (
@@ -17,6 +17,7 @@ from sparkmaxent.kernels.direction import (
     box_qp_pcg,
     hessian_operator,
 )
+from sparkmaxent.kernels.loss import PointsTask
 from sparkmaxent.solvers.newton import box_qp_cd
 from sparkmaxent.train import train
 
@@ -148,6 +149,26 @@ def test_auto_solves_small_active_sets_exactly_and_large_ones_hessian_free():
     assert choose_solver("newton-cg", 10, 1000) == "newton-cg"
     with pytest.raises(ValueError, match="unknown solver"):
         choose_solver("cg", 10, 1000)
+
+
+@pytest.mark.parametrize("shape", ["multiclass", "candidates"])
+def test_a_points_pass_is_bit_for_bit_one_pass_per_point(shape):
+    rng = np.random.default_rng(11)
+    block, space = random_block(rng, shape)
+    ids, theta, scaling, _ = _point(rng, block, space, True)
+    n = len(ids)
+    thetas = [theta, 0.5 * theta, theta + rng.normal(size=len(theta))]
+    points = tuple(Weights(ids, t[:n], t[n:] if space.bias else None) for t in thetas)
+    blocks = split_block(block, 2)
+    backend = LocalBackend(blocks, space)
+    together = backend.run(PointsTask(space, points, scaling, ids)).points
+    assert len(together) == len(points)
+    for w, lg in zip(points, together):
+        alone = backend.run(LossGradTask(space, w, scaling, ids))
+        assert lg.loss == alone.loss and lg.weight == alone.weight
+        assert np.array_equal(lg.grad, alone.grad)
+        if alone.grad_bias is not None:
+            assert np.array_equal(lg.grad_bias, alone.grad_bias)
 
 
 def test_blocks_directions_are_averaged_by_their_curvature_coordinate_by_coordinate():

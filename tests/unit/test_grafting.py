@@ -28,7 +28,7 @@ from sparkmaxent.problem import Objective, Penalty, kkt_certificate, orthant_pro
 from sparkmaxent.selection.stops import Stop, StopReason
 from sparkmaxent.train import METHODS, train
 
-from .helpers import interrupt_and_resume, random_candidates
+from .helpers import PassClock, interrupt_and_resume, random_candidates
 
 
 def planted(seed=1, m=6000, P=400, K=4, n_support=16, n_copies=2):
@@ -195,12 +195,20 @@ def test_certificate_fails_when_stopped_early():
 
 
 def test_max_seconds_stops_after_the_round_that_passes_it():
-    """A time cap of a microsecond ends the run after its first round, says
-    so in the report, and the certificate reports the unfinished optimum."""
+    """A time cap the first round starts within and ends past (a fake clock:
+    1 s a pass) ends the run after that round, says so in the report, and
+    the certificate reports the unfinished optimum."""
     _, block, space = planted()
-    res = train(LocalBackend([block], space), grafting_config(n_best=2, max_seconds=1e-6))
-    assert res.report["rounds_run"] == 1 and res.report["stopped"] == "max_seconds = 1e-06"
-    assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": 1e-6})
+
+    def clocked(**keys):
+        backend = LocalBackend([block], space)
+        return train(backend, grafting_config(n_best=2, **keys), clock=PassClock(backend))
+
+    first = clocked(max_rounds=1).report["rounds"][0]
+    budget = first["elapsed_s"] - 1.0
+    res = clocked(max_seconds=budget)
+    assert res.report["rounds_run"] == 1 and res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": budget})
     assert res.report["stop_reason"] == "max_seconds"
     assert not res.report["converged"] and not res.report["kkt"]["passed"]
 

@@ -406,3 +406,41 @@ def test_a_class_sweep_is_the_coordinate_sweep_in_class_order():
         newton._sweep_classes([(c, columns[:, c]) for c in classes], g, d_cls, Hd_cls, lo, hi, inv)
         np.testing.assert_allclose(d_cls, d_rows, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(Hd_cls, H @ d_cls, rtol=1e-10, atol=1e-14)
+
+
+def test_a_points_pass_takes_cut_steps_with_their_gradients():
+    """The Hessian-free form (a direction pass, no Hessian in any
+    evaluation): with a points pass the first trial steps and their
+    gradients come in one pass, so an iteration whose step is cut to one of
+    them costs two passes (direction, points) where the ray takes three or
+    four; the same optimum."""
+    theta0 = np.array([3.0, -3.0, 3.0, 5.0, -5.0, 5.0])
+    options = SolverOptions(tol=1e-10)
+
+    def run(with_points: bool):
+        pb = LogisticBox()
+
+        def direction(theta, grad, dlo, dhi, tol):
+            _, p = pb.gradient(theta)
+            H = (pb.X * (p * (1 - p))[:, None]).T @ pb.X / len(pb.y)
+            d, sweeps = box_qp_cd(H, grad, dlo, dhi, tol, 500)
+            return d, sweeps, float(d @ H @ d)
+
+        def points(thetas):
+            return [pb.fun(t, False, False) for t in thetas]
+
+        res = minimize_box_newton(
+            pb.fun, theta0, pb.lin, pb.lower, pb.upper, options, ray=pb.ray,
+            direction=direction, points=points if with_points else None,
+        )  # fmt: skip
+        assert res.converged and not any(pb.hessians)
+        return res
+
+    plain, res = run(False), run(True)
+    np.testing.assert_allclose(res.theta, plain.theta, atol=1e-8)
+    smallest = options.backtrack ** (options.trial_points - 1)
+    later = res.trace[1:]  # the first iteration retries in a smaller region
+    assert any(smallest <= t["step"] < 1 for t in later)  # cut within the points
+    assert all(t["step"] >= smallest for t in later)
+    assert set(np.diff([t["evaluations"] for t in res.trace])) == {2}
+    assert res.evaluations < plain.evaluations

@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
+from sparkmaxent.backends.local import summarize_all
 from sparkmaxent.kernels import MULTICLASS, LossGrad, Space, Weights, loss_grad
 from sparkmaxent.kernels.packing import pack_nonzero, unpack_nonzero
 from sparkmaxent.methods.gradient_test import finished
@@ -85,7 +86,7 @@ def test_gradient_test_pieces_ship_non_zeros_and_sum_to_the_same_summary():
             shipped[key] = back if key not in shipped else shipped[key].merge(back)
     total = partials[0].merge(partials[1]).merge(partials[2])
     weight = total.weight
-    expected = finished(task.summarize_all(total, weight), space, weights.ids)
+    expected = finished(summarize_all(task, total, weight), space, weights.ids)
     got = None
     for key, value in shipped.items():
         piece = task.summarize(key, value, weight)

@@ -9,6 +9,15 @@ import json
 import pytest
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.sections import (
+    ChosenFit,
+    PathPoint,
+    PathRefit,
+    PathSection,
+    RefitSkipped,
+    StageChoice,
+    StageRefit,
+)
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.plan import ExecutionPlan, Limits
@@ -85,15 +94,64 @@ def test_unconverged_reads_the_typed_report():
     capped = report({"kkt": FAILED_KKT}, stop=stop(StopReason.MAX_SECONDS, limit=5.0))
     assert unconverged(capped) == []
     assert "the last round" in budget_warnings(capped)[0]
-    staged = report({"choice": {"best": 2}}, stop=stop(StopReason.MAX_SECONDS, limit=5.0))
+    staged = report(
+        {"choice": StageChoice("loglik", 2, -0.5, 3)}, stop=stop(StopReason.MAX_SECONDS, limit=5.0)
+    )
     assert "the best held-out stage so far" in budget_warnings(staged)[0]
     assert budget_warnings(failed) == []
 
 
 def test_refit_reports_the_chosen_fits_heldout_figures():
-    refit = {"refit": {"chosen_fit": {"heldout_accuracy": 0.8, "heldout_loss": 0.4}}}
-    assert report(refit).refit_heldout == HeldoutFigures(0.8, 0.4)
-    assert report({"refit": {"skipped": "why"}}).refit_heldout is None
+    held = {"heldout_accuracy": 0.8, "heldout_loss": 0.4, "heldout_score": -0.4, "heldout_se": 0.1}
+    chosen = ChosenFit(0.5, 3, held)
+    refit = PathRefit("l1", 0.01, 0.45, 4, 12, True, chosen, kkt_passed=True)
+    point = PathPoint("l1", 0.01, 3, 0.5, 12, True, None, False, None, held, True, 0.0, True)
+    path = PathSection("l1", "loglik", False, [0.01], 0, [point], None)
+    rep = report({"objective": 0.45, "path": path, "refit": refit})
+    assert rep.refit is refit and rep.refit_heldout == HeldoutFigures(0.8, 0.4)
+    assert rep.path is path and rep.path.chosen_point.score == held["heldout_score"]
+    assert rep.to_json()["path"]["points"] == [
+        {
+            "l1": 0.01, "features": 3, "objective": 0.5, "passes": 12, "converged": True,
+            "budget": None, "cut": False, "continued_after": None, **held, "kkt_passed": True,
+            "below_best_se": 0.0, "chosen": True,
+        }
+    ]  # fmt: skip
+    assert report({"refit": RefitSkipped("why")}).refit_heldout is None
+    # its JSON: the penalty by name, the chosen fit's held-out entries flat
+    assert rep.to_json()["refit"] == {
+        "l1": 0.01,
+        "objective": 0.45,
+        "features": 4,
+        "passes": 12,
+        "converged": True,
+        "chosen_fit": {"objective": 0.5, "features": 3, **held},
+        "kkt_passed": True,
+    }
+    assert report({"refit": RefitSkipped("why")}).to_json()["refit"] == {"skipped": "why"}
+
+
+def test_a_stage_choice_and_its_refit_are_typed_and_written_as_json():
+    choice = StageChoice("loglik", 2, -0.5, 4)
+    chosen = ChosenFit(0.6, 3, {"heldout_accuracy": 0.7, "heldout_loss": 0.5}, stage=2)
+    refit = StageRefit(0.01, 0.55, 0.5, 0.58, 3, 9, True, 7, 100, chosen)
+    rep = report({"choice": choice, "refit": refit})
+    assert rep.stage_choice is choice and rep.refit_heldout == HeldoutFigures(0.7, 0.5)
+    doc = rep.to_json()
+    assert doc["choice"] == {
+        "criterion": "loglik",
+        "chosen_round": 2,
+        "heldout_score": -0.5,
+        "stages_run": 4,
+    }
+    assert list(doc["refit"]) == [
+        "l2", "objective", "loss", "start_objective", "features", "passes", "converged",
+        "iterations", "max_iter", "chosen_fit",
+    ]  # fmt: skip
+    assert list(doc["refit"]["chosen_fit"]) == [
+        "stage", "objective", "features", "heldout_accuracy", "heldout_loss",
+    ]  # fmt: skip
+    assert json.loads(json.dumps(doc)) == doc
 
 
 @pytest.mark.parametrize("method", ["l2", "grafting"])
@@ -140,3 +198,33 @@ def test_the_package_reads_run_reports_typed_not_by_key():
     assert pattern.search('print(report["passes"])') and pattern.search(
         'reasons = report.get("unconverged") or []'
     )
+
+
+#: a typed section's entries read by key: report["path"]["chosen"], .get("refit").get(...)
+SECTION_KEY_READ = (
+    r"(\[\s*[\"'](path|refit|choice)[\"']\s*\]|\.get\(\s*[\"'](path|refit|choice)[\"']\s*\))"
+    r"\s*(\[|\.get\()"
+)
+
+
+def test_the_package_reads_the_typed_sections_by_attribute():
+    """The path, refit and stage choice of a method's section are typed
+    (choice/sections.py): no module of the package reads their entries by
+    key, but ml/ (which reads a saved model's JSON report)."""
+    import re
+    from pathlib import Path
+
+    import sparkmaxent
+
+    root = Path(sparkmaxent.__file__).parent
+    pattern = re.compile(SECTION_KEY_READ)
+    found = [
+        f"{p.relative_to(root)}:{n}: {line.strip()}"
+        for p in sorted(root.rglob("*.py"))
+        if p.parent.name != "ml"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found
+    assert pattern.search('measures[chosen.report["path"]["chosen"]]')
+    assert pattern.search('rep["refit"]["kkt_passed"] = True')

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.config import train_config
+from sparkmaxent.choice.sections import RefitSkipped, StageChoice, StageRefit
+from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.methods.baselines import fit_smooth
 from sparkmaxent.selection.base import TrainingContext
 
 from . import test_choice
-from .test_choice import run
+from .test_choice import clocked, run
 
 problem = test_choice.problem  # the planted problem's fixture
 
@@ -30,40 +31,42 @@ def test_stage_refit_fits_the_chosen_stage_on_training_and_held_out_events(probl
     tr, he, space = problem
     chosen = run(problem, refit=False, **KEYS[method])
     res = run(problem, **KEYS[method])
-    assert "refit" not in chosen.report  # refit off: the chosen stage's fit, as before
-    choice, refit = res.report["choice"], res.report["refit"]
+    assert chosen.report.refit is None  # refit off: the chosen stage's fit, as before
+    choice, refit = res.report.stage_choice, res.report.refit
+    assert isinstance(choice, StageChoice) and isinstance(refit, StageRefit)
     # the same stages and the same choice
-    assert choice == chosen.report["choice"]
-    assert [r["active"] for r in res.report["rounds"]] == [
-        r["active"] for r in chosen.report["rounds"]
+    assert choice == chosen.report.stage_choice
+    assert [r["active"] for r in res.report.fit["rounds"]] == [
+        r["active"] for r in chosen.report.fit["rounds"]
     ]
-    row = res.report["rounds"][choice["chosen_round"] - 1]
+    row = res.report.fit["rounds"][choice.chosen_round - 1]
     # the chosen stage's figures kept beside the refit's
-    fit = refit["chosen_fit"]
-    assert fit["stage"] == choice["chosen_round"]
-    assert fit["features"] == chosen.weights.nnz == row["active"]
-    assert fit["objective"] == pytest.approx(chosen.report["objective"])
-    assert fit["heldout_accuracy"] == row["heldout_accuracy"] == chosen.report["heldout_accuracy"]
-    assert res.report["heldout_accuracy"] == fit["heldout_accuracy"]
+    fit = refit.chosen_fit
+    assert fit.stage == choice.chosen_round
+    assert fit.features == chosen.weights.nnz == row["active"]
+    assert fit.objective == pytest.approx(chosen.report.objective)
+    accuracy = fit.heldout["heldout_accuracy"]
+    assert accuracy == row["heldout_accuracy"] == chosen.report.heldout.accuracy
+    assert res.report.heldout.accuracy == accuracy
     # the refit: the same features, the method's prior sigma^2 = 1 (sum
     # units) on all the events' weight, as a cold fit of that set would find
     assert np.array_equal(res.weights.active_ids(), chosen.weights.active_ids())
     total = float(tr.c.sum() + he.c.sum())
-    assert refit["l2"] == pytest.approx(1.0 / total)
+    assert refit.l2 == pytest.approx(1.0 / total)
     both = LocalBackend([tr, he], space)
     config = train_config(gtol=1e-9)
-    cold = fit_smooth(TrainingContext(both, config), chosen.weights.active_ids(), refit["l2"])
-    assert refit["objective"] == pytest.approx(cold.report["objective"], rel=1e-7)
-    assert refit["objective"] < refit["start_objective"]
-    assert refit["converged"] and refit["passes"] > 0
+    cold = fit_smooth(TrainingContext(both, config), chosen.weights.active_ids(), refit.l2)
+    assert refit.objective == pytest.approx(cold.report["objective"], rel=1e-7)
+    assert refit.objective < refit.start_objective
+    assert refit.converged and refit.passes > 0
     assert not np.allclose(res.weights.values, chosen.weights.values)
 
 
 def test_no_refit_without_held_out_data_or_a_chosen_stage(problem):
     alone = run(problem, heldout=False, method="sgc", max_features=10)
-    assert "refit" not in alone.report and alone.report["choice"] is None
+    assert alone.report.refit is None and alone.report.stage_choice is None
     last = run(problem, method="sgc", max_features=10, best_stage=False)
-    assert "refit" not in last.report
+    assert last.report.refit is None
 
 
 def test_bayes_factor_evidence_refits_the_chosen_variance_once(problem):
@@ -79,10 +82,53 @@ def test_bayes_factor_evidence_refits_the_chosen_variance_once(problem):
     assert res.report["refit"]["features"] == res.weights.nnz
 
 
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_max_seconds_counts_the_setup_and_keeps_time_for_the_refit(problem, method):
+    free = clocked(problem, **KEYS[method])
+    rounds = free.report["rounds"]
+    assert len(rounds) >= 4 and "refit" in free.report
+    # a budget that the setup takes most of: 1000 s of setup, four stages' worth after it
+    budget = 1000.0 + rounds[3]["elapsed_s"]
+    res = clocked(problem, 1000.0, max_seconds=budget, refit_reserve_passes=10, **KEYS[method])
+    assert res.report["stop_reason"] == "max_seconds"
+    # stages stop early enough to leave the refit its reserve of passes
+    assert 2 <= len(res.report["rounds"]) <= 3
+    assert res.weights.nnz > 0
+    # the whole train() call, setup, stages, refit and final figures, within the budget
+    assert res.report["wall_s"] <= budget
+    refit = res.report["refit"]
+    assert "skipped" not in refit and refit["passes"] > 0
+
+
+def test_a_run_whose_setup_spends_the_budget_ends_with_its_start_model(problem):
+    res = clocked(problem, 1000.0, max_seconds=500.0, **KEYS["sgc"])
+    assert res.report["stop_reason"] == "max_seconds"
+    assert res.report["rounds"] == [] and "refit" not in res.report
+
+
 def test_a_refit_past_max_seconds_is_skipped_and_the_chosen_stage_kept(problem):
-    # the first stage spends the whole budget: no time is left for a refit
-    res = run(problem, method="sgc", max_features=40, max_seconds=1e-6)
-    assert res.report["refit"]["skipped"].startswith("max_seconds")
-    rounds = res.report["rounds"]
-    assert res.report["choice"]["chosen_round"] == len(rounds) == 1
+    # the first stage starts within the budget and ends past it: no time is left for a refit
+    first = clocked(problem, max_rounds=1, **KEYS["sgc"]).report["rounds"][0]
+    res = clocked(problem, 1000.0, max_seconds=1000.0 + first["elapsed_s"] - 1.0, **KEYS["sgc"])
+    assert isinstance(res.report.refit, RefitSkipped)
+    assert res.report.refit.skipped.startswith("max_seconds")
+    rounds = res.report.fit["rounds"]
+    assert res.report.stage_choice.chosen_round == len(rounds) == 1
     assert res.weights.nnz == rounds[0]["active"]
+
+
+def test_bayes_factor_variance_chosen_on_held_out_data_keeps_the_best_run(problem):
+    keys = dict(method="bayes-factor", per_round=3, max_features=15, evidence_points=3)
+    res = run(problem, variance="heldout", **keys)
+    choice = res.report["evidence"]
+    scores, grid = choice["heldout_score"], choice["grid"]
+    assert len(scores) == 3 and choice["chosen"] == int(np.argmax(scores))
+    s2 = grid[choice["chosen"]]
+    assert res.report["prior_variance"] == s2
+    # the kept run is the fixed-variance run at that sigma^2, refitted
+    alone = run(problem, prior_variance=s2, **keys)
+    assert res.report["choice"] == alone.report["choice"]
+    assert scores[choice["chosen"]] == alone.report["choice"]["heldout_score"]
+    np.testing.assert_allclose(res.weights.values, alone.weights.values, rtol=1e-9)
+    with pytest.raises(ConfigError, match="variance = heldout"):
+        run(problem, heldout=False, variance="heldout", **keys)

@@ -142,3 +142,20 @@ def test_the_stop_text_rule_sees_each_kind_of_comparison():
         (3, "max_seconds ="),
         (4, "pass budget spent"),
     ]
+
+
+def test_no_benchmark_decides_on_a_stop_text():
+    """Benchmarks (the page generator benchmarks/report.py included) read a
+    stored row's reason as a StopReason (its ``stop_reason``, or
+    ``reason_of_message`` of its ``stopped`` text), never compare the text:
+    a reworded message must not silently change a page or a target."""
+    texts = stop_texts()
+    stray = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {text!r}"
+        for path in sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
+        for line, text in stop_text_uses(path.read_text(), texts)
+        if text not in STOP_KEYS  # rows carry them; reading them is not deciding on text
+    ]
+    assert not stray, "stop texts compared in benchmarks:\n" + "\n".join(stray)
+    old_filter = 'keep = lambda row: "max_seconds" not in str(row.get("stopped"))'
+    assert stop_text_uses(old_filter, texts)[0] == (1, "max_seconds")

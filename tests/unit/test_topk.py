@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.backends.local import summarize_all
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import CANDIDATES, LossGrad, LossGradTask, MomentsTask, Space, Weights
 from sparkmaxent.kernels.blocks import MulticlassBlock, split_block
@@ -99,7 +100,7 @@ def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
     l2, threshold, l1, tol = 0.03, 0.005, 0.005, 1e-6
     bound = threshold * (1 + tol)
     task = GradientTestTask(space, weights, None, l2, bound, n_best, block_size)
-    summary = finished(task.summarize_all(_partial(lg, space), lg.weight), space, active)
+    summary = finished(summarize_all(task, _partial(lg, space), lg.weight), space, active)
 
     full = lg.grad / lg.weight
     full[active] += l2 * values

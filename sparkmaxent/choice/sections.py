@@ -1,0 +1,253 @@
+"""The typed sections model choice adds to a method's report: the best
+stage a stage method kept (``choice``) and the refit of a chosen path point
+or stage (``refit``). The methods build them; ``report.py`` turns them into
+JSON where the report is written (their ``to_json``, the keys
+docs/methods/model-choice.md documents)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class StageChoice:
+    """The held-out stage a stage method (ifs, sgc, bayes-factor) kept
+    (``choice.heldout.best_stage``): the criterion, the stage and its
+    held-out score, and the stages run."""
+
+    criterion: str
+    chosen_round: int
+    heldout_score: float
+    stages_run: int
+
+    def to_json(self) -> dict:
+        return {
+            "criterion": self.criterion,
+            "chosen_round": self.chosen_round,
+            "heldout_score": self.heldout_score,
+            "stages_run": self.stages_run,
+        }
+
+
+@dataclass
+class ChosenFit:
+    """The chosen point's (or stage's) own fit, on the training events only,
+    beside its refit: objective, features and the held-out entries of its
+    path point or trace row (``heldout_accuracy``, ``heldout_loss``, ...);
+    a stage's number; the Bayes factor's loss and training accuracy."""
+
+    objective: float | None
+    features: int
+    heldout: dict = field(default_factory=dict)
+    stage: int | None = None
+    loss: float | None = None
+    train_accuracy: float | None = None
+
+    def to_json(self) -> dict:
+        doc: dict = {} if self.stage is None else {"stage": self.stage}
+        doc.update(objective=self.objective, features=self.features, **self.heldout)
+        if self.loss is not None:
+            doc["loss"] = self.loss
+        if self.train_accuracy is not None:
+            doc["train_accuracy"] = self.train_accuracy
+        return doc
+
+
+@dataclass
+class PathRefit:
+    """A path's chosen penalty refitted on the training and held-out events
+    (``choice.points.refit``): the penalty (``parameter``: l1 or l2, its
+    value ``gamma``), the refit's objective, features, passes, convergence
+    and certificate verdict (grafting), beside the chosen point's fit."""
+
+    parameter: str
+    gamma: float
+    objective: float | None
+    features: int
+    passes: int
+    converged: bool
+    chosen_fit: ChosenFit
+    kkt_passed: bool | None = None
+
+    def to_json(self) -> dict:
+        doc = {
+            self.parameter: self.gamma,
+            "objective": self.objective,
+            "features": self.features,
+            "passes": self.passes,
+            "converged": self.converged,
+            "chosen_fit": self.chosen_fit.to_json(),
+        }
+        if self.kkt_passed is not None:
+            doc["kkt_passed"] = self.kkt_passed
+        return doc
+
+
+@dataclass
+class StageRefit:
+    """The best stage's features refitted on the training and held-out
+    events under the method's own prior (``choice.heldout.refit_stage``):
+    gamma2, the refit's objective and loss, the objective at the chosen
+    stage's weights it started from, features, passes, convergence and
+    iterations (of at most ``max_iter``), beside the chosen stage's fit."""
+
+    l2: float
+    objective: float
+    loss: float
+    start_objective: float
+    features: int
+    passes: int
+    converged: bool
+    iterations: int
+    max_iter: int
+    chosen_fit: ChosenFit
+
+    def to_json(self) -> dict:
+        return {
+            "l2": self.l2,
+            "objective": self.objective,
+            "loss": self.loss,
+            "start_objective": self.start_objective,
+            "features": self.features,
+            "passes": self.passes,
+            "converged": self.converged,
+            "iterations": self.iterations,
+            "max_iter": self.max_iter,
+            "chosen_fit": self.chosen_fit.to_json(),
+        }
+
+
+@dataclass
+class RefitSkipped:
+    """No refit, and why (a block-wise test, a spent time budget)."""
+
+    skipped: str
+
+    def to_json(self) -> dict:
+        return {"skipped": self.skipped}
+
+
+#: what a report's ``refit`` holds
+Refit = PathRefit | StageRefit | RefitSkipped
+
+
+@dataclass
+class PathPoint:
+    """One point of a penalty path (``choice.path.scored_point``): its
+    penalty (``parameter`` l1 or l2, value ``gamma``), the fit's features,
+    objective, passes, convergence, pass budget (None: none), whether the
+    budget cut it, the passes at which a budgeted fit went on (None: it did
+    not), its held-out entries (``heldout_score``, ``heldout_se``,
+    ``heldout_accuracy``, ``heldout_loss``, ...), the certificate's verdict
+    (grafting), its gap below the best in standard errors of the paired
+    difference, and whether it was chosen."""
+
+    parameter: str
+    gamma: float
+    features: int
+    objective: float | None
+    passes: int
+    converged: bool
+    budget: int | None
+    cut: bool
+    continued_after: int | None
+    heldout: dict
+    kkt_passed: bool | None = None
+    below_best_se: float | None = None
+    chosen: bool | None = None
+
+    @property
+    def score(self) -> float:
+        """The held-out score the choice maximizes (``train.choice.criterion``)."""
+        return self.heldout["heldout_score"]
+
+    @property
+    def se(self) -> float:
+        return self.heldout["heldout_se"]
+
+    def to_json(self) -> dict:
+        doc = {
+            self.parameter: self.gamma,
+            "features": self.features,
+            "objective": self.objective,
+            "passes": self.passes,
+            "converged": self.converged,
+            "budget": self.budget,
+            "cut": self.cut,
+            "continued_after": self.continued_after,
+            **self.heldout,
+        }
+        if self.kkt_passed is not None:
+            doc["kkt_passed"] = self.kkt_passed
+        for key in ("below_best_se", "chosen"):
+            if getattr(self, key) is not None:
+                doc[key] = getattr(self, key)
+        return doc
+
+
+@dataclass
+class PathVariant:
+    """One elastic-net variant's path (``choice.path._elastic_paths``): what
+    it is (``{"l2_mix": m}`` or ``{"elastic_l2": gamma2}``), its points, and
+    its chosen point (its ``chosen`` and ``below_best_se`` among the variants)."""
+
+    what: dict
+    points: int
+    point: PathPoint
+
+    def to_json(self) -> dict:
+        return {**self.what, "points": self.points, **self.point.to_json()}
+
+
+@dataclass
+class PathSection:
+    """A penalty path (``choice.path``): its parameter (l1, l2), the
+    criterion and rule of the choice, the grid fitted, the chosen point's
+    index, every point, the plot (None: none); for an elastic-net choice,
+    the chosen variant (``what``), one row per variant run, and the
+    variants not run."""
+
+    parameter: str
+    criterion: str
+    one_se: bool
+    grid: list[float]
+    chosen: int
+    points: list[PathPoint]
+    plot: str | None
+    what: dict = field(default_factory=dict)
+    elastic: list[PathVariant] | None = None
+    elastic_not_run: list[dict] | None = None
+
+    @property
+    def chosen_point(self) -> PathPoint:
+        return self.points[self.chosen]
+
+    def to_json(self) -> dict:
+        doc = {
+            "parameter": self.parameter,
+            "criterion": self.criterion,
+            "one_se": self.one_se,
+            "grid": self.grid,
+            "chosen": self.chosen,
+            "points": [p.to_json() for p in self.points],
+            "plot": self.plot,
+            **self.what,
+        }
+        if self.elastic is not None:
+            doc["elastic"] = [v.to_json() for v in self.elastic]
+        if self.elastic_not_run is not None:
+            doc["elastic_not_run"] = self.elastic_not_run
+        return doc
+
+
+__all__ = [
+    "ChosenFit",
+    "PathPoint",
+    "PathRefit",
+    "PathSection",
+    "PathVariant",
+    "Refit",
+    "RefitSkipped",
+    "StageChoice",
+    "StageRefit",
+]
