@@ -10,9 +10,11 @@ import json
 import logging
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -102,6 +104,14 @@ def command_line() -> str:
     return " ".join(shlex.quote(a) for a in head + sys.argv[1:])
 
 
+def scratch_paths(command: str) -> str:
+    """``command`` with each path under the temporary directory written as
+    ``$WORK/<its name>``: a page names no scratch path of the machine that
+    ran it (docs/benchmarks.md: scratch paths in commands read ``$WORK``)."""
+    scratch = re.escape(tempfile.gettempdir().rstrip("/") + "/")
+    return re.sub(scratch + r"(?:[^\s'\"]*/)?([^\s/'\"]+)", r"$WORK/\1", command)
+
+
 RESULT_KEYS = ("benchmark", "command", "commit", "date", "machine", "load", "rows", "targets")
 
 
@@ -126,9 +136,15 @@ def write_result(
             raise ValueError(
                 f"target {name!r} needs exactly goal, value and met, got {sorted(entry)}"
             )
+    rows = [
+        {**r, "measured_by": scratch_paths(r["measured_by"])}
+        if isinstance(r, dict) and isinstance(r.get("measured_by"), str)
+        else r
+        for r in rows
+    ]
     result = {
         "benchmark": benchmark,
-        "command": command_line(),
+        "command": scratch_paths(command_line()),
         "commit": commit(),
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(),

@@ -1,8 +1,9 @@
 """Size of the ``scripts/submit.sh --python-env archive`` archive (issue 39):
-each virtualenv given packed whole (as before) and without pyspark and py4j
-(``scripts/pack_env.py``, what submit.sh now ships), in bytes compressed
-and unpacked. The target: the shipped archive of a virtualenv holding only
-what sparkmaxent needs (``pip install '.[cluster]'``) fits an executor's
+each virtualenv given packed whole (as before) and as submit.sh ships it
+(``scripts/pack_env.py``: without pyspark and py4j, pandas, the installers
+and the files nothing imports), in bytes compressed and unpacked. The
+target: the shipped archive of a virtualenv holding only what sparkmaxent
+needs (``pip install '.[cluster]'``) fits an executor's
 256 MB /tmp, where Spark fetches it, compressed and unpacked.
 
 Usage::
@@ -25,12 +26,14 @@ LIMIT_BYTES = 256 * 1024 * 1024  # the executors' /tmp of tests/e2e/test_nsclust
 
 
 def measure(name: str, prefix: str, scratch: str) -> list[dict]:
-    """Two rows for the virtualenv ``prefix``: packed whole, and as shipped."""
+    """Two rows for the virtualenv ``prefix``: packed whole (every
+    distribution, every file), and as shipped."""
     rows = []
-    for mode, keep in (("whole", list(pack_env.SPARK_PROVIDED)), ("shipped", [])):
+    everything = [*pack_env.SPARK_PROVIDED, *pack_env.NOT_IMPORTED]
+    for mode, keep in (("whole", everything), ("shipped", [])):
         out = os.path.join(scratch, f"{name}-{mode}.tar.gz")
         t0 = time.perf_counter()
-        done = pack_env.pack(os.path.abspath(prefix), out, keep)
+        done = pack_env.pack(os.path.abspath(prefix), out, keep, all_files=mode == "whole")
         rows.append(
             {
                 "venv": name,
@@ -40,6 +43,7 @@ def measure(name: str, prefix: str, scratch: str) -> list[dict]:
                 "archive_bytes": done["archive_bytes"],
                 "unpacked_mb": round(done["unpacked_bytes"] / 2**20, 1),
                 "files": done["files"],
+                "unused_files_mb": round(done["unused_bytes"] / 2**20, 1),
                 "pack_s": round(time.perf_counter() - t0, 1),
             }
         )

@@ -1,17 +1,26 @@
 """Pack a virtualenv for ``scripts/submit.sh --python-env archive``, without Spark.
 
-    python scripts/pack_env.py --prefix VENV --output env.tar.gz [--keep DIST]...
+    python scripts/pack_env.py --prefix VENV --output env.tar.gz [--keep DIST]... [--all-files]
 
-venv-pack's archive of the virtualenv ``VENV`` minus the files of the
-distributions the cluster's Spark provides to every Python worker it starts
-(``pyspark`` and ``py4j``: Spark puts its own ``python/lib/pyspark.zip``
-and ``py4j-*.zip`` on the workers' ``PYTHONPATH``, and the driver's, in
-every deploy mode). Shipping them again only makes each executor download
-and unpack the largest package of the environment, in a version that may
-not even match the cluster's. ``--keep DIST`` packs that distribution
-anyway. The files excluded are those each distribution's installed
-``RECORD`` lists (its packages, metadata and scripts in ``bin/``), so
-nothing else of the environment is left out.
+venv-pack's archive of the virtualenv ``VENV`` minus what Spark's Python
+workers and driver never import from it:
+
+- the distributions the cluster's Spark provides to every Python worker it
+  starts (``pyspark`` and ``py4j``: Spark puts its own
+  ``python/lib/pyspark.zip`` and ``py4j-*.zip`` on the workers'
+  ``PYTHONPATH``, and the driver's, in every deploy mode), in a version
+  that may not even match the cluster's;
+- :data:`NOT_IMPORTED`: pandas (sparkmaxent's workers exchange Arrow
+  batches through ``mapInArrow`` and ``arrow_udf``, which pyspark runs
+  without pandas; only ``pandas_udf``/``mapInPandas`` need it) and the
+  installers, with the distributions only they require;
+- :data:`UNUSED_FILES` of the others: test suites, bytecode (compiled again
+  on import), C headers, and pyarrow's Flight and S3 modules.
+
+``--keep DIST`` packs a distribution anyway, ``--all-files`` the unused
+files. A distribution's files are those its installed ``RECORD`` lists (its
+packages, metadata and scripts in ``bin/``), so nothing else of the
+environment is left out.
 
 Prints one line: the archive's bytes, and the files and bytes (unpacked)
 left out (``benchmarks/env_archive.py`` records them). Needs venv-pack
@@ -24,10 +33,22 @@ import argparse
 import glob
 import importlib.metadata as metadata
 import os
+import re
 import sys
 
 #: what the cluster's Spark installation gives every Python worker
 SPARK_PROVIDED = ("pyspark", "py4j")
+#: distributions nothing Spark runs from the archive imports (see the module docstring)
+NOT_IMPORTED = ("pandas", "pip", "setuptools", "wheel", "venv-pack")
+#: files of the packed distributions nothing imports at run time (venv-pack patterns)
+UNUSED_FILES = (
+    "lib/python*/site-packages/*/tests/*",  # test suites
+    "*/__pycache__/*",  # bytecode: Python compiles a module again when it imports it
+    "lib/python*/site-packages/*/include/*",  # C headers, for building extensions
+    "lib/python*/site-packages/pyarrow/*flight*",  # pyarrow.flight (Arrow Flight RPC)
+    "lib/python*/site-packages/pyarrow/*s3*",  # pyarrow.fs.S3FileSystem (Spark reads s3a://)
+)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def excluded_files(prefix: str, dists: list[str]) -> tuple[list[str], set[str]]:
@@ -46,6 +67,40 @@ def excluded_files(prefix: str, dists: list[str]) -> tuple[list[str], set[str]]:
             if not rel.startswith(os.pardir):
                 into.add(rel)
     return sorted(f for f in drop if os.path.lexists(os.path.join(prefix, f))), others
+
+
+def left_out_distributions(prefix: str, keep: list[str]) -> list[str]:
+    """:data:`SPARK_PROVIDED` and :data:`NOT_IMPORTED` installed in
+    ``prefix``, less ``keep``, then every distribution that only those left
+    out require and nobody installed by name (pip's ``REQUESTED`` marker):
+    pandas' pytz, tzdata and python-dateutil, unless a packed one such as
+    matplotlib needs them."""
+    site = [p for p in _site_dirs(prefix) if os.path.isdir(p)]
+    dists = {_canonical(d.metadata["Name"] or ""): d for d in metadata.distributions(path=site)}
+    kept = {_canonical(k) for k in keep}
+    out = {_canonical(n) for n in (*SPARK_PROVIDED, *NOT_IMPORTED)} & set(dists) - kept
+    while True:
+        needed = {r for name in set(dists) - out for r in _requires(dists[name])}
+        more = {r for name in out for r in _requires(dists[name])}
+        more = {r for r in (more & set(dists)) - needed - out - kept if not _requested(dists[r])}
+        if not more:
+            return sorted(out)
+        out |= more
+
+
+def _requested(dist) -> bool:
+    """Whether ``dist`` was installed by name, not as a dependency."""
+    return dist.read_text("REQUESTED") is not None
+
+
+def _requires(dist) -> set[str]:
+    """The canonical names ``dist`` requires (not those of its extras)."""
+    names = set()
+    for req in dist.requires or []:
+        found = _NAME.match(req)
+        if found and "extra" not in req.partition(";")[2]:
+            names.add(_canonical(found.group()))
+    return names
 
 
 def _site_dirs(prefix: str) -> list[str]:
@@ -83,18 +138,23 @@ def _site_top(rel: str) -> str | None:
     return None
 
 
-def pack(prefix: str, output: str, keep: list[str]) -> dict:
-    """Pack ``prefix`` into ``output`` without the Spark-provided
-    distributions not in ``keep``; returns what was packed and left out:
+def pack(prefix: str, output: str, keep: list[str], all_files: bool = False) -> dict:
+    """Pack ``prefix`` into ``output`` without the distributions of
+    :func:`left_out_distributions` and, unless ``all_files``, the
+    :data:`UNUSED_FILES`; returns what was packed and left out:
     ``archive_bytes``, ``unpacked_bytes``, ``files``, ``left_out`` (names),
-    ``left_out_files``, ``left_out_bytes`` (unpacked)."""
+    ``left_out_files``, ``left_out_bytes`` (unpacked), ``unused_files`` and
+    ``unused_bytes`` (of them, those of the patterns)."""
     import venv_pack
 
-    dists = [d for d in SPARK_PROVIDED if _canonical(d) not in {_canonical(k) for k in keep}]
+    dists = left_out_distributions(prefix, keep)
     files, others = excluded_files(prefix, dists)
     env = venv_pack.Env(prefix=prefix)
     before = _unpacked(env)
     for pattern in exclude_patterns(files, others):
+        env = env.exclude(pattern)
+    middle = _unpacked(env)
+    for pattern in () if all_files else UNUSED_FILES:
         env = env.exclude(pattern)
     after = _unpacked(env)
     env.pack(output=output, force=True, verbose=False)
@@ -105,6 +165,8 @@ def pack(prefix: str, output: str, keep: list[str]) -> dict:
         "left_out": dists,
         "left_out_files": before[0] - after[0],
         "left_out_bytes": before[1] - after[1],
+        "unused_files": middle[0] - after[0],
+        "unused_bytes": middle[1] - after[1],
     }
 
 
@@ -122,14 +184,19 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="DIST",
-        help=f"pack this one of {', '.join(SPARK_PROVIDED)} anyway (repeatable)",
+        help="pack this distribution anyway (repeatable): one of "
+        f"{', '.join(SPARK_PROVIDED + NOT_IMPORTED)} or one only they require",
+    )
+    parser.add_argument(
+        "--all-files", action="store_true", help="pack the unused files too (tests, bytecode, ...)"
     )
     args = parser.parse_args(argv)
-    done = pack(os.path.abspath(args.prefix), args.output, args.keep)
+    done = pack(os.path.abspath(args.prefix), args.output, args.keep, args.all_files)
     print(
         f"{args.output}: {done['archive_bytes']} bytes ({done['unpacked_bytes']} unpacked); "
         f"left out {', '.join(done['left_out']) or 'nothing'}: {done['left_out_files']} files, "
-        f"{done['left_out_bytes']} bytes unpacked, which the cluster's Spark provides",
+        f"{done['left_out_bytes']} bytes unpacked (unused files: {done['unused_files']} files, "
+        f"{done['unused_bytes']} bytes)",
         file=sys.stderr,
     )
     return 0

@@ -3,10 +3,11 @@
 import glob
 import json
 import os
+import tempfile
 
 import pytest
 
-from benchmarks.common import RESULT_KEYS, RESULTS, target, write_result
+from benchmarks.common import RESULT_KEYS, RESULTS, scratch_paths, target, write_result
 
 PAGES = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
 
@@ -87,3 +88,18 @@ def test_links_into_the_benchmarks_page_name_its_sections():
                 if anchor not in anchors:
                     bad.append(f"{os.path.relpath(path, ROOT)}: #{anchor}")
     assert not bad, bad
+
+
+def test_a_page_names_scratch_paths_as_work(tmp_path):
+    scratch = tempfile.gettempdir()
+    command = f"python -m benchmarks.x --work {scratch}/w --rows-from {scratch}/a/b.json:newton"
+    assert scratch_paths(command) == (
+        "python -m benchmarks.x --work $WORK/w --rows-from $WORK/b.json:newton"
+    )
+    assert scratch_paths("python -m benchmarks.x --rows-from results/a.json") == (
+        "python -m benchmarks.x --rows-from results/a.json"
+    )
+    path = str(tmp_path / "x.json")
+    write_result(path, [{"a": 1, "measured_by": command}, {"a": 2}])
+    rows = json.loads(open(path).read())["rows"]
+    assert rows == [{"a": 1, "measured_by": scratch_paths(command)}, {"a": 2}]

@@ -1,6 +1,8 @@
 """scripts/pack_env.py (``submit.sh --python-env archive``): the archive of a
-virtualenv leaves out pyspark and py4j, by their installed RECORD (packages,
-metadata, scripts in bin/, bytecode compiled since), and nothing else."""
+virtualenv leaves out pyspark and py4j, pandas and the installers with what
+only they require, by their installed RECORD (packages, metadata, scripts
+in bin/, bytecode compiled since), and the unused files (tests, bytecode,
+headers) of the others, and nothing else."""
 
 from __future__ import annotations
 
@@ -16,11 +18,16 @@ from scripts import pack_env
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _install(site: str, name: str, files: dict[str, str]) -> None:
+def _install(
+    site: str, name: str, files: dict[str, str], requires: tuple = (), requested: bool = False
+) -> None:
     """A fake installed distribution: ``files`` (relative to site-packages,
-    ``../../../bin/x`` for scripts) and a dist-info whose RECORD lists them."""
+    ``../../../bin/x`` for scripts) and a dist-info whose RECORD lists them
+    (with ``REQUESTED``, as pip marks a distribution installed by name)."""
     info = f"{name}-1.0.dist-info"
-    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"}
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {**files, f"{info}/METADATA": meta, **({f"{info}/REQUESTED": ""} if requested else {})}
     for rel, text in files.items():
         path = os.path.normpath(os.path.join(site, rel))
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -51,7 +58,18 @@ def venv(tmp_path):
     with open(os.path.join(site, "pyspark", "__pycache__", "x.pyc"), "w") as f:
         f.write("pyc")
     _install(site, "py4j", {"py4j/__init__.py": ""})
-    _install(site, "numpylike", {"numpylike/__init__.py": "", "../../../bin/numpylike": ""})
+    _install(
+        site,
+        "numpylike",
+        {"numpylike/__init__.py": "", "../../../bin/numpylike": ""},
+        requires=("shared>=1", "optional; extra == 'plots'"),
+        requested=True,
+    )
+    # pandas' own dependency goes with it; one numpylike requires, or installed by name, stays
+    _install(site, "pandas", {"pandas/__init__.py": ""}, requires=("tzlike", "shared", "numpylike"))
+    _install(site, "tzlike", {"tzlike/__init__.py": ""})
+    _install(site, "shared", {"shared/__init__.py": ""})
+    _install(site, "optional", {"optional/__init__.py": ""})
     return prefix, version
 
 
@@ -60,7 +78,7 @@ def _members(path: str) -> set[str]:
         return set(tar.getnames())
 
 
-def test_the_archive_leaves_out_pyspark_and_py4j_only(venv, tmp_path):
+def test_the_archive_leaves_out_spark_pandas_and_what_only_pandas_requires(venv, tmp_path):
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     prefix, version = venv
     out = str(tmp_path / "env.tar.gz")
@@ -68,20 +86,44 @@ def test_the_archive_leaves_out_pyspark_and_py4j_only(venv, tmp_path):
     names = _members(out)
     site = f"lib/{version}/site-packages"
     assert f"{site}/numpylike/__init__.py" in names and "bin/numpylike" in names
+    assert f"{site}/shared/__init__.py" in names and f"{site}/optional/__init__.py" in names
     assert "bin/python" in names and "pyvenv.cfg" in names
-    assert not [n for n in names if "pyspark" in n or "py4j" in n or "spark-submit" in n], names
-    assert done["left_out"] == ["pyspark", "py4j"] and done["left_out_files"] == 10, done
+    gone = ("pyspark", "py4j", "spark-submit", "pandas", "tzlike")
+    assert not [n for n in names if any(g in n for g in gone)], names
+    assert done["left_out"] == ["pandas", "py4j", "pyspark", "tzlike"], done
+    assert done["left_out_files"] == 10 + 2 * 3, done  # pandas, tzlike: module, METADATA, RECORD
     assert done["left_out_bytes"] > 5000 and done["archive_bytes"] == os.path.getsize(out)
+
+
+def test_unused_files_are_left_out_unless_all_files(venv, tmp_path):
+    pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
+    prefix, version = venv
+    site = os.path.join(prefix, "lib", version, "site-packages")
+    unused = ["numpylike/tests/test_x.py", "numpylike/__pycache__/x.pyc", "numpylike/include/x.h"]
+    for rel in [*unused, "numpylike/testing.py"]:
+        os.makedirs(os.path.dirname(os.path.join(site, rel)), exist_ok=True)
+        with open(os.path.join(site, rel), "w") as f:
+            f.write("x" * 100)
+    out = str(tmp_path / "env.tar.gz")
+    done = pack_env.pack(prefix, out, keep=[])
+    names = _members(out)
+    assert f"lib/{version}/site-packages/numpylike/testing.py" in names
+    assert not [n for n in names if any(n.endswith(u) for u in unused)], names
+    assert done["unused_files"] == 3 and done["unused_bytes"] == 300, done
+    done = pack_env.pack(prefix, out, keep=[], all_files=True)
+    assert all(f"lib/{version}/site-packages/{u}" in _members(out) for u in unused)
+    assert done["unused_files"] == 0
 
 
 def test_keep_packs_a_spark_distribution_anyway(venv, tmp_path):
     pytest.importorskip("venv_pack", reason="venv-pack is not installed (the 'cluster' extra)")
     prefix, version = venv
     out = str(tmp_path / "env.tar.gz")
-    pack_env.pack(prefix, out, keep=["PySpark"])
+    pack_env.pack(prefix, out, keep=["PySpark", "pandas"])
     names = _members(out)
     site = f"lib/{version}/site-packages"
     assert f"{site}/pyspark/jars/big.jar" in names and "bin/spark-submit" in names
+    assert f"{site}/pandas/__init__.py" in names and f"{site}/tzlike/__init__.py" in names
     assert f"{site}/py4j/__init__.py" not in names
 
 
