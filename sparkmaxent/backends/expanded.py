@@ -6,12 +6,9 @@ conjunctions without the blocks being rebuilt."""
 
 from __future__ import annotations
 
-import copy
-
 from ..kernels import Space
 from ..kernels.conjunctions import Conjunctions, Expanding
 from .base import Backend, WrappingBackend
-from .local import LocalBackend
 
 
 class ExpandedBackend(WrappingBackend):
@@ -19,13 +16,13 @@ class ExpandedBackend(WrappingBackend):
 
     ``cache``: form the conjunctions in the events once and run every pass
     on the widened blocks, instead of forming them again in every pass (a
-    fit of many passes over a fixed set of conjunctions, such as the
-    lattice's generalization refits): when ``base`` holds its blocks in
-    this process (``LocalBackend``), on a copy of ``base`` (same class and
-    settings) holding the widened blocks; when it caches them on Spark
-    executors (``derived``), on a derived cached copy of its blocks (an RDD
-    for ``SparkBackend``, a DataFrame for ``FrameBackend``). Other backends
-    widen inside each pass."""
+    fit of many passes over a fixed set of conjunctions: a combination
+    round, the refit after a path, the lattice's generalization refits):
+    on ``base.derived``'s copy of the blocks (``LocalBackend``: in this
+    process; ``SparkBackend``: a cached RDD; ``FrameBackend``: a cached
+    DataFrame; ``UnionBackend``: both parts'). A base without ``derived``
+    widens inside each pass. ``builds`` counts how often the conjunctions
+    were formed over all the events (once when cached, else once a pass)."""
 
     def __init__(self, base: Backend, conjunctions: Conjunctions, cache: bool = False):
         if conjunctions.n_atoms != base.space.n_predicates:
@@ -37,16 +34,12 @@ class ExpandedBackend(WrappingBackend):
         super().__init__(base, Space(s.shape, conjunctions.n_predicates, s.n_labels, s.bias))
         self.conjunctions = conjunctions
         self.widened: Backend | None = None
+        self.builds = 0
         derived = getattr(base, "derived", None)
-        if cache and len(conjunctions) and isinstance(base, LocalBackend):
-            # a copy of base (its class and settings) holding the widened blocks
-            local = copy.copy(base)
-            local.blocks = [conjunctions.expand(b) for b in base.blocks]
-            local.space = self.space
-            self.widened = local
-        elif cache and len(conjunctions) and derived is not None:
+        if cache and len(conjunctions) and derived is not None:
             what = f"widened by {len(conjunctions)} conjunctions"
             self.widened = derived(conjunctions.expand, self.space, what)
+            self.builds = 1
 
     def run(self, task):
         if self.widened is None:
@@ -61,7 +54,11 @@ class ExpandedBackend(WrappingBackend):
         self.widened = None
 
     def wrap(self, task):
+        if len(self.conjunctions):
+            self.builds += 1
         return Expanding(task, self.conjunctions) if len(self.conjunctions) else task
 
     def change(self):
+        if len(self.conjunctions):
+            self.builds += 1
         return self.conjunctions.expand

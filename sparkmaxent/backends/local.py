@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -54,6 +55,17 @@ class LocalBackend:
             merged = merge_all([keyed.partial(b) for b in self.blocks])
             return summarize_all(keyed, merged, check_total_weight(keyed.partial_weight(merged)))
         return merge_all([task(b) for b in self.blocks])
+
+    def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> LocalBackend:
+        """A copy of this backend (its class and settings) over ``fn`` of
+        every block, built now (``what`` names it for the Spark backends'
+        logs): a wrapper whose passes would otherwise transform the blocks
+        in every pass (widening by conjunctions) runs them on the copy. The
+        copy counts its own passes; its ``close`` drops only its blocks."""
+        out = copy.copy(self)
+        out.blocks = [fn(b) for b in self.blocks]
+        out.space, out.passes = space, 0
+        return out
 
     def close(self) -> None:
         """Drop the blocks, and the columns gathered from them between passes."""

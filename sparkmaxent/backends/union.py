@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..kernels import Block
+from ..kernels import Block, Space
 from ..kernels.blocks import trainable_events
 from ..kernels.keyed import Keyed
 from .base import Backend
@@ -34,12 +34,13 @@ class UnionBackend:
     Both must share the candidate space (held-out data is prepared with
     the training dictionary). A pass counts once, on ``first``."""
 
-    def __init__(self, first: Backend, second: Backend):
+    def __init__(self, first: Backend, second: Backend, owns_parts: bool = False):
         if first.space != second.space:
             raise ValueError(
                 f"a union of backends needs one feature space, got {first.space} and {second.space}"
             )
         self.first, self.second = first, second
+        self.owns_parts = owns_parts  # a derived union closes its parts
         self.space = first.space
         self.info = getattr(first, "info", None)
         self.dataset_dir = getattr(first, "dataset_dir", None)
@@ -64,5 +65,27 @@ class UnionBackend:
         result = self.first.run(task)
         return result.merge(self.second.run(OnTrainable(task)))  # type: ignore[attr-defined]
 
+    @property
+    def derived(self) -> Callable[[Callable[[Block], Block], Space, str], UnionBackend] | None:
+        """Both parts' ``derived`` copies as one union (owning them), when
+        both parts have one (else None: a wrapper transforms in every pass)."""
+        if getattr(self.first, "derived", None) is None:
+            return None
+        if getattr(self.second, "derived", None) is None:
+            return None
+        return self._derived
+
+    def _derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> UnionBackend:
+        first = self.first.derived(fn, space, what)  # type: ignore[attr-defined]
+        try:
+            second = self.second.derived(fn, space, what)  # type: ignore[attr-defined]
+        except BaseException:
+            first.close()
+            raise
+        return UnionBackend(first, second, owns_parts=True)
+
     def close(self) -> None:
-        """The parts are closed by their owners."""
+        """The parts are closed by their owners (by this union if derived)."""
+        if self.owns_parts:
+            self.first.close()
+            self.second.close()

@@ -50,7 +50,7 @@ from ..selection.base import FitResult, TrainingContext
 from ..selection.reporting import PLOTS_DIR
 from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
-from .sections import PathPoint, PathSection, PathVariant
+from .sections import PathPoint, PathSection, PathVariant, VersusAtoms
 from .stop_rule import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
@@ -145,23 +145,65 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     point) or ``l1_grid``, each point warm-started from the previous one's
     weights and conjunctions and certified over every conjunction up to the
     degree, scored on the held-out events widened by its conjunctions;
-    the same stop and choice as any path, then the refit (``refit``) of the
-    chosen gamma1 on the training and held-out events, warm-started from
-    the chosen point's weights and conjunctions. Pure l1 (no mixes) and no
-    pass budget (no cut)."""
+    the same stop and choice as any path. The atoms' own path over the
+    same grid is run beside it and the combination is kept only when its
+    chosen point beats the atoms' by more than the standard error of the
+    paired held-out difference (``versus_atoms``). Then the refit
+    (``refit``) of the kept choice on the training and held-out events,
+    warm-started from its weights (and conjunctions). Pure l1 (no mixes)
+    and no pass budget (no cut)."""
     from ..methods.combination import HeldoutWithConjunctions
 
     points = CombinationPoints(Conjunctions.empty(ctx.backend.space.n_predicates))
     assert ctx.heldout is not None, "fit_path checks"
     heldout = HeldoutWithConjunctions(ctx.heldout, lambda: points.conjunctions)
     choice = dataclasses.replace(ctx.config.choice, cut_passes=0.0)
-    sub = dataclasses.replace(
-        ctx, heldout=heldout, config=dataclasses.replace(ctx.config, choice=choice)
-    )
+    plain = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, choice=choice))
+    sub = dataclasses.replace(plain, heldout=heldout)
     parameter, grid, _, top, extend = path_plan(sub, start)
-    chosen = run_path(sub, parameter, grid, points, top, extend, start=start)
+    alone = dataclasses.replace(plain, output_dir=None)  # one plot: the combination path's
+    atoms = _run_points(alone, parameter, list(grid), grafting_point, top, extend, start)
+    comb = _run_points(sub, parameter, list(grid), points, top, extend, start)
+    chosen, kept = versus_atoms(comb, atoms)
+    if kept == "atoms":
+        return refit(ctx, chosen, grafting_point)
     assert chosen.conjunctions is not None, "a combination fit has conjunctions"
     return refit(ctx, chosen, CombinationPoints(chosen.conjunctions))
+
+
+def versus_atoms(
+    comb: tuple[FitResult, Measure], atoms: tuple[FitResult, Measure]
+) -> tuple[FitResult, str]:
+    """The combination path's chosen point if its held-out score beats the
+    atoms' own path's chosen point by more than the standard error of the
+    paired difference (the same held-out events scored by both:
+    ``stop_rule.difference_se``), else the atoms' point: conjunctions are
+    many more candidates, so on a small held-out part the best of the
+    combination path is the more optimistic of the two (the winner's
+    curse of a wider search); a gain within the noise keeps the simpler
+    model, as the one-standard-error rule does (Hastie, Tibshirani &
+    Friedman 2009, section 7.10). Both paths' choices go to the report's
+    ``path.versus_atoms`` (the other path's points too)."""
+    (c, cm), (a, am) = comb, atoms
+    gain, se = cm.score - am.score, difference_se(cm, am)
+    kept = "combination" if gain > se else "atoms"
+    log.info(
+        "combination path: held-out gain %.4g over the atoms' path, standard error of the "
+        "difference %.4g: keeping the %s model",
+        gain,
+        se,
+        kept,
+    )
+    chosen, other = (c, a) if kept == "combination" else (a, c)
+    chosen.report["path"].versus_atoms = VersusAtoms(
+        kept,
+        float(gain),
+        float(se),
+        c.report["path"].chosen_point,
+        a.report["path"].chosen_point,
+        other.report["path"].points,
+    )
+    return chosen, kept
 
 
 #: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)

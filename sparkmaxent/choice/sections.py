@@ -200,6 +200,32 @@ class PathVariant:
 
 
 @dataclass
+class VersusAtoms:
+    """A combination-features path against the atoms' own path on the same
+    held-out events (``choice.path.versus_atoms``): which was ``kept``
+    (combination or atoms), the combination's held-out gain over the atoms'
+    chosen point and the standard error of that paired difference, both
+    chosen points, and the points of the path not kept."""
+
+    kept: str
+    gain: float
+    difference_se: float
+    combination_point: PathPoint
+    atoms_point: PathPoint
+    other_points: list[PathPoint]
+
+    def to_json(self) -> dict:
+        return {
+            "kept": self.kept,
+            "gain": self.gain,
+            "difference_se": self.difference_se,
+            "combination_point": self.combination_point.to_json(),
+            "atoms_point": self.atoms_point.to_json(),
+            "other_points": [p.to_json() for p in self.other_points],
+        }
+
+
+@dataclass
 class PathSection:
     """A penalty path (``choice.path``): its parameter (l1, l2), the
     criterion and rule of the choice, the grid fitted, the chosen point's
@@ -217,6 +243,7 @@ class PathSection:
     what: dict = field(default_factory=dict)
     elastic: list[PathVariant] | None = None
     elastic_not_run: list[dict] | None = None
+    versus_atoms: VersusAtoms | None = None
 
     @property
     def chosen_point(self) -> PathPoint:
@@ -237,6 +264,8 @@ class PathSection:
             doc["elastic"] = [v.to_json() for v in self.elastic]
         if self.elastic_not_run is not None:
             doc["elastic_not_run"] = self.elastic_not_run
+        if self.versus_atoms is not None:
+            doc["versus_atoms"] = self.versus_atoms.to_json()
         return doc
 
 
@@ -250,4 +279,5 @@ __all__ = [
     "RefitSkipped",
     "StageChoice",
     "StageRefit",
+    "VersusAtoms",
 ]

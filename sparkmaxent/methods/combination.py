@@ -33,7 +33,6 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..backends.expanded import ExpandedBackend
-from ..backends.local import LocalBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
@@ -156,30 +155,53 @@ class Combination:
         self.first = ctx.start_conjunctions or Conjunctions.empty(self.n_atoms)
         self.namer = FeatureNamer(ctx.backend)
         self._current: tuple[int, Grafting] | None = None
+        #: conjunction builds of the rounds' released widened events
+        self.builds = 0
         self.last_found: tuple[Weights, Found] | None = None
         #: the last combination round's selection: feature ids over the
         #: atoms followed by the conjunctions (tests compare it with brute force)
         self.selected: tuple[np.ndarray, Conjunctions] | None = None
 
     def grafting(self, conj: Conjunctions) -> Grafting:
-        """Grafting over the atoms followed by ``conj`` (kept while it grows not).
-        In-process (``LocalBackend``) the conjunctions are formed in the
-        events once for the round's passes, not again in every pass."""
+        """Grafting over the atoms followed by ``conj`` (kept while it grows
+        not). The conjunctions are formed in the events once for the
+        round's passes (``ExpandedBackend(cache=True)``: in process, on a
+        union of training and held-out events, or a cached copy on Spark),
+        not again in every pass; the previous round's copy is released."""
         if self._current is None or self._current[0] != len(conj):
-            cache = isinstance(self.ctx.backend, LocalBackend)
-            widened = ExpandedBackend(self.ctx.backend, conj, cache=cache)
+            self.close()
+            widened = ExpandedBackend(self.ctx.backend, conj, cache=True)
             ctx = dataclasses.replace(self.ctx, backend=widened)
             self._current = (len(conj), Grafting(ctx, self.spec))
         return self._current[1]
 
+    def _widened(self) -> ExpandedBackend | None:
+        if self._current is None:
+            return None
+        backend = self._current[1].ctx.backend
+        assert isinstance(backend, ExpandedBackend)
+        return backend
+
+    def close(self) -> None:
+        """Releases the current round's widened events (counting their builds)."""
+        widened = self._widened()
+        if widened is not None:
+            self.builds += widened.builds
+            widened.builds = 0
+            widened.close()
+
+    @property
+    def conjunction_builds(self) -> int:
+        """How often conjunctions were formed over all the training events
+        (once per round's set of conjunctions when cached, else once a pass)."""
+        widened = self._widened()
+        return self.builds + (widened.builds if widened is not None else 0)
+
     @property
     def conjunctions(self) -> Conjunctions:
         """The conjunctions of the latest round's feature space."""
-        if self._current is None:
-            return self.first
-        backend = self._current[1].ctx.backend
-        assert isinstance(backend, ExpandedBackend)
-        return backend.conjunctions
+        widened = self._widened()
+        return self.first if widened is None else widened.conjunctions
 
     def find(self, weights: Weights, conj: Conjunctions, g: Grafting) -> Found:
         """The conjunction test at ``weights`` (no pass when just run there)."""
@@ -407,17 +429,20 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
     if ctx.heldout is not None:
         heldout = HeldoutWithConjunctions(ctx.heldout, lambda: method.conjunctions)
         rounds_ctx = dataclasses.replace(ctx, heldout=heldout)
-    state = run_rounds(
-        rounds_ctx, method, "grafting", "max_gradient", "candidate |gradient|", start
-    )
-    conj = _conjunctions(state, method.first)
-    g = method.grafting(conj)
-    if "kkt" in state.info:
-        cert = state.info["kkt"]
-    else:  # stopped by a cap: certify what there is
-        found = method.find(state.weights, conj, g)
-        cert = method.certificate(g.gradient_test.certify(state.weights), found)
-    report = grafting_report(ctx, "grafting", g, state, cert)
+    try:
+        state = run_rounds(
+            rounds_ctx, method, "grafting", "max_gradient", "candidate |gradient|", start
+        )
+        conj = _conjunctions(state, method.first)
+        g = method.grafting(conj)
+        if "kkt" in state.info:
+            cert = state.info["kkt"]
+        else:  # stopped by a cap: certify what there is
+            found = method.find(state.weights, conj, g)
+            cert = method.certificate(g.gradient_test.certify(state.weights), found)
+        report = grafting_report(ctx, "grafting", g, state, cert)
+    finally:
+        method.close()  # the widened events of the last round
     K = ctx.backend.space.n_labels
     weights, kept = compact(state.weights, conj, K)
     method.namer.conjunctions = kept
@@ -427,6 +452,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         "degree": method.degree,
         "conjunctions_formed": int(len(conj)),
         "conjunctions_in_model": int(len(kept)),
+        "conjunction_builds": method.conjunction_builds,
         "conjunction_weights": int(np.count_nonzero(ids // K >= method.n_atoms)),
         "examined_per_round": [r.get("conjunctions_examined") for r in state.trace],
         "top_conjunction_features": [

@@ -70,3 +70,17 @@ def test_a_run_of_some_corpora_replaces_their_rows_and_keeps_the_others():
         ("conll", 2000, 91.0),
         ("brown", None, 58.0),
     ]
+
+
+def test_an_l1_comb_row_that_kept_the_atoms_says_so():
+    from benchmarks.model_choice import atom_paths
+
+    orig = {"corpus": "pp", "method": "l1-Orig", "test_score": 83.1, "features": 3236}
+    comb = {**orig, "method": "l1-Comb", "versus_atoms": {"kept": "atoms"}}
+    by = {("pp", None, r["method"]): r for r in (orig, comb)}
+    text, met = atom_paths(by, "pp", None)
+    assert "the atoms' path kept" in text and "not every point certified" not in text
+    assert met  # the same model as l1-Orig's
+    by[("pp", None, "l1-Comb")] = {**comb, "versus_atoms": {"kept": "combination"}}
+    text, met = atom_paths(by, "pp", None)
+    assert "not every point certified" in text and not met  # no combination facts

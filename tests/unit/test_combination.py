@@ -413,8 +413,6 @@ def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
 
 
 def test_in_process_rounds_form_the_conjunctions_once_and_fit_the_same_model(monkeypatch):
-    import sparkmaxent.methods.combination as comb
-
     data, block, space = planted(seed=6)
     blocks = split_block(block, 2)
     cfg = comb_config(2)
@@ -431,12 +429,13 @@ def test_in_process_rounds_form_the_conjunctions_once_and_fit_the_same_model(mon
     cached_calls, passes = len(calls), backend.passes
     calls.clear()
 
-    class NotLocal:  # no backend is one: every pass forms the conjunctions again
-        pass
+    class WidenedEveryPass(LocalBackend):  # no derived copy: every pass forms them again
+        derived = None  # type: ignore[assignment]
 
-    monkeypatch.setattr(comb, "LocalBackend", NotLocal)
-    backend = LocalBackend(blocks, space)
+    backend = WidenedEveryPass(blocks, space)
     again = train(backend, cfg)
+    builds = cached.report["combination"]["conjunction_builds"]
+    assert again.report["combination"]["conjunction_builds"] > builds > 0
     assert backend.passes == passes
     assert len(calls) > cached_calls > 0
     assert len(cached.conjunctions) == len(again.conjunctions) > 0

@@ -92,3 +92,100 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
     assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
+
+
+class WidenedEveryPass(LocalBackend):
+    """A backend without a derived copy: its conjunctions are formed in
+    every pass (what the refit over training + held-out events did before)."""
+
+    derived = None  # type: ignore[assignment]
+
+
+def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, monkeypatch):
+    from sparkmaxent.kernels.conjunctions import Conjunctions
+
+    tr, he, space = problem
+    expand = Conjunctions.expand
+    calls = {"n": 0}
+
+    def counted(self, block):
+        calls["n"] += len(self)
+        return expand(self, block)
+
+    monkeypatch.setattr(Conjunctions, "expand", counted)
+    cfg = train_config(path=True, l1_grid=GRID, patience=0, **KEYS)
+    runs = {}
+    for name, cls in (("cached", LocalBackend), ("every pass", WidenedEveryPass)):
+        calls["n"] = 0
+        res = train(cls([tr], space), cfg, cls([he], space))
+        runs[name] = (res, calls["n"])
+    (cached, formed_cached), (plain, formed_plain) = runs["cached"], runs["every pass"]
+    # the same path, choice and refitted model
+    assert cached.report["path"]["points"] == plain.report["path"]["points"]
+    assert cached.report["objective"] == pytest.approx(plain.report["objective"], rel=1e-12)
+    assert (cached.weights.active_ids() == plain.weights.active_ids()).all()
+    assert cached.weights.values == pytest.approx(plain.weights.values, rel=1e-9, abs=1e-12)
+    assert (cached.conjunctions.atoms == plain.conjunctions.atoms).all()
+    # the refit's builds: at most one per combination round (its set of
+    # conjunctions), against one per pass before
+    builds = cached.report["combination"]["conjunction_builds"]
+    builds_plain = plain.report["combination"]["conjunction_builds"]
+    rounds = sum(r.get("phase") == "combination" for r in cached.report["rounds"])
+    assert 1 <= builds <= rounds + 1
+    assert builds_plain > 5 * builds  # here: 5 builds, 45 before (46 refit passes)
+    assert builds_plain >= cached.report["refit"]["passes"] - 2
+    # conjunctions formed in events over the whole run (path, held-out scores, refit)
+    assert 0 < formed_cached < formed_plain / 3
+
+
+def test_a_union_derives_both_parts_and_closes_them(problem):
+    from sparkmaxent.backends.union import UnionBackend
+    from sparkmaxent.kernels.conjunctions import Conjunctions
+
+    tr, he, space = problem
+    union = UnionBackend(LocalBackend([tr], space), LocalBackend([he], space))
+    conj = Conjunctions.from_tuples(space.n_predicates, [(0, 1), (2, 3, 4)])
+    widened_space = Space(MULTICLASS, conj.n_predicates, 3, bias=True)
+    copy = union.derived(conj.expand, widened_space, "test")
+    assert copy.space == widened_space and copy.owns_parts
+    assert copy.first.blocks[0].X.shape[1] == conj.n_predicates
+    assert copy.second.blocks[0].X.shape[1] == conj.n_predicates
+    copy.close()
+    assert copy.first.blocks == [] and copy.second.blocks == []
+    assert union.first.blocks and union.second.blocks  # the parts' owners close them
+    assert UnionBackend(WidenedEveryPass([tr], space), LocalBackend([he], space)).derived is None
+
+
+def test_the_combination_is_kept_when_it_beats_the_atoms_beyond_the_noise(chosen):
+    versus = chosen.report["path"]["versus_atoms"]
+    assert versus["kept"] == "combination"
+    assert versus["gain"] > versus["difference_se"] > 0
+    path = chosen.report["path"]
+    assert versus["combination_point"] == path["points"][path["chosen"]]
+    assert all("kkt_passed" in p for p in versus["other_points"])  # the atoms' path
+
+
+def test_without_planted_conjunctions_the_atoms_path_is_kept():
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=1500, n_predicates=120, n_labels=3, n_support=8, n_copies=0,
+            n_conjunctions=0, min_support_count=40, seed=5,
+        )
+    )  # fmt: skip
+    tr, he = (p.block() for p in synthetic.split(data, [0.75, 0.25], seed=0))
+    space = Space(MULTICLASS, 120, 3, bias=True)
+    cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **KEYS)
+    res = train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
+    versus = res.report["path"]["versus_atoms"]
+    assert versus["kept"] == "atoms" and versus["gain"] <= versus["difference_se"]
+    assert not res.conjunctions  # the atoms' model
+    atoms_keys = {**KEYS, "combination_degree": 1}
+    atoms_cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **atoms_keys)
+    alone = train(LocalBackend([tr], space), atoms_cfg, LocalBackend([he], space))
+
+    def unbudgeted(points):  # the combination path fits without a pass budget
+        return [{k: v for k, v in p.items() if k != "budget"} for p in points]
+
+    assert unbudgeted(res.report["path"]["points"]) == unbudgeted(alone.report["path"]["points"])
+    assert (res.weights.active_ids() == alone.weights.active_ids()).all()
+    assert res.weights.values == pytest.approx(alone.weights.values)
