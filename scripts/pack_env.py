@@ -12,7 +12,9 @@ workers and driver never import from it:
   that may not even match the cluster's;
 - :data:`NOT_IMPORTED`: pandas (sparkmaxent's workers exchange Arrow
   batches through ``mapInArrow`` and ``arrow_udf``, which pyspark runs
-  without pandas; only ``pandas_udf``/``mapInPandas`` need it) and the
+  without pandas; only ``pandas_udf``/``mapInPandas`` need it, and a
+  driver planning a ``mapInArrow``: ``--keep pandas`` for one running from
+  the archive, as submit.sh does in cluster deploy mode) and the
   installers, with the distributions only they require;
 - :data:`UNUSED_FILES` of the others: test suites, bytecode (compiled again
   on import), C headers, and pyarrow's Flight and S3 modules.

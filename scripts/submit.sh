@@ -280,7 +280,10 @@ build_env_archive() {  # build_env_archive OUT: venv-pack PYTHON's venv (no Spar
     || die "venv-pack is not installed for $PYTHON: pip install 'sparkmaxent[cluster]' (or venv-pack)"
   tmp="$(mktemp "$BUILD_DIR/.env.XXXXXX.tar.gz")"
   echo "submit.sh: packing $prefix into $out (venv-pack, without pyspark and py4j)" >&2
-  if ! "$PYTHON" "$ROOT/scripts/pack_env.py" --prefix "$prefix" --output "$tmp"; then
+  # the driver runs from the archive in cluster mode: pyspark's mapInArrow needs pandas there
+  local keep=()
+  [ "$deploy_mode" = cluster ] && keep=(--keep pandas)
+  if ! "$PYTHON" "$ROOT/scripts/pack_env.py" --prefix "$prefix" --output "$tmp" ${keep[@]+"${keep[@]}"}; then
     rm -f "$tmp"; echo "submit.sh: error: venv-pack failed" >&2; exit 1
   fi
   chmod 644 "$tmp"
@@ -289,6 +292,7 @@ build_env_archive() {  # build_env_archive OUT: venv-pack PYTHON's venv (no Spar
 
 if [ "$pyenv" = archive ] && [ -z "$env_archive" ]; then
   env_archive="$BUILD_DIR/env.tar.gz"
+  [ "$deploy_mode" = cluster ] && env_archive="$BUILD_DIR/env-cluster.tar.gz"  # with pandas
   # rebuilt when a package was installed or removed since (pip adds or
   # removes entries of site-packages, which changes its time)
   site="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
