@@ -204,12 +204,25 @@ def box_qp_pcg(
     return d, used, float(d @ Hd)
 
 
+#: curvature per unit event weight added to every block's weights in
+#: ``LocalDirection`` (far below any feature's own): a coordinate without
+#: curvature in any block is averaged by event weight
+CURVATURE_FLOOR = 1e-12
+
+
 @dataclass
 class LocalDirection:
-    """Mergeable sums of a local-direction pass: sum_b W_b d_b, sum_b W_b,
-    sum_b W_b d_b^T H_b d_b and the products the blocks ran."""
+    """Mergeable sums of a local-direction pass: sum_b c_b * d_b and
+    sum_b c_b (per coordinate: c_b is block b's Hessian diagonal, its sums
+    over its events, ridge included), sum_b W_b, sum_b W_b d_b^T H_b d_b and
+    the products the blocks ran. ``combined`` is the blocks' directions
+    averaged coordinate by coordinate with their curvature as weights: a
+    block that holds few events of a feature has little say in its step
+    (a refit's held-out part, a small partition: GIANT's plain average
+    by event weight takes their poorly determined steps at full weight)."""
 
     direction: np.ndarray
+    diagonal: np.ndarray
     weight: float
     curvature: float
     products: int
@@ -217,10 +230,16 @@ class LocalDirection:
     def merge(self, other: LocalDirection) -> LocalDirection:
         return LocalDirection(
             self.direction + other.direction,
+            self.diagonal + other.diagonal,
             self.weight + other.weight,
             self.curvature + other.curvature,
             self.products + other.products,
         )
+
+    def combined(self) -> np.ndarray:
+        """The step: sum_b c_b d_b / sum_b c_b; with one block its own
+        direction (to rounding)."""
+        return self.direction / self.diagonal
 
 
 @dataclass(frozen=True)
@@ -247,7 +266,7 @@ class LocalDirectionTask:
         )
         weight, n = lg.weight, len(self.ids)
         if not weight > 0:  # an empty block: no opinion
-            return LocalDirection(np.zeros(len(self.grad)), 0.0, 0.0, 0)
+            return LocalDirection(np.zeros(len(self.grad)), np.zeros(len(self.grad)), 0.0, 0.0, 0)
         ridge = np.zeros(len(self.grad))
         ridge[:n] = self.l2
         d, used, dHd = box_qp_pcg(
@@ -259,4 +278,7 @@ class LocalDirectionTask:
             self.tol,
             self.max_products,
         )
-        return LocalDirection(weight * d, weight, weight * dHd, used)
+        # the block's curvature sums, coordinate by coordinate; the floor makes a
+        # coordinate no block has curvature at an average by event weight
+        c = diag + weight * (ridge + CURVATURE_FLOOR)
+        return LocalDirection(c * d, c, weight, weight * dHd, used)

@@ -221,9 +221,9 @@ class Objective:
         """One pass: the Newton step of C's quadratic model at theta over
         lower <= d <= upper without forming the Hessian
         (``kernels.direction.LocalDirectionTask``: each block's own
-        direction from the gradient ``grad`` of C, averaged by event
-        weight); returns (d, the blocks' Hessian products, d^T H d as the
-        blocks see it)."""
+        direction from the gradient ``grad`` of C, averaged coordinate by
+        coordinate with the blocks' curvature as weights); returns (d, the
+        blocks' Hessian products, d^T H d as the blocks see it)."""
         ids = self.require_ids("direction passes")
         self.evaluations += 1
         task = LocalDirectionTask(
@@ -232,7 +232,7 @@ class Objective:
         )  # fmt: skip
         part = self.backend.run(task)
         weight = check_total_weight(part.weight)
-        d = part.direction / weight
+        d = part.combined()
         check_finite("direction pass", direction=d)
         return d, part.products, part.curvature / weight
 

@@ -10,7 +10,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels import MULTICLASS, LossGradTask, Space, Weights, loss_grad
-from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.blocks import split_block, take_events
 from sparkmaxent.kernels.curvature import curvature
 from sparkmaxent.kernels.direction import (
     LocalDirectionTask,
@@ -106,7 +106,7 @@ def test_one_block_local_direction_is_the_exact_newton_step():
     hi[: len(ids)] = 0.2
     task = LocalDirectionTask(space, weights, ids, g, lo, hi, 1e-11, 1000)
     part = LocalBackend([block], space).run(task)
-    d = part.direction / part.weight
+    d = part.combined()
     d_cd, _ = box_qp_cd(H, g, lo, hi, 1e-12, 5000)
     n = len(ids)
     assert 0 < np.sum(np.abs(d[:n]) == 0.2) < n  # the box binds, not everywhere
@@ -169,3 +169,33 @@ def test_a_points_pass_is_bit_for_bit_one_pass_per_point(shape):
         assert np.array_equal(lg.grad, alone.grad)
         if alone.grad_bias is not None:
             assert np.array_equal(lg.grad_bias, alone.grad_bias)
+
+
+def test_blocks_directions_are_averaged_by_their_curvature_coordinate_by_coordinate():
+    # block b holds no event of the first active feature's predicate: its own
+    # step there is unconstrained by data, and the combined step is block a's
+    rng = np.random.default_rng(4)
+    block = random_multiclass(rng, m=300, P=20, K=3)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids, theta, _, weights = _point(rng, block, space, False)
+    lacking = ids[0] // space.n_labels
+    has = np.asarray(block.X[:, lacking].todense()).ravel() != 0
+    a, b = (
+        take_events(block, has | (np.arange(block.n_events) < 150)),
+        take_events(block, ~has & (np.arange(block.n_events) >= 150)),
+    )
+    g = (
+        np.concatenate([loss_grad(block, space, weights).grad[ids], np.zeros(space.n_bias)])
+        / block.c.sum()
+    )
+    lo, hi = np.full(len(theta), -1.0), np.full(len(theta), 1.0)
+    task = LocalDirectionTask(space, weights, ids, g, lo, hi, 1e-11, 1000)
+    own = [LocalBackend([x], space).run(task) for x in (a, b)]
+    both = LocalBackend([a, b], space).run(task)
+    d_a, d_b, d = own[0].combined(), own[1].combined(), both.combined()
+    assert abs(d_b[0]) == 1.0 and abs(d_b[0] - d_a[0]) > 0.1  # b's step there: to the box
+    assert d[0] == pytest.approx(d_a[0], abs=1e-9)
+    # elsewhere between the two blocks' steps, weighted by their curvature
+    assert np.all((d >= np.minimum(d_a, d_b) - 1e-12) & (d <= np.maximum(d_a, d_b) + 1e-12))
+    c = [x.diagonal for x in own]
+    np.testing.assert_allclose(d, (c[0] * d_a + c[1] * d_b) / (c[0] + c[1]), rtol=1e-10)
