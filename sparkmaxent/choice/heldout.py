@@ -288,7 +288,7 @@ def refit_stage(
         whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
         "refit loss pass",
     )
-    config, cap, evaluations = ctx.config, ctx.deadline.seconds, 0
+    config, cap, evaluations, per_pass = ctx.config, ctx.deadline.seconds, 0, 0.0
     if ctx.deadline.bounded:
         per_pass = ctx.deadline.elapsed() - t0
         # L-BFGS-B checks its cap between iterations: the last line search's passes kept
@@ -313,6 +313,8 @@ def refit_stage(
             l2,
             weights,
             evaluations,
+            # the time of an iteration's passes, line search included, still left
+            stop=lambda: ctx.deadline.remaining(earlier_s) < LAST_SEARCH * per_pass,
         )
     rep = fit.report
     row = next(r for r in trace if r["round"] == choice.chosen_round)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 
 import numpy as np
 
@@ -30,10 +31,12 @@ def fit_smooth(
     l2: float,
     start: Weights | None = None,
     max_evaluations: int = 0,
+    stop: Callable[[], bool] | None = None,
 ) -> FitResult:
     """Minimize L(w) + l2/2 ||w||^2 over ``ids`` (None: all features) with
     L-BFGS; one loss+gradient pass per evaluation (about ``max_evaluations``
-    at most, when not 0: ``SolverOptions.max_evaluations``)."""
+    at most, when not 0: ``SolverOptions.max_evaluations``; ``stop``: asked
+    after every iteration, True ends the fit there)."""
     obj = Objective(ctx.backend, ids, l2=l2, scaling=ctx.scaling)
     theta0 = (
         obj.theta(start)
@@ -41,7 +44,7 @@ def fit_smooth(
         else np.zeros(obj.n_weights + ctx.backend.space.n_bias)
     )
     options = dataclasses.replace(lbfgs_options(ctx.config), max_evaluations=max_evaluations)
-    res = minimize_lbfgs(obj, theta0, options)
+    res = minimize_lbfgs(obj, theta0, options, stop=stop)
     weights = obj.weights(res.theta).sparse()
     last = obj.last
     report = {

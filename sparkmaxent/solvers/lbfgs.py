@@ -43,11 +43,14 @@ def minimize_lbfgs(
     options: SolverOptions = SolverOptions(),
     bounds=None,
     log_every: int = 10,
+    stop: Callable[[], bool] | None = None,
 ) -> OptimResult:
     """Minimize ``fun`` (returning value and gradient from one call).
 
     Records one diagnostics dict per iteration, logs every ``log_every``
     iterations, and warns with scipy's reason when it stops unconverged.
+    ``stop``: asked after every iteration; True ends the run there (e.g. a
+    time budget), unconverged.
 
     Raises
     ------
@@ -79,6 +82,8 @@ def minimize_lbfgs(
             "elapsed_s": round(time.perf_counter() - start, 3),
         }
         trace.append(row)
+        if stop is not None and stop():
+            raise StopIteration
         if log_every and it % log_every == 0:
             log.info(
                 "iter %d objective %.10g |grad|max %.3g evals %d elapsed %.1fs",

@@ -132,3 +132,23 @@ def test_bayes_factor_variance_chosen_on_held_out_data_keeps_the_best_run(proble
     np.testing.assert_allclose(res.weights.values, alone.weights.values, rtol=1e-9)
     with pytest.raises(ConfigError, match="variance = heldout"):
         run(problem, heldout=False, variance="heldout", **keys)
+
+
+def test_a_time_bound_refit_ends_its_l_bfgs_where_its_stop_says():
+    # the refit's L-BFGS asks its stop (time left for another iteration?) after every iteration
+    from sparkmaxent.solvers import ConvergenceWarning, SolverOptions, minimize_lbfgs
+
+    def fun(x):
+        return float(x @ x + np.sin(x).sum()), 2 * x + np.cos(x)
+
+    free = minimize_lbfgs(fun, np.full(6, 3.0), SolverOptions(tol=1e-12))
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return len(asked) >= 2
+
+    with pytest.warns(ConvergenceWarning, match="StopIteration"):
+        stopped = minimize_lbfgs(fun, np.full(6, 3.0), SolverOptions(tol=1e-12), stop=stop)
+    assert free.converged and free.iterations > 2
+    assert not stopped.converged and stopped.iterations == 2 and len(asked) == 2
