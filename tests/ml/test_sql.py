@@ -15,20 +15,22 @@ from sparkmaxent.ml import MaxEntClassifier
 from .data import events
 
 
-def _both(model, df):
-    """(SQL transform, Arrow transform) of ``df``, ordered by id."""
+def _both(model, df, scoring="sql"):
+    """(``scoring``'s transform, Arrow transform) of ``df``, ordered by id."""
     sql = model.copy()
-    sql.scoring = "sql"
+    sql.scoring = scoring
     arrow = model.copy()
     arrow.scoring = "arrow"
     return sql.transform(df).orderBy("id"), arrow.transform(df).orderBy("id")
 
 
-def _equal(model, df):
-    """The SQL transform of ``df`` after checking it against the Arrow one."""
+def _equal(model, df, scoring="sql"):
+    """The ``scoring`` (a SQL form) transform of ``df`` after checking it
+    against the Arrow one: same columns, same values."""
     from pyspark.ml.functions import vector_to_array
 
-    got, want = _both(model, df)
+    got, want = _both(model, df, scoring)
+    assert got.columns == want.columns
     cols = ["id", "prediction"]  # one column per entry: chispa compares floats approximately
     for vector in ("probability", "rawPrediction"):
         for k in range(model.numClasses):  # -inf (an absent class) as a finite stand-in

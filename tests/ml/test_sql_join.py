@@ -5,32 +5,18 @@ thresholds, absent classes and ties; its text is one runnable SELECT."""
 
 from __future__ import annotations
 
-from chispa import assert_approx_df_equality
 from pyspark.sql import functions as F
 
 from sparkmaxent.ml import MaxEntClassifier
 
 from .data import events
+from .test_sql import _equal as _sql_equal
 from .test_sql import _vectors
 
 
 def _equal(model, df):
     """The sql-join transform of ``df`` after checking it against the Arrow one."""
-    from pyspark.ml.functions import vector_to_array
-
-    joined, arrow = model.copy(), model.copy()
-    joined.scoring, arrow.scoring = "sql-join", "arrow"
-    got, want = joined.transform(df).orderBy("id"), arrow.transform(df).orderBy("id")
-    assert got.columns == want.columns
-    cols = ["id", "prediction"]  # one column per entry: chispa compares floats approximately
-    for vector in ("probability", "rawPrediction"):
-        for k in range(model.numClasses):  # -inf (an absent class) as a finite stand-in
-            entry = F.greatest(vector_to_array(vector)[k], F.lit(-1e300))
-            cols.append(entry.alias(f"{vector}{k}"))
-    assert_approx_df_equality(
-        got.select(*cols), want.select(*cols), precision=1e-9, ignore_nullable=True
-    )
-    return got
+    return _sql_equal(model, df, "sql-join")
 
 
 def test_join_scores_as_the_arrow_scorer(spark, model, df):
