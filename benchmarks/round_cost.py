@@ -26,8 +26,8 @@ partition); the bytes every partition's result pickles to (what a pass
 ships to the driver) and the task's pickle (what it ships to every
 executor), per pass and per kind of pass (``by_pass``: ``direction``,
 ``gradient`` over the active set, ``full-gradient`` (the next gradient
-test), ``curvature`` (the Hessian block), ``ray``); the objective reached
-and whether the round converged. The slopes are least-squares slopes of
+test), ``curvature`` (the Hessian block), ``ray``, ``trial-points``);
+the objective reached and whether the round converged. The slopes are least-squares slopes of
 log seconds (and log bytes) against log active weights over the rows of
 at least ``SLOPE_FROM`` weights.
 
@@ -67,7 +67,8 @@ def pass_kind(task) -> str:
     """What a pass is, from its task: ``direction``, ``gradient`` (over the
     active set), ``full-gradient`` (every candidate: the next gradient test),
     ``curvature`` (the Hessian block; ``curvature+full`` with the full
-    gradient), ``ray``, or the task's class name; ``full`` becomes
+    gradient), ``ray``, ``trial-points`` (a line search's trial steps with
+    their gradients), or the task's class name; ``full`` becomes
     ``partial`` where the test's thresholded partials ride in its place."""
     name = type(task).__name__
     if name == "WithPartialTask":  # the full gradient as the thresholded test's partials
@@ -80,6 +81,8 @@ def pass_kind(task) -> str:
         return "full-gradient" if task.grad_ids is None else "gradient"
     if name == "RayTask":
         return "ray"
+    if name == "PointsTask":
+        return "trial-points"
     return name
 
 

@@ -11,12 +11,14 @@ import pytest
 from benchmarks.round_cost import (
     first_round,
     metered_local,
+    pass_kind,
     report,
     rows_from,
     slope,
     solve_round,
 )
 from sparkmaxent.kernels import Space
+from sparkmaxent.kernels.loss import PointsTask
 from tests.unit.helpers import random_multiclass
 
 
@@ -41,6 +43,12 @@ def test_a_round_counts_its_passes_by_kind(backend):
     assert cg["by_pass"]["direction"]["passes"] >= 1 and cg["hessian_products"] >= 1
     assert cg["direction_bytes_per_pass"] == cg["by_pass"]["direction"]["to_driver_mean"]
     assert exact["objective"] == pytest.approx(cg["objective"], rel=1e-2)
+    for row in (exact, cg):  # every kind has a name, none is a task's class name
+        assert all(kind == kind.lower() for kind in row["by_pass"]), row["by_pass"].keys()
+
+
+def test_a_line_searchs_trial_points_pass_has_its_name():
+    assert pass_kind(PointsTask(Space("multiclass", 15, 3, bias=True), ())) == "trial-points"
 
 
 def test_slopes_are_per_backend_from_the_smallest_size_on(tmp_path):
