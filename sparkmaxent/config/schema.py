@@ -381,7 +381,7 @@ class ChoiceConfig(Section):
     refit_reserve_passes: int = key(
         50,
         "Stage runs with max_seconds and a refit: no stage starts unless this many refit "
-        "passes (one timed after each stage) still fit after it; 0: none.",
+        "passes (one of them timed after the first stage) still fit after it; 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
