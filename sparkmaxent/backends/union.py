@@ -117,7 +117,7 @@ class InProcessUnion(LocalBackend):
         self.blocks = [concat_blocks([b, p]) for b, p in zip(first.blocks, pieces, strict=True)]
         self.info, self.dataset_dir = first.info, first.dataset_dir
 
-    @property  # type: ignore[override]
+    @property
     def passes(self) -> int:
         return self.first.passes
 
