@@ -391,11 +391,14 @@ def test_methods_are_registered_and_bad_settings_fail_before_training():
 # ---- run report, checkpoints, resume --------------------------------------------
 
 
-def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path):
+@pytest.mark.parametrize("solver, n_blocks", [("auto", 1), ("newton-cg", 3)])
+def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path, solver, n_blocks):
+    # newton-cg over 3 blocks: its secant pairs live within a round, which a
+    # resume starts afresh as an uninterrupted run does
     _, block, space = planted(seed=6)
-    cfg = grafting_config(n_best=3)
+    cfg = grafting_config(n_best=3, solver=solver)
     whole, resumed, state = interrupt_and_resume(
-        lambda: LocalBackend([block], space), cfg, tmp_path, after=3
+        lambda: LocalBackend(split_block(block, n_blocks), space), cfg, tmp_path, after=3
     )
     assert whole.report["rounds_run"] >= 5
     assert state["round"] == 3 and len(state["trace"]) == 3 and not state["done"]
