@@ -292,7 +292,7 @@ class BayesConfig(Section):
     evidence_max: float = key(30.0, "variance = evidence: the grid's largest sigma^2.", gt=0)
     evidence_points: int = key(6, "variance = evidence: sigma^2 values (one run each).", ge=2)
     per_round: int = key(
-        400,
+        100,
         "S: features selected per round at most, each after the first rescored with the "
         "earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
         ge=1,
