@@ -99,6 +99,8 @@ KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
     "predict_multiclass": "model scoring per block (backends/dataset_scoring.py, evaluate.py)",
     "score_batch": "methods/lattice/select.py maps it over batches on the executors",
     "trainable_events": "backends/union.py's wrapped task, per block",
+    "concat_blocks": "backends/union.py's InProcessUnion builds its in-process partitions",
+    "split_block": "backends/union.py's InProcessUnion builds its in-process partitions",
 }
 #: driver-only functions still in kernels/: none; a new one moves to the driver module that calls it
 KERNEL_FUNCTIONS_ON_THE_DRIVER: dict[str, str] = {}
