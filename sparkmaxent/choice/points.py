@@ -90,7 +90,7 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
             int(chosen.weights.nnz),
             dict(point.heldout),
         ),
-        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+        kkt_passed=None if result.certificate is None else result.certificate.passed,
     )
     log.info(
         "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
