@@ -2,16 +2,18 @@
 
 A model without conjunctions scores a row as S_k = sum_j x_j W[j, k] + b_k
 over the predicates it uses (``Scorer.linear``, standardization folded in).
-Each feature first becomes its row of an ``array<array<double>>`` literal
-of weights (one row per used predicate, read by ``from_json`` from one
+Each feature first becomes its row of K weights in one flat ``array<double>``
+literal (one row per used predicate, read by ``from_json`` from one
 string literal, constant-folded once by the optimizer), found in O(1): a
 name by Spark's own ``hash`` (Murmur3, :func:`spark_hash` here) into a
 bucket of a sorted literal name array and ``array_position`` within that
-bucket (a map literal would be scanned key by key); a Vector's index is its
-row directly. An unknown name adds nothing, a repeated one adds again, as
-``prepare`` sums repeats; a model trained on binary predicates reads an
-array's distinct names and a value's presence, as ``prepare(binary=True)``.
-The scores are an ``aggregate`` over the row's known features.
+bucket (a map literal would be scanned key by key); a Vector's index by an
+index -> row literal. An unknown name adds nothing, a repeated one adds
+again, as ``prepare`` sums repeats; a model trained on binary predicates
+reads an array's distinct names and a value's presence, as
+``prepare(binary=True)``. The K scores are one ``transform`` over the
+classes of an ``aggregate`` over the row's known features, bound once per
+row (:func:`_let`), all of it generated code (Spark interprets ``zip_with``).
 rawPrediction (S less its row mean), probability (softmax) and prediction
 (argmax, or MLlib's p_k / t_k with thresholds) follow with higher-order
 array functions. The text is plain Spark SQL, so Scala, Java and SQL users
@@ -114,7 +116,8 @@ def _scores(known: str, rows: np.ndarray, b: np.ndarray, binary: bool, kind: str
     times = "" if kind == ARRAY else f" * {value}"
     flat = _literal(rows.ravel().tolist(), "double")
     weight = f"element_at({flat}, (e.i - 1) * {K} + k + 1)"
-    per_class = f"transform({_doubles(b)}, (b, k) -> aggregate(kn, b, (s, e) -> s + {weight}{times}))"
+    add = f"(s, e) -> s + {weight}{times}"
+    per_class = f"transform({_doubles(b)}, (b, k) -> aggregate(kn, b, {add}))"
     return f"coalesce({_let(f'filter({known}, e -> e.i > 0)', 'kn', per_class)}, {_doubles(b)})"
 
 
@@ -276,6 +279,7 @@ def sql_scored(scorer: Scorer, dataset, features_col: str, kind: str):
         scored = scored.withColumn(name, F.expr(sql))
     fields = {"raw": RAW, "probability": PROBABILITY, "prediction": PREDICTION}
     return scored, fields, [*INTERMEDIATE, *fields.values()]
+
 
 __all__ = [
     "score_sql",
