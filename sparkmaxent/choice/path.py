@@ -246,7 +246,9 @@ def _elastic_paths(
     l2. Among the variants' chosen points the sparsest within one standard
     error of the best is kept (``sparsest_within_noise``). l2 mixes run from
     pure l1 up and stop at the first that is not better than the sparser
-    ones beyond the noise (``denser_mix_gains``; ``train.choice.mix_stop``).
+    ones beyond the noise (``denser_mix_gains``; ``train.choice.mix_stop``);
+    past the densest of ``l2_mixes`` they go on toward l2 while it still
+    gains (``denser_mix``, up to ``train.choice.mix_max``).
     The report's ``path`` is the chosen variant's, ``path.elastic`` one row
     per variant run (its chosen point), ``path.elastic_not_run`` the rest.
     Returns the choice with the context and point fit of its variant (the
@@ -256,7 +258,7 @@ def _elastic_paths(
     fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
     summary: list[PathVariant] = []
     measures: list[Measure] = []
-    for what, sub, fit_point in variants:  # strongest l2 part first for a gamma2 grid
+    for what, sub, fit_point in variants:  # strongest l2 part first; denser mixes appended
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
         parameter, grid, _, top, extend = path_plan(sub, start)
         result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start)
@@ -277,6 +279,7 @@ def _elastic_paths(
             break
         if time_spent(ctx):
             break
+        variants += denser_mix(ctx, variants, measures)
     i, gaps = sparsest_within_noise([v.point for v in summary], measures)
     for j, run in enumerate(summary):
         run.point.chosen = j == i
@@ -310,6 +313,23 @@ def denser_mix_gains(measures: list[Measure]) -> bool:
         last.se,
     )
     return False
+
+
+def denser_mix(ctx: TrainingContext, variants: list[Variant], measures: list) -> list[Variant]:
+    """[the next l2 mix 1 - (1 - m) / 10] once the densest mix m of
+    ``variants`` has run and beat every sparser one beyond its standard
+    error (``denser_mix_gains``), if it is at most ``train.choice.mix_max``;
+    else []. As a default gamma1 grid extends while its last point is the
+    best, the mixes go on toward l2 while the densest is the choice."""
+    what, sub, _ = variants[-1]
+    mix = what.get("l2_mix")
+    if mix is None or len(measures) != len(variants) or len(measures) < 2:
+        return []  # a gamma2 grid, the densest mix not run yet, or nothing to beat
+    denser = round(1 - (1 - mix) / 10, 12)
+    if denser > ctx.config.choice.mix_max or not denser_mix_gains(measures):
+        return []
+    log.info("elastic net: the densest l2 mix %g still gains; trying %g", mix, denser)
+    return [({"l2_mix": denser}, sub, mixed_point(denser))]
 
 
 def sparsest_within_noise(
@@ -497,7 +517,7 @@ def scored_point(
         cut=cut,
         continued_after=None if cut else stop.get("passes"),
         heldout=scores,
-        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+        kkt_passed=None if result.certificate is None else result.certificate.passed,
     )
     return result, row, measure
 

@@ -381,7 +381,7 @@ class ChoiceConfig(Section):
     refit_reserve_passes: int = key(
         50,
         "Stage runs with max_seconds and a refit: no stage starts unless this many refit "
-        "passes (one timed after each stage) still fit after it; 0: none.",
+        "passes (one of them timed after the first stage) still fit after it; 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
@@ -410,6 +410,9 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2, elastic_grid or folds (pure l1 then).",
     )
     mix_stop: bool = key(True, "l2_mixes: next mix while the last beat sparser by > its SE.")
+    mix_max: float = key(
+        0.999, "l2_mixes: next 1 - (1 - m) / 10 while the densest gains, up to this.", ge=0, lt=1
+    )
     patience: int = key(
         2,
         "Stop a path (or a stage run of ifs, sgc, bayes-factor keeping its best "
@@ -451,9 +454,7 @@ class ChoiceConfig(Section):
         "part; 0: never.",
         ge=0,
     )
-    auto_folds: int = key(
-        5, "Folds of the automatic k-fold choice (folds = 0, kfold_max_events).", ge=2
-    )
+    auto_folds: int = key(5, "Folds of the automatic k-fold choice (folds = 0).", ge=2)
     fold_seed: int = key(0, "Seed of the k-fold assignment (train.choice.folds).", ge=0)
     best_stage: bool = key(
         True,

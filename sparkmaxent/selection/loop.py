@@ -45,7 +45,7 @@ def limit_reached(
     start: ``state.elapsed_s``; 0: none) also ends it when the next round,
     if it takes as long as the last one, would end past the cap less
     ``reserve_s`` (a budget, not a point to overrun by a round; the reserve
-    keeps time for the stage refit, ``refit_reserve``). ``since``: the
+    keeps time for the stage refit, ``refit_reserve``, timed once). ``since``: the
     counters where this session's loop started (its first round is timed
     from there, not from the setup before it)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
@@ -85,6 +85,26 @@ def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) ->
     whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
     whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
     return choice.refit_reserve_passes * (ctx.deadline.elapsed() - t0)
+
+
+class ReserveOnce:
+    """``refit_reserve`` measured once, after the loop's first round (a
+    refit pass costs about the same at every stage: its events are the
+    same, only a few weights change), and kept for the rest of the run.
+    ``passes``: the passes the measuring ran, which are no training pass
+    (the loop leaves them out of its count)."""
+
+    def __init__(self, ctx: TrainingContext, stage_choice: bool):
+        self.ctx, self.stage_choice = ctx, stage_choice
+        self.seconds: float | None = None
+        self.passes = 0
+
+    def __call__(self, weights: Weights) -> float:
+        if self.seconds is None:
+            passes0 = self.ctx.backend.passes
+            self.seconds = refit_reserve(self.ctx, self.stage_choice, weights)
+            self.passes = self.ctx.backend.passes - passes0
+        return self.seconds
 
 
 def run_rounds(
@@ -139,17 +159,18 @@ def run_rounds(
     state.earlier_s = state.elapsed_s  # a resumed run's earlier sessions
     rule = stage_rule(ctx, state) if stage_choice else None
     passes0, base_passes = ctx.backend.passes, state.passes
+    reserve_s = ReserveOnce(ctx, stage_choice)
 
     def counters() -> None:
-        state.passes = base_passes + ctx.backend.passes - passes0
+        state.passes = base_passes + ctx.backend.passes - passes0 - reserve_s.passes
         state.elapsed_s = round(state.earlier_s + ctx.deadline.elapsed(), 3)
 
     counters()  # the method's setup counts against max_seconds
     since = LoopState(state.round, state.weights, state.passes, state.elapsed_s)
 
     def limit() -> Stop | None:
-        ran = state.round > since.round  # the reserve is measured after each round
-        reserve = refit_reserve(ctx, stage_choice, state.weights) if ran else 0.0
+        ran = state.round > since.round  # the reserve is measured after the first round
+        reserve = reserve_s(state.weights) if ran else 0.0
         counters()
         return limit_reached(cfg, state, ctx.deadline.seconds, reserve, since)
 
@@ -160,6 +181,8 @@ def run_rounds(
         if outcome.stop is not None:
             state.done, state.stop = True, outcome.stop
             state.info.update(outcome.info)
+            if outcome.certificate is not None:
+                state.certificate = outcome.certificate
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"
             log.info(
                 "round %d: %s%s; %d passes, %.1fs",

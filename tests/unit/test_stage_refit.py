@@ -152,3 +152,15 @@ def test_a_time_bound_refit_ends_its_l_bfgs_where_its_stop_says():
         stopped = minimize_lbfgs(fun, np.full(6, 3.0), SolverOptions(tol=1e-12), stop=stop)
     assert free.converged and free.iterations > 2
     assert not stopped.converged and stopped.iterations == 2 and len(asked) == 2
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_the_refit_reserve_is_timed_once_and_is_no_training_pass(problem, method):
+    # a budget that ends no stage early: the same stages as an unbounded run
+    free = clocked(problem, **KEYS[method]).report
+    bound = clocked(problem, max_seconds=1e9, refit_reserve_passes=10, **KEYS[method]).report
+    assert len(bound["rounds"]) == len(free["rounds"]) >= 4
+    # every stage's pass count as without a budget: the reserve's pass is no training pass
+    assert [r["passes"] for r in bound["rounds"]] == [r["passes"] for r in free["rounds"]]
+    # and it is run once (timed after the first stage), not once a stage
+    assert bound["passes"] == free["passes"] + 1

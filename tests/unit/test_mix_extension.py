@@ -1,0 +1,74 @@
+"""The l2 mixes of a grafting path go on toward l2 (``train.choice.mix_max``)
+while the densest mix still gains beyond its standard error, and stop by
+the same rule that stops the listed mixes (``denser_mix_gains``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.config import ConfigError, train_config
+from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space
+from sparkmaxent.kernels.blocks import take_events
+from sparkmaxent.train import train
+
+
+@pytest.fixture(scope="module")
+def documents():
+    """Planted 'documents' where l2 wins: 150 words, each a little more
+    frequent under one of two labels (0.25 against 0.15), so the evidence
+    is spread over every word and no few of them carry it (as a genre over
+    its rare words); 120 training and 120 held-out documents."""
+    rng = np.random.default_rng(0)
+    n, words = 240, 150
+    favour = rng.integers(0, 2, size=words)
+    y = rng.integers(0, 2, size=n)
+    rate = np.where(favour[None, :] == y[:, None], 0.25, 0.15)
+    X = sp.csr_matrix((rng.random((n, words)) < rate).astype(float))
+    block = MulticlassBlock(X=X, y=y, c=np.ones(n), n_labels=2)
+    space = Space(MULTICLASS, words, 2, bias=True)
+    return take_events(block, np.arange(120)), take_events(block, np.arange(120, n)), space
+
+
+def mixes(documents, **keys) -> list[dict]:
+    """The ``path.elastic`` rows of a grafting path from l2 mixes [0, 0.5]."""
+    tr, he, space = documents
+    config = train_config(
+        method="grafting", path=True, points=4, refit=False, folds=1, l2_mixes=[0.0, 0.5], **keys
+    )
+    res = train(LocalBackend([tr], space), config, LocalBackend([he], space))
+    assert res.report["path"]["elastic_not_run"] == []
+    return res.report["path"]["elastic"]
+
+
+def gains(rows: list[dict], i: int) -> bool:
+    """Whether mix ``i`` beat every sparser mix by more than its standard error."""
+    best = max(r["heldout_score"] for r in rows[:i])
+    return rows[i]["heldout_score"] - best > rows[i]["heldout_se"]
+
+
+def test_the_mixes_extend_toward_l2_while_the_densest_gains_and_stop_when_it_does_not(
+    documents,
+):
+    rows = mixes(documents, mix_max=0.9999)
+    assert [r["l2_mix"] for r in rows] == pytest.approx([0.0, 0.5, 0.95, 0.995])
+    assert gains(rows, 1) and gains(rows, 2)  # each extension followed a gain
+    assert not gains(rows, 3)  # 0.9995 is below the cap: the rule stopped it
+    # the sparsest mix within one standard error of the best: a mix past the list
+    best = max(rows, key=lambda r: r["heldout_score"])
+    chosen = next(r for r in rows if r["chosen"])
+    assert chosen["l2_mix"] == pytest.approx(0.95)
+    assert chosen["heldout_score"] >= best["heldout_score"] - best["heldout_se"]
+    # the cap ends the extension (the same paths up to it); below the list's densest: none
+    capped = mixes(documents, mix_max=0.95)
+    assert [r["l2_mix"] for r in capped] == pytest.approx([0.0, 0.5, 0.95])
+    for row, full in zip(capped, rows, strict=False):
+        assert (row["l1"], row["features"]) == (full["l1"], full["features"])
+    assert [r["l2_mix"] for r in mixes(documents, mix_max=0.0)] == [0.0, 0.5]
+
+
+def test_mix_max_is_a_mix():
+    with pytest.raises(ConfigError, match="mix_max"):
+        train_config(mix_max=1.0)
