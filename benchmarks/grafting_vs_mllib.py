@@ -148,7 +148,7 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
         "gamma": gamma,
         "n": None,
         "objective": objective,
-        "kkt_violation": cert["violation"],
+        "kkt_violation": cert.violation,
         **test_scores(weights, space, test_dir),
         "nonzero_weights": int(np.count_nonzero(W)),
         "passes": jobs,
@@ -156,7 +156,7 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
         "iterations": model.summary.totalIterations,
         # MLlib bounded by --mllib-iter stopped short of its own rule (tol)
         "stopped": "maxIter" if model.summary.totalIterations >= max_iter else "tol",
-        "kkt": cert,
+        "kkt": cert.to_json(),
     }
 
 

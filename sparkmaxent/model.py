@@ -152,9 +152,21 @@ class MaxentModel:
         """Write into a temporary sibling, then publish it (``storage.publish``):
         an old model is moved aside and removed only once the new one is in
         place, so a failure at any point leaves a complete model at ``path``.
-        ``path`` is a local path or a Hadoop URI."""
+        ``path`` is a local path or a Hadoop URI. Where nothing can be
+        renamed (a remote file system under Spark Connect) the model is
+        written in place, ``metadata.json`` last: a failed save leaves no
+        loadable model, and an existing one is not replaced."""
         if storage.exists(path) and not overwrite:
             raise FileExistsError(f"model output {path} exists; pass overwrite=True to replace it")
+        if not storage.renames(path):
+            if storage.exists(path):
+                raise InputError(
+                    f"model output {path} exists: under Spark Connect nothing on "
+                    f"{storage.scheme(path)}:// storage can be deleted, so a model there "
+                    "is not replaced; save to a new path"
+                )
+            self._write(path)
+            return
         tmp = storage.sibling(path, "tmp")
         try:
             self._write(tmp)
@@ -195,8 +207,8 @@ class MaxentModel:
         }
         if self.conjunctions is not None:
             meta["conjunctions"] = to_json(self.conjunctions)
-        storage.write_json(storage.join(directory, METADATA_FILE), meta, default=json_default)
         self._write_vocabulary(storage.join(directory, VOCABULARY_DIR))
+        storage.write_json(storage.join(directory, METADATA_FILE), meta, default=json_default)
 
     def _write_vocabulary(self, directory: str) -> None:
         from .data.schema import FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo

@@ -30,6 +30,7 @@ from .choice.sections import (
     StageChoice,
     StageRefit,
 )
+from .problem.kkt import Certificate
 from .selection.stops import Stop, StopReason
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class RunReport(JsonView):
         return None if value is None else float(value)
 
     @property
-    def certificate(self) -> dict | None:
+    def certificate(self) -> Certificate | None:
         """The KKT certificate of the grafting family (``problem/kkt.py``)."""
         return self.fit.get("kkt")
 
@@ -194,12 +195,13 @@ class RunReport(JsonView):
 
 def section_json(value: Any) -> Any:
     """An entry of a method's section as JSON: a typed section
-    (``choice/sections.py``) by its ``to_json``, the rest as it is."""
+    (``choice/sections.py``, the certificate) by its ``to_json``, the rest
+    as it is."""
     return value.to_json() if isinstance(value, TYPED_SECTIONS) else value
 
 
 #: the typed sections a method's report holds
-TYPED_SECTIONS = (PathSection, StageChoice, PathRefit, StageRefit, RefitSkipped)
+TYPED_SECTIONS = (PathSection, StageChoice, PathRefit, StageRefit, RefitSkipped, Certificate)
 
 
 @dataclass

@@ -200,11 +200,11 @@ def unconverged(report: RunReport) -> list[str]:
             f"the solver did not converge in round(s) {', '.join(str(r) for r in rounds)}"
         )
     kkt = report.certificate
-    if kkt and not kkt.get("passed") and not report.stopped_at_cap:
+    if kkt is not None and not kkt.passed and not report.stopped_at_cap:
         reasons.append(
-            f"KKT certificate failed: max zero-weight |gradient| {kkt['max_zero_gradient']:.4g} "
-            f"(bound {kkt['bound']:.4g}), max active violation "
-            f"{kkt['max_active_violation']:.3g} (tol {kkt['tol']:.3g})"
+            f"KKT certificate failed: max zero-weight |gradient| {kkt.max_zero_gradient:.4g} "
+            f"(bound {kkt.bound:.4g}), max active violation "
+            f"{kkt.max_active_violation:.3g} (tol {kkt.tol:.3g})"
         )
     return reasons
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..kernels import Block, Space
-from ..kernels.blocks import trainable_events
+from ..kernels.blocks import concat_blocks, split_block, trainable_events
 from ..kernels.keyed import Keyed
 from .base import Backend
+from .local import LocalBackend
 
 R = TypeVar("R")
 
@@ -89,3 +90,52 @@ class UnionBackend:
         if self.owns_parts:
             self.first.close()
             self.second.close()
+
+
+class InProcessUnion(LocalBackend):
+    """Two in-process parts (training and held-out ``LocalBackend``) as one:
+    the held-out part's trainable events cut into as many pieces as
+    ``first`` has blocks, each piece appended to one of its blocks, so that
+    every block is a sample of the union as the training blocks are of the
+    training data. The Hessian-free round solver combines the blocks' own
+    Newton steps (``kernels/direction.py``): exact with one block, and as
+    good as for the training part's fits with several; a small held-out
+    block of its own lacks the curvature of many rare features and its step
+    slows the combined one (more iterations, Newton stalls at the final
+    tolerance). The blocks are copies of both parts' events (in-process
+    data are small); a pass counts once, on ``first``, as ``UnionBackend``'s."""
+
+    def __init__(self, first: LocalBackend, second: LocalBackend):
+        if first.space != second.space:
+            raise ValueError(
+                f"a union of backends needs one feature space, got {first.space} and {second.space}"
+            )
+        held = concat_blocks([trainable_events(b) for b in second.blocks])
+        pieces = split_block(held, len(first.blocks))
+        # LocalBackend's attributes, but for its pass counter (``first``'s)
+        self.first, self.space = first, first.space
+        self.blocks = [concat_blocks([b, p]) for b, p in zip(first.blocks, pieces, strict=True)]
+        self.info, self.dataset_dir = first.info, first.dataset_dir
+
+    @property
+    def passes(self) -> int:
+        return self.first.passes
+
+    @passes.setter
+    def passes(self, value: int) -> None:
+        self.first.passes = value
+
+    def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> LocalBackend:
+        """A plain in-process copy over ``fn`` of every block, counting its
+        own passes (``LocalBackend.derived``)."""
+        return LocalBackend([fn(b) for b in self.blocks], space, self.info, self.dataset_dir)
+
+
+def union_of(first: Backend, second: Backend) -> UnionBackend | InProcessUnion:
+    """The training and held-out events as one backend for a refit: both
+    in process (``LocalBackend``), one in-process backend whose blocks
+    each hold a share of the held-out events (``InProcessUnion``); else a
+    ``UnionBackend`` (every pass runs on both parts)."""
+    if type(first) is LocalBackend and type(second) is LocalBackend:
+        return InProcessUnion(first, second)
+    return UnionBackend(first, second)

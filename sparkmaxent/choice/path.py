@@ -517,7 +517,7 @@ def scored_point(
         cut=cut,
         continued_after=None if cut else stop.get("passes"),
         heldout=scores,
-        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+        kkt_passed=None if result.certificate is None else result.certificate.passed,
     )
     return result, row, measure
 

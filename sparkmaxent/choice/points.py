@@ -10,7 +10,7 @@ import logging
 import warnings
 from collections.abc import Callable
 
-from ..backends.union import UnionBackend
+from ..backends.union import UnionBackend, union_of
 from ..kernels import Weights
 from ..methods.baselines import fit_smooth
 from ..methods.grafting import fit_grafting_family
@@ -46,10 +46,12 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     together (``train.choice.refit``; LogisticRegressionCV's refit=True,
     glmnet keeps lambda alike: the loss is a mean over events, so the same
     gamma means the same strength on more data), warm-started from the
-    chosen point. The report is the refit's, with ``path`` and ``refit``:
-    the chosen point's objective, weights and held-out figures beside the
-    refit's. Skipped (``refit.skipped`` says why) when the grafting test
-    would be block-wise: its summaries do not add up over two backends."""
+    chosen point. In process, the held-out events are shared out among the
+    training blocks (``backends.union.union_of``). The report is the
+    refit's, with ``path`` and ``refit``: the chosen point's objective,
+    weights and held-out figures beside the refit's. Skipped
+    (``refit.skipped`` says why) when the grafting test would be block-wise
+    over two distributed parts: its summaries do not add up over them."""
     path = chosen.report["path"]
     point = path.chosen_point
     if not ctx.config.choice.refit:
@@ -57,9 +59,11 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     assert ctx.heldout is not None, "a path has held-out data"
     parameter, gamma = path.parameter, point.gamma
     space = ctx.backend.space
+    whole = dataclasses.replace(ctx, backend=union_of(ctx.backend, ctx.heldout))
     # with combination features: the atoms' and the chosen model's conjunctions' features
     n_features = space.n_features + len(chosen.conjunctions or ()) * space.n_labels
-    if parameter == "l1" and n_features > ctx.config.grafting.dense_test_max:
+    split = isinstance(whole.backend, UnionBackend)  # no block-wise test over two parts
+    if split and parameter == "l1" and n_features > ctx.config.grafting.dense_test_max:
         reason = (
             f"{n_features} candidates > train.grafting.dense_test_max: "
             "the block-wise gradient test of training + held-out events is not available"
@@ -67,7 +71,6 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
         log.warning("no refit after the path: %s", reason)
         chosen.report["refit"] = RefitSkipped(reason)
         return chosen
-    whole = dataclasses.replace(ctx, backend=UnionBackend(ctx.backend, ctx.heldout))
     if fit_point is None:
         fit_point = grafting_point if parameter == "l1" else l2_point
     passes0 = whole.backend.passes
@@ -87,7 +90,7 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
             int(chosen.weights.nnz),
             dict(point.heldout),
         ),
-        kkt_passed=bool(rep["kkt"]["passed"]) if "kkt" in rep else None,
+        kkt_passed=None if result.certificate is None else result.certificate.passed,
     )
     log.info(
         "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",

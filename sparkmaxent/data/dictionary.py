@@ -4,17 +4,24 @@ For training data, count(f) is the sum of the weights of the events f occurs
 in; features with count >= cutoff are kept (the count-cutoff baseline) and
 numbered in feature-string order, and labels are the sorted distinct label
 strings. With a ``vocabulary`` (held-out and test data) the dictionary and
-labels of a prepared training set are reused instead.
+labels of a prepared training set are reused instead. The counting,
+cutoff and numbering are pure functions over Arrow data that both engines
+call (``stages.SparkEngine`` per batch on the executors, then sums the
+partial counts; ``local_prepare.ArrowEngine`` on the whole table).
 """
 
 from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import storage
 from ..shapes import MULTICLASS
 from .checks import describe
 from .raw import RawSource
 from .readers import InputError
-from .schema import FEATURES_DIR, DatasetInfo
+from .schema import FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo
 
 
 def load_vocabulary(vocabulary: str | None, shape: str) -> DatasetInfo | None:
@@ -95,36 +102,50 @@ def labels_of(
     return labels, unknown_labels, unseen_labels
 
 
-def feature_dictionary(spark, events, cutoff: int, vocabulary: str | None):
-    """The (feature, id, count) dictionary, persisted: counted from ``events``
-    and cut off, or read from the ``vocabulary`` dataset."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+def count_features(events: pa.Table | pa.RecordBatch) -> pa.Table:
+    """(feature, count) of ``events`` (its ``features`` and ``weight``
+    columns): count(f) the summed weight of the events f occurs in, each
+    event once however often f repeats in it. Partial counts (of parts of
+    the events) add up: :func:`number_features` sums them."""
+    feats = _one_array(events.column("features"))
+    pairs = pa.table({"row": pc.list_parent_indices(feats), "feature": pc.list_flatten(feats)})
+    pairs = pairs.group_by(["row", "feature"], use_threads=False).aggregate([])  # once an event
+    weight = _one_array(events.column("weight")).take(pairs.column("row"))
+    return _sum_counts(pa.table({"feature": pairs.column("feature"), "count": weight}))
 
-    if vocabulary is None:
-        counts = (
-            events.select("weight", F.explode(F.array_distinct("features")).alias("feature"))
-            .groupBy("feature")
-            .agg(F.sum("weight").alias("count"))
-        )
-        if cutoff > 0:
-            counts = counts.where(F.col("count") >= cutoff)
-        # One partition sorted by feature: monotonically_increasing_id is then
-        # the row number, so ids follow feature-string order.
-        return (
-            counts.repartition(1)
-            .sortWithinPartitions("feature")
-            .withColumn("id", F.monotonically_increasing_id().cast("int"))
-            .select("feature", "id", "count")
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-    return (
-        spark.read.parquet(storage.join(vocabulary, FEATURES_DIR))
-        .select(
-            F.col("feature").cast("string"), F.col("id").cast("int"), F.col("count").cast("double")
-        )
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+
+def keep_frequent(counts: pa.Table | pa.RecordBatch, cutoff: int) -> pa.Table | pa.RecordBatch:
+    """The (feature, count) rows with count >= ``cutoff`` (all with 0): the
+    count-cutoff baseline."""
+    if cutoff <= 0:
+        return counts
+    return counts.filter(pc.greater_equal(counts.column("count"), float(cutoff)))
+
+
+def number_features(counts: pa.Table, cutoff: int) -> pa.Table:
+    """The (feature, id, count) dictionary (``schema.FEATURES_SCHEMA``) of
+    (partial) feature counts: summed by feature, cut off
+    (:func:`keep_frequent`), ids in feature-string (UTF-8 byte) order."""
+    kept = keep_frequent(_sum_counts(counts), cutoff).sort_by("feature")
+    ids = pa.array(np.arange(kept.num_rows, dtype=np.int32))
+    feature = kept.column("feature").cast(pa.string())
+    return pa.table([feature, ids, kept.column("count")], schema=FEATURES_SCHEMA)
+
+
+def read_dictionary(vocabulary: str) -> pa.Table:
+    """The (feature, id, count) dictionary of the ``vocabulary`` dataset, in id order."""
+    table = storage.read_parquet(storage.join(vocabulary, FEATURES_DIR))
+    return table.select(FEATURES_SCHEMA.names).cast(FEATURES_SCHEMA).sort_by("id")
+
+
+def _sum_counts(counts: pa.Table) -> pa.Table:
+    """The counts summed by feature, in the order of the rows (one thread)."""
+    summed = counts.group_by("feature", use_threads=False).aggregate([("count", "sum")])
+    return pa.table({"feature": summed.column("feature"), "count": summed.column("count_sum")})
+
+
+def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def feature_space_size(
@@ -147,4 +168,12 @@ def feature_space_size(
     return vocab_info.n_features
 
 
-__all__ = ["load_vocabulary", "labels_of", "feature_dictionary", "feature_space_size"]
+__all__ = [
+    "load_vocabulary",
+    "labels_of",
+    "count_features",
+    "keep_frequent",
+    "number_features",
+    "read_dictionary",
+    "feature_space_size",
+]

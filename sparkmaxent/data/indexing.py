@@ -1,7 +1,7 @@
 """The index stage of ``prepare``: feature strings -> ids, then merging events.
 
-Features are mapped to ids with a join (broadcast when the dictionary is
-small); within an event (candidate) features are sorted by id and repeated
+Features are mapped to ids by looking them up in the dictionary (on Spark
+broadcast to every task); within an event (candidate) features are sorted by id and repeated
 features' values summed, or, for binary data (``prepare(binary=True)``),
 each feature present 1.0 (:func:`presence`). Features outside the dictionary are dropped (an
 event may end up empty; it keeps its label). Identical events (label,
@@ -15,110 +15,105 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..shapes import CANDIDATES, MULTICLASS
 from .schema import events_schema
 
-# Dictionaries up to this size are broadcast to every task for the feature join
-# (about 40 bytes a feature); larger ones go through a shuffle join.
-BROADCAST_MAX_FEATURES = 2_000_000
 
-
-def index_events(
-    events,
-    dictionary,
-    n_features: int,
+def index_table(
+    events: pa.Table | pa.RecordBatch,
+    dictionary: pa.Table,
     shape: str,
     labels: list[str],
     unseen_labels: list[str],
-    count_unknown: bool,
     binary: bool = False,
-):
-    """(indexed events in the columns of ``schema.events_schema``, number of
-    (event, feature) occurrences dropped as unknown, number of (event,
-    feature) occurrences in all, known or not; both counted only when
-    ``count_unknown``, else 0). Multiclass labels become their index in
-    ``labels``, or -(j + 1) for the j-th of ``unseen_labels``. ``binary``:
-    values as :func:`presence` gives them."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    # Explode (event, feature), join the dictionary, regroup by event. Event
-    # columns ride along (first()) so no join back to the events is needed;
-    # explode_outer keeps events without features.
+) -> pa.Table:
+    """Raw events (event_id, group, weight, label or correct, features,
+    values, cand) indexed in the columns of ``schema.events_schema``: each
+    feature looked up in the (feature, id) ``dictionary`` (unknown ones
+    dropped; an event may end up empty and keeps its label), then finished
+    by :func:`_finalize_udf` (``binary`` included). A multiclass label
+    becomes its index in ``labels``, or -(j + 1) for the j-th of
+    ``unseen_labels``. Both engines index with this function (Spark per
+    batch, the dictionary broadcast to its tasks)."""
+    feats = _one_array(events.column("features"))
+    rows = pc.list_parent_indices(feats).to_numpy()
+    pos = _positions(feats, dictionary)
+    known = pos.is_valid().to_numpy(zero_copy_only=False)
+    ids = dictionary.column("id").take(pos.filter(pa.array(known)))
+    values = pc.list_flatten(_one_array(events.column("values"))).filter(pa.array(known))
+    entries = {"id": _one_array(ids), "value": values}
+    if shape != MULTICLASS:
+        cands = pc.list_flatten(_one_array(events.column("cand"))).filter(pa.array(known))
+        entries = {"cand": cands, **entries}
+    per_event = np.bincount(rows[known], minlength=events.num_rows)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(per_event)]).astype(np.int32))
+    fs = pa.ListArray.from_arrays(
+        offsets, pa.StructArray.from_arrays(list(entries.values()), names=list(entries))
+    )
+    cols = {c: _one_array(events.column(c)) for c in ("event_id", "group", "weight")}
     if shape == MULTICLASS:
-        # known label: its index; unseen label j (of DatasetInfo.unseen_labels): -(j + 1)
-        def position(names):
-            return (
-                F.array_position(F.array(*[F.lit(x) for x in names]), F.col("label")).cast("int")
-                if names
-                else F.lit(0)
-            )
-
-        label_index = (
-            F.when(position(labels) > 0, position(labels) - 1)
-            .otherwise(-position(unseen_labels))
-            .cast("int")
-        )
-        head, zipped = [label_index.alias("label")], F.arrays_zip("features", "values")
-        entry = ["id", "value"]
+        cols["label"] = label_index(_one_array(events.column("label")), labels, unseen_labels)
     else:
-        head, zipped = [F.col("correct")], F.arrays_zip("features", "values", "cand")
-        entry = ["cand", "id", "value"]
-    carried = ["group", "weight", "label" if shape == MULTICLASS else "correct"]
-    occ = events.select(
-        "event_id", "group", "weight", *head, F.explode_outer(zipped).alias("z")
-    ).select(
-        "event_id",
-        "group",
-        "weight",
-        carried[2],
-        F.col("z.features").alias("feature"),
-        F.col("z.values").alias("value"),
-        *([F.col("z.cand").alias("cand")] if shape == CANDIDATES else []),
+        cols["correct"] = _one_array(events.column("correct"))
+    batch = pa.RecordBatch.from_arrays([*cols.values(), fs], names=[*cols, "fs"])
+    schema = events_schema(shape)
+    return pa.Table.from_batches(
+        list(_finalize_udf(shape, schema, binary)(iter([batch]))), schema=schema
     )
-    lookup = dictionary.select("feature", "id")
-    if n_features <= BROADCAST_MAX_FEATURES:
-        lookup = F.broadcast(lookup)
-    joined = occ.join(lookup, "feature", "left")
-    unknown_features = occurrences = 0
-    if count_unknown:  # occurrences of features outside the vocabulary, and all of them
-        counts = (
-            joined.where(F.col("feature").isNotNull())
-            .agg(
-                F.count(F.lit(1)).alias("all"),
-                F.sum(F.col("id").isNull().cast("long")).alias("unknown"),
-            )
-            .first()
-        )
-        unknown_features, occurrences = int(counts["unknown"] or 0), int(counts["all"] or 0)
-    indexed = joined.groupBy("event_id").agg(
-        *[F.first(c).alias(c) for c in carried],
-        F.collect_list(F.when(F.col("id").isNotNull(), F.struct(*entry))).alias("fs"),
-    )
-    final_struct = _spark_schema(events_schema(shape))
-    finalize = _finalize_udf(shape, to_arrow_schema(final_struct), binary)
-    final = indexed.mapInArrow(finalize, final_struct)
-    return final, unknown_features, occurrences
 
 
-def merge_duplicates(events, shape: str):
-    """Identical events (label, indices, values) as one, with the summed
-    weight and the smallest event_id and group."""
-    from pyspark.sql import functions as F
+def unknown_occurrences(events: pa.Table | pa.RecordBatch, dictionary: pa.Table) -> tuple[int, int]:
+    """(feature occurrences of ``events`` outside the ``dictionary``, all
+    its (event, feature) occurrences, known or not)."""
+    feats = _one_array(events.column("features"))
+    return _positions(feats, dictionary).null_count, len(pc.list_flatten(feats))
 
+
+def label_index(label: pa.Array, labels: list[str], unseen: list[str]) -> pa.Array:
+    """A known label's index in ``labels``; the j-th of ``unseen`` -(j + 1)."""
+    known = pc.index_in(label, value_set=pa.array(labels, pa.string()))
+    other = pc.index_in(label, value_set=pa.array(unseen, pa.string()))
+    known_np = known.to_numpy(zero_copy_only=False)
+    other_np = other.to_numpy(zero_copy_only=False)
+    out = np.where(np.isnan(known_np), -(np.nan_to_num(other_np, nan=-1.0) + 1), known_np)
+    return pa.array(out.astype(np.int32))
+
+
+def merge_table(events: pa.Table, shape: str) -> pa.Table:
+    """Identical events (label or correct and cand_nnz, indices, values) as
+    one, with the summed weight (summed in event_id order, so the sum does
+    not depend on the order rows arrive in) and the smallest event_id and
+    group. Both engines merge with this function (Spark per partition of
+    events hashed by their indices)."""
+    events = events.sort_by("event_id")
     keys = ["label"] if shape == MULTICLASS else ["correct", "cand_nnz"]
-    return events.groupBy(*keys, "indices", "values").agg(
-        F.sum("weight").alias("weight"),
-        F.min("event_id").alias("event_id"),
-        F.min("group").alias("group"),
-    )
+    d = events.select([*keys, "indices", "values"]).to_pydict()
+    first: dict[tuple, int] = {}
+    group_of = np.empty(events.num_rows, dtype=np.int64)
+    for r, key in enumerate(zip(*(d[k] for k in d))):
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in key)
+        group_of[r] = first.setdefault(key, len(first))
+    n = len(first)
+    reps = np.empty(n, dtype=np.int64)
+    reps[group_of[::-1]] = np.arange(events.num_rows)[::-1]  # each group's first row
+    weight = np.bincount(group_of, events.column("weight").to_numpy(), minlength=n)
+    group = np.full(n, np.iinfo(np.int64).max)
+    np.minimum.at(group, group_of, events.column("group").to_numpy())
+    out = events.take(pa.array(reps))  # first rows in event_id order: the smallest event_id
+    for name, col in (("weight", weight), ("group", group)):
+        out = out.set_column(out.schema.get_field_index(name), name, pa.array(col))
+    return out
 
 
-def _spark_schema(arrow_schema: pa.Schema):
-    from pyspark.sql.pandas.types import from_arrow_schema
+def _positions(feats: pa.Array, dictionary: pa.Table) -> pa.Array:
+    """Each (flattened) feature's row in the dictionary; null when unknown."""
+    return pc.index_in(pc.list_flatten(feats), value_set=dictionary.column("feature"))
 
-    return from_arrow_schema(arrow_schema)
+
+def _one_array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def presence(values: np.ndarray) -> np.ndarray:
@@ -197,4 +192,4 @@ def _finalize_udf(shape: str, schema: pa.Schema, binary: bool = False):
     return finalize
 
 
-__all__ = ["index_events", "merge_duplicates", "presence", "BROADCAST_MAX_FEATURES"]
+__all__ = ["index_table", "unknown_occurrences", "label_index", "merge_table", "presence"]

@@ -5,8 +5,9 @@ When the input files are small enough (``plan.Limits.input_bytes``:
 bytes in all; 0 events: never), ``prepare`` runs its stages here on Arrow
 tables: the same parser function the executors run (``raw._make_parse_udf``),
 the same checks and messages (``checks``), label list
-(``dictionary.labels_of``), per-event finishing (``indexing._finalize_udf``)
-and fingerprints, written through ``storage``.
+(``dictionary.labels_of``), the same stage functions (``dictionary``,
+``indexing``: ``stages`` says which) and fingerprints, written through
+``storage``.
 The result is the dataset the Spark stages write: the same rows in the
 same order, the same dictionary and the same ``dataset.json``. The Spark
 stages' job start-up (seconds each) is what small inputs save. Quarantine
@@ -29,7 +30,8 @@ from .. import storage
 from ..plan import Limits
 from ..shapes import MULTICLASS
 from .checks import QUARANTINE_DIR, check_counts, parse_error
-from .indexing import _finalize_udf
+from .dictionary import count_features
+from .indexing import index_table, merge_table, unknown_occurrences
 from .inputs import display_path, expand_inputs
 from .options import PrepareOptions
 from .raw import (
@@ -42,7 +44,7 @@ from .raw import (
     file_source,
 )
 from .readers import format_spec
-from .schema import EVENTS_DIR, FEATURES_DIR, FEATURES_SCHEMA, DatasetInfo, events_schema
+from .schema import EVENTS_DIR, DatasetInfo
 from .stages import build
 
 logger = logging.getLogger("sparkmaxent.data.prepare")  # a prepare run logs under one name
@@ -192,20 +194,17 @@ class ArrowEngine:
         check_counts(self.src, stats, quarantined)
         return quarantined
 
-    def dictionary(self, cutoff: int, vocabulary: str | None) -> pa.Table:
-        return _dictionary(self.events, cutoff, vocabulary)
+    def feature_counts(self, cutoff: int) -> pa.Table:
+        return count_features(self.events)
 
-    def write_features(self, dictionary: pa.Table, tmp: str) -> int:
-        storage.write_parquet(storage.join(tmp, FEATURES_DIR, "part-00000.parquet"), dictionary)
-        return dictionary.num_rows
+    def index(self, dictionary, labels, unseen_labels, binary) -> pa.Table:
+        return index_table(self.events, dictionary, self.src.shape, labels, unseen_labels, binary)
 
-    def index(self, dictionary, n_features, labels, unseen_labels, count_unknown, binary):
-        return _index(
-            self.events, dictionary, self.src.shape, labels, unseen_labels, count_unknown, binary
-        )
+    def unknown_occurrences(self, dictionary: pa.Table) -> tuple[int, int]:
+        return unknown_occurrences(self.events, dictionary)
 
     def merge(self, events: pa.Table) -> pa.Table:
-        return _merge(events, self.src.shape)
+        return merge_table(events, self.src.shape)
 
     def write_events(self, events: pa.Table, tmp: str, n_parts: int) -> int:
         """In event_id order, cut into ``n_parts`` files of consecutive rows."""
@@ -248,108 +247,3 @@ def _spark_json(rec: dict) -> str:
     as is, control characters as \\uXXXX in upper case."""
     text = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
     return re.sub(r"(\\\\)|\\u([0-9a-f]{4})", lambda m: m[1] or "\\u" + m[2].upper(), text)
-
-
-def _dictionary(events: pa.Table, cutoff: int, vocabulary: str | None) -> pa.Table:
-    """The (feature, id, count) dictionary of ``dictionary.feature_dictionary``:
-    count(f) the summed weight of the events f occurs in, kept when >=
-    ``cutoff``, ids in feature-string order; or the ``vocabulary``'s."""
-    if vocabulary is not None:
-        table = storage.read_parquet(storage.join(vocabulary, FEATURES_DIR))
-        return table.select(FEATURES_SCHEMA.names).cast(FEATURES_SCHEMA).sort_by("id")
-    feats = events.column("features")
-    rows = pc.list_parent_indices(feats)
-    pairs = pa.table({"row": rows, "feature": pc.list_flatten(feats)})
-    pairs = pairs.group_by(["row", "feature"]).aggregate([])  # distinct within an event
-    weight = events.column("weight").take(pairs.column("row"))
-    counts = (
-        pa.table({"feature": pairs.column("feature"), "count": weight})
-        .group_by("feature")
-        .aggregate([("count", "sum")])
-        .rename_columns(["feature", "count"])
-    )
-    if cutoff > 0:
-        counts = counts.filter(pc.greater_equal(counts.column("count"), float(cutoff)))
-    counts = counts.sort_by("feature")
-    ids = pa.array(np.arange(counts.num_rows, dtype=np.int32))
-    return pa.table([counts.column("feature"), ids, counts.column("count")], schema=FEATURES_SCHEMA)
-
-
-def _index(
-    events: pa.Table,
-    dictionary: pa.Table,
-    shape: str,
-    labels: list[str],
-    unseen_labels: list[str],
-    count_unknown: bool,
-    binary: bool = False,
-) -> tuple[pa.Table, int, int]:
-    """``indexing.index_events`` in this process: each event's features
-    looked up in the dictionary (unknown ones dropped, and counted when
-    ``count_unknown``), then finished by the executors' own per-batch code
-    (``binary`` included)."""
-    feats = events.column("features").combine_chunks()
-    rows = pc.list_parent_indices(feats).to_numpy()
-    pos = pc.index_in(pc.list_flatten(feats), value_set=dictionary.column("feature"))
-    known = pos.is_valid().to_numpy(zero_copy_only=False)
-    ids = dictionary.column("id").take(pos.filter(pa.array(known)))
-    values = pc.list_flatten(events.column("values").combine_chunks()).filter(pa.array(known))
-    entries = {"id": ids.combine_chunks(), "value": values}
-    if shape != MULTICLASS:
-        cands = pc.list_flatten(events.column("cand").combine_chunks()).filter(pa.array(known))
-        entries = {"cand": cands, **entries}
-    per_event = np.bincount(rows[known], minlength=events.num_rows)
-    offsets = pa.array(np.concatenate([[0], np.cumsum(per_event)]).astype(np.int32))
-    fs = pa.ListArray.from_arrays(
-        offsets, pa.StructArray.from_arrays(list(entries.values()), names=list(entries))
-    )
-    cols = {c: events.column(c).combine_chunks() for c in ("event_id", "group", "weight")}
-    if shape == MULTICLASS:
-        cols["label"] = _label_index(events.column("label"), labels, unseen_labels)
-    else:
-        cols["correct"] = events.column("correct").combine_chunks()
-    batch = pa.RecordBatch.from_arrays([*cols.values(), fs], names=[*cols, "fs"])
-    schema = events_schema(shape)
-    final = pa.Table.from_batches(
-        list(_finalize_udf(shape, schema, binary)(iter([batch]))), schema=schema
-    )
-    if not count_unknown:
-        return final, 0, 0
-    return final, int((~known).sum()), len(known)
-
-
-def _label_index(label: pa.ChunkedArray, labels: list[str], unseen: list[str]) -> pa.Array:
-    """A known label's index in ``labels``; the j-th of ``unseen`` -(j + 1)."""
-    known = pc.index_in(label, value_set=pa.array(labels, pa.string())).to_numpy(
-        zero_copy_only=False
-    )
-    other = pc.index_in(label, value_set=pa.array(unseen, pa.string())).to_numpy(
-        zero_copy_only=False
-    )
-    out = np.where(np.isnan(known), -(np.nan_to_num(other, nan=-1.0) + 1), known)
-    return pa.array(out.astype(np.int32))
-
-
-def _merge(events: pa.Table, shape: str) -> pa.Table:
-    """``indexing.merge_duplicates`` in this process: identical events
-    (label, indices, values) as one, with the summed weight and the
-    smallest event_id and group."""
-    keys = ["label"] if shape == MULTICLASS else ["correct", "cand_nnz"]
-    d = events.select([*keys, "indices", "values"]).to_pydict()
-    first: dict[tuple, int] = {}
-    group_of = np.empty(events.num_rows, dtype=np.int64)
-    for r, key in enumerate(zip(*(d[k] for k in d))):
-        key = tuple(tuple(v) if isinstance(v, list) else v for v in key)
-        group_of[r] = first.setdefault(key, len(first))
-    reps = np.empty(len(first), dtype=np.int64)
-    reps[group_of[::-1]] = np.arange(events.num_rows)[::-1]  # each group's first row
-    n = len(first)
-    weight = np.bincount(group_of, events.column("weight").to_numpy(), minlength=n)
-    event_id = np.full(n, np.iinfo(np.int64).max)
-    group = np.full(n, np.iinfo(np.int64).max)
-    np.minimum.at(event_id, group_of, events.column("event_id").to_numpy())
-    np.minimum.at(group, group_of, events.column("group").to_numpy())
-    out = events.take(pa.array(reps))
-    for name, col in (("weight", weight), ("event_id", event_id), ("group", group)):
-        out = out.set_column(out.schema.get_field_index(name), name, pa.array(col))
-    return out

@@ -1,4 +1,4 @@
-"""The write stage of ``prepare``: the dictionary and the events, by Spark.
+"""The write stage of ``prepare``: the dictionary, the events and ``dataset.json``.
 
 Everything is written to a temporary sibling directory of ``out_dir``,
 published to ``out_dir`` only when complete (``storage.publish``), and
@@ -25,18 +25,12 @@ from .schema import (
 )
 
 
-def write_features(dictionary, tmp: str) -> int:
-    """Write the feature dictionary in id order under ``tmp``; its size."""
-    from pyspark.sql import functions as F
-
-    features_dir = storage.join(tmp, FEATURES_DIR)
-    (
-        dictionary.repartition(1)
-        .sortWithinPartitions("id")
-        .select(*[F.col(f.name).cast(_spark_type(f.type)) for f in FEATURES_SCHEMA])
-        .write.parquet(features_dir)
-    )
-    return parquet_rows(dictionary.sparkSession, features_dir)
+def write_features(dictionary: pa.Table, tmp: str) -> int:
+    """Write the (feature, id, count) dictionary (in id order) under ``tmp``
+    as one file, from the driver's process (both engines); its size."""
+    path = storage.join(tmp, FEATURES_DIR, "part-00000.parquet")
+    storage.write_parquet(path, dictionary.cast(FEATURES_SCHEMA))
+    return dictionary.num_rows
 
 
 def write_events(events, tmp: str, shape: str, n_parts: int) -> int:

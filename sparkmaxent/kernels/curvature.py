@@ -300,13 +300,10 @@ def curvature(
     full_gradient : bool
         Return the gradient over all ``space.n_features`` features (the
         gradient test of the next round rides on this pass), computed by the
-        same code as ``loss_grad(..., grad_ids=None)``.
+        same code as ``loss.full_loss_grad``.
     """
     hess_ids = np.asarray(hess_ids, dtype=np.int64)
-    lg, proba = loss_grad_proba(
-        block, space, weights, scaling, None if full_gradient else hess_ids, keep_proba=True
-    )
-    assert proba is not None, "keep_proba=True returns the probabilities"
+    lg, proba = loss_grad_proba(block, space, weights, scaling, None if full_gradient else hess_ids)
     if isinstance(block, MulticlassBlock):
         return Curvature.of(lg, *multiclass_hessian(block, space, proba, hess_ids, scaling))
     return Curvature.of(lg, candidate_hessian(block, space, proba, hess_ids, scaling))

@@ -36,8 +36,9 @@ import scipy.sparse as sp
 
 from .blocks import Block, MulticlassBlock
 from .curvature import _gather_columns
-from .loss import _columns, _dense, _linear_scores, loss_grad_proba
+from .loss import _columns, loss_grad_proba
 from .params import Scaling, Space, Weights
+from .sweep import _dense, _linear_scores
 
 Product = Callable[[np.ndarray], np.ndarray]
 
@@ -110,8 +111,7 @@ def hessian_operator(
     """The block's loss sums at ``weights`` (gradient over ``ids``), and its
     Hessian operator and diagonal over [w over ids, bias] (sums)."""
     ids = np.asarray(ids, dtype=np.int64)
-    lg, proba = loss_grad_proba(block, space, weights, scaling, ids, keep_proba=True)
-    assert proba is not None, "keep_proba=True returns the probabilities"
+    lg, proba = loss_grad_proba(block, space, weights, scaling, ids)
     if isinstance(block, MulticlassBlock):
         return lg, *multiclass_operator(block, space, proba, ids, scaling)
     return lg, *candidate_operator(block, space, proba, ids, scaling)

@@ -15,51 +15,20 @@ gives the same objective.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from . import sparsetools
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
-from .softmax import row_logsumexp, row_softmax, segment_logsumexp, weighted_softmax
+from .softmax import row_logsumexp, row_softmax, segment_logsumexp
+from .sweep import _active_sweep, _chunkable, _linear_scores, _sweep
 
 #: scores per row chunk of a block (``_sweep``): a chunk's rows stay in the
 #: CPU cache through every step of the kernel
 CHUNK_ENTRIES = 1 << 17  # the default of loss_grad(chunk_entries=)
-
-
-def _dense(A) -> np.ndarray:
-    return A.toarray() if sp.issparse(A) else np.asarray(A)
-
-
-def _scaled(
-    W, mean: np.ndarray | None, inv_scale: np.ndarray | None
-) -> tuple[Any, np.ndarray | None]:
-    """W with the scaling folded in, and the centering term: the row vector
-    ``mean @ W`` every event's scores lose (None without centering)."""
-    if inv_scale is not None:
-        W = W.multiply(inv_scale[:, None]).tocsr() if sp.issparse(W) else W * inv_scale[:, None]
-    if mean is None:
-        return W, None
-    return W, _dense(sp.csr_matrix(mean[None, :]) @ W).ravel() if sp.issparse(W) else mean @ W
-
-
-def _linear_scores(
-    X, W, bias: np.ndarray | None, mean: np.ndarray | None, inv_scale: np.ndarray | None
-) -> np.ndarray:
-    """S = ((X - mean) * inv_scale) @ W + bias without densifying X: the
-    centering term is one row vector subtracted from every event."""
-    W, shift = _scaled(W, mean, inv_scale)
-    S = _dense(X @ W)
-    if shift is not None:
-        S -= shift
-    if bias is not None:
-        S += bias[None, :]
-    return S
 
 
 def multiclass_scores(
@@ -172,187 +141,93 @@ def _gathered(weights: Weights, preds: np.ndarray, inverse: np.ndarray, K: int) 
     return W
 
 
-def _residual_rows(
-    S: np.ndarray, y: np.ndarray, c: np.ndarray, keep_proba: bool
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-    """Turn the scores S (C-ordered, shape (m, K)) into the residual
-    R = c * (P - Y) in place, whose products with the predicates give the
-    gradient; return the gold scores, the top label (ties to the first),
-    the log-normalizers and P itself when ``keep_proba`` (curvature)."""
-    # entries (i, k) read through the flat array: the same values as
-    # S[rows, k], without two-dimensional fancy indexing's cost
-    flat, start = S.reshape(-1), np.arange(len(y)) * S.shape[1]
-    gold_at = start + y
-    gold = flat[gold_at]
-    # the row maxima through argmax, which also settles the correct-label
-    # count: one sweep of S instead of two
-    top = S.argmax(axis=1)
-    lse, _, proba = weighted_softmax(S, c, flat[start + top], keep_proba)
-    flat[gold_at] -= c
-    return gold, top, lse, proba
+def _checked(block: MulticlassBlock) -> MulticlassBlock:
+    if np.any(block.y < 0):
+        raise ValueError("cannot train on events whose label was not seen in training (label -1)")
+    return block
 
 
-def _chunkable(Xs, W, Xg) -> bool:
-    """Whether ``_sweep`` can run scipy's own kernels over row chunks."""
-    return (
-        sparsetools.available()
-        and isinstance(W, np.ndarray)
-        and all(
-            X.format == "csr" and X.indptr.dtype == X.indices.dtype and X.data.dtype == np.float64
-            for X in (Xs, Xg)
-        )
-    )
-
-
-def _sweep(
-    Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba: bool, chunk_entries: int
-):
-    """Scores Xs @ W (scaled, ``_linear_scores``), the residual in their place
-    (``_residual_rows``) and G = Xg^T R, the gradient sums over Xg's columns.
-
-    Over row chunks small enough to stay in the CPU cache where scipy's
-    own product kernels can be called (``_chunkable``): a chunk's rows are
-    scored, turned into residuals and added into G before the next chunk,
-    instead of a dozen sweeps of the whole (m, K) matrix through memory.
-    The sums are the same bit for bit: each row's arithmetic is the same,
-    and G's product (scipy's ``csc_matvecs``) adds the events in the same
-    order into the same buffer whether called once or chunk by chunk.
-
-    Returns (R, G, gold, top, lse, proba) as ``_residual_rows``."""
-    if not _chunkable(Xs, W, Xg):
-        R = np.ascontiguousarray(_linear_scores(Xs, W, bias, mean, inv))
-        rows = _residual_rows(R, y, c, keep_proba)
-        return (R, _dense(Xg.T @ R), *rows)
-    W, shift = _scaled(W, mean, inv)
-    m, K = Xs.shape[0], W.shape[1]
-    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    R, G = np.empty((m, K)), np.zeros((Xg.shape[1], K))
-    gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
-    proba = np.empty((m, K)) if keep_proba else None
-    step = max(1, chunk_entries // K)
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        S = _chunk_scores(Xs, Wf, shift, bias, a, b, R[a:b])
-        gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep_proba)
-        if proba is not None:
-            proba[a:b] = p
-        _add_chunk_gradient(Xg, a, b, S, G)
-    return R, G, gold, top, lse, proba
-
-
-def _chunk_scores(Xs, Wf, shift, bias, a: int, b: int, S: np.ndarray) -> np.ndarray:
-    """Rows a..b of the linear scores written into ``S`` (shape (b - a, K))
-    by scipy's own CSR kernel: Xs[a:b] W, less the scaling's shift, plus
-    the bias. Returns ``S``."""
-    S.fill(0.0)
-    sparsetools.csr_matvecs(
-        b - a, Xs.shape[1], S.shape[1], Xs.indptr[a : b + 1], Xs.indices, Xs.data, Wf,
-        S.reshape(-1),
-    )  # fmt: skip
-    if shift is not None:
-        S -= shift
-    if bias is not None:
-        S += bias[None, :]
-    return S
-
-
-def _add_chunk_gradient(Xg, a: int, b: int, S: np.ndarray, G: np.ndarray) -> None:
-    """G += Xg[a:b]^T S in place (scipy's CSC kernel on the chunk's rows,
-    in the same order as one product over every row)."""
-    sparsetools.csc_matvecs(
-        Xg.shape[1], b - a, S.shape[1], Xg.indptr[a : b + 1], Xg.indices, Xg.data,
-        S.reshape(-1), G.reshape(-1),
-    )  # fmt: skip
-
-
-def _active_sweep(
-    Xs: sp.csr_matrix,
-    W: np.ndarray,
-    bias: np.ndarray | None,
-    mean: np.ndarray | None,
-    inv: np.ndarray | None,
-    y: np.ndarray,
-    c: np.ndarray,
-    chunk_entries: int,
-) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """``_sweep`` of an active-set pass (the gradient over the scoring
-    columns themselves, no probabilities kept; ``_chunkable`` arguments):
-    each row chunk is scored, turned into residuals and added into
-    G = Xs^T R and r_sum = 1^T R in one chunk-sized buffer, so the (m, K)
-    residual matrix is never written out and read back. G, the loss and the
-    correct count are ``_sweep``'s bit for bit (the same arithmetic per row
-    and per chunk); r_sum adds its chunks' column sums, ``_sweep`` the
-    whole column at once (equal to rounding).
-
-    Returns (G, r_sum, loss, correct)."""
-    W, shift = _scaled(W, mean, inv)
-    m, K = Xs.shape[0], W.shape[1]
-    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    step = max(1, chunk_entries // K)
-    buffer, G, r_sum = np.empty((min(step, m), K)), np.zeros((Xs.shape[1], K)), np.zeros(K)
-    gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        S = _chunk_scores(Xs, Wf, shift, bias, a, b, buffer[: b - a])
-        gold[a:b], top[a:b], lse[a:b], _ = _residual_rows(S, y[a:b], c[a:b], False)
-        r_sum += np.ones(b - a) @ S
-        _add_chunk_gradient(Xs, a, b, S, G)
-    return G, r_sum, float(c @ (lse - gold)), float(c @ (top == y))
-
-
-def _multiclass_loss_grad(
+def _scoring(
     block: MulticlassBlock,
     space: Space,
     weights: Weights,
     scaling: Scaling | None,
-    grad_ids: np.ndarray | None,
-    keep_proba: bool = False,
-    apart: bool = False,
-    chunk_entries: int = CHUNK_ENTRIES,
-) -> tuple[LossGrad, np.ndarray | None]:
-    """``loss_grad_proba`` of a multiclass block; ``apart``: sparse weights
-    score over their own columns only, as a full-gradient pass scores, and
-    the gradient is taken over the separately gathered columns of
-    ``grad_ids`` (``loss_grad_at``)."""
-    if np.any(block.y < 0):
-        raise ValueError("cannot train on events whose label was not seen in training (label -1)")
-    K = space.n_labels
-    X, g_rows, together = block.X, None, False
+    also: np.ndarray | None = None,
+) -> tuple[tuple, np.ndarray | None]:
+    """What scores the block: (X, W, mean, inv_scale) over the predicates in
+    play only for sparse weights (their gathered columns, plus those of the
+    features ``also`` when given), over all of them for dense weights; and
+    the rows of ``also``'s predicates among the gathered columns."""
     mean = None if scaling is None else scaling.mean
     inv = None if scaling is None else scaling.inv_scale
-    if weights.ids is not None:
-        # sparse weights: score with the predicates in play only; an
-        # active-set pass takes its gradient over the same gathered columns
-        n_w = len(weights.ids)
-        together = grad_ids is not None and not apart
-        wanted = [weights.ids // K] + ([np.asarray(grad_ids) // K] if together else [])
-        preds, inverse = np.unique(np.concatenate(wanted), return_inverse=True)
-        Xs, mean_s, inv_s = _columns(block, preds, scaling)
-        scoring = (Xs, _gathered(weights, preds, inverse[:n_w], K), mean_s, inv_s)
-        if together:
-            X, g_rows, mean, inv = Xs, inverse[n_w:], mean_s, inv_s
-    else:
-        scoring = (X, weights.matrix(space), mean, inv)
-    if grad_ids is not None and g_rows is None:  # dense weights, gradient on a subset
-        preds, g_rows = np.unique(np.asarray(grad_ids) // K, return_inverse=True)
-        X, mean, inv = _columns(block, preds, scaling)
-    Xs, W, w_mean, w_inv = scoring
-    proba = None
-    if together and not keep_proba and _chunkable(Xs, W, Xs):
-        G, r_sum, loss, correct = _active_sweep(
-            Xs, W, weights.bias, w_mean, w_inv, block.y, block.c, chunk_entries
-        )
-    else:
-        R, G, gold, top, lse, proba = _sweep(
-            Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba, chunk_entries
-        )
-        correct = float(block.c @ (top == block.y))
-        loss = float(block.c @ (lse - gold))
-        r_sum = np.ones(block.n_events) @ R
+    if weights.ids is None:
+        return (block.X, weights.matrix(space), mean, inv), None
+    K, n_w = space.n_labels, len(weights.ids)
+    wanted = [weights.ids // K] + ([np.asarray(also) // K] if also is not None else [])
+    preds, inverse = np.unique(np.concatenate(wanted), return_inverse=True)
+    Xs, mean_s, inv_s = _columns(block, preds, scaling)
+    scoring = (Xs, _gathered(weights, preds, inverse[:n_w], K), mean_s, inv_s)
+    return scoring, (inverse[n_w:] if also is not None else None)
+
+
+def _full_request(block: MulticlassBlock, space: Space, weights: Weights, scaling):
+    """(scoring, gradient columns) of a pass whose gradient covers every
+    predicate: the block itself."""
+    scoring, _ = _scoring(block, space, weights, scaling)
+    mean = None if scaling is None else scaling.mean
+    inv = None if scaling is None else scaling.inv_scale
+    return scoring, (block.X, mean, inv, None)
+
+
+def _active_request(block: MulticlassBlock, space: Space, weights: Weights, scaling, grad_ids):
+    """(scoring, gradient columns) of an active-set pass (sparse weights):
+    the gradient over the scoring columns themselves."""
+    scoring, g_rows = _scoring(block, space, weights, scaling, also=grad_ids)
+    Xs, _, mean_s, inv_s = scoring
+    return scoring, (Xs, mean_s, inv_s, g_rows)
+
+
+def _subset_request(block: MulticlassBlock, space: Space, weights: Weights, scaling, grad_ids):
+    """(scoring, gradient columns) of a pass with the gradient at
+    ``grad_ids`` alone: scored as a full pass scores, the gradient over the
+    separately gathered columns of ``grad_ids``."""
+    scoring, _ = _scoring(block, space, weights, scaling)
+    preds, g_rows = np.unique(np.asarray(grad_ids) // space.n_labels, return_inverse=True)
+    X, mean, inv = _columns(block, preds, scaling)
+    return scoring, (X, mean, inv, g_rows)
+
+
+def _swept(
+    block: MulticlassBlock,
+    space: Space,
+    weights: Weights,
+    request: tuple,
+    grad_ids: np.ndarray | None,
+    keep_proba: bool,
+    chunk_entries: int,
+) -> tuple[LossGrad, np.ndarray | None]:
+    """A request's pass through the general ``_sweep``; the probabilities
+    when ``keep_proba``."""
+    (Xs, W, w_mean, w_inv), (X, mean, inv, g_rows) = request
+    R, G, gold, top, lse, proba = _sweep(
+        Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba, chunk_entries
+    )
+    correct = float(block.c @ (top == block.y))
+    loss = float(block.c @ (lse - gold))
+    r_sum = np.ones(block.n_events) @ R
+    return _summed(block, space, G, r_sum, (mean, inv, g_rows), grad_ids, loss, correct), proba
+
+
+def _summed(block, space, G, r_sum, columns, grad_ids, loss: float, correct: float) -> LossGrad:
+    """The LossGrad of a sweep: G centered and scaled over its columns
+    (mean, inv_scale, and the rows of ``grad_ids`` among them), the
+    gradient read at ``grad_ids`` (all features when None)."""
+    mean, inv, g_rows = columns
     if mean is not None and inv is not None:
         G = inv[:, None] * (G - mean[:, None] * r_sum[None, :])
+    K = space.n_labels
     grad = G.ravel() if grad_ids is None else G[g_rows, np.asarray(grad_ids) % K]
-    return LossGrad(loss, float(block.c.sum()), correct, grad, r_sum if space.bias else None), proba
+    return LossGrad(loss, float(block.c.sum()), correct, grad, r_sum if space.bias else None)
 
 
 def _candidate_loss_grad(
@@ -390,27 +265,48 @@ def _candidate_loss_grad(
     return LossGrad(loss, float(block.c.sum()), correct, np.asarray(g, dtype=np.float64), None), p
 
 
-def loss_grad(
+def full_loss_grad(
     block: Block,
     space: Space,
     weights: Weights,
     scaling: Scaling | None = None,
-    grad_ids: np.ndarray | None = None,
     *,
     chunk_entries: int = CHUNK_ENTRIES,
 ) -> LossGrad:
-    """Loss and gradient sums of one block.
+    """Loss and gradient sums over all ``space.n_features`` features (the
+    gradient test of grafting): sparse weights score over their own
+    gathered columns, the gradient is taken over every predicate."""
+    if isinstance(block, MulticlassBlock):
+        request = _full_request(_checked(block), space, weights, scaling)
+        return _swept(block, space, weights, request, None, False, chunk_entries)[0]
+    return _candidate_loss_grad(block, space, weights, scaling, None)[0]
 
-    Parameters
-    ----------
-    grad_ids : ndarray of int64 or None
-        Feature ids at which the gradient is wanted; None for all
-        ``space.n_features`` of them (the gradient test of grafting).
-    chunk_entries : scores per row chunk of a multiclass block's sweep.
-    """
-    return loss_grad_proba(
-        block, space, weights, scaling, grad_ids, keep_proba=False, chunk_entries=chunk_entries
-    )[0]
+
+def active_loss_grad(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    grad_ids: np.ndarray,
+    *,
+    chunk_entries: int = CHUNK_ENTRIES,
+) -> LossGrad:
+    """Loss and gradient sums at ``grad_ids`` of an active-set pass: sparse
+    weights score and take the gradient over the same gathered columns
+    (theirs and those of ``grad_ids``), in one chunk-sized buffer where
+    scipy's own kernels can be called (``_active_sweep``). Dense weights:
+    :func:`loss_grad_at`."""
+    if weights.ids is None or not isinstance(block, MulticlassBlock):
+        return loss_grad_at(block, space, weights, scaling, grad_ids, chunk_entries=chunk_entries)
+    scoring, columns = _active_request(_checked(block), space, weights, scaling, grad_ids)
+    Xs, W, mean_s, inv_s = scoring
+    if not _chunkable(Xs, W, Xs):
+        request = (scoring, columns)
+        return _swept(block, space, weights, request, grad_ids, False, chunk_entries)[0]
+    G, r_sum, loss, correct = _active_sweep(
+        Xs, W, weights.bias, mean_s, inv_s, block.y, block.c, chunk_entries
+    )
+    return _summed(block, space, G, r_sum, columns[1:], grad_ids, loss, correct)
 
 
 def loss_grad_at(
@@ -419,15 +315,18 @@ def loss_grad_at(
     weights: Weights,
     scaling: Scaling | None,
     grad_ids: np.ndarray,
+    *,
+    chunk_entries: int = CHUNK_ENTRIES,
 ) -> LossGrad:
-    """Loss and gradient sums at ``grad_ids`` (sparse ``weights``), bit for
-    bit those a full-gradient pass (``loss_grad`` with ``grad_ids`` None)
-    gives there: scored over the weights' own columns as that pass scores,
-    the gradient over the gathered columns of ``grad_ids`` alone, added in
-    the same event order. An active-set pass's cost instead of a full
-    kernel's (the thresholded test's fetch pass, kernels/thresholded.py)."""
+    """Loss and gradient sums at ``grad_ids``, bit for bit those a
+    full-gradient pass (:func:`full_loss_grad`) gives there: scored over
+    the weights' own columns as that pass scores, the gradient over the
+    gathered columns of ``grad_ids`` alone, added in the same event order.
+    An active-set pass's cost instead of a full kernel's (the thresholded
+    test's fetch pass, kernels/thresholded.py)."""
     if isinstance(block, MulticlassBlock):
-        return _multiclass_loss_grad(block, space, weights, scaling, grad_ids, apart=True)[0]
+        request = _subset_request(_checked(block), space, weights, scaling, grad_ids)
+        return _swept(block, space, weights, request, grad_ids, False, chunk_entries)[0]
     return _candidate_loss_grad(block, space, weights, scaling, grad_ids)[0]
 
 
@@ -437,18 +336,49 @@ def loss_grad_proba(
     weights: Weights,
     scaling: Scaling | None = None,
     grad_ids: np.ndarray | None = None,
-    keep_proba: bool = True,
     *,
     chunk_entries: int = CHUNK_ENTRIES,
-) -> tuple[LossGrad, np.ndarray | None]:
-    """``loss_grad`` plus the model probabilities it computed on the way
-    (for kernels that also need curvature): P of shape (m, K) for multiclass
-    blocks, p of shape (n_candidates_total,) for candidate sets."""
-    if isinstance(block, MulticlassBlock):
-        return _multiclass_loss_grad(
-            block, space, weights, scaling, grad_ids, keep_proba, chunk_entries=chunk_entries
-        )
-    return _candidate_loss_grad(block, space, weights, scaling, grad_ids)
+) -> tuple[LossGrad, np.ndarray]:
+    """:func:`loss_grad`'s sums plus the model probabilities computed on the
+    way, for kernels that also need curvature: P of shape (m, K) for
+    multiclass blocks, p of shape (n_candidates_total,) for candidate sets."""
+    if not isinstance(block, MulticlassBlock):
+        return _candidate_loss_grad(block, space, weights, scaling, grad_ids)
+    _checked(block)
+    if grad_ids is None:
+        request = _full_request(block, space, weights, scaling)
+    elif weights.ids is not None:
+        request = _active_request(block, space, weights, scaling, grad_ids)
+    else:
+        request = _subset_request(block, space, weights, scaling, grad_ids)
+    lg, proba = _swept(block, space, weights, request, grad_ids, True, chunk_entries)
+    assert proba is not None
+    return lg, proba
+
+
+def loss_grad(
+    block: Block,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None = None,
+    grad_ids: np.ndarray | None = None,
+    *,
+    chunk_entries: int = CHUNK_ENTRIES,
+) -> LossGrad:
+    """Loss and gradient sums of one block, the pass its request names:
+    ``grad_ids`` None, :func:`full_loss_grad`; sparse weights,
+    :func:`active_loss_grad`; dense weights, :func:`loss_grad_at`.
+
+    Parameters
+    ----------
+    grad_ids : ndarray of int64 or None
+        Feature ids at which the gradient is wanted; None for all
+        ``space.n_features`` of them (the gradient test of grafting).
+    chunk_entries : scores per row chunk of a multiclass block's sweep.
+    """
+    if grad_ids is None:
+        return full_loss_grad(block, space, weights, scaling, chunk_entries=chunk_entries)
+    return active_loss_grad(block, space, weights, scaling, grad_ids, chunk_entries=chunk_entries)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from ..kernels import MULTICLASS, Space, Weights
 from ..kernels.combination_search import AtomBoundTask, ConjunctionSums, FormTask, ValueRangeTask
 from ..kernels.conjunctions import MAX_DEGREE, Conjunctions
 from ..model_conjunctions import atoms_of_keys, check_key_range
+from ..problem import Certificate, ConjunctionCheck
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.loop import run_rounds
 from ..selection.reporting import FeatureNamer
@@ -239,13 +240,14 @@ class Combination:
         if not len(test.new) and not len(found.keys):
             last = state.trace[-1] if state.trace else {}
             finished = last.get("added", 1) == 0 and last.get("phase") == "combination"
-            if test.kkt["passed"] or finished:
+            if test.kkt.passed or finished:
                 return RoundOutcome(
                     stop(StopReason.NO_CANDIDATE_PASSES),
                     weights,
                     objective=g.penalized(test.value, weights),
                     score=best,
-                    info={"kkt": self.certificate(test.kkt, found), **info},
+                    info=info,
+                    certificate=self.certificate(test.kkt, found),
                 )
             out = g.grow(weights, test, finish=True)
             return dataclasses.replace(
@@ -287,20 +289,19 @@ class Combination:
             out, arrays=_arrays(grown, COMBINATION), info={**out.info, **info}, note=note
         )
 
-    def certificate(self, kkt: dict, found: Found) -> dict:
+    def certificate(self, kkt: Certificate, found: Found) -> Certificate:
         """The KKT certificate over atoms and formed conjunctions (``kkt``)
         extended to every conjunction up to the degree."""
-        bound = kkt["bound"] * (1 + kkt["tol"])
-        part = {
-            "degree": self.degree,
-            "examined_conjunctions": found.info["conjunctions_examined"],
-            "examined_features": found.info["conjunction_features_examined"],
-            "max_examined_gradient": found.best,
-            "unexamined": "every conjunction never formed has |gradient| <= bound by Eq. 5",
-            "bound": bound,
-            "passed": bool(found.best <= bound),
-        }
-        return {**kkt, "passed": bool(kkt["passed"] and part["passed"]), "conjunctions": part}
+        bound = kkt.bound * (1 + kkt.tol)
+        check = ConjunctionCheck(
+            self.degree,
+            found.info["conjunctions_examined"],
+            found.info["conjunction_features_examined"],
+            found.best,
+            bound=bound,
+            passed=bool(found.best <= bound),
+        )
+        return kkt.with_conjunctions(check)
 
 
 def check_data(ctx: TrainingContext) -> None:
@@ -435,9 +436,8 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         )
         conj = _conjunctions(state, method.first)
         g = method.grafting(conj)
-        if "kkt" in state.info:
-            cert = state.info["kkt"]
-        else:  # stopped by a cap: certify what there is
+        cert = state.certificate
+        if cert is None:  # stopped by a cap: certify what there is
             found = method.find(state.weights, conj, g)
             cert = method.certificate(g.gradient_test.certify(state.weights), found)
         report = grafting_report(ctx, "grafting", g, state, cert)

@@ -33,7 +33,7 @@ from ..kernels import LossGrad, Space, Weights
 from ..kernels.keyed import Keyed
 from ..kernels.thresholded import ExactSumsTask, ThresholdedGradient, ThresholdedTestTask
 from ..kernels.topk import GradientSummary, GradientTestTask, top_candidates
-from ..problem import Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
+from ..problem import Certificate, Evaluation, Objective, Penalty, kkt_certificate, kkt_from_parts
 from ..problem.objective import PartialCut, checked_pass
 from ..selection.base import TrainingContext
 from .partials import Decided, resolve
@@ -78,7 +78,7 @@ class TestResult:
         dC/dw_j of the selected candidates.
     best : float
         max |dC/dw_j| over inactive features.
-    kkt : dict
+    kkt : Certificate
         The KKT certificate at the weights (``problem.kkt.kkt_certificate``).
     open : int
         Inactive features the thresholded test left undecided: its count
@@ -92,7 +92,7 @@ class TestResult:
     new: np.ndarray
     new_grad: np.ndarray
     best: float
-    kkt: dict
+    kkt: Certificate
     open: int = 0
 
 
@@ -125,7 +125,7 @@ class GradientTest:
         self._known = (weights, result)
         return result
 
-    def certify(self, weights: Weights) -> dict:
+    def certify(self, weights: Weights) -> Certificate:
         """The KKT certificate at ``weights`` over every candidate."""
         return self.test(weights).kkt
 
@@ -165,7 +165,7 @@ class GradientTest:
         )
         return TestResult(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
-    def _from_parts(self, active_grad, weights, best, n_over, lg: LossGrad) -> dict:
+    def _from_parts(self, active_grad, weights, best, n_over, lg: LossGrad) -> Certificate:
         """The certificate from what a test keeps: ``bound`` is the
         certificate's bound too, so the count over it is the certificate's."""
         n = self.ctx.backend.space.n_features
@@ -226,7 +226,7 @@ class ThresholdedTest(GradientTest):
         value = obj.value(lg, weights.values)
         self._known = (weights, self._decide(weights, obj, value, lg, ev.partial, False))
 
-    def certify(self, weights: Weights) -> dict:
+    def certify(self, weights: Weights) -> Certificate:
         """With the count over the bound left open, the test again with
         every feature decided (blocks then ship uncapped)."""
         result = self.test(weights)

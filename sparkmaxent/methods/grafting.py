@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..kernels import Weights
-from ..problem import Objective, Penalty
+from ..problem import Certificate, Objective, Penalty
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.loop import run_rounds
 from ..selection.stops import StopReason, stop
@@ -135,14 +135,14 @@ class Grafting:
         if len(test.new):
             return self.grow(weights, test)
         last = state.trace[-1] if state.trace else {}
-        if test.kkt["passed"] or last.get("added", 1) == 0:
+        if test.kkt.passed or last.get("added", 1) == 0:
             # certified, or the finishing round below ran and could not certify
             return RoundOutcome(
                 stop(StopReason.NO_CANDIDATE_PASSES),
                 weights,
                 objective=self.penalized(test.value, weights),
                 score=test.best,
-                info={"kkt": test.kkt},
+                certificate=test.kkt,
             )
         # no candidate passes, but the active set was solved only to a
         # round's tolerance: finish it to the final one (no features added)
@@ -218,7 +218,7 @@ class Grafting:
                 weights,
                 objective=res.value,
                 score=test.best,
-                info={"kkt": self.gradient_test.certify(weights)},
+                certificate=self.gradient_test.certify(weights),
             )
         return RoundOutcome(
             None,
@@ -270,14 +270,15 @@ def fit_grafting_family(
         ctx.backend.space.n_features,
     )
     state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|", start=start)
-    # stopped by a cap: certify what there is (one more pass)
-    cert = state.info["kkt"] if "kkt" in state.info else method.gradient_test.certify(state.weights)
+    cert = state.certificate
+    if cert is None:  # stopped by a cap: certify what there is (one more pass)
+        cert = method.gradient_test.certify(state.weights)
     report = grafting_report(ctx, name, method, state, cert)
     return FitResult(state.weights.sparse(), report, stop=state.stop)
 
 
 def grafting_report(
-    ctx: TrainingContext, name: str, method: Grafting, state: LoopState, cert: dict
+    ctx: TrainingContext, name: str, method: Grafting, state: LoopState, cert: Certificate
 ) -> dict:
     """The run report of a grafting-family run that ended in ``state`` with
     certificate ``cert`` (warned about when it failed)."""
@@ -285,15 +286,15 @@ def grafting_report(
     test = method.gradient_test.test(weights)  # known by now: no pass
     lg = test.lossgrad
     spent = state.stop is not None and state.stop.reason is StopReason.BUDGET_SPENT
-    if not cert["passed"] and not spent:
+    if not cert.passed and not spent:
         log.warning(
             "%s: KKT certificate failed: max zero-weight |gradient| %.4g (bound %.4g), "
             "max active violation %.3g (tol %.3g)",
             name,
-            cert["max_zero_gradient"],
-            cert["bound"],
-            cert["max_active_violation"],
-            cert["tol"],
+            cert.max_zero_gradient,
+            cert.bound,
+            cert.max_active_violation,
+            cert.tol,
         )
     return {
         "objective": method.penalized(test.value, weights),
@@ -307,7 +308,7 @@ def grafting_report(
         "rounds_run": state.round,
         "budget_spent": spent,
         "continued_after": method.continued_after,
-        "converged": bool(state.done and cert["passed"]),
+        "converged": bool(state.done and cert.passed),
         "kkt": cert,
         "iterations": method.iterations,
         "evaluations": method.evaluations,

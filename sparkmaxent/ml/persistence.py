@@ -58,15 +58,15 @@ class MaxEntWriter(MLWriter):
     def saveImpl(self, path: str) -> None:
         if storage.exists(path):
             raise path_exists(path)
-        # before anything is written: under Spark Connect a remote file system
-        # (hdfs://, s3a://) is read only (storage.connect), and this refuses it
         storage.mkdirs(storage.split(path)[0])
-        DefaultParamsWriter.saveMetadata(
-            self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
-        )
         self.instance.maxentModel.save(storage.join(path, MODEL_DIR), overwrite=True)
         storage.write_json(
             storage.join(path, REPORT_FILE), self.instance.report, default=json_default
+        )
+        # last: a save that failed before it (under Spark Connect on a remote file
+        # system nothing is renamed: storage.connect) leaves no loadable model
+        DefaultParamsWriter.saveMetadata(
+            self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
         )
 
 

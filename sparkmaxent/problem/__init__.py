@@ -2,7 +2,7 @@
 (``objective``), the penalty (``penalty``) and the optimality certificate
 (``kkt``)."""
 
-from .kkt import kkt_certificate, kkt_from_parts
+from .kkt import Certificate, ConjunctionCheck, kkt_certificate, kkt_from_parts
 from .objective import Evaluation, Objective
 from .penalty import BoxProblem, Penalty, orthant_problem
 
@@ -12,6 +12,8 @@ __all__ = [
     "Penalty",
     "BoxProblem",
     "orthant_problem",
+    "Certificate",
+    "ConjunctionCheck",
     "kkt_certificate",
     "kkt_from_parts",
 ]

@@ -4,10 +4,99 @@ block-wise gradient test keeps of it, ``kernels/topk.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 
 from ..kernels import Weights
 from .penalty import Penalty
+
+#: what a combination certificate says of the conjunctions never formed
+UNEXAMINED = "every conjunction never formed has |gradient| <= bound by Eq. 5"
+
+
+@dataclass(frozen=True)
+class ConjunctionCheck:
+    """The certificate's extension to every conjunction up to ``degree``
+    (methods/combination.py): the largest |dC/dw_j| over the conjunctions
+    the search examined, against ``bound``; those never formed are bounded
+    by Eq. 5 of the search."""
+
+    degree: int
+    examined_conjunctions: int
+    examined_features: int
+    max_examined_gradient: float
+    unexamined: str = field(default=UNEXAMINED, init=False)
+    bound: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The KKT certificate of C over all candidate features (``kkt_from_parts``).
+
+    Attributes
+    ----------
+    passed : bool
+        Every condition holds (and every figure is finite).
+    violation : float
+        The largest violation of the three conditions (gradient units; 0 at
+        an exact optimum): one figure for comparing solvers.
+    tol, l1, bound : float
+        The tolerance, gamma1, and the zero-weight bound checked.
+    nonzero_weights, features_checked : int
+    max_active_violation, max_zero_gradient, max_bias_gradient : float
+        The largest violation at a non-zero weight, |dC/dw_j| at a zero
+        weight, and |dC/db_k|.
+    zero_weights_over_bound : int
+        Zero weights with |dC/dw_j| > bound (1 + tol).
+    finite : bool
+        No gradient entry or weight is NaN or infinite.
+    conjunctions : ConjunctionCheck or None
+        With combination features: the check over every conjunction.
+    """
+
+    passed: bool
+    violation: float
+    tol: float
+    l1: float
+    bound: float
+    nonzero_weights: int
+    features_checked: int
+    max_active_violation: float
+    max_zero_gradient: float
+    max_bias_gradient: float
+    zero_weights_over_bound: int
+    finite: bool
+    conjunctions: ConjunctionCheck | None = None
+
+    def with_conjunctions(self, check: ConjunctionCheck) -> Certificate:
+        """This certificate extended to the conjunctions: it passes when both do."""
+        return dataclasses.replace(
+            self, passed=bool(self.passed and check.passed), conjunctions=check
+        )
+
+    def to_json(self) -> dict:
+        """Its JSON object (docs/formats.md, the report's ``kkt``)."""
+        doc = dataclasses.asdict(self)
+        if self.conjunctions is None:
+            del doc["conjunctions"]
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Certificate:
+        """The certificate ``to_json`` wrote (a checkpoint's, a report's).
+
+        Raises KeyError or TypeError for an object that is not one."""
+        doc = dict(doc)
+        check = doc.pop("conjunctions", None)
+        if check is not None:
+            check = dict(check)
+            check.pop("unexamined", None)
+            check = ConjunctionCheck(**check)
+        return cls(**doc, conjunctions=check)
 
 
 def _penalty(penalty: Penalty | float, bound: float | None) -> Penalty:
@@ -27,7 +116,7 @@ def kkt_certificate(
     penalty: Penalty | float,
     tol: float,
     bound: float | None = None,
-) -> dict:
+) -> Certificate:
     """Optimality conditions of C over *all* candidate features.
 
     For the l1 problem (subdifferential of gamma1 |w_j|)::
@@ -77,7 +166,7 @@ def kkt_from_parts(
     penalty: Penalty | float,
     tol: float,
     bound: float | None = None,
-) -> dict:
+) -> Certificate:
     """``kkt_certificate`` from what the block-wise gradient test keeps
     (kernels/topk.py): dC/dw_j of the active features only, and over the
     inactive ones the largest |dC/dw_j| and how many exceed bound (1 + tol).
@@ -114,20 +203,20 @@ def kkt_from_parts(
     # one figure for comparing solvers: the largest violation of the three
     # conditions (absolute, gradient units; 0 at an exact optimum)
     violation = max(max_zero - bound, active_violation, bias_violation, 0.0)
-    return {
-        "passed": bool(passed),
-        "violation": violation,
-        "tol": tol,
-        "l1": l1,
-        "bound": bound,
-        "nonzero_weights": int(nz.sum()),
-        "features_checked": int(n_features),
-        "max_active_violation": active_violation,
-        "max_zero_gradient": max_zero,
-        "max_bias_gradient": bias_violation,
-        "zero_weights_over_bound": over,
-        "finite": finite,
-    }
+    return Certificate(
+        passed=bool(passed),
+        violation=violation,
+        tol=tol,
+        l1=l1,
+        bound=bound,
+        nonzero_weights=int(nz.sum()),
+        features_checked=int(n_features),
+        max_active_violation=active_violation,
+        max_zero_gradient=max_zero,
+        max_bias_gradient=bias_violation,
+        zero_weights_over_bound=over,
+        finite=finite,
+    )
 
 
-__all__ = ["kkt_certificate", "kkt_from_parts"]
+__all__ = ["Certificate", "ConjunctionCheck", "kkt_certificate", "kkt_from_parts"]

@@ -11,6 +11,7 @@ from ..config import TrainConfig
 from ..kernels import Scaling, Space, Weights
 from ..kernels.conjunctions import Conjunctions, Expanding
 from ..kernels.predict import EvalStats, EvalTask
+from ..problem.kkt import Certificate
 from .deadline import Deadline
 from .stops import Stop
 
@@ -66,6 +67,11 @@ class FitResult:
     conjunctions: Conjunctions | None = None
     stop: Stop | None = None
 
+    @property
+    def certificate(self) -> Certificate | None:
+        """The KKT certificate of the grafting family (``report["kkt"]``), else None."""
+        return self.report.get("kkt")
+
     def space(self, atoms: Space) -> Space:
         """The weights' space, given the data's (atoms only)."""
         if self.conjunctions is None:
@@ -111,7 +117,10 @@ class LoopState:
     stop : Stop or None
         Why the run stopped (by itself or at a cap); None while it runs.
     info : dict
-        Method-specific, JSON-able (for example the final certificate).
+        Method-specific, JSON-able.
+    certificate : Certificate or None
+        The KKT certificate the method stopped with (the grafting family;
+        a checkpoint keeps it as ``info["kkt"]``).
     arrays : dict of str to ndarray
         Method-specific arrays kept between rounds (for example SGC's stale
         gains); saved in the round's .npz.
@@ -130,6 +139,7 @@ class LoopState:
     arrays: dict = field(default_factory=dict)
     stop: Stop | None = None
     earlier_s: float = 0.0
+    certificate: Certificate | None = None
 
 
 @dataclass
@@ -152,6 +162,8 @@ class RoundOutcome:
         (grafting: max |dC/dw_j| over inactive features).
     info : dict
         Extra trace fields (JSON-able).
+    certificate : Certificate or None
+        With a stop: the KKT certificate the method stops with.
     arrays : dict or None
         New ``LoopState.arrays`` (None: unchanged).
     note : str
@@ -168,3 +180,4 @@ class RoundOutcome:
     info: dict = field(default_factory=dict)
     arrays: dict | None = None
     note: str = ""
+    certificate: Certificate | None = None

@@ -31,6 +31,7 @@ from ..data.fingerprint import describe as describe_fingerprint
 from ..errors import InputError
 from ..jsonio import read_json_object, write_json
 from ..kernels import Space, Weights
+from ..problem.kkt import Certificate
 from .base import LoopState
 from .stops import Stop
 
@@ -41,6 +42,8 @@ CHECKPOINT_VERSION = 2
 # Keys that change how far, where or how fast a run goes, not the path it
 # takes: a run may be resumed with a different value.
 RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots", "blas_threads")
+# The key of LoopState.certificate in state.json's info.
+_CERTIFICATE = "kkt"
 # Prefix of LoopState.arrays entries in a round's .npz.
 _STATE_ARRAY = "state_"
 # The only weights_file a state.json may name: a file in the checkpoint directory.
@@ -85,6 +88,13 @@ def data_fingerprint(backend) -> dict | None:
     }
 
 
+def _info_json(state: LoopState) -> dict:
+    """``state.info`` with the certificate (``info["kkt"]``) as JSON."""
+    if state.certificate is None:
+        return state.info
+    return {**state.info, _CERTIFICATE: state.certificate.to_json()}
+
+
 def checkpoint_dir(output_dir: str) -> str:
     return storage.join(output_dir, CHECKPOINT_DIR)
 
@@ -126,7 +136,7 @@ class Checkpoint:
             "elapsed_s": state.elapsed_s,
             "done": state.done,
             "weights_file": name,
-            "info": state.info,
+            "info": _info_json(state),
             "stop": state.stop.to_json() if state.stop is not None else None,
             "trace": state.trace,
         }
@@ -183,6 +193,10 @@ class Checkpoint:
                 f"{self.state_path}: 'stop': not a stop reason ({type(e).__name__}: {e}); "
                 "remove the checkpoint directory to start over"
             ) from None
+        if not isinstance(doc["info"], dict):
+            raise InputError(f"{self.state_path}: 'info': expected an object, got {doc['info']!r}")
+        info = dict(doc["info"])
+        certificate = self._certificate(info.pop(_CERTIFICATE, None))
         return LoopState(
             round=doc["round"],
             weights=weights,
@@ -192,10 +206,23 @@ class Checkpoint:
             # a finished run checkpointed before stops were typed has no stop:
             # its next round stops it again, with a typed stop
             done=bool(doc["done"]) and stop is not None,
-            info=doc["info"],
+            info=info,
             arrays=arrays,
             stop=stop,
+            certificate=certificate,
         )
+
+    def _certificate(self, doc) -> Certificate | None:
+        """The certificate a state.json's info holds (None if none)."""
+        if doc is None:
+            return None
+        try:
+            return Certificate.from_json(doc)
+        except (TypeError, KeyError, AttributeError) as e:
+            raise InputError(
+                f"{self.state_path}: 'info.{_CERTIFICATE}': not a KKT certificate "
+                f"({type(e).__name__}: {e}); remove the checkpoint directory to start over"
+            ) from None
 
     def _read_state(self) -> dict:
         """state.json, checked to be a checkpoint of this format."""

@@ -181,6 +181,8 @@ def run_rounds(
         if outcome.stop is not None:
             state.done, state.stop = True, outcome.stop
             state.info.update(outcome.info)
+            if outcome.certificate is not None:
+                state.certificate = outcome.certificate
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"
             log.info(
                 "round %d: %s%s; %d passes, %.1fs",

@@ -33,6 +33,7 @@ from .faces import FORCING, FORCING_MIN_TOL, face_step
 from .lbfgs import ConvergenceWarning
 from .line_search import Points, acceptance, expects_cut, line_search, next_radius
 from .options import SolverOptions
+from .secant import SecantMemory
 
 log = logging.getLogger(__name__)
 
@@ -346,15 +347,24 @@ def _step(
     radius: float,
     violation: float,
     options: SolverOptions,
-) -> tuple[np.ndarray, int, float, Evaluation]:
+    secant: SecantMemory | None = None,
+) -> tuple[np.ndarray, int, float | None, Evaluation]:
     """The iteration's direction, its inner work (sweeps or products),
     d^T H d, and the evaluation at theta: from a direction pass when the
     solver has one, else from the exact Hessian (a curvature pass first
-    when a cut step was accepted without it)."""
+    when a cut step was accepted without it). With ``secant`` pairs the
+    direction pass's step is corrected (``secant.py``) and d^T H d is left
+    to the step's gradients (None)."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
-        d, work, curvature = passes.direct(theta, grad, dlo, dhi, _model_tol(violation, options))
-        return d, work, curvature, ev
+        tol = _model_tol(violation, options)
+        loops = secant.first_loop(grad) if secant is not None else None
+        if loops is None:
+            d, work, curvature = passes.direct(theta, grad, dlo, dhi, tol)
+            return d, work, curvature, ev
+        assert secant is not None, "first_loop ran"
+        r, work, _ = passes.direct(theta, loops[0], dlo, dhi, tol)
+        return np.clip(secant.second_loop(r, loops[1]), dlo, dhi), work, None, ev
     if ev.hess is None:  # a cut step was accepted
         ev = passes.evaluate(theta, False, True)
     assert ev.hess is not None, "an evaluation with hessian=True carries it"
@@ -412,6 +422,7 @@ def minimize_box_newton(
     radius, ratio = options.radius, None  # trust region |d_j| <= radius; rho of a full step
     converged, message, it = False, "maximum number of iterations reached", 0
     steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
+    secant = SecantMemory(options.secant_memory) if direction and options.secant_memory else None
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
         violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
@@ -420,9 +431,12 @@ def minimize_box_newton(
             it -= 1
             break
         d, sweeps, curvature, ev = _step(
-            passes, ev, grad, theta, lower, upper, radius, violation, options
+            passes, ev, grad, theta, lower, upper, radius, violation, options, secant
         )
         slope = float(grad @ d)
+        if not slope < 0 and curvature is None and secant is not None:
+            secant.reset()  # the corrected step does not descend: the plain one
+            continue
         if not slope < 0:
             message = f"no descent direction (slope {slope:.3g}) at violation {violation:.3g}"
             break
@@ -443,6 +457,10 @@ def minimize_box_newton(
                 continue
             message = f"line search failed at violation {violation:.3g}"
             break
+        if secant is not None:
+            secant.update(theta, accepted[0], ev.grad, accepted[1].grad, lower, upper)
+        if curvature is None:  # d^T H d from the gradients at both ends of the step
+            curvature = float(d @ (accepted[1].grad - ev.grad)) / step
         radius, ratio = next_radius(step, length, slope, curvature, value, accepted[2], noise)
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1

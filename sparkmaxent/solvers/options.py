@@ -45,6 +45,9 @@ class SolverOptions:
         Hessian-vector products per block and direction pass.
     trial_points : the Hessian-free step's line search evaluates its first
         this many steps (1, backtrack, ...) with their gradients in one pass.
+    secant_memory : the Hessian-free step is corrected by the L-BFGS
+        two-loop over this many pairs of its last steps on an unchanged face
+        (``secant.py``); 0: the direction pass's step as it is.
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -67,6 +70,7 @@ class SolverOptions:
     stall: int = 10
     max_products: int = 200
     trial_points: int = 3
+    secant_memory: int = 5
     full_gradient: bool = True
 
 

@@ -32,6 +32,7 @@ from .atomic import (
 )
 from .fs import filesystem, local_path, scheme
 from .lock import describe_owner, lock_path, output_lock
+from .packed import is_packed, unpack
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,23 @@ def qualify(path: str) -> str:
 
 
 def read_bytes(path: str) -> bytes:
-    return filesystem().read_bytes(path)
+    """A file's bytes; a packed file's (``packed.py``, written under Spark
+    Connect) as the file it packs, on every file system."""
+    fs = filesystem()
+    if fs.name != "connect" and fs.is_dir(path):  # ConnectFS unpacks by itself
+        names = fs.list(path)
+        if not is_packed(names):
+            raise IsADirectoryError(f"{path}: a directory, expected a file")
+        part = next(n for n in names if not n.startswith((".", "_")))
+        return unpack(fs.read_bytes(join(path, part)), path)
+    return fs.read_bytes(path)
+
+
+def renames(path: str) -> bool:
+    """Whether outputs at ``path`` can be renamed and deleted (not on a
+    remote file system under Spark Connect: ``connect.py``), so written to a
+    temporary sibling and published (``atomic.publish``)."""
+    return filesystem().renames(path)
 
 
 def size(path: str) -> int:
@@ -174,26 +191,22 @@ def check_parquet_files(directory: str) -> None:
     files = parquet_files(directory)
     if not files:
         raise InputError(f"{directory}: expected *.parquet files, found none")
-    fs = filesystem()
     for path in files:
-        tail = fs.read_tail(path, 8)
-        size = fs.size(path)
-        footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 else -1
-        if tail[4:] != b"PAR1" or not 0 < footer <= size - 12:
-            raise InputError(
-                f"{path}: cannot read it as Parquet: no footer at its end "
-                f"({size} bytes; truncated or damaged)"
-            )
-        _check_pages(path)
+        _check_parquet_file(path, read_bytes(path))
 
 
-def _check_pages(path: str) -> None:
-    """Every row group of one Parquet file decoded with its page checksums
-    verified; InputError naming the file otherwise."""
+def _check_parquet_file(path: str, data: bytes) -> None:
+    """One Parquet file whole: a footer at its end, every row group
+    decoded with its page checksums verified; InputError naming it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = read_bytes(path)
+    footer = int.from_bytes(data[-8:-4], "little") if len(data) >= 8 else -1
+    if data[-4:] != b"PAR1" or not 0 < footer <= len(data) - 12:
+        raise InputError(
+            f"{path}: cannot read it as Parquet: no footer at its end "
+            f"({len(data)} bytes; truncated or damaged)"
+        )
     try:
         parquet = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True)
         for group in range(parquet.num_row_groups):
@@ -308,6 +321,7 @@ __all__ = [
     "refuse_existing",
     "refuse_existing_output",
     "rename",
+    "renames",
     "scheme",
     "sibling",
     "split",

@@ -119,6 +119,9 @@ def write_atomic(path: str, data: bytes) -> None:
     (in one rename on local disks, by :func:`publish` elsewhere)."""
     fs = filesystem()
     refuse_taken_over(path)
+    if not fs.renames(path):  # a packed file under Connect: Spark's commit is all or nothing
+        fs.write_bytes(path, data)
+        return
     tmp = sibling(path, "tmp")
     try:
         fs.write_bytes(tmp, data)
@@ -163,6 +166,8 @@ def check_writable(directory: str) -> None:
     InputError (exit 2) naming the directory otherwise."""
     fs = filesystem()
     probe = join(directory, f".sparkmaxent-probe.tmp-{uuid.uuid4().hex[:8]}")
+    if not fs.renames(directory):  # Spark Connect, remote: refused (naming why) before writing
+        fs.delete(probe)
     try:
         fs.mkdirs(directory)
         fs.write_bytes(probe, b"")

@@ -1,25 +1,31 @@
 """The file system under a Spark Connect client: local paths through ``os``
 (the client's disk, which the server shares when both run on one host or
 mount the same disk), every other scheme (``hdfs://``, ``s3a://``,
-``abfss://``, ``dbfs:/``, ``viewfs://``, ...) read through the server.
+``abfss://``, ``dbfs:/``, ``viewfs://``, ...) through the server, with
+DataFrame readers and writers only.
 
 A Connect client has no JVM and so no Hadoop FileSystem; the server has
-one, and its ``binaryFile`` source lists and reads files through it. So a
-prepared dataset (``dataset.json``, its dictionary) and a saved model on
-any file system the server reaches can be read under Connect: ``train
---train hdfs://...``, ``MaxEntClassificationModel.load("s3a://...")``,
-``evaluate --model abfss://...``. What the server's listing cannot show is
-not seen: names starting with ``.`` or ``_`` inside a listed directory
-(Spark's hidden files), and empty directories.
+one. Its ``binaryFile`` source lists and reads files through it; its
+Parquet writer writes through it. So under Connect:
 
-Copying from there to a local path works (a model's vocabulary is copied
-from its training dataset). Writing there is refused (InputError naming
-the path): the DataFrame
-writers only make directories of ``part-*`` files, and nothing a client
-can send creates a file of a given name, renames, deletes or creates one
-exclusively, which the all-or-nothing outputs and the output locks of
-``storage`` are built on. Outputs go to local paths (a disk the server
-shares) or a classic session writes them (docs/connect.md).
+- **reading** a remote file is reading its bytes from the server's
+  ``binaryFile`` listing. What the listing cannot show is not seen: names
+  starting with ``.`` or ``_`` inside a listed directory (Spark's hidden
+  files), and directories holding no file.
+- **writing** a remote file ``path`` writes a *packed file*: the directory
+  ``path`` holding one Parquet part file of one row, the file's bytes in
+  the column :data:`COLUMN` (``storage.packed``, whose readers the classic
+  and local file systems use too, so what a Connect client wrote reads
+  anywhere). Spark's commit protocol publishes the part file whole or not
+  at all, so a reader never sees part of a file; a failed write leaves no
+  file (when it replaced one, the old one is gone too).
+- what a client cannot send at all, because no DataFrame writer does it,
+  is refused naming the path: renaming, deleting, creating a file only if
+  it does not exist. Those are what the all-or-nothing output directories
+  (``atomic.publish``) and the output locks (``lock.py``) are built on, so
+  the CLI's outputs (``train``/``prepare``/``pipeline --output``) take
+  local paths under Connect; a saved model writes in place instead, its
+  ``metadata.json`` last (``model.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
+from .packed import COLUMN, SCHEMA, is_packed, unpack
 from .uri import scheme
 
 #: the listing and reading source, whose Hadoop FileSystem is the server's
@@ -39,8 +46,9 @@ def is_remote(path: str) -> bool:
 
 
 class ConnectFS:
-    """Local paths as :class:`LocalFS`; other schemes read through the Spark
-    Connect ``session``'s server, never written."""
+    """Local paths as :class:`LocalFS`; other schemes through the Spark
+    Connect ``session``'s server: read, written as packed files, never
+    renamed or deleted."""
 
     name = "connect"
 
@@ -64,16 +72,45 @@ class ConnectFS:
                 return None
             raise OSError(f"{path}: the Spark Connect server could not list it: {e}") from None
 
+    def _kind(self, path: str) -> tuple[str, Any]:
+        """("file", row), ("packed", row of its part file), ("dir", rows)
+        or ("", None) when nothing is there (a directory holding no file,
+        as a failed write leaves, is nothing)."""
+        rows = self._rows(path, recursive=True)
+        if not rows:
+            return "", None
+        if len(rows) == 1 and _same(rows[0]["path"], path):
+            return "file", rows[0]
+        if len(rows) == 1 and self._packed(path, rows[0]["path"]):
+            return "packed", rows[0]
+        return "dir", rows
+
+    def _packed(self, path: str, part: str) -> bool:
+        """Whether the one file ``part`` under ``path`` makes it a packed file:
+        a Parquet part file right under it whose only column is :data:`COLUMN`."""
+        name = _path_of(part)[len(_path_of(path)) + 1 :]
+        if "/" in name or not is_packed([name]):
+            return False
+        try:
+            return list(self.spark.read.parquet(path).columns) == [COLUMN]
+        except Exception:  # not Parquet: a file of another kind, so a directory
+            return False
+
     def _file(self, path: str, content: bool = False):
-        """The one row of the file ``path``; FileNotFoundError naming it
+        """The one row of the file ``path`` (a packed file's: its part
+        file's), with ``packed`` telling which; FileNotFoundError naming it
         (IsADirectoryError for a directory)."""
-        rows = self._rows(path, content)
-        if rows is None:
+        kind, row = self._kind(path)
+        if not kind:
             raise FileNotFoundError(f"{path}: no such file (listed by the Spark Connect server)")
-        mine = [r for r in rows if _same(r["path"], path)]
-        if len(mine) != 1:
+        if kind == "dir":
             raise IsADirectoryError(f"{path}: a directory, expected a file")
-        return mine[0]
+        if content:  # the one file again, its bytes with it
+            rows = self._rows(path, content=True, recursive=True) or []
+            if len(rows) != 1:
+                raise FileNotFoundError(f"{path}: changed while it was read")
+            row = rows[0]
+        return kind == "packed", row
 
     def qualify(self, path: str) -> str:
         return path if is_remote(path) else self.local.qualify(path)
@@ -81,13 +118,12 @@ class ConnectFS:
     def exists(self, path: str) -> bool:
         if not is_remote(path):
             return self.local.exists(path)
-        return self._rows(path) is not None
+        return bool(self._kind(path)[0])
 
     def is_dir(self, path: str) -> bool:
         if not is_remote(path):
             return self.local.is_dir(path)
-        rows = self._rows(path)
-        return rows is not None and not (len(rows) == 1 and _same(rows[0]["path"], path))
+        return self._kind(path)[0] == "dir"
 
     def list(self, path: str) -> list[str]:
         if not is_remote(path):
@@ -102,72 +138,104 @@ class ConnectFS:
     def read_bytes(self, path: str) -> bytes:
         if not is_remote(path):
             return self.local.read_bytes(path)
-        return bytes(self._file(path, content=True)["content"])
+        packed, row = self._file(path, content=True)
+        return unpack(bytes(row["content"]), path) if packed else bytes(row["content"])
 
     def read_tail(self, path: str, n: int) -> bytes:
         return self.local.read_tail(path, n) if not is_remote(path) else self.read_bytes(path)[-n:]
 
     def size(self, path: str) -> int:
-        return self.local.size(path) if not is_remote(path) else int(self._file(path)["length"])
+        if not is_remote(path):
+            return self.local.size(path)
+        packed, row = self._file(path)
+        return len(self.read_bytes(path)) if packed else int(row["length"])
 
     def mtime(self, path: str) -> float:
         if not is_remote(path):
             return self.local.mtime(path)
-        return self._file(path)["modificationTime"].timestamp()
+        return self._file(path)[1]["modificationTime"].timestamp()
 
-    # ---- writing: local paths only -------------------------------------------
-    def _writable(self, path: str) -> str:
+    # ---- writing: packed files through the server's Parquet writer ------------
+    def renames(self, path: str) -> bool:
+        """Whether ``path`` can be renamed and deleted (local paths only)."""
+        return not is_remote(path)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """A local file, or a remote packed file replacing any file there
+        (never a directory: IsADirectoryError)."""
+        if not is_remote(path):
+            self.local.write_bytes(path, data)
+            return
+        if self._kind(path)[0] == "dir":
+            raise IsADirectoryError(f"{path}: a directory, cannot write a file over it")
+        frame = self.spark.createDataFrame([(bytearray(data),)], SCHEMA)
+        try:
+            frame.coalesce(1).write.mode("overwrite").parquet(path)
+        except Exception as e:  # pyspark's exceptions, from the server
+            raise OSError(f"{path}: the Spark Connect server could not write it: {e}") from None
+
+    def mkdirs(self, path: str) -> None:
+        """Local directories; a remote one appears with its first file."""
+        if not is_remote(path):
+            self.local.mkdirs(path)
+
+    def _local_only(self, path: str, what: str) -> str:
         if is_remote(path):
             raise InputError(
-                f"{path}: under Spark Connect sparkmaxent reads {scheme(path)}:// files "
-                "through the server, but cannot write its own files there (models, "
-                "reports, checkpoints, locks, datasets' dataset.json): a Connect client "
-                "cannot create, rename or delete a named file on the server's file "
-                "systems. Write to a local or file: path the server shares, or run a "
-                "classic session (docs/connect.md)"
+                f"{path}: under Spark Connect sparkmaxent writes {scheme(path)}:// files "
+                f"through the server's DataFrame writers, which cannot {what}; the "
+                "outputs of train, prepare and pipeline (their locks, checkpoints and "
+                "all-or-nothing renames) take a local or file: path the server shares "
+                "under Connect, or run a classic session (docs/connect.md)"
             )
         return path
 
-    def mkdirs(self, path: str) -> None:
-        self.local.mkdirs(self._writable(path))
-
     def delete(self, path: str) -> None:
-        self.local.delete(self._writable(path))
+        self.local.delete(self._local_only(path, "delete a file or directory"))
 
     def rename(self, src: str, dst: str) -> None:
-        self.local.rename(self._writable(src), self._writable(dst))
+        what = "rename a file or directory"
+        self.local.rename(self._local_only(src, what), self._local_only(dst, what))
 
     def replace_file(self, src: str, dst: str) -> bool:
-        return self.local.replace_file(self._writable(src), self._writable(dst))
-
-    def write_bytes(self, path: str, data: bytes) -> None:
-        self.local.write_bytes(self._writable(path), data)
+        return self.local.replace_file(self._local_only(src, "rename"), dst)
 
     def create_new(self, path: str, data: bytes) -> bool:
-        return self.local.create_new(self._writable(path), data)
+        what = "create a file only if it does not exist (output locks)"
+        return self.local.create_new(self._local_only(path, what), data)
+
+    def touch(self, path: str) -> None:
+        self.local.touch(self._local_only(path, "refresh a lock"))
 
     def copy(self, src: str, dst: str) -> None:
-        """Copy a file or a directory tree to a local ``dst``; from a remote
-        ``src`` its files come through the server (Spark's hidden files,
-        ``_SUCCESS`` and the like, are not listed, so not copied)."""
-        self._writable(dst)
-        if not is_remote(src):
+        """Copy a file or a directory tree; files of a remote ``src`` come
+        through the server (Spark's hidden files, ``_SUCCESS`` and the like,
+        are not listed, so not copied), to a remote ``dst`` as packed files."""
+        if not is_remote(src) and not is_remote(dst):
             self.local.copy(src, dst)
+            return
+        if not is_remote(src):
+            self._copy_local_tree(src, dst)
             return
         rows = self._rows(src, content=True, recursive=True)
         if rows is None:
             raise FileNotFoundError(f"{src}: no such file (listed by the Spark Connect server)")
         if len(rows) == 1 and _same(rows[0]["path"], src):
-            self.local.write_bytes(dst, bytes(rows[0]["content"]))
+            self.write_bytes(dst, bytes(rows[0]["content"]))
             return
         base = _path_of(src) + "/"
-        self.local.mkdirs(dst)
+        self.mkdirs(dst)
         for row in rows:
             rel = _path_of(row["path"])[len(base) :]
-            self.local.write_bytes(dst.rstrip("/") + "/" + rel, bytes(row["content"]))
+            self.write_bytes(dst.rstrip("/") + "/" + rel, bytes(row["content"]))
 
-    def touch(self, path: str) -> None:
-        self.local.touch(self._writable(path))
+    def _copy_local_tree(self, src: str, dst: str) -> None:
+        """A local file or tree to a remote ``dst``, file by file."""
+        if not self.local.is_dir(src):
+            self.write_bytes(dst, self.local.read_bytes(src))
+            return
+        for name in self.local.list(src):
+            self.copy(src.rstrip("/") + "/" + name, dst.rstrip("/") + "/" + name)
 
 
 def _path_of(uri: str) -> str:

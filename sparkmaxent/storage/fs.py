@@ -82,6 +82,9 @@ class LocalFS:
             raise FileExistsError(f"cannot rename {src} to {dst}: it exists")
         os.rename(self._p(src), d)
 
+    def renames(self, path: str) -> bool:
+        return True
+
     def replace_file(self, src: str, dst: str) -> bool:
         """Replace the file ``dst`` by ``src`` in one step (True: done)."""
         os.replace(self._p(src), self._p(dst))
@@ -198,6 +201,9 @@ class HadoopFS:
             raise FileExistsError(f"cannot rename {src} to {dst}: it exists")
         if not _java(lambda: fs.rename(s, d), src):
             raise OSError(f"could not rename {src} to {dst}")
+
+    def renames(self, path: str) -> bool:
+        return True
 
     def replace_file(self, src: str, dst: str) -> bool:
         """On the local disk, replace ``dst`` by ``src`` in one step (True);

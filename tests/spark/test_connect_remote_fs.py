@@ -7,8 +7,9 @@ network). The client has no Hadoop FileSystem and cannot open a
 exactly as ``hdfs://``, ``s3a://`` or ``abfss://`` would
 (``sparkmaxent.storage.connect``): training from a prepared dataset there,
 evaluating and loading a model saved there (the CLI and pyspark.ml) give
-what the same local paths give; writing there is refused before anything
-is written. Only the server's JVM runs.
+what the same local paths give; a pyspark.ml model saved there through
+the server loads back; a run's ``--output`` there is refused before
+anything is written. Only the server's JVM runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 import pytest
 
 from sparkmaxent.data import synthetic
+from sparkmaxent.model import MaxentModel
 from tests.spark.test_connect import ROOT, sets
 
 pytestmark = [pytest.mark.connect, pytest.mark.slow]  # four runs of the CLI, a minute or more
@@ -112,16 +114,21 @@ def test_reading_a_remote_file_system_under_connect(server, store):
     refused = run([*cli, "train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run2",
                    *sets(SETTINGS)], url)  # fmt: skip
     assert refused.returncode == 2, refused.stderr[-3000:]
-    assert "cannot write its own files there" in refused.stderr
-    assert not (store / "run2").exists()
+    assert "DataFrame writers, which cannot" in refused.stderr
+    assert not (store / "run2").exists() and not (store / ".run2.lock").exists()
 
-    # pyspark.ml: a model saved on the shared disk loads back from there
-    out = ok(run(["-c", ML_CLIENT, url, str(store / "ml"), f"{MOUNT}/ml"], url))
+    # pyspark.ml: a model saved there through the server loads back (under Connect
+    # and, from the server's disk, in this classic process), and is not replaced
+    out = ok(run(["-c", ML_CLIENT, url, f"{MOUNT}/ml"], url))
     assert out.startswith("same predictions"), out
+    assert not [p for p in os.listdir(store / "ml") if ".tmp-" in p]
+    saved = MaxentModel.load(str(store / "ml" / "model"))
+    assert saved.weights.values.tolist() == json.loads(out.split("\n")[1])
 
 
 #: fit and save a classifier locally, load it through the server, compare
 ML_CLIENT = """
+import json
 import sys
 from pyspark.sql import SparkSession
 from sparkmaxent.ml import MaxEntClassificationModel, MaxEntClassifier
@@ -131,10 +138,17 @@ spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
 df = frame(spark)
 model = MaxEntClassifier(method="grafting", l1=0.01).fit(df)
 model.write().save(sys.argv[2])
-back = MaxEntClassificationModel.load(sys.argv[3])
-assert back.maxentModel.weights.values.tolist() == model.maxentModel.weights.values.tolist()
+back = MaxEntClassificationModel.load(sys.argv[2])
+weights = model.maxentModel.weights.values.tolist()
+assert back.maxentModel.weights.values.tolist() == weights
 here = [r.prediction for r in model.transform(df).orderBy("id").collect()]
 there = [r.prediction for r in back.transform(df).orderBy("id").collect()]
 assert here == there and here
+try:
+    model.write().overwrite().save(sys.argv[2])
+    raise SystemExit("replaced a model on the server's file system")
+except ValueError as e:
+    assert "cannot delete" in str(e), e
 print("same predictions", len(here))
+print(json.dumps(weights))
 """

@@ -72,10 +72,10 @@ def test_block_pass_selects_what_the_dense_pass_selects(backend, problem):
         GAMMA,
         1e-6,
     )
-    assert parts["zero_weights_over_bound"] == dense["zero_weights_over_bound"] > 5
-    assert parts["features_checked"] == dense["features_checked"] == space.n_features
+    assert parts.zero_weights_over_bound == dense.zero_weights_over_bound > 5
+    assert parts.features_checked == dense.features_checked == space.n_features
     for key in ("max_zero_gradient", "max_active_violation", "max_bias_gradient"):
-        assert parts[key] == pytest.approx(dense[key], rel=1e-9, abs=1e-15)
+        assert getattr(parts, key) == pytest.approx(getattr(dense, key), rel=1e-9, abs=1e-15)
 
 
 @pytest.mark.parametrize("rounds", [1, pytest.param(3, marks=pytest.mark.slow)])

@@ -293,8 +293,11 @@ def test_a_finished_runs_checkpoint_keeps_its_typed_stop(tmp_path):
     doc = json.load(open(path))
     assert doc["done"] and doc["stop"] == {"reason": "no_candidate_passes"}
     assert whole.stop is not None and whole.stop.reason is StopReason.NO_CANDIDATE_PASSES
+    # the certificate is kept as JSON and read back typed: the resumed run's is the same
+    assert doc["info"]["kkt"] == whole.report.certificate.to_json()
     again = train(local(directory), grafting_config(), output_dir=out, resume=True)
     assert again.stop == whole.stop and again.report["stopped"] == whole.report["stopped"]
+    assert again.report.certificate == whole.report.certificate and again.report.certificate.passed
     assert again.report["rounds_run"] == whole.report["rounds_run"]
     del doc["stop"]
     json.dump(doc, open(path, "w"))
@@ -304,4 +307,9 @@ def test_a_finished_runs_checkpoint_keeps_its_typed_stop(tmp_path):
     doc["stop"] = {"reason": "no such reason"}
     json.dump(doc, open(path, "w"))
     with pytest.raises(InputError, match=r"state\.json: 'stop': not a stop reason"):
+        train(local(directory), grafting_config(), output_dir=out, resume=True)
+    doc["stop"] = {"reason": "no_candidate_passes"}
+    doc["info"]["kkt"] = {"passed": True}
+    json.dump(doc, open(path, "w"))
+    with pytest.raises(InputError, match=r"state\.json: 'info\.kkt': not a KKT certificate"):
         train(local(directory), grafting_config(), output_dir=out, resume=True)

@@ -193,7 +193,7 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
     assert [p["l1"] for p in points] == grid
     for i, point in enumerate(points):
         cold = run(problem, heldout=False, method="grafting", l1=grid[i], gtol=1e-9)
-        assert point["kkt_passed"] and cold.report["kkt"]["passed"]
+        assert point["kkt_passed"] and cold.report.certificate.passed
         assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
         assert point["features"] == cold.report["nonzero_weights"]
         if i:  # the first point starts from the bias-only model, a cold fit from zeros
@@ -215,7 +215,7 @@ def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(pro
     ).test(start.weights)
     assert (
         path.report["rounds"][0]["added"]
-        == test.kkt["zero_weights_over_bound"]
+        == test.kkt.zero_weights_over_bound
         > points[0]["features"]
     )
     # the optimum of one candidate a round from the same start (grafting's own)
@@ -224,7 +224,7 @@ def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(pro
         train_config(method="grafting", l1=grid[1], n_best=1, gtol=1e-9),
         warm_start=start.weights,
     )
-    assert points[1]["kkt_passed"] and one.report["kkt"]["passed"]
+    assert points[1]["kkt_passed"] and one.report.certificate.passed
     assert points[1]["objective"] == pytest.approx(one.report["objective"], rel=1e-7)
     assert np.array_equal(path.weights.active_ids(), one.weights.active_ids())
     assert np.allclose(path.weights.values, one.weights.values, rtol=0, atol=1e-4)
@@ -394,8 +394,8 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     assert not row.cut and row.continued_after >= budget
     assert row.converged and full.report["converged"]
     if method == "grafting":
-        assert row.kkt_passed and full.report["kkt"]["passed"]
-        assert result.report["kkt"]["max_zero_gradient"] <= result.report["kkt"]["bound"]
+        assert row.kkt_passed and full.certificate.passed
+        assert result.certificate.max_zero_gradient <= result.certificate.bound
     assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty

@@ -26,7 +26,7 @@ from sparkmaxent.kernels.combination_search import (
 from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions
 from sparkmaxent.methods.combination import Combination, search
 from sparkmaxent.model_conjunctions import atoms_of_keys
-from sparkmaxent.problem import kkt_certificate
+from sparkmaxent.problem import Certificate, kkt_certificate
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.train import train
 
@@ -273,7 +273,7 @@ def test_certificate_equals_the_enumerated_one(degree):
     data, block, space = planted(seed=5)
     cfg = comb_config(degree, max_rounds=0)
     result = train(LocalBackend(split_block(block, 2), space), cfg)
-    cert = result.report["kkt"]
+    cert = result.report.certificate
     conj = result.conjunctions
     conj_all = every_conjunction(block, degree, conj)
     big = Space(MULTICLASS, conj_all.n_predicates, K, bias=True)
@@ -281,10 +281,10 @@ def test_certificate_equals_the_enumerated_one(degree):
     full = kkt_certificate(
         lg.grad / lg.weight, result.weights, lg.grad_bias / lg.weight, cfg.grafting.l1, 1e-6
     )
-    assert cert["passed"] and full["passed"]
-    ours = max(cert["max_zero_gradient"], cert["conjunctions"]["max_examined_gradient"])
-    assert ours == pytest.approx(full["max_zero_gradient"], rel=1e-7)
-    assert cert["max_active_violation"] == pytest.approx(full["max_active_violation"], abs=1e-9)
+    assert cert.passed and full.passed
+    ours = max(cert.max_zero_gradient, cert.conjunctions.max_examined_gradient)
+    assert ours == pytest.approx(full.max_zero_gradient, rel=1e-7)
+    assert cert.max_active_violation == pytest.approx(full.max_active_violation, abs=1e-9)
     # some conjunction entered and helps: the objective is below the atoms-only one
     atoms_only = train(LocalBackend([block], space), comb_config(1))
     assert result.report["objective"] < atoms_only.report["objective"] - 1e-4
@@ -296,10 +296,10 @@ def test_certificate_equals_the_enumerated_one(degree):
 def test_stopped_run_certificate_covers_conjunctions_by_the_bound():
     data, block, space = planted(seed=6)
     result = train(LocalBackend([block], space), comb_config(2, max_rounds=6, l1=1e-3))
-    cert = result.report["kkt"]
+    cert = result.report.certificate
     assert result.report["stopped"] == "max_rounds = 6"
-    part = cert["conjunctions"]
-    assert part["unexamined"].startswith("every conjunction never formed")
+    part = cert.conjunctions
+    assert part.unexamined.startswith("every conjunction never formed")
     conj = result.conjunctions
     conj_all = every_conjunction(block, 2, conj)
     big = Space(MULTICLASS, conj_all.n_predicates, K, bias=True)
@@ -307,7 +307,19 @@ def test_stopped_run_certificate_covers_conjunctions_by_the_bound():
     full = kkt_certificate(
         lg.grad / lg.weight, result.weights, lg.grad_bias / lg.weight, 1e-3, 1e-6
     )
-    assert cert["passed"] == full["passed"]
+    assert cert.passed == full.passed
+    # the JSON form the report and a checkpoint hold reads back as the same certificate
+    assert Certificate.from_json(cert.to_json()) == cert
+    doc = cert.to_json()
+    assert list(doc)[-1] == "conjunctions" and list(doc["conjunctions"]) == [
+        "degree",
+        "examined_conjunctions",
+        "examined_features",
+        "max_examined_gradient",
+        "unexamined",
+        "bound",
+        "passed",
+    ]
 
 
 def test_resume_in_the_combination_phase_gives_the_same_model(tmp_path):
@@ -354,7 +366,7 @@ def test_warm_start_from_the_atoms_solution_reaches_the_same_model():
     orig = train(LocalBackend([block], space), comb_config(1))
     warm_backend = LocalBackend([block], space)
     warm = train(warm_backend, comb_config(2), warm_start=orig.weights)
-    assert warm.report["kkt"]["passed"] and cold.report["kkt"]["passed"]
+    assert warm.report.certificate.passed and cold.report.certificate.passed
     assert warm.report["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
     assert len(warm.conjunctions) > 0
     assert warm_backend.passes < cold_backend.passes
@@ -395,7 +407,7 @@ def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
         warm_start=strong.weights,
         warm_conjunctions=strong.conjunctions,
     )
-    assert warm.report["kkt"]["passed"] and cold.report["kkt"]["passed"]
+    assert warm.report.certificate.passed and cold.report.certificate.passed
     assert warm.report["kkt"]["conjunctions"]["passed"]
     assert warm.report["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
     assert warm_backend.passes < cold_backend.passes

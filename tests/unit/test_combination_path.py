@@ -94,7 +94,12 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
 
 
-class WidenedEveryPass(LocalBackend):
+class KeptApart(LocalBackend):
+    """An in-process backend whose refit union keeps the two parts apart
+    (``UnionBackend``), as distributed parts are (``backends.union.union_of``)."""
+
+
+class WidenedEveryPass(KeptApart):
     """A backend without a derived copy: its conjunctions are formed in
     every pass (what the refit over training + held-out events did before)."""
 
@@ -115,7 +120,7 @@ def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, mon
     monkeypatch.setattr(Conjunctions, "expand", counted)
     cfg = train_config(path=True, l1_grid=GRID, patience=0, **KEYS)
     runs = {}
-    for name, cls in (("cached", LocalBackend), ("every pass", WidenedEveryPass)):
+    for name, cls in (("cached", KeptApart), ("every pass", WidenedEveryPass)):
         calls["n"] = 0
         res = train(cls([tr], space), cfg, cls([he], space))
         runs[name] = (res, calls["n"])

@@ -1,6 +1,6 @@
 """Spark Connect rules that need no server: which URL a run connects to,
 how a Connect session is told apart, its default parallelism, the storage
-of remote URIs (read through the server, writing refused), and the backend
+of remote URIs (read through the server, written as packed files), and the backend
 the factory refuses."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from sparkmaxent.backends.session import REMOTE_ENV, remote_url
 from sparkmaxent.errors import ConfigError, InputError
 from sparkmaxent.session_kind import default_parallelism, is_connect
 from sparkmaxent.storage import fs
+from sparkmaxent.storage.packed import COLUMN, SCHEMA
 
 
 class _Conf:
@@ -58,6 +59,44 @@ class _Server:
     def __init__(self, files: dict[str, bytes]):
         self.files = files
         self.read = self
+        self.rows: list = []
+
+    # ---- what the server's Parquet reader and writer do ----------------------
+    def createDataFrame(self, rows, schema):  # noqa: N802 (pyspark's name)
+        assert schema == SCHEMA
+        self.rows = rows
+        return self
+
+    def coalesce(self, n):
+        return self
+
+    @property
+    def write(self):
+        return self
+
+    def mode(self, mode):
+        assert mode == "overwrite"
+        return self
+
+    def parquet(self, path):
+        """The writer: replace ``path`` by one part file of the rows; the
+        reader: the columns of the part files under ``path``."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = path.rstrip("/")
+        if self.rows:
+            for p in [p for p in self.files if p == path or p.startswith(path + "/")]:
+                del self.files[p]
+            sink = pa.BufferOutputStream()
+            pq.write_table(pa.table({COLUMN: [bytes(r[0]) for r in self.rows]}), sink)
+            self.files[f"{path}/part-00000-0.snappy.parquet"] = sink.getvalue().to_pybytes()
+            self.files[f"{path}/_SUCCESS"] = b""
+            self.rows = []
+            return None
+        part = next(p for p in self.files if p.startswith(path + "/part-"))
+        names = pq.read_schema(pa.BufferReader(self.files[part])).names
+        return type("Frame", (), {"columns": names})
 
     def format(self, source):
         assert source == "binaryFile"
@@ -130,18 +169,51 @@ def test_connect_storage_copies_a_remote_tree_to_a_local_path(tmp_path):
     assert (tmp_path / "one").read_bytes() == b"P0"
 
 
-def test_connect_storage_refuses_writing_remote_uris_naming_the_limitation(tmp_path):
+def test_connect_storage_writes_remote_files_packed_and_reads_them_back_anywhere(
+    tmp_path, monkeypatch
+):
+    from sparkmaxent import storage
+    from sparkmaxent.storage.connect import ConnectFS
+
+    server = _Server({"hdfs://nn/d/events/part-0.parquet": b"PAR1"})
+    remote = ConnectFS(server, fs.LocalFS())
+    remote.mkdirs("hdfs://nn/m")  # nothing to do: a directory appears with its first file
+    assert not remote.exists("hdfs://nn/m")
+    remote.write_bytes("hdfs://nn/m/metadata.json", b'{"a": 1}')
+    assert "hdfs://nn/m/metadata.json/part-00000-0.snappy.parquet" in server.files
+    assert remote.exists("hdfs://nn/m/metadata.json") and remote.exists("hdfs://nn/m")
+    assert not remote.is_dir("hdfs://nn/m/metadata.json") and remote.is_dir("hdfs://nn/m")
+    assert remote.read_bytes("hdfs://nn/m/metadata.json") == b'{"a": 1}'
+    assert remote.size("hdfs://nn/m/metadata.json") == 8
+    remote.write_bytes("hdfs://nn/m/metadata.json", b"{}")  # replaced whole
+    assert remote.read_bytes("hdfs://nn/m/metadata.json") == b"{}"
+    assert remote.list("hdfs://nn/m") == ["metadata.json"]
+    with pytest.raises(IsADirectoryError, match="hdfs://nn/d/events"):
+        remote.write_bytes("hdfs://nn/d/events", b"x")  # never a directory written over
+    assert remote.read_bytes("hdfs://nn/d/events/part-0.parquet") == b"PAR1"  # a plain file
+
+    # the server's disk, seen by a classic or local session: the packed file reads as its bytes
+    for uri, data in server.files.items():
+        local = tmp_path / uri[len("hdfs://nn/") :]
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(data)
+    monkeypatch.setattr(storage, "filesystem", fs.LocalFS)
+    assert storage.read_bytes(str(tmp_path / "m" / "metadata.json")) == b"{}"
+    with pytest.raises(IsADirectoryError, match="expected a file"):
+        storage.read_bytes(str(tmp_path / "d"))
+
+
+def test_connect_storage_refuses_what_no_dataframe_writer_does_naming_it(tmp_path):
     from sparkmaxent.storage.connect import ConnectFS
 
     remote = ConnectFS(_Server({}), fs.LocalFS())
-    for write in (
-        lambda: remote.write_bytes("hdfs://nn/m/metadata.json", b"{}"),
-        lambda: remote.mkdirs("s3a://bucket/models"),
-        lambda: remote.create_new("abfss://c@a.dfs.core.windows.net/.m.lock", b""),
-        lambda: remote.rename("hdfs://nn/a", "hdfs://nn/b"),
-        lambda: remote.delete("dbfs:/models/m"),
+    for write, what in (
+        (lambda: remote.create_new("abfss://c@a.dfs.core.windows.net/.m.lock", b""), "locks"),
+        (lambda: remote.rename("hdfs://nn/a", "hdfs://nn/b"), "rename"),
+        (lambda: remote.delete("dbfs:/models/m"), "delete"),
+        (lambda: remote.touch("s3a://bucket/.m.lock"), "refresh a lock"),
     ):
-        with pytest.raises(InputError, match="cannot write its own files there"):
+        with pytest.raises(InputError, match=f"DataFrame writers, which cannot .*{what}"):
             write()
     local = str(tmp_path / "x.json")  # local paths: the client's disk, as before
     remote.write_bytes(local, b"{}")
@@ -150,24 +222,32 @@ def test_connect_storage_refuses_writing_remote_uris_naming_the_limitation(tmp_p
         fs.LocalFS().exists("hdfs://namenode/data/train")  # no session at all
 
 
+def test_a_model_saved_under_connect_on_a_remote_fs_loads_back_and_is_not_replaced(monkeypatch):
+    from sparkmaxent import storage
+    from sparkmaxent.model import METADATA_FILE, MaxentModel
+    from sparkmaxent.storage import atomic
+    from sparkmaxent.storage.connect import ConnectFS
+    from tests.unit.test_model_load import small_model
+
+    server = _Server({})
+    remote = ConnectFS(server, fs.LocalFS())
+    monkeypatch.setattr(storage, "filesystem", lambda: remote)
+    monkeypatch.setattr(atomic, "filesystem", lambda: remote)
+    model = small_model()
+    model.save("s3a://bucket/models/m")
+    written = [p.split("/models/m/")[1] for p in server.files if not p.endswith("_SUCCESS")]
+    assert not any(".tmp-" in p for p in written), written  # in place: nothing renamed
+    back = MaxentModel.load("s3a://bucket/models/m")
+    assert back.weights.values.tolist() == model.weights.values.tolist()
+    assert back.labels == model.labels
+    with pytest.raises(InputError, match="nothing on s3a:// storage can be deleted"):
+        model.save("s3a://bucket/models/m", overwrite=True)
+    assert METADATA_FILE in written[-1], written  # written last: it marks the model whole
+
+
 def test_the_rdd_backend_is_refused_under_connect():
     with pytest.raises(ConfigError, match="spark-rdd needs a classic Spark session"):
         factory.make_backend("spark-rdd", "/nonexistent", spark=_connect_like({}))
-
-
-def test_a_model_saved_under_connect_to_a_remote_fs_is_refused_before_writing(monkeypatch):
-    from sparkmaxent import storage
-    from sparkmaxent.ml import MaxEntClassificationModel
-    from sparkmaxent.ml.persistence import MaxEntWriter
-    from sparkmaxent.storage.connect import ConnectFS
-
-    server = _Server({"s3a://bucket/models/m/metadata/part-00000": b"{}"})
-    monkeypatch.setattr(storage, "filesystem", lambda: ConnectFS(server, fs.LocalFS()))
-    writer = MaxEntWriter(MaxEntClassificationModel())
-    with pytest.raises(InputError, match="cannot write its own files there"):
-        writer.save("hdfs://namenode/models/m")
-    with pytest.raises(InputError, match="cannot write its own files there"):
-        writer.overwrite().save("s3a://bucket/models/m")  # not deleted either
 
 
 def test_a_model_is_not_saved_over_an_existing_path_without_overwrite(tmp_path, monkeypatch):

@@ -173,7 +173,7 @@ def passing_parts():
 def test_certificate_passes_on_finite_numbers():
     weights, full_grad, grad_bias, penalty = passing_parts()
     cert = kkt_certificate(full_grad, weights, grad_bias, penalty, 1e-6)
-    assert cert["passed"] and cert["finite"]
+    assert cert.passed and cert.finite
 
 
 @pytest.mark.parametrize(
@@ -193,13 +193,13 @@ def test_certificate_never_passes_on_non_finite_numbers(where, bad):
     else:
         grad_bias[1] = bad
     cert = kkt_certificate(full_grad, weights, grad_bias, penalty, 1e-6)
-    assert not cert["passed"] and not cert["finite"]
+    assert not cert.passed and not cert.finite
 
 
 def test_block_wise_certificate_never_passes_on_a_nan_max():
     weights, full_grad, grad_bias, penalty = passing_parts()
     cert = kkt_from_parts(full_grad[weights.ids], weights, math.nan, 0, 4, grad_bias, penalty, 1e-6)
-    assert not cert["passed"] and not cert["finite"]
+    assert not cert.passed and not cert.finite
 
 
 class NaNGainBackend(LocalBackend):

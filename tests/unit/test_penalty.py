@@ -36,4 +36,4 @@ def test_certificate_from_a_penalty_equals_the_one_from_floats():
     w = Weights(np.array([1]), np.array([0.5]), None)
     by_floats = kkt_certificate(g, w, None, 0.0, 1e-6, bound=0.15)
     by_penalty = kkt_certificate(g, w, None, Penalty(threshold=0.15), 1e-6)
-    assert by_floats == by_penalty and not by_penalty["passed"]
+    assert by_floats == by_penalty and not by_penalty.passed

@@ -21,6 +21,7 @@ from sparkmaxent.choice.sections import (
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.plan import ExecutionPlan, Limits
+from sparkmaxent.problem import Certificate
 from sparkmaxent.report import HeldoutFigures, RunReport
 from sparkmaxent.selection.stops import StopReason, stop
 from sparkmaxent.train import budget_warnings, train, unconverged
@@ -39,13 +40,20 @@ DOCUMENTED = {
     "warnings",
 }
 
-FAILED_KKT = {
-    "passed": False,
-    "max_zero_gradient": 0.5,
-    "bound": 0.1,
-    "max_active_violation": 1e-9,
-    "tol": 1e-6,
-}
+FAILED_KKT = Certificate(
+    passed=False,
+    violation=0.4,
+    tol=1e-6,
+    l1=0.1,
+    bound=0.1,
+    nonzero_weights=3,
+    features_checked=10,
+    max_active_violation=1e-9,
+    max_zero_gradient=0.5,
+    max_bias_gradient=0.0,
+    zero_weights_over_bound=1,
+    finite=True,
+)
 
 
 def report(fit: dict, **fields) -> RunReport:

@@ -99,6 +99,8 @@ KERNEL_FUNCTIONS_CALLED_BY_TASKS = {
     "predict_multiclass": "model scoring per block (backends/dataset_scoring.py, evaluate.py)",
     "score_batch": "methods/lattice/select.py maps it over batches on the executors",
     "trainable_events": "backends/union.py's wrapped task, per block",
+    "concat_blocks": "backends/union.py's InProcessUnion builds its in-process partitions",
+    "split_block": "backends/union.py's InProcessUnion builds its in-process partitions",
 }
 #: driver-only functions still in kernels/: none; a new one moves to the driver module that calls it
 KERNEL_FUNCTIONS_ON_THE_DRIVER: dict[str, str] = {}
@@ -503,3 +505,64 @@ def test_the_patch_rule_sees_each_kind_of_patch():
     found = patched_constants(source, {"CHUNK", "CACHE", "RADIUS"})
     expected = [(1, "CHUNK"), (2, "CACHE"), (3, "RADIUS"), (4, "CACHE"), (5, "RADIUS")]
     assert sorted(found) == [*expected, (6, "RADIUS"), (10, "CHUNK"), (11, "CACHE")]
+
+
+#: the modules that turn the KKT certificate (problem/kkt.py ``Certificate``)
+#: into its JSON entry ``kkt`` and back: a run report, a fit's report section,
+#: a checkpoint's state.json, and the pyspark.ml models, which hold the JSON
+#: report (saved with the model) and return its ``kkt`` entry as it is
+CERTIFICATE_EDGES = {
+    "sparkmaxent.report",
+    "sparkmaxent.selection.base",
+    "sparkmaxent.selection.checkpoint",
+    "sparkmaxent.ml.classifier",
+    "sparkmaxent.ml.ranking",
+}
+
+
+def certificate_reads(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each read of a certificate as a dict: ``x["kkt"]``,
+    ``x.get("kkt")``, ``"kkt" in x``, or a certificate field read by key from
+    something named kkt or cert (``cert["passed"]``)."""
+    from dataclasses import fields
+
+    from sparkmaxent.problem.kkt import Certificate, ConjunctionCheck
+
+    keys = {f.name for f in fields(Certificate)} | {f.name for f in fields(ConjunctionCheck)}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+            if key in keys and any(n in ast.unparse(node.value) for n in ("kkt", "cert")):
+                found.append((node.lineno, ast.unparse(node)))
+                continue
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "get" and node.args and isinstance(node.args[0], ast.Constant):
+                key = node.args[0].value
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant):
+            if any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
+                key = node.left.value
+        if key == "kkt":
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_package_code_reads_the_certificate_by_attribute():
+    """The certificate is a dataclass in the package: only the modules that
+    write it as JSON or read it back (CERTIFICATE_EDGES) name its ``kkt`` entry."""
+    stray = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {text}"
+        for name, path in modules().items()
+        if name not in CERTIFICATE_EDGES
+        for line, text in certificate_reads(path.read_text())
+    ]
+    assert not stray, "certificate read as a dict (use its attributes):\n" + "\n".join(stray)
+
+
+def test_the_certificate_rule_sees_each_kind_of_read():
+    source = (
+        'a = rep["kkt"]\nb = rep.get("kkt")\nc = "kkt" in rep\nd = cert["passed"]\n'
+        'e = report.certificate["bound"]\nf = row["passed"]\ng = cert.passed\n'
+    )
+    assert [line for line, _ in certificate_reads(source)] == [1, 2, 3, 4, 5]

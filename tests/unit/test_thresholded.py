@@ -74,7 +74,7 @@ def _assert_same_test(a, b, method=None, weights=None):
     assert a.best == b.best
     assert b.open == 0
     if a.open:
-        assert len(a.new) and a.kkt["zero_weights_over_bound"] < b.kkt["zero_weights_over_bound"]
+        assert len(a.new) and a.kkt.zero_weights_over_bound < b.kkt.zero_weights_over_bound
         assert method.gradient_test.certify(weights) == b.kkt
     else:
         assert a.kkt == b.kkt
@@ -204,7 +204,7 @@ def test_unshipped_features_that_may_be_the_maximum_are_fetched():
     weights = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(space.n_labels))
     (thr, method, backend), (dense, _, _) = _tests(blocks, space, weights, 0.9, l1=10.0)
     _assert_same_test(thr, dense)
-    assert dense.kkt["zero_weights_over_bound"] == 0 and len(dense.new) == 0
+    assert dense.kkt.zero_weights_over_bound == 0 and len(dense.new) == 0
     assert backend.kinds == ["ThresholdedTestTask", "ExactSumsTask"]
 
 
@@ -226,7 +226,7 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
     assert backend.kinds.count("ThresholdedTestTask") >= 1
     # the Newton solvers' last passes brought the next test (no pass of its own)
     assert backend.kinds.count("WithPartialTask") >= (solver != "lbfgs-b")
-    assert dense.report["kkt"]["passed"] and thr.report["kkt"] == dense.report["kkt"]
+    assert dense.report.certificate.passed and thr.report["kkt"] == dense.report["kkt"]
     assert thr.report["objective"] == dense.report["objective"]
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
@@ -254,7 +254,7 @@ def test_candidate_sets_and_a_capped_run_certify_as_the_dense_test():
     # the final test left its count open: the certificate ran it again, deciding all
     at = [i for i, k in enumerate(backend.kinds) if k == "ThresholdedTestTask"]
     assert len(at) >= 2 and set(backend.kinds[at[-2] + 1 : at[-1]]) <= {"ExactSumsTask"}
-    assert thr.report["rounds_run"] == 2 and not thr.report["kkt"]["passed"]
+    assert thr.report["rounds_run"] == 2 and not thr.report.certificate.passed
     assert dense.report["kkt"]["zero_weights_over_bound"] > 0
     assert thr.report["kkt"] == dense.report["kkt"]
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)

@@ -118,8 +118,8 @@ def test_grafting_with_capped_partials_is_the_dense_test_and_certifies_it(seed):
     np.testing.assert_array_equal(thr.new, dense.new)
     np.testing.assert_array_equal(thr.new_grad, dense.new_grad)
     assert thr.best == dense.best and thr.value == dense.value and len(dense.new) == n_best
-    over = "zero_weights_over_bound"
-    assert thr.kkt[over] <= dense.kkt[over] <= thr.kkt[over] + thr.open
+    over = thr.kkt.zero_weights_over_bound
+    assert over <= dense.kkt.zero_weights_over_bound <= over + thr.open
     if not thr.open:  # the fetch decided every feature that may pass
         assert thr.kkt == dense.kkt
         return

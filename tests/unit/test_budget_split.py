@@ -1,0 +1,164 @@
+"""One ``train.selection.max_seconds`` shared by several runs: the folds of
+a k-fold stage choice and its final run (choice/folds.py), and the runs of
+the Bayes factor's sigma^2 grid (``train.bayes.variance = "evidence"`` or
+``"heldout"``, methods/bayes.py), each given an equal share of the seconds
+left when it starts (``Deadline.part``). Fake clocks only: a manual one
+that the fake runs advance, and ``PassClock`` (1 s a pass)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.folds import fit_folds
+from sparkmaxent.config import train_config
+from sparkmaxent.kernels import Weights
+from sparkmaxent.selection.base import FitResult, TrainingContext
+from sparkmaxent.selection.deadline import Deadline
+from sparkmaxent.train import train
+
+from . import test_choice
+from .helpers import PassClock
+from .test_choice import _with_groups
+
+problem = test_choice.problem  # the planted problem's fixture
+
+
+class ManualClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_part_is_a_share_of_the_seconds_left_from_now_on_the_same_clock():
+    clock = ManualClock(10.0)
+    whole = Deadline(100.0, clock)
+    clock.now = 40.0  # 30 s spent, 70 left
+    part = whole.part(1 / 2)
+    assert part.clock is clock and part.seconds == pytest.approx(35.0)
+    assert part.elapsed() == 0.0 and part.remaining() == pytest.approx(35.0)
+    clock.now = 75.0  # the part is spent exactly when its share is
+    assert part.remaining() == pytest.approx(0.0) and whole.remaining() == pytest.approx(35.0)
+    # a spent budget gives a part that is bounded and spent, never unbounded
+    clock.now = 200.0
+    spent = whole.part(1.0)
+    assert spent.bounded and spent.remaining() <= 1e-9
+    # no budget: every part is unbounded too
+    free = Deadline(0.0, clock).part(1 / 3)
+    assert not free.bounded and free.remaining() == math.inf
+
+
+class FakeStageMethod:
+    """A stage method that records the budget each call gets, spends
+    ``spend`` of it on the shared manual clock, and reports ``stages``
+    held-out scores rising to a peak at stage 3."""
+
+    def __init__(self, clock: ManualClock, spend: float, stages: int = 5):
+        self.clock, self.spend, self.stages = clock, spend, stages
+        self.calls: list[tuple[float, float]] = []  # (clock, seconds left) at each call
+
+    def __call__(self, ctx: TrainingContext) -> FitResult:
+        left = ctx.deadline.remaining()
+        self.calls.append((self.clock(), left))
+        self.clock.now += self.spend * (left if ctx.deadline.bounded else 0.0)
+        rounds = [
+            {"heldout_score": -abs(s - 3) + 0.01 * len(self.calls), "active": 2 * s}
+            for s in range(1, self.stages + 1)
+        ]
+        return FitResult(Weights.zeros(ctx.backend.space), {"rounds": rounds})
+
+
+def _fold_ctx(problem, clock, seconds: float, folds: int = 3) -> TrainingContext:
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    config = train_config(method="sgc", folds=folds, max_seconds=seconds)
+    return TrainingContext(LocalBackend([block], space), config, deadline=Deadline(seconds, clock))
+
+
+@pytest.mark.parametrize("spend", [1.0, 0.5])
+def test_k_fold_choice_gives_each_fold_and_the_final_run_a_share_of_what_is_left(problem, spend):
+    clock, budget, k = ManualClock(), 400.0, 3
+    ctx = _fold_ctx(problem, clock, budget, k)
+    method = FakeStageMethod(clock, spend)
+    fit_folds(ctx, method)
+    assert len(method.calls) == k + 1  # k folds, then the final run on all the data
+    shares = [left for _, left in method.calls]
+    for i, (now, share) in enumerate(method.calls):
+        # an equal share of what is left when the run starts; the final run all of it
+        assert share == pytest.approx((budget - now) / (k + 1 - i))
+    assert clock.now <= budget + 1e-9  # the runs together keep within the budget
+    if spend == 1.0:  # folds that use their whole share leave the final run a full one
+        assert shares == pytest.approx([budget / (k + 1)] * (k + 1))
+    else:  # folds that finish early leave more to the ones after them
+        assert all(b > a for a, b in zip(shares, shares[1:], strict=False))
+
+
+def test_k_fold_choice_without_a_budget_leaves_every_run_unbounded(problem):
+    clock = ManualClock()
+    method = FakeStageMethod(clock, 0.0)
+    fit_folds(_fold_ctx(problem, clock, 0.0), method)
+    assert len(method.calls) == 4 and all(left == math.inf for _, left in method.calls)
+
+
+def test_a_time_bound_k_fold_stage_choice_ends_within_max_seconds(problem):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    keys = dict(method="sgc", stage_features=1, folds=3, refit=False)
+
+    def clocked_run(**more):
+        backend = LocalBackend([block], space)
+        config = train_config(**keys, **more)
+        return train(backend, config, clock=PassClock(backend))
+
+    free = clocked_run(max_rounds=40)
+    budget = free.report["wall_s"] / 3  # far less than the folds and the final run need
+    res = clocked_run(max_seconds=budget)
+    folds = res.report["folds"]
+    assert folds["k"] == 3 and res.weights.nnz > 0
+    assert res.report["wall_s"] <= budget
+    # every fold ran stages within its share, fewer than the free folds ran
+    assert 1 <= len(folds["mean_score"]) < len(free.report["folds"]["mean_score"])
+    assert res.report["stages"] == folds["chosen_stages"]
+
+
+@pytest.mark.parametrize("variance", ["evidence", "heldout"])
+def test_the_sigma2_grid_runs_share_max_seconds(problem, variance):
+    # 1 s a pass; each grid run's round times are relative to its own part
+    tr, he, space = problem
+    keys = dict(method="bayes-factor", per_round=2, evidence_points=3, refit=False, patience=0)
+
+    def clocked_run(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        clock = PassClock(train_part, heldout)
+        seen: list[tuple[int, float, float]] = []  # (round, elapsed in its run, clock)
+        record = lambda state: seen.append((state.round, state.elapsed_s, clock()))  # noqa: E731
+        config = train_config(variance=variance, folds=1, **keys, **more)
+        res = train(train_part, config, heldout, on_round=record, clock=clock)
+        runs: list[list[tuple[int, float, float]]] = []
+        for row in seen:  # a run's rounds count from 1
+            if row[0] == 1:
+                runs.append([])
+            runs[-1].append(row)
+        return res, runs
+
+    free, free_runs = clocked_run()
+    budget = free.report["wall_s"] / 2
+    res, runs = clocked_run(max_seconds=budget)
+    assert len(runs) == 3  # every sigma^2 of the grid ran at least one stage
+    assert len(res.report["evidence"]["grid"]) == 3
+    for n, run in enumerate(runs):
+        start = run[0][2] - run[0][1]  # the run's clock reading when its part began
+        share = (budget - start) / (3 - n)
+        # the run started its last stage within its share, and stopped
+        # short of its free run (the budget cut it)
+        assert all(elapsed <= share for _, elapsed, _ in run[:-1])
+        assert len(run) <= len(free_runs[n])
+    assert sum(len(r) for r in runs) < sum(len(r) for r in free_runs)
+    assert res.report["wall_s"] <= budget

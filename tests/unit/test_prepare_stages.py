@@ -1,0 +1,91 @@
+"""The prepare stages' pure functions (data/dictionary.py, data/indexing.py)
+that both engines run: counts add up over parts of the events, the cutoff
+and numbering, indexing with unknown features and labels, and merging that
+does not depend on the order rows arrive in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from sparkmaxent.data.dictionary import count_features, number_features
+from sparkmaxent.data.indexing import index_table, merge_table, unknown_occurrences
+from sparkmaxent.data.schema import FEATURES_SCHEMA
+
+EVENTS = pa.table(
+    {
+        "event_id": pa.array([0, 1, 2, 3, 4], pa.int64()),
+        "group": pa.array([0, 1, 2, 3, 4], pa.int64()),
+        "weight": [1.0, 0.5, 2.0, 0.25, 0.125],
+        "label": ["A", "B", "A", "Z", "A"],
+        "features": [["x", "y", "x"], ["z"], ["y", "x"], ["w", "x"], ["x", "y", "x"]],
+        "values": [[1.0, 2.0, 3.0], [1.0], [2.0, 4.0], [1.0, 1.0], [1.0, 2.0, 3.0]],
+    }
+)
+
+
+def test_counts_of_parts_add_up_to_the_counts_of_the_whole():
+    whole = number_features(count_features(EVENTS), cutoff=0)
+    parts = pa.concat_tables([count_features(EVENTS.slice(0, 2)), count_features(EVENTS.slice(2))])
+    assert number_features(parts, cutoff=0).equals(whole)
+    assert whole.schema == FEATURES_SCHEMA
+    # x once per event however often it repeats: 1 + 2 + 0.25 + 0.125
+    assert whole.to_pylist() == [
+        {"feature": "w", "id": 0, "count": 0.25},
+        {"feature": "x", "id": 1, "count": 3.375},
+        {"feature": "y", "id": 2, "count": 3.125},
+        {"feature": "z", "id": 3, "count": 0.5},
+    ]
+    kept = number_features(parts, cutoff=1)
+    assert kept.column("feature").to_pylist() == ["x", "y"]
+    assert kept.column("id").to_pylist() == [0, 1]
+
+
+def test_indexing_sums_repeats_drops_unknown_features_and_numbers_unseen_labels():
+    dictionary = number_features(count_features(EVENTS.slice(0, 3)), cutoff=0)  # x y z
+    out = index_table(EVENTS, dictionary, "multiclass", ["A", "B"], ["Z"])
+    assert out.column("indices").to_pylist() == [[0, 1], [2], [0, 1], [0], [0, 1]]
+    assert out.column("values").to_pylist() == [[4.0, 2.0], [1.0], [4.0, 2.0], [1.0], [4.0, 2.0]]
+    assert out.column("label").to_pylist() == [0, 1, 0, -1, 0]
+    binary = index_table(EVENTS, dictionary, "multiclass", ["A", "B"], ["Z"], binary=True)
+    assert {v for row in binary.column("values").to_pylist() for v in row} == {1.0}
+    assert unknown_occurrences(EVENTS, dictionary) == (1, 11)  # w
+    # per batch, as the Spark engine indexes: the same rows
+    batches = [
+        index_table(b, dictionary, "multiclass", ["A", "B"], ["Z"])
+        for b in EVENTS.to_batches(max_chunksize=2)
+    ]
+    assert pa.concat_tables(batches).equals(out)
+
+
+def test_merging_does_not_depend_on_the_order_of_rows():
+    dictionary = number_features(count_features(EVENTS), cutoff=0)
+    events = index_table(EVENTS, dictionary, "multiclass", ["A", "B", "Z"], [])
+    merged = merge_table(events, "multiclass")
+    assert merged.column("event_id").to_pylist() == [0, 1, 3]
+    assert merged.column("weight").to_pylist() == [3.125, 0.5, 0.25]  # events 0, 2 and 4
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        shuffled = events.take(pa.array(rng.permutation(events.num_rows)))
+        assert merge_table(shuffled, "multiclass").equals(merged)
+
+
+def test_candidate_events_index_and_merge_per_candidate():
+    events = pa.table(
+        {
+            "event_id": pa.array([0, 1], pa.int64()),
+            "group": pa.array([0, 1], pa.int64()),
+            "weight": [1.0, 3.0],
+            "correct": [[True, False], [True, False]],
+            "features": [["a", "b", "a"], ["b", "a", "a"]],
+            "values": [[1.0, 1.0, 2.0], [1.0, 1.0, 2.0]],
+            "cand": pa.array([[0, 1, 0], [1, 0, 0]], pa.list_(pa.int32())),
+        }
+    )
+    dictionary = number_features(count_features(events), cutoff=0)
+    out = index_table(events, dictionary, "candidates", [], [])
+    assert out.column("cand_nnz").to_pylist() == [[1, 1], [1, 1]]
+    assert out.column("indices").to_pylist() == [[0, 1], [0, 1]]
+    assert out.column("values").to_pylist() == [[3.0, 1.0], [3.0, 1.0]]
+    merged = merge_table(out, "candidates")
+    assert merged.num_rows == 1 and merged.column("weight").to_pylist() == [4.0]
