@@ -29,10 +29,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from tests.e2e.cluster import LOOPBACK, _tail, free_port, spark_home
+from tests.e2e.cluster import LOOPBACK, _tail, free_port, isolated, spark_home
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -103,9 +103,16 @@ def _wait_started(port: int, pid_glob: str, base: str, timeout: float) -> int:
 
 @contextlib.contextmanager
 def connect_server(
-    cores: int = 2, memory: str = "1g", conf: dict[str, str] | None = None, timeout: float = 120.0
+    cores: int = 2,
+    memory: str = "1g",
+    conf: dict[str, str] | None = None,
+    timeout: float = 120.0,
+    hide: Sequence[str] = (),
 ) -> Iterator[ConnectServer]:
-    """Start a Spark Connect server over ``local[cores]``; stop it on exit."""
+    """Start a Spark Connect server over ``local[cores]``; stop it on exit.
+    ``hide``: directories the server sees as its own empty tmpfs, in a mount
+    namespace of its own (``tests.e2e.cluster.isolated``; needs root): what
+    it writes there the client never sees."""
     home = spark_home()
     start = os.path.join(home, "sbin", "start-connect-server.sh")
     stop = os.path.join(home, "sbin", "stop-connect-server.sh")
@@ -132,7 +139,12 @@ def connect_server(
     pid = 0
     try:
         subprocess.run(
-            ["bash", start, *args], env=env, cwd=base, check=True, timeout=60, capture_output=True
+            isolated(["bash", start, *args], hide),
+            env=env,
+            cwd=base,
+            check=True,
+            timeout=60,
+            capture_output=True,
         )
         pid_glob = os.path.join(base, "pid", f"spark-{ident}-*.pid")
         pid = _wait_started(port, pid_glob, base, timeout)

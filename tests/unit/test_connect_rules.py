@@ -203,6 +203,20 @@ def test_connect_storage_writes_remote_files_packed_and_reads_them_back_anywhere
         storage.read_bytes(str(tmp_path / "d"))
 
 
+def test_connect_storage_copies_a_local_tree_to_a_remote_path_file_by_file(tmp_path):
+    from sparkmaxent.storage.connect import ConnectFS
+
+    (tmp_path / "f" / "x").mkdir(parents=True)
+    (tmp_path / "f" / "part-0.parquet").write_bytes(b"P0")
+    (tmp_path / "f" / "x" / "part-1").write_bytes(b"P1")
+    server = _Server({})
+    remote = ConnectFS(server, fs.LocalFS())
+    remote.copy(str(tmp_path / "f"), "hdfs://nn/v/f")
+    assert remote.list("hdfs://nn/v/f") == ["part-0.parquet", "x"]
+    assert remote.read_bytes("hdfs://nn/v/f/part-0.parquet") == b"P0"
+    assert remote.read_bytes("hdfs://nn/v/f/x/part-1") == b"P1"
+
+
 def test_connect_storage_refuses_what_no_dataframe_writer_does_naming_it(tmp_path):
     from sparkmaxent.storage.connect import ConnectFS
 
