@@ -6,7 +6,7 @@ in one Spark session: issue 20's figures for classic sessions.
   tokens written as text (the same objective and passes; the Estimator's
   overhead is its share of wall time).
 - ``score``: ``MaxEntClassificationModel.transform`` (the Arrow UDF,
-  the default, and SQL scoring: lambdas, and explode + join) against MLlib's
+  the default, and SQL scoring) against MLlib's
   ``LogisticRegressionModel.transform`` on the same cached test rows: given
   the ``CountVectorizer``'s Vectors (our model then fitted on them too), and
   from the templates (MLlib with its ``CountVectorizer``; an MLlib model
@@ -177,17 +177,13 @@ def score_stage(spark, args, train, test, model, rows: list[dict]) -> None:
     ours_vectors = vectors.withColumn("label_index", position.cast("double"))
     arrow, arrow_vec = model.copy(), ours_vec.copy()
     arrow.scoring = arrow_vec.scoring = "arrow"
-    join, join_vec = model.copy(), ours_vec.copy()
-    join.scoring = join_vec.scoring = "sql-join"
     model, ours_vec = model.copy(), ours_vec.copy()
     model.scoring = ours_vec.scoring = "sql"
     scored = {
         "sparkmaxent SQL transform (Vector given)": lambda: ours_vec.transform(ours_vectors),
-        "sparkmaxent SQL join transform (Vector given)": lambda: join_vec.transform(ours_vectors),
         "sparkmaxent Arrow transform (Vector given)": lambda: arrow_vec.transform(ours_vectors),
         "mllib transform (Vector given)": lambda: lr.transform(vectors),
         "sparkmaxent SQL transform (array<string>)": lambda: model.transform(ours),
-        "sparkmaxent SQL join transform (array<string>)": lambda: join.transform(ours),
         "sparkmaxent Arrow transform (array<string>)": lambda: arrow.transform(ours),
         "mllib CountVectorizer + transform": lambda: lr.transform(vectorizer.transform(test)),
     }
@@ -345,10 +341,6 @@ def targets(rows: list[dict]) -> dict:
     ratio("transform_vectors", "sparkmaxent SQL transform (Vector given)",
           "mllib transform (Vector given)", goal)  # fmt: skip
     ratio("transform_text", "sparkmaxent SQL transform (array<string>)",
-          "mllib CountVectorizer + transform", goal)  # fmt: skip
-    ratio("join_vectors", "sparkmaxent SQL join transform (Vector given)",
-          "mllib transform (Vector given)", goal)  # fmt: skip
-    ratio("join_text", "sparkmaxent SQL join transform (array<string>)",
           "mllib CountVectorizer + transform", goal)  # fmt: skip
     goal = "SQL scoring throughput >= the Arrow UDF's"
     ratio("sql_vs_arrow_vectors", "sparkmaxent SQL transform (Vector given)",

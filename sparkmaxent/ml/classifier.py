@@ -487,7 +487,7 @@ class MaxEntClassificationModel(
     #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py, the default and the
     #: faster: Spark evaluates the SQL form's higher-order functions element by element) or
     #: "sql" (Spark SQL expressions, no Python worker, for every features column kind; a model with
-    #: conjunction features falls back to "arrow") or "sql-join" (explode + join, ml/sql_join.py)
+    #: conjunction features falls back to "arrow")
     scoring = "arrow"
 
     def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
@@ -549,14 +549,14 @@ class MaxEntClassificationModel(
         """Whether ``transform`` scores in SQL: ``scoring == "sql"`` and a
         model with a linear form (no conjunctions; standardization is folded
         into the weights); a model with conjunctions scores in the Arrow UDF."""
-        return self.scoring in ("sql", "sql-join") and scorer.compact is not None
+        return self.scoring == "sql" and scorer.compact is not None
 
     def _transform(self, dataset):
         from pyspark.ml.functions import array_to_vector
         from pyspark.sql import functions as F
 
         from ..data.columns import feature_kind
-        from .sql_join import sql_scored
+        from .sql import sql_scored
 
         outputs = {
             param: self.getOrDefault(param)
@@ -568,7 +568,7 @@ class MaxEntClassificationModel(
         kind = feature_kind(dataset, where, col)
         scorer = self.scorer()
         if self.uses_sql(scorer):
-            scored, fields, drop = sql_scored(self.scoring, scorer, dataset, col, kind)
+            scored, fields, drop = sql_scored(scorer, dataset, col, kind)
         else:
             names, values = names_and_values(dataset, where, col)
             binary = kind == ARRAY  # values all 1.0: not shipped

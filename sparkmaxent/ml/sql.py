@@ -2,16 +2,18 @@
 
 A model without conjunctions scores a row as S_k = sum_j x_j W[j, k] + b_k
 over the predicates it uses (``Scorer.linear``, standardization folded in).
-Each feature first becomes its row of an ``array<array<double>>`` literal
-of weights (one row per used predicate, read by ``from_json`` from one
+Each feature first becomes its row of K weights in one flat ``array<double>``
+literal (one row per used predicate, read by ``from_json`` from one
 string literal, constant-folded once by the optimizer), found in O(1): a
 name by Spark's own ``hash`` (Murmur3, :func:`spark_hash` here) into a
 bucket of a sorted literal name array and ``array_position`` within that
-bucket (a map literal would be scanned key by key); a Vector's index is its
-row directly. An unknown name adds nothing, a repeated one adds again, as
-``prepare`` sums repeats; a model trained on binary predicates reads an
-array's distinct names and a value's presence, as ``prepare(binary=True)``.
-The scores are an ``aggregate`` over the row's known features.
+bucket (a map literal would be scanned key by key); a Vector's index by an
+index -> row literal. An unknown name adds nothing, a repeated one adds
+again, as ``prepare`` sums repeats; a model trained on binary predicates
+reads an array's distinct names and a value's presence, as
+``prepare(binary=True)``. The K scores are one ``transform`` over the
+classes of an ``aggregate`` over the row's known features, bound once per
+row (:func:`_let`), all of it generated code (Spark interprets ``zip_with``).
 rawPrediction (S less its row mean), probability (softmax) and prediction
 (argmax, or MLlib's p_k / t_k with thresholds) follow with higher-order
 array functions. The text is plain Spark SQL, so Scala, Java and SQL users
@@ -73,20 +75,22 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
     names = scorer.names.to_pylist()
     used = np.flatnonzero(np.any(W != 0, axis=1))
     col = _quoted(features_col)
-    start = _doubles(b)
     steps = []
     if kind == VECTOR:
-        # predicate name j (an index) -> row j + 1 of the weight rows: one lookup
-        by_index = {int(names[j]): W[j].tolist() for j in used if _is_index(names[j])}
-        rows = [by_index.get(i) for i in range(max(by_index, default=-1) + 1)]
+        used = np.asarray([j for j in used if _is_index(names[j])], dtype=np.int64)
+        # Vector index i -> its row (1-based) of the weights, 0: unused
+        row_of = np.zeros(max((int(names[j]) + 1 for j in used), default=0), dtype=np.int64)
+        row_of[[int(names[j]) for j in used]] = np.arange(len(used)) + 1
+        rows = W[used]
         steps.append((TEXT, f"CAST({col} AS STRING)"))
+        at = f"coalesce(try_element_at({_literal(row_of.tolist(), 'int')}, e.i + 1), 0)"
         # the entries are the stored values: presence is 1.0 where one is non-zero
-        known = f"transform({vector_entries(TEXT)}, e -> named_struct('i', e.i + 1, 'x', e.x))"
+        known = f"transform({vector_entries(TEXT)}, e -> named_struct('i', {at}, 'x', e.x))"
     elif kind in (ARRAY, MAP):
         keys = sorted((names[j] for j in used), key=lambda n: n.encode("utf-8"))
         M, keys, first = hash_buckets(keys)
-        weight = dict(zip((names[j] for j in used), (W[j].tolist() for j in used), strict=True))
-        rows = [weight[n] for n in keys]
+        row = {names[j]: j for j in used}
+        rows = W[[row[n] for n in keys]] if keys else np.zeros((0, W.shape[1]))
         if kind == ARRAY:
             listed = f"coalesce({f'array_distinct({col})' if scorer.binary else col}, array())"
             at = _position("x", M, keys, first)
@@ -97,14 +101,37 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
             known = f"transform({pairs}, e -> named_struct('i', {at}, 'x', e.value))"
     else:
         raise ValueError(f"no SQL scoring for a features column of kind {kind!r}")
-    value = "CAST(e.x != 0 AS DOUBLE)" if scorer.binary else "e.x"
+    return [*steps, (SCORES, _scores(known, rows, b, scorer.binary, kind)), *output_steps(scorer)]
+
+
+def _scores(known: str, rows: np.ndarray, b: np.ndarray, binary: bool, kind: str) -> str:
+    """``array<double>`` S_k = b_k + sum_e x_e rows[e.i - 1, k] over the
+    entries ``known`` (``array<struct<i, x>>``, i the 1-based weight row, 0:
+    a predicate the model does not use): one ``transform`` over the classes
+    of an ``aggregate`` over the entries, each weight an ``element_at`` into
+    one flat literal (row-major), all of them generated code (``zip_with``
+    is not); the entries are bound once (:func:`_let`), not per class."""
+    K = len(b)
+    value = "CAST(e.x != 0 AS DOUBLE)" if binary else "e.x"
     times = "" if kind == ARRAY else f" * {value}"
-    wrows = f"from_json({_string(json.dumps(rows, allow_nan=False))}, 'array<array<double>>')"
-    row = f"try_element_at({wrows}, e.i)"
-    step = f"coalesce(zip_with(acc, {row}, (s, w) -> s + w{times}), acc)"
-    # rows 1.. of the weight rows; 0: a predicate the model does not use
-    body = f"aggregate(filter({known}, e -> e.i > 0), {start}, (acc, e) -> {step})"
-    return [*steps, (SCORES, f"coalesce({body}, {start})"), *output_steps(scorer)]
+    flat = _literal(rows.ravel().tolist(), "double")
+    weight = f"element_at({flat}, (e.i - 1) * {K} + k + 1)"
+    add = f"(s, e) -> s + {weight}{times}"
+    per_class = f"transform({_doubles(b)}, (b, k) -> aggregate(kn, b, {add}))"
+    return f"coalesce({_let(f'filter({known}, e -> e.i > 0)', 'kn', per_class)}, {_doubles(b)})"
+
+
+def _let(value: str, name: str, body: str) -> str:
+    """``body`` with lambda variable ``name`` bound to ``value``, evaluated
+    once per row (a one-element ``transform``): a column used once inside a
+    lambda would be inlined by the optimizer and evaluated per element."""
+    return f"element_at(transform(array({value}), {name} -> {body}), 1)"
+
+
+def _literal(values: list, of: str) -> str:
+    """An ``array<of>`` literal read by ``from_json`` from one string
+    (constant-folded once by the optimizer; finite values only)."""
+    return f"from_json({_string(json.dumps(values, allow_nan=False))}, 'array<{of}>')"
 
 
 def _position(key: str, M: int, keys: list[str], first: list[int]) -> str:
@@ -180,7 +207,9 @@ def vector_entries(text: str) -> str:
 
     indices = listed(f"substring_index(substring_index({t}, '],[', 1), ',[', -1)", "INT")
     values = listed(f"substring_index(substring_index({t}, '],[', -1), '])', 1)", "DOUBLE")
-    sparse = f"zip_with({indices}, {values}, (i, x) -> named_struct('i', i, 'x', x))"
+    pair = f"named_struct('i', {indices}, 'x', {values})"
+    entry = "transform(v.i, (i, p) -> named_struct('i', i, 'x', v.x[p]))"
+    sparse = _let(pair, "v", entry)
     dense = (
         f"filter(transform({listed(f'substring({t}, 2, length({t}) - 2)', 'DOUBLE')}, "
         "(x, i) -> named_struct('i', i, 'x', x)), e -> e.x != 0)"
@@ -239,8 +268,22 @@ def select_sql(steps: list[tuple[str, str]], table: str, outputs: dict[str, str]
 #: every intermediate column of the steps
 INTERMEDIATE = (TEXT, SCORES, TOP, EXPS, TOTAL, MEAN)
 
+
+def sql_scored(scorer: Scorer, dataset, features_col: str, kind: str):
+    """(DataFrame, {raw, probability, prediction: column}, columns to drop)
+    of ``dataset`` scored by the steps of :func:`score_sql`."""
+    from pyspark.sql import functions as F
+
+    scored = dataset
+    for name, sql in score_sql(scorer, features_col, kind):
+        scored = scored.withColumn(name, F.expr(sql))
+    fields = {"raw": RAW, "probability": PROBABILITY, "prediction": PREDICTION}
+    return scored, fields, [*INTERMEDIATE, *fields.values()]
+
+
 __all__ = [
     "score_sql",
+    "sql_scored",
     "select_sql",
     "output_steps",
     "RAW",

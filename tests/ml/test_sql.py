@@ -47,7 +47,7 @@ def test_sql_scores_as_the_arrow_scorer(spark, model, df):
     assert got.columns == [*df.columns, "rawPrediction", "probability", "prediction"]
     assert got.schema["prediction"].metadata["ml_attr"]["vals"] == model.labels
     odd = spark.createDataFrame(
-        [(0, ["c1", "c1", "new"]), (1, []), (2, None), (3, ["it's", "a\\b"])],
+        [(0, ["c1", "c1", "new"]), (1, []), (2, None), (3, ["it's", "a\\b", "{x}"]), (4, [None])],
         "id int, features array<string>",
     )
     _equal(model, odd)
@@ -71,6 +71,14 @@ def test_sql_scores_absent_classes(spark):
     assert standardized.uses_sql(standardized.scorer())  # the scaling folded into W and b
     assert standardized.maxentModel.scaling is not None
     _equal(standardized, df)
+
+
+def test_ties_go_to_the_first_class_as_in_the_arrow_scorer(spark):
+    """Two labels with the same events: every row ties, prediction class 0."""
+    rows = [(i, f"l{i % 2}", ["x"] if i % 4 < 2 else []) for i in range(40)]
+    df = spark.createDataFrame(rows, "id int, label string, features array<string>")
+    got = _equal(MaxEntClassifier(l2=0.1).fit(df), df)
+    assert {(r.prediction, round(r.probability[0], 12)) for r in got.collect()} == {(0.0, 0.5)}
 
 
 def _vectors(spark):
