@@ -2,15 +2,31 @@
 stage a stage method kept (``choice``) and the refit of a chosen path point
 or stage (``refit``). The methods build them; ``report.py`` turns them into
 JSON where the report is written (their ``to_json``, the keys
-docs/methods/model-choice.md documents)."""
+docs/methods/model-choice.md documents): a flat section is its fields in
+order (``FlatJson``); only those that nest sections, rename a field or
+leave unset ones out write their own."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 
+class FlatJson:
+    """A dataclass of JSON values written as its fields, in order."""
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)  # type: ignore[call-overload]  # mixed into dataclasses
+
+
+def shallow_fields(section) -> dict:
+    """A dataclass's fields in order, their values as they are (the caller
+    writes the nested sections among them)."""
+    return {f.name: getattr(section, f.name) for f in dataclasses.fields(section)}
+
+
 @dataclass
-class StageChoice:
+class StageChoice(FlatJson):
     """The held-out stage a stage method (ifs, sgc, bayes-factor) kept
     (``choice.heldout.best_stage``): the criterion, the stage and its
     held-out score, and the stages run."""
@@ -19,14 +35,6 @@ class StageChoice:
     chosen_round: int
     heldout_score: float
     stages_run: int
-
-    def to_json(self) -> dict:
-        return {
-            "criterion": self.criterion,
-            "chosen_round": self.chosen_round,
-            "heldout_score": self.heldout_score,
-            "stages_run": self.stages_run,
-        }
 
 
 @dataclass
@@ -103,28 +111,14 @@ class StageRefit:
     chosen_fit: ChosenFit
 
     def to_json(self) -> dict:
-        return {
-            "l2": self.l2,
-            "objective": self.objective,
-            "loss": self.loss,
-            "start_objective": self.start_objective,
-            "features": self.features,
-            "passes": self.passes,
-            "converged": self.converged,
-            "iterations": self.iterations,
-            "max_iter": self.max_iter,
-            "chosen_fit": self.chosen_fit.to_json(),
-        }
+        return {**shallow_fields(self), "chosen_fit": self.chosen_fit.to_json()}
 
 
 @dataclass
-class RefitSkipped:
+class RefitSkipped(FlatJson):
     """No refit, and why (a block-wise test, a spent time budget)."""
 
     skipped: str
-
-    def to_json(self) -> dict:
-        return {"skipped": self.skipped}
 
 
 #: what a report's ``refit`` holds
@@ -216,9 +210,7 @@ class VersusAtoms:
 
     def to_json(self) -> dict:
         return {
-            "kept": self.kept,
-            "gain": self.gain,
-            "difference_se": self.difference_se,
+            **shallow_fields(self),
             "combination_point": self.combination_point.to_json(),
             "atoms_point": self.atoms_point.to_json(),
             "other_points": [p.to_json() for p in self.other_points],
@@ -271,6 +263,7 @@ class PathSection:
 
 __all__ = [
     "ChosenFit",
+    "FlatJson",
     "PathPoint",
     "PathRefit",
     "PathSection",

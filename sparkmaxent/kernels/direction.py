@@ -157,11 +157,13 @@ def box_qp_pcg(
         Hd, used = product(d), 1
     inv = np.zeros(n)
     inv[movable] = 1.0 / diag[movable]
+    held = np.zeros(n, dtype=bool)  # at a bound that stopped the last CG step at once
     while used < max_products:
         r = g + Hd
         if np.abs(_projected(r, d, lo, hi)[movable]).max(initial=0.0) <= tol:
             break
-        free = movable & ~((d <= lo) & (r > 0)) & ~((d >= hi) & (r < 0))
+        free = movable & ~held & ~((d <= lo) & (r > 0)) & ~((d >= hi) & (r < 0))
+        held = np.zeros(n, dtype=bool)
         res = np.where(free, -r, 0.0)
         z = inv * res
         s, rz = z.copy(), float(res @ z)
@@ -199,8 +201,11 @@ def box_qp_pcg(
         used += 1
         if float(g @ projected + 0.5 * projected @ H_projected) < q_first:
             d, Hd = projected, H_projected
-        else:  # first - d is t p but for the bound it reached exactly
+        elif t > 0:  # first - d is t p but for the bound it reached exactly
             d, Hd = first, Hd + t * Hp
+        else:  # a bound stops the step at once and its projection gains nothing:
+            # the next CG holds those coordinates there (else it repeats this one)
+            held = room <= 0
     return d, used, float(d @ Hd)
 
 

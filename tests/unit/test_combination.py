@@ -287,7 +287,7 @@ def test_certificate_equals_the_enumerated_one(degree):
     assert cert.max_active_violation == pytest.approx(full.max_active_violation, abs=1e-9)
     # some conjunction entered and helps: the objective is below the atoms-only one
     atoms_only = train(LocalBackend([block], space), comb_config(1))
-    assert result.report["objective"] < atoms_only.report["objective"] - 1e-4
+    assert result.report.objective < atoms_only.report.objective - 1e-4
     assert result.report["combination"]["conjunctions_in_model"] == len(conj) > 0
     names = [n for n, _ in result.report["combination"]["top_conjunction_features"]]
     assert all(" & " in n and "|" in n for n in names)
@@ -367,7 +367,7 @@ def test_warm_start_from_the_atoms_solution_reaches_the_same_model():
     warm_backend = LocalBackend([block], space)
     warm = train(warm_backend, comb_config(2), warm_start=orig.weights)
     assert warm.report.certificate.passed and cold.report.certificate.passed
-    assert warm.report["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert warm.report.objective == pytest.approx(cold.report.objective, rel=1e-6)
     assert len(warm.conjunctions) > 0
     assert warm_backend.passes < cold_backend.passes
     with pytest.raises(ConfigError, match="atomic features only"):
@@ -408,8 +408,8 @@ def test_warm_start_from_the_previous_gamma1_with_its_conjunctions(degree):
         warm_conjunctions=strong.conjunctions,
     )
     assert warm.report.certificate.passed and cold.report.certificate.passed
-    assert warm.report["kkt"]["conjunctions"]["passed"]
-    assert warm.report["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert warm.report.certificate.conjunctions.passed
+    assert warm.report.objective == pytest.approx(cold.report.objective, rel=1e-6)
     assert warm_backend.passes < cold_backend.passes
     # the start's conjunctions that keep a weight are still in the model
     kept = set(warm.conjunctions.tuples())
@@ -454,4 +454,4 @@ def test_in_process_rounds_form_the_conjunctions_once_and_fit_the_same_model(mon
     assert np.array_equal(cached.conjunctions.atoms, again.conjunctions.atoms)
     assert np.array_equal(cached.weights.active_ids(), again.weights.active_ids())
     np.testing.assert_allclose(cached.weights.values, again.weights.values, rtol=1e-12)
-    assert cached.report["objective"] == pytest.approx(again.report["objective"], rel=1e-14)
+    assert cached.report.objective == pytest.approx(again.report.objective, rel=1e-14)

@@ -238,9 +238,9 @@ def test_newton_and_lbfgsb_reach_the_same_optimum_newton_in_fewer_passes():
     _, block, space = planted(seed=2, n_copies=0)  # a unique support
     a = train(LocalBackend([block], space), grafting_config(solver="newton"))
     b = train(LocalBackend([block], space), grafting_config(solver="lbfgs-b"))
-    assert a.report["objective"] == pytest.approx(b.report["objective"], rel=1e-9)
+    assert a.report.objective == pytest.approx(b.report.objective, rel=1e-9)
     assert set(a.weights.ids.tolist()) == set(b.weights.ids.tolist())
-    assert a.report["passes"] * 3 < b.report["passes"]
+    assert a.report.passes * 3 < b.report.passes
 
 
 @pytest.mark.parametrize("solver", ["liblinear", "saga"])
@@ -350,7 +350,7 @@ def test_standardization_equals_training_on_standardized_data(shape):
     a = train(LocalBackend([block], space), train_config(cfg, standardize=True))
     b = train(LocalBackend([manual], space), cfg)
     assert a.scaling is not None
-    assert a.report["objective"] == pytest.approx(b.report["objective"], rel=1e-9)
+    assert a.report.objective == pytest.approx(b.report.objective, rel=1e-9)
     assert a.weights.ids.tolist() == b.weights.ids.tolist()
     np.testing.assert_allclose(a.weights.values, b.weights.values, rtol=1e-5, atol=1e-7)
 
@@ -470,7 +470,7 @@ def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
         assert res.report.certificate.passed and res.report["converged"]
     assert loose.weights.ids.tolist() == exact.weights.ids.tolist()
     np.testing.assert_allclose(loose.weights.values, exact.weights.values, atol=1e-5)
-    assert loose.report["objective"] == pytest.approx(exact.report["objective"], rel=1e-10)
+    assert loose.report.objective == pytest.approx(exact.report.objective, rel=1e-10)
     final_tol = min(1e-9, 0.5 * 2e-3 * 1e-6)
     rounds = loose.report["rounds"]
     # the first round stopped at half the test's excess, far above the final
@@ -480,7 +480,7 @@ def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
     assert all(r["tol"] == final_tol for r in exact.report["rounds"])
     # a round that adds nothing only finishes the active set, and only last
     assert all(r["added"] > 0 for r in rounds[:-1])
-    assert loose.report["passes"] < exact.report["passes"]
+    assert loose.report.passes < exact.report.passes
 
 
 def test_a_finishing_round_that_cannot_certify_stops_the_run():

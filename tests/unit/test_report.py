@@ -152,6 +152,7 @@ def test_a_stage_choice_and_its_refit_are_typed_and_written_as_json():
         "heldout_score": -0.5,
         "stages_run": 4,
     }
+    assert list(doc["choice"]) == ["criterion", "chosen_round", "heldout_score", "stages_run"]
     assert list(doc["refit"]) == [
         "l2", "objective", "loss", "start_objective", "features", "passes", "converged",
         "iterations", "max_iter", "chosen_fit",

@@ -226,8 +226,8 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
     assert backend.kinds.count("ThresholdedTestTask") >= 1
     # the Newton solvers' last passes brought the next test (no pass of its own)
     assert backend.kinds.count("WithPartialTask") >= (solver != "lbfgs-b")
-    assert dense.report.certificate.passed and thr.report["kkt"] == dense.report["kkt"]
-    assert thr.report["objective"] == dense.report["objective"]
+    assert dense.report.certificate.passed and thr.report.certificate == dense.report.certificate
+    assert thr.report.objective == dense.report.objective
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
     keys = ("active", "added", "removed", "objective", "max_gradient", "tol", "violation")
@@ -235,7 +235,7 @@ def test_grafting_with_thresholded_partials_grafts_the_dense_model(solver, cut):
         [r.get(k) for k in keys] for r in dense.report["rounds"]
     ]
     # the passes: the dense ones, plus the second passes
-    assert thr.report["passes"] == dense.report["passes"] + report["fetch_passes"]
+    assert thr.report.passes == dense.report.passes + report["fetch_passes"]
 
 
 def test_candidate_sets_and_a_capped_run_certify_as_the_dense_test():
@@ -255,8 +255,8 @@ def test_candidate_sets_and_a_capped_run_certify_as_the_dense_test():
     at = [i for i, k in enumerate(backend.kinds) if k == "ThresholdedTestTask"]
     assert len(at) >= 2 and set(backend.kinds[at[-2] + 1 : at[-1]]) <= {"ExactSumsTask"}
     assert thr.report["rounds_run"] == 2 and not thr.report.certificate.passed
-    assert dense.report["kkt"]["zero_weights_over_bound"] > 0
-    assert thr.report["kkt"] == dense.report["kkt"]
+    assert dense.report.certificate.zero_weights_over_bound > 0
+    assert thr.report.certificate == dense.report.certificate
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
 

@@ -31,12 +31,12 @@ def test_l2_matches_scikit_learn_at_the_same_regularization():
     gamma2 = 0.01
     backend = LocalBackend(split_block(block, 3), space)
     res = train(backend, train_config(method="l2", l2=gamma2, gtol=1e-10))
-    assert res.report["converged"]
+    assert res.report.converged
     m = block.n_events
     sk = LogisticRegression(C=1.0 / (m * gamma2), tol=1e-12, max_iter=10000).fit(block.X, block.y)
     theta = np.concatenate([sk.coef_.T.ravel(), sk.intercept_])
     f_sk, _ = Objective(backend, None, l2=gamma2)(theta)
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-8)
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-8)
     ours = res.weights.to_dense(space)
     np.testing.assert_allclose(ours[: space.n_features], sk.coef_.T.ravel(), atol=1e-4)
 
@@ -53,7 +53,7 @@ def test_stationary_point_and_report(shape):
     res = train(backend, train_config(method="l2", l2=0.05, gtol=1e-9, ftol=1e-15))
     _, g = Objective(backend, None, l2=0.05)(res.weights.to_dense(space))
     assert np.abs(g).max() < 1e-7
-    assert res.report["passes"] == res.report["evaluations"]
+    assert res.report.passes == res.report["evaluations"]
     assert 0 < res.report["train_accuracy"] <= 1
 
 
@@ -93,7 +93,7 @@ def test_standardized_model_scores_the_same_after_save_and_load(tmp_path):
     pred1, P1 = loaded.predict(block)
     np.testing.assert_allclose(P1, P0, rtol=1e-12)
     assert loaded.labels == ["a", "b", "c"]
-    assert loaded.summary["objective"] == pytest.approx(res.report["objective"])
+    assert loaded.summary["objective"] == pytest.approx(res.report.objective)
     assert loaded.evaluate(block).accuracy == pytest.approx(res.report["train_accuracy"])
 
 
@@ -105,7 +105,7 @@ def test_standardization_does_not_change_the_mle_fit():
     b = train(
         LocalBackend([block], space), train_config(method="l2", l2=0.0, gtol=1e-9, standardize=True)
     )
-    assert b.report["objective"] == pytest.approx(a.report["objective"], rel=1e-6)
+    assert b.report.objective == pytest.approx(a.report.objective, rel=1e-6)
 
 
 def test_unknown_method_is_a_clear_error():
