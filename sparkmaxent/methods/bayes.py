@@ -11,9 +11,9 @@ sign by default, the note's printed sign selectable); take up to
 ``per_round`` picks, rescoring against the grown model between them (Eq. 14,
 bounded, with disjoint picks taken without rescoring); then refit the MAP
 weights of the active set (OptMAP, section 3.5) by a grafting round's
-solver. Stop when no proposal beats beta_0. When the misclassified events
-propose nothing outside the model, the events of smallest margin propose
-instead (``train.bayes.margin_fraction``; an extension, see the docs). The uniform (Eq. 13),
+solver. Stop when no proposal beats beta_0. While the misclassified events
+weigh less than ``train.bayes.margin_fraction`` of the events, the correct
+events of smallest margin propose too (an extension, see the docs). The uniform (Eq. 13),
 beta-binomial (Scott & Berger 2010) and empirical-Bayes (George & Foster
 2000) model priors are here too.
 
@@ -300,28 +300,21 @@ class BayesFactor:
         )
 
     def propose(self, weights: Weights):
-        """The round's proposals (section 3.6): the features of the
-        misclassified training events outside the active set; when there
-        are none, those of the events of smallest margin, the lowest
-        ``train.bayes.margin_fraction`` of the event weight (an extension,
-        kernels/proposals.py). Returns the pass's Proposals, the ids and
-        the margin scale the events were taken below (None: mistakes only)."""
+        """The round's proposals: the features outside the active set of the
+        misclassified training events (section 3.6) and, while those weigh
+        less than ``train.bayes.margin_fraction`` of the event weight, of the
+        correct events of smallest margin up to that fraction (an extension:
+        docs "Proposals from low-margin events"). Returns the pass's
+        Proposals, the ids and the margin scale the events were taken below
+        (None: mistakes only)."""
         task = ProposalTask(self.space, weights, self.ctx.scaling)
         prop = self.ctx.backend.run(task)
         active = weights.active_ids()
-        ids = np.setdiff1d(prop.ids, active, assume_unique=True)
         fraction = self.ctx.config.bayes.margin_fraction
-        if len(ids) or not fraction:
-            return prop, ids, None
+        if prop.misclassified >= fraction * prop.weight:  # mistakes alone fill it
+            return prop, np.setdiff1d(prop.ids, active, assume_unique=True), None
         below = prop.margin_below(fraction)
         prop = self.ctx.backend.run(dataclasses.replace(task, margin_below=below))
-        log.info(
-            "no proposal from misclassified events: proposing from the %d events of "
-            "margin below %.6g (margin_fraction %g)",
-            prop.proposing_events,
-            math.tanh(below),
-            fraction,
-        )
         return prop, np.setdiff1d(prop.ids, active, assume_unique=True), below
 
     def beyond_rule(self) -> bool:
