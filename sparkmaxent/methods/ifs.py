@@ -439,9 +439,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
-    weights, refit = refit_stage(
-        ctx, weights, choice, state.trace, method.stage_penalty, state.earlier_s
-    )
+    weights, refit = refit_stage(ctx, weights, choice, state.trace, method.stage_penalty)
     if isinstance(refit, StageRefit):
         objective = refit.loss
     trace = state.trace
