@@ -263,7 +263,6 @@ def refit_stage(
     choice: StageChoice | None,
     trace: list[dict],
     penalty: StagePenalty,
-    earlier_s: float = 0.0,
 ) -> tuple[Weights, StageRefit | RefitSkipped | None]:
     """The best stage's active features refitted on the training and
     held-out events together (``train.choice.refit``, as the paths'
@@ -272,8 +271,8 @@ def refit_stage(
     method's own penalty, ``penalty(W)`` on the union's event weight W,
     warm-started from the chosen stage by L-BFGS (``baselines.fit_smooth``;
     far fewer passes than the rounds' Newton-CG on long documents). Within
-    ``train.selection.max_seconds`` (``ctx.deadline``; ``earlier_s``: the
-    seconds of a resumed run's earlier sessions), the refit's iterations
+    ``train.selection.max_seconds`` (``ctx.deadline``, a resumed run's
+    earlier sessions counted), the refit's iterations
     are capped at the seconds left over the time of its first pass (none
     left: no refit, ``skipped`` says so).
     Returns the weights and the report's ``refit`` (the refit's objective,
@@ -292,7 +291,7 @@ def refit_stage(
     if ctx.deadline.bounded:
         per_pass = ctx.deadline.elapsed() - t0
         # L-BFGS-B checks its cap between iterations: the last line search's passes kept
-        evaluations = int(ctx.deadline.remaining(earlier_s) / max(per_pass, 1e-9)) - LAST_SEARCH
+        evaluations = int(ctx.deadline.remaining() / max(per_pass, 1e-9)) - LAST_SEARCH
         if evaluations < 1:
             log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
             return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
@@ -314,7 +313,7 @@ def refit_stage(
             weights,
             evaluations,
             # the time of an iteration's passes, line search included, still left
-            stop=lambda: ctx.deadline.remaining(earlier_s) < LAST_SEARCH * per_pass,
+            stop=lambda: ctx.deadline.remaining() < LAST_SEARCH * per_pass,
         )
     rep = fit.report
     row = next(r for r in trace if r["round"] == choice.chosen_round)

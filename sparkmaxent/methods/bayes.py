@@ -528,28 +528,23 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop), state.earlier_s)
+    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop))
 
 
-def refit_chosen_stage(
-    ctx: TrainingContext, result: FitResult, earlier_s: float = 0.0
-) -> FitResult:
+def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
     """``result`` with its chosen stage refitted on the training and
     held-out events (``choice.heldout.refit_stage``) under the same prior sigma^2
     (sum units; 0: the union's weight W), OptMAP's gamma2 1 / (sigma^2 W)
     on the union's W: the refit's objective and loss in the report, the
     chosen stage's (on the training events) and its training accuracy
-    under ``refit.chosen_fit``. ``earlier_s``: a resumed run's earlier
-    sessions' seconds."""
+    under ``refit.chosen_fit``."""
     sigma2 = float(ctx.config.bayes.prior_variance)
 
     def penalty(weight: float) -> float:
         return 1.0 / ((sigma2 or weight) * weight)
 
     rep = result.report
-    weights, refit = refit_stage(
-        ctx, result.weights, rep["choice"], rep["rounds"], penalty, earlier_s
-    )
+    weights, refit = refit_stage(ctx, result.weights, rep["choice"], rep["rounds"], penalty)
     if isinstance(refit, StageRefit):
         chosen = refit.chosen_fit
         chosen.objective, chosen.loss = rep["objective"], rep["loss"]

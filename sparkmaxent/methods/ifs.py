@@ -287,7 +287,7 @@ class Incremental:
         for f, _, alpha in picks:
             new = add_feature(new, f, alpha)
         expected = sum(self.loss_decrease(gain, alpha) for _, gain, alpha in picks)
-        reestimated = refit_ratio = None
+        reestimated = refit_ratio = refit_cost = None
         if len(picks) == 1:
             objective = objective - expected  # exact at alpha: L(S + f) = L(S) - G
             due = cfg.ifs.reestimate_every and stage % cfg.ifs.reestimate_every == 0
@@ -297,7 +297,12 @@ class Incremental:
         else:
             # the features' alphas were fitted each alone: refit them together
             # (mirror features (p, 0) and (p, 1) would otherwise count twice)
+            refit_from = (self.ctx.backend.passes, self.ctx.deadline.elapsed())
             new, report = refit_active(self.ctx, new, self.gain_l2 or cfg.l2)
+            refit_cost = (
+                self.ctx.backend.passes - refit_from[0],
+                round(self.ctx.deadline.elapsed() - refit_from[1], 3),
+            )
             before, objective = objective, float(report["loss"])
             refit_ratio = (before - objective) / expected if expected > 0 else 1.0
         if self.spec.selective:
@@ -309,8 +314,9 @@ class Incremental:
         name = self.namer(j)
         info = self._stage_info(picks, evals, self.ctx.backend.passes - passes0, batches, want)
         info["reestimated"] = bool(reestimated)
-        if len(picks) > 1:
+        if refit_cost is not None:
             info["refit_ratio"] = refit_ratio
+            info["refit_passes"], info["refit_s"] = refit_cost
         more = f" (+{len(picks) - 1} more, refitted)" if len(picks) > 1 else ""
         note = f"selected {name} gain {g:.6g} alpha {a:.4g}{more}, {evals} gain evaluations" + (
             ", re-estimated" if reestimated else ""
@@ -439,9 +445,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
-    weights, refit = refit_stage(
-        ctx, weights, choice, state.trace, method.stage_penalty, state.earlier_s
-    )
+    weights, refit = refit_stage(ctx, weights, choice, state.trace, method.stage_penalty)
     if isinstance(refit, StageRefit):
         objective = refit.loss
     trace = state.trace

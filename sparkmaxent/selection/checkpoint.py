@@ -105,6 +105,18 @@ def has_checkpoint(output_dir: str | None) -> bool:
     return storage.exists(storage.join(checkpoint_dir(output_dir), STATE_FILE))
 
 
+def seconds_spent(output_dir: str | None) -> float:
+    """Seconds the run checkpointed in ``output_dir`` had spent
+    (``LoopState.elapsed_s``: the whole ``train()`` call, every session);
+    0 with no checkpoint. Read before the run resumes, so that a budget
+    split among several runs (a k-fold choice) splits what is left; the
+    full checks come when the loop loads the checkpoint."""
+    if not has_checkpoint(output_dir):
+        return 0.0
+    assert output_dir is not None  # has_checkpoint
+    return float(Checkpoint(checkpoint_dir(output_dir), "")._read_state()["elapsed_s"])
+
+
 class Checkpoint:
     """Round checkpoints in ``directory`` (JSON + .npz)."""
 

@@ -24,6 +24,7 @@ from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from .base import LoopState, RoundOutcome, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
+from .deadline import Deadline
 from .reporting import PLOTS_DIR, write_plots
 from .stops import Stop, StopReason, stop
 
@@ -37,12 +38,16 @@ class RoundMethod(Protocol):
 
 
 def limit_reached(
-    cfg, state: LoopState, cap: float, reserve_s: float = 0.0, since: LoopState | None = None
+    cfg,
+    state: LoopState,
+    deadline: Deadline,
+    reserve_s: float = 0.0,
+    since: LoopState | None = None,
 ) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
     loop before the method stops by itself; None while none is reached. The
-    time cap ``cap`` (``ctx.deadline``'s seconds, counted from ``train()``'s
-    start: ``state.elapsed_s``; 0: none) also ends it when the next round,
+    time budget ``deadline`` (``ctx.deadline``: counted from ``train()``'s
+    start, a resumed run's earlier sessions included) also ends it when the next round,
     if it takes as long as the last one, would end past the cap less
     ``reserve_s`` (a budget, not a point to overrun by a round; the reserve
     keeps time for the stage refit, ``refit_reserve``, timed once). ``since``: the
@@ -50,10 +55,11 @@ def limit_reached(
     from there, not from the setup before it)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
-    if cap:
+    if deadline.bounded:
         last_s, last_passes = _last_round(state, since)
-        if state.elapsed_s >= cap or (last_passes and state.elapsed_s + last_s + reserve_s > cap):
-            return stop(StopReason.MAX_SECONDS, limit=cap)
+        left = deadline.remaining()
+        if left <= 0 or (last_passes and last_s + reserve_s > left):
+            return stop(StopReason.MAX_SECONDS, limit=deadline.seconds)
     return None
 
 
@@ -172,7 +178,7 @@ def run_rounds(
         ran = state.round > since.round  # the reserve is measured after the first round
         reserve = reserve_s(state.weights) if ran else 0.0
         counters()
-        return limit_reached(cfg, state, ctx.deadline.seconds, reserve, since)
+        return limit_reached(cfg, state, ctx.deadline, reserve, since)
 
     capped: Stop | None = None
     while not state.done and (capped := limit()) is None:
