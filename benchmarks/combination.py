@@ -86,8 +86,9 @@ PP_REFERENCE = {
 
 def row_identity(row: dict) -> tuple:
     """What makes two rows the same measurement: a new row replaces an old
-    one only when all of these agree (``--label`` tells runs apart)."""
-    keys = ("task", "method", "degree", "atoms", "sentences", "weighting", "label")
+    one when all of these agree (the page holds one row per measurement,
+    of its latest run)."""
+    keys = ("task", "method", "degree", "atoms", "sentences", "weighting")
     return tuple(row.get(k) or None for k in keys)
 
 
@@ -475,8 +476,8 @@ def plot(rows: list[dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # rows replaced by later runs, and rows not run (l2-Comb3 on CoNLL: its count only)
-    rows = [r for r in rows if not r.get("superseded") and r.get("test_score") is not None]
+    # rows not run (l2-Comb3 on CoNLL: its count only)
+    rows = [r for r in rows if r.get("test_score") is not None]
     tasks = sorted({r["task"] for r in rows})
     # a panel's width grows with its bars
     widths = [max(6.0, 0.5 * sum(r["task"] == t for r in rows)) for t in tasks]
@@ -496,7 +497,7 @@ def plot(rows: list[dict], path: str) -> None:
             + (f" g={r['gamma']:.3g}" if r.get("gamma") else "")
             for r in mine
         ]
-        # bars by position: two rows may share a label (runs of other sessions)
+        # bars by position: two rows may share a label (other atoms, sentences)
         ax.bar(range(len(mine)), [r["test_score"] for r in mine])
         ax.set_xticks(range(len(mine)), labels)
         low = min(r["test_score"] for r in mine)
@@ -539,12 +540,6 @@ def main(argv: list[str] | None = None) -> None:
         "and l1-Orig:1 over them: the issue's reference models)",
     )
     parser.add_argument("--no-existing", dest="existing", action="store_false")
-    parser.add_argument(
-        "--label",
-        default="",
-        help="tag this run's rows (rows with another label, or none, are kept, not replaced)",
-    )
-    parser.add_argument("--note", default="", help="a note stored in this run's rows")
     parser.add_argument("--data", default=SHARED_DATA)
     parser.add_argument("--bitstrings", default="", help="bit-string prefix lengths, e.g. 4,8,12")
     parser.add_argument(
@@ -608,13 +603,10 @@ def main(argv: list[str] | None = None) -> None:
             atoms += f"+bit {args.bit_end}es {args.bitstrings}"
 
         sub: dict[str, object] = {"sentences": args.conll_sentences} if name == "conll" else {}
-
-        sub["label"] = args.label
         written: list[dict] = []
 
         def save(new: list[dict], done=done, atoms=atoms, sub=sub, written=written) -> None:
-            extra = {"session_note": args.note} if args.note else {}
-            new = [{"atoms": atoms, **sub, **r, **extra} for r in new]
+            new = [{"atoms": atoms, **sub, **r} for r in new]
             written[:] = merge_rows(done, new)
             write_result(args.output, written, targets(written))
 

@@ -443,8 +443,11 @@ def stage_points(rounds: list[dict], count: int = 60) -> list[dict]:
 
 def stage_costs(rounds: list[dict]) -> dict:
     """Where an SGC run's passes per stage go: gain batches per stage (2
-    passes each with the sketch), re-estimations, by quarter of the run."""
+    passes each with the sketch), the refits of multi-feature stages (their
+    share of the stages' passes and seconds), re-estimations, by quarter of
+    the run."""
     passes = np.array([r["stage_passes"] for r in rounds], dtype=float)
+    seconds = np.diff([0.0] + [float(r["elapsed_s"]) for r in rounds])[1:]  # stage 1: setup too
     batches = np.array([r["batches"] for r in rounds], dtype=float)
     quarters = np.array_split(np.arange(len(rounds)), 4)
     return {
@@ -452,6 +455,12 @@ def stage_costs(rounds: list[dict]) -> dict:
         "mean_batches": round(float(batches.mean()), 2),
         "passes_per_batch": round(float(passes.sum() / max(batches.sum(), 1)), 2),
         "max_batches": int(batches.max()),
+        "refit_share_of_passes": round(
+            sum(r.get("refit_passes", 0) for r in rounds) / max(passes.sum(), 1.0), 3
+        ),
+        "refit_share_of_seconds": round(
+            sum(r.get("refit_s", 0.0) for r in rounds[1:]) / max(float(seconds.sum()), 1e-9), 3
+        ),
         "reestimations": int(sum(bool(r.get("reestimated")) for r in rounds)),
         "mean_gain_evaluations": round(float(np.mean([r["gain_evaluations"] for r in rounds])), 1),
         "by_quarter": [

@@ -18,6 +18,7 @@ from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
 from .report import RUN_CAPS, HeldoutFigures, RunReport
 from .selection.base import FitResult, TrainingContext, evaluate
+from .selection.checkpoint import seconds_spent
 from .selection.deadline import Deadline
 from .selection.stops import Stop, StopReason
 
@@ -64,7 +65,10 @@ def train(
         If a pass's loss or gradient, a round's result, or the final
         objective or weights are not finite (nothing is returned to save).
     """
-    deadline, passes0 = Deadline(config.selection.max_seconds, clock), backend.passes
+    # a resumed run's budget counts its earlier sessions (a k-fold choice splits what is left)
+    earlier = seconds_spent(output_dir) if resume else 0.0
+    deadline = Deadline(config.selection.max_seconds, clock, earlier)
+    passes0 = backend.passes
     backend, heldout, config, auto = folds.automatic_choice(backend, heldout, config)
     scaling = None
     if config.standardize:

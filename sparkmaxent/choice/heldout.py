@@ -33,7 +33,7 @@ from ..kernels.predict import EventScores, EventScoresTask
 from ..methods.baselines import fit_smooth
 from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
-from ..selection.base import LoopState, TrainingContext
+from ..selection.base import LoopState, RoundRecord, TrainingContext
 from ..solvers import ConvergenceWarning
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
 from .stop_rule import Measure, StopRule, stop_rule
@@ -169,14 +169,14 @@ def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     rule = stop_rule(cfg)
     chosen = state.info.get("choice_round")
     for row in state.trace:
-        units = state.arrays.get("choice_units") if row["round"] == chosen else None
+        units = state.arrays.get("choice_units") if row.round == chosen else None
         if units is not None and len(units):
             measure = Measure(
-                row["heldout_score"], row["heldout_se"], units, state.arrays["choice_unit_weights"]
+                row.heldout_score, row.heldout_se, units, state.arrays["choice_unit_weights"]
             )
         else:
-            measure = Measure(row["heldout_score"], row["heldout_se"])
-        rule.add(row["round"], measure, row["active"])
+            measure = Measure(row.heldout_score, row.heldout_se)
+        rule.add(row.round, measure, row.active)
     return rule
 
 
@@ -194,7 +194,7 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageCh
     weights = Weights(a["choice_ids"], a["choice_values"], bias)
     chosen = int(state.info["choice_round"])
     for row in state.trace:
-        row["chosen"] = row["round"] == chosen
+        row.chosen = row.round == chosen
     choice = StageChoice(cfg.criterion, chosen, state.info["choice_score"], state.round)
     log.info(
         "kept stage %d of %d: best held-out %s %.6g",
@@ -207,9 +207,9 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageCh
         from ..selection.reporting import PLOTS_DIR
 
         write_path_plot(
-            [r["round"] for r in state.trace],
-            [r["heldout_score"] for r in state.trace],
-            [r["active"] for r in state.trace],
+            [r.round for r in state.trace],
+            [r.heldout_score for r in state.trace],
+            [r.active for r in state.trace],
             "stage",
             chosen - 1,
             cfg.criterion,
@@ -261,9 +261,8 @@ def refit_stage(
     ctx: TrainingContext,
     weights: Weights,
     choice: StageChoice | None,
-    trace: list[dict],
+    trace: list[RoundRecord],
     penalty: StagePenalty,
-    earlier_s: float = 0.0,
 ) -> tuple[Weights, StageRefit | RefitSkipped | None]:
     """The best stage's active features refitted on the training and
     held-out events together (``train.choice.refit``, as the paths'
@@ -272,8 +271,8 @@ def refit_stage(
     method's own penalty, ``penalty(W)`` on the union's event weight W,
     warm-started from the chosen stage by L-BFGS (``baselines.fit_smooth``;
     far fewer passes than the rounds' Newton-CG on long documents). Within
-    ``train.selection.max_seconds`` (``ctx.deadline``; ``earlier_s``: the
-    seconds of a resumed run's earlier sessions), the refit's iterations
+    ``train.selection.max_seconds`` (``ctx.deadline``, a resumed run's
+    earlier sessions counted), the refit's iterations
     are capped at the seconds left over the time of its first pass (none
     left: no refit, ``skipped`` says so).
     Returns the weights and the report's ``refit`` (the refit's objective,
@@ -292,7 +291,7 @@ def refit_stage(
     if ctx.deadline.bounded:
         per_pass = ctx.deadline.elapsed() - t0
         # L-BFGS-B checks its cap between iterations: the last line search's passes kept
-        evaluations = int(ctx.deadline.remaining(earlier_s) / max(per_pass, 1e-9)) - LAST_SEARCH
+        evaluations = int(ctx.deadline.remaining() / max(per_pass, 1e-9)) - LAST_SEARCH
         if evaluations < 1:
             log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
             return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
@@ -314,10 +313,10 @@ def refit_stage(
             weights,
             evaluations,
             # the time of an iteration's passes, line search included, still left
-            stop=lambda: ctx.deadline.remaining(earlier_s) < LAST_SEARCH * per_pass,
+            stop=lambda: ctx.deadline.remaining() < LAST_SEARCH * per_pass,
         )
     rep = fit.report
-    row = next(r for r in trace if r["round"] == choice.chosen_round)
+    row = next(r for r in trace if r.round == choice.chosen_round)
     refit = StageRefit(
         l2,
         objective=rep["objective"],
@@ -329,9 +328,9 @@ def refit_stage(
         iterations=rep["iterations"],
         max_iter=config.max_iter,
         chosen_fit=ChosenFit(
-            row["objective"],
+            row.objective,
             int(len(values)),
-            {k: row[k] for k in row if k.startswith("heldout_")},
+            dict(row.heldout),
             stage=choice.chosen_round,
         ),
     )

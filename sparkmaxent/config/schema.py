@@ -325,10 +325,10 @@ class BayesConfig(Section):
     )
     margin_fraction: float = key(
         0.1,
-        "When no misclassified training event proposes a feature outside the model, "
-        "propose those of the events of smallest margin (the correct label's probability "
-        "minus the best other's), this fraction of the event weight (an extension of "
-        "Daume III 2004, section 3.6); 0: stop there, as the note does.",
+        "Proposals come from the misclassified training events (Daume III 2004, sec. 3.6) "
+        "and, while these weigh less than this fraction of the events, from the correct "
+        "events of smallest margin (gold probability minus the best other's) up to it "
+        "(an extension); 0: mistakes only, as the note.",
         ge=0,
         le=1,
     )

@@ -48,7 +48,7 @@ import numpy as np
 
 from .blocks import Block
 from .curvature import Curvature, CurvatureTask
-from .loss import LossGrad, LossGradTask, loss_grad, loss_grad_at
+from .loss import LossGrad, LossGradTask, full_loss_grad, loss_grad_at
 from .params import Scaling, Space, Weights
 from .topk import union_positions
 
@@ -223,10 +223,10 @@ def threshold_partial(
 
 
 def _test_sums(block: Block, space: Space, weights: Weights, scaling: Scaling | None) -> LossGrad:
-    """The dense test's own kernel: ``loss_grad`` over every feature, scored
+    """The dense test's own kernel: ``full_loss_grad`` (every feature), scored
     with the non-zero weights (``Objective.evaluate``), so every sum here is
     the dense test's bit for bit."""
-    return loss_grad(block, space, weights.sparse(), scaling, None)
+    return full_loss_grad(block, space, weights.sparse(), scaling)
 
 
 @dataclass(frozen=True)

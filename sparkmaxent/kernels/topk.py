@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
-from .loss import LossGrad, loss_grad
+from .loss import LossGrad, full_loss_grad
 from .packing import pack_nonzero
 from .params import Scaling, Space, Weights
 
@@ -367,7 +367,7 @@ class GradientTestTask:
         if not compact_pays(block, self.space):
             # the block reaches most predicates: renumbering costs more than
             # the dense sums, and keeps no less memory (same sums, bit for bit)
-            lg = loss_grad(block, self.space, weights, self.scaling, None)
+            lg = full_loss_grad(block, self.space, weights, self.scaling)
             grad = lg.grad.reshape(self.space.n_predicates, K)
             preds = np.flatnonzero(grad.any(axis=1)).astype(np.int64)
             return BlockGradient(lg.loss, lg.weight, lg.correct, preds, grad[preds], lg.grad_bias)
@@ -378,7 +378,7 @@ class GradientTestTask:
         cblock, cspace, cweights, cscaling = compact(
             block, self.space, weights, self.scaling, preds
         )
-        lg = loss_grad(cblock, cspace, cweights, cscaling, None)
+        lg = full_loss_grad(cblock, cspace, cweights, cscaling)
         return BlockGradient(
             lg.loss, lg.weight, lg.correct, preds, lg.grad.reshape(len(preds), K), lg.grad_bias
         )

@@ -11,9 +11,10 @@ sign by default, the note's printed sign selectable); take up to
 ``per_round`` picks, rescoring against the grown model between them (Eq. 14,
 bounded, with disjoint picks taken without rescoring); then refit the MAP
 weights of the active set (OptMAP, section 3.5) by a grafting round's
-solver. Stop when no proposal beats beta_0. When the misclassified events
-propose nothing outside the model, the events of smallest margin propose
-instead (``train.bayes.margin_fraction``; an extension, see the docs). The uniform (Eq. 13),
+solver. Stop when no proposal beats beta_0. While the misclassified events
+weigh less than ``train.bayes.margin_fraction`` of the events, the correct
+events of smallest margin propose too, a share doubled until a feature is
+outside the model (an extension, see the docs). The uniform (Eq. 13),
 beta-binomial (Scott & Berger 2010) and empirical-Bayes (George & Foster
 2000) model priors are here too.
 
@@ -224,9 +225,8 @@ class BayesFactor:
         cfg = self.ctx.config
         weights = state.weights
         active = weights.active_ids()
-        loss = (
-            state.trace[-1]["loss"] if state.trace else self.loss_grad(weights).loss / self.weight
-        )
+        trace = state.trace
+        loss = trace[-1].info["loss"] if trace else self.loss_grad(weights).loss / self.weight
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -243,7 +243,7 @@ class BayesFactor:
             return stopping(
                 float("nan"), stop(StopReason.MAX_FEATURES, limit=cfg.selection.max_features)
             )
-        prop, ids, below = self.propose(weights)
+        prop, ids, below, share = self.propose(weights)
         if not len(ids):
             return stopping(float("nan"), _nothing_proposed(prop, below))
         fit, log_bf = self.fit(weights, ids)
@@ -276,6 +276,7 @@ class BayesFactor:
             "misclassified_events": prop.misclassified_events,
             "misclassified_weight": prop.misclassified,
             "margin_below": None if below is None else math.tanh(below),
+            "margin_share": share,
             "proposing_events": prop.proposing_events,
             "beta_0": beta0,
             "positive_proposals": int(np.count_nonzero(beta > 0)),
@@ -300,29 +301,28 @@ class BayesFactor:
         )
 
     def propose(self, weights: Weights):
-        """The round's proposals (section 3.6): the features of the
-        misclassified training events outside the active set; when there
-        are none, those of the events of smallest margin, the lowest
-        ``train.bayes.margin_fraction`` of the event weight (an extension,
-        kernels/proposals.py). Returns the pass's Proposals, the ids and
-        the margin scale the events were taken below (None: mistakes only)."""
+        """The round's proposals: the features outside the active set of the
+        misclassified training events (section 3.6) and, while those weigh
+        less than ``train.bayes.margin_fraction`` of the event weight, of the
+        correct events of smallest margin up to that share, doubled until
+        some feature is outside the model (an extension: docs "Proposals from
+        low-margin events"). Returns the pass's Proposals, the ids, the
+        margin scale the events were taken below and the share of the event
+        weight it stands for (None, None: mistakes only)."""
         task = ProposalTask(self.space, weights, self.ctx.scaling)
-        prop = self.ctx.backend.run(task)
+        prop = first = self.ctx.backend.run(task)
         active = weights.active_ids()
         ids = np.setdiff1d(prop.ids, active, assume_unique=True)
-        fraction = self.ctx.config.bayes.margin_fraction
-        if len(ids) or not fraction:
-            return prop, ids, None
-        below = prop.margin_below(fraction)
-        prop = self.ctx.backend.run(dataclasses.replace(task, margin_below=below))
-        log.info(
-            "no proposal from misclassified events: proposing from the %d events of "
-            "margin below %.6g (margin_fraction %g)",
-            prop.proposing_events,
-            math.tanh(below),
-            fraction,
-        )
-        return prop, np.setdiff1d(prop.ids, active, assume_unique=True), below
+        share = self.ctx.config.bayes.margin_fraction
+        if not share or (len(ids) and first.misclassified >= share * first.weight):
+            return prop, ids, None, None
+        while True:
+            below = first.margin_below(share)
+            prop = self.ctx.backend.run(dataclasses.replace(task, margin_below=below))
+            ids = np.setdiff1d(prop.ids, active, assume_unique=True)
+            if len(ids) or share >= 1.0:
+                return prop, ids, below, share
+            share = min(1.0, 2.0 * share)
 
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
@@ -339,7 +339,7 @@ class BayesFactor:
     @staticmethod
     def past_rule(state: LoopState) -> bool:
         """Whether an earlier round of this run went on past the rule's stop."""
-        return any(r.get("beyond_rule") for r in state.trace)
+        return any(r.info.get("beyond_rule") for r in state.trace)
 
     def select(
         self,
@@ -498,7 +498,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
     theta = weights.values
-    selected = [p for r in state.trace for p in r["selected"]]
+    selected = [p for r in state.trace for p in r.info["selected"]]
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta),
         "loss": loss,
@@ -517,39 +517,34 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "stopped_by_rule": state.stop is not None and state.stop.reason is StopReason.BAYES_RULE,
         "rule_stop": next(
             (
-                {"round": r["round"] - 1, "why": r["rule_stop"]}
+                {"round": r.round - 1, "why": r.info["rule_stop"]}
                 for r in state.trace
-                if "rule_stop" in r
+                if "rule_stop" in r.info
             ),
             None,
         ),
-        "proposals_scored": int(sum(r["proposals"] for r in state.trace)),
+        "proposals_scored": int(sum(r.info["proposals"] for r in state.trace)),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop), state.earlier_s)
+    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop))
 
 
-def refit_chosen_stage(
-    ctx: TrainingContext, result: FitResult, earlier_s: float = 0.0
-) -> FitResult:
+def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:
     """``result`` with its chosen stage refitted on the training and
     held-out events (``choice.heldout.refit_stage``) under the same prior sigma^2
     (sum units; 0: the union's weight W), OptMAP's gamma2 1 / (sigma^2 W)
     on the union's W: the refit's objective and loss in the report, the
     chosen stage's (on the training events) and its training accuracy
-    under ``refit.chosen_fit``. ``earlier_s``: a resumed run's earlier
-    sessions' seconds."""
+    under ``refit.chosen_fit``."""
     sigma2 = float(ctx.config.bayes.prior_variance)
 
     def penalty(weight: float) -> float:
         return 1.0 / ((sigma2 or weight) * weight)
 
     rep = result.report
-    weights, refit = refit_stage(
-        ctx, result.weights, rep["choice"], rep["rounds"], penalty, earlier_s
-    )
+    weights, refit = refit_stage(ctx, result.weights, rep["choice"], rep["rounds"], penalty)
     if isinstance(refit, StageRefit):
         chosen = refit.chosen_fit
         chosen.objective, chosen.loss = rep["objective"], rep["loss"]
@@ -572,11 +567,8 @@ def _rule_stop(scored: int, inclusion, best: float) -> Stop | None:
 
 def _nothing_proposed(prop, below: float | None) -> Stop:
     """Why a round has no proposal outside the model (``BayesFactor.propose``)."""
-    none = prop.misclassified_events == 0
-    why = StopReason.NO_MISCLASSIFIED if none else StopReason.NO_PROPOSAL
-    if below is not None:
-        return stop(why, margin_events=int(prop.proposing_events))
-    return stop(why)
+    why = StopReason.NO_MISCLASSIFIED if not prop.misclassified_events else StopReason.NO_PROPOSAL
+    return stop(why) if below is None else stop(why, margin_events=int(prop.proposing_events))
 
 
 def _kth_floor(beta: np.ndarray, limit: int) -> float:

@@ -30,7 +30,7 @@ import numpy as np
 from ..config import TrainConfig
 from ..kernels import Weights
 from ..problem import Certificate, Objective, Penalty
-from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.base import FitResult, LoopState, RoundOutcome, RoundSolve, TrainingContext
 from ..selection.loop import run_rounds
 from ..selection.stops import StopReason, stop
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
@@ -134,8 +134,7 @@ class Grafting:
         test = self.gradient_test.test(weights)
         if len(test.new):
             return self.grow(weights, test)
-        last = state.trace[-1] if state.trace else {}
-        if test.kkt.passed or last.get("added", 1) == 0:
+        if test.kkt.passed or (state.trace and state.trace[-1].added == 0):
             # certified, or the finishing round below ran and could not certify
             return RoundOutcome(
                 stop(StopReason.NO_CANDIDATE_PASSES),
@@ -228,16 +227,16 @@ class Grafting:
             objective=res.value,
             score=test.best,
             note="" if len(new) else "finished to the final tolerance",
-            info={
-                "solver": solver,
-                "iterations": res.iterations,
-                "evaluations": res.evaluations,
-                "tol": tol,
-                "violation": res.violation,
+            solve=RoundSolve(
+                solver,
+                res.iterations,
+                res.evaluations,
+                tol,
+                res.violation,
                 # stopped by a path point's pass budget: not a failure of
                 # the solver (a point that goes on is certified at its end)
-                "converged": None if capped and not res.converged else res.converged,
-            },
+                None if capped and not res.converged else res.converged,
+            ),
         )
 
 

@@ -3,7 +3,10 @@
 One ``Deadline`` is made where ``train()`` starts and travels in the
 ``TrainingContext`` to everything the run does (the method's setup, its
 rounds, the stage choice, the refit, every point of a path or fold), so
-the budget covers the whole ``train()`` call, not just the round loop.
+the budget covers the whole ``train()`` call, not just the round loop. A
+resumed run's budget starts with the seconds its earlier sessions spent
+(the checkpoint's ``elapsed_s``), so what a k-fold choice splits
+(``part``) is what is truly left.
 """
 
 from __future__ import annotations
@@ -15,13 +18,18 @@ from collections.abc import Callable
 
 class Deadline:
     """A budget of ``seconds`` (0: none) on ``clock``, counted from when
-    the object is made. A resumed run's budget also counts the seconds its
-    earlier sessions spent (``LoopState.earlier_s``), which the caller
-    passes as ``earlier``."""
+    the object is made, less ``earlier``: the seconds earlier sessions of
+    a resumed run spent on it (its checkpoint's ``elapsed_s``)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.perf_counter,
+        earlier: float = 0.0,
+    ):
         self.seconds = float(seconds)
         self.clock = clock
+        self.earlier = float(earlier)
         self.start = clock()
 
     @property
@@ -29,19 +37,19 @@ class Deadline:
         return self.seconds > 0
 
     def elapsed(self) -> float:
-        """Seconds since the run started (this session)."""
+        """Seconds since this budget started (this session)."""
         return self.clock() - self.start
 
-    def remaining(self, earlier: float = 0.0) -> float:
-        """Seconds left of the budget (inf without one)."""
+    def remaining(self) -> float:
+        """Seconds left of the budget (inf without one), earlier sessions'
+        seconds counted."""
         if not self.bounded:
             return math.inf
-        return self.seconds - earlier - self.elapsed()
+        return self.seconds - self.earlier - self.elapsed()
 
     def part(self, share: float) -> Deadline:
         """A budget of ``share`` of the seconds left, from now, on the same
         clock (one of several runs that split what is left, e.g. a fold of
         a k-fold choice); unbounded when this one is."""
-        if not self.bounded:
-            return Deadline(0.0, self.clock)
-        return Deadline(max(self.remaining() * share, 1e-9), self.clock)
+        seconds = max(self.remaining() * share, 1e-9) if self.bounded else 0.0
+        return Deadline(seconds, self.clock)

@@ -22,8 +22,9 @@ from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
-from .base import LoopState, RoundOutcome, TrainingContext
+from .base import LoopState, RoundOutcome, RoundRecord, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
+from .deadline import Deadline
 from .reporting import PLOTS_DIR, write_plots
 from .stops import Stop, StopReason, stop
 
@@ -37,12 +38,16 @@ class RoundMethod(Protocol):
 
 
 def limit_reached(
-    cfg, state: LoopState, cap: float, reserve_s: float = 0.0, since: LoopState | None = None
+    cfg,
+    state: LoopState,
+    deadline: Deadline,
+    reserve_s: float = 0.0,
+    since: LoopState | None = None,
 ) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
     loop before the method stops by itself; None while none is reached. The
-    time cap ``cap`` (``ctx.deadline``'s seconds, counted from ``train()``'s
-    start: ``state.elapsed_s``; 0: none) also ends it when the next round,
+    time budget ``deadline`` (``ctx.deadline``: counted from ``train()``'s
+    start, a resumed run's earlier sessions included) also ends it when the next round,
     if it takes as long as the last one, would end past the cap less
     ``reserve_s`` (a budget, not a point to overrun by a round; the reserve
     keeps time for the stage refit, ``refit_reserve``, timed once). ``since``: the
@@ -50,10 +55,11 @@ def limit_reached(
     from there, not from the setup before it)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
-    if cap:
+    if deadline.bounded:
         last_s, last_passes = _last_round(state, since)
-        if state.elapsed_s >= cap or (last_passes and state.elapsed_s + last_s + reserve_s > cap):
-            return stop(StopReason.MAX_SECONDS, limit=cap)
+        left = deadline.remaining()
+        if left <= 0 or (last_passes and last_s + reserve_s > left):
+            return stop(StopReason.MAX_SECONDS, limit=deadline.seconds)
     return None
 
 
@@ -64,11 +70,11 @@ def _last_round(state: LoopState, since: LoopState | None) -> tuple[float, int]:
     if state.round <= first or not state.trace:
         return 0.0, 0
     if state.round - first >= 2 and len(state.trace) >= 2:
-        before = (float(state.trace[-2]["elapsed_s"]), int(state.trace[-2]["passes"]))
+        before = (float(state.trace[-2].elapsed_s), int(state.trace[-2].passes))
     else:
         before = (since.elapsed_s, since.passes) if since is not None else (0.0, 0)
     last = state.trace[-1]
-    return float(last["elapsed_s"]) - before[0], int(last["passes"]) - before[1]
+    return float(last.elapsed_s) - before[0], int(last.passes) - before[1]
 
 
 def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
@@ -155,7 +161,7 @@ def run_rounds(
         if ctx.output_dir
         else None
     )
-    state = _start_state(ctx, checkpoint, name, start)
+    state = _start_state(ctx, checkpoint, name, start, score_name)
     state.earlier_s = state.elapsed_s  # a resumed run's earlier sessions
     rule = stage_rule(ctx, state) if stage_choice else None
     passes0, base_passes = ctx.backend.passes, state.passes
@@ -172,7 +178,7 @@ def run_rounds(
         ran = state.round > since.round  # the reserve is measured after the first round
         reserve = reserve_s(state.weights) if ran else 0.0
         counters()
-        return limit_reached(cfg, state, ctx.deadline.seconds, reserve, since)
+        return limit_reached(cfg, state, ctx.deadline, reserve, since)
 
     capped: Stop | None = None
     while not state.done and (capped := limit()) is None:
@@ -222,13 +228,17 @@ def run_rounds(
 
 
 def _start_state(
-    ctx: TrainingContext, checkpoint: Checkpoint | None, name: str, start: Weights | None
+    ctx: TrainingContext,
+    checkpoint: Checkpoint | None,
+    name: str,
+    start: Weights | None,
+    score_name: str,
 ) -> LoopState:
     """The checkpointed state when resuming (if there is one), else round 0."""
     if ctx.resume:
         if checkpoint is None:
             raise InputError("resume needs an output directory holding a checkpoint, got none")
-        state = checkpoint.load(name)
+        state = checkpoint.load(name, score_name)
         if state is not None:
             log.info(
                 "resuming %s after round %d (%d active features, %d passes so far)",
@@ -260,29 +270,33 @@ def _record_round(
     if outcome.arrays is not None:  # the best stage's weights stay (choice.keep_if_best)
         kept = {k: v for k, v in state.arrays.items() if k in BEST_KEYS}
         state.arrays = {**outcome.arrays, **kept}
-    row: dict = {
-        "round": state.round,
-        "active": int(len(outcome.weights.values)),
-        "added": outcome.added,
-        "removed": outcome.removed,
-        "objective": outcome.objective,
-        score_name: outcome.score,
-    }
+    row = RoundRecord(
+        round=state.round,
+        active=int(len(outcome.weights.values)),
+        added=outcome.added,
+        removed=outcome.removed,
+        objective=outcome.objective,
+        score_name=score_name,
+        score=outcome.score,
+        passes=state.passes,
+        elapsed_s=state.elapsed_s,
+        solve=outcome.solve,
+        info=dict(outcome.info),
+    )
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:
         scores, measure = measure_weights(ctx, state.weights)
-        row.update(scores)
-        held += f", held-out accuracy {row['heldout_accuracy']:.4f}"
-        keep_if_best(state, row, measure)
+        row.heldout = scores
+        held += f", held-out accuracy {row.heldout_accuracy:.4f}"
+        keep_if_best(state, scores, measure)
         if rule is not None:
-            rule.add(state.round, measure, row["active"])
-            row["below_best_se"] = rule.gaps[-1]
-    row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
+            rule.add(state.round, measure, row.active)
+            row.below_best_se = rule.gaps[-1]
     state.trace.append(row)
     log.info(
         "round %d: %d active (+%d, -%d), objective %.10g, max %s %.4g%s, %d passes, %.1fs",
         state.round,
-        row["active"],
+        row.active,
         outcome.added,
         outcome.removed,
         outcome.objective,

@@ -1,14 +1,20 @@
 """benchmarks/combination.py: a run's rows replace only the old rows of
-the same measurement (task, method, degree, atoms, size, label)."""
+the same measurement (task, method, degree, atoms, size, weighting), and
+the results page holds one row per measurement, of its latest run."""
 
 from __future__ import annotations
 
-from benchmarks.combination import merge_rows
+import json
+import os
+
+from benchmarks.combination import merge_rows, row_identity
+
+RESULTS = os.path.join(os.path.dirname(__file__), "../../benchmarks/results/combination.json")
 
 
-def row(method, degree, atoms="10 unigrams", sentences=1000, label=None, score=0.0):
+def row(method, degree, atoms="10 unigrams", sentences=1000, score=0.0):
     out = {"task": "conll", "method": method, "degree": degree, "atoms": atoms}
-    return {**out, "sentences": sentences, "label": label, "test_score": score}
+    return {**out, "sentences": sentences, "test_score": score}
 
 
 def test_a_rerun_replaces_its_own_rows_and_keeps_every_other():
@@ -25,15 +31,23 @@ def test_a_rerun_replaces_its_own_rows_and_keeps_every_other():
     assert [r["test_score"] for r in merged] == [0.2, 0.3, 0.4, 0.5, 0.6, 0.9]
 
 
-def test_a_labelled_run_keeps_the_unlabelled_rows_of_the_same_method():
-    old = [row("l1-Comb", 2, score=0.1), row("l1-Comb", 3, label="s5", score=0.2)]
-    new = [row("l1-Comb", 2, label="s5", score=0.8), row("l1-Comb", 3, label="s5", score=0.9)]
-    merged = merge_rows(old, new)
-    assert [r["test_score"] for r in merged] == [0.1, 0.8, 0.9]
+def test_a_rerun_replaces_the_row_whatever_tag_an_old_row_carries():
+    old = [{**row("l1-Comb", 2, score=0.1), "label": "s5"}, row("l1-Comb", 3, score=0.2)]
+    merged = merge_rows(old, [row("l1-Comb", 2, score=0.8)])
+    assert [r["test_score"] for r in merged] == [0.2, 0.8]
     # sentences 0 and None both mean every training sentence
     assert merge_rows([row("l2", 1, sentences=None)], [row("l2", 1, sentences=0)]) == [
         row("l2", 1, sentences=0)
     ]
+
+
+def test_the_results_page_has_one_row_per_measurement_and_no_session_tags():
+    with open(RESULTS) as f:
+        rows = json.load(f)["rows"]
+    identities = [row_identity(r) for r in rows]
+    assert len(identities) == len(set(identities))
+    tagged = [k for r in rows for k in r if k == "label" or k.startswith("session")]
+    assert tagged == []
 
 
 class _Fit:

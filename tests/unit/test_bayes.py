@@ -292,40 +292,90 @@ def test_low_margin_proposals_of_candidate_sets_take_the_best_wrong_candidate():
     assert got.proposing_events == events > plain.misclassified_events
 
 
-def test_bayes_factor_proposes_from_low_margin_events_once_mistakes_propose_nothing():
-    # few events, many predicates: the training data are soon fitted
-    data = synthetic.generate(
-        synthetic.SyntheticSpec(
-            n_events=120,
-            model_events=3000,
-            n_predicates=300,
-            n_labels=3,
-            n_support=6,
-            n_copies=0,
-            seed=2,
-        )
-    )
-    space = Space(MULTICLASS, 300, 3, bias=True)
+def separable_block(m: int = 60, noise: int = 20, K: int = 3) -> MulticlassBlock:
+    """Events of random labels, each with a predicate of its own, its
+    label's indicator predicate (so the training data are separable) and
+    two of ``noise`` common predicates."""
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, K, size=m)
+    own, label = np.arange(m), m + y
+    common = m + K + rng.integers(0, noise, size=(m, 2))
+    cols = np.column_stack([own, label, common]).ravel()
+    X = sp.csr_matrix((np.ones(4 * m), (np.repeat(own, 4), cols)), shape=(m, m + K + noise))
+    X.sum_duplicates()
+    X.data[:] = 1.0
+    return MulticlassBlock(X=X, y=y, c=np.ones(m), n_labels=K)
+
+
+def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separated():
+    block = separable_block()
+    space = Space(MULTICLASS, block.X.shape[1], 3, bias=True)
     # the printed sign with sigma^2 <= 1 scores every proposal above beta_0
     keys = dict(method="bayes-factor", per_round=20, model_prior="uniform", sign="printed")
-    paper = train(LocalBackend([data.block()], space), train_config(margin_fraction=0.0, **keys))
-    # the note's stop: no misclassified event proposes a feature outside the model
-    assert paper.report["stopped"] in (
-        "no misclassified training event",
-        "no proposal outside the active set",
-    )
-    res = train(LocalBackend([data.block()], space), train_config(**keys))
-    rounds = res.report["rounds"]
+    paper = train(LocalBackend([block], space), train_config(margin_fraction=0.0, **keys))
+    # the note's proposals dry up: no misclassified event is left to propose
+    assert paper.report["stopped"] == "no misclassified training event"
     n = paper.report["rounds_run"]
-    # the same rounds up to the paper's stop, then rounds proposed from the
-    # lowest-margin tenth of the events
-    assert [r["active"] for r in rounds[:n]] == [r["active"] for r in paper.report["rounds"]]
-    assert all(r["margin_below"] is None for r in rounds[:n])
-    assert len(rounds) > n
-    past = rounds[n]
-    assert 0 < past["margin_below"] < 1 and past["added"] > 0
-    assert past["misclassified_events"] < past["proposing_events"] < 120
+    res = train(LocalBackend([block], space), train_config(max_rounds=n + 4, **keys))
+    rounds = res.report["rounds"]
+    # mistakes first: a round proposes from mistakes alone while they weigh
+    # at least a tenth of the events, else from the lowest-margin tenth too,
+    # a share doubled until a feature outside the model is proposed
+    for r in rounds:
+        few = r["misclassified_weight"] < 0.1 * 60
+        assert (r["margin_below"] is not None) == few == (r["margin_share"] is not None)
+        if few:
+            assert r["misclassified_events"] < r["proposing_events"] <= 60
+            assert r["margin_share"] in (0.1, 0.2, 0.4, 0.8, 1.0)
+    assert rounds[0]["margin_below"] is None  # the bias alone: mistakes everywhere
+    # past the separation the rounds go on, every one adding features
+    assert rounds[n]["misclassified_events"] == 0 and len(rounds) == n + 4
+    assert res.report["stopped"] == f"max_rounds = {n + 4}"
+    assert all(r["added"] > 0 for r in rounds)
     assert res.report["loss"] < paper.report["loss"]
+
+
+def planted_text(seed: int = 3):
+    """Planted data with long events (40 predicates of 200) and 40 true
+    features, cut into training and held-out halves."""
+    spec = synthetic.SyntheticSpec(
+        n_events=600,
+        n_predicates=200,
+        n_labels=3,
+        active_per_event=40,
+        n_support=40,
+        weight_scale=3.0,
+        n_copies=0,
+        n_conjunctions=0,
+        min_support_count=5,
+        seed=seed,
+    )
+    tr, he = synthetic.split(synthetic.generate(spec), [0.5, 0.5], seed=0)
+    return tr.block(), he.block(), Space(MULTICLASS, 200, 3, bias=True)
+
+
+def test_held_out_data_end_a_run_with_low_margin_proposals_at_its_best_stage():
+    tr, he, space = planted_text()
+    config = train_config(method="bayes-factor", per_round=10, folds=1, patience=3)
+
+    def fit():
+        return train(LocalBackend([tr], space), config, LocalBackend([he], space))
+
+    res = fit()
+    rounds = res.report["rounds"]
+    assert any(r["margin_below"] is not None for r in rounds)  # low-margin events proposed
+    assert res.report["stopped"].startswith("held-out stop rule")
+    # the model is the best held-out stage, not the last
+    scores = [r["heldout_score"] for r in rounds]
+    chosen = res.report["choice"]["chosen_round"]
+    assert chosen == int(np.argmax(scores)) + 1 < len(rounds)
+    assert res.weights.nnz == rounds[chosen - 1]["active"]
+    # deterministic: a second run is the same run
+    again = fit()
+    assert [r["selected"] for r in again.report["rounds"]] == [r["selected"] for r in rounds]
+    assert [r["heldout_score"] for r in again.report["rounds"]] == scores
+    assert np.array_equal(again.weights.ids, res.weights.ids)
+    assert np.array_equal(again.weights.values, res.weights.values)
 
 
 def test_proposals_refuse_unseen_labels():

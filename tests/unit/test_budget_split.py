@@ -7,7 +7,9 @@ that the fake runs advance, and ``PassClock`` (1 s a pass)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -16,7 +18,8 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fit_folds
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
-from sparkmaxent.selection.base import FitResult, TrainingContext
+from sparkmaxent.selection.base import FitResult, RoundRecord, TrainingContext
+from sparkmaxent.selection.checkpoint import seconds_spent
 from sparkmaxent.selection.deadline import Deadline
 from sparkmaxent.train import train
 
@@ -55,6 +58,17 @@ def test_a_part_is_a_share_of_the_seconds_left_from_now_on_the_same_clock():
     assert not free.bounded and free.remaining() == math.inf
 
 
+def test_a_resumed_budget_counts_its_earlier_sessions_and_its_parts_split_what_is_left():
+    clock = ManualClock(5.0)
+    whole = Deadline(100.0, clock, earlier=60.0)  # a resume: 60 s spent before
+    assert whole.remaining() == pytest.approx(40.0) and whole.elapsed() == 0.0
+    clock.now = 15.0  # 10 s of this session: 30 left
+    part = whole.part(1 / 3)
+    assert part.seconds == pytest.approx(10.0) and part.remaining() == pytest.approx(10.0)
+    clock.now = 20.0
+    assert whole.remaining() == pytest.approx(25.0) and part.remaining() == pytest.approx(5.0)
+
+
 class FakeStageMethod:
     """A stage method that records the budget each call gets, spends
     ``spend`` of it on the shared manual clock, and reports ``stages``
@@ -69,7 +83,16 @@ class FakeStageMethod:
         self.calls.append((self.clock(), left))
         self.clock.now += self.spend * (left if ctx.deadline.bounded else 0.0)
         rounds = [
-            {"heldout_score": -abs(s - 3) + 0.01 * len(self.calls), "active": 2 * s}
+            RoundRecord(
+                s,
+                2 * s,
+                2,
+                0,
+                1.0,
+                "gain",
+                1.0,
+                heldout={"heldout_score": -abs(s - 3) + 0.01 * len(self.calls)},
+            )
             for s in range(1, self.stages + 1)
         ]
         return FitResult(Weights.zeros(ctx.backend.space), {"rounds": rounds})
@@ -98,6 +121,40 @@ def test_k_fold_choice_gives_each_fold_and_the_final_run_a_share_of_what_is_left
         assert shares == pytest.approx([budget / (k + 1)] * (k + 1))
     else:  # folds that finish early leave more to the ones after them
         assert all(b > a for a, b in zip(shares, shares[1:], strict=False))
+
+
+def test_a_resumed_k_fold_choice_splits_the_seconds_left_after_its_earlier_sessions(problem):
+    clock, budget, earlier, k = ManualClock(), 400.0, 240.0, 3
+    ctx = _fold_ctx(problem, clock, budget, k)
+    ctx = dataclasses.replace(ctx, deadline=Deadline(budget, clock, earlier))
+    method = FakeStageMethod(clock, 1.0)
+    fit_folds(ctx, method)
+    for i, (now, share) in enumerate(method.calls):
+        assert share == pytest.approx((budget - earlier - now) / (k + 1 - i))
+    assert earlier + clock.now <= budget + 1e-9  # both sessions together keep within it
+
+
+def test_a_resumed_k_fold_stage_run_keeps_both_sessions_within_max_seconds(problem, tmp_path):
+    tr, _, space = problem
+    block = _with_groups(tr, np.arange(tr.n_events))
+    keys = dict(method="sgc", stage_features=1, folds=3, refit=False)
+    out = str(tmp_path / "run")
+
+    def clocked_run(resume=False, **more):  # a fresh backend: each session's clock starts at 0
+        backend = LocalBackend([block], space)
+        config = train_config(**keys, **more)
+        return train(backend, config, output_dir=out, resume=resume, clock=PassClock(backend))
+
+    free = clocked_run(max_rounds=40)
+    shutil.rmtree(out)
+    first_budget = free.report["wall_s"] / 3
+    first = clocked_run(max_seconds=first_budget)
+    spent = seconds_spent(out)
+    assert 0 < spent <= first.report["wall_s"] <= first_budget
+    second = clocked_run(max_seconds=2 * first_budget, resume=True)
+    assert second.weights.nnz > 0
+    # the resumed session's folds split the seconds left after the first session
+    assert spent + second.report["wall_s"] <= 2 * first_budget
 
 
 def test_k_fold_choice_without_a_budget_leaves_every_run_unbounded(problem):

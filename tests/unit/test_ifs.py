@@ -510,6 +510,8 @@ def test_stages_of_k_features_take_the_k_best_gains_and_refit(generated, method)
     # without the gain prior), below the loss of the unrefitted stage
     assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
     assert all(0 < r["refit_ratio"] for r in rounds)
+    # the refit's passes are part of the stage's, the gains' passes the rest
+    assert all(0 < r["refit_passes"] < r["stage_passes"] and r["refit_s"] >= 0 for r in rounds)
     objectives = [r["objective"] for r in rounds]
     assert objectives == sorted(objectives, reverse=True)
 
