@@ -237,8 +237,7 @@ def output_steps(scorer: Scorer) -> list[tuple[str, str]]:
         at[scorer.classes] = np.arange(K) + 1  # 1-based positions; 0: absent
         where = f"array({', '.join(str(int(i)) for i in at)})"
         raw = (
-            f"transform({where}, i -> IF(i = 0, CAST('-Infinity' AS DOUBLE), "
-            f"{SCORES}[i - 1] - m))"
+            f"transform({where}, i -> IF(i = 0, CAST('-Infinity' AS DOUBLE), {SCORES}[i - 1] - m))"
         )
         prob = f"transform({where}, i -> IF(i = 0, CAST(0 AS DOUBLE), {EXPS}[i - 1] / z))"
     raw, prob = _let(MEAN, "m", raw), _let(TOTAL, "z", prob)

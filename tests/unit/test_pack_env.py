@@ -145,7 +145,8 @@ def test_no_module_of_sparkmaxent_imports_a_scipy_subpackage_the_archive_leaves_
         "for m in pkgutil.walk_packages(sparkmaxent.__path__, 'sparkmaxent.'):\n"
         "    if not m.name.endswith('__main__'):\n"
         "        importlib.import_module(m.name)\n"
-        "print(' '.join(sorted({n.split('.')[1] for n in sys.modules if n.startswith('scipy.')})))\n"
+        "names = {n.split('.')[1] for n in sys.modules if n.startswith('scipy.')}\n"
+        "print(' '.join(sorted(names)))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(done.stdout.split())
