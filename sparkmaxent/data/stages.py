@@ -9,7 +9,8 @@ Arrow data: counting, cutting off and numbering features
 (``dictionary.count_features``, ``number_features``), indexing
 (``indexing.index_table``) and merging (``indexing.merge_table``). An
 engine runs them: ``SparkEngine`` per Arrow batch on the executors (the
-dictionary broadcast to the tasks, partial counts summed and events
+dictionary collected to the driver and broadcast to the tasks, looked up
+per run of batches (``lookup_runs``), partial counts summed and events
 grouped for merging by Spark) or ``local_prepare.ArrowEngine`` on whole
 tables in the driver's process (small inputs: ``plan.Limits``). Both also
 call the same parser, checks, messages and label list, and give the same
