@@ -89,13 +89,8 @@ def merge_table(events: pa.Table, shape: str) -> pa.Table:
     events hashed by their indices)."""
     events = events.sort_by("event_id")
     keys = ["label"] if shape == MULTICLASS else ["correct", "cand_nnz"]
-    d = events.select([*keys, "indices", "values"]).to_pydict()
-    first: dict[tuple, int] = {}
-    group_of = np.empty(events.num_rows, dtype=np.int64)
-    for r, key in enumerate(zip(*(d[k] for k in d))):
-        key = tuple(tuple(v) if isinstance(v, list) else v for v in key)
-        group_of[r] = first.setdefault(key, len(first))
-    n = len(first)
+    group_of = _first_seen_groups(events, [*keys, "indices", "values"])
+    n = int(group_of.max()) + 1 if len(group_of) else 0
     reps = np.empty(n, dtype=np.int64)
     reps[group_of[::-1]] = np.arange(events.num_rows)[::-1]  # each group's first row
     weight = np.bincount(group_of, events.column("weight").to_numpy(), minlength=n)
@@ -105,6 +100,40 @@ def merge_table(events: pa.Table, shape: str) -> pa.Table:
     for name, col in (("weight", weight), ("group", group)):
         out = out.set_column(out.schema.get_field_index(name), name, pa.array(col))
     return out
+
+
+def _first_seen_groups(table: pa.Table, columns: list[str]) -> np.ndarray:
+    """Each row's group of rows identical in ``columns``, groups numbered in
+    the order of their first row: each row's values as one byte string
+    (a list: its length, then its items), dictionary-encoded."""
+    if table.num_rows == 0:
+        return np.empty(0, dtype=np.int64)
+    parts = [p for c in columns for p in _row_bytes(_one_array(table.column(c)))]
+    key = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
+    return pc.dictionary_encode(key).indices.to_numpy().astype(np.int64)
+
+
+def _row_bytes(column: pa.Array) -> list[pa.Array]:
+    """A column's rows as byte strings: a scalar's bytes, or a list's length
+    and its items' bytes (floats with -0.0 as 0.0, equal as numbers)."""
+    if not pa.types.is_list(column.type):
+        return [_binary(_numbers(column), np.arange(len(column) + 1))]
+    offsets = column.offsets.to_numpy().astype(np.int64)
+    offsets = offsets - offsets[0]
+    items = _numbers(column.flatten())
+    return [_binary(np.diff(offsets), np.arange(len(column) + 1)), _binary(items, offsets)]
+
+
+def _numbers(array: pa.Array) -> np.ndarray:
+    values = array.to_numpy(zero_copy_only=False)
+    return values + 0.0 if values.dtype.kind == "f" else values
+
+
+def _binary(items: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """Row r: the bytes of ``items[offsets[r]:offsets[r + 1]]``."""
+    items = np.ascontiguousarray(items)
+    buffers = [None, pa.py_buffer(offsets * items.itemsize), pa.py_buffer(items.tobytes())]
+    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
 
 
 def _positions(feats: pa.Array, dictionary: pa.Table) -> pa.Array:

@@ -89,3 +89,37 @@ def test_candidate_events_index_and_merge_per_candidate():
     assert out.column("values").to_pylist() == [[3.0, 1.0], [3.0, 1.0]]
     merged = merge_table(out, "candidates")
     assert merged.num_rows == 1 and merged.column("weight").to_pylist() == [4.0]
+
+
+def test_merging_groups_as_comparing_whole_rows_in_python_would():
+    """merge_table's byte-string keys against a plain reference: rows equal
+    as Python values (-0.0 == 0.0; lists of other lengths never equal)."""
+    rng = np.random.default_rng(3)
+    n = 400
+    n_cands = rng.integers(1, 3, n)
+    nnz = [rng.integers(0, 3, c).tolist() for c in n_cands]
+    indices = [rng.integers(0, 2, sum(z)).tolist() for z in nnz]
+    events = pa.table(
+        {
+            "weight": rng.random(n),
+            "correct": [(rng.random(c) < 0.5).tolist() for c in n_cands],
+            "cand_nnz": pa.array(nnz, pa.list_(pa.int32())),
+            "indices": pa.array(indices, pa.list_(pa.int32())),
+            "values": [rng.choice([1.0, 0.0, -0.0], len(i)).tolist() for i in indices],
+            "event_id": pa.array(rng.permutation(n), pa.int64()),
+            "group": pa.array(rng.integers(0, 9, n), pa.int64()),
+        }
+    )
+    for table in (events, events.slice(7)):  # a slice: list offsets not at 0
+        expected: dict[tuple, list] = {}
+        for row in table.sort_by("event_id").to_pylist():
+            key = tuple(tuple(row[c]) for c in ("correct", "cand_nnz", "indices", "values"))
+            expected.setdefault(key, []).append(row)
+        merged = merge_table(table, "candidates").to_pylist()
+        assert [r["event_id"] for r in merged] == [g[0]["event_id"] for g in expected.values()]
+        assert [r["group"] for r in merged] == [
+            min(e["group"] for e in g) for g in expected.values()
+        ]
+        weights = [sum(e["weight"] for e in g) for g in expected.values()]
+        assert np.allclose([r["weight"] for r in merged], weights)
+    assert len(expected) < table.num_rows  # some rows did merge
