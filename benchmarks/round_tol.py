@@ -68,8 +68,8 @@ def run(
         trace.append(
             {
                 "round": state.round,
-                "objective": last["objective"],
-                "active": last["active"],
+                "objective": last.objective,
+                "active": last.active,
                 "passes": state.passes,
                 "cpu_s": round(time.process_time() - c0, 1),
                 "wall_s": round(time.perf_counter() - t0, 1),

@@ -173,7 +173,7 @@ def run_selection(
     evaluations = [0]
 
     def on_round(state) -> None:
-        evaluations[0] += state.trace[-1]["gain_evaluations"]
+        evaluations[0] += state.trace[-1].info["gain_evaluations"]
         n = len(state.weights.values)
         if n in CHECKPOINTS:
             snaps[n] = {

@@ -31,6 +31,7 @@ from .choice.sections import (
     StageRefit,
 )
 from .problem.kkt import Certificate
+from .selection.base import RoundRecord
 from .selection.stops import Stop, StopReason
 
 if TYPE_CHECKING:
@@ -134,9 +135,14 @@ class RunReport(JsonView):
         return str(self.fit.get("optimizer_message", ""))
 
     @property
+    def rounds(self) -> list[RoundRecord]:
+        """The per-round trace of a selection run ([] for the smooth fits)."""
+        return list(self.fit.get("rounds") or [])
+
+    @property
     def unconverged_rounds(self) -> list[int]:
         """The rounds whose solver did not converge."""
-        return [r.get("round") for r in self.fit.get("rounds") or [] if r.get("converged") is False]
+        return [r.round for r in self.rounds if r.solve is not None and r.solve.converged is False]
 
     @property
     def stage_choice(self) -> StageChoice | None:
@@ -197,11 +203,21 @@ def section_json(value: Any) -> Any:
     """An entry of a method's section as JSON: a typed section
     (``choice/sections.py``, the certificate) by its ``to_json``, the rest
     as it is."""
+    if isinstance(value, list):  # a trace: its rows (RoundRecord) by theirs
+        return [section_json(row) for row in value]
     return value.to_json() if isinstance(value, TYPED_SECTIONS) else value
 
 
 #: the typed sections a method's report holds
-TYPED_SECTIONS = (PathSection, StageChoice, PathRefit, StageRefit, RefitSkipped, Certificate)
+TYPED_SECTIONS = (
+    PathSection,
+    StageChoice,
+    PathRefit,
+    StageRefit,
+    RefitSkipped,
+    Certificate,
+    RoundRecord,
+)
 
 
 @dataclass

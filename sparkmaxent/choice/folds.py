@@ -264,8 +264,8 @@ def _stage_folds(ctx: TrainingContext, folds, method: Method) -> FitResult:
             _fold_ctx(ctx, train, validation), deadline=ctx.deadline.part(1 / (len(folds) + 1 - f))
         )
         rounds = method(fold).report["rounds"]
-        scores.append([r["heldout_score"] for r in rounds])
-        sizes.append([r["active"] for r in rounds])
+        scores.append([r.heldout_score for r in rounds])
+        sizes.append([r.active for r in rounds])
         log.info("fold %d of %d: %d stages", f + 1, len(folds), len(rounds))
     n = min(len(s) for s in scores)
     if n == 0:

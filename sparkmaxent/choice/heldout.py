@@ -33,7 +33,7 @@ from ..kernels.predict import EventScores, EventScoresTask
 from ..methods.baselines import fit_smooth
 from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
-from ..selection.base import LoopState, TrainingContext
+from ..selection.base import LoopState, RoundRecord, TrainingContext
 from ..solvers import ConvergenceWarning
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
 from .stop_rule import Measure, StopRule, stop_rule
@@ -169,14 +169,14 @@ def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     rule = stop_rule(cfg)
     chosen = state.info.get("choice_round")
     for row in state.trace:
-        units = state.arrays.get("choice_units") if row["round"] == chosen else None
+        units = state.arrays.get("choice_units") if row.round == chosen else None
         if units is not None and len(units):
             measure = Measure(
-                row["heldout_score"], row["heldout_se"], units, state.arrays["choice_unit_weights"]
+                row.heldout_score, row.heldout_se, units, state.arrays["choice_unit_weights"]
             )
         else:
-            measure = Measure(row["heldout_score"], row["heldout_se"])
-        rule.add(row["round"], measure, row["active"])
+            measure = Measure(row.heldout_score, row.heldout_se)
+        rule.add(row.round, measure, row.active)
     return rule
 
 
@@ -194,7 +194,7 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageCh
     weights = Weights(a["choice_ids"], a["choice_values"], bias)
     chosen = int(state.info["choice_round"])
     for row in state.trace:
-        row["chosen"] = row["round"] == chosen
+        row.chosen = row.round == chosen
     choice = StageChoice(cfg.criterion, chosen, state.info["choice_score"], state.round)
     log.info(
         "kept stage %d of %d: best held-out %s %.6g",
@@ -207,9 +207,9 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageCh
         from ..selection.reporting import PLOTS_DIR
 
         write_path_plot(
-            [r["round"] for r in state.trace],
-            [r["heldout_score"] for r in state.trace],
-            [r["active"] for r in state.trace],
+            [r.round for r in state.trace],
+            [r.heldout_score for r in state.trace],
+            [r.active for r in state.trace],
             "stage",
             chosen - 1,
             cfg.criterion,
@@ -261,7 +261,7 @@ def refit_stage(
     ctx: TrainingContext,
     weights: Weights,
     choice: StageChoice | None,
-    trace: list[dict],
+    trace: list[RoundRecord],
     penalty: StagePenalty,
 ) -> tuple[Weights, StageRefit | RefitSkipped | None]:
     """The best stage's active features refitted on the training and
@@ -316,7 +316,7 @@ def refit_stage(
             stop=lambda: ctx.deadline.remaining() < LAST_SEARCH * per_pass,
         )
     rep = fit.report
-    row = next(r for r in trace if r["round"] == choice.chosen_round)
+    row = next(r for r in trace if r.round == choice.chosen_round)
     refit = StageRefit(
         l2,
         objective=rep["objective"],
@@ -328,9 +328,9 @@ def refit_stage(
         iterations=rep["iterations"],
         max_iter=config.max_iter,
         chosen_fit=ChosenFit(
-            row["objective"],
+            row.objective,
             int(len(values)),
-            {k: row[k] for k in row if k.startswith("heldout_")},
+            dict(row.heldout),
             stage=choice.chosen_round,
         ),
     )

@@ -1,34 +1,16 @@
 """Regularization paths with warm starts and held-out choice
 (``train.choice.path``), in the style of glmnet (Friedman, Hastie &
-Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV.
-
-- ``grafting``: gamma1 over a descending geometric grid from gamma1_max,
-  the largest |dL/dw_j| at the bias-only model (above it every weight is 0:
-  the KKT condition of Eq. 5 of Riezler & Vasserman 2004), down to
-  ``l1_ratio`` gamma1_max. Each point is a full grafting run started from
-  the previous point's weights (its active set and values), and keeps its
-  own KKT certificate.
-- ``l2``: gamma2 over a descending grid (1 / (C W), C as
-  LogisticRegressionCV's default Cs), each fit started from the previous one.
-- elastic net (``elastic_grid``): a grafting path per gamma2, the best
-  held-out point over all of them.
-
-Every point is scored on the held-out data (choice/heldout.py); the
-model is the chosen point. A path stops early (choice/stop_rule.py) once
-``patience`` points came after its best one and the last of them is below
-the best by more than ``patience_se`` standard errors of the paired held-out
-difference (weaker penalties only cost more passes; one noisy worse point
-does not stop it).
-A point after the first runs on a pass budget (``cut_passes`` times the
-passes of the points before it): when it runs out, the point is cut if its
-held-out score is below the best so far, else its fit goes on from where
-the budget stopped it (weights and active set) without a budget, so no
-pass is paid twice and the point reaches the same certified optimum as an
-unbudgeted fit (to the solver's tolerance): the choice is the one of an
-uncut path unless the cut fires.
-``max_weights`` stops a path after its first point with more non-zero
-weights (that point is kept and may be chosen). The chosen penalty is then
-refitted on the training and held-out events together (``refit``).
+Tibshirani 2010, section 2.5) and scikit-learn's LogisticRegressionCV:
+grafting over gamma1 (from gamma1_max, the largest |dL/dw_j| at the
+bias-only model: Eq. 5 of Riezler & Vasserman 2004), optionally one path
+per l2 mix or gamma2 (elastic net); l2 over gamma2 = 1 / (C W). Each point
+is warm-started from the previous one and scored on the held-out data
+(choice/heldout.py); a path stops by choice/stop_rule.py. A point after
+the first runs on a pass budget (``cut_passes`` times the passes before
+it): spent below the best so far, it is cut; else it goes on to the
+optimum without paying a pass twice. ``max_weights`` stops a path after
+its first denser point. The chosen penalty is then refitted on the
+training and held-out events together (``refit``).
 """
 
 from __future__ import annotations
@@ -238,35 +220,33 @@ def _elastic_paths(
     ctx: TrainingContext, start: Weights, variants: list[Variant]
 ) -> tuple[FitResult, TrainingContext, PointFit]:
     """Elastic net (Zou & Hastie 2005): one gamma1 path per variant (a
-    gamma2 of ``elastic_grid``, or an l2 mix of ``l2_mixes``), each from the
-    bias-only model, and the point with the best held-out score over all of
-    them (glmnet chooses alpha and lambda on held-out data alike). l2
-    spreads weight over correlated features where l1 keeps one of them: on
-    small text data (many rare, correlated words) pure l1 falls far below
-    l2. Among the variants' chosen points the sparsest within one standard
-    error of the best is kept (``sparsest_within_noise``). l2 mixes run from
-    pure l1 up and stop at the first that is not better than the sparser
-    ones beyond the noise (``denser_mix_gains``; ``train.choice.mix_stop``);
-    past the densest of ``l2_mixes`` they go on toward l2 while it still
-    gains (``denser_mix``, up to ``train.choice.mix_max``).
-    The report's ``path`` is the chosen variant's, ``path.elastic`` one row
-    per variant run (its chosen point), ``path.elastic_not_run`` the rest.
-    Returns the choice with the context and point fit of its variant (the
-    refit's)."""
+    gamma2 of ``elastic_grid`` or an l2 mix of ``l2_mixes``) from the
+    bias-only model; of their chosen points the sparsest within one
+    standard error of the best (``sparsest_within_noise``; glmnet chooses
+    alpha and lambda on held-out data alike). l2 mixes run from pure l1 up
+    while the last gains beyond the noise (``denser_mix_gains``,
+    ``mix_stop``), past ``l2_mixes`` up to ``mix_max`` (``denser_mix``), each
+    such path on a pass budget (``extension_cap``). The report's ``path``
+    is the chosen variant's, ``path.elastic`` one row per variant run,
+    ``path.elastic_not_run`` the rest. Returns the choice with its
+    variant's context and point fit (the refit's)."""
     if ctx.config.choice.folds > 1:
         raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
     fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
     summary: list[PathVariant] = []
     measures: list[Measure] = []
+    listed = len(variants)
     for what, sub, fit_point in variants:  # strongest l2 part first; denser mixes appended
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
         parameter, grid, _, top, extend = path_plan(sub, start)
-        result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start)
+        cap = extension_cap(ctx, summary, listed)
+        result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
         measures.append(measure)
         path = result.report["path"]
         point = path.chosen_point
         path.what = what
-        summary.append(PathVariant(what, len(path.points), dataclasses.replace(point)))
+        passes = sum(p.passes for p in path.points)
+        summary.append(PathVariant(what, len(path.points), dataclasses.replace(point), passes, cap))
         log.info(
             "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
             what,
@@ -292,14 +272,22 @@ def _elastic_paths(
     return best
 
 
+def extension_cap(ctx: TrainingContext, done: list[PathVariant], listed: int) -> int | None:
+    """The pass budget of the next variant's path: None for the ``listed``
+    ones, else (a mix past ``l2_mixes``, toward l2) ``cut_passes`` times the
+    passes of every path ``done`` (as a point's cut, for a whole path: near
+    l2 a mix's points hold many times the weights of the listed mixes')."""
+    if len(done) < listed or not ctx.config.choice.cut_passes:
+        return None
+    return max(1, int(np.ceil(ctx.config.choice.cut_passes * sum(v.path_passes for v in done))))
+
+
 def denser_mix_gains(measures: list[Measure]) -> bool:
     """Whether the last (densest) l2 mix's chosen point beats every sparser
     mix's by more than its standard error (``train.choice.mix_stop``): only
-    then is a denser mix tried. A mix that does not is not chosen over the
-    sparser ones (``sparsest_within_noise``), and the held-out gain of more
-    l2 is taken to shrink as the mix grows (as a path's gain shrinks past
-    its best gamma1): the denser mixes, whose paths cost the most, are left
-    out."""
+    then is a denser mix tried (one that does not is not chosen either:
+    ``sparsest_within_noise``; the gain of more l2 is taken to shrink as
+    the mix grows, as a path's past its best gamma1)."""
     if len(measures) < 2:
         return True
     last, best = measures[-1], max(measures[:-1], key=lambda m: m.score)
@@ -414,8 +402,11 @@ def _run_points(
     previous: float | None,
     extend: bool,
     start: Weights,
+    cap: int | None = None,
 ) -> tuple[FitResult, Measure]:
-    """``run_path``, with the chosen point's held-out measure."""
+    """``run_path``, with the chosen point's held-out measure; ``cap``: the
+    path's pass budget (None: none), the points after the first within it,
+    a point that spends it cut and the path ended there."""
     choice = ctx.config.choice
     rows: list[PathPoint] = []
     scores: list[float] = []  # of the points fitted: what the grid's extension reads
@@ -425,10 +416,16 @@ def _run_points(
     weights, best = start, -np.inf
     grid = list(grid)
     for gamma in extended_grid(grid, scores, extend, max(choice.points, MAX_EXTENSION)):
-        budget = None
+        budget, spent = None, sum(r.passes for r in rows)
         if rows and choice.cut_passes:
-            budget = max(1, int(np.ceil(choice.cut_passes * sum(r.passes for r in rows))))
-        result, row, measure = scored_point(ctx, fit_point, gamma, weights, previous, budget, best)
+            budget = max(1, int(np.ceil(choice.cut_passes * spent)))
+        left = None if cap is None or not rows else cap - spent  # the first point: no cap
+        if left is not None and left <= 0:
+            log.info("path stopped: its budget of %d passes is spent", cap)
+            break
+        result, row, measure = scored_point(
+            ctx, fit_point, gamma, weights, previous, budget, best, left
+        )
         previous = gamma
         weights = result.weights
         rule.add(gamma, measure, row.features, eligible=not row.cut)
@@ -456,6 +453,9 @@ def _run_points(
         if why is not None:
             log.info("path stopped: %s", why.message)
             break
+        if left is not None and row.cut and row.passes >= left:
+            log.info("path stopped: its budget of %d passes is spent", cap)
+            break
         if choice.max_weights and row.features > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row.features)
@@ -474,6 +474,7 @@ def scored_point(
     previous: float | None,
     budget: int | None,
     best: float,
+    limit: int | None = None,
 ) -> tuple[FitResult, PathPoint, Measure]:
     """Fit one point on a pass ``budget`` (None: none) and score it (its
     ``PathPoint`` and its measure for the stop rule). A
@@ -483,21 +484,22 @@ def scored_point(
     successive halving: Jamieson & Talwalkar 2016). The point then reaches
     the optimum an unbudgeted fit reaches, certified alike, without paying
     the budget's passes again (``continued_after``: the passes spent when
-    the budget ran out)."""
+    the budget ran out). ``limit`` (a path's pass budget left; None: none)
+    bounds it all: the point is cut once it has spent ``limit`` passes."""
     passes0 = ctx.backend.passes
     stop: dict = {}
+    if limit is not None:
+        budget = min(budget, limit) if budget is not None else limit
 
-    def keep_going(weights: Weights) -> bool:
+    def keep_going(weights: Weights) -> bool | int:
         stop["scores"], stop["measure"] = measure_weights(ctx, weights)
-        stop["passes"] = ctx.backend.passes - passes0
-        go = bool(stop["scores"]["heldout_score"] >= best)
-        if go:
-            log.info(
-                "path point %.4g spent its budget of %d passes above the best: going on",
-                gamma,
-                budget,
-            )
-        return go
+        spent = ctx.backend.passes - passes0
+        stop.setdefault("passes", spent)  # when the first budget ran out
+        if not stop["scores"]["heldout_score"] >= best or limit is not None and spent >= limit:
+            return False
+        log.info("path point %.4g spent a budget of %d passes above the best: going on", gamma,
+                 spent)  # fmt: skip
+        return True if limit is None else limit - spent
 
     result = fit_point(ctx, gamma, start, previous, budget, keep_going)
     rep = result.report

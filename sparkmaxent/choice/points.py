@@ -20,8 +20,9 @@ from .sections import ChosenFit, PathRefit, RefitSkipped
 
 log = logging.getLogger(__name__)
 
-#: asked with a point's weights when its pass budget is spent: go on without it?
-KeepGoing = Callable[[Weights], bool]
+#: asked with a point's weights when its pass budget is spent: go on without
+#: it (True), on that many more passes (a number > 0: grafting), or stop (False)?
+KeepGoing = Callable[[Weights], bool | int]
 #: fit_point(ctx, gamma, start, previous gamma, pass budget, keep_going) of a path
 PointFit = Callable[
     [TrainingContext, float, Weights, float | None, int | None, KeepGoing | None], FitResult

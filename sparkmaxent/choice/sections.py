@@ -183,14 +183,19 @@ class PathPoint:
 class PathVariant:
     """One elastic-net variant's path (``choice.path._elastic_paths``): what
     it is (``{"l2_mix": m}`` or ``{"elastic_l2": gamma2}``), its points, and
-    its chosen point (its ``chosen`` and ``below_best_se`` among the variants)."""
+    its chosen point (its ``chosen`` and ``below_best_se`` among the variants),
+    the passes of its whole path and the pass budget it ran on (None: none;
+    ``choice.path.extension_cap``)."""
 
     what: dict
     points: int
     point: PathPoint
+    path_passes: int = 0
+    passes_cap: int | None = None
 
     def to_json(self) -> dict:
-        return {**self.what, "points": self.points, **self.point.to_json()}
+        doc = {**self.what, "points": self.points, **self.point.to_json()}
+        return {**doc, "path_passes": self.path_passes, "passes_cap": self.passes_cap}
 
 
 @dataclass

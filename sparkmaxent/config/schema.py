@@ -163,8 +163,8 @@ class GraftingConfig(Section):
     )
     kkt_tol: float = key(
         1.0e-6,
-        "Tolerance of the final optimality certificate: |dC/dw_j + l1 sign(w_j)| <= "
-        "kkt_tol on active weights, |dC/dw_j| <= l1 (1 + kkt_tol) on zeros.",
+        "Final optimality certificate: |dC/dw_j + l1 sign(w_j)| <= kkt_tol on active weights, "
+        "|dC/dw_j| <= l1 + max(l1 kkt_tol, 2 min(gtol, kkt_tol / 2)) on zeros.",
         gt=0,
     )
     round_tol_ratio: float = key(

@@ -10,9 +10,10 @@ depends only on the inputs, their order and the seed. The training part is
 prepared first (its dictionary and count cutoff from its own events only);
 the held-out part is then prepared against that dictionary, unmerged, as
 test data would be, so predicates seen only in held-out events are unknown.
-Small inputs (``data.in_process_max_events``) are split in the driver's
-process by ``split_local``: the same assignment, hash included, without
-Spark jobs.
+The assignment is two functions over Arrow data, ``unit_strata`` and
+``held_groups``, that both engines call: ``split_raw`` per partition on
+Spark, ``split_local`` on the whole table for small inputs
+(``data.in_process_max_events``), in the driver's process without Spark jobs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import storage
 from ..shapes import MULTICLASS
@@ -36,52 +38,82 @@ logger = logging.getLogger("sparkmaxent.data.prepare")
 
 
 def split_raw(raw, fraction: float, seed: int, shape: str):
-    """(training part, held-out part) of raw events: see the module doc.
-    Parse errors stay in the training part, which reports them."""
-    from pyspark.sql import Window
+    """(training part, held-out part) of raw events on Spark: see the module
+    doc. ``unit_strata`` runs per partition of events grouped by unit,
+    ``held_groups`` per partition of units grouped by stratum (a stratum
+    meets in one task, as a window over it would). Parse errors stay in
+    the training part, which reports them."""
     from pyspark.sql import functions as F
 
     events = raw.where(F.col("kind") == KIND_EVENT)
-    if shape == MULTICLASS:
-        units = events.groupBy("group").agg(
-            F.count("*").alias("n"), F.min("label").alias("first_label")
-        )
-        stratum = F.when(F.col("n") == 1, F.col("first_label")).otherwise(F.lit(""))
-    else:
-        units = events.select("group").distinct()
-        stratum = F.lit("")
-    units = units.select(
-        "group", stratum.alias("stratum"), F.xxhash64(F.lit(seed), "group").alias("u")
-    )
-    rank = F.row_number().over(Window.partitionBy("stratum").orderBy("u", "group"))
-    size = F.count("*").over(Window.partitionBy("stratum"))
-    ranked = units.select("group", rank.alias("rank"), size.alias("size"))
-    held = ranked.where(F.col("rank") <= F.floor(F.col("size") * fraction + 0.5)).select("group")
-    return raw.join(held, "group", "left_anti"), events.join(held, "group", "left_semi")
+    label = F.col("label") if shape == MULTICLASS else F.lit(None).cast("string")
+
+    def strata(batches):
+        yield from unit_strata(_whole(batches, UNIT_COLUMNS), shape).to_batches()
+
+    def held(batches):
+        yield from held_groups(_whole(batches, STRATA_COLUMNS), fraction, seed).to_batches()
+
+    units = events.select("group", label.alias("label")).repartition("group")
+    units = units.mapInArrow(strata, "group long, stratum string").repartition("stratum")
+    held_out = units.mapInArrow(held, "group long")
+    return raw.join(held_out, "group", "left_anti"), events.join(held_out, "group", "left_semi")
 
 
 def split_local(raw: pa.Table, fraction: float, seed: int, shape: str) -> tuple:
-    """``split_raw`` on raw events read in this process (an Arrow table):
-    the same units, strata, hash and rank, so the same events are held
-    out, without Spark jobs (data/local_prepare.py)."""
-    kind = raw.column("kind").to_numpy(zero_copy_only=False)
-    group = raw.column("group").to_numpy(zero_copy_only=False)
-    is_event = kind == KIND_EVENT
-    units, first, n = np.unique(group[is_event], return_index=True, return_counts=True)
-    stratum = np.full(len(units), "", dtype=object)
-    if shape == MULTICLASS:  # a one-event unit: its label (min(label) of one)
-        labels = np.asarray(raw.column("label").to_pylist(), dtype=object)[is_event]
-        stratum[n == 1] = labels[first[n == 1]]
-    _, strata = np.unique(stratum.astype(str), return_inverse=True)
-    u = spark_xxhash64(units, seed)
-    order = np.lexsort((units, u, strata))  # strata, then hash, then group
-    size = np.bincount(strata)
+    """``split_raw`` on raw events read in this process (an Arrow table),
+    with the same two functions on the whole table, so the same events are
+    held out, without Spark jobs (data/local_prepare.py)."""
+    is_event = pc.equal(raw.column("kind"), KIND_EVENT)
+    events = raw.filter(is_event)
+    label = (
+        events.column("label") if shape == MULTICLASS else pa.nulls(events.num_rows, pa.string())
+    )
+    units = unit_strata(pa.table([events.column("group"), label], schema=UNIT_COLUMNS), shape)
+    held = held_groups(units, fraction, seed).column("group")
+    in_held = pc.and_(pc.is_in(raw.column("group"), value_set=held), is_event)
+    return raw.filter(pc.invert(in_held)), raw.filter(in_held)
+
+
+UNIT_COLUMNS = pa.schema([("group", pa.int64()), ("label", pa.string())])
+STRATA_COLUMNS = pa.schema([("group", pa.int64()), ("stratum", pa.string())])
+
+
+def unit_strata(events: pa.Table, shape: str) -> pa.Table:
+    """(group, stratum) of each unit among ``events`` (group, label), all
+    the events of a unit included: a one-event multiclass unit's stratum is
+    its label, any other unit's the empty string."""
+    units = events.group_by("group", use_threads=False).aggregate(
+        [([], "count_all"), ("label", "min")]
+    )
+    one_event = pc.equal(units.column("count_all"), 1)
+    if shape != MULTICLASS:
+        one_event = pc.and_(one_event, False)
+    stratum = pc.if_else(one_event, units.column("label_min"), "")
+    return pa.table([units.column("group"), stratum.cast(pa.string())], schema=STRATA_COLUMNS)
+
+
+def held_groups(units: pa.Table, fraction: float, seed: int) -> pa.Table:
+    """The held-out units' groups among ``units`` (group, stratum), whole
+    strata included: in each stratum of n units, ordered by the seeded hash
+    of the group (``spark_xxhash64``) and then the group, the first
+    round(fraction n)."""
+    group = units.column("group").to_numpy()
+    _, strata = np.unique(
+        units.column("stratum").to_numpy(zero_copy_only=False), return_inverse=True
+    )
+    order = np.lexsort((group, spark_xxhash64(group, seed), strata))
+    size = np.bincount(strata, minlength=1)
     start = np.concatenate([[0], np.cumsum(size)[:-1]])
-    rank = np.empty(len(units), dtype=np.int64)
-    rank[order] = np.arange(len(units)) - start[strata[order]] + 1
-    held = units[rank <= np.floor(size[strata] * fraction + 0.5)]
-    in_held = np.isin(group, held) & is_event
-    return raw.filter(pa.array(~in_held)), raw.filter(pa.array(in_held))
+    rank = np.empty(len(group), dtype=np.int64)
+    rank[order] = np.arange(len(group)) - start[strata[order]] + 1
+    held = group[rank <= np.floor(size[strata] * fraction + 0.5)]
+    return pa.table({"group": pa.array(held, pa.int64())})
+
+
+def _whole(batches, schema: pa.Schema) -> pa.Table:
+    """A partition's Arrow batches as one table (``schema`` when empty)."""
+    return pa.Table.from_batches(list(batches), schema=schema).cast(schema)
 
 
 _P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9

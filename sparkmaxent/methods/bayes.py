@@ -225,9 +225,8 @@ class BayesFactor:
         cfg = self.ctx.config
         weights = state.weights
         active = weights.active_ids()
-        loss = (
-            state.trace[-1]["loss"] if state.trace else self.loss_grad(weights).loss / self.weight
-        )
+        trace = state.trace
+        loss = trace[-1].info["loss"] if trace else self.loss_grad(weights).loss / self.weight
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -340,7 +339,7 @@ class BayesFactor:
     @staticmethod
     def past_rule(state: LoopState) -> bool:
         """Whether an earlier round of this run went on past the rule's stop."""
-        return any(r.get("beyond_rule") for r in state.trace)
+        return any(r.info.get("beyond_rule") for r in state.trace)
 
     def select(
         self,
@@ -499,7 +498,7 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
     theta = weights.values
-    selected = [p for r in state.trace for p in r["selected"]]
+    selected = [p for r in state.trace for p in r.info["selected"]]
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta),
         "loss": loss,
@@ -518,13 +517,13 @@ def fit_bayes_factor(ctx: TrainingContext) -> FitResult:
         "stopped_by_rule": state.stop is not None and state.stop.reason is StopReason.BAYES_RULE,
         "rule_stop": next(
             (
-                {"round": r["round"] - 1, "why": r["rule_stop"]}
+                {"round": r.round - 1, "why": r.info["rule_stop"]}
                 for r in state.trace
-                if "rule_stop" in r
+                if "rule_stop" in r.info
             ),
             None,
         ),
-        "proposals_scored": int(sum(r["proposals"] for r in state.trace)),
+        "proposals_scored": int(sum(r.info["proposals"] for r in state.trace)),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,

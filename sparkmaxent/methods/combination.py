@@ -238,8 +238,10 @@ class Combination:
         best = max(test.best, found.best)
         info = {"phase": "combination", **found.info}
         if not len(test.new) and not len(found.keys):
-            last = state.trace[-1] if state.trace else {}
-            finished = last.get("added", 1) == 0 and last.get("phase") == "combination"
+            last = state.trace[-1] if state.trace else None
+            finished = (
+                last is not None and last.added == 0 and last.info.get("phase") == "combination"
+            )
             if test.kkt.passed or finished:
                 return RoundOutcome(
                     stop(StopReason.NO_CANDIDATE_PASSES),
@@ -292,7 +294,7 @@ class Combination:
     def certificate(self, kkt: Certificate, found: Found) -> Certificate:
         """The KKT certificate over atoms and formed conjunctions (``kkt``)
         extended to every conjunction up to the degree."""
-        bound = kkt.bound * (1 + kkt.tol)
+        bound = kkt.zero_bound
         check = ConjunctionCheck(
             self.degree,
             found.info["conjunctions_examined"],
@@ -454,7 +456,7 @@ def fit_combination(ctx: TrainingContext) -> FitResult:
         "conjunctions_in_model": int(len(kept)),
         "conjunction_builds": method.conjunction_builds,
         "conjunction_weights": int(np.count_nonzero(ids // K >= method.n_atoms)),
-        "examined_per_round": [r.get("conjunctions_examined") for r in state.trace],
+        "examined_per_round": [r.info.get("conjunctions_examined") for r in state.trace],
         "top_conjunction_features": [
             [method.namer(int(ids[i])), float(weights.values[i])]
             for i in order

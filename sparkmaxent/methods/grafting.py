@@ -30,7 +30,7 @@ import numpy as np
 from ..config import TrainConfig
 from ..kernels import Weights
 from ..problem import Certificate, Objective, Penalty
-from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
+from ..selection.base import FitResult, LoopState, RoundOutcome, RoundSolve, TrainingContext
 from ..selection.loop import run_rounds
 from ..selection.stops import StopReason, stop
 from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver
@@ -63,14 +63,16 @@ class Grafting:
     """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
     on a pass ``budget`` from now (a path point's cut, choice/path.py;
     None: no budget). When the budget is spent, ``keep_going(weights)``
-    decides whether the run goes on from there without it (None: it stops)."""
+    decides whether the run goes on from there: False (or None: no
+    ``keep_going``) stops it, True lifts the budget, a number of passes
+    renews it."""
 
     def __init__(
         self,
         ctx: TrainingContext,
         spec: Variant,
         budget: int | None = None,
-        keep_going: Callable[[Weights], bool] | None = None,
+        keep_going: Callable[[Weights], bool | int] | None = None,
     ):
         self.ctx = ctx
         self.spec = spec
@@ -125,17 +127,19 @@ class Grafting:
     def round(self, state: LoopState) -> RoundOutcome:
         weights = state.weights
         if self.budget_left() == 0:
-            if self.keep_going is None or not self.keep_going(weights):
+            go = self.keep_going(weights) if self.keep_going is not None else False
+            if not go:
                 return RoundOutcome(stop(StopReason.BUDGET_SPENT), weights)
             # go on from here (weights, active set, the test known at them):
-            # no pass of the budget is paid again
-            self.continued_after = state.passes
-            self.pass_limit = None
+            # no pass of the budget is paid again; True: without a budget, a
+            # number: on that many more passes
+            if self.continued_after is None:
+                self.continued_after = state.passes
+            self.pass_limit = None if go is True else self.ctx.backend.passes + int(go)
         test = self.gradient_test.test(weights)
         if len(test.new):
             return self.grow(weights, test)
-        last = state.trace[-1] if state.trace else {}
-        if test.kkt.passed or last.get("added", 1) == 0:
+        if test.kkt.passed or (state.trace and state.trace[-1].added == 0):
             # certified, or the finishing round below ran and could not certify
             return RoundOutcome(
                 stop(StopReason.NO_CANDIDATE_PASSES),
@@ -228,16 +232,16 @@ class Grafting:
             objective=res.value,
             score=test.best,
             note="" if len(new) else "finished to the final tolerance",
-            info={
-                "solver": solver,
-                "iterations": res.iterations,
-                "evaluations": res.evaluations,
-                "tol": tol,
-                "violation": res.violation,
+            solve=RoundSolve(
+                solver,
+                res.iterations,
+                res.evaluations,
+                tol,
+                res.violation,
                 # stopped by a path point's pass budget: not a failure of
                 # the solver (a point that goes on is certified at its end)
-                "converged": None if capped and not res.converged else res.converged,
-            },
+                None if capped and not res.converged else res.converged,
+            ),
         )
 
 
@@ -246,13 +250,13 @@ def fit_grafting_family(
     name: str,
     start: Weights | None = None,
     budget: int | None = None,
-    keep_going: Callable[[Weights], bool] | None = None,
+    keep_going: Callable[[Weights], bool | int] | None = None,
 ) -> FitResult:
     """Run a grafting-family method through the shared round loop, from
     ``start`` (a path's previous point; default all-zero), on a pass
     ``budget`` (a path's cut; default: none). When the budget is spent,
     ``keep_going(weights)`` decides whether the run goes on from there
-    without it (default: it stops)."""
+    (``Grafting``; default: it stops)."""
     spec = variant(name, ctx.config)
     penalty = spec.penalty
     method = Grafting(ctx, spec, budget, keep_going if budget is not None else None)

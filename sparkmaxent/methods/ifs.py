@@ -218,7 +218,7 @@ class Incremental:
         if self.ctx.heldout is not None:
             improved = state.info.get("choice_round") == state.round
         else:
-            improved = state.trace[-1].get("refit_ratio", 1.0) >= 0.5
+            improved = state.trace[-1].info.get("refit_ratio", 1.0) >= 0.5
         size = last * 2 if improved else last // 2
         floor = math.ceil(cfg.stage_features_min_share * len(state.weights.values))
         return int(min(max(size, floor, 1), cfg.stage_features_max))
@@ -266,7 +266,7 @@ class Incremental:
         weights = state.weights
         stage = state.round + 1
         evals0, passes0 = self.gain_evaluations, self.ctx.backend.passes
-        objective = state.trace[-1]["objective"] if state.trace else self.initial_loss(weights)
+        objective = state.trace[-1].objective if state.trace else self.initial_loss(weights)
         selected = weights.active_ids()
         if cfg.selection.max_features and len(selected) >= cfg.selection.max_features:
             why = stop(StopReason.MAX_FEATURES, limit=cfg.selection.max_features)
@@ -441,7 +441,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start, stage_choice=True)
     weights, choice = best_stage(ctx, state)
     kept = [state.trace[choice.chosen_round - 1]] if choice else state.trace[-1:]
-    objective = kept[0]["objective"] if kept else method.initial_loss(weights)
+    objective = kept[0].objective if kept else method.initial_loss(weights)
     final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
     if final_reestimate:
         weights, objective = method.reestimate(weights)
@@ -449,12 +449,14 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     if isinstance(refit, StageRefit):
         objective = refit.loss
     trace = state.trace
-    evals = [r["gain_evaluations"] for r in trace]
+    evals = [r.info["gain_evaluations"] for r in trace]
+    # each stage's picks: its best, then the others under ``more`` (_stage_info)
+    picks = [f for r in trace for f in [r.info, *r.info.get("more", [])]]
     report = {
         "objective": objective,
         "loss": objective,
-        "selected": [f["feature"] for r in trace for f in [r, *r.get("more", [])]],
-        "selected_names": [f["feature_name"] for r in trace for f in [r, *r.get("more", [])]],
+        "selected": [f["feature"] for f in picks],
+        "selected_names": [f["feature_name"] for f in picks],
         "active_features": int(len(weights.values)),
         "candidates": int(len(method.candidates)),
         "stages": state.round,

@@ -3,6 +3,8 @@ result (FitResult), and the state and outcome of a selection round."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -96,6 +98,141 @@ def evaluate(
     return backend.run(Expanding(EvalTask(space, weights, scaling), conjunctions))
 
 
+@dataclass(frozen=True)
+class RoundSolve:
+    """How a grafting-family round's solver ran (solvers/): which solver,
+    its iterations and objective evaluations, the projected-gradient
+    tolerance it was given and the violation it ended at, and whether it
+    converged (None: stopped by a path point's pass budget, no failure)."""
+
+    solver: str
+    iterations: int
+    evaluations: int
+    tol: float
+    violation: float
+    converged: bool | None
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: the trace entries of a RoundSolve
+SOLVE_KEYS = tuple(f.name for f in dataclasses.fields(RoundSolve))
+
+
+@dataclass
+class RoundRecord:
+    """One row of a selection run's trace (``LoopState.trace``), built by
+    the round loop (selection/loop.py) and written as JSON only in the
+    report's ``rounds`` and the checkpoint (``to_json``; docs/formats.md).
+
+    Attributes
+    ----------
+    round, active, added, removed : int
+        The round (1-based), the active features after it, and those it
+        added and pruned.
+    objective : float
+        The method's objective after the round.
+    score_name : str
+        The JSON key of ``score`` (grafting ``max_gradient``, ifs ``gain``,
+        bayes-factor ``beta``).
+    score : float
+        The largest candidate statistic of the round's test.
+    passes : int
+        Training passes of the run after the round.
+    elapsed_s : float
+        Wall time of the run after the round.
+    heldout : dict
+        With held-out data, its scores after the round
+        (``choice.heldout.criterion_score``: ``heldout_accuracy``,
+        ``heldout_loss``, ``heldout_score``, ``heldout_se``); {} without.
+    below_best_se : float or None
+        A stage run's held-out stop rule: standard errors below the best
+        stage (None: no rule).
+    solve : RoundSolve or None
+        The round solver of the grafting family (None for other methods).
+    info : dict
+        The method's other entries (JSON-able): ifs its feature and gains,
+        bayes-factor its proposals, combination its conjunction search.
+    chosen : bool or None
+        A stage run's kept stage (``choice.heldout.best_stage``); None
+        when no stage was chosen.
+    """
+
+    round: int
+    active: int
+    added: int
+    removed: int
+    objective: float
+    score_name: str
+    score: float
+    passes: int = 0
+    elapsed_s: float = 0.0
+    heldout: dict = field(default_factory=dict)
+    below_best_se: float | None = None
+    solve: RoundSolve | None = None
+    info: dict = field(default_factory=dict)
+    chosen: bool | None = None
+
+    @property
+    def heldout_score(self) -> float:
+        return self.heldout["heldout_score"]
+
+    @property
+    def heldout_se(self) -> float:
+        return self.heldout["heldout_se"]
+
+    @property
+    def heldout_accuracy(self) -> float | None:
+        return self.heldout.get("heldout_accuracy")
+
+    def to_json(self) -> dict:
+        """The row's JSON object (docs/formats.md, ``rounds``)."""
+        doc: dict = {
+            "round": self.round,
+            "active": self.active,
+            "added": self.added,
+            "removed": self.removed,
+            "objective": self.objective,
+            self.score_name: self.score,
+            **self.heldout,
+        }
+        if self.below_best_se is not None:
+            doc["below_best_se"] = self.below_best_se
+        doc.update(passes=self.passes, elapsed_s=self.elapsed_s)
+        if self.solve is not None:
+            doc.update(self.solve.to_json())
+        doc.update(self.info)
+        if self.chosen is not None:
+            doc["chosen"] = self.chosen
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict, score_name: str) -> RoundRecord:
+        """A row read back from ``to_json`` (a checkpoint's trace)."""
+        rest = dict(doc)
+        fixed = {k: rest.pop(k) for k in ("round", "active", "added", "removed", "objective")}
+        score = rest.pop(score_name, math.nan)
+        heldout = {k: rest.pop(k) for k in list(rest) if k.startswith("heldout_")}
+        below, chosen = rest.pop("below_best_se", None), rest.pop("chosen", None)
+        passes, elapsed_s = rest.pop("passes"), rest.pop("elapsed_s")
+        solve = None
+        if "solver" in rest:
+            solve = RoundSolve(**{k: rest.pop(k) for k in SOLVE_KEYS})
+        return cls(
+            **fixed,
+            score_name=score_name,
+            score=score,
+            passes=passes,
+            elapsed_s=elapsed_s,
+            heldout=heldout,
+            below_best_se=below,
+            solve=solve,
+            info=rest,
+            chosen=chosen,
+        )
+
+
 @dataclass
 class LoopState:
     """The changing state of a selection run: what a checkpoint holds.
@@ -110,7 +247,7 @@ class LoopState:
         Training passes of the selection loop so far (all sessions).
     elapsed_s : float
         Wall time of the run so far, from ``train()``'s start (all sessions).
-    trace : list of dict
+    trace : list of RoundRecord
         One row per completed round.
     done : bool
         The method stopped by itself (for example: no candidate passed the test).
@@ -133,7 +270,7 @@ class LoopState:
     weights: Weights
     passes: int = 0
     elapsed_s: float = 0.0
-    trace: list[dict] = field(default_factory=list)
+    trace: list[RoundRecord] = field(default_factory=list)
     done: bool = False
     info: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
@@ -162,6 +299,8 @@ class RoundOutcome:
         (grafting: max |dC/dw_j| over inactive features).
     info : dict
         Extra trace fields (JSON-able).
+    solve : RoundSolve or None
+        The round solver's run (the grafting family).
     certificate : Certificate or None
         With a stop: the KKT certificate the method stops with.
     arrays : dict or None
@@ -181,3 +320,4 @@ class RoundOutcome:
     arrays: dict | None = None
     note: str = ""
     certificate: Certificate | None = None
+    solve: RoundSolve | None = None

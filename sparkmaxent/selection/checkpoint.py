@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..jsonio import read_json_object, write_json
 from ..kernels import Space, Weights
 from ..problem.kkt import Certificate
-from .base import LoopState
+from .base import LoopState, RoundRecord
 from .stops import Stop
 
 CHECKPOINT_DIR = "checkpoint"
@@ -150,7 +150,7 @@ class Checkpoint:
             "weights_file": name,
             "info": _info_json(state),
             "stop": state.stop.to_json() if state.stop is not None else None,
-            "trace": state.trace,
+            "trace": [row.to_json() for row in state.trace],
         }
         if self.data is not None:
             doc["data"] = self.data
@@ -159,8 +159,9 @@ class Checkpoint:
             if old.startswith("round-") and old.endswith(".npz") and old != name:
                 storage.delete(storage.join(self.directory, old))
 
-    def load(self, method: str) -> LoopState | None:
-        """The saved state, or None if there is no checkpoint.
+    def load(self, method: str, score_name: str = "max_gradient") -> LoopState | None:
+        """The saved state, or None if there is no checkpoint; ``score_name``:
+        the trace key of the rounds' score (``RoundRecord.score_name``).
 
         Raises InputError naming the file for a state.json that is not a
         checkpoint's JSON, a ``weights_file`` other than a round-NNNNN.npz in
@@ -214,7 +215,7 @@ class Checkpoint:
             weights=weights,
             passes=doc["passes"],
             elapsed_s=doc["elapsed_s"],
-            trace=doc["trace"],
+            trace=self._trace(doc["trace"], score_name),
             # a finished run checkpointed before stops were typed has no stop:
             # its next round stops it again, with a typed stop
             done=bool(doc["done"]) and stop is not None,
@@ -223,6 +224,16 @@ class Checkpoint:
             stop=stop,
             certificate=certificate,
         )
+
+    def _trace(self, rows, score_name: str) -> list[RoundRecord]:
+        """The trace a state.json holds, as records."""
+        try:
+            return [RoundRecord.from_json(row, score_name) for row in rows]
+        except (TypeError, KeyError, AttributeError) as e:
+            raise InputError(
+                f"{self.state_path}: 'trace': not a selection trace ({type(e).__name__}: {e}); "
+                "remove the checkpoint directory to start over"
+            ) from None
 
     def _certificate(self, doc) -> Certificate | None:
         """The certificate a state.json's info holds (None if none)."""

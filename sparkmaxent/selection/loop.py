@@ -22,7 +22,7 @@ from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
-from .base import LoopState, RoundOutcome, TrainingContext
+from .base import LoopState, RoundOutcome, RoundRecord, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
 from .deadline import Deadline
 from .reporting import PLOTS_DIR, write_plots
@@ -70,11 +70,11 @@ def _last_round(state: LoopState, since: LoopState | None) -> tuple[float, int]:
     if state.round <= first or not state.trace:
         return 0.0, 0
     if state.round - first >= 2 and len(state.trace) >= 2:
-        before = (float(state.trace[-2]["elapsed_s"]), int(state.trace[-2]["passes"]))
+        before = (float(state.trace[-2].elapsed_s), int(state.trace[-2].passes))
     else:
         before = (since.elapsed_s, since.passes) if since is not None else (0.0, 0)
     last = state.trace[-1]
-    return float(last["elapsed_s"]) - before[0], int(last["passes"]) - before[1]
+    return float(last.elapsed_s) - before[0], int(last.passes) - before[1]
 
 
 def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
@@ -161,7 +161,7 @@ def run_rounds(
         if ctx.output_dir
         else None
     )
-    state = _start_state(ctx, checkpoint, name, start)
+    state = _start_state(ctx, checkpoint, name, start, score_name)
     state.earlier_s = state.elapsed_s  # a resumed run's earlier sessions
     rule = stage_rule(ctx, state) if stage_choice else None
     passes0, base_passes = ctx.backend.passes, state.passes
@@ -228,13 +228,17 @@ def run_rounds(
 
 
 def _start_state(
-    ctx: TrainingContext, checkpoint: Checkpoint | None, name: str, start: Weights | None
+    ctx: TrainingContext,
+    checkpoint: Checkpoint | None,
+    name: str,
+    start: Weights | None,
+    score_name: str,
 ) -> LoopState:
     """The checkpointed state when resuming (if there is one), else round 0."""
     if ctx.resume:
         if checkpoint is None:
             raise InputError("resume needs an output directory holding a checkpoint, got none")
-        state = checkpoint.load(name)
+        state = checkpoint.load(name, score_name)
         if state is not None:
             log.info(
                 "resuming %s after round %d (%d active features, %d passes so far)",
@@ -266,29 +270,33 @@ def _record_round(
     if outcome.arrays is not None:  # the best stage's weights stay (choice.keep_if_best)
         kept = {k: v for k, v in state.arrays.items() if k in BEST_KEYS}
         state.arrays = {**outcome.arrays, **kept}
-    row: dict = {
-        "round": state.round,
-        "active": int(len(outcome.weights.values)),
-        "added": outcome.added,
-        "removed": outcome.removed,
-        "objective": outcome.objective,
-        score_name: outcome.score,
-    }
+    row = RoundRecord(
+        round=state.round,
+        active=int(len(outcome.weights.values)),
+        added=outcome.added,
+        removed=outcome.removed,
+        objective=outcome.objective,
+        score_name=score_name,
+        score=outcome.score,
+        passes=state.passes,
+        elapsed_s=state.elapsed_s,
+        solve=outcome.solve,
+        info=dict(outcome.info),
+    )
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:
         scores, measure = measure_weights(ctx, state.weights)
-        row.update(scores)
-        held += f", held-out accuracy {row['heldout_accuracy']:.4f}"
-        keep_if_best(state, row, measure)
+        row.heldout = scores
+        held += f", held-out accuracy {row.heldout_accuracy:.4f}"
+        keep_if_best(state, scores, measure)
         if rule is not None:
-            rule.add(state.round, measure, row["active"])
-            row["below_best_se"] = rule.gaps[-1]
-    row.update(passes=state.passes, elapsed_s=state.elapsed_s, **outcome.info)
+            rule.add(state.round, measure, row.active)
+            row.below_best_se = rule.gaps[-1]
     state.trace.append(row)
     log.info(
         "round %d: %d active (+%d, -%d), objective %.10g, max %s %.4g%s, %d passes, %.1fs",
         state.round,
-        row["active"],
+        row.active,
         outcome.added,
         outcome.removed,
         outcome.objective,

@@ -11,6 +11,7 @@ from .. import storage
 from ..kernels import MULTICLASS
 from ..kernels.conjunctions import SEPARATOR, Conjunctions
 from ..plots import new_figure, save_png
+from .base import RoundRecord
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class FeatureNamer:
 
 
 def write_plots(
-    trace: list[dict],
+    trace: list[RoundRecord],
     directory: str,
     score_name: str = "max_gradient",
     score_label: str = "candidate |gradient|",
@@ -78,17 +79,21 @@ def write_plots(
     list of str
         The files written.
     """
-    rounds = [r["round"] for r in trace]
-    active = [r["active"] for r in trace]
-    panels = [("objective", "objective C(w)", False), (score_name, f"max {score_label}", True)]
-    if any(r.get("heldout_accuracy") is not None for r in trace):
-        panels.append(("heldout_accuracy", "held-out accuracy", False))
+    rounds = [r.round for r in trace]
+    active = [r.active for r in trace]
+    panels = [
+        ("objective", "objective C(w)", False, [r.objective for r in trace]),
+        (score_name, f"max {score_label}", True, [r.score for r in trace]),
+    ]
+    if any(r.heldout_accuracy is not None for r in trace):
+        nan = float("nan")
+        held = [nan if r.heldout_accuracy is None else r.heldout_accuracy for r in trace]
+        panels.append(("heldout_accuracy", "held-out accuracy", False, held))
     written = []
-    for key, label, logy in panels:
+    for key, label, logy, values in panels:
         fig = new_figure("plots")
         if fig is None:
             return []
-        values = [r.get(key, float("nan")) for r in trace]
         for ax, x, xlabel in (
             (fig.add_subplot(1, 2, 1), rounds, "round"),
             (fig.add_subplot(1, 2, 2), active, "active features"),

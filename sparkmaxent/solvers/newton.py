@@ -332,9 +332,20 @@ def _model_box(
     return dlo, dhi
 
 
-def _model_tol(violation: float, options: SolverOptions) -> float:
-    """The model solve's tolerance: ``inner_ratio`` times the outer violation."""
-    return max(options.inner_ratio * violation, 0.1 * options.tol)
+def _model_tol(violation: float, options: SolverOptions, ratio: float | None = None) -> float:
+    """The model solve's tolerance: ``ratio`` (default ``inner_ratio``)
+    times the outer violation."""
+    return max((options.inner_ratio if ratio is None else ratio) * violation, 0.1 * options.tol)
+
+
+def forcing(violation: float, previous: float, options: SolverOptions) -> float:
+    """The direction pass's forcing term: the outer violation's last
+    contraction (violation / previous; 1 at the first iteration) within
+    [``inner_ratio``, ``forcing_max``]. A partition's CG solved further than
+    the outer iteration converges buys no outer progress (oversolving):
+    Eisenstat & Walker (1996), choice 2 with exponent 1, safeguarded."""
+    contraction = violation / previous if np.isfinite(previous) and previous > 0 else 1.0
+    return float(np.clip(contraction, options.inner_ratio, options.forcing_max))
 
 
 def _step(
@@ -348,6 +359,7 @@ def _step(
     violation: float,
     options: SolverOptions,
     secant: SecantMemory | None = None,
+    previous: float = np.inf,
 ) -> tuple[np.ndarray, int, float | None, Evaluation]:
     """The iteration's direction, its inner work (sweeps or products),
     d^T H d, and the evaluation at theta: from a direction pass when the
@@ -357,7 +369,7 @@ def _step(
     to the step's gradients (None)."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
-        tol = _model_tol(violation, options)
+        tol = _model_tol(violation, options, forcing(violation, previous, options))
         loops = secant.first_loop(grad) if secant is not None else None
         if loops is None:
             d, work, curvature = passes.direct(theta, grad, dlo, dhi, tol)
@@ -431,8 +443,9 @@ def minimize_box_newton(
             it -= 1
             break
         d, sweeps, curvature, ev = _step(
-            passes, ev, grad, theta, lower, upper, radius, violation, options, secant
-        )
+            passes, ev, grad, theta, lower, upper, radius, violation, options, secant,
+            prev_violation,
+        )  # fmt: skip
         slope = float(grad @ d)
         if not slope < 0 and curvature is None and secant is not None:
             secant.reset()  # the corrected step does not descend: the plain one

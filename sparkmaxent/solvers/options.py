@@ -41,6 +41,10 @@ class SolverOptions:
     stall : stop (not converged) after this many iterations in a row that
         lower neither the objective beyond its rounding nor the projected
         gradient's best value by 1%.
+    forcing_max : the Hessian-free step's partitions solve their model to
+        the outer violation times its last contraction, clipped to
+        [inner_ratio, forcing_max] (``newton.forcing``; Eisenstat & Walker
+        1996); the exact step's model solve to inner_ratio times it.
     max_products : the Hessian-free step (``newton-cg``): at most this many
         Hessian-vector products per block and direction pass.
     trial_points : the Hessian-free step's line search evaluates its first
@@ -68,6 +72,7 @@ class SolverOptions:
     region: int | None = None
     min_radius: float = 1e-12
     stall: int = 10
+    forcing_max: float = 0.5
     max_products: int = 200
     trial_points: int = 3
     secant_memory: int = 5

@@ -228,6 +228,8 @@ def test_package_is_shipped_to_executors(cluster, tmp_path):
     assert [a["name"] for a in new] == ["where"]
 
 
+@pytest.mark.slow  # two spark-submit applications on a cluster: over a minute
+@pytest.mark.ci
 @pytest.mark.cluster
 def test_prepare_and_train_on_standalone_cluster(cluster, tmp_path):
     """jobs/prepare.py then jobs/train.py (Spark backend) through submit.sh on

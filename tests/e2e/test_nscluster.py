@@ -47,6 +47,7 @@ from tests.e2e.test_cluster import ROOT, SUBMIT, run_submit, submit_env, write_m
 
 pytestmark = [
     pytest.mark.cluster,
+    pytest.mark.ci,  # its slow tests run in .ci/run
     pytest.mark.skipif(bool(isolation_unavailable()), reason=isolation_unavailable() or "ok"),
 ]
 

@@ -81,6 +81,8 @@ def assert_same(connect: dict, classic: dict) -> None:
     )
 
 
+@pytest.mark.slow  # a Connect server and two fits: most of a minute
+@pytest.mark.ci
 def test_classifier_under_connect_is_the_classic_classifier(spark, server, tmp_path):
     out = str(tmp_path)
     models = run_client(server, out, "classifier")

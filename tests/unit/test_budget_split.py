@@ -18,7 +18,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fit_folds
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
-from sparkmaxent.selection.base import FitResult, TrainingContext
+from sparkmaxent.selection.base import FitResult, RoundRecord, TrainingContext
 from sparkmaxent.selection.checkpoint import seconds_spent
 from sparkmaxent.selection.deadline import Deadline
 from sparkmaxent.train import train
@@ -83,7 +83,16 @@ class FakeStageMethod:
         self.calls.append((self.clock(), left))
         self.clock.now += self.spend * (left if ctx.deadline.bounded else 0.0)
         rounds = [
-            {"heldout_score": -abs(s - 3) + 0.01 * len(self.calls), "active": 2 * s}
+            RoundRecord(
+                s,
+                2 * s,
+                2,
+                0,
+                1.0,
+                "gain",
+                1.0,
+                heldout={"heldout_score": -abs(s - 3) + 0.01 * len(self.calls)},
+            )
             for s in range(1, self.stages + 1)
         ]
         return FitResult(Weights.zeros(ctx.backend.space), {"rounds": rounds})

@@ -230,7 +230,10 @@ def comb_config(degree, **kw):
     return train_config(**{**base, **kw})
 
 
-@pytest.mark.parametrize("degree", [2, 3])
+@pytest.mark.parametrize(
+    "degree",
+    [2, pytest.param(3, marks=[pytest.mark.slow, pytest.mark.ci])],  # 3: every triple
+)
 def test_each_round_selects_the_brute_force_n_best(degree):
     data, block, space = planted()
     blocks = split_block(block, 2)

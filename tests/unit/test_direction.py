@@ -212,3 +212,44 @@ def test_blocks_directions_are_averaged_by_their_curvature_coordinate_by_coordin
     assert np.all((d >= np.minimum(d_a, d_b) - 1e-12) & (d <= np.maximum(d_a, d_b) + 1e-12))
     c = [x.diagonal for x in own]
     np.testing.assert_allclose(d, (c[0] * d_a + c[1] * d_b) / (c[0] + c[1]), rtol=1e-10)
+
+
+class _ProductCount(LocalBackend):
+    """A LocalBackend that adds up the Hessian-vector products of its passes."""
+
+    products = 0
+
+    def run(self, task):
+        merged = super().run(task)
+        self.products += getattr(merged, "products", 0)
+        return merged
+
+
+def test_forcing_by_the_outer_contraction_takes_fewer_products_to_the_same_optimum():
+    # the partitions' CG solved to the outer iteration's own contraction
+    # (forcing_max 0.5) against a fixed tenth of the violation (forcing_max
+    # = inner_ratio: the forcing of before), one round over 3 blocks
+    from sparkmaxent.problem.objective import Objective
+    from sparkmaxent.problem.penalty import orthant_problem
+    from sparkmaxent.solvers import SolverOptions
+    from sparkmaxent.solvers.box_qp import solve_newton_cg
+
+    _, block, space = planted(seed=3, n_copies=0)
+    ids = np.arange(0, space.n_features, 7)
+    lg = LocalBackend([block], space).run(
+        LossGradTask(space, Weights(ids, np.zeros(len(ids)), np.zeros(space.n_labels)), None, ids)
+    )
+    box = orthant_problem(np.where(lg.grad > 0, -1.0, 1.0), 1e-4, space.n_bias)
+    runs = {}
+    for forcing_max in (0.1, 0.5):
+        backend = _ProductCount(split_block(block, 3), space)
+        options = SolverOptions(tol=1e-8, forcing_max=forcing_max, region=len(ids))
+        theta0 = np.zeros(len(ids) + space.n_bias)
+        runs[forcing_max] = (
+            solve_newton_cg(Objective(backend, ids), theta0, box, options),
+            backend.products,
+        )
+    (fixed, fixed_products), (adaptive, adaptive_products) = runs[0.1], runs[0.5]
+    assert fixed.converged and adaptive.converged
+    assert adaptive.value == pytest.approx(fixed.value, rel=1e-10)
+    assert adaptive_products < fixed_products, (adaptive_products, fixed_products)

@@ -4,6 +4,8 @@ the same rule that stops the listed mixes (``denser_mix_gains``)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -67,6 +69,23 @@ def test_the_mixes_extend_toward_l2_while_the_densest_gains_and_stop_when_it_doe
     for row, full in zip(capped, rows, strict=False):
         assert (row["l1"], row["features"]) == (full["l1"], full["features"])
     assert [r["l2_mix"] for r in mixes(documents, mix_max=0.0)] == [0.0, 0.5]
+
+
+def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(documents):
+    """Near l2 a mix's path holds many more weights (on Brown genres the 0.99
+    mix's ran for over an hour): a mix past ``l2_mixes`` gets ``cut_passes``
+    times the passes of every path before it, and ends with its best point
+    when they are spent."""
+    rows = mixes(documents, mix_max=0.9999, cut_passes=0.3)
+    assert [r["passes_cap"] for r in rows[:2]] == [None, None]  # the listed mixes: no cap
+    assert len(rows) > 2
+    for i, row in enumerate(rows[2:], start=2):
+        assert row["passes_cap"] == math.ceil(0.3 * sum(r["path_passes"] for r in rows[:i]))
+        assert row["path_passes"] <= row["passes_cap"]
+        assert row["cut"] is False  # its chosen point is a finished one
+    assert rows[2]["path_passes"] == rows[2]["passes_cap"]  # the budget ended this path
+    # without a cut (cut_passes = 0) no path is capped
+    assert all(r["passes_cap"] is None for r in mixes(documents, mix_max=0.96, cut_passes=0))
 
 
 def test_mix_max_is_a_mix():

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from sparkmaxent.plots import new_figure, save_png
+from sparkmaxent.selection.base import RoundRecord
 from sparkmaxent.selection.reporting import write_plots
 
 pytest.importorskip("matplotlib")
@@ -25,7 +26,7 @@ def test_without_matplotlib_no_figure_and_one_log_line(monkeypatch, caplog, tmp_
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import raises ImportError
     with caplog.at_level(logging.INFO, logger="sparkmaxent.plots"):
         assert new_figure("path plot") is None
-        trace = [{"round": 1, "active": 3, "objective": 1.0, "max_gradient": 0.5}]
+        trace = [RoundRecord(1, 3, 3, 0, 1.0, "max_gradient", 0.5)]
         assert write_plots(trace, str(tmp_path)) == []
     assert [r.getMessage() for r in caplog.records] == [
         "matplotlib is not installed: no path plot (pip install 'sparkmaxent[plots]')",

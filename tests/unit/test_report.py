@@ -23,6 +23,7 @@ from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.plan import ExecutionPlan, Limits
 from sparkmaxent.problem import Certificate
 from sparkmaxent.report import HeldoutFigures, RunReport
+from sparkmaxent.selection.base import RoundRecord, RoundSolve
 from sparkmaxent.selection.stops import StopReason, stop
 from sparkmaxent.train import budget_warnings, train, unconverged
 
@@ -94,7 +95,12 @@ def test_unconverged_reads_the_typed_report():
     assert unconverged(report({"converged": True})) == []
     lbfgs = unconverged(report({"converged": False, "optimizer_message": "ABNORMAL"}))
     assert lbfgs == ["L-BFGS did not converge: ABNORMAL"]
-    rounds = report({"rounds": [{"round": 1}, {"round": 2, "converged": False}]})
+    solve = RoundSolve("newton-cg", 3, 4, 1e-5, 1e-3, False)
+    rows = [
+        RoundRecord(1, 1, 1, 0, 0.5, "max_gradient", 0.1),
+        RoundRecord(2, 2, 1, 0, 0.4, "max_gradient", 0.1, solve=solve),
+    ]
+    rounds = report({"rounds": rows})
     assert unconverged(rounds) == ["the solver did not converge in round(s) 2"]
     failed = report({"kkt": FAILED_KKT}, stop=stop(StopReason.NO_CANDIDATE_PASSES))
     assert unconverged(failed)[0].startswith("KKT certificate failed: max zero-weight")

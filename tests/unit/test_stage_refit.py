@@ -36,17 +36,15 @@ def test_stage_refit_fits_the_chosen_stage_on_training_and_held_out_events(probl
     assert isinstance(choice, StageChoice) and isinstance(refit, StageRefit)
     # the same stages and the same choice
     assert choice == chosen.report.stage_choice
-    assert [r["active"] for r in res.report.fit["rounds"]] == [
-        r["active"] for r in chosen.report.fit["rounds"]
-    ]
-    row = res.report.fit["rounds"][choice.chosen_round - 1]
+    assert [r.active for r in res.report.rounds] == [r.active for r in chosen.report.rounds]
+    row = res.report.rounds[choice.chosen_round - 1]
     # the chosen stage's figures kept beside the refit's
     fit = refit.chosen_fit
     assert fit.stage == choice.chosen_round
-    assert fit.features == chosen.weights.nnz == row["active"]
+    assert fit.features == chosen.weights.nnz == row.active
     assert fit.objective == pytest.approx(chosen.report.objective)
     accuracy = fit.heldout["heldout_accuracy"]
-    assert accuracy == row["heldout_accuracy"] == chosen.report.heldout.accuracy
+    assert accuracy == row.heldout_accuracy == chosen.report.heldout.accuracy
     assert res.report.heldout.accuracy == accuracy
     # the refit: the same features, the method's prior sigma^2 = 1 (sum
     # units) on all the events' weight, as a cold fit of that set would find
@@ -112,9 +110,9 @@ def test_a_refit_past_max_seconds_is_skipped_and_the_chosen_stage_kept(problem):
     res = clocked(problem, 1000.0, max_seconds=1000.0 + first["elapsed_s"] - 1.0, **KEYS["sgc"])
     assert isinstance(res.report.refit, RefitSkipped)
     assert res.report.refit.skipped.startswith("max_seconds")
-    rounds = res.report.fit["rounds"]
+    rounds = res.report.rounds
     assert res.report.stage_choice.chosen_round == len(rounds) == 1
-    assert res.weights.nnz == rounds[0]["active"]
+    assert res.weights.nnz == rounds[0].active
 
 
 def test_bayes_factor_variance_chosen_on_held_out_data_keeps_the_best_run(problem):
