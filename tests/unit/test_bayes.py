@@ -316,7 +316,8 @@ def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separat
     # the note's proposals dry up: no misclassified event is left to propose
     assert paper.report.stop.message == "no misclassified training event"
     n = paper.report["rounds_run"]
-    res = train(LocalBackend([block], space), train_config(max_rounds=n + 4, **keys))
+    config = train_config(max_rounds=n + 4, margin_fraction=0.1, **keys)
+    res = train(LocalBackend([block], space), config)
     rounds = res.report["rounds"]
     # mistakes first: a round proposes from mistakes alone while they weigh
     # at least a tenth of the events, else from the lowest-margin tenth too,
