@@ -392,11 +392,11 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
         ctx, fit_point, grid[k], before.weights, grid[k - 1], budget, -np.inf
     )
     assert not row.cut and row.continued_after >= budget
-    assert row.converged and full.report.converged
+    assert row.converged and full.report["converged"]
     if method == "grafting":
         assert row.kkt_passed and full.certificate.passed
         assert result.certificate.max_zero_gradient <= result.certificate.bound
-    assert row.objective == pytest.approx(full.report.objective, rel=1e-8)
+    assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})

@@ -54,7 +54,7 @@ def test_stage_refit_fits_the_chosen_stage_on_training_and_held_out_events(probl
     both = LocalBackend([tr, he], space)
     config = train_config(gtol=1e-9)
     cold = fit_smooth(TrainingContext(both, config), chosen.weights.active_ids(), refit.l2)
-    assert refit.objective == pytest.approx(cold.report.objective, rel=1e-7)
+    assert refit.objective == pytest.approx(cold.report["objective"], rel=1e-7)
     assert refit.objective < refit.start_objective
     assert refit.converged and refit.passes > 0
     assert not np.allclose(res.weights.values, chosen.weights.values)
