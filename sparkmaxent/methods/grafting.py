@@ -187,10 +187,11 @@ class Grafting:
             self.options,
             tol=tol,
             region=len(ids),  # the weights: the biases stay outside the trust region
-            # a solver pass is about an iteration: a budget bounds the round too
+            # a solver iteration is about a pass, after the one at the start
+            # (no evaluation is handed in): a budget bounds the round too
             max_iter=self.options.max_iter
             if left is None
-            else max(1, min(left, self.options.max_iter)),
+            else max(1, min(left - 1, self.options.max_iter)),
         )
         capped = options.max_iter < self.options.max_iter
         with warnings.catch_warnings():
