@@ -254,8 +254,9 @@ PAGES: dict[str, Page] = {
     "stage_methods": Page(
         "SGC and the Bayes factor at their automatic settings",
         "SGC (adaptive stages of several features) and the Bayes factor (going on past its "
-        "rule while held-out improves, proposing from low-margin events once no training event "
-        "is misclassified), each keeping its best held-out stage, stopped by the paths' held-out "
+        "rule while held-out improves, proposing from the misclassified and, while those are "
+        "few, the lowest-margin training events), each keeping its best held-out stage, stopped "
+        "by the paths' held-out "
         "rule or `train.selection.max_seconds`, against scikit-learn's LogisticRegressionCV l2 "
         "chosen on the same held-out part (model_choice's split) on PP attachment, Brown genres "
         "and CoNLL-2000 (2,000 sentences); targets: within 1 point of l2, a model at the end. "

@@ -324,7 +324,7 @@ class BayesConfig(Section):
         "model prior) until the held-out stop rule or no proposal is left; false: stop.",
     )
     margin_fraction: float = key(
-        0.1,
+        0.5,
         "Proposals come from the misclassified training events (Daume III 2004, sec. 3.6) "
         "and, while these weigh less than this fraction of the events, from the correct "
         "events of smallest margin (gold probability minus the best other's) up to it "
