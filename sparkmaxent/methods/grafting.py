@@ -187,8 +187,7 @@ class Grafting:
             self.options,
             tol=tol,
             region=len(ids),  # the weights: the biases stay outside the trust region
-            # a solver iteration is about a pass, after the one at the start
-            # (no evaluation is handed in): a budget bounds the round too
+            # an iteration is about a pass, after the start's: a budget bounds the round
             max_iter=self.options.max_iter
             if left is None
             else max(1, min(left - 1, self.options.max_iter)),
