@@ -127,16 +127,11 @@ def _bias_at_zero(block, space):
 def test_pruned_weights_leave_the_active_set_and_may_return():
     _, block, space = planted()
     res = train(LocalBackend([block], space), grafting_config(n_best=25))
-    rounds = res.report["rounds"]
-    assert sum(r["removed"] for r in rounds) > 0
+    rounds = res.report.rounds
+    assert sum(r.removed for r in rounds) > 0
     assert np.all(res.weights.values != 0)
     for r in rounds:  # active set bookkeeping
-        assert (
-            r["active"]
-            == (rounds[r["round"] - 2]["active"] if r["round"] > 1 else 0)
-            + r["added"]
-            - r["removed"]
-        )
+        assert r.active == (rounds[r.round - 2].active if r.round > 1 else 0) + r.added - r.removed
 
 
 @pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
@@ -180,7 +175,7 @@ def test_certificate_after_a_round_that_pruned():
         LocalBackend([data.block()], space),
         grafting_config(n_best=10, gtol=1e-10, round_tol_ratio=0.0),
     )
-    assert res.report["rounds"][-1]["removed"] > 0
+    assert res.report.rounds[-1].removed > 0
     cert = res.report.certificate
     assert cert.passed and cert.max_bias_gradient < 1e-9
 
@@ -204,8 +199,8 @@ def test_max_seconds_stops_after_the_round_that_passes_it():
         backend = LocalBackend([block], space)
         return train(backend, grafting_config(n_best=2, **keys), clock=PassClock(backend))
 
-    first = clocked(max_rounds=1).report["rounds"][0]
-    budget = first["elapsed_s"] - 1.0
+    first = clocked(max_rounds=1).report.rounds[0]
+    budget = first.elapsed_s - 1.0
     res = clocked(max_seconds=budget)
     assert res.report["rounds_run"] == 1 and res.report.stop.message == f"max_seconds = {budget:g}"
     assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": budget})
@@ -472,15 +467,15 @@ def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
     np.testing.assert_allclose(loose.weights.values, exact.weights.values, atol=1e-5)
     assert loose.report.objective == pytest.approx(exact.report.objective, rel=1e-10)
     final_tol = min(1e-9, 0.5 * 1e-6)
-    rounds = loose.report["rounds"]
+    rounds = loose.report.rounds
     # the first round stopped at half the test's excess, far above the final
     # tolerance; the exact run solved every round to the final tolerance
     bound = Penalty(l1=2e-3).test_bound(1e-9, 1e-6)
-    assert rounds[0]["tol"] == pytest.approx(0.5 * (rounds[0]["max_gradient"] - bound))
-    assert rounds[0]["tol"] > 1e3 * final_tol
-    assert all(r["tol"] == final_tol for r in exact.report["rounds"])
+    assert rounds[0].solve.tol == pytest.approx(0.5 * (rounds[0].score - bound))
+    assert rounds[0].solve.tol > 1e3 * final_tol
+    assert all(r.solve.tol == final_tol for r in exact.report.rounds)
     # a round that adds nothing only finishes the active set, and only last
-    assert all(r["added"] > 0 for r in rounds[:-1])
+    assert all(r.added > 0 for r in rounds[:-1])
     assert loose.report.passes < exact.report.passes
 
 
@@ -490,7 +485,7 @@ def test_a_finishing_round_that_cannot_certify_stops_the_run():
     _, block, space = planted(seed=6, m=800, P=60, K=3, n_support=4)
     with pytest.warns(Warning):
         res = train(LocalBackend([block], space), grafting_config(solver="lbfgs-b", max_iter=3))
-    added = [r["added"] for r in res.report["rounds"]]
+    added = [r.added for r in res.report.rounds]
     # a finishing round may reveal new candidates (the run goes on), but
     # never follows another one
     assert added[-1] == 0 and not any(a == b == 0 for a, b in zip(added, added[1:]))
@@ -534,7 +529,7 @@ def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
         assert res.report.certificate.passed and res.report.converged
     assert old.report.certificate.zero_tol == pytest.approx(l1 * 1e-6)
     assert new.report.certificate.zero_tol == 2e-7
-    assert all(r["tol"] >= 1e-7 for r in new.report["rounds"])
-    assert min(r["tol"] for r in old.report["rounds"]) < 1e-9
+    assert all(r.solve.tol >= 1e-7 for r in new.report.rounds)
+    assert min(r.solve.tol for r in old.report.rounds) < 1e-9
     assert new_passes < old_passes
     assert new.report.objective == pytest.approx(old.report.objective, rel=1e-8)
