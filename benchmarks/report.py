@@ -156,8 +156,9 @@ PAGES: dict[str, Page] = {
         "Python environment archive",
         "`scripts/submit.sh --python-env archive`: each virtualenv packed whole and as "
         "shipped (without pyspark and py4j, which the cluster's Spark provides, pandas, the "
-        "installers, tests, bytecode, headers: `scripts/pack_env.py`); the runtime venv as "
-        "shipped, and for `--deploy-mode cluster` (pandas kept), here, every row in the JSON.",
+        "installers, tests, bytecode, headers, sources, scipy subpackages nothing imports: "
+        "`scripts/pack_env.py`); the runtime venv as shipped, and for `--deploy-mode "
+        "cluster` (pandas kept), here, every row in the JSON.",
         ("venv", "archive", "left_out", "archive_mb", "unpacked_mb", "files", "pack_s"),
         rows=lambda row: row.get("venv") == "runtime"
         and row.get("archive") in ("shipped", "cluster-deploy"),

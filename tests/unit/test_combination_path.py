@@ -71,7 +71,7 @@ def test_the_chosen_point_is_the_model_without_refit(chosen):
     assert chosen.report["objective"] == pytest.approx(point["objective"])
     assert chosen.report["combination"]["conjunctions_in_model"] == len(chosen.conjunctions)
     # scored on the held-out events widened by its own conjunctions
-    assert chosen.report["heldout_accuracy"] == pytest.approx(point["heldout_accuracy"])
+    assert chosen.report.heldout.accuracy == pytest.approx(point["heldout_accuracy"])
 
 
 def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, chosen):
@@ -91,7 +91,7 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert res.weights.nnz == refit["features"]
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
-    assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
+    assert res.report.heldout.accuracy == point["heldout_accuracy"]
 
 
 class KeptApart(LocalBackend):

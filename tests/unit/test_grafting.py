@@ -207,9 +207,9 @@ def test_max_seconds_stops_after_the_round_that_passes_it():
     first = clocked(max_rounds=1).report["rounds"][0]
     budget = first["elapsed_s"] - 1.0
     res = clocked(max_seconds=budget)
-    assert res.report["rounds_run"] == 1 and res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert res.report["rounds_run"] == 1 and res.report.stop.message == f"max_seconds = {budget:g}"
     assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": budget})
-    assert res.report["stop_reason"] == "max_seconds"
+    assert res.report.stop.reason.value == "max_seconds"
     assert not res.report["converged"] and not res.report.certificate.passed
 
 
@@ -322,7 +322,7 @@ def test_candidate_sets_with_several_correct_candidates_reach_a_certified_point(
     space = Space(CANDIDATES, block.n_predicates, 1)
     res = train(LocalBackend(split_block(block, 3), space), grafting_config(l1=5e-3, n_best=2))
     assert res.report.certificate.passed
-    assert 0 < res.report["nonzero_weights"] < space.n_features
+    assert 0 < res.report.nonzero_weights < space.n_features
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
@@ -411,7 +411,7 @@ def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path, solver,
     ]
     assert resumed.report["objective"] == whole.report["objective"]
     # the resumed session ran only the remaining rounds
-    assert resumed.report["passes"] < whole.report["passes"]
+    assert resumed.report.passes < whole.report.passes
     assert os.path.exists(tmp_path / "cut" / "plots" / "objective.png")
 
 
@@ -494,7 +494,7 @@ def test_a_finishing_round_that_cannot_certify_stops_the_run():
     # a finishing round may reveal new candidates (the run goes on), but
     # never follows another one
     assert added[-1] == 0 and not any(a == b == 0 for a, b in zip(added, added[1:]))
-    assert res.report["stopped"] == "no candidate passes the test"
+    assert res.report.stop.message == "no candidate passes the test"
     assert not res.report["converged"] and not res.report.certificate.passed
 
 

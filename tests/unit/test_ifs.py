@@ -192,7 +192,7 @@ def test_threshold_stops_and_reports_why(generated):
     res = run(block, space, "sgc", max_features=0, gain_threshold=2e-3)
     gains = [r["gain"] for r in res.report["rounds"]]
     assert 5 <= len(gains) < 40 and min(gains) > 2e-3
-    assert "gain_threshold" in res.report["stopped"]
+    assert "gain_threshold" in res.report.stop.message
     # IFS agrees on where to stop (the top of the ranking is the same here)
     ifs = run(block, space, "ifs", max_features=0, gain_threshold=2e-3)
     assert ifs.report["selected"] == res.report["selected"]
@@ -328,7 +328,7 @@ def test_resume_after_an_interruption_ends_with_the_same_selection(
     assert [r["gain_evaluations"] for r in resumed.report["rounds"]] == [
         r["gain_evaluations"] for r in whole.report["rounds"]
     ]
-    assert resumed.report["passes"] < whole.report["passes"]
+    assert resumed.report.passes < whole.report.passes
 
 
 # ---- long runs (slow): 200 stages on generated data and on PP attachment ------------
@@ -378,8 +378,8 @@ def long_comparison(block, space, stages, batch=64):
         "ties": d.ties,
         "ifs_evaluations_per_stage": ifs.report["mean_gain_evaluations_per_stage"],
         "sgc_evaluations_per_stage": sgc.report["mean_gain_evaluations_per_stage"],
-        "ifs_passes": ifs.report["passes"],
-        "sgc_passes": sgc.report["passes"],
+        "ifs_passes": ifs.report.passes,
+        "sgc_passes": sgc.report.passes,
     }
     assert figures["sgc_evaluations_per_stage"] < figures["ifs_evaluations_per_stage"] / 20
     return figures
