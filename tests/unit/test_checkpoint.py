@@ -115,7 +115,7 @@ def test_resume_on_the_same_data_ends_with_the_model_of_an_uninterrupted_run(tmp
     assert left["round"] == 2 and whole.report["rounds_run"] > 2
     assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
-    assert resumed.report["objective"] == whole.report.objective
+    assert resumed.report.objective == whole.report.objective
 
 
 def test_resume_on_other_data_with_the_same_vocabulary_is_refused(tmp_path):

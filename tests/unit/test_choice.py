@@ -194,7 +194,7 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
     for i, point in enumerate(points):
         cold = run(problem, heldout=False, method="grafting", l1=grid[i], gtol=1e-9)
         assert point["kkt_passed"] and cold.report.certificate.passed
-        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+        assert point["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
         assert point["features"] == cold.report.nonzero_weights
         if i:  # the first point starts from the bias-only model, a cold fit from zeros
             assert point["passes"] < cold.report.passes
@@ -400,7 +400,7 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
-    assert row.objective == pytest.approx(cold.report["objective"], rel=1e-7)
+    assert row.objective == pytest.approx(cold.report.objective, rel=1e-7)
     # refitting would pay the budget's passes again: going on does not
     assert row.passes < row.continued_after + full_passes
     assert row.passes - row.continued_after < full_passes
@@ -454,7 +454,7 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
         train_config(method="grafting", l1=grid[folds["chosen"]], gtol=1e-9),
     )
     assert res.report["l1"] == grid[folds["chosen"]]
-    assert res.report["objective"] == pytest.approx(full.report["objective"], rel=1e-7)
+    assert res.report.objective == pytest.approx(full.report.objective, rel=1e-7)
 
 
 def _brute_force_folds(block, space, grid, k, seed) -> np.ndarray:
@@ -810,15 +810,15 @@ def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, 
     assert refit["l1" if method == "grafting" else "l2"] == gamma
     # the chosen fit's figures are kept beside the refit's
     assert refit["chosen_fit"]["features"] == chosen.weights.nnz == point["features"]
-    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report["objective"])
+    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report.objective)
     assert res.report.heldout.accuracy == point["heldout_accuracy"]
     # the refit is a fit at the chosen gamma on both parts' events
     penalty = {"l1": gamma} if method == "grafting" else {"l2": gamma}
     both = LocalBackend([tr, he], space)
     cold = train(both, train_config(method=method, gtol=1e-9, **penalty))
-    assert refit["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert refit["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
     assert res.weights.nnz == refit["features"] == cold.weights.nnz
-    assert refit["objective"] != pytest.approx(chosen.report["objective"], rel=1e-6)
+    assert refit["objective"] != pytest.approx(chosen.report.objective, rel=1e-6)
     if method == "grafting":
         assert refit["kkt_passed"]
 
@@ -833,7 +833,7 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     gamma = res.report["refit"]["l2"]
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
-    assert res.report["refit"]["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert res.report["refit"]["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
 
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
@@ -856,7 +856,7 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     cold = run(
         problem, heldout=False, method="grafting", l1=mixed["l1"], elastic_l2=mixed["l1"], gtol=1e-9
     )
-    assert mixed["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert mixed["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
     # the refit keeps the chosen mix
     both = run(problem, l2_mixes=[0.9, 0.0, 0.5], **{**keys, "refit": True})
     m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]

@@ -145,7 +145,7 @@ def test_kkt_certificate_over_all_candidates(solver):
     backend = LocalBackend(split_block(block, 2), space)
     res = train(backend, grafting_config(solver=solver))
     cert = res.report.certificate
-    assert cert.passed and res.report["converged"]
+    assert cert.passed and res.report.converged
     assert cert.features_checked == space.n_features
     # recompute independently: gradient of every feature at the final weights
     w = res.weights
@@ -188,7 +188,7 @@ def test_certificate_after_a_round_that_pruned():
 def test_certificate_fails_when_stopped_early():
     _, block, space = planted()
     res = train(LocalBackend([block], space), grafting_config(n_best=2, max_rounds=2))
-    assert res.report["rounds_run"] == 2 and not res.report["converged"]
+    assert res.report["rounds_run"] == 2 and not res.report.converged
     cert = res.report.certificate
     assert not cert.passed and cert.zero_weights_over_bound > 0
     assert cert.max_zero_gradient > cert.bound
@@ -210,7 +210,7 @@ def test_max_seconds_stops_after_the_round_that_passes_it():
     assert res.report["rounds_run"] == 1 and res.report.stop.message == f"max_seconds = {budget:g}"
     assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": budget})
     assert res.report.stop.reason.value == "max_seconds"
-    assert not res.report["converged"] and not res.report.certificate.passed
+    assert not res.report.converged and not res.report.certificate.passed
 
 
 def test_kkt_certificate_flags_each_kind_of_violation():
@@ -265,8 +265,8 @@ def test_binary_candidate_sets_match_scikit_learn_l1(solver):
     ).fit(X, y)
     beta = sk.coef_.ravel()
     f_sk = Objective(LocalBackend([block], space), None)(beta)[0] + gamma * np.abs(beta).sum()
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
-    assert res.report["objective"] <= f_sk + 1e-12
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-6)
+    assert res.report.objective <= f_sk + 1e-12
     assert set(res.weights.ids.tolist()) == set(np.flatnonzero(np.abs(beta) > 1e-8).tolist())
     np.testing.assert_allclose(res.weights.to_dense(space), beta, atol=1e-4)
 
@@ -289,7 +289,7 @@ def test_two_label_multiclass_matches_scikit_learn_binary_with_intercept():
     theta[1 : space.n_features : 2] = sk.coef_.ravel()
     theta[space.n_features + 1] = sk.intercept_[0]
     f_sk = Objective(LocalBackend([block], space), None)(theta)[0] + gamma * np.abs(sk.coef_).sum()
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-6)
     ours = set((res.weights.ids // 2).tolist())
     assert ours == set(np.flatnonzero(np.abs(sk.coef_.ravel()) > 1e-6).tolist())
 
@@ -309,7 +309,7 @@ def test_elastic_net_matches_scikit_learn():
     ).fit(X, y)
     beta = sk.coef_.ravel()
     f_sk = Objective(LocalBackend([block], space), None, l2=g2)(beta)[0] + g1 * np.abs(beta).sum()
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-6)
     np.testing.assert_allclose(res.weights.to_dense(space), beta, atol=1e-4)
 
 
@@ -372,7 +372,7 @@ def test_thresholded_variants_stop_when_no_gradient_exceeds_the_threshold(method
     assert np.abs(ev.grad).max() < 1e-6
     rest = np.setdiff1d(np.arange(space.n_features), res.weights.ids)
     assert np.abs(ev.full_grad[rest]).max() <= 5e-3
-    assert res.report["objective"] == pytest.approx(ev.value, rel=1e-12)
+    assert res.report.objective == pytest.approx(ev.value, rel=1e-12)
 
 
 def test_methods_are_registered_and_bad_settings_fail_before_training():
@@ -409,7 +409,7 @@ def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path, solver,
         {**r, "elapsed_s": r2["elapsed_s"], "passes": r2["passes"]}
         for r, r2 in zip(whole.report["rounds"], resumed.report["rounds"])
     ]
-    assert resumed.report["objective"] == whole.report["objective"]
+    assert resumed.report.objective == whole.report.objective
     # the resumed session ran only the remaining rounds
     assert resumed.report.passes < whole.report.passes
     assert os.path.exists(tmp_path / "cut" / "plots" / "objective.png")
@@ -467,7 +467,7 @@ def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
     exact = train(LocalBackend([block], space), grafting_config(round_tol_ratio=0.0))
     loose = train(LocalBackend([block], space), grafting_config(round_tol_ratio=0.5))
     for res in (exact, loose):
-        assert res.report.certificate.passed and res.report["converged"]
+        assert res.report.certificate.passed and res.report.converged
     assert loose.weights.ids.tolist() == exact.weights.ids.tolist()
     np.testing.assert_allclose(loose.weights.values, exact.weights.values, atol=1e-5)
     assert loose.report.objective == pytest.approx(exact.report.objective, rel=1e-10)
@@ -495,7 +495,7 @@ def test_a_finishing_round_that_cannot_certify_stops_the_run():
     # never follows another one
     assert added[-1] == 0 and not any(a == b == 0 for a, b in zip(added, added[1:]))
     assert res.report.stop.message == "no candidate passes the test"
-    assert not res.report["converged"] and not res.report.certificate.passed
+    assert not res.report.converged and not res.report.certificate.passed
 
 
 @pytest.mark.parametrize("radius, expected", [(1.0, 1.0), (0.25, 0.25), (0.0, np.inf)])
@@ -531,7 +531,7 @@ def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
         runs[name] = (train(backend, cfg), backend.passes)
     (old, old_passes), (new, new_passes) = runs["old"], runs["new"]
     for res in (old, new):
-        assert res.report.certificate.passed and res.report["converged"]
+        assert res.report.certificate.passed and res.report.converged
     assert old.report.certificate.zero_tol == pytest.approx(l1 * 1e-6)
     assert new.report.certificate.zero_tol == 2e-7
     assert all(r["tol"] >= 1e-7 for r in new.report["rounds"])

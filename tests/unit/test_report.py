@@ -224,6 +224,7 @@ def test_tests_and_benchmarks_read_a_train_results_report_typed():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
+    # the run's own fields (a method's FitResult.report, its section, is a dict)
     pattern = re.compile(rf"\.report\s*(\[\s*|\.get\(\s*)[\"']({RUN_FIELDS})[\"']")
     files = [*(root / "tests" / "unit").glob("*.py"), *(root / "benchmarks").glob("*.py")]
     found = [
