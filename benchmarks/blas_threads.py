@@ -79,7 +79,7 @@ def fit_rows(dataset: str, l1: float, counts: list[int], repeats: int) -> list[d
             cfg = train_config(method="grafting", l1=l1, n_best=200, gtol=1e-7, blas_threads=t)
             p0 = backend.passes
             result = train(backend, cfg)
-            out[t] = {"passes": backend.passes - p0, "objective": result.report["objective"]}
+            out[t] = {"passes": backend.passes - p0, "objective": result.report.objective}
 
         return once
 

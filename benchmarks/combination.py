@@ -262,8 +262,8 @@ def run(
         "rss_peak_mb": round(status_kb("VmHWM") / 1024, 1) if hwm else None,
         "executor_peak_mb": None,
         "conjunctions_examined": max(examined, default=0),
-        "stopped": result.report.get("stopped"),
-        "stop_reason": result.report.get("stop_reason"),
+        "stopped": result.report.stop.message if result.report.stop else None,
+        "stop_reason": result.report.stop.reason.value if result.report.stop else None,
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 

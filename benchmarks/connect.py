@@ -188,7 +188,7 @@ def child(system: str, remote: str, directory: str, args) -> dict:
         result = train(fit_backend, cfg)
         out["fit_s"] = time.perf_counter() - t0
         out["fit_passes"] = fit_backend.passes
-    out["objective"] = result.report["objective"]
+    out["objective"] = result.report.objective
     out["features"] = int(result.weights.nnz)
     out["load_after"] = round(os.getloadavg()[0], 2)
     spark.stop()

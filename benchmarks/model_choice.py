@@ -486,8 +486,10 @@ def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
     t0 = time.perf_counter()
     single = train(backend(dirs["train"]), train_config(**keys))
     row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
-    row["passes_single_fit"] = single.report["passes"]
-    unfinished = single.report.get("stop_reason") == StopReason.MAX_SECONDS.value
+    row["passes_single_fit"] = single.report.passes
+    unfinished = (
+        single.report.stop is not None and single.report.stop.reason is StopReason.MAX_SECONDS
+    )
     row["single_fit"] = "unfinished" if unfinished else "done"
 
 

@@ -117,10 +117,11 @@ def tasks(
     sparse = weights.sparse()
     test = GradientTestTask(space, weights, None, 0.0, 1e-5, n_best, block_size)
     out = {"trivial": CountTask(), "active": LossGradTask(space, weights, None, ids)}
-    grafting = _config(test_l1[0], n_best).grafting
+    cfg = _config(test_l1[0], n_best)
+    grafting = cfg.grafting
     keep = grafting.partial_keep * n_best or None
     for i, l1 in enumerate(test_l1):
-        tau = grafting.partial_cut * Penalty(l1=l1).test_bound(grafting.kkt_tol)
+        tau = grafting.partial_cut * Penalty(l1=l1).test_bound(cfg.gtol, grafting.kkt_tol)
         out[test_key(l1, i == 0)] = ThresholdedTestTask(space, weights, None, tau, keep)
     out.update(
         {

@@ -55,7 +55,7 @@ def parts(blocks, space, weights, l1: float, repeats: int) -> dict:
     from sparkmaxent.problem import Penalty
 
     cfg = train_config(method="grafting", l1=l1, n_best=1000)
-    bound = Penalty(l1=l1).test_bound(cfg.grafting.kkt_tol)
+    bound = Penalty(l1=l1).test_bound(cfg.gtol, cfg.grafting.kkt_tol)
     tau = cfg.grafting.partial_cut * bound
     K, active = space.n_labels, weights.active_ids()
     # a block's cap (train.grafting.partial_keep) where the code has one

@@ -61,7 +61,9 @@ PAGES: dict[str, Page] = {
         "(2 blocks, one BLAS thread) and on Spark local[2] (2 partitions; CPU: driver plus "
         "Python workers), solved by exact Newton (the Hessian block per pass) and by newton-cg "
         "(each partition's Newton step by projected CG, n-vectors per pass, corrected by "
-        "secant pairs; newton-cg-plain: uncorrected): seconds, passes, "
+        "secant pairs, each partition's CG to a forcing term that follows the outer "
+        "contraction; newton-cg-plain: uncorrected; newton-cg-fixed: CG to a fixed tenth of "
+        "the violation, the forcing term before it): seconds, passes, "
         "Hessian-vector products, bytes a pass ships to the driver (the mean over the round's "
         "passes, the full-gradient pass included; the direction passes' own mean beside it, "
         "every kind of pass in the file's by_pass); targets: the log-log slopes from 1,000 "
@@ -154,8 +156,9 @@ PAGES: dict[str, Page] = {
         "Python environment archive",
         "`scripts/submit.sh --python-env archive`: each virtualenv packed whole and as "
         "shipped (without pyspark and py4j, which the cluster's Spark provides, pandas, the "
-        "installers, tests, bytecode, headers: `scripts/pack_env.py`); the runtime venv as "
-        "shipped, and for `--deploy-mode cluster` (pandas kept), here, every row in the JSON.",
+        "installers, tests, bytecode, headers, sources, scipy subpackages nothing imports: "
+        "`scripts/pack_env.py`); the runtime venv as shipped, and for `--deploy-mode "
+        "cluster` (pandas kept), here, every row in the JSON.",
         ("venv", "archive", "left_out", "archive_mb", "unpacked_mb", "files", "pack_s"),
         rows=lambda row: row.get("venv") == "runtime"
         and row.get("archive") in ("shipped", "cluster-deploy"),
@@ -252,8 +255,9 @@ PAGES: dict[str, Page] = {
     "stage_methods": Page(
         "SGC and the Bayes factor at their automatic settings",
         "SGC (adaptive stages of several features) and the Bayes factor (going on past its "
-        "rule while held-out improves, proposing from low-margin events once no training event "
-        "is misclassified), each keeping its best held-out stage, stopped by the paths' held-out "
+        "rule while held-out improves, proposing from the misclassified and, while those are "
+        "few, the lowest-margin training events), each keeping its best held-out stage, stopped "
+        "by the paths' held-out "
         "rule or `train.selection.max_seconds`, against scikit-learn's LogisticRegressionCV l2 "
         "chosen on the same held-out part (model_choice's split) on PP attachment, Brown genres "
         "and CoNLL-2000 (2,000 sentences); targets: within 1 point of l2, a model at the end. "

@@ -233,6 +233,8 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
     options = method.options
     if solver == PLAIN:  # newton-cg without its secant correction: the step before it
         method.options = dataclasses.replace(options, secant_memory=0)
+    if solver == FIXED:  # newton-cg's partitions to a tenth of the violation, as before
+        method.options = dataclasses.replace(options, forcing_max=options.inner_ratio)
     if tol_mode == "final":
         tol = method.options.tol
     elif tol_mode != "round":
@@ -242,7 +244,7 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
     meter.reset()
     passes0 = backend.passes
     chosen = grafting.choose_solver
-    grafting.choose_solver = lambda *_: "newton-cg" if solver == PLAIN else solver
+    grafting.choose_solver = lambda *_: "newton-cg" if solver in (PLAIN, FIXED) else solver
     method.round_tol = lambda _test: tol  # this instance's rounds: the tolerance asked for
     t0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -250,6 +252,7 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
     finally:
         grafting.choose_solver, method.options = chosen, options
         del method.round_tol
+    assert out.solve is not None, "a grafting round records its solver"
     wall = time.perf_counter() - t0 - meter.pickle_wall
     driver_cpu = time.process_time() - c0 - meter.pickle_cpu
     return {
@@ -262,11 +265,11 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
         "hessian_products": meter.products,
         **meter.summary(),
         "objective": out.objective,
-        "violation": out.info.get("violation"),
+        "violation": out.solve.violation,
         "tol": tol,
         "tol_mode": tol_mode,
-        "converged": out.info.get("converged"),
-        "iterations": out.info.get("iterations"),
+        "converged": out.solve.converged,
+        "iterations": out.solve.iterations,
     }
 
 
@@ -298,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also solve each round by {PLAIN} (newton-cg without its secant correction)",
     )
+    parser.add_argument(
+        "--fixed",
+        action="store_true",
+        help=f"also solve each round by {FIXED} (newton-cg with the fixed forcing term of "
+        "before: every direction pass to a tenth of the violation)",
+    )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
@@ -328,8 +337,11 @@ def main(argv: list[str] | None = None) -> int:
 
 #: newton-cg with its step uncorrected by secant pairs (``solvers/secant.py``)
 PLAIN = "newton-cg-plain"
+#: newton-cg with the fixed forcing term of before (``SolverOptions.forcing_max``
+#: = ``inner_ratio``: every direction pass to a tenth of the violation)
+FIXED = "newton-cg-fixed"
 #: the solvers a round is solved by (``measure``)
-SOLVERS = ("newton", "newton-cg", PLAIN)
+SOLVERS = ("newton", "newton-cg", PLAIN, FIXED)
 
 
 def rows_from(paths: list[str]) -> list[dict]:
@@ -377,7 +389,7 @@ def measure(args, spark, train_dir: str) -> None:
                 for solver in SOLVERS:
                     if solver == "newton" and recorded[4] > args.exact_max:
                         continue
-                    if solver == PLAIN and not args.plain:
+                    if solver == PLAIN and not args.plain or solver == FIXED and not args.fixed:
                         continue
                     if name == "spark":  # the workers' column caches, as COLUMNS.clear() in-process
                         backend.rdd.foreach(_clear_columns)
@@ -407,6 +419,16 @@ def report(output: str, rows: list[dict]) -> None:
     for backend in BACKENDS:
         of = [r for r in rows if r.get("backend", "local") == backend]
         cg = [r for r in of if r["solver"] == "newton-cg" and r["active"] >= SLOPE_FROM]
+        fixed = [r for r in of if r["solver"] == FIXED and r["active"] >= SLOPE_FROM]
+        if fixed:  # the forcing term of before, beside newton-cg's rows
+            notes.append(
+                f"{backend} {FIXED} {slope(fixed, 'cpu_s')} over "
+                f"{sorted({r['active'] for r in fixed})} (passes "
+                f"{[r['passes'] for r in fixed]}, products "
+                f"{[r.get('hessian_products') for r in fixed]}; newton-cg at "
+                f"{[r['active'] for r in cg]}: passes {[r['passes'] for r in cg]}, products "
+                f"{[r.get('hessian_products') for r in cg]})"
+            )
         if len(cg) < 2:
             continue
         exact = [r for r in of if r["solver"] == "newton"]
@@ -426,7 +448,9 @@ def report(output: str, rows: list[dict]) -> None:
         "round_cpu_slope": target(
             f"log-log slope of a newton-cg round's CPU seconds in active weights, each "
             f"backend, {SLOPE_FROM} to {SLOPE_TO}: <= {SLOPE_GOAL}",
-            "; ".join(notes) or f"no slope: newton-cg rows at {sizes} weights only",
+            "; ".join(
+                notes if slopes else [f"no slope: newton-cg rows at {sizes} weights only", *notes]
+            ),
             set(slopes) == set(BACKENDS)
             and all(v is not None and v <= SLOPE_GOAL for v in slopes.values())
             and all(

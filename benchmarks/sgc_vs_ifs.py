@@ -229,7 +229,7 @@ def run_selection(
     ]
     return rows, {
         "trace": trace,
-        "stopped": res.report["stopped"],
+        "stopped": res.report.stop.message if res.report.stop else None,
         "candidates": res.report["candidates"],
     }
 

@@ -17,7 +17,9 @@ workers and driver never import from it:
   the archive, as submit.sh does in cluster deploy mode) and the
   installers, with the distributions only they require;
 - :data:`UNUSED_FILES` of the others: test suites, bytecode (compiled again
-  on import), C headers, and pyarrow's Flight and S3 modules.
+  on import), C headers, Cython sources and type stubs, pyarrow's Flight and
+  S3 modules and its link-time copies of its libraries, and the scipy
+  subpackages nothing imports (:data:`UNIMPORTED_SCIPY`).
 
 ``--keep DIST`` packs a distribution anyway, ``--all-files`` the unused
 files. A distribution's files are those its installed ``RECORD`` lists (its
@@ -42,6 +44,22 @@ import sys
 SPARK_PROVIDED = ("pyspark", "py4j")
 #: distributions nothing Spark runs from the archive imports (see the module docstring)
 NOT_IMPORTED = ("pandas", "pip", "setuptools", "wheel", "venv-pack")
+#: scipy's subpackages that neither sparkmaxent nor the scipy modules it imports
+#: (optimize, sparse, special, linalg and theirs) import (tests/unit/test_pack_env.py)
+UNIMPORTED_SCIPY = (
+    "stats",
+    "io",
+    "signal",
+    "interpolate",
+    "integrate",
+    "ndimage",
+    "cluster",
+    "fftpack",
+    "odr",
+    "differentiate",
+    "datasets",
+    "misc",
+)
 #: files of the packed distributions nothing imports at run time (venv-pack patterns)
 UNUSED_FILES = (
     "lib/python*/site-packages/*/tests/*",  # test suites
@@ -49,6 +67,17 @@ UNUSED_FILES = (
     "lib/python*/site-packages/*/include/*",  # C headers, for building extensions
     "lib/python*/site-packages/pyarrow/*flight*",  # pyarrow.flight (Arrow Flight RPC)
     "lib/python*/site-packages/pyarrow/*s3*",  # pyarrow.fs.S3FileSystem (Spark reads s3a://)
+    "lib/python*/site-packages/pyarrow/_pyarrow_cpp_tests*",  # pyarrow's C++ test module
+    # pyarrow's copies of a library under its linker name (lib*.so) and full version
+    # (lib*.so.X.Y.Z), for building C++ extensions: the loader opens the soname (lib*.so.X)
+    "lib/python*/site-packages/pyarrow/libarrow*.so",
+    "lib/python*/site-packages/pyarrow/libarrow*.so.*.*.*",
+    "lib/python*/site-packages/pyarrow/src/*",  # C++ sources of its bindings
+    "lib/python*/site-packages/*.pyx",  # Cython sources and declarations (compiled already)
+    "lib/python*/site-packages/*.pxd",
+    "lib/python*/site-packages/*.pxi",
+    "lib/python*/site-packages/*.pyi",  # type stubs
+    *(f"lib/python*/site-packages/scipy/{name}/*" for name in UNIMPORTED_SCIPY),
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

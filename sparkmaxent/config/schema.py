@@ -163,8 +163,8 @@ class GraftingConfig(Section):
     )
     kkt_tol: float = key(
         1.0e-6,
-        "Tolerance of the final optimality certificate: |dC/dw_j + l1 sign(w_j)| <= "
-        "kkt_tol on active weights, |dC/dw_j| <= l1 (1 + kkt_tol) on zeros.",
+        "Final optimality certificate: |dC/dw_j + l1 sign(w_j)| <= kkt_tol on active weights, "
+        "|dC/dw_j| <= l1 + max(l1 kkt_tol, 2 min(gtol, kkt_tol / 2)) on zeros.",
         gt=0,
     )
     round_tol_ratio: float = key(
@@ -324,7 +324,7 @@ class BayesConfig(Section):
         "model prior) until the held-out stop rule or no proposal is left; false: stop.",
     )
     margin_fraction: float = key(
-        0.1,
+        0.5,
         "Proposals come from the misclassified training events (Daume III 2004, sec. 3.6) "
         "and, while these weigh less than this fraction of the events, from the correct "
         "events of smallest margin (gold probability minus the best other's) up to it "

@@ -9,7 +9,8 @@ Arrow data: counting, cutting off and numbering features
 (``dictionary.count_features``, ``number_features``), indexing
 (``indexing.index_table``) and merging (``indexing.merge_table``). An
 engine runs them: ``SparkEngine`` per Arrow batch on the executors (the
-dictionary broadcast to the tasks, partial counts summed and events
+dictionary collected to the driver and broadcast to the tasks, looked up
+per run of batches (``lookup_runs``), partial counts summed and events
 grouped for merging by Spark) or ``local_prepare.ArrowEngine`` on whole
 tables in the driver's process (small inputs: ``plan.Limits``). Both also
 call the same parser, checks, messages and label list, and give the same
@@ -41,6 +42,8 @@ from .raw import KIND_EVENT, RawSource
 from .schema import DatasetInfo, events_schema
 
 COUNTS_DDL = "feature string, count double"  # count_features' columns on Spark
+#: the most feature occurrences gathered into one lookup run (``lookup_runs``)
+MAX_RUN_OCCURRENCES = 2_000_000
 
 
 class Engine(Protocol):
@@ -182,8 +185,8 @@ class SparkEngine:
         held = self._ship(dictionary)
 
         def index_batches(batches):
-            for batch in batches:
-                table = index_table(batch, held.value, shape, labels, unseen_labels, binary)
+            for run in lookup_runs(batches, held.value.num_rows):
+                table = index_table(run, held.value, shape, labels, unseen_labels, binary)
                 yield from table.to_batches()
 
         return self.events.select(*_raw_event_columns(shape)).mapInArrow(
@@ -196,8 +199,8 @@ class SparkEngine:
         held = self._ship(dictionary)
 
         def count(batches):
-            for batch in batches:
-                unknown, occurrences = unknown_occurrences(batch, held.value)
+            for run in lookup_runs(batches, held.value.num_rows):
+                unknown, occurrences = unknown_occurrences(run, held.value)
                 yield pa.RecordBatch.from_pydict({"unknown": [unknown], "all": [occurrences]})
 
         row = (
@@ -237,6 +240,26 @@ class SparkEngine:
         shipped = self.spark.sparkContext.broadcast(value)
         self.cached.append(shipped)
         return shipped
+
+
+def lookup_runs(batches, n_features: int):
+    """Consecutive Arrow batches of events gathered into tables of at least
+    ``n_features`` feature occurrences (at most ``MAX_RUN_OCCURRENCES``; the
+    last run may be shorter). Each lookup in the dictionary
+    (``pyarrow.compute.index_in``) first builds a hash set of all its
+    features, so a large dictionary is hashed once per run rather than once
+    per batch; a run's rows are its batches' rows, indexed alike."""
+    run: list = []
+    occurrences, least = 0, min(n_features, MAX_RUN_OCCURRENCES)
+    for batch in batches:
+        offsets = batch.column("features").offsets
+        run.append(batch)
+        occurrences += offsets[len(offsets) - 1].as_py() - offsets[0].as_py()
+        if occurrences >= least:
+            yield pa.Table.from_batches(run)
+            run, occurrences = [], 0
+    if run:
+        yield pa.Table.from_batches(run)
 
 
 class _Carried:

@@ -294,7 +294,7 @@ class Combination:
     def certificate(self, kkt: Certificate, found: Found) -> Certificate:
         """The KKT certificate over atoms and formed conjunctions (``kkt``)
         extended to every conjunction up to the degree."""
-        bound = kkt.bound * (1 + kkt.tol)
+        bound = kkt.zero_bound
         check = ConjunctionCheck(
             self.degree,
             found.info["conjunctions_examined"],

@@ -2,8 +2,8 @@
 2003; Riezler & Vasserman 2004, Figure 1): ``test(weights)`` names the
 ``n_best`` inactive candidates with |dC/dw_j| > bound, the best first;
 ``certify(weights)`` is the KKT certificate over every candidate
-(``problem.kkt``). Both read one value, ``bound``: gamma1 (1 + kkt_tol),
-or the thresholded variants' ``grad_threshold`` (1 + kkt_tol)
+(``problem.kkt``). Both read one value, ``bound``: gamma1, or the
+thresholded variants' ``grad_threshold``, plus the zero-weight margin
 (``Penalty.test_bound``), so a run that stops is certified.
 
 Three implementations, chosen once by ``make_gradient_test``:
@@ -113,8 +113,10 @@ class GradientTest:
         self.penalty = penalty
         self.kkt_tol = cfg.kkt_tol
         self.n_best = cfg.n_best
+        #: the certificate's margin at zero weights (Penalty.zero_margin)
+        self.margin = penalty.zero_margin(ctx.config.gtol, cfg.kkt_tol)
         #: the one bound of the test and the certificate (Penalty.test_bound)
-        self.bound = penalty.test_bound(cfg.kkt_tol)
+        self.bound = penalty.bound + self.margin
         self._known: tuple[Weights, TestResult] | None = None
 
     def test(self, weights: Weights) -> TestResult:
@@ -161,8 +163,9 @@ class GradientTest:
         new, best = select_candidates(ev.full_grad, weights.active_ids(), self.bound, self.n_best)
         # the bias gradient from the raw sums (ev.grad may span pruned ids too)
         kkt = kkt_certificate(
-            ev.full_grad, weights, grad_bias(ev.lossgrad), self.penalty, self.kkt_tol
-        )
+            ev.full_grad, weights, grad_bias(ev.lossgrad), self.penalty, self.kkt_tol,
+            margin=self.margin,
+        )  # fmt: skip
         return TestResult(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
     def _from_parts(self, active_grad, weights, best, n_over, lg: LossGrad) -> Certificate:
@@ -170,8 +173,9 @@ class GradientTest:
         certificate's bound too, so the count over it is the certificate's."""
         n = self.ctx.backend.space.n_features
         return kkt_from_parts(
-            active_grad, weights, best, n_over, n, grad_bias(lg), self.penalty, self.kkt_tol
-        )
+            active_grad, weights, best, n_over, n, grad_bias(lg), self.penalty, self.kkt_tol,
+            margin=self.margin,
+        )  # fmt: skip
 
 
 class DenseTest(GradientTest):

@@ -187,10 +187,10 @@ class Grafting:
             self.options,
             tol=tol,
             region=len(ids),  # the weights: the biases stay outside the trust region
-            # a solver pass is about an iteration: a budget bounds the round too
+            # an iteration is about a pass, after the start's: a budget bounds the round
             max_iter=self.options.max_iter
             if left is None
-            else max(1, min(left, self.options.max_iter)),
+            else max(1, min(left - 1, self.options.max_iter)),
         )
         capped = options.max_iter < self.options.max_iter
         with warnings.catch_warnings():

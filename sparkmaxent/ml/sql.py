@@ -228,18 +228,19 @@ def output_steps(scorer: Scorer) -> list[tuple[str, str]]:
         (TOTAL, f"aggregate({EXPS}, CAST(0 AS DOUBLE), (a, e) -> a + e)"),
         (MEAN, f"aggregate({SCORES}, CAST(0 AS DOUBLE), (a, s) -> a + s) / {K}"),
     ]
-    mean = MEAN
-    raw = f"transform({SCORES}, s -> s - {mean})"
-    prob = f"transform({EXPS}, e -> e / {TOTAL})"
+    # the row's mean and softmax total bound once per row (:func:`_let`): a
+    # column used once inside a lambda is inlined there, once per class
+    raw = f"transform({SCORES}, s -> s - m)"
+    prob = f"transform({EXPS}, e -> e / z)"
     if not np.array_equal(scorer.classes, np.arange(scorer.n_classes)):
         at = np.zeros(scorer.n_classes, dtype=np.int64)
         at[scorer.classes] = np.arange(K) + 1  # 1-based positions; 0: absent
         where = f"array({', '.join(str(int(i)) for i in at)})"
         raw = (
-            f"transform({where}, i -> IF(i = 0, CAST('-Infinity' AS DOUBLE), "
-            f"{SCORES}[i - 1] - {mean}))"
+            f"transform({where}, i -> IF(i = 0, CAST('-Infinity' AS DOUBLE), {SCORES}[i - 1] - m))"
         )
-        prob = f"transform({where}, i -> IF(i = 0, CAST(0 AS DOUBLE), {EXPS}[i - 1] / {TOTAL}))"
+        prob = f"transform({where}, i -> IF(i = 0, CAST(0 AS DOUBLE), {EXPS}[i - 1] / z))"
+    raw, prob = _let(MEAN, "m", raw), _let(TOTAL, "z", prob)
     if scorer.thresholds is None:
         classes = f"array({', '.join(str(float(c)) for c in scorer.classes)})"
         prediction = f"CAST({classes}[array_position({SCORES}, {TOP}) - 1] AS DOUBLE)"

@@ -45,13 +45,17 @@ class Certificate:
         The largest violation of the three conditions (gradient units; 0 at
         an exact optimum): one figure for comparing solvers.
     tol, l1, bound : float
-        The tolerance, gamma1, and the zero-weight bound checked.
+        The tolerance at non-zero weights and biases, gamma1, and the
+        zero-weight bound.
+    zero_tol : float
+        The margin checked at zero weights: |dC/dw_j| <= bound + zero_tol
+        (``Penalty.zero_margin``; bound * tol where none is given).
     nonzero_weights, features_checked : int
     max_active_violation, max_zero_gradient, max_bias_gradient : float
         The largest violation at a non-zero weight, |dC/dw_j| at a zero
         weight, and |dC/db_k|.
     zero_weights_over_bound : int
-        Zero weights with |dC/dw_j| > bound (1 + tol).
+        Zero weights with |dC/dw_j| > bound + zero_tol.
     finite : bool
         No gradient entry or weight is NaN or infinite.
     conjunctions : ConjunctionCheck or None
@@ -70,7 +74,17 @@ class Certificate:
     max_bias_gradient: float
     zero_weights_over_bound: int
     finite: bool
+    zero_tol: float = float("nan")
     conjunctions: ConjunctionCheck | None = None
+
+    def __post_init__(self) -> None:
+        if self.zero_tol != self.zero_tol:  # NaN: written before the field (bound * tol)
+            object.__setattr__(self, "zero_tol", self.bound * self.tol)
+
+    @property
+    def zero_bound(self) -> float:
+        """The largest |dC/dw_j| a zero weight may have: bound + zero_tol."""
+        return self.bound + self.zero_tol
 
     def with_conjunctions(self, check: ConjunctionCheck) -> Certificate:
         """This certificate extended to the conjunctions: it passes when both do."""
@@ -116,13 +130,14 @@ def kkt_certificate(
     penalty: Penalty | float,
     tol: float,
     bound: float | None = None,
+    margin: float | None = None,
 ) -> Certificate:
     """Optimality conditions of C over *all* candidate features.
 
     For the l1 problem (subdifferential of gamma1 |w_j|)::
 
         |dC/dw_j + gamma1 sign(w_j)| <= tol            for w_j != 0
-        |dC/dw_j| <= bound (1 + tol)                    for w_j == 0
+        |dC/dw_j| <= bound + margin                     for w_j == 0
         |dC/db_k| <= tol                                for the bias
 
     with ``bound = penalty.bound``: gamma1 (grafting), or for the thresholded
@@ -138,8 +153,11 @@ def kkt_certificate(
     weights : Weights
     grad_bias : ndarray, shape (K,), or None
     penalty : Penalty, or gamma1 as a float (then ``bound``, default gamma1)
+    margin : float or None
+        The zero-weight margin (``Penalty.zero_margin``); None: bound * tol.
     """
     penalty = _penalty(penalty, bound)
+    margin = penalty.bound * tol if margin is None else margin
     ids = weights.active_ids()
     inactive = np.ones(len(full_grad), dtype=bool)
     inactive[ids] = False
@@ -148,11 +166,12 @@ def kkt_certificate(
         full_grad[ids],
         weights,
         float(score.max(initial=0.0)),
-        int(np.count_nonzero(score > penalty.bound * (1 + tol))),
+        int(np.count_nonzero(score > penalty.bound + margin)),
         len(full_grad),
         grad_bias,
         penalty,
         tol,
+        margin=margin,
     )
 
 
@@ -166,10 +185,12 @@ def kkt_from_parts(
     penalty: Penalty | float,
     tol: float,
     bound: float | None = None,
+    margin: float | None = None,
 ) -> Certificate:
     """``kkt_certificate`` from what the block-wise gradient test keeps
     (kernels/topk.py): dC/dw_j of the active features only, and over the
-    inactive ones the largest |dC/dw_j| and how many exceed bound (1 + tol).
+    inactive ones the largest |dC/dw_j| and how many exceed bound + margin
+    (None: bound * tol).
 
     Parameters
     ----------
@@ -178,13 +199,14 @@ def kkt_from_parts(
     """
     penalty = _penalty(penalty, bound)
     l1, bound = penalty.l1, penalty.bound
+    margin = bound * tol if margin is None else margin
     nz = weights.values != 0
     nz_sign = np.sign(weights.values[nz])
     active_violation = float(np.abs(active_grad[nz] + l1 * nz_sign).max(initial=0.0))
     # zero weights: the inactive features and active ones at exactly 0
     zero_active = np.abs(active_grad[~nz])
     max_zero = max(max_inactive, float(zero_active.max(initial=0.0)))
-    over = inactive_over + int(np.count_nonzero(zero_active > bound * (1 + tol)))
+    over = inactive_over + int(np.count_nonzero(zero_active > bound + margin))
     bias_violation = float(np.abs(grad_bias).max(initial=0.0)) if grad_bias is not None else 0.0
     # NaN compares False, but max() and abs().max() can drop or hide it: check outright
     finite = bool(
@@ -195,10 +217,7 @@ def kkt_from_parts(
         and (grad_bias is None or np.all(np.isfinite(grad_bias)))
     )
     passed = (
-        finite
-        and max_zero <= bound * (1 + tol)
-        and active_violation <= tol
-        and bias_violation <= tol
+        finite and max_zero <= bound + margin and active_violation <= tol and bias_violation <= tol
     )
     # one figure for comparing solvers: the largest violation of the three
     # conditions (absolute, gradient units; 0 at an exact optimum)
@@ -216,6 +235,7 @@ def kkt_from_parts(
         max_bias_gradient=bias_violation,
         zero_weights_over_bound=over,
         finite=finite,
+        zero_tol=margin,
     )
 
 

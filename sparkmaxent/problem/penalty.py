@@ -14,8 +14,8 @@ What gamma1 implies is decided here and nowhere else:
 * the KKT bound on |dC/dw_j| at a zero weight (``bound``): gamma1, or the
   gradient-test threshold of the thresholded variants without l1;
 * whether weights driven to exactly 0 are pruned (``prunes``: footnote 2);
-* the solver tolerance a round needs so that a new weight moves off 0
-  (``solver_tol``).
+* the certificate's margin at zero weights, and the solver tolerance that
+  moves a new weight off 0 (``zero_margin``, ``solver_tol``).
 
 gamma2 is smooth: the objective (``objective.py``) adds it to L.
 """
@@ -125,17 +125,29 @@ class Penalty:
         """The round's box problem for weights held in the orthants ``signs``."""
         return orthant_problem(signs, self.l1, n_bias)
 
-    def test_bound(self, kkt_tol: float) -> float:
-        """A candidate enters only if |dC/dw_j| > bound (1 + kkt_tol): the
-        certificate's own bound, so a run that stops is certified."""
-        return self.bound * (1 + kkt_tol)
-
     def solver_tol(self, gtol: float, kkt_tol: float) -> float:
         """The final projected-gradient tolerance of a round: ``gtol``, kept
-        below bound * kkt_tol / 2. A new weight's projected gradient exceeds
-        bound * kkt_tol (``test_bound``); a looser tolerance could end a round
-        at once with the new weight still 0, prune it, and re-add it forever."""
-        return min(gtol, 0.5 * self.bound * kkt_tol)
+        below kkt_tol / 2 (the certificate's condition on non-zero weights
+        and biases, in gradient units)."""
+        return min(gtol, 0.5 * kkt_tol)
+
+    def zero_margin(self, gtol: float, kkt_tol: float) -> float:
+        """How far above ``bound`` |dC/dw_j| may be at a zero weight:
+        bound * kkt_tol, but at least twice ``solver_tol``. A new weight's
+        projected gradient at 0 exceeds the margin, so a round solved to
+        ``solver_tol`` moves it off 0 (a looser tolerance could end the round
+        at once, prune it and re-add it forever). Without the floor the
+        margin, and with it the rounds' tolerance, shrinks with gamma1 to far
+        below what the non-zero weights are certified to (kkt_tol): the last
+        rounds of a path's small gamma1 then ground through linearly
+        converging Newton iterations (docs/methods/grafting.md, "The
+        certificate")."""
+        return max(self.bound * kkt_tol, 2.0 * self.solver_tol(gtol, kkt_tol))
+
+    def test_bound(self, gtol: float, kkt_tol: float) -> float:
+        """A candidate enters only if |dC/dw_j| > bound + ``zero_margin``:
+        the certificate's own bound, so a run that stops is certified."""
+        return self.bound + self.zero_margin(gtol, kkt_tol)
 
 
 __all__ = ["Penalty", "BoxProblem", "orthant_problem"]

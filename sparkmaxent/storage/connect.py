@@ -185,8 +185,9 @@ class ConnectFS:
                 f"{path}: under Spark Connect sparkmaxent writes {scheme(path)}:// files "
                 f"through the server's DataFrame writers, which cannot {what}; the "
                 "outputs of train, prepare and pipeline (their locks, checkpoints and "
-                "all-or-nothing renames) take a local or file: path the server shares "
-                "under Connect, or run a classic session (docs/connect.md)"
+                "all-or-nothing renames) need --output to be a local or file: path the "
+                "server shares under Connect (copy the run there afterwards), or a "
+                "classic session, whose JVM writes every file system (docs/connect.md)"
             )
         return path
 

@@ -109,14 +109,15 @@ def test_a_page_from_earlier_runs_keeps_one_solver_of_a_page_when_asked(tmp_path
     assert len(rows_from([old, new])) == 3  # no solver named: every row
 
 
-def test_the_plain_variant_solves_by_newton_cg_without_its_secant_pairs(backend):
-    from benchmarks.round_cost import PLAIN
-
+@pytest.mark.parametrize("variant", ["newton-cg-plain", "newton-cg-fixed"])
+def test_the_variants_solve_by_newton_cg_to_the_same_optimum(backend, variant):
+    # plain: without its secant pairs; fixed: the fixed forcing term of before
     recorded = first_round(backend, 1e-4, 12)
     method = recorded[0]
     options = method.options
-    plain, cg = (solve_round(backend, recorded, s, "1e-9") for s in (PLAIN, "newton-cg"))
-    assert plain["solver"] == PLAIN and "direction" in plain["by_pass"]
+    plain, cg = (solve_round(backend, recorded, s, "1e-9") for s in (variant, "newton-cg"))
+    assert plain["solver"] == variant and "direction" in plain["by_pass"]
     assert plain["converged"] and cg["converged"]
     assert plain["objective"] == pytest.approx(cg["objective"], rel=1e-9)
     assert method.options is options and options.secant_memory > 0  # the method's own again
+    assert options.forcing_max > options.inner_ratio

@@ -87,6 +87,8 @@ def _prepared(spark, d, paths, limit):
     return out
 
 
+@pytest.mark.slow  # each path end to end; the stages' equality is also in test_local_prepare
+@pytest.mark.ci
 def test_in_process_path_gives_the_spark_paths_dataset_model_and_scores(spark, texts, caplog):
     d, paths = texts
     on_spark = _prepared(spark, d, paths, SPARK_ONLY)

@@ -151,6 +151,8 @@ def test_cached_widened_blocks_on_spark_give_the_model_of_widening_in_each_pass(
     assert set(persistent().keys()) == before
 
 
+@pytest.mark.slow  # two lattice trainings on Spark; the cache's exactness is checked below
+@pytest.mark.ci
 def test_cached_widened_blocks_on_the_frame_backend_give_the_rdd_backends_model(
     spark, datasets, monkeypatch
 ):

@@ -314,9 +314,10 @@ def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separat
     keys = dict(method="bayes-factor", per_round=20, model_prior="uniform", sign="printed")
     paper = train(LocalBackend([block], space), train_config(margin_fraction=0.0, **keys))
     # the note's proposals dry up: no misclassified event is left to propose
-    assert paper.report["stopped"] == "no misclassified training event"
+    assert paper.report.stop.message == "no misclassified training event"
     n = paper.report["rounds_run"]
-    res = train(LocalBackend([block], space), train_config(max_rounds=n + 4, **keys))
+    config = train_config(max_rounds=n + 4, margin_fraction=0.1, **keys)
+    res = train(LocalBackend([block], space), config)
     rounds = res.report["rounds"]
     # mistakes first: a round proposes from mistakes alone while they weigh
     # at least a tenth of the events, else from the lowest-margin tenth too,
@@ -330,7 +331,7 @@ def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separat
     assert rounds[0]["margin_below"] is None  # the bias alone: mistakes everywhere
     # past the separation the rounds go on, every one adding features
     assert rounds[n]["misclassified_events"] == 0 and len(rounds) == n + 4
-    assert res.report["stopped"] == f"max_rounds = {n + 4}"
+    assert res.report.stop.message == f"max_rounds = {n + 4}"
     assert all(r["added"] > 0 for r in rounds)
     assert res.report["loss"] < paper.report["loss"]
 
@@ -364,7 +365,7 @@ def test_held_out_data_end_a_run_with_low_margin_proposals_at_its_best_stage():
     res = fit()
     rounds = res.report["rounds"]
     assert any(r["margin_below"] is not None for r in rounds)  # low-margin events proposed
-    assert res.report["stopped"].startswith("held-out stop rule")
+    assert res.report.stop.message.startswith("held-out stop rule")
     # the model is the best held-out stage, not the last
     scores = [r["heldout_score"] for r in rounds]
     chosen = res.report["choice"]["chosen_round"]
@@ -812,14 +813,14 @@ def test_resume_after_an_interruption_ends_with_the_same_selection(generated, tm
     np.testing.assert_array_equal(resumed.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(resumed.weights.values, whole.weights.values, rtol=1e-12)
     np.testing.assert_allclose(resumed.weights.bias, whole.weights.bias, rtol=1e-12)
-    assert resumed.report["passes"] < whole.report["passes"]
+    assert resumed.report.passes < whole.report.passes
 
 
 def test_max_features_caps_the_selection(generated):
     data, space = generated
     res = train(LocalBackend([data.block()], space), bf_config(max_features=7))
     assert res.report["active_features"] == 7
-    assert not res.report["stopped_by_rule"] and "max_features" in res.report["stopped"]
+    assert not res.report["stopped_by_rule"] and "max_features" in res.report.stop.message
 
 
 @pytest.mark.parametrize("shape", ["multiclass", "candidates"])

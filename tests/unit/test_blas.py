@@ -44,5 +44,5 @@ def test_the_limit_holds_in_every_round_and_is_lifted_after():
         default, seen0 = fit(0)
         assert all(counts == {2} for counts in seen0)
     # the limit changes how fast, not what is found
-    assert limited.report["objective"] == pytest.approx(default.report["objective"], rel=1e-9)
+    assert limited.report.objective == pytest.approx(default.report.objective, rel=1e-9)
     np.testing.assert_array_equal(limited.weights.active_ids(), default.weights.active_ids())

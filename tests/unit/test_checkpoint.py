@@ -115,7 +115,7 @@ def test_resume_on_the_same_data_ends_with_the_model_of_an_uninterrupted_run(tmp
     assert left["round"] == 2 and whole.report["rounds_run"] > 2
     assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
-    assert resumed.report["objective"] == whole.report.objective
+    assert resumed.report.objective == whole.report.objective
 
 
 def test_resume_on_other_data_with_the_same_vocabulary_is_refused(tmp_path):
@@ -296,13 +296,13 @@ def test_a_finished_runs_checkpoint_keeps_its_typed_stop(tmp_path):
     # the certificate is kept as JSON and read back typed: the resumed run's is the same
     assert doc["info"]["kkt"] == whole.report.certificate.to_json()
     again = train(local(directory), grafting_config(), output_dir=out, resume=True)
-    assert again.stop == whole.stop and again.report["stopped"] == whole.report["stopped"]
+    assert again.stop == whole.stop and again.report.stop.message == whole.report.stop.message
     assert again.report.certificate == whole.report.certificate and again.report.certificate.passed
     assert again.report["rounds_run"] == whole.report["rounds_run"]
     del doc["stop"]
     json.dump(doc, open(path, "w"))
     legacy = train(local(directory), grafting_config(), output_dir=out, resume=True)
-    assert legacy.stop == whole.stop and legacy.report["stop_reason"] == "no_candidate_passes"
+    assert legacy.stop == whole.stop and legacy.report.stop.reason.value == "no_candidate_passes"
     np.testing.assert_array_equal(legacy.weights.values, whole.weights.values)
     doc["stop"] = {"reason": "no such reason"}
     json.dump(doc, open(path, "w"))

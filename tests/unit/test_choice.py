@@ -194,10 +194,10 @@ def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
     for i, point in enumerate(points):
         cold = run(problem, heldout=False, method="grafting", l1=grid[i], gtol=1e-9)
         assert point["kkt_passed"] and cold.report.certificate.passed
-        assert point["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
-        assert point["features"] == cold.report["nonzero_weights"]
+        assert point["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
+        assert point["features"] == cold.report.nonzero_weights
         if i:  # the first point starts from the bias-only model, a cold fit from zeros
-            assert point["passes"] < cold.report["passes"]
+            assert point["passes"] < cold.report.passes
 
 
 def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(problem):
@@ -347,7 +347,7 @@ def test_cut_stops_points_past_the_best_and_keeps_the_same_choice(problem):
     assert np.array_equal(cut.weights.active_ids(), full.weights.active_ids())
     # the weights agree to what the solver's gradient tolerance leaves free
     assert np.allclose(cut.weights.values, full.weights.values, rtol=0, atol=1e-4)
-    assert cut.report["unconverged"] == [] == full.report["unconverged"]
+    assert cut.report.unconverged == [] == full.report.unconverged
     assert sum(p["passes"] for p in cp["points"]) < sum(p["passes"] for p in fp["points"])
     for a, b in zip(cp["points"], fp["points"]):
         if not a["cut"]:
@@ -400,7 +400,7 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
-    assert row.objective == pytest.approx(cold.report["objective"], rel=1e-7)
+    assert row.objective == pytest.approx(cold.report.objective, rel=1e-7)
     # refitting would pay the budget's passes again: going on does not
     assert row.passes < row.continued_after + full_passes
     assert row.passes - row.continued_after < full_passes
@@ -454,7 +454,7 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
         train_config(method="grafting", l1=grid[folds["chosen"]], gtol=1e-9),
     )
     assert res.report["l1"] == grid[folds["chosen"]]
-    assert res.report["objective"] == pytest.approx(full.report["objective"], rel=1e-7)
+    assert res.report.objective == pytest.approx(full.report.objective, rel=1e-7)
 
 
 def _brute_force_folds(block, space, grid, k, seed) -> np.ndarray:
@@ -616,7 +616,7 @@ def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(probl
     chosen = res.report["choice"]["chosen_round"]
     assert chosen == int(np.argmax(scores[:stop])) + 1
     assert res.weights.nnz == rounds[chosen - 1]["active"]
-    assert res.report["stopped"].startswith("held-out stop rule: 3 points")
+    assert res.report.stop.message.startswith("held-out stop rule: 3 points")
     assert res.stop.reason is StopReason.HELDOUT_RULE and res.stop.detail["patience"] == 3
     # without held-out data there is nothing to stop on
     alone = run(problem, heldout=False, patience=3, patience_se=0.0, **keys)
@@ -634,7 +634,7 @@ def test_stage_rule_pairs_stages_event_by_event_and_needs_a_gap_beyond_the_noise
     # standard error of the difference below it: the last one, and no other
     gaps = [r["below_best_se"] for r in rounds]
     stops = [i + 1 for i, r in enumerate(rounds) if r["round"] - chosen >= 2 and gaps[i] > 1.0]
-    assert stops == [len(rounds)] and res.report["stopped"].startswith("held-out stop rule")
+    assert stops == [len(rounds)] and res.report.stop.message.startswith("held-out stop rule")
     # paired over the same held-out events, the difference of two stages
     # that share all but a few features has a far smaller standard error
     # than the unpaired sqrt(se_a^2 + se_b^2)
@@ -669,7 +669,7 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     assert [r["below_best_se"] for r in again] == pytest.approx(
         [r["below_best_se"] for r in rounds], rel=1e-9
     )
-    assert resumed.report["stopped"] == whole.report["stopped"]
+    assert resumed.report.stop.message == whole.report.stop.message
     assert resumed.weights.nnz == whole.weights.nnz
 
 
@@ -721,13 +721,13 @@ def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
     first = clocked(problem, method=method, max_rounds=1, per_round=3).report["rounds"][0]
     budget = first["elapsed_s"] - 1.0
     res = clocked(problem, method=method, max_seconds=budget, per_round=3)
-    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert res.report.stop.message == f"max_seconds = {budget:g}"
     rounds = res.report["rounds"]
     assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
     # the budget asked for: not unconverged (exit 0), a warning
-    assert res.report["unconverged"] == []
-    assert res.report["warnings"] == [
+    assert res.report.unconverged == []
+    assert res.report.warnings == [
         f"time budget reached (max_seconds = {budget:g}): the model is the best held-out stage "
         "so far; --resume with a larger train.selection.max_seconds continues the run"
     ]
@@ -759,12 +759,12 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
     whole = run(problem, max_rounds=3, refit=False, **keys)
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
-    assert len(res.report["rounds"]) == 3 and res.report["stopped"] == "max_seconds = 1e-09"
+    assert len(res.report["rounds"]) == 3 and res.report.stop.message == "max_seconds = 1e-09"
     assert res.report["refit"]["skipped"].startswith("max_seconds")
     assert res.report["choice"] == whole.report["choice"]
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)
-    assert res.report["warnings"] and res.report["unconverged"] == []
+    assert res.report.warnings and res.report.unconverged == []
 
 
 def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
@@ -775,9 +775,9 @@ def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
     budget = free[2] - 0.5
     assert free[1] + (free[1] - free[0]) > budget  # the loop's estimate of the third
     res = clocked(problem, max_seconds=budget, **keys)
-    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert res.report.stop.message == f"max_seconds = {budget:g}"
     assert [r["elapsed_s"] for r in res.report["rounds"]] == free[:2]
-    assert res.report["wall_s"] <= budget
+    assert res.report.wall_s <= budget
     assert res.report["choice"]["chosen_round"] in (1, 2)
 
 
@@ -793,7 +793,7 @@ def test_a_resumed_run_counts_its_earlier_sessions_against_max_seconds(problem, 
     budget = free[2] + (free[4] - free[2]) - 0.5  # about two stages more, less the setup
     res = clocked(problem, output_dir=out, resume=True, max_seconds=budget, **keys)
     rounds = res.report["rounds"]
-    assert res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert res.report.stop.message == f"max_seconds = {budget:g}"
     assert 4 <= len(rounds) <= 5 and rounds[-1]["elapsed_s"] > free[2]
 
 
@@ -810,15 +810,15 @@ def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, 
     assert refit["l1" if method == "grafting" else "l2"] == gamma
     # the chosen fit's figures are kept beside the refit's
     assert refit["chosen_fit"]["features"] == chosen.weights.nnz == point["features"]
-    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report["objective"])
-    assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
+    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report.objective)
+    assert res.report.heldout.accuracy == point["heldout_accuracy"]
     # the refit is a fit at the chosen gamma on both parts' events
     penalty = {"l1": gamma} if method == "grafting" else {"l2": gamma}
     both = LocalBackend([tr, he], space)
     cold = train(both, train_config(method=method, gtol=1e-9, **penalty))
-    assert refit["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert refit["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
     assert res.weights.nnz == refit["features"] == cold.weights.nnz
-    assert refit["objective"] != pytest.approx(chosen.report["objective"], rel=1e-6)
+    assert refit["objective"] != pytest.approx(chosen.report.objective, rel=1e-6)
     if method == "grafting":
         assert refit["kkt_passed"]
 
@@ -833,7 +833,7 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     gamma = res.report["refit"]["l2"]
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
-    assert res.report["refit"]["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert res.report["refit"]["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
 
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
@@ -856,7 +856,7 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     cold = run(
         problem, heldout=False, method="grafting", l1=mixed["l1"], elastic_l2=mixed["l1"], gtol=1e-9
     )
-    assert mixed["objective"] == pytest.approx(cold.report["objective"], rel=1e-6)
+    assert mixed["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
     # the refit keeps the chosen mix
     both = run(problem, l2_mixes=[0.9, 0.0, 0.5], **{**keys, "refit": True})
     m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]
@@ -880,7 +880,7 @@ def test_max_seconds_covers_every_point_of_a_path(problem):
     # the budget is the whole path's: no point starts once it is spent
     keys = dict(method="grafting", path=True, points=6, l2_mixes=[0.0], patience=0)
     free = clocked(problem, **keys)
-    budget = free.report["wall_s"] / 3
+    budget = free.report.wall_s / 3
     res = clocked(problem, max_seconds=budget, **keys)
     points = res.report["path"]["points"]
     assert 1 <= len(points) < len(free.report["path"]["points"])

@@ -300,7 +300,7 @@ def test_stopped_run_certificate_covers_conjunctions_by_the_bound():
     data, block, space = planted(seed=6)
     result = train(LocalBackend([block], space), comb_config(2, max_rounds=6, l1=1e-3))
     cert = result.report.certificate
-    assert result.report["stopped"] == "max_rounds = 6"
+    assert result.report.stop.message == "max_rounds = 6"
     part = cert.conjunctions
     assert part.unexamined.startswith("every conjunction never formed")
     conj = result.conjunctions

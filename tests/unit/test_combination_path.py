@@ -56,9 +56,9 @@ def test_points_are_certified_and_equal_cold_fits(problem, chosen):
     conjunction_weights = []
     for point in path["points"]:
         fit = cold([tr], space, point["l1"])
-        assert point["kkt_passed"] and fit.report["kkt"]["passed"]
-        assert fit.report["kkt"]["conjunctions"]["passed"]
-        assert point["objective"] == pytest.approx(fit.report["objective"], rel=1e-6)
+        assert point["kkt_passed"] and fit.report.certificate.passed
+        assert fit.report.certificate.conjunctions.passed
+        assert point["objective"] == pytest.approx(fit.report.objective, rel=1e-6)
         conjunction_weights.append(fit.report["combination"]["conjunction_weights"])
     assert max(conjunction_weights) > 0  # conjunctions entered along the path
     assert "refit" not in chosen.report  # train.choice.refit = false
@@ -68,10 +68,10 @@ def test_the_chosen_point_is_the_model_without_refit(chosen):
     path = chosen.report["path"]
     point = path["points"][path["chosen"]]
     assert chosen.weights.nnz == point["features"]
-    assert chosen.report["objective"] == pytest.approx(point["objective"])
+    assert chosen.report.objective == pytest.approx(point["objective"])
     assert chosen.report["combination"]["conjunctions_in_model"] == len(chosen.conjunctions)
     # scored on the held-out events widened by its own conjunctions
-    assert chosen.report["heldout_accuracy"] == pytest.approx(point["heldout_accuracy"])
+    assert chosen.report.heldout.accuracy == pytest.approx(point["heldout_accuracy"])
 
 
 def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, chosen):
@@ -85,13 +85,13 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert refit["chosen_fit"]["features"] == chosen.weights.nnz
     # a cold combination fit at the chosen gamma1 on both parts' events
     both = cold([tr, he], space, point["l1"])
-    assert refit["kkt_passed"] and both.report["kkt"]["passed"]
-    assert res.report["kkt"]["conjunctions"]["passed"]
-    assert refit["objective"] == pytest.approx(both.report["objective"], rel=1e-6)
+    assert refit["kkt_passed"] and both.report.certificate.passed
+    assert res.report.certificate.conjunctions.passed
+    assert refit["objective"] == pytest.approx(both.report.objective, rel=1e-6)
     assert res.weights.nnz == refit["features"]
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
-    assert res.report["heldout_accuracy"] == point["heldout_accuracy"]
+    assert res.report.heldout.accuracy == point["heldout_accuracy"]
 
 
 class KeptApart(LocalBackend):
@@ -127,7 +127,7 @@ def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, mon
     (cached, formed_cached), (plain, formed_plain) = runs["cached"], runs["every pass"]
     # the same path, choice and refitted model
     assert cached.report["path"]["points"] == plain.report["path"]["points"]
-    assert cached.report["objective"] == pytest.approx(plain.report["objective"], rel=1e-12)
+    assert cached.report.objective == pytest.approx(plain.report.objective, rel=1e-12)
     assert (cached.weights.active_ids() == plain.weights.active_ids()).all()
     assert cached.weights.values == pytest.approx(plain.weights.values, rel=1e-9, abs=1e-12)
     assert (cached.conjunctions.atoms == plain.conjunctions.atoms).all()

@@ -227,8 +227,9 @@ def test_connect_storage_refuses_what_no_dataframe_writer_does_naming_it(tmp_pat
         (lambda: remote.delete("dbfs:/models/m"), "delete"),
         (lambda: remote.touch("s3a://bucket/.m.lock"), "refresh a lock"),
     ):
-        with pytest.raises(InputError, match=f"DataFrame writers, which cannot .*{what}"):
+        with pytest.raises(InputError, match=f"DataFrame writers, which cannot .*{what}") as e:
             write()
+        assert "need --output to be a local or file: path" in str(e.value)
     local = str(tmp_path / "x.json")  # local paths: the client's disk, as before
     remote.write_bytes(local, b"{}")
     assert remote.read_bytes("file://" + local) == b"{}"

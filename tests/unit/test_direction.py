@@ -138,8 +138,8 @@ def test_newton_cg_certifies_where_a_bound_stops_the_blocks_cg_step_at_once():
     cfg = dict(l1=2e-3, n_best=20)
     exact = train(LocalBackend(blocks, space), grafting_config(solver="newton", **cfg))
     free = train(LocalBackend(blocks, space), grafting_config(solver="newton-cg", **cfg))
-    assert free.report["kkt"]["passed"] and free.report["converged"]
-    assert free.report["objective"] == pytest.approx(exact.report["objective"], rel=1e-9)
+    assert free.report.certificate.passed and free.report.converged
+    assert free.report.objective == pytest.approx(exact.report.objective, rel=1e-9)
 
 
 def test_newton_cg_is_deterministic_for_a_fixed_partitioning():
@@ -151,7 +151,7 @@ def test_newton_cg_is_deterministic_for_a_fixed_partitioning():
     a, b = (r.weights for r in runs)
     assert np.array_equal(a.ids, b.ids) and np.array_equal(a.values, b.values)
     assert np.array_equal(a.bias, b.bias)
-    assert runs[0].report["objective"] == runs[1].report["objective"]
+    assert runs[0].report.objective == runs[1].report.objective
 
 
 def test_auto_solves_small_active_sets_exactly_and_large_ones_hessian_free():

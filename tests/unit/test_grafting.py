@@ -127,16 +127,11 @@ def _bias_at_zero(block, space):
 def test_pruned_weights_leave_the_active_set_and_may_return():
     _, block, space = planted()
     res = train(LocalBackend([block], space), grafting_config(n_best=25))
-    rounds = res.report["rounds"]
-    assert sum(r["removed"] for r in rounds) > 0
+    rounds = res.report.rounds
+    assert sum(r.removed for r in rounds) > 0
     assert np.all(res.weights.values != 0)
     for r in rounds:  # active set bookkeeping
-        assert (
-            r["active"]
-            == (rounds[r["round"] - 2]["active"] if r["round"] > 1 else 0)
-            + r["added"]
-            - r["removed"]
-        )
+        assert r.active == (rounds[r.round - 2].active if r.round > 1 else 0) + r.added - r.removed
 
 
 @pytest.mark.parametrize("solver", ["newton", "lbfgs-b"])
@@ -145,7 +140,7 @@ def test_kkt_certificate_over_all_candidates(solver):
     backend = LocalBackend(split_block(block, 2), space)
     res = train(backend, grafting_config(solver=solver))
     cert = res.report.certificate
-    assert cert.passed and res.report["converged"]
+    assert cert.passed and res.report.converged
     assert cert.features_checked == space.n_features
     # recompute independently: gradient of every feature at the final weights
     w = res.weights
@@ -154,7 +149,7 @@ def test_kkt_certificate_over_all_candidates(solver):
     nz = w.ids
     assert np.abs(g[nz] + 2e-3 * np.sign(w.values)).max() <= 1e-6
     zero = np.setdiff1d(np.arange(space.n_features), nz)
-    assert np.abs(g[zero]).max() <= 2e-3 * (1 + 1e-6)
+    assert np.abs(g[zero]).max() <= Penalty(l1=2e-3).test_bound(1e-9, 1e-6)
     assert np.abs(lg.grad_bias / lg.weight).max() <= 1e-6
 
 
@@ -180,7 +175,7 @@ def test_certificate_after_a_round_that_pruned():
         LocalBackend([data.block()], space),
         grafting_config(n_best=10, gtol=1e-10, round_tol_ratio=0.0),
     )
-    assert res.report["rounds"][-1]["removed"] > 0
+    assert res.report.rounds[-1].removed > 0
     cert = res.report.certificate
     assert cert.passed and cert.max_bias_gradient < 1e-9
 
@@ -188,7 +183,7 @@ def test_certificate_after_a_round_that_pruned():
 def test_certificate_fails_when_stopped_early():
     _, block, space = planted()
     res = train(LocalBackend([block], space), grafting_config(n_best=2, max_rounds=2))
-    assert res.report["rounds_run"] == 2 and not res.report["converged"]
+    assert res.report["rounds_run"] == 2 and not res.report.converged
     cert = res.report.certificate
     assert not cert.passed and cert.zero_weights_over_bound > 0
     assert cert.max_zero_gradient > cert.bound
@@ -204,13 +199,13 @@ def test_max_seconds_stops_after_the_round_that_passes_it():
         backend = LocalBackend([block], space)
         return train(backend, grafting_config(n_best=2, **keys), clock=PassClock(backend))
 
-    first = clocked(max_rounds=1).report["rounds"][0]
-    budget = first["elapsed_s"] - 1.0
+    first = clocked(max_rounds=1).report.rounds[0]
+    budget = first.elapsed_s - 1.0
     res = clocked(max_seconds=budget)
-    assert res.report["rounds_run"] == 1 and res.report["stopped"] == f"max_seconds = {budget:g}"
+    assert res.report["rounds_run"] == 1 and res.report.stop.message == f"max_seconds = {budget:g}"
     assert res.stop == Stop(StopReason.MAX_SECONDS, {"limit": budget})
-    assert res.report["stop_reason"] == "max_seconds"
-    assert not res.report["converged"] and not res.report.certificate.passed
+    assert res.report.stop.reason.value == "max_seconds"
+    assert not res.report.converged and not res.report.certificate.passed
 
 
 def test_kkt_certificate_flags_each_kind_of_violation():
@@ -265,8 +260,8 @@ def test_binary_candidate_sets_match_scikit_learn_l1(solver):
     ).fit(X, y)
     beta = sk.coef_.ravel()
     f_sk = Objective(LocalBackend([block], space), None)(beta)[0] + gamma * np.abs(beta).sum()
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
-    assert res.report["objective"] <= f_sk + 1e-12
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-6)
+    assert res.report.objective <= f_sk + 1e-12
     assert set(res.weights.ids.tolist()) == set(np.flatnonzero(np.abs(beta) > 1e-8).tolist())
     np.testing.assert_allclose(res.weights.to_dense(space), beta, atol=1e-4)
 
@@ -289,7 +284,7 @@ def test_two_label_multiclass_matches_scikit_learn_binary_with_intercept():
     theta[1 : space.n_features : 2] = sk.coef_.ravel()
     theta[space.n_features + 1] = sk.intercept_[0]
     f_sk = Objective(LocalBackend([block], space), None)(theta)[0] + gamma * np.abs(sk.coef_).sum()
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-6)
     ours = set((res.weights.ids // 2).tolist())
     assert ours == set(np.flatnonzero(np.abs(sk.coef_.ravel()) > 1e-6).tolist())
 
@@ -309,7 +304,7 @@ def test_elastic_net_matches_scikit_learn():
     ).fit(X, y)
     beta = sk.coef_.ravel()
     f_sk = Objective(LocalBackend([block], space), None, l2=g2)(beta)[0] + g1 * np.abs(beta).sum()
-    assert res.report["objective"] == pytest.approx(f_sk, rel=1e-6)
+    assert res.report.objective == pytest.approx(f_sk, rel=1e-6)
     np.testing.assert_allclose(res.weights.to_dense(space), beta, atol=1e-4)
 
 
@@ -322,7 +317,7 @@ def test_candidate_sets_with_several_correct_candidates_reach_a_certified_point(
     space = Space(CANDIDATES, block.n_predicates, 1)
     res = train(LocalBackend(split_block(block, 3), space), grafting_config(l1=5e-3, n_best=2))
     assert res.report.certificate.passed
-    assert 0 < res.report["nonzero_weights"] < space.n_features
+    assert 0 < res.report.nonzero_weights < space.n_features
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
@@ -372,7 +367,7 @@ def test_thresholded_variants_stop_when_no_gradient_exceeds_the_threshold(method
     assert np.abs(ev.grad).max() < 1e-6
     rest = np.setdiff1d(np.arange(space.n_features), res.weights.ids)
     assert np.abs(ev.full_grad[rest]).max() <= 5e-3
-    assert res.report["objective"] == pytest.approx(ev.value, rel=1e-12)
+    assert res.report.objective == pytest.approx(ev.value, rel=1e-12)
 
 
 def test_methods_are_registered_and_bad_settings_fail_before_training():
@@ -409,9 +404,9 @@ def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path, solver,
         {**r, "elapsed_s": r2["elapsed_s"], "passes": r2["passes"]}
         for r, r2 in zip(whole.report["rounds"], resumed.report["rounds"])
     ]
-    assert resumed.report["objective"] == whole.report["objective"]
+    assert resumed.report.objective == whole.report.objective
     # the resumed session ran only the remaining rounds
-    assert resumed.report["passes"] < whole.report["passes"]
+    assert resumed.report.passes < whole.report.passes
     assert os.path.exists(tmp_path / "cut" / "plots" / "objective.png")
 
 
@@ -467,19 +462,20 @@ def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
     exact = train(LocalBackend([block], space), grafting_config(round_tol_ratio=0.0))
     loose = train(LocalBackend([block], space), grafting_config(round_tol_ratio=0.5))
     for res in (exact, loose):
-        assert res.report.certificate.passed and res.report["converged"]
+        assert res.report.certificate.passed and res.report.converged
     assert loose.weights.ids.tolist() == exact.weights.ids.tolist()
     np.testing.assert_allclose(loose.weights.values, exact.weights.values, atol=1e-5)
     assert loose.report.objective == pytest.approx(exact.report.objective, rel=1e-10)
-    final_tol = min(1e-9, 0.5 * 2e-3 * 1e-6)
-    rounds = loose.report["rounds"]
+    final_tol = min(1e-9, 0.5 * 1e-6)
+    rounds = loose.report.rounds
     # the first round stopped at half the test's excess, far above the final
     # tolerance; the exact run solved every round to the final tolerance
-    assert rounds[0]["tol"] == pytest.approx(0.5 * (rounds[0]["max_gradient"] - 2e-3 * (1 + 1e-6)))
-    assert rounds[0]["tol"] > 1e3 * final_tol
-    assert all(r["tol"] == final_tol for r in exact.report["rounds"])
+    bound = Penalty(l1=2e-3).test_bound(1e-9, 1e-6)
+    assert rounds[0].solve.tol == pytest.approx(0.5 * (rounds[0].score - bound))
+    assert rounds[0].solve.tol > 1e3 * final_tol
+    assert all(r.solve.tol == final_tol for r in exact.report.rounds)
     # a round that adds nothing only finishes the active set, and only last
-    assert all(r["added"] > 0 for r in rounds[:-1])
+    assert all(r.added > 0 for r in rounds[:-1])
     assert loose.report.passes < exact.report.passes
 
 
@@ -489,12 +485,12 @@ def test_a_finishing_round_that_cannot_certify_stops_the_run():
     _, block, space = planted(seed=6, m=800, P=60, K=3, n_support=4)
     with pytest.warns(Warning):
         res = train(LocalBackend([block], space), grafting_config(solver="lbfgs-b", max_iter=3))
-    added = [r["added"] for r in res.report["rounds"]]
+    added = [r.added for r in res.report.rounds]
     # a finishing round may reveal new candidates (the run goes on), but
     # never follows another one
     assert added[-1] == 0 and not any(a == b == 0 for a, b in zip(added, added[1:]))
-    assert res.report["stopped"] == "no candidate passes the test"
-    assert not res.report["converged"] and not res.report.certificate.passed
+    assert res.report.stop.message == "no candidate passes the test"
+    assert not res.report.converged and not res.report.certificate.passed
 
 
 @pytest.mark.parametrize("radius, expected", [(1.0, 1.0), (0.25, 0.25), (0.0, np.inf)])
@@ -511,3 +507,29 @@ def test_round_radius_is_the_rounds_initial_trust_region(radius, expected):
         TrainingContext(LocalBackend([block], space), cfg), Variant("grafting", Penalty(l1=2e-3))
     )
     assert method.options.radius == expected
+
+
+def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
+    """At a small gamma1 the zero-weight margin gamma1 * kkt_tol once set the
+    rounds' final tolerance (0.5 gamma1 kkt_tol): the Hessian-free rounds
+    then ran linearly converging iterations far below the non-zero weights'
+    own condition (kkt_tol). gtol = 0.5 gamma1 kkt_tol is that old rule
+    exactly; the default keeps the margin at 2 gtol: fewer passes, the same
+    certified optimum."""
+    _, block, space = planted(m=3000, P=200)
+    l1, runs = 1e-4, {}
+    for name, gtol in (("old", 0.5 * 1e-4 * 1e-6), ("new", 1e-7)):
+        backend = LocalBackend(split_block(block, 2), space)
+        cfg = train_config(
+            method="grafting", l1=l1, n_best=50, gtol=gtol, solver="newton-cg", kkt_tol=1e-6
+        )
+        runs[name] = (train(backend, cfg), backend.passes)
+    (old, old_passes), (new, new_passes) = runs["old"], runs["new"]
+    for res in (old, new):
+        assert res.report.certificate.passed and res.report.converged
+    assert old.report.certificate.zero_tol == pytest.approx(l1 * 1e-6)
+    assert new.report.certificate.zero_tol == 2e-7
+    assert all(r.solve.tol >= 1e-7 for r in new.report.rounds)
+    assert min(r.solve.tol for r in old.report.rounds) < 1e-9
+    assert new_passes < old_passes
+    assert new.report.objective == pytest.approx(old.report.objective, rel=1e-8)

@@ -172,9 +172,7 @@ def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
     for method in ("ifs", "sgc"):
         res = runs[method][0]
         rounds = res.report["rounds"]
-        assert res.report["objective"] == pytest.approx(
-            loss_at(block, space, res.weights), rel=1e-10
-        )
+        assert res.report.objective == pytest.approx(loss_at(block, space, res.weights), rel=1e-10)
         objectives = [r["objective"] for r in rounds]
         for prev, r in zip(objectives, rounds[1:]):
             assert r["objective"] == pytest.approx(prev - r["gain"], rel=1e-12)
@@ -192,7 +190,7 @@ def test_threshold_stops_and_reports_why(generated):
     res = run(block, space, "sgc", max_features=0, gain_threshold=2e-3)
     gains = [r["gain"] for r in res.report["rounds"]]
     assert 5 <= len(gains) < 40 and min(gains) > 2e-3
-    assert "gain_threshold" in res.report["stopped"]
+    assert "gain_threshold" in res.report.stop.message
     # IFS agrees on where to stop (the top of the ranking is the same here)
     ifs = run(block, space, "ifs", max_features=0, gain_threshold=2e-3)
     assert ifs.report["selected"] == res.report["selected"]
@@ -298,9 +296,7 @@ def test_other_data_ifs_and_sgc(data):
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
     assert d.agree >= 4
     for res in (ifs, sgc):
-        assert res.report["objective"] == pytest.approx(
-            loss_at(block, space, res.weights), rel=1e-9
-        )
+        assert res.report.objective == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
     assert np.all(np.diff([r["objective"] for r in ifs.report["rounds"]]) < 0)
     assert sum(r["gain_evaluations"] for r in sgc.report["rounds"][1:]) < sum(
         r["gain_evaluations"] for r in ifs.report["rounds"][1:]
@@ -328,7 +324,7 @@ def test_resume_after_an_interruption_ends_with_the_same_selection(
     assert [r["gain_evaluations"] for r in resumed.report["rounds"]] == [
         r["gain_evaluations"] for r in whole.report["rounds"]
     ]
-    assert resumed.report["passes"] < whole.report["passes"]
+    assert resumed.report.passes < whole.report.passes
 
 
 # ---- long runs (slow): 200 stages on generated data and on PP attachment ------------
@@ -378,8 +374,8 @@ def long_comparison(block, space, stages, batch=64):
         "ties": d.ties,
         "ifs_evaluations_per_stage": ifs.report["mean_gain_evaluations_per_stage"],
         "sgc_evaluations_per_stage": sgc.report["mean_gain_evaluations_per_stage"],
-        "ifs_passes": ifs.report["passes"],
-        "sgc_passes": sgc.report["passes"],
+        "ifs_passes": ifs.report.passes,
+        "sgc_passes": sgc.report.passes,
     }
     assert figures["sgc_evaluations_per_stage"] < figures["ifs_evaluations_per_stage"] / 20
     return figures
@@ -471,7 +467,7 @@ def test_penalized_gains_are_the_decrease_of_the_l2_objective(method):
     assert rounds[0]["feature"] == best
     assert rounds[0]["gain"] == pytest.approx(brute[best], rel=1e-5)
     # the objective is the loss L, falling by the unpenalized G at each alpha
-    assert pen.report["objective"] == pytest.approx(loss_at(block, space, pen.weights), rel=1e-9)
+    assert pen.report.objective == pytest.approx(loss_at(block, space, pen.weights), rel=1e-9)
     # penalized gains rank differently from the plain ones here
     assert [r["feature"] for r in plain.report["rounds"]] != [r["feature"] for r in rounds]
 
@@ -508,7 +504,7 @@ def test_stages_of_k_features_take_the_k_best_gains_and_refit(generated, method)
     assert first[0] == ifs_one["feature"]
     # the refit: the objective is the loss at the weights kept (train.l2 = 1e-4
     # without the gain prior), below the loss of the unrefitted stage
-    assert res.report["objective"] == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
+    assert res.report.objective == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
     assert all(0 < r["refit_ratio"] for r in rounds)
     # the refit's passes are part of the stage's, the gains' passes the rest
     assert all(0 < r["refit_passes"] < r["stage_passes"] and r["refit_s"] >= 0 for r in rounds)

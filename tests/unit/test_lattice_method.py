@@ -94,7 +94,7 @@ def test_lattice_model_survives_save_load_predict_evaluate(fitted, tmp_path):
     pred0, P0 = model.predict(held)
     np.testing.assert_array_equal(pred, pred0)
     np.testing.assert_allclose(P, P0, rtol=1e-12)
-    assert back.evaluate(held).accuracy == pytest.approx(result.report["heldout_accuracy"])
+    assert back.evaluate(held).accuracy == pytest.approx(result.report.heldout.accuracy)
 
 
 def test_without_heldout_data_both_phases_stop_by_the_training_aic():

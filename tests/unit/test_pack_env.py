@@ -135,3 +135,31 @@ def test_a_directory_shared_with_another_distribution_loses_only_its_files():
         os.path.join(site, "ns", "a.py"),
         os.path.join(site, "pyspark") + "/*",
     ]
+
+
+def test_no_module_of_sparkmaxent_imports_a_scipy_subpackage_the_archive_leaves_out():
+    """Importing every sparkmaxent module (and so the scipy modules it
+    imports) loads none of ``UNIMPORTED_SCIPY``: an executor never needs one."""
+    code = (
+        "import importlib, pkgutil, sys, sparkmaxent\n"
+        "for m in pkgutil.walk_packages(sparkmaxent.__path__, 'sparkmaxent.'):\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        "names = {n.split('.')[1] for n in sys.modules if n.startswith('scipy.')}\n"
+        "print(' '.join(sorted(names)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(done.stdout.split())
+    assert {"optimize", "sparse", "special"} <= loaded, loaded  # the check sees scipy's imports
+    assert not loaded & set(pack_env.UNIMPORTED_SCIPY), loaded
+
+
+def test_the_pattern_for_pyarrows_link_time_copies_spares_its_modules_and_sonames():
+    from fnmatch import fnmatch
+
+    site = "lib/python3.11/site-packages/pyarrow/"
+    unused = [p for p in pack_env.UNUSED_FILES if "libarrow" in p]
+    gone = ["libarrow_python.so", "libarrow_python.so.2600.1.0"]
+    kept = ["libarrow_python.so.2600", "libarrow.so.2600", "lib.cpython-311-x86_64-linux-gnu.so"]
+    assert all(any(fnmatch(site + f, p) for p in unused) for f in gone)
+    assert not [f for f in kept if any(fnmatch(site + f, p) for p in pack_env.UNUSED_FILES)]

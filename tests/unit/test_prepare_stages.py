@@ -11,6 +11,7 @@ import pyarrow as pa
 from sparkmaxent.data.dictionary import count_features, number_features
 from sparkmaxent.data.indexing import index_table, merge_table, unknown_occurrences
 from sparkmaxent.data.schema import FEATURES_SCHEMA
+from sparkmaxent.data.stages import lookup_runs
 
 EVENTS = pa.table(
     {
@@ -123,3 +124,19 @@ def test_merging_groups_as_comparing_whole_rows_in_python_would():
         weights = [sum(e["weight"] for e in g) for g in expected.values()]
         assert np.allclose([r["weight"] for r in merged], weights)
     assert len(expected) < table.num_rows  # some rows did merge
+
+
+def test_lookup_runs_gather_batches_until_a_dictionarys_worth_of_occurrences():
+    """The Spark engine looks features up per run of batches (one hash set
+    of the dictionary a run): the runs hold the batches' rows in order, each
+    but the last at least as many occurrences as the dictionary has rows."""
+    dictionary = number_features(count_features(EVENTS), cutoff=0)  # 4 features
+    batches = EVENTS.to_batches(max_chunksize=1)  # 3, 1, 2, 2, 3 occurrences
+    runs = list(lookup_runs(iter(batches), dictionary.num_rows))
+    assert [r.num_rows for r in runs] == [2, 2, 1]
+    assert pa.concat_tables(runs).equals(pa.Table.from_batches(batches))
+    indexed = [index_table(r, dictionary, "multiclass", ["A", "B"], ["Z"]) for r in runs]
+    whole = index_table(EVENTS, dictionary, "multiclass", ["A", "B"], ["Z"])
+    assert pa.concat_tables(indexed).equals(whole)
+    assert [r.num_rows for r in lookup_runs(iter(batches), 1)] == [1] * 5
+    assert list(lookup_runs(iter([]), 4)) == []

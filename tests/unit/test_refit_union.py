@@ -70,7 +70,7 @@ def test_an_in_process_path_refit_reaches_the_same_optimum_in_fewer_passes(probl
     assert a["passes"] < b["passes"]
     # the run's passes count the refit's
     points = sum(p["passes"] for p in path["points"])
-    assert together.report["passes"] >= points + a["passes"]
+    assert together.report.passes >= points + a["passes"]
 
 
 def test_an_in_process_refit_runs_with_the_block_wise_gradient_test(problem):

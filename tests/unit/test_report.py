@@ -215,6 +215,30 @@ def test_the_package_reads_run_reports_typed_not_by_key():
     )
 
 
+def test_tests_and_benchmarks_read_a_train_results_report_typed():
+    """Unit tests and benchmarks read a train() result's run fields
+    (``res.report.passes``, ``res.report.stop``) as attributes, as the
+    package does; only the pyspark.ml models' ``report`` (the saved JSON,
+    ml/) is a dict (benchmarks/ml_api.py)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    # the run's own fields (a method's FitResult.report, its section, is a dict)
+    pattern = re.compile(rf"\.report\s*(\[\s*|\.get\(\s*)[\"']({RUN_FIELDS})[\"']")
+    files = [*(root / "tests" / "unit").glob("*.py"), *(root / "benchmarks").glob("*.py")]
+    found = [
+        f"{p.relative_to(root)}:{n}: {line.strip()}"
+        for p in sorted(files)
+        if p.name not in ("ml_api.py", "test_report.py")  # the ml dict; the rule's examples
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found
+    assert pattern.search('assert res.report["passes"] > 0')
+    assert pattern.search('why = res.report.get("stopped")')
+
+
 #: a typed section's entries read by key: report["path"]["chosen"], .get("refit").get(...)
 SECTION_KEY_READ = (
     r"(\[\s*[\"'](path|refit|choice)[\"']\s*\]|\.get\(\s*[\"'](path|refit|choice)[\"']\s*\))"

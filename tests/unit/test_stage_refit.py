@@ -88,19 +88,19 @@ def test_max_seconds_counts_the_setup_and_keeps_time_for_the_refit(problem, meth
     # a budget that the setup takes most of: 1000 s of setup, four stages' worth after it
     budget = 1000.0 + rounds[3]["elapsed_s"]
     res = clocked(problem, 1000.0, max_seconds=budget, refit_reserve_passes=10, **KEYS[method])
-    assert res.report["stop_reason"] == "max_seconds"
+    assert res.report.stop.reason.value == "max_seconds"
     # stages stop early enough to leave the refit its reserve of passes
     assert 2 <= len(res.report["rounds"]) <= 3
     assert res.weights.nnz > 0
     # the whole train() call, setup, stages, refit and final figures, within the budget
-    assert res.report["wall_s"] <= budget
+    assert res.report.wall_s <= budget
     refit = res.report["refit"]
     assert "skipped" not in refit and refit["passes"] > 0
 
 
 def test_a_run_whose_setup_spends_the_budget_ends_with_its_start_model(problem):
     res = clocked(problem, 1000.0, max_seconds=500.0, **KEYS["sgc"])
-    assert res.report["stop_reason"] == "max_seconds"
+    assert res.report.stop.reason.value == "max_seconds"
     assert res.report["rounds"] == [] and "refit" not in res.report
 
 

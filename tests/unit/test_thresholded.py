@@ -16,6 +16,7 @@ from sparkmaxent.kernels.thresholded import ExactSumsTask, ThresholdedTestTask
 from sparkmaxent.methods.gradient_test import BlockwiseTest, DenseTest, ThresholdedTest
 from sparkmaxent.methods.grafting import Grafting, variant
 from sparkmaxent.methods.partials import resolve
+from sparkmaxent.problem import Penalty
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.train import train
 
@@ -278,6 +279,6 @@ def test_the_factory_chooses_the_test_once_from_the_configuration():
         test = method.gradient_test
         assert type(test) is kind and test.full_gradient is full
         assert method.options.full_gradient is full
-        assert test.bound == 2e-3 * (1 + 1e-6)
+        assert test.bound == Penalty(l1=2e-3).test_bound(config.gtol, 1e-6)
         assert test.describe()["path"] == ("block-wise" if kind is BlockwiseTest else "dense")
     assert test.certify(Weights.zeros(space)) == test.test(Weights.zeros(space)).kkt
