@@ -104,10 +104,10 @@ class SelectionConfig(Section):
     max_seconds: float = key(
         0.0,
         "Time budget of the whole training run from its start (setup, rounds, every path "
-        "point, refit; summed over resumed sessions): stop before a round that, taking as "
-        "long as the last one, would end past it, or after the first round that ends past "
-        "it; the model is the best held-out stage so far (stage methods) or the last "
-        "round. 0: no limit. A run may be resumed with another value.",
+        "point, refit; summed over resumed sessions): stop before a round that (as long as "
+        "the last one plus its growth) with the passes after the rounds would end past it, "
+        "or after the first round that ends past it; the model is the best held-out stage "
+        "so far (stage methods) or the last round. 0: no limit. Resumable with another value.",
         ge=0,
     )
     max_features: int = key(

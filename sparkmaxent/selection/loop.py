@@ -43,38 +43,50 @@ def limit_reached(
     deadline: Deadline,
     reserve_s: float = 0.0,
     since: LoopState | None = None,
+    after_passes: int = 0,
 ) -> Stop | None:
     """The run-control cap (``max_rounds``, ``max_seconds``) that ends the
     loop before the method stops by itself; None while none is reached. The
     time budget ``deadline`` (``ctx.deadline``: counted from ``train()``'s
-    start, a resumed run's earlier sessions included) also ends it when the next round,
-    if it takes as long as the last one, would end past the cap less
-    ``reserve_s`` (a budget, not a point to overrun by a round; the reserve
-    keeps time for the stage refit, ``refit_reserve``, timed once). ``since``: the
-    counters where this session's loop started (its first round is timed
-    from there, not from the setup before it)."""
+    start, a resumed run's earlier sessions included) also ends it when the
+    next round would end past the cap less ``reserve_s`` (a budget, not a
+    point to overrun by a round; the reserve keeps time for the stage refit,
+    ``refit_reserve``, timed once) and less ``after_passes`` training passes
+    at the last round's seconds a pass (the passes the caller runs on the
+    kept weights after the loop). The next round is guessed to take as long
+    as the last one plus what the last one grew over the one before (rounds
+    grow with the model). ``since``: the counters where this session's loop
+    started (its first round is timed from there, not from the setup before
+    it)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
     if deadline.bounded:
-        last_s, last_passes = _last_round(state, since)
+        rounds = _last_rounds(state, since)
         left = deadline.remaining()
-        if left <= 0 or (last_passes and last_s + reserve_s > left):
+        if left <= 0:
             return stop(StopReason.MAX_SECONDS, limit=deadline.seconds)
+        if rounds and rounds[-1][1]:
+            last_s, last_passes = rounds[-1]
+            next_s = last_s + max(0.0, last_s - rounds[0][0])  # one round: no growth
+            after_s = after_passes * last_s / last_passes
+            if next_s + reserve_s + after_s > left:
+                return stop(StopReason.MAX_SECONDS, limit=deadline.seconds)
     return None
 
 
-def _last_round(state: LoopState, since: LoopState | None) -> tuple[float, int]:
-    """Seconds and training passes of the last round of this session (0, 0
-    before any)."""
+def _last_rounds(state: LoopState, since: LoopState | None) -> list[tuple[float, int]]:
+    """Seconds and training passes of the last two rounds of this session,
+    oldest first (one after its first round, none before any)."""
     first = since.round if since is not None else 0
-    if state.round <= first or not state.trace:
-        return 0.0, 0
-    if state.round - first >= 2 and len(state.trace) >= 2:
-        before = (float(state.trace[-2].elapsed_s), int(state.trace[-2].passes))
-    else:
-        before = (since.elapsed_s, since.passes) if since is not None else (0.0, 0)
-    last = state.trace[-1]
-    return float(last.elapsed_s) - before[0], int(last.passes) - before[1]
+    session = state.round - first
+    ran = min(2, session, len(state.trace))
+    if ran <= 0:
+        return []
+    rows = [(float(r.elapsed_s), int(r.passes)) for r in state.trace[-ran - 1 :]]
+    if session == ran or len(rows) == ran:  # the first of them is this session's first
+        start = (since.elapsed_s, since.passes) if since is not None else (0.0, 0)
+        rows = [start, *rows[-ran:]]
+    return [(b[0] - a[0], b[1] - a[1]) for a, b in zip(rows, rows[1:], strict=False)]
 
 
 def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
@@ -121,6 +133,7 @@ def run_rounds(
     score_label: str = "candidate |gradient|",
     start: Weights | None = None,
     stage_choice: bool = False,
+    after_passes: int = 0,
 ) -> LoopState:
     """Run ``method`` round after round until it stops or a cap
     (``max_rounds``, ``max_seconds``: ``limit_reached``), or, for a stage
@@ -144,6 +157,10 @@ def run_rounds(
     stage_choice : bool
         Stop by the held-out rule (``train.choice.patience``, ``patience_se``;
         ifs, sgc, bayes-factor).
+    after_passes : int
+        Training passes the caller runs on the kept weights after the loop
+        (a report's loss pass, an evidence pass): ``max_seconds`` keeps
+        time for them (``limit_reached``).
 
     Returns
     -------
@@ -178,7 +195,7 @@ def run_rounds(
         ran = state.round > since.round  # the reserve is measured after the first round
         reserve = reserve_s(state.weights) if ran else 0.0
         counters()
-        return limit_reached(cfg, state, ctx.deadline, reserve, since)
+        return limit_reached(cfg, state, ctx.deadline, reserve, since, after_passes)
 
     capped: Stop | None = None
     while not state.done and (capped := limit()) is None:

@@ -18,9 +18,11 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fit_folds
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
-from sparkmaxent.selection.base import FitResult, RoundRecord, TrainingContext
+from sparkmaxent.selection.base import FitResult, LoopState, RoundRecord, TrainingContext
 from sparkmaxent.selection.checkpoint import seconds_spent
 from sparkmaxent.selection.deadline import Deadline
+from sparkmaxent.selection.loop import limit_reached
+from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
 from . import test_choice
@@ -187,17 +189,17 @@ def test_a_time_bound_k_fold_stage_choice_ends_within_max_seconds(problem):
 
 @pytest.mark.parametrize("variance", ["evidence", "heldout"])
 def test_the_sigma2_grid_runs_share_max_seconds(problem, variance):
-    # 1 s a pass; each grid run's round times are relative to its own part
+    # 1 s a pass; each grid run's round times are relative to its own part.
+    # At the default margin_fraction the last run's rounds fill its part to
+    # the second: the report's loss pass and the evidence pass after it must
+    # have been kept within the part (they once ended the run 2 s over)
     tr, he, space = problem
-    # margin_fraction 0.1: rounds of even length, so that the loop's guess of
-    # the next round from the last holds (at 0.5 the evidence run overran by 2 s)
     keys = dict(
         method="bayes-factor",
         per_round=2,
         evidence_points=3,
         refit=False,
         patience=0,
-        margin_fraction=0.1,
     )
 
     def clocked_run(**more):
@@ -228,3 +230,55 @@ def test_the_sigma2_grid_runs_share_max_seconds(problem, variance):
         assert len(run) <= len(free_runs[n])
     assert sum(len(r) for r in runs) < sum(len(r) for r in free_runs)
     assert res.report.wall_s <= budget
+
+
+def _after_two_rounds(first_s: float, second_s: float) -> tuple[LoopState, Deadline]:
+    """A loop state after two rounds of 5 training passes each, lasting
+    ``first_s`` and ``second_s``, on a budget with 20 s left."""
+    clock = ManualClock()
+    deadline = Deadline(first_s + second_s + 20.0, clock)
+    clock.now = first_s + second_s
+    none = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), None)
+    state = LoopState(round=2, weights=none, passes=10)
+    state.trace = [
+        RoundRecord(1, 1, 1, 0, 1.0, "beta", 1.0, passes=5, elapsed_s=first_s),
+        RoundRecord(2, 2, 1, 0, 1.0, "beta", 1.0, passes=10, elapsed_s=first_s + second_s),
+    ]
+    return state, deadline
+
+
+def test_the_loop_keeps_time_for_the_passes_after_it_and_for_rounds_that_grow():
+    cfg = train_config(method="bayes-factor", max_seconds=100)
+    state, deadline = _after_two_rounds(15.0, 15.0)  # 15 s rounds: 3 s a pass
+    assert limit_reached(cfg, state, deadline) is None  # 15 s fits in 20
+    assert limit_reached(cfg, state, deadline, after_passes=1) is None  # 15 + 3 fits
+    capped = limit_reached(cfg, state, deadline, after_passes=2)  # 15 + 6 does not
+    assert capped is not None and capped.reason is StopReason.MAX_SECONDS
+    assert limit_reached(cfg, state, deadline, reserve_s=3.0, after_passes=1) is not None
+    # a round 3 s longer than the one before: the next one is guessed 3 s longer still
+    state, deadline = _after_two_rounds(12.0, 15.0)
+    assert limit_reached(cfg, state, deadline) is None  # 18 fits in 20
+    assert limit_reached(cfg, state, deadline, after_passes=1) is not None  # 18 + 3 does not
+    state, deadline = _after_two_rounds(18.0, 15.0)  # a shorter round: guessed as long
+    assert limit_reached(cfg, state, deadline, after_passes=1) is None
+
+
+def test_a_time_bound_bayes_factor_run_ends_within_max_seconds_at_every_budget(problem):
+    # the round after which the budget is cut falls anywhere in a round as
+    # the budget varies; the report's loss pass of the kept stage must fit too
+    tr, he, space = problem
+    keys = dict(method="bayes-factor", per_round=2, refit=False, patience=0, folds=1)
+
+    def clocked_run(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        config = train_config(**keys, **more)
+        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+
+    free = clocked_run()
+    assert free.report["rounds_run"] >= 3
+    walls = []
+    for budget in np.arange(0.3, 0.9, 0.05) * free.report.wall_s:
+        res = clocked_run(max_seconds=float(budget))
+        assert res.weights.nnz > 0
+        walls.append((float(budget), res.report.wall_s))
+    assert [(b, w) for b, w in walls if w > b] == []
