@@ -421,10 +421,6 @@ def evidence_grid(cfg: BayesConfig) -> list[float]:
     return [float(s2) for s2 in grid]
 
 
-#: Training passes of ``laplace_evidence`` (one curvature pass).
-EVIDENCE_PASSES = 1
-
-
 def laplace_evidence(ctx: TrainingContext, weights: Weights, sigma2: float) -> float:
     """log p(D | M, sigma^2) of the model ``weights`` (its active features
     M, at their MAP values under the prior N(0, sigma^2 I)) by the Laplace
@@ -463,10 +459,8 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
         config = dataclasses.replace(ctx.config, bayes=bayes, choice=no_refit)
         part = ctx.deadline.part(1 / (len(grid) - n))
         run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, deadline=part)
-        # the evidence pass after the run is within its part (the loop keeps time for it)
-        evidence_passes = 0 if by_heldout else EVIDENCE_PASSES
-        run_ctx = dataclasses.replace(run_ctx, resume=False)
-        results.append(fit_bayes_factor(run_ctx, after_passes=evidence_passes))
+        run_ctx = dataclasses.replace(run_ctx, resume=False)  # its part keeps laplace_evidence's pass
+        results.append(fit_bayes_factor(run_ctx, after_passes=0 if by_heldout else 1))
         choice = results[-1].report["choice"]
         held = choice.heldout_score if choice is not None else -math.inf
         scores.append(held if by_heldout else laplace_evidence(run_ctx, results[-1].weights, s2))
@@ -482,9 +476,7 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
 
 def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0) -> FitResult:
     """Run Bayes-factor selection through the shared round loop; report it.
-    ``after_passes``: the caller's training passes after this run (the
-    sigma^2 grid's evidence pass), kept within ``max_seconds`` with the
-    report's own loss pass."""
+    ``after_passes``: the caller's passes after it (the grid's evidence pass)."""
     cfg = ctx.config
     if cfg.bayes.variance != "fixed":
         return fit_by_evidence(ctx)
@@ -501,16 +493,9 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0) -> FitResult:
         cfg.selection.gain_method,
     )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
-    state = run_rounds(
-        ctx,
-        method,
-        "bayes-factor",
-        "beta",
-        "beta - beta_0",
-        start=start,
-        stage_choice=True,
-        after_passes=after_passes + 1,  # the report's loss pass of the kept stage, below
-    )
+    after = after_passes + 1  # and the report's loss pass of the kept stage, below
+    names = ("bayes-factor", "beta", "beta - beta_0")
+    state = run_rounds(ctx, method, *names, start=start, stage_choice=True, after_passes=after)
     weights, choice = best_stage(ctx, state)
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
