@@ -459,7 +459,8 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
         config = dataclasses.replace(ctx.config, bayes=bayes, choice=no_refit)
         part = ctx.deadline.part(1 / (len(grid) - n))
         run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, deadline=part)
-        run_ctx = dataclasses.replace(run_ctx, resume=False)  # its part keeps laplace_evidence's pass
+        run_ctx = dataclasses.replace(run_ctx, resume=False)  # its part keeps time for the
+        # pass of laplace_evidence below
         results.append(fit_bayes_factor(run_ctx, after_passes=0 if by_heldout else 1))
         choice = results[-1].report["choice"]
         held = choice.heldout_score if choice is not None else -math.inf
