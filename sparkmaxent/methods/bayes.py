@@ -456,12 +456,14 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     no_refit = dataclasses.replace(ctx.config.choice, refit=False)  # the chosen run's, below
     for n, s2 in enumerate(grid):
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
-        config = dataclasses.replace(ctx.config, bayes=bayes, choice=no_refit)
+        # the last run's loop keeps time for that refit (refit_reserve), every run's
+        # for its laplace_evidence pass (after_passes)
+        kept = ctx.config.choice if n == len(grid) - 1 else no_refit
+        config = dataclasses.replace(ctx.config, bayes=bayes, choice=kept)
         part = ctx.deadline.part(1 / (len(grid) - n))
         run_ctx = dataclasses.replace(ctx, config=config, output_dir=None, deadline=part)
-        run_ctx = dataclasses.replace(run_ctx, resume=False)  # its part keeps time for the
-        # pass of laplace_evidence below
-        results.append(fit_bayes_factor(run_ctx, after_passes=0 if by_heldout else 1))
+        run_ctx = dataclasses.replace(run_ctx, resume=False)
+        results.append(fit_bayes_factor(run_ctx, after_passes=0 if by_heldout else 1, refit=False))
         choice = results[-1].report["choice"]
         held = choice.heldout_score if choice is not None else -math.inf
         scores.append(held if by_heldout else laplace_evidence(run_ctx, results[-1].weights, s2))
@@ -475,9 +477,10 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     return refit_chosen_stage(at, results[i])
 
 
-def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0) -> FitResult:
+def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = True) -> FitResult:
     """Run Bayes-factor selection through the shared round loop; report it.
-    ``after_passes``: the caller's passes after it (the grid's evidence pass)."""
+    ``after_passes``: the caller's passes after it (the grid's evidence pass);
+    ``refit`` False: the caller refits (``train.choice.refit``), not this run."""
     cfg = ctx.config
     if cfg.bayes.variance != "fixed":
         return fit_by_evidence(ctx)
@@ -531,7 +534,8 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0) -> FitResult:
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
     }
-    return refit_chosen_stage(ctx, FitResult(weights, report, stop=state.stop))
+    result = FitResult(weights, report, stop=state.stop)
+    return refit_chosen_stage(ctx, result) if refit else result
 
 
 def refit_chosen_stage(ctx: TrainingContext, result: FitResult) -> FitResult:

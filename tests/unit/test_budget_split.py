@@ -187,8 +187,10 @@ def test_a_time_bound_k_fold_stage_choice_ends_within_max_seconds(problem):
     assert res.report["stages"] == folds["chosen_stages"]
 
 
-@pytest.mark.parametrize("variance", ["evidence", "heldout"])
-def test_the_sigma2_grid_runs_share_max_seconds(problem, variance):
+@pytest.mark.parametrize(
+    "variance,refit", [("evidence", False), ("heldout", False), ("evidence", True)]
+)
+def test_the_sigma2_grid_runs_share_max_seconds(problem, variance, refit):
     # 1 s a pass; each grid run's round times are relative to its own part.
     # At the default margin_fraction the last run's rounds fill its part to
     # the second: the report's loss pass and the evidence pass after it must
@@ -198,7 +200,8 @@ def test_the_sigma2_grid_runs_share_max_seconds(problem, variance):
         method="bayes-factor",
         per_round=2,
         evidence_points=3,
-        refit=False,
+        refit=refit,
+        refit_reserve_passes=10,
         patience=0,
     )
 
@@ -230,6 +233,8 @@ def test_the_sigma2_grid_runs_share_max_seconds(problem, variance):
         assert len(run) <= len(free_runs[n])
     assert sum(len(r) for r in runs) < sum(len(r) for r in free_runs)
     assert res.report.wall_s <= budget
+    if refit:  # the last run kept its 10 refit passes for the chosen run's refit
+        assert res.report["refit"]["passes"] >= 10  # (6 when the grid did not keep them)
 
 
 def _after_two_rounds(first_s: float, second_s: float) -> tuple[LoopState, Deadline]:
