@@ -273,7 +273,10 @@ def fit_grafting_family(
         path["path"],
         ctx.backend.space.n_features,
     )
-    state = run_rounds(ctx, method, name, "max_gradient", "candidate |gradient|", start=start)
+    # after_passes: time for the certificate pass below, when a cap ends the rounds
+    state = run_rounds(
+        ctx, method, name, "max_gradient", "candidate |gradient|", start=start, after_passes=1
+    )
     cert = state.certificate
     if cert is None:  # stopped by a cap: certify what there is (one more pass)
         cert = method.gradient_test.certify(state.weights)

@@ -268,16 +268,25 @@ def test_the_loop_keeps_time_for_the_passes_after_it_and_for_rounds_that_grow():
     assert limit_reached(cfg, state, deadline, after_passes=1) is None
 
 
-def test_a_time_bound_bayes_factor_run_ends_within_max_seconds_at_every_budget(problem):
+#: Each method's keys for a run of several rounds on the planted problem.
+_ROUNDS = {
+    "bayes-factor": dict(per_round=2, refit=False, patience=0, folds=1),
+    "grafting": dict(n_best=2),
+}
+
+
+@pytest.mark.parametrize("method", sorted(_ROUNDS))
+def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, method):
     # the round after which the budget is cut falls anywhere in a round as
-    # the budget varies; the report's loss pass of the kept stage must fit too
+    # the budget varies; the pass after the rounds must fit too (the Bayes
+    # factor's loss pass of its kept stage, grafting's certificate pass)
     tr, he, space = problem
-    keys = dict(method="bayes-factor", per_round=2, refit=False, patience=0, folds=1)
 
     def clocked_run(**more):
         train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
-        config = train_config(**keys, **more)
-        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+        config = train_config(method=method, **_ROUNDS[method], **more)
+        held = heldout if method == "bayes-factor" else None
+        return train(train_part, config, held, clock=PassClock(train_part, heldout))
 
     free = clocked_run()
     assert free.report["rounds_run"] >= 3
