@@ -272,10 +272,13 @@ def test_the_loop_keeps_time_for_the_passes_after_it_and_for_rounds_that_grow():
 _ROUNDS = {
     "bayes-factor": dict(per_round=2, refit=False, patience=0, folds=1),
     "grafting": dict(n_best=2),
+    "sgc": dict(stage_features=1, refit=False, patience=0, folds=1),
 }
 
 
-@pytest.mark.parametrize("method", sorted(_ROUNDS))
+@pytest.mark.parametrize(
+    "method", ["bayes-factor", "grafting", pytest.param("sgc", marks=pytest.mark.slow)]
+)
 def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, method):
     # the round after which the budget is cut falls anywhere in a round as
     # the budget varies; the pass after the rounds must fit too (the Bayes
@@ -285,11 +288,11 @@ def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, metho
     def clocked_run(**more):
         train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
         config = train_config(method=method, **_ROUNDS[method], **more)
-        held = heldout if method == "bayes-factor" else None
+        held = heldout if method != "grafting" else None
         return train(train_part, config, held, clock=PassClock(train_part, heldout))
 
     free = clocked_run()
-    assert free.report["rounds_run"] >= 3
+    assert len(free.report.rounds) >= 3
     walls = []
     for budget in np.arange(0.3, 0.9, 0.05) * free.report.wall_s:
         res = clocked_run(max_seconds=float(budget))
