@@ -2,11 +2,13 @@
 
 ``.<name>.lock`` holds the owner's host, pid and start time. It is created
 atomically (Hadoop's ``create(path, overwrite=false)``; ``O_EXCL`` on a
-local disk), so of two runs starting on the same output one gets it and
-the other is refused with exit 2, naming the path and the owner. It is
-removed when the run ends, however it ends; a lock left by a killed run is
-recovered with a warning when its owner is on this host and its process is
-gone, or when it has not been refreshed for ``output.lock_stale_s``
+local disk; on a remote file system under Spark Connect, a claim written
+with ``mode("error")`` and read back: ``connect_lock.py``), so of two runs
+starting on the same output one gets it and the other is refused with
+exit 2, naming the path and the owner. It is removed when the run ends,
+however it ends; a lock left by a killed run is recovered with a warning
+when its owner is on this host and its process is gone, or when it has
+not been refreshed for ``output.lock_stale_s``
 (0: never by age).
 
 While the run lives, a daemon thread refreshes the lock's modification
@@ -30,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ..errors import InputError
 from .atomic import join, mark_taken_over, release_taken_over, split
@@ -55,10 +58,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def lock_fs(path: str) -> Any:
+    """The file system methods for the lock file ``path``: a remote one under
+    Spark Connect is a directory of claims (``connect_lock.py``)."""
+    fs = filesystem()
+    if fs.name == "connect" and not fs.renames(path):
+        from .connect_lock import ClaimLog
+
+        return ClaimLog(fs)
+    return fs
+
+
 def _owner(path: str) -> dict:
     """What a lock file says (``{}`` when it cannot be read or parsed)."""
     try:
-        doc = json.loads(filesystem().read_bytes(path))
+        doc = json.loads(lock_fs(path).read_bytes(path))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -71,7 +85,7 @@ def _stale(path: str, owner: dict, stale_s: float) -> str:
             return f"its process {owner['pid']} on this host is gone"
     if stale_s > 0:
         try:
-            age = time.time() - filesystem().mtime(path)
+            age = time.time() - lock_fs(path).mtime(path)
         except FileNotFoundError:
             return "it was just released"
         if age > stale_s:
@@ -136,7 +150,7 @@ class Heartbeat:
                     if self.output:
                         mark_taken_over(self.output, describe_owner(owner))
                     return
-                filesystem().touch(self.path)
+                lock_fs(self.path).touch(self.path)
                 self.refreshed += 1
             except Exception as e:  # a file system hiccup: try again next time
                 log.warning("could not refresh the lock %s: %s", self.path, e)
@@ -151,7 +165,7 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
     if path in _HELD:
         yield path
         return
-    fs = filesystem()
+    fs = lock_fs(path)
     token = uuid.uuid4().hex
     me = {
         "host": socket.gethostname(),
