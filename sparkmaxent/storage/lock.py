@@ -69,10 +69,11 @@ def lock_fs(path: str) -> Any:
     return fs
 
 
-def _owner(path: str) -> dict:
-    """What a lock file says (``{}`` when it cannot be read or parsed)."""
+def _owner(path: str, fs: Any = None) -> dict:
+    """What a lock file says (``{}`` when it cannot be read or parsed);
+    ``fs``: its :func:`lock_fs` (default: this thread's)."""
     try:
-        doc = json.loads(lock_fs(path).read_bytes(path))
+        doc = json.loads((fs or lock_fs(path)).read_bytes(path))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -123,6 +124,8 @@ class Heartbeat:
 
     def __init__(self, path: str, token: str, interval: float, output: str = "") -> None:
         self.path, self.token, self.interval, self.output = path, token, interval, output
+        # the owner's file system: a Spark Connect session is active in its thread only
+        self.fs = lock_fs(path)
         self.refreshed = 0  # how many times (tests)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lock {path}", daemon=True)
@@ -138,7 +141,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                owner = _owner(self.path)
+                owner = _owner(self.path, self.fs)
                 if owner.get("token") != self.token:
                     log.error(
                         "the lock %s is no longer this run's (taken over as stale?) but "
@@ -150,7 +153,7 @@ class Heartbeat:
                     if self.output:
                         mark_taken_over(self.output, describe_owner(owner))
                     return
-                lock_fs(self.path).touch(self.path)
+                self.fs.touch(self.path)
                 self.refreshed += 1
             except Exception as e:  # a file system hiccup: try again next time
                 log.warning("could not refresh the lock %s: %s", self.path, e)

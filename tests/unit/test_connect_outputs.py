@@ -138,3 +138,25 @@ def test_a_model_saved_under_connect_on_a_remote_fs_loads_back_and_is_replaced(r
     assert MaxentModel.load("s3a://bucket/models/m").weights.values.tolist() == [0.5] * len(
         model.weights.values
     )
+
+
+def test_a_lock_is_refreshed_from_its_heartbeat_thread(remote, monkeypatch):
+    """A Spark Connect session is active in the thread that made it only:
+    the heartbeat keeps the owner's file system, not its own thread's."""
+    import threading
+    import time
+
+    owner_thread = threading.current_thread()
+    here = lambda: remote if threading.current_thread() is owner_thread else fs.LocalFS()  # noqa: E731
+    for module in (storage, atomic, lock):
+        monkeypatch.setattr(module, "filesystem", here)
+    out = "hdfs://nn/runs/m"
+    path = lock.lock_path(out)
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "token": "t"}
+    assert ClaimLog(remote).create_new(path, json.dumps(me).encode())
+    with lock.Heartbeat(path, "t", 0.05, out) as beat:
+        deadline = time.monotonic() + 10
+        while beat.refreshed < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert beat.refreshed >= 2
+    atomic.refuse_taken_over(out + "/model")  # not taken over: writes go on
