@@ -301,7 +301,6 @@ def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, metho
     assert [(b, w) for b, w in walls if w > b] == []
 
 
-
 def test_each_round_row_counts_its_own_seconds_and_passes_from_the_row_before(problem, tmp_path):
     # 1 s a pass, and 100 s more after every round (its bookkeeping): a
     # row counts from the row before; rows read back from a checkpoint
