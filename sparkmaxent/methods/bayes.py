@@ -34,7 +34,7 @@ from scipy.optimize import brentq
 
 from ..choice.heldout import best_stage, refit_stage
 from ..choice.sections import StageRefit
-from ..config.schema import BayesConfig
+from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.gains import GainDerivativesTask
