@@ -33,7 +33,7 @@ import numpy as np
 
 from ..choice.heldout import best_stage, refit_stage
 from ..choice.sections import StageRefit
-from ..config.schema import BayesConfig
+from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.gains import GainDerivativesTask
