@@ -267,8 +267,8 @@ class IfsConfig(Section):
     )
     reestimate_every: int = key(
         0,
-        "Re-fit all selected weights (with train.l2) every r stages "
-        "and at the end; 0: never (only the new weight changes).",
+        "Re-fit all selected weights (with train.l2) every r stages and at the "
+        "end (with a refit of the chosen stage, that refit instead); 0: never.",
         ge=0,
     )
 
@@ -380,8 +380,8 @@ class ChoiceConfig(Section):
     )
     refit_reserve_passes: int = key(
         50,
-        "Stage runs with max_seconds and a refit: no stage starts unless this many refit "
-        "passes (one of them timed after the first stage) still fit after it; 0: none.",
+        "Stage runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no "
+        "stage starts unless this many of its passes still fit after it; 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)
