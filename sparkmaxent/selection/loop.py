@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import storage
 from ..backends.union import UnionBackend
-from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, stage_rule
+from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, refit_follows, stage_rule
 from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
@@ -82,10 +82,11 @@ def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) ->
     measured by running one; 0 without a budget or a refit (no held-out
     data, no best-stage choice, ``refit`` off)."""
     choice = ctx.config.choice
-    if not stage_choice or ctx.heldout is None or not choice.best_stage or not choice.refit:
+    if not stage_choice or not refit_follows(ctx):
         return 0.0
     if not choice.refit_reserve_passes or not ctx.deadline.bounded:
         return 0.0
+    assert ctx.heldout is not None, "refit_follows checks that there is held-out data"
     whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
     whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
     return choice.refit_reserve_passes * (ctx.deadline.elapsed() - t0)

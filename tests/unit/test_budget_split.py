@@ -268,26 +268,39 @@ def test_the_loop_keeps_time_for_the_passes_after_it_and_for_rounds_that_grow():
     assert limit_reached(cfg, state, deadline, after_passes=1) is None
 
 
+_REESTIMATE = dict(reestimate_every=10, max_rounds=30)
 #: Each method's keys for a run of several rounds on the planted problem.
 _ROUNDS = {
     "bayes-factor": dict(per_round=2, refit=False, patience=0, folds=1),
     "grafting": dict(n_best=2),
     "sgc": dict(stage_features=1, refit=False, patience=0, folds=1),
+    # re-estimation every 10 stages and at the end (no refit follows: train only)
+    "sgc reestimate": dict(stage_features=1, refit=False, patience=0, folds=1, **_REESTIMATE),
+    # with the chosen stage's refit (training + held-out) in place of the final one
+    "sgc reestimate refit": dict(stage_features=1, patience=0, folds=1, **_REESTIMATE),
 }
 
 
 @pytest.mark.parametrize(
-    "method", ["bayes-factor", "grafting", pytest.param("sgc", marks=pytest.mark.slow)]
+    "method",
+    [
+        "bayes-factor",
+        "grafting",
+        pytest.param("sgc", marks=pytest.mark.slow),
+        "sgc reestimate",
+        "sgc reestimate refit",
+    ],
 )
 def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, method):
     # the round after which the budget is cut falls anywhere in a round as
     # the budget varies; the pass after the rounds must fit too (the Bayes
-    # factor's loss pass of its kept stage, grafting's certificate pass)
+    # factor's loss pass of its kept stage, grafting's certificate pass,
+    # SGC's final re-estimation of its kept stage)
     tr, he, space = problem
 
     def clocked_run(**more):
         train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
-        config = train_config(method=method, **_ROUNDS[method], **more)
+        config = train_config(method=method.split()[0], **_ROUNDS[method], **more)
         held = heldout if method != "grafting" else None
         return train(train_part, config, held, clock=PassClock(train_part, heldout))
 
