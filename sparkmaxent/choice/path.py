@@ -31,7 +31,15 @@ from ..problem.objective import checked_pass
 from ..selection.base import FitResult, TrainingContext
 from ..selection.reporting import PLOTS_DIR
 from .heldout import PATH_PLOT, measure_weights, write_path_plot
-from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
+from .points import (
+    PointFit,
+    grafting_point,
+    l2_point,
+    mixed_point,
+    point_context,
+    refit,
+    round_size,
+)
 from .sections import PathPoint, PathSection, PathVariant, VersusAtoms
 from .stop_rule import Measure, choose, difference_se, stop_rule
 
@@ -105,7 +113,10 @@ class CombinationPoints:
     which this object carries from point to point (``conjunctions``: the
     last point's, what the held-out events are widened by when it is
     scored). Started with a model's conjunctions (the chosen point's), it
-    is the refit's point fit."""
+    is the refit's point fit. A warm-started point's rounds add every
+    candidate above gamma1 (atoms and conjunctions), as grafting points do
+    (``round_size``): the search's cost does not depend on how many it
+    returns (it computes the gradient of every conjunction its bound leaves)."""
 
     def __init__(self, conjunctions: Conjunctions):
         self.conjunctions = conjunctions
@@ -113,7 +124,9 @@ class CombinationPoints:
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
         from ..methods.combination import fit_combination
 
-        at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
+        size = round_size(ctx, previous)
+        graft = dataclasses.replace(ctx.config.grafting, l1=gamma, n_best=size)
+        at = point_context(ctx, grafting=graft)
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
         result = fit_combination(at)
         assert result.conjunctions is not None, "a combination fit has conjunctions"

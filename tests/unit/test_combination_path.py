@@ -64,6 +64,21 @@ def test_points_are_certified_and_equal_cold_fits(problem, chosen):
     assert "refit" not in chosen.report  # train.choice.refit = false
 
 
+def test_warm_started_points_add_every_candidate_above_gamma1_in_a_round(problem, chosen):
+    """As grafting points do: the same certified optimum as a warm-started
+    combination fit that adds n_best candidates a round, on fewer passes."""
+    tr, _, space = problem
+    start, conj = None, None
+    for i, point in enumerate(chosen.report["path"]["points"]):
+        keys = train_config(l1=point["l1"], **KEYS)
+        fit = train(LocalBackend([tr], space), keys, warm_start=start, warm_conjunctions=conj)
+        start, conj = fit.weights, fit.conjunctions
+        assert point["kkt_passed"] and fit.report.certificate.conjunctions.passed
+        assert point["objective"] == pytest.approx(fit.report.objective, rel=1e-9)
+        if i:  # the first point starts from the bias-only model: n_best a round
+            assert point["passes"] < fit.report["passes"] / 2  # here: 31 against 172
+
+
 def test_the_chosen_point_is_the_model_without_refit(chosen):
     path = chosen.report["path"]
     point = path["points"][path["chosen"]]
