@@ -115,10 +115,11 @@ class CombinationPoints:
     which this object carries from point to point (``conjunctions``: the
     last point's, what the held-out events are widened by when it is
     scored). Started with a model's conjunctions (the chosen point's), it
-    is the refit's point fit. A warm-started point's rounds add every
-    candidate above gamma1 (atoms and conjunctions), as grafting points do
-    (``round_size``): the search's cost does not depend on how many it
-    returns (it computes the gradient of every conjunction its bound leaves)."""
+    is the refit's point fit. A warm-started point's rounds add every atom
+    or formed conjunction above gamma1, as grafting points do
+    (``round_size``); new conjunctions still enter by the search's
+    ``n_best`` a round (all at once, a conjunction whose events equal an
+    atom's enters beside it: the same objective with more weights)."""
 
     def __init__(self, conjunctions: Conjunctions):
         self.conjunctions = conjunctions
@@ -130,7 +131,7 @@ class CombinationPoints:
         graft = dataclasses.replace(ctx.config.grafting, l1=gamma, n_best=size)
         at = point_context(ctx, grafting=graft)
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
-        result = fit_combination(at)
+        result = fit_combination(at, search_best=ctx.config.grafting.n_best)
         assert result.conjunctions is not None, "a combination fit has conjunctions"
         self.conjunctions = result.conjunctions
         return result
