@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from ..problem.objective import Evaluation
 from .faces import FORCING, FORCING_MIN_TOL, face_step
+from .global_cg import AcrossPasses, ProductPass
 from .lbfgs import ConvergenceWarning
 from .line_search import Points, acceptance, expects_cut, line_search, next_radius
 from .options import SolverOptions
@@ -242,8 +243,10 @@ class _Passes:
         ray: Callable | None,
         direction: Direction | None = None,
         points: Points | None = None,
+        product: ProductPass | None = None,
     ):
         self.fun, self.ray, self.direction, self.points = fun, ray, direction, points
+        self.product = product
         self.count = 0
 
     def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
@@ -254,6 +257,11 @@ class _Passes:
         self.count += 1
         assert self.direction is not None, "direct is only used with a direction pass"
         return self.direction(theta, grad, dlo, dhi, tol)
+
+    def multiply(self, theta: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.count += 1
+        assert self.product is not None, "multiply is only used with a product pass"
+        return self.product(theta, v)
 
     def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
         self.count += 1
@@ -360,16 +368,21 @@ def _step(
     options: SolverOptions,
     secant: SecantMemory | None = None,
     previous: float = np.inf,
+    across: AcrossPasses | None = None,
 ) -> tuple[np.ndarray, int, float | None, Evaluation]:
     """The iteration's direction, its inner work (sweeps or products),
     d^T H d, and the evaluation at theta: from a direction pass when the
     solver has one, else from the exact Hessian (a curvature pass first
     when a cut step was accepted without it). With ``secant`` pairs the
     direction pass's step is corrected (``secant.py``) and d^T H d is left
-    to the step's gradients (None)."""
+    to the step's gradients (None). Once ``across`` is ready (the free set
+    unchanged) the step is CG across product passes (``global_cg.py``)."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
         tol = _model_tol(violation, options, forcing(violation, previous, options))
+        if across is not None and across.ready(theta, grad, lower, upper):
+            d, work, curvature = across.step(passes.multiply, theta, grad, dlo, dhi, tol)
+            return d, work, curvature, ev
         loops = secant.first_loop(grad) if secant is not None else None
         if loops is None:
             d, work, curvature = passes.direct(theta, grad, dlo, dhi, tol)
@@ -395,6 +408,7 @@ def minimize_box_newton(
     ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
     direction: Direction | None = None,
     points: Points | None = None,
+    product: ProductPass | None = None,
 ) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
@@ -419,11 +433,15 @@ def minimize_box_newton(
     points : callable (list of theta) -> list of Evaluation, or None
         One pass: value and gradient at each theta (with ``direction``: the
         line search's first ``options.trial_points`` steps at once).
+    product : callable (theta, v) -> (H v, H's diagonal), or None
+        One pass (with ``direction``): the late iterations' CG across
+        passes, ``options.global_cg`` of them at most per iteration
+        (``global_cg.py``).
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    passes = _Passes(fun, ray, direction, points if direction is not None else None)
+    passes = _Passes(fun, ray, direction, points if direction is not None else None, product)
     evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)
@@ -435,6 +453,7 @@ def minimize_box_newton(
     converged, message, it = False, "maximum number of iterations reached", 0
     steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
     secant = SecantMemory(options.secant_memory) if direction and options.secant_memory else None
+    across = AcrossPasses(options.global_cg) if direction and product else None
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
         violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
@@ -444,7 +463,7 @@ def minimize_box_newton(
             break
         d, sweeps, curvature, ev = _step(
             passes, ev, grad, theta, lower, upper, radius, violation, options, secant,
-            prev_violation,
+            prev_violation, across,
         )  # fmt: skip
         slope = float(grad @ d)
         if not slope < 0 and curvature is None and secant is not None:
