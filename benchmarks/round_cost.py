@@ -326,6 +326,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"also solve each round by {GLOBAL} (newton-cg whose late iterations run CG "
         "across passes, at most N product passes an iteration); 0: not",
     )
+    parser.add_argument(
+        "--solvers",
+        nargs="+",
+        choices=SOLVERS,
+        default=list(SOLVERS),
+        help="solve each round by these only (of those the other flags ask for)",
+    )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
@@ -414,7 +421,7 @@ def measure(args, spark, train_dir: str) -> None:
                         continue
                     if solver == PLAIN and not args.plain or solver == FIXED and not args.fixed:
                         continue
-                    if solver == GLOBAL and not args.global_cg:
+                    if solver == GLOBAL and not args.global_cg or solver not in args.solvers:
                         continue
                     if name == "spark":  # the workers' column caches, as COLUMNS.clear() in-process
                         backend.rdd.foreach(_clear_columns)

@@ -244,9 +244,12 @@ class _Passes:
         direction: Direction | None = None,
         points: Points | None = None,
         product: ProductPass | None = None,
+        budget: int = 0,
     ):
-        self.fun, self.ray, self.direction, self.points = fun, ray, direction, points
-        self.product = product
+        self.fun, self.ray, self.direction, self.product = fun, ray, direction, product
+        self.points = points if direction is not None else None  # with a direction pass only
+        # the late iterations' CG across product passes (``global_cg.py``)
+        self.across = AcrossPasses(budget) if direction and product else None
         self.count = 0
 
     def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
@@ -368,18 +371,18 @@ def _step(
     options: SolverOptions,
     secant: SecantMemory | None = None,
     previous: float = np.inf,
-    across: AcrossPasses | None = None,
 ) -> tuple[np.ndarray, int, float | None, Evaluation]:
     """The iteration's direction, its inner work (sweeps or products),
     d^T H d, and the evaluation at theta: from a direction pass when the
     solver has one, else from the exact Hessian (a curvature pass first
     when a cut step was accepted without it). With ``secant`` pairs the
     direction pass's step is corrected (``secant.py``) and d^T H d is left
-    to the step's gradients (None). Once ``across`` is ready (the free set
+    to the step's gradients (None). Once ``passes.across`` is ready (the free set
     unchanged) the step is CG across product passes (``global_cg.py``)."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
         tol = _model_tol(violation, options, forcing(violation, previous, options))
+        across = passes.across
         if across is not None and across.ready(theta, grad, lower, upper):
             d, work, curvature = across.step(passes.multiply, theta, grad, dlo, dhi, tol)
             return d, work, curvature, ev
@@ -435,13 +438,12 @@ def minimize_box_newton(
         line search's first ``options.trial_points`` steps at once).
     product : callable (theta, v) -> (H v, H's diagonal), or None
         One pass (with ``direction``): the late iterations' CG across
-        passes, ``options.global_cg`` of them at most per iteration
-        (``global_cg.py``).
+        passes, at most ``options.global_cg`` an iteration (``global_cg.py``).
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    passes = _Passes(fun, ray, direction, points if direction is not None else None, product)
+    passes = _Passes(fun, ray, direction, points, product, options.global_cg)
     evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)
@@ -453,7 +455,6 @@ def minimize_box_newton(
     converged, message, it = False, "maximum number of iterations reached", 0
     steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
     secant = SecantMemory(options.secant_memory) if direction and options.secant_memory else None
-    across = AcrossPasses(options.global_cg) if direction and product else None
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
         violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
@@ -463,7 +464,7 @@ def minimize_box_newton(
             break
         d, sweeps, curvature, ev = _step(
             passes, ev, grad, theta, lower, upper, radius, violation, options, secant,
-            prev_violation, across,
+            prev_violation,
         )  # fmt: skip
         slope = float(grad @ d)
         if not slope < 0 and curvature is None and secant is not None:
