@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.grafting_vs_mllib import prepared
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.blas import blas_threads
-    from sparkmaxent.config.schema import GraftingConfig
+    from sparkmaxent.config.method_sections import GraftingConfig
     from sparkmaxent.data.load import read_blocks
     from sparkmaxent.data.schema import DatasetInfo
 

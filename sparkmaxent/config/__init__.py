@@ -4,18 +4,9 @@ The resolved configuration is saved with every model."""
 
 from ..errors import ConfigError
 from .load import config_from_dict, digest, load_config, parse_override, train_config, train_keys
-from .schema import (
-    BayesConfig,
-    ChoiceConfig,
-    Config,
-    DataConfig,
-    GraftingConfig,
-    IfsConfig,
-    OutputConfig,
-    SelectionConfig,
-    SparkConfig,
-    TrainConfig,
-)
+from .method_sections import BayesConfig, GraftingConfig, IfsConfig, LatticeConfig
+from .runtime import OutputConfig, SparkConfig
+from .schema import ChoiceConfig, Config, DataConfig, SelectionConfig, TrainConfig
 
 __all__ = [
     "BayesConfig",
@@ -25,6 +16,7 @@ __all__ = [
     "DataConfig",
     "GraftingConfig",
     "IfsConfig",
+    "LatticeConfig",
     "OutputConfig",
     "SelectionConfig",
     "SparkConfig",

@@ -29,8 +29,8 @@ from sparkmaxent.kernels.proposals import (
     proposals,
 )
 from sparkmaxent.methods import bayes
-from sparkmaxent.methods.bayes import (
-    BayesFactor,
+from sparkmaxent.methods.bayes import BayesFactor
+from sparkmaxent.methods.bayes_scores import (
     bayes_factor_score,
     empirical_inclusion_probability,
     log_model_prior_odds,
@@ -307,7 +307,7 @@ def separable_block(m: int = 60, noise: int = 20, K: int = 3) -> MulticlassBlock
     return MulticlassBlock(X=X, y=y, c=np.ones(m), n_labels=K)
 
 
-def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separated():
+def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separated(caplog):
     block = separable_block()
     space = Space(MULTICLASS, block.X.shape[1], 3, bias=True)
     # the printed sign with sigma^2 <= 1 scores every proposal above beta_0
@@ -317,8 +317,20 @@ def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separat
     assert paper.report.stop.message == "no misclassified training event"
     n = paper.report["rounds_run"]
     config = train_config(max_rounds=n + 4, margin_fraction=0.1, **keys)
-    res = train(LocalBackend([block], space), config)
+    with caplog.at_level("INFO", logger="sparkmaxent.methods.bayes"):
+        res = train(LocalBackend([block], space), config)
     rounds = res.report["rounds"]
+    # a user sees which source proposed: a line per low-margin proposal pass
+    # (one per doubling of the share), none for a round of mistakes alone
+    source = [m for m in caplog.messages if m.startswith("proposing from the ")]
+    low = [r for r in rounds if r["margin_below"] is not None]
+    assert len(source) >= len(low) > 0
+    for r in low:
+        assert any(
+            f"{r['proposing_events']} events of margin below {r['margin_below']:.6g}" in m
+            and f"share {r['margin_share']:g}" in m
+            for m in source
+        )
     # mistakes first: a round proposes from mistakes alone while they weigh
     # at least a tenth of the events, else from the lowest-margin tenth too,
     # a share doubled until a feature outside the model is proposed
