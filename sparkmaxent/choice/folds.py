@@ -36,15 +36,8 @@ from ..hashing import GOLDEN, mix64
 from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
 from ..selection.base import FitResult, Method, TrainingContext
-from .path import (
-    MAX_EXTENSION,
-    PATH_METHODS,
-    extended_grid,
-    null_model,
-    path_plan,
-    scored_point,
-    time_spent,
-)
+from .path import MAX_EXTENSION, PATH_METHODS, extended_grid, null_model, path_plan, scored_point
+from .points import time_spent
 from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)

@@ -31,8 +31,17 @@ from ..problem.objective import checked_pass
 from ..selection.base import FitResult, TrainingContext
 from ..selection.reporting import PLOTS_DIR
 from .heldout import PATH_PLOT, measure_weights, write_path_plot
-from .points import PointFit, grafting_point, l2_point, mixed_point, point_context, refit
-from .sections import PathPoint, PathSection, PathVariant, VersusAtoms
+from .mixes import elastic_paths, elastic_variants
+from .points import (
+    PointFit,
+    checked_grid,
+    grafting_point,
+    l2_point,
+    point_context,
+    refit,
+    time_spent,
+)
+from .sections import PathPoint, PathSection, VersusAtoms
 from .stop_rule import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
@@ -64,13 +73,6 @@ def gamma1_max(ctx: TrainingContext, start: Weights) -> float:
     return Grafting(ctx, variant(ctx.config.method, ctx.config)).gradient_test.test(start).best
 
 
-def _checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
-    if not all(isinstance(v, (int, float)) and (v > 0 or zero and v == 0) for v in values):
-        what = "non-negative" if zero else "positive"
-        raise ConfigError(f"train.choice.{name}: expected {what} numbers, got {values!r}")
-    return sorted((float(v) for v in values), reverse=True)
-
-
 def fit_path(ctx: TrainingContext) -> FitResult:
     """Fit ``ctx.config.method``'s path and return the chosen point, its
     report extended with ``path`` (every point, the choice marked)."""
@@ -93,7 +95,14 @@ def fit_path(ctx: TrainingContext) -> FitResult:
         return combination_path(ctx, start)
     variants = elastic_variants(ctx)
     if variants:
-        chosen, at, fit_point = _elastic_paths(ctx, start, variants)
+
+        def run_variant(sub, fit_point, cap):
+            parameter, grid, _, top, extend = path_plan(sub, start)
+            return _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
+
+        chosen, at, fit_point = elastic_paths(ctx, variants, run_variant)
+        path = chosen.report["path"]
+        path.plot = _plot(ctx, path.points, path.chosen)
         return refit(at, chosen, fit_point)
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
 
@@ -188,163 +197,6 @@ def versus_atoms(
     return chosen, kept
 
 
-#: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)
-Variant = tuple[dict, TrainingContext, PointFit]
-
-
-def elastic_variants(ctx: TrainingContext) -> list[Variant]:
-    """The gamma1 paths a grafting path choice runs: one per gamma2 of
-    ``elastic_grid`` (the user's), else one per l2 mix of ``l2_mixes``
-    (gamma2 = gamma1 x mix / (1 - mix) along the path: glmnet's alpha =
-    1 - mix) when a mix is not 0 and no ``elastic_l2`` is set; [] for a
-    single path."""
-    cfg = ctx.config
-    if registry.method(cfg.method).path != "l1":
-        return []
-    if cfg.choice.elastic_grid:
-        out: list[Variant] = []
-        for gamma2 in _checked_grid(cfg.choice.elastic_grid, "elastic_grid", zero=True):
-            graft = dataclasses.replace(cfg.grafting, elastic_l2=gamma2)
-            sub = dataclasses.replace(ctx, config=dataclasses.replace(cfg, grafting=graft))
-            out.append(({"elastic_l2": gamma2}, sub, grafting_point))
-        return out
-    mixes = cfg.choice.l2_mixes
-    if not all(isinstance(m, (int, float)) and 0 <= m < 1 for m in mixes):
-        raise ConfigError(f"train.choice.l2_mixes: expected numbers in [0, 1), got {mixes!r}")
-    if cfg.grafting.elastic_l2 or not any(mixes) or cfg.choice.folds > 1:
-        return []  # the one elastic_l2 given, or pure l1 (k folds: pure l1 only)
-    return [({"l2_mix": float(m)}, ctx, mixed_point(float(m))) for m in sorted(set(mixes))]
-
-
-def _elastic_paths(
-    ctx: TrainingContext, start: Weights, variants: list[Variant]
-) -> tuple[FitResult, TrainingContext, PointFit]:
-    """Elastic net (Zou & Hastie 2005): one gamma1 path per variant (a
-    gamma2 of ``elastic_grid`` or an l2 mix of ``l2_mixes``) from the
-    bias-only model; of their chosen points the sparsest within one
-    standard error of the best (``sparsest_within_noise``; glmnet chooses
-    alpha and lambda on held-out data alike). l2 mixes run from pure l1 up
-    while the last gains beyond the noise (``denser_mix_gains``,
-    ``mix_stop``), past ``l2_mixes`` up to ``mix_max`` (``denser_mix``), each
-    such path on a pass budget (``extension_cap``). The report's ``path``
-    is the chosen variant's, ``path.elastic`` one row per variant run,
-    ``path.elastic_not_run`` the rest. Returns the choice with its
-    variant's context and point fit (the refit's)."""
-    if ctx.config.choice.folds > 1:
-        raise ConfigError("train.choice.elastic_grid: not implemented with train.choice.folds")
-    fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
-    summary: list[PathVariant] = []
-    measures: list[Measure] = []
-    listed = len(variants)
-    for what, sub, fit_point in variants:  # strongest l2 part first; denser mixes appended
-        sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
-        parameter, grid, _, top, extend = path_plan(sub, start)
-        cap = extension_cap(ctx, summary, listed)
-        result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
-        measures.append(measure)
-        path = result.report["path"]
-        point = path.chosen_point
-        path.what = what
-        passes = sum(p.passes for p in path.points)
-        summary.append(PathVariant(what, len(path.points), dataclasses.replace(point), passes, cap))
-        log.info(
-            "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
-            what,
-            point.gamma,
-            point.features,
-            point.score,
-        )
-        fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
-        if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
-            break
-        if time_spent(ctx):
-            break
-        variants += denser_mix(ctx, variants, measures)
-    i, gaps = sparsest_within_noise([v.point for v in summary], measures)
-    for j, run in enumerate(summary):
-        run.point.chosen = j == i
-        run.point.below_best_se = gaps[j]
-    best = fitted[i]
-    path = best[0].report["path"]
-    path.elastic = summary
-    path.elastic_not_run = [what for what, _, _ in variants[len(summary) :]]
-    path.plot = _plot(ctx, path.points, path.chosen)
-    return best
-
-
-def extension_cap(ctx: TrainingContext, done: list[PathVariant], listed: int) -> int | None:
-    """The pass budget of the next variant's path: None for the ``listed``
-    ones, else (a mix past ``l2_mixes``, toward l2) ``cut_passes`` times the
-    passes of every path ``done`` (as a point's cut, for a whole path: near
-    l2 a mix's points hold many times the weights of the listed mixes')."""
-    if len(done) < listed or not ctx.config.choice.cut_passes:
-        return None
-    return max(1, int(np.ceil(ctx.config.choice.cut_passes * sum(v.path_passes for v in done))))
-
-
-def denser_mix_gains(measures: list[Measure]) -> bool:
-    """Whether the last (densest) l2 mix's chosen point beats every sparser
-    mix's by more than its standard error (``train.choice.mix_stop``): only
-    then is a denser mix tried (one that does not is not chosen either:
-    ``sparsest_within_noise``; the gain of more l2 is taken to shrink as
-    the mix grows, as a path's past its best gamma1)."""
-    if len(measures) < 2:
-        return True
-    last, best = measures[-1], max(measures[:-1], key=lambda m: m.score)
-    gain = last.score - best.score
-    if gain > last.se:
-        return True
-    log.info(
-        "elastic net: the last l2 mix gains %.4g held-out over the best sparser mix, "
-        "within its standard error %.4g: no denser mix is tried",
-        gain,
-        last.se,
-    )
-    return False
-
-
-def denser_mix(ctx: TrainingContext, variants: list[Variant], measures: list) -> list[Variant]:
-    """[the next l2 mix 1 - (1 - m) / 10] once the densest mix m of
-    ``variants`` has run and beat every sparser one beyond its standard
-    error (``denser_mix_gains``), if it is at most ``train.choice.mix_max``;
-    else []. As a default gamma1 grid extends while its last point is the
-    best, the mixes go on toward l2 while the densest is the choice."""
-    what, sub, _ = variants[-1]
-    mix = what.get("l2_mix")
-    if mix is None or len(measures) != len(variants) or len(measures) < 2:
-        return []  # a gamma2 grid, the densest mix not run yet, or nothing to beat
-    denser = round(1 - (1 - mix) / 10, 12)
-    if denser > ctx.config.choice.mix_max or not denser_mix_gains(measures):
-        return []
-    log.info("elastic net: the densest l2 mix %g still gains; trying %g", mix, denser)
-    return [({"l2_mix": denser}, sub, mixed_point(denser))]
-
-
-def sparsest_within_noise(
-    points: list[PathPoint], measures: list[Measure]
-) -> tuple[int, list[float]]:
-    """The variant chosen among paths' chosen ``points`` (their held-out
-    score, its standard error and their features): the one with the
-    fewest non-zero weights whose score is at least the best minus the
-    best's standard error (the one-standard-error rule across variants:
-    a denser elastic net is kept only when its gain is beyond the noise of
-    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10).
-    Also each variant's gap below the best in standard errors of the
-    *paired* difference (``measures``: the same held-out events scored by
-    both; ``stop_rule.difference_se``), for the report: far narrower than
-    one score's error, it finds nearly every gain of a denser mix real, and
-    as a choice rule it would keep the densest mix on every corpus."""
-    scores = [p.score for p in points]
-    best = int(np.nanargmax(scores))
-    gaps = []
-    for score, measure in zip(scores, measures, strict=True):
-        se = difference_se(measure, measures[best])
-        diff = scores[best] - score
-        gaps.append(float(diff / se) if se > 0 else (np.inf if diff > 0 else 0.0))
-    chosen = choose(scores, [p.se for p in points], [p.features for p in points], True)
-    return chosen, gaps
-
-
 def path_plan(
     ctx: TrainingContext, start: Weights
 ) -> tuple[str, list[float], PointFit, float | None, bool]:
@@ -354,12 +206,12 @@ def path_plan(
     cfg = ctx.config
     if registry.method(cfg.method).path == "l1":
         if cfg.choice.l1_grid:
-            return "l1", _checked_grid(cfg.choice.l1_grid, "l1_grid"), grafting_point, None, False
+            return "l1", checked_grid(cfg.choice.l1_grid, "l1_grid"), grafting_point, None, False
         top = gamma1_max(ctx, start)
         grid = geometric_grid(top, cfg.choice.l1_ratio, cfg.choice.points)
         return "l1", grid, grafting_point, top, True
     if cfg.choice.l2_grid:
-        return "l2", _checked_grid(cfg.choice.l2_grid, "l2_grid"), l2_point, None, False
+        return "l2", checked_grid(cfg.choice.l2_grid, "l2_grid"), l2_point, None, False
     return "l2", l2_grid(ctx), l2_point, None, True
 
 
@@ -420,9 +272,6 @@ def _run_points(
         if rows and choice.cut_passes:
             budget = max(1, int(np.ceil(choice.cut_passes * spent)))
         left = None if cap is None or not rows else cap - spent  # the first point: no cap
-        if left is not None and left <= 0:
-            log.info("path stopped: its budget of %d passes is spent", cap)
-            break
         result, row, measure = scored_point(
             ctx, fit_point, gamma, weights, previous, budget, best, left
         )
@@ -453,7 +302,7 @@ def _run_points(
         if why is not None:
             log.info("path stopped: %s", why.message)
             break
-        if left is not None and row.cut and row.passes >= left:
+        if cap is not None and sum(r.passes for r in rows) >= cap:
             log.info("path stopped: its budget of %d passes is spent", cap)
             break
         if choice.max_weights and row.features > choice.max_weights:
@@ -522,16 +371,6 @@ def scored_point(
         kkt_passed=None if result.certificate is None else result.certificate.passed,
     )
     return result, row, measure
-
-
-def time_spent(ctx: TrainingContext) -> bool:
-    """Whether the run's time budget is spent (``train.selection.max_seconds``
-    covers every point of a path: each point's rounds stop at it, and no
-    point starts after it)."""
-    if ctx.deadline.remaining() > 0:
-        return False
-    log.info("path stopped: train.selection.max_seconds = %g spent", ctx.deadline.seconds)
-    return True
 
 
 def extended_grid(grid: list[float], scores: list[float], extend: bool, limit: int):

@@ -1,7 +1,8 @@
 """One point of a regularization path (choice/path.py): a warm-started
 fit at one penalty (grafting at gamma1, optionally an elastic-net mix; l2 at
 gamma2) on a pass budget, and the refit of the chosen point on the training
-and held-out events together (``train.choice.refit``)."""
+and held-out events together (``train.choice.refit``); a user's grid of
+penalties checked, and whether the time budget lets another point start."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import warnings
 from collections.abc import Callable
 
 from ..backends.union import UnionBackend, union_of
+from ..errors import ConfigError
 from ..kernels import Weights
 from ..methods.baselines import fit_smooth
 from ..methods.grafting import fit_grafting_family
@@ -180,3 +182,22 @@ def point_context(ctx: TrainingContext, **changes) -> TrainingContext:
         resume=False,
         on_round=None,
     )
+
+
+def checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
+    """A user's grid ``train.choice.<name>`` (positive numbers; ``zero``: or
+    0), strongest penalty first."""
+    if not all(isinstance(v, (int, float)) and (v > 0 or zero and v == 0) for v in values):
+        what = "non-negative" if zero else "positive"
+        raise ConfigError(f"train.choice.{name}: expected {what} numbers, got {values!r}")
+    return sorted((float(v) for v in values), reverse=True)
+
+
+def time_spent(ctx: TrainingContext) -> bool:
+    """Whether the run's time budget is spent (``train.selection.max_seconds``
+    covers every point of a path: each point's rounds stop at it, and no
+    point starts after it)."""
+    if ctx.deadline.remaining() > 0:
+        return False
+    log.info("path stopped: train.selection.max_seconds = %g spent", ctx.deadline.seconds)
+    return True

@@ -181,11 +181,11 @@ class PathPoint:
 
 @dataclass
 class PathVariant:
-    """One elastic-net variant's path (``choice.path._elastic_paths``): what
+    """One elastic-net variant's path (``choice.mixes.elastic_paths``): what
     it is (``{"l2_mix": m}`` or ``{"elastic_l2": gamma2}``), its points, and
     its chosen point (its ``chosen`` and ``below_best_se`` among the variants),
     the passes of its whole path and the pass budget it ran on (None: none;
-    ``choice.path.extension_cap``)."""
+    ``choice.mixes.extension_cap``)."""
 
     what: dict
     points: int

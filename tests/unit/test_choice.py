@@ -16,13 +16,12 @@ from sparkmaxent.choice.heldout import (
     criterion_score,
     score_on,
 )
+from sparkmaxent.choice.mixes import denser_mix_gains, sparsest_within_noise
 from sparkmaxent.choice.path import (
-    denser_mix_gains,
     geometric_grid,
     null_model,
     path_plan,
     scored_point,
-    sparsest_within_noise,
 )
 from sparkmaxent.choice.sections import PathPoint
 from sparkmaxent.choice.stop_rule import Measure, choose
