@@ -246,8 +246,8 @@ def _after_two_rounds(first_s: float, second_s: float) -> tuple[LoopState, Deadl
     none = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), None)
     state = LoopState(round=2, weights=none, passes=10)
     state.trace = [
-        RoundRecord(1, 1, 1, 0, 1.0, "beta", 1.0, passes=5, elapsed_s=first_s),
-        RoundRecord(2, 2, 1, 0, 1.0, "beta", 1.0, passes=10, elapsed_s=first_s + second_s),
+        RoundRecord(1, 1, 1, 0, 1.0, "beta", 1.0, 5, first_s, round_passes=5, round_s=first_s),
+        RoundRecord(2, 2, 1, 0, 1.0, "beta", 1.0, 10, first_s + second_s, 5, second_s),
     ]
     return state, deadline
 
@@ -312,3 +312,37 @@ def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, metho
         assert res.weights.nnz > 0
         walls.append((float(budget), res.report.wall_s))
     assert [(b, w) for b, w in walls if w > b] == []
+
+
+def test_each_round_row_counts_its_own_seconds_and_passes_from_the_row_before(problem, tmp_path):
+    # 1 s a pass, and 100 s more after every round (its bookkeeping): a
+    # row counts from the row before; rows read back from a checkpoint
+    # (an earlier session's) hold no counts, the resumed session's first
+    # row counts from its loop's start
+    tr, _, space = problem
+
+    def session(max_rounds: int, resume: bool) -> list[RoundRecord]:
+        backend = LocalBackend([tr], space)
+        passes = PassClock(backend)
+        traces: list[list[RoundRecord]] = []
+
+        def on_round(state: LoopState) -> None:
+            traces.append(list(state.trace))
+
+        config = train_config(method="grafting", n_best=2, max_rounds=max_rounds)
+        clock = lambda: passes() + 100.0 * len(traces)  # noqa: E731
+        train(backend, config, None, str(tmp_path), resume, on_round, clock=clock)
+        return traces[-1]
+
+    first = session(3, resume=False)
+    rows = session(5, resume=True)
+    assert [r.round for r in rows] == [1, 2, 3, 4, 5]
+    assert all((r.round_passes, r.round_s) == (0, 0.0) for r in rows[:3])
+    assert first[0].round_passes == first[0].passes > 0
+    assert first[0].round_s == pytest.approx(first[0].passes)
+    for before, row in [*zip(first, first[1:]), (rows[3], rows[4])]:
+        assert row.round_passes == row.passes - before.passes > 0
+        assert row.round_s == pytest.approx(row.elapsed_s - before.elapsed_s)
+        assert row.round_s == pytest.approx(row.round_passes + 100.0)
+    assert rows[3].round_passes == rows[3].passes - rows[2].passes > 0
+    assert rows[3].round_s == pytest.approx(rows[3].round_passes)  # no bookkeeping before it
