@@ -274,6 +274,7 @@ PAGES: dict[str, Page] = {
         "the held-out log-likelihood's difference in standard errors of the paired difference.",
         ("corpus", "stage", "features", "sigma2", "train_loss", "heldout_score",
          "heldout_accuracy", "gap_se"),
+        lambda row: not row.get("stage_fit"),  # the stage's own fit: the sigma^2 = 1 refit's
     ),
     "combination": Page(
         "Combination features",
