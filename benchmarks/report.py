@@ -269,6 +269,16 @@ PAGES: dict[str, Page] = {
          "passes", "wall_s", "stage_cap_s", "stopped"),
         lambda row: " " not in row["method"],  # a --set variant: in the file
     ),
+    "sgc_prior": Page(
+        "SGC's chosen stage under other Gaussian priors",
+        "SGC at the defaults on Brown genres (model_choice's split, no refit): the chosen "
+        "stage's features refitted on the training part at each prior sigma^2 (sum units) and "
+        "scored on the held-out part, against the stage's own fit (the gain prior); `gap_se`: "
+        "the held-out log-likelihood's difference in standard errors of the paired difference.",
+        ("corpus", "stage", "features", "sigma2", "train_loss", "heldout_score",
+         "heldout_accuracy", "gap_se"),
+        lambda row: not row.get("stage_fit"),  # the stage's own fit: the sigma^2 = 1 refit's
+    ),
     "combination": Page(
         "Combination features",
         "Combination features (Okanohara & Tsujii 2009) on PP attachment, CoNLL-2000 over the "
