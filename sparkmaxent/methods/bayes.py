@@ -53,11 +53,9 @@ from .bayes_scores import (
     empirical_inclusion_probability,
     log_model_prior_odds,
 )
+from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
-
-#: Selected features listed by name in a progress line (the trace has all).
-_NOTE_FEATURES = 5
 
 
 class BayesFactor:
@@ -148,7 +146,11 @@ class BayesFactor:
         weights = state.weights
         active = weights.active_ids()
         trace = state.trace
-        loss = trace[-1].info["loss"] if trace else self.loss_grad(weights).loss / self.weight
+        loss = (
+            trace[-1].detail_as(BayesRound).loss
+            if trace
+            else self.loss_grad(weights).loss / self.weight
+        )
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -189,37 +191,35 @@ class BayesFactor:
             grown = add_feature(grown, p["feature"], p["mu"])
         new, report = self.optmap(grown)
         objective, new_loss = float(report["objective"]), float(report["loss"])
-        for p in picks:
-            p["feature_name"] = self.namer(p["feature"])
-        info = {
-            **({"rule_stop": rule.message} if rule is not None and not past else {}),
-            "beyond_rule": bool(rule is not None or past),
-            "proposals": int(len(ids)),
-            "misclassified_events": prop.misclassified_events,
-            "misclassified_weight": prop.misclassified,
-            "margin_below": None if below is None else math.tanh(below),
-            "margin_share": share,
-            "proposing_events": prop.proposing_events,
-            "beta_0": beta0,
-            "positive_proposals": int(np.count_nonzero(beta > 0)),
-            "rescored": rescored,
-            "inclusion_probability": inclusion,
-            "log_prior_odds": odds(len(active)),
-            "selected": picks,
-            "loss": new_loss,
-            "log_likelihood": -self.weight * new_loss,
-            "optmap_solver": report["solver"],
-            "optmap_evaluations": int(report["evaluations"]),
-            "optmap_converged": bool(report["converged"]),
-        }
+        detail = BayesRound(
+            beyond_rule=bool(rule is not None or past),
+            proposals=int(len(ids)),
+            misclassified_events=prop.misclassified_events,
+            misclassified_weight=prop.misclassified,
+            margin_below=None if below is None else math.tanh(below),
+            margin_share=share,
+            proposing_events=prop.proposing_events,
+            beta_0=beta0,
+            positive_proposals=int(np.count_nonzero(beta > 0)),
+            rescored=rescored,
+            inclusion_probability=inclusion,
+            log_prior_odds=odds(len(active)),
+            selected=tuple(BayesPick(**p, feature_name=self.namer(p["feature"])) for p in picks),
+            loss=new_loss,
+            log_likelihood=-self.weight * new_loss,
+            optmap_solver=report["solver"],
+            optmap_evaluations=int(report["evaluations"]),
+            optmap_converged=bool(report["converged"]),
+            rule_stop=rule.message if rule is not None and not past else None,
+        )
         return RoundOutcome(
             None,
             new,
             added=len(picks),
             objective=objective,
             score=best,
-            info=info,
-            note=_round_note(info, beta0, inclusion),
+            detail=detail,
+            note=detail.note(),
         )
 
     def propose(self, weights: Weights):
@@ -271,7 +271,7 @@ class BayesFactor:
     @staticmethod
     def past_rule(state: LoopState) -> bool:
         """Whether an earlier round of this run went on past the rule's stop."""
-        return any(r.info.get("beyond_rule") for r in state.trace)
+        return any(r.detail_as(BayesRound).beyond_rule for r in state.trace)
 
     def select(
         self,
@@ -431,12 +431,14 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = 
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     after = after_passes + 1  # and the report's loss pass of the kept stage, below
     names = ("bayes-factor", "beta", "beta - beta_0")
-    state = run_rounds(ctx, method, *names, start=start, stage_choice=True, after_passes=after)
+    state = run_rounds(
+        ctx, method, *names, start=start, stage_choice=True, after_passes=after, detail=BayesRound
+    )
     weights, choice = best_stage(ctx, state)
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
     theta = weights.values
-    selected = [p for r in state.trace for p in r.info["selected"]]
+    selected = [p for r in state.trace for p in r.detail_as(BayesRound).selected]
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta),
         "loss": loss,
@@ -448,20 +450,20 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = 
         "bf_per_round": cfg.bayes.per_round,
         "bf_rescore": cfg.bayes.rescore,
         "active_features": int(len(weights.values)),
-        "selected": [p["feature"] for p in selected],
-        "selected_names": [p["feature_name"] for p in selected],
+        "selected": [p.feature for p in selected],
+        "selected_names": [p.feature_name for p in selected],
         "rounds_run": state.round,
         "choice": choice,
         "stopped_by_rule": state.stop is not None and state.stop.reason is StopReason.BAYES_RULE,
         "rule_stop": next(
             (
-                {"round": r.round - 1, "why": r.info["rule_stop"]}
+                {"round": r.round - 1, "why": r.detail_as(BayesRound).rule_stop}
                 for r in state.trace
-                if "rule_stop" in r.info
+                if r.detail_as(BayesRound).rule_stop is not None
             ),
             None,
         ),
-        "proposals_scored": int(sum(r.info["proposals"] for r in state.trace)),
+        "proposals_scored": int(sum(r.detail_as(BayesRound).proposals for r in state.trace)),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
@@ -515,17 +517,3 @@ def _kth_floor(beta: np.ndarray, limit: int) -> float:
     that ``select`` takes the ``limit`` best beyond the rule."""
     kth = float(np.sort(beta)[::-1][min(limit, len(beta)) - 1])
     return min(0.0, float(np.nextafter(kth, -np.inf)))
-
-
-def _round_note(info: dict, beta0: float, inclusion: float | None) -> str:
-    """A round's progress-line note: proposals, how many beat beta_0, the picks."""
-    picks = info["selected"]
-    shown = ", ".join(
-        f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}" for p in picks[:_NOTE_FEATURES]
-    )
-    more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
-    prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
-    return (
-        f"{info['proposals']} proposals scored ({info['positive_proposals']} beat beta_0 "
-        f"{beta0:.6g}{prior}), selected {shown}{more}"
-    )

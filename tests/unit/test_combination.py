@@ -170,9 +170,9 @@ def test_search_selects_what_brute_force_selects(degree):
             assert found.best == pytest.approx(score.max(), rel=1e-9)
         else:  # nothing passes: what was examined is below the bound, the rest by Eq. 5
             assert found.best <= score.max() + 1e-12
-        assert found.info["conjunctions_examined"] <= len(conj_all)
+        assert found.counts.conjunctions_examined <= len(conj_all)
     # a high bound rules nearly everything out without forming it
-    assert found.info["conjunctions_examined"] < len(tuples) / 2
+    assert found.counts.conjunctions_examined < len(tuples) / 2
 
 
 @pytest.mark.parametrize("seed", [0, 2])
