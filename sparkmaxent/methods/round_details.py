@@ -123,7 +123,7 @@ class BayesRound:
     misclassified_events: int
     misclassified_weight: float
     margin_below: float | None
-    margin_share: float
+    margin_share: float | None
     proposing_events: int
     beta_0: float
     positive_proposals: int

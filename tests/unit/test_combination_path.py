@@ -138,7 +138,7 @@ def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, mon
     rounds = sum(r.get("phase") == "combination" for r in cached.report["rounds"])
     assert 1 <= builds <= rounds + 1
     assert builds_plain > 5 * builds  # here: 5 builds, 45 before (46 refit passes)
-    assert builds_plain >= cached.report["refit"]["passes"] - 2
+    assert builds_plain >= cached.report.refit.passes - 2
     # conjunctions formed in events over the whole run (path, held-out scores, refit)
     assert 0 < formed_cached < formed_plain / 3
 

@@ -46,14 +46,14 @@ def test_a_rows_entries_are_typed_and_read_back_from_its_json_as_they_were(probl
     )
     rows = traces[-1]
     assert rows and all(isinstance(r.detail, kind) for r in rows)
-    assert [r.to_json() for r in rows] == res.report["rounds"]  # the report's rows
+    assert [r.to_json() for r in rows] == res.report.to_json()["rounds"]  # the JSON rows
     for row in rows:
         back = RoundRecord.from_json(row.to_json(), row.score_name, kind)
         assert back == dataclasses.replace(row, round_passes=0, round_s=0.0)
     if kind is IfsStage:  # stages of two picks: the second under "more", refitted together
         stage = rows[0].detail_as(IfsStage)
         assert len(stage.picks) == 2 and stage.refit_passes and stage.refit_ratio is not None
-        assert res.report["rounds"][0]["more"][0]["feature"] == stage.more[0].feature
+        assert res.report.to_json()["rounds"][0]["more"][0]["feature"] == stage.more[0].feature
     if kind is BayesRound:
         assert res.report["selected"] == [p.feature for r in rows for p in r.detail.selected]
     if kind is CombinationRound:
