@@ -286,7 +286,7 @@ TYPED_KEY_READS: dict[str, int] = {
     "benchmarks/sgc_vs_ifs.py": 1,
     "tests/spark/test_bayes_spark.py": 2,
     "tests/spark/test_conjunctions_spark.py": 7,
-    "tests/spark/test_connect_remote_fs.py": 1,
+    "tests/spark/test_connect_remote_fs.py": 2,
     "tests/spark/test_folds_spark.py": 2,
     "tests/spark/test_frame_backend.py": 3,
     "tests/spark/test_grafting_spark.py": 7,
