@@ -93,32 +93,52 @@ NOTE_FEATURES = 5
 
 @dataclass(frozen=True)
 class BayesPick:
-    """A feature a bayes-factor round selected: its score beta (log Bayes
-    factor plus log prior odds, Daume III 2004 Eq. 12-14) and weight mu."""
+    """A feature a bayes-factor round selected, with the score it was ranked
+    by: ``beta`` (log Bayes factor plus log prior odds, Daume III 2004
+    Eq. 12-14), or past the rule ``gain`` (its log posterior gain), and its
+    weight mu."""
 
     feature: int
-    beta: float
     mu: float
     feature_name: str
+    beta: float | None = None
+    gain: float | None = None
+
+    @classmethod
+    def of(cls, pick: dict, feature_name: str) -> BayesPick:
+        """A pick of ``BayesFactor.select`` ({feature, beta or gain, mu})."""
+        return cls(pick["feature"], pick["mu"], feature_name, pick.get("beta"), pick.get("gain"))
+
+    @property
+    def score(self) -> float:
+        """The score it was ranked by."""
+        score = self.gain if self.beta is None else self.beta
+        assert score is not None, "a pick has a beta or a gain"
+        return score
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        scores = _present({"beta": self.beta, "gain": self.gain})
+        return {"feature": self.feature, **scores, "mu": self.mu, "feature_name": self.feature_name}
 
     @classmethod
     def from_json(cls, doc: dict) -> BayesPick:
-        return cls(doc["feature"], doc["beta"], doc["mu"], doc["feature_name"])
+        return cls.of(doc, doc["feature_name"])
 
 
 @dataclass(frozen=True)
 class BayesRound:
     """A bayes-factor round (methods/bayes.py): the rule's stop it went on
-    past (``rule_stop``, the round that met it) and whether it is beyond
-    the rule; its proposals and the events they came from; beta_0, how many
-    proposals beat it, how many were rescored; the model prior's inclusion
-    probability and log prior odds; the picks; and the OptMAP fit after them
+    past (``rule_stop``, the round that met it), whether it is beyond the
+    rule, what its picks were ranked by (``log_bayes_factor``, or past the
+    rule ``log_posterior_gain``) and how many it could take; its proposals
+    and the events they came from; beta_0, how many proposals beat it, how
+    many were rescored; the model prior's inclusion probability and log
+    prior odds; the picks; and the OptMAP fit after them
     (mean loss, log-likelihood, solver, evaluations, convergence)."""
 
     beyond_rule: bool
+    ranked_by: str
+    round_size: int
     proposals: int
     misclassified_events: int
     misclassified_weight: float
@@ -141,8 +161,9 @@ class BayesRound:
     def note(self) -> str:
         """The round's progress-line note: proposals, how many beat beta_0, the picks."""
         picks, inclusion = self.selected, self.inclusion_probability
+        key = "gain" if self.ranked_by == "log_posterior_gain" else "beta"
         shown = ", ".join(
-            f"{p.feature_name} beta {p.beta:.4g} mu {p.mu:.4g}" for p in picks[:NOTE_FEATURES]
+            f"{p.feature_name} {key} {p.score:.4g} mu {p.mu:.4g}" for p in picks[:NOTE_FEATURES]
         )
         more = f" (+{len(picks) - NOTE_FEATURES} more)" if len(picks) > NOTE_FEATURES else ""
         prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
