@@ -302,7 +302,7 @@ TYPED_KEY_READS: dict[str, int] = {
     "tests/unit/test_ifs.py": 10,
     "tests/unit/test_mix_extension.py": 2,
     "tests/unit/test_refit_union.py": 4,
-    "tests/unit/test_stage_refit.py": 3,
+    "tests/unit/test_stage_refit.py": 5,
     "tests/unit/test_thresholded.py": 2,
     "tests/unit/test_topk.py": 2,
 }
