@@ -423,6 +423,20 @@ def fold_row(row: dict, rep: dict, args) -> None:
         single_fit_keys={**dict(args.set), parameter: setting},
         single_fit="pending",
     )
+    if "automatic" in folds:  # train.choice.folds = 0 chose folds: training and held-out events
+        row.update(folds_automatic=True, fold_events=folds["events"])
+    if "l2_mix" in folds:  # the l2 mix chosen along with gamma1 by the folds
+        mix = folds["l2_mix"]
+        row["chosen_setting"] += f", l2_mix={mix:g}"
+        row["single_fit_keys"].update(elastic_l2=setting * mix / (1 - mix), l2_mixes=[0])
+    if "elastic" in folds:
+        keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
+                "heldout_accuracy", "points", "path_passes", "chosen")  # fmt: skip
+        row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in folds["elastic"]]
+        row["elastic_not_run"] = folds.get("elastic_not_run", [])
+    for key in ("mean_accuracy", "features", "passes"):  # of each point, over the folds
+        for point, value in zip(row["fold_points"], folds.get(key, []), strict=False):
+            point[key if key != "features" else "mean_features"] = value
 
 
 def variant_suffix(settings: list) -> str:

@@ -70,8 +70,9 @@ def test_without_held_out_data_a_small_path_still_chooses(grouped):
         ({"kfold_max_events": 0}, 0),  # never
         ({"folds": 1}, 0),  # explicit held-out wins
         ({"folds": 3}, 0),  # explicit folds: not automatic (train runs them as given)
-        ({"method": "grafting"}, 0),  # grafting with l2 mixes: folds fit none
-        ({"method": "grafting", "l2_mixes": [0]}, 0),  # pure l1: no cut in fold paths
+        ({"method": "grafting"}, 5),  # grafting with its l2 mixes
+        ({"method": "grafting", "l2_mixes": [0]}, 5),  # pure l1
+        ({"method": "grafting", "combination_degree": 2}, 0),  # against the atoms on held-out
         ({"method": "sgc", "path": False}, 0),  # stage methods keep their held-out stage
         ({"path": False}, 0),  # nothing to choose
     ],

@@ -441,7 +441,7 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events) // 2)  # pairs of events as units
     grid, k = [4e-3, 1.5e-3, 5e-4], 3
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0)
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0, l2_mixes=[0])
     res = train(LocalBackend([block], space), train_config(folds=k, fold_seed=5, **keys))
     folds = res.report["folds"]
     brute = _brute_force_folds(block, space, grid, k, 5)
@@ -475,7 +475,7 @@ def test_fold_path_extends_a_default_grid_whose_last_point_is_best(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events))
     # two default points down to 0.5 gamma1_max: the mean fold score still rises there
-    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9)
+    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9, l2_mixes=[0])
     res = train(LocalBackend([block], space), train_config(folds=3, fold_seed=2, **keys))
     folds = res.report["folds"]
     grid = folds["grid"]
@@ -493,7 +493,9 @@ def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events))
     grid = [3e-2, 1.5e-2, 8e-3, 4e-3, 1e-3, 2.5e-4, 6e-5]
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1)
+    keys = dict(
+        method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1, l2_mixes=[0]
+    )
     whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
     best = int(np.argmax(whole["mean_score"]))
     assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
