@@ -238,8 +238,8 @@ class ChoiceConfig(Section):
         "Choose the path point or stage by k-fold cross-validation (k >= 2); "
         "1: on the held-out part; 0: automatic, auto_folds folds over the training "
         "and held-out events together for a path (l2, grafting with its l2 mixes) "
-        "of at most kfold_max_events events, else the held-out part. A path's patience and grid extension read "
-        "the mean fold score.",
+        "of at most kfold_max_events events, else the held-out part. A path's "
+        "patience and grid extension read the mean fold score.",
         ge=0,
     )
     kfold_max_events: int = key(

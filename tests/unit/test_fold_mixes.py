@@ -11,14 +11,13 @@ import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
-from sparkmaxent.choice.folds import fold_of_groups
-from sparkmaxent.choice.heldout import score_on
 from sparkmaxent.choice.stop_rule import choose
 from sparkmaxent.config import train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import MULTICLASS, Space
-from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.train import train
+
+from .helpers import brute_force_folds
 
 GRID, MIXES, K, SEED = [2e-2, 8e-3, 3e-3], [0.0, 0.5, 0.9], 3, 4
 
@@ -44,23 +43,6 @@ def block():
     return dataclasses.replace(b, group=np.arange(b.n_events)), Space(MULTICLASS, 200, 3, bias=True)
 
 
-def brute_force(block, space, mix: float) -> np.ndarray:
-    """(fold x gamma1) held-out log-likelihoods of cold fits at ``mix``
-    (gamma2 = gamma1 mix / (1 - mix)) on each fold's other events."""
-    units, fold = fold_of_groups(block.group, block.y, K, SEED)
-    of_event = fold[np.searchsorted(units, block.group)]
-    table = np.zeros((K, len(GRID)))
-    for f in range(K):
-        fit_on = LocalBackend([take_events(block, of_event != f)], space)
-        held = LocalBackend([take_events(block, of_event == f)], space)
-        for j, gamma in enumerate(GRID):
-            keys = dict(method="grafting", l1=gamma, elastic_l2=gamma * mix / (1 - mix))
-            cold = train_config(gtol=1e-9, **keys)
-            weights = train(fit_on, cold).weights
-            table[f, j] = score_on(held, weights, None, "loglik")["heldout_score"]
-    return table
-
-
 def test_fold_mixes_match_cold_fits_and_choose_the_sparsest_mix_within_the_noise(block):
     data, space = block
     keys = dict(method="grafting", path=True, l1_grid=GRID, l2_mixes=MIXES, gtol=1e-9)
@@ -71,7 +53,7 @@ def test_fold_mixes_match_cold_fits_and_choose_the_sparsest_mix_within_the_noise
     assert [r["l2_mix"] for r in rows] == MIXES and folds["elastic_not_run"] == []
     chosen_rows, tables = [], {}
     for row, mix in zip(rows, MIXES, strict=True):
-        tables[mix] = brute_force(data, space, mix)
+        tables[mix] = brute_force_folds(data, space, GRID, K, SEED, mix)
         mean = tables[mix].mean(axis=0)
         se = tables[mix].std(axis=0, ddof=1) / np.sqrt(K)
         j = int(np.argmax(mean))
