@@ -229,7 +229,8 @@ class PathCapped(BaseException):
 
 class PointCosts(logging.Handler):
     """Wall seconds (held-out scoring included), passes and non-zero weights
-    of every path point, read from the path's own line for each point,
+    of every path point (a k-fold path's: summed over the folds, with the
+    mean fold figures), read from the path's own line for each point,
     numbered by mix (``mix``: how many mixes' paths ended before it): where
     a path's time goes, also when it is stopped before it ends."""
 
@@ -248,6 +249,15 @@ class PointCosts(logging.Handler):
                  "seconds": seconds}
             )  # fmt: skip
             self.last = now
+        elif str(record.msg).startswith("k-fold path %s %.4g:"):  # mean fold figures
+            parameter, gamma, features, _, score, accuracy, folds, passes = record.args  # type: ignore[misc]
+            seconds = round(now - self.last, 2)
+            self.points.append(
+                {"mix": self.mix, parameter: gamma, "mean_features": features, "passes": passes,
+                 "seconds": seconds, "mean_score": score, "mean_accuracy": accuracy,
+                 "fold_scores": folds}
+            )  # fmt: skip
+            self.last = now
         elif str(record.msg).startswith("elastic net %s: chose"):
             self.mix += 1
 
@@ -261,7 +271,7 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
     def stop(*_):
         raise PathCapped
 
-    path_log = logging.getLogger("sparkmaxent.choice.path")
+    path_log = logging.getLogger("sparkmaxent.choice")  # path, mixes and folds
     path_log.addHandler(costs)
     if cap_s:
         signal.signal(signal.SIGALRM, stop)

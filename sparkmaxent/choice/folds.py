@@ -79,23 +79,25 @@ STAGE_METHODS = registry.names(lambda m: m.best_stage)
 
 
 def automatic_folds(backend, heldout, config) -> tuple[int, int]:
-    """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` for a
-    path (``l2``, or ``grafting`` with its l2 mixes) over at most
-    ``kfold_max_events`` events, the held-out ones included, every event in
-    a group (folds are groups); else k = 0 (the held-out part). Combination
-    features keep the held-out part (their path is run against the atoms'
-    on it). Counting costs one pass per backend."""
+    """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` for an
+    ``l2`` path over at most ``kfold_max_events`` events, or a ``grafting``
+    path (with its l2 mixes) over at most ``kfold_max_events_grafting``, the
+    held-out ones included, every event in a group (folds are groups); else
+    k = 0 (the held-out part). Combination features keep the held-out part
+    (their path is run against the atoms' on it). Counting costs one pass
+    per backend."""
     choice = config.choice
-    if choice.folds or not choice.kfold_max_events or not choice.path:
-        return 0, 0
     entry = registry.method(config.method)
-    if entry.path is None or entry.combination and config.grafting.combination_degree > 1:
+    if choice.folds or not choice.path or entry.path is None:
+        return 0, 0
+    limit = choice.kfold_max_events if entry.path == "l2" else choice.kfold_max_events_grafting
+    if not limit or entry.combination and config.grafting.combination_degree > 1:
         return 0, 0
     counts = [grouped_events(b) for b in (backend, heldout) if b is not None]
     events = sum(n for n, _ in counts)
     if not all(grouped for _, grouped in counts):  # folds are made of groups
         return 0, events
-    return (choice.auto_folds if 0 < events <= choice.kfold_max_events else 0), events
+    return (choice.auto_folds if 0 < events <= limit else 0), events
 
 
 def automatic_choice(backend, heldout, config) -> tuple:
@@ -106,8 +108,9 @@ def automatic_choice(backend, heldout, config) -> tuple:
     if not k:
         return backend, heldout, config, {}
     log.info(
-        "%d events <= train.choice.kfold_max_events: choosing by %d folds%s",
+        "%d events <= train.choice.kfold_max_events%s: choosing by %d folds%s",
         events,
+        "" if registry.method(config.method).path == "l2" else "_grafting",
         k,
         " of the training and held-out events" if heldout is not None else "",
     )
@@ -273,13 +276,16 @@ def _fold_path(
         means.append(measure.score)
         mean_weights.append(mean_of(ctx.backend.space, [w for w, _ in warm]))
         log.info(
-            "k-fold path %s %.4g: %g features, mean held-out %s %.6g (folds %s)",
+            "k-fold path %s %.4g: %d features, mean held-out %s %.6g (accuracy %.4f; folds %s), "
+            "%d passes",
             parameter,
             gamma,
             rows[-1].features,
             choice.criterion,
             means[-1],
+            rows[-1].heldout["heldout_accuracy"],
             [round(s, 6) for s in scores[-1]],
+            rows[-1].passes,
         )
         rule.add(gamma, measure, rows[-1].features)
         rows[-1].below_best_se = rule.gaps[-1]

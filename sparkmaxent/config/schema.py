@@ -237,16 +237,22 @@ class ChoiceConfig(Section):
         0,
         "Choose the path point or stage by k-fold cross-validation (k >= 2); "
         "1: on the held-out part; 0: automatic, auto_folds folds over the training "
-        "and held-out events together for a path (l2, grafting with its l2 mixes) "
-        "of at most kfold_max_events events, else the held-out part. A path's "
+        "and held-out events together for an l2 path of at most kfold_max_events "
+        "events (grafting: kfold_max_events_grafting), else the held-out part. A path's "
         "patience and grid extension read the mean fold score.",
         ge=0,
     )
     kfold_max_events: int = key(
         2_000,
-        "folds = 0: a path (l2, grafting) over at most this many events (training "
-        "and held-out together) chooses by auto_folds folds instead of the held-out "
+        "folds = 0: an l2 path over at most this many events (training and "
+        "held-out together) chooses by auto_folds folds instead of the held-out "
         "part; 0: never.",
+        ge=0,
+    )
+    kfold_max_events_grafting: int = key(
+        0,
+        "folds = 0: a grafting path (its l2 mixes included) over at most this many "
+        "events chooses by auto_folds folds, as kfold_max_events for l2; 0: never.",
         ge=0,
     )
     auto_folds: int = key(5, "Folds of the automatic k-fold choice (folds = 0).", ge=2)
