@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -30,11 +29,10 @@ from ..errors import ConfigError
 from ..kernels import Scaling, Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.predict import EventScores, EventScoresTask
-from ..methods.baselines import fit_smooth
+from ..methods.baselines import fit_smooth_within
 from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
 from ..selection.base import LoopState, RoundRecord, TrainingContext
-from ..solvers import ConvergenceWarning
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
 from .stop_rule import Measure, StopRule, stop_rule
 
@@ -249,12 +247,17 @@ def write_path_plot(
     return save_png(fig, path)
 
 
-#: passes a time-bound refit keeps for the line search of its last iteration
-LAST_SEARCH = 2
-
 #: the penalty of a stage refit given the event weight W it is fitted on:
 #: gamma2 in the mean units of L (a prior sigma^2 in sum units is 1 / (sigma^2 W))
 StagePenalty = Callable[[float], float]
+
+
+def refit_follows(ctx: TrainingContext) -> bool:
+    """Whether a stage run's chosen stage is refitted on the training and
+    held-out events after it (``refit_stage``): held-out data, the best
+    stage kept and ``train.choice.refit`` on."""
+    choice = ctx.config.choice
+    return ctx.heldout is not None and choice.best_stage and choice.refit
 
 
 def refit_stage(
@@ -279,23 +282,15 @@ def refit_stage(
     loss and passes beside the chosen stage's fit and held-out figures);
     (``weights``, None) when no stage was chosen on held-out data or the
     refit is off."""
-    if choice is None or ctx.heldout is None or not ctx.config.choice.refit:
+    if choice is None or not refit_follows(ctx):
         return weights, None
+    assert ctx.heldout is not None, "refit_follows checks that there is held-out data"
     whole = UnionBackend(ctx.backend, ctx.heldout)
     passes0, t0 = whole.passes, ctx.deadline.elapsed()
     lg = checked_pass(
         whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
         "refit loss pass",
     )
-    config, cap, evaluations, per_pass = ctx.config, ctx.deadline.seconds, 0, 0.0
-    if ctx.deadline.bounded:
-        per_pass = ctx.deadline.elapsed() - t0
-        # L-BFGS-B checks its cap between iterations: the last line search's passes kept
-        evaluations = int(ctx.deadline.remaining() / max(per_pass, 1e-9)) - LAST_SEARCH
-        if evaluations < 1:
-            log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
-            return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
-        config = dataclasses.replace(config, max_iter=min(config.max_iter, evaluations))
     l2 = penalty(float(lg.weight))
     values = weights.values
     log.info(
@@ -304,17 +299,15 @@ def refit_stage(
         len(values),
         l2,
     )
-    with warnings.catch_warnings():  # a refit cut by the budget is no failure
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        fit = fit_smooth(
-            dataclasses.replace(ctx, backend=whole, config=config),
-            weights.active_ids(),
-            l2,
-            weights,
-            evaluations,
-            # the time of an iteration's passes, line search included, still left
-            stop=lambda: ctx.deadline.remaining() < LAST_SEARCH * per_pass,
-        )
+    # L-BFGS-B checks its cap between iterations: the last line search's passes kept
+    on_whole = dataclasses.replace(ctx, backend=whole)
+    fit = fit_smooth_within(
+        on_whole, weights.active_ids(), l2, weights, ctx.deadline.elapsed() - t0
+    )
+    if fit is None:
+        log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
+        cap = ctx.deadline.seconds
+        return weights, RefitSkipped(f"max_seconds = {cap:g} spent by the selection")
     rep = fit.report
     row = next(r for r in trace if r.round == choice.chosen_round)
     refit = StageRefit(
@@ -326,7 +319,7 @@ def refit_stage(
         passes=whole.passes - passes0,
         converged=bool(rep["converged"]),
         iterations=rep["iterations"],
-        max_iter=config.max_iter,
+        max_iter=rep["max_iter"],
         chosen_fit=ChosenFit(
             row.objective,
             int(len(values)),

@@ -138,8 +138,8 @@ class IfsConfig(Section):
     )
     reestimate_every: int = key(
         0,
-        "Re-fit all selected weights (with train.l2) every r stages "
-        "and at the end; 0: never (only the new weight changes).",
+        "Re-fit all selected weights (with train.l2) every r stages and at the "
+        "end (with a refit of the chosen stage, that refit instead); 0: never.",
         ge=0,
     )
 

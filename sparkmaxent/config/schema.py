@@ -175,8 +175,8 @@ class ChoiceConfig(Section):
     )
     refit_reserve_passes: int = key(
         50,
-        "Stage runs with max_seconds and a refit: no stage starts unless this many refit "
-        "passes (one of them timed after the first stage) still fit after it; 0: none.",
+        "Stage runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no "
+        "stage starts unless this many of its passes still fit after it; 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)

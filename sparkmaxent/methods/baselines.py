@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -16,7 +17,7 @@ from ..kernels import Weights
 from ..kernels.stats import FeatureCountTask
 from ..problem import Objective, orthant_problem
 from ..selection.base import FitResult, TrainingContext
-from ..solvers import SOLVERS, SolverOptions, choose_solver, minimize_lbfgs
+from ..solvers import SOLVERS, ConvergenceWarning, SolverOptions, choose_solver, minimize_lbfgs
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,47 @@ def fit_smooth(
         "trace": res.trace,
     }
     return FitResult(weights, report)
+
+
+#: passes a time-bound fit keeps for the line search of its last iteration
+LAST_SEARCH = 2
+
+
+def fit_smooth_within(
+    ctx: TrainingContext,
+    ids: np.ndarray | None,
+    l2: float,
+    start: Weights,
+    pass_s: float,
+) -> FitResult | None:
+    """``fit_smooth`` within the time budget ``ctx.deadline`` (a resumed
+    run's earlier sessions counted): its iterations capped at the seconds
+    left over ``pass_s``, the seconds of one loss+gradient pass on
+    ``ctx.backend`` (timed by the caller), less the last line search's
+    passes; None when not even one evaluation fits. Unbounded: ``fit_smooth``.
+    The report's ``max_iter`` is the iteration cap it ran under."""
+    config = ctx.config
+    if not ctx.deadline.bounded:
+        fit = fit_smooth(ctx, ids, l2, start)
+        fit.report["max_iter"] = config.max_iter
+        return fit
+    evaluations = int(ctx.deadline.remaining() / max(pass_s, 1e-9)) - LAST_SEARCH
+    if evaluations < 1:
+        return None
+    config = dataclasses.replace(config, max_iter=min(config.max_iter, evaluations))
+    with warnings.catch_warnings():  # a fit cut by the budget is no failure
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit = fit_smooth(
+            dataclasses.replace(ctx, config=config),
+            ids,
+            l2,
+            start,
+            evaluations,
+            # the time of an iteration's passes, line search included, still left
+            stop=lambda: ctx.deadline.remaining() < LAST_SEARCH * pass_s,
+        )
+    fit.report["max_iter"] = config.max_iter
+    return fit
 
 
 def refit_active(ctx: TrainingContext, weights: Weights, l2: float) -> tuple[Weights, dict]:

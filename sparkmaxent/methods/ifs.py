@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import softmax
 
-from ..choice.heldout import best_stage, refit_stage
+from ..choice.heldout import best_stage, refit_follows, refit_stage
 from ..choice.sections import StageRefit
 from ..errors import InputError
 from ..kernels import MULTICLASS, Weights
@@ -41,7 +41,7 @@ from ..selection.loop import TIE_RTOL, add_feature, best_of, run_rounds
 from ..selection.reporting import FeatureNamer
 from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gain_fits import GainFit, fit_gains, uniform_initial_gains
-from .baselines import fit_smooth, refit_active
+from .baselines import fit_smooth, fit_smooth_within, refit_active
 
 log = logging.getLogger(__name__)
 
@@ -399,8 +399,27 @@ class Incremental:
     def reestimate(self, weights: Weights) -> tuple[Weights, float]:
         """Re-fit all selected weights and the bias (L-BFGS over the selected
         ids, warm-started); returns the weights and the loss L there."""
+        return self._reestimated(
+            weights, fit_smooth(self.ctx, weights.active_ids(), self.ctx.config.l2, start=weights)
+        )
+
+    def reestimate_within(self, weights: Weights, objective: float) -> tuple[Weights, float, bool]:
+        """The final re-estimation within ``train.selection.max_seconds``
+        (``baselines.fit_smooth_within``, its pass timed by a loss pass at
+        ``weights``): the weights, their loss and whether it ran (no time
+        left: ``weights`` and ``objective`` unchanged)."""
+        t0 = self.ctx.deadline.elapsed()
+        self.initial_loss_pass(weights)
+        pass_s = self.ctx.deadline.elapsed() - t0
+        fit = fit_smooth_within(self.ctx, weights.active_ids(), self.ctx.config.l2, weights, pass_s)
+        if fit is None:
+            log.warning("%s: no final re-estimation: max_seconds is spent", self.spec.name)
+            return weights, objective, False
+        return (*self._reestimated(weights, fit), True)
+
+    def _reestimated(self, weights: Weights, res: FitResult) -> tuple[Weights, float]:
+        """A re-estimation's weights over the selected ids and its loss."""
         ids = weights.active_ids()
-        res = fit_smooth(self.ctx, ids, self.ctx.config.l2, start=weights)
         theta = res.weights.to_dense(self.space)
         # a weight the fit sets to exactly 0 stays selected (at 0)
         out = Weights(ids.copy(), theta[ids], res.weights.bias)
@@ -438,13 +457,20 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
         cfg.selection.gain_method,
     )
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
-    state = run_rounds(ctx, method, spec.name, "gain", "gain", start=start, stage_choice=True)
+    # the final re-estimation, unless the chosen stage's refit on the training and
+    # held-out events (the same features and penalty, more data) replaces it;
+    # max_seconds keeps time for its passes (as for the refit: refit_reserve)
+    final = bool(cfg.ifs.reestimate_every) and not refit_follows(ctx)
+    after = cfg.choice.refit_reserve_passes if final else 0
+    state = run_rounds(
+        ctx, method, spec.name, "gain", "gain", start=start, stage_choice=True, after_passes=after
+    )
     weights, choice = best_stage(ctx, state)
     kept = [state.trace[choice.chosen_round - 1]] if choice else state.trace[-1:]
     objective = kept[0].objective if kept else method.initial_loss(weights)
-    final_reestimate = bool(cfg.ifs.reestimate_every and len(weights.values))
-    if final_reestimate:
-        weights, objective = method.reestimate(weights)
+    final_reestimate = False
+    if final and len(weights.values):
+        weights, objective, final_reestimate = method.reestimate_within(weights, objective)
     weights, refit = refit_stage(ctx, weights, choice, state.trace, method.stage_penalty)
     if isinstance(refit, StageRefit):
         objective = refit.loss

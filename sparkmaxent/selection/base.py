@@ -142,6 +142,13 @@ class RoundRecord:
         Training passes of the run after the round.
     elapsed_s : float
         Wall time of the run after the round.
+    round_passes, round_s : int, float
+        The training passes and wall time from the row before (this
+        session's first round: from the loop's start, after the method's
+        setup) to this one, which the time budget guesses the next round
+        from (selection/loop.py ``limit_reached``); 0 in a row read back
+        from a checkpoint (an earlier session's), as they are not written
+        (``passes`` and ``elapsed_s`` are).
     heldout : dict
         With held-out data, its scores after the round
         (``choice.heldout.criterion_score``: ``heldout_accuracy``,
@@ -168,6 +175,8 @@ class RoundRecord:
     score: float
     passes: int = 0
     elapsed_s: float = 0.0
+    round_passes: int = 0
+    round_s: float = 0.0
     heldout: dict = field(default_factory=dict)
     below_best_se: float | None = None
     solve: RoundSolve | None = None

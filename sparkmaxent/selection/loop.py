@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import storage
 from ..backends.union import UnionBackend
-from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, stage_rule
+from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, refit_follows, stage_rule
 from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
@@ -55,38 +55,24 @@ def limit_reached(
     at the last round's seconds a pass (the passes the caller runs on the
     kept weights after the loop). The next round is guessed to take as long
     as the last one plus what the last one grew over the one before (rounds
-    grow with the model). ``since``: the counters where this session's loop
-    started (its first round is timed from there, not from the setup before
-    it)."""
+    grow with the model), from the rows' own ``round_s`` and
+    ``round_passes``. ``since``: the state where this session's loop
+    started (rows of earlier sessions, a resumed run's, are not used)."""
     if cfg.selection.max_rounds and state.round >= cfg.selection.max_rounds:
         return stop(StopReason.MAX_ROUNDS, limit=cfg.selection.max_rounds)
     if deadline.bounded:
-        rounds = _last_rounds(state, since)
         left = deadline.remaining()
         if left <= 0:
             return stop(StopReason.MAX_SECONDS, limit=deadline.seconds)
-        if rounds and rounds[-1][1]:
-            last_s, last_passes = rounds[-1]
-            next_s = last_s + max(0.0, last_s - rounds[0][0])  # one round: no growth
-            after_s = after_passes * last_s / last_passes
+        first = since.round if since is not None else 0
+        rounds = [r for r in state.trace[-2:] if r.round > first]  # this session's last two
+        if rounds and rounds[-1].round_passes:
+            last_s = rounds[-1].round_s
+            next_s = last_s + max(0.0, last_s - rounds[0].round_s)  # one round: no growth
+            after_s = after_passes * last_s / rounds[-1].round_passes
             if next_s + reserve_s + after_s > left:
                 return stop(StopReason.MAX_SECONDS, limit=deadline.seconds)
     return None
-
-
-def _last_rounds(state: LoopState, since: LoopState | None) -> list[tuple[float, int]]:
-    """Seconds and training passes of the last two rounds of this session,
-    oldest first (one after its first round, none before any)."""
-    first = since.round if since is not None else 0
-    session = state.round - first
-    ran = min(2, session, len(state.trace))
-    if ran <= 0:
-        return []
-    rows = [(float(r.elapsed_s), int(r.passes)) for r in state.trace[-ran - 1 :]]
-    if session == ran or len(rows) == ran:  # the first of them is this session's first
-        start = (since.elapsed_s, since.passes) if since is not None else (0.0, 0)
-        rows = [start, *rows[-ran:]]
-    return [(b[0] - a[0], b[1] - a[1]) for a, b in zip(rows, rows[1:], strict=False)]
 
 
 def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
@@ -96,10 +82,11 @@ def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) ->
     measured by running one; 0 without a budget or a refit (no held-out
     data, no best-stage choice, ``refit`` off)."""
     choice = ctx.config.choice
-    if not stage_choice or ctx.heldout is None or not choice.best_stage or not choice.refit:
+    if not stage_choice or not refit_follows(ctx):
         return 0.0
     if not choice.refit_reserve_passes or not ctx.deadline.bounded:
         return 0.0
+    assert ctx.heldout is not None, "refit_follows checks that there is held-out data"
     whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
     whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
     return choice.refit_reserve_passes * (ctx.deadline.elapsed() - t0)
@@ -190,6 +177,7 @@ def run_rounds(
 
     counters()  # the method's setup counts against max_seconds
     since = LoopState(state.round, state.weights, state.passes, state.elapsed_s)
+    mark = (state.elapsed_s, state.passes)  # where the next round's row counts from
 
     def limit() -> Stop | None:
         ran = state.round > since.round  # the reserve is measured after the first round
@@ -223,7 +211,8 @@ def run_rounds(
                 weights=outcome.weights.values,
                 bias=outcome.weights.bias,
             )
-            _record_round(ctx, state, outcome, score_name, score_label, rule)
+            _record_round(ctx, state, outcome, score_name, score_label, rule, mark)
+            mark = (state.elapsed_s, state.passes)
             why = rule.why() if rule is not None else None
             if why is not None:
                 state.done, state.stop = True, why
@@ -277,11 +266,13 @@ def _record_round(
     outcome: RoundOutcome,
     score_name: str,
     score_label: str,
-    rule: StopRule | None = None,
+    rule: StopRule | None,
+    mark: tuple[float, int],
 ) -> None:
     """Take a round's weights into ``state``, add its trace row (with the
-    held-out score, when there is a held-out set, fed to the stop ``rule``)
-    and log its progress line."""
+    held-out score, when there is a held-out set, fed to the stop ``rule``;
+    its own seconds and passes counted from ``mark``, the run's
+    ``(elapsed_s, passes)`` at the row before) and log its progress line."""
     state.round += 1
     state.weights = outcome.weights
     if outcome.arrays is not None:  # the best stage's weights stay (choice.keep_if_best)
@@ -297,6 +288,8 @@ def _record_round(
         score=outcome.score,
         passes=state.passes,
         elapsed_s=state.elapsed_s,
+        round_passes=state.passes - mark[1],
+        round_s=state.elapsed_s - mark[0],
         solve=outcome.solve,
         info=dict(outcome.info),
     )

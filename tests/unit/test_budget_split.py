@@ -246,8 +246,8 @@ def _after_two_rounds(first_s: float, second_s: float) -> tuple[LoopState, Deadl
     none = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), None)
     state = LoopState(round=2, weights=none, passes=10)
     state.trace = [
-        RoundRecord(1, 1, 1, 0, 1.0, "beta", 1.0, passes=5, elapsed_s=first_s),
-        RoundRecord(2, 2, 1, 0, 1.0, "beta", 1.0, passes=10, elapsed_s=first_s + second_s),
+        RoundRecord(1, 1, 1, 0, 1.0, "beta", 1.0, 5, first_s, round_passes=5, round_s=first_s),
+        RoundRecord(2, 2, 1, 0, 1.0, "beta", 1.0, 10, first_s + second_s, 5, second_s),
     ]
     return state, deadline
 
@@ -268,26 +268,39 @@ def test_the_loop_keeps_time_for_the_passes_after_it_and_for_rounds_that_grow():
     assert limit_reached(cfg, state, deadline, after_passes=1) is None
 
 
+_REESTIMATE = dict(reestimate_every=10, max_rounds=30)
 #: Each method's keys for a run of several rounds on the planted problem.
 _ROUNDS = {
     "bayes-factor": dict(per_round=2, refit=False, patience=0, folds=1),
     "grafting": dict(n_best=2),
     "sgc": dict(stage_features=1, refit=False, patience=0, folds=1),
+    # re-estimation every 10 stages and at the end (no refit follows: train only)
+    "sgc reestimate": dict(stage_features=1, refit=False, patience=0, folds=1, **_REESTIMATE),
+    # with the chosen stage's refit (training + held-out) in place of the final one
+    "sgc reestimate refit": dict(stage_features=1, patience=0, folds=1, **_REESTIMATE),
 }
 
 
 @pytest.mark.parametrize(
-    "method", ["bayes-factor", "grafting", pytest.param("sgc", marks=pytest.mark.slow)]
+    "method",
+    [
+        "bayes-factor",
+        "grafting",
+        pytest.param("sgc", marks=pytest.mark.slow),
+        "sgc reestimate",
+        "sgc reestimate refit",
+    ],
 )
 def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, method):
     # the round after which the budget is cut falls anywhere in a round as
     # the budget varies; the pass after the rounds must fit too (the Bayes
-    # factor's loss pass of its kept stage, grafting's certificate pass)
+    # factor's loss pass of its kept stage, grafting's certificate pass,
+    # SGC's final re-estimation of its kept stage)
     tr, he, space = problem
 
     def clocked_run(**more):
         train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
-        config = train_config(method=method, **_ROUNDS[method], **more)
+        config = train_config(method=method.split()[0], **_ROUNDS[method], **more)
         held = heldout if method != "grafting" else None
         return train(train_part, config, held, clock=PassClock(train_part, heldout))
 
@@ -299,3 +312,37 @@ def test_a_time_bound_run_ends_within_max_seconds_at_every_budget(problem, metho
         assert res.weights.nnz > 0
         walls.append((float(budget), res.report.wall_s))
     assert [(b, w) for b, w in walls if w > b] == []
+
+
+def test_each_round_row_counts_its_own_seconds_and_passes_from_the_row_before(problem, tmp_path):
+    # 1 s a pass, and 100 s more after every round (its bookkeeping): a
+    # row counts from the row before; rows read back from a checkpoint
+    # (an earlier session's) hold no counts, the resumed session's first
+    # row counts from its loop's start
+    tr, _, space = problem
+
+    def session(max_rounds: int, resume: bool) -> list[RoundRecord]:
+        backend = LocalBackend([tr], space)
+        passes = PassClock(backend)
+        traces: list[list[RoundRecord]] = []
+
+        def on_round(state: LoopState) -> None:
+            traces.append(list(state.trace))
+
+        config = train_config(method="grafting", n_best=2, max_rounds=max_rounds)
+        clock = lambda: passes() + 100.0 * len(traces)  # noqa: E731
+        train(backend, config, None, str(tmp_path), resume, on_round, clock=clock)
+        return traces[-1]
+
+    first = session(3, resume=False)
+    rows = session(5, resume=True)
+    assert [r.round for r in rows] == [1, 2, 3, 4, 5]
+    assert all((r.round_passes, r.round_s) == (0, 0.0) for r in rows[:3])
+    assert first[0].round_passes == first[0].passes > 0
+    assert first[0].round_s == pytest.approx(first[0].passes)
+    for before, row in [*zip(first, first[1:]), (rows[3], rows[4])]:
+        assert row.round_passes == row.passes - before.passes > 0
+        assert row.round_s == pytest.approx(row.elapsed_s - before.elapsed_s)
+        assert row.round_s == pytest.approx(row.round_passes + 100.0)
+    assert rows[3].round_passes == rows[3].passes - rows[2].passes > 0
+    assert rows[3].round_s == pytest.approx(rows[3].round_passes)  # no bookkeeping before it

@@ -162,3 +162,30 @@ def test_the_refit_reserve_is_timed_once_and_is_no_training_pass(problem, method
     assert [r["passes"] for r in bound["rounds"]] == [r["passes"] for r in free["rounds"]]
     # and it is run once (timed after the first stage), not once a stage
     assert bound["passes"] == free["passes"] + 1
+
+
+def test_the_refit_takes_the_place_of_the_final_reestimation(problem):
+    # reestimate_every: re-estimation every r stages and at the end; with a
+    # refit of the chosen stage (the same features and penalty, train.l2, on
+    # the training and held-out events) the final one on training alone is
+    # not run: its passes would be spent on a fit the refit replaces
+    tr, he, space = problem
+    keys = dict(KEYS["sgc"], stage_features=1, max_features=12, reestimate_every=5, l2=1e-3)
+    alone = run(problem, refit=False, **keys)
+    res = run(problem, **keys)
+    assert alone.report["final_reestimate"] and not res.report["final_reestimate"]
+    assert res.report.stage_choice == alone.report.stage_choice
+    assert res.report.refit.l2 == pytest.approx(1e-3)
+    cold = fit_smooth(
+        TrainingContext(LocalBackend([tr, he], space), train_config(gtol=1e-9)),
+        res.weights.active_ids(),
+        1e-3,
+    )
+    assert res.report.refit.objective == pytest.approx(cold.report["objective"], rel=1e-7)
+    # without the refit, the final re-estimation is the fit on training alone
+    on_train = fit_smooth(
+        TrainingContext(LocalBackend([tr], space), train_config(gtol=1e-9)),
+        alone.weights.active_ids(),
+        1e-3,
+    )
+    assert alone.report["objective"] == pytest.approx(on_train.report["loss"], rel=1e-6)
