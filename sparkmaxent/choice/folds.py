@@ -90,7 +90,7 @@ def automatic_folds(backend, heldout, config) -> tuple[int, int]:
     entry = registry.method(config.method)
     if choice.folds or not choice.path or entry.path is None:
         return 0, 0
-    limit = choice.kfold_max_events if entry.path == "l2" else choice.kfold_max_events_grafting
+    limit = choice.kfold_max_events_grafting if entry.path == "l1" else choice.kfold_max_events
     if not limit or entry.combination and config.grafting.combination_degree > 1:
         return 0, 0
     counts = [grouped_events(b) for b in (backend, heldout) if b is not None]
@@ -110,7 +110,7 @@ def automatic_choice(backend, heldout, config) -> tuple:
     log.info(
         "%d events <= train.choice.kfold_max_events%s: choosing by %d folds%s",
         events,
-        "" if registry.method(config.method).path == "l2" else "_grafting",
+        "_grafting" if registry.method(config.method).path == "l1" else "",
         k,
         " of the training and held-out events" if heldout is not None else "",
     )

@@ -32,9 +32,9 @@ def test_event_folds_hold_the_events_of_each_fold_backend():
     fold = event_folds(block, 3, 7)
     assert set(np.unique(fold)) == {0, 1, 2}
     task = EventScoresTask(space, Weights.zeros(space), None)
-    for f, (train, validation) in enumerate(fold_backends(ctx)):
+    for f, (part, validation) in enumerate(fold_backends(ctx)):
         assert np.array_equal(np.sort(validation.run(task).event_id), np.flatnonzero(fold == f))
-        assert np.array_equal(np.sort(train.run(task).event_id), np.flatnonzero(fold != f))
+        assert np.array_equal(np.sort(part.run(task).event_id), np.flatnonzero(fold != f))
 
 
 def test_stage_points_spread_over_the_run_and_keep_the_chosen_stage():
