@@ -700,12 +700,13 @@ def targets(rows: list[dict]) -> dict:
     (a single fit still unfinished at its cap makes the ratio an upper bound)."""
     by: dict[tuple, dict] = {}
     for r in rows:
-        if " " not in r["method"] and r.get("test_score") is not None:
-            by[(r["corpus"], r.get("conll_sentences"), r["method"])] = r
+        method = re.sub(r" max_seconds=\S+", "", r["method"])  # a time budget, no setting
+        if " " not in method and r.get("test_score") is not None:
+            by[(r["corpus"], r.get("conll_sentences"), method)] = r
     groups = sorted({k[:2] for k in by}, key=str)
     close, defaults, paths, atoms = [], [], [], []
     for corpus, n in groups:
-        name = corpus + (f" {n}" if n else "")
+        name = corpus + ("" if n is None else " full" if n == 0 else f" {n}")
         comb = atom_paths(by, corpus, n)
         if comb:
             atoms.append((name, *comb))
@@ -745,6 +746,10 @@ def targets(rows: list[dict]) -> dict:
             "certified: test score at least l1-Orig's on the same atoms (l2 path beside)"
         )
         out["combination_vs_atoms"] = entry(goal, atoms)
+    present = {c: all((c, 0, m) in by for m in ("grafting", "sklearn-l2")) for c in CHUNKED}
+    full = [(c, "present" if ok else "missing", ok) for c, ok in present.items()]
+    goal = "grafting and sklearn-l2 rows at all 8,936 training sentences (--conll-sentences 0)"
+    out["full_size_rows"] = entry(goal, full)
     return out
 
 

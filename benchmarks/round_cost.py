@@ -2,7 +2,10 @@
 exact Newton solver (``newton``: the Hessian block per pass) and the
 Hessian-free one (``newton-cg``: each partition's Newton step by projected
 CG, n-vectors per pass, corrected by secant pairs; with ``--plain`` also
-``newton-cg-plain``, the step uncorrected) on the same rounds, in one run, on CoNLL-2000
+``newton-cg-plain``, the step uncorrected; with ``--global-cg N``
+``newton-cg-global``, the late iterations by CG across passes, at most N
+product passes an iteration, ``solvers/global_cg.py``) on the same rounds,
+in one run, on CoNLL-2000
 chunking, in-process (LocalBackend, ``--blocks`` blocks, one BLAS thread)
 and on Spark local[2] (SparkBackend, ``--blocks`` partitions).
 
@@ -27,7 +30,8 @@ partition); the bytes every partition's result pickles to (what a pass
 ships to the driver) and the task's pickle (what it ships to every
 executor), per pass and per kind of pass (``by_pass``: ``direction``,
 ``gradient`` over the active set, ``full-gradient`` (the next gradient
-test), ``curvature`` (the Hessian block), ``ray``, ``trial-points``);
+test), ``curvature`` (the Hessian block), ``ray``, ``trial-points``,
+``product`` (one Hessian-vector product of CG across passes));
 the objective reached and whether the round converged. The slopes are least-squares slopes of
 log seconds (and log bytes) against log active weights over the rows of
 at least ``SLOPE_FROM`` weights.
@@ -77,6 +81,8 @@ def pass_kind(task) -> str:
         return pass_kind(task.inner).replace("full", "partial")
     if name == "LocalDirectionTask":
         return "direction"
+    if name == "HessianProductTask":
+        return "product"
     if name == "CurvatureTask":
         return "curvature+full" if task.full_gradient else "curvature"
     if name == "LossGradTask":
@@ -223,9 +229,12 @@ def first_round(backend, gamma: float, size: int) -> tuple:
     return found[0]
 
 
-def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict:
+def solve_round(
+    backend, recorded, solver: str, tol_mode: str = "round", global_cg: int = 0
+) -> dict:
     """The recorded round solved again from its start by ``solver``, to the
-    round's own tolerance or (``tol_mode`` ``final``) the run's final one."""
+    round's own tolerance or (``tol_mode`` ``final``) the run's final one;
+    ``global_cg``: the product passes an iteration of ``newton-cg-global``."""
     from sparkmaxent.kernels.colcache import COLUMNS
     from sparkmaxent.methods import grafting
 
@@ -235,6 +244,8 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
         method.options = dataclasses.replace(options, secant_memory=0)
     if solver == FIXED:  # newton-cg's partitions to a tenth of the violation, as before
         method.options = dataclasses.replace(options, forcing_max=options.inner_ratio)
+    if solver == GLOBAL:  # the late iterations by CG across passes
+        method.options = dataclasses.replace(options, global_cg=global_cg)
     if tol_mode == "final":
         tol = method.options.tol
     elif tol_mode != "round":
@@ -244,7 +255,7 @@ def solve_round(backend, recorded, solver: str, tol_mode: str = "round") -> dict
     meter.reset()
     passes0 = backend.passes
     chosen = grafting.choose_solver
-    grafting.choose_solver = lambda *_: "newton-cg" if solver in (PLAIN, FIXED) else solver
+    grafting.choose_solver = lambda *_: "newton-cg" if solver in VARIANTS else solver
     method.round_tol = lambda _test: tol  # this instance's rounds: the tolerance asked for
     t0, c0 = time.perf_counter(), time.process_time()
     try:
@@ -307,6 +318,21 @@ def main(argv: list[str] | None = None) -> int:
         help=f"also solve each round by {FIXED} (newton-cg with the fixed forcing term of "
         "before: every direction pass to a tenth of the violation)",
     )
+    parser.add_argument(
+        "--global-cg",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"also solve each round by {GLOBAL} (newton-cg whose late iterations run CG "
+        "across passes, at most N product passes an iteration); 0: not",
+    )
+    parser.add_argument(
+        "--solvers",
+        nargs="+",
+        choices=SOLVERS,
+        default=list(SOLVERS),
+        help="solve each round by these only (of those the other flags ask for)",
+    )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
@@ -340,8 +366,12 @@ PLAIN = "newton-cg-plain"
 #: newton-cg with the fixed forcing term of before (``SolverOptions.forcing_max``
 #: = ``inner_ratio``: every direction pass to a tenth of the violation)
 FIXED = "newton-cg-fixed"
+#: newton-cg whose late iterations run CG across passes (``SolverOptions.global_cg``)
+GLOBAL = "newton-cg-global"
+#: newton-cg with a setting of its own
+VARIANTS = (PLAIN, FIXED, GLOBAL)
 #: the solvers a round is solved by (``measure``)
-SOLVERS = ("newton", "newton-cg", PLAIN, FIXED)
+SOLVERS = ("newton", "newton-cg", *VARIANTS)
 
 
 def rows_from(paths: list[str]) -> list[dict]:
@@ -391,12 +421,14 @@ def measure(args, spark, train_dir: str) -> None:
                         continue
                     if solver == PLAIN and not args.plain or solver == FIXED and not args.fixed:
                         continue
+                    if solver == GLOBAL and not args.global_cg or solver not in args.solvers:
+                        continue
                     if name == "spark":  # the workers' column caches, as COLUMNS.clear() in-process
                         backend.rdd.foreach(_clear_columns)
                     row = {
                         "backend": name,
                         "size": size,
-                        **solve_round(backend, recorded, solver, args.tol),
+                        **solve_round(backend, recorded, solver, args.tol, args.global_cg),
                     }
                     row.update(setting, load=round(os.getloadavg()[0], 2))
                     row["measured_by"] = command_line()
@@ -419,16 +451,18 @@ def report(output: str, rows: list[dict]) -> None:
     for backend in BACKENDS:
         of = [r for r in rows if r.get("backend", "local") == backend]
         cg = [r for r in of if r["solver"] == "newton-cg" and r["active"] >= SLOPE_FROM]
-        fixed = [r for r in of if r["solver"] == FIXED and r["active"] >= SLOPE_FROM]
-        if fixed:  # the forcing term of before, beside newton-cg's rows
-            notes.append(
-                f"{backend} {FIXED} {slope(fixed, 'cpu_s')} over "
-                f"{sorted({r['active'] for r in fixed})} (passes "
-                f"{[r['passes'] for r in fixed]}, products "
-                f"{[r.get('hessian_products') for r in fixed]}; newton-cg at "
-                f"{[r['active'] for r in cg]}: passes {[r['passes'] for r in cg]}, products "
-                f"{[r.get('hessian_products') for r in cg]})"
-            )
+        for variant in VARIANTS:  # a setting of newton-cg's own, beside its rows
+            rs = [r for r in of if r["solver"] == variant and r["active"] >= SLOPE_FROM]
+            if rs:
+                notes.append(
+                    f"{backend} {variant} {slope(rs, 'cpu_s')} over "
+                    f"{sorted({r['active'] for r in rs})} (CPU s {[r['cpu_s'] for r in rs]}, "
+                    f"passes {[r['passes'] for r in rs]}, products "
+                    f"{[r.get('hessian_products') for r in rs]}; newton-cg at "
+                    f"{[r['active'] for r in cg]}: CPU s {[r['cpu_s'] for r in cg]}, passes "
+                    f"{[r['passes'] for r in cg]}, products "
+                    f"{[r.get('hessian_products') for r in cg]})"
+                )
         if len(cg) < 2:
             continue
         exact = [r for r in of if r["solver"] == "newton"]

@@ -433,41 +433,36 @@ def predict(
         storage.sweep(parent, {name})
         storage.refuse_existing(out, overwrite)
         storage.check_writable(parent)
-        tmp = storage.sibling(out, "tmp")
-        try:
-            with scratch_for(spark, cfg, out) as work:
-                prepared = prepared_for_model(
-                    spark,
-                    model_dir,
-                    data,
-                    fmt,
-                    work,
-                    options,
-                    max_unknown,
-                    allow_unknown,
-                    columns,
-                    cfg.data.in_process_max_events,
-                    cfg.data.in_process_bytes_per_event,
-                )
-                info = DatasetInfo.load(prepared)
-                plan = ExecutionPlan.from_config(cfg)
-                keyed = key_column(info) is not None
-                small = plan.scores_in_process("predict", info.n_events, keyed)
-                plan.log()
-                if small:
-                    table = predictions_table(model, prepared)
-                    storage.write_parquet(storage.join(tmp, "part-00000.parquet"), table)
-                    storage.write_bytes(storage.join(tmp, "_SUCCESS"), b"")
-                else:
-                    frame, bc = predictions(spark, model, prepared)
-                    try:
-                        frame.write.parquet(tmp)
-                    finally:
-                        bc.destroy()
-            storage.publish(tmp, out, overwrite=True)
-        except BaseException:
-            storage.delete(tmp)
-            raise
+        with storage.staged(out) as tmp, scratch_for(spark, cfg, out) as work:
+            prepared = prepared_for_model(
+                spark,
+                model_dir,
+                data,
+                fmt,
+                work,
+                options,
+                max_unknown,
+                allow_unknown,
+                columns,
+                cfg.data.in_process_max_events,
+                cfg.data.in_process_bytes_per_event,
+            )
+            info = DatasetInfo.load(prepared)
+            plan = ExecutionPlan.from_config(cfg)
+            keyed = key_column(info) is not None
+            # a remote output under Connect: written by Spark (one Parquet directory)
+            small = plan.scores_in_process("predict", info.n_events, keyed) and storage.renames(out)
+            plan.log()
+            if small:
+                table = predictions_table(model, prepared)
+                storage.write_parquet(storage.join(tmp, "part-00000.parquet"), table)
+                storage.write_bytes(storage.join(tmp, "_SUCCESS"), b"")
+            else:
+                frame, bc = predictions(spark, model, prepared)
+                try:
+                    frame.write.mode("overwrite").parquet(tmp)  # tmp: this run's
+                finally:
+                    bc.destroy()
 
 
 def table_columns(d: DataConfig) -> TableColumns:

@@ -149,31 +149,15 @@ class MaxentModel:
 
     # ---- persistence ---------------------------------------------------
     def save(self, path: str, overwrite: bool = False) -> None:
-        """Write into a temporary sibling, then publish it (``storage.publish``):
-        an old model is moved aside and removed only once the new one is in
-        place, so a failure at any point leaves a complete model at ``path``.
-        ``path`` is a local path or a Hadoop URI. Where nothing can be
-        renamed (a remote file system under Spark Connect) the model is
-        written in place, ``metadata.json`` last: a failed save leaves no
-        loadable model, and an existing one is not replaced."""
+        """Write all or nothing (``storage.staged``): into a temporary sibling
+        published in its place, so a failure at any point leaves the old
+        model (if any) at ``path``; where nothing can be renamed (a remote
+        file system under Spark Connect) in place, ``metadata.json`` last,
+        and deleted if the save fails. ``path``: a local path or a URI."""
         if storage.exists(path) and not overwrite:
             raise FileExistsError(f"model output {path} exists; pass overwrite=True to replace it")
-        if not storage.renames(path):
-            if storage.exists(path):
-                raise InputError(
-                    f"model output {path} exists: under Spark Connect nothing on "
-                    f"{storage.scheme(path)}:// storage can be deleted, so a model there "
-                    "is not replaced; save to a new path"
-                )
-            self._write(path)
-            return
-        tmp = storage.sibling(path, "tmp")
-        try:
-            self._write(tmp)
-            storage.publish(tmp, path, overwrite=True)
-        except BaseException:
-            storage.delete(tmp)
-            raise
+        with storage.staged(path) as directory:
+            self._write(directory)
 
     def _write(self, directory: str) -> None:
         w = self.weights.sparse()

@@ -39,6 +39,7 @@ from .points import (
     l2_point,
     point_context,
     refit,
+    round_size,
     time_spent,
 )
 from .sections import PathPoint, PathSection, VersusAtoms
@@ -114,7 +115,11 @@ class CombinationPoints:
     which this object carries from point to point (``conjunctions``: the
     last point's, what the held-out events are widened by when it is
     scored). Started with a model's conjunctions (the chosen point's), it
-    is the refit's point fit."""
+    is the refit's point fit. A warm-started point's rounds add every atom
+    or formed conjunction above gamma1, as grafting points do
+    (``round_size``); new conjunctions still enter by the search's
+    ``n_best`` a round (all at once, a conjunction whose events equal an
+    atom's enters beside it: the same objective with more weights)."""
 
     def __init__(self, conjunctions: Conjunctions):
         self.conjunctions = conjunctions
@@ -122,9 +127,11 @@ class CombinationPoints:
     def __call__(self, ctx, gamma, start, previous, budget, keep_going) -> FitResult:
         from ..methods.combination import fit_combination
 
-        at = point_context(ctx, grafting=dataclasses.replace(ctx.config.grafting, l1=gamma))
+        size = round_size(ctx, previous)
+        graft = dataclasses.replace(ctx.config.grafting, l1=gamma, n_best=size)
+        at = point_context(ctx, grafting=graft)
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
-        result = fit_combination(at)
+        result = fit_combination(at, search_best=ctx.config.grafting.n_best)
         assert result.conjunctions is not None, "a combination fit has conjunctions"
         self.conjunctions = result.conjunctions
         return result

@@ -207,7 +207,14 @@ class ArrowEngine:
         return merge_table(events, self.src.shape)
 
     def write_events(self, events: pa.Table, tmp: str, n_parts: int) -> int:
-        """In event_id order, cut into ``n_parts`` files of consecutive rows."""
+        """In event_id order, cut into ``n_parts`` files of consecutive rows;
+        where only Spark's writers reach (``storage.renames``: a remote
+        file system under Spark Connect) written by Spark, as Spark's
+        engine writes them."""
+        if not storage.renames(tmp):
+            from .publish import write_events
+
+            return write_events(self.spark.createDataFrame(events), tmp, self.src.shape, n_parts)
         events = events.sort_by("event_id")
         chunks = np.array_split(np.arange(events.num_rows), min(n_parts, max(events.num_rows, 1)))
         for k, rows in enumerate(chunks):

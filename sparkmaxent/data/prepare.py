@@ -338,25 +338,22 @@ def _run(spark, src: RawSource, out_dir: str, settings: PrepareOptions, t0: floa
 def _build_and_publish(
     spark, src: RawSource, out_dir: str, settings: PrepareOptions, vocab_info: DatasetInfo | None
 ) -> DatasetInfo:
-    """The dataset built in a temporary sibling of ``out_dir``, then published."""
+    """The dataset built in a temporary sibling of ``out_dir``, then published
+    (in place where nothing renames: ``storage.staged``)."""
     from pyspark import StorageLevel
 
-    tmp = storage.sibling(out_dir, "tmp")
     cached: list = []
     try:
-        storage.mkdirs(tmp)
-        if is_local(src):
-            info = build_local(spark, src, tmp, settings, vocab_info)
-        else:
-            raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
-            cached.append(raw)
-            info = build(SparkEngine(spark, src, raw, cached), tmp, settings, vocab_info)
-        storage.publish(tmp, out_dir, overwrite=True)  # refused earlier unless overwrite
+        with storage.staged(out_dir) as tmp:
+            storage.mkdirs(tmp)
+            if is_local(src):
+                info = build_local(spark, src, tmp, settings, vocab_info)
+            else:
+                raw = src.raw.persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(raw)
+                info = build(SparkEngine(spark, src, raw, cached), tmp, settings, vocab_info)
         if settings.plan is not None:
             settings.plan.prepared(is_local(src))
-    except BaseException:
-        storage.delete(tmp)
-        raise
     finally:
         for df in cached:
             df.unpersist()

@@ -21,6 +21,9 @@ solve costs n^2 per sweep. Here the Hessian is never formed:
   the driver averages the directions by event weight (GIANT, Wang et al.
   2018; DANE, Shamir et al. 2014): a partition ships an n-vector. With one
   block it is the exact Newton direction (to the inner tolerance).
+* ``HessianProductTask``: one product H v with the whole data's Hessian
+  (and its diagonal) in a pass, for CG run by the driver across passes
+  (``solvers/global_cg.py``).
 
 Like every kernel this returns sums; the driver divides by the weight.
 Details: docs/methods/grafting.md, "The round solver".
@@ -287,3 +290,45 @@ class LocalDirectionTask:
         # coordinate no block has curvature at an average by event weight
         c = diag + weight * (ridge + CURVATURE_FLOOR)
         return LocalDirection(c * d, c, weight, weight * dHd, used)
+
+
+@dataclass
+class HessianProduct:
+    """Mergeable sums of a product pass: sum_b H_b v and sum_b diag(H_b)
+    (each block's sums over its events), sum_b W_b, and the blocks that
+    ran a product (``products``, as ``LocalDirection`` counts them)."""
+
+    product: np.ndarray
+    diagonal: np.ndarray
+    weight: float
+    products: int
+
+    def merge(self, other: HessianProduct) -> HessianProduct:
+        return HessianProduct(
+            self.product + other.product,
+            self.diagonal + other.diagonal,
+            self.weight + other.weight,
+            self.products + other.products,
+        )
+
+
+@dataclass(frozen=True)
+class HessianProductTask:
+    """A picklable pass: H v over [w over ``ids``, bias] at ``weights``
+    and H's diagonal, as sums over each block's events (no l2: the driver
+    adds it, as it divides by the weight)."""
+
+    space: Space
+    weights: Weights
+    ids: np.ndarray
+    vector: np.ndarray
+    scaling: Scaling | None = None
+
+    def __call__(self, block: Block) -> HessianProduct:
+        lg, product, diag = hessian_operator(
+            block, self.space, self.weights, self.ids, self.scaling
+        )
+        if not lg.weight > 0:  # an empty block: nothing to add
+            zeros = np.zeros(len(self.vector))
+            return HessianProduct(zeros, zeros.copy(), 0.0, 0)
+        return HessianProduct(product(self.vector), diag, lg.weight, 1)

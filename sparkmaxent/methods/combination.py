@@ -147,9 +147,11 @@ def _arrays(conj: Conjunctions, phase: int) -> dict:
 class Combination:
     """The round method: atoms' grafting rounds, then combination rounds."""
 
-    def __init__(self, ctx: TrainingContext):
+    def __init__(self, ctx: TrainingContext, search_best: int | None = None):
         self.ctx = ctx
         self.spec = variant("grafting", ctx.config)
+        #: new conjunction features a round forms at most (the search's own limit)
+        self.search_best = search_best or ctx.config.grafting.n_best
         self.degree = ctx.config.grafting.combination_degree
         self.n_atoms = ctx.backend.space.n_predicates
         #: the warm start's conjunctions (its weights are over the atoms followed by them)
@@ -215,7 +217,7 @@ class Combination:
             conj,
             self.degree,
             g.gradient_test.bound,
-            self.ctx.config.grafting.n_best,
+            self.search_best,
         )
         self.last_found = (weights, found)
         return found
@@ -412,16 +414,20 @@ class HeldoutWithConjunctions:
         """Nothing of its own to release (``base`` is closed by its owner)."""
 
 
-def fit_combination(ctx: TrainingContext) -> FitResult:
-    """Grafting with combination features (this module's docstring)."""
+def fit_combination(ctx: TrainingContext, search_best: int | None = None) -> FitResult:
+    """Grafting with combination features (this module's docstring).
+    ``search_best``: the new conjunction features a round forms at most
+    (None: ``n_best``), when ``n_best`` is a warm-started path point's round
+    size (choice/points.py ``round_size``)."""
     check_data(ctx)
-    method = Combination(ctx)
+    method = Combination(ctx, search_best)
     log.info(
-        "grafting with combination features of degree <= %d: l1 %g, %d best per round, "
-        "over %d atomic predicates",
+        "grafting with combination features of degree <= %d: l1 %g, %d best per round "
+        "(at most %d new conjunction features), over %d atomic predicates",
         method.degree,
         method.spec.penalty.l1,
         ctx.config.grafting.n_best,
+        method.search_best,
         method.n_atoms,
     )
     start = ctx.start.sparse() if ctx.start is not None else None

@@ -59,15 +59,18 @@ class MaxEntWriter(MLWriter):
         if storage.exists(path):
             raise path_exists(path)
         storage.mkdirs(storage.split(path)[0])
-        self.instance.maxentModel.save(storage.join(path, MODEL_DIR), overwrite=True)
-        storage.write_json(
-            storage.join(path, REPORT_FILE), self.instance.report, default=json_default
-        )
-        # last: a save that failed before it (under Spark Connect on a remote file
-        # system nothing is renamed: storage.connect) leaves no loadable model
-        DefaultParamsWriter.saveMetadata(
-            self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
-        )
+        try:
+            self.instance.maxentModel.save(storage.join(path, MODEL_DIR), overwrite=True)
+            storage.write_json(
+                storage.join(path, REPORT_FILE), self.instance.report, default=json_default
+            )
+            # last: pyspark's metadata makes the directory a loadable model
+            DefaultParamsWriter.saveMetadata(
+                self.instance, path, self.sparkSession, extraMetadata=self.instance.extra_metadata()
+            )
+        except BaseException:
+            storage.delete(path)  # a failed save leaves nothing (the path was new)
+            raise
 
 
 class MaxEntReader(MLReader):

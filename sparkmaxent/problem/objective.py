@@ -22,7 +22,7 @@ from ..backends import Backend
 from ..errors import check_finite, check_total_weight
 from ..kernels import LossGrad, LossGradTask, Scaling, Weights
 from ..kernels.curvature import Curvature, CurvatureTask
-from ..kernels.direction import LocalDirectionTask
+from ..kernels.direction import HessianProductTask, LocalDirectionTask
 from ..kernels.loss import PointsTask, RayTask
 from ..kernels.thresholded import ThresholdedGradient, WithPartialTask
 
@@ -235,6 +235,23 @@ class Objective:
         d = part.combined()
         check_finite("direction pass", direction=d)
         return d, part.products, part.curvature / weight
+
+    def hessian_product(
+        self, theta: np.ndarray, vector: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One pass: H v with C's Hessian at theta over [w over ids, bias],
+        and H's diagonal (``kernels.direction.HessianProductTask``)."""
+        ids = self.require_ids("product passes")
+        self.evaluations += 1
+        task = HessianProductTask(self.space, self.weights(theta), ids, vector, self.scaling)
+        part = self.backend.run(task)
+        weight = check_total_weight(part.weight)
+        ridge = np.zeros(len(vector))
+        ridge[: self.n_weights] = self.l2
+        product = part.product / weight + ridge * vector
+        diagonal = part.diagonal / weight + ridge
+        check_finite("product pass", product=product, diagonal=diagonal)
+        return product, diagonal
 
     def require_ids(self, what: str) -> np.ndarray:
         """``ids``: curvature passes and gradient tests need an Objective

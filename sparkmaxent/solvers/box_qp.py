@@ -62,7 +62,7 @@ def solve_newton_cg(
 
     return minimize_box_newton(
         evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
-        direction=direction, points=obj.evaluate_points,
+        direction=direction, points=obj.evaluate_points, product=obj.hessian_product,
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from ..problem.objective import Evaluation
 from .faces import FORCING, FORCING_MIN_TOL, face_step
+from .global_cg import AcrossPasses, ProductPass
 from .lbfgs import ConvergenceWarning
 from .line_search import Points, acceptance, expects_cut, line_search, next_radius
 from .options import SolverOptions
@@ -242,8 +243,13 @@ class _Passes:
         ray: Callable | None,
         direction: Direction | None = None,
         points: Points | None = None,
+        product: ProductPass | None = None,
+        budget: int = 0,
     ):
-        self.fun, self.ray, self.direction, self.points = fun, ray, direction, points
+        self.fun, self.ray, self.direction, self.product = fun, ray, direction, product
+        self.points = points if direction is not None else None  # with a direction pass only
+        # the late iterations' CG across product passes (``global_cg.py``)
+        self.across = AcrossPasses(budget) if direction and product else None
         self.count = 0
 
     def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
@@ -254,6 +260,11 @@ class _Passes:
         self.count += 1
         assert self.direction is not None, "direct is only used with a direction pass"
         return self.direction(theta, grad, dlo, dhi, tol)
+
+    def multiply(self, theta: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.count += 1
+        assert self.product is not None, "multiply is only used with a product pass"
+        return self.product(theta, v)
 
     def along(self, theta: np.ndarray, d: np.ndarray, steps: np.ndarray) -> np.ndarray:
         self.count += 1
@@ -366,10 +377,15 @@ def _step(
     solver has one, else from the exact Hessian (a curvature pass first
     when a cut step was accepted without it). With ``secant`` pairs the
     direction pass's step is corrected (``secant.py``) and d^T H d is left
-    to the step's gradients (None)."""
+    to the step's gradients (None). Once ``passes.across`` is ready (the free set
+    unchanged) the step is CG across product passes (``global_cg.py``)."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
         tol = _model_tol(violation, options, forcing(violation, previous, options))
+        across = passes.across
+        if across is not None and across.ready(theta, grad, lower, upper):
+            d, work, curvature = across.step(passes.multiply, theta, grad, dlo, dhi, tol)
+            return d, work, curvature, ev
         loops = secant.first_loop(grad) if secant is not None else None
         if loops is None:
             d, work, curvature = passes.direct(theta, grad, dlo, dhi, tol)
@@ -395,6 +411,7 @@ def minimize_box_newton(
     ray: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
     direction: Direction | None = None,
     points: Points | None = None,
+    product: ProductPass | None = None,
 ) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
@@ -419,11 +436,14 @@ def minimize_box_newton(
     points : callable (list of theta) -> list of Evaluation, or None
         One pass: value and gradient at each theta (with ``direction``: the
         line search's first ``options.trial_points`` steps at once).
+    product : callable (theta, v) -> (H v, H's diagonal), or None
+        One pass (with ``direction``): the late iterations' CG across
+        passes, at most ``options.global_cg`` an iteration (``global_cg.py``).
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    passes = _Passes(fun, ray, direction, points if direction is not None else None)
+    passes = _Passes(fun, ray, direction, points, product, options.global_cg)
     evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)

@@ -52,6 +52,11 @@ class SolverOptions:
     secant_memory : the Hessian-free step is corrected by the L-BFGS
         two-loop over this many pairs of its last steps on an unchanged face
         (``secant.py``); 0: the direction pass's step as it is.
+    global_cg : the Hessian-free step's late iterations (the free set the
+        same as at the last iteration) solve the model by CG on the whole
+        data's Hessian-vector products, one pass each, at most this many
+        per iteration (``global_cg.py``); 0: each partition's local CG
+        throughout.
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -76,6 +81,7 @@ class SolverOptions:
     max_products: int = 200
     trial_points: int = 3
     secant_memory: int = 5
+    global_cg: int = 0
     full_gradient: bool = True
 
 

@@ -27,6 +27,7 @@ from .atomic import (
     refuse_existing,
     sibling,
     split,
+    staged,
     sweep,
     write_atomic,
 )
@@ -88,9 +89,9 @@ def read_bytes(path: str) -> bytes:
 
 
 def renames(path: str) -> bool:
-    """Whether outputs at ``path`` can be renamed and deleted (not on a
-    remote file system under Spark Connect: ``connect.py``), so written to a
-    temporary sibling and published (``atomic.publish``)."""
+    """Whether outputs at ``path`` can be renamed (not on a remote file
+    system under Spark Connect: ``connect.py``), so built in a temporary
+    sibling and published (``atomic.staged``), not in place."""
     return filesystem().renames(path)
 
 
@@ -325,6 +326,7 @@ __all__ = [
     "scheme",
     "sibling",
     "split",
+    "staged",
     "sweep",
     "write_atomic",
     "write_bytes",

@@ -17,6 +17,8 @@ import errno
 import logging
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..errors import InputError
 from . import faults
@@ -114,6 +116,34 @@ def publish(tmp: str, target: str, overwrite: bool) -> None:
     fs.delete(old)
 
 
+@contextmanager
+def staged(target: str) -> Iterator[str]:
+    """Where to build the output ``target`` all or nothing (yielded): a
+    temporary sibling, published to ``target`` when the block ends
+    (:func:`publish`: an old one replaced only by a complete new one) and
+    deleted if it fails. Where nothing renames (a remote file system under
+    Spark Connect) ``target`` itself: an old one is deleted first, and what
+    was written is deleted if the block fails, so a failure leaves no
+    output there, old or new."""
+    fs = filesystem()
+    if not fs.renames(target):
+        refuse_taken_over(target)
+        fs.delete(target)
+        try:
+            yield target
+        except BaseException:
+            fs.delete(target)
+            raise
+        return
+    tmp = sibling(target, "tmp")
+    try:
+        yield tmp
+        publish(tmp, target, overwrite=True)
+    except BaseException:
+        fs.delete(tmp)
+        raise
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Write a file all or nothing: a temporary sibling, then replaced in
     (in one rename on local disks, by :func:`publish` elsewhere)."""
@@ -166,8 +196,8 @@ def check_writable(directory: str) -> None:
     InputError (exit 2) naming the directory otherwise."""
     fs = filesystem()
     probe = join(directory, f".sparkmaxent-probe.tmp-{uuid.uuid4().hex[:8]}")
-    if not fs.renames(directory):  # Spark Connect, remote: refused (naming why) before writing
-        fs.delete(probe)
+    if not fs.renames(directory):  # remote under Connect: the lock beside it was the probe
+        return
     try:
         fs.mkdirs(directory)
         fs.write_bytes(probe, b"")

@@ -19,13 +19,18 @@ Parquet writer writes through it. So under Connect:
   anywhere). Spark's commit protocol publishes the part file whole or not
   at all, so a reader never sees part of a file; a failed write leaves no
   file (when it replaced one, the old one is gone too).
-- what a client cannot send at all, because no DataFrame writer does it,
-  is refused naming the path: renaming, deleting, creating a file only if
-  it does not exist. Those are what the all-or-nothing output directories
-  (``atomic.publish``) and the output locks (``lock.py``) are built on, so
-  the CLI's outputs (``train``/``prepare``/``pipeline --output``) take
-  local paths under Connect; a saved model writes in place instead, its
-  ``metadata.json`` last (``model.py``).
+- **deleting** a remote path overwrites it with an empty partitioned
+  write: Spark deletes the path, then commits no file (an empty
+  partitioned write opens none), leaving a directory holding only
+  Spark's hidden ``_SUCCESS``, which the listing shows as nothing.
+- **creating a file only if it does not exist** writes it with
+  ``mode("error")`` (Spark refuses an existing path) and reads it back: it
+  is this client's only when it holds this client's bytes alone. Output
+  locks are built on it (``connect_lock.py``).
+- what no DataFrame writer does is refused naming the path: renaming. So
+  an all-or-nothing output is built in place there instead of in a
+  temporary sibling renamed in (``atomic.staged``): deleted whole if the
+  build fails.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from .uri import scheme
 
 #: the listing and reading source, whose Hadoop FileSystem is the server's
 SOURCE = "binaryFile"
+#: what deleting writes: no row, partitioned, so Spark commits no file
+EMPTY_PARTITION = "sparkmaxent_deleted"
+EMPTY_SCHEMA = f"{COLUMN} binary, {EMPTY_PARTITION} int"
 
 
 def is_remote(path: str) -> bool:
@@ -47,8 +55,8 @@ def is_remote(path: str) -> bool:
 
 class ConnectFS:
     """Local paths as :class:`LocalFS`; other schemes through the Spark
-    Connect ``session``'s server: read, written as packed files, never
-    renamed or deleted."""
+    Connect ``session``'s server: read, written as packed files, deleted
+    by an empty overwrite, never renamed."""
 
     name = "connect"
 
@@ -179,34 +187,62 @@ class ConnectFS:
         if not is_remote(path):
             self.local.mkdirs(path)
 
-    def _local_only(self, path: str, what: str) -> str:
-        if is_remote(path):
-            raise InputError(
-                f"{path}: under Spark Connect sparkmaxent writes {scheme(path)}:// files "
-                f"through the server's DataFrame writers, which cannot {what}; the "
-                "outputs of train, prepare and pipeline (their locks, checkpoints and "
-                "all-or-nothing renames) need --output to be a local or file: path the "
-                "server shares under Connect (copy the run there afterwards), or a "
-                "classic session, whose JVM writes every file system (docs/connect.md)"
-            )
-        return path
-
     def delete(self, path: str) -> None:
-        self.local.delete(self._local_only(path, "delete a file or directory"))
-
-    def rename(self, src: str, dst: str) -> None:
-        what = "rename a file or directory"
-        self.local.rename(self._local_only(src, what), self._local_only(dst, what))
-
-    def replace_file(self, src: str, dst: str) -> bool:
-        return self.local.replace_file(self._local_only(src, "rename"), dst)
+        """A local file or tree; a remote one emptied by Spark's overwrite
+        (an empty partitioned write: no file committed), after which the
+        server lists nothing there. Nothing to do where nothing is."""
+        if not is_remote(path):
+            self.local.delete(path)
+            return
+        if not self._rows(path, recursive=True):
+            return
+        nothing = self.spark.createDataFrame([], EMPTY_SCHEMA)
+        try:
+            nothing.write.mode("overwrite").partitionBy(EMPTY_PARTITION).parquet(path)
+        except Exception as e:  # pyspark's exceptions, from the server
+            raise OSError(f"{path}: the Spark Connect server could not delete it: {e}") from None
 
     def create_new(self, path: str, data: bytes) -> bool:
-        what = "create a file only if it does not exist (output locks)"
-        return self.local.create_new(self._local_only(path, what), data)
+        """Create the file ``path`` holding ``data`` unless something is
+        there (False): remotely a packed file written with ``mode("error")``
+        and read back, so of two clients racing for it neither gets it
+        unless its bytes alone are there."""
+        if not is_remote(path):
+            return self.local.create_new(path, data)
+        frame = self.spark.createDataFrame([(bytearray(data),)], SCHEMA)
+        try:
+            frame.coalesce(1).write.mode("error").parquet(path)
+        except Exception as e:  # pyspark's AnalysisException, from the server
+            if "PATH_ALREADY_EXISTS" in str(e) or "already exists" in str(e):
+                return False
+            raise OSError(f"{path}: the Spark Connect server could not write it: {e}") from None
+        try:
+            return self.read_bytes(path) == data
+        except (OSError, InputError):  # two clients' rows, or gone again: not ours
+            return False
 
     def touch(self, path: str) -> None:
-        self.local.touch(self._local_only(path, "refresh a lock"))
+        """Refresh a file's modification time: remotely by writing its
+        bytes back (a packed file replaced whole)."""
+        if not is_remote(path):
+            self.local.touch(path)
+            return
+        self.write_bytes(path, self.read_bytes(path))
+
+    def rename(self, src: str, dst: str) -> None:
+        for path in (src, dst):
+            if is_remote(path):
+                raise InputError(
+                    f"{path}: under Spark Connect sparkmaxent writes {scheme(path)}:// files "
+                    "through the server's DataFrame writers, which cannot rename a file or "
+                    "directory (outputs there are built in place: docs/connect.md)"
+                )
+        self.local.rename(src, dst)
+
+    def replace_file(self, src: str, dst: str) -> bool:
+        if is_remote(src) or is_remote(dst):
+            return False
+        return self.local.replace_file(src, dst)
 
     def copy(self, src: str, dst: str) -> None:
         """Copy a file or a directory tree; files of a remote ``src`` come

@@ -2,11 +2,13 @@
 
 ``.<name>.lock`` holds the owner's host, pid and start time. It is created
 atomically (Hadoop's ``create(path, overwrite=false)``; ``O_EXCL`` on a
-local disk), so of two runs starting on the same output one gets it and
-the other is refused with exit 2, naming the path and the owner. It is
-removed when the run ends, however it ends; a lock left by a killed run is
-recovered with a warning when its owner is on this host and its process is
-gone, or when it has not been refreshed for ``output.lock_stale_s``
+local disk; on a remote file system under Spark Connect, a claim written
+with ``mode("error")`` and read back: ``connect_lock.py``), so of two runs
+starting on the same output one gets it and the other is refused with
+exit 2, naming the path and the owner. It is removed when the run ends,
+however it ends; a lock left by a killed run is recovered with a warning
+when its owner is on this host and its process is gone, or when it has
+not been refreshed for ``output.lock_stale_s``
 (0: never by age).
 
 While the run lives, a daemon thread refreshes the lock's modification
@@ -30,6 +32,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ..errors import InputError
 from .atomic import join, mark_taken_over, release_taken_over, split
@@ -55,10 +58,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _owner(path: str) -> dict:
-    """What a lock file says (``{}`` when it cannot be read or parsed)."""
+def lock_fs(path: str) -> Any:
+    """The file system methods for the lock file ``path``: a remote one under
+    Spark Connect is a directory of claims (``connect_lock.py``)."""
+    fs = filesystem()
+    if fs.name == "connect" and not fs.renames(path):
+        from .connect_lock import ClaimLog
+
+        return ClaimLog(fs)
+    return fs
+
+
+def _owner(path: str, fs: Any = None) -> dict:
+    """What a lock file says (``{}`` when it cannot be read or parsed);
+    ``fs``: its :func:`lock_fs` (default: this thread's)."""
     try:
-        doc = json.loads(filesystem().read_bytes(path))
+        doc = json.loads((fs or lock_fs(path)).read_bytes(path))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -71,7 +86,7 @@ def _stale(path: str, owner: dict, stale_s: float) -> str:
             return f"its process {owner['pid']} on this host is gone"
     if stale_s > 0:
         try:
-            age = time.time() - filesystem().mtime(path)
+            age = time.time() - lock_fs(path).mtime(path)
         except FileNotFoundError:
             return "it was just released"
         if age > stale_s:
@@ -109,6 +124,8 @@ class Heartbeat:
 
     def __init__(self, path: str, token: str, interval: float, output: str = "") -> None:
         self.path, self.token, self.interval, self.output = path, token, interval, output
+        # the owner's file system: a Spark Connect session is active in its thread only
+        self.fs = lock_fs(path)
         self.refreshed = 0  # how many times (tests)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lock {path}", daemon=True)
@@ -124,7 +141,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                owner = _owner(self.path)
+                owner = _owner(self.path, self.fs)
                 if owner.get("token") != self.token:
                     log.error(
                         "the lock %s is no longer this run's (taken over as stale?) but "
@@ -136,7 +153,7 @@ class Heartbeat:
                     if self.output:
                         mark_taken_over(self.output, describe_owner(owner))
                     return
-                filesystem().touch(self.path)
+                self.fs.touch(self.path)
                 self.refreshed += 1
             except Exception as e:  # a file system hiccup: try again next time
                 log.warning("could not refresh the lock %s: %s", self.path, e)
@@ -151,7 +168,7 @@ def output_lock(target: str, stale_s: float = 0.0, command: str = "") -> Iterato
     if path in _HELD:
         yield path
         return
-    fs = filesystem()
+    fs = lock_fs(path)
     token = uuid.uuid4().hex
     me = {
         "host": socket.gethostname(),

@@ -7,9 +7,10 @@ network). The client has no Hadoop FileSystem and cannot open a
 exactly as ``hdfs://``, ``s3a://`` or ``abfss://`` would
 (``sparkmaxent.storage.connect``): training from a prepared dataset there,
 evaluating and loading a model saved there (the CLI and pyspark.ml) give
-what the same local paths give; a pyspark.ml model saved there through
-the server loads back; a run's ``--output`` there is refused before
-anything is written. Only the server's JVM runs.
+what the same local paths give; a run's ``--output`` there is written
+through the server (its lock released, no temporaries left) and gives the
+same model; a pyspark.ml model saved there through the server loads back
+and is replaced. Only the server's JVM runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 
 import pytest
 
+from sparkmaxent import storage
 from sparkmaxent.data import synthetic
 from sparkmaxent.model import MaxentModel
 from tests.spark.test_connect import ROOT, sets
@@ -110,12 +112,17 @@ def test_reading_a_remote_file_system_under_connect(server, store):
     here = json.loads(ok(run([*evaluate, "--model", str(store / "run" / "model")], url)))
     assert there["accuracy"] == here["accuracy"] and there["events"] == here["events"] > 0
 
-    # writing there is refused (exit 2) before anything is written
-    refused = run([*cli, "train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run2",
-                   *sets(SETTINGS)], url)  # fmt: skip
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    assert "DataFrame writers, which cannot" in refused.stderr
-    assert not (store / "run2").exists() and not (store / ".run2.lock").exists()
+    # a run's outputs there: written through the server, in place, the same run
+    ok(run([*cli, "train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run2",
+            *sets(SETTINGS)], url))  # fmt: skip
+    there = json.loads(storage.read_bytes(str(store / "run2" / "train_report.json")))  # packed
+    assert there["objective"] == pytest.approx(report["objective"], rel=1e-9)
+    assert not [p for p in os.listdir(store) if ".tmp-" in p]
+    claims = [str(p) for p in (store / ".run2.lock").iterdir() if list(p.glob("part-*"))]
+    assert [json.loads(storage.read_bytes(p)) for p in claims] == [{"released": True}]
+    assert MaxentModel.load(str(store / "run2" / "model")).weights.values.tolist() == (
+        MaxentModel.load(str(store / "run" / "model")).weights.values.tolist()
+    )
 
     # pyspark.ml: a model saved there through the server loads back (under Connect
     # and, from the server's disk, in this classic process), and is not replaced
@@ -144,11 +151,8 @@ assert back.maxentModel.weights.values.tolist() == weights
 here = [r.prediction for r in model.transform(df).orderBy("id").collect()]
 there = [r.prediction for r in back.transform(df).orderBy("id").collect()]
 assert here == there and here
-try:
-    model.write().overwrite().save(sys.argv[2])
-    raise SystemExit("replaced a model on the server's file system")
-except ValueError as e:
-    assert "cannot delete" in str(e), e
+model.write().overwrite().save(sys.argv[2])  # replaced through the server
+assert MaxEntClassificationModel.load(sys.argv[2]).maxentModel.weights.values.tolist() == weights
 print("same predictions", len(here))
 print(json.dumps(weights))
 """

@@ -64,6 +64,22 @@ def test_points_are_certified_and_equal_cold_fits(problem, chosen):
     assert "refit" not in chosen.report  # train.choice.refit = false
 
 
+def test_warm_started_points_add_every_candidate_above_gamma1_in_a_round(problem, chosen):
+    """As grafting points do (atoms and formed conjunctions; new ones by the
+    search's n_best): the same certified optimum as a warm-started
+    combination fit that adds n_best candidates a round, on fewer passes."""
+    tr, _, space = problem
+    start, conj = None, None
+    for i, point in enumerate(chosen.report["path"]["points"]):
+        keys = train_config(l1=point["l1"], **KEYS)
+        fit = train(LocalBackend([tr], space), keys, warm_start=start, warm_conjunctions=conj)
+        start, conj = fit.weights, fit.conjunctions
+        assert point["kkt_passed"] and fit.report.certificate.conjunctions.passed
+        assert point["objective"] == pytest.approx(fit.report.objective, rel=1e-9)
+        if i:  # the first point starts from the bias-only model: n_best a round
+            assert point["passes"] < fit.report.passes  # here: 128 against 172
+
+
 def test_the_chosen_point_is_the_model_without_refit(chosen):
     path = chosen.report["path"]
     point = path["points"][path["chosen"]]
@@ -89,6 +105,9 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert res.report.certificate.conjunctions.passed
     assert refit["objective"] == pytest.approx(both.report.objective, rel=1e-6)
     assert res.weights.nnz == refit["features"]
+    # warm-started: new conjunctions still enter by the search's n best a round
+    added = [r.get("conjunctions_added") or 0 for r in res.report["rounds"]]
+    assert 0 < max(added) <= KEYS["n_best"]
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
     assert res.report.heldout.accuracy == point["heldout_accuracy"]

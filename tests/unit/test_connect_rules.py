@@ -9,9 +9,10 @@ import pytest
 
 from sparkmaxent.backends import factory
 from sparkmaxent.backends.session import REMOTE_ENV, remote_url
-from sparkmaxent.errors import ConfigError, InputError
+from sparkmaxent.errors import ConfigError
 from sparkmaxent.session_kind import default_parallelism, is_connect
 from sparkmaxent.storage import fs
+from sparkmaxent.storage.connect import EMPTY_SCHEMA
 from sparkmaxent.storage.packed import COLUMN, SCHEMA
 
 
@@ -54,16 +55,18 @@ def test_connect_default_parallelism_comes_from_the_settings():
 class _Server:
     """What a Connect session's ``read.format("binaryFile")`` gives for the
     files ``{uri: bytes}`` (directories implied), as the server lists them:
-    qualified paths, hidden names inside a directory skipped."""
+    qualified paths, hidden names skipped; and what its Parquet writer does
+    (``mode("error")`` refusing an existing path, ``overwrite`` deleting it
+    first, an empty partitioned write committing no file)."""
 
     def __init__(self, files: dict[str, bytes]):
         self.files = files
-        self.read = self
         self.rows: list = []
+        self.writing, self.save_mode, self.partitioned = False, "error", False
 
     # ---- what the server's Parquet reader and writer do ----------------------
     def createDataFrame(self, rows, schema):  # noqa: N802 (pyspark's name)
-        assert schema == SCHEMA
+        assert schema in (SCHEMA, EMPTY_SCHEMA)
         self.rows = rows
         return self
 
@@ -71,26 +74,42 @@ class _Server:
         return self
 
     @property
+    def read(self):
+        self.writing = False
+        return self
+
+    @property
     def write(self):
+        self.writing, self.save_mode, self.partitioned = True, "error", False
         return self
 
     def mode(self, mode):
-        assert mode == "overwrite"
+        assert mode in ("overwrite", "error")
+        self.save_mode = mode
+        return self
+
+    def partitionBy(self, column):  # noqa: N802 (pyspark's name)
+        self.partitioned = True
         return self
 
     def parquet(self, path):
-        """The writer: replace ``path`` by one part file of the rows; the
-        reader: the columns of the part files under ``path``."""
+        """The writer: replace ``path`` by one part file of the rows (none
+        for an empty partitioned write); the reader: the columns of the
+        part files under ``path``."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         path = path.rstrip("/")
-        if self.rows:
-            for p in [p for p in self.files if p == path or p.startswith(path + "/")]:
+        under = [p for p in self.files if p == path or p.startswith(path + "/")]
+        if self.writing:
+            if self.save_mode == "error" and under:
+                raise RuntimeError(f"[PATH_ALREADY_EXISTS] Path {path} already exists.")
+            for p in under:
                 del self.files[p]
-            sink = pa.BufferOutputStream()
-            pq.write_table(pa.table({COLUMN: [bytes(r[0]) for r in self.rows]}), sink)
-            self.files[f"{path}/part-00000-0.snappy.parquet"] = sink.getvalue().to_pybytes()
+            if self.rows:
+                sink = pa.BufferOutputStream()
+                pq.write_table(pa.table({COLUMN: [bytes(r[0]) for r in self.rows]}), sink)
+                self.files[f"{path}/part-00000-0.snappy.parquet"] = sink.getvalue().to_pybytes()
             self.files[f"{path}/_SUCCESS"] = b""
             self.rows = []
             return None
@@ -115,7 +134,8 @@ class _Server:
             found = [p for p in self.files if p.startswith(path + "/")]
             if not found:
                 raise RuntimeError(f"[PATH_NOT_FOUND] Path does not exist: {path}.")
-            found = [p for p in found if not p[len(path) :].startswith(("/.", "/_"))]
+            hidden = ("/.", "/_")
+            found = [p for p in found if not any(h in p[len(path) :] for h in hidden)]
         stamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
         rows = [
             {"path": p.replace("viewfs://c/", "viewfs://c:1/"), "length": len(self.files[p]),
@@ -215,49 +235,6 @@ def test_connect_storage_copies_a_local_tree_to_a_remote_path_file_by_file(tmp_p
     assert remote.list("hdfs://nn/v/f") == ["part-0.parquet", "x"]
     assert remote.read_bytes("hdfs://nn/v/f/part-0.parquet") == b"P0"
     assert remote.read_bytes("hdfs://nn/v/f/x/part-1") == b"P1"
-
-
-def test_connect_storage_refuses_what_no_dataframe_writer_does_naming_it(tmp_path):
-    from sparkmaxent.storage.connect import ConnectFS
-
-    remote = ConnectFS(_Server({}), fs.LocalFS())
-    for write, what in (
-        (lambda: remote.create_new("abfss://c@a.dfs.core.windows.net/.m.lock", b""), "locks"),
-        (lambda: remote.rename("hdfs://nn/a", "hdfs://nn/b"), "rename"),
-        (lambda: remote.delete("dbfs:/models/m"), "delete"),
-        (lambda: remote.touch("s3a://bucket/.m.lock"), "refresh a lock"),
-    ):
-        with pytest.raises(InputError, match=f"DataFrame writers, which cannot .*{what}") as e:
-            write()
-        assert "need --output to be a local or file: path" in str(e.value)
-    local = str(tmp_path / "x.json")  # local paths: the client's disk, as before
-    remote.write_bytes(local, b"{}")
-    assert remote.read_bytes("file://" + local) == b"{}"
-    with pytest.raises(InputError, match="needs the Hadoop FileSystem of a running Spark"):
-        fs.LocalFS().exists("hdfs://namenode/data/train")  # no session at all
-
-
-def test_a_model_saved_under_connect_on_a_remote_fs_loads_back_and_is_not_replaced(monkeypatch):
-    from sparkmaxent import storage
-    from sparkmaxent.model import METADATA_FILE, MaxentModel
-    from sparkmaxent.storage import atomic
-    from sparkmaxent.storage.connect import ConnectFS
-    from tests.unit.test_model_load import small_model
-
-    server = _Server({})
-    remote = ConnectFS(server, fs.LocalFS())
-    monkeypatch.setattr(storage, "filesystem", lambda: remote)
-    monkeypatch.setattr(atomic, "filesystem", lambda: remote)
-    model = small_model()
-    model.save("s3a://bucket/models/m")
-    written = [p.split("/models/m/")[1] for p in server.files if not p.endswith("_SUCCESS")]
-    assert not any(".tmp-" in p for p in written), written  # in place: nothing renamed
-    back = MaxentModel.load("s3a://bucket/models/m")
-    assert back.weights.values.tolist() == model.weights.values.tolist()
-    assert back.labels == model.labels
-    with pytest.raises(InputError, match="nothing on s3a:// storage can be deleted"):
-        model.save("s3a://bucket/models/m", overwrite=True)
-    assert METADATA_FILE in written[-1], written  # written last: it marks the model whole
 
 
 def test_the_rdd_backend_is_refused_under_connect():

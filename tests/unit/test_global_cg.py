@@ -1,0 +1,128 @@
+"""CG across passes (``solvers/global_cg.py``): the product pass against the
+exact Hessian, and newton-cg with its late iterations run that way against
+exact Newton (same optimum), across reruns (same bits) and on an
+ill-conditioned planted round (converged where the partitions' local CG is
+not, in fewer products)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.data import synthetic
+from sparkmaxent.kernels import MULTICLASS, LossGradTask, Space, Weights
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.curvature import curvature
+from sparkmaxent.kernels.direction import HessianProductTask
+from sparkmaxent.problem.objective import Objective
+from sparkmaxent.problem.penalty import orthant_problem
+from sparkmaxent.solvers import SolverOptions
+from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
+from sparkmaxent.solvers.global_cg import free_set
+
+from .helpers import random_multiclass
+from .test_grafting import planted
+
+
+class _Counting(LocalBackend):
+    """A LocalBackend that counts its product passes and adds up the
+    Hessian-vector products of all its passes."""
+
+    products = 0
+    product_passes = 0
+
+    def run(self, task):
+        merged = super().run(task)
+        self.products += getattr(merged, "products", 0)
+        self.product_passes += isinstance(task, HessianProductTask)
+        return merged
+
+
+def _round(block, space, ids, l1):
+    """A round's box problem over ``ids`` (orthants from the gradient at 0)."""
+    zero = Weights(ids, np.zeros(len(ids)), np.zeros(space.n_labels))
+    lg = LocalBackend([block], space).run(LossGradTask(space, zero, None, ids))
+    return orthant_problem(np.where(lg.grad > 0, -1.0, 1.0), l1, space.n_bias)
+
+
+def _solve(blocks, space, ids, box, **options):
+    backend = _Counting(blocks, space)
+    theta0 = np.zeros(len(ids) + space.n_bias)
+    opts = SolverOptions(tol=1e-8, region=len(ids), **options)
+    return solve_newton_cg(Objective(backend, ids), theta0, box, opts), backend
+
+
+def test_a_product_pass_over_blocks_is_the_exact_hessian_times_v():
+    rng = np.random.default_rng(2)
+    block = random_multiclass(rng, m=240, P=20, K=3)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=15, replace=False))
+    theta = rng.normal(size=len(ids) + space.n_bias) * 0.5
+    weights = Weights(ids, theta[: len(ids)], theta[len(ids) :])
+    H = curvature(block, space, weights, ids).hess
+    v = rng.normal(size=len(theta))
+    part = LocalBackend(split_block(block, 3), space).run(
+        HessianProductTask(space, weights, ids, v)
+    )
+    assert part.products == 3 and part.weight == pytest.approx(block.c.sum())
+    np.testing.assert_allclose(part.product, H @ v, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(part.diagonal, np.diag(H), rtol=1e-10, atol=1e-10)
+
+
+def test_the_free_set_leaves_out_exactly_the_coordinates_a_bound_holds():
+    theta = np.array([0.0, 0.0, 1.0, 2.0, 2.0])
+    grad = np.array([1.0, -1.0, 5.0, -1.0, 1.0])
+    lower, upper = np.array([0.0, 0.0, 0.0, -np.inf, -np.inf]), np.full(5, 2.0)
+    assert free_set(theta, grad, lower, upper).tolist() == [False, True, True, False, True]
+
+
+@pytest.mark.parametrize("n_blocks", [1, 3])
+def test_cg_across_passes_reaches_the_optimum_of_exact_newton(n_blocks):
+    _, block, space = planted(seed=3, n_copies=0)
+    ids = np.arange(0, space.n_features, 7)
+    box = _round(block, space, ids, 1e-4)
+    theta0 = np.zeros(len(ids) + space.n_bias)
+    exact = solve_newton(
+        Objective(LocalBackend([block], space), ids), theta0, box, SolverOptions(tol=1e-8)
+    )
+    out, backend = _solve(split_block(block, n_blocks), space, ids, box, global_cg=200)
+    assert out.converged and out.violation <= 1e-8
+    assert backend.product_passes > 0  # the late iterations ran across passes
+    assert out.value == pytest.approx(exact.value, rel=1e-12, abs=1e-12)
+    n = len(ids)
+    assert np.array_equal(out.theta[:n] != 0, exact.theta[:n] != 0)
+    np.testing.assert_allclose(out.theta[:n], exact.theta[:n], atol=1e-5)
+
+
+def test_cg_across_passes_is_deterministic_for_a_fixed_partitioning():
+    _, block, space = planted(seed=4)
+    ids = np.arange(0, space.n_features, 5)
+    box = _round(block, space, ids, 1e-4)
+    runs = [_solve(split_block(block, 3), space, ids, box, global_cg=200) for _ in range(2)]
+    (a, backend_a), (b, backend_b) = runs
+    assert backend_a.product_passes > 0
+    assert np.array_equal(a.theta, b.theta) and a.value == b.value
+    assert backend_a.passes == backend_b.passes
+
+
+@pytest.mark.slow  # about 10 CPU seconds
+def test_an_ill_conditioned_round_converges_across_passes_in_fewer_products():
+    # every feature of a nearly unregularized round: the partitions' Hessians
+    # differ too much for the average of their local steps to converge
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=2000, n_predicates=100, n_labels=4, n_support=16,
+            n_copies=0, n_conjunctions=1, min_support_count=60, seed=3,
+        )
+    )  # fmt: skip
+    block, space = data.block(), Space(MULTICLASS, 100, 4, bias=True)
+    ids = np.arange(space.n_features)
+    box = _round(block, space, ids, 1e-6)
+    blocks = split_block(block, 3)
+    across, backend = _solve(blocks, space, ids, box, global_cg=200)
+    with pytest.warns(Warning, match="Newton stopped"):
+        local, local_backend = _solve(blocks, space, ids, box, max_iter=250)
+    assert across.converged and not local.converged
+    assert backend.products < local_backend.products, (backend.products, local_backend.products)
+    assert across.value < local.value
