@@ -34,6 +34,7 @@ from sparkmaxent.methods.bayes_scores import (
     bayes_factor_score,
     empirical_inclusion_probability,
     log_model_prior_odds,
+    log_posterior_gain,
 )
 from sparkmaxent.problem.objective import Objective
 from sparkmaxent.selection.loop import add_feature
@@ -389,6 +390,96 @@ def test_held_out_data_end_a_run_with_low_margin_proposals_at_its_best_stage():
     assert [r["heldout_score"] for r in again.report["rounds"]] == scores
     assert np.array_equal(again.weights.ids, res.weights.ids)
     assert np.array_equal(again.weights.values, res.weights.values)
+
+
+def topic_documents(seed: int = 0, m: int = 300, K: int = 3, topical: int = 90):
+    """Brown-like long events, cut into training and held-out halves: each
+    draws 12 of ``topical`` frequent predicates (its label's third twice as
+    likely: weak, spread evidence) and 20 predicates of its own, each
+    firing on that event alone (no information)."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, K, size=2 * m)
+    cols, own = [], 20
+    for i in range(2 * m):
+        pref = np.where(np.arange(topical) % K == y[i], 2.0, 1.0)
+        words = rng.choice(topical, size=12, replace=False, p=pref / pref.sum())
+        cols += [*words, *(topical + i * own + np.arange(own))]
+    n, rows = topical + 2 * m * own, np.repeat(np.arange(2 * m), 12 + own)
+    X = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(2 * m, n))
+
+    def half(a: int):
+        return MulticlassBlock(X=X[a : a + m], y=y[a : a + m], c=np.ones(m), n_labels=K)
+
+    return half(0), half(m), Space(MULTICLASS, n, K, bias=True)
+
+
+@pytest.fixture(scope="module")
+def past_the_rule():
+    """A run with held-out data that goes on past the rule's stop (Eq. 13's
+    uniform prior, 10 picks a round) and the run without held-out data that
+    ends there."""
+    tr, he, space = topic_documents()
+    keys = dict(method="bayes-factor", model_prior="uniform", per_round=10)
+    rule = train(LocalBackend([tr], space), train_config(**keys))
+    # patience to reach the rule's stop, then 8 rounds past it
+    held = train_config(**keys, patience=50, max_rounds=rule.report["rounds_run"] + 8)
+    res = train(LocalBackend([tr], space), held, LocalBackend([he], space))
+    return tr, space, rule, res
+
+
+def test_past_the_rule_the_largest_log_bayes_factors_carry_no_information(past_the_rule):
+    # why the rounds past the rule rank by log posterior gain: at the rule's
+    # stop every log Bayes factor is below 0, and the largest are those of
+    # predicates seen once (their Occam factor tends to 0 with their
+    # curvature), while the largest gains are the frequent, topical ones
+    tr, space, rule, _ = past_the_rule
+    assert rule.report["stopped_by_rule"]
+    bf = BayesFactor(
+        TrainingContext(LocalBackend([tr], space), train_config(model_prior="uniform"))
+    )
+    _, ids, _, _ = bf.propose(rule.weights)
+    fit, log_bf = bf.fit(rule.weights, ids)
+    gain = log_posterior_gain(fit.loglik_change, fit.alpha, bf.sigma2)
+    topical = ids // space.n_labels < 90
+    assert log_bf.max() < 0 and np.all(gain >= -1e-9)
+    assert not topical[np.argsort(-log_bf)[:30]].any()
+    assert topical[np.argsort(-gain)[:30]].all()
+
+
+def test_past_the_rule_rounds_take_the_largest_log_posterior_gains(past_the_rule):
+    tr, space, rule, res = past_the_rule
+    rows = res.report["rounds"]
+    stop = res.report["rule_stop"]["round"]
+    # the rule stops where it stops without held-out data, at round ``stop``
+    assert stop == rule.report["rounds_run"] and rows[stop - 1]["active"] == rule.weights.nnz
+    past = rows[stop:]
+    assert past and all(r["beyond_rule"] for r in past)
+    assert all(r["ranked_by"] == "log_posterior_gain" for r in past)
+    for r in past:
+        gains = [p["gain"] for p in r["selected"]]
+        assert gains[0] == pytest.approx(r["beta"]) and all(g > 0 for g in gains)
+    # ranked by log Bayes factor, the first round past the rule took
+    # predicates seen once; by gain, topical ones
+    first = np.array([p["feature"] for p in past[0]["selected"]]) // space.n_labels
+    assert np.all(first < 90)
+    assert res.report["choice"]["chosen_round"] > stop
+    assert res.report["choice"]["heldout_score"] > rows[stop - 1]["heldout_score"]
+
+
+def test_past_the_rule_rounds_grow_while_held_out_improves(past_the_rule):
+    # twice the last round's picks after a round that improved the best
+    # held-out score, half of it after one that did not, within per_round
+    # and ROUND_GROWTH_CAP times it; the rule's rounds take per_round
+    rows = past_the_rule[3].report["rounds"]
+    best, sizes = -math.inf, [r["round_size"] for r in rows]
+    assert max(sizes) > 10
+    for r, nxt in zip(rows, sizes[1:]):
+        improved = r["heldout_score"] > best
+        best = max(best, r["heldout_score"])
+        want = r["round_size"] * 2 if improved else r["round_size"] // 2
+        cap = 10 * bayes.ROUND_GROWTH_CAP
+        assert nxt == (min(max(want, 10), cap) if r["beyond_rule"] else 10)
+        assert r["added"] <= r["round_size"]
 
 
 def test_proposals_refuse_unseen_labels():
