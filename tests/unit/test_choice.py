@@ -280,12 +280,12 @@ def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
     res = run(problem, output_dir=str(tmp_path), method=method, max_features=15, per_round=3)
     rounds = res.report["rounds"]
     best = max(rounds, key=lambda r: r["heldout_score"])
-    assert res.report["choice"]["chosen_round"] == best["round"]
+    assert res.report.stage_choice.chosen_round == best["round"]
     assert res.weights.nnz == best["active"]
     assert [r["round"] for r in rounds if r["chosen"]] == [best["round"]]
     assert (tmp_path / "plots" / "path.png").exists()
     last = run(problem, method=method, max_features=15, per_round=3, best_stage=False)
-    assert last.report["choice"] is None
+    assert last.report.stage_choice is None
     # the last stage; the same stages as the first run up to the rule's stop
     # (past it, only a run keeping its best held-out stage goes on)
     kept = last.report["rounds"]
@@ -590,7 +590,7 @@ def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(probl
     assert len(rounds) == stop
     # the same stages as the full run up to the stop; the best of them kept
     assert [r["heldout_score"] for r in rounds] == scores[:stop]
-    chosen = res.report["choice"]["chosen_round"]
+    chosen = res.report.stage_choice.chosen_round
     assert chosen == int(np.argmax(scores[:stop])) + 1
     assert res.weights.nnz == rounds[chosen - 1]["active"]
     assert res.report.stop.message.startswith("held-out stop rule: 3 points")
@@ -605,7 +605,7 @@ def test_stage_rule_pairs_stages_event_by_event_and_needs_a_gap_beyond_the_noise
     keys = PAST_OPTIMUM[method]
     res = run(problem, patience=2, patience_se=1.0, **keys)
     rounds = res.report["rounds"]
-    chosen = res.report["choice"]["chosen_round"]
+    chosen = res.report.stage_choice.chosen_round
     best = rounds[chosen - 1]
     # a stage stops the run only 2 stages past the best and more than 1
     # standard error of the difference below it: the last one, and no other
@@ -630,7 +630,7 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     config = train_config(patience=2, **PAST_OPTIMUM[method])
     whole = train(LocalBackend([tr], space), config, LocalBackend([he], space))
     rounds = whole.report["rounds"]
-    after = whole.report["choice"]["chosen_round"] + 1
+    after = whole.report.stage_choice.chosen_round + 1
     assert after < len(rounds)
 
     def interrupt(state):
@@ -666,7 +666,7 @@ def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(pr
         floored += floor > size
         assert r["stage_size"] == min(max(size, floor), 150 - active)
     assert floored > 0 if share else floored == 0  # the floor took part
-    chosen = res.report["choice"]["chosen_round"]
+    chosen = res.report.stage_choice.chosen_round
     assert res.weights.nnz == rounds[chosen - 1]["active"]
 
 
@@ -685,7 +685,7 @@ def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
     assert not any(x["beyond_rule"] for x in rounds[:r])
     assert all(0 < x["added"] <= 3 for x in rounds)
     scores = [x["heldout_score"] for x in rounds]
-    assert res.report["choice"]["chosen_round"] == int(np.argmax(scores)) + 1
+    assert res.report.stage_choice.chosen_round == int(np.argmax(scores)) + 1
     assert not res.report["stopped_by_rule"]
     # without held-out data the rule ends the run
     alone = run(problem, heldout=False, **keys)
@@ -700,7 +700,7 @@ def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
     res = clocked(problem, method=method, max_seconds=budget, per_round=3)
     assert res.report.stop.message == f"max_seconds = {budget:g}"
     rounds = res.report["rounds"]
-    assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
+    assert len(rounds) == 1 and res.report.stage_choice.chosen_round == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
     # the budget asked for: not unconverged (exit 0), a warning
     assert res.report.unconverged == []
@@ -737,8 +737,8 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
     assert len(res.report["rounds"]) == 3 and res.report.stop.message == "max_seconds = 1e-09"
-    assert res.report["refit"]["skipped"].startswith("max_seconds")
-    assert res.report["choice"] == whole.report["choice"]
+    assert res.report.refit.skipped.startswith("max_seconds")
+    assert res.report.stage_choice == whole.report.stage_choice
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)
     assert res.report.warnings and res.report.unconverged == []
@@ -755,7 +755,7 @@ def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
     assert res.report.stop.message == f"max_seconds = {budget:g}"
     assert [r["elapsed_s"] for r in res.report["rounds"]] == free[:2]
     assert res.report.wall_s <= budget
-    assert res.report["choice"]["chosen_round"] in (1, 2)
+    assert res.report.stage_choice.chosen_round in (1, 2)
 
 
 def test_a_resumed_run_counts_its_earlier_sessions_against_max_seconds(problem, tmp_path):
@@ -810,7 +810,7 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     gamma = res.report["refit"]["l2"]
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
-    assert res.report["refit"]["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
+    assert res.report.refit.objective == pytest.approx(cold.report.objective, rel=1e-6)
 
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
@@ -839,7 +839,7 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]
     whole = LocalBackend([tr, he], space)
     ref = train(whole, train_config(method="grafting", l1=g, elastic_l2=g * m / (1 - m), gtol=1e-9))
-    assert both.report["refit"]["objective"] == pytest.approx(ref.report.objective, rel=1e-6)
+    assert both.report.refit.objective == pytest.approx(ref.report.objective, rel=1e-6)
     with pytest.raises(ConfigError, match="l2_mixes"):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
 
