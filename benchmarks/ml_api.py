@@ -355,8 +355,8 @@ def auto_stage(spark, args, corpus, rows: list[dict]) -> None:
 
 def targets(rows: list[dict]) -> dict:
     """Issues 20 and 39's targets, from the rows present: scoring throughput
-    against MLlib's (with its CountVectorizer, and given Vectors) and
-    against the Arrow UDF's, and the
+    against MLlib's (with its CountVectorizer, and given Vectors), equal
+    scores given Vectors, l1='auto' against CrossValidator, and the
     Estimator's wall time against the CLI's on the same training."""
     by = {r["system"]: r for r in rows}
     out = {}
@@ -369,8 +369,6 @@ def targets(rows: list[dict]) -> dict:
     goal = "transform throughput >= MLlib's LogisticRegressionModel.transform"
     ratio("transform_vectors", "sparkmaxent transform (Vector given)",
           "mllib transform (Vector given)", goal)  # fmt: skip
-    ratio("sql_transform_vectors", "sparkmaxent SQL transform (Vector given)",
-          "mllib transform (Vector given)", goal)  # fmt: skip
     ratio("transform_text", "sparkmaxent SQL transform (array<string>)",
           "mllib CountVectorizer + transform", goal)  # fmt: skip
     equal = by.get("sparkmaxent transform (Vector given)", {})
@@ -382,11 +380,7 @@ def targets(rows: list[dict]) -> dict:
             f"{worst:.2e}; {equal['predictions_differing']} of {equal['rows']} rows",
             worst <= 1e-12 and equal["predictions_differing"] == 0,
         )
-    goal = "SQL scoring throughput >= the Arrow UDF's"
-    ratio("sql_vs_arrow_vectors", "sparkmaxent SQL transform (Vector given)",
-          "sparkmaxent Arrow transform (Vector given)", goal)  # fmt: skip
-    ratio("sql_vs_arrow_text", "sparkmaxent SQL transform (array<string>)",
-          "sparkmaxent Arrow transform (array<string>)", goal)  # fmt: skip
+    # SQL and Arrow rows/s against each other and MLlib: the rows (docs/benchmarks.md's table)
     auto, cv = by.get("sparkmaxent l1='auto' (PP)"), by.get("sparkmaxent CrossValidator (PP)")
     if auto and cv and auto.get("stage") == cv.get("stage") == "auto":
         gap = 100 * (cv["accuracy"] - auto["accuracy"])
