@@ -14,7 +14,6 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import (
     criterion_score,
-    score_on,
 )
 from sparkmaxent.choice.mixes import denser_mix_gains, sparsest_within_noise
 from sparkmaxent.choice.path import (
@@ -28,7 +27,7 @@ from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
-from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
+from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
@@ -38,7 +37,7 @@ from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
-from .helpers import PassClock, random_block
+from .helpers import PassClock, brute_force_folds, random_block
 
 
 @pytest.fixture(scope="module")
@@ -412,14 +411,6 @@ def _with_groups(block, group):
     return dataclasses.replace(block, group=np.asarray(group), event_id=np.arange(len(group)))
 
 
-def _events(block, keep):
-    """A block of the events ``keep`` (a brute-force fold, really split)."""
-    return MulticlassBlock(
-        block.X[keep], block.y[keep], block.c[keep], block.n_labels,
-        block.event_id[keep], block.group[keep],
-    )  # fmt: skip
-
-
 def test_folds_are_whole_stratified_and_seeded():
     rng = np.random.default_rng(0)
     # groups 0..199 of one event (labels 0-2) and groups 200..219 of three events
@@ -441,10 +432,10 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events) // 2)  # pairs of events as units
     grid, k = [4e-3, 1.5e-3, 5e-4], 3
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0)
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0, l2_mixes=[0])
     res = train(LocalBackend([block], space), train_config(folds=k, fold_seed=5, **keys))
     folds = res.report["folds"]
-    brute = _brute_force_folds(block, space, grid, k, 5)
+    brute = brute_force_folds(block, space, grid, k, 5)
     np.testing.assert_allclose(folds["fold_scores"], brute, rtol=1e-5)
     assert folds["chosen"] == int(np.argmax(brute.mean(axis=0)))
     # refitted on all the data at the chosen gamma1
@@ -456,32 +447,17 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     assert res.report.objective == pytest.approx(full.report.objective, rel=1e-7)
 
 
-def _brute_force_folds(block, space, grid, k, seed) -> np.ndarray:
-    """(fold x gamma1) held-out log-likelihoods of cold grafting fits on
-    each fold's other events, the folds really split."""
-    units, fold = fold_of_groups(block.group, block.y, k, seed)
-    of_event = fold[np.searchsorted(units, block.group)]
-    brute = np.zeros((k, len(grid)))
-    for f in range(k):
-        fit_on = LocalBackend([_events(block, of_event != f)], space)
-        held = LocalBackend([_events(block, of_event == f)], space)
-        for j, gamma in enumerate(grid):
-            cold = train(fit_on, train_config(method="grafting", l1=gamma, gtol=1e-9))
-            brute[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
-    return brute
-
-
 def test_fold_path_extends_a_default_grid_whose_last_point_is_best(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events))
     # two default points down to 0.5 gamma1_max: the mean fold score still rises there
-    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9)
+    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9, l2_mixes=[0])
     res = train(LocalBackend([block], space), train_config(folds=3, fold_seed=2, **keys))
     folds = res.report["folds"]
     grid = folds["grid"]
     assert folds["extended_by"] == len(grid) - 2 > 0
     np.testing.assert_allclose(np.diff(np.log(grid)), np.log(0.5) / 2)  # the grid's own ratio
-    mean = np.mean(_brute_force_folds(block, space, grid, 3, 2), axis=0)
+    mean = np.mean(brute_force_folds(block, space, grid, 3, 2), axis=0)
     np.testing.assert_allclose(folds["mean_score"], mean, rtol=1e-5)
     # it went on while the last point was the best and stopped at the first worse one
     assert all(mean[j] > mean[:j].max() for j in range(2, len(grid) - 1))
@@ -493,7 +469,9 @@ def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events))
     grid = [3e-2, 1.5e-2, 8e-3, 4e-3, 1e-3, 2.5e-4, 6e-5]
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1)
+    keys = dict(
+        method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1, l2_mixes=[0]
+    )
     whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
     best = int(np.argmax(whole["mean_score"]))
     assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
