@@ -165,7 +165,8 @@ class BayesConfig(Section):
     per_round: int = key(
         100,
         "S: features selected per round at most, each after the first rescored with the "
-        "earlier ones fixed (Eq. 14); 1: one feature per OptMAP.",
+        "earlier ones fixed (Eq. 14); 1: one feature per OptMAP. Past the rule's stop a "
+        "round takes up to 32 S, growing while held-out improves.",
         ge=1,
     )
     sign: str = key(
@@ -191,8 +192,9 @@ class BayesConfig(Section):
     beyond_rule: bool = key(
         True,
         "With held-out data (train.choice.best_stage, patience > 0): the rule's stop is "
-        "one candidate stage; the run goes on with the proposals of largest beta (uniform "
-        "model prior) until the held-out stop rule or no proposal is left; false: stop.",
+        "one candidate stage; the run goes on with the proposals of largest log posterior "
+        "gain S(mu_g) - mu_g^2/(2 sigma^2) until the held-out stop rule or no proposal is "
+        "left; false: stop.",
     )
     margin_fraction: float = key(
         0.5,

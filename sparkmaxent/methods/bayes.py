@@ -52,12 +52,14 @@ from .bayes_scores import (
     bayes_factor_score,
     empirical_inclusion_probability,
     log_model_prior_odds,
+    log_posterior_gain,
 )
+from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
 
-#: Selected features listed by name in a progress line (the trace has all).
-_NOTE_FEATURES = 5
+#: Past the rule, a round takes at most this many times ``per_round`` picks.
+ROUND_GROWTH_CAP = 32
 
 
 class BayesFactor:
@@ -101,18 +103,23 @@ class BayesFactor:
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
 
     def rescore(
-        self, model: Weights, ids: np.ndarray, mu: np.ndarray
+        self, model: Weights, ids: np.ndarray, mu: np.ndarray, by_gain: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The log Bayes factors of ``ids`` against ``model`` (the picks
-        fixed, Eq. 14) and their mu_g. ``train.bayes.rescore_mu = fixed``:
+        """The log Bayes factors (``by_gain``: log posterior gains) of ``ids``
+        against ``model`` (the picks fixed, Eq. 14) and their mu_g.
+        ``train.bayes.rescore_mu = fixed``:
         each mu_g stays the round's (Figure 1 fits mu_g once, against
         lambda0) and S(mu_g) and a_g are evaluated given the picks, one pass
         (a correlated proposal's likelihood falls, as section 3.5 intends);
         ``refit``: mu_g fitted again given the picks (a gain fit, warm-started)."""
         if self.ctx.config.bayes.rescore_mu == "refit":
             f, s = self.fit(model, ids, alpha0=mu)
-            return s, f.alpha
+            return (
+                log_posterior_gain(f.loglik_change, f.alpha, self.sigma2) if by_gain else s
+            ), f.alpha
         d = self.ctx.backend.run(GainDerivativesTask(self.space, model, self.ctx.scaling, ids, mu))
+        if by_gain:
+            return log_posterior_gain(d.loglik, mu, self.sigma2), mu
         curvature = -d.curv + 1.0 / self.sigma2
         return bayes_factor_score(d.loglik, mu, curvature, self.sigma2, self.sign), mu
 
@@ -147,8 +154,8 @@ class BayesFactor:
         cfg = self.ctx.config
         weights = state.weights
         active = weights.active_ids()
-        trace = state.trace
-        loss = trace[-1].info["loss"] if trace else self.loss_grad(weights).loss / self.weight
+        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
+        loss = last.loss if last else self.loss_grad(weights).loss / self.weight
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -156,11 +163,8 @@ class BayesFactor:
         def stopping(best: float, why: Stop) -> RoundOutcome:
             return _stop(weights, loss, best, why, beta0)
 
-        room = (
-            cfg.selection.max_features - len(active)
-            if cfg.selection.max_features
-            else cfg.bayes.per_round
-        )
+        size, cap = self.round_size(state), cfg.selection.max_features
+        room = cap - len(active) if cap else size
         if room <= 0:
             return stopping(
                 float("nan"), stop(StopReason.MAX_FEATURES, limit=cfg.selection.max_features)
@@ -170,56 +174,59 @@ class BayesFactor:
             return stopping(float("nan"), _nothing_proposed(prop, below))
         fit, log_bf = self.fit(weights, ids)
         odds, inclusion = self.model_prior(log_bf, len(active))
-        limit = min(cfg.bayes.per_round, room)
+        limit = min(size, room)
         beta = log_bf + odds(len(active)) if inclusion != 0.0 else np.full(len(ids), -np.inf)
         best = float(beta.max())
         rule = _rule_stop(len(ids), inclusion, best)
         past = self.past_rule(state)
         if rule is not None and not self.beyond_rule():
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
-        floor = 0.0
-        if rule is not None or past:
-            # beyond the rule (held-out data decides): the proposals of largest
-            # log Bayes factor under the uniform model prior, at most ``limit``
-            odds, inclusion, beta = (lambda k: 0.0), None, log_bf.copy()
-            best, floor = float(beta.max()), _kth_floor(beta, limit)
-        picks, rescored = self.select(weights, ids, beta, fit.alpha, limit, odds, floor)
+        floor, beyond = 0.0, rule is not None or past
+        if beyond:
+            # beyond the rule (held-out data decides how far): the proposals that
+            # most raise OptMAP's log posterior, at most ``limit`` (docs: "beyond
+            # the rule"); their log Bayes factors are all below 0 or nearly so
+            odds, inclusion = (lambda k: 0.0), None
+            beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
+            best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
+        take = max(1, limit // cfg.bayes.per_round) if beyond else 0
+        picks, rescored = self.select(weights, ids, beta, fit.alpha, limit, odds, floor, take)
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
         new, report = self.optmap(grown)
         objective, new_loss = float(report["objective"]), float(report["loss"])
-        for p in picks:
-            p["feature_name"] = self.namer(p["feature"])
-        info = {
-            **({"rule_stop": rule.message} if rule is not None and not past else {}),
-            "beyond_rule": bool(rule is not None or past),
-            "proposals": int(len(ids)),
-            "misclassified_events": prop.misclassified_events,
-            "misclassified_weight": prop.misclassified,
-            "margin_below": None if below is None else math.tanh(below),
-            "margin_share": share,
-            "proposing_events": prop.proposing_events,
-            "beta_0": beta0,
-            "positive_proposals": int(np.count_nonzero(beta > 0)),
-            "rescored": rescored,
-            "inclusion_probability": inclusion,
-            "log_prior_odds": odds(len(active)),
-            "selected": picks,
-            "loss": new_loss,
-            "log_likelihood": -self.weight * new_loss,
-            "optmap_solver": report["solver"],
-            "optmap_evaluations": int(report["evaluations"]),
-            "optmap_converged": bool(report["converged"]),
-        }
+        detail = BayesRound(
+            beyond_rule=bool(beyond),
+            ranked_by="log_posterior_gain" if beyond else "log_bayes_factor",
+            round_size=limit,
+            proposals=int(len(ids)),
+            misclassified_events=prop.misclassified_events,
+            misclassified_weight=prop.misclassified,
+            margin_below=None if below is None else math.tanh(below),
+            margin_share=share,
+            proposing_events=prop.proposing_events,
+            beta_0=beta0,
+            positive_proposals=int(np.count_nonzero(log_bf + odds(len(active)) > 0)),
+            rescored=rescored,
+            inclusion_probability=inclusion,
+            log_prior_odds=odds(len(active)),
+            selected=tuple(BayesPick.of(p, self.namer(p["feature"])) for p in picks),
+            loss=new_loss,
+            log_likelihood=-self.weight * new_loss,
+            optmap_solver=report["solver"],
+            optmap_evaluations=int(report["evaluations"]),
+            optmap_converged=bool(report["converged"]),
+            rule_stop=rule.message if rule is not None and not past else None,
+        )
         return RoundOutcome(
             None,
             new,
             added=len(picks),
             objective=objective,
             score=best,
-            info=info,
-            note=_round_note(info, beta0, inclusion),
+            detail=detail,
+            note=detail.note(),
         )
 
     def propose(self, weights: Weights):
@@ -256,6 +263,20 @@ class BayesFactor:
                 return prop, ids, below, share
             share = min(1.0, 2.0 * share)
 
+    def round_size(self, state: LoopState) -> int:
+        """Picks this round takes at most: ``per_round``; past the rule, twice
+        the last round's after a round that improved the best held-out score
+        (as SGC's stages grow), else half of it, within ``per_round`` and
+        ``ROUND_GROWTH_CAP`` times it: a corpus that needs thousands of
+        features gets them in tens of rounds."""
+        size = self.ctx.config.bayes.per_round
+        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
+        if last is None or not last.beyond_rule:
+            return size
+        improved = state.info.get("choice_round") == state.round
+        grown = last.round_size * 2 if improved else last.round_size // 2
+        return int(min(max(grown, size), size * ROUND_GROWTH_CAP))
+
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
         (``train.bayes.beyond_rule`` with a held-out best stage and the
@@ -271,7 +292,7 @@ class BayesFactor:
     @staticmethod
     def past_rule(state: LoopState) -> bool:
         """Whether an earlier round of this run went on past the rule's stop."""
-        return any(r.info.get("beyond_rule") for r in state.trace)
+        return any(r.detail_as(BayesRound).beyond_rule for r in state.trace)
 
     def select(
         self,
@@ -282,17 +303,23 @@ class BayesFactor:
         limit: int,
         odds: Callable[[int], float],
         floor: float = 0.0,
+        take: int = 0,
     ) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
         a model of k features. A proposal takes part while its score is
         above ``floor`` (0: it beats beta_0; below 0 beyond the rule).
+        ``take`` > 0: past the rule, the scores are log posterior gains (a
+        pick's ``gain`` instead of its ``beta``), each rescoring is
+        followed by the ``take`` best picks together, not one, and a
+        rescored proposal stays while it still raises the log posterior.
 
         Returns the picks ({feature, beta, mu}) and the number of proposal
         scores recomputed (``bf_rescore`` at most per rescoring)."""
         cfg = self.ctx.config
-        score, mu = beta.copy(), mu.copy()
+        by_gain, take = take > 0, max(take, 1)
+        score, mu, key = beta.copy(), mu.copy(), "gain" if by_gain else "beta"
         live = score > floor  # only proposals that beat beta_0 against lambda0 take part
         signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]
         if cfg.bayes.signature_bits and limit > 1:
@@ -314,9 +341,9 @@ class BayesFactor:
                 if not len(cand):
                     break
                 b = cand[best_of(score[cand], ids[cand])]
-                if taken and (signatures is None or np.any(signatures[sig_row[b]] & batch)):
+                if taken >= take and (signatures is None or np.any(signatures[sig_row[b]] & batch)):
                     break
-                picks.append({"feature": int(ids[b]), "beta": float(score[b]), "mu": float(mu[b])})
+                picks.append({"feature": int(ids[b]), key: float(score[b]), "mu": float(mu[b])})
                 live[b] = False
                 model = add_feature(model, int(ids[b]), float(mu[b]))
                 if signatures is not None:
@@ -328,11 +355,12 @@ class BayesFactor:
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
             fresh = pos[order[: cfg.bayes.rescore]]
-            s, mu[fresh] = self.rescore(model, ids[fresh], mu[fresh])
+            s, mu[fresh] = self.rescore(model, ids[fresh], mu[fresh], by_gain)
             s += odds(len(model.values))
             rescored += len(fresh)
             score[fresh] = s
-            live[fresh] = s > floor  # no longer beats beta_0 given the picks: out of this round
+            # no longer beats beta_0 (or raises the log posterior) given the picks: out
+            live[fresh] = s > (0.0 if by_gain else floor)
 
 
 def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:
@@ -431,12 +459,14 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = 
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     after = after_passes + 1  # and the report's loss pass of the kept stage, below
     names = ("bayes-factor", "beta", "beta - beta_0")
-    state = run_rounds(ctx, method, *names, start=start, stage_choice=True, after_passes=after)
+    state = run_rounds(
+        ctx, method, *names, start=start, stage_choice=True, after_passes=after, detail=BayesRound
+    )
     weights, choice = best_stage(ctx, state)
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
     theta = weights.values
-    selected = [p for r in state.trace for p in r.info["selected"]]
+    selected = [p for r in state.trace for p in r.detail_as(BayesRound).selected]
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta),
         "loss": loss,
@@ -448,20 +478,20 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = 
         "bf_per_round": cfg.bayes.per_round,
         "bf_rescore": cfg.bayes.rescore,
         "active_features": int(len(weights.values)),
-        "selected": [p["feature"] for p in selected],
-        "selected_names": [p["feature_name"] for p in selected],
+        "selected": [p.feature for p in selected],
+        "selected_names": [p.feature_name for p in selected],
         "rounds_run": state.round,
         "choice": choice,
         "stopped_by_rule": state.stop is not None and state.stop.reason is StopReason.BAYES_RULE,
         "rule_stop": next(
             (
-                {"round": r.round - 1, "why": r.info["rule_stop"]}
+                {"round": r.round - 1, "why": r.detail_as(BayesRound).rule_stop}
                 for r in state.trace
-                if "rule_stop" in r.info
+                if r.detail_as(BayesRound).rule_stop is not None
             ),
             None,
         ),
-        "proposals_scored": int(sum(r.info["proposals"] for r in state.trace)),
+        "proposals_scored": int(sum(r.detail_as(BayesRound).proposals for r in state.trace)),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
@@ -510,22 +540,8 @@ def _nothing_proposed(prop, below: float | None) -> Stop:
     return stop(why) if below is None else stop(why, margin_events=int(prop.proposing_events))
 
 
-def _kth_floor(beta: np.ndarray, limit: int) -> float:
-    """A floor just below the ``limit``-th largest score (and at most 0), so
-    that ``select`` takes the ``limit`` best beyond the rule."""
-    kth = float(np.sort(beta)[::-1][min(limit, len(beta)) - 1])
-    return min(0.0, float(np.nextafter(kth, -np.inf)))
-
-
-def _round_note(info: dict, beta0: float, inclusion: float | None) -> str:
-    """A round's progress-line note: proposals, how many beat beta_0, the picks."""
-    picks = info["selected"]
-    shown = ", ".join(
-        f"{p['feature_name']} beta {p['beta']:.4g} mu {p['mu']:.4g}" for p in picks[:_NOTE_FEATURES]
-    )
-    more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
-    prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
-    return (
-        f"{info['proposals']} proposals scored ({info['positive_proposals']} beat beta_0 "
-        f"{beta0:.6g}{prior}), selected {shown}{more}"
-    )
+def _pool_floor(gain: np.ndarray, pool: int) -> float:
+    """A floor just below the ``pool``-th largest log posterior gain (and at
+    least 0), so that ``select`` takes from the ``pool`` best past the rule."""
+    kth = float(np.sort(gain)[::-1][min(pool, len(gain)) - 1])
+    return max(0.0, float(np.nextafter(kth, -np.inf)))
