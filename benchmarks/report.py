@@ -63,7 +63,10 @@ PAGES: dict[str, Page] = {
         "(each partition's Newton step by projected CG, n-vectors per pass, corrected by "
         "secant pairs, each partition's CG to a forcing term that follows the outer "
         "contraction; newton-cg-plain: uncorrected; newton-cg-fixed: CG to a fixed tenth of "
-        "the violation, the forcing term before it): seconds, passes, "
+        "the violation, the forcing term before it; newton-cg-global: the late iterations on "
+        "a settled free set by the driver's CG across passes, one Hessian-vector product of "
+        "the whole data a pass, at most `--global-cg` an iteration): CPU seconds (the "
+        "process's CPU time: the slope's measure), wall seconds, passes, "
         "Hessian-vector products, bytes a pass ships to the driver (the mean over the round's "
         "passes, the full-gradient pass included; the direction passes' own mean beside it, "
         "every kind of pass in the file's by_pass); targets: the log-log slopes from 1,000 "
@@ -71,13 +74,14 @@ PAGES: dict[str, Page] = {
         "tolerance at every size, or grafting's own loose first-round one; the bytes "
         "count the solver's last pass, which ships the thresholded test's partials). Each "
         "row names the run that measured it (measured_by). Shown: the rows at 1,000, 4,000, "
-        "16,000 and 64,000 weights (of a page without tolerances, Spark's); the rest in the "
-        "file.",
+        "16,000 and 64,000 weights (of a page without tolerances, Spark's) but newton-cg-plain's; "
+        "the rest in the file.",
         ("backend", "solver", "active", "cpu_s", "wall_s", "passes", "hessian_products",
          "bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "tol",
          "load"),
         lambda row: row["active"] in (1000, 4000, 16000, 64000)
-        and (row["backend"] == "spark" or "tol_mode" in row),
+        and (row["backend"] == "spark" or "tol_mode" in row)
+        and row["solver"] != "newton-cg-plain",
     ),
     "grafting_solvers": Page(
         "Grafting: round solver, Newton against L-BFGS-B",
@@ -265,6 +269,16 @@ PAGES: dict[str, Page] = {
         ("corpus", "method", "test_score", "features", "chosen_setting", "heldout_score",
          "passes", "wall_s", "stage_cap_s", "stopped"),
         lambda row: " " not in row["method"],  # a --set variant: in the file
+    ),
+    "sgc_prior": Page(
+        "SGC's chosen stage under other Gaussian priors",
+        "SGC at the defaults on Brown genres (model_choice's split, no refit): the chosen "
+        "stage's features refitted on the training part at each prior sigma^2 (sum units) and "
+        "scored on the held-out part, against the stage's own fit (the gain prior); `gap_se`: "
+        "the held-out log-likelihood's difference in standard errors of the paired difference.",
+        ("corpus", "stage", "features", "sigma2", "train_loss", "heldout_score",
+         "heldout_accuracy", "gap_se"),
+        lambda row: not row.get("stage_fit"),  # the stage's own fit: the sigma^2 = 1 refit's
     ),
     "combination": Page(
         "Combination features",

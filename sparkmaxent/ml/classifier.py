@@ -5,8 +5,8 @@ training and scoring as a pyspark.ml Estimator and Model.
 scratch directory (removed afterwards) and trains it with
 ``api.train_model``, the entry the command line uses, so the Estimator and
 ``sparkmaxent train`` fit the same model. ``transform(df)`` keeps every input
-column and adds MLlib's prediction columns, scored in an Arrow UDF
-(``ml/scoring.py``).
+column and adds MLlib's prediction columns: Vectors scored by MLlib's own
+model (``ml/mllib.py``), other columns in an Arrow UDF (``ml/scoring.py``).
 
 Labels. A numeric label column holds class indices, as in MLlib: values must
 be integers >= 0; the prediction is the class index and the probability
@@ -28,10 +28,11 @@ from pyspark import keyword_only
 from pyspark.ml.classification import ProbabilisticClassificationModel, ProbabilisticClassifier
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
-from ..data.columns import ARRAY, names_and_values
+from ..data.columns import ARRAY, VECTOR, names_and_values
 from ..errors import InputError
 from ..model import MaxentModel
 from .base import MaxEntEstimator, refuse_existing_columns, scoring_binary
+from .mllib import MLlibExport, mllib_transform
 from .params import AUTO, MaxEntParams
 from .persistence import MaxEntReadable, MaxEntWritable
 from .scoring import Scorer, score_column
@@ -247,7 +248,7 @@ class MaxEntClassifier(
 
 
 class MaxEntClassificationModel(
-    ProbabilisticClassificationModel, MaxEntParams, MaxEntWritable, MaxEntReadable
+    ProbabilisticClassificationModel, MaxEntParams, MaxEntWritable, MaxEntReadable, MLlibExport
 ):
     """A trained model, a pyspark ``ProbabilisticClassificationModel``:
     ``transform`` adds rawPrediction (``Vector`` of the scores w . f(x, k) +
@@ -484,11 +485,11 @@ class MaxEntClassificationModel(
             binary=scoring_binary(self),
         )
 
-    #: how ``transform`` scores: "arrow" (the Arrow UDF of ml/scoring.py, the default and the
-    #: faster: Spark evaluates the SQL form's higher-order functions element by element) or
-    #: "sql" (Spark SQL expressions, no Python worker, for every features column kind; a model with
-    #: conjunction features falls back to "arrow")
-    scoring = "arrow"
+    #: how ``transform`` scores: "auto" (the default: a Vector column by MLlib's own
+    #: LogisticRegressionModel where the model maps to one, ml/mllib.py, else the Arrow UDF),
+    #: "mllib" (that or NotMLlib), "arrow" (ml/scoring.py) or "sql" (Spark SQL expressions, no
+    #: Python worker, every features column kind; conjunction features fall back to "arrow")
+    scoring = "auto"
 
     def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
         """The model as Spark SQL: a list of (column, expression) steps, each
@@ -546,9 +547,8 @@ class MaxEntClassificationModel(
         storage.write_text(path, head + self.sqlQuery(table, featuresCol, kind) + "\n")
 
     def uses_sql(self, scorer: Scorer) -> bool:
-        """Whether ``transform`` scores in SQL: ``scoring == "sql"`` and a
-        model with a linear form (no conjunctions; standardization is folded
-        into the weights); a model with conjunctions scores in the Arrow UDF."""
+        """Whether ``transform`` scores in SQL: ``scoring == "sql"`` and a model
+        with a linear form (no conjunctions; standardization folded in)."""
         return self.scoring == "sql" and scorer.compact is not None
 
     def _transform(self, dataset):
@@ -567,9 +567,12 @@ class MaxEntClassificationModel(
         where, col = "transform input", self.getFeaturesCol()
         kind = feature_kind(dataset, where, col)
         scorer = self.scorer()
-        if self.uses_sql(scorer):
+        scored, fields, drop = None, {}, []
+        if kind == VECTOR and self.scoring in ("auto", "mllib"):  # MLlib adds the outputs
+            scored = mllib_transform(self, dataset, col, self.scoring == "mllib")
+        if scored is None and self.uses_sql(scorer):
             scored, fields, drop = sql_scored(scorer, dataset, col, kind)
-        else:
+        elif scored is None:
             names, values = names_and_values(dataset, where, col)
             binary = kind == ARRAY  # values all 1.0: not shipped
             scored = dataset.withColumn(
@@ -578,7 +581,7 @@ class MaxEntClassificationModel(
             fields = {k: f"{_SCORES}.{k}" for k in ("raw", "probability", "prediction")}
             drop = [_SCORES]
         columns = {}
-        for param, name in outputs.items():
+        for param, name in outputs.items() if fields else ():
             if param == self.predictionCol:
                 columns[name] = F.col(fields["prediction"])
             else:

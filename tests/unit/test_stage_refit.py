@@ -189,3 +189,30 @@ def test_the_refit_takes_the_place_of_the_final_reestimation(problem):
         1e-3,
     )
     assert alone.report["objective"] == pytest.approx(on_train.report["loss"], rel=1e-6)
+
+
+def test_a_fit_within_the_budget_caps_its_evaluations_at_the_seconds_left(problem):
+    # fit_smooth_within: iterations capped at the seconds left over one pass's
+    # seconds, less the last line search's passes; none left: no fit
+    from sparkmaxent.methods.baselines import LAST_SEARCH, fit_smooth_within
+    from sparkmaxent.selection.deadline import Deadline
+
+    tr, _, space = problem
+    config = train_config(gtol=1e-9)
+    ids = np.arange(0, space.n_features, 3)
+    start = fit_smooth(TrainingContext(LocalBackend([tr], space), config), ids, 1e-3).weights
+    free_ctx = TrainingContext(LocalBackend([tr], space), config)
+    free = fit_smooth_within(free_ctx, ids, 1e-4, start, pass_s=1.0)
+    assert free is not None and free.report["evaluations"] > 8
+
+    def within(seconds: float):
+        ctx = TrainingContext(
+            LocalBackend([tr], space), config, deadline=Deadline(seconds, lambda: 0.0)
+        )
+        return fit_smooth_within(ctx, ids, 1e-4, start, pass_s=1.0)
+
+    capped = within(8.0)  # 8 passes' seconds: 6 evaluations and the last line search's 2
+    assert capped is not None and capped.report["max_iter"] == 8 - LAST_SEARCH
+    assert capped.report["evaluations"] <= 8  # within the budget's 8 passes
+    assert capped.report["objective"] > free.report["objective"]
+    assert within(LAST_SEARCH + 0.5) is None  # not even one evaluation fits

@@ -1,0 +1,255 @@
+"""A classification model as MLlib's own ``LogisticRegressionModel``.
+
+A multiclass model without conjunctions scores a row as S_k = x . W_k + b_k
+over its predicates (``Scorer.linear``, standardization folded in). Given
+Vectors its predicates are the Vector's indices, so the model is a
+multinomial logistic regression over that index space: MLlib's
+``coefficientMatrix`` (numClasses x numFeatures) and ``interceptVector``.
+Centering both over the classes the model knows (W_k - mean_k W_k, b_k -
+mean_k b_k) makes MLlib's margins equal to this project's rawPrediction
+(S less its row mean), so probability (softmax) and prediction (argmax, or
+the largest p_k / t_k with ``thresholds``) are equal too; a class absent in
+training has intercept -inf (raw -inf, probability 0, as ``Scorer``).
+Predicates that are no index below numFeatures never occur in such a
+Vector and are dropped.
+
+What does not map is refused (:class:`NotMLlib`, naming why): conjunction
+features and candidate-set models (not linear in the Vector), a model
+trained on binary predicates (it scores presence, MLlib the stored value),
+fewer than two classes, a zero threshold (MLlib's p / 0 is +inf even where
+p = 0). ``transform`` of a Vector column uses MLlib's model in a classic
+session when the column's ``ml_attr`` metadata gives the Vector size (as
+``CountVectorizer``, ``HashingTF`` and ``VectorAssembler`` write it): the
+JVM scores it, no Python worker and no SQL text. A null Vector scores as
+an empty one, as the other scorers do (MLlib alone would fail on it).
+
+``saveMLlib`` writes MLlib's saved-model layout (``metadata/`` JSON text,
+``data/`` Parquet) with DataFrame writers only, so it works under Spark
+Connect and on any file system Spark writes to; Scala, Java, Python and
+SQL users load it with ``LogisticRegressionModel.load``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import numpy as np
+
+from ..session_kind import is_connect
+from .scoring import Scorer
+from .sql import _is_index
+
+log = logging.getLogger(__name__)
+
+#: MLlib's model class, as its saved metadata names it
+MLLIB_CLASS = "org.apache.spark.ml.classification.LogisticRegressionModel"
+#: numClasses x numFeatures above which the coefficients are stored sparse
+#: (MLlib's ``compressed``); a dense matrix scores sparse Vectors fastest
+DENSE_LIMIT = 1 << 24
+#: the column transform hands MLlib: the features, a null Vector as an empty one
+_FEATURES = "__sparkmaxent_vector"
+
+
+class NotMLlib(ValueError):
+    """The model has no exact MLlib ``LogisticRegressionModel`` form."""
+
+
+def refuse(scorer: Scorer, num_features: int) -> None:
+    """NotMLlib naming why ``scorer`` has no MLlib form (module docstring)."""
+    if scorer.compact is None:
+        raise NotMLlib(
+            "the model scores conjunctions of predicates or candidate sets: it is not "
+            "linear in the Vector"
+        )
+    if scorer.binary:
+        raise NotMLlib(
+            "the model was trained on binary predicates (it scores a value's presence; "
+            "MLlib scores the value)"
+        )
+    if scorer.n_classes < 2:
+        raise NotMLlib(f"numClasses is {scorer.n_classes}; MLlib needs at least 2")
+    if scorer.thresholds is not None and np.any(scorer.thresholds == 0):
+        raise NotMLlib("a threshold is 0 (MLlib's p / 0 is +inf even where p = 0)")
+    if num_features < 1:
+        raise NotMLlib(f"numFeatures must be >= 1, got {num_features}")
+
+
+def mllib_form(scorer: Scorer, num_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """(coefficients numClasses x numFeatures, intercepts numClasses) of
+    MLlib's multinomial ``LogisticRegressionModel`` scoring Vectors of size
+    ``num_features`` as ``scorer`` does (module docstring); NotMLlib
+    when there is none."""
+    refuse(scorer, num_features)
+    W, b = scorer.linear()
+    W = W - W.mean(axis=1, keepdims=True)
+    b = b - b.mean()
+    names = scorer.names.to_pylist()
+    rows = [j for j, n in enumerate(names) if _is_index(n) and int(n) < num_features]
+    index = np.asarray([int(names[j]) for j in rows], dtype=np.int64)
+    coefficients = np.zeros((scorer.n_classes, num_features))
+    coefficients[np.ix_(scorer.classes, index)] = W[rows].T
+    intercepts = np.full(scorer.n_classes, -np.inf)
+    intercepts[scorer.classes] = b
+    return coefficients, intercepts
+
+
+def _matrices(coefficients: np.ndarray, intercepts: np.ndarray):
+    """(pyspark Matrix, DenseVector): the coefficients dense unless larger
+    than :data:`DENSE_LIMIT` (then sparse, column-major)."""
+    from pyspark.ml.linalg import DenseMatrix, Vectors
+
+    K, N = coefficients.shape
+    matrix = DenseMatrix(K, N, coefficients.ravel(order="F"))
+    return (matrix if K * N <= DENSE_LIMIT else matrix.toSparse()), Vectors.dense(intercepts)
+
+
+def vector_size(dataset, column: str) -> int | None:
+    """The Vector size the ``ml_attr`` metadata of ``column`` records
+    (``num_attrs``, or one past the largest attribute index), else None."""
+    field = next((f for f in dataset.schema.fields if f.name == column), None)
+    attr = ((field.metadata or {}).get("ml_attr") or {}) if field else {}
+    if "num_attrs" in attr:
+        return int(attr["num_attrs"])
+    indices = [a.get("idx", -1) for group in (attr.get("attrs") or {}).values() for a in group]
+    return max(indices) + 1 if indices else None
+
+
+def _outputs(lr, model, features_col: str):
+    """``lr`` with ``model``'s features, output columns and thresholds."""
+    lr.setFeaturesCol(features_col)
+    lr.setRawPredictionCol(model.getRawPredictionCol())
+    lr.setProbabilityCol(model.getProbabilityCol())
+    lr.setPredictionCol(model.getPredictionCol())
+    if model.isDefined(model.thresholds) and model.getThresholds() is not None:
+        lr.setThresholds(list(model.getThresholds()))
+    return lr
+
+
+def mllib_model(model, num_features: int):
+    """``model`` (a ``MaxEntClassificationModel``) as a pyspark
+    ``LogisticRegressionModel`` built in the classic session's JVM, with the
+    model's Params; NotMLlib if it has no such form or no JVM is reachable."""
+    from pyspark.ml.classification import LogisticRegressionModel
+    from pyspark.ml.common import _py2java
+
+    spark = model.spark_session()
+    if is_connect(spark):
+        raise NotMLlib(
+            "a Spark Connect session reaches no JVM: saveMLlib(path) and "
+            "LogisticRegressionModel.load(path) build it on the server"
+        )
+    scorer = model.scorer()
+    refuse(scorer, num_features)
+    key = (id(model.maxentModel), num_features)
+    cached = getattr(model, "_mllib", None)
+    if cached is None or cached[0] != key:
+        matrix, vector = _matrices(*mllib_form(scorer, num_features))
+        sc = spark.sparkContext
+        jvm_class = getattr(sc._jvm, MLLIB_CLASS)
+        java = jvm_class(
+            model.uid, _py2java(sc, matrix), _py2java(sc, vector), scorer.n_classes, True
+        )
+        cached = (key, LogisticRegressionModel._from_java(java))
+        model._mllib = cached
+    return _outputs(cached[1].copy(), model, model.getFeaturesCol())
+
+
+def mllib_transform(model, dataset, features_col: str, required: bool):
+    """``dataset`` scored by MLlib's model (every column, then
+    rawPrediction, probability and prediction as MLlib adds them), or None
+    with a log line when the model or session does not allow it
+    (``required``: raise NotMLlib instead)."""
+    from pyspark.ml.functions import array_to_vector
+    from pyspark.sql import functions as F
+
+    try:
+        size = vector_size(dataset, features_col)
+        if size is None:
+            raise NotMLlib(
+                f"featuresCol {features_col!r} has no ml_attr metadata giving the Vector size"
+            )
+        lr = mllib_model(model, size)
+    except NotMLlib as why:
+        if required:
+            raise
+        log.info("transform scores the Vectors in the Arrow UDF, not MLlib's model: %s", why)
+        return None
+    vector = F.col(features_col)
+    empty = array_to_vector(F.array_repeat(F.lit(0.0), size))
+    lr.setFeaturesCol(_FEATURES)
+    guarded = dataset.withColumn(_FEATURES, F.when(vector.isNull(), empty).otherwise(vector))
+    return lr.transform(guarded).drop(_FEATURES)
+
+
+def save_mllib(model, path: str, num_features: int, overwrite: bool = False) -> None:
+    """Write ``model`` at ``path`` in MLlib's ``LogisticRegressionModel``
+    layout (metadata JSON text, Parquet data) with DataFrame writers only,
+    the metadata last: an interrupted save leaves nothing loadable."""
+    from pyspark.ml.linalg import MatrixUDT, VectorUDT
+    from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
+
+    from .. import storage
+    from .persistence import path_exists
+
+    scorer = model.scorer()
+    matrix, vector = _matrices(*mllib_form(scorer, num_features))
+    if storage.exists(path):
+        if not overwrite:
+            raise path_exists(path)
+        storage.delete(path)
+    spark = model.spark_session()
+    schema = StructType(
+        [
+            StructField("numClasses", IntegerType(), False),
+            StructField("numFeatures", IntegerType(), False),
+            StructField("interceptVector", VectorUDT(), True),
+            StructField("coefficientMatrix", MatrixUDT(), True),
+            StructField("isMultinomial", BooleanType(), False),
+        ]
+    )
+    data = [(scorer.n_classes, num_features, vector, matrix, True)]
+    spark.createDataFrame(data, schema).repartition(1).write.parquet(storage.join(path, "data"))
+    params = {
+        "featuresCol": model.getFeaturesCol(),
+        "rawPredictionCol": model.getRawPredictionCol(),
+        "probabilityCol": model.getProbabilityCol(),
+        "predictionCol": model.getPredictionCol(),
+        "family": "multinomial",
+    }
+    if scorer.thresholds is not None:
+        params["thresholds"] = scorer.thresholds.tolist()
+    metadata = {
+        "class": MLLIB_CLASS,
+        "timestamp": int(time.time() * 1000),
+        "sparkVersion": spark.version,
+        "uid": model.uid,
+        "paramMap": params,
+        "defaultParamMap": {},
+    }
+    text = spark.createDataFrame([(json.dumps(metadata),)], "value string")
+    text.repartition(1).write.text(storage.join(path, "metadata"))
+
+
+class MLlibExport:
+    """``toMLlib`` and ``saveMLlib`` of a ``MaxEntClassificationModel``."""
+
+    def toMLlib(self, numFeatures: int):
+        """This model as MLlib's ``LogisticRegressionModel`` scoring Vectors
+        of size ``numFeatures`` (e.g. ``len(countVectorizerModel.vocabulary)``)
+        with equal rawPrediction, probability and prediction, and this
+        model's column Params and thresholds; a classic session only (under
+        Spark Connect: :meth:`saveMLlib`). Raises NotMLlib (a ValueError)
+        naming why a model has no such form (ml/mllib.py)."""
+        return mllib_model(self, int(numFeatures))
+
+    def saveMLlib(self, path: str, numFeatures: int, overwrite: bool = False) -> None:
+        """Save this model in MLlib's own ``LogisticRegressionModel`` format
+        at ``path`` (any path Spark writes to; an existing one only with
+        ``overwrite``): ``LogisticRegressionModel.load(path)`` in Python,
+        Scala or Java gives :meth:`toMLlib`'s model, also under Spark Connect."""
+        save_mllib(self, path, int(numFeatures), overwrite)
+
+
+__all__ = ["MLlibExport", "NotMLlib", "mllib_form", "mllib_transform", "save_mllib"]
