@@ -185,9 +185,8 @@ class BayesFactor:
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor, beyond = 0.0, rule is not None or past
         if beyond:
-            # beyond the rule (held-out data decides how far): the proposals that
-            # most raise OptMAP's log posterior, at most ``limit`` (docs: "beyond
-            # the rule"); their log Bayes factors are all below 0 or nearly so
+            # past the rule (held-out data decide how far): the proposals that most
+            # raise OptMAP's log posterior, not the largest log Bayes factors (docs)
             odds, inclusion = (lambda k: 0.0), None
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
