@@ -11,6 +11,7 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import MULTICLASS, Space
+from sparkmaxent.methods.round_details import CombinationRound
 from sparkmaxent.train import train
 
 KEYS = dict(method="grafting", n_best=4, gtol=1e-9, combination_degree=2, folds=1)
@@ -70,14 +71,14 @@ def test_warm_started_points_add_every_candidate_above_gamma1_in_a_round(problem
     combination fit that adds n_best candidates a round, on fewer passes."""
     tr, _, space = problem
     start, conj = None, None
-    for i, point in enumerate(chosen.report["path"]["points"]):
-        keys = train_config(l1=point["l1"], **KEYS)
+    for i, point in enumerate(chosen.report.path.points):
+        keys = train_config(l1=point.gamma, **KEYS)
         fit = train(LocalBackend([tr], space), keys, warm_start=start, warm_conjunctions=conj)
         start, conj = fit.weights, fit.conjunctions
-        assert point["kkt_passed"] and fit.report.certificate.conjunctions.passed
-        assert point["objective"] == pytest.approx(fit.report.objective, rel=1e-9)
+        assert point.kkt_passed and fit.report.certificate.conjunctions.passed
+        assert point.objective == pytest.approx(fit.report.objective, rel=1e-9)
         if i:  # the first point starts from the bias-only model: n_best a round
-            assert point["passes"] < fit.report.passes  # here: 128 against 172
+            assert point.passes < fit.report.passes  # here: 128 against 172
 
 
 def test_the_chosen_point_is_the_model_without_refit(chosen):
@@ -106,7 +107,7 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert refit["objective"] == pytest.approx(both.report.objective, rel=1e-6)
     assert res.weights.nnz == refit["features"]
     # warm-started: new conjunctions still enter by the search's n best a round
-    added = [r.get("conjunctions_added") or 0 for r in res.report["rounds"]]
+    added = [r.detail_as(CombinationRound).conjunctions_added or 0 for r in res.report.rounds]
     assert 0 < max(added) <= KEYS["n_best"]
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
@@ -157,7 +158,7 @@ def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, mon
     rounds = sum(r.get("phase") == "combination" for r in cached.report["rounds"])
     assert 1 <= builds <= rounds + 1
     assert builds_plain > 5 * builds  # here: 5 builds, 45 before (46 refit passes)
-    assert builds_plain >= cached.report["refit"]["passes"] - 2
+    assert builds_plain >= cached.report.refit.passes - 2
     # conjunctions formed in events over the whole run (path, held-out scores, refit)
     assert 0 < formed_cached < formed_plain / 3
 

@@ -79,11 +79,9 @@ def test_an_in_process_refit_runs_with_the_block_wise_gradient_test(problem):
     keys.update(dense_test_max=10, gtol=1e-9)  # fewer than the candidates: block-wise
     res = train(LocalBackend([tr], space), train_config(**keys), LocalBackend([he], space))
     assert res.report["gradient_test"]["path"] == "block-wise"
-    assert res.report["refit"]["kkt_passed"] and res.report["refit"]["passes"] > 0
+    assert res.report.refit.kkt_passed and res.report.refit.passes > 0
     dense = train(LocalBackend([tr], space), train_config(**{**keys, "dense_test_max": 10**6}),
                   LocalBackend([he], space))  # fmt: skip
-    assert res.report["refit"]["objective"] == pytest.approx(
-        dense.report["refit"]["objective"], rel=1e-7
-    )
+    assert res.report.refit.objective == pytest.approx(dense.report.refit.objective, rel=1e-7)
     apart = train(Distributed([tr], space), train_config(**keys), Distributed([he], space))
-    assert apart.report["refit"]["skipped"].startswith(f"{space.n_features} candidates")
+    assert apart.report.refit.skipped.startswith(f"{space.n_features} candidates")
