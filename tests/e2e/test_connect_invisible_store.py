@@ -63,6 +63,14 @@ except Exception as e:
     assert "boom" in str(e), e
 assert not storage.exists(mount + "/notes/failed.json")
 try:
+    with storage.staged(mount + "/half") as half:  # an output built in place there
+        storage.write_json(half + "/part.json", {"half": True})
+        assert storage.exists(mount + "/half/part.json")
+        raise RuntimeError("the build failed")
+except RuntimeError:
+    pass
+assert not storage.exists(mount + "/half") and "half" not in storage.listdir(mount)
+try:
     storage.read_bytes(mount + "/notes/failed.json")
     raise SystemExit("read a file whose write failed")
 except FileNotFoundError:
