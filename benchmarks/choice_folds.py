@@ -6,13 +6,13 @@ Training data only: each corpus is split as in ``benchmarks.model_choice``
 is not read). From D, nested subsamples S of 1/16, 1/8, ... of its groups
 (a tagged sentence, else an event; ``choice/folds.py``'s seeded,
 label-stratified assignment into 16 parts, the first j parts kept). On
-each S, a path (``l2``, or ``grafting`` with pure l1: ``l2_mixes`` [0]) at
-the defaults is chosen
+each S, a path (``l2``; ``grafting``, with its l2 mixes; ``grafting-l1``,
+pure l1: ``l2_mixes`` [0]) at the defaults is chosen
 
 - ``heldout``: on an inner held-out fifth of S (``train.choice.folds`` 1),
   then refitted on all of S (``train.choice.refit``);
 - ``folds``: by 5 folds over all of S (``train.choice.folds`` 5 over both
-  inner parts joined: the automatic choice of an ``l2`` path,
+  inner parts joined: the automatic choice of a path,
   ``train.choice.kfold_max_events``), refitted on S;
 
 so both models see the same events, and differ only in the choice. Both
@@ -47,7 +47,11 @@ from sparkmaxent.train import train
 
 KEYS = ["corpus", "method", "events", "choice", "chosen", "features", "loglik", "accuracy",
         "passes", "wall_s"]  # fmt: skip
-METHODS = {"l2": {"method": "l2"}, "grafting-l1": {"method": "grafting", "l2_mixes": [0]}}
+METHODS = {
+    "l2": {"method": "l2"},
+    "grafting-l1": {"method": "grafting", "l2_mixes": [0]},
+    "grafting": {"method": "grafting"},  # with its l2 mixes, the default
+}
 PARTS = 16
 
 

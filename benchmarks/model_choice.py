@@ -229,7 +229,8 @@ class PathCapped(BaseException):
 
 class PointCosts(logging.Handler):
     """Wall seconds (held-out scoring included), passes and non-zero weights
-    of every path point, read from the path's own line for each point,
+    of every path point (a k-fold path's: summed over the folds, with the
+    mean fold figures), read from the path's own line for each point,
     numbered by mix (``mix``: how many mixes' paths ended before it): where
     a path's time goes, also when it is stopped before it ends."""
 
@@ -248,6 +249,15 @@ class PointCosts(logging.Handler):
                  "seconds": seconds}
             )  # fmt: skip
             self.last = now
+        elif str(record.msg).startswith("k-fold path %s %.4g:"):  # mean fold figures
+            parameter, gamma, features, _, score, accuracy, folds, passes = record.args  # type: ignore[misc]
+            seconds = round(now - self.last, 2)
+            self.points.append(
+                {"mix": self.mix, parameter: gamma, "mean_features": features, "passes": passes,
+                 "seconds": seconds, "mean_score": score, "mean_accuracy": accuracy,
+                 "fold_scores": folds}
+            )  # fmt: skip
+            self.last = now
         elif str(record.msg).startswith("elastic net %s: chose"):
             self.mix += 1
 
@@ -261,7 +271,7 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
     def stop(*_):
         raise PathCapped
 
-    path_log = logging.getLogger("sparkmaxent.choice.path")
+    path_log = logging.getLogger("sparkmaxent.choice")  # path, mixes and folds
     path_log.addHandler(costs)
     if cap_s:
         signal.signal(signal.SIGALRM, stop)
@@ -423,6 +433,20 @@ def fold_row(row: dict, rep: dict, args) -> None:
         single_fit_keys={**dict(args.set), parameter: setting},
         single_fit="pending",
     )
+    if "automatic" in folds:  # train.choice.folds = 0 chose folds: training and held-out events
+        row.update(folds_automatic=True, fold_events=folds["events"])
+    if "l2_mix" in folds:  # the l2 mix chosen along with gamma1 by the folds
+        mix = folds["l2_mix"]
+        row["chosen_setting"] += f", l2_mix={mix:g}"
+        row["single_fit_keys"].update(elastic_l2=setting * mix / (1 - mix), l2_mixes=[0])
+    if "elastic" in folds:
+        keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
+                "heldout_accuracy", "points", "path_passes", "chosen")  # fmt: skip
+        row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in folds["elastic"]]
+        row["elastic_not_run"] = folds.get("elastic_not_run", [])
+    for key in ("mean_accuracy", "features", "passes"):  # of each point, over the folds
+        for point, value in zip(row["fold_points"], folds.get(key, []), strict=False):
+            point[key if key != "features" else "mean_features"] = value
 
 
 def variant_suffix(settings: list) -> str:
@@ -722,10 +746,6 @@ def targets(rows: list[dict]) -> dict:
             "certified: test score at least l1-Orig's on the same atoms (l2 path beside)"
         )
         out["combination_vs_atoms"] = entry(goal, atoms)
-    present = {c: all((c, 0, m) in by for m in ("grafting", "sklearn-l2")) for c in CHUNKED}
-    full = [(c, "present" if ok else "missing", ok) for c, ok in present.items()]
-    goal = "grafting and sklearn-l2 rows at all 8,936 training sentences (--conll-sentences 0)"
-    out["full_size_rows"] = entry(goal, full)
     return out
 
 

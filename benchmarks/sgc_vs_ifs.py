@@ -167,13 +167,14 @@ def run_selection(
     gamma2) every r stages, and the rows are labelled ``<method>-reestimate-r``."""
     from sparkmaxent.config import train_config
     from sparkmaxent.kernels import Weights
+    from sparkmaxent.methods.round_details import IfsStage
     from sparkmaxent.train import train
 
     snaps: dict[int, dict] = {}
     evaluations = [0]
 
     def on_round(state) -> None:
-        evaluations[0] += state.trace[-1].info["gain_evaluations"]
+        evaluations[0] += state.trace[-1].detail_as(IfsStage).gain_evaluations
         n = len(state.weights.values)
         if n in CHECKPOINTS:
             snaps[n] = {

@@ -18,7 +18,9 @@ all the training data, point by point and without cuts, so the fold
 scores line up; a default grid goes on down while its last point has the
 best mean fold score, and the path stops by the rule of a held-out path
 (choice/stop_rule.py) with the folds as its units: the difference of
-two points' mean fold scores is paired fold by fold.
+two points' mean fold scores is paired fold by fold. A grafting path runs
+one such path per l2 mix and chooses among them as on held-out data
+(choice/mixes.py), the standard errors those of the mean over folds.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ from ..hashing import GOLDEN, mix64
 from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
 from ..selection.base import FitResult, Method, TrainingContext
+from .mixes import elastic_paths, elastic_variants
 from .path import MAX_EXTENSION, PATH_METHODS, extended_grid, null_model, path_plan, scored_point
-from .points import time_spent
+from .points import PointFit, time_spent
+from .sections import PathPoint, PathSection
 from .stop_rule import Measure, choose, stop_rule
 
 log = logging.getLogger(__name__)
@@ -76,22 +80,24 @@ STAGE_METHODS = registry.names(lambda m: m.best_stage)
 
 def automatic_folds(backend, heldout, config) -> tuple[int, int]:
     """(k, events) of ``train.choice.folds = 0``: k = ``auto_folds`` for an
-    ``l2`` path over at most ``kfold_max_events`` events, the held-out ones
-    included, every event in a group (folds are groups); else k = 0 (the
-    held-out part). Grafting paths keep the held-out part: the folds fit no
-    l2 mixes and no pass-budget cut, and a fold path's points past the best
-    cost many times a held-out path's (docs/methods/model-choice.md).
-    Counting costs one pass per backend."""
+    ``l2`` path over at most ``kfold_max_events`` events, or a ``grafting``
+    path (with its l2 mixes) over at most ``kfold_max_events_grafting``, the
+    held-out ones included, every event in a group (folds are groups); else
+    k = 0 (the held-out part). Combination features keep the held-out part
+    (their path is run against the atoms' on it). Counting costs one pass
+    per backend."""
     choice = config.choice
-    if choice.folds or not choice.kfold_max_events or not choice.path:
+    entry = registry.method(config.method)
+    if choice.folds or not choice.path or entry.path is None:
         return 0, 0
-    if registry.method(config.method).path in (None, "l1"):  # l2 paths only
+    limit = choice.kfold_max_events_grafting if entry.path == "l1" else choice.kfold_max_events
+    if not limit or entry.combination and config.grafting.combination_degree > 1:
         return 0, 0
     counts = [grouped_events(b) for b in (backend, heldout) if b is not None]
     events = sum(n for n, _ in counts)
     if not all(grouped for _, grouped in counts):  # folds are made of groups
         return 0, events
-    return (choice.auto_folds if 0 < events <= choice.kfold_max_events else 0), events
+    return (choice.auto_folds if 0 < events <= limit else 0), events
 
 
 def automatic_choice(backend, heldout, config) -> tuple:
@@ -102,8 +108,9 @@ def automatic_choice(backend, heldout, config) -> tuple:
     if not k:
         return backend, heldout, config, {}
     log.info(
-        "%d events <= train.choice.kfold_max_events: choosing by %d folds%s",
+        "%d events <= train.choice.kfold_max_events%s: choosing by %d folds%s",
         events,
+        "_grafting" if registry.method(config.method).path == "l1" else "",
         k,
         " of the training and held-out events" if heldout is not None else "",
     )
@@ -188,64 +195,154 @@ def _mean_choice(scores: np.ndarray, sizes: np.ndarray, one_se: bool) -> tuple[i
 
 
 def _path_folds(ctx: TrainingContext, folds) -> FitResult:
-    """Every fold fits the grid point by point, each from its own previous
-    point; a default grid whose last point has the best mean fold score
-    goes on down at its own ratio (``extended_grid``, as a held-out path
-    does), so the fold choice is never stuck at the grid's end, and the
-    path stops by the held-out rule (``stop_rule``) read over the folds
-    (the weakest penalties cost the most passes)."""
+    """The path's choice by k folds: one fold path (``_fold_path``) per
+    elastic-net variant, the variants chosen among as on held-out data
+    (``mixes.elastic_paths``: denser mixes while they gain beyond the
+    noise, then the sparsest within one standard error of the best, the
+    errors those of the mean over folds), or one path; then the chosen
+    setting refitted on all the training data, warm-started from the mean
+    of the folds' weights at the chosen point."""
     cfg = ctx.config
     start = null_model(ctx)
-    parameter, grid, fit_point, previous, extend = path_plan(ctx, start)
+    fold_starts = [null_model(_fold_ctx(ctx, train, validation)) for train, validation in folds]
+
+    def run_variant(sub, fit_point, cap):
+        return _fold_path(sub, folds, start, fold_starts, fit_point, cap)
+
+    variants = elastic_variants(ctx)
+    if variants:
+        (entries, weights), path, at, fit_point = elastic_paths(ctx, variants, run_variant)
+        entries["elastic"] = [v.to_json() for v in path.elastic or []]
+        entries["elastic_not_run"] = path.elastic_not_run
+    else:
+        at, fit_point = ctx, path_plan(ctx, start)[2]
+        (entries, weights), path, _ = run_variant(ctx, fit_point, None)
+    gamma = path.chosen_point.gamma
+    log.info(
+        "k-fold choice: %s %.4g%s (point %d of %d); refitting on all the data",
+        path.parameter,
+        gamma,
+        "".join(f", {k} {v:g}" for k, v in path.what.items()),
+        path.chosen + 1,
+        len(path.points),
+    )
+    result = fit_point(at, gamma, weights, gamma, None, None)
+    result.report["folds"] = {
+        **entries,
+        **path.what,
+        "criterion": cfg.choice.criterion,
+        "seed": cfg.choice.fold_seed,
+    }
+    return result
+
+
+def _fold_path(
+    ctx: TrainingContext,
+    folds,
+    start: Weights,
+    fold_starts: list[Weights],
+    fit_point: PointFit,
+    cap: int | None,
+) -> tuple[tuple[dict, Weights], PathSection, Measure]:
+    """One path by k folds: every fold fits the same grid (computed once on
+    all the training data from ``start``) point by point, each from its own
+    previous point (from ``fold_starts`` first); a default grid whose last
+    point has the best mean fold score goes on down at its own ratio
+    (``extended_grid``, as a held-out path does), and the path stops by the
+    held-out rule (``stop_rule``) read over the folds, or once its points
+    spent ``cap`` passes (None: no cap). Returns (the report's ``folds``
+    entries and the mean of the folds' weights at the chosen point; the
+    path, one ``PathPoint`` of mean fold figures a point; the chosen point's
+    measure, its units the fold scores)."""
+    choice = ctx.config.choice
+    parameter, grid, _, previous, extend = path_plan(ctx, start)
     fctxs = [_fold_ctx(ctx, train, validation) for train, validation in folds]
-    warm = [(null_model(fctx), previous) for fctx in fctxs]
-    scores: list[list[float]] = [[] for _ in fctxs]
-    sizes: list[list[int]] = [[] for _ in fctxs]
+    warm = [(w, previous) for w in fold_starts]
+    scores: list[list[float]] = []  # point x fold
+    rows: list[PathPoint] = []
     means: list[float] = []  # mean fold score per point: what the extension reads
-    rule = stop_rule(cfg.choice)  # the folds are its units: paired over folds
-    limit, n_default = max(cfg.choice.points, MAX_EXTENSION), len(grid)
+    mean_weights: list[Weights] = []
+    rule = stop_rule(choice)  # the folds are its units: paired over folds
+    limit, n_default = max(choice.points, MAX_EXTENSION), len(grid)
     for gamma in extended_grid(grid, means, extend, limit):
+        fits = []
         for f, fctx in enumerate(fctxs):
-            weights, before = warm[f]
-            result, row, _ = scored_point(fctx, fit_point, gamma, weights, before, None, -np.inf)
+            result, row, _ = scored_point(fctx, fit_point, gamma, *warm[f], None, -np.inf)
             warm[f] = (result.weights, gamma)
-            scores[f].append(row.score)
-            sizes[f].append(row.features)
-        means.append(float(np.mean([s[-1] for s in scores])))
+            fits.append(row)
+        scores.append([r.score for r in fits])
+        measure = Measure.of_units(scores[-1])
+        rows.append(mean_point(parameter, gamma, fits, measure))
+        means.append(measure.score)
+        mean_weights.append(mean_of(ctx.backend.space, [w for w, _ in warm]))
         log.info(
-            "k-fold path %s %.4g: mean held-out %s %.6g (folds %s)",
+            "k-fold path %s %.4g: %d features, mean held-out %s %.6g (accuracy %.4f; folds %s), "
+            "%d passes",
             parameter,
             gamma,
-            cfg.choice.criterion,
+            rows[-1].features,
+            choice.criterion,
             means[-1],
-            [round(s[-1], 6) for s in scores],
+            rows[-1].heldout["heldout_accuracy"],
+            [round(s, 6) for s in scores[-1]],
+            rows[-1].passes,
         )
-        rule.add(gamma, Measure.of_units([s[-1] for s in scores]))
+        rule.add(gamma, measure, rows[-1].features)
+        rows[-1].below_best_se = rule.gaps[-1]
         why = rule.why()
         if why is not None:
             log.info("k-fold path stopped: %s", why.message)
             break
+        if cap is not None and sum(r.passes for r in rows) >= cap:
+            log.info("k-fold path stopped: its budget of %d passes is spent", cap)
+            break
         if time_spent(ctx):
             break
-    del grid[len(means) :]  # the points fitted
-    i, report = _mean_choice(np.asarray(scores), np.mean(sizes, axis=0), cfg.choice.one_se)
-    log.info(
-        "k-fold choice: %s %.4g (point %d of %d); refitting on all the data",
-        parameter,
-        grid[i],
-        i + 1,
-        len(grid),
+    del grid[len(rows) :]  # the points fitted
+    table = np.asarray(scores).T  # fold x point
+    i, entries = _mean_choice(table, np.asarray([r.features for r in rows]), choice.one_se)
+    for j, row in enumerate(rows):
+        row.chosen = j == i
+    entries.update(
+        parameter=parameter,
+        grid=grid,
+        extended_by=len(grid) - n_default,
+        mean_accuracy=[r.heldout["heldout_accuracy"] for r in rows],
+        features=[r.features for r in rows],
+        passes=[r.passes for r in rows],
     )
-    result = fit_point(ctx, grid[i], start, None, None, None)
-    result.report["folds"] = {
-        **report,
-        "criterion": cfg.choice.criterion,
-        "seed": cfg.choice.fold_seed,
-        "parameter": parameter,
-        "grid": grid,
-        "extended_by": len(grid) - n_default,
-    }
-    return result
+    path = PathSection(parameter, choice.criterion, choice.one_se, grid, i, rows, None)
+    return (entries, mean_weights[i]), path, Measure.of_units(table[:, i])
+
+
+def mean_point(parameter: str, gamma: float, fits: list[PathPoint], measure: Measure) -> PathPoint:
+    """A k-fold path's point: the folds' points at ``gamma`` (``fits``) in
+    one row, their mean score and its standard error over the folds
+    (``measure``), mean accuracy and non-zero weights, summed passes."""
+    kkt = [r.kkt_passed for r in fits]
+    return PathPoint(
+        parameter,
+        gamma,
+        features=int(round(np.mean([r.features for r in fits]))),
+        objective=None,
+        passes=sum(r.passes for r in fits),
+        converged=all(r.converged for r in fits),
+        budget=None,
+        cut=False,
+        continued_after=None,
+        heldout={
+            "heldout_score": measure.score,
+            "heldout_se": measure.se,
+            "heldout_accuracy": float(np.mean([r.heldout["heldout_accuracy"] for r in fits])),
+        },
+        kkt_passed=None if None in kkt else all(kkt),
+    )
+
+
+def mean_of(space, weights: list[Weights]) -> Weights:
+    """The mean of the folds' weights (their supports' union): the refit's
+    warm start, close to the fit on all the data."""
+    return Weights.from_dense(space, np.mean([w.to_dense(space) for w in weights], axis=0))
 
 
 def _stage_folds(ctx: TrainingContext, folds, method: Method) -> FitResult:

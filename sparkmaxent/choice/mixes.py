@@ -10,14 +10,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .. import registry
 from ..errors import ConfigError
-from ..selection.base import FitResult, TrainingContext
+from ..selection.base import TrainingContext
 from .points import PointFit, checked_grid, grafting_point, mixed_point, time_spent
-from .sections import PathPoint, PathVariant
+from .sections import PathPoint, PathSection, PathVariant
 from .stop_rule import Measure, choose, difference_se
 
 log = logging.getLogger(__name__)
@@ -26,9 +27,9 @@ log = logging.getLogger(__name__)
 #: (what the variant is, e.g. {"l2_mix": 0.5}; its context; its point fit)
 Variant = tuple[dict, TrainingContext, PointFit]
 #: run_variant(its context, its point fit, its pass budget or None): the
-#: variant's path, as (its chosen point's result with the path in its
-#: report, that point's measure)
-RunVariant = Callable[[TrainingContext, PointFit, int | None], tuple[FitResult, Measure]]
+#: variant's path, as (what the caller keeps of it: on held-out data the
+#: chosen point's fit; its path; the chosen point's measure)
+RunVariant = Callable[[TrainingContext, PointFit, int | None], tuple[Any, PathSection, Measure]]
 
 
 def elastic_variants(ctx: TrainingContext) -> list[Variant]:
@@ -50,36 +51,36 @@ def elastic_variants(ctx: TrainingContext) -> list[Variant]:
     mixes = cfg.choice.l2_mixes
     if not all(isinstance(m, (int, float)) and 0 <= m < 1 for m in mixes):
         raise ConfigError(f"train.choice.l2_mixes: expected numbers in [0, 1), got {mixes!r}")
-    if cfg.grafting.elastic_l2 or not any(mixes) or cfg.choice.folds > 1:
-        return []  # the one elastic_l2 given, or pure l1 (k folds: pure l1 only)
+    if cfg.grafting.elastic_l2 or not any(mixes):
+        return []  # the one elastic_l2 given, or pure l1
     return [({"l2_mix": float(m)}, ctx, mixed_point(float(m))) for m in sorted(set(mixes))]
 
 
 def elastic_paths(
     ctx: TrainingContext, variants: list[Variant], run_variant: RunVariant
-) -> tuple[FitResult, TrainingContext, PointFit]:
+) -> tuple[Any, PathSection, TrainingContext, PointFit]:
     """Elastic net (Zou & Hastie 2005): one gamma1 path per variant (a
     gamma2 of ``elastic_grid`` or an l2 mix of ``l2_mixes``) from the
-    bias-only model, each run by ``run_variant`` (on held-out data:
-    choice/path.py); of their chosen points the sparsest within one
+    bias-only model, each run by ``run_variant`` (on held-out data,
+    choice/path.py, or by k folds, choice/folds.py); of their chosen points the sparsest within one
     standard error of the best (``sparsest_within_noise``; glmnet chooses
     alpha and lambda on held-out data alike). l2 mixes run from pure l1 up
     while the last gains beyond the noise (``denser_mix_gains``,
     ``mix_stop``), past ``l2_mixes`` up to ``mix_max`` (``denser_mix``), each
     such path on a pass budget (``extension_cap``). The report's ``path``
     is the chosen variant's, ``path.elastic`` one row per variant run,
-    ``path.elastic_not_run`` the rest. Returns the choice with its
-    variant's context and point fit (the refit's)."""
-    fitted: list[tuple[FitResult, TrainingContext, PointFit]] = []
+    ``path.elastic_not_run`` the rest. Returns the chosen variant's run
+    (what ``run_variant`` keeps, its path) with its context and point fit
+    (the refit's)."""
+    fitted: list[tuple[Any, PathSection, TrainingContext, PointFit]] = []
     summary: list[PathVariant] = []
     measures: list[Measure] = []
     listed = len(variants)
     for what, sub, fit_point in variants:  # strongest l2 part first; denser mixes appended
         sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
         cap = extension_cap(ctx, summary, listed)
-        result, measure = run_variant(sub, fit_point, cap)
+        kept, path, measure = run_variant(sub, fit_point, cap)
         measures.append(measure)
-        path = result.report["path"]
         point = path.chosen_point
         path.what = what
         passes = sum(p.passes for p in path.points)
@@ -91,7 +92,7 @@ def elastic_paths(
             point.features,
             point.score,
         )
-        fitted.append((result, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
+        fitted.append((kept, path, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
         if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
             break
         if time_spent(ctx):
@@ -102,7 +103,7 @@ def elastic_paths(
         run.point.chosen = j == i
         run.point.below_best_se = gaps[j]
     best = fitted[i]
-    path = best[0].report["path"]
+    path = best[1]
     path.elastic = summary
     path.elastic_not_run = [what for what, _, _ in variants[len(summary) :]]
     return best

@@ -99,10 +99,10 @@ def fit_path(ctx: TrainingContext) -> FitResult:
 
         def run_variant(sub, fit_point, cap):
             parameter, grid, _, top, extend = path_plan(sub, start)
-            return _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
+            result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
+            return result, result.report["path"], measure
 
-        chosen, at, fit_point = elastic_paths(ctx, variants, run_variant)
-        path = chosen.report["path"]
+        chosen, path, at, fit_point = elastic_paths(ctx, variants, run_variant)
         path.plot = _plot(ctx, path.points, path.chosen)
         return refit(at, chosen, fit_point)
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))

@@ -202,7 +202,7 @@ class ChoiceConfig(Section):
         [0.0, 0.5, 0.9],
         "grafting path: a gamma1 path per l2 mix m (gamma2 = gamma1 m / (1 - m); "
         "glmnet's alpha = 1 - m), pure l1 (0) first; [0]: pure l1. Not with "
-        "train.grafting.elastic_l2, elastic_grid or folds (pure l1 then).",
+        "train.grafting.elastic_l2 or elastic_grid.",
     )
     mix_stop: bool = key(True, "l2_mixes: next mix while the last beat sparser by > its SE.")
     mix_max: float = key(
@@ -238,8 +238,8 @@ class ChoiceConfig(Section):
         "Choose the path point or stage by k-fold cross-validation (k >= 2); "
         "1: on the held-out part; 0: automatic, auto_folds folds over the training "
         "and held-out events together for an l2 path of at most kfold_max_events "
-        "events, else the held-out part. A path's patience and grid extension read "
-        "the mean fold score.",
+        "events (grafting: kfold_max_events_grafting), else the held-out part. A path's "
+        "patience and grid extension read the mean fold score.",
         ge=0,
     )
     kfold_max_events: int = key(
@@ -247,6 +247,12 @@ class ChoiceConfig(Section):
         "folds = 0: an l2 path over at most this many events (training and "
         "held-out together) chooses by auto_folds folds instead of the held-out "
         "part; 0: never.",
+        ge=0,
+    )
+    kfold_max_events_grafting: int = key(
+        0,
+        "folds = 0: a grafting path (its l2 mixes included) over at most this many "
+        "events chooses by auto_folds folds, as kfold_max_events for l2; 0: never.",
         ge=0,
     )
     auto_folds: int = key(5, "Folds of the automatic k-fold choice (folds = 0).", ge=2)

@@ -54,11 +54,9 @@ from .bayes_scores import (
     log_model_prior_odds,
     log_posterior_gain,
 )
+from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
-
-#: Selected features listed by name in a progress line (the trace has all).
-_NOTE_FEATURES = 5
 
 #: Past the rule, a round takes at most this many times ``per_round`` picks.
 ROUND_GROWTH_CAP = 32
@@ -156,8 +154,8 @@ class BayesFactor:
         cfg = self.ctx.config
         weights = state.weights
         active = weights.active_ids()
-        trace = state.trace
-        loss = trace[-1].info["loss"] if trace else self.loss_grad(weights).loss / self.weight
+        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
+        loss = last.loss if last else self.loss_grad(weights).loss / self.weight
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -185,52 +183,51 @@ class BayesFactor:
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor, beyond = 0.0, rule is not None or past
         if beyond:
-            # beyond the rule (held-out data decides how far): the proposals that
-            # most raise OptMAP's log posterior, at most ``limit`` (docs: "beyond
-            # the rule"); their log Bayes factors are all below 0 or nearly so
+            # past the rule (held-out data decide how far): the proposals that most
+            # raise OptMAP's log posterior, not the largest log Bayes factors (docs)
             odds, inclusion = (lambda k: 0.0), None
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
-        take = max(1, limit // cfg.bayes.per_round) if beyond else 0
-        picks, rescored = self.select(weights, ids, beta, fit.alpha, limit, odds, floor, take)
+        take = max(1, limit // cfg.bayes.per_round)
+        picks, rescored = self.select(
+            weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
+        )
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
         new, report = self.optmap(grown)
         objective, new_loss = float(report["objective"]), float(report["loss"])
-        for p in picks:
-            p["feature_name"] = self.namer(p["feature"])
-        info = {
-            **({"rule_stop": rule.message} if rule is not None and not past else {}),
-            "beyond_rule": bool(beyond),
-            "ranked_by": "log_posterior_gain" if beyond else "log_bayes_factor",
-            "round_size": limit,
-            "proposals": int(len(ids)),
-            "misclassified_events": prop.misclassified_events,
-            "misclassified_weight": prop.misclassified,
-            "margin_below": None if below is None else math.tanh(below),
-            "margin_share": share,
-            "proposing_events": prop.proposing_events,
-            "beta_0": beta0,
-            "positive_proposals": int(np.count_nonzero(log_bf + odds(len(active)) > 0)),
-            "rescored": rescored,
-            "inclusion_probability": inclusion,
-            "log_prior_odds": odds(len(active)),
-            "selected": picks,
-            "loss": new_loss,
-            "log_likelihood": -self.weight * new_loss,
-            "optmap_solver": report["solver"],
-            "optmap_evaluations": int(report["evaluations"]),
-            "optmap_converged": bool(report["converged"]),
-        }
+        detail = BayesRound(
+            beyond_rule=bool(beyond),
+            ranked_by="log_posterior_gain" if beyond else "log_bayes_factor",
+            round_size=limit,
+            proposals=int(len(ids)),
+            misclassified_events=prop.misclassified_events,
+            misclassified_weight=prop.misclassified,
+            margin_below=None if below is None else math.tanh(below),
+            margin_share=share,
+            proposing_events=prop.proposing_events,
+            beta_0=beta0,
+            positive_proposals=int(np.count_nonzero(log_bf + odds(len(active)) > 0)),
+            rescored=rescored,
+            inclusion_probability=inclusion,
+            log_prior_odds=odds(len(active)),
+            selected=tuple(BayesPick.of(p, self.namer(p["feature"])) for p in picks),
+            loss=new_loss,
+            log_likelihood=-self.weight * new_loss,
+            optmap_solver=report["solver"],
+            optmap_evaluations=int(report["evaluations"]),
+            optmap_converged=bool(report["converged"]),
+            rule_stop=rule.message if rule is not None and not past else None,
+        )
         return RoundOutcome(
             None,
             new,
             added=len(picks),
             objective=objective,
             score=best,
-            info=info,
-            note=_round_note(info, beta0, inclusion),
+            detail=detail,
+            note=detail.note(),
         )
 
     def propose(self, weights: Weights):
@@ -268,17 +265,18 @@ class BayesFactor:
             share = min(1.0, 2.0 * share)
 
     def round_size(self, state: LoopState) -> int:
-        """Picks this round takes at most: ``per_round``; past the rule, twice
-        the last round's after a round that improved the best held-out score
-        (as SGC's stages grow), else half of it, within ``per_round`` and
-        ``ROUND_GROWTH_CAP`` times it: a corpus that needs thousands of
-        features gets them in tens of rounds."""
+        """Picks this round takes at most: ``per_round``; with held-out data
+        deciding the stop (``beyond_rule``), twice the last round's after a
+        round that improved the best held-out score (as SGC's stages grow),
+        else half of it, within ``per_round`` and ``ROUND_GROWTH_CAP`` times
+        it: a corpus that needs thousands of features gets them in tens of
+        rounds."""
         size = self.ctx.config.bayes.per_round
-        last = state.trace[-1].info if state.trace else {}
-        if not last.get("beyond_rule"):
+        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
+        if last is None or not self.beyond_rule():
             return size
         improved = state.info.get("choice_round") == state.round
-        grown = last["round_size"] * 2 if improved else last["round_size"] // 2
+        grown = last.round_size * 2 if improved else last.round_size // 2
         return int(min(max(grown, size), size * ROUND_GROWTH_CAP))
 
     def beyond_rule(self) -> bool:
@@ -296,7 +294,7 @@ class BayesFactor:
     @staticmethod
     def past_rule(state: LoopState) -> bool:
         """Whether an earlier round of this run went on past the rule's stop."""
-        return any(r.info.get("beyond_rule") for r in state.trace)
+        return any(r.detail_as(BayesRound).beyond_rule for r in state.trace)
 
     def select(
         self,
@@ -307,22 +305,22 @@ class BayesFactor:
         limit: int,
         odds: Callable[[int], float],
         floor: float = 0.0,
-        take: int = 0,
+        take: int = 1,
+        by_gain: bool = False,
     ) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
         a model of k features. A proposal takes part while its score is
         above ``floor`` (0: it beats beta_0; below 0 beyond the rule).
-        ``take`` > 0: past the rule, the scores are log posterior gains (a
-        pick's ``gain`` instead of its ``beta``), each rescoring is
-        followed by the ``take`` best picks together, not one, and a
-        rescored proposal stays while it still raises the log posterior.
+        Each rescoring is followed by the ``take`` best picks together.
+        ``by_gain``: past the rule, the scores are log posterior gains (a
+        pick's ``gain`` instead of its ``beta``) and a rescored proposal
+        stays while it still raises the log posterior.
 
         Returns the picks ({feature, beta, mu}) and the number of proposal
         scores recomputed (``bf_rescore`` at most per rescoring)."""
         cfg = self.ctx.config
-        by_gain, take = take > 0, max(take, 1)
         score, mu, key = beta.copy(), mu.copy(), "gain" if by_gain else "beta"
         live = score > floor  # only proposals that beat beta_0 against lambda0 take part
         signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]
@@ -463,12 +461,14 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = 
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     after = after_passes + 1  # and the report's loss pass of the kept stage, below
     names = ("bayes-factor", "beta", "beta - beta_0")
-    state = run_rounds(ctx, method, *names, start=start, stage_choice=True, after_passes=after)
+    state = run_rounds(
+        ctx, method, *names, start=start, stage_choice=True, after_passes=after, detail=BayesRound
+    )
     weights, choice = best_stage(ctx, state)
     lg = method.loss_grad(weights)
     loss = lg.loss / lg.weight
     theta = weights.values
-    selected = [p for r in state.trace for p in r.info["selected"]]
+    selected = [p for r in state.trace for p in r.detail_as(BayesRound).selected]
     report = {
         "objective": loss + 0.5 * method.l2 * float(theta @ theta),
         "loss": loss,
@@ -480,20 +480,20 @@ def fit_bayes_factor(ctx: TrainingContext, after_passes: int = 0, refit: bool = 
         "bf_per_round": cfg.bayes.per_round,
         "bf_rescore": cfg.bayes.rescore,
         "active_features": int(len(weights.values)),
-        "selected": [p["feature"] for p in selected],
-        "selected_names": [p["feature_name"] for p in selected],
+        "selected": [p.feature for p in selected],
+        "selected_names": [p.feature_name for p in selected],
         "rounds_run": state.round,
         "choice": choice,
         "stopped_by_rule": state.stop is not None and state.stop.reason is StopReason.BAYES_RULE,
         "rule_stop": next(
             (
-                {"round": r.round - 1, "why": r.info["rule_stop"]}
+                {"round": r.round - 1, "why": r.detail_as(BayesRound).rule_stop}
                 for r in state.trace
-                if "rule_stop" in r.info
+                if r.detail_as(BayesRound).rule_stop is not None
             ),
             None,
         ),
-        "proposals_scored": int(sum(r.info["proposals"] for r in state.trace)),
+        "proposals_scored": int(sum(r.detail_as(BayesRound).proposals for r in state.trace)),
         "selection_passes": state.passes,
         "selection_elapsed_s": state.elapsed_s,
         "rounds": state.trace,
@@ -547,18 +547,3 @@ def _pool_floor(gain: np.ndarray, pool: int) -> float:
     least 0), so that ``select`` takes from the ``pool`` best past the rule."""
     kth = float(np.sort(gain)[::-1][min(pool, len(gain)) - 1])
     return max(0.0, float(np.nextafter(kth, -np.inf)))
-
-
-def _round_note(info: dict, beta0: float, inclusion: float | None) -> str:
-    """A round's progress-line note: proposals, how many beat beta_0, the picks."""
-    picks = info["selected"]
-    key = "gain" if info["ranked_by"] == "log_posterior_gain" else "beta"
-    shown = ", ".join(
-        f"{p['feature_name']} {key} {p[key]:.4g} mu {p['mu']:.4g}" for p in picks[:_NOTE_FEATURES]
-    )
-    more = f" (+{len(picks) - _NOTE_FEATURES} more)" if len(picks) > _NOTE_FEATURES else ""
-    prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
-    return (
-        f"{info['proposals']} proposals scored ({info['positive_proposals']} beat beta_0 "
-        f"{beta0:.6g}{prior}), selected {shown}{more}"
-    )

@@ -45,6 +45,7 @@ from ..selection.reporting import FeatureNamer
 from ..selection.stops import StopReason, stop
 from .gradient_test import TestResult
 from .grafting import Grafting, grafting_report, variant
+from .round_details import ATOMS_PHASE, COMBINATION_PHASE, CombinationRound, ConjunctionSearch
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +65,15 @@ class Found:
     best : float
         max |dC/dw| over examined features of conjunctions not yet formed
         (every other one is at most the bound).
-    info : dict
-        Counts for the trace: surviving atoms and pairs, conjunctions and
-        (conjunction, label) features whose exact gradient was computed.
+    counts : ConjunctionSearch
+        What the search examined (the trace's entries).
     """
 
     keys: np.ndarray
     labels: np.ndarray
     grad: np.ndarray
     best: float
-    info: dict
+    counts: ConjunctionSearch
 
 
 def search(
@@ -89,11 +89,11 @@ def search(
     W = sums.weight
     mask = np.stack([sums.tplus / W > bound, -sums.tminus / W > bound], axis=2)
     atoms = np.flatnonzero(mask.any(axis=(1, 2)))
-    info = {"atoms_surviving": int(len(atoms)), "pairs_surviving": 0, "search_passes": 1}
+    pairs_surviving, passes = 0, 1
     found: list[ConjunctionSums] = []
     if len(atoms) >= 2:
         found.append(backend.run(FormTask(space, weights, conj, 2, atoms, mask[atoms], atoms)))
-        info["search_passes"] += 1
+        passes += 1
     if degree == MAX_DEGREE and found and len(found[0].keys):
         pairs = found[0]
         pair_key, k = np.divmod(pairs.keys, K)
@@ -102,11 +102,11 @@ def search(
         parts, inv = np.unique(pair_key[some], return_inverse=True)
         pmask = np.zeros((len(parts), K, 2), dtype=bool)
         pmask[inv, k[some]] = alive[some]
-        info["pairs_surviving"] = int(len(parts))
+        pairs_surviving = int(len(parts))
         if len(parts) >= 2:
             used = np.unique(np.concatenate([parts // n_atoms, parts % n_atoms]))
             found.append(backend.run(FormTask(space, weights, conj, 3, parts, pmask, used)))
-            info["search_passes"] += 1
+            passes += 1
     keys = np.concatenate([f.keys for f in found]) if found else np.zeros(0, dtype=np.int64)
     v = np.concatenate([f.v for f in found]) if found else np.zeros(0)
     conj_key, label = np.divmod(keys, K)
@@ -114,10 +114,10 @@ def search(
     score = np.abs(grad)
     score[conj.lookup(conj_key) >= 0] = -1.0  # formed: the ordinary test covers them
     # keys are sorted (pairs' keys below triples'): count conjunctions by runs
-    info["conjunctions_examined"] = int(np.count_nonzero(np.diff(conj_key)) + (len(keys) > 0))
-    info["conjunction_features_examined"] = int(len(keys))
+    examined = int(np.count_nonzero(np.diff(conj_key)) + (len(keys) > 0))
+    counts = ConjunctionSearch(int(len(atoms)), pairs_surviving, passes, examined, len(keys))
     top = best_first(score, keys, bound, n)
-    return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), info)
+    return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), counts)
 
 
 def best_first(score: np.ndarray, keys: np.ndarray, bound: float, n: int) -> np.ndarray:
@@ -228,8 +228,8 @@ class Combination:
         if int(state.arrays.get(PHASE, [ATOMS])[0]) == ATOMS:
             out = g.round(state)
             if out.stop is None:
-                info = {**out.info, "phase": "atoms"}
-                return dataclasses.replace(out, arrays=_arrays(conj, ATOMS), info=info)
+                detail = CombinationRound(ATOMS_PHASE)
+                return dataclasses.replace(out, arrays=_arrays(conj, ATOMS), detail=detail)
             log.info("atoms optimized (%s); searching conjunctions", out.note or out.stop.message)
         return self._combination_round(state, conj, g)
 
@@ -238,11 +238,13 @@ class Combination:
         test = g.gradient_test.test(weights)
         found = self.find(weights, conj, g)
         best = max(test.best, found.best)
-        info = {"phase": "combination", **found.info}
+        detail = CombinationRound(COMBINATION_PHASE, found.counts)
         if not len(test.new) and not len(found.keys):
             last = state.trace[-1] if state.trace else None
             finished = (
-                last is not None and last.added == 0 and last.info.get("phase") == "combination"
+                last is not None
+                and last.added == 0
+                and last.detail_as(CombinationRound).phase == COMBINATION_PHASE
             )
             if test.kkt.passed or finished:
                 return RoundOutcome(
@@ -250,13 +252,11 @@ class Combination:
                     weights,
                     objective=g.penalized(test.value, weights),
                     score=best,
-                    info=info,
+                    info=detail.to_json(),  # kept in the checkpoint's state info
                     certificate=self.certificate(test.kkt, found),
                 )
             out = g.grow(weights, test, finish=True)
-            return dataclasses.replace(
-                out, arrays=_arrays(conj, COMBINATION), info={**out.info, **info}
-            )
+            return dataclasses.replace(out, arrays=_arrays(conj, COMBINATION), detail=detail)
         K = g.ctx.backend.space.n_labels
         degree = np.where(found.keys >= self.n_atoms**2, MAX_DEGREE, 2)
         rows = np.concatenate(
@@ -282,15 +282,14 @@ class Combination:
         out = g2.grow(weights, gt)
         self.namer.conjunctions = grown
         new_conj = [self.namer(int(j)) for j in chosen if j // K >= self.n_atoms][:3]
-        info["conjunctions_added"] = int(len(grown) - len(conj))
-        note = f"+{info['conjunctions_added']} conjunctions" + (
-            f" ({', '.join(new_conj)}{', ...' if info['conjunctions_added'] > 3 else ''})"
-            if new_conj
-            else ""
+        added = int(len(grown) - len(conj))
+        detail = dataclasses.replace(detail, conjunctions_added=added)
+        note = f"+{added} conjunctions" + (
+            f" ({', '.join(new_conj)}{', ...' if added > 3 else ''})" if new_conj else ""
         )
-        note += f", {found.info['conjunctions_examined']} examined"
+        note += f", {found.counts.conjunctions_examined} examined"
         return dataclasses.replace(
-            out, arrays=_arrays(grown, COMBINATION), info={**out.info, **info}, note=note
+            out, arrays=_arrays(grown, COMBINATION), detail=detail, note=note
         )
 
     def certificate(self, kkt: Certificate, found: Found) -> Certificate:
@@ -299,8 +298,8 @@ class Combination:
         bound = kkt.zero_bound
         check = ConjunctionCheck(
             self.degree,
-            found.info["conjunctions_examined"],
-            found.info["conjunction_features_examined"],
+            found.counts.conjunctions_examined,
+            found.counts.conjunction_features_examined,
             found.best,
             bound=bound,
             passed=bool(found.best <= bound),
@@ -439,9 +438,8 @@ def fit_combination(ctx: TrainingContext, search_best: int | None = None) -> Fit
         heldout = HeldoutWithConjunctions(ctx.heldout, lambda: method.conjunctions)
         rounds_ctx = dataclasses.replace(ctx, heldout=heldout)
     try:
-        state = run_rounds(
-            rounds_ctx, method, "grafting", "max_gradient", "candidate |gradient|", start
-        )
+        names = ("grafting", "max_gradient", "candidate |gradient|")
+        state = run_rounds(rounds_ctx, method, *names, start, detail=CombinationRound)
         conj = _conjunctions(state, method.first)
         g = method.grafting(conj)
         cert = state.certificate
@@ -462,7 +460,9 @@ def fit_combination(ctx: TrainingContext, search_best: int | None = None) -> Fit
         "conjunctions_in_model": int(len(kept)),
         "conjunction_builds": method.conjunction_builds,
         "conjunction_weights": int(np.count_nonzero(ids // K >= method.n_atoms)),
-        "examined_per_round": [r.info.get("conjunctions_examined") for r in state.trace],
+        "examined_per_round": [
+            r.detail_as(CombinationRound).conjunctions_examined for r in state.trace
+        ],
         "top_conjunction_features": [
             [method.namer(int(ids[i])), float(weights.values[i])]
             for i in order

@@ -42,6 +42,7 @@ from ..selection.reporting import FeatureNamer
 from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gain_fits import GainFit, fit_gains, uniform_initial_gains
 from .baselines import fit_smooth, fit_smooth_within, refit_active
+from .round_details import GainPick, IfsStage
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,8 @@ class Incremental:
         if self.ctx.heldout is not None:
             improved = state.info.get("choice_round") == state.round
         else:
-            improved = state.trace[-1].info.get("refit_ratio", 1.0) >= 0.5
+            ratio = state.trace[-1].detail_as(IfsStage).refit_ratio
+            improved = ratio is None or ratio >= 0.5
         size = last * 2 if improved else last // 2
         floor = math.ceil(cfg.stage_features_min_share * len(state.weights.values))
         return int(min(max(size, floor, 1), cfg.stage_features_max))
@@ -241,25 +243,9 @@ class Incremental:
         order = [best_of(fit.gain, ids)] if want == 1 else top_gains(fit.gain, ids, want)
         return arrays, [(int(ids[b]), float(fit.gain[b]), float(fit.alpha[b])) for b in order], 1
 
-    def _stage_info(self, picks, evals: int, passes: int, batches: int, want: int) -> dict:
-        """The stage's trace row: the best pick, then the others under ``more``."""
-        j, g, a = picks[0]
-        info = {
-            "feature": j,
-            "feature_name": self.namer(j),
-            "gain": g,
-            "alpha": a,
-            "gain_evaluations": evals,
-            "stage_passes": passes,
-            "batches": batches,
-            "stage_size": want,
-        }
-        if len(picks) > 1:
-            info["more"] = [
-                {"feature": f, "feature_name": self.namer(f), "gain": gain, "alpha": alpha}
-                for f, gain, alpha in picks[1:]
-            ]
-        return info
+    def _gain_pick(self, pick: tuple[int, float, float]) -> GainPick:
+        feature, gain, alpha = pick
+        return GainPick(feature, self.namer(feature), gain, alpha)
 
     def round(self, state: LoopState) -> RoundOutcome:
         cfg = self.ctx.config
@@ -312,11 +298,19 @@ class Incremental:
                 self._refresh(arrays, new, stage + 1, self.spec.lookahead)
         evals = self.gain_evaluations - evals0
         name = self.namer(j)
-        info = self._stage_info(picks, evals, self.ctx.backend.passes - passes0, batches, want)
-        info["reestimated"] = bool(reestimated)
-        if refit_cost is not None:
-            info["refit_ratio"] = refit_ratio
-            info["refit_passes"], info["refit_s"] = refit_cost
+        refit_passes, refit_s = refit_cost if refit_cost is not None else (None, None)
+        detail = IfsStage(
+            self._gain_pick(picks[0]),
+            evals,
+            self.ctx.backend.passes - passes0,
+            batches,
+            want,
+            tuple(self._gain_pick(p) for p in picks[1:]),
+            bool(reestimated),
+            refit_ratio,
+            refit_passes,
+            refit_s,
+        )
         more = f" (+{len(picks) - 1} more, refitted)" if len(picks) > 1 else ""
         note = f"selected {name} gain {g:.6g} alpha {a:.4g}{more}, {evals} gain evaluations" + (
             ", re-estimated" if reestimated else ""
@@ -327,7 +321,7 @@ class Incremental:
             added=len(picks),
             objective=objective,
             score=g,
-            info=info,
+            detail=detail,
             arrays=arrays,
             note=note,
         )
@@ -462,8 +456,9 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     # max_seconds keeps time for its passes (as for the refit: refit_reserve)
     final = bool(cfg.ifs.reestimate_every) and not refit_follows(ctx)
     after = cfg.choice.refit_reserve_passes if final else 0
+    names = (spec.name, "gain", "gain")
     state = run_rounds(
-        ctx, method, spec.name, "gain", "gain", start=start, stage_choice=True, after_passes=after
+        ctx, method, *names, start=start, stage_choice=True, after_passes=after, detail=IfsStage
     )
     weights, choice = best_stage(ctx, state)
     kept = [state.trace[choice.chosen_round - 1]] if choice else state.trace[-1:]
@@ -475,14 +470,13 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     if isinstance(refit, StageRefit):
         objective = refit.loss
     trace = state.trace
-    evals = [r.info["gain_evaluations"] for r in trace]
-    # each stage's picks: its best, then the others under ``more`` (_stage_info)
-    picks = [f for r in trace for f in [r.info, *r.info.get("more", [])]]
+    evals = [r.detail_as(IfsStage).gain_evaluations for r in trace]
+    picks = [p for r in trace for p in r.detail_as(IfsStage).picks]
     report = {
         "objective": objective,
         "loss": objective,
-        "selected": [f["feature"] for f in picks],
-        "selected_names": [f["feature_name"] for f in picks],
+        "selected": [p.feature for p in picks],
+        "selected_names": [p.feature_name for p in picks],
         "active_features": int(len(weights.values)),
         "candidates": int(len(method.candidates)),
         "stages": state.round,

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, Self, TypeVar
 
 from ..backends import Backend
 from ..config import TrainConfig
@@ -120,6 +121,21 @@ class RoundSolve:
 SOLVE_KEYS = tuple(f.name for f in dataclasses.fields(RoundSolve))
 
 
+D = TypeVar("D")
+
+
+class RoundDetail(Protocol):
+    """A method's own entries of a trace row, typed (methods/round_details.py)
+    and turned into the row's JSON only where it is written."""
+
+    def to_json(self) -> dict: ...
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Self:
+        """The entries read back from a whole row's JSON (a checkpoint's)."""
+        ...
+
+
 @dataclass
 class RoundRecord:
     """One row of a selection run's trace (``LoopState.trace``), built by
@@ -158,9 +174,10 @@ class RoundRecord:
         stage (None: no rule).
     solve : RoundSolve or None
         The round solver of the grafting family (None for other methods).
-    info : dict
-        The method's other entries (JSON-able): ifs its feature and gains,
-        bayes-factor its proposals, combination its conjunction search.
+    detail : RoundDetail or None
+        The method's own entries (methods/round_details.py): ifs its picks
+        and gains, bayes-factor its proposals, combination its phase and
+        conjunction search; None for plain grafting.
     chosen : bool or None
         A stage run's kept stage (``choice.heldout.best_stage``); None
         when no stage was chosen.
@@ -180,8 +197,14 @@ class RoundRecord:
     heldout: dict = field(default_factory=dict)
     below_best_se: float | None = None
     solve: RoundSolve | None = None
-    info: dict = field(default_factory=dict)
+    detail: RoundDetail | None = None
     chosen: bool | None = None
+
+    def detail_as(self, kind: type[D]) -> D:
+        """The method's own entries, which must be a ``kind``."""
+        if not isinstance(self.detail, kind):
+            raise TypeError(f"round {self.round}: expected {kind.__name__}, got {self.detail!r}")
+        return self.detail
 
     @property
     def heldout_score(self) -> float:
@@ -211,34 +234,31 @@ class RoundRecord:
         doc.update(passes=self.passes, elapsed_s=self.elapsed_s)
         if self.solve is not None:
             doc.update(self.solve.to_json())
-        doc.update(self.info)
+        if self.detail is not None:
+            doc.update(self.detail.to_json())
         if self.chosen is not None:
             doc["chosen"] = self.chosen
         return doc
 
     @classmethod
-    def from_json(cls, doc: dict, score_name: str) -> RoundRecord:
-        """A row read back from ``to_json`` (a checkpoint's trace)."""
-        rest = dict(doc)
-        fixed = {k: rest.pop(k) for k in ("round", "active", "added", "removed", "objective")}
-        score = rest.pop(score_name, math.nan)
-        heldout = {k: rest.pop(k) for k in list(rest) if k.startswith("heldout_")}
-        below, chosen = rest.pop("below_best_se", None), rest.pop("chosen", None)
-        passes, elapsed_s = rest.pop("passes"), rest.pop("elapsed_s")
-        solve = None
-        if "solver" in rest:
-            solve = RoundSolve(**{k: rest.pop(k) for k in SOLVE_KEYS})
+    def from_json(
+        cls, doc: dict, score_name: str, detail: type[RoundDetail] | None = None
+    ) -> RoundRecord:
+        """A row read back from ``to_json`` (a checkpoint's trace);
+        ``detail``: the type of the method's entries (None: it has none)."""
+        fixed = {k: doc[k] for k in ("round", "active", "added", "removed", "objective")}
+        solve = RoundSolve(**{k: doc[k] for k in SOLVE_KEYS}) if "solver" in doc else None
         return cls(
             **fixed,
             score_name=score_name,
-            score=score,
-            passes=passes,
-            elapsed_s=elapsed_s,
-            heldout=heldout,
-            below_best_se=below,
+            score=doc.get(score_name, math.nan),
+            passes=doc["passes"],
+            elapsed_s=doc["elapsed_s"],
+            heldout={k: v for k, v in doc.items() if k.startswith("heldout_")},
+            below_best_se=doc.get("below_best_se"),
             solve=solve,
-            info=rest,
-            chosen=chosen,
+            detail=None if detail is None else detail.from_json(doc),
+            chosen=doc.get("chosen"),
         )
 
 
@@ -306,8 +326,10 @@ class RoundOutcome:
     score : float
         The largest candidate statistic of the test that opened the round
         (grafting: max |dC/dw_j| over inactive features).
+    detail : RoundDetail or None
+        The method's own entries of the round's trace row.
     info : dict
-        Extra trace fields (JSON-able).
+        With a stop: entries kept in ``LoopState.info`` (JSON-able).
     solve : RoundSolve or None
         The round solver's run (the grafting family).
     certificate : Certificate or None
@@ -325,6 +347,7 @@ class RoundOutcome:
     removed: int = 0
     objective: float = float("nan")
     score: float = float("nan")
+    detail: RoundDetail | None = None
     info: dict = field(default_factory=dict)
     arrays: dict | None = None
     note: str = ""

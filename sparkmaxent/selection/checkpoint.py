@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..jsonio import read_json_object, write_json
 from ..kernels import Space, Weights
 from ..problem.kkt import Certificate
-from .base import LoopState, RoundRecord
+from .base import LoopState, RoundDetail, RoundRecord
 from .stops import Stop
 
 CHECKPOINT_DIR = "checkpoint"
@@ -159,9 +159,16 @@ class Checkpoint:
             if old.startswith("round-") and old.endswith(".npz") and old != name:
                 storage.delete(storage.join(self.directory, old))
 
-    def load(self, method: str, score_name: str = "max_gradient") -> LoopState | None:
+    def load(
+        self,
+        method: str,
+        score_name: str = "max_gradient",
+        detail: type[RoundDetail] | None = None,
+    ) -> LoopState | None:
         """The saved state, or None if there is no checkpoint; ``score_name``:
-        the trace key of the rounds' score (``RoundRecord.score_name``).
+        the trace key of the rounds' score (``RoundRecord.score_name``);
+        ``detail``: the type of the method's own entries of a row
+        (``RoundRecord.detail``; None: it has none).
 
         Raises InputError naming the file for a state.json that is not a
         checkpoint's JSON, a ``weights_file`` other than a round-NNNNN.npz in
@@ -215,7 +222,7 @@ class Checkpoint:
             weights=weights,
             passes=doc["passes"],
             elapsed_s=doc["elapsed_s"],
-            trace=self._trace(doc["trace"], score_name),
+            trace=self._trace(doc["trace"], score_name, detail),
             # a finished run checkpointed before stops were typed has no stop:
             # its next round stops it again, with a typed stop
             done=bool(doc["done"]) and stop is not None,
@@ -225,10 +232,10 @@ class Checkpoint:
             certificate=certificate,
         )
 
-    def _trace(self, rows, score_name: str) -> list[RoundRecord]:
+    def _trace(self, rows, score_name: str, detail: type[RoundDetail] | None) -> list[RoundRecord]:
         """The trace a state.json holds, as records."""
         try:
-            return [RoundRecord.from_json(row, score_name) for row in rows]
+            return [RoundRecord.from_json(row, score_name, detail) for row in rows]
         except (TypeError, KeyError, AttributeError) as e:
             raise InputError(
                 f"{self.state_path}: 'trace': not a selection trace ({type(e).__name__}: {e}); "

@@ -22,7 +22,7 @@ from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
 from ..kernels import Weights
 from ..kernels.loss import LossGradTask
-from .base import LoopState, RoundOutcome, RoundRecord, TrainingContext
+from .base import LoopState, RoundDetail, RoundOutcome, RoundRecord, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
 from .deadline import Deadline
 from .reporting import PLOTS_DIR, write_plots
@@ -121,6 +121,7 @@ def run_rounds(
     start: Weights | None = None,
     stage_choice: bool = False,
     after_passes: int = 0,
+    detail: type[RoundDetail] | None = None,
 ) -> LoopState:
     """Run ``method`` round after round until it stops or a cap
     (``max_rounds``, ``max_seconds``: ``limit_reached``), or, for a stage
@@ -148,6 +149,9 @@ def run_rounds(
         Training passes the caller runs on the kept weights after the loop
         (a report's loss pass, an evidence pass): ``max_seconds`` keeps
         time for them (``limit_reached``).
+    detail : type or None
+        The type of the method's own trace entries
+        (``RoundOutcome.detail``), to read a checkpoint's rows back.
 
     Returns
     -------
@@ -165,7 +169,7 @@ def run_rounds(
         if ctx.output_dir
         else None
     )
-    state = _start_state(ctx, checkpoint, name, start, score_name)
+    state = _start_state(ctx, checkpoint, name, start, score_name, detail)
     state.earlier_s = state.elapsed_s  # a resumed run's earlier sessions
     rule = stage_rule(ctx, state) if stage_choice else None
     passes0, base_passes = ctx.backend.passes, state.passes
@@ -239,12 +243,13 @@ def _start_state(
     name: str,
     start: Weights | None,
     score_name: str,
+    detail: type[RoundDetail] | None,
 ) -> LoopState:
     """The checkpointed state when resuming (if there is one), else round 0."""
     if ctx.resume:
         if checkpoint is None:
             raise InputError("resume needs an output directory holding a checkpoint, got none")
-        state = checkpoint.load(name, score_name)
+        state = checkpoint.load(name, score_name, detail)
         if state is not None:
             log.info(
                 "resuming %s after round %d (%d active features, %d passes so far)",
@@ -291,7 +296,7 @@ def _record_round(
         round_passes=state.passes - mark[1],
         round_s=state.elapsed_s - mark[0],
         solve=outcome.solve,
-        info=dict(outcome.info),
+        detail=outcome.detail,
     )
     held = f", {outcome.note}" if outcome.note else ""
     if ctx.heldout is not None:

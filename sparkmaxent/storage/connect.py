@@ -261,10 +261,10 @@ class ConnectFS:
             self.write_bytes(dst, bytes(rows[0]["content"]))
             return
         base = _path_of(src) + "/"
+        files = {_path_of(r["path"])[len(base) :]: bytes(r["content"]) for r in rows}
         self.mkdirs(dst)
-        for row in rows:
-            rel = _path_of(row["path"])[len(base) :]
-            self.write_bytes(dst.rstrip("/") + "/" + rel, bytes(row["content"]))
+        for rel, data in _unpacked(files).items():
+            self.write_bytes(dst.rstrip("/") + ("/" + rel if rel else ""), data)
 
     def _copy_local_tree(self, src: str, dst: str) -> None:
         """A local file or tree to a remote ``dst``, file by file."""
@@ -273,6 +273,28 @@ class ConnectFS:
             return
         for name in self.local.list(src):
             self.copy(src.rstrip("/") + "/" + name, dst.rstrip("/") + "/" + name)
+
+
+def _unpacked(files: dict[str, bytes]) -> dict[str, bytes]:
+    """Files by relative path, each packed file's part (the one file of its
+    directory, a row of :data:`COLUMN`) as the file it packs, at the
+    directory's path ("" for the copied path itself): a packed file is
+    copied as the file it is, packed again only where the copy is remote."""
+    per_dir: dict[str, int] = {}
+    for rel in files:
+        parent = rel.rpartition("/")[0]
+        per_dir[parent] = per_dir.get(parent, 0) + 1
+    out = {}
+    for rel, data in files.items():
+        parent, _, name = rel.rpartition("/")
+        if per_dir[parent] == 1 and is_packed([name]):
+            try:
+                out[parent] = unpack(data, rel)
+                continue
+            except InputError:  # a Parquet file of its own, not a packed one
+                pass
+        out[rel] = data
+    return out
 
 
 def _path_of(uri: str) -> str:

@@ -1,19 +1,22 @@
 """benchmarks/model_choice.py: scikit-learn's folds are the events of ours;
-stage rows keep their held-out curve with the chosen stage."""
+stage rows keep their held-out curve with the chosen stage; a path's point
+costs are read from the log, held-out and k-fold paths, mix by mix."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import numpy as np
 
-from benchmarks.model_choice import event_folds, stage_points
+from benchmarks.model_choice import PointCosts, event_folds, stage_points
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fold_backends
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import MULTICLASS, Weights
 from sparkmaxent.kernels.predict import EventScoresTask
 from sparkmaxent.selection.base import TrainingContext
+from sparkmaxent.train import train
 
 from ..unit.helpers import random_block
 
@@ -29,9 +32,9 @@ def test_event_folds_hold_the_events_of_each_fold_backend():
     fold = event_folds(block, 3, 7)
     assert set(np.unique(fold)) == {0, 1, 2}
     task = EventScoresTask(space, Weights.zeros(space), None)
-    for f, (train, validation) in enumerate(fold_backends(ctx)):
+    for f, (part, validation) in enumerate(fold_backends(ctx)):
         assert np.array_equal(np.sort(validation.run(task).event_id), np.flatnonzero(fold == f))
-        assert np.array_equal(np.sort(train.run(task).event_id), np.flatnonzero(fold != f))
+        assert np.array_equal(np.sort(part.run(task).event_id), np.flatnonzero(fold != f))
 
 
 def test_stage_points_spread_over_the_run_and_keep_the_chosen_stage():
@@ -84,3 +87,25 @@ def test_an_l1_comb_row_that_kept_the_atoms_says_so():
     by[("pp", None, "l1-Comb")] = {**comb, "versus_atoms": {"kept": "combination"}}
     text, met = atom_paths(by, "pp", None)
     assert "not every point certified" in text and not met  # no combination facts
+
+
+def test_point_costs_follow_held_out_and_k_fold_paths_mix_by_mix(caplog):
+    caplog.set_level(logging.INFO, logger="sparkmaxent.choice")
+    block, space = random_block(np.random.default_rng(3), MULTICLASS)
+    block = dataclasses.replace(block, group=np.arange(block.n_events))
+    keys = dict(method="grafting", path=True, l1_grid=[0.05, 0.02], l2_mixes=[0, 0.5])
+    keys.update(mix_stop=False, patience=0)
+    choice = logging.getLogger("sparkmaxent.choice")
+    for folds in (1, 3):
+        costs = PointCosts()
+        choice.addHandler(costs)
+        try:
+            held = LocalBackend([block], space) if folds == 1 else None
+            train(LocalBackend([block], space), train_config(folds=folds, **keys), held)
+        finally:
+            choice.removeHandler(costs)
+        assert [p["mix"] for p in costs.points] == [0, 0, 1, 1]  # two points of each mix
+        assert [p["l1"] for p in costs.points] == [0.05, 0.02] * 2
+        assert all(p["passes"] > 0 for p in costs.points)
+        if folds > 1:
+            assert all(len(p["fold_scores"]) == 3 and "mean_score" in p for p in costs.points)

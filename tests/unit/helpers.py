@@ -85,3 +85,27 @@ class PassClock:
     def __call__(self) -> float:
         passes = sum(b.passes for b in self.backends)
         return float(passes) + (self.setup if passes else 0.0)
+
+
+def brute_force_folds(block, space, grid, k, seed, mix: float = 0.0) -> np.ndarray:
+    """(fold x gamma1) held-out log-likelihoods of cold grafting fits
+    (gamma2 = gamma1 mix / (1 - mix)) on each fold's other events, the folds
+    of ``train.choice.folds = k`` (``fold_seed``: ``seed``) really split."""
+    from sparkmaxent.backends import LocalBackend
+    from sparkmaxent.choice.folds import fold_of_groups
+    from sparkmaxent.choice.heldout import score_on
+    from sparkmaxent.config import train_config
+    from sparkmaxent.kernels.blocks import take_events
+    from sparkmaxent.train import train
+
+    units, fold = fold_of_groups(block.group, block.y, k, seed)
+    of_event = fold[np.searchsorted(units, block.group)]
+    table = np.zeros((k, len(grid)))
+    for f in range(k):
+        fit_on = LocalBackend([take_events(block, of_event != f)], space)
+        held = LocalBackend([take_events(block, of_event == f)], space)
+        for j, gamma in enumerate(grid):
+            keys = dict(method="grafting", l1=gamma, elastic_l2=gamma * mix / (1 - mix))
+            cold = train(fit_on, train_config(gtol=1e-9, **keys))
+            table[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
+    return table

@@ -70,8 +70,14 @@ def test_without_held_out_data_a_small_path_still_chooses(grouped):
         ({"kfold_max_events": 0}, 0),  # never
         ({"folds": 1}, 0),  # explicit held-out wins
         ({"folds": 3}, 0),  # explicit folds: not automatic (train runs them as given)
-        ({"method": "grafting"}, 0),  # grafting with l2 mixes: folds fit none
-        ({"method": "grafting", "l2_mixes": [0]}, 0),  # pure l1: no cut in fold paths
+        ({"method": "grafting"}, 0),  # grafting: its own threshold, off by default
+        ({"method": "grafting", "kfold_max_events_grafting": 2000}, 5),  # with its l2 mixes
+        ({"method": "grafting", "kfold_max_events_grafting": 100}, 0),  # above it
+        ({"method": "grafting", "kfold_max_events_grafting": 2000, "l2_mixes": [0]}, 5),
+        ({"method": "grafting", "kfold_max_events_grafting": 2000, "kfold_max_events": 0}, 5),
+        # combination features: against the atoms' path on the held-out part
+        ({"method": "grafting", "kfold_max_events_grafting": 2000, "combination_degree": 2}, 0),
+        ({"kfold_max_events_grafting": 2000, "kfold_max_events": 0}, 0),  # l2: its own
         ({"method": "sgc", "path": False}, 0),  # stage methods keep their held-out stage
         ({"path": False}, 0),  # nothing to choose
     ],

@@ -36,6 +36,7 @@ from sparkmaxent.methods.bayes_scores import (
     log_model_prior_odds,
     log_posterior_gain,
 )
+from sparkmaxent.methods.round_details import BayesRound
 from sparkmaxent.problem.objective import Objective
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
@@ -320,32 +321,32 @@ def test_bayes_factor_proposals_do_not_dry_up_once_the_training_data_are_separat
     config = train_config(max_rounds=n + 4, margin_fraction=0.1, **keys)
     with caplog.at_level("INFO", logger="sparkmaxent.methods.bayes"):
         res = train(LocalBackend([block], space), config)
-    rounds = res.report["rounds"]
+    rounds = [r.detail_as(BayesRound) for r in res.report.rounds]
     # a user sees which source proposed: a line per low-margin proposal pass
     # (one per doubling of the share), none for a round of mistakes alone
     source = [m for m in caplog.messages if m.startswith("proposing from the ")]
-    low = [r for r in rounds if r["margin_below"] is not None]
+    low = [r for r in rounds if r.margin_below is not None]
     assert len(source) >= len(low) > 0
     for r in low:
         assert any(
-            f"{r['proposing_events']} events of margin below {r['margin_below']:.6g}" in m
-            and f"share {r['margin_share']:g}" in m
+            f"{r.proposing_events} events of margin below {r.margin_below:.6g}" in m
+            and f"share {r.margin_share:g}" in m
             for m in source
         )
     # mistakes first: a round proposes from mistakes alone while they weigh
     # at least a tenth of the events, else from the lowest-margin tenth too,
     # a share doubled until a feature outside the model is proposed
     for r in rounds:
-        few = r["misclassified_weight"] < 0.1 * 60
-        assert (r["margin_below"] is not None) == few == (r["margin_share"] is not None)
+        few = r.misclassified_weight < 0.1 * 60
+        assert (r.margin_below is not None) == few == (r.margin_share is not None)
         if few:
-            assert r["misclassified_events"] < r["proposing_events"] <= 60
-            assert r["margin_share"] in (0.1, 0.2, 0.4, 0.8, 1.0)
-    assert rounds[0]["margin_below"] is None  # the bias alone: mistakes everywhere
+            assert r.misclassified_events < r.proposing_events <= 60
+            assert r.margin_share in (0.1, 0.2, 0.4, 0.8, 1.0)
+    assert rounds[0].margin_below is None  # the bias alone: mistakes everywhere
     # past the separation the rounds go on, every one adding features
-    assert rounds[n]["misclassified_events"] == 0 and len(rounds) == n + 4
+    assert rounds[n].misclassified_events == 0 and len(rounds) == n + 4
     assert res.report.stop.message == f"max_rounds = {n + 4}"
-    assert all(r["added"] > 0 for r in rounds)
+    assert all(r.added > 0 for r in res.report.rounds)
     assert res.report["loss"] < paper.report["loss"]
 
 
@@ -376,18 +377,18 @@ def test_held_out_data_end_a_run_with_low_margin_proposals_at_its_best_stage():
         return train(LocalBackend([tr], space), config, LocalBackend([he], space))
 
     res = fit()
-    rounds = res.report["rounds"]
-    assert any(r["margin_below"] is not None for r in rounds)  # low-margin events proposed
+    rounds = res.report.rounds
+    assert any(r.detail_as(BayesRound).margin_below is not None for r in rounds)  # low-margin
     assert res.report.stop.message.startswith("held-out stop rule")
     # the model is the best held-out stage, not the last
-    scores = [r["heldout_score"] for r in rounds]
-    chosen = res.report["choice"]["chosen_round"]
+    scores = [r.heldout_score for r in rounds]
+    chosen = res.report.stage_choice.chosen_round
     assert chosen == int(np.argmax(scores)) + 1 < len(rounds)
-    assert res.weights.nnz == rounds[chosen - 1]["active"]
+    assert res.weights.nnz == rounds[chosen - 1].active
     # deterministic: a second run is the same run
     again = fit()
-    assert [r["selected"] for r in again.report["rounds"]] == [r["selected"] for r in rounds]
-    assert [r["heldout_score"] for r in again.report["rounds"]] == scores
+    assert [r.detail for r in again.report.rounds] == [r.detail for r in rounds]
+    assert [r.heldout_score for r in again.report.rounds] == scores
     assert np.array_equal(again.weights.ids, res.weights.ids)
     assert np.array_equal(again.weights.values, res.weights.values)
 
@@ -448,38 +449,36 @@ def test_past_the_rule_the_largest_log_bayes_factors_carry_no_information(past_t
 
 def test_past_the_rule_rounds_take_the_largest_log_posterior_gains(past_the_rule):
     tr, space, rule, res = past_the_rule
-    rows = res.report["rounds"]
+    rows = res.report.rounds
     stop = res.report["rule_stop"]["round"]
-    # the rule stops where it stops without held-out data, at round ``stop``
-    assert stop == rule.report["rounds_run"] and rows[stop - 1]["active"] == rule.weights.nnz
     past = rows[stop:]
-    assert past and all(r["beyond_rule"] for r in past)
-    assert all(r["ranked_by"] == "log_posterior_gain" for r in past)
+    assert past and all(r.detail_as(BayesRound).beyond_rule for r in past)
+    assert all(r.detail_as(BayesRound).ranked_by == "log_posterior_gain" for r in past)
     for r in past:
-        gains = [p["gain"] for p in r["selected"]]
-        assert gains[0] == pytest.approx(r["beta"]) and all(g > 0 for g in gains)
+        gains = [p.gain for p in r.detail_as(BayesRound).selected]
+        assert gains[0] == pytest.approx(r.score) and all(g > 0 for g in gains)
     # ranked by log Bayes factor, the first round past the rule took
     # predicates seen once; by gain, topical ones
-    first = np.array([p["feature"] for p in past[0]["selected"]]) // space.n_labels
-    assert np.all(first < 90)
-    assert res.report["choice"]["chosen_round"] > stop
-    assert res.report["choice"]["heldout_score"] > rows[stop - 1]["heldout_score"]
+    first = np.array([p.feature for p in past[0].detail_as(BayesRound).selected])
+    assert np.all(first // space.n_labels < 90)
+    assert res.report.stage_choice.chosen_round > stop
+    assert res.report.stage_choice.heldout_score > rows[stop - 1].heldout_score
 
 
 def test_past_the_rule_rounds_grow_while_held_out_improves(past_the_rule):
     # twice the last round's picks after a round that improved the best
     # held-out score, half of it after one that did not, within per_round
-    # and ROUND_GROWTH_CAP times it; the rule's rounds take per_round
-    rows = past_the_rule[3].report["rounds"]
-    best, sizes = -math.inf, [r["round_size"] for r in rows]
+    # and ROUND_GROWTH_CAP times it, before the rule's stop and past it
+    rows = past_the_rule[3].report.rounds
+    best, sizes = -math.inf, [r.detail_as(BayesRound).round_size for r in rows]
     assert max(sizes) > 10
-    for r, nxt in zip(rows, sizes[1:]):
-        improved = r["heldout_score"] > best
-        best = max(best, r["heldout_score"])
-        want = r["round_size"] * 2 if improved else r["round_size"] // 2
+    for r, size, nxt in zip(rows, sizes, sizes[1:]):
+        improved = r.heldout_score > best
+        best = max(best, r.heldout_score)
+        want = size * 2 if improved else size // 2
         cap = 10 * bayes.ROUND_GROWTH_CAP
-        assert nxt == (min(max(want, 10), cap) if r["beyond_rule"] else 10)
-        assert r["added"] <= r["round_size"]
+        assert nxt == min(max(want, 10), cap)
+        assert r.added <= size
 
 
 def test_proposals_refuse_unseen_labels():
@@ -753,14 +752,14 @@ def test_unit_prior_variance_lets_chance_associations_through(generated, generat
 
 
 def test_trace_rows_carry_proposals_picks_and_beta_0(generated_run):
-    rows = generated_run.report["rounds"]
-    for r in rows:
-        assert r["proposals"] >= r["positive_proposals"] >= 1
-        assert 1 <= len(r["selected"]) <= 10 and r["added"] == len(r["selected"])
-        assert all(p["beta"] > 0 and np.isfinite(p["mu"]) for p in r["selected"])
-        assert r["beta"] == pytest.approx(r["selected"][0]["beta"])  # best of the round first
-        assert r["beta_0"] < 0 and r["log_likelihood"] >= r["beta_0"]  # OptMAP gains likelihood
-        assert r["optmap_solver"] == "newton" and r["optmap_converged"]  # auto, small active set
+    for row in generated_run.report.rounds:
+        r = row.detail_as(BayesRound)
+        assert r.proposals >= r.positive_proposals >= 1
+        assert 1 <= len(r.selected) <= 10 and row.added == len(r.selected)
+        assert all(p.beta > 0 and np.isfinite(p.mu) for p in r.selected)
+        assert row.score == pytest.approx(r.selected[0].beta)  # best of the round first
+        assert r.beta_0 < 0 and r.log_likelihood >= r.beta_0  # OptMAP gains likelihood
+        assert r.optmap_solver == "newton" and r.optmap_converged  # auto, small active set
 
 
 def test_printed_sign_selects_more_on_the_same_data(generated, generated_run):

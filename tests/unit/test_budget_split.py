@@ -234,7 +234,7 @@ def test_the_sigma2_grid_runs_share_max_seconds(problem, variance, refit):
     assert sum(len(r) for r in runs) < sum(len(r) for r in free_runs)
     assert res.report.wall_s <= budget
     if refit:  # the last run kept its 10 refit passes for the chosen run's refit
-        assert res.report["refit"]["passes"] >= 10  # (6 when the grid did not keep them)
+        assert res.report.refit.passes >= 10  # (6 when the grid did not keep them)
 
 
 def _after_two_rounds(first_s: float, second_s: float) -> tuple[LoopState, Deadline]:

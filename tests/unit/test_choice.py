@@ -14,7 +14,6 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import (
     criterion_score,
-    score_on,
 )
 from sparkmaxent.choice.mixes import denser_mix_gains, sparsest_within_noise
 from sparkmaxent.choice.path import (
@@ -28,7 +27,7 @@ from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.evaluate import score_tagging
-from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space, Weights
+from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
@@ -38,7 +37,7 @@ from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
-from .helpers import PassClock, random_block
+from .helpers import PassClock, brute_force_folds, random_block
 
 
 @pytest.fixture(scope="module")
@@ -281,12 +280,12 @@ def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
     res = run(problem, output_dir=str(tmp_path), method=method, max_features=15, per_round=3)
     rounds = res.report["rounds"]
     best = max(rounds, key=lambda r: r["heldout_score"])
-    assert res.report["choice"]["chosen_round"] == best["round"]
+    assert res.report.stage_choice.chosen_round == best["round"]
     assert res.weights.nnz == best["active"]
     assert [r["round"] for r in rounds if r["chosen"]] == [best["round"]]
     assert (tmp_path / "plots" / "path.png").exists()
     last = run(problem, method=method, max_features=15, per_round=3, best_stage=False)
-    assert last.report["choice"] is None
+    assert last.report.stage_choice is None
     # the last stage; the same stages as the first run up to the rule's stop
     # (past it, only a run keeping its best held-out stage goes on)
     kept = last.report["rounds"]
@@ -412,14 +411,6 @@ def _with_groups(block, group):
     return dataclasses.replace(block, group=np.asarray(group), event_id=np.arange(len(group)))
 
 
-def _events(block, keep):
-    """A block of the events ``keep`` (a brute-force fold, really split)."""
-    return MulticlassBlock(
-        block.X[keep], block.y[keep], block.c[keep], block.n_labels,
-        block.event_id[keep], block.group[keep],
-    )  # fmt: skip
-
-
 def test_folds_are_whole_stratified_and_seeded():
     rng = np.random.default_rng(0)
     # groups 0..199 of one event (labels 0-2) and groups 200..219 of three events
@@ -441,10 +432,10 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events) // 2)  # pairs of events as units
     grid, k = [4e-3, 1.5e-3, 5e-4], 3
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0)
+    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, patience=0, l2_mixes=[0])
     res = train(LocalBackend([block], space), train_config(folds=k, fold_seed=5, **keys))
     folds = res.report["folds"]
-    brute = _brute_force_folds(block, space, grid, k, 5)
+    brute = brute_force_folds(block, space, grid, k, 5)
     np.testing.assert_allclose(folds["fold_scores"], brute, rtol=1e-5)
     assert folds["chosen"] == int(np.argmax(brute.mean(axis=0)))
     # refitted on all the data at the chosen gamma1
@@ -456,32 +447,17 @@ def test_path_folds_match_a_brute_force_k_fold(problem):
     assert res.report.objective == pytest.approx(full.report.objective, rel=1e-7)
 
 
-def _brute_force_folds(block, space, grid, k, seed) -> np.ndarray:
-    """(fold x gamma1) held-out log-likelihoods of cold grafting fits on
-    each fold's other events, the folds really split."""
-    units, fold = fold_of_groups(block.group, block.y, k, seed)
-    of_event = fold[np.searchsorted(units, block.group)]
-    brute = np.zeros((k, len(grid)))
-    for f in range(k):
-        fit_on = LocalBackend([_events(block, of_event != f)], space)
-        held = LocalBackend([_events(block, of_event == f)], space)
-        for j, gamma in enumerate(grid):
-            cold = train(fit_on, train_config(method="grafting", l1=gamma, gtol=1e-9))
-            brute[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
-    return brute
-
-
 def test_fold_path_extends_a_default_grid_whose_last_point_is_best(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events))
     # two default points down to 0.5 gamma1_max: the mean fold score still rises there
-    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9)
+    keys = dict(method="grafting", path=True, points=2, l1_ratio=0.5, gtol=1e-9, l2_mixes=[0])
     res = train(LocalBackend([block], space), train_config(folds=3, fold_seed=2, **keys))
     folds = res.report["folds"]
     grid = folds["grid"]
     assert folds["extended_by"] == len(grid) - 2 > 0
     np.testing.assert_allclose(np.diff(np.log(grid)), np.log(0.5) / 2)  # the grid's own ratio
-    mean = np.mean(_brute_force_folds(block, space, grid, 3, 2), axis=0)
+    mean = np.mean(brute_force_folds(block, space, grid, 3, 2), axis=0)
     np.testing.assert_allclose(folds["mean_score"], mean, rtol=1e-5)
     # it went on while the last point was the best and stopped at the first worse one
     assert all(mean[j] > mean[:j].max() for j in range(2, len(grid) - 1))
@@ -493,7 +469,9 @@ def test_fold_path_stops_after_patience_points_without_a_better_mean(problem):
     tr, _, space = problem
     block = _with_groups(tr, np.arange(tr.n_events))
     grid = [3e-2, 1.5e-2, 8e-3, 4e-3, 1e-3, 2.5e-4, 6e-5]
-    keys = dict(method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1)
+    keys = dict(
+        method="grafting", path=True, l1_grid=grid, gtol=1e-9, folds=3, fold_seed=1, l2_mixes=[0]
+    )
     whole = train(LocalBackend([block], space), train_config(patience=0, **keys)).report["folds"]
     best = int(np.argmax(whole["mean_score"]))
     assert 0 < best and best + 2 < len(grid)  # an inside peak, the grid going on past it
@@ -612,7 +590,7 @@ def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(probl
     assert len(rounds) == stop
     # the same stages as the full run up to the stop; the best of them kept
     assert [r["heldout_score"] for r in rounds] == scores[:stop]
-    chosen = res.report["choice"]["chosen_round"]
+    chosen = res.report.stage_choice.chosen_round
     assert chosen == int(np.argmax(scores[:stop])) + 1
     assert res.weights.nnz == rounds[chosen - 1]["active"]
     assert res.report.stop.message.startswith("held-out stop rule: 3 points")
@@ -627,7 +605,7 @@ def test_stage_rule_pairs_stages_event_by_event_and_needs_a_gap_beyond_the_noise
     keys = PAST_OPTIMUM[method]
     res = run(problem, patience=2, patience_se=1.0, **keys)
     rounds = res.report["rounds"]
-    chosen = res.report["choice"]["chosen_round"]
+    chosen = res.report.stage_choice.chosen_round
     best = rounds[chosen - 1]
     # a stage stops the run only 2 stages past the best and more than 1
     # standard error of the difference below it: the last one, and no other
@@ -652,7 +630,7 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     config = train_config(patience=2, **PAST_OPTIMUM[method])
     whole = train(LocalBackend([tr], space), config, LocalBackend([he], space))
     rounds = whole.report["rounds"]
-    after = whole.report["choice"]["chosen_round"] + 1
+    after = whole.report.stage_choice.chosen_round + 1
     assert after < len(rounds)
 
     def interrupt(state):
@@ -688,7 +666,7 @@ def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(pr
         floored += floor > size
         assert r["stage_size"] == min(max(size, floor), 150 - active)
     assert floored > 0 if share else floored == 0  # the floor took part
-    chosen = res.report["choice"]["chosen_round"]
+    chosen = res.report.stage_choice.chosen_round
     assert res.weights.nnz == rounds[chosen - 1]["active"]
 
 
@@ -707,7 +685,7 @@ def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
     assert not any(x["beyond_rule"] for x in rounds[:r])
     assert all(0 < x["added"] <= 3 for x in rounds)
     scores = [x["heldout_score"] for x in rounds]
-    assert res.report["choice"]["chosen_round"] == int(np.argmax(scores)) + 1
+    assert res.report.stage_choice.chosen_round == int(np.argmax(scores)) + 1
     assert not res.report["stopped_by_rule"]
     # without held-out data the rule ends the run
     alone = run(problem, heldout=False, **keys)
@@ -722,7 +700,7 @@ def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
     res = clocked(problem, method=method, max_seconds=budget, per_round=3)
     assert res.report.stop.message == f"max_seconds = {budget:g}"
     rounds = res.report["rounds"]
-    assert len(rounds) == 1 and res.report["choice"]["chosen_round"] == 1
+    assert len(rounds) == 1 and res.report.stage_choice.chosen_round == 1
     assert res.weights.nnz == rounds[0]["active"] > 0
     # the budget asked for: not unconverged (exit 0), a warning
     assert res.report.unconverged == []
@@ -759,8 +737,8 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
     assert len(res.report["rounds"]) == 3 and res.report.stop.message == "max_seconds = 1e-09"
-    assert res.report["refit"]["skipped"].startswith("max_seconds")
-    assert res.report["choice"] == whole.report["choice"]
+    assert res.report.refit.skipped.startswith("max_seconds")
+    assert res.report.stage_choice == whole.report.stage_choice
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
     np.testing.assert_allclose(res.weights.values, whole.weights.values, rtol=1e-12)
     assert res.report.warnings and res.report.unconverged == []
@@ -777,7 +755,7 @@ def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
     assert res.report.stop.message == f"max_seconds = {budget:g}"
     assert [r["elapsed_s"] for r in res.report["rounds"]] == free[:2]
     assert res.report.wall_s <= budget
-    assert res.report["choice"]["chosen_round"] in (1, 2)
+    assert res.report.stage_choice.chosen_round in (1, 2)
 
 
 def test_a_resumed_run_counts_its_earlier_sessions_against_max_seconds(problem, tmp_path):
@@ -832,7 +810,7 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     gamma = res.report["refit"]["l2"]
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
-    assert res.report["refit"]["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
+    assert res.report.refit.objective == pytest.approx(cold.report.objective, rel=1e-6)
 
 
 def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
@@ -861,7 +839,7 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]
     whole = LocalBackend([tr, he], space)
     ref = train(whole, train_config(method="grafting", l1=g, elastic_l2=g * m / (1 - m), gtol=1e-9))
-    assert both.report["refit"]["objective"] == pytest.approx(ref.report.objective, rel=1e-6)
+    assert both.report.refit.objective == pytest.approx(ref.report.objective, rel=1e-6)
     with pytest.raises(ConfigError, match="l2_mixes"):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
 

@@ -25,6 +25,7 @@ from sparkmaxent.kernels.combination_search import (
 )
 from sparkmaxent.kernels.conjunctions import MAX_DEGREE, Conjunctions
 from sparkmaxent.methods.combination import Combination, search
+from sparkmaxent.methods.round_details import CombinationRound
 from sparkmaxent.model_conjunctions import atoms_of_keys
 from sparkmaxent.problem import Certificate, kkt_certificate
 from sparkmaxent.selection.base import TrainingContext
@@ -170,9 +171,9 @@ def test_search_selects_what_brute_force_selects(degree):
             assert found.best == pytest.approx(score.max(), rel=1e-9)
         else:  # nothing passes: what was examined is below the bound, the rest by Eq. 5
             assert found.best <= score.max() + 1e-12
-        assert found.info["conjunctions_examined"] <= len(conj_all)
+        assert found.counts.conjunctions_examined <= len(conj_all)
     # a high bound rules nearly everything out without forming it
-    assert found.info["conjunctions_examined"] < len(tuples) / 2
+    assert found.counts.conjunctions_examined < len(tuples) / 2
 
 
 @pytest.mark.parametrize("seed", [0, 2])
@@ -329,7 +330,7 @@ def test_resume_in_the_combination_phase_gives_the_same_model(tmp_path):
     data, block, space = planted(seed=7)
     cfg = comb_config(2)
     probe = train(LocalBackend([block], space), cfg)
-    phases = [r["phase"] for r in probe.report["rounds"]]
+    phases = [r.detail_as(CombinationRound).phase for r in probe.report.rounds]
     first = phases.index("combination")
     whole, resumed, left = interrupt_and_resume(
         lambda: LocalBackend([block], space), cfg, tmp_path, after=first + 2
@@ -384,12 +385,13 @@ def test_heldout_scores_each_round_over_its_conjunctions():
     data, block, space = planted(seed=8, m=3000)
     train_part, held = split_block(block, 2)
     result = train(LocalBackend([train_part], space), comb_config(2), LocalBackend([held], space))
-    rounds = result.report["rounds"]
-    assert "combination" in [r["phase"] for r in rounds] and len(result.conjunctions)
+    rounds = result.report.rounds
+    phases = [r.detail_as(CombinationRound).phase for r in rounds]
+    assert "combination" in phases and len(result.conjunctions)
     wide = Space(MULTICLASS, result.conjunctions.n_predicates, K, bias=True)
     S = result.conjunctions.expand(held).X @ result.weights.matrix(wide) + result.weights.bias
     accuracy = float(held.c @ (S.argmax(axis=1) == held.y)) / float(held.c.sum())
-    assert rounds[-1]["heldout_accuracy"] == pytest.approx(accuracy, rel=1e-12)
+    assert rounds[-1].heldout_accuracy == pytest.approx(accuracy, rel=1e-12)
 
 
 @pytest.mark.parametrize("degree", [2, 3])

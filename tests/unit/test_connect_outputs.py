@@ -160,3 +160,20 @@ def test_a_lock_is_refreshed_from_its_heartbeat_thread(remote, monkeypatch):
             time.sleep(0.05)
     assert beat.refreshed >= 2
     atomic.refuse_taken_over(out + "/model")  # not taken over: writes go on
+
+
+def test_a_packed_file_is_copied_as_the_file_it_packs(remote, tmp_path):
+    """A model trained from a dataset on remote storage copies its
+    vocabulary (packed files there) to its output: remote or local, each
+    file copied whole, never a packed file packed again."""
+    remote.write_bytes("hdfs://nn/d/features/part-00000.parquet", b"PAR1-dictionary")
+    remote.write_bytes("hdfs://nn/d/dataset.json", b"{}")
+    remote.copy("hdfs://nn/d", "hdfs://nn/run/model/vocabulary")
+    assert remote.list("hdfs://nn/run/model/vocabulary") == ["dataset.json", "features"]
+    copied = "hdfs://nn/run/model/vocabulary/features/part-00000.parquet"
+    assert remote.read_bytes(copied) == b"PAR1-dictionary"
+    remote.copy("hdfs://nn/d", str(tmp_path / "vocabulary"))
+    local = tmp_path / "vocabulary" / "features" / "part-00000.parquet"
+    assert local.read_bytes() == b"PAR1-dictionary"  # a plain file on the local disk
+    remote.copy("hdfs://nn/d/dataset.json", "hdfs://nn/one.json")  # a packed file itself
+    assert remote.read_bytes("hdfs://nn/one.json") == b"{}"

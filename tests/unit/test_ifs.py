@@ -22,6 +22,7 @@ from sparkmaxent.kernels import CANDIDATES, MULTICLASS, CandidateBlock, Space
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import loss_grad
 from sparkmaxent.methods.ifs import compare_selections
+from sparkmaxent.methods.round_details import IfsStage
 from sparkmaxent.problem import Objective
 from sparkmaxent.solvers.gain_fits import fit_gains
 from sparkmaxent.train import METHODS, train
@@ -90,6 +91,11 @@ def runs(generated):
     return out
 
 
+def stage(row) -> IfsStage:
+    """A stage's own entries (its picks, gain evaluations, refit)."""
+    return row.detail_as(IfsStage)
+
+
 def loss_at(block, space, weights) -> float:
     lg = loss_grad(block, space, weights)
     return lg.loss / lg.weight
@@ -129,7 +135,7 @@ def test_sgc_computes_far_fewer_gains_than_ifs(runs):
     ev = [r["gain_evaluations"] for r in sgc["rounds"]]
     assert ev[0] == 0 and all(e % 16 == 0 for e in ev)
     assert sgc["mean_gain_evaluations_per_stage"] < ifs["mean_gain_evaluations_per_stage"] / 50
-    look = [r["gain_evaluations"] for r in runs["sgc-lookahead"][0].report["rounds"]]
+    look = [stage(r).gain_evaluations for r in runs["sgc-lookahead"][0].report.rounds]
     assert all(e >= 24 for e in look)  # every stage refreshes the next 24
 
 
@@ -171,11 +177,11 @@ def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
     block, space = generated
     for method in ("ifs", "sgc"):
         res = runs[method][0]
-        rounds = res.report["rounds"]
+        rounds = res.report.rounds
         assert res.report.objective == pytest.approx(loss_at(block, space, res.weights), rel=1e-10)
-        objectives = [r["objective"] for r in rounds]
+        objectives = [r.objective for r in rounds]
         for prev, r in zip(objectives, rounds[1:]):
-            assert r["objective"] == pytest.approx(prev - r["gain"], rel=1e-12)
+            assert r.objective == pytest.approx(prev - stage(r).best.gain, rel=1e-12)
         assert len(res.weights.ids) == 40
         # the bias is the bias-only maximum-likelihood model's, never re-fitted
         w_k = np.bincount(block.y, weights=block.c, minlength=space.n_labels)
@@ -188,7 +194,7 @@ def test_objective_is_the_loss_and_falls_by_each_gain(generated, runs):
 def test_threshold_stops_and_reports_why(generated):
     block, space = generated
     res = run(block, space, "sgc", max_features=0, gain_threshold=2e-3)
-    gains = [r["gain"] for r in res.report["rounds"]]
+    gains = [stage(r).best.gain for r in res.report.rounds]
     assert 5 <= len(gains) < 40 and min(gains) > 2e-3
     assert "gain_threshold" in res.report.stop.message
     # IFS agrees on where to stop (the top of the ranking is the same here)
@@ -203,7 +209,7 @@ def test_threshold_stops_and_reports_why(generated):
 def test_reestimation_every_r_stages_and_at_the_end(generated):
     block, space = generated
     res = run(block, space, "sgc", max_features=7, reestimate_every=3, l2=1e-4)
-    flags = [r["reestimated"] for r in res.report["rounds"]]
+    flags = [stage(r).reestimated for r in res.report.rounds]
     assert flags == [False, False, True, False, False, True, False]
     assert res.report["final_reestimate"]
     w = res.weights
@@ -234,8 +240,7 @@ def test_progress_lines_name_the_feature_gain_alpha_and_evaluations(generated, c
     with caplog.at_level("INFO", logger="sparkmaxent.selection.loop"):
         res = run(block, space, "sgc", max_features=3)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
-    first = res.report["rounds"][0]
-    p, k = divmod(first["feature"], space.n_labels)
+    p, k = divmod(stage(res.report.rounds[0]).best.feature, space.n_labels)
     assert f"selected {p}|{k} gain " in lines[0] and "alpha" in lines[0]
     assert "gain evaluations" in lines[1] and "passes" in lines[1]
     for key in (
@@ -248,7 +253,7 @@ def test_progress_lines_name_the_feature_gain_alpha_and_evaluations(generated, c
         "elapsed_s",
         "objective",
     ):
-        assert key in first
+        assert key in res.report.to_json()["rounds"][0]  # the report's JSON row
 
 
 # ---- other data: real values, candidate sets -----------------------------------------
@@ -292,14 +297,14 @@ def test_other_data_ifs_and_sgc(data):
     ifs = run(block, space, "ifs", max_features=n, batch=4)
     sgc = run(block, space, "sgc", max_features=n, batch=4)
     cand = ifs.report["candidates"]
-    assert sgc.report["rounds"][0]["gain_evaluations"] == cand  # the initial fit
+    assert stage(sgc.report.rounds[0]).gain_evaluations == cand  # the initial fit
     d = compare_selections(ifs.report["rounds"], sgc.report["rounds"])
     assert d.agree >= 4
     for res in (ifs, sgc):
         assert res.report.objective == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
-    assert np.all(np.diff([r["objective"] for r in ifs.report["rounds"]]) < 0)
-    assert sum(r["gain_evaluations"] for r in sgc.report["rounds"][1:]) < sum(
-        r["gain_evaluations"] for r in ifs.report["rounds"][1:]
+    assert np.all(np.diff([r.objective for r in ifs.report.rounds]) < 0)
+    assert sum(stage(r).gain_evaluations for r in sgc.report.rounds[1:]) < sum(
+        stage(r).gain_evaluations for r in ifs.report.rounds[1:]
     )
 
 
@@ -321,8 +326,8 @@ def test_resume_after_an_interruption_ends_with_the_same_selection(
     assert resumed.report["selected"] == whole.report["selected"]
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
     np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
-    assert [r["gain_evaluations"] for r in resumed.report["rounds"]] == [
-        r["gain_evaluations"] for r in whole.report["rounds"]
+    assert [stage(r).gain_evaluations for r in resumed.report.rounds] == [
+        stage(r).gain_evaluations for r in whole.report.rounds
     ]
     assert resumed.report.passes < whole.report.passes
 
@@ -447,9 +452,10 @@ def test_penalized_gains_are_the_decrease_of_the_l2_objective(method):
     s2 = float(1.0 / (gamma2 * block.c.sum()))  # the prior variance giving gamma2
     plain = run(block, space, method, max_features=12, gain_prior_variance=0.0)
     pen = run(block, space, method, max_features=12, gain_prior_variance=s2)
-    rounds = pen.report["rounds"]
-    assert max(abs(r["alpha"]) for r in plain.report["rounds"]) == pytest.approx(30.0)
-    assert max(abs(r["alpha"]) for r in rounds) < 10  # nowhere near the cap of 30
+    rounds = [stage(r).best for r in pen.report.rounds]
+    plain_picks = [stage(r).best for r in plain.report.rounds]
+    assert max(abs(p.alpha) for p in plain_picks) == pytest.approx(30.0)
+    assert max(abs(p.alpha) for p in rounds) < 10  # nowhere near the cap of 30
     # the first stage's pick: the best penalized gain by brute force over candidates
     start = bias_only(block, space)
     L0 = loss_at(block, space, start)
@@ -464,12 +470,12 @@ def test_penalized_gains_are_the_decrease_of_the_l2_objective(method):
 
             brute[fid] = -minimize_scalar(neg, bounds=(-30, 30), method="bounded").fun
     best = max(brute, key=brute.get)
-    assert rounds[0]["feature"] == best
-    assert rounds[0]["gain"] == pytest.approx(brute[best], rel=1e-5)
+    assert rounds[0].feature == best
+    assert rounds[0].gain == pytest.approx(brute[best], rel=1e-5)
     # the objective is the loss L, falling by the unpenalized G at each alpha
     assert pen.report.objective == pytest.approx(loss_at(block, space, pen.weights), rel=1e-9)
     # penalized gains rank differently from the plain ones here
-    assert [r["feature"] for r in plain.report["rounds"]] != [r["feature"] for r in rounds]
+    assert [p.feature for p in plain_picks] != [p.feature for p in rounds]
 
 
 def bias_only(block, space):
@@ -492,23 +498,24 @@ def add_weight(weights, fid, alpha):
 def test_stages_of_k_features_take_the_k_best_gains_and_refit(generated, method):
     block, space = generated
     res = run(block, space, method, stage_features=4, max_features=40)
-    rounds = res.report["rounds"]
-    assert [r["added"] for r in rounds] == [4] * 10
+    rounds = res.report.rounds
+    assert [r.added for r in rounds] == [4] * 10
     selected = res.report["selected"]
     assert len(set(selected)) == 40 and sorted(selected) == res.weights.ids.tolist()
     # stage 1: the 4 best exact gains of the starting model, best first
-    first = [rounds[0]["feature"]] + [m["feature"] for m in rounds[0]["more"]]
-    gains = [rounds[0]["gain"]] + [m["gain"] for m in rounds[0]["more"]]
+    first = [p.feature for p in stage(rounds[0]).picks]
+    gains = [p.gain for p in stage(rounds[0]).picks]
     assert gains == sorted(gains, reverse=True)
-    ifs_one = run(block, space, "ifs", max_features=1).report["rounds"][0]
-    assert first[0] == ifs_one["feature"]
+    ifs_one = stage(run(block, space, "ifs", max_features=1).report.rounds[0])
+    assert first[0] == ifs_one.best.feature
     # the refit: the objective is the loss at the weights kept (train.l2 = 1e-4
     # without the gain prior), below the loss of the unrefitted stage
     assert res.report.objective == pytest.approx(loss_at(block, space, res.weights), rel=1e-9)
-    assert all(0 < r["refit_ratio"] for r in rounds)
+    stages = [stage(r) for r in rounds]
+    assert all(0 < s.refit_ratio for s in stages)
     # the refit's passes are part of the stage's, the gains' passes the rest
-    assert all(0 < r["refit_passes"] < r["stage_passes"] and r["refit_s"] >= 0 for r in rounds)
-    objectives = [r["objective"] for r in rounds]
+    assert all(0 < s.refit_passes < s.stage_passes and s.refit_s >= 0 for s in stages)
+    objectives = [r.objective for r in rounds]
     assert objectives == sorted(objectives, reverse=True)
 
 

@@ -267,3 +267,87 @@ def test_the_package_reads_the_typed_sections_by_attribute():
     assert not found, found
     assert pattern.search('measures[chosen.report["path"]["chosen"]]')
     assert pattern.search('rep["refit"]["kkt_passed"] = True')
+
+
+#: a run report's typed entries (RunReport.rounds, .path, .refit, .stage_choice,
+#: .certificate, .objective) by their JSON keys
+TYPED_ENTRIES = "rounds|path|refit|choice|kkt|objective"
+
+#: reads of them by key (``res.report["rounds"]``) still left in the tests
+#: written before the report was typed, per file: a count may only go down
+#: (the tests of the JSON itself and the pyspark.ml models' dict report are
+#: not counted: TYPED_READ_EXEMPT)
+TYPED_KEY_READS: dict[str, int] = {
+    "benchmarks/bayes_factor.py": 1,
+    "benchmarks/conll2000_baselines.py": 1,
+    "benchmarks/round_tol.py": 2,
+    "benchmarks/scale_data.py": 1,
+    "benchmarks/sgc_long_documents.py": 1,
+    "benchmarks/sgc_vs_ifs.py": 1,
+    "tests/spark/test_bayes_spark.py": 2,
+    "tests/spark/test_conjunctions_spark.py": 7,
+    "tests/spark/test_connect_remote_fs.py": 2,
+    "tests/spark/test_folds_spark.py": 2,
+    "tests/spark/test_frame_backend.py": 3,
+    "tests/spark/test_grafting_spark.py": 7,
+    "tests/spark/test_ifs_spark.py": 3,
+    "tests/spark/test_split.py": 2,
+    "tests/spark/test_thresholded_spark.py": 7,
+    "tests/spark/test_topk_spark.py": 6,
+    "tests/unit/test_bayes.py": 1,
+    "tests/unit/test_choice.py": 59,
+    "tests/unit/test_combination_path.py": 5,
+    "tests/unit/test_direction.py": 1,
+    "tests/unit/test_grafting.py": 4,
+    "tests/unit/test_ifs.py": 10,
+    "tests/unit/test_mix_extension.py": 2,
+    "tests/unit/test_stage_refit.py": 5,
+    "tests/unit/test_thresholded.py": 2,
+    "tests/unit/test_topk.py": 2,
+}
+
+#: files that read the JSON form on purpose: this file (the JSON's own tests
+#: and the rule's examples) and the pyspark.ml client (a model's report is the
+#: saved JSON dict)
+TYPED_READ_EXEMPT = (
+    "tests/unit/test_report.py",
+    "tests/spark/connect_ml_client.py",
+    "benchmarks/ml_api.py",
+)
+
+
+def typed_key_reads(source: str) -> int:
+    """Reads of a report's typed entries by key in ``source``."""
+    import re
+
+    pattern = re.compile(rf"\breport\s*(\[\s*|\.get\(\s*)[\"']({TYPED_ENTRIES})[\"']\s*[\]\)]")
+    return len(pattern.findall(source))
+
+
+def test_tests_read_a_train_results_typed_entries_by_attribute():
+    """A train() result's rounds, path, refit, stage choice, certificate and
+    objective are typed (RunReport): tests and benchmarks read them as
+    attributes; the reads by key left from before (TYPED_KEY_READS) may only
+    become fewer, and no other file may start any."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = [
+        *(root / "tests" / "unit").glob("*.py"),
+        *(root / "tests" / "spark").glob("*.py"),
+        *(root / "benchmarks").glob("*.py"),
+    ]
+    counts = {str(p.relative_to(root)): typed_key_reads(p.read_text()) for p in sorted(files)}
+    over = {
+        f: f"{n} reads (allowed {TYPED_KEY_READS.get(f, 0)})"
+        for f, n in counts.items()
+        if f not in TYPED_READ_EXEMPT and n > TYPED_KEY_READS.get(f, 0)
+    }
+    assert not over, f"read res.report.rounds / .path / .refit ..., not by key: {over}"
+    gone = set(TYPED_KEY_READS) - set(counts)
+    assert not gone, f"files gone: drop them from TYPED_KEY_READS: {gone}"
+    # the rule catches what it is for, and leaves attribute reads alone
+    assert typed_key_reads('x = res.report["rounds"][0]; y = report.get("kkt")') == 2
+    assert typed_key_reads('r = fit.report["refit"]["passes"]') == 1
+    assert typed_key_reads("x = res.report.rounds; y = res.report.certificate") == 0
+    assert typed_key_reads('row["objective"]; report["rounds_run"]') == 0

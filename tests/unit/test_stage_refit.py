@@ -77,37 +77,36 @@ def test_bayes_factor_evidence_refits_the_chosen_variance_once(problem):
     tr, he, _ = problem
     assert res.report["refit"]["l2"] == pytest.approx(1.0 / (s2 * float(tr.c.sum() + he.c.sum())))
     assert res.report["prior_variance"] == s2
-    assert res.report["refit"]["features"] == res.weights.nnz
+    assert res.report.refit.features == res.weights.nnz
 
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_max_seconds_counts_the_setup_and_keeps_time_for_the_refit(problem, method):
     free = clocked(problem, **KEYS[method])
-    rounds = free.report["rounds"]
-    assert len(rounds) >= 4 and "refit" in free.report
+    rounds = free.report.rounds
+    assert len(rounds) >= 4 and free.report.refit is not None
     # a budget that the setup takes most of: 1000 s of setup, four stages' worth after it
-    budget = 1000.0 + rounds[3]["elapsed_s"]
+    budget = 1000.0 + rounds[3].elapsed_s
     res = clocked(problem, 1000.0, max_seconds=budget, refit_reserve_passes=10, **KEYS[method])
     assert res.report.stop.reason.value == "max_seconds"
     # stages stop early enough to leave the refit its reserve of passes
-    assert 2 <= len(res.report["rounds"]) <= 3
+    assert 2 <= len(res.report.rounds) <= 3
     assert res.weights.nnz > 0
     # the whole train() call, setup, stages, refit and final figures, within the budget
     assert res.report.wall_s <= budget
-    refit = res.report["refit"]
-    assert "skipped" not in refit and refit["passes"] > 0
+    assert isinstance(res.report.refit, StageRefit) and res.report.refit.passes > 0
 
 
 def test_a_run_whose_setup_spends_the_budget_ends_with_its_start_model(problem):
     res = clocked(problem, 1000.0, max_seconds=500.0, **KEYS["sgc"])
     assert res.report.stop.reason.value == "max_seconds"
-    assert res.report["rounds"] == [] and "refit" not in res.report
+    assert res.report.rounds == [] and res.report.refit is None
 
 
 def test_a_refit_past_max_seconds_is_skipped_and_the_chosen_stage_kept(problem):
     # the first stage starts within the budget and ends past it: no time is left for a refit
-    first = clocked(problem, max_rounds=1, **KEYS["sgc"]).report["rounds"][0]
-    res = clocked(problem, 1000.0, max_seconds=1000.0 + first["elapsed_s"] - 1.0, **KEYS["sgc"])
+    first = clocked(problem, max_rounds=1, **KEYS["sgc"]).report.rounds[0]
+    res = clocked(problem, 1000.0, max_seconds=1000.0 + first.elapsed_s - 1.0, **KEYS["sgc"])
     assert isinstance(res.report.refit, RefitSkipped)
     assert res.report.refit.skipped.startswith("max_seconds")
     rounds = res.report.rounds
@@ -125,8 +124,8 @@ def test_bayes_factor_variance_chosen_on_held_out_data_keeps_the_best_run(proble
     assert res.report["prior_variance"] == s2
     # the kept run is the fixed-variance run at that sigma^2, refitted
     alone = run(problem, prior_variance=s2, **keys)
-    assert res.report["choice"] == alone.report["choice"]
-    assert scores[choice["chosen"]] == alone.report["choice"]["heldout_score"]
+    assert res.report.stage_choice == alone.report.stage_choice
+    assert scores[choice["chosen"]] == alone.report.stage_choice.heldout_score
     np.testing.assert_allclose(res.weights.values, alone.weights.values, rtol=1e-9)
     with pytest.raises(ConfigError, match="variance = heldout"):
         run(problem, heldout=False, variance="heldout", **keys)
@@ -188,4 +187,31 @@ def test_the_refit_takes_the_place_of_the_final_reestimation(problem):
         alone.weights.active_ids(),
         1e-3,
     )
-    assert alone.report["objective"] == pytest.approx(on_train.report["loss"], rel=1e-6)
+    assert alone.report.objective == pytest.approx(on_train.report["loss"], rel=1e-6)
+
+
+def test_a_fit_within_the_budget_caps_its_evaluations_at_the_seconds_left(problem):
+    # fit_smooth_within: iterations capped at the seconds left over one pass's
+    # seconds, less the last line search's passes; none left: no fit
+    from sparkmaxent.methods.baselines import LAST_SEARCH, fit_smooth_within
+    from sparkmaxent.selection.deadline import Deadline
+
+    tr, _, space = problem
+    config = train_config(gtol=1e-9)
+    ids = np.arange(0, space.n_features, 3)
+    start = fit_smooth(TrainingContext(LocalBackend([tr], space), config), ids, 1e-3).weights
+    free_ctx = TrainingContext(LocalBackend([tr], space), config)
+    free = fit_smooth_within(free_ctx, ids, 1e-4, start, pass_s=1.0)
+    assert free is not None and free.report["evaluations"] > 8
+
+    def within(seconds: float):
+        ctx = TrainingContext(
+            LocalBackend([tr], space), config, deadline=Deadline(seconds, lambda: 0.0)
+        )
+        return fit_smooth_within(ctx, ids, 1e-4, start, pass_s=1.0)
+
+    capped = within(8.0)  # 8 passes' seconds: 6 evaluations and the last line search's 2
+    assert capped is not None and capped.report["max_iter"] == 8 - LAST_SEARCH
+    assert capped.report["evaluations"] <= 8  # within the budget's 8 passes
+    assert capped.report["objective"] > free.report["objective"]
+    assert within(LAST_SEARCH + 0.5) is None  # not even one evaluation fits
