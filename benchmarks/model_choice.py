@@ -746,10 +746,6 @@ def targets(rows: list[dict]) -> dict:
             "certified: test score at least l1-Orig's on the same atoms (l2 path beside)"
         )
         out["combination_vs_atoms"] = entry(goal, atoms)
-    present = {c: all((c, 0, m) in by for m in ("grafting", "sklearn-l2")) for c in CHUNKED}
-    full = [(c, "present" if ok else "missing", ok) for c, ok in present.items()]
-    goal = "grafting and sklearn-l2 rows at all 8,936 training sentences (--conll-sentences 0)"
-    out["full_size_rows"] = entry(goal, full)
     return out
 
 

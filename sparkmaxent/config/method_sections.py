@@ -165,7 +165,7 @@ class BayesConfig(Section):
     per_round: int = key(
         100,
         "S: features selected per round at most, each after the first rescored with the "
-        "earlier ones fixed (Eq. 14); 1: one feature per OptMAP. Past the rule's stop a "
+        "earlier ones fixed (Eq. 14); 1: one feature per OptMAP. With held-out data a "
         "round takes up to 32 S, growing while held-out improves.",
         ge=1,
     )

@@ -183,14 +183,15 @@ class BayesFactor:
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor, beyond = 0.0, rule is not None or past
         if beyond:
-            # beyond the rule (held-out data decides how far): the proposals that
-            # most raise OptMAP's log posterior, at most ``limit`` (docs: "beyond
-            # the rule"); their log Bayes factors are all below 0 or nearly so
+            # past the rule (held-out data decide how far): the proposals that most
+            # raise OptMAP's log posterior, not the largest log Bayes factors (docs)
             odds, inclusion = (lambda k: 0.0), None
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
-        take = max(1, limit // cfg.bayes.per_round) if beyond else 0
-        picks, rescored = self.select(weights, ids, beta, fit.alpha, limit, odds, floor, take)
+        take = max(1, limit // cfg.bayes.per_round)
+        picks, rescored = self.select(
+            weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
+        )
         grown = weights
         for p in picks:
             grown = add_feature(grown, p["feature"], p["mu"])
@@ -264,14 +265,15 @@ class BayesFactor:
             share = min(1.0, 2.0 * share)
 
     def round_size(self, state: LoopState) -> int:
-        """Picks this round takes at most: ``per_round``; past the rule, twice
-        the last round's after a round that improved the best held-out score
-        (as SGC's stages grow), else half of it, within ``per_round`` and
-        ``ROUND_GROWTH_CAP`` times it: a corpus that needs thousands of
-        features gets them in tens of rounds."""
+        """Picks this round takes at most: ``per_round``; with held-out data
+        deciding the stop (``beyond_rule``), twice the last round's after a
+        round that improved the best held-out score (as SGC's stages grow),
+        else half of it, within ``per_round`` and ``ROUND_GROWTH_CAP`` times
+        it: a corpus that needs thousands of features gets them in tens of
+        rounds."""
         size = self.ctx.config.bayes.per_round
         last = state.trace[-1].detail_as(BayesRound) if state.trace else None
-        if last is None or not last.beyond_rule:
+        if last is None or not self.beyond_rule():
             return size
         improved = state.info.get("choice_round") == state.round
         grown = last.round_size * 2 if improved else last.round_size // 2
@@ -303,22 +305,22 @@ class BayesFactor:
         limit: int,
         odds: Callable[[int], float],
         floor: float = 0.0,
-        take: int = 0,
+        take: int = 1,
+        by_gain: bool = False,
     ) -> tuple[list[dict], int]:
         """Up to ``limit`` proposals, greedily, each scored with the earlier
         picks fixed at their mu (Eq. 14); see "Bounded rescoring" and
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
         a model of k features. A proposal takes part while its score is
         above ``floor`` (0: it beats beta_0; below 0 beyond the rule).
-        ``take`` > 0: past the rule, the scores are log posterior gains (a
-        pick's ``gain`` instead of its ``beta``), each rescoring is
-        followed by the ``take`` best picks together, not one, and a
-        rescored proposal stays while it still raises the log posterior.
+        Each rescoring is followed by the ``take`` best picks together.
+        ``by_gain``: past the rule, the scores are log posterior gains (a
+        pick's ``gain`` instead of its ``beta``) and a rescored proposal
+        stays while it still raises the log posterior.
 
         Returns the picks ({feature, beta, mu}) and the number of proposal
         scores recomputed (``bf_rescore`` at most per rescoring)."""
         cfg = self.ctx.config
-        by_gain, take = take > 0, max(take, 1)
         score, mu, key = beta.copy(), mu.copy(), "gain" if by_gain else "beta"
         live = score > floor  # only proposals that beat beta_0 against lambda0 take part
         signatures = None  # event bitmaps of the live proposals, row sig_row[i] for ids[i]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.sections import PathRefit
 from sparkmaxent.config import train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.kernels import MULTICLASS, Space
@@ -52,14 +53,14 @@ def cold(blocks, space, gamma):
 
 def test_points_are_certified_and_equal_cold_fits(problem, chosen):
     tr, _, space = problem
-    path = chosen.report["path"]
-    assert [p["l1"] for p in path["points"]] == GRID
+    path = chosen.report.path
+    assert [p.gamma for p in path.points] == GRID
     conjunction_weights = []
-    for point in path["points"]:
-        fit = cold([tr], space, point["l1"])
-        assert point["kkt_passed"] and fit.report.certificate.passed
+    for point in path.points:
+        fit = cold([tr], space, point.gamma)
+        assert point.kkt_passed and fit.report.certificate.passed
         assert fit.report.certificate.conjunctions.passed
-        assert point["objective"] == pytest.approx(fit.report.objective, rel=1e-6)
+        assert point.objective == pytest.approx(fit.report.objective, rel=1e-6)
         conjunction_weights.append(fit.report["combination"]["conjunction_weights"])
     assert max(conjunction_weights) > 0  # conjunctions entered along the path
     assert "refit" not in chosen.report  # train.choice.refit = false
@@ -82,36 +83,35 @@ def test_warm_started_points_add_every_candidate_above_gamma1_in_a_round(problem
 
 
 def test_the_chosen_point_is_the_model_without_refit(chosen):
-    path = chosen.report["path"]
-    point = path["points"][path["chosen"]]
-    assert chosen.weights.nnz == point["features"]
-    assert chosen.report.objective == pytest.approx(point["objective"])
+    point = chosen.report.path.chosen_point
+    assert chosen.weights.nnz == point.features
+    assert chosen.report.objective == pytest.approx(point.objective)
     assert chosen.report["combination"]["conjunctions_in_model"] == len(chosen.conjunctions)
     # scored on the held-out events widened by its own conjunctions
-    assert chosen.report.heldout.accuracy == pytest.approx(point["heldout_accuracy"])
+    assert chosen.report.heldout.accuracy == pytest.approx(point.heldout["heldout_accuracy"])
 
 
 def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, chosen):
     tr, he, space = problem
     cfg = train_config(path=True, l1_grid=GRID, patience=0, **KEYS)
     res = train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
-    path, refit = res.report["path"], res.report["refit"]
-    assert path == chosen.report["path"]  # the same path and choice
-    point = path["points"][path["chosen"]]
-    assert refit["l1"] == point["l1"]
-    assert refit["chosen_fit"]["features"] == chosen.weights.nnz
+    path, refit = res.report.path, res.report.refit
+    assert path == chosen.report.path  # the same path and choice
+    point = path.chosen_point
+    assert isinstance(refit, PathRefit) and refit.parameter == "l1" and refit.gamma == point.gamma
+    assert refit.chosen_fit.features == chosen.weights.nnz
     # a cold combination fit at the chosen gamma1 on both parts' events
-    both = cold([tr, he], space, point["l1"])
-    assert refit["kkt_passed"] and both.report.certificate.passed
+    both = cold([tr, he], space, point.gamma)
+    assert refit.kkt_passed and both.report.certificate.passed
     assert res.report.certificate.conjunctions.passed
-    assert refit["objective"] == pytest.approx(both.report.objective, rel=1e-6)
-    assert res.weights.nnz == refit["features"]
+    assert refit.objective == pytest.approx(both.report.objective, rel=1e-6)
+    assert res.weights.nnz == refit.features
     # warm-started: new conjunctions still enter by the search's n best a round
     added = [r.detail_as(CombinationRound).conjunctions_added or 0 for r in res.report.rounds]
     assert 0 < max(added) <= KEYS["n_best"]
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
-    assert res.report.heldout.accuracy == point["heldout_accuracy"]
+    assert res.report.heldout.accuracy == point.heldout["heldout_accuracy"]
 
 
 class KeptApart(LocalBackend):
@@ -146,7 +146,7 @@ def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, mon
         runs[name] = (res, calls["n"])
     (cached, formed_cached), (plain, formed_plain) = runs["cached"], runs["every pass"]
     # the same path, choice and refitted model
-    assert cached.report["path"]["points"] == plain.report["path"]["points"]
+    assert cached.report.path.points == plain.report.path.points
     assert cached.report.objective == pytest.approx(plain.report.objective, rel=1e-12)
     assert (cached.weights.active_ids() == plain.weights.active_ids()).all()
     assert cached.weights.values == pytest.approx(plain.weights.values, rel=1e-9, abs=1e-12)
@@ -155,7 +155,8 @@ def test_refit_forms_the_conjunctions_once_per_round_not_every_pass(problem, mon
     # conjunctions), against one per pass before
     builds = cached.report["combination"]["conjunction_builds"]
     builds_plain = plain.report["combination"]["conjunction_builds"]
-    rounds = sum(r.get("phase") == "combination" for r in cached.report["rounds"])
+    phases = [r.detail_as(CombinationRound).phase for r in cached.report.rounds]
+    rounds = phases.count("combination")
     assert 1 <= builds <= rounds + 1
     assert builds_plain > 5 * builds  # here: 5 builds, 45 before (46 refit passes)
     assert builds_plain >= cached.report.refit.passes - 2

@@ -10,6 +10,7 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.backends.union import InProcessUnion, UnionBackend, union_of
+from sparkmaxent.choice.sections import PathRefit
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
 from sparkmaxent.kernels.blocks import split_block
@@ -61,16 +62,17 @@ def test_an_in_process_path_refit_reaches_the_same_optimum_in_fewer_passes(probl
     keys = dict(method="grafting", path=True, points=5, gtol=1e-9, l2_mixes=[0.0], folds=1)
     together = train(LocalBackend([tr], space), train_config(**keys), LocalBackend([he], space))
     apart = train(Distributed([tr], space), train_config(**keys), Distributed([he], space))
-    path = together.report["path"]
-    assert path == apart.report["path"]  # the same path and choice
-    a, b = together.report["refit"], apart.report["refit"]
-    assert a["kkt_passed"] and b["kkt_passed"]
-    assert a["objective"] == pytest.approx(b["objective"], rel=1e-7)
-    assert a["features"] == b["features"]
-    assert a["passes"] < b["passes"]
+    path = together.report.path
+    assert path == apart.report.path  # the same path and choice
+    a, b = together.report.refit, apart.report.refit
+    assert isinstance(a, PathRefit) and isinstance(b, PathRefit)
+    assert a.kkt_passed and b.kkt_passed
+    assert a.objective == pytest.approx(b.objective, rel=1e-7)
+    assert a.features == b.features
+    assert a.passes < b.passes
     # the run's passes count the refit's
-    points = sum(p["passes"] for p in path["points"])
-    assert together.report.passes >= points + a["passes"]
+    points = sum(p.passes for p in path.points)
+    assert together.report.passes >= points + a.passes
 
 
 def test_an_in_process_refit_runs_with_the_block_wise_gradient_test(problem):
