@@ -41,6 +41,7 @@ from .points import (
     refit,
     round_size,
     time_spent,
+    within_reserve,
 )
 from .sections import PathPoint, PathSection, VersusAtoms
 from .stop_rule import Measure, choose, difference_se, stop_rule
@@ -279,9 +280,11 @@ def _run_points(
         if rows and choice.cut_passes:
             budget = max(1, int(np.ceil(choice.cut_passes * spent)))
         left = None if cap is None or not rows else cap - spent  # the first point: no cap
+        t0 = ctx.deadline.elapsed()
         result, row, measure = scored_point(
-            ctx, fit_point, gamma, weights, previous, budget, best, left
+            within_reserve(ctx), fit_point, gamma, weights, previous, budget, best, left
         )
+        point_s = ctx.deadline.elapsed() - t0
         previous = gamma
         weights = result.weights
         rule.add(gamma, measure, row.features, eligible=not row.cut)
@@ -316,7 +319,7 @@ def _run_points(
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row.features)
             break
-        if time_spent(ctx):
+        if time_spent(ctx, point_s):
             break
     chosen = _chosen(ctx, parameter, grid, rows, results)
     return chosen, measures[chosen.report["path"].chosen]

@@ -193,11 +193,41 @@ def checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
     return sorted((float(v) for v in values), reverse=True)
 
 
-def time_spent(ctx: TrainingContext) -> bool:
-    """Whether the run's time budget is spent (``train.selection.max_seconds``
-    covers every point of a path: each point's rounds stop at it, and no
-    point starts after it)."""
-    if ctx.deadline.remaining() > 0:
+def refit_reserve_s(ctx: TrainingContext) -> float:
+    """Seconds a time-bound path keeps for the refit of its chosen point:
+    ``train.choice.refit_reserve_passes`` at the run's seconds a training
+    pass so far (0: no budget, no refit, or no pass yet to time)."""
+    choice, passes = ctx.config.choice, ctx.backend.passes
+    if not ctx.deadline.bounded or not choice.refit or not passes:
+        return 0.0
+    return choice.refit_reserve_passes * ctx.deadline.elapsed() / passes
+
+
+def within_reserve(ctx: TrainingContext) -> TrainingContext:
+    """``ctx`` with a time budget that ends ``refit_reserve_s`` early: a
+    path point's rounds stop while the refit's time is still left."""
+    left, reserve = ctx.deadline.remaining(), refit_reserve_s(ctx)
+    if not reserve or left <= 0:
+        return ctx
+    return dataclasses.replace(ctx, deadline=ctx.deadline.part(max(0.0, 1 - reserve / left)))
+
+
+def time_spent(ctx: TrainingContext, point_s: float = 0.0) -> bool:
+    """Whether the run's time budget is spent for another point
+    (``train.selection.max_seconds`` covers every point of a path and its
+    refit): no point starts unless the seconds left, less the refit's
+    reserve (``refit_reserve_s``), hold ``point_s`` (the last point's
+    seconds: a point is guessed to take as long as the one before, as
+    ``selection.loop.limit_reached`` guesses a round)."""
+    left, reserve = ctx.deadline.remaining(), refit_reserve_s(ctx)
+    if left - reserve > point_s:
         return False
-    log.info("path stopped: train.selection.max_seconds = %g spent", ctx.deadline.seconds)
+    log.info(
+        "path stopped: train.selection.max_seconds = %g: %.4g s left, %.4g s kept for the "
+        "refit, the last point took %.4g s",
+        ctx.deadline.seconds,
+        max(left, 0.0),
+        reserve,
+        point_s,
+    )
     return True

@@ -175,8 +175,8 @@ class ChoiceConfig(Section):
     )
     refit_reserve_passes: int = key(
         50,
-        "Stage runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no "
-        "stage starts unless this many of its passes still fit after it; 0: none.",
+        "Runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no stage "
+        "or path point starts unless this many of its passes still fit after it; 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)

@@ -8,7 +8,7 @@ it back only through the server. A classifier fitted under Connect is
 saved there (``model.write().save``), loaded back through the server and
 scores as before; a JSON file written there through ``sparkmaxent.storage``
 reads back; a write that fails on the server leaves no file. The CLI's
-``prepare``, ``train`` and ``pipeline --output`` there write only where
+``prepare``, ``train``, ``pipeline`` and ``predict --output`` there write only where
 the server sees (locks, checkpoints, reports, plots, models, datasets), the
 same model as a local output; a failing run leaves no output there.
 """
@@ -123,6 +123,7 @@ out["report"] = storage.read_json(f"{m}/run/train_report.json")["objective"]
 out["test"] = storage.read_json(f"{m}/pipe/report.json")["test"]["events"]
 out["listing"] = storage.listdir(m)
 out["failed"] = storage.exists(f"{m}/bad")
+out["predicted"] = spark.read.parquet(f"{m}/pred").count()
 out["claims"] = [storage.read_json(f"{m}/.run.lock/{g}") for g in storage.listdir(f"{m}/.run.lock")]
 print(json.dumps(out))
 """
@@ -164,6 +165,8 @@ def test_cli_outputs_where_only_the_server_sees(hidden):
         l1 = 2e-3
         """))  # fmt: skip
     ok("pipeline", "--config", str(config), "--output", f"{MOUNT}/pipe")
+    ok("predict", "--model", f"{MOUNT}/run/model", "--input", str(shared / "test.txt"),
+       "--format", "maxent", "--output", f"{MOUNT}/pred")  # fmt: skip
     failed = client(server.url, *cli, "prepare", "--input", str(shared / "bad.txt"),
                     "--format", "maxent", "--output", f"{MOUNT}/bad")  # fmt: skip
     assert failed.returncode == 2, failed.stderr[-3000:]
@@ -174,7 +177,8 @@ def test_cli_outputs_where_only_the_server_sees(hidden):
     here = json.loads((shared / "run" / "train_report.json").read_text())
     assert there["report"] == pytest.approx(here["objective"], rel=1e-9)
     assert there["run"] and there["pipe"] and there["test"] > 0
-    assert sorted(there["listing"]) == ["pipe", "run", "train"], there["listing"]
+    assert sorted(there["listing"]) == ["pipe", "pred", "run", "train"], there["listing"]
+    assert there["predicted"] == there["test"]  # predict there: Spark's Parquet, one row an event
     assert not there["failed"]  # the failed prepare left no output
     assert there["claims"] == [{"released": True}]
     assert os.listdir(store) == []  # the client saw none of it

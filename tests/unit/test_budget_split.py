@@ -346,3 +346,27 @@ def test_each_round_row_counts_its_own_seconds_and_passes_from_the_row_before(pr
         assert row.round_s == pytest.approx(row.round_passes + 100.0)
     assert rows[3].round_passes == rows[3].passes - rows[2].passes > 0
     assert rows[3].round_s == pytest.approx(rows[3].round_passes)  # no bookkeeping before it
+
+
+def test_a_time_bound_path_keeps_time_for_its_points_and_refit_at_every_budget(problem):
+    # a point does not start unless the time left (less the refit's reserve)
+    # holds a point as long as the last one, and a point's rounds stop with
+    # the reserve still left: the refit runs on it and the run ends in time
+    tr, he, space = problem
+
+    def clocked_path(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        config = train_config(method="grafting", path=True, refit_reserve_passes=20, **more)
+        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+
+    free = clocked_path()
+    assert len(free.report.path.points) >= 4
+    over, refits = [], []
+    for budget in np.arange(0.3, 0.9, 0.1) * free.report.wall_s:
+        res = clocked_path(max_seconds=float(budget))
+        assert res.weights.nnz > 0
+        if res.report.wall_s > budget:
+            over.append((float(budget), res.report.wall_s))
+        refits.append(res.report.refit.passes)
+    assert over == []
+    assert min(refits) > 1  # every refit ran on its reserve, not on one pass past the budget
