@@ -104,7 +104,7 @@ def test_an_unwritable_output_exits_2_before_reading(spark, tmp_path, capsys):
 
 
 def test_unexpected_failure_exit_1(spark, tmp_path, monkeypatch, caplog):
-    from sparkmaxent import storage
+    from sparkmaxent.storage import atomic
 
     f = tmp_path / "a.txt"
     f.write_text("A x\nB y\n")
@@ -113,7 +113,7 @@ def test_unexpected_failure_exit_1(spark, tmp_path, monkeypatch, caplog):
         raise OSError("I/O error (simulated)")
 
     # an OS error while publishing: not bad input, so exit 1 with the traceback
-    monkeypatch.setattr(storage, "publish", failing_publish)
+    monkeypatch.setattr(atomic, "publish", failing_publish)  # what storage.staged publishes by
     assert job.main(["--input", str(f), "--format", "maxent", "--output", str(tmp_path / "o")]) == 1
     assert "I/O error (simulated)" in caplog.text and "Traceback" in caplog.text
     assert sorted(os.listdir(tmp_path)) == ["a.txt"]  # the temporary output removed
