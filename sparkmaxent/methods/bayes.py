@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..choice.heldout import best_stage, refit_stage
+from ..choice.heldout import best_stage, best_stage_weights, refit_stage
 from ..choice.sections import StageRefit
 from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
@@ -152,10 +152,9 @@ class BayesFactor:
 
     def round(self, state: LoopState) -> RoundOutcome:
         cfg = self.ctx.config
-        weights = state.weights
+        size, back_to = self.round_plan(state)
+        weights, loss = self.start_from(state, back_to)
         active = weights.active_ids()
-        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
-        loss = last.loss if last else self.loss_grad(weights).loss / self.weight
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -163,7 +162,7 @@ class BayesFactor:
         def stopping(best: float, why: Stop) -> RoundOutcome:
             return _stop(weights, loss, best, why, beta0)
 
-        size, cap = self.round_size(state), cfg.selection.max_features
+        cap = cfg.selection.max_features
         room = cap - len(active) if cap else size
         if room <= 0:
             return stopping(
@@ -219,6 +218,7 @@ class BayesFactor:
             optmap_evaluations=int(report["evaluations"]),
             optmap_converged=bool(report["converged"]),
             rule_stop=rule.message if rule is not None and not past else None,
+            from_round=back_to,
         )
         return RoundOutcome(
             None,
@@ -264,20 +264,43 @@ class BayesFactor:
                 return prop, ids, below, share
             share = min(1.0, 2.0 * share)
 
-    def round_size(self, state: LoopState) -> int:
-        """Picks this round takes at most: ``per_round``; with held-out data
-        deciding the stop (``beyond_rule``), twice the last round's after a
-        round that improved the best held-out score (as SGC's stages grow),
-        else half of it, within ``per_round`` and ``ROUND_GROWTH_CAP`` times
-        it: a corpus that needs thousands of features gets them in tens of
-        rounds."""
-        size = self.ctx.config.bayes.per_round
-        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
-        if last is None or not self.beyond_rule():
-            return size
-        improved = state.info.get("choice_round") == state.round
-        grown = last.round_size * 2 if improved else last.round_size // 2
-        return int(min(max(grown, size), size * ROUND_GROWTH_CAP))
+    def round_plan(self, state: LoopState) -> tuple[int, int | None]:
+        """Picks this round takes at most, and the stage it starts from when
+        it goes back to the best one (None: from the last round). Without
+        held-out data deciding the stop (``beyond_rule``): ``per_round``
+        picks, from the last round. With it, rounds grow while held-out
+        improves and back off when it does not (as SGC's stages grow):
+        after a round that improved the best held-out score, twice the last
+        round's picks, but at most half of the smallest round that did not
+        improve it (a size that overshot is not tried again); after one
+        that did not, half of its picks taken from the best stage instead,
+        not on top of the overshoot; within ``per_round`` and
+        ``ROUND_GROWTH_CAP`` times it. A round of ``per_round`` that did
+        not improve goes on from itself: the held-out stop rule
+        (``train.choice.patience``) decides how far."""
+        per_round = self.ctx.config.bayes.per_round
+        if not state.trace or not self.beyond_rule():
+            return per_round, None
+        cap = per_round * ROUND_GROWTH_CAP
+        last = state.trace[-1].detail_as(BayesRound).round_size
+        if state.info.get("choice_round") != state.round:  # the last round did not improve
+            if last > per_round:
+                return max(last // 2, per_round), int(state.info["choice_round"])
+            return per_round, None
+        overshot = [r.detail_as(BayesRound).round_size for r in _not_improving(state.trace)]
+        ceiling = min(overshot) // 2 if overshot else cap
+        return int(min(max(min(2 * last, ceiling), per_round), cap)), None
+
+    def start_from(self, state: LoopState, back_to: int | None) -> tuple[Weights, float]:
+        """The weights a round starts from and their mean training loss: the
+        last round's, or the best held-out stage's (round ``back_to``)."""
+        if back_to is None:
+            if not state.trace:
+                return state.weights, self.loss_grad(state.weights).loss / self.weight
+            return state.weights, state.trace[-1].detail_as(BayesRound).loss
+        row = next(r for r in state.trace if r.round == back_to)
+        log.info("going back to stage %d (%d features), the best held-out", back_to, row.active)
+        return best_stage_weights(self.space, state), row.detail_as(BayesRound).loss
 
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
@@ -363,6 +386,18 @@ class BayesFactor:
             score[fresh] = s
             # no longer beats beta_0 (or raises the log posterior) given the picks: out
             live[fresh] = s > (0.0 if by_gain else floor)
+
+
+def _not_improving(trace) -> list:
+    """The rows whose held-out score did not beat the best before them
+    (``choice.keep_if_best``'s test; the first row always does)."""
+    best, rows = None, []
+    for r in trace:
+        if best is None or r.heldout_score > best:
+            best = r.heldout_score
+        else:
+            rows.append(r)
+    return rows
 
 
 def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:

@@ -465,20 +465,34 @@ def test_past_the_rule_rounds_take_the_largest_log_posterior_gains(past_the_rule
     assert res.report.stage_choice.heldout_score > rows[stop - 1].heldout_score
 
 
-def test_past_the_rule_rounds_grow_while_held_out_improves(past_the_rule):
-    # twice the last round's picks after a round that improved the best
-    # held-out score, half of it after one that did not, within per_round
-    # and ROUND_GROWTH_CAP times it, before the rule's stop and past it
+def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_not(
+    past_the_rule,
+):
+    # after a round that improved the best held-out score: twice its picks,
+    # at most half the smallest round that did not improve it; after one that
+    # did not: half of its picks, on top of the best stage rather than of the
+    # overshoot; within per_round (10) and ROUND_GROWTH_CAP times it
     rows = past_the_rule[3].report.rounds
-    best, sizes = -math.inf, [r.detail_as(BayesRound).round_size for r in rows]
-    assert max(sizes) > 10
-    for r, size, nxt in zip(rows, sizes, sizes[1:]):
-        improved = r.heldout_score > best
-        best = max(best, r.heldout_score)
-        want = size * 2 if improved else size // 2
-        cap = 10 * bayes.ROUND_GROWTH_CAP
-        assert nxt == min(max(want, 10), cap)
-        assert r.added <= size
+    cap = 10 * bayes.ROUND_GROWTH_CAP
+    best, best_row, overshot, went_back = -math.inf, None, [], 0
+    assert max(r.detail_as(BayesRound).round_size for r in rows) > 10
+    for r, nxt in zip(rows, rows[1:]):
+        size, after = r.detail_as(BayesRound).round_size, nxt.detail_as(BayesRound)
+        assert 0 < r.added <= size and r.removed == 0
+        if r.heldout_score > best:
+            best, best_row = r.heldout_score, r
+            ceiling = min(overshot) // 2 if overshot else cap
+            assert after.round_size == min(max(min(2 * size, ceiling), 10), cap)
+            assert after.from_round is None and nxt.active == r.active + nxt.added
+            continue
+        overshot.append(size)
+        if size > 10:
+            went_back += 1
+            assert after.round_size == size // 2 and after.from_round == best_row.round
+            assert nxt.active == best_row.active + nxt.added < r.active + nxt.added
+        else:
+            assert after.round_size == 10 and after.from_round is None
+    assert went_back
 
 
 def test_proposals_refuse_unseen_labels():
