@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: Past the rule, a round takes at most this many times ``per_round`` picks.
 ROUND_GROWTH_CAP = 32
+#: Past the rule, a round rescores about this many times, whatever its size.
+PAST_RULE_RESCORINGS = 8
 
 
 class BayesFactor:
@@ -88,9 +90,22 @@ class BayesFactor:
             "loss pass",
         )
 
-    def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
+    def fit(
+        self,
+        weights: Weights,
+        ids: np.ndarray,
+        alpha0: np.ndarray | None = None,
+        pool: int | None = None,
+    ):
         """mu_g, a_g and the log Bayes factor of each id against ``weights``
-        (mean field; the model prior's odds are the caller's)."""
+        (mean field; the model prior's odds are the caller's). ``pool``:
+        only the ``pool`` largest log posterior gains are needed (past the
+        rule), so with the sketch only they get its exact polish pass."""
+        polish = (
+            {"polish_top": pool}
+            if pool and self.ctx.config.selection.gain_method == "sketch"
+            else {}
+        )
         f = fit_gains(
             self.ctx.backend,
             weights,
@@ -99,6 +114,7 @@ class BayesFactor:
             method=self.ctx.config.selection.gain_method,
             prior_variance=self.sigma2,
             alpha0=alpha0,
+            **polish,
         )
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
 
@@ -171,13 +187,12 @@ class BayesFactor:
         prop, ids, below, share = self.propose(weights)
         if not len(ids):
             return stopping(float("nan"), _nothing_proposed(prop, below))
-        fit, log_bf = self.fit(weights, ids)
+        limit, past = min(size, room), self.past_rule(state)
+        fit, log_bf = self.fit(weights, ids, pool=2 * limit if past else None)
         odds, inclusion = self.model_prior(log_bf, len(active))
-        limit = min(size, room)
         beta = log_bf + odds(len(active)) if inclusion != 0.0 else np.full(len(ids), -np.inf)
         best = float(beta.max())
         rule = _rule_stop(len(ids), inclusion, best)
-        past = self.past_rule(state)
         if rule is not None and not self.beyond_rule():
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor, beyond = 0.0, rule is not None or past
@@ -187,7 +202,8 @@ class BayesFactor:
             odds, inclusion = (lambda k: 0.0), None
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
-        take = max(1, limit // cfg.bayes.per_round)
+        # picks taken together after each rescoring (docs "What a round costs")
+        take = -(-limit // PAST_RULE_RESCORINGS) if beyond else max(1, limit // cfg.bayes.per_round)
         picks, rescored = self.select(
             weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
         )
@@ -336,7 +352,8 @@ class BayesFactor:
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
         a model of k features. A proposal takes part while its score is
         above ``floor`` (0: it beats beta_0; below 0 beyond the rule).
-        Each rescoring is followed by the ``take`` best picks together.
+        Each rescoring (of ``train.bayes.rescore`` proposals, at least
+        2 x ``take``) is followed by the ``take`` best picks together.
         ``by_gain``: past the rule, the scores are log posterior gains (a
         pick's ``gain`` instead of its ``beta``) and a rescored proposal
         stays while it still raises the log posterior.
@@ -379,7 +396,7 @@ class BayesFactor:
             # rescore the best remaining ones against the model with the picks
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
-            fresh = pos[order[: cfg.bayes.rescore]]
+            fresh = pos[order[: max(cfg.bayes.rescore, 2 * take)]]
             s, mu[fresh] = self.rescore(model, ids[fresh], mu[fresh], by_gain)
             s += odds(len(model.values))
             rescored += len(fresh)
