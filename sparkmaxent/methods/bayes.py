@@ -43,7 +43,7 @@ from ..problem import Objective
 from ..problem.objective import checked_pass
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.checkpoint import has_checkpoint
-from ..selection.loop import add_feature, best_of, run_rounds
+from ..selection.loop import add_features, best_of, run_rounds
 from ..selection.reporting import FeatureNamer
 from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gain_fits import fit_gains
@@ -207,10 +207,7 @@ class BayesFactor:
         picks, rescored = self.select(
             weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
         )
-        grown = weights
-        for p in picks:
-            grown = add_feature(grown, p["feature"], p["mu"])
-        new, report = self.optmap(grown)
+        new, report = self.optmap(with_picks(weights, picks))
         objective, new_loss = float(report["objective"]), float(report["loss"])
         detail = BayesRound(
             beyond_rule=bool(beyond),
@@ -387,13 +384,13 @@ class BayesFactor:
                     break
                 picks.append({"feature": int(ids[b]), key: float(score[b]), "mu": float(mu[b])})
                 live[b] = False
-                model = add_feature(model, int(ids[b]), float(mu[b]))
                 if signatures is not None:
                     batch |= signatures[sig_row[b]]
                 taken += 1
             if len(picks) >= limit or not np.any(live):
                 return picks, rescored
             # rescore the best remaining ones against the model with the picks
+            model = with_picks(weights, picks)
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
             fresh = pos[order[: max(cfg.bayes.rescore, 2 * take)]]
@@ -403,6 +400,11 @@ class BayesFactor:
             score[fresh] = s
             # no longer beats beta_0 (or raises the log posterior) given the picks: out
             live[fresh] = s > (0.0 if by_gain else floor)
+
+
+def with_picks(weights: Weights, picks: list[dict]) -> Weights:
+    """``weights`` with the picks added at their mu (Eq. 14's fixed model)."""
+    return add_features(weights, [p["feature"] for p in picks], [p["mu"] for p in picks])
 
 
 def _not_improving(trace) -> list:

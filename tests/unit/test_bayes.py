@@ -38,7 +38,7 @@ from sparkmaxent.methods.bayes_scores import (
 )
 from sparkmaxent.methods.round_details import BayesRound
 from sparkmaxent.problem.objective import Objective
-from sparkmaxent.selection.loop import add_feature
+from sparkmaxent.selection.loop import add_feature, add_features
 from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
 
@@ -493,6 +493,18 @@ def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_
         else:
             assert after.round_size == 10 and after.from_round is None
     assert went_back
+
+
+def test_add_features_adds_many_as_add_feature_adds_one():
+    start = Weights(np.array([2, 7]), np.array([0.5, -1.0]), np.zeros(2))
+    one = start
+    for j, a in [(9, 1.0), (0, 2.0), (7, 0.25), (3, -3.0)]:
+        one = add_feature(one, j, a)
+    many = add_features(start, [9, 0, 7, 3], [1.0, 2.0, 0.25, -3.0])
+    np.testing.assert_array_equal(many.active_ids(), one.active_ids())
+    np.testing.assert_array_equal(many.values, one.values)
+    np.testing.assert_array_equal(many.bias, start.bias)
+    assert add_features(start, [], []).nnz == start.nnz
 
 
 def test_proposals_refuse_unseen_labels():
