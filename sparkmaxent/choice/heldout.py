@@ -155,6 +155,18 @@ def keep_if_best(state: LoopState, row: dict, measure: Measure) -> None:
     )
 
 
+def not_improving(trace: list[RoundRecord]) -> list[RoundRecord]:
+    """The stages whose held-out score did not beat the best before them
+    (``keep_if_best``'s test; the first always does)."""
+    best, rows = None, []
+    for r in trace:
+        if best is None or r.heldout_score > best:
+            best = r.heldout_score
+        else:
+            rows.append(r)
+    return rows
+
+
 def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     """The held-out stop rule of a stage run keeping its best stage (the
     paths' rule, ``stopping.stop_rule``: a stage per point), replayed over

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..choice.heldout import best_stage, best_stage_weights, refit_stage
+from ..choice.heldout import best_stage, best_stage_weights, not_improving, refit_stage
 from ..choice.sections import StageRefit
 from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
@@ -300,7 +300,7 @@ class BayesFactor:
             if last > per_round:
                 return max(last // 2, per_round), int(state.info["choice_round"])
             return per_round, None
-        overshot = [r.detail_as(BayesRound).round_size for r in _not_improving(state.trace)]
+        overshot = [r.detail_as(BayesRound).round_size for r in not_improving(state.trace)]
         ceiling = min(overshot) // 2 if overshot else cap
         return int(min(max(min(2 * last, ceiling), per_round), cap)), None
 
@@ -405,18 +405,6 @@ class BayesFactor:
 def with_picks(weights: Weights, picks: list[dict]) -> Weights:
     """``weights`` with the picks added at their mu (Eq. 14's fixed model)."""
     return add_features(weights, [p["feature"] for p in picks], [p["mu"] for p in picks])
-
-
-def _not_improving(trace) -> list:
-    """The rows whose held-out score did not beat the best before them
-    (``choice.keep_if_best``'s test; the first row always does)."""
-    best, rows = None, []
-    for r in trace:
-        if best is None or r.heldout_score > best:
-            best = r.heldout_score
-        else:
-            rows.append(r)
-    return rows
 
 
 def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:
