@@ -60,8 +60,9 @@ log = logging.getLogger(__name__)
 
 #: Past the rule, a round takes at most this many times ``per_round`` picks.
 ROUND_GROWTH_CAP = 32
-#: Past the rule, a round rescores about this many times, whatever its size.
-PAST_RULE_RESCORINGS = 8
+#: With held-out data deciding the stop, a round rescores about this many
+#: times, whatever its size.
+HELDOUT_RESCORINGS = 8
 
 
 class BayesFactor:
@@ -203,7 +204,8 @@ class BayesFactor:
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
         # picks taken together after each rescoring (docs "What a round costs")
-        take = -(-limit // PAST_RULE_RESCORINGS) if beyond else max(1, limit // cfg.bayes.per_round)
+        grow = self.beyond_rule()
+        take = -(-limit // HELDOUT_RESCORINGS) if grow else max(1, limit // cfg.bayes.per_round)
         picks, rescored = self.select(
             weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
         )
