@@ -14,25 +14,26 @@ The round at size N is the first round of a grafting run at ``--gamma``
 with n_best = N: the N candidates of largest |dC/dw_j| at zero weights
 enter, and the round is solved from there as grafting solves it
 (``Grafting.grow``), once per solver (``newton`` only up to ``--exact-max``
-weights: its Hessian block is (n + K)^2 doubles per partition). The round's tolerance (``--tol``): ``round``, grafting's own for a
-first round (``round_tol_ratio`` times the test's excess: loose, a large
-round may end after one iteration), or ``final``, the run's final tolerance
-at every size (what a path's finishing rounds and its rounds deep in the
-path solve to: the fixed-tolerance measure of the slope), or a number, that
-tolerance at every size. A row: the round's wall seconds; its CPU seconds
-(in-process: the process's, without the pickling that measures the bytes;
-Spark: the driver's plus the Python workers' for the tasks and the pickling
-of their results, which Spark does anyway); its passes; the Hessian-vector products
+weights: its Hessian block is (n + K)^2 doubles per partition). The
+round's tolerance (``--tol``): ``round``, grafting's own for a first round
+(``round_tol_ratio`` times the test's excess: loose, a large round may end
+after one iteration), or ``final``, the run's final tolerance at every size
+(what a path's finishing rounds and its rounds deep in the path solve to:
+the fixed-tolerance measure of the slope), or a number, that tolerance at
+every size. A row: the round's wall seconds; its CPU seconds (in-process:
+the process's, without the pickling that measures the bytes; Spark: the
+driver's plus the Python workers' for the tasks and the pickling of their
+results, which Spark does anyway); its passes; the Hessian-vector products
 the partitions ran (newton-cg; each about a gradient pass's work on its
 partition); the bytes every partition's result pickles to (what a pass
 ships to the driver) and the task's pickle (what it ships to every
 executor), per pass and per kind of pass (``by_pass``: ``direction``,
 ``gradient`` over the active set, ``full-gradient`` (the next gradient
 test), ``curvature`` (the Hessian block), ``ray``, ``trial-points``,
-``product`` (one Hessian-vector product of CG across passes));
-the objective reached and whether the round converged. The slopes are least-squares slopes of
-log seconds (and log bytes) against log active weights over the rows of
-at least ``SLOPE_FROM`` weights.
+``product`` (one Hessian-vector product of CG across passes)); the
+objective reached and whether the round converged. The slopes are
+least-squares slopes of log seconds (and log bytes) against log active
+weights over the rows of at least ``SLOPE_FROM`` weights.
 
     python -m benchmarks.round_cost --work <work> --reuse --backends local spark \
         --sizes 500 1000 2000 4000 8000 16000 64000
@@ -282,8 +283,7 @@ def solve_round(
     }
 
 
-#: the rows of the product-pass probe (``product_probe``)
-PROBE = "product-pass"
+PROBE = "product-pass"  # the solver of ``product_probe``'s rows
 #: a product pass served its operator from the cache: at most this share of an afresh one
 PROBE_GOAL = 0.5
 
