@@ -295,7 +295,7 @@ TYPED_KEY_READS: dict[str, int] = {
     "tests/spark/test_thresholded_spark.py": 7,
     "tests/spark/test_topk_spark.py": 6,
     "tests/unit/test_bayes.py": 1,
-    "tests/unit/test_choice.py": 59,
+    "tests/unit/test_choice.py": 1,
     "tests/unit/test_combination_path.py": 5,
     "tests/unit/test_direction.py": 1,
     "tests/unit/test_grafting.py": 4,
