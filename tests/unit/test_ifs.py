@@ -564,7 +564,9 @@ def test_a_stage_refit_stops_at_stage_refit_gtol_and_saves_passes(generated):
     tight, loose = runs[0.0], runs[1e-3]
     assert refit_violation(tight) <= 1e-7  # train.gtol
     assert 1e-7 < refit_violation(loose) <= 1e-3
-    passes = {tol: sum(stage(r).refit_passes for r in res.report.rounds) for tol, res in runs.items()}
+    passes = {
+        tol: sum(stage(r).refit_passes for r in res.report.rounds) for tol, res in runs.items()
+    }
     assert passes[1e-3] < passes[0.0]
     # a looser refit leaves the loss within a small fraction of the stage's gains
     assert loose.report.objective == pytest.approx(tight.report.objective, rel=1e-3)
