@@ -24,6 +24,7 @@ nothing but the DataFrame API (classic or Spark Connect).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -286,7 +287,7 @@ class SQLExport:
     """``sqlExpression``, ``sqlQuery`` and ``saveSQL`` of a
     ``MaxEntClassificationModel``: the model as Spark SQL text."""
 
-    def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
+    def sqlExpression(self: Any, featuresCol: str | None = None, kind: str = ARRAY):
         """The model as Spark SQL: a list of (column, expression) steps, each
         using the columns before it, the last three giving rawPrediction and
         probability (``array<double>``) and prediction; ``kind`` is the
@@ -297,7 +298,7 @@ class SQLExport:
         is plain SQL for Scala, Java and SQL users (ml/sql.py)."""
         return score_sql(self.scorer(), featuresCol or self.getFeaturesCol(), kind)
 
-    def sqlQuery(self, table: str, featuresCol: str | None = None, kind: str = ARRAY) -> str:
+    def sqlQuery(self: Any, table: str, featuresCol: str | None = None, kind: str = ARRAY) -> str:
         """The model as one Spark SQL query over ``table`` (a table or view
         name, or a parenthesized subquery): every column of it plus
         rawPrediction and probability (``array<double>``) and prediction, as
@@ -315,7 +316,7 @@ class SQLExport:
         return select_sql(self.sqlExpression(featuresCol, kind), table, outputs)
 
     def saveSQL(
-        self,
+        self: Any,
         path: str,
         table: str = "input",
         featuresCol: str | None = None,
