@@ -541,3 +541,32 @@ def test_adaptive_stages_double_and_halve_by_the_refit_without_held_out_data(gen
         expect = min(max(size, math.ceil(active / 32), 1), 64)  # stage_features_min_share
         assert stage(r).stage_size == min(expect, 300 - active)
     assert max(sizes) == 64
+
+
+def test_a_stage_refit_stops_at_stage_refit_gtol_and_saves_passes(generated):
+    """train.ifs.stage_refit_gtol: a multi-feature stage's refit (not the
+    chosen stage's refit or re-estimation) stops once its largest gradient
+    entry is below it; 0: train.gtol."""
+    block, space = generated
+
+    def refit_violation(res) -> float:
+        # the gradient of L + l2/2 ||w||^2 (train.l2 without the gain prior)
+        # at the last stage's refitted weights, over its features and the bias
+        w = res.weights
+        lg = loss_grad(block, space, w, grad_ids=w.ids)
+        grad = np.concatenate([lg.grad / lg.weight + 1e-4 * w.values, lg.grad_bias / lg.weight])
+        return float(np.abs(grad).max())
+
+    runs = {
+        tol: run(block, space, "sgc", stage_features=8, max_features=64, stage_refit_gtol=tol)
+        for tol in (0.0, 1e-3)
+    }
+    tight, loose = runs[0.0], runs[1e-3]
+    assert refit_violation(tight) <= 1e-7  # train.gtol
+    assert 1e-7 < refit_violation(loose) <= 1e-3
+    passes = {
+        tol: sum(stage(r).refit_passes for r in res.report.rounds) for tol, res in runs.items()
+    }
+    assert passes[1e-3] < passes[0.0]
+    # a looser refit leaves the loss within a small fraction of the stage's gains
+    assert loose.report.objective == pytest.approx(tight.report.objective, rel=1e-3)
