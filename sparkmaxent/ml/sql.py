@@ -3,12 +3,12 @@
 A model without conjunctions scores a row as S_k = sum_j x_j W[j, k] + b_k
 over the predicates it uses (``Scorer.linear``, standardization folded in).
 Each feature first becomes its row of K weights in one flat ``array<double>``
-literal (one row per used predicate, read by ``from_json`` from one
-string literal, constant-folded once by the optimizer), found in O(1): a
-name by Spark's own ``hash`` (Murmur3, :func:`spark_hash` here) into a
-bucket of a sorted literal name array and ``array_position`` within that
-bucket (a map literal would be scanned key by key); a Vector's index by an
-index -> row literal. An unknown name adds nothing, a repeated one adds
+literal (one row per slot of a used predicate, read by ``from_json`` from
+one string literal, constant-folded once by the optimizer), found in O(1):
+a name by a perfect hash built here with Spark's own ``hash`` (Murmur3,
+:func:`spark_hash`; :class:`DisplacedSlots`), its slot's name compared
+(a map literal would be scanned key by key); a Vector's index by an index
+-> row literal. An unknown name adds nothing, a repeated one adds
 again, as ``prepare`` sums repeats; a model trained on binary predicates
 reads an array's distinct names and a value's presence, as
 ``prepare(binary=True)``. The K scores are one ``transform`` over the
@@ -24,6 +24,7 @@ nothing but the DataFrame API (classic or Spark Connect).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -79,47 +80,52 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
     steps = []
     if kind == VECTOR:
         used = np.asarray([j for j in used if _is_index(names[j])], dtype=np.int64)
-        # Vector index i -> its row (1-based) of the weights, 0: unused
-        row_of = np.zeros(max((int(names[j]) + 1 for j in used), default=0), dtype=np.int64)
-        row_of[[int(names[j]) for j in used]] = np.arange(len(used)) + 1
+        # Vector index i -> its row (0-based) of the weights, -1: unused
+        row_of = np.full(max((int(names[j]) + 1 for j in used), default=0), -1, dtype=np.int64)
+        row_of[[int(names[j]) for j in used]] = np.arange(len(used))
         rows = W[used]
         steps.append((TEXT, f"CAST({col} AS STRING)"))
-        at = f"coalesce(try_element_at({_literal(row_of.tolist(), 'int')}, e.i + 1), 0)"
+        at = f"coalesce(try_element_at({_literal(row_of.tolist(), 'int')}, e.i + 1), -1)"
         # the entries are the stored values: presence is 1.0 where one is non-zero
-        known = f"transform({vector_entries(TEXT)}, e -> named_struct('i', {at}, 'x', e.x))"
+        entries = f"transform({vector_entries(TEXT)}, e -> named_struct('i', {at}, 'x', e.x))"
+        known = f"filter({entries}, e -> e.i >= 0)"
     elif kind in (ARRAY, MAP):
-        keys = sorted((names[j] for j in used), key=lambda n: n.encode("utf-8"))
-        M, keys, first = hash_buckets(keys)
-        row = {names[j]: j for j in used}
-        rows = W[[row[n] for n in keys]] if keys else np.zeros((0, W.shape[1]))
+        keys = [names[j] for j in used]
+        slots = DisplacedSlots.of(keys)
+        table: list[str | None] = [None] * slots.size
+        rows = np.zeros((slots.size, W.shape[1]))
+        for j, key, at in zip(used, keys, slots.slots):
+            table[at], rows[at] = key, W[j]
+        names_at = f"from_json({_string(json.dumps(table))}, 'array<string>')"
         if kind == ARRAY:
             listed = f"coalesce({f'array_distinct({col})' if scorer.binary else col}, array())"
-            at = _position("x", M, keys, first)
-            known = f"transform({listed}, x -> named_struct('i', {at}, 'x', 1D))"
+            found = f"(s, j) -> element_at({names_at}, s + 1) = l[j]"
+            known = _let(listed, "l", f"filter(transform(l, x -> {slots.sql('x')}), {found})")
         else:
             pairs = f"coalesce(map_entries({col}), array())"
-            at = _position("e.key", M, keys, first)
-            known = f"transform({pairs}, e -> named_struct('i', {at}, 'x', e.value))"
+            entry = f"named_struct('i', {slots.sql('e.key')}, 'k', e.key, 'x', e.value)"
+            found = f"e -> element_at({names_at}, e.i + 1) = e.k"
+            known = f"filter(transform({pairs}, e -> {entry}), {found})"
     else:
         raise ValueError(f"no SQL scoring for a features column of kind {kind!r}")
     return [*steps, (SCORES, _scores(known, rows, b, scorer.binary, kind)), *output_steps(scorer)]
 
 
 def _scores(known: str, rows: np.ndarray, b: np.ndarray, binary: bool, kind: str) -> str:
-    """``array<double>`` S_k = b_k + sum_e x_e rows[e.i - 1, k] over the
-    entries ``known`` (``array<struct<i, x>>``, i the 1-based weight row, 0:
-    a predicate the model does not use): one ``transform`` over the classes
-    of an ``aggregate`` over the entries, each weight an ``element_at`` into
-    one flat literal (row-major), all of them generated code (``zip_with``
-    is not); the entries are bound once (:func:`_let`), not per class."""
+    """``array<double>`` S_k = b_k + sum_e x_e rows[e.i, k] over the entries
+    ``known`` of the predicates the model uses (``array<int>`` of weight
+    rows for an array of names, whose x_e are 1; else ``array<struct<i,
+    x>>``): one ``transform`` over the classes of an ``aggregate`` over the
+    entries, each weight an ``element_at`` into one flat literal
+    (row-major), all of them generated code (``zip_with`` is not); the
+    entries are bound once (:func:`_let`), not per class."""
     K = len(b)
     value = "CAST(e.x != 0 AS DOUBLE)" if binary else "e.x"
-    times = "" if kind == ARRAY else f" * {value}"
+    row, times = ("e", "") if kind == ARRAY else ("e.i", f" * {value}")
     flat = _literal(rows.ravel().tolist(), "double")
-    weight = f"element_at({flat}, (e.i - 1) * {K} + k + 1)"
-    add = f"(s, e) -> s + {weight}{times}"
+    add = f"(s, e) -> s + element_at({flat}, {row} * {K} + k + 1){times}"
     per_class = f"transform({_doubles(b)}, (b, k) -> aggregate(kn, b, {add}))"
-    return f"coalesce({_let(f'filter({known}, e -> e.i > 0)', 'kn', per_class)}, {_doubles(b)})"
+    return f"coalesce({_let(known, 'kn', per_class)}, {_doubles(b)})"
 
 
 def _let(value: str, name: str, body: str) -> str:
@@ -135,58 +141,148 @@ def _literal(values: list, of: str) -> str:
     return f"from_json({_string(json.dumps(values, allow_nan=False))}, 'array<{of}>')"
 
 
-def _position(key: str, M: int, keys: list[str], first: list[int]) -> str:
-    """The 1-based position of name ``key`` in ``keys`` (0 when absent), in
-    O(1): its bucket ``pmod(hash(key), M)`` holds ``keys[first[b]:first[b +
-    1]]`` (:func:`hash_buckets`), searched by ``array_position``."""
-    names = f"from_json({_string(json.dumps(keys))}, 'array<string>')"
-    firsts = f"from_json({_string(json.dumps(first))}, 'array<bigint>')"
-    # a bucket's (first, count) packed in one lookup: first * 2^20 + count
-    lo = f"element_at({firsts}, pmod(hash({key}), {M}) + 1)"
-    head, count = f"CAST({lo} DIV 1048576 AS INT)", f"CAST({lo} % 1048576 AS INT)"
-    found = f"array_position(slice({names}, {head} + 1, {count}), {key})"
-    return f"CAST(IF({found} = 0, 0, {head} + {found}) AS INT)"
+_U32 = np.uint32
 
 
-def spark_hash(text: str, seed: int = 42) -> int:
-    """Spark SQL's ``hash(text)`` of a string (Murmur3 x86 32-bit over its
-    UTF-8 bytes, seed 42, a 1..3 byte tail mixed byte by byte as signed ints
-    as ``Murmur3_x86_32.hashUnsafeBytes`` does), as a signed 32-bit int."""
-    mask = 0xFFFFFFFF
+def _mixed(h1: np.ndarray, k1: np.ndarray) -> np.ndarray:
+    """4-byte blocks (or tail bytes) ``k1`` mixed into Murmur3 x86 32-bit states ``h1``."""
 
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & mask
+    def rotl(x: np.ndarray, r: int) -> np.ndarray:
+        return (x << _U32(r)) | (x >> _U32(32 - r))
 
-    def mix(h1: int, k1: int) -> int:
-        k1 = rotl((k1 * 0xCC9E2D51) & mask, 15) * 0x1B873593 & mask
-        return (rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & mask
+    k1 = rotl(k1 * _U32(0xCC9E2D51), 15) * _U32(0x1B873593)
+    return rotl(h1 ^ k1, 13) * _U32(5) + _U32(0xE6546B64)
 
-    data = text.encode("utf-8")
-    n, h1 = len(data), seed & mask
+
+def _finished(h1: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Murmur3's finalization of states ``h1`` after ``length`` bytes, as signed 32-bit ints."""
+    h1 = h1 ^ length.astype(_U32)
+    h1 = (h1 ^ (h1 >> _U32(16))) * _U32(0x85EBCA6B)
+    h1 = (h1 ^ (h1 >> _U32(13))) * _U32(0xC2B2AE35)
+    return (h1 ^ (h1 >> _U32(16))).view(np.int32).astype(np.int64)
+
+
+def _utf8_blocks(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes of each string's UTF-8 form, zero-padded to a multiple of 4, one
+    row per string; its length in bytes)."""
+    data = [t.encode("utf-8") for t in texts]
+    n = np.asarray([len(x) for x in data], dtype=np.int64)
+    buf = np.zeros((len(data), -(-int(n.max(initial=0)) // 4) * 4), dtype=np.uint8)
+    for i, x in enumerate(data):
+        buf[i, : len(x)] = np.frombuffer(x, dtype=np.uint8)
+    return buf, n
+
+
+def _hashed_blocks(buf: np.ndarray, n: np.ndarray, seeds) -> np.ndarray:
+    """Murmur3 x86 32-bit of each row of :func:`_utf8_blocks` from its seed,
+    a 1..3 byte tail mixed byte by byte as signed ints (as Spark's
+    ``Murmur3_x86_32.hashUnsafeBytes``), as signed 32-bit ints."""
+    blocks = buf.view("<u4")
+    seeds = np.broadcast_to(np.asarray(seeds, dtype=np.int64), n.shape)
+    h1 = seeds.astype(_U32)
     aligned = n - n % 4
-    for i in range(0, aligned, 4):
-        h1 = mix(h1, int.from_bytes(data[i : i + 4], "little"))
-    for byte in data[aligned:]:
-        h1 = mix(h1, (byte - 256 if byte > 127 else byte) & mask)
-    h1 ^= n
-    h1 = ((h1 ^ (h1 >> 16)) * 0x85EBCA6B) & mask
-    h1 = ((h1 ^ (h1 >> 13)) * 0xC2B2AE35) & mask
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+    with np.errstate(over="ignore"):
+        for b in range(blocks.shape[1]):
+            rows = aligned >= 4 * (b + 1)
+            h1[rows] = _mixed(h1[rows], blocks[rows, b].astype(_U32))
+        for t in range(3):
+            rows = np.flatnonzero(n % 4 > t)
+            tail = buf[rows, aligned[rows] + t].view(np.int8).astype(np.int32).view(_U32)
+            h1[rows] = _mixed(h1[rows], tail)
+        return _finished(h1, n)
 
 
-def hash_buckets(names: list[str]) -> tuple[int, list[str], list[int]]:
-    """(M, names reordered by bucket, packed bucket bounds): name x is in
-    bucket ``pmod(hash(x), M)`` of M = len(names) buckets; bucket b holds
-    positions first .. first + count - 1 of the reordered names, packed as
-    first * 2^20 + count in entry b (a bucket holds far fewer than 2^20)."""
-    M = max(len(names), 1)
-    bucket = [spark_hash(x) % M for x in names]
-    order = sorted(range(len(names)), key=lambda j: bucket[j])
-    counts = np.bincount(bucket, minlength=M) if names else np.zeros(M, np.int64)
-    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    packed = (firsts * 2**20 + counts).tolist()
-    return M, [names[j] for j in order], [int(x) for x in packed]
+def spark_hashes(texts: list[str]) -> np.ndarray:
+    """Spark SQL's ``hash(text)`` of each string (Murmur3 x86 32-bit over its
+    UTF-8 bytes, seed 42), as signed 32-bit ints."""
+    return _hashed_blocks(*_utf8_blocks(texts), 42)
+
+
+def spark_hash(text: str) -> int:
+    """Spark SQL's ``hash(text)`` of one string (:func:`spark_hashes`)."""
+    return int(spark_hashes([text])[0])
+
+
+def spark_hash_ints(values) -> np.ndarray:
+    """Spark SQL's ``hash(d)`` of each int d (Murmur3 ``hashInt``, seed 42):
+    the seed ``hash(d, x)`` hashes string x with."""
+    values = np.asarray(values, dtype=np.int64)
+    with np.errstate(over="ignore"):
+        h1 = _mixed(np.full(values.shape, 42, dtype=_U32), values.astype(_U32))
+        return _finished(h1, np.full(values.shape, 4))
+
+
+@dataclass(frozen=True)
+class DisplacedSlots:
+    """A perfect hash of names into ``size`` slots (hash and displace,
+    Belazzougui, Botelho and Dietzfelbinger 2009): name x is in bucket
+    ``pmod(hash(x), B)`` (B = len(displacements)) and in slot ``pmod(hash(d,
+    x), size)``, d its bucket's displacement (x hashed again from the seed
+    ``hash(d)``, so names of equal ``hash(x)`` part too); no two names share
+    a slot: a lookup is two hashes of the name, one displacement and one
+    name compared, whatever the number of names."""
+
+    displacements: list[int]
+    size: int
+    #: the slot of each name, in the order given
+    slots: list[int]
+
+    #: slots per name: the weights literal has a row per slot
+    SLACK = 1.25
+    #: displacements tried at once for a bucket of several names
+    TRIES = 32
+
+    @classmethod
+    def of(cls, names: list[str]) -> DisplacedSlots:
+        """Slots for distinct ``names``: buckets of several names first,
+        largest first, each at the first displacement d whose slots are free
+        and distinct; then the one-name buckets, d = 0, 1, ... in turn."""
+        n = len(names)
+        B, size = max(n, 1), max(int(n * cls.SLACK) + 1, 1)
+        buf, length = _utf8_blocks(names)
+        bucket_of = _hashed_blocks(buf, length, 42) % B
+        order = np.argsort(bucket_of, kind="stable")
+        starts = np.searchsorted(bucket_of[order], np.arange(B + 1))
+        counts = np.diff(starts)
+        displacements, taken, slots = np.zeros(B, np.int64), np.zeros(size, bool), np.zeros(n, int)
+
+        def slots_at(members: np.ndarray, ds: np.ndarray) -> np.ndarray:
+            """Slots of ``members`` (rows) at displacements ``ds`` (columns)."""
+            rows = np.repeat(members, len(ds))
+            seeds = np.tile(spark_hash_ints(ds), len(members))
+            return (_hashed_blocks(buf[rows], length[rows], seeds) % size).reshape(-1, len(ds))
+
+        for b in np.argsort(-counts, kind="stable")[: np.count_nonzero(counts > 1)]:
+            members = order[starts[b] : starts[b + 1]]
+            for first in range(0, 1 << 20, cls.TRIES):
+                at = slots_at(members, np.arange(first, first + cls.TRIES))
+                ok = ~taken[at].any(axis=0)
+                ok &= np.all(np.diff(np.sort(at, axis=0), axis=0) != 0, axis=0)
+                if ok.any():
+                    break
+            else:
+                raise ValueError(f"no displacement places the {len(members)} names of a bucket")
+            d = int(np.argmax(ok))
+            taken[at[:, d]], slots[members], displacements[b] = True, at[:, d], first + d
+        single = np.flatnonzero(counts == 1)
+        for d in range(1 << 20):
+            if not len(single):
+                break
+            members = order[starts[single]]
+            at = slots_at(members, np.asarray([d]))[:, 0]
+            _, first_of = np.unique(at, return_index=True)  # one name per free slot
+            placed = first_of[~taken[at[first_of]]]
+            taken[at[placed]], slots[members[placed]] = True, at[placed]
+            displacements[single[placed]] = d
+            single = np.delete(single, placed)
+        return cls(displacements.tolist(), size, slots.tolist())
+
+    def sql(self, key: str) -> str:
+        """The 0-based slot of the name ``key`` (an expression of a string):
+        its own slot if it is one of the names (compare it there)."""
+        d = f"from_json({_string(json.dumps(self.displacements))}, 'array<int>')"
+        bucket = f"CAST(pmod(hash({key}), {len(self.displacements)}) AS INT) + 1"
+        return f"CAST(pmod(hash(element_at({d}, {bucket}), {key}), {self.size}) AS INT)"
 
 
 def _is_index(name: str) -> bool:

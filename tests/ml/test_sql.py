@@ -155,16 +155,20 @@ def test_saved_sql_file_runs_as_transform(spark, model, df, tmp_path):
 
 
 def test_spark_hash_is_spark_sqls_hash(spark):
-    """The SQL scorer's name buckets are computed in Python with the hash
-    Spark evaluates per row: equal on names of every tail length, non-ASCII
-    bytes (signed tail bytes) and quotes."""
-    from sparkmaxent.ml.sql import hash_buckets, spark_hash
+    """The SQL scorer's perfect hash is built in Python with the hashes
+    Spark evaluates per row (``hash(x)``, ``hash(d, x)``): equal on names
+    of every tail length, non-ASCII bytes (signed tail bytes) and quotes;
+    each name has a slot of its own (two of equal ``hash(x)`` too), the one
+    Spark computes from the SQL."""
+    from sparkmaxent.ml.sql import DisplacedSlots, spark_hash
 
     names = ["", "a", "ab", "abc", "abcd", "abcde", "t+1=NN", "w=é,ü", "日本語", "x" * 37, "it's"]
-    got = spark.createDataFrame([(x,) for x in names], "x string").selectExpr("hash(x) AS h")
+    names += ["w=159593", "w=193902"]  # equal hash(x): hash(d, x) parts them
+    assert spark_hash(names[-1]) == spark_hash(names[-2])
+    slots = DisplacedSlots.of(names)
+    assert sorted(set(slots.slots)) == sorted(slots.slots) and slots.size > len(names)
+    got = spark.createDataFrame([(x,) for x in names], "x string").selectExpr(
+        "hash(x) AS h", f"{slots.sql('x')} AS slot"
+    )
     assert [r.h for r in got.collect()] == [spark_hash(x) for x in names]
-    M, keys, packed = hash_buckets(names)
-    for b, p in enumerate(packed):  # each bucket holds exactly its names
-        first, count = divmod(p, 2**20)
-        assert all(spark_hash(x) % M == b for x in keys[first : first + count])
-    assert sorted(keys) == sorted(names) and sum(p % 2**20 for p in packed) == len(names)
+    assert [r.slot for r in got.collect()] == slots.slots
