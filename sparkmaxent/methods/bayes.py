@@ -418,7 +418,7 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     no_refit = dataclasses.replace(ctx.config.choice, refit=False)  # the chosen run's, below
     for n, s2 in enumerate(grid):
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
-        # the last run's loop keeps time for that refit (refit_reserve), every run's
+        # the last run's loop keeps time for that refit (refit_reserve_s), every run's
         # for its laplace_evidence pass (after_passes)
         kept = ctx.config.choice if n == len(grid) - 1 else no_refit
         config = dataclasses.replace(ctx.config, bayes=bayes, choice=kept)

@@ -453,7 +453,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     # the final re-estimation, unless the chosen stage's refit on the training and
     # held-out events (the same features and penalty, more data) replaces it;
-    # max_seconds keeps time for its passes (as for the refit: refit_reserve)
+    # max_seconds keeps time for its passes (as for the refit: refit_reserve_s)
     final = bool(cfg.ifs.reestimate_every) and not refit_follows(ctx)
     after = cfg.choice.refit_reserve_passes if final else 0
     names = (spec.name, "gain", "gain")
