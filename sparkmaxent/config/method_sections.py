@@ -53,6 +53,14 @@ class GraftingConfig(Section):
         "0: unbounded.",
         ge=0,
     )
+    global_cg: int = key(
+        0,
+        "Hessian-free rounds (newton-cg, train.selection.solver): once the free set is "
+        "unchanged from the last iteration, solve the Newton model by CG on the whole data's "
+        "Hessian-vector products, one pass each, at most this many an iteration (DiSCO-style); "
+        "0: each partition's own CG throughout (GIANT).",
+        ge=0,
+    )
     dense_test_max: int = key(
         4_000_000,
         "Largest candidate space (features) whose gradient test brings the dense gradient "
@@ -166,7 +174,14 @@ class BayesConfig(Section):
         100,
         "S: features selected per round at most, each after the first rescored with the "
         "earlier ones fixed (Eq. 14); 1: one feature per OptMAP. With held-out data a "
-        "round takes up to 32 S, growing while held-out improves.",
+        "round takes up to round_growth_cap S, growing while held-out improves.",
+        ge=1,
+    )
+    round_growth_cap: int = key(
+        32,
+        "With held-out data deciding the stop (beyond_rule): a round takes at most this "
+        "many times per_round picks (rounds double after one that improved held-out, "
+        "halve after one that did not); 1: every round per_round.",
         ge=1,
     )
     sign: str = key(

@@ -58,10 +58,6 @@ from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
 
-#: Past the rule, a round takes at most this many times ``per_round`` picks.
-ROUND_GROWTH_CAP = 32
-
-
 class BayesFactor:
     """The round method of Bayes-factor selection (one round of Figure 1)."""
 
@@ -268,16 +264,16 @@ class BayesFactor:
         """Picks this round takes at most: ``per_round``; with held-out data
         deciding the stop (``beyond_rule``), twice the last round's after a
         round that improved the best held-out score (as SGC's stages grow),
-        else half of it, within ``per_round`` and ``ROUND_GROWTH_CAP`` times
+        else half of it, within ``per_round`` and ``round_growth_cap`` times
         it: a corpus that needs thousands of features gets them in tens of
         rounds."""
-        size = self.ctx.config.bayes.per_round
+        size, cap = self.ctx.config.bayes.per_round, self.ctx.config.bayes.round_growth_cap
         last = state.trace[-1].detail_as(BayesRound) if state.trace else None
         if last is None or not self.beyond_rule():
             return size
         improved = state.info.get("choice_round") == state.round
         grown = last.round_size * 2 if improved else last.round_size // 2
-        return int(min(max(grown, size), size * ROUND_GROWTH_CAP))
+        return int(min(max(grown, size), size * cap))
 
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end

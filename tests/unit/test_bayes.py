@@ -38,6 +38,7 @@ from sparkmaxent.methods.bayes_scores import (
 )
 from sparkmaxent.methods.round_details import BayesRound
 from sparkmaxent.problem.objective import Objective
+from sparkmaxent.selection.base import LoopState
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
@@ -476,9 +477,30 @@ def test_past_the_rule_rounds_grow_while_held_out_improves(past_the_rule):
         improved = r.heldout_score > best
         best = max(best, r.heldout_score)
         want = size * 2 if improved else size // 2
-        cap = 10 * bayes.ROUND_GROWTH_CAP
+        cap = 10 * train_config().bayes.round_growth_cap
         assert nxt == min(max(want, 10), cap)
         assert r.added <= size
+
+
+def test_train_bayes_round_growth_cap_bounds_the_rounds_past_the_rule(past_the_rule):
+    # the same rows sized by a method whose cap is 2 (train.bayes.round_growth_cap):
+    # rounds grow and shrink as before, never past 2 per_round
+    tr, space, _, res = past_the_rule
+    _, he, _ = topic_documents()
+    keys = dict(model_prior="uniform", per_round=10, patience=50, round_growth_cap=2)
+    ctx = TrainingContext(
+        LocalBackend([tr], space), train_config(**keys), heldout=LocalBackend([he], space)
+    )
+    bf, rows, best, sizes = BayesFactor(ctx), res.report.rounds, -math.inf, []
+    for i, r in enumerate(rows):
+        improved = r.heldout_score > best
+        best = max(best, r.heldout_score)
+        info = {"choice_round": r.round} if improved else {}
+        state = LoopState(r.round, res.weights, trace=rows[: i + 1], info=info)
+        size = r.detail_as(BayesRound).round_size
+        sizes.append(bf.round_size(state))
+        assert sizes[-1] == min(max(size * 2 if improved else size // 2, 10), 20)
+    assert max(sizes) == 20 and min(sizes) == 10
 
 
 def test_proposals_refuse_unseen_labels():

@@ -509,6 +509,25 @@ def test_round_radius_is_the_rounds_initial_trust_region(radius, expected):
     assert method.options.radius == expected
 
 
+@pytest.mark.parametrize("global_cg", [0, 50])
+def test_global_cg_reaches_the_rounds_solver_from_the_config(global_cg):
+    """``train.grafting.global_cg`` (default 0: off) is the rounds'
+    ``SolverOptions.global_cg``; a negative value is refused naming the key."""
+    from sparkmaxent.errors import ConfigError
+    from sparkmaxent.methods.grafting import Grafting, Variant
+    from sparkmaxent.selection.base import TrainingContext
+
+    _, block, space = planted(m=300, P=20, K=3, n_support=4, n_copies=0)
+    assert train_config().grafting.global_cg == 0
+    cfg = grafting_config(global_cg=global_cg)
+    method = Grafting(
+        TrainingContext(LocalBackend([block], space), cfg), Variant("grafting", Penalty(l1=2e-3))
+    )
+    assert method.options.global_cg == global_cg
+    with pytest.raises(ConfigError, match="train.grafting.global_cg"):
+        grafting_config(global_cg=-1)
+
+
 def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
     """At a small gamma1 the zero-weight margin gamma1 * kkt_tol once set the
     rounds' final tolerance (0.5 gamma1 kkt_tol): the Hessian-free rounds
