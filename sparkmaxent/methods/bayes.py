@@ -58,6 +58,7 @@ from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
 
+
 class BayesFactor:
     """The round method of Bayes-factor selection (one round of Figure 1)."""
 
@@ -157,7 +158,7 @@ class BayesFactor:
         beta0 = -self.weight * loss
 
         def stopping(best: float, why: Stop) -> RoundOutcome:
-            return _stop(weights, loss, best, why, beta0)
+            return _stop(weights, best, why)
 
         size, cap = self.round_size(state), cfg.selection.max_features
         room = cap - len(active) if cap else size
@@ -271,7 +272,7 @@ class BayesFactor:
         last = state.trace[-1].detail_as(BayesRound) if state.trace else None
         if last is None or not self.beyond_rule():
             return size
-        improved = state.info.get("choice_round") == state.round
+        improved = state.best is not None and state.best.round == state.round
         grown = last.round_size * 2 if improved else last.round_size // 2
         return int(min(max(grown, size), size * cap))
 
@@ -361,14 +362,9 @@ class BayesFactor:
             live[fresh] = s > (0.0 if by_gain else floor)
 
 
-def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:
+def _stop(weights: Weights, best: float, why: Stop) -> RoundOutcome:
     return RoundOutcome(
-        why,
-        weights,
-        objective=float("nan"),
-        score=best,
-        info={"final_beta_0": beta0, "final_loss": loss},
-        note=f"stopped: {why.message}",
+        why, weights, objective=float("nan"), score=best, note=f"stopped: {why.message}"
     )
 
 

@@ -217,7 +217,7 @@ class Incremental:
             return 1
         last = int(state.arrays["stage_size"][0])
         if self.ctx.heldout is not None:
-            improved = state.info.get("choice_round") == state.round
+            improved = state.best is not None and state.best.round == state.round
         else:
             ratio = state.trace[-1].detail_as(IfsStage).refit_ratio
             improved = ratio is None or ratio >= 0.5

@@ -198,7 +198,6 @@ def run_rounds(
         counters()
         if outcome.stop is not None:
             state.done, state.stop = True, outcome.stop
-            state.info.update(outcome.info)
             if outcome.certificate is not None:
                 state.certificate = outcome.certificate
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"

@@ -38,7 +38,7 @@ from sparkmaxent.methods.bayes_scores import (
 )
 from sparkmaxent.methods.round_details import BayesRound
 from sparkmaxent.problem.objective import Objective
-from sparkmaxent.selection.base import LoopState
+from sparkmaxent.selection.base import BestStage, LoopState
 from sparkmaxent.selection.loop import add_feature
 from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
@@ -495,8 +495,8 @@ def test_train_bayes_round_growth_cap_bounds_the_rounds_past_the_rule(past_the_r
     for i, r in enumerate(rows):
         improved = r.heldout_score > best
         best = max(best, r.heldout_score)
-        info = {"choice_round": r.round} if improved else {}
-        state = LoopState(r.round, res.weights, trace=rows[: i + 1], info=info)
+        mark = BestStage(r.round, r.heldout_score) if improved else None
+        state = LoopState(r.round, res.weights, trace=rows[: i + 1], best=mark)
         size = r.detail_as(BayesRound).round_size
         sizes.append(bf.round_size(state))
         assert sizes[-1] == min(max(size * 2 if improved else size // 2, 10), 20)
