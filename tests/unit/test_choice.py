@@ -392,7 +392,7 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     if method == "grafting":
         assert row.kkt_passed and full.certificate.passed
         assert result.certificate.max_zero_gradient <= result.certificate.bound
-    assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
+    assert row.objective == pytest.approx(full.objective, rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
@@ -644,7 +644,6 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     assert [r.below_best_se for r in again] == pytest.approx(
         [r.below_best_se for r in rounds], rel=1e-9
     )
-
     assert resumed.report.stop.message == whole.report.stop.message
     assert resumed.weights.nnz == whole.weights.nnz
 
@@ -666,7 +665,6 @@ def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(pr
         floor = math.ceil(share * active)  # at least this share of the active set
         floored += floor > size
         assert stage_size[i] == min(max(size, floor), 150 - active)
-
     assert floored > 0 if share else floored == 0  # the floor took part
     chosen = res.report.stage_choice.chosen_round
     assert res.weights.nnz == rounds[chosen - 1].active
