@@ -627,9 +627,12 @@ def _capped(queue, penalty, solver, tr, he, max_iter, folds):
     queue.put((cv, time.perf_counter() - t0))
 
 
-def sklearn_row(name: str, method: str, dirs: dict, cap_s: float, folds: int = 0) -> dict:
+def sklearn_row(
+    name: str, method: str, dirs: dict, cap_s: float, folds: int = 0, single: bool = True
+) -> dict:
     """A scikit-learn row; the cross-validated fit in a child process
-    stopped after ``cap_s`` seconds."""
+    stopped after ``cap_s`` seconds (``single``: then l2's one fit at the
+    chosen C, ``wall_s_single_fit``)."""
     from sklearn.linear_model import LogisticRegression
 
     penalty, solver = method.split("-")[1], SOLVERS[method]
@@ -657,7 +660,7 @@ def sklearn_row(name: str, method: str, dirs: dict, cap_s: float, folds: int = 0
     row["test_score"] = round(100 * sklearn_test(cv, te, name, list(cv.classes_), dirs), 3)
     if folds:
         row["folds"] = folds
-    if penalty == "l2":
+    if penalty == "l2" and single:
         t0 = time.perf_counter()
         LogisticRegression(C=C, max_iter=1000).fit(tr.X, tr.y, sample_weight=tr.c)
         row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
@@ -863,7 +866,9 @@ def main(argv: list[str] | None = None) -> int:
         help="grafting's single fit stops after the round past this many seconds (0: none)",
     )
     parser.add_argument(
-        "--skip-single-fit", action="store_true", help="no cold fit at a path's chosen setting"
+        "--skip-single-fit",
+        action="store_true",
+        help="no cold fit at a path's chosen setting (nor scikit-learn l2's at its chosen C)",
     )
     parser.add_argument(
         "--set",
@@ -891,7 +896,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, method, dirs in corpus_methods(args, "model-choice"):
         if method.startswith("sklearn-"):
             cap = args.l1_cap if method.startswith("sklearn-l1") else args.l2_cap
-            rows.append(sklearn_row(name, method, dirs, cap, args.folds))
+            single = not args.skip_single_fit
+            rows.append(sklearn_row(name, method, dirs, cap, args.folds, single))
         else:
             rows.append(ours(name, method, dirs, args))
         if name in CHUNKED:
