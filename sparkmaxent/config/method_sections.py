@@ -53,6 +53,14 @@ class GraftingConfig(Section):
         "0: unbounded.",
         ge=0,
     )
+    round_global_cg: int = key(
+        0,
+        "newton-cg rounds: once an iteration's free set (the weights no bound holds) is the "
+        "last one's, the step is the whole data's Newton step by CG on the driver, each "
+        "Hessian-vector product one pass, at most this many passes an iteration; 0: each "
+        "partition's own step throughout (docs/methods/grafting.md, CG across passes).",
+        ge=0,
+    )
     dense_test_max: int = key(
         4_000_000,
         "Largest candidate space (features) whose gradient test brings the dense gradient "
@@ -124,6 +132,13 @@ class IfsConfig(Section):
         "set, so a flat held-out score does not leave one-feature stages; 0: no floor.",
         ge=0,
         lt=1,
+    )
+    stage_refit_gtol: float = key(
+        1.0e-5,
+        "ifs, sgc: the refit after a stage of several features stops once its largest "
+        "gradient entry is below this (the chosen stage's refit and re-estimation use "
+        "train.gtol); 0: train.gtol.",
+        ge=0,
     )
     lookahead: int = key(
         500, "sgc-lookahead: after a pick, recompute the next L gains (Zhou et al.: 500).", ge=0
