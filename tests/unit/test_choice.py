@@ -402,7 +402,6 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     assert row.passes - row.continued_after < full_passes
 
 
-
 def test_a_point_whose_budget_ends_in_its_finishing_round_is_still_certified(problem):
     # at every pass budget, also one that runs out in the round that only
     # finishes the active set to the final tolerance (nothing added), the
