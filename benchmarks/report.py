@@ -73,15 +73,16 @@ PAGES: dict[str, Page] = {
         "weights. Each round is solved to the tolerance in its row (`--tol`: one fixed "
         "tolerance at every size, or grafting's own loose first-round one; the bytes "
         "count the solver's last pass, which ships the thresholded test's partials). Each "
-        "row names the run that measured it (measured_by). Shown: the rows at 1,000, 4,000, "
-        "16,000 and 64,000 weights (of a page without tolerances, Spark's) but "
-        "newton-cg-plain's and -fixed's; the rest in the file.",
+        "row names the run that measured it (measured_by). product-pass rows (`--probe`): a "
+        "product pass's CPU with each block's operator computed afresh and from the cache. "
+        "Shown: newton's and newton-cg's rows at 1,000, 4,000, 16,000 and 64,000 weights (of a "
+        "page without tolerances, Spark's); the rest in the file.",
         ("backend", "solver", "active", "cpu_s", "wall_s", "passes", "hessian_products",
          "bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "tol",
          "load"),
         lambda row: row["active"] in (1000, 4000, 16000, 64000)
         and (row["backend"] == "spark" or "tol_mode" in row)
-        and row["solver"] not in ("newton-cg-plain", "newton-cg-fixed"),
+        and row["solver"] in ("newton", "newton-cg"),
     ),
     "grafting_solvers": Page(
         "Grafting: round solver, Newton against L-BFGS-B",
