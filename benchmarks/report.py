@@ -380,14 +380,13 @@ def section(benchmark: str, doc: dict, page: Page, results: str = RESULTS) -> li
     rows = [r for r in doc["rows"] if page.rows(r)]
     if len(rows) < len(doc["rows"]):
         about += f" Table: {len(rows)} of the {len(doc['rows'])} rows; the others are in the file."
+    if doc["targets"]:  # listed once, in the targets table at the top
+        met = sum(bool(t["met"]) for t in doc["targets"].values())
+        about += (f" Targets: {met} of {len(doc['targets'])} met, in the table"
+                  " [at a glance](#targets-at-a-glance).")  # fmt: skip
     lines = [f"## {benchmark}", "", about, "", f"    {doc['command']}"]
     columns = [c for c in page.columns if any(c in r for r in rows)]
     lines += [""] + table(columns, [[cell(r.get(c)) for c in columns] for r in rows])
-    if doc["targets"]:
-        lines += [""] + [
-            f"- {'**met**' if t['met'] else '**not met**'}: {t['goal']}: {cell(t['value'])}"
-            for t in doc["targets"].values()
-        ]
     return lines + [""]
 
 
