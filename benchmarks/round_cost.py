@@ -5,25 +5,24 @@ CG, n-vectors per pass, corrected by secant pairs; with ``--plain`` also
 ``newton-cg-plain``, the step uncorrected; with ``--global-cg N``
 ``newton-cg-global``, the late iterations by CG across passes, at most N
 product passes an iteration, ``solvers/global_cg.py``) on the same rounds,
-in one run, on CoNLL-2000
-chunking, in-process (LocalBackend, ``--blocks`` blocks, one BLAS thread)
-and on Spark local[2] (SparkBackend, ``--blocks`` partitions).
+in one run, on CoNLL-2000 chunking, in-process (LocalBackend, ``--blocks``
+blocks, one BLAS thread) and on Spark local[2] (SparkBackend, ``--blocks``
+partitions); with ``--probe N`` the product pass's CPU with and without the
+operator cache (``product_probe``).
 
 The round at size N is the first round of a grafting run at ``--gamma``
 with n_best = N: the N candidates of largest |dC/dw_j| at zero weights
 enter, and the round is solved from there as grafting solves it
-(``Grafting.grow``), once per solver
-(``newton`` only up to ``--exact-max`` weights: its Hessian block is
-(n + K)^2 doubles per partition). (A round deep in a path at that size
-would need the path's earlier rounds first: more time than this machine
-had.) The round's tolerance (``--tol``): ``round``, grafting's own for a
-first round (``round_tol_ratio`` times the test's excess: loose, a large
-round may end after one iteration), or ``final``, the run's final tolerance
-at every size (what a path's finishing rounds and its rounds deep in the
-path solve to: the fixed-tolerance measure of the slope), or a number, that
-tolerance at every size. A row: the round's wall seconds; its CPU seconds
-(in-process: the process's, without the pickling that measures the bytes;
-Spark: the driver's plus the Python workers' for the tasks and the pickling of their
+(``Grafting.grow``), once per solver (``newton`` only up to ``--exact-max``
+weights: its Hessian block is (n + K)^2 doubles per partition). The
+round's tolerance (``--tol``): ``round``, grafting's own for a first round
+(``round_tol_ratio`` times the test's excess: loose, a large round may end
+after one iteration), or ``final``, the run's final tolerance at every size
+(what a path's finishing rounds and its rounds deep in the path solve to:
+the fixed-tolerance measure of the slope), or a number, that tolerance at
+every size. A row: the round's wall seconds; its CPU seconds (in-process:
+the process's, without the pickling that measures the bytes; Spark: the
+driver's plus the Python workers' for the tasks and the pickling of their
 results, which Spark does anyway); its passes; the Hessian-vector products
 the partitions ran (newton-cg; each about a gradient pass's work on its
 partition); the bytes every partition's result pickles to (what a pass
@@ -31,10 +30,10 @@ ships to the driver) and the task's pickle (what it ships to every
 executor), per pass and per kind of pass (``by_pass``: ``direction``,
 ``gradient`` over the active set, ``full-gradient`` (the next gradient
 test), ``curvature`` (the Hessian block), ``ray``, ``trial-points``,
-``product`` (one Hessian-vector product of CG across passes));
-the objective reached and whether the round converged. The slopes are least-squares slopes of
-log seconds (and log bytes) against log active weights over the rows of
-at least ``SLOPE_FROM`` weights.
+``product`` (one Hessian-vector product of CG across passes)); the
+objective reached and whether the round converged. The slopes are
+least-squares slopes of log seconds (and log bytes) against log active
+weights over the rows of at least ``SLOPE_FROM`` weights.
 
     python -m benchmarks.round_cost --work <work> --reuse --backends local spark \
         --sizes 500 1000 2000 4000 8000 16000 64000
@@ -284,6 +283,60 @@ def solve_round(
     }
 
 
+PROBE = "product-pass"  # the solver of ``product_probe``'s rows
+#: a product pass served its operator from the cache: at most this share of an afresh one
+PROBE_GOAL = 0.5
+
+
+def _clear_operators(_block) -> None:
+    """On an executor: empty its operator cache (kernels/pointcache.py)."""
+    from sparkmaxent.kernels.pointcache import OPERATORS
+
+    OPERATORS.clear()
+
+
+def product_probe(backend, recorded, passes: int) -> dict:
+    """CPU seconds of a product pass (``Objective.hessian_product``) at the
+    round's start, ``passes`` pairs in one run: one right after the operator
+    cache was emptied (as before the cache: probabilities and diagonal
+    afresh), then one at the same point (served from the cache), alternating
+    so the load weighs on both alike; and whether both give the same bits."""
+    from sparkmaxent.kernels.pointcache import OPERATORS
+    from sparkmaxent.problem.objective import Objective
+
+    method, weights, test, _, n = recorded
+    ids = np.union1d(weights.active_ids(), test.new)
+    theta = Objective(backend, ids).theta(weights)  # the round's start: new weights at 0
+    obj = method.round_objective(ids)
+    rng = np.random.default_rng(0)
+    cpu = {"afresh": 0.0, "cached": 0.0}
+    same = True
+    for _ in range(passes):
+        if hasattr(backend, "rdd"):
+            backend.rdd.foreach(_clear_operators)
+        else:
+            OPERATORS.clear()
+        v = rng.normal(size=len(theta))
+        out = {}
+        for kind in cpu:
+            backend.meter.reset()
+            c0 = time.process_time()
+            out[kind] = obj.hessian_product(theta, v)
+            driver = time.process_time() - c0 - backend.meter.pickle_cpu
+            cpu[kind] += driver + backend.meter.worker_cpu
+        same &= all(np.array_equal(a, b) for a, b in zip(out["afresh"], out["cached"]))
+    afresh, cached = cpu["afresh"] / passes, cpu["cached"] / passes
+    return {
+        "solver": PROBE,
+        "active": n,
+        "probe_passes": passes,
+        "cpu_per_pass_afresh_s": round(afresh, 4),
+        "cpu_per_pass_cached_s": round(cached, 4),
+        "cached_share": round(cached / afresh, 3),
+        "same_bits": bool(same),
+    }
+
+
 def slope(rows: list[dict], key: str) -> float | None:
     """Least-squares slope of log ``key`` against log active weights over
     the rows of at least ``SLOPE_FROM`` weights."""
@@ -332,6 +385,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=SOLVERS,
         default=list(SOLVERS),
         help="solve each round by these only (of those the other flags ask for)",
+    )
+    parser.add_argument(
+        "--probe",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"also time N pairs of product passes at each round's start, the block's operator "
+        f"computed afresh and served from the cache ({PROBE} rows); 0: not",
     )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
@@ -398,7 +459,6 @@ def rows_from(paths: list[str]) -> list[dict]:
 def measure(args, spark, train_dir: str) -> None:
     """Every size's first round on every backend, solved by every solver;
     the page rewritten after each row (a long run leaves what it measured)."""
-    from benchmarks.common import command_line
     from sparkmaxent.blas import blas_threads
     from sparkmaxent.data.load import read_blocks
     from sparkmaxent.data.schema import DatasetInfo
@@ -416,6 +476,9 @@ def measure(args, spark, train_dir: str) -> None:
         for size in sorted(args.sizes):
             for name, backend in backends.items():
                 recorded = first_round(backend, args.gamma, size)
+                if args.probe:
+                    probe = product_probe(backend, recorded, args.probe)
+                    _add_row(args, rows, {"backend": name, "size": size, **probe}, setting)
                 for solver in SOLVERS:
                     if solver == "newton" and recorded[4] > args.exact_max:
                         continue
@@ -430,13 +493,21 @@ def measure(args, spark, train_dir: str) -> None:
                         "size": size,
                         **solve_round(backend, recorded, solver, args.tol, args.global_cg),
                     }
-                    row.update(setting, load=round(os.getloadavg()[0], 2))
-                    row["measured_by"] = command_line()
-                    rows.append(row)
-                    print({k: v for k, v in row.items() if k != "by_pass"}, flush=True)
-                    report(args.output, rows)
+                    _add_row(args, rows, row, setting)
     if "spark" in backends:
         backends["spark"].close()
+
+
+def _add_row(args, rows: list[dict], row: dict, setting: dict) -> None:
+    """``row`` with the run's setting, load and command added to ``rows``,
+    printed, and the page rewritten."""
+    from benchmarks.common import command_line
+
+    row.update(setting, load=round(os.getloadavg()[0], 2))
+    row["measured_by"] = command_line()
+    rows.append(row)
+    print({k: v for k, v in row.items() if k != "by_pass"}, flush=True)
+    report(args.output, rows)
 
 
 def report(output: str, rows: list[dict]) -> None:
@@ -449,7 +520,7 @@ def report(output: str, rows: list[dict]) -> None:
     )
     slopes, notes = {}, []
     for backend in BACKENDS:
-        of = [r for r in rows if r.get("backend", "local") == backend]
+        of = [r for r in rows if _of(r, backend)]
         cg = [r for r in of if r["solver"] == "newton-cg" and r["active"] >= SLOPE_FROM]
         # the variants' rows beside newton-cg's (its own too when it has no slope)
         for solver in VARIANTS if len(cg) >= 2 else ("newton-cg", *VARIANTS):
@@ -486,13 +557,43 @@ def report(output: str, rows: list[dict]) -> None:
             set(slopes) == set(BACKENDS)
             and all(v is not None and v <= SLOPE_GOAL for v in slopes.values())
             and all(
-                max(r["active"] for r in rows if r.get("backend", "local") == b) >= SLOPE_TO
+                max(r["active"] for r in rows if _of(r, b) and r["solver"] == "newton-cg")
+                >= SLOPE_TO
                 for b in BACKENDS
             ),
-        )
+        ),
+        **_probe_target(rows),
     }
     print({k: v["value"] for k, v in targets.items()})
     write_result(output, rows, targets, benchmark="round_cost")
+
+
+def _of(row: dict, backend: str) -> bool:
+    return row.get("backend", "local") == backend
+
+
+def _probe_target(rows: list[dict]) -> dict:
+    """The product-pass probe's target, when the page has its rows: the
+    cached pass's CPU as a share of the afresh one's, each backend and size."""
+    probes = [r for r in rows if r["solver"] == PROBE]
+    if not probes:
+        return {}
+    value = "; ".join(
+        f"{r['backend']} at {r['active']}: {r['cpu_per_pass_cached_s']} s cached against "
+        f"{r['cpu_per_pass_afresh_s']} s afresh, share {r['cached_share']} over "
+        f"{r['probe_passes']} pairs, same bits {r['same_bits']}"
+        for r in probes
+    )
+    return {
+        "product_pass_cpu": target(
+            f"CPU of a Hessian-vector product pass (CG across passes) at a point after the first "
+            f"(the block's operator from the cache) against one computing it afresh, each "
+            f"backend: share <= {PROBE_GOAL}, the same bits",
+            value,
+            {r["backend"] for r in probes} == set(BACKENDS)
+            and all(r["cached_share"] <= PROBE_GOAL and r["same_bits"] for r in probes),
+        )
+    }
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ Usage::
 writes benchmarks/results/stage_methods.json after every row: this run's
 rows and the page's earlier rows of the corpora and methods it did not run
 (``model_choice.merged_rows``), each with its own command, commit and load.
+``--merge PAGE`` measures nothing: it merges another page's rows (a run
+with its own ``--output``) into ``--output`` the same way.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from benchmarks.model_choice import (
     earlier_rows,
     merged_rows,
     ours,
+    placeless,
     setting,
     sklearn_row,
 )
@@ -104,7 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=240.0, help="train.selection.max_seconds")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
     parser.add_argument("--set", action="append", default=[], type=setting, metavar="KEY=VALUE")
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="PAGE",
+        help="measure nothing: merge the rows of these pages (runs with their own --output, "
+        "e.g. one method's rows) into --output, keeping its other rows",
+    )
     args = start(parser, argv)
+    if args.merge:
+        page = merged_rows(
+            earlier_rows(args.output), [placeless(r) for p in args.merge for r in earlier_rows(p)]
+        )
+        write_result(args.output, page, targets(page, args.seconds))
+        return 0
     # model_choice.ours reads these
     args.folds, args.stage_seconds = 0, args.seconds
     earlier = earlier_rows(args.output)

@@ -125,6 +125,13 @@ class IfsConfig(Section):
         ge=0,
         lt=1,
     )
+    stage_refit_gtol: float = key(
+        1.0e-5,
+        "ifs, sgc: the refit after a stage of several features stops once its largest "
+        "gradient entry is below this (the chosen stage's refit and re-estimation use "
+        "train.gtol); 0: train.gtol.",
+        ge=0,
+    )
     lookahead: int = key(
         500, "sgc-lookahead: after a pick, recompute the next L gains (Zhou et al.: 500).", ge=0
     )

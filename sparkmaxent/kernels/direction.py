@@ -23,7 +23,8 @@ solve costs n^2 per sweep. Here the Hessian is never formed:
   block it is the exact Newton direction (to the inner tolerance).
 * ``HessianProductTask``: one product H v with the whole data's Hessian
   (and its diagonal) in a pass, for CG run by the driver across passes
-  (``solvers/global_cg.py``).
+  (``solvers/global_cg.py``); the passes at one point after the first take
+  the block's operator from the process's cache (``pointcache.py``).
 
 Like every kernel this returns sums; the driver divides by the weight.
 Details: docs/methods/grafting.md, "The round solver".
@@ -41,6 +42,7 @@ from .blocks import Block, MulticlassBlock
 from .curvature import _gather_columns
 from .loss import _columns, loss_grad_proba
 from .params import Scaling, Space, Weights
+from .pointcache import OPERATORS
 from .sweep import _dense, _linear_scores
 
 Product = Callable[[np.ndarray], np.ndarray]
@@ -118,6 +120,20 @@ def hessian_operator(
     if isinstance(block, MulticlassBlock):
         return lg, *multiclass_operator(block, space, proba, ids, scaling)
     return lg, *candidate_operator(block, space, proba, ids, scaling)
+
+
+def point_operator(
+    block: Block, space: Space, weights: Weights, ids: np.ndarray, scaling: Scaling | None
+):
+    """``hessian_operator`` through the process's operator cache
+    (``pointcache.OPERATORS``): the passes at one point after the first
+    reuse the block's probabilities and diagonal there, bit for bit."""
+    ids = np.asarray(ids, dtype=np.int64)
+    keys = (
+        type(block).__name__, space, ids, weights.ids, weights.values, weights.bias,
+        None if scaling is None else scaling.mean, None if scaling is None else scaling.inv_scale,
+    )  # fmt: skip
+    return OPERATORS.get(block, keys, lambda: hessian_operator(block, space, weights, ids, scaling))
 
 
 def _projected(r: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -325,9 +341,9 @@ class HessianProductTask:
     scaling: Scaling | None = None
 
     def __call__(self, block: Block) -> HessianProduct:
-        lg, product, diag = hessian_operator(
-            block, self.space, self.weights, self.ids, self.scaling
-        )
+        # every product pass at a point after the first: the block's operator
+        # there from the process's cache (``point_operator``)
+        lg, product, diag = point_operator(block, self.space, self.weights, self.ids, self.scaling)
         if not lg.weight > 0:  # an empty block: nothing to add
             zeros = np.zeros(len(self.vector))
             return HessianProduct(zeros, zeros.copy(), 0.0, 0)

@@ -104,11 +104,14 @@ def fit_smooth_within(
     return fit
 
 
-def refit_active(ctx: TrainingContext, weights: Weights, l2: float) -> tuple[Weights, dict]:
+def refit_active(
+    ctx: TrainingContext, weights: Weights, l2: float, tol: float = 0.0
+) -> tuple[Weights, dict]:
     """MAP weights of the active set of ``weights`` (and the bias) under
     L(w) + l2/2 ||w||^2, warm-started, by a grafting round's solver on the
     unbounded problem (``train.selection.solver``: Newton, a curvature pass
-    per iteration and a handful per refit, or L-BFGS). Bayes-factor's OptMAP
+    per iteration and a handful per refit, or L-BFGS), to the largest
+    gradient entry ``tol`` (0: ``train.gtol``). Bayes-factor's OptMAP
     (Daume 2004, section 3.5) and the refit after a multi-feature SGC / IFS
     stage."""
     cfg = ctx.config
@@ -121,7 +124,7 @@ def refit_active(ctx: TrainingContext, weights: Weights, l2: float) -> tuple[Wei
         obj.theta(weights),
         orthant_problem(np.zeros(n), 0.0, space.n_bias),
         SolverOptions(
-            tol=cfg.gtol,
+            tol=tol or cfg.gtol,
             max_iter=cfg.max_iter,
             memory=cfg.memory,
             ftol=cfg.ftol,

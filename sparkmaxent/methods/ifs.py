@@ -284,7 +284,9 @@ class Incremental:
             # the features' alphas were fitted each alone: refit them together
             # (mirror features (p, 0) and (p, 1) would otherwise count twice)
             refit_from = (self.ctx.backend.passes, self.ctx.deadline.elapsed())
-            new, report = refit_active(self.ctx, new, self.gain_l2 or cfg.l2)
+            new, report = refit_active(
+                self.ctx, new, self.gain_l2 or cfg.l2, tol=cfg.ifs.stage_refit_gtol
+            )
             refit_cost = (
                 self.ctx.backend.passes - refit_from[0],
                 round(self.ctx.deadline.elapsed() - refit_from[1], 3),

@@ -75,6 +75,12 @@ class FitResult:
         """The KKT certificate of the grafting family (``report["kkt"]``), else None."""
         return self.report.get("kkt")
 
+    @property
+    def objective(self) -> float | None:
+        """The objective the method minimized, at the weights (``report["objective"]``)."""
+        value = self.report.get("objective")
+        return None if value is None else float(value)
+
     def space(self, atoms: Space) -> Space:
         """The weights' space, given the data's (atoms only)."""
         if self.conjunctions is None:

@@ -12,6 +12,7 @@ from benchmarks.round_cost import (
     first_round,
     metered_local,
     pass_kind,
+    product_probe,
     report,
     rows_from,
     slope,
@@ -121,3 +122,19 @@ def test_the_variants_solve_by_newton_cg_to_the_same_optimum(backend, variant):
     assert plain["objective"] == pytest.approx(cg["objective"], rel=1e-9)
     assert method.options is options and options.secant_memory > 0  # the method's own again
     assert options.forcing_max > options.inner_ratio
+
+
+def test_the_product_probe_times_both_kinds_of_pass_and_finds_the_same_bits(backend, tmp_path):
+    row = product_probe(backend, first_round(backend, 1e-4, 12), 2)
+    assert row["solver"] == "product-pass" and row["probe_passes"] == 2 and row["same_bits"]
+    assert row["cpu_per_pass_afresh_s"] > 0 and row["cpu_per_pass_cached_s"] > 0
+    out = tmp_path / "round_cost.json"
+    rows = [{**row, "backend": b, "cached_share": share} for b, share in (("local", 0.4),)]
+    report(str(out), rows)
+    entry = json.loads(out.read_text())["targets"]["product_pass_cpu"]
+    assert entry["met"] is False and entry["value"].startswith("local at ")  # no Spark row
+    rows.append({**rows[0], "backend": "spark"})
+    report(str(out), rows)
+    assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is True
+    report(str(out), [{**r, "cached_share": 0.7} for r in rows])
+    assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is False

@@ -940,8 +940,8 @@ def test_optmap_by_newton_matches_lbfgs_and_is_stationary(generated, generated_r
     for solver in ("newton", "newton-cg", "lbfgs-b"):
         bf = BayesFactor(TrainingContext(backend, bf_config(solver=solver, gtol=1e-9)))
         start = Weights(ids, np.zeros(len(ids)), bf.start().bias)
-        fits[solver], report = bf.optmap(start)
-        objective[solver] = report["objective"]
+        fits[solver], optmap = bf.optmap(start)
+        objective[solver] = optmap["objective"]
     newton, lbfgs = fits["newton"], fits["lbfgs-b"]
     assert np.array_equal(newton.active_ids(), ids)
     # L-BFGS stops on its relative-decrease test first: same objective, weights to 1e-4

@@ -22,7 +22,7 @@ from sparkmaxent.choice.path import (
     path_plan,
     scored_point,
 )
-from sparkmaxent.choice.sections import PathPoint
+from sparkmaxent.choice.sections import PathPoint, PathVariant
 from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
@@ -32,6 +32,7 @@ from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.kernels.infold import in_fold
 from sparkmaxent.kernels.predict import EvalTask, EventScores, EventScoresTask
 from sparkmaxent.methods.gradient_test import make_gradient_test
+from sparkmaxent.methods.round_details import BayesRound, IfsStage
 from sparkmaxent.problem import Penalty
 from sparkmaxent.selection.base import TrainingContext
 from sparkmaxent.selection.stops import StopReason
@@ -124,13 +125,13 @@ def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
 
 def test_mix_stop_runs_a_prefix_of_the_mixes_with_the_same_paths(problem):
     keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False)
-    every = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=False, **keys).report["path"]
-    some = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=True, **keys).report["path"]
-    ran = [e["l2_mix"] for e in some["elastic"]]
-    assert ran + [w["l2_mix"] for w in some["elastic_not_run"]] == [0.0, 0.5, 0.9]
-    assert every["elastic_not_run"] == []
-    for row, full in zip(some["elastic"], every["elastic"], strict=False):
-        assert (row["l1"], row["features"]) == (full["l1"], full["features"])
+    every = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=False, **keys).report.path
+    some = run(problem, l2_mixes=[0.0, 0.5, 0.9], mix_stop=True, **keys).report.path
+    ran = [e.what["l2_mix"] for e in some.elastic]
+    assert ran + [w["l2_mix"] for w in some.elastic_not_run] == [0.0, 0.5, 0.9]
+    assert every.elastic_not_run == []
+    for row, full in zip(some.elastic, every.elastic, strict=False):
+        assert (row.point.gamma, row.point.features) == (full.point.gamma, full.point.features)
 
 
 def test_criteria_and_their_standard_errors():
@@ -187,15 +188,15 @@ def test_event_scores_sum_to_the_evaluation_stats():
 def test_warm_started_path_matches_cold_fits_with_fewer_passes(problem):
     grid = [4e-3, 2e-3, 1e-3]
     path = run(problem, method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9)
-    points = path.report["path"]["points"]
-    assert [p["l1"] for p in points] == grid
+    points = path.report.path.points
+    assert [(p.parameter, p.gamma) for p in points] == [("l1", g) for g in grid]
     for i, point in enumerate(points):
         cold = run(problem, heldout=False, method="grafting", l1=grid[i], gtol=1e-9)
-        assert point["kkt_passed"] and cold.report.certificate.passed
-        assert point["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
-        assert point["features"] == cold.report.nonzero_weights
+        assert point.kkt_passed and cold.report.certificate.passed
+        assert point.objective == pytest.approx(cold.report.objective, rel=1e-6)
+        assert point.features == cold.report.nonzero_weights
         if i:  # the first point starts from the bias-only model, a cold fit from zeros
-            assert point["passes"] < cold.report.passes
+            assert point.passes < cold.report.passes
 
 
 def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(problem):
@@ -204,73 +205,70 @@ def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(pro
     grid = [2e-2, 5e-3]
     keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, refit=False)
     path = run(problem, n_best=1, **keys)
-    points = path.report["path"]["points"]
-    assert path.report["path"]["chosen"] == 1  # the report's rounds are the second point's
+    points = path.report.path.points
+    assert path.report.path.chosen == 1  # the report's rounds are the second point's
     start = run(problem, heldout=False, method="grafting", l1=grid[0], gtol=1e-9)
     test = make_gradient_test(
         TrainingContext(LocalBackend([problem[0]], problem[2]), train_config(l1=grid[1])),
         Penalty(l1=grid[1]),
     ).test(start.weights)
-    assert (
-        path.report["rounds"][0]["added"]
-        == test.kkt.zero_weights_over_bound
-        > points[0]["features"]
-    )
+    assert path.report.rounds[0].added == test.kkt.zero_weights_over_bound > points[0].features
     # the optimum of one candidate a round from the same start (grafting's own)
     one = train(
         LocalBackend([problem[0]], problem[2]),
         train_config(method="grafting", l1=grid[1], n_best=1, gtol=1e-9),
         warm_start=start.weights,
     )
-    assert points[1]["kkt_passed"] and one.report.certificate.passed
-    assert points[1]["objective"] == pytest.approx(one.report.objective, rel=1e-7)
+    assert points[1].kkt_passed and one.report.certificate.passed
+    assert points[1].objective == pytest.approx(one.report.objective, rel=1e-7)
     assert np.array_equal(path.weights.active_ids(), one.weights.active_ids())
     assert np.allclose(path.weights.values, one.weights.values, rtol=0, atol=1e-4)
-    assert len(path.report["rounds"]) < len(one.report["rounds"])
-    assert points[1]["passes"] < one.report.passes
+    assert len(path.report.rounds) < len(one.report.rounds)
+    assert points[1].passes < one.report.passes
 
 
 def test_path_keeps_the_argmax_point_and_reports_it(problem, tmp_path):
     res = run(
         problem, output_dir=str(tmp_path), method="grafting", path=True, points=6, refit=False
     )
-    path = res.report["path"]
-    scores = [p["heldout_score"] for p in path["points"]]
-    i = path["chosen"]
-    assert i == int(np.argmax(scores)) and path["points"][i]["chosen"]
-    assert sum(p["chosen"] for p in path["points"]) == 1
-    assert res.report["l1"] == path["points"][i]["l1"]
-    assert res.weights.nnz == path["points"][i]["features"]
+    path = res.report.path
+    scores = [p.score for p in path.points]
+    i = path.chosen
+    assert i == int(np.argmax(scores)) and path.points[i].chosen
+    assert sum(p.chosen for p in path.points) == 1
+    assert path.parameter == "l1" and res.report["l1"] == path.points[i].gamma
+    assert res.weights.nnz == path.points[i].features
     # the default grid descends geometrically from gamma1_max
-    l1s = [p["l1"] for p in path["points"]]
+    l1s = [p.gamma for p in path.points]
     assert all(b < a for a, b in zip(l1s, l1s[1:]))
     assert np.allclose(np.diff(np.log(l1s)), np.log(1e-3) / 6)
     # patience 2: the path ends at the grid's end or two points or more past the
     # best, the last more than one standard error of the difference below it
-    last = path["points"][-1]
-    assert len(l1s) == 6 or (len(l1s) >= i + 3 and last["below_best_se"] > 1.0)
-    assert path["points"][i]["below_best_se"] == 0.0
+    last = path.points[-1]
+    assert len(l1s) == 6 or (len(l1s) >= i + 3 and last.below_best_se > 1.0)
+    assert path.points[i].below_best_se == 0.0
     with open(tmp_path / "plots" / "path.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def test_one_standard_error_rule_takes_the_sparsest_point_within_one_se(problem):
     res = run(problem, method="grafting", path=True, points=5, one_se=True, patience=0)
-    points = res.report["path"]["points"]
-    best = max(points, key=lambda p: p["heldout_score"])
-    within = [p for p in points if p["heldout_score"] >= best["heldout_score"] - best["heldout_se"]]
-    chosen = points[res.report["path"]["chosen"]]
-    assert chosen["features"] == min(p["features"] for p in within)
-    assert chosen["features"] <= best["features"]
+    points = res.report.path.points
+    best = max(points, key=lambda p: p.score)
+    within = [p for p in points if p.score >= best.score - best.se]
+    chosen = res.report.path.chosen_point
+    assert chosen.features == min(p.features for p in within)
+    assert chosen.features <= best.features
 
 
 def test_l2_path_chooses_gamma2_on_held_out_data(problem):
     res = run(problem, method="l2", path=True, l2_grid=[1e-3, 1e-1, 1e-2], patience=0)
-    points = res.report["path"]["points"]
-    l2s = [p["l2"] for p in points]
+    points = res.report.path.points
+    assert {p.parameter for p in points} == {"l2"}
+    l2s = [p.gamma for p in points]
     assert l2s == [1e-1, 1e-2, 1e-3]  # strongest first
-    i = res.report["path"]["chosen"]
-    assert i == int(np.argmax([p["heldout_score"] for p in points]))
+    i = res.report.path.chosen
+    assert i == int(np.argmax([p.score for p in points]))
     assert res.report["l2"] == l2s[i]
 
 
@@ -278,23 +276,23 @@ def test_l2_path_chooses_gamma2_on_held_out_data(problem):
 def test_stage_methods_keep_the_best_held_out_stage(problem, tmp_path, method):
     # per_round 3: the Bayes factor's 15 features over several stages
     res = run(problem, output_dir=str(tmp_path), method=method, max_features=15, per_round=3)
-    rounds = res.report["rounds"]
-    best = max(rounds, key=lambda r: r["heldout_score"])
-    assert res.report.stage_choice.chosen_round == best["round"]
-    assert res.weights.nnz == best["active"]
-    assert [r["round"] for r in rounds if r["chosen"]] == [best["round"]]
+    rounds = res.report.rounds
+    best = max(rounds, key=lambda r: r.heldout_score)
+    assert res.report.stage_choice.chosen_round == best.round
+    assert res.weights.nnz == best.active
+    assert [r.round for r in rounds if r.chosen] == [best.round]
     assert (tmp_path / "plots" / "path.png").exists()
     last = run(problem, method=method, max_features=15, per_round=3, best_stage=False)
     assert last.report.stage_choice is None
     # the last stage; the same first stage as the first run
-    kept = last.report["rounds"]
-    assert last.weights.nnz == kept[-1]["active"]
-    assert kept[0]["active"] == rounds[0]["active"]
-    actives = [r["active"] for r in kept]
+    kept = last.report.rounds
+    assert last.weights.nnz == kept[-1].active
+    assert kept[0].active == rounds[0].active
+    actives = [r.active for r in kept]
     if method == "sgc":  # the same stages up to the rule's stop (past it, only the first goes on)
-        assert actives == [r["active"] for r in rounds[: len(kept)]]
+        assert actives == [r.active for r in rounds[: len(kept)]]
     else:  # the paper's rounds of per_round picks: only held-out deciding the stop grows them
-        assert max(np.diff([0, *actives])) <= 3 < max(np.diff([0, *(r["active"] for r in rounds)]))
+        assert max(np.diff([0, *actives])) <= 3 < max(np.diff([0, *(r.active for r in rounds)]))
 
 
 def test_path_needs_held_out_data_and_a_path_method(problem):
@@ -314,61 +312,57 @@ def test_geometric_grid():
 def test_default_path_goes_on_while_its_last_point_is_the_best(problem):
     # a grid that ends far above the best gamma1: the path extends itself
     res = run(problem, method="grafting", path=True, points=2, l1_ratio=0.25)
-    path = res.report["path"]
-    l1s = [p["l1"] for p in path["points"]]
-    assert len(l1s) > 2 and path["grid"] == l1s
+    path = res.report.path
+    assert path.parameter == "l1"
+    l1s = [p.gamma for p in path.points]
+    assert len(l1s) > 2 and path.grid == l1s
     assert np.allclose(np.diff(np.log(l1s)), np.log(0.25) / 2)
-    scores = [p["heldout_score"] for p in path["points"]]
-    assert path["chosen"] == int(np.argmax(scores)) < len(l1s) - 1
+    scores = [p.score for p in path.points]
+    assert path.chosen == int(np.argmax(scores)) < len(l1s) - 1
     # a user grid is taken as given
-    given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01])
-    assert [p["l1"] for p in given.report["path"]["points"]] == [0.02, 0.01]
+    given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01]).report.path
+    assert given.parameter == "l1" and [p.gamma for p in given.points] == [0.02, 0.01]
 
 
 def test_cut_stops_points_past_the_best_and_keeps_the_same_choice(problem):
     keys = dict(method="grafting", path=True, points=8, patience=0)
     full = run(problem, cut_passes=0, **keys)
     cut = run(problem, cut_passes=0.05, **keys)
-    fp, cp = full.report["path"], cut.report["path"]
-    assert not any(p["cut"] for p in fp["points"]) and all(
-        p["budget"] is None for p in fp["points"]
-    )
-    assert len(cp["points"]) == len(fp["points"])
+    fp, cp = full.report.path, cut.report.path
+    assert not any(p.cut for p in fp.points) and all(p.budget is None for p in fp.points)
+    assert len(cp.points) == len(fp.points)
     # the cut fires on the points past the best, never on the chosen one
-    fired = [i for i, p in enumerate(cp["points"]) if p["cut"]]
-    assert fired and min(fired) > cp["chosen"]
-    assert all(
-        p["heldout_score"] < cp["points"][cp["chosen"]]["heldout_score"]
-        for p in (cp["points"][i] for i in fired)
-    )
+    fired = [i for i, p in enumerate(cp.points) if p.cut]
+    assert fired and min(fired) > cp.chosen
+    assert all(cp.points[i].score < cp.chosen_point.score for i in fired)
     # a point whose budget ran out while above the best went on past it
-    went_on = [p for p in cp["points"][1 : cp["chosen"] + 1] if p["continued_after"] is not None]
-    assert went_on and all(p["passes"] > p["budget"] for p in went_on)
+    went_on = [p for p in cp.points[1 : cp.chosen + 1] if p.continued_after is not None]
+    assert went_on and all(p.passes > p.budget for p in went_on)
     # the same chosen point and optimum (to the solver's tolerance), for fewer passes
-    assert cp["chosen"] == fp["chosen"]
+    assert cp.chosen == fp.chosen
     assert np.array_equal(cut.weights.active_ids(), full.weights.active_ids())
     # the weights agree to what the solver's gradient tolerance leaves free
     assert np.allclose(cut.weights.values, full.weights.values, rtol=0, atol=1e-4)
     assert cut.report.unconverged == [] == full.report.unconverged
-    assert sum(p["passes"] for p in cp["points"]) < sum(p["passes"] for p in fp["points"])
-    for a, b in zip(cp["points"], fp["points"]):
-        if not a["cut"]:
-            assert a["kkt_passed"] and b["kkt_passed"]
-            assert a["objective"] == pytest.approx(b["objective"], rel=1e-7)
-            assert a["features"] == b["features"]
+    assert sum(p.passes for p in cp.points) < sum(p.passes for p in fp.points)
+    for a, b in zip(cp.points, fp.points):
+        if not a.cut:
+            assert a.kkt_passed and b.kkt_passed
+            assert a.objective == pytest.approx(b.objective, rel=1e-7)
+            assert a.features == b.features
 
 
 def test_l2_path_cut_keeps_the_same_choice(problem):
     full = run(problem, method="l2", path=True, points=6, patience=0, cut_passes=0)
     cut = run(problem, method="l2", path=True, points=6, patience=0, cut_passes=0.02)
-    cp, fp = cut.report["path"]["points"], full.report["path"]["points"]
-    assert cut.report["path"]["chosen"] == full.report["path"]["chosen"]
+    cp, fp = cut.report.path.points, full.report.path.points
+    assert cut.report.path.chosen == full.report.path.chosen
     assert np.allclose(cut.weights.values, full.weights.values, rtol=0, atol=1e-4)
     for a, b in zip(cp, fp):
-        if not a["cut"]:
-            assert a["converged"] and a["objective"] == pytest.approx(b["objective"], rel=1e-7)
-    assert any(p["cut"] for p in cp) and not any(p["cut"] for p in fp)
-    assert sum(p["passes"] for p in cp) < sum(p["passes"] for p in fp)
+        if not a.cut:
+            assert a.converged and a.objective == pytest.approx(b.objective, rel=1e-7)
+    assert any(p.cut for p in cp) and not any(p.cut for p in fp)
+    assert sum(p.passes for p in cp) < sum(p.passes for p in fp)
 
 
 @pytest.mark.parametrize("method", ["grafting", "l2"])
@@ -398,7 +392,7 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     if method == "grafting":
         assert row.kkt_passed and full.certificate.passed
         assert result.certificate.max_zero_gradient <= result.certificate.bound
-    assert row.objective == pytest.approx(full.report["objective"], rel=1e-8)
+    assert row.objective == pytest.approx(full.objective, rel=1e-8)
     assert np.array_equal(result.weights.active_ids(), full.weights.active_ids())
     # and the optimum of a cold fit at that penalty
     cold = run(problem, heldout=False, method=method, gtol=1e-9, **{parameter: grid[k]})
@@ -521,35 +515,35 @@ def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_p
     grid = [4e-3, 2e-3, 1e-3]
     keys = dict(method="grafting", path=True, l1_grid=grid, patience=0, gtol=1e-9, l2_mixes=[0])
     res = run(problem, output_dir=str(tmp_path), elastic_grid=[0.05, 0.0], **keys)
-    path = res.report["path"]
-    rows = path["elastic"]
-    assert [r["elastic_l2"] for r in rows] == [0.05, 0.0]
-    assert path["elastic_l2"] == rows[sparsest_within_one_se(rows)]["elastic_l2"]
-    assert [r["chosen"] for r in rows].count(True) == 1
-    assert res.report["path"]["plot"] and (tmp_path / "plots" / "path.png").exists()
+    path = res.report.path
+    rows = path.elastic
+    assert [r.what["elastic_l2"] for r in rows] == [0.05, 0.0]
+    assert path.what["elastic_l2"] == rows[sparsest_within_one_se(rows)].what["elastic_l2"]
+    assert [r.point.chosen for r in rows].count(True) == 1
+    assert path.plot and (tmp_path / "plots" / "path.png").exists()
     # each gamma2's path is the one fitted with that elastic_l2 alone
     for row in rows:
-        alone = run(problem, elastic_l2=row["elastic_l2"], **keys).report["path"]
-        point = alone["points"][alone["chosen"]]
-        assert row["l1"] == point["l1"] and row["features"] == point["features"]
-        assert row["heldout_score"] == pytest.approx(point["heldout_score"], rel=1e-9)
+        alone = run(problem, elastic_l2=row.what["elastic_l2"], **keys).report.path
+        point = alone.chosen_point
+        assert row.point.gamma == point.gamma and row.point.features == point.features
+        assert row.point.score == pytest.approx(point.score, rel=1e-9)
     # gamma2 > 0 changes the fit at the same gamma1
-    pure = run(problem, elastic_l2=0.0, **keys).report["path"]["points"]
-    ridge = run(problem, elastic_l2=0.05, **keys).report["path"]["points"]
-    assert ridge[-1]["objective"] != pytest.approx(pure[-1]["objective"])
+    pure = run(problem, elastic_l2=0.0, **keys).report.path.points
+    ridge = run(problem, elastic_l2=0.05, **keys).report.path.points
+    assert ridge[-1].objective != pytest.approx(pure[-1].objective)
     with pytest.raises(ConfigError, match="non-negative"):
         run(problem, elastic_grid=[-1.0], **keys)
 
 
 def test_max_weights_stops_a_path_after_the_first_point_beyond_it(problem):
     keys = dict(method="grafting", path=True, points=8, patience=0, cut_passes=0)
-    full = run(problem, **keys).report["path"]["points"]
-    sizes = [p["features"] for p in full]
+    full = run(problem, **keys).report.path.points
+    sizes = [p.features for p in full]
     limit = sizes[2]  # the path must stop at the first point with more weights
     first_beyond = next(i for i, n in enumerate(sizes) if n > limit)
-    capped = run(problem, max_weights=limit, **keys).report["path"]["points"]
+    capped = run(problem, max_weights=limit, **keys).report.path.points
     assert len(capped) == first_beyond + 1 < len(full)
-    assert [p["features"] for p in capped] == sizes[: first_beyond + 1]
+    assert [p.features for p in capped] == sizes[: first_beyond + 1]
 
 
 def expected_rule_stop(scores: list[float], patience: int) -> int:
@@ -585,47 +579,45 @@ PAST_OPTIMUM = {
 def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(problem, method):
     keys = PAST_OPTIMUM[method]
     full = run(problem, patience=0, **keys)
-    assert "below_best_se" not in full.report["rounds"][0]  # no rule: nothing measured
+    assert full.report.rounds[0].below_best_se is None  # no rule: nothing measured
     if method == "bayes-factor":  # its rounds grow under a held-out rule: one that never fires
         full = run(problem, patience=10_000, patience_se=0.0, **keys)
-    scores = [r["heldout_score"] for r in full.report["rounds"]]
+    scores = [r.heldout_score for r in full.report.rounds]
     stop = expected_rule_stop(scores, 3)
     assert 0 < stop < len(scores)  # the rule stops this run early
     res = run(problem, patience=3, patience_se=0.0, **keys)
-    rounds = res.report["rounds"]
+    rounds = res.report.rounds
     assert len(rounds) == stop
     # the same stages as the full run up to the stop; the best of them kept
-    assert [r["heldout_score"] for r in rounds] == scores[:stop]
+    assert [r.heldout_score for r in rounds] == scores[:stop]
     chosen = res.report.stage_choice.chosen_round
     assert chosen == int(np.argmax(scores[:stop])) + 1
-    assert res.weights.nnz == rounds[chosen - 1]["active"]
+    assert res.weights.nnz == rounds[chosen - 1].active
     assert res.report.stop.message.startswith("held-out stop rule: 3 points")
     assert res.stop.reason is StopReason.HELDOUT_RULE and res.stop.detail["patience"] == 3
     # without held-out data there is nothing to stop on
     alone = run(problem, heldout=False, patience=3, patience_se=0.0, **keys)
-    assert len(alone.report["rounds"]) > stop
+    assert len(alone.report.rounds) > stop
 
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_stage_rule_pairs_stages_event_by_event_and_needs_a_gap_beyond_the_noise(problem, method):
     keys = PAST_OPTIMUM[method]
     res = run(problem, patience=2, patience_se=1.0, **keys)
-    rounds = res.report["rounds"]
+    rounds = res.report.rounds
     chosen = res.report.stage_choice.chosen_round
     best = rounds[chosen - 1]
     # a stage stops the run only 2 stages past the best and more than 1
     # standard error of the difference below it: the last one, and no other
-    gaps = [r["below_best_se"] for r in rounds]
-    stops = [i + 1 for i, r in enumerate(rounds) if r["round"] - chosen >= 2 and gaps[i] > 1.0]
+    gaps = [r.below_best_se for r in rounds]
+    stops = [i + 1 for i, r in enumerate(rounds) if r.round - chosen >= 2 and gaps[i] > 1.0]
     assert stops == [len(rounds)] and res.report.stop.message.startswith("held-out stop rule")
     # paired over the same held-out events, the difference of two stages
     # that share all but a few features has a far smaller standard error
     # than the unpaired sqrt(se_a^2 + se_b^2)
     for r in rounds[chosen:]:
-        unpaired = (best["heldout_score"] - r["heldout_score"]) / np.hypot(
-            best["heldout_se"], r["heldout_se"]
-        )
-        assert r["below_best_se"] > 2 * unpaired > 0
+        unpaired = (best.heldout_score - r.heldout_score) / np.hypot(best.heldout_se, r.heldout_se)
+        assert r.below_best_se > 2 * unpaired > 0
 
 
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
@@ -635,7 +627,7 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     tr, he, space = problem
     config = train_config(patience=2, **PAST_OPTIMUM[method])
     whole = train(LocalBackend([tr], space), config, LocalBackend([he], space))
-    rounds = whole.report["rounds"]
+    rounds = whole.report.rounds
     after = whole.report.stage_choice.chosen_round + 1
     assert after < len(rounds)
 
@@ -647,10 +639,10 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
     with pytest.raises(KeyboardInterrupt):
         train(LocalBackend([tr], space), config, LocalBackend([he], space), out, on_round=interrupt)
     resumed = train(LocalBackend([tr], space), config, LocalBackend([he], space), out, resume=True)
-    again = resumed.report["rounds"]
-    assert [r["active"] for r in again] == [r["active"] for r in rounds]
-    assert [r["below_best_se"] for r in again] == pytest.approx(
-        [r["below_best_se"] for r in rounds], rel=1e-9
+    again = resumed.report.rounds
+    assert [r.active for r in again] == [r.active for r in rounds]
+    assert [r.below_best_se for r in again] == pytest.approx(
+        [r.below_best_se for r in rounds], rel=1e-9
     )
     assert resumed.report.stop.message == whole.report.stop.message
     assert resumed.weights.nnz == whole.weights.nnz
@@ -660,20 +652,22 @@ def test_a_resumed_stage_run_stops_where_an_uninterrupted_one_does(problem, tmp_
 def test_adaptive_sgc_stages_grow_while_held_out_improves_and_shrink_when_not(problem, share):
     keys = dict(stage_features=0, patience=0, max_features=150, stage_features_min_share=share)
     res = run(problem, method="sgc", **keys)
-    rounds = res.report["rounds"]
-    assert rounds[0]["stage_size"] == 1 and max(r["stage_size"] for r in rounds) >= 8
+    rounds = res.report.rounds
+    stage_size = [r.detail_as(IfsStage).stage_size for r in rounds]
+    assert stage_size[0] == 1 and max(stage_size) >= 8
     best, active, floored = -np.inf, 0, 0
-    for prev, r in zip(rounds, rounds[1:]):
-        improved = prev["heldout_score"] > best
-        best = max(best, prev["heldout_score"])
-        active += prev["added"]
-        size = prev["stage_size"] * 2 if improved else max(prev["stage_size"] // 2, 1)
+    for i in range(1, len(rounds)):
+        prev = rounds[i - 1]
+        improved = prev.heldout_score > best
+        best = max(best, prev.heldout_score)
+        active += prev.added
+        size = stage_size[i - 1] * 2 if improved else max(stage_size[i - 1] // 2, 1)
         floor = math.ceil(share * active)  # at least this share of the active set
         floored += floor > size
-        assert r["stage_size"] == min(max(size, floor), 150 - active)
+        assert stage_size[i] == min(max(size, floor), 150 - active)
     assert floored > 0 if share else floored == 0  # the floor took part
     chosen = res.report.stage_choice.chosen_round
-    assert res.weights.nnz == rounds[chosen - 1]["active"]
+    assert res.weights.nnz == rounds[chosen - 1].active
 
 
 def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
@@ -682,16 +676,17 @@ def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
     assert ruled.report["stopped_by_rule"] and ruled.report["rule_stop"] is None
     r = ruled.report["rounds_run"]
     res = run(problem, **keys)
-    rounds = res.report["rounds"]
+    rounds = res.report.rounds
     # the rule's stop is one candidate stage, then more (rounds of per_round
     # picks without held-out data deciding; with it, they grow while it improves)
-    assert all(0 < x["added"] <= 3 for x in ruled.report["rounds"])
+    assert all(0 < x.added <= 3 for x in ruled.report.rounds)
     stop = res.report["rule_stop"]["round"]
     assert res.report["rule_stop"]["why"].startswith("no proposal beats beta_0")
-    assert len(rounds) > stop and all(x["beyond_rule"] for x in rounds[stop:])
-    assert not any(x["beyond_rule"] for x in rounds[:stop])
-    assert rounds[0]["added"] <= 3 and all(x["added"] > 0 for x in rounds)
-    scores = [x["heldout_score"] for x in rounds]
+    beyond = [x.detail_as(BayesRound).beyond_rule for x in rounds]
+    assert len(rounds) > stop and all(beyond[stop:])
+    assert not any(beyond[:stop])
+    assert rounds[0].added <= 3 and all(x.added > 0 for x in rounds)
+    scores = [x.heldout_score for x in rounds]
     assert res.report.stage_choice.chosen_round == int(np.argmax(scores)) + 1
     assert not res.report["stopped_by_rule"]
     # without held-out data the rule ends the run
@@ -702,13 +697,13 @@ def test_bayes_factor_goes_on_past_its_rule_and_held_out_data_choose(problem):
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_a_stage_run_ended_by_max_seconds_keeps_its_best_stage(problem, method):
     # a budget the first stage starts within and ends past (1 s a pass)
-    first = clocked(problem, method=method, max_rounds=1, per_round=3).report["rounds"][0]
-    budget = first["elapsed_s"] - 1.0
+    first = clocked(problem, method=method, max_rounds=1, per_round=3).report.rounds[0]
+    budget = first.elapsed_s - 1.0
     res = clocked(problem, method=method, max_seconds=budget, per_round=3)
     assert res.report.stop.message == f"max_seconds = {budget:g}"
-    rounds = res.report["rounds"]
+    rounds = res.report.rounds
     assert len(rounds) == 1 and res.report.stage_choice.chosen_round == 1
-    assert res.weights.nnz == rounds[0]["active"] > 0
+    assert res.weights.nnz == rounds[0].active > 0
     # the budget asked for: not unconverged (exit 0), a warning
     assert res.report.unconverged == []
     assert res.report.warnings == [
@@ -743,7 +738,7 @@ def test_a_killed_stage_run_resumed_with_a_spent_budget_ends_with_its_best_stage
     whole = run(problem, max_rounds=3, refit=False, **keys)
     spent = train_config(max_seconds=1e-9, **keys)
     res = train(LocalBackend([tr], space), spent, LocalBackend([he], space), out, resume=True)
-    assert len(res.report["rounds"]) == 3 and res.report.stop.message == "max_seconds = 1e-09"
+    assert len(res.report.rounds) == 3 and res.report.stop.message == "max_seconds = 1e-09"
     assert res.report.refit.skipped.startswith("max_seconds")
     assert res.report.stage_choice == whole.report.stage_choice
     np.testing.assert_array_equal(res.weights.ids, whole.weights.ids)
@@ -755,12 +750,12 @@ def test_max_seconds_stops_before_a_stage_that_would_end_past_it(problem):
     # 1 s a pass: a budget that ends within the third stage; that stage, if
     # it took as long as the second, would end past it, so it is not started
     keys = dict(method="sgc", stage_features=1, refit=False)
-    free = [r["elapsed_s"] for r in clocked(problem, max_rounds=4, **keys).report["rounds"]]
+    free = [r.elapsed_s for r in clocked(problem, max_rounds=4, **keys).report.rounds]
     budget = free[2] - 0.5
     assert free[1] + (free[1] - free[0]) > budget  # the loop's estimate of the third
     res = clocked(problem, max_seconds=budget, **keys)
     assert res.report.stop.message == f"max_seconds = {budget:g}"
-    assert [r["elapsed_s"] for r in res.report["rounds"]] == free[:2]
+    assert [r.elapsed_s for r in res.report.rounds] == free[:2]
     assert res.report.wall_s <= budget
     assert res.report.stage_choice.chosen_round in (1, 2)
 
@@ -770,15 +765,15 @@ def test_a_resumed_run_counts_its_earlier_sessions_against_max_seconds(problem, 
     # and the new session's setup leave one more stage for
     tr, he, space = problem
     keys = dict(method="sgc", stage_features=1, refit=False, patience=0)
-    free = [r["elapsed_s"] for r in clocked(problem, max_rounds=6, **keys).report["rounds"]]
+    free = [r.elapsed_s for r in clocked(problem, max_rounds=6, **keys).report.rounds]
     out = str(tmp_path / "run")
     first = clocked(problem, output_dir=out, max_rounds=3, **keys)
-    assert [r["elapsed_s"] for r in first.report["rounds"]] == free[:3]
+    assert [r.elapsed_s for r in first.report.rounds] == free[:3]
     budget = free[2] + (free[4] - free[2]) - 0.5  # about two stages more, less the setup
     res = clocked(problem, output_dir=out, resume=True, max_seconds=budget, **keys)
-    rounds = res.report["rounds"]
+    rounds = res.report.rounds
     assert res.report.stop.message == f"max_seconds = {budget:g}"
-    assert 4 <= len(rounds) <= 5 and rounds[-1]["elapsed_s"] > free[2]
+    assert 4 <= len(rounds) <= 5 and rounds[-1].elapsed_s > free[2]
 
 
 @pytest.mark.parametrize("method", ["grafting", "l2"])
@@ -787,24 +782,26 @@ def test_refit_fits_the_chosen_penalty_on_training_and_held_out_events(problem, 
     keys = dict(method=method, path=True, points=5, gtol=1e-9, l2_mixes=[0.0])
     chosen = run(problem, refit=False, **keys)
     res = run(problem, **keys)
-    path, refit = res.report["path"], res.report["refit"]
-    point = path["points"][path["chosen"]]
-    assert path == chosen.report["path"]  # the same path and choice
-    gamma = point["l1" if method == "grafting" else "l2"]
-    assert refit["l1" if method == "grafting" else "l2"] == gamma
+    path, refit = res.report.path, res.report.refit
+    point = path.chosen_point
+    assert path == chosen.report.path  # the same path and choice
+    parameter = "l1" if method == "grafting" else "l2"
+    assert point.parameter == refit.parameter == parameter
+    gamma = point.gamma
+    assert refit.gamma == gamma
     # the chosen fit's figures are kept beside the refit's
-    assert refit["chosen_fit"]["features"] == chosen.weights.nnz == point["features"]
-    assert refit["chosen_fit"]["objective"] == pytest.approx(chosen.report.objective)
-    assert res.report.heldout.accuracy == point["heldout_accuracy"]
+    assert refit.chosen_fit.features == chosen.weights.nnz == point.features
+    assert refit.chosen_fit.objective == pytest.approx(chosen.report.objective)
+    assert res.report.heldout.accuracy == point.heldout["heldout_accuracy"]
     # the refit is a fit at the chosen gamma on both parts' events
     penalty = {"l1": gamma} if method == "grafting" else {"l2": gamma}
     both = LocalBackend([tr, he], space)
     cold = train(both, train_config(method=method, gtol=1e-9, **penalty))
-    assert refit["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
-    assert res.weights.nnz == refit["features"] == cold.weights.nnz
-    assert refit["objective"] != pytest.approx(chosen.report.objective, rel=1e-6)
+    assert refit.objective == pytest.approx(cold.report.objective, rel=1e-6)
+    assert res.weights.nnz == refit.features == cold.weights.nnz
+    assert refit.objective != pytest.approx(chosen.report.objective, rel=1e-6)
     if method == "grafting":
-        assert refit["kkt_passed"]
+        assert refit.kkt_passed
 
 
 def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
@@ -814,7 +811,8 @@ def test_refit_leaves_out_held_out_events_of_labels_unseen_in_training(problem):
     held = dataclasses.replace(he, y=y)
     keys = dict(method="l2", path=True, l2_grid=[1e-2, 1e-3], patience=0)
     res = train(LocalBackend([tr], space), train_config(**keys), LocalBackend([held], space))
-    gamma = res.report["refit"]["l2"]
+    assert res.report.refit.parameter == "l2"
+    gamma = res.report.refit.gamma
     usable = take_events(he, np.arange(he.n_events) >= 50)
     cold = train(LocalBackend([tr, usable], space), train_config(method="l2", l2=gamma))
     assert res.report.refit.objective == pytest.approx(cold.report.objective, rel=1e-6)
@@ -824,26 +822,28 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     tr, he, space = problem
     keys = dict(method="grafting", path=True, points=4, gtol=1e-9, refit=False, mix_stop=False)
     res = run(problem, l2_mixes=[0.9, 0.0, 0.5], **keys)
-    path = res.report["path"]
-    elastic = path["elastic"]
-    assert [e["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
+    path = res.report.path
+    elastic = path.elastic
+    assert [e.what["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
     # the sparsest mix whose chosen point is within one standard error of the best's
     picked = elastic[sparsest_within_one_se(elastic)]
-    assert min(e["below_best_se"] for e in elastic) == 0.0  # the paired gap, 0 at the best
-    assert path["l2_mix"] == picked["l2_mix"] and picked["chosen"]
-    assert path["points"][path["chosen"]]["heldout_score"] == picked["heldout_score"]
+    assert min(e.point.below_best_se for e in elastic) == 0.0  # the paired gap, 0 at the best
+    assert path.what["l2_mix"] == picked.what["l2_mix"] and picked.point.chosen
+    assert path.chosen_point.score == picked.point.score
     # pure l1 alone is the mix-0 path
-    l1 = run(problem, l2_mixes=[0.0], **keys).report["path"]
-    assert "elastic" not in l1 and l1["points"][l1["chosen"]]["l1"] == elastic[0]["l1"]
+    l1 = run(problem, l2_mixes=[0.0], **keys).report.path
+    assert l1.elastic is None and l1.chosen_point.gamma == elastic[0].point.gamma
     # a mixed point is grafting at gamma1 with gamma2 = gamma1 m / (1 - m)
-    mixed = next(e for e in elastic if e["l2_mix"] == 0.5)
+    mixed = next(e.point for e in elastic if e.what["l2_mix"] == 0.5)
+    assert mixed.parameter == "l1"
     cold = run(
-        problem, heldout=False, method="grafting", l1=mixed["l1"], elastic_l2=mixed["l1"], gtol=1e-9
+        problem, heldout=False, method="grafting", l1=mixed.gamma, elastic_l2=mixed.gamma, gtol=1e-9
     )
-    assert mixed["objective"] == pytest.approx(cold.report.objective, rel=1e-6)
+    assert mixed.objective == pytest.approx(cold.report.objective, rel=1e-6)
     # the refit keeps the chosen mix
     both = run(problem, l2_mixes=[0.9, 0.0, 0.5], **{**keys, "refit": True})
-    m, g = both.report["path"]["l2_mix"], both.report["refit"]["l1"]
+    assert both.report.refit.parameter == "l1"
+    m, g = both.report.path.what["l2_mix"], both.report.refit.gamma
     whole = LocalBackend([tr, he], space)
     ref = train(whole, train_config(method="grafting", l1=g, elastic_l2=g * m / (1 - m), gtol=1e-9))
     assert both.report.refit.objective == pytest.approx(ref.report.objective, rel=1e-6)
@@ -851,13 +851,14 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
         run(problem, l2_mixes=[0.0, 1.0], **keys)
 
 
-def sparsest_within_one_se(rows: list[dict]) -> int:
-    """Brute force: the fewest features among rows scoring at least the best
-    row's score minus its standard error (the first of ties)."""
-    best = max(rows, key=lambda r: r["heldout_score"])
-    floor = best["heldout_score"] - best["heldout_se"]
-    within = [i for i, r in enumerate(rows) if r["heldout_score"] >= floor]
-    return min(within, key=lambda i: (rows[i]["features"], i))
+def sparsest_within_one_se(rows: list[PathVariant]) -> int:
+    """Brute force: the fewest features among the variants' chosen points
+    scoring at least the best one's score minus its standard error (the
+    first of ties)."""
+    points = [r.point for r in rows]
+    best = max(points, key=lambda p: p.score)
+    within = [i for i, p in enumerate(points) if p.score >= best.score - best.se]
+    return min(within, key=lambda i: (points[i].features, i))
 
 
 def test_max_seconds_covers_every_point_of_a_path(problem):
@@ -866,6 +867,6 @@ def test_max_seconds_covers_every_point_of_a_path(problem):
     free = clocked(problem, **keys)
     budget = free.report.wall_s / 3
     res = clocked(problem, max_seconds=budget, **keys)
-    points = res.report["path"]["points"]
-    assert 1 <= len(points) < len(free.report["path"]["points"])
+    points = res.report.path.points
+    assert 1 <= len(points) < len(free.report.path.points)
     assert res.weights.nnz > 0 and "refit" in res.report

@@ -5,6 +5,8 @@ refit of the chosen gamma1 on the training and held-out events."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sparkmaxent.backends import LocalBackend
@@ -183,12 +185,12 @@ def test_a_union_derives_both_parts_and_closes_them(problem):
 
 
 def test_the_combination_is_kept_when_it_beats_the_atoms_beyond_the_noise(chosen):
-    versus = chosen.report["path"]["versus_atoms"]
-    assert versus["kept"] == "combination"
-    assert versus["gain"] > versus["difference_se"] > 0
-    path = chosen.report["path"]
-    assert versus["combination_point"] == path["points"][path["chosen"]]
-    assert all("kkt_passed" in p for p in versus["other_points"])  # the atoms' path
+    path = chosen.report.path
+    versus = path.versus_atoms
+    assert versus.kept == "combination"
+    assert versus.gain > versus.difference_se > 0
+    assert versus.combination_point == path.chosen_point
+    assert all(p.kkt_passed is not None for p in versus.other_points)  # the atoms' path
 
 
 def test_without_planted_conjunctions_the_atoms_path_is_kept():
@@ -202,16 +204,16 @@ def test_without_planted_conjunctions_the_atoms_path_is_kept():
     space = Space(MULTICLASS, 120, 3, bias=True)
     cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **KEYS)
     res = train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
-    versus = res.report["path"]["versus_atoms"]
-    assert versus["kept"] == "atoms" and versus["gain"] <= versus["difference_se"]
+    versus = res.report.path.versus_atoms
+    assert versus.kept == "atoms" and versus.gain <= versus.difference_se
     assert not res.conjunctions  # the atoms' model
     atoms_keys = {**KEYS, "combination_degree": 1}
     atoms_cfg = train_config(path=True, l1_grid=GRID, patience=0, refit=False, **atoms_keys)
     alone = train(LocalBackend([tr], space), atoms_cfg, LocalBackend([he], space))
 
     def unbudgeted(points):  # the combination path fits without a pass budget
-        return [{k: v for k, v in p.items() if k != "budget"} for p in points]
+        return [dataclasses.replace(p, budget=None) for p in points]
 
-    assert unbudgeted(res.report["path"]["points"]) == unbudgeted(alone.report["path"]["points"])
+    assert unbudgeted(res.report.path.points) == unbudgeted(alone.report.path.points)
     assert (res.weights.active_ids() == alone.weights.active_ids()).all()
     assert res.weights.values == pytest.approx(alone.weights.values)

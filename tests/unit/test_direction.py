@@ -123,7 +123,7 @@ def test_grafting_with_newton_cg_reaches_the_certified_optimum_of_exact_newton(n
     exact = train(LocalBackend(blocks, space), grafting_config(solver="newton"))
     free = train(LocalBackend(blocks, space), grafting_config(solver="newton-cg"))
     assert free.report.certificate.passed and free.report.converged
-    assert free.report["solvers"] == {"newton-cg": free.report["rounds"][-1]["round"]}
+    assert free.report["solvers"] == {"newton-cg": free.report.rounds[-1].round}
     assert free.report.objective == pytest.approx(exact.report.objective, rel=1e-9)
     assert set(free.weights.ids.tolist()) == set(exact.weights.ids.tolist())
     np.testing.assert_allclose(free.weights.values, exact.weights.values, atol=1e-5)

@@ -4,6 +4,7 @@ event shapes, standardization, both solvers, checkpoints and resume."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -400,10 +401,15 @@ def test_resume_after_an_interruption_ends_with_the_same_model(tmp_path, solver,
     assert resumed.weights.ids.tolist() == whole.weights.ids.tolist()
     np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
     np.testing.assert_array_equal(resumed.weights.bias, whole.weights.bias)
-    assert resumed.report["rounds"] == [
-        {**r, "elapsed_s": r2["elapsed_s"], "passes": r2["passes"]}
-        for r, r2 in zip(whole.report["rounds"], resumed.report["rounds"])
-    ]
+    # the same rows, but for the session's clock and passes (and a checkpoint's
+    # rows keep no per-round passes or seconds: RoundRecord.round_passes)
+    assert resumed.report.rounds == [
+        dataclasses.replace(
+            r, elapsed_s=r2.elapsed_s, passes=r2.passes, round_passes=r2.round_passes,
+            round_s=r2.round_s,
+        )
+        for r, r2 in zip(whole.report.rounds, resumed.report.rounds)
+    ]  # fmt: skip
     assert resumed.report.objective == whole.report.objective
     # the resumed session ran only the remaining rounds
     assert resumed.report.passes < whole.report.passes
@@ -430,7 +436,7 @@ def test_progress_trace_heldout_and_plots(tmp_path, caplog):
     heldout = LocalBackend([held_part.block()], space)
     with caplog.at_level("INFO", logger="sparkmaxent.selection.loop"):
         res = train(backend, grafting_config(n_best=4), heldout, output_dir=str(tmp_path))
-    rounds = res.report["rounds"]
+    rounds = res.report.rounds
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("round ")]
     assert len(lines) == len(rounds) + 1  # one per round, one for the final test
     assert "held-out accuracy" in lines[0] and "passes" in lines[0]
@@ -444,11 +450,11 @@ def test_progress_trace_heldout_and_plots(tmp_path, caplog):
         "passes",
         "elapsed_s",
     ):
-        assert key in rounds[0]
-    objectives = [r["objective"] for r in rounds]
+        assert key in rounds[0].to_json()  # the trace row as written
+    objectives = [r.objective for r in rounds]
     assert all(b < a for a, b in zip(objectives, objectives[1:]))  # each round improves C
-    assert [r["passes"] for r in rounds] == sorted(r["passes"] for r in rounds)
-    assert rounds[-1]["heldout_accuracy"] > rounds[0]["heldout_accuracy"]
+    assert [r.passes for r in rounds] == sorted(r.passes for r in rounds)
+    assert rounds[-1].heldout_accuracy > rounds[0].heldout_accuracy
     for name in ("objective.png", "max_gradient.png", "heldout_accuracy.png"):
         with open(tmp_path / "plots" / name, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"

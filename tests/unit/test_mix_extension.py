@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.sections import PathVariant
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space
 from sparkmaxent.kernels.blocks import take_events
@@ -34,41 +35,45 @@ def documents():
     return take_events(block, np.arange(120)), take_events(block, np.arange(120, n)), space
 
 
-def mixes(documents, **keys) -> list[dict]:
+def mixes(documents, **keys) -> list[PathVariant]:
     """The ``path.elastic`` rows of a grafting path from l2 mixes [0, 0.5]."""
     tr, he, space = documents
     config = train_config(
         method="grafting", path=True, points=4, refit=False, folds=1, l2_mixes=[0.0, 0.5], **keys
     )
     res = train(LocalBackend([tr], space), config, LocalBackend([he], space))
-    assert res.report["path"]["elastic_not_run"] == []
-    return res.report["path"]["elastic"]
+    assert res.report.path.elastic_not_run == []
+    return res.report.path.elastic
 
 
-def gains(rows: list[dict], i: int) -> bool:
+def mix(row: PathVariant) -> float:
+    return row.what["l2_mix"]
+
+
+def gains(rows: list[PathVariant], i: int) -> bool:
     """Whether mix ``i`` beat every sparser mix by more than its standard error."""
-    best = max(r["heldout_score"] for r in rows[:i])
-    return rows[i]["heldout_score"] - best > rows[i]["heldout_se"]
+    best = max(r.point.score for r in rows[:i])
+    return rows[i].point.score - best > rows[i].point.se
 
 
 def test_the_mixes_extend_toward_l2_while_the_densest_gains_and_stop_when_it_does_not(
     documents,
 ):
     rows = mixes(documents, mix_max=0.9999)
-    assert [r["l2_mix"] for r in rows] == pytest.approx([0.0, 0.5, 0.95, 0.995])
+    assert [mix(r) for r in rows] == pytest.approx([0.0, 0.5, 0.95, 0.995])
     assert gains(rows, 1) and gains(rows, 2)  # each extension followed a gain
     assert not gains(rows, 3)  # 0.9995 is below the cap: the rule stopped it
     # the sparsest mix within one standard error of the best: a mix past the list
-    best = max(rows, key=lambda r: r["heldout_score"])
-    chosen = next(r for r in rows if r["chosen"])
-    assert chosen["l2_mix"] == pytest.approx(0.95)
-    assert chosen["heldout_score"] >= best["heldout_score"] - best["heldout_se"]
+    best = max((r.point for r in rows), key=lambda p: p.score)
+    chosen = next(r for r in rows if r.point.chosen)
+    assert mix(chosen) == pytest.approx(0.95)
+    assert chosen.point.score >= best.score - best.se
     # the cap ends the extension (the same paths up to it); below the list's densest: none
     capped = mixes(documents, mix_max=0.95)
-    assert [r["l2_mix"] for r in capped] == pytest.approx([0.0, 0.5, 0.95])
+    assert [mix(r) for r in capped] == pytest.approx([0.0, 0.5, 0.95])
     for row, full in zip(capped, rows, strict=False):
-        assert (row["l1"], row["features"]) == (full["l1"], full["features"])
-    assert [r["l2_mix"] for r in mixes(documents, mix_max=0.0)] == [0.0, 0.5]
+        assert (row.point.gamma, row.point.features) == (full.point.gamma, full.point.features)
+    assert [mix(r) for r in mixes(documents, mix_max=0.0)] == [0.0, 0.5]
 
 
 def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(documents):
@@ -77,15 +82,15 @@ def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(
     times the passes of every path before it, and ends with its best point
     when they are spent."""
     rows = mixes(documents, mix_max=0.9999, cut_passes=0.3)
-    assert [r["passes_cap"] for r in rows[:2]] == [None, None]  # the listed mixes: no cap
+    assert [r.passes_cap for r in rows[:2]] == [None, None]  # the listed mixes: no cap
     assert len(rows) > 2
     for i, row in enumerate(rows[2:], start=2):
-        assert row["passes_cap"] == math.ceil(0.3 * sum(r["path_passes"] for r in rows[:i]))
-        assert row["path_passes"] <= row["passes_cap"]
-        assert row["cut"] is False  # its chosen point is a finished one
-    assert rows[2]["path_passes"] == rows[2]["passes_cap"]  # the budget ended this path
+        assert row.passes_cap == math.ceil(0.3 * sum(r.path_passes for r in rows[:i]))
+        assert row.path_passes <= row.passes_cap
+        assert row.point.cut is False  # its chosen point is a finished one
+    assert rows[2].path_passes == rows[2].passes_cap  # the budget ended this path
     # without a cut (cut_passes = 0) no path is capped
-    assert all(r["passes_cap"] is None for r in mixes(documents, mix_max=0.96, cut_passes=0))
+    assert all(r.passes_cap is None for r in mixes(documents, mix_max=0.96, cut_passes=0))
 
 
 def test_mix_max_is_a_mix():

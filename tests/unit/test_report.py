@@ -294,16 +294,6 @@ TYPED_KEY_READS: dict[str, int] = {
     "tests/spark/test_split.py": 2,
     "tests/spark/test_thresholded_spark.py": 7,
     "tests/spark/test_topk_spark.py": 6,
-    "tests/unit/test_bayes.py": 1,
-    "tests/unit/test_choice.py": 59,
-    "tests/unit/test_combination_path.py": 5,
-    "tests/unit/test_direction.py": 1,
-    "tests/unit/test_grafting.py": 4,
-    "tests/unit/test_ifs.py": 10,
-    "tests/unit/test_mix_extension.py": 2,
-    "tests/unit/test_stage_refit.py": 5,
-    "tests/unit/test_thresholded.py": 2,
-    "tests/unit/test_topk.py": 2,
 }
 
 #: files that read the JSON form on purpose: this file (the JSON's own tests

@@ -229,8 +229,8 @@ def test_grafting_block_path_grafts_the_dense_path_model(solver):
     assert tiled.report.objective == dense.report.objective
     np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(tiled.weights.values, dense.weights.values)
-    added = [r["added"] for r in dense.report["rounds"]]
-    assert [r["added"] for r in tiled.report["rounds"]] == added
+    added = [r.added for r in dense.report.rounds]
+    assert [r.added for r in tiled.report.rounds] == added
     if solver == "newton":  # the dense test rides on Newton's last pass; the block test cannot
         assert tiled.report.passes > dense.report.passes
 

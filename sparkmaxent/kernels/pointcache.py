@@ -1,0 +1,175 @@
+"""Each block's Hessian operator at one Newton point, kept between the
+product passes at that point.
+
+CG across passes (``solvers/global_cg.py``) runs up to
+``SolverOptions.global_cg`` Hessian-vector product passes at one point, and
+every one needs the block's model probabilities there (a loss pass:
+scores, softmax) and the Hessian's diagonal, about as much work as the
+product itself. Spark reuses its Python workers between tasks
+(``spark.python.worker.reuse``), so a module-level cache lets every product
+pass at a point after the first start from the operator the first built,
+on the executors as in-process.
+
+The cache is exact, like ``colcache.ColumnCache``: an entry serves a lookup
+only when the block's arrays equal the entry's (the same objects, or equal
+element by element: Spark unpickles a block afresh every pass) and so do
+the point's keys (the feature space, the ids, the weights, the bias, the
+scaling). A changed point, active set, dataset or partitioning is never
+served a stale operator, and a hit returns what a miss would have built,
+bit for bit: no pass's result depends on what the cache held. The point
+is its own version: every pass carries its weights, and comparing them
+costs a vector's length, no driver counter to trust across backends.
+
+Memory: at most one point per block (a lookup at another point drops the
+block's entry; a round's weights move on and never return), beyond
+``max_bytes`` the least recently used block's entry goes, and an operator
+larger than half the bound is not kept. The arrays an entry holds are made
+read-only, so no caller can change them under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .colcache import Arrays, _nbytes, _read_only, _same
+
+#: bound of one process's cache: the operators (probabilities, their
+#: products with the event weights, the gathered active columns, the
+#: diagonal) of a few blocks
+MAX_BYTES = 256 << 20
+
+
+def block_arrays(block: Any) -> Arrays:
+    """A block's fields as arrays, in field order (a sparse matrix as its
+    format, shape and compressed arrays, a number as a 0-d array): what a
+    cached entry is matched against."""
+    out: list[np.ndarray | None] = []
+    for f in dataclasses.fields(block):
+        value = getattr(block, f.name)
+        if sp.issparse(value):
+            value = value.tocsr()
+            out += [np.asarray(value.shape), value.indptr, value.indices, value.data]
+        else:
+            out.append(value if value is None else np.asarray(value))
+    return tuple(out)
+
+
+def held_arrays(value: Any) -> list[np.ndarray]:
+    """The distinct arrays ``value`` holds (arrays, sparse matrices,
+    dataclasses, tuples and lists of them, a closure's cells), for the
+    bound and to make them read-only."""
+    seen: dict[int, np.ndarray] = {}
+
+    def visit(v: Any) -> None:
+        if isinstance(v, np.ndarray):
+            seen.setdefault(id(v), v)
+        elif sp.issparse(v):
+            for name in ("indptr", "indices", "data"):
+                visit(getattr(v, name, None))
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                visit(item)
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            for f in dataclasses.fields(v):
+                visit(getattr(v, f.name))
+        elif callable(v) and getattr(v, "__closure__", None):
+            for cell in v.__closure__:
+                visit(cell.cell_contents)
+
+    visit(value)
+    return list(seen.values())
+
+
+class PointCache:
+    """Values built from a block at a point (its Hessian operator), one
+    point per block, matched exactly (see the module docstring).
+
+    Attributes
+    ----------
+    hits, misses : int
+        Lookups served from the cache, and built afresh.
+    """
+
+    def __init__(self, max_bytes: int = MAX_BYTES):
+        self.max_bytes = max_bytes
+        self.hits = self.misses = 0
+        # slot -> (block's arrays, keys, value, bytes of the value and keys)
+        self._entries: OrderedDict[int, tuple[Arrays, tuple, Any, int]] = OrderedDict()
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def get(self, block: Any, keys: tuple, build: Callable[[], Any]) -> Any:
+        """``build()``, or the value built earlier from a block equal to
+        ``block`` with keys equal to ``keys`` (arrays compared element by
+        element, anything else by ``==``)."""
+        arrays = block_arrays(block)
+        with self._lock:
+            for slot, (held, held_keys, value, _) in self._entries.items():
+                if len(held) != len(arrays) or not all(map(_same, held, arrays)):
+                    continue
+                if _same_keys(held_keys, keys):
+                    self._entries.move_to_end(slot)
+                    self.hits += 1
+                    return value
+                del self._entries[slot]  # the block's old point: the round moved on
+                break
+            self.misses += 1
+        value = build()
+        self._insert(arrays, keys, value)
+        return value
+
+    def _insert(self, arrays: Arrays, keys: tuple, value: Any) -> None:
+        held = held_arrays(value)
+        # the keys are copied: a caller's array may change after the call
+        keys = tuple(k.copy() if isinstance(k, np.ndarray) else k for k in keys)
+        size = sum(a.nbytes for a in held) + _nbytes(tuple(k for k in keys if _is_array(k)))
+        if 2 * size > self.max_bytes:
+            return
+        _read_only(tuple(held))
+        _read_only(arrays)
+        with self._lock:
+            self._entries[self._next] = (arrays, keys, value, size)
+            self._next += 1
+            while self.nbytes > self.max_bytes:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._entries.clear()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the entries' values and keys hold (the blocks' own arrays
+        not counted: the blocks are cached anyway)."""
+        return sum(entry[3] for entry in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray)
+
+
+def _same_keys(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if _is_array(x) or _is_array(y):
+            if not (_is_array(x) and _is_array(y) and _same(x, y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+#: the process's cache of Hessian operators (kernels/direction.py)
+OPERATORS = PointCache()
