@@ -73,15 +73,16 @@ PAGES: dict[str, Page] = {
         "weights. Each round is solved to the tolerance in its row (`--tol`: one fixed "
         "tolerance at every size, or grafting's own loose first-round one; the bytes "
         "count the solver's last pass, which ships the thresholded test's partials). Each "
-        "row names the run that measured it (measured_by). Shown: the rows at 1,000, 4,000, "
-        "16,000 and 64,000 weights (of a page without tolerances, Spark's) but "
-        "newton-cg-plain's and -fixed's; the rest in the file.",
+        "row names the run that measured it (measured_by). product-pass rows (`--probe`): a "
+        "product pass's CPU with each block's operator computed afresh and from the cache. "
+        "Shown: newton's and newton-cg's rows at 1,000, 4,000, 16,000 and 64,000 weights (of a "
+        "page without tolerances, Spark's); the rest in the file.",
         ("backend", "solver", "active", "cpu_s", "wall_s", "passes", "hessian_products",
          "bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "tol",
          "load"),
         lambda row: row["active"] in (1000, 4000, 16000, 64000)
         and (row["backend"] == "spark" or "tol_mode" in row)
-        and row["solver"] not in ("newton-cg-plain", "newton-cg-fixed"),
+        and row["solver"] in ("newton", "newton-cg"),
     ),
     "grafting_solvers": Page(
         "Grafting: round solver, Newton against L-BFGS-B",
@@ -379,14 +380,13 @@ def section(benchmark: str, doc: dict, page: Page, results: str = RESULTS) -> li
     rows = [r for r in doc["rows"] if page.rows(r)]
     if len(rows) < len(doc["rows"]):
         about += f" Table: {len(rows)} of the {len(doc['rows'])} rows; the others are in the file."
+    if doc["targets"]:  # listed once, in the targets table at the top
+        met = sum(bool(t["met"]) for t in doc["targets"].values())
+        about += (f" Targets: {met} of {len(doc['targets'])} met, in the table"
+                  " [at a glance](#targets-at-a-glance).")  # fmt: skip
     lines = [f"## {benchmark}", "", about, "", f"    {doc['command']}"]
     columns = [c for c in page.columns if any(c in r for r in rows)]
     lines += [""] + table(columns, [[cell(r.get(c)) for c in columns] for r in rows])
-    if doc["targets"]:
-        lines += [""] + [
-            f"- {'**met**' if t['met'] else '**not met**'}: {t['goal']}: {cell(t['value'])}"
-            for t in doc["targets"].values()
-        ]
     return lines + [""]
 
 

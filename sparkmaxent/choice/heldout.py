@@ -26,7 +26,7 @@ import numpy as np
 from .. import storage
 from ..backends.union import UnionBackend
 from ..errors import ConfigError
-from ..kernels import Scaling, Weights
+from ..kernels import Scaling, Space, Weights
 from ..kernels.loss import LossGradTask
 from ..kernels.predict import EventScores, EventScoresTask
 from ..methods.baselines import fit_smooth_within
@@ -155,6 +155,18 @@ def keep_if_best(state: LoopState, row: dict, measure: Measure) -> None:
     )
 
 
+def not_improving(trace: list[RoundRecord]) -> list[RoundRecord]:
+    """The stages whose held-out score did not beat the best before them
+    (``keep_if_best``'s test; the first always does)."""
+    best, rows = None, []
+    for r in trace:
+        if best is None or r.heldout_score > best:
+            best = r.heldout_score
+        else:
+            rows.append(r)
+    return rows
+
+
 def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     """The held-out stop rule of a stage run keeping its best stage (the
     paths' rule, ``stopping.stop_rule``: a stage per point), replayed over
@@ -178,6 +190,13 @@ def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     return rule
 
 
+def best_stage_weights(space: Space, state: LoopState) -> Weights:
+    """The weights of the best held-out stage so far (``keep_if_best``)."""
+    a = state.arrays
+    bias = a["choice_bias"] if space.bias else None
+    return Weights(a["choice_ids"], a["choice_values"], bias)
+
+
 def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageChoice | None]:
     """The weights a stage method's run keeps: the best held-out stage
     (``train.choice.best_stage``), else the last; and the choice's report
@@ -187,9 +206,7 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageCh
         return state.weights, None
     if cfg.one_se:
         log.warning("train.choice.one_se applies to paths; a stage run keeps its best stage")
-    a = state.arrays
-    bias = a["choice_bias"] if ctx.backend.space.bias else None
-    weights = Weights(a["choice_ids"], a["choice_values"], bias)
+    weights = best_stage_weights(ctx.backend.space, state)
     chosen = int(state.info["choice_round"])
     for row in state.trace:
         row.chosen = row.round == chosen

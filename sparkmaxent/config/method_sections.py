@@ -53,6 +53,14 @@ class GraftingConfig(Section):
         "0: unbounded.",
         ge=0,
     )
+    round_global_cg: int = key(
+        0,
+        "newton-cg rounds: once an iteration's free set (the weights no bound holds) is the "
+        "last one's, the step is the whole data's Newton step by CG on the driver, each "
+        "Hessian-vector product one pass, at most this many passes an iteration; 0: each "
+        "partition's own step throughout (docs/methods/grafting.md, CG across passes).",
+        ge=0,
+    )
     dense_test_max: int = key(
         4_000_000,
         "Largest candidate space (features) whose gradient test brings the dense gradient "

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..choice.heldout import best_stage, refit_stage
+from ..choice.heldout import best_stage, best_stage_weights, not_improving, refit_stage
 from ..choice.sections import StageRefit
 from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
@@ -43,7 +43,7 @@ from ..problem import Objective
 from ..problem.objective import checked_pass
 from ..selection.base import FitResult, LoopState, RoundOutcome, TrainingContext
 from ..selection.checkpoint import has_checkpoint
-from ..selection.loop import add_feature, best_of, run_rounds
+from ..selection.loop import add_features, best_of, run_rounds
 from ..selection.reporting import FeatureNamer
 from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gain_fits import fit_gains
@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 
 #: Past the rule, a round takes at most this many times ``per_round`` picks.
 ROUND_GROWTH_CAP = 32
+#: With held-out data deciding the stop, a round rescores about this many
+#: times, whatever its size.
+HELDOUT_RESCORINGS = 8
 
 
 class BayesFactor:
@@ -88,9 +91,22 @@ class BayesFactor:
             "loss pass",
         )
 
-    def fit(self, weights: Weights, ids: np.ndarray, alpha0: np.ndarray | None = None):
+    def fit(
+        self,
+        weights: Weights,
+        ids: np.ndarray,
+        alpha0: np.ndarray | None = None,
+        pool: int | None = None,
+    ):
         """mu_g, a_g and the log Bayes factor of each id against ``weights``
-        (mean field; the model prior's odds are the caller's)."""
+        (mean field; the model prior's odds are the caller's). ``pool``:
+        only the ``pool`` largest log posterior gains are needed (past the
+        rule), so with the sketch only they get its exact polish pass."""
+        polish = (
+            {"polish_top": pool}
+            if pool and self.ctx.config.selection.gain_method == "sketch"
+            else {}
+        )
         f = fit_gains(
             self.ctx.backend,
             weights,
@@ -99,6 +115,7 @@ class BayesFactor:
             method=self.ctx.config.selection.gain_method,
             prior_variance=self.sigma2,
             alpha0=alpha0,
+            **polish,
         )
         return f, bayes_factor_score(f.loglik_change, f.alpha, f.curvature, self.sigma2, self.sign)
 
@@ -152,10 +169,9 @@ class BayesFactor:
 
     def round(self, state: LoopState) -> RoundOutcome:
         cfg = self.ctx.config
-        weights = state.weights
+        size, back_to = self.round_plan(state)
+        weights, loss = self.start_from(state, back_to)
         active = weights.active_ids()
-        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
-        loss = last.loss if last else self.loss_grad(weights).loss / self.weight
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
         beta0 = -self.weight * loss
@@ -163,7 +179,7 @@ class BayesFactor:
         def stopping(best: float, why: Stop) -> RoundOutcome:
             return _stop(weights, loss, best, why, beta0)
 
-        size, cap = self.round_size(state), cfg.selection.max_features
+        cap = cfg.selection.max_features
         room = cap - len(active) if cap else size
         if room <= 0:
             return stopping(
@@ -172,13 +188,12 @@ class BayesFactor:
         prop, ids, below, share = self.propose(weights)
         if not len(ids):
             return stopping(float("nan"), _nothing_proposed(prop, below))
-        fit, log_bf = self.fit(weights, ids)
+        limit, past = min(size, room), self.past_rule(state)
+        fit, log_bf = self.fit(weights, ids, pool=2 * limit if past else None)
         odds, inclusion = self.model_prior(log_bf, len(active))
-        limit = min(size, room)
         beta = log_bf + odds(len(active)) if inclusion != 0.0 else np.full(len(ids), -np.inf)
         best = float(beta.max())
         rule = _rule_stop(len(ids), inclusion, best)
-        past = self.past_rule(state)
         if rule is not None and not self.beyond_rule():
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor, beyond = 0.0, rule is not None or past
@@ -188,14 +203,13 @@ class BayesFactor:
             odds, inclusion = (lambda k: 0.0), None
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
-        take = max(1, limit // cfg.bayes.per_round)
+        # picks taken together after each rescoring (docs "What a round costs")
+        grow = self.beyond_rule()
+        take = -(-limit // HELDOUT_RESCORINGS) if grow else max(1, limit // cfg.bayes.per_round)
         picks, rescored = self.select(
             weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
         )
-        grown = weights
-        for p in picks:
-            grown = add_feature(grown, p["feature"], p["mu"])
-        new, report = self.optmap(grown)
+        new, report = self.optmap(with_picks(weights, picks))
         objective, new_loss = float(report["objective"]), float(report["loss"])
         detail = BayesRound(
             beyond_rule=bool(beyond),
@@ -219,6 +233,7 @@ class BayesFactor:
             optmap_evaluations=int(report["evaluations"]),
             optmap_converged=bool(report["converged"]),
             rule_stop=rule.message if rule is not None and not past else None,
+            from_round=back_to,
         )
         return RoundOutcome(
             None,
@@ -264,20 +279,43 @@ class BayesFactor:
                 return prop, ids, below, share
             share = min(1.0, 2.0 * share)
 
-    def round_size(self, state: LoopState) -> int:
-        """Picks this round takes at most: ``per_round``; with held-out data
-        deciding the stop (``beyond_rule``), twice the last round's after a
-        round that improved the best held-out score (as SGC's stages grow),
-        else half of it, within ``per_round`` and ``ROUND_GROWTH_CAP`` times
-        it: a corpus that needs thousands of features gets them in tens of
-        rounds."""
-        size = self.ctx.config.bayes.per_round
-        last = state.trace[-1].detail_as(BayesRound) if state.trace else None
-        if last is None or not self.beyond_rule():
-            return size
-        improved = state.info.get("choice_round") == state.round
-        grown = last.round_size * 2 if improved else last.round_size // 2
-        return int(min(max(grown, size), size * ROUND_GROWTH_CAP))
+    def round_plan(self, state: LoopState) -> tuple[int, int | None]:
+        """Picks this round takes at most, and the stage it starts from when
+        it goes back to the best one (None: from the last round). Without
+        held-out data deciding the stop (``beyond_rule``): ``per_round``
+        picks, from the last round. With it, rounds grow while held-out
+        improves and back off when it does not (as SGC's stages grow):
+        after a round that improved the best held-out score, twice the last
+        round's picks, but at most half of the smallest round that did not
+        improve it (a size that overshot is not tried again); after one
+        that did not, half of its picks taken from the best stage instead,
+        not on top of the overshoot; within ``per_round`` and
+        ``ROUND_GROWTH_CAP`` times it. A round of ``per_round`` that did
+        not improve goes on from itself: the held-out stop rule
+        (``train.choice.patience``) decides how far."""
+        per_round = self.ctx.config.bayes.per_round
+        if not state.trace or not self.beyond_rule():
+            return per_round, None
+        cap = per_round * ROUND_GROWTH_CAP
+        last = state.trace[-1].detail_as(BayesRound).round_size
+        if state.info.get("choice_round") != state.round:  # the last round did not improve
+            if last > per_round:
+                return max(last // 2, per_round), int(state.info["choice_round"])
+            return per_round, None
+        overshot = [r.detail_as(BayesRound).round_size for r in not_improving(state.trace)]
+        ceiling = min(overshot) // 2 if overshot else cap
+        return int(min(max(min(2 * last, ceiling), per_round), cap)), None
+
+    def start_from(self, state: LoopState, back_to: int | None) -> tuple[Weights, float]:
+        """The weights a round starts from and their mean training loss: the
+        last round's, or the best held-out stage's (round ``back_to``)."""
+        if back_to is None:
+            if not state.trace:
+                return state.weights, self.loss_grad(state.weights).loss / self.weight
+            return state.weights, state.trace[-1].detail_as(BayesRound).loss
+        row = next(r for r in state.trace if r.round == back_to)
+        log.info("going back to stage %d (%d features), the best held-out", back_to, row.active)
+        return best_stage_weights(self.space, state), row.detail_as(BayesRound).loss
 
     def beyond_rule(self) -> bool:
         """Whether the rule's stop is a candidate stage rather than the end
@@ -313,7 +351,8 @@ class BayesFactor:
         "Disjoint picks". ``odds(k)``: the log prior odds of a pick added to
         a model of k features. A proposal takes part while its score is
         above ``floor`` (0: it beats beta_0; below 0 beyond the rule).
-        Each rescoring is followed by the ``take`` best picks together.
+        Each rescoring (of ``train.bayes.rescore`` proposals, at least
+        2 x ``take``) is followed by the ``take`` best picks together.
         ``by_gain``: past the rule, the scores are log posterior gains (a
         pick's ``gain`` instead of its ``beta``) and a rescored proposal
         stays while it still raises the log posterior.
@@ -347,22 +386,27 @@ class BayesFactor:
                     break
                 picks.append({"feature": int(ids[b]), key: float(score[b]), "mu": float(mu[b])})
                 live[b] = False
-                model = add_feature(model, int(ids[b]), float(mu[b]))
                 if signatures is not None:
                     batch |= signatures[sig_row[b]]
                 taken += 1
             if len(picks) >= limit or not np.any(live):
                 return picks, rescored
             # rescore the best remaining ones against the model with the picks
+            model = with_picks(weights, picks)
             pos = np.flatnonzero(live)
             order = np.lexsort((ids[pos], -score[pos]))  # best latest score first, then id
-            fresh = pos[order[: cfg.bayes.rescore]]
+            fresh = pos[order[: max(cfg.bayes.rescore, 2 * take)]]
             s, mu[fresh] = self.rescore(model, ids[fresh], mu[fresh], by_gain)
             s += odds(len(model.values))
             rescored += len(fresh)
             score[fresh] = s
             # no longer beats beta_0 (or raises the log posterior) given the picks: out
             live[fresh] = s > (0.0 if by_gain else floor)
+
+
+def with_picks(weights: Weights, picks: list[dict]) -> Weights:
+    """``weights`` with the picks added at their mu (Eq. 14's fixed model)."""
+    return add_features(weights, [p["feature"] for p in picks], [p["mu"] for p in picks])
 
 
 def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:

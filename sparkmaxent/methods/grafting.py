@@ -90,6 +90,7 @@ class Grafting:
             # overshoots by orders of magnitude; the region bounds the weights only
             # (a common shift of the unpenalized biases changes no probability)
             radius=cfg.grafting.round_radius or np.inf,
+            global_cg=cfg.grafting.round_global_cg,
         )
         self.evaluations = 0
         self.iterations = 0

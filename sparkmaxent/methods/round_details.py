@@ -134,7 +134,9 @@ class BayesRound:
     and the events they came from; beta_0, how many proposals beat it, how
     many were rescored; the model prior's inclusion probability and log
     prior odds; the picks; and the OptMAP fit after them
-    (mean loss, log-likelihood, solver, evaluations, convergence)."""
+    (mean loss, log-likelihood, solver, evaluations, convergence);
+    ``from_round``: the best held-out stage the round went back to, after a
+    round that did not improve it (None: it went on from the last round)."""
 
     beyond_rule: bool
     ranked_by: str
@@ -157,6 +159,7 @@ class BayesRound:
     optmap_evaluations: int
     optmap_converged: bool
     rule_stop: str | None = None
+    from_round: int | None = None
 
     def note(self) -> str:
         """The round's progress-line note: proposals, how many beat beta_0, the picks."""
@@ -167,8 +170,9 @@ class BayesRound:
         )
         more = f" (+{len(picks) - NOTE_FEATURES} more)" if len(picks) > NOTE_FEATURES else ""
         prior = "" if inclusion is None else f", inclusion probability {inclusion:.3g}"
+        back = "" if self.from_round is None else f"from stage {self.from_round}: "
         return (
-            f"{self.proposals} proposals scored ({self.positive_proposals} beat beta_0 "
+            f"{back}{self.proposals} proposals scored ({self.positive_proposals} beat beta_0 "
             f"{self.beta_0:.6g}{prior}), selected {shown}{more}"
         )
 
@@ -180,9 +184,15 @@ class BayesRound:
 
     @classmethod
     def from_json(cls, doc: dict) -> BayesRound:
-        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("selected", "rule_stop")]
+        optional = ("selected", "rule_stop", "from_round")
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in optional]
         picks = tuple(BayesPick.from_json(p) for p in doc["selected"])
-        return cls(**{k: doc[k] for k in names}, selected=picks, rule_stop=doc.get("rule_stop"))
+        return cls(
+            **{k: doc[k] for k in names},
+            selected=picks,
+            rule_stop=doc.get("rule_stop"),
+            from_round=doc.get("from_round"),
+        )
 
 
 @dataclass(frozen=True)

@@ -348,3 +348,12 @@ def add_feature(weights: Weights, j: int, alpha: float) -> Weights:
         values[pos] += alpha
         return Weights(ids.copy(), values, weights.bias)
     return Weights(np.insert(ids, pos, j), np.insert(weights.values, pos, alpha), weights.bias)
+
+
+def add_features(weights: Weights, ids, alphas) -> Weights:
+    """The weights with features ``ids`` added at ``alphas`` (or incremented,
+    if present): ``add_feature`` for many at once, one sort."""
+    every = np.concatenate([weights.active_ids(), np.asarray(ids, dtype=np.int64)])
+    values = np.concatenate([weights.values, np.asarray(alphas, dtype=np.float64)])
+    unique, where = np.unique(every, return_inverse=True)
+    return Weights(unique, np.bincount(where, weights=values, minlength=len(unique)), weights.bias)

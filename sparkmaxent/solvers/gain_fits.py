@@ -361,6 +361,7 @@ def _fit_sketch(
     bin_width: float = 0.25,
     order: int = 2,
     polish: bool = True,
+    polish_top: int | None = None,
 ) -> GainFit:
     if ids.size == 0:
         return _fit_exact(backend, weights, ids, scaling, opts)  # no pass
@@ -394,6 +395,11 @@ def _fit_sketch(
         # exact S, S', S'' at the sketch's alphas: the reported likelihood
         # change is exact at alpha, and short of the optimum by ~ F'^2 / 2a
         good = np.flatnonzero(sketch.valid)
+        lam = 0.0 if fit.prior_variance is None else 1.0 / fit.prior_variance
+        if polish_top is not None and good.size > polish_top:
+            # only the largest gains (penalized by the prior) are polished
+            h = fit.loglik_change[good] - 0.5 * lam * fit.alpha[good] ** 2
+            good = np.sort(good[np.argpartition(-h, polish_top - 1)[:polish_top]])
         if good.size:
             d = _checked(
                 backend.run(
@@ -402,7 +408,6 @@ def _fit_sketch(
                 "gain polish pass",
             )
             passes += 1
-            lam = 0.0 if fit.prior_variance is None else 1.0 / fit.prior_variance
             fit.loglik_change[good], fit.grad[good] = d.loglik, d.grad
             fit.curvature[good] = -d.curv + lam
     fit.gain = fit.loglik_change / fit.weight
@@ -443,7 +448,9 @@ def fit_gains(
     method : {"sketch", "exact"}
         "sketch" (default): one sketch pass, Newton on the driver, one exact
         polish pass: 2 passes per batch (method (b); options ``bin_width``
-        (0.25), ``order`` (2), ``polish`` (True)); real-valued candidates
+        (0.25), ``order`` (2), ``polish`` (True), ``polish_top`` (None: all;
+        k: only the k largest S(alpha) - alpha^2 / (2 sigma^2) by the sketch,
+        the others keep the sketch's values)); real-valued candidates
         fall back to "exact". "exact": Newton with one pass per iteration
         (method (a)), more passes per batch, more still with centering.
     prior_variance : float or None

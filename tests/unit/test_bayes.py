@@ -38,7 +38,7 @@ from sparkmaxent.methods.bayes_scores import (
 )
 from sparkmaxent.methods.round_details import BayesRound
 from sparkmaxent.problem.objective import Objective
-from sparkmaxent.selection.loop import add_feature
+from sparkmaxent.selection.loop import add_feature, add_features
 from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
 
@@ -465,20 +465,46 @@ def test_past_the_rule_rounds_take_the_largest_log_posterior_gains(past_the_rule
     assert res.report.stage_choice.heldout_score > rows[stop - 1].heldout_score
 
 
-def test_past_the_rule_rounds_grow_while_held_out_improves(past_the_rule):
-    # twice the last round's picks after a round that improved the best
-    # held-out score, half of it after one that did not, within per_round
-    # and ROUND_GROWTH_CAP times it, before the rule's stop and past it
+def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_not(
+    past_the_rule,
+):
+    # after a round that improved the best held-out score: twice its picks,
+    # at most half the smallest round that did not improve it; after one that
+    # did not: half of its picks, on top of the best stage rather than of the
+    # overshoot; within per_round (10) and ROUND_GROWTH_CAP times it
     rows = past_the_rule[3].report.rounds
-    best, sizes = -math.inf, [r.detail_as(BayesRound).round_size for r in rows]
-    assert max(sizes) > 10
-    for r, size, nxt in zip(rows, sizes, sizes[1:]):
-        improved = r.heldout_score > best
-        best = max(best, r.heldout_score)
-        want = size * 2 if improved else size // 2
-        cap = 10 * bayes.ROUND_GROWTH_CAP
-        assert nxt == min(max(want, 10), cap)
-        assert r.added <= size
+    cap = 10 * bayes.ROUND_GROWTH_CAP
+    best, best_row, overshot, went_back = -math.inf, None, [], 0
+    assert max(r.detail_as(BayesRound).round_size for r in rows) > 10
+    for r, nxt in zip(rows, rows[1:]):
+        size, after = r.detail_as(BayesRound).round_size, nxt.detail_as(BayesRound)
+        assert 0 < r.added <= size and r.removed == 0
+        if r.heldout_score > best:
+            best, best_row = r.heldout_score, r
+            ceiling = min(overshot) // 2 if overshot else cap
+            assert after.round_size == min(max(min(2 * size, ceiling), 10), cap)
+            assert after.from_round is None and nxt.active == r.active + nxt.added
+            continue
+        overshot.append(size)
+        if size > 10:
+            went_back += 1
+            assert after.round_size == size // 2 and after.from_round == best_row.round
+            assert nxt.active == best_row.active + nxt.added < r.active + nxt.added
+        else:
+            assert after.round_size == 10 and after.from_round is None
+    assert went_back
+
+
+def test_add_features_adds_many_as_add_feature_adds_one():
+    start = Weights(np.array([2, 7]), np.array([0.5, -1.0]), np.zeros(2))
+    one = start
+    for j, a in [(9, 1.0), (0, 2.0), (7, 0.25), (3, -3.0)]:
+        one = add_feature(one, j, a)
+    many = add_features(start, [9, 0, 7, 3], [1.0, 2.0, 0.25, -3.0])
+    np.testing.assert_array_equal(many.active_ids(), one.active_ids())
+    np.testing.assert_array_equal(many.values, one.values)
+    np.testing.assert_array_equal(many.bias, start.bias)
+    assert add_features(start, [], []).nnz == start.nnz
 
 
 def test_proposals_refuse_unseen_labels():

@@ -526,3 +526,26 @@ def test_bad_input_fails_with_a_clear_message():
     )
     with pytest.raises(ValueError, match="label -1"):
         gain_derivatives(unseen, space, weights, None, np.array([0]), np.zeros(1))
+
+
+def test_sketch_polishes_only_the_largest_gains_when_asked():
+    # polish_top k: the k largest S - alpha^2 / (2 sigma^2) by the sketch get
+    # the exact values of the full polish; the others keep the sketch's
+    rng = np.random.default_rng(17)
+    block, space, weights, _ = setup(MULTICLASS, rng, False, real=False)
+    ids = np.arange(space.n_features)
+    backend = LocalBackend(split_block(block, 3), space)
+    fits = {
+        name: fit_gains(backend, weights, ids, prior_variance=2.0, **opts)
+        for name, opts in (("full", {}), ("raw", {"polish": False}), ("top", {"polish_top": 5}))
+    }
+    full, raw, top = fits["full"], fits["raw"], fits["top"]
+    assert top.passes == 2 and raw.passes == 1 and len(ids) > 5
+    h = raw.loglik_change - raw.alpha**2 / 4.0
+    polished = np.zeros(len(ids), dtype=bool)
+    polished[np.argsort(-h)[:5]] = True
+    np.testing.assert_array_equal(top.alpha, raw.alpha)
+    np.testing.assert_allclose(top.loglik_change[polished], full.loglik_change[polished])
+    np.testing.assert_allclose(top.curvature[polished], full.curvature[polished])
+    np.testing.assert_array_equal(top.loglik_change[~polished], raw.loglik_change[~polished])
+    assert np.any(raw.loglik_change[polished] != full.loglik_change[polished])

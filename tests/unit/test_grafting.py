@@ -515,6 +515,35 @@ def test_round_radius_is_the_rounds_initial_trust_region(radius, expected):
     assert method.options.radius == expected
 
 
+def test_round_global_cg_reaches_the_rounds_solver_and_the_same_certified_optimum():
+    """``train.grafting.round_global_cg`` is the product-pass budget of the
+    rounds' CG across passes (0: off); on, grafting runs product passes and
+    ends at the certified optimum the partitions' steps reach."""
+    from sparkmaxent.kernels.direction import HessianProductTask
+    from sparkmaxent.methods.grafting import Grafting, Variant
+    from sparkmaxent.selection.base import TrainingContext
+
+    class Counting(LocalBackend):
+        product_passes = 0
+
+        def run(self, task):
+            self.product_passes += isinstance(task, HessianProductTask)
+            return super().run(task)
+
+    _, block, space = planted(m=2000, P=100, n_copies=0)
+    runs = {}
+    for budget in (0, 50):
+        cfg = grafting_config(round_global_cg=budget, solver="newton-cg", n_best=20, l1=1e-3)
+        backend = Counting(split_block(block, 2), space)
+        method = Grafting(TrainingContext(backend, cfg), Variant("grafting", Penalty(l1=1e-3)))
+        assert method.options.global_cg == budget
+        runs[budget] = (train(backend, cfg), backend.product_passes)
+    assert runs[0][1] == 0 and runs[50][1] > 0
+    for res, _ in runs.values():
+        assert res.report.certificate.passed and res.report.converged
+    assert runs[50][0].report.objective == pytest.approx(runs[0][0].report.objective, rel=1e-9)
+
+
 def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
     """At a small gamma1 the zero-weight margin gamma1 * kkt_tol once set the
     rounds' final tolerance (0.5 gamma1 kkt_tol): the Hessian-free rounds
