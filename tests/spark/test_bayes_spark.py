@@ -25,4 +25,4 @@ def test_spark_backend_selects_what_local_selects(spark, tmp_path):
         assert backend.live_broadcasts == 0
     assert res.report["selected"] == local.report["selected"]
     np.testing.assert_allclose(res.weights.values, local.weights.values, rtol=1e-6)
-    assert res.report["objective"] == pytest.approx(local.report["objective"], rel=1e-8)
+    assert res.report.objective == pytest.approx(local.report.objective, rel=1e-8)

@@ -9,6 +9,7 @@ import pytest
 from sparkmaxent.api import evaluate_model
 from sparkmaxent.backends.dataset_scoring import predictions
 from sparkmaxent.kernels import MULTICLASS, Space, Weights
+from sparkmaxent.methods.round_details import CombinationRound
 from sparkmaxent.model import MaxentModel
 from sparkmaxent.model_conjunctions import Conjunctions, conjunction_names
 
@@ -18,6 +19,11 @@ from .helpers import written_multiclass
 @pytest.fixture(scope="module")
 def problem(tmp_path_factory):
     return written_multiclass(str(tmp_path_factory.mktemp("conj-mc")), 12, active_per_event=5)
+
+
+def combination(rounds) -> list[CombinationRound]:
+    """The combination rounds' own entries (phase, conjunction search)."""
+    return [r.detail_as(CombinationRound) for r in rounds]
 
 
 def test_predictions_form_the_models_conjunctions(spark, problem, tmp_path):
@@ -108,13 +114,13 @@ def test_spark_training_equals_local_and_the_model_scores_on_executors(spark, pl
     model, report = fit(spark, full, directory, str(tmp_path / "run"))
     # the same optimum; the support may differ only among conjunctions that
     # tie to rounding (a triple whose third atom always fires with the pair)
-    assert report["kkt"]["passed"] and local.report["kkt"]["passed"]
-    assert report["objective"] == pytest.approx(local.report["objective"], rel=1e-7)
-    first = [r for r in report["rounds"] if r["phase"] == "combination"][0]
-    first_local = [r for r in local.report["rounds"] if r["phase"] == "combination"][0]
-    assert first["conjunctions_examined"] == first_local["conjunctions_examined"] > 0
+    assert report.certificate.passed and local.report.certificate.passed
+    assert report.objective == pytest.approx(local.report.objective, rel=1e-7)
+    first = [r for r in combination(report.rounds) if r.phase == "combination"][0]
+    first_local = [r for r in combination(local.report.rounds) if r.phase == "combination"][0]
+    assert first.conjunctions_examined == first_local.conjunctions_examined > 0
     # each round's conjunctions formed once, in a cached copy of the blocks (an RDD)
-    rounds = sum(r["phase"] == "combination" for r in report["rounds"])
+    rounds = sum(r.phase == "combination" for r in combination(report.rounds))
     builds = report["combination"]["conjunction_builds"]
     assert 1 <= builds <= rounds + 1 < report["passes"]
     assert builds == local.report["combination"]["conjunction_builds"]

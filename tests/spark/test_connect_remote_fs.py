@@ -98,13 +98,13 @@ def test_reading_a_remote_file_system_under_connect(server, store):
     # train from the dataset on the server's file system; outputs on the client's disk
     ok(run([*cli, "train", "--train", f"{MOUNT}/train", "--output", str(store / "run"),
             *sets(SETTINGS)], url))  # fmt: skip
-    report = json.loads((store / "run" / "train_report.json").read_text())
+    run_json = json.loads((store / "run" / "train_report.json").read_text())
     local_train = run([*cli, "train", "--train", str(store / "train"), "--output",
                        str(store / "run-local"), *sets(SETTINGS)], url)  # fmt: skip
     ok(local_train)
-    local_report = json.loads((store / "run-local" / "train_report.json").read_text())
-    assert report["objective"] == pytest.approx(local_report["objective"], rel=1e-9)
-    assert report["passes"] == local_report["passes"]
+    local_json = json.loads((store / "run-local" / "train_report.json").read_text())
+    assert run_json["objective"] == pytest.approx(local_json["objective"], rel=1e-9)
+    assert run_json["passes"] == local_json["passes"]
 
     # the model saved there, loaded through the server, scores as the local one
     evaluate = [*cli, "evaluate", "--input", str(store / "test.txt"), "--format", "maxent"]
@@ -116,7 +116,7 @@ def test_reading_a_remote_file_system_under_connect(server, store):
     ok(run([*cli, "train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run2",
             *sets(SETTINGS)], url))  # fmt: skip
     there = json.loads(storage.read_bytes(str(store / "run2" / "train_report.json")))  # packed
-    assert there["objective"] == pytest.approx(report["objective"], rel=1e-9)
+    assert there["objective"] == pytest.approx(run_json["objective"], rel=1e-9)
     assert not [p for p in os.listdir(store) if ".tmp-" in p]
     claims = [str(p) for p in (store / ".run2.lock").iterdir() if list(p.glob("part-*"))]
     assert [json.loads(storage.read_bytes(p)) for p in claims] == [{"released": True}]

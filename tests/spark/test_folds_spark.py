@@ -27,4 +27,4 @@ def test_spark_folds_choose_as_in_process(spark, tmp_path):
     got, want = res.report["folds"], local.report["folds"]
     np.testing.assert_allclose(got["fold_scores"], want["fold_scores"], rtol=1e-7)
     assert got["chosen"] == want["chosen"]
-    assert res.report["objective"] == pytest.approx(local.report["objective"], rel=1e-9)
+    assert res.report.objective == pytest.approx(local.report.objective, rel=1e-9)

@@ -61,11 +61,11 @@ def test_grafting_on_the_frame_backend_is_the_rdd_backends_bit_for_bit(spark, pr
         assert fb.passes == a.report["passes"] > 3
     with SparkBackend(spark, problem.directory, problem.info, bias=True, partitions=2) as sb:
         b = train(sb, grafting())
-    assert a.report["kkt"]["passed"]
+    assert a.report.certificate.passed
     assert a.weights.ids.tolist() == b.weights.ids.tolist()
     np.testing.assert_allclose(a.weights.values, b.weights.values, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(a.weights.bias, b.weights.bias, rtol=1e-9, atol=1e-12)
-    assert a.report["objective"] == pytest.approx(b.report["objective"], rel=1e-12)
+    assert a.report.objective == pytest.approx(b.report.objective, rel=1e-12)
     assert a.report["passes"] == b.report["passes"]
 
 

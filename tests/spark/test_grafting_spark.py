@@ -40,8 +40,8 @@ def test_spark_backend_grafts_the_same_model_as_local(spark, problem, local_resu
     ) as backend:
         res = train(backend, config())
         assert backend.live_broadcasts == 0
-    assert res.report["kkt"]["passed"]
-    assert res.report["objective"] == pytest.approx(local_result.report["objective"], rel=1e-9)
+    assert res.report.certificate.passed
+    assert res.report.objective == pytest.approx(local_result.report.objective, rel=1e-9)
     assert res.weights.ids.tolist() == local_result.weights.ids.tolist()
     np.testing.assert_allclose(
         res.weights.values, local_result.weights.values, rtol=1e-6, atol=1e-9
@@ -85,7 +85,7 @@ def test_matches_spark_mllib_multinomial_l1(spark, problem, local_result):
     W = mllib.coefficientMatrix.toArray()  # (K, P)
     theta = np.concatenate([W.T.ravel(), mllib.interceptVector.toArray()])
     f_mllib = Objective(LocalBackend([block], space), None)(theta)[0] + GAMMA * np.abs(W).sum()
-    ours = local_result.report["objective"]
+    ours = local_result.report.objective
     assert ours == pytest.approx(f_mllib, rel=1e-6)
     assert ours <= f_mllib + 1e-12
     mllib_support = set(np.flatnonzero(np.abs(W.T.ravel()) > 1e-8).tolist())
@@ -104,6 +104,6 @@ def test_newton_cg_on_spark_grafts_the_optimum_of_exact_newton(spark, problem, l
     ) as backend:
         res = train(backend, config(solver="newton-cg"))
         assert backend.live_broadcasts == 0
-    assert res.report["kkt"]["passed"] and res.report["solvers"].keys() == {"newton-cg"}
-    assert res.report["objective"] == pytest.approx(local_result.report["objective"], rel=1e-9)
+    assert res.report.certificate.passed and res.report["solvers"].keys() == {"newton-cg"}
+    assert res.report.objective == pytest.approx(local_result.report.objective, rel=1e-9)
     assert res.weights.ids.tolist() == local_result.weights.ids.tolist()

@@ -39,6 +39,6 @@ def test_spark_backend_selects_what_local_selects(spark, tmp_path, method, stage
     # the Bayes factor's OptMAP (test_bayes_spark.py)
     rtol, obj_rel = (1e-8, 1e-10) if stage_features == 1 else (1e-6, 1e-8)
     np.testing.assert_allclose(res.weights.values, local.weights.values, rtol=rtol)
-    assert res.report["objective"] == pytest.approx(local.report["objective"], rel=obj_rel)
+    assert res.report.objective == pytest.approx(local.report.objective, rel=obj_rel)
     if stage_features == 0:
-        assert [r["added"] for r in res.report["rounds"]] == [1, 2, 3]
+        assert [r.added for r in res.report.rounds] == [1, 2, 3]

@@ -131,17 +131,17 @@ def test_prepare_and_train_flags_choose_a_point(spark, planted_text, tmp_path):
     args = ["--train", data, "--heldout", data + "-heldout", "--output", str(out)]
     settings = ["--set", "train.method=grafting", "--set", "train.choice.path=true"]
     assert job_main("train")([*args, *settings, "--set", "train.choice.points=5"]) == 0
-    report = json.load(open(out / "train_report.json"))
-    points = report["path"]["points"]
+    written = json.load(open(out / "train_report.json"))  # the JSON file
+    points = written["path"]["points"]
     chosen = [p for p in points if p["chosen"]]
-    assert len(chosen) == 1 and report["l1"] == chosen[0]["l1"]
+    assert len(chosen) == 1 and written["l1"] == chosen[0]["l1"]
     assert chosen[0]["heldout_score"] == max(p["heldout_score"] for p in points)
     assert all(p["kkt_passed"] for p in points)
     # the model is the chosen gamma1 refitted on training + held-out events (on Spark)
-    refit = report["refit"]
+    refit = written["refit"]
     assert refit["l1"] == chosen[0]["l1"] and refit["kkt_passed"]
     assert refit["chosen_fit"]["features"] == chosen[0]["features"]
-    assert report["nonzero_weights"] == refit["features"]
+    assert written["nonzero_weights"] == refit["features"]
     weights = pq.read_table(str(out / "model" / "weights")).num_rows
     assert weights == refit["features"]
     with open(out / "plots" / "path.png", "rb") as f:

@@ -92,11 +92,9 @@ def test_the_frame_backends_thresholded_test_is_its_dense_test(spark, problem):
 def test_grafting_on_spark_with_thresholded_partials_grafts_the_dense_model(backend):
     dense = train(backend, config(partial_cut=0.0))
     thr = train(backend, config(partial_cut=0.5))
-    assert dense.report["kkt"]["passed"] and thr.report["kkt"] == dense.report["kkt"]
-    assert thr.report["objective"] == dense.report["objective"]
+    assert dense.report.certificate.passed and thr.report.certificate == dense.report.certificate
+    assert thr.report.objective == dense.report.objective
     np.testing.assert_array_equal(thr.weights.ids, dense.weights.ids)
     np.testing.assert_array_equal(thr.weights.values, dense.weights.values)
-    assert [r["added"] for r in thr.report["rounds"]] == [
-        r["added"] for r in dense.report["rounds"]
-    ]
+    assert [r.added for r in thr.report.rounds] == [r.added for r in dense.report.rounds]
     assert thr.report["gradient_test"]["partials"] == "thresholded"

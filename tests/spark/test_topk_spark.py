@@ -86,15 +86,15 @@ def test_short_grafting_run_block_path_equals_dense_path(backend, problem, round
     assert backend.live_broadcasts == 0
     assert tiled.report["gradient_test"]["path"] == "block-wise"
     assert tiled.report["gradient_test"]["blocks"] == 17
-    added = [r["added"] for r in dense.report["rounds"]]
-    assert [r["added"] for r in tiled.report["rounds"]] == added
+    added = [r.added for r in dense.report.rounds]
+    assert [r.added for r in tiled.report.rounds] == added
     np.testing.assert_array_equal(tiled.weights.ids, dense.weights.ids)
     np.testing.assert_allclose(tiled.weights.values, dense.weights.values, rtol=1e-7, atol=1e-10)
-    assert tiled.report["objective"] == pytest.approx(dense.report["objective"], rel=1e-10)
-    a, b = tiled.report["kkt"], dense.report["kkt"]
-    assert a["passed"] == b["passed"]
-    assert a["zero_weights_over_bound"] == b["zero_weights_over_bound"]
-    assert a["max_zero_gradient"] == pytest.approx(b["max_zero_gradient"], rel=1e-6)
+    assert tiled.report.objective == pytest.approx(dense.report.objective, rel=1e-10)
+    a, b = tiled.report.certificate, dense.report.certificate
+    assert a.passed == b.passed
+    assert a.zero_weights_over_bound == b.zero_weights_over_bound
+    assert a.max_zero_gradient == pytest.approx(b.max_zero_gradient, rel=1e-6)
 
 
 def test_the_frame_backends_block_pass_gives_the_rdd_backends_summary(spark, backend, problem):
