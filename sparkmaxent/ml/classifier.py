@@ -28,14 +28,15 @@ from pyspark import keyword_only
 from pyspark.ml.classification import ProbabilisticClassificationModel, ProbabilisticClassifier
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
-from ..data.columns import ARRAY, VECTOR, names_and_values
+from ..data.columns import ARRAY, VECTOR, feature_kind, names_and_values
 from ..errors import InputError
 from ..model import MaxentModel
 from .base import MaxEntEstimator, refuse_existing_columns, scoring_binary
-from .mllib import MLlibExport, mllib_transform
+from .mllib import MLlibExport, checked_size, fitted_vector_size, mllib_transform
 from .params import AUTO, MaxEntParams
 from .persistence import MaxEntReadable, MaxEntWritable
 from .scoring import Scorer, score_column
+from .sql import SQLExport
 from .summary import MaxEntClassificationSummary, MaxEntTrainingSummary
 
 #: the temporary column transform scores into
@@ -237,18 +238,25 @@ class MaxEntClassifier(
             "n_classes": n_classes,
             "numeric": numeric,
             "names": indexed_names(dataset, label_col, n_classes),
+            "vector_size": fitted_vector_size(dataset, self.getFeaturesCol()),
         }
 
     def _model(self, maxent: MaxentModel, report: dict, extra: dict):
         model = MaxEntClassificationModel(
             maxent, extra["classes"], extra["n_classes"], extra["numeric"], report, extra["names"]
         )
+        model._vector_size = extra["vector_size"]
         model._training = extra["dataset"]
         return model
 
 
 class MaxEntClassificationModel(
-    ProbabilisticClassificationModel, MaxEntParams, MaxEntWritable, MaxEntReadable, MLlibExport
+    ProbabilisticClassificationModel,
+    MaxEntParams,
+    MaxEntWritable,
+    MaxEntReadable,
+    MLlibExport,
+    SQLExport,
 ):
     """A trained model, a pyspark ``ProbabilisticClassificationModel``:
     ``transform`` adds rawPrediction (``Vector`` of the scores w . f(x, k) +
@@ -274,6 +282,8 @@ class MaxEntClassificationModel(
         self._report = dict(report or {})
         self._label_names = list(label_names) if label_names else None
         self._training: Any = None  # the training DataFrame (the summary's), not saved
+        #: the size of the Vectors fitted on (None: features of another kind)
+        self._vector_size: int | None = None
 
     @property
     def maxentModel(self) -> MaxentModel:
@@ -289,7 +299,11 @@ class MaxEntClassificationModel(
 
     @property
     def numFeatures(self) -> int:
-        """Atomic predicates of the training data's dictionary."""
+        """The size of the Vectors the model was fitted on (as MLlib's), or
+        for names (``array<string>``, ``map``) the atomic predicates of the
+        training data's dictionary."""
+        if self._vector_size is not None:
+            return self._vector_size
         return int(self.maxentModel.n_atoms)
 
     @property
@@ -444,6 +458,7 @@ class MaxEntClassificationModel(
             "numClasses": self._n_classes,
             "numericLabels": self._numeric,
             "labelNames": self._label_names,
+            "vectorSize": self._vector_size,
         }
 
     @classmethod
@@ -456,7 +471,7 @@ class MaxEntClassificationModel(
                 f"saved model metadata: classes {classes.tolist()[:5]}... do not match the "
                 f"model's {len(maxent.labels)} labels and numClasses {meta['numClasses']}"
             )
-        return cls(
+        model = cls(
             maxent,
             classes,
             meta["numClasses"],
@@ -464,6 +479,8 @@ class MaxEntClassificationModel(
             report,
             meta.get("labelNames"),
         )
+        model._vector_size = meta.get("vectorSize")  # absent in models saved before it
+        return model
 
     # ---- scoring --------------------------------------------------------
     def scorer(self) -> Scorer:
@@ -486,76 +503,29 @@ class MaxEntClassificationModel(
         )
 
     #: how ``transform`` scores: "auto" (the default: a Vector column by MLlib's own
-    #: LogisticRegressionModel where the model maps to one, ml/mllib.py, else the Arrow UDF),
+    #: LogisticRegressionModel where the model maps to one, ml/mllib.py; else under Spark
+    #: Connect in SQL, else the Arrow UDF),
     #: "mllib" (that or NotMLlib), "arrow" (ml/scoring.py) or "sql" (Spark SQL expressions, no
     #: Python worker, every features column kind; conjunction features fall back to "arrow")
     scoring = "auto"
 
-    def sqlExpression(self, featuresCol: str | None = None, kind: str = ARRAY):
-        """The model as Spark SQL: a list of (column, expression) steps, each
-        using the columns before it, the last three giving rawPrediction and
-        probability (``array<double>``) and prediction; ``kind`` is the
-        features column's type (``array<string>``, ``map<string,double>`` or
-        ``vector``, a pyspark.ml Vector column as it is). Run them with
-        ``withColumn(name, expr(sql))`` in order,
-        or as one SELECT with lateral column aliases (Spark >= 3.4); the text
-        is plain SQL for Scala, Java and SQL users (ml/sql.py)."""
-        from .sql import score_sql
+    def uses_sql(self, scorer: Scorer, spark=None) -> bool:
+        """Whether ``transform`` scores in SQL: a model with a linear form (no
+        conjunctions; standardization folded in) and ``scoring == "sql"``, or
+        ``"auto"`` in a Spark Connect session ``spark`` (default: the
+        model's; the server's Python workers may not have this package, SQL
+        needs none)."""
+        from ..session_kind import is_connect
 
-        return score_sql(self.scorer(), featuresCol or self.getFeaturesCol(), kind)
-
-    def sqlQuery(self, table: str, featuresCol: str | None = None, kind: str = ARRAY) -> str:
-        """The model as one Spark SQL query over ``table`` (a table or view
-        name, or a parenthesized subquery): every column of it plus
-        rawPrediction and probability (``array<double>``) and prediction, as
-        named by the output Params, with the values ``transform`` gives;
-        runs in ``spark.sql`` or any Spark SQL client, no Python needed."""
-        from .sql import PREDICTION, PROBABILITY, RAW, select_sql
-
-        outputs = {
-            self.getOrDefault(param): step
-            for param, step in (
-                (self.rawPredictionCol, RAW),
-                (self.probabilityCol, PROBABILITY),
-                (self.predictionCol, PREDICTION),
-            )
-            if self.getOrDefault(param)
-        }
-        return select_sql(self.sqlExpression(featuresCol, kind), table, outputs)
-
-    def saveSQL(
-        self,
-        path: str,
-        table: str = "input",
-        featuresCol: str | None = None,
-        kind: str = ARRAY,
-        overwrite: bool = False,
-    ) -> None:
-        """Write :meth:`sqlQuery` to a ``.sql`` file at ``path`` (any
-        storage path; an existing one only with ``overwrite``) for Scala,
-        Java and SQL users: ``spark.sql(text)`` with ``table`` replaced by
-        their table or view."""
-        from .. import storage
-        from .persistence import path_exists
-
-        if storage.exists(path) and not overwrite:
-            raise path_exists(path)
-        head = (
-            f"-- sparkmaxent MaxEntClassificationModel {self.uid}: scores the {kind} "
-            f"column {featuresCol or self.getFeaturesCol()} of table {table}\n"
+        wanted = self.scoring == "sql" or (
+            self.scoring == "auto" and is_connect(spark or self.spark_session())
         )
-        storage.write_text(path, head + self.sqlQuery(table, featuresCol, kind) + "\n")
-
-    def uses_sql(self, scorer: Scorer) -> bool:
-        """Whether ``transform`` scores in SQL: ``scoring == "sql"`` and a model
-        with a linear form (no conjunctions; standardization folded in)."""
-        return self.scoring == "sql" and scorer.compact is not None
+        return wanted and scorer.compact is not None
 
     def _transform(self, dataset):
         from pyspark.ml.functions import array_to_vector
         from pyspark.sql import functions as F
 
-        from ..data.columns import feature_kind
         from .sql import sql_scored
 
         outputs = {
@@ -568,9 +538,10 @@ class MaxEntClassificationModel(
         kind = feature_kind(dataset, where, col)
         scorer = self.scorer()
         scored, fields, drop = None, {}, []
+        size = checked_size(dataset, col, self._vector_size) if kind == VECTOR else None
         if kind == VECTOR and self.scoring in ("auto", "mllib"):  # MLlib adds the outputs
-            scored = mllib_transform(self, dataset, col, self.scoring == "mllib")
-        if scored is None and self.uses_sql(scorer):
+            scored = mllib_transform(self, dataset, col, size, self.scoring == "mllib")
+        if scored is None and self.uses_sql(scorer, dataset.sparkSession):
             scored, fields, drop = sql_scored(scorer, dataset, col, kind)
         elif scored is None:
             names, values = names_and_values(dataset, where, col)

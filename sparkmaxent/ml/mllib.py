@@ -17,11 +17,14 @@ What does not map is refused (:class:`NotMLlib`, naming why): conjunction
 features and candidate-set models (not linear in the Vector), a model
 trained on binary predicates (it scores presence, MLlib the stored value),
 fewer than two classes, a zero threshold (MLlib's p / 0 is +inf even where
-p = 0). ``transform`` of a Vector column uses MLlib's model in a classic
-session when the column's ``ml_attr`` metadata gives the Vector size (as
-``CountVectorizer``, ``HashingTF`` and ``VectorAssembler`` write it): the
-JVM scores it, no Python worker and no SQL text. A null Vector scores as
-an empty one, as the other scorers do (MLlib alone would fail on it).
+p = 0). ``fit`` records the size of the Vectors it was given (the column's
+``ml_attr`` metadata, as ``CountVectorizer``, ``HashingTF`` and
+``VectorAssembler`` write it, else the first row's), and ``transform`` of a
+Vector column uses MLlib's model for Vectors of that size in a classic
+session: the JVM scores it, no Python worker and no SQL text. A column
+whose metadata gives another size is refused, naming the column (its
+indices are other features). A null Vector scores as an empty one, as the
+other scorers do (MLlib alone would fail on it).
 
 ``saveMLlib`` writes MLlib's saved-model layout (``metadata/`` JSON text,
 ``data/`` Parquet) with DataFrame writers only, so it works under Spark
@@ -37,6 +40,7 @@ import time
 
 import numpy as np
 
+from ..errors import InputError
 from ..session_kind import is_connect
 from .scoring import Scorer
 from .sql import _is_index
@@ -116,6 +120,38 @@ def vector_size(dataset, column: str) -> int | None:
     return max(indices) + 1 if indices else None
 
 
+def fitted_vector_size(df, col: str) -> int | None:
+    """The size of the Vectors in ``col`` (its ``ml_attr`` metadata, else
+    the first non-null row's), or None when ``col`` holds no Vectors."""
+    from pyspark.sql import functions as F
+
+    from ..data.columns import VECTOR, feature_kind
+
+    if feature_kind(df, "fit input", col) != VECTOR:
+        return None
+    size = vector_size(df, col)
+    if size is None:
+        first = df.where(F.col(col).isNotNull()).select(col).first()
+        size = None if first is None else int(first[0].size)
+    return size
+
+
+def checked_size(dataset, column: str, fitted: int | None) -> int | None:
+    """The size of the Vectors in ``column``: its ``ml_attr`` metadata's,
+    else ``fitted`` (the size the model was fitted on; None for a model
+    saved before it was recorded); an InputError naming the column when the
+    two disagree (another vocabulary: its indices are other features)."""
+    size = vector_size(dataset, column)
+    if size is not None and fitted is not None and size != fitted:
+        raise InputError(
+            f"featuresCol {column!r}: its Vectors have size {size} (the column's ml_attr "
+            f"metadata) but the model was fitted on Vectors of size {fitted}; index the "
+            "features with the CountVectorizer, HashingTF or VectorAssembler model the "
+            "training data was indexed with"
+        )
+    return fitted if size is None else size
+
+
 def _outputs(lr, model, features_col: str):
     """``lr`` with ``model``'s features, output columns and thresholds."""
     lr.setFeaturesCol(features_col)
@@ -156,19 +192,19 @@ def mllib_model(model, num_features: int):
     return _outputs(cached[1].copy(), model, model.getFeaturesCol())
 
 
-def mllib_transform(model, dataset, features_col: str, required: bool):
-    """``dataset`` scored by MLlib's model (every column, then
-    rawPrediction, probability and prediction as MLlib adds them), or None
-    with a log line when the model or session does not allow it
-    (``required``: raise NotMLlib instead)."""
+def mllib_transform(model, dataset, features_col: str, size: int | None, required: bool):
+    """``dataset`` scored by MLlib's model for Vectors of ``size``
+    (:func:`checked_size`; every column, then rawPrediction, probability
+    and prediction as MLlib adds them), or None with a log line when the
+    model or session does not allow it (``required``: raise NotMLlib instead)."""
     from pyspark.ml.functions import array_to_vector
     from pyspark.sql import functions as F
 
     try:
-        size = vector_size(dataset, features_col)
         if size is None:
             raise NotMLlib(
-                f"featuresCol {features_col!r} has no ml_attr metadata giving the Vector size"
+                f"featuresCol {features_col!r} has no ml_attr metadata giving the Vector size "
+                "and the model (saved before it recorded one) knows none"
             )
         lr = mllib_model(model, size)
     except NotMLlib as why:
@@ -252,4 +288,12 @@ class MLlibExport:
         save_mllib(self, path, int(numFeatures), overwrite)
 
 
-__all__ = ["MLlibExport", "NotMLlib", "mllib_form", "mllib_transform", "save_mllib"]
+__all__ = [
+    "MLlibExport",
+    "NotMLlib",
+    "checked_size",
+    "fitted_vector_size",
+    "mllib_form",
+    "mllib_transform",
+    "save_mllib",
+]

@@ -24,6 +24,7 @@ nothing but the DataFrame API (classic or Spark Connect).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 
@@ -282,7 +283,64 @@ def sql_scored(scorer: Scorer, dataset, features_col: str, kind: str):
     return scored, fields, [*INTERMEDIATE, *fields.values()]
 
 
+class SQLExport:
+    """``sqlExpression``, ``sqlQuery`` and ``saveSQL`` of a
+    ``MaxEntClassificationModel``: the model as Spark SQL text."""
+
+    def sqlExpression(self: Any, featuresCol: str | None = None, kind: str = ARRAY):
+        """The model as Spark SQL: a list of (column, expression) steps, each
+        using the columns before it, the last three giving rawPrediction and
+        probability (``array<double>``) and prediction; ``kind`` is the
+        features column's type (``array<string>``, ``map<string,double>`` or
+        ``vector``, a pyspark.ml Vector column as it is). Run them with
+        ``withColumn(name, expr(sql))`` in order,
+        or as one SELECT with lateral column aliases (Spark >= 3.4); the text
+        is plain SQL for Scala, Java and SQL users (ml/sql.py)."""
+        return score_sql(self.scorer(), featuresCol or self.getFeaturesCol(), kind)
+
+    def sqlQuery(self: Any, table: str, featuresCol: str | None = None, kind: str = ARRAY) -> str:
+        """The model as one Spark SQL query over ``table`` (a table or view
+        name, or a parenthesized subquery): every column of it plus
+        rawPrediction and probability (``array<double>``) and prediction, as
+        named by the output Params, with the values ``transform`` gives;
+        runs in ``spark.sql`` or any Spark SQL client, no Python needed."""
+        outputs = {
+            self.getOrDefault(param): step
+            for param, step in (
+                (self.rawPredictionCol, RAW),
+                (self.probabilityCol, PROBABILITY),
+                (self.predictionCol, PREDICTION),
+            )
+            if self.getOrDefault(param)
+        }
+        return select_sql(self.sqlExpression(featuresCol, kind), table, outputs)
+
+    def saveSQL(
+        self: Any,
+        path: str,
+        table: str = "input",
+        featuresCol: str | None = None,
+        kind: str = ARRAY,
+        overwrite: bool = False,
+    ) -> None:
+        """Write :meth:`sqlQuery` to a ``.sql`` file at ``path`` (any
+        storage path; an existing one only with ``overwrite``) for Scala,
+        Java and SQL users: ``spark.sql(text)`` with ``table`` replaced by
+        their table or view."""
+        from .. import storage
+        from .persistence import path_exists
+
+        if storage.exists(path) and not overwrite:
+            raise path_exists(path)
+        head = (
+            f"-- sparkmaxent MaxEntClassificationModel {self.uid}: scores the {kind} "
+            f"column {featuresCol or self.getFeaturesCol()} of table {table}\n"
+        )
+        storage.write_text(path, head + self.sqlQuery(table, featuresCol, kind) + "\n")
+
+
 __all__ = [
+    "SQLExport",
     "score_sql",
     "sql_scored",
     "select_sql",

@@ -123,13 +123,45 @@ def test_what_does_not_map_falls_back_or_is_refused(planted, caplog):
     strict.scoring = "mllib"
     with pytest.raises(NotMLlib, match="binary predicates"):
         strict.transform(vectors)
+    old = model.copy()
+    old._vector_size = None  # a model saved before fit recorded the Vector size
     bare = vectors.withMetadata("features", {})  # hand-made Vectors: size unknown
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="sparkmaxent.ml.mllib"):
-        _equal_to_arrow(model, bare)
+        _equal_to_arrow(old, bare)
     assert "no ml_attr metadata" in caplog.text
     with pytest.raises(NotMLlib, match="threshold is 0"):
         model.copy({model.thresholds: [0.0, 1.0, 1.0]}).toMLlib(size)
+
+
+def test_fit_records_the_vector_size(spark, planted, tmp_path, caplog):
+    """fit records the Vectors' size (metadata, else the first row's):
+    hand-made Vectors with no metadata are scored by MLlib's model, a column
+    whose metadata gives another size is refused naming the column, by every
+    scorer; the size is saved with the model (numFeatures, as MLlib's)."""
+    from sparkmaxent.errors import InputError
+    from sparkmaxent.ml import MaxEntClassificationModel
+
+    train, vectors, size, model = planted
+    assert model.numFeatures == size
+    bare = vectors.withMetadata("features", {})
+    with caplog.at_level(logging.INFO, logger="sparkmaxent.ml.mllib"):
+        _no_python(_equal_to_arrow(model, bare))
+    assert not caplog.records, "the recorded size: no fallback"
+    other = vectors.withMetadata("features", {"ml_attr": {"num_attrs": size + 5}})
+    for scoring in ("auto", "arrow", "sql"):
+        scorer = model.copy()
+        scorer.scoring = scoring
+        with pytest.raises(InputError, match=f"featuresCol 'features'.* size {size + 5} .*{size}"):
+            scorer.transform(other)
+    path = str(tmp_path / "model")
+    model.write().save(path)
+    loaded = MaxEntClassificationModel.load(path)
+    assert loaded.numFeatures == size
+    _no_python(_equal_to_arrow(loaded, bare))
+    hand_made = MaxEntClassifier(l2=0.01).fit(train.withMetadata("features", {}))
+    assert hand_made.numFeatures == size  # the first row's Vector size
+    _no_python(_equal_to_arrow(hand_made, bare))
 
 
 def test_saved_in_mllibs_format_loads_as_mllibs_model(planted, tmp_path):

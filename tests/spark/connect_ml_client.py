@@ -72,6 +72,7 @@ def classifier(spark, out: str) -> dict:
     df = frame(spark)
     model = MaxEntClassifier(**CLASSIFIER).fit(df)
     model.transform(df).write.parquet(os.path.join(out, "transform"))
+    plan = model.transform(df)._explain_string(mode="formatted")
     # the prediction's nominal metadata names the classes: IndexToString needs no labels=
     named = IndexToString(inputCol="prediction", outputCol="predicted").transform(
         model.transform(df)
@@ -81,7 +82,11 @@ def classifier(spark, out: str) -> dict:
     model.write().overwrite().save(os.path.join(out, "model"))  # overwrite replaces it
     back = MaxEntClassificationModel.load(os.path.join(out, "model"))
     back.transform(df).write.parquet(os.path.join(out, "transform-loaded"))
-    return {"classifier": summary(model), "classifier_loaded": summary(back)}
+    return {
+        "classifier": summary(model),
+        "classifier_loaded": summary(back),
+        "python_udf": "EvalPython" in plan,  # transform's default: SQL, no Python worker
+    }
 
 
 def ranker_and_pipeline(spark, out: str) -> dict:

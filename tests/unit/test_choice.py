@@ -402,6 +402,29 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     assert row.passes - row.continued_after < full_passes
 
 
+def test_a_point_whose_budget_ends_in_its_finishing_round_is_still_certified(problem):
+    # at every pass budget, also one that runs out in the round that only
+    # finishes the active set to the final tolerance (nothing added), the
+    # point that goes on reaches the full fit's certified optimum: the
+    # finishing round cut by the budget runs again once the budget is lifted
+    tr, he, space = problem
+    backend = LocalBackend([tr], space)
+    ctx = TrainingContext(backend, train_config(method="grafting", path=True),
+                          heldout=LocalBackend([he], space))  # fmt: skip
+    start = null_model(ctx)
+    _, grid, fit_point, top, _ = path_plan(ctx, start)
+    _, full, _ = scored_point(ctx, fit_point, grid[0], start, top, None, -np.inf)
+    full_passes = full.passes
+    assert full.kkt_passed and full_passes >= 6
+    uncertified = []
+    for budget in range(1, full_passes):
+        result, row, _ = scored_point(ctx, fit_point, grid[0], start, top, budget, -np.inf)
+        if not (row.kkt_passed and result.certificate.passed):
+            uncertified.append(budget)
+        assert row.objective == pytest.approx(full.objective, rel=1e-5)
+    assert uncertified == []
+
+
 # ---------------------------------------------------------------- k folds
 
 
