@@ -479,6 +479,12 @@ def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_
     for r, nxt in zip(rows, rows[1:]):
         size, after = r.detail_as(BayesRound).round_size, nxt.detail_as(BayesRound)
         assert 0 < r.added <= size and r.removed == 0
+        # about HELDOUT_RESCORINGS rescorings (of train.bayes.rescore = 50, or twice
+        # the picks after each) whatever the size, not one a pick
+        take = -(-size // bayes.HELDOUT_RESCORINGS)
+        assert r.detail_as(BayesRound).rescored <= (bayes.HELDOUT_RESCORINGS - 1) * max(
+            50, 2 * take
+        )
         if r.heldout_score > best:
             best, best_row = r.heldout_score, r
             ceiling = min(overshot) // 2 if overshot else cap
