@@ -153,17 +153,27 @@ def l2_point(
     """An l2 fit at ``gamma`` from ``start``; a budget caps its L-BFGS
     iterations (one pass each, but for line-search steps). A spent budget
     that ``keep_going`` lifts goes on from the budgeted fit's weights (one
-    pass at them again: L-BFGS restarts with an empty memory)."""
+    pass at them again: L-BFGS restarts with an empty memory). Its
+    iterations stop once ``ctx.deadline`` (``train.selection.max_seconds``;
+    a path point's: less the refit's reserve) has run out."""
+    stop = None if not ctx.deadline.bounded else lambda: ctx.deadline.remaining() <= 0
     if budget is None or budget >= ctx.config.max_iter:
-        return fit_smooth(point_context(ctx, l2=gamma), None, gamma, start)
+        with warnings.catch_warnings():  # stopping at the time budget is no failure
+            if stop is not None:
+                warnings.simplefilter("ignore", ConvergenceWarning)
+            return fit_smooth(point_context(ctx, l2=gamma), None, gamma, start, stop=stop)
     with warnings.catch_warnings():  # stopping at the budget is no failure
         warnings.simplefilter("ignore", ConvergenceWarning)
-        result = fit_smooth(point_context(ctx, l2=gamma, max_iter=budget), None, gamma, start)
+        at = point_context(ctx, l2=gamma, max_iter=budget)
+        result = fit_smooth(at, None, gamma, start, stop=stop)
     rep = result.report
     rep["budget_spent"] = not rep["converged"] and rep["iterations"] >= budget
     if not rep["budget_spent"] or keep_going is None or not keep_going(result.weights):
         return result
-    rest = fit_smooth(point_context(ctx, l2=gamma), None, gamma, result.weights)
+    with warnings.catch_warnings():
+        if stop is not None:
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        rest = fit_smooth(point_context(ctx, l2=gamma), None, gamma, result.weights, stop=stop)
     for key in ("iterations", "evaluations"):
         rest.report[key] += rep[key]
     rest.report["trace"] = rep["trace"] + rest.report["trace"]

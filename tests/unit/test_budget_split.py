@@ -388,3 +388,24 @@ def test_a_time_bound_path_keeps_time_for_its_points_and_refit_at_every_budget(p
         refits.append(res.report.refit.passes)
     assert over == []
     assert min(refits) > 1  # every refit ran on its reserve, not on one pass past the budget
+
+
+def test_a_time_bound_l2_path_ends_within_max_seconds_at_every_budget(problem):
+    # an l2 path point's L-BFGS iterations and its refit's stop once the
+    # budget has run out (a point's: less the refit's reserve), so the run
+    # ends within max_seconds plus at most one iteration's passes, with a model
+    tr, he, space = problem
+
+    def clocked_path(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        config = train_config(method="l2", path=True, refit_reserve_passes=5, **more)
+        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+
+    free = clocked_path()
+    over = []
+    for budget in np.arange(0.2, 0.9, 0.1) * free.report.wall_s:
+        res = clocked_path(max_seconds=float(budget))
+        assert res.weights.nnz > 0
+        if res.report.wall_s > budget + 5:  # an iteration's line search: a few passes
+            over.append((round(float(budget), 1), res.report.wall_s))
+    assert over == []
