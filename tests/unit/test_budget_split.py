@@ -20,7 +20,7 @@ from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
 from sparkmaxent.selection.base import FitResult, LoopState, RoundRecord, TrainingContext
 from sparkmaxent.selection.checkpoint import seconds_spent
-from sparkmaxent.selection.deadline import Deadline
+from sparkmaxent.selection.deadline import Deadline, refit_reserve_s
 from sparkmaxent.selection.loop import limit_reached
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
@@ -69,6 +69,24 @@ def test_a_resumed_budget_counts_its_earlier_sessions_and_its_parts_split_what_i
     assert part.seconds == pytest.approx(10.0) and part.remaining() == pytest.approx(10.0)
     clock.now = 20.0
     assert whole.remaining() == pytest.approx(25.0) and part.remaining() == pytest.approx(5.0)
+
+
+def test_the_refit_reserve_is_its_passes_at_the_callers_seconds_a_pass_and_timed_only_if_kept():
+    timed = []
+
+    def pass_s() -> float:
+        timed.append(1)
+        return 0.5
+
+    def reserve(seconds: float, **choice) -> float:
+        keys = {"refit_reserve_passes": 4, **choice}
+        config = train_config(method="grafting", max_seconds=seconds, **keys)
+        return refit_reserve_s(config.choice, Deadline(seconds, ManualClock()), pass_s)
+
+    assert reserve(100.0) == pytest.approx(2.0) and len(timed) == 1
+    # no budget, no refit, or no reserve passes: nothing kept, no pass timed
+    assert reserve(0.0) == 0.0 and reserve(100.0, refit=False) == 0.0
+    assert reserve(100.0, refit_reserve_passes=0) == 0.0 and len(timed) == 1
 
 
 class FakeStageMethod:
