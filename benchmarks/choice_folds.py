@@ -13,12 +13,14 @@ pure l1: ``l2_mixes`` [0]) at the defaults is chosen
   then refitted on all of S (``train.choice.refit``);
 - ``folds``: by 5 folds over all of S (``train.choice.folds`` 5 over both
   inner parts joined: the automatic choice of a path,
-  ``train.choice.kfold_max_events``), refitted on S;
+  ``train.choice.kfold_max_events`` / ``kfold_max_events_grafting``),
+  refitted on S;
 
 so both models see the same events, and differ only in the choice. Both
 are scored on E, which neither saw: log-likelihood (``loglik``, the
 criterion) and accuracy. ``wall_s`` and ``passes`` are the whole training
-call (choice and refit).
+call (choice and refit). The page keeps the rows of the corpora a run
+does not measure, each row with its command.
 
 Usage (after ``benchmarks.model_choice`` prepared the corpora in its
 --work directory)::
@@ -29,15 +31,23 @@ Usage (after ``benchmarks.model_choice`` prepared the corpora in its
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
 import numpy as np
 
-from benchmarks.common import RESULTS, load_average, print_table, start, write_result
+from benchmarks.common import (
+    RESULTS,
+    command_line,
+    commit,
+    load_average,
+    print_table,
+    start,
+    write_result,
+)
 from benchmarks.model_choice import backend
 from sparkmaxent.backends.subset import FoldBackend
-from sparkmaxent.backends.union import UnionBackend
 from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import score_on
 from sparkmaxent.config import train_config
@@ -85,8 +95,21 @@ def one(train_part, heldout_part, evaluation, keys: dict) -> dict:
     }
 
 
-def corpus_rows(name: str, args, rows: list[dict]) -> None:
-    """Append ``name``'s rows to ``rows``, the page rewritten after each."""
+def kept_rows(path: str, corpora: list[str]) -> list[dict]:
+    """The current page's rows of the corpora this run does not measure,
+    each with its own ``command`` (the page's, for rows written before rows
+    carried one)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        page = json.load(f)
+    rows = [r for r in page.get("rows", []) if r["corpus"] not in corpora]
+    return [{"command": page.get("command"), "commit": page.get("commit"), **r} for r in rows]
+
+
+def corpus_rows(name: str, args, rows: list[dict], kept: list[dict]) -> None:
+    """Append ``name``'s rows to ``rows``, the page (``kept`` rows first)
+    rewritten after each."""
     work, sizes, methods = args.work, args.sizes, args.methods
     dirs = {s: os.path.join(work, name, s) for s in ("train", "heldout")}
     if not all(os.path.exists(os.path.join(d, "dataset.json")) for d in dirs.values()):
@@ -103,12 +126,14 @@ def corpus_rows(name: str, args, rows: list[dict]) -> None:
             for folds in (1, 5):  # held-out, then 5 folds of both parts
                 keys = {**METHODS[method], "folds": folds}
                 row = {"corpus": name, "method": method, "events": events, "parts": f"{j}/16"}
-                parts = (s_train, s_held) if folds == 1 else (UnionBackend(s_train, s_held), None)
+                # S itself is both inner parts joined: one backend, the blocks each
+                # holding their share of either part (as the automatic choice joins them)
+                parts = (s_train, s_held) if folds == 1 else (subsample, None)
                 row.update(one(*parts, evaluation, keys))
-                row["load_average"] = load_average()
+                row.update(load_average=load_average(), command=command_line(), commit=commit())
                 print_table([row], KEYS)
                 rows.append(row)
-                write_result(args.output, rows)
+                write_result(args.output, kept + rows)
 
 
 def _group_y(b) -> tuple[np.ndarray, np.ndarray]:
@@ -126,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=os.path.join(RESULTS, "choice_folds.json"))
     args = start(parser, argv)
     rows: list[dict] = []
+    kept = kept_rows(args.output, args.corpora)  # other corpora's rows stay on the page
     for name in args.corpora:
-        corpus_rows(name, args, rows)
+        corpus_rows(name, args, rows, kept)
     print_table(rows, KEYS)
     return 0
 

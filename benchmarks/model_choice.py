@@ -295,7 +295,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         config["path"] = True
     else:
         config["max_seconds"] = float(args.stage_seconds)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     costs = PointCosts()
     try:
         res = capped_train(config, dirs, args.path_seconds if config.get("path") else 0.0, costs)
@@ -304,7 +304,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         return {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
                 "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
                 "passes": sum(p["passes"] for p in costs.points)}  # fmt: skip
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     rep = res.report
     test_events = backend(dirs["test"])
     if res.conjunctions is not None and len(res.conjunctions):  # widened as the model's
@@ -316,6 +316,7 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
         "test_score": round(100 * test["heldout_score"], 3),
         "features": int(res.weights.nnz),
         "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 1),  # this process's CPU seconds: the machine may be shared
         "passes": rep["passes"],
     }
     if costs.points:
@@ -622,14 +623,17 @@ def event_folds(block, k: int, seed: int) -> np.ndarray:
 
 
 def _capped(queue, penalty, solver, tr, he, max_iter, folds):
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     cv = sklearn_cv(penalty, solver, tr, he, max_iter, folds)
-    queue.put((cv, time.perf_counter() - t0))
+    queue.put((cv, time.perf_counter() - t0, time.process_time() - cpu0))
 
 
-def sklearn_row(name: str, method: str, dirs: dict, cap_s: float, folds: int = 0) -> dict:
+def sklearn_row(
+    name: str, method: str, dirs: dict, cap_s: float, folds: int = 0, single: bool = True
+) -> dict:
     """A scikit-learn row; the cross-validated fit in a child process
-    stopped after ``cap_s`` seconds."""
+    stopped after ``cap_s`` seconds (``single``: then l2's one fit at the
+    chosen C, ``wall_s_single_fit``)."""
     from sklearn.linear_model import LogisticRegression
 
     penalty, solver = method.split("-")[1], SOLVERS[method]
@@ -642,7 +646,7 @@ def sklearn_row(name: str, method: str, dirs: dict, cap_s: float, folds: int = 0
     t0 = time.perf_counter()
     proc.start()
     try:
-        cv, wall = queue.get(timeout=cap_s)
+        cv, wall, cpu = queue.get(timeout=cap_s)
     except Exception:  # queue.Empty: over the cap
         proc.terminate()
         proc.join()
@@ -654,10 +658,11 @@ def sklearn_row(name: str, method: str, dirs: dict, cap_s: float, folds: int = 0
     row.update(
         chosen_setting=f"C={C:.4g}", features=int(np.count_nonzero(coef)), wall_s=round(wall, 2)
     )
+    row["cpu_s"] = round(cpu, 1)  # the child's CPU seconds
     row["test_score"] = round(100 * sklearn_test(cv, te, name, list(cv.classes_), dirs), 3)
     if folds:
         row["folds"] = folds
-    if penalty == "l2":
+    if penalty == "l2" and single:
         t0 = time.perf_counter()
         LogisticRegression(C=C, max_iter=1000).fit(tr.X, tr.y, sample_weight=tr.c)
         row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
@@ -863,7 +868,9 @@ def main(argv: list[str] | None = None) -> int:
         help="grafting's single fit stops after the round past this many seconds (0: none)",
     )
     parser.add_argument(
-        "--skip-single-fit", action="store_true", help="no cold fit at a path's chosen setting"
+        "--skip-single-fit",
+        action="store_true",
+        help="no cold fit at a path's chosen setting (nor scikit-learn l2's at its chosen C)",
     )
     parser.add_argument(
         "--set",
@@ -891,7 +898,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, method, dirs in corpus_methods(args, "model-choice"):
         if method.startswith("sklearn-"):
             cap = args.l1_cap if method.startswith("sklearn-l1") else args.l2_cap
-            rows.append(sklearn_row(name, method, dirs, cap, args.folds))
+            single = not args.skip_single_fit
+            rows.append(sklearn_row(name, method, dirs, cap, args.folds, single))
         else:
             rows.append(ours(name, method, dirs, args))
         if name in CHUNKED:

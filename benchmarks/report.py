@@ -248,12 +248,12 @@ PAGES: dict[str, Page] = {
     ),
     "choice_folds": Page(
         "Held-out against k-fold choice by training size",
-        "A path (l2; grafting with pure l1) on nested subsamples of model_choice's sub-train "
-        "part, chosen on an inner held-out fifth (then refitted) or by 5 folds of the "
-        "subsample (an l2 path's automatic choice below `train.choice.kfold_max_events`); "
-        "both refitted on the subsample and scored on "
-        "model_choice's held-out part, which neither saw (no test data): the measurements "
-        "behind `train.choice.kfold_max_events`.",
+        "A path (l2; grafting, pure l1 or with its l2 mixes) on nested subsamples of "
+        "model_choice's sub-train part, chosen on an inner held-out fifth (then refitted) or "
+        "by 5 folds of the subsample (a path's automatic choice below "
+        "`train.choice.kfold_max_events` or `kfold_max_events_grafting`); both refitted on "
+        "the subsample and scored on model_choice's held-out part, which neither saw (no test "
+        "data): the measurements behind both thresholds.",
         ("corpus", "method", "events", "choice", "chosen", "features", "loglik", "loglik_se",
          "accuracy", "passes", "wall_s"),
     ),

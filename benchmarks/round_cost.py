@@ -295,41 +295,38 @@ def _clear_operators(_block) -> None:
     OPERATORS.clear()
 
 
-def product_probe(backend, recorded, passes: int) -> dict:
+def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     """CPU seconds of a product pass (``Objective.hessian_product``) at the
-    round's start, ``passes`` pairs in one run: one right after the operator
-    cache was emptied (as before the cache: probabilities and diagonal
-    afresh), then one at the same point (served from the cache), alternating
-    so the load weighs on both alike; and whether both give the same bits."""
+    round's start, in one run: ``passes`` times, the operator cache emptied,
+    then one pass (as before the cache: probabilities and diagonal afresh)
+    and ``follow`` more at the same point, as CG across passes runs them
+    (served from the cache where the worker that runs a block's task built
+    its operator); and whether all give the same bits."""
     from sparkmaxent.kernels.pointcache import OPERATORS
     from sparkmaxent.problem.objective import Objective
 
     method, weights, test, _, n = recorded
     ids = np.union1d(weights.active_ids(), test.new)
     theta = Objective(backend, ids).theta(weights)  # the round's start: new weights at 0
-    obj = method.round_objective(ids)
-    rng = np.random.default_rng(0)
-    cpu = {"afresh": 0.0, "cached": 0.0}
-    same = True
+    obj, v = method.round_objective(ids), np.random.default_rng(0).normal(size=len(theta))
+    cpu, same = np.zeros(1 + follow), True
     for _ in range(passes):
-        if hasattr(backend, "rdd"):
+        if hasattr(backend, "rdd"):  # the executors' caches
             backend.rdd.foreach(_clear_operators)
-        else:
-            OPERATORS.clear()
-        v = rng.normal(size=len(theta))
-        out = {}
-        for kind in cpu:
+        OPERATORS.clear()
+        out = []
+        for k in range(1 + follow):
             backend.meter.reset()
             c0 = time.process_time()
-            out[kind] = obj.hessian_product(theta, v)
-            driver = time.process_time() - c0 - backend.meter.pickle_cpu
-            cpu[kind] += driver + backend.meter.worker_cpu
-        same &= all(np.array_equal(a, b) for a, b in zip(out["afresh"], out["cached"]))
-    afresh, cached = cpu["afresh"] / passes, cpu["cached"] / passes
+            out.append(obj.hessian_product(theta, v))
+            cpu[k] += time.process_time() - c0 - backend.meter.pickle_cpu + backend.meter.worker_cpu
+        same &= all(np.array_equal(a, b) for o in out for a, b in zip(out[0], o))
+    afresh, cached = cpu[0] / passes, cpu[1:].mean() / passes
     return {
         "solver": PROBE,
         "active": n,
         "probe_passes": passes,
+        "probe_follow": follow,
         "cpu_per_pass_afresh_s": round(afresh, 4),
         "cpu_per_pass_cached_s": round(cached, 4),
         "cached_share": round(cached / afresh, 3),
@@ -391,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help=f"also time N pairs of product passes at each round's start, the block's operator "
-        f"computed afresh and served from the cache ({PROBE} rows); 0: not",
+        help=f"also time product passes at each round's start, N times one with the blocks' "
+        f"operators computed afresh and 3 more at the same point ({PROBE} rows); 0: not",
     )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
@@ -581,7 +578,8 @@ def _probe_target(rows: list[dict]) -> dict:
     value = "; ".join(
         f"{r['backend']} at {r['active']}: {r['cpu_per_pass_cached_s']} s cached against "
         f"{r['cpu_per_pass_afresh_s']} s afresh, share {r['cached_share']} over "
-        f"{r['probe_passes']} pairs, same bits {r['same_bits']}"
+        f"{r['probe_passes']} points ({r.get('probe_follow', 1)} cached passes each), same bits "
+        f"{r['same_bits']}"
         for r in probes
     )
     return {

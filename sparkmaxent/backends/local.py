@@ -10,6 +10,7 @@ from ..errors import check_total_weight
 from ..kernels import Block, Space
 from ..kernels.colcache import COLUMNS
 from ..kernels.keyed import Keyed, KeyedTask
+from ..kernels.pointcache import OPERATORS
 from .base import merge_all
 
 R = TypeVar("R")
@@ -68,6 +69,8 @@ class LocalBackend:
         return out
 
     def close(self) -> None:
-        """Drop the blocks, and the columns gathered from them between passes."""
+        """Drop the blocks, and the columns gathered from them and the
+        operators built on them between passes."""
         self.blocks = []
         COLUMNS.clear()
+        OPERATORS.clear()

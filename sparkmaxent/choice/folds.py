@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import registry
 from ..backends.subset import FoldBackend
-from ..backends.union import UnionBackend
+from ..backends.union import union_of
 from ..errors import ConfigError
 from ..hashing import GOLDEN, mix64
 from ..kernels import Weights
@@ -102,8 +102,12 @@ def automatic_folds(backend, heldout, config) -> tuple[int, int]:
 
 def automatic_choice(backend, heldout, config) -> tuple:
     """(backend, heldout, config, report entries) of a run: with automatic
-    folds (``automatic_folds``) the training and held-out backends joined,
-    no held-out part and ``folds = k``; else as given, entries {}."""
+    folds (``automatic_folds``) the training and held-out backends joined
+    (``backends.union.union_of``: in process, the held-out events shared out
+    among the training blocks, as for a refit; a held-out block of its own
+    spoils the Hessian-free round solver's combined Newton step and a fold
+    path's points stall on it), no held-out part and
+    ``folds = k``; else as given, entries {}."""
     k, events = automatic_folds(backend, heldout, config)
     if not k:
         return backend, heldout, config, {}
@@ -116,7 +120,7 @@ def automatic_choice(backend, heldout, config) -> tuple:
     )
     config = dataclasses.replace(config, choice=dataclasses.replace(config.choice, folds=k))
     if heldout is not None:
-        backend, heldout = UnionBackend(backend, heldout), None
+        backend, heldout = union_of(backend, heldout), None
     return backend, heldout, config, {"automatic": True, "events": events}
 
 

@@ -32,7 +32,7 @@ from ..kernels.predict import EventScores, EventScoresTask
 from ..methods.baselines import fit_smooth_within
 from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
-from ..selection.base import LoopState, RoundRecord, TrainingContext
+from ..selection.base import BestStage, LoopState, RoundRecord, TrainingContext
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
 from .stop_rule import Measure, StopRule, stop_rule
 
@@ -140,11 +140,10 @@ def keep_if_best(state: LoopState, row: dict, measure: Measure) -> None:
     held-out score beats the best so far (kept in ``state.arrays``, so a
     checkpoint carries them), with the per-event scores of ``measure``
     that later stages are paired with (``stage_rule``)."""
-    best = state.info.get("choice_score")
-    if best is not None and not row["heldout_score"] > best:
+    if state.best is not None and not row["heldout_score"] > state.best.score:
         return
     w = state.weights
-    state.info.update(choice_score=row["heldout_score"], choice_round=state.round)
+    state.best = BestStage(state.round, float(row["heldout_score"]))
     none = np.zeros(0)
     state.arrays.update(
         choice_ids=w.active_ids().copy(),
@@ -177,7 +176,7 @@ def stage_rule(ctx: TrainingContext, state: LoopState) -> StopRule | None:
     if ctx.heldout is None or not cfg.best_stage or not cfg.patience:
         return None
     rule = stop_rule(cfg)
-    chosen = state.info.get("choice_round")
+    chosen = state.best.round if state.best is not None else None
     for row in state.trace:
         units = state.arrays.get("choice_units") if row.round == chosen else None
         if units is not None and len(units):
@@ -202,15 +201,15 @@ def best_stage(ctx: TrainingContext, state: LoopState) -> tuple[Weights, StageCh
     (``train.choice.best_stage``), else the last; and the choice's report
     (None when no choice was made)."""
     cfg = ctx.config.choice
-    if ctx.heldout is None or not cfg.best_stage or "choice_round" not in state.info:
+    if ctx.heldout is None or not cfg.best_stage or state.best is None:
         return state.weights, None
     if cfg.one_se:
         log.warning("train.choice.one_se applies to paths; a stage run keeps its best stage")
     weights = best_stage_weights(ctx.backend.space, state)
-    chosen = int(state.info["choice_round"])
+    chosen = state.best.round
     for row in state.trace:
         row.chosen = row.round == chosen
-    choice = StageChoice(cfg.criterion, chosen, state.info["choice_score"], state.round)
+    choice = StageChoice(cfg.criterion, chosen, state.best.score, state.round)
     log.info(
         "kept stage %d of %d: best held-out %s %.6g",
         chosen,

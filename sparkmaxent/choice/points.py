@@ -17,6 +17,7 @@ from ..kernels import Weights
 from ..methods.baselines import fit_smooth
 from ..methods.grafting import fit_grafting_family
 from ..selection.base import FitResult, TrainingContext
+from ..selection.deadline import refit_reserve_s
 from ..solvers import ConvergenceWarning
 from .sections import ChosenFit, PathRefit, RefitSkipped
 
@@ -152,17 +153,27 @@ def l2_point(
     """An l2 fit at ``gamma`` from ``start``; a budget caps its L-BFGS
     iterations (one pass each, but for line-search steps). A spent budget
     that ``keep_going`` lifts goes on from the budgeted fit's weights (one
-    pass at them again: L-BFGS restarts with an empty memory)."""
+    pass at them again: L-BFGS restarts with an empty memory). Its
+    iterations stop once ``ctx.deadline`` (``train.selection.max_seconds``;
+    a path point's: less the refit's reserve) has run out."""
+    stop = None if not ctx.deadline.bounded else lambda: ctx.deadline.remaining() <= 0
     if budget is None or budget >= ctx.config.max_iter:
-        return fit_smooth(point_context(ctx, l2=gamma), None, gamma, start)
+        with warnings.catch_warnings():  # stopping at the time budget is no failure
+            if stop is not None:
+                warnings.simplefilter("ignore", ConvergenceWarning)
+            return fit_smooth(point_context(ctx, l2=gamma), None, gamma, start, stop=stop)
     with warnings.catch_warnings():  # stopping at the budget is no failure
         warnings.simplefilter("ignore", ConvergenceWarning)
-        result = fit_smooth(point_context(ctx, l2=gamma, max_iter=budget), None, gamma, start)
+        at = point_context(ctx, l2=gamma, max_iter=budget)
+        result = fit_smooth(at, None, gamma, start, stop=stop)
     rep = result.report
     rep["budget_spent"] = not rep["converged"] and rep["iterations"] >= budget
     if not rep["budget_spent"] or keep_going is None or not keep_going(result.weights):
         return result
-    rest = fit_smooth(point_context(ctx, l2=gamma), None, gamma, result.weights)
+    with warnings.catch_warnings():
+        if stop is not None:
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        rest = fit_smooth(point_context(ctx, l2=gamma), None, gamma, result.weights, stop=stop)
     for key in ("iterations", "evaluations"):
         rest.report[key] += rep[key]
     rest.report["trace"] = rep["trace"] + rest.report["trace"]
@@ -193,20 +204,20 @@ def checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
     return sorted((float(v) for v in values), reverse=True)
 
 
-def refit_reserve_s(ctx: TrainingContext) -> float:
-    """Seconds a time-bound path keeps for the refit of its chosen point:
-    ``train.choice.refit_reserve_passes`` at the run's seconds a training
-    pass so far (0: no budget, no refit, or no pass yet to time)."""
-    choice, passes = ctx.config.choice, ctx.backend.passes
-    if not ctx.deadline.bounded or not choice.refit or not passes:
-        return 0.0
-    return choice.refit_reserve_passes * ctx.deadline.elapsed() / passes
+def path_reserve_s(ctx: TrainingContext) -> float:
+    """Seconds a time-bound path keeps for the refit of its chosen point
+    (``refit_reserve_s``), a refit pass counted at the run's mean seconds a
+    training pass so far (no pass yet: 0)."""
+    passes = ctx.backend.passes
+    return refit_reserve_s(
+        ctx.config.choice, ctx.deadline, lambda: ctx.deadline.elapsed() / passes if passes else 0.0
+    )
 
 
 def within_reserve(ctx: TrainingContext) -> TrainingContext:
-    """``ctx`` with a time budget that ends ``refit_reserve_s`` early: a
+    """``ctx`` with a time budget that ends ``path_reserve_s`` early: a
     path point's rounds stop while the refit's time is still left."""
-    left, reserve = ctx.deadline.remaining(), refit_reserve_s(ctx)
+    left, reserve = ctx.deadline.remaining(), path_reserve_s(ctx)
     if not reserve or left <= 0:
         return ctx
     return dataclasses.replace(ctx, deadline=ctx.deadline.part(max(0.0, 1 - reserve / left)))
@@ -216,10 +227,10 @@ def time_spent(ctx: TrainingContext, point_s: float = 0.0) -> bool:
     """Whether the run's time budget is spent for another point
     (``train.selection.max_seconds`` covers every point of a path and its
     refit): no point starts unless the seconds left, less the refit's
-    reserve (``refit_reserve_s``), hold ``point_s`` (the last point's
+    reserve (``path_reserve_s``), hold ``point_s`` (the last point's
     seconds: a point is guessed to take as long as the one before, as
     ``selection.loop.limit_reached`` guesses a round)."""
-    left, reserve = ctx.deadline.remaining(), refit_reserve_s(ctx)
+    left, reserve = ctx.deadline.remaining(), path_reserve_s(ctx)
     if left - reserve > point_s:
         return False
     log.info(

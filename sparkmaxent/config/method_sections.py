@@ -181,7 +181,16 @@ class BayesConfig(Section):
         100,
         "S: features selected per round at most, each after the first rescored with the "
         "earlier ones fixed (Eq. 14); 1: one feature per OptMAP. With held-out data a "
-        "round takes up to 32 S, growing while held-out improves.",
+        "round takes up to round_growth_cap S, growing while held-out improves; after one "
+        "that did not, half as many from the best held-out stage; about 8 rescorings a round.",
+        ge=1,
+    )
+    round_growth_cap: int = key(
+        32,
+        "With held-out data deciding the stop (beyond_rule): a round takes at most this "
+        "many times per_round picks (rounds double after one that improved held-out, "
+        "go back to the best stage with half as many after one that did not); 1: every "
+        "round per_round.",
         ge=1,
     )
     sign: str = key(

@@ -223,15 +223,24 @@ def trainable_events(block: Block) -> Block:
 
 
 def split_block(block: Block, n_parts: int) -> list[Block]:
-    """Cut a block into ``n_parts`` consecutive blocks of events."""
+    """Cut a block into ``n_parts`` consecutive blocks of events, each
+    keeping its events' ``event_id`` and ``group`` (k folds are made of groups)."""
     m = block.n_events
     bounds = np.linspace(0, m, n_parts + 1).astype(int)
     parts: list[Block] = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
+        ids = {
+            name: None if getattr(block, name) is None else getattr(block, name)[lo:hi]
+            for name in ("event_id", "group")
+        }
         if isinstance(block, MulticlassBlock):
             parts.append(
                 MulticlassBlock(
-                    X=block.X[lo:hi], y=block.y[lo:hi], c=block.c[lo:hi], n_labels=block.n_labels
+                    X=block.X[lo:hi],
+                    y=block.y[lo:hi],
+                    c=block.c[lo:hi],
+                    n_labels=block.n_labels,
+                    **ids,
                 )
             )
         else:
@@ -242,6 +251,7 @@ def split_block(block: Block, n_parts: int) -> list[Block]:
                     event_ptr=block.event_ptr[lo : hi + 1] - a,
                     correct=block.correct[a:b],
                     c=block.c[lo:hi],
+                    **ids,
                 )
             )
     return parts

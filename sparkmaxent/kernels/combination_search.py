@@ -23,7 +23,7 @@ sees the others.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,6 +32,7 @@ from .blocks import Block, MulticlassBlock
 from .conjunctions import MAX_DEGREE, Conjunctions, conjunction_keys
 from .conjunctions import later_entries as _later
 from .loss import multiclass_proba
+from .mergeable import Summed, merged_by
 from .params import Space, Weights
 
 
@@ -54,17 +55,12 @@ def _multiclass(block: Block) -> MulticlassBlock:
 
 
 @dataclass
-class AtomSums:
+class AtomSums(Summed):
     """Per-atom bound sums t+ and t- (n_atoms, K), and the events' weight."""
 
     tplus: np.ndarray
     tminus: np.ndarray
     weight: float
-
-    def merge(self, other: AtomSums) -> AtomSums:
-        return AtomSums(
-            self.tplus + other.tplus, self.tminus + other.tminus, self.weight + other.weight
-        )
 
 
 @dataclass(frozen=True)
@@ -254,14 +250,11 @@ class FormTask:
 
 
 @dataclass
-class KeySet:
+class KeySet(Summed):
     """Distinct conjunction keys (sorted), for counting the conjunctions
     that exist in the data (tests and benchmarks, never training)."""
 
-    keys: np.ndarray
-
-    def merge(self, other: KeySet) -> KeySet:
-        return KeySet(np.union1d(self.keys, other.keys))
+    keys: np.ndarray = field(metadata=merged_by(np.union1d))
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from . import sparsetools
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
 from .loss import LossGrad, loss_grad_proba
+from .mergeable import Summed
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 
@@ -32,7 +33,7 @@ Raw = tuple[np.ndarray, np.ndarray, np.ndarray]  # a compressed matrix: indptr, 
 
 
 @dataclass
-class Curvature:
+class Curvature(Summed):
     """Mergeable sums of a second-order pass.
 
     The Hessian is symmetric, so a pass's result carries its upper triangle
@@ -79,9 +80,6 @@ class Curvature:
             diagonal = H[i : i + tile, i : i + tile]
             diagonal += np.triu(diagonal, 1).T
         return H
-
-    def merge(self, other: Curvature) -> Curvature:
-        return Curvature(self.lg.merge(other.lg), self.hess_upper + other.hess_upper)
 
     # Pickling (how a partition's result reaches the driver) ships the
     # triangle's non-zeros and a bit mask of where they are (packing.py):

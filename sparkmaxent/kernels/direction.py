@@ -41,6 +41,7 @@ import scipy.sparse as sp
 from .blocks import Block, MulticlassBlock
 from .curvature import _gather_columns
 from .loss import _columns, loss_grad_proba
+from .mergeable import Summed
 from .params import Scaling, Space, Weights
 from .pointcache import OPERATORS
 from .sweep import _dense, _linear_scores
@@ -235,7 +236,7 @@ CURVATURE_FLOOR = 1e-12
 
 
 @dataclass
-class LocalDirection:
+class LocalDirection(Summed):
     """Mergeable sums of a local-direction pass: sum_b c_b * d_b and
     sum_b c_b (per coordinate: c_b is block b's Hessian diagonal, its sums
     over its events, ridge included), sum_b W_b, sum_b W_b d_b^T H_b d_b and
@@ -250,15 +251,6 @@ class LocalDirection:
     weight: float
     curvature: float
     products: int
-
-    def merge(self, other: LocalDirection) -> LocalDirection:
-        return LocalDirection(
-            self.direction + other.direction,
-            self.diagonal + other.diagonal,
-            self.weight + other.weight,
-            self.curvature + other.curvature,
-            self.products + other.products,
-        )
 
     def combined(self) -> np.ndarray:
         """The step: sum_b c_b d_b / sum_b c_b; with one block its own
@@ -309,7 +301,7 @@ class LocalDirectionTask:
 
 
 @dataclass
-class HessianProduct:
+class HessianProduct(Summed):
     """Mergeable sums of a product pass: sum_b H_b v and sum_b diag(H_b)
     (each block's sums over its events), sum_b W_b, and the blocks that
     ran a product (``products``, as ``LocalDirection`` counts them)."""
@@ -318,14 +310,6 @@ class HessianProduct:
     diagonal: np.ndarray
     weight: float
     products: int
-
-    def merge(self, other: HessianProduct) -> HessianProduct:
-        return HessianProduct(
-            self.product + other.product,
-            self.diagonal + other.diagonal,
-            self.weight + other.weight,
-            self.products + other.products,
-        )
 
 
 @dataclass(frozen=True)

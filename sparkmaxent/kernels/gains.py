@@ -16,13 +16,14 @@ The derivation: docs/methods/ifs-sgc.md, "The gain kernel".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import expit
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .loss import candidate_scores, multiclass_scores
+from .mergeable import Summed, merged_by
 from .params import Scaling, Space, Weights
 
 #: Logits are clipped to +-LOGIT_CLIP, which stands for P = 1 or 0 (a
@@ -131,7 +132,7 @@ def _sum_by(owner: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 
 
 @dataclass
-class GainDerivatives:
+class GainDerivatives(Summed):
     """Mergeable sums over events for a batch of candidates at fixed alphas.
 
     Attributes
@@ -155,16 +156,7 @@ class GainDerivatives:
     grad: np.ndarray
     curv: np.ndarray
     weight: float
-    value_range: np.ndarray
-
-    def merge(self, other: GainDerivatives) -> GainDerivatives:
-        return GainDerivatives(
-            self.loglik + other.loglik,
-            self.grad + other.grad,
-            self.curv + other.curv,
-            self.weight + other.weight,
-            np.maximum(self.value_range, other.value_range),
-        )
+    value_range: np.ndarray = field(metadata=merged_by(np.maximum))
 
 
 def _single_entry_sums(
@@ -471,7 +463,7 @@ class GainDerivativesTask:
 
 
 @dataclass
-class FeatureExpectations:
+class FeatureExpectations(Summed):
     """Empirical feature sums over all candidate features (sum units).
 
     Attributes
@@ -492,11 +484,6 @@ class FeatureExpectations:
     value: np.ndarray
     count: np.ndarray
     weight: float
-
-    def merge(self, other: FeatureExpectations) -> FeatureExpectations:
-        return FeatureExpectations(
-            self.value + other.value, self.count + other.count, self.weight + other.weight
-        )
 
 
 def feature_expectations(

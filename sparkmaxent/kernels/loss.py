@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
+from .mergeable import Summed
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp
@@ -74,7 +75,7 @@ def candidate_proba(
 
 
 @dataclass
-class LossGrad:
+class LossGrad(Summed):
     """Mergeable sums of one or more blocks.
 
     Attributes
@@ -95,15 +96,6 @@ class LossGrad:
     correct: float
     grad: np.ndarray
     grad_bias: np.ndarray | None
-
-    def merge(self, other: LossGrad) -> LossGrad:
-        return LossGrad(
-            self.loss + other.loss,
-            self.weight + other.weight,
-            self.correct + other.correct,
-            self.grad + other.grad,
-            None if self.grad_bias is None else self.grad_bias + other.grad_bias,
-        )
 
     # Pickling (how a partition's result reaches the driver) ships the
     # gradient's non-zeros and a bit mask of where they are (packing.py): a
@@ -422,14 +414,11 @@ class PointsTask:
 
 
 @dataclass
-class RayLoss:
+class RayLoss(Summed):
     """Mergeable loss sums at the points of one ray (``ray_losses``)."""
 
     loss: np.ndarray  # shape (n_steps,)
     weight: float
-
-    def merge(self, other: RayLoss) -> RayLoss:
-        return RayLoss(self.loss + other.loss, self.weight + other.weight)
 
 
 def _ray_scores(

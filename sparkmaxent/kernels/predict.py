@@ -13,6 +13,7 @@ import numpy as np
 
 from .blocks import Block, MulticlassBlock
 from .loss import candidate_scores, multiclass_scores
+from .mergeable import Summed
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp
 
@@ -26,7 +27,7 @@ def predict_multiclass(
 
 
 @dataclass
-class EvalStats:
+class EvalStats(Summed):
     """Mergeable evaluation sums.
 
     Attributes
@@ -49,15 +50,6 @@ class EvalStats:
     loss: float
     weight_known: float
     confusion: np.ndarray
-
-    def merge(self, other: EvalStats) -> EvalStats:
-        return EvalStats(
-            self.weight + other.weight,
-            self.correct + other.correct,
-            self.loss + other.loss,
-            self.weight_known + other.weight_known,
-            self.confusion + other.confusion,
-        )
 
     @property
     def accuracy(self) -> float:

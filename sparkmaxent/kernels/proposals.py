@@ -22,12 +22,13 @@ docs/methods/bayes-factor.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .blocks import Block, MulticlassBlock
 from .loss import candidate_scores, multiclass_scores
+from .mergeable import Summed, merged_by
 from .params import Scaling, Space, Weights
 
 #: Bin edges of the margin histogram, on the scale t = artanh(margin)
@@ -44,7 +45,7 @@ def margin_scale(margin: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Proposals:
+class Proposals(Summed):
     """Mergeable proposal set of some blocks.
 
     Attributes
@@ -64,22 +65,12 @@ class Proposals:
         ``margin_below`` those of a margin scale below it too.
     """
 
-    ids: np.ndarray
+    ids: np.ndarray = field(metadata=merged_by(np.union1d))
     misclassified: float
     misclassified_events: int
     weight: float
     margins: np.ndarray
     proposing_events: int
-
-    def merge(self, other: Proposals) -> Proposals:
-        return Proposals(
-            np.union1d(self.ids, other.ids),
-            self.misclassified + other.misclassified,
-            self.misclassified_events + other.misclassified_events,
-            self.weight + other.weight,
-            self.margins + other.margins,
-            self.proposing_events + other.proposing_events,
-        )
 
     def margin_below(self, fraction: float) -> float:
         """The margin scale below which events of at least ``fraction`` of
@@ -174,7 +165,7 @@ class ProposalTask:
 
 
 @dataclass
-class EventSignatures:
+class EventSignatures(Summed):
     """Mergeable bitmaps of the events each of some features fires on.
 
     Attributes
@@ -188,10 +179,7 @@ class EventSignatures:
         leaves the other's statistics as they were.
     """
 
-    bits: np.ndarray
-
-    def merge(self, other: EventSignatures) -> EventSignatures:
-        return EventSignatures(self.bits | other.bits)
+    bits: np.ndarray = field(metadata=merged_by(np.bitwise_or))
 
 
 def event_signatures(block: Block, space: Space, ids: np.ndarray, n_bits: int) -> EventSignatures:

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocks import Block, MulticlassBlock
+from .mergeable import Summed
 from .params import Scaling
 
 
 @dataclass
-class Moments:
+class Moments(Summed):
     """Weighted sums over rows (events, or candidates of candidate sets).
 
     Attributes
@@ -30,14 +31,6 @@ class Moments:
     total: np.ndarray
     total_sq: np.ndarray
     count: np.ndarray
-
-    def merge(self, other: Moments) -> Moments:
-        return Moments(
-            self.weight + other.weight,
-            self.total + other.total,
-            self.total_sq + other.total_sq,
-            self.count + other.count,
-        )
 
     def scaling(self, exclude: np.ndarray | None = None) -> Scaling:
         """Zero-mean, unit-variance scaling. Predicates of zero variance get
@@ -77,7 +70,7 @@ class MomentsTask:
 
 
 @dataclass
-class FeatureCounts:
+class FeatureCounts(Summed):
     """Weighted empirical counts of every candidate feature, shape (n_features,).
 
     Multiclass: weight of events with label k in which predicate p fires, for
@@ -86,9 +79,6 @@ class FeatureCounts:
     """
 
     counts: np.ndarray
-
-    def merge(self, other: FeatureCounts) -> FeatureCounts:
-        return FeatureCounts(self.counts + other.counts)
 
 
 def feature_counts(block: Block) -> FeatureCounts:
@@ -110,17 +100,12 @@ class FeatureCountTask:
 
 
 @dataclass
-class Count:
+class Count(Summed):
     """Mergeable size of the data: the result of the trivial pass."""
 
     events: int
     weight: float
     blocks: int
-
-    def merge(self, other: Count) -> Count:
-        return Count(
-            self.events + other.events, self.weight + other.weight, self.blocks + other.blocks
-        )
 
 
 class CountTask:

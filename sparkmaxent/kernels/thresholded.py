@@ -49,6 +49,7 @@ import numpy as np
 from .blocks import Block
 from .curvature import Curvature, CurvatureTask
 from .loss import LossGrad, LossGradTask, full_loss_grad, loss_grad_at
+from .mergeable import Summed
 from .params import Scaling, Space, Weights
 from .topk import union_positions
 
@@ -268,7 +269,7 @@ class ExactSumsTask:
 
 
 @dataclass
-class WithPartial:
+class WithPartial(Summed):
     """A solver pass's own sums (``lg``, its gradient over the solver's
     features only; ``hess_upper``, a curvature pass's Hessian as in
     ``Curvature``, else None) and the next gradient test's ``partial``."""
@@ -276,12 +277,6 @@ class WithPartial:
     lg: LossGrad
     hess_upper: np.ndarray | None
     partial: ThresholdedGradient
-
-    def merge(self, other: WithPartial) -> WithPartial:
-        hess = None
-        if self.hess_upper is not None and other.hess_upper is not None:
-            hess = self.hess_upper + other.hess_upper
-        return WithPartial(self.lg.merge(other.lg), hess, self.partial.merge(other.partial))
 
 
 @dataclass(frozen=True)

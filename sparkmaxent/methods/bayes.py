@@ -58,8 +58,6 @@ from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
 
-#: Past the rule, a round takes at most this many times ``per_round`` picks.
-ROUND_GROWTH_CAP = 32
 #: With held-out data deciding the stop, a round rescores about this many
 #: times, whatever its size.
 HELDOUT_RESCORINGS = 8
@@ -177,7 +175,7 @@ class BayesFactor:
         beta0 = -self.weight * loss
 
         def stopping(best: float, why: Stop) -> RoundOutcome:
-            return _stop(weights, loss, best, why, beta0)
+            return _stop(weights, best, why)
 
         cap = cfg.selection.max_features
         room = cap - len(active) if cap else size
@@ -290,17 +288,19 @@ class BayesFactor:
         improve it (a size that overshot is not tried again); after one
         that did not, half of its picks taken from the best stage instead,
         not on top of the overshoot; within ``per_round`` and
-        ``ROUND_GROWTH_CAP`` times it. A round of ``per_round`` that did
-        not improve goes on from itself: the held-out stop rule
+        ``train.bayes.round_growth_cap`` times it. A round of ``per_round``
+        that did not improve goes on from itself: the held-out stop rule
         (``train.choice.patience``) decides how far."""
         per_round = self.ctx.config.bayes.per_round
         if not state.trace or not self.beyond_rule():
             return per_round, None
-        cap = per_round * ROUND_GROWTH_CAP
+        cap = per_round * self.ctx.config.bayes.round_growth_cap
         last = state.trace[-1].detail_as(BayesRound).round_size
-        if state.info.get("choice_round") != state.round:  # the last round did not improve
+        best = state.best
+        if best is None or best.round != state.round:  # the last round did not improve
             if last > per_round:
-                return max(last // 2, per_round), int(state.info["choice_round"])
+                assert best is not None, "a held-out run's first round is its best stage"
+                return max(last // 2, per_round), best.round
             return per_round, None
         overshot = [r.detail_as(BayesRound).round_size for r in not_improving(state.trace)]
         ceiling = min(overshot) // 2 if overshot else cap
@@ -409,14 +409,9 @@ def with_picks(weights: Weights, picks: list[dict]) -> Weights:
     return add_features(weights, [p["feature"] for p in picks], [p["mu"] for p in picks])
 
 
-def _stop(weights: Weights, loss: float, best: float, why: Stop, beta0: float) -> RoundOutcome:
+def _stop(weights: Weights, best: float, why: Stop) -> RoundOutcome:
     return RoundOutcome(
-        why,
-        weights,
-        objective=float("nan"),
-        score=best,
-        info={"final_beta_0": beta0, "final_loss": loss},
-        note=f"stopped: {why.message}",
+        why, weights, objective=float("nan"), score=best, note=f"stopped: {why.message}"
     )
 
 
@@ -462,7 +457,7 @@ def fit_by_evidence(ctx: TrainingContext) -> FitResult:
     no_refit = dataclasses.replace(ctx.config.choice, refit=False)  # the chosen run's, below
     for n, s2 in enumerate(grid):
         bayes = dataclasses.replace(ctx.config.bayes, prior_variance=s2, variance="fixed")
-        # the last run's loop keeps time for that refit (refit_reserve), every run's
+        # the last run's loop keeps time for that refit (refit_reserve_s), every run's
         # for its laplace_evidence pass (after_passes)
         kept = ctx.config.choice if n == len(grid) - 1 else no_refit
         config = dataclasses.replace(ctx.config, bayes=bayes, choice=kept)

@@ -252,7 +252,6 @@ class Combination:
                     weights,
                     objective=g.penalized(test.value, weights),
                     score=best,
-                    info=detail.to_json(),  # kept in the checkpoint's state info
                     certificate=self.certificate(test.kkt, found),
                 )
             out = g.grow(weights, test, finish=True)

@@ -59,6 +59,18 @@ def variant(name: str, cfg: TrainConfig) -> Variant:
     raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
 
 
+def finished(state: LoopState) -> bool:
+    """Whether the last round only finished the active set (nothing added)
+    and its solve was not cut by a path point's pass budget (``converged``
+    None): then a test that still fails certifies nothing better. A
+    finishing round cut by the budget runs again once the budget is lifted
+    (``keep_going``), so a point that goes on ends certified as a full fit."""
+    if not state.trace or state.trace[-1].added:
+        return False
+    solve = state.trace[-1].solve
+    return solve is None or solve.converged is not None
+
+
 class Grafting:
     """The round method of grafting, mle-ifs and l2-ifs (selection/loop.py),
     on a pass ``budget`` from now (a path point's cut, choice/path.py;
@@ -140,7 +152,7 @@ class Grafting:
         test = self.gradient_test.test(weights)
         if len(test.new):
             return self.grow(weights, test)
-        if test.kkt.passed or (state.trace and state.trace[-1].added == 0):
+        if test.kkt.passed or finished(state):
             # certified, or the finishing round below ran and could not certify
             return RoundOutcome(
                 stop(StopReason.NO_CANDIDATE_PASSES),

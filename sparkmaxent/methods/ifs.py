@@ -217,7 +217,7 @@ class Incremental:
             return 1
         last = int(state.arrays["stage_size"][0])
         if self.ctx.heldout is not None:
-            improved = state.info.get("choice_round") == state.round
+            improved = state.best is not None and state.best.round == state.round
         else:
             ratio = state.trace[-1].detail_as(IfsStage).refit_ratio
             improved = ratio is None or ratio >= 0.5
@@ -455,7 +455,7 @@ def fit_incremental(ctx: TrainingContext, spec: Variant) -> FitResult:
     start = None if ctx.resume and has_checkpoint(ctx.output_dir) else method.start()
     # the final re-estimation, unless the chosen stage's refit on the training and
     # held-out events (the same features and penalty, more data) replaces it;
-    # max_seconds keeps time for its passes (as for the refit: refit_reserve)
+    # max_seconds keeps time for its passes (as for the refit: refit_reserve_s)
     final = bool(cfg.ifs.reestimate_every) and not refit_follows(ctx)
     after = cfg.choice.refit_reserve_passes if final else 0
     names = (spec.name, "gain", "gain")

@@ -268,6 +268,16 @@ class RoundRecord:
         )
 
 
+@dataclass(frozen=True)
+class BestStage:
+    """The best held-out stage so far of a run keeping it
+    (``choice.heldout.keep_if_best``): its round and held-out score (its
+    weights are ``LoopState.arrays``' ``choice_*``)."""
+
+    round: int
+    score: float
+
+
 @dataclass
 class LoopState:
     """The changing state of a selection run: what a checkpoint holds.
@@ -288,8 +298,9 @@ class LoopState:
         The method stopped by itself (for example: no candidate passed the test).
     stop : Stop or None
         Why the run stopped (by itself or at a cap); None while it runs.
-    info : dict
-        Method-specific, JSON-able.
+    best : BestStage or None
+        The best held-out stage so far (a run keeping it; a checkpoint
+        keeps it as ``info["choice_round"]`` and ``info["choice_score"]``).
     certificate : Certificate or None
         The KKT certificate the method stopped with (the grafting family;
         a checkpoint keeps it as ``info["kkt"]``).
@@ -307,7 +318,7 @@ class LoopState:
     elapsed_s: float = 0.0
     trace: list[RoundRecord] = field(default_factory=list)
     done: bool = False
-    info: dict = field(default_factory=dict)
+    best: BestStage | None = None
     arrays: dict = field(default_factory=dict)
     stop: Stop | None = None
     earlier_s: float = 0.0
@@ -334,8 +345,6 @@ class RoundOutcome:
         (grafting: max |dC/dw_j| over inactive features).
     detail : RoundDetail or None
         The method's own entries of the round's trace row.
-    info : dict
-        With a stop: entries kept in ``LoopState.info`` (JSON-able).
     solve : RoundSolve or None
         The round solver's run (the grafting family).
     certificate : Certificate or None
@@ -354,7 +363,6 @@ class RoundOutcome:
     objective: float = float("nan")
     score: float = float("nan")
     detail: RoundDetail | None = None
-    info: dict = field(default_factory=dict)
     arrays: dict | None = None
     note: str = ""
     certificate: Certificate | None = None

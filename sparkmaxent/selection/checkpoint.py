@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..jsonio import read_json_object, write_json
 from ..kernels import Space, Weights
 from ..problem.kkt import Certificate
-from .base import LoopState, RoundDetail, RoundRecord
+from .base import BestStage, LoopState, RoundDetail, RoundRecord
 from .stops import Stop
 
 CHECKPOINT_DIR = "checkpoint"
@@ -42,8 +42,9 @@ CHECKPOINT_VERSION = 2
 # Keys that change how far, where or how fast a run goes, not the path it
 # takes: a run may be resumed with a different value.
 RUN_CONTROL_KEYS = ("backend", "max_rounds", "max_seconds", "plots", "blas_threads")
-# The key of LoopState.certificate in state.json's info.
+# The keys of LoopState.certificate and LoopState.best in state.json's info.
 _CERTIFICATE = "kkt"
+_CHOICE_ROUND, _CHOICE_SCORE = "choice_round", "choice_score"
 # Prefix of LoopState.arrays entries in a round's .npz.
 _STATE_ARRAY = "state_"
 # The only weights_file a state.json may name: a file in the checkpoint directory.
@@ -89,10 +90,15 @@ def data_fingerprint(backend) -> dict | None:
 
 
 def _info_json(state: LoopState) -> dict:
-    """``state.info`` with the certificate (``info["kkt"]``) as JSON."""
-    if state.certificate is None:
-        return state.info
-    return {**state.info, _CERTIFICATE: state.certificate.to_json()}
+    """The checkpoint's ``info``: the best held-out stage
+    (``choice_round``, ``choice_score``) and the certificate (``kkt``),
+    each when the state has one."""
+    info: dict = {}
+    if state.best is not None:
+        info.update({_CHOICE_ROUND: state.best.round, _CHOICE_SCORE: state.best.score})
+    if state.certificate is not None:
+        info[_CERTIFICATE] = state.certificate.to_json()
+    return info
 
 
 def checkpoint_dir(output_dir: str) -> str:
@@ -215,8 +221,8 @@ class Checkpoint:
             ) from None
         if not isinstance(doc["info"], dict):
             raise InputError(f"{self.state_path}: 'info': expected an object, got {doc['info']!r}")
-        info = dict(doc["info"])
-        certificate = self._certificate(info.pop(_CERTIFICATE, None))
+        info = doc["info"]  # keys of earlier versions that nothing reads are left out
+        certificate = self._certificate(info.get(_CERTIFICATE))
         return LoopState(
             round=doc["round"],
             weights=weights,
@@ -226,7 +232,7 @@ class Checkpoint:
             # a finished run checkpointed before stops were typed has no stop:
             # its next round stops it again, with a typed stop
             done=bool(doc["done"]) and stop is not None,
-            info=info,
+            best=self._best(info),
             arrays=arrays,
             stop=stop,
             certificate=certificate,
@@ -240,6 +246,19 @@ class Checkpoint:
             raise InputError(
                 f"{self.state_path}: 'trace': not a selection trace ({type(e).__name__}: {e}); "
                 "remove the checkpoint directory to start over"
+            ) from None
+
+    def _best(self, info: dict) -> BestStage | None:
+        """The best held-out stage a state.json's info holds (None if none)."""
+        if _CHOICE_ROUND not in info:
+            return None
+        try:
+            return BestStage(int(info[_CHOICE_ROUND]), float(info[_CHOICE_SCORE]))
+        except (TypeError, ValueError, KeyError) as e:
+            raise InputError(
+                f"{self.state_path}: 'info.{_CHOICE_ROUND}', 'info.{_CHOICE_SCORE}': not a "
+                f"best stage ({type(e).__name__}: {e}); remove the checkpoint directory to "
+                "start over"
             ) from None
 
     def _certificate(self, doc) -> Certificate | None:

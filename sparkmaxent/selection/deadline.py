@@ -15,6 +15,8 @@ import math
 import time
 from collections.abc import Callable
 
+from ..config import ChoiceConfig
+
 
 class Deadline:
     """A budget of ``seconds`` (0: none) on ``clock``, counted from when
@@ -53,3 +55,14 @@ class Deadline:
         a k-fold choice); unbounded when this one is."""
         seconds = max(self.remaining() * share, 1e-9) if self.bounded else 0.0
         return Deadline(seconds, self.clock)
+
+
+def refit_reserve_s(choice: ChoiceConfig, deadline: Deadline, pass_s: Callable[[], float]) -> float:
+    """Seconds a time-bound run keeps of ``deadline`` for the refit that
+    follows it (a path's chosen point, a stage run's chosen stage):
+    ``train.choice.refit_reserve_passes`` times ``pass_s()``, the seconds
+    of one pass as the caller times it (called only when a reserve is
+    kept: timing may run a pass); 0 without a budget or a refit."""
+    if not deadline.bounded or not choice.refit or not choice.refit_reserve_passes:
+        return 0.0
+    return choice.refit_reserve_passes * pass_s()

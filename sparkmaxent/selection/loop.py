@@ -24,7 +24,7 @@ from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from .base import LoopState, RoundDetail, RoundOutcome, RoundRecord, TrainingContext
 from .checkpoint import Checkpoint, checkpoint_dir, data_fingerprint, run_digest
-from .deadline import Deadline
+from .deadline import Deadline, refit_reserve_s
 from .reporting import PLOTS_DIR, write_plots
 from .stops import Stop, StopReason, stop
 
@@ -51,7 +51,7 @@ def limit_reached(
     start, a resumed run's earlier sessions included) also ends it when the
     next round would end past the cap less ``reserve_s`` (a budget, not a
     point to overrun by a round; the reserve keeps time for the stage refit,
-    ``refit_reserve``, timed once) and less ``after_passes`` training passes
+    ``ReserveOnce``, timed once) and less ``after_passes`` training passes
     at the last round's seconds a pass (the passes the caller runs on the
     kept weights after the loop). The next round is guessed to take as long
     as the last one plus what the last one grew over the one before (rounds
@@ -75,28 +75,22 @@ def limit_reached(
     return None
 
 
-def refit_reserve(ctx: TrainingContext, stage_choice: bool, weights: Weights) -> float:
-    """Seconds a time-bound stage run keeps for the refit of its chosen
-    stage: ``train.choice.refit_reserve_passes`` times one refit pass (the
-    loss and gradient over the training and held-out events at ``weights``),
-    measured by running one; 0 without a budget or a refit (no held-out
-    data, no best-stage choice, ``refit`` off)."""
-    choice = ctx.config.choice
-    if not stage_choice or not refit_follows(ctx):
-        return 0.0
-    if not choice.refit_reserve_passes or not ctx.deadline.bounded:
-        return 0.0
+def refit_pass_s(ctx: TrainingContext, weights: Weights) -> float:
+    """Seconds of one refit pass (the loss and gradient over the training
+    and held-out events at ``weights``), measured by running one."""
     assert ctx.heldout is not None, "refit_follows checks that there is held-out data"
     whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
     whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
-    return choice.refit_reserve_passes * (ctx.deadline.elapsed() - t0)
+    return ctx.deadline.elapsed() - t0
 
 
 class ReserveOnce:
-    """``refit_reserve`` measured once, after the loop's first round (a
-    refit pass costs about the same at every stage: its events are the
-    same, only a few weights change), and kept for the rest of the run.
-    ``passes``: the passes the measuring ran, which are no training pass
+    """The seconds a time-bound stage run keeps for the refit of its chosen
+    stage (``refit_reserve_s``; 0 without held-out data, a best-stage
+    choice or ``refit``), a refit pass timed once, after the loop's first
+    round (a refit pass costs about the same at every stage: its events
+    are the same, only a few weights change), and kept for the rest of the
+    run. ``passes``: the passes the measuring ran, which are no training pass
     (the loop leaves them out of its count)."""
 
     def __init__(self, ctx: TrainingContext, stage_choice: bool):
@@ -107,7 +101,16 @@ class ReserveOnce:
     def __call__(self, weights: Weights) -> float:
         if self.seconds is None:
             passes0 = self.ctx.backend.passes
-            self.seconds = refit_reserve(self.ctx, self.stage_choice, weights)
+            follows = self.stage_choice and refit_follows(self.ctx)
+            self.seconds = (
+                refit_reserve_s(
+                    self.ctx.config.choice,
+                    self.ctx.deadline,
+                    lambda: refit_pass_s(self.ctx, weights),
+                )
+                if follows
+                else 0.0
+            )
             self.passes = self.ctx.backend.passes - passes0
         return self.seconds
 
@@ -195,7 +198,6 @@ def run_rounds(
         counters()
         if outcome.stop is not None:
             state.done, state.stop = True, outcome.stop
-            state.info.update(outcome.info)
             if outcome.certificate is not None:
                 state.certificate = outcome.certificate
             best = "" if np.isnan(outcome.score) else f" (max {score_label} {outcome.score:.4g})"

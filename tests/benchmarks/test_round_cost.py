@@ -127,6 +127,7 @@ def test_the_variants_solve_by_newton_cg_to_the_same_optimum(backend, variant):
 def test_the_product_probe_times_both_kinds_of_pass_and_finds_the_same_bits(backend, tmp_path):
     row = product_probe(backend, first_round(backend, 1e-4, 12), 2)
     assert row["solver"] == "product-pass" and row["probe_passes"] == 2 and row["same_bits"]
+    assert row["probe_follow"] == 3
     assert row["cpu_per_pass_afresh_s"] > 0 and row["cpu_per_pass_cached_s"] > 0
     out = tmp_path / "round_cost.json"
     rows = [{**row, "backend": b, "cached_share": share} for b, share in (("local", 0.4),)]

@@ -16,6 +16,8 @@ from sparkmaxent.train import train
 from .helpers import written_multiclass
 
 
+@pytest.mark.slow  # 189 training passes, each a Spark job: over two minutes on local[2]
+@pytest.mark.ci  # CI's slow step runs it
 def test_spark_folds_choose_as_in_process(spark, tmp_path):
     p = written_multiclass(str(tmp_path / "folds"), 40, active_per_event=6)
     cfg = train_config(

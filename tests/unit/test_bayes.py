@@ -38,6 +38,7 @@ from sparkmaxent.methods.bayes_scores import (
 )
 from sparkmaxent.methods.round_details import BayesRound
 from sparkmaxent.problem.objective import Objective
+from sparkmaxent.selection.base import BestStage, LoopState
 from sparkmaxent.selection.loop import add_feature, add_features
 from sparkmaxent.solvers.gain_fits import fit_gains, laplace_log_evidence
 from sparkmaxent.train import TrainingContext, train
@@ -471,14 +472,20 @@ def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_
     # after a round that improved the best held-out score: twice its picks,
     # at most half the smallest round that did not improve it; after one that
     # did not: half of its picks, on top of the best stage rather than of the
-    # overshoot; within per_round (10) and ROUND_GROWTH_CAP times it
+    # overshoot; within per_round (10) and train.bayes.round_growth_cap times it
     rows = past_the_rule[3].report.rounds
-    cap = 10 * bayes.ROUND_GROWTH_CAP
+    cap = 10 * train_config().bayes.round_growth_cap
     best, best_row, overshot, went_back = -math.inf, None, [], 0
     assert max(r.detail_as(BayesRound).round_size for r in rows) > 10
     for r, nxt in zip(rows, rows[1:]):
         size, after = r.detail_as(BayesRound).round_size, nxt.detail_as(BayesRound)
         assert 0 < r.added <= size and r.removed == 0
+        # about HELDOUT_RESCORINGS rescorings (of train.bayes.rescore = 50, or twice
+        # the picks after each) whatever the size, not one a pick
+        take = -(-size // bayes.HELDOUT_RESCORINGS)
+        assert r.detail_as(BayesRound).rescored <= (bayes.HELDOUT_RESCORINGS - 1) * max(
+            50, 2 * take
+        )
         if r.heldout_score > best:
             best, best_row = r.heldout_score, r
             ceiling = min(overshot) // 2 if overshot else cap
@@ -493,6 +500,32 @@ def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_
         else:
             assert after.round_size == 10 and after.from_round is None
     assert went_back
+
+
+def test_train_bayes_round_growth_cap_bounds_the_rounds_that_grow(past_the_rule):
+    # the past-the-rule run's states planned by a method whose cap is 1
+    # (train.bayes.round_growth_cap): a round after one that improved takes
+    # per_round picks, not more; after one that did not, the plan is the
+    # default cap's (half of a round that was within the cap)
+    tr, space, _, res = past_the_rule
+    _, he, _ = topic_documents()
+    keys = dict(model_prior="uniform", per_round=10, patience=50)
+
+    def method(**more) -> BayesFactor:
+        config = train_config(**keys, **more)
+        held = LocalBackend([he], space)
+        return BayesFactor(TrainingContext(LocalBackend([tr], space), config, heldout=held))
+
+    default, capped, best, grew = method(), method(round_growth_cap=1), None, 0
+    rows = res.report.rounds
+    for i, r in enumerate(rows):
+        improved = best is None or r.heldout_score > best.score
+        best = BestStage(r.round, r.heldout_score) if improved else best
+        state = LoopState(r.round, res.weights, trace=rows[: i + 1], best=best)
+        (size, back), plan = default.round_plan(state), capped.round_plan(state)
+        assert plan == ((10, None) if improved else (size, back))
+        grew += improved and size > 10
+    assert grew
 
 
 def test_add_features_adds_many_as_add_feature_adds_one():

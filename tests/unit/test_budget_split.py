@@ -20,7 +20,7 @@ from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
 from sparkmaxent.selection.base import FitResult, LoopState, RoundRecord, TrainingContext
 from sparkmaxent.selection.checkpoint import seconds_spent
-from sparkmaxent.selection.deadline import Deadline
+from sparkmaxent.selection.deadline import Deadline, refit_reserve_s
 from sparkmaxent.selection.loop import limit_reached
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
@@ -69,6 +69,24 @@ def test_a_resumed_budget_counts_its_earlier_sessions_and_its_parts_split_what_i
     assert part.seconds == pytest.approx(10.0) and part.remaining() == pytest.approx(10.0)
     clock.now = 20.0
     assert whole.remaining() == pytest.approx(25.0) and part.remaining() == pytest.approx(5.0)
+
+
+def test_the_refit_reserve_is_its_passes_at_the_callers_seconds_a_pass_and_timed_only_if_kept():
+    timed = []
+
+    def pass_s() -> float:
+        timed.append(1)
+        return 0.5
+
+    def reserve(seconds: float, **choice) -> float:
+        keys = {"refit_reserve_passes": 4, **choice}
+        config = train_config(method="grafting", max_seconds=seconds, **keys)
+        return refit_reserve_s(config.choice, Deadline(seconds, ManualClock()), pass_s)
+
+    assert reserve(100.0) == pytest.approx(2.0) and len(timed) == 1
+    # no budget, no refit, or no reserve passes: nothing kept, no pass timed
+    assert reserve(0.0) == 0.0 and reserve(100.0, refit=False) == 0.0
+    assert reserve(100.0, refit_reserve_passes=0) == 0.0 and len(timed) == 1
 
 
 class FakeStageMethod:
@@ -370,3 +388,24 @@ def test_a_time_bound_path_keeps_time_for_its_points_and_refit_at_every_budget(p
         refits.append(res.report.refit.passes)
     assert over == []
     assert min(refits) > 1  # every refit ran on its reserve, not on one pass past the budget
+
+
+def test_a_time_bound_l2_path_ends_within_max_seconds_at_every_budget(problem):
+    # an l2 path point's L-BFGS iterations and its refit's stop once the
+    # budget has run out (a point's: less the refit's reserve), so the run
+    # ends within max_seconds plus at most one iteration's passes, with a model
+    tr, he, space = problem
+
+    def clocked_path(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        config = train_config(method="l2", path=True, refit_reserve_passes=5, **more)
+        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+
+    free = clocked_path()
+    over = []
+    for budget in np.arange(0.2, 0.9, 0.1) * free.report.wall_s:
+        res = clocked_path(max_seconds=float(budget))
+        assert res.weights.nnz > 0
+        if res.report.wall_s > budget + 5:  # an iteration's line search: a few passes
+            over.append((round(float(budget), 1), res.report.wall_s))
+    assert over == []

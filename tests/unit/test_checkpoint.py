@@ -313,3 +313,38 @@ def test_a_finished_runs_checkpoint_keeps_its_typed_stop(tmp_path):
     json.dump(doc, open(path, "w"))
     with pytest.raises(InputError, match=r"state\.json: 'info\.kkt': not a KKT certificate"):
         train(local(directory), grafting_config(), output_dir=out, resume=True)
+
+
+# ---- the best held-out stage a checkpoint keeps -------------------------------------
+
+
+def test_a_stage_runs_best_stage_resumes_typed_and_older_info_keys_are_ignored(tmp_path):
+    """A stage run keeping its best held-out stage checkpoints it as
+    ``info.choice_round`` / ``info.choice_score`` and reads it back
+    (``LoopState.best``): the resumed run keeps the uninterrupted run's
+    stage and model. Keys an earlier version wrote into info and nothing
+    reads (a stop's ``final_beta_0``, ``final_loss``, search counts) do not
+    stop a resume; a malformed best stage is refused naming the file."""
+    directory, held = dataset(tmp_path, "train", seed=1), dataset(tmp_path, "held", seed=2)
+    config = train_config(method="sgc", max_rounds=6, patience=0)
+    whole = train(local(directory), config, local(held), output_dir=str(tmp_path / "whole"))
+    out = str(tmp_path / "cut")
+    with pytest.raises(Interrupted):
+        train(local(directory), config, local(held), output_dir=out, on_round=stop_after(3))
+    path = os.path.join(out, CHECKPOINT_DIR, STATE_FILE)
+    doc = json.load(open(path))
+    assert doc["info"]["choice_round"] in (1, 2, 3) and "choice_score" in doc["info"]
+    doc["info"].update(final_beta_0=-1.5, final_loss=0.7, phase="combination", search_passes=2)
+    json.dump(doc, open(path, "w"))
+    resumed = train(local(directory), config, local(held), output_dir=out, resume=True)
+    assert resumed.report.stage_choice == whole.report.stage_choice
+    assert whole.report.stage_choice.chosen_round <= 6
+    np.testing.assert_array_equal(resumed.weights.values, whole.weights.values)
+    done = json.load(open(path))
+    assert not {"final_beta_0", "final_loss", "phase"} & set(done["info"])
+    done["info"]["choice_score"] = "high"
+    json.dump(done, open(path, "w"))
+    with pytest.raises(
+        InputError, match=r"state\.json: 'info\.choice_round', 'info\.choice_score'"
+    ):
+        train(local(directory), config, local(held), output_dir=out, resume=True)

@@ -402,6 +402,29 @@ def test_a_point_that_spends_its_budget_goes_on_to_the_optimum_of_a_full_fit(pro
     assert row.passes - row.continued_after < full_passes
 
 
+def test_a_point_whose_budget_ends_in_its_finishing_round_is_still_certified(problem):
+    # at every pass budget, also one that runs out in the round that only
+    # finishes the active set to the final tolerance (nothing added), the
+    # point that goes on reaches the full fit's certified optimum: the
+    # finishing round cut by the budget runs again once the budget is lifted
+    tr, he, space = problem
+    backend = LocalBackend([tr], space)
+    ctx = TrainingContext(backend, train_config(method="grafting", path=True),
+                          heldout=LocalBackend([he], space))  # fmt: skip
+    start = null_model(ctx)
+    _, grid, fit_point, top, _ = path_plan(ctx, start)
+    _, full, _ = scored_point(ctx, fit_point, grid[0], start, top, None, -np.inf)
+    full_passes = full.passes
+    assert full.kkt_passed and full_passes >= 6
+    uncertified = []
+    for budget in range(1, full_passes):
+        result, row, _ = scored_point(ctx, fit_point, grid[0], start, top, budget, -np.inf)
+        if not (row.kkt_passed and result.certificate.passed):
+            uncertified.append(budget)
+        assert row.objective == pytest.approx(full.objective, rel=1e-5)
+    assert uncertified == []
+
+
 # ---------------------------------------------------------------- k folds
 
 
@@ -578,10 +601,12 @@ PAST_OPTIMUM = {
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(problem, method):
     keys = PAST_OPTIMUM[method]
-    full = run(problem, patience=0, **keys)
-    assert full.report.rounds[0].below_best_se is None  # no rule: nothing measured
     if method == "bayes-factor":  # its rounds grow under a held-out rule: one that never fires
+        unruled = run(problem, patience=0, max_rounds=1, **keys)  # its first round is enough
         full = run(problem, patience=10_000, patience_se=0.0, **keys)
+    else:
+        full = unruled = run(problem, patience=0, **keys)
+    assert unruled.report.rounds[0].below_best_se is None  # no rule: nothing measured
     scores = [r.heldout_score for r in full.report.rounds]
     stop = expected_rule_stop(scores, 3)
     assert 0 < stop < len(scores)  # the rule stops this run early
@@ -595,8 +620,9 @@ def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(probl
     assert res.weights.nnz == rounds[chosen - 1].active
     assert res.report.stop.message.startswith("held-out stop rule: 3 points")
     assert res.stop.reason is StopReason.HELDOUT_RULE and res.stop.detail["patience"] == 3
-    # without held-out data there is nothing to stop on
-    alone = run(problem, heldout=False, patience=3, patience_se=0.0, **keys)
+    # without held-out data there is nothing to stop on: it runs past the
+    # rule's stop (to a cap one round beyond it, as far as needs checking)
+    alone = run(problem, heldout=False, patience=3, patience_se=0.0, max_rounds=stop + 1, **keys)
     assert len(alone.report.rounds) > stop
 
 

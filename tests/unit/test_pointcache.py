@@ -165,3 +165,13 @@ def test_a_product_pass_over_blocks_served_from_the_cache_is_the_same_sum():
     assert OPERATORS.hits == hits + 3
     assert np.array_equal(first.product, again.product)
     assert np.array_equal(first.diagonal, again.diagonal) and first.weight == again.weight
+
+
+def test_closing_the_in_process_backend_drops_its_operators():
+    rng, block, space = _setting(3)
+    ids, weights = _point(rng, space, 6)
+    backend = LocalBackend([block], space)
+    backend.run(HessianProductTask(space, weights, ids, np.ones(len(ids) + space.n_bias)))
+    assert len(OPERATORS) > 0
+    backend.close()
+    assert len(OPERATORS) == 0

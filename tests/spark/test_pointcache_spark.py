@@ -1,0 +1,61 @@
+"""The operator cache on Spark's Python workers (``kernels/pointcache.py``):
+product passes at one point are served from it on the executors, give the
+in-process sums, and a moved point is never served the old operator."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.backends.spark import SparkBackend
+from sparkmaxent.data.load import write_events
+from sparkmaxent.data.schema import DatasetInfo
+from sparkmaxent.kernels import MULTICLASS, Space
+from sparkmaxent.problem import Objective
+
+from ..unit.helpers import random_multiclass
+
+
+def _executor_hits(backend) -> dict[int, int]:
+    """The hits of the operator cache of every Python worker a job of many
+    small tasks reaches, by process id."""
+
+    def hits(_):
+        import os
+
+        from sparkmaxent.kernels.pointcache import OPERATORS
+
+        return os.getpid(), OPERATORS.hits
+
+    return dict(backend.sc.parallelize(range(32), 32).map(hits).collect())
+
+
+def test_product_passes_on_spark_reuse_the_workers_operators_and_give_the_local_sums(
+    spark, tmp_path
+):
+    rng = np.random.default_rng(8)
+    block = random_multiclass(rng, m=300, P=14, K=3)
+    info = DatasetInfo(MULTICLASS, block.n_predicates, ["a", "b", "c"])
+    write_events(block, str(tmp_path), info, n_files=2)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=10, replace=False))
+    theta = rng.normal(size=len(ids) + space.n_bias) * 0.5
+    vectors = rng.normal(size=(6, len(theta)))
+    local = Objective(LocalBackend([block], space), ids)
+    with SparkBackend(spark, str(tmp_path), info, bias=True, partitions=2) as backend:
+        spark_obj = Objective(backend, ids)
+        before = _executor_hits(backend)
+        for v in vectors:
+            got, diag = spark_obj.hessian_product(theta, v)
+            want, want_diag = local.hessian_product(theta, v)
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(diag, want_diag, rtol=1e-9, atol=1e-12)
+        after = _executor_hits(backend)
+        # 12 lookups (6 passes x 2 partitions) at one point: a worker builds a
+        # block's operator there once, the lookups after it are hits
+        assert sum(after[pid] - before.get(pid, 0) for pid in after) > 0, (before, after)
+        moved = theta + 0.2
+        got, _ = spark_obj.hessian_product(moved, vectors[0])
+        want, _ = local.hessian_product(moved, vectors[0])
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert not np.allclose(got, spark_obj.hessian_product(theta, vectors[0])[0])
