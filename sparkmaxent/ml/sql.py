@@ -94,8 +94,8 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
         slots = DisplacedSlots.of(keys)
         table: list[str | None] = [None] * slots.size
         rows = np.zeros((slots.size, W.shape[1]))
-        for j, key, at in zip(used, keys, slots.slots):
-            table[at], rows[at] = key, W[j]
+        for j, key, slot in zip(used, keys, slots.slots):
+            table[slot], rows[slot] = key, W[j]
         names_at = f"from_json({_string(json.dumps(table))}, 'array<string>')"
         if kind == ARRAY:
             listed = f"coalesce({f'array_distinct({col})' if scorer.binary else col}, array())"
