@@ -19,8 +19,8 @@ trained on binary predicates (it scores presence, MLlib the stored value),
 fewer than two classes, a zero threshold (MLlib's p / 0 is +inf even where
 p = 0). ``fit`` records the size of the Vectors it was given (the column's
 ``ml_attr`` metadata, as ``CountVectorizer``, ``HashingTF`` and
-``VectorAssembler`` write it, else the first row's), and ``transform`` of a
-Vector column uses MLlib's model for Vectors of that size in a classic
+``VectorAssembler`` write it, else the one size of every row), and
+``transform`` of a Vector column uses MLlib's model for Vectors of that size in a classic
 session: the JVM scores it, no Python worker and no SQL text. A column
 whose metadata gives another size is refused, naming the column (its
 indices are other features). A null Vector scores as an empty one, as the
@@ -121,8 +121,10 @@ def vector_size(dataset, column: str) -> int | None:
 
 
 def fitted_vector_size(df, col: str) -> int | None:
-    """The size of the Vectors in ``col`` (its ``ml_attr`` metadata, else
-    the first non-null row's), or None when ``col`` holds no Vectors."""
+    """The size of the Vectors in ``col``: its ``ml_attr`` metadata, else
+    the one size every non-null row has (one pass); None when ``col`` holds
+    no Vectors or Vectors of several sizes (which MLlib's model refuses: the
+    Arrow scorer, which reads indices, scores them)."""
     from pyspark.sql import functions as F
 
     from ..data.columns import VECTOR, feature_kind
@@ -131,8 +133,10 @@ def fitted_vector_size(df, col: str) -> int | None:
         return None
     size = vector_size(df, col)
     if size is None:
-        first = df.where(F.col(col).isNotNull()).select(col).first()
-        size = None if first is None else int(first[0].size)
+        # row-based: an Arrow UDF cannot read a UDT column from Parquet
+        sizes = F.udf(lambda v: None if v is None else int(v.size), "int", useArrow=False)
+        low, high = df.select(F.min(sizes(col)), F.max(sizes(col))).first()
+        size = low if low == high else None
     return size
 
 

@@ -145,6 +145,7 @@ def test_map_and_vector_features_score_like_arrays(spark, model):
         schema_of("id int, features {}, label double"),
     )
     m = MaxEntClassifier(method="l2", l2=0.01).fit(vec)
+    assert m.numFeatures == 3  # Vectors of two sizes: no size recorded; atoms 1, 2, 3
     out = m.transform(vec).collect()
     assert all(r.prediction == r.label for r in out)
 

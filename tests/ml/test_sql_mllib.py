@@ -135,7 +135,7 @@ def test_what_does_not_map_falls_back_or_is_refused(planted, caplog):
 
 
 def test_fit_records_the_vector_size(spark, planted, tmp_path, caplog):
-    """fit records the Vectors' size (metadata, else the first row's):
+    """fit records the Vectors' size (metadata, else every row's one size):
     hand-made Vectors with no metadata are scored by MLlib's model, a column
     whose metadata gives another size is refused naming the column, by every
     scorer; the size is saved with the model (numFeatures, as MLlib's)."""
@@ -160,7 +160,7 @@ def test_fit_records_the_vector_size(spark, planted, tmp_path, caplog):
     assert loaded.numFeatures == size
     _no_python(_equal_to_arrow(loaded, bare))
     hand_made = MaxEntClassifier(l2=0.01).fit(train.withMetadata("features", {}))
-    assert hand_made.numFeatures == size  # the first row's Vector size
+    assert hand_made.numFeatures == size  # the one Vector size of every row
     _no_python(_equal_to_arrow(hand_made, bare))
 
 
