@@ -262,8 +262,10 @@ def dataset_runs(args, ds: Dataset, save) -> tuple[list[dict], dict]:
         {"max_features": ds.sgc_max_features, "gain_threshold": 0.0},
         out("sgc"),
     )
+    from sparkmaxent.methods.round_details import IfsStage
+
     pick = max(row["curve"], key=lambda p: (dev_score(ds, p), -p["features"]))
-    gain = res.report["rounds"][pick["round"] - 1]["gain"]
+    gain = res.report.rounds[pick["round"] - 1].detail_as(IfsStage).best.gain
     choices.update(sgc_features=pick["features"], sgc_gain_threshold=gain)
     rows.append(
         {

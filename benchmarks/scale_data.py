@@ -140,16 +140,26 @@ def write_choice(path: str, grid: list[float], n_best: int, command: str) -> Non
     cfg = train_config(
         method="grafting", n_best=n_best, path=True, l1_grid=grid, patience=1, plots=False
     )
-    rep = train(backends[0], cfg, backends[1]).report["path"]
-    keys = ("l1", "features", "heldout_score", "passes", "chosen", "cut")
+    rep = train(backends[0], cfg, backends[1]).report.path
+    assert rep is not None, "a grafting run with train.choice.path reports its path"
     choice = {
-        "gamma": rep["points"][rep["chosen"]]["l1"],
+        "gamma": rep.chosen_point.gamma,
         "grid": grid,
         "n": n_best,
-        "criterion": rep["criterion"],
+        "criterion": rep.criterion,
         "train_events": backends[0].info.n_events,
         "heldout_events": backends[1].info.n_events,
-        "points": [{k: p.get(k) for k in keys} for p in rep["points"]],
+        "points": [
+            {
+                "l1": p.gamma,
+                "features": p.features,
+                "heldout_score": p.heldout.get("heldout_score"),
+                "passes": p.passes,
+                "chosen": p.chosen,
+                "cut": p.cut,
+            }
+            for p in rep.points
+        ],
         "wall_s": round(time.perf_counter() - t0, 1),
         "command": command,
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),

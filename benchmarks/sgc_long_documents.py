@@ -34,6 +34,7 @@ from sparkmaxent.config import train_config
 from sparkmaxent.data.load import write_events
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock
+from sparkmaxent.methods.round_details import IfsStage
 from sparkmaxent.train import train as fit
 
 
@@ -70,18 +71,20 @@ def run_sgc(train: str, heldout: str, stages: int, **keys) -> dict:
     report = fit(
         make_backend("local", train, bias=True), cfg, make_backend("local", heldout, bias=True)
     ).report
-    r = report["rounds"]
+    r = report.rounds
+    loss = [x.heldout["heldout_loss"] for x in r]
+    accuracy = [x.heldout["heldout_accuracy"] for x in r]
     marks = [n for n in (25, 50, 100, 200, 400, 800, 1600) if n <= len(r)]
-    best = min(range(len(r)), key=lambda i: r[i]["heldout_loss"])
+    best = min(range(len(r)), key=lambda i: loss[i])
     return {
         "stages": len(r),
-        "passes_per_stage": sum(x["stage_passes"] for x in r) / len(r),
-        "heldout_accuracy": {n: round(r[n - 1]["heldout_accuracy"], 4) for n in marks},
-        "heldout_loss": {n: round(r[n - 1]["heldout_loss"], 4) for n in marks},
+        "passes_per_stage": sum(x.detail_as(IfsStage).stage_passes for x in r) / len(r),
+        "heldout_accuracy": {n: round(accuracy[n - 1], 4) for n in marks},
+        "heldout_loss": {n: round(loss[n - 1], 4) for n in marks},
         "best_heldout_loss_stage": best + 1,
-        "best_heldout_loss": r[best]["heldout_loss"],
-        "accuracy_at_best_loss": r[best]["heldout_accuracy"],
-        "final_training_loss": report["loss"],
+        "best_heldout_loss": loss[best],
+        "accuracy_at_best_loss": accuracy[best],
+        "final_training_loss": report.fit["loss"],
         "wall_s": round(time.perf_counter() - t0, 1),
     }
 

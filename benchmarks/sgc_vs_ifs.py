@@ -199,7 +199,7 @@ def run_selection(
     label = f"{method}-reestimate-{reestimate_every}" if reestimate_every else method
     t0 = time.perf_counter()
     res = train(backend, cfg, on_round=on_round)
-    log.info("%s: %d stages in %.0f s", method, res.report["stages"], time.perf_counter() - t0)
+    log.info("%s: %d stages in %.0f s", method, res.report.fit["stages"], time.perf_counter() - t0)
     rows = []
     for n, snap in sorted(snaps.items()):
         w: Weights = snap["weights"]
@@ -216,22 +216,23 @@ def run_selection(
             }
         )
         log.info("%s", rows[-1])
+    stages = [(r, r.detail_as(IfsStage)) for r in res.report.rounds]
     trace = [
         {
-            "stage": r["round"],
-            "feature": r["feature"],
-            "feature_name": r["feature_name"],
-            "gain": r["gain"],
-            "gain_evaluations": r["gain_evaluations"],
-            "passes": r["stage_passes"],
-            "elapsed_s": r["elapsed_s"],
+            "stage": r.round,
+            "feature": s.best.feature,
+            "feature_name": s.best.feature_name,
+            "gain": s.best.gain,
+            "gain_evaluations": s.gain_evaluations,
+            "passes": s.stage_passes,
+            "elapsed_s": r.elapsed_s,
         }
-        for r in res.report["rounds"]
+        for r, s in stages
     ]
     return rows, {
         "trace": trace,
         "stopped": res.report.stop.message if res.report.stop else None,
-        "candidates": res.report["candidates"],
+        "candidates": res.report.fit["candidates"],
     }
 
 

@@ -273,20 +273,6 @@ def test_the_package_reads_the_typed_sections_by_attribute():
 #: .certificate, .objective) by their JSON keys
 TYPED_ENTRIES = "rounds|path|refit|choice|kkt|objective"
 
-#: reads of them by key (``res.report["rounds"]``) still left in the
-#: benchmarks written before the report was typed, per file: a count may only
-#: go down, and the tests have none left (the tests of the JSON itself and the
-#: pyspark.ml models' dict report are not counted: TYPED_READ_EXEMPT; a JSON
-#: file read back is not named ``report``)
-TYPED_KEY_READS: dict[str, int] = {
-    "benchmarks/bayes_factor.py": 1,
-    "benchmarks/conll2000_baselines.py": 1,
-    "benchmarks/round_tol.py": 2,
-    "benchmarks/scale_data.py": 1,
-    "benchmarks/sgc_long_documents.py": 1,
-    "benchmarks/sgc_vs_ifs.py": 1,
-}
-
 #: files that read the JSON form on purpose: this file (the JSON's own tests
 #: and the rule's examples) and the pyspark.ml client (a model's report is the
 #: saved JSON dict)
@@ -308,8 +294,9 @@ def typed_key_reads(source: str) -> int:
 def test_tests_read_a_train_results_typed_entries_by_attribute():
     """A train() result's rounds, path, refit, stage choice, certificate and
     objective are typed (RunReport): tests and benchmarks read them as
-    attributes; the reads by key left from before (TYPED_KEY_READS) may only
-    become fewer, and no other file may start any."""
+    attributes (``res.report.rounds``, ``.path.chosen_point``,
+    ``.certificate.passed``), never by their JSON keys, but the files of
+    TYPED_READ_EXEMPT (a JSON file read back is not named ``report``)."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
@@ -319,14 +306,8 @@ def test_tests_read_a_train_results_typed_entries_by_attribute():
         *(root / "benchmarks").glob("*.py"),
     ]
     counts = {str(p.relative_to(root)): typed_key_reads(p.read_text()) for p in sorted(files)}
-    over = {
-        f: f"{n} reads (allowed {TYPED_KEY_READS.get(f, 0)})"
-        for f, n in counts.items()
-        if f not in TYPED_READ_EXEMPT and n > TYPED_KEY_READS.get(f, 0)
-    }
-    assert not over, f"read res.report.rounds / .path / .refit ..., not by key: {over}"
-    gone = set(TYPED_KEY_READS) - set(counts)
-    assert not gone, f"files gone: drop them from TYPED_KEY_READS: {gone}"
+    found = {f: n for f, n in counts.items() if f not in TYPED_READ_EXEMPT and n}
+    assert not found, f"read res.report.rounds / .path / .refit ..., not by key: {found}"
     # the rule catches what it is for, and leaves attribute reads alone
     assert typed_key_reads('x = res.report["rounds"][0]; y = report.get("kkt")') == 2
     assert typed_key_reads('r = fit.report["refit"]["passes"]') == 1
