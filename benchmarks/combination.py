@@ -34,13 +34,14 @@ included), ``search_peak_mb`` that of the conjunction search alone
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.combination --tasks pp
 
 writes benchmarks/results/combination.json (rows of tasks not run are
-kept) and combination.png.
+kept) and combination.png. ``--merge PAGE ...`` measures nothing: it
+merges the rows of runs written with their own ``--output`` into
+``--output`` (a row replaces the one of the same ``row_identity``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import time
@@ -50,7 +51,11 @@ from benchmarks.combination_tasks import prepare_conll, prepare_pp
 from benchmarks.common import (
     SHARED_DATA,
     command_line,
+    merge_arguments,
+    merge_pages,
+    page_rows,
     print_table,
+    replace_rows,
     start,
     target,
     work_arguments,
@@ -94,8 +99,7 @@ def row_identity(row: dict) -> tuple:
 
 def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
     """``old`` with the rows ``new`` measures again replaced, then ``new``."""
-    again = {row_identity(r) for r in new}
-    return [r for r in old if row_identity(r) not in again] + new
+    return replace_rows(old, new, row_identity)
 
 
 def targets(rows: list[dict]) -> dict:
@@ -568,12 +572,13 @@ def main(argv: list[str] | None = None) -> None:
         help="Brown: weight the classes (positives by negatives / positives; SVM balanced)",
     )
     work_arguments(parser, "/tmp/sparkmaxent-combination", "combination.json")
+    merge_arguments(parser)
     args = start(parser, argv)
+    if args.merge:
+        merge_pages(args.output, args.merge, merge_rows, targets, "combination")
+        return
     lengths = [int(x) for x in args.bitstrings.split(",") if x]
-    rows = []
-    if os.path.exists(args.output):  # the other tasks' rows stay on the page
-        with open(args.output) as f:
-            rows = json.load(f)["rows"]
+    rows = page_rows(args.output)  # the other tasks' rows stay on the page
     for name in args.tasks:
         if name == "brown":
             from benchmarks.combination_brown import run_brown

@@ -215,6 +215,54 @@ def work_arguments(parser: argparse.ArgumentParser, work: str, output_name: str)
     parser.add_argument("--output", default=os.path.join(RESULTS, output_name))
 
 
+def merge_arguments(parser: argparse.ArgumentParser) -> None:
+    """--merge PAGE...: measure nothing, merge these pages' rows into --output
+    (``merge_pages``): runs side by side each write a page of their own and
+    one step puts their rows on the shared page without overwriting rows
+    another run measured."""
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="PAGE",
+        help="measure nothing: merge the rows of these pages (runs with their own --output, "
+        "e.g. corpora run side by side) into --output, keeping its other rows",
+    )
+
+
+def page_rows(path: str) -> list[dict]:
+    """The rows of the page at ``path`` ([] without one)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return json.load(f).get("rows", [])
+
+
+def replace_rows(earlier: list[dict], rows: list[dict], key) -> list[dict]:
+    """``earlier``'s rows that ``rows`` do not measure again (the same
+    ``key(row)``), then ``rows``: a page holds one row per measurement, of
+    its latest run."""
+    measured = {key(r) for r in rows}
+    return [r for r in earlier if key(r) not in measured] + rows
+
+
+def placeless(row: dict) -> dict:
+    """A merged row whose command names its work directory and output page
+    by role (WORK, PAGE), not by where they were on the machine that ran it."""
+    command = re.sub(r"--work \S+", "--work WORK", row.get("command", ""))
+    return {**row, "command": re.sub(r"--output \S+", "--output PAGE", command)}
+
+
+def merge_pages(output: str, pages: list[str], merge, targets, benchmark: str) -> dict:
+    """Write the page ``output`` of ``benchmark`` from its rows and those of
+    ``pages`` (each made ``placeless``), combined by ``merge(earlier, rows)``,
+    with ``targets(rows)`` recomputed over the result: what ``--merge`` does.
+    ``benchmark`` is named, as the caller of ``write_result`` here is not
+    the benchmark's module."""
+    rows = merge(page_rows(output), [placeless(r) for p in pages for r in page_rows(p)])
+    return write_result(output, rows, targets(rows), benchmark=benchmark)
+
+
 def start(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Parse the command line; timestamped INFO logging (runs are long);
     Spark bound to loopback unless the caller says otherwise."""

@@ -88,7 +88,11 @@ from benchmarks.common import (
     command_line,
     commit,
     load_average,
+    merge_arguments,
+    merge_pages,
+    page_rows,
     print_table,
+    replace_rows,
     shared_corpus,
     start,
     target,
@@ -757,13 +761,6 @@ def targets(rows: list[dict]) -> dict:
     return out
 
 
-def placeless(row: dict) -> dict:
-    """A merged row whose command names its work directory and output page
-    by role (WORK, PAGE), not by where they were on the machine that ran it."""
-    command = re.sub(r"--work \S+", "--work WORK", row.get("command", ""))
-    return {**row, "command": re.sub(r"--output \S+", "--output PAGE", command)}
-
-
 def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     """(figures, met) of l1-Comb against l1-Orig and the l2 path on one
     corpus (None without both l1 rows)."""
@@ -797,19 +794,10 @@ def row_key(row: dict) -> tuple:
     return row["corpus"], row.get("conll_sentences"), row["method"]
 
 
-def earlier_rows(path: str) -> list[dict]:
-    """The rows of the current page at ``path`` ([] without one)."""
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return json.load(f).get("rows", [])
-
-
 def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
     """The page's rows: ``earlier`` ones this run has not measured again
     (by ``row_key``), then this run's, ordered by corpus as first seen."""
-    measured = {row_key(r) for r in rows}
-    page = [r for r in earlier if row_key(r) not in measured] + rows
+    page = replace_rows(earlier, rows, row_key)
     order = {c: i for i, c in enumerate(dict.fromkeys(r["corpus"] for r in page))}
     return sorted(page, key=lambda r: order[r["corpus"]])
 
@@ -880,20 +868,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
     )
-    parser.add_argument(
-        "--merge",
-        nargs="+",
-        default=[],
-        metavar="PAGE",
-        help="measure nothing: merge the rows of these pages (runs with their own --output, "
-        "e.g. corpora run side by side) into --output",
-    )
+    merge_arguments(parser)
     args = start(parser, argv)
-    earlier = earlier_rows(args.output)
     if args.merge:
-        page = merged_rows(earlier, [placeless(r) for p in args.merge for r in earlier_rows(p)])
-        write_result(args.output, page, targets(page))
+        merge_pages(args.output, args.merge, merged_rows, targets, "model_choice")
         return 0
+    earlier = page_rows(args.output)
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "model-choice"):
         if method.startswith("sklearn-"):

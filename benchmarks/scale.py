@@ -42,8 +42,10 @@ the training's alone.
 
 A long axis runs one size per invocation (the timing lock is held at most
 15 minutes) and ``--merge-into`` adds the rows to an existing result file
-(replacing rows of the same axis, system and size); every row keeps its own
-command, date and load average.
+(replacing rows of the same axis, system, size and gradient test); every
+row keeps its own command, date and load average. ``--merge PAGE ...``
+measures nothing: it merges the rows of runs written with their own
+``--output`` into ``--output`` the same way (``common.merge_pages``).
 
     python -m benchmarks.scale --axes events partitions --mllib-cap-s 900
     python -m benchmarks.scale --axes candidates --candidates 200000000 --systems grafting \
@@ -54,7 +56,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
+import functools
 import logging
 import os
 import statistics
@@ -66,7 +68,11 @@ import numpy as np
 
 from benchmarks.common import (
     command_line,
+    merge_arguments,
+    merge_pages,
+    page_rows,
     print_table,
+    replace_rows,
     start,
     target,
     timed_interleaved,
@@ -338,7 +344,11 @@ def summary(rows: list[dict]) -> dict:
 
 
 def row_key(row: dict) -> tuple:
-    return tuple(row.get(k) for k in ("axis", "system", "events", "candidates", "partitions"))
+    """What a row measures: a row replaces the page's row of the same axis,
+    system, size and gradient test (a block-wise row stands beside the
+    dense one of the same size: the RSS target compares block-wise rows)."""
+    keys = ("axis", "system", "events", "candidates", "partitions", "gradient_test")
+    return tuple(row.get(k) for k in keys)
 
 
 def targets(rows: list[dict]) -> dict:
@@ -385,12 +395,7 @@ def merged_rows(path: str, rows: list[dict]) -> list[dict]:
     """The rows of the result file ``path`` (none if it does not exist) with
     ``rows`` in place of those of the same axis, system and size: a run of
     one size per invocation assembled into one page."""
-    old: list[dict] = []
-    if os.path.exists(path):
-        with open(path) as f:
-            old = json.load(f).get("rows", [])
-    new = {row_key(r) for r in rows}
-    return [r for r in old if row_key(r) not in new] + rows
+    return replace_rows(page_rows(path), rows, row_key)
 
 
 def plot(rows: list[dict], path: str) -> None:
@@ -501,11 +506,16 @@ def parser() -> argparse.ArgumentParser:
         help="result file to add this run's rows to (replacing rows of the same size)",
     )
     work_arguments(ap, "/var/tmp/sparkmaxent-scale", "scale.json")
+    merge_arguments(ap)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = start(parser(), argv)
+    if args.merge:
+        merge = functools.partial(replace_rows, key=row_key)
+        merge_pages(args.output, args.merge, merge, targets, "scale")
+        return 0
 
     from sparkmaxent.backends.session import spark_session
 

@@ -32,6 +32,7 @@ with its own ``--output``) into ``--output`` the same way.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 
 from benchmarks.common import (
@@ -40,6 +41,9 @@ from benchmarks.common import (
     command_line,
     commit,
     load_average,
+    merge_arguments,
+    merge_pages,
+    page_rows,
     print_table,
     start,
     target,
@@ -49,10 +53,8 @@ from benchmarks.model_choice import (
     CORPORA,
     DEFAULT_SENTENCES,
     corpus_methods,
-    earlier_rows,
     merged_rows,
     ours,
-    placeless,
     setting,
     sklearn_row,
 )
@@ -107,24 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=240.0, help="train.selection.max_seconds")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")
     parser.add_argument("--set", action="append", default=[], type=setting, metavar="KEY=VALUE")
-    parser.add_argument(
-        "--merge",
-        nargs="+",
-        default=[],
-        metavar="PAGE",
-        help="measure nothing: merge the rows of these pages (runs with their own --output, "
-        "e.g. one method's rows) into --output, keeping its other rows",
-    )
+    merge_arguments(parser)
     args = start(parser, argv)
     if args.merge:
-        page = merged_rows(
-            earlier_rows(args.output), [placeless(r) for p in args.merge for r in earlier_rows(p)]
-        )
-        write_result(args.output, page, targets(page, args.seconds))
+        page_targets = functools.partial(targets, seconds=args.seconds)
+        merge_pages(args.output, args.merge, merged_rows, page_targets, "stage_methods")
         return 0
     # model_choice.ours reads these
     args.folds, args.stage_seconds = 0, args.seconds
-    earlier = earlier_rows(args.output)
+    earlier = page_rows(args.output)
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "stage-methods"):
         if method == "sklearn-l2":
