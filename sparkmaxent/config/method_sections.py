@@ -182,7 +182,7 @@ class BayesConfig(Section):
         "S: features selected per round at most, each after the first rescored with the "
         "earlier ones fixed (Eq. 14); 1: one feature per OptMAP. With held-out data a "
         "round takes up to round_growth_cap S, growing while held-out improves; after one "
-        "that did not, half as many from the best held-out stage; about 8 rescorings a round.",
+        "that did not, half as many from the best held-out stage; heldout_rescorings a round.",
         ge=1,
     )
     round_growth_cap: int = key(
@@ -191,6 +191,14 @@ class BayesConfig(Section):
         "many times per_round picks (rounds double after one that improved held-out, "
         "go back to the best stage with half as many after one that did not); 1: every "
         "round per_round.",
+        ge=1,
+    )
+    heldout_rescorings: int = key(
+        8,
+        "With held-out data deciding the stop (beyond_rule): a round of any size rescores "
+        "its proposals about this many times (Eq. 14), its picks taken together in as many "
+        "groups, since each rescoring is a pass; more: closer to Figure 1's rescoring "
+        "before every pick, and dearer.",
         ge=1,
     )
     sign: str = key(

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..choice.heldout import best_stage, best_stage_weights, not_improving, refit_stage
+from ..choice.heldout import best_stage, refit_stage
 from ..choice.sections import StageRefit
 from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
@@ -48,6 +48,7 @@ from ..selection.reporting import FeatureNamer
 from ..selection.stops import Stop, StopReason, stop
 from ..solvers.gain_fits import fit_gains
 from .baselines import refit_active
+from .bayes_heldout import beyond_rule, past_rule, picks_per_rescoring, round_plan, start_from
 from .bayes_scores import (
     bayes_factor_score,
     empirical_inclusion_probability,
@@ -57,11 +58,6 @@ from .bayes_scores import (
 from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
-
-#: With held-out data deciding the stop, a round rescores about this many
-#: times, whatever its size.
-HELDOUT_RESCORINGS = 8
-
 
 class BayesFactor:
     """The round method of Bayes-factor selection (one round of Figure 1)."""
@@ -88,6 +84,10 @@ class BayesFactor:
             ),
             "loss pass",
         )
+
+    def mean_loss(self, weights: Weights) -> float:
+        """The mean training loss L of ``weights`` (one pass)."""
+        return self.loss_grad(weights).loss / self.weight
 
     def fit(
         self,
@@ -167,8 +167,8 @@ class BayesFactor:
 
     def round(self, state: LoopState) -> RoundOutcome:
         cfg = self.ctx.config
-        size, back_to = self.round_plan(state)
-        weights, loss = self.start_from(state, back_to)
+        size, back_to = round_plan(self.ctx, state)
+        weights, loss = start_from(self.ctx, state, back_to, self.mean_loss)
         active = weights.active_ids()
         # beta_0 = log pi(M_0) + log p(D | lambda0); log pi(M_0) is left out
         # (the scores carry the log prior odds)
@@ -186,13 +186,14 @@ class BayesFactor:
         prop, ids, below, share = self.propose(weights)
         if not len(ids):
             return stopping(float("nan"), _nothing_proposed(prop, below))
-        limit, past = min(size, room), self.past_rule(state)
+        limit, past = min(size, room), past_rule(state)
         fit, log_bf = self.fit(weights, ids, pool=2 * limit if past else None)
         odds, inclusion = self.model_prior(log_bf, len(active))
         beta = log_bf + odds(len(active)) if inclusion != 0.0 else np.full(len(ids), -np.inf)
         best = float(beta.max())
         rule = _rule_stop(len(ids), inclusion, best)
-        if rule is not None and not self.beyond_rule():
+        grow = beyond_rule(self.ctx)
+        if rule is not None and not grow:
             return stopping(float("nan") if inclusion == 0.0 else best, rule)
         floor, beyond = 0.0, rule is not None or past
         if beyond:
@@ -202,8 +203,7 @@ class BayesFactor:
             beta = log_posterior_gain(fit.loglik_change, fit.alpha, self.sigma2)
             best, floor = float(beta.max()), _pool_floor(beta, 2 * limit)
         # picks taken together after each rescoring (docs "What a round costs")
-        grow = self.beyond_rule()
-        take = -(-limit // HELDOUT_RESCORINGS) if grow else max(1, limit // cfg.bayes.per_round)
+        take = picks_per_rescoring(cfg.bayes, limit, grow)
         picks, rescored = self.select(
             weights, ids, beta, fit.alpha, limit, odds, floor, take, by_gain=beyond
         )
@@ -276,63 +276,6 @@ class BayesFactor:
             if len(ids) or share >= 1.0:
                 return prop, ids, below, share
             share = min(1.0, 2.0 * share)
-
-    def round_plan(self, state: LoopState) -> tuple[int, int | None]:
-        """Picks this round takes at most, and the stage it starts from when
-        it goes back to the best one (None: from the last round). Without
-        held-out data deciding the stop (``beyond_rule``): ``per_round``
-        picks, from the last round. With it, rounds grow while held-out
-        improves and back off when it does not (as SGC's stages grow):
-        after a round that improved the best held-out score, twice the last
-        round's picks, but at most half of the smallest round that did not
-        improve it (a size that overshot is not tried again); after one
-        that did not, half of its picks taken from the best stage instead,
-        not on top of the overshoot; within ``per_round`` and
-        ``train.bayes.round_growth_cap`` times it. A round of ``per_round``
-        that did not improve goes on from itself: the held-out stop rule
-        (``train.choice.patience``) decides how far."""
-        per_round = self.ctx.config.bayes.per_round
-        if not state.trace or not self.beyond_rule():
-            return per_round, None
-        cap = per_round * self.ctx.config.bayes.round_growth_cap
-        last = state.trace[-1].detail_as(BayesRound).round_size
-        best = state.best
-        if best is None or best.round != state.round:  # the last round did not improve
-            if last > per_round:
-                assert best is not None, "a held-out run's first round is its best stage"
-                return max(last // 2, per_round), best.round
-            return per_round, None
-        overshot = [r.detail_as(BayesRound).round_size for r in not_improving(state.trace)]
-        ceiling = min(overshot) // 2 if overshot else cap
-        return int(min(max(min(2 * last, ceiling), per_round), cap)), None
-
-    def start_from(self, state: LoopState, back_to: int | None) -> tuple[Weights, float]:
-        """The weights a round starts from and their mean training loss: the
-        last round's, or the best held-out stage's (round ``back_to``)."""
-        if back_to is None:
-            if not state.trace:
-                return state.weights, self.loss_grad(state.weights).loss / self.weight
-            return state.weights, state.trace[-1].detail_as(BayesRound).loss
-        row = next(r for r in state.trace if r.round == back_to)
-        log.info("going back to stage %d (%d features), the best held-out", back_to, row.active)
-        return best_stage_weights(self.space, state), row.detail_as(BayesRound).loss
-
-    def beyond_rule(self) -> bool:
-        """Whether the rule's stop is a candidate stage rather than the end
-        (``train.bayes.beyond_rule`` with a held-out best stage and the
-        held-out stop rule, ``train.choice.patience``, to end the run)."""
-        cfg = self.ctx.config
-        return bool(
-            cfg.bayes.beyond_rule
-            and self.ctx.heldout is not None
-            and cfg.choice.best_stage
-            and cfg.choice.patience
-        )
-
-    @staticmethod
-    def past_rule(state: LoopState) -> bool:
-        """Whether an earlier round of this run went on past the rule's stop."""
-        return any(r.detail_as(BayesRound).beyond_rule for r in state.trace)
 
     def select(
         self,

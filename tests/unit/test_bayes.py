@@ -18,6 +18,7 @@ from scipy import integrate
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.config import TrainConfig, train_config
 from sparkmaxent.data import synthetic
+from sparkmaxent.errors import ConfigError
 from sparkmaxent.kernels import CANDIDATES, MULTICLASS, MulticlassBlock, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.loss import candidate_scores, loss_grad, multiclass_scores
@@ -30,6 +31,7 @@ from sparkmaxent.kernels.proposals import (
 )
 from sparkmaxent.methods import bayes
 from sparkmaxent.methods.bayes import BayesFactor
+from sparkmaxent.methods.bayes_heldout import round_plan
 from sparkmaxent.methods.bayes_scores import (
     bayes_factor_score,
     empirical_inclusion_probability,
@@ -480,12 +482,11 @@ def test_rounds_grow_while_held_out_improves_and_go_back_to_the_best_stage_when_
     for r, nxt in zip(rows, rows[1:]):
         size, after = r.detail_as(BayesRound).round_size, nxt.detail_as(BayesRound)
         assert 0 < r.added <= size and r.removed == 0
-        # about HELDOUT_RESCORINGS rescorings (of train.bayes.rescore = 50, or twice
-        # the picks after each) whatever the size, not one a pick
-        take = -(-size // bayes.HELDOUT_RESCORINGS)
-        assert r.detail_as(BayesRound).rescored <= (bayes.HELDOUT_RESCORINGS - 1) * max(
-            50, 2 * take
-        )
+        # about train.bayes.heldout_rescorings rescorings (of train.bayes.rescore = 50,
+        # or twice the picks after each) whatever the size, not one a pick
+        times = train_config().bayes.heldout_rescorings
+        take = -(-size // times)
+        assert r.detail_as(BayesRound).rescored <= (times - 1) * max(50, 2 * take)
         if r.heldout_score > best:
             best, best_row = r.heldout_score, r
             ceiling = min(overshot) // 2 if overshot else cap
@@ -511,10 +512,10 @@ def test_train_bayes_round_growth_cap_bounds_the_rounds_that_grow(past_the_rule)
     _, he, _ = topic_documents()
     keys = dict(model_prior="uniform", per_round=10, patience=50)
 
-    def method(**more) -> BayesFactor:
+    def method(**more) -> TrainingContext:
         config = train_config(**keys, **more)
         held = LocalBackend([he], space)
-        return BayesFactor(TrainingContext(LocalBackend([tr], space), config, heldout=held))
+        return TrainingContext(LocalBackend([tr], space), config, heldout=held)
 
     default, capped, best, grew = method(), method(round_growth_cap=1), None, 0
     rows = res.report.rounds
@@ -522,10 +523,34 @@ def test_train_bayes_round_growth_cap_bounds_the_rounds_that_grow(past_the_rule)
         improved = best is None or r.heldout_score > best.score
         best = BestStage(r.round, r.heldout_score) if improved else best
         state = LoopState(r.round, res.weights, trace=rows[: i + 1], best=best)
-        (size, back), plan = default.round_plan(state), capped.round_plan(state)
+        (size, back), plan = round_plan(default, state), round_plan(capped, state)
         assert plan == ((10, None) if improved else (size, back))
         grew += improved and size > 10
     assert grew
+
+
+def test_train_bayes_heldout_rescorings_sets_how_often_a_round_rescores(past_the_rule):
+    # train.bayes.heldout_rescorings = 1: a held-out run's round takes all its
+    # picks at once after the round's fit, no rescoring; the default's rounds
+    # of several picks rescore (the key reaches the rounds, Eq. 14's cadence)
+    tr, space, _, res = past_the_rule
+    _, he, _ = topic_documents()
+    once = train_config(
+        method="bayes-factor", model_prior="uniform", per_round=10, patience=50,
+        max_rounds=4, heldout_rescorings=1,
+    )  # fmt: skip
+    assert once.bayes.heldout_rescorings == 1 and train_config().bayes.heldout_rescorings == 8
+    one = train(LocalBackend([tr], space), once, LocalBackend([he], space))
+    rows = one.report.rounds
+    assert rows and all(r.detail_as(BayesRound).rescored == 0 for r in rows)
+    assert any(r.added > 1 for r in rows)
+    default = res.report.rounds
+    assert any(r.detail_as(BayesRound).rescored > 0 for r in default if r.added > 1)
+
+
+def test_train_bayes_heldout_rescorings_is_checked():
+    with pytest.raises(ConfigError, match="train.bayes.heldout_rescorings"):
+        train_config(heldout_rescorings=0)
 
 
 def test_add_features_adds_many_as_add_feature_adds_one():
