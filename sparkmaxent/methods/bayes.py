@@ -59,6 +59,7 @@ from .round_details import BayesPick, BayesRound
 
 log = logging.getLogger(__name__)
 
+
 class BayesFactor:
     """The round method of Bayes-factor selection (one round of Figure 1)."""
 
