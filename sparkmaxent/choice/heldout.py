@@ -33,7 +33,9 @@ from ..methods.baselines import fit_smooth_within
 from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
 from ..selection.base import BestStage, LoopState, RoundRecord, TrainingContext
+from ..selection.deadline import refit_reserve_s
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
+from .stage_prior import choose_stage_prior, stage_prior_weights
 from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -287,9 +289,12 @@ def refit_stage(
     held-out events together (``train.choice.refit``, as the paths'
     ``points.refit`` and LogisticRegressionCV's refit=True): the MAP
     weights of the same feature set (and the bias) under the stage
-    method's own penalty, ``penalty(W)`` on the union's event weight W,
-    warm-started from the chosen stage by L-BFGS (``baselines.fit_smooth``;
-    far fewer passes than the rounds' Newton-CG on long documents). Within
+    method's own prior, ``penalty(W)`` on the union's event weight W, its
+    variance times the scale chosen on held-out data
+    (``choice.stage_prior``; 1 with ``train.choice.stage_prior_scales`` =
+    []), warm-started from the chosen scale's training fit (else the
+    chosen stage) by L-BFGS (``baselines.fit_smooth``; far fewer passes
+    than the rounds' Newton-CG on long documents). Within
     ``train.selection.max_seconds`` (``ctx.deadline``, a resumed run's
     earlier sessions counted), the refit's iterations
     are capped at the seconds left over the time of its first pass (none
@@ -307,7 +312,15 @@ def refit_stage(
         whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),
         "refit loss pass",
     )
-    l2 = penalty(float(lg.weight))
+    pass_s = ctx.deadline.elapsed() - t0
+    # the prior's strength chosen on held-out data (choice/stage_prior.py), the
+    # refit's reserve of passes kept for it
+    reserve = refit_reserve_s(ctx.config.choice, ctx.deadline, lambda: pass_s)
+    chosen_from = whole.passes
+    prior = choose_stage_prior(ctx, weights, penalty, reserve)
+    scale = prior.scale if prior is not None else 1.0
+    passes0 += whole.passes - chosen_from  # the choice's passes are its points'
+    l2 = penalty(float(lg.weight)) / scale
     values = weights.values
     log.info(
         "refitting stage %d's %d features on the training and held-out events (gamma2 %.4g)",
@@ -317,9 +330,8 @@ def refit_stage(
     )
     # L-BFGS-B checks its cap between iterations: the last line search's passes kept
     on_whole = dataclasses.replace(ctx, backend=whole)
-    fit = fit_smooth_within(
-        on_whole, weights.active_ids(), l2, weights, ctx.deadline.elapsed() - t0
-    )
+    start = stage_prior_weights(prior, weights)
+    fit = fit_smooth_within(on_whole, weights.active_ids(), l2, start, pass_s)
     if fit is None:
         log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
         cap = ctx.deadline.seconds
@@ -342,6 +354,8 @@ def refit_stage(
             dict(row.heldout),
             stage=choice.chosen_round,
         ),
+        prior_scale=scale,
+        prior_points=prior.points if prior is not None else [],
     )
     log.info(
         "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "

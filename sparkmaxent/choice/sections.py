@@ -92,11 +92,31 @@ class PathRefit:
 
 
 @dataclass
+class PriorPoint(FlatJson):
+    """One prior strength tried for the chosen stage's features
+    (``choice.stage_prior.choose_stage_prior``): its ``scale`` (times the
+    method's prior variance), gamma2 on the training events, the fit's
+    passes and convergence, its held-out entries (``heldout_score``,
+    ``heldout_se``, ...), its gap below the best in standard errors of the
+    paired difference, and whether it was chosen."""
+
+    scale: float
+    l2: float
+    passes: int
+    converged: bool
+    heldout: dict
+    below_best_se: float | None = None
+    chosen: bool = False
+
+
+@dataclass
 class StageRefit:
     """The best stage's features refitted on the training and held-out
-    events under the method's own prior (``choice.heldout.refit_stage``):
-    gamma2, the refit's objective and loss, the objective at the chosen
-    stage's weights it started from, features, passes, convergence and
+    events (``choice.heldout.refit_stage``) under the method's own prior,
+    its variance times ``prior_scale`` (chosen on held-out data among
+    ``prior_points``; 1 and [] when no choice was made): gamma2, the
+    refit's objective and loss, the objective at the chosen stage's
+    weights under that gamma2, features, passes, convergence and
     iterations (of at most ``max_iter``), beside the chosen stage's fit."""
 
     l2: float
@@ -109,9 +129,15 @@ class StageRefit:
     iterations: int
     max_iter: int
     chosen_fit: ChosenFit
+    prior_scale: float = 1.0
+    prior_points: list[PriorPoint] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {**shallow_fields(self), "chosen_fit": self.chosen_fit.to_json()}
+        return {
+            **shallow_fields(self),
+            "chosen_fit": self.chosen_fit.to_json(),
+            "prior_points": [p.to_json() for p in self.prior_points],
+        }
 
 
 @dataclass
@@ -273,6 +299,7 @@ __all__ = [
     "PathRefit",
     "PathSection",
     "PathVariant",
+    "PriorPoint",
     "Refit",
     "RefitSkipped",
     "StageChoice",

@@ -173,6 +173,14 @@ class ChoiceConfig(Section):
         "features under the method's prior: ifs, sgc, bayes-factor) on the training and "
         "held-out events, warm-started (LogisticRegressionCV's refit); false: no refit.",
     )
+    stage_prior_scales: list = key(
+        [],
+        "ifs, sgc, bayes-factor with refit: before the refit, fit the chosen stage's "
+        "features on the training events under the method's prior variance times each of "
+        "these (strongest first, warm-started, until the stop rule) and refit the scale of "
+        "the best held-out score, as LogisticRegressionCV chooses C (e.g. [0.0625, 0.25, 1, "
+        "4, 16, 64]); []: the method's own prior.",
+    )
     refit_reserve_passes: int = key(
         50,
         "Runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no stage "
