@@ -317,7 +317,7 @@ def refit_stage(
     # refit's reserve of passes kept for it
     reserve = refit_reserve_s(ctx.config.choice, ctx.deadline, lambda: pass_s)
     chosen_from = whole.passes
-    prior = choose_stage_prior(ctx, weights, penalty, reserve)
+    prior = choose_stage_prior(ctx, weights, penalty, reserve, measure_weights)
     scale = prior.scale if prior is not None else 1.0
     passes0 += whole.passes - chosen_from  # the choice's passes are its points'
     l2 = penalty(float(lg.weight)) / scale

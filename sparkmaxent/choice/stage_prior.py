@@ -41,7 +41,10 @@ from ..methods.baselines import fit_smooth_within
 from ..problem.objective import checked_pass
 from ..selection.base import TrainingContext
 from .sections import PriorPoint
-from .stop_rule import StopRule
+from .stop_rule import Measure, StopRule
+
+#: a fit's held-out figures and its measure for the stop rule
+MeasureFit = Callable[[TrainingContext, Weights], tuple[dict, Measure]]
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +75,14 @@ def choose_stage_prior(
     weights: Weights,
     penalty: Callable[[float], float],
     reserve_s: float,
+    measure: MeasureFit,
 ) -> PriorChoice | None:
     """The prior scale of the chosen stage's features (module doc):
     ``weights`` the chosen stage, ``penalty(W)`` the method's gamma2 on
-    events of weight W, ``reserve_s`` the seconds kept for the refit.
-    None when no scale is to be chosen (an empty grid, nothing to fit) or
-    no fit fits in the time left."""
-    from .heldout import measure_weights  # heldout imports this module
-
+    events of weight W, ``reserve_s`` the seconds kept for the refit,
+    ``measure(ctx, weights)`` the held-out figures and stop-rule measure
+    of a fit (``heldout.measure_weights``). None when no scale is to be
+    chosen (an empty grid, nothing to fit) or no fit fits in the time left."""
     grid = scale_grid(ctx.config.choice.stage_prior_scales)
     ids = weights.active_ids()
     if not grid or not len(ids) or ctx.heldout is None:
@@ -107,8 +110,8 @@ def choose_stage_prior(
         fit = fit_smooth_within(part, ids, l2, start, pass_s)
         if fit is None:
             break
-        row, measure = measure_weights(ctx, fit.weights)
-        rule.add(scale, measure, int(fit.weights.nnz))
+        row, held = measure(ctx, fit.weights)
+        rule.add(scale, held, int(fit.weights.nnz))
         points.append(
             PriorPoint(scale, l2, ctx.backend.passes - passes0, bool(fit.report["converged"]), row)
         )

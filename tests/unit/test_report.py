@@ -14,6 +14,7 @@ from sparkmaxent.choice.sections import (
     PathPoint,
     PathRefit,
     PathSection,
+    PriorPoint,
     RefitSkipped,
     StageChoice,
     StageRefit,
@@ -161,12 +162,22 @@ def test_a_stage_choice_and_its_refit_are_typed_and_written_as_json():
     assert list(doc["choice"]) == ["criterion", "chosen_round", "heldout_score", "stages_run"]
     assert list(doc["refit"]) == [
         "l2", "objective", "loss", "start_objective", "features", "passes", "converged",
-        "iterations", "max_iter", "chosen_fit",
+        "iterations", "max_iter", "chosen_fit", "prior_scale", "prior_points",
     ]  # fmt: skip
+    assert doc["refit"]["prior_scale"] == 1.0 and doc["refit"]["prior_points"] == []
     assert list(doc["refit"]["chosen_fit"]) == [
         "stage", "objective", "features", "heldout_accuracy", "heldout_loss",
     ]  # fmt: skip
     assert json.loads(json.dumps(doc)) == doc
+    # a refit whose prior was chosen on held-out data lists the scales tried
+    point = PriorPoint(0.25, 0.04, 11, True, {"heldout_score": -0.4}, 0.0, True)
+    chosen_prior = StageRefit(0.01, 0.55, 0.5, 0.58, 3, 9, True, 7, 100, chosen, 0.25, [point])
+    doc = report({"choice": choice, "refit": chosen_prior}).to_json()["refit"]
+    assert doc["prior_scale"] == 0.25
+    assert doc["prior_points"] == [
+        {"scale": 0.25, "l2": 0.04, "passes": 11, "converged": True,
+         "heldout": {"heldout_score": -0.4}, "below_best_se": 0.0, "chosen": True},
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("method", ["l2", "grafting"])
