@@ -17,7 +17,15 @@ import numpy as np
 from .. import registry
 from ..errors import ConfigError
 from ..selection.base import TrainingContext
-from .points import PointFit, checked_grid, grafting_point, mixed_point, time_spent
+from ..selection.deadline import Deadline
+from .points import (
+    PointFit,
+    checked_grid,
+    grafting_point,
+    mixed_point,
+    path_reserve_s,
+    time_spent,
+)
 from .sections import PathPoint, PathSection, PathVariant
 from .stop_rule import Measure, choose, difference_se
 
@@ -67,7 +75,9 @@ def elastic_paths(
     alpha and lambda on held-out data alike). l2 mixes run from pure l1 up
     while the last gains beyond the noise (``denser_mix_gains``,
     ``mix_stop``), past ``l2_mixes`` up to ``mix_max`` (``denser_mix``), each
-    such path on a pass budget (``extension_cap``). The report's ``path``
+    such path on a pass budget (``extension_cap``). Under
+    ``train.selection.max_seconds`` each path runs within an equal share of
+    the time left among the paths still to come (``mix_share``). The report's ``path``
     is the chosen variant's, ``path.elastic`` one row per variant run,
     ``path.elastic_not_run`` the rest. Returns the chosen variant's run
     (what ``run_variant`` keeps, its path) with its context and point fit
@@ -77,14 +87,17 @@ def elastic_paths(
     measures: list[Measure] = []
     listed = len(variants)
     for what, sub, fit_point in variants:  # strongest l2 part first; denser mixes appended
-        sub = dataclasses.replace(sub, output_dir=None)  # one plot: the choice's
         cap = extension_cap(ctx, summary, listed)
-        kept, path, measure = run_variant(sub, fit_point, cap)
+        share = mix_share(ctx, variants, len(summary))
+        at = dataclasses.replace(sub, output_dir=None, deadline=share)  # one plot: the choice's
+        kept, path, measure = run_variant(at, fit_point, cap)
         measures.append(measure)
         point = path.chosen_point
         path.what = what
         passes = sum(p.passes for p in path.points)
-        summary.append(PathVariant(what, len(path.points), dataclasses.replace(point), passes, cap))
+        seconds = share.seconds if share.bounded else None
+        row = PathVariant(what, len(path.points), dataclasses.replace(point), passes, cap, seconds)
+        summary.append(row)
         log.info(
             "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
             what,
@@ -119,6 +132,40 @@ def extension_cap(ctx: TrainingContext, done: list[PathVariant], listed: int) ->
     return max(1, int(np.ceil(ctx.config.choice.cut_passes * sum(v.path_passes for v in done))))
 
 
+def mixes_to_come(ctx: TrainingContext, variants: list[Variant], done: int) -> int:
+    """Paths still to run (``done`` have run): the rest of ``variants``
+    and, of an l2 mix list, the denser mixes ``denser_mix`` may append up
+    to ``train.choice.mix_max`` (whether they run depends on held-out
+    gains not yet seen: each is counted, so an early mix never takes the
+    time a later one may need)."""
+    left = len(variants) - done
+    mix = variants[-1][0].get("l2_mix") if variants else None
+    if mix is None:
+        return left
+    while (mix := round(1 - (1 - mix) / 10, 12)) <= ctx.config.choice.mix_max:
+        left += 1
+    return left
+
+
+def mix_share(ctx: TrainingContext, variants: list[Variant], done: int) -> Deadline:
+    """The time budget of the next variant's path: an equal share of the
+    seconds left (less the refit's reserve, ``points.path_reserve_s``)
+    among the paths still to come (``mixes_to_come``), from now; unbounded
+    without ``train.selection.max_seconds``. A path that ends early leaves
+    its time to the later ones (each share is of what is left), so the
+    denser mixes, whose paths hold more weights and cost more a point,
+    get at least their share and whatever the sparser ones left: with
+    the whole budget to the first paths, the mixes that l2-like data
+    want would start with nothing left."""
+    deadline = ctx.deadline
+    if not deadline.bounded:
+        return deadline
+    left = deadline.remaining()
+    usable = max(0.0, left - path_reserve_s(ctx))
+    share = usable / max(1, mixes_to_come(ctx, variants, done))
+    return deadline.part(share / left if left > 0 else 0.0)
+
+
 def denser_mix_gains(measures: list[Measure]) -> bool:
     """Whether the last (densest) l2 mix's chosen point beats every sparser
     mix's by more than its standard error (``train.choice.mix_stop``): only
@@ -131,12 +178,20 @@ def denser_mix_gains(measures: list[Measure]) -> bool:
     gain = last.score - best.score
     if gain > last.se:
         return True
-    log.info(
-        "elastic net: the last l2 mix gains %.4g held-out over the best sparser mix, "
-        "within its standard error %.4g: no denser mix is tried",
-        gain,
-        last.se,
-    )
+    if gain > 0:
+        log.info(
+            "elastic net: the last l2 mix gains %.4g held-out over the best sparser mix, "
+            "within its standard error %.4g: no denser mix is tried",
+            gain,
+            last.se,
+        )
+    else:
+        log.info(
+            "elastic net: the last l2 mix scores %.4g held-out below the best sparser mix "
+            "(standard error %.4g): no denser mix is tried",
+            -gain,
+            last.se,
+        )
     return False
 
 

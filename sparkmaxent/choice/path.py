@@ -62,11 +62,32 @@ def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
 
 
 def null_model(ctx: TrainingContext) -> Weights:
-    """The bias-only model (all-zero without a bias): where a path starts."""
+    """The bias-only model (all-zero without a bias): where a path starts.
+
+    In closed form from one pass: with only a per-label bias b (never
+    penalized, problem/objective.py) the conditional likelihood is that of
+    one multinomial over labels, whose maximum is softmax(b) = the labels'
+    weighted frequencies, i.e. b_y = log(n_y) up to a constant (taken so
+    that b sums to 0, where L-BFGS from b = 0 stays: the bias gradient
+    sums to 0). The counts are read off the bias gradient at w = 0, b = 0:
+    sum_i c_i (1/K - [y_i = y]) = W / K - n_y. A label of no training
+    weight has no finite optimum (b_y -> -inf): then the iterative fit,
+    which stops at a finite one."""
     space = ctx.backend.space
     if not space.n_bias:
         return Weights.zeros(space)
-    return fit_smooth(ctx, np.zeros(0, dtype=np.int64), 0.0).weights
+    zero = Weights.zeros(space)
+    lg = checked_pass(
+        ctx.backend.run(LossGradTask(space, zero, ctx.scaling, np.zeros(0, dtype=np.int64))),
+        "loss pass",
+    )
+    assert lg.grad_bias is not None, "a space with a bias has a bias gradient"
+    counts = lg.weight / space.n_labels - np.asarray(lg.grad_bias, dtype=np.float64)
+    if not np.all(counts > 1e-12 * lg.weight):
+        log.info("bias-only model: a label has no training weight; fitting it iteratively")
+        return fit_smooth(ctx, np.zeros(0, dtype=np.int64), 0.0).weights
+    bias = np.log(counts)
+    return dataclasses.replace(zero, bias=bias - bias.mean())
 
 
 def gamma1_max(ctx: TrainingContext, start: Weights) -> float:

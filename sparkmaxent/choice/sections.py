@@ -210,18 +210,21 @@ class PathVariant:
     """One elastic-net variant's path (``choice.mixes.elastic_paths``): what
     it is (``{"l2_mix": m}`` or ``{"elastic_l2": gamma2}``), its points, and
     its chosen point (its ``chosen`` and ``below_best_se`` among the variants),
-    the passes of its whole path and the pass budget it ran on (None: none;
-    ``choice.mixes.extension_cap``)."""
+    the passes of its whole path, the pass budget it ran on (None: none;
+    ``choice.mixes.extension_cap``) and the seconds of its time share
+    (None: no time budget; ``choice.mixes.mix_share``)."""
 
     what: dict
     points: int
     point: PathPoint
     path_passes: int = 0
     passes_cap: int | None = None
+    seconds_share: float | None = None
 
     def to_json(self) -> dict:
         doc = {**self.what, "points": self.points, **self.point.to_json()}
-        return {**doc, "path_passes": self.path_passes, "passes_cap": self.passes_cap}
+        doc = {**doc, "path_passes": self.path_passes, "passes_cap": self.passes_cap}
+        return {**doc, "seconds_share": self.seconds_share}
 
 
 @dataclass

@@ -214,7 +214,11 @@ class ChoiceConfig(Section):
     )
     mix_stop: bool = key(True, "l2_mixes: next mix while the last beat sparser by > its SE.")
     mix_max: float = key(
-        0.9, "l2_mixes: next 1 - (1 - m) / 10 while the densest gains, up to this.", ge=0, lt=1
+        0.999,
+        "l2_mixes: next 1 - (1 - m) / 10 while the densest gains, up to this "
+        "(each on a pass budget and a share of max_seconds).",
+        ge=0,
+        lt=1,
     )
     patience: int = key(
         2,

@@ -94,7 +94,7 @@ def test_point_costs_follow_held_out_and_k_fold_paths_mix_by_mix(caplog):
     block, space = random_block(np.random.default_rng(3), MULTICLASS)
     block = dataclasses.replace(block, group=np.arange(block.n_events))
     keys = dict(method="grafting", path=True, l1_grid=[0.05, 0.02], l2_mixes=[0, 0.5])
-    keys.update(mix_stop=False, patience=0)
+    keys.update(mix_stop=False, patience=0, mix_max=0.5)  # the listed mixes only
     choice = logging.getLogger("sparkmaxent.choice")
     for folds in (1, 3):
         costs = PointCosts()

@@ -4,6 +4,7 @@ the same rule that stops the listed mixes (``denser_mix_gains``)."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -16,6 +17,8 @@ from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space
 from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.train import train
+
+from .helpers import PassClock
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +77,8 @@ def test_the_mixes_extend_toward_l2_while_the_densest_gains_and_stop_when_it_doe
     for row, full in zip(capped, rows, strict=False):
         assert (row.point.gamma, row.point.features) == (full.point.gamma, full.point.features)
     assert [mix(r) for r in mixes(documents, mix_max=0.0)] == [0.0, 0.5]
+    # the default cap (0.999) lets the mixes reach 0.995 here, as the data want
+    assert [mix(r) for r in mixes(documents)] == pytest.approx([0.0, 0.5, 0.95, 0.995])
 
 
 def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(documents):
@@ -96,3 +101,50 @@ def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(
 def test_mix_max_is_a_mix():
     with pytest.raises(ConfigError, match="mix_max"):
         train_config(mix_max=1.0)
+
+
+class MixEnds(logging.Handler):
+    """The run's clock when each mix's path ends (its 'chose' line)."""
+
+    def __init__(self, clock):
+        super().__init__(logging.INFO)
+        self.clock, self.ends = clock, []
+
+    def emit(self, record):
+        if str(record.msg).startswith("elastic net %s: chose"):
+            self.ends.append(self.clock())
+
+
+@pytest.mark.parametrize("seconds", [60.0, 120.0])
+def test_each_mix_path_runs_within_its_share_of_the_time_budget(documents, seconds):
+    """With ``max_seconds`` each mix's path gets an equal share of the time
+    left among the paths still to come: the first paths do not take the
+    time of the denser ones (unbounded, the pure-l1 path alone takes about
+    a third of the three paths' time and more than a third of 60 s)."""
+    tr, he, space = documents
+    train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+    clock = PassClock(train_part, heldout)  # 1 s a pass: no wall-clock flakiness
+    ends = MixEnds(clock)
+    log = logging.getLogger("sparkmaxent.choice.mixes")
+    log.addHandler(ends)
+    log.setLevel(logging.INFO)
+    config = train_config(method="grafting", path=True, points=4, refit=False, folds=1,
+                          l2_mixes=[0.0, 0.5, 0.9], mix_max=0.9, mix_stop=False,
+                          max_seconds=seconds)  # fmt: skip
+    try:
+        res = train(train_part, config, heldout, clock=clock)
+    finally:
+        log.removeHandler(ends)
+    rows = res.report.path.elastic
+    assert [mix(r) for r in rows] == pytest.approx([0.0, 0.5, 0.9])  # every mix ran
+    assert len(ends.ends) == 3 and ends.ends[-1] <= seconds  # the run kept its budget
+    starts = [1.0] + ends.ends[:-1]  # the bias-only model's pass came first
+    assert seconds - starts[-1] >= seconds / 3  # the densest mix had a third at least
+    for i, (row, t0, t1) in enumerate(zip(rows, starts, ends.ends, strict=True)):
+        share = (seconds - t0) / (3 - i)  # what was left, over the paths to come
+        assert t1 - t0 <= share  # a path ends within its share
+        assert row.seconds_share == pytest.approx(share)
+        assert row.point.cut is False and row.points >= 1
+    # unbounded: each path runs to its own stop, no share recorded
+    free = mixes(documents, mix_max=0.0)
+    assert all(r.seconds_share is None for r in free)
