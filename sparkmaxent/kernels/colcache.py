@@ -24,13 +24,13 @@ which every pass of a round reads).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from .boundedcache import Arrays, BoundedCache, _copied, _nbytes, _read_only, _same
 
 # Bound of one process's cache (Spark runs a Python worker per core, and
 # more for shuffles): room for the active set's columns of a few blocks. A
@@ -38,32 +38,15 @@ import scipy.sparse as sp
 # passes slower in the benchmark (docs/benchmarks.md, "Pass overhead").
 MAX_BYTES = 128 << 20
 
-Arrays = tuple[np.ndarray | None, ...]
-
-
-def _same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    return a is b or (a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b))
-
 
 def _csr_arrays(X: sp.csr_matrix | sp.csc_matrix) -> Arrays:
     return X.indptr, X.indices, X.data
 
 
-def _nbytes(arrays: Arrays) -> int:
-    return sum(a.nbytes for a in arrays if a is not None)
-
-
-def _read_only(arrays: Arrays) -> None:
-    for a in arrays:
-        if a is not None:
-            a.flags.writeable = False
-
-
-class ColumnCache:
+class ColumnCache(BoundedCache):
     """Matrices derived from a block's compressed matrix (column gathers),
-    keyed by what they were built from (see the module docstring).
+    keyed by what they were built from (see the module docstring); the
+    bound, eviction and counts are ``BoundedCache``'s.
 
     The block arrays are held once per block, however many entries were
     built from it (the active set's columns, a fetch pass's, curvature's):
@@ -78,14 +61,9 @@ class ColumnCache:
     """
 
     def __init__(self, max_bytes: int = MAX_BYTES):
-        self.max_bytes = max_bytes
-        self.hits = self.misses = 0
+        super().__init__(max_bytes)
         # entry slot -> (kind, block slot, keys, value); block slot -> (shape, arrays)
-        self._entries: OrderedDict[int, tuple[str, int, Arrays, Any]] = OrderedDict()
         self._blocks: dict[int, tuple[tuple, Arrays]] = {}
-        self._bytes: dict[int, int] = {}  # entry slot -> bytes of its keys and matrix
-        self._next = 0
-        self._lock = threading.Lock()
 
     def get(
         self,
@@ -105,8 +83,7 @@ class ColumnCache:
                 if k != kind or len(held_keys) != len(keys) or not all(map(_same, held_keys, keys)):
                     continue
                 if self._holds(b, X.shape, block):
-                    self._entries.move_to_end(slot)
-                    self.hits += 1
+                    self._hit(slot)
                     return value
         value = build()
         self._insert(kind, X.shape, block, keys, value)
@@ -128,40 +105,27 @@ class ColumnCache:
         with self._lock:
             self.misses += 1
             b = next((b for b in self._blocks if self._holds(b, shape, block)), None)
-            held = 0 if b is not None else _nbytes(block)
-            if 2 * size > self.max_bytes or size + held > self.max_bytes:
+            if self._too_large(size, 0 if b is not None else _nbytes(block)):
                 return
             if b is None:
-                b = self._next
-                self._next += 1
+                b = self._slot()
                 _read_only(block)
                 self._blocks[b] = (shape, block)
             _read_only(_csr_arrays(value))
-            # the keys are copied: a caller's array may change after the call
-            keys = tuple(None if a is None else a.copy() for a in keys)
-            self._entries[self._next] = (kind, b, keys, value)
-            self._bytes[self._next] = size
-            self._next += 1
-            while self.nbytes > self.max_bytes:
-                slot, (_, old, _, _) = self._entries.popitem(last=False)
-                del self._bytes[slot]
-                if all(e[1] != old for e in self._entries.values()):
-                    del self._blocks[old]
+            self._keep((kind, b, _copied(keys), value), size)
 
-    def clear(self) -> None:
-        """Drop every entry (a backend that closes frees its blocks)."""
-        with self._lock:
-            self._entries.clear()
-            self._blocks.clear()
-            self._bytes.clear()
+    def _evicted(self, entry: Any) -> None:
+        """The block goes with its last entry."""
+        old = entry[1]
+        if all(e[1] != old for e in self._entries.values()):
+            del self._blocks[old]
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes the entries hold (each block's arrays counted once)."""
-        return sum(self._bytes.values()) + sum(_nbytes(a) for _, a in self._blocks.values())
+    def _cleared(self) -> None:
+        self._blocks.clear()
 
-    def __len__(self) -> int:
-        return len(self._entries)
+    def _held_bytes(self) -> int:
+        """Each block's arrays, counted once."""
+        return sum(_nbytes(a) for _, a in self._blocks.values())
 
 
 #: the process's cache, shared by the kernels (loss.py, curvature.py)

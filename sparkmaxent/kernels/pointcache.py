@@ -30,15 +30,13 @@ read-only, so no caller can change them under it.
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from .colcache import Arrays, _nbytes, _read_only, _same
+from .boundedcache import Arrays, BoundedCache, _copied, _nbytes, _read_only, _same
 
 #: bound of one process's cache: the operators (probabilities, their
 #: products with the event weights, the gathered active columns, the
@@ -87,9 +85,10 @@ def held_arrays(value: Any) -> list[np.ndarray]:
     return list(seen.values())
 
 
-class PointCache:
+class PointCache(BoundedCache):
     """Values built from a block at a point (its Hessian operator), one
-    point per block, matched exactly (see the module docstring).
+    point per block, matched exactly (see the module docstring); the bound,
+    eviction and counts are ``BoundedCache``'s.
 
     Attributes
     ----------
@@ -98,12 +97,8 @@ class PointCache:
     """
 
     def __init__(self, max_bytes: int = MAX_BYTES):
-        self.max_bytes = max_bytes
-        self.hits = self.misses = 0
-        # slot -> (block's arrays, keys, value, bytes of the value and keys)
-        self._entries: OrderedDict[int, tuple[Arrays, tuple, Any, int]] = OrderedDict()
-        self._next = 0
-        self._lock = threading.Lock()
+        super().__init__(max_bytes)
+        # slot -> (block's arrays, keys, value); its bytes (value and keys) in _bytes
 
     def get(self, block: Any, keys: tuple, build: Callable[[], Any]) -> Any:
         """``build()``, or the value built earlier from a block equal to
@@ -111,14 +106,13 @@ class PointCache:
         element, anything else by ``==``)."""
         arrays = block_arrays(block)
         with self._lock:
-            for slot, (held, held_keys, value, _) in self._entries.items():
+            for slot, (held, held_keys, value) in self._entries.items():
                 if len(held) != len(arrays) or not all(map(_same, held, arrays)):
                     continue
                 if _same_keys(held_keys, keys):
-                    self._entries.move_to_end(slot)
-                    self.hits += 1
+                    self._hit(slot)
                     return value
-                del self._entries[slot]  # the block's old point: the round moved on
+                self._drop(slot)  # the block's old point: the round moved on
                 break
             self.misses += 1
         value = build()
@@ -127,32 +121,14 @@ class PointCache:
 
     def _insert(self, arrays: Arrays, keys: tuple, value: Any) -> None:
         held = held_arrays(value)
-        # the keys are copied: a caller's array may change after the call
-        keys = tuple(k.copy() if isinstance(k, np.ndarray) else k for k in keys)
+        keys = _copied(keys)
         size = sum(a.nbytes for a in held) + _nbytes(tuple(k for k in keys if _is_array(k)))
-        if 2 * size > self.max_bytes:
+        if self._too_large(size):
             return
         _read_only(tuple(held))
         _read_only(arrays)
         with self._lock:
-            self._entries[self._next] = (arrays, keys, value, size)
-            self._next += 1
-            while self.nbytes > self.max_bytes:
-                self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        """Drop every entry."""
-        with self._lock:
-            self._entries.clear()
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the entries' values and keys hold (the blocks' own arrays
-        not counted: the blocks are cached anyway)."""
-        return sum(entry[3] for entry in self._entries.values())
-
-    def __len__(self) -> int:
-        return len(self._entries)
+            self._keep((arrays, keys, value), size)
 
 
 def _is_array(value: Any) -> bool:
