@@ -31,9 +31,10 @@ executor), per pass and per kind of pass (``by_pass``: ``direction``,
 ``gradient`` over the active set, ``full-gradient`` (the next gradient
 test), ``curvature`` (the Hessian block), ``ray``, ``trial-points``,
 ``product`` (one Hessian-vector product of CG across passes)); the
-objective reached and whether the round converged. The slopes are
-least-squares slopes of log seconds (and log bytes) against log active
-weights over the rows of at least ``SLOPE_FROM`` weights.
+objective reached and whether the round converged. The slopes
+(``round_cost_page.py``) are least-squares slopes of log seconds (and log
+bytes) against log active weights over the rows of at least ``SLOPE_FROM``
+weights solved to one tolerance.
 
     python -m benchmarks.round_cost --work <work> --reuse --backends local spark \
         --sizes 500 1000 2000 4000 8000 16000 64000
@@ -45,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import pickle
 import sys
@@ -53,15 +53,18 @@ import time
 
 import numpy as np
 
-from benchmarks.common import print_table, start, target, work_arguments, write_result
-
-#: the slope the issue asks for (round cost in active weights, 1k to 64k)
-SLOPE_GOAL = 1.2
-#: the slopes are taken over the rows of at least this many active weights
-SLOPE_FROM = 1000
-#: ... and the target is met only over a range reaching this many, on every backend
-SLOPE_TO = 64000
-BACKENDS = ("local", "spark")
+from benchmarks.common import start, work_arguments
+from benchmarks.round_cost_page import (
+    BACKENDS,
+    FIXED,
+    GLOBAL,
+    PLAIN,
+    PROBE,
+    SOLVERS,
+    VARIANTS,
+    report,
+    rows_from,
+)
 
 
 class StopPath(Exception):
@@ -283,11 +286,6 @@ def solve_round(
     }
 
 
-PROBE = "product-pass"  # the solver of ``product_probe``'s rows
-#: a product pass served its operator from the cache: at most this share of an afresh one
-PROBE_GOAL = 0.5
-
-
 def _clear_operators(_block) -> None:
     """On an executor: empty its operator cache (kernels/pointcache.py)."""
     from sparkmaxent.kernels.pointcache import OPERATORS
@@ -332,17 +330,6 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
         "cached_share": round(cached / afresh, 3),
         "same_bits": bool(same),
     }
-
-
-def slope(rows: list[dict], key: str) -> float | None:
-    """Least-squares slope of log ``key`` against log active weights over
-    the rows of at least ``SLOPE_FROM`` weights."""
-    rows = [r for r in rows if r["active"] >= SLOPE_FROM and r.get(key) is not None]
-    if len(rows) < 2:
-        return None
-    x = np.log([r["active"] for r in rows])
-    y = np.log([max(r[key], 1e-9) for r in rows])
-    return round(float(np.polyfit(x, y, 1)[0]), 3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,40 +406,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-#: newton-cg with its step uncorrected by secant pairs (``solvers/secant.py``)
-PLAIN = "newton-cg-plain"
-#: newton-cg with the fixed forcing term of before (``SolverOptions.forcing_max``
-#: = ``inner_ratio``: every direction pass to a tenth of the violation)
-FIXED = "newton-cg-fixed"
-#: newton-cg whose late iterations run CG across passes (``SolverOptions.global_cg``)
-GLOBAL = "newton-cg-global"
-#: newton-cg with a setting of its own
-VARIANTS = (PLAIN, FIXED, GLOBAL)
-#: the solvers a round is solved by (``measure``)
-SOLVERS = ("newton", "newton-cg", *VARIANTS)
-
-
-def rows_from(paths: list[str]) -> list[dict]:
-    """The rows of earlier results, each naming the command that measured it;
-    ``PATH:SOLVER`` keeps only that solver's rows of a page (the others'
-    code changed since)."""
-    rows = []
-    for spec in paths:
-        path, sep, solver = spec.rpartition(":")
-        if not sep or solver not in SOLVERS:
-            path, solver = spec, ""
-        with open(path) as f:
-            page = json.load(f)
-        for row in page["rows"]:
-            if solver and row["solver"] != solver:
-                continue
-            row.setdefault("measured_by", page["command"])
-            row.setdefault("measured_commit", page["commit"])
-            row.setdefault("backend", "local")  # pages before the Spark rows: in-process only
-            rows.append(row)
-    return rows
-
-
 def measure(args, spark, train_dir: str) -> None:
     """Every size's first round on every backend, solved by every solver;
     the page rewritten after each row (a long run leaves what it measured)."""
@@ -505,93 +458,6 @@ def _add_row(args, rows: list[dict], row: dict, setting: dict) -> None:
     rows.append(row)
     print({k: v for k, v in row.items() if k != "by_pass"}, flush=True)
     report(args.output, rows)
-
-
-def report(output: str, rows: list[dict]) -> None:
-    """The slopes as targets, the table, and the result page of ``rows``."""
-    print_table(
-        rows,
-        ["backend", "solver", "active", "wall_s", "cpu_s", "passes", "hessian_products"]
-        + ["bytes_per_pass_mean", "direction_bytes_per_pass", "objective", "converged", "tol"]
-        + ["load"],
-    )
-    slopes, notes = {}, []
-    for backend in BACKENDS:
-        of = [r for r in rows if _of(r, backend)]
-        cg = [r for r in of if r["solver"] == "newton-cg" and r["active"] >= SLOPE_FROM]
-        # the variants' rows beside newton-cg's (its own too when it has no slope)
-        for solver in VARIANTS if len(cg) >= 2 else ("newton-cg", *VARIANTS):
-            rs = [r for r in of if r["solver"] == solver and r["active"] >= SLOPE_FROM]
-            if rs:
-                notes.append(
-                    f"{backend} {solver} at {[r['active'] for r in rs]}: CPU s "
-                    f"{[r['cpu_s'] for r in rs]}, passes {[r['passes'] for r in rs]}, products "
-                    f"{[r.get('hessian_products') for r in rs]}, slope {slope(rs, 'cpu_s')}"
-                )
-        if len(cg) < 2:
-            continue
-        exact = [r for r in of if r["solver"] == "newton"]
-        big = [r for r in exact if r["active"] >= SLOPE_FROM]
-        per_pass = [{**r, "cpu_per_pass": r["cpu_s"] / r["passes"]} for r in cg]
-        slopes[backend] = slope(cg, "cpu_s")
-        notes.append(
-            f"{backend} {slopes[backend]} over {min(r['active'] for r in cg)} to "
-            f"{max(r['active'] for r in cg)} (wall {slope(cg, 'wall_s')}, CPU per pass "
-            f"{slope(per_pass, 'cpu_per_pass')}, direction-pass bytes "
-            f"{slope(cg, 'direction_bytes_per_pass')}; exact Newton in the same run "
-            f"{slope(exact, 'cpu_s')} over {sorted({r['active'] for r in big})}; rounds "
-            f"solved to {sorted({r.get('tol_mode', 'round') for r in cg})})"
-        )
-    sizes = sorted({r["active"] for r in rows if r["solver"] == "newton-cg"})
-    targets = {
-        "round_cpu_slope": target(
-            f"log-log slope of a newton-cg round's CPU seconds (the process's CPU time; Spark: "
-            f"driver plus Python workers) in active weights, each backend, {SLOPE_FROM} to "
-            f"{SLOPE_TO}: <= {SLOPE_GOAL}",
-            "; ".join(
-                notes if slopes else [f"no slope: newton-cg rows at {sizes} weights only", *notes]
-            ),
-            set(slopes) == set(BACKENDS)
-            and all(v is not None and v <= SLOPE_GOAL for v in slopes.values())
-            and all(
-                max(r["active"] for r in rows if _of(r, b) and r["solver"] == "newton-cg")
-                >= SLOPE_TO
-                for b in BACKENDS
-            ),
-        ),
-        **_probe_target(rows),
-    }
-    print({k: v["value"] for k, v in targets.items()})
-    write_result(output, rows, targets, benchmark="round_cost")
-
-
-def _of(row: dict, backend: str) -> bool:
-    return row.get("backend", "local") == backend
-
-
-def _probe_target(rows: list[dict]) -> dict:
-    """The product-pass probe's target, when the page has its rows: the
-    cached pass's CPU as a share of the afresh one's, each backend and size."""
-    probes = [r for r in rows if r["solver"] == PROBE]
-    if not probes:
-        return {}
-    value = "; ".join(
-        f"{r['backend']} at {r['active']}: {r['cpu_per_pass_cached_s']} s cached against "
-        f"{r['cpu_per_pass_afresh_s']} s afresh, share {r['cached_share']} over "
-        f"{r['probe_passes']} points ({r.get('probe_follow', 1)} cached passes each), same bits "
-        f"{r['same_bits']}"
-        for r in probes
-    )
-    return {
-        "product_pass_cpu": target(
-            f"CPU of a Hessian-vector product pass (CG across passes) at a point after the first "
-            f"(the block's operator from the cache) against one computing it afresh, each "
-            f"backend: share <= {PROBE_GOAL}, the same bits",
-            value,
-            {r["backend"] for r in probes} == set(BACKENDS)
-            and all(r["cached_share"] <= PROBE_GOAL and r["same_bits"] for r in probes),
-        )
-    }
 
 
 if __name__ == "__main__":

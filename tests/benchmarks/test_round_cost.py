@@ -8,16 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.round_cost import (
-    first_round,
-    metered_local,
-    pass_kind,
-    product_probe,
-    report,
-    rows_from,
-    slope,
-    solve_round,
-)
+from benchmarks.round_cost import first_round, metered_local, pass_kind, product_probe, solve_round
+from benchmarks.round_cost_page import report, rows_from, slope
 from sparkmaxent.kernels import Space
 from sparkmaxent.kernels.loss import PointsTask
 from tests.unit.helpers import random_multiclass
@@ -107,7 +99,61 @@ def test_a_page_from_earlier_runs_keeps_one_solver_of_a_page_when_asked(tmp_path
         ("newton-cg", "bbb"),
     ]
     assert rows[0]["measured_by"] == "run old.json"
-    assert len(rows_from([old, new])) == 3  # no solver named: every row
+    # no solver named: every row, the newton-cg row measured again kept once (the later
+    # page's); a page merged with itself counts each row once
+    rows = rows_from([old, new])
+    assert [(r["solver"], r["measured_commit"]) for r in rows] == [
+        ("newton", "aaa"),
+        ("newton-cg", "bbb"),
+    ]
+    assert rows[1]["measured_by"] == "run new.json"
+    assert len(rows_from([old, old])) == 2
+
+
+def test_a_merged_row_keeps_its_own_command_and_commit_and_rows_of_other_tolerances(tmp_path):
+    """A row that names what measured it keeps it through a merge of the
+    page it is on; a row at the same size solved to another tolerance is
+    another measurement, kept beside it."""
+    first = {"solver": "newton-cg", "active": 1000, "backend": "local", "tol": 1e-8}
+    named = {**first, "active": 4000, "measured_by": "run a", "measured_commit": "aaa"}
+    page = tmp_path / "page.json"
+    page.write_text(json.dumps({"command": "merge", "commit": "ccc", "rows": [first, named]}))
+    loose = tmp_path / "loose.json"
+    loose.write_text(
+        json.dumps({"command": "run b", "commit": "bbb", "rows": [{**first, "tol": 1e-7}]})
+    )
+    rows = rows_from([str(page), str(loose)])
+    assert [(r["active"], r["tol"], r["measured_by"], r["measured_commit"]) for r in rows] == [
+        (1000, 1e-8, "merge", "ccc"),
+        (4000, 1e-8, "run a", "aaa"),
+        (1000, 1e-7, "run b", "bbb"),
+    ]
+
+
+def test_the_slope_is_over_rows_solved_to_one_tolerance(tmp_path):
+    """A row solved to a looser tolerance (fewer iterations) never enters
+    the slope of rows solved to a tighter one: a 64,000-weight row at 1e-7
+    beside rows at 1e-8 up to 16,000 leaves the target's range short."""
+
+    def row(b, n, tol, cpu):
+        return {"backend": b, "solver": "newton-cg", "active": n, "cpu_s": cpu, "wall_s": 1.0,
+                "passes": 4, "direction_bytes_per_pass": 8 * n, "tol": tol,
+                "tol_mode": "final" if tol == 1e-7 else str(tol)}  # fmt: skip
+
+    tight = [row(b, n, 1e-8, 1e-3 * n) for b in ("local", "spark") for n in (1000, 4000, 16000)]
+    loose = [row(b, 64000, 1e-7, 1e-3 * 16000) for b in ("local", "spark")]  # cheap: looser
+    out = tmp_path / "round_cost.json"
+    report(str(out), tight + loose)
+    entry = json.loads(out.read_text())["targets"]["round_cpu_slope"]
+    assert entry["met"] is False  # the 1e-8 rows reach 16,000 only
+    assert "local 1.0 over 1000 to 16000" in entry["value"]
+    assert "local newton-cg at [64000]" in entry["value"] and "no slope at that" in entry["value"]
+    # rows at 1e-7 from 1,000 to 64,000: that tolerance's slope is the target's
+    more = [row(b, n, 1e-7, 1e-3 * n) for b in ("local", "spark") for n in (1000, 4000, 16000)]
+    report(str(out), tight + more + [{**r, "cpu_s": 64.0} for r in loose])
+    entry = json.loads(out.read_text())["targets"]["round_cpu_slope"]
+    assert entry["met"] is True and entry["value"].startswith("local 1.0 over 1000 to 64000")
+    assert "local 1.0 over 1000 to 16000" in entry["value"]  # the 1e-8 rows' slope beside it
 
 
 @pytest.mark.parametrize("variant", ["newton-cg-plain", "newton-cg-fixed"])
