@@ -109,3 +109,43 @@ def brute_force_folds(block, space, grid, k, seed, mix: float = 0.0) -> np.ndarr
             cold = train(fit_on, train_config(gtol=1e-9, **keys))
             table[f, j] = score_on(held, cold.weights, None, "loglik")["heldout_score"]
     return table
+
+
+def round_problem(block, space: Space, ids: np.ndarray, l1: float):
+    """A grafting round's box problem over ``ids`` at gamma1 ``l1``: each
+    weight's orthant from the sign of the loss gradient at zero weights (the
+    sign its first step takes), as grafting opens a round."""
+    from sparkmaxent.backends import LocalBackend
+    from sparkmaxent.kernels import LossGradTask, Weights
+    from sparkmaxent.problem.penalty import orthant_problem
+
+    zero = Weights(ids, np.zeros(len(ids)), np.zeros(space.n_labels))
+    lg = LocalBackend([block], space).run(LossGradTask(space, zero, None, ids))
+    return orthant_problem(np.where(lg.grad > 0, -1.0, 1.0), l1, space.n_bias)
+
+
+def planted_round(planted, step: int, l1: float = 1e-4):
+    """A round over every ``step``-th feature of a planted problem (the
+    (data, block, space) of ``test_grafting.planted``), from zero weights:
+    (block, space, ids, box problem, starting point)."""
+    _, block, space = planted
+    ids = np.arange(0, space.n_features, step)
+    theta0 = np.zeros(len(ids) + space.n_bias)
+    return block, space, ids, round_problem(block, space, ids, l1), theta0
+
+
+def runs_past_budget(clocked_run, free_wall_s: float, fractions, slack: float = 0.0):
+    """A time-bound run at each budget ``fractions`` x ``free_wall_s`` (the
+    same run's seconds without a budget): ``clocked_run(max_seconds=b)``
+    on a fake clock. Every run must give a model (some weight non-zero).
+    Returns the results and the (budget, seconds) of every run that ended
+    more than ``slack`` seconds past its budget (none, for a run that
+    keeps its budget)."""
+    results, over = [], []
+    for budget in np.asarray(fractions) * free_wall_s:
+        res = clocked_run(max_seconds=float(budget))
+        assert res.weights.nnz > 0, f"no model within {float(budget)} s"
+        results.append(res)
+        if res.report.wall_s > budget + slack:
+            over.append((float(budget), res.report.wall_s))
+    return results, over

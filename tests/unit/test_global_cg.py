@@ -11,17 +11,16 @@ import pytest
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.data import synthetic
-from sparkmaxent.kernels import MULTICLASS, LossGradTask, Space, Weights
+from sparkmaxent.kernels import MULTICLASS, Space, Weights
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.curvature import curvature
 from sparkmaxent.kernels.direction import HessianProductTask
 from sparkmaxent.problem.objective import Objective
-from sparkmaxent.problem.penalty import orthant_problem
 from sparkmaxent.solvers import SolverOptions
 from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
 from sparkmaxent.solvers.global_cg import free_set
 
-from .helpers import random_multiclass
+from .helpers import planted_round, random_multiclass, round_problem
 from .test_grafting import planted
 
 
@@ -37,13 +36,6 @@ class _Counting(LocalBackend):
         self.products += getattr(merged, "products", 0)
         self.product_passes += isinstance(task, HessianProductTask)
         return merged
-
-
-def _round(block, space, ids, l1):
-    """A round's box problem over ``ids`` (orthants from the gradient at 0)."""
-    zero = Weights(ids, np.zeros(len(ids)), np.zeros(space.n_labels))
-    lg = LocalBackend([block], space).run(LossGradTask(space, zero, None, ids))
-    return orthant_problem(np.where(lg.grad > 0, -1.0, 1.0), l1, space.n_bias)
 
 
 def _solve(blocks, space, ids, box, **options):
@@ -79,10 +71,7 @@ def test_the_free_set_leaves_out_exactly_the_coordinates_a_bound_holds():
 
 @pytest.mark.parametrize("n_blocks", [1, 3])
 def test_cg_across_passes_reaches_the_optimum_of_exact_newton(n_blocks):
-    _, block, space = planted(seed=3, n_copies=0)
-    ids = np.arange(0, space.n_features, 7)
-    box = _round(block, space, ids, 1e-4)
-    theta0 = np.zeros(len(ids) + space.n_bias)
+    block, space, ids, box, theta0 = planted_round(planted(seed=3, n_copies=0), step=7)
     exact = solve_newton(
         Objective(LocalBackend([block], space), ids), theta0, box, SolverOptions(tol=1e-8)
     )
@@ -96,9 +85,7 @@ def test_cg_across_passes_reaches_the_optimum_of_exact_newton(n_blocks):
 
 
 def test_cg_across_passes_is_deterministic_for_a_fixed_partitioning():
-    _, block, space = planted(seed=4)
-    ids = np.arange(0, space.n_features, 5)
-    box = _round(block, space, ids, 1e-4)
+    block, space, ids, box, _ = planted_round(planted(seed=4), step=5)
     runs = [_solve(split_block(block, 3), space, ids, box, global_cg=200) for _ in range(2)]
     (a, backend_a), (b, backend_b) = runs
     assert backend_a.product_passes > 0
@@ -118,7 +105,7 @@ def test_an_ill_conditioned_round_converges_across_passes_in_fewer_products():
     )  # fmt: skip
     block, space = data.block(), Space(MULTICLASS, 100, 4, bias=True)
     ids = np.arange(space.n_features)
-    box = _round(block, space, ids, 1e-6)
+    box = round_problem(block, space, ids, 1e-6)
     blocks = split_block(block, 3)
     across, backend = _solve(blocks, space, ids, box, global_cg=200)
     with pytest.warns(Warning, match="Newton stopped"):

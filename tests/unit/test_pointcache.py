@@ -15,11 +15,10 @@ from sparkmaxent.kernels.blocks import MulticlassBlock, split_block
 from sparkmaxent.kernels.direction import HessianProductTask, hessian_operator, point_operator
 from sparkmaxent.kernels.pointcache import OPERATORS, PointCache
 from sparkmaxent.problem.objective import Objective
-from sparkmaxent.problem.penalty import orthant_problem
 from sparkmaxent.solvers import SolverOptions
 from sparkmaxent.solvers.box_qp import solve_newton_cg
 
-from .helpers import random_multiclass
+from .helpers import planted_round, random_multiclass
 from .test_grafting import planted
 
 
@@ -124,18 +123,9 @@ class _Uncached(LocalBackend):
         return super().run(task)
 
 
-def _round(block, space, ids, l1):
-    zero = Weights(ids, np.zeros(len(ids)), np.zeros(space.n_labels))
-    lg = LocalBackend([block], space).run(LossGradTask(space, zero, None, ids))
-    return orthant_problem(np.where(lg.grad > 0, -1.0, 1.0), l1, space.n_bias)
-
-
 @pytest.mark.parametrize("n_blocks", [1, 3])
 def test_cg_across_passes_with_the_cache_is_bit_for_bit_the_round_without_it(n_blocks):
-    _, block, space = planted(seed=3, n_copies=0)
-    ids = np.arange(0, space.n_features, 7)
-    box = _round(block, space, ids, 1e-4)
-    theta0 = np.zeros(len(ids) + space.n_bias)
+    block, space, ids, box, theta0 = planted_round(planted(seed=3, n_copies=0), step=7)
     opts = SolverOptions(tol=1e-8, region=len(ids), global_cg=200)
     runs = []
     for backend_class in (_Uncached, LocalBackend):
