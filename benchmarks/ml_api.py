@@ -438,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         default=20,
         help="score stage: the test rows unioned K times (cached) so each transform runs seconds",
     )
+    p.add_argument("--driver-memory", default="4g", help="spark.driver.memory (cached test rows)")
     p.add_argument("--grid", type=float, nargs="+", default=[1e-2, 3e-3, 1e-3, 3e-4])
     p.add_argument("--folds", type=int, default=3)
     p.add_argument("--cv-sentences", type=int, default=1000, help="first N for CrossValidator")
@@ -448,7 +449,9 @@ def main(argv: list[str] | None = None) -> int:
     args = start(p, argv)
     from sparkmaxent.backends.session import spark_session
 
-    spark = spark_session("local[2]", "ml-api", {"spark.ui.enabled": "false"})
+    # the score stage caches --score-copies copies of the test rows: room for them in memory
+    conf = {"spark.ui.enabled": "false", "spark.driver.memory": args.driver_memory}
+    spark = spark_session("local[2]", "ml-api", conf)
     corpus = (lambda *a: shared_corpus(*a, data_dir=args.data)) if args.data else shared_corpus
     text = sentences(
         corpus("conll2000", "train.txt"), os.path.join(args.work, "train.txt"), args.train_sentences

@@ -542,7 +542,8 @@ class MaxEntClassificationModel(
         if kind == VECTOR and self.scoring in ("auto", "mllib"):  # MLlib adds the outputs
             scored = mllib_transform(self, dataset, col, size, self.scoring == "mllib")
         if scored is None and self.uses_sql(scorer, dataset.sparkSession):
-            scored, fields, drop = sql_scored(scorer, dataset, col, kind)
+            tables = self.sql_tables(scorer, kind)
+            scored, fields, drop = sql_scored(scorer, dataset, col, kind, tables)
         elif scored is None:
             names, values = names_and_values(dataset, where, col)
             binary = kind == ARRAY  # values all 1.0: not shipped

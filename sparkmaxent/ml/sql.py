@@ -54,49 +54,89 @@ def _quoted(column: str) -> str:
 
 
 #: the intermediate columns of the steps (dropped after the outputs)
-TEXT, SCORES, TOP, EXPS, TOTAL, MEAN = (
-    "__maxent_t",
-    "__maxent_s",
-    "__maxent_top",
-    "__maxent_e",
-    "__maxent_z",
-    "__maxent_m",
-)
+TEXT, SCORES, OUT = "__maxent_t", "__maxent_s", "__maxent_o"
 #: the output columns of the steps
 RAW, PROBABILITY, PREDICTION = "__maxent_raw", "__maxent_probability", "__maxent_prediction"
 
 
-def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, str]]:
-    """SQL steps (column name, expression; each may use the columns of the
-    steps before it) ending in ``raw``, ``probability`` (``array<double>``
-    over the output classes) and ``prediction`` (double), for a features
-    column of ``kind`` (``data.columns``: ARRAY, MAP or VECTOR, a pyspark.ml
-    Vector read through its text: see :func:`vector_entries`). The
-    intermediate columns are :data:`INTERMEDIATE`."""
+@dataclass(frozen=True)
+class WeightTables:
+    """What the SQL text of a model is built from, for one features column
+    kind: the expensive part (the perfect hash of the names, the weight rows
+    as one literal), built once per model by :meth:`SQLExport.sql_tables`.
+    ``lookup`` is the literal of the slot names (``array<string>``: ARRAY,
+    MAP) or of each Vector index's row (``array<int>``: VECTOR); ``flat`` the
+    row-major ``array<double>`` literal of the weight rows; ``bias`` b."""
+
+    kind: str
+    lookup: str
+    flat: str
+    bias: np.ndarray
+    slots: DisplacedSlots | None = None
+
+
+def weight_tables(scorer: Scorer, kind: str) -> WeightTables:
+    """The :class:`WeightTables` of ``scorer`` for a features column of ``kind``."""
     W, b = scorer.linear()
     names = scorer.names.to_pylist()
     used = np.flatnonzero(np.any(W != 0, axis=1))
-    col = _quoted(features_col)
-    steps = []
     if kind == VECTOR:
         used = np.asarray([j for j in used if _is_index(names[j])], dtype=np.int64)
         # Vector index i -> its row (0-based) of the weights, -1: unused
         row_of = np.full(max((int(names[j]) + 1 for j in used), default=0), -1, dtype=np.int64)
         row_of[[int(names[j]) for j in used]] = np.arange(len(used))
-        rows = W[used]
+        flat = _literal(W[used].ravel().tolist(), "double")
+        return WeightTables(kind, _literal(row_of.tolist(), "int"), flat, b)
+    if kind not in (ARRAY, MAP):
+        raise ValueError(f"no SQL scoring for a features column of kind {kind!r}")
+    keys = [names[j] for j in used]
+    slots = DisplacedSlots.of(keys)
+    table: list[str | None] = [None] * slots.size
+    rows = np.zeros((slots.size, W.shape[1]))
+    for j, key, slot in zip(used, keys, slots.slots):
+        table[slot], rows[slot] = key, W[j]
+    names_at = f"from_json({_string(json.dumps(table))}, 'array<string>')"
+    return WeightTables(kind, names_at, _literal(rows.ravel().tolist(), "double"), b, slots)
+
+
+def tables_key(scorer: Scorer) -> bytes:
+    """A digest of what :func:`weight_tables` reads (W, b, the names, binary):
+    a model whose weights or vocabulary change gets another."""
+    import hashlib
+
+    W, b = scorer.linear()
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (W.shape, W.tobytes(), b.tobytes(), bytes([scorer.binary])):
+        digest.update(repr(part).encode() if isinstance(part, tuple) else part)
+    for buffer in scorer.names.buffers():
+        digest.update(b"" if buffer is None else memoryview(buffer))
+    return digest.digest()
+
+
+def score_sql(
+    scorer: Scorer, features_col: str, kind: str, tables: WeightTables | None = None
+) -> list[tuple[str, str]]:
+    """SQL steps (column name, expression; each may use the columns of the
+    steps before it) ending in ``raw``, ``probability`` (``array<double>``
+    over the output classes) and ``prediction`` (double), for a features
+    column of ``kind`` (``data.columns``: ARRAY, MAP or VECTOR, a pyspark.ml
+    Vector read through its text: see :func:`vector_entries`), from the
+    model's ``tables`` (:func:`weight_tables`; built here if not given). The
+    intermediate columns are :data:`INTERMEDIATE`."""
+    tables = tables or weight_tables(scorer, kind)
+    if tables.kind != kind:
+        raise ValueError(f"weight tables of a {tables.kind} column given for a {kind} column")
+    col = _quoted(features_col)
+    steps = []
+    if kind == VECTOR:
         steps.append((TEXT, f"CAST({col} AS STRING)"))
-        at = f"coalesce(try_element_at({_literal(row_of.tolist(), 'int')}, e.i + 1), -1)"
+        at = f"coalesce(try_element_at({tables.lookup}, e.i + 1), -1)"
         # the entries are the stored values: presence is 1.0 where one is non-zero
         entries = f"transform({vector_entries(TEXT)}, e -> named_struct('i', {at}, 'x', e.x))"
         known = f"filter({entries}, e -> e.i >= 0)"
-    elif kind in (ARRAY, MAP):
-        keys = [names[j] for j in used]
-        slots = DisplacedSlots.of(keys)
-        table: list[str | None] = [None] * slots.size
-        rows = np.zeros((slots.size, W.shape[1]))
-        for j, key, slot in zip(used, keys, slots.slots):
-            table[slot], rows[slot] = key, W[j]
-        names_at = f"from_json({_string(json.dumps(table))}, 'array<string>')"
+    else:
+        slots, names_at = tables.slots, tables.lookup
+        assert slots is not None
         if kind == ARRAY:
             listed = f"coalesce({f'array_distinct({col})' if scorer.binary else col}, array())"
             found = f"(s, j) -> element_at({names_at}, s + 1) = l[j]"
@@ -106,23 +146,21 @@ def score_sql(scorer: Scorer, features_col: str, kind: str) -> list[tuple[str, s
             entry = f"named_struct('i', {slots.sql('e.key')}, 'k', e.key, 'x', e.value)"
             found = f"e -> element_at({names_at}, e.i + 1) = e.k"
             known = f"filter(transform({pairs}, e -> {entry}), {found})"
-    else:
-        raise ValueError(f"no SQL scoring for a features column of kind {kind!r}")
-    return [*steps, (SCORES, _scores(known, rows, b, scorer.binary, kind)), *output_steps(scorer)]
+    scores = _scores(known, tables.flat, tables.bias, scorer.binary, kind)
+    return [*steps, (SCORES, scores), *output_steps(scorer)]
 
 
-def _scores(known: str, rows: np.ndarray, b: np.ndarray, binary: bool, kind: str) -> str:
+def _scores(known: str, flat: str, b: np.ndarray, binary: bool, kind: str) -> str:
     """``array<double>`` S_k = b_k + sum_e x_e rows[e.i, k] over the entries
     ``known`` of the predicates the model uses (``array<int>`` of weight
     rows for an array of names, whose x_e are 1; else ``array<struct<i,
     x>>``): one ``transform`` over the classes of an ``aggregate`` over the
-    entries, each weight an ``element_at`` into one flat literal
+    entries, each weight an ``element_at`` into the flat literal ``flat``
     (row-major), all of them generated code (``zip_with`` is not); the
     entries are bound once (:func:`_let`), not per class."""
     K = len(b)
     value = "CAST(e.x != 0 AS DOUBLE)" if binary else "e.x"
     row, times = ("e", "") if kind == ARRAY else ("e.i", f" * {value}")
-    flat = _literal(rows.ravel().tolist(), "double")
     add = f"(s, e) -> s + element_at({flat}, {row} * {K} + k + 1){times}"
     per_class = f"transform({_doubles(b)}, (b, k) -> aggregate(kn, b, {add}))"
     return f"coalesce({_let(known, 'kn', per_class)}, {_doubles(b)})"
@@ -317,37 +355,46 @@ def vector_entries(text: str) -> str:
 def output_steps(scorer: Scorer) -> list[tuple[str, str]]:
     """raw, probability and prediction from the scores column (S by model
     label), by output class: a class the model never saw has raw -inf and
-    probability 0, as ``Scorer.multiclass``."""
+    probability 0, as ``Scorer.multiclass``. One step computes the three as
+    a struct, each part once per row (bound by :func:`_let`): the max and
+    the mean of S, exp(S_k - max) per class and their total, the
+    probabilities; the argmax is the max's first position (ties go to the
+    first class, as ``numpy.argmax``). The three outputs are its fields."""
     K = len(scorer.classes)
-    steps = [
-        (TOP, f"array_max({SCORES})"),
-        (EXPS, f"transform({SCORES}, s -> exp(s - {TOP}))"),
-        (TOTAL, f"aggregate({EXPS}, CAST(0 AS DOUBLE), (a, e) -> a + e)"),
-        (MEAN, f"aggregate({SCORES}, CAST(0 AS DOUBLE), (a, s) -> a + s) / {K}"),
-    ]
-    # the row's mean and softmax total bound once per row (:func:`_let`): a
-    # column used once inside a lambda is inlined there, once per class
-    raw = f"transform({SCORES}, s -> s - m)"
-    prob = f"transform({EXPS}, e -> e / z)"
+    raw, prob = f"transform({SCORES}, x -> x - c.m)", "transform(e, x -> x / z)"
     if not np.array_equal(scorer.classes, np.arange(scorer.n_classes)):
         at = np.zeros(scorer.n_classes, dtype=np.int64)
         at[scorer.classes] = np.arange(K) + 1  # 1-based positions; 0: absent
         where = f"array({', '.join(str(int(i)) for i in at)})"
         raw = (
-            f"transform({where}, i -> IF(i = 0, CAST('-Infinity' AS DOUBLE), {SCORES}[i - 1] - m))"
+            f"transform({where}, i -> IF(i = 0, CAST('-Infinity' AS DOUBLE), "
+            f"{SCORES}[i - 1] - c.m))"
         )
-        prob = f"transform({where}, i -> IF(i = 0, CAST(0 AS DOUBLE), {EXPS}[i - 1] / z))"
-    raw, prob = _let(MEAN, "m", raw), _let(TOTAL, "z", prob)
+        prob = f"transform({where}, i -> IF(i = 0, CAST(0 AS DOUBLE), e[i - 1] / z))"
     if scorer.thresholds is None:
         classes = f"array({', '.join(str(float(c)) for c in scorer.classes)})"
-        prediction = f"CAST({classes}[array_position({SCORES}, {TOP}) - 1] AS DOUBLE)"
-    else:
+        prediction = f"CAST({classes}[array_position({SCORES}, c.t) - 1] AS DOUBLE)"
+    else:  # MLlib's largest p_k / t_k (a zero threshold: +inf where p_k > 0)
+        t = _doubles(scorer.thresholds)
         scaled = (
-            f"zip_with({prob}, {_doubles(scorer.thresholds)}, (p, t) -> IF(t = 0, "
-            "IF(p > 0, CAST('Infinity' AS DOUBLE), CAST(0 AS DOUBLE)), p / t))"
+            f"transform(p, (x, k) -> IF({t}[k] = 0, IF(x > 0, CAST('Infinity' AS DOUBLE), "
+            f"CAST(0 AS DOUBLE)), x / {t}[k]))"
         )
-        prediction = f"CAST(array_position({scaled}, array_max({scaled})) - 1 AS DOUBLE)"
-    return [*steps, (RAW, raw), (PROBABILITY, prob), (PREDICTION, prediction)]
+        prediction = _let(scaled, "q", "CAST(array_position(q, array_max(q)) - 1 AS DOUBLE)")
+    fields = f"named_struct('raw', {raw}, 'probability', p, 'prediction', {prediction})"
+    top_mean = (
+        f"named_struct('t', array_max({SCORES}), "
+        f"'m', aggregate({SCORES}, CAST(0 AS DOUBLE), (a, x) -> a + x) / {K})"
+    )
+    total = "aggregate(e, CAST(0 AS DOUBLE), (a, x) -> a + x)"
+    body = _let(total, "z", _let(prob, "p", fields))
+    body = _let(top_mean, "c", _let(f"transform({SCORES}, x -> exp(x - c.t))", "e", body))
+    return [
+        (OUT, body),
+        (RAW, f"{OUT}.raw"),
+        (PROBABILITY, f"{OUT}.probability"),
+        (PREDICTION, f"{OUT}.prediction"),
+    ]
 
 
 def select_sql(steps: list[tuple[str, str]], table: str, outputs: dict[str, str]) -> str:
@@ -364,16 +411,18 @@ def select_sql(steps: list[tuple[str, str]], table: str, outputs: dict[str, str]
 
 
 #: every intermediate column of the steps
-INTERMEDIATE = (TEXT, SCORES, TOP, EXPS, TOTAL, MEAN)
+INTERMEDIATE = (TEXT, SCORES, OUT)
 
 
-def sql_scored(scorer: Scorer, dataset, features_col: str, kind: str):
+def sql_scored(
+    scorer: Scorer, dataset, features_col: str, kind: str, tables: WeightTables | None = None
+):
     """(DataFrame, {raw, probability, prediction: column}, columns to drop)
     of ``dataset`` scored by the steps of :func:`score_sql`."""
     from pyspark.sql import functions as F
 
     scored = dataset
-    for name, sql in score_sql(scorer, features_col, kind):
+    for name, sql in score_sql(scorer, features_col, kind, tables):
         scored = scored.withColumn(name, F.expr(sql))
     fields = {"raw": RAW, "probability": PROBABILITY, "prediction": PREDICTION}
     return scored, fields, [*INTERMEDIATE, *fields.values()]
@@ -381,7 +430,20 @@ def sql_scored(scorer: Scorer, dataset, features_col: str, kind: str):
 
 class SQLExport:
     """``sqlExpression``, ``sqlQuery`` and ``saveSQL`` of a
-    ``MaxEntClassificationModel``: the model as Spark SQL text."""
+    ``MaxEntClassificationModel``: the model as Spark SQL text, its
+    :class:`WeightTables` built once per model and features column kind."""
+
+    def sql_tables(self: Any, scorer: Scorer, kind: str) -> WeightTables:
+        """The model's :class:`WeightTables` for ``kind``, built on first use
+        and kept on the model (copies share them) under the digest of its
+        weights and vocabulary (:func:`tables_key`): a model whose weights
+        or names change builds them again; thresholds and columns do not
+        enter them."""
+        cache = self.__dict__.setdefault("_sql_tables", {})
+        key = tables_key(scorer)
+        if kind not in cache or cache[kind][0] != key:
+            cache[kind] = (key, weight_tables(scorer, kind))
+        return cache[kind][1]
 
     def sqlExpression(self: Any, featuresCol: str | None = None, kind: str = ARRAY):
         """The model as Spark SQL: a list of (column, expression) steps, each
@@ -392,7 +454,9 @@ class SQLExport:
         ``withColumn(name, expr(sql))`` in order,
         or as one SELECT with lateral column aliases (Spark >= 3.4); the text
         is plain SQL for Scala, Java and SQL users (ml/sql.py)."""
-        return score_sql(self.scorer(), featuresCol or self.getFeaturesCol(), kind)
+        scorer = self.scorer()
+        col = featuresCol or self.getFeaturesCol()
+        return score_sql(scorer, col, kind, self.sql_tables(scorer, kind))
 
     def sqlQuery(self: Any, table: str, featuresCol: str | None = None, kind: str = ARRAY) -> str:
         """The model as one Spark SQL query over ``table`` (a table or view

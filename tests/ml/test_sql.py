@@ -172,3 +172,31 @@ def test_spark_hash_is_spark_sqls_hash(spark):
     )
     assert [r.h for r in got.collect()] == [spark_hash(x) for x in names]
     assert [r.slot for r in got.collect()] == slots.slots
+
+
+def test_sql_tables_are_built_once_per_model(spark, model, df, monkeypatch):
+    """The perfect hash and weight literals are built on the first SQL
+    transform and reused by the next ones (and by sqlExpression); a change
+    of the weights builds them again, and the SQL scores follow it."""
+    import copy
+
+    from sparkmaxent.data.columns import ARRAY, MAP
+    from sparkmaxent.ml import sql
+
+    built = []
+    real = sql.weight_tables
+    monkeypatch.setattr(sql, "weight_tables", lambda *a: built.append(a[1]) or real(*a))
+    own = model.copy()
+    own._maxent = copy.deepcopy(model.maxentModel)
+    own.__dict__.pop("_sql_tables", None)  # not the fixture's (copies share them)
+    own.scoring = "sql"
+    own.transform(df).collect()
+    own.transform(df).collect()
+    own.sqlExpression()
+    assert built == [ARRAY]
+    own.maxentModel.weights.values[0] += 1.0
+    _equal(own, df)  # the new weights, equal to the Arrow scorer's
+    assert built == [ARRAY, ARRAY]
+    own.sqlExpression(kind=MAP)
+    own.sqlExpression(kind=MAP)
+    assert built == [ARRAY, ARRAY, MAP]
