@@ -58,9 +58,26 @@ def event_ids(directory) -> list[int]:
     return sorted(r["event_id"] for r in rows(directory))
 
 
-def test_split_is_stratified_disjoint_and_shares_the_vocabulary(spark, text, tmp_path):
-    train_info, held_info = split(spark, text, tmp_path)
-    train_dir, held_dir = str(tmp_path / "train"), str(tmp_path / "held")
+@pytest.fixture(scope="module")
+def text_split(spark, text, tmp_path_factory):
+    """``text`` split at seed 1, fraction 0.2, by the Spark stages and in
+    this process (``_split_both``: the same datasets); both engines' output
+    directories, the equality test's and the split tests' (one split of each
+    engine for the module)."""
+    out = tmp_path_factory.mktemp("text-split")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        got = _split_both(spark, out, [text], "maxent", monkeypatch, fraction=0.2, seed=1)
+    return out, got
+
+
+@pytest.mark.parametrize("engine", ["spark", "in-process"])
+def test_split_is_stratified_disjoint_and_shares_the_vocabulary(text_split, engine):
+    from .test_local_prepare import IN_PROCESS, SPARK_ONLY
+
+    out, _ = text_split
+    limit = SPARK_ONLY if engine == "spark" else IN_PROCESS
+    train_dir, held_dir = str(out / f"train-{limit}"), str(out / f"held-{limit}")
+    train_info, held_info = DatasetInfo.load(train_dir), DatasetInfo.load(held_dir)
     held_rows = rows(held_dir)
     by_label = Counter(held_info.labels[r["label"]] for r in held_rows)
     assert by_label == {k: round(0.2 * n) for k, n in LABEL_COUNTS.items()}
@@ -211,8 +228,14 @@ def _split_both(spark, tmp_path, inputs, fmt, monkeypatch, **kw) -> dict:
 
 
 @pytest.mark.parametrize("seed,fraction", [(1, 0.2), (2**31, 0.33)])
-def test_in_process_split_equals_spark_split(spark, text, tmp_path, monkeypatch, seed, fraction):
-    got = _split_both(spark, tmp_path, [text], "maxent", monkeypatch, fraction=fraction, seed=seed)
+def test_in_process_split_equals_spark_split(
+    spark, text, text_split, tmp_path, monkeypatch, seed, fraction
+):
+    if (seed, fraction) == (1, 0.2):  # the module's split, compared when it was made
+        got = text_split[1]
+    else:
+        got = _split_both(spark, tmp_path, [text], "maxent", monkeypatch, fraction=fraction,
+                          seed=seed)  # fmt: skip
     held = got["held"][0].to_pylist()
     by_label = Counter(r["label"] for r in held)
     # floor(f n + 1/2) per label: 0.33 x 50 = 16.5 rounds up
