@@ -35,7 +35,7 @@ from ..problem.objective import checked_pass
 from ..selection.base import BestStage, LoopState, RoundRecord, TrainingContext
 from ..selection.deadline import refit_reserve_s
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
-from .stage_prior import choose_stage_prior, stage_prior_weights
+from .stage_prior import choose_stage_prior, refit_ids, stage_prior_weights
 from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -331,7 +331,7 @@ def refit_stage(
     # L-BFGS-B checks its cap between iterations: the last line search's passes kept
     on_whole = dataclasses.replace(ctx, backend=whole)
     start = stage_prior_weights(prior, weights)
-    fit = fit_smooth_within(on_whole, weights.active_ids(), l2, start, pass_s)
+    fit = fit_smooth_within(on_whole, refit_ids(ctx, weights), l2, start, pass_s)
     if fit is None:
         log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
         cap = ctx.deadline.seconds

@@ -103,3 +103,25 @@ def test_train_choice_stage_prior_scales_round_trips_and_is_checked(tmp_path, pr
     assert scale_grid(config.choice.stage_prior_scales) == [0.5, 2.0]
     with pytest.raises(ConfigError, match="train.choice.stage_prior_scales"):
         run(problem, stage_prior_scales=[1.0, 0.0], **KEYS["sgc"])
+
+
+def test_refit_all_labels_refits_every_label_of_the_chosen_predicates(problem):
+    # train.choice.refit_all_labels: the same stages and choice; the refit fits
+    # (p, k) for every label k of each predicate p the chosen stage holds, as a
+    # cold fit of those features on the training and held-out events would
+    tr, he, space = problem
+    keys = dict(KEYS["sgc"], max_features=12)
+    chosen = run(problem, **keys)
+    res = run(problem, refit_all_labels=True, **keys)
+    assert res.report.stage_choice == chosen.report.stage_choice
+    K = space.n_labels
+    predicates = np.unique(chosen.weights.active_ids() // K)
+    ids = (predicates[:, None] * K + np.arange(K)).ravel()
+    assert len(ids) > chosen.weights.nnz
+    assert set(res.weights.active_ids().tolist()) == set(ids.tolist())
+    assert res.report.refit.features == len(ids)
+    both = TrainingContext(LocalBackend([tr, he], space), train_config(gtol=1e-9))
+    cold = fit_smooth(both, ids, res.report.refit.l2)
+    assert res.report.refit.objective == pytest.approx(cold.objective, rel=1e-7)
+    assert res.report.refit.objective < chosen.report.refit.objective
+    assert not train_config().choice.refit_all_labels  # off by default
