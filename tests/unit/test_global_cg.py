@@ -93,10 +93,11 @@ def test_cg_across_passes_is_deterministic_for_a_fixed_partitioning():
     assert backend_a.passes == backend_b.passes
 
 
-@pytest.mark.slow  # about 10 CPU seconds
+@pytest.mark.slow  # about 30 CPU seconds
 def test_an_ill_conditioned_round_converges_across_passes_in_fewer_products():
     # every feature of a nearly unregularized round: the partitions' Hessians
-    # differ too much for the average of their local steps to converge
+    # differ too much for the average of their local steps to converge, even
+    # with more Hessian-vector products than CG across passes needs in all
     data = synthetic.generate(
         synthetic.SyntheticSpec(
             n_events=2000, n_predicates=100, n_labels=4, n_support=16,
@@ -109,7 +110,7 @@ def test_an_ill_conditioned_round_converges_across_passes_in_fewer_products():
     blocks = split_block(block, 3)
     across, backend = _solve(blocks, space, ids, box, global_cg=200)
     with pytest.warns(Warning, match="Newton stopped"):
-        local, local_backend = _solve(blocks, space, ids, box, max_iter=250)
+        local, local_backend = _solve(blocks, space, ids, box, max_iter=1000)
     assert across.converged and not local.converged
     assert backend.products < local_backend.products, (backend.products, local_backend.products)
     assert across.value < local.value
