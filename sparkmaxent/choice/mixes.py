@@ -133,24 +133,26 @@ def extension_cap(ctx: TrainingContext, done: list[PathVariant], listed: int) ->
 
 
 def mixes_to_come(ctx: TrainingContext, variants: list[Variant], done: int) -> int:
-    """Paths still to run (``done`` have run): the rest of ``variants``
-    and, of an l2 mix list, the denser mixes ``denser_mix`` may append up
-    to ``train.choice.mix_max`` (whether they run depends on held-out
-    gains not yet seen: each is counted, so an early mix never takes the
-    time a later one may need)."""
+    """Time shares still to hand out (``done`` paths have run): one for
+    each of the rest of ``variants`` and, of an l2 mix list, one more for
+    the denser mixes ``denser_mix`` may append up to
+    ``train.choice.mix_max`` together (whether they run depends on
+    held-out gains not yet seen). One share for all of them, not one each:
+    counted each, they took so much of a tight budget from the densest
+    listed mix on Brown genres that its path ended while its held-out
+    score still rose; the first extension then has half of what is left,
+    the next the rest."""
     left = len(variants) - done
     mix = variants[-1][0].get("l2_mix") if variants else None
     if mix is None:
         return left
-    while (mix := round(1 - (1 - mix) / 10, 12)) <= ctx.config.choice.mix_max:
-        left += 1
-    return left
+    return left + int(round(1 - (1 - mix) / 10, 12) <= ctx.config.choice.mix_max)
 
 
 def mix_share(ctx: TrainingContext, variants: list[Variant], done: int) -> Deadline:
     """The time budget of the next variant's path: an equal share of the
     seconds left (less the refit's reserve, ``points.path_reserve_s``)
-    among the paths still to come (``mixes_to_come``), from now; unbounded
+    among the shares still to come (``mixes_to_come``), from now; unbounded
     without ``train.selection.max_seconds``. A path that ends early leaves
     its time to the later ones (each share is of what is left), so the
     denser mixes, whose paths hold more weights and cost more a point,

@@ -4,6 +4,7 @@ the same rule that stops the listed mixes (``denser_mix_gains``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -145,6 +146,12 @@ def test_each_mix_path_runs_within_its_share_of_the_time_budget(documents, secon
         assert t1 - t0 <= share  # a path ends within its share
         assert row.seconds_share == pytest.approx(share)
         assert row.point.cut is False and row.points >= 1
+    # the extensions mix_max allows share one more part, whatever their number
+    config = dataclasses.replace(config, choice=dataclasses.replace(config.choice, mix_max=0.999))
+    parts = LocalBackend([tr], space), LocalBackend([he], space)
+    ext = train(parts[0], config, parts[1], clock=PassClock(*parts))
+    first = ext.report.path.elastic[0]
+    assert first.seconds_share == pytest.approx((seconds - 1.0) / 4)  # 3 listed + 1
     # unbounded: each path runs to its own stop, no share recorded
     free = mixes(documents, mix_max=0.0)
     assert all(r.seconds_share is None for r in free)
