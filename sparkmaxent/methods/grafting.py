@@ -171,6 +171,18 @@ class Grafting:
             return None
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
+    def solve(self, solver, obj, theta0, box, options, capped: bool):
+        """The round's box problem by ``solver``; ``capped``: the
+        iterations are cut by a path point's pass budget (no warning when
+        it stops them). The run's time budget (``ctx.deadline``) ends a long
+        round between its iterations (``minimize_box_newton``'s ``time_left``)."""
+        deadline = self.ctx.deadline
+        with warnings.catch_warnings():
+            if capped:
+                warnings.simplefilter("ignore", ConvergenceWarning)
+            time_left = deadline.remaining if deadline.bounded else None
+            return SOLVERS[solver](obj, theta0, box, options, None, time_left)
+
     def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
         """One round: add ``test.new`` (from any test over this run's
         candidates: combination rounds add their conjunctions), re-optimize
@@ -206,10 +218,7 @@ class Grafting:
             else max(1, min(left - 1, self.options.max_iter)),
         )
         capped = options.max_iter < self.options.max_iter
-        with warnings.catch_warnings():
-            if capped:  # stopped by the budget: no warning
-                warnings.simplefilter("ignore", ConvergenceWarning)
-            res = SOLVERS[solver](obj, theta0, box, options, None)
+        res = self.solve(solver, obj, theta0, box, options, capped)
         self.evaluations += res.evaluations
         self.iterations += res.iterations
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
@@ -251,9 +260,11 @@ class Grafting:
                 res.evaluations,
                 tol,
                 res.violation,
-                # stopped by a path point's pass budget: not a failure of
-                # the solver (a point that goes on is certified at its end)
-                None if capped and not res.converged else res.converged,
+                # stopped by a path point's pass budget or the time budget:
+                # not a failure of the solver (a point that goes on is
+                # certified at its end; a run out of time reports its
+                # certificate's verdict)
+                None if (capped or res.timed_out) and not res.converged else res.converged,
             ),
         )
 

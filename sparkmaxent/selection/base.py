@@ -110,7 +110,8 @@ class RoundSolve:
     """How a grafting-family round's solver ran (solvers/): which solver,
     its iterations and objective evaluations, the projected-gradient
     tolerance it was given and the violation it ended at, and whether it
-    converged (None: stopped by a path point's pass budget, no failure)."""
+    converged (None: stopped by a path point's pass budget or by the run's
+    time budget between its iterations, no failure)."""
 
     solver: str
     iterations: int

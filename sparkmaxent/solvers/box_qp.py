@@ -15,6 +15,7 @@ Hessian block is small enough, newton-cg beyond.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -32,6 +33,7 @@ def solve_newton(
     box: BoxProblem,
     options: SolverOptions,
     first: Evaluation | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> BoxResult:
     """Box-constrained Newton, one curvature pass per iteration."""
 
@@ -39,8 +41,9 @@ def solve_newton(
         return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
     return minimize_box_newton(
-        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray
-    )
+        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        time_left=time_left,
+    )  # fmt: skip
 
 
 def solve_newton_cg(
@@ -49,6 +52,7 @@ def solve_newton_cg(
     box: BoxProblem,
     options: SolverOptions,
     first: Evaluation | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> BoxResult:
     """Hessian-free Newton: the same outer iterations, each step computed
     where the data is by projected CG with Hessian-vector products
@@ -63,6 +67,7 @@ def solve_newton_cg(
     return minimize_box_newton(
         evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
         direction=direction, points=obj.evaluate_points, product=obj.hessian_product,
+        time_left=time_left,
     )  # fmt: skip
 
 
@@ -72,6 +77,7 @@ def solve_lbfgsb(
     box: BoxProblem,
     options: SolverOptions,
     first: Evaluation | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> BoxResult:
     """scipy's L-BFGS-B on the box problem, one loss+gradient pass per evaluation."""
     last: dict = {}
@@ -82,7 +88,8 @@ def solve_lbfgsb(
         return f + float(box.lin @ theta), g + box.lin
 
     bounds = list(zip(box.lower.tolist(), box.upper.tolist()))
-    res = minimize_lbfgs(fun, theta0, options, bounds=bounds, log_every=0)
+    stop = None if time_left is None else lambda: time_left() <= 0
+    res = minimize_lbfgs(fun, theta0, options, bounds=bounds, log_every=0, stop=stop)
     if last and np.array_equal(last["theta"], res.theta):
         grad = last["g"] + box.lin
         violation = float(
@@ -102,6 +109,7 @@ def solve_lbfgsb(
         res.converged,
         res.message,
         res.trace,
+        timed_out=not res.converged and stop is not None and stop(),
     )
 
 
@@ -113,6 +121,7 @@ class Solver(Protocol):
         box: BoxProblem,
         options: SolverOptions,
         first: Evaluation | None = None,
+        time_left: Callable[[], float] | None = None,
     ) -> BoxResult: ...
 
 

@@ -76,6 +76,9 @@ class BoxResult:
     converged : bool
     message : str
     trace : list of dict
+    timed_out : bool
+        Ended by the time budget (``time_left``) before converging: the
+        last accepted iterate, usable but not certified.
     """
 
     theta: np.ndarray
@@ -87,6 +90,7 @@ class BoxResult:
     converged: bool
     message: str
     trace: list[dict] = field(default_factory=list)
+    timed_out: bool = False
 
 
 def projected_gradient(
@@ -412,6 +416,7 @@ def minimize_box_newton(
     direction: Direction | None = None,
     points: Points | None = None,
     product: ProductPass | None = None,
+    time_left: Callable[[], float] | None = None,
 ) -> BoxResult:
     """Minimize f(theta) + lin . theta over lower <= theta <= upper.
 
@@ -439,6 +444,12 @@ def minimize_box_newton(
     product : callable (theta, v) -> (H v, H's diagonal), or None
         One pass (with ``direction``): the late iterations' CG across
         passes, at most ``options.global_cg`` an iteration (``global_cg.py``).
+    time_left : callable () -> seconds, or None
+        The run's time budget left (``selection/deadline.py``), asked
+        between iterations: the round ends at the last accepted iterate
+        (``timed_out``, no warning) when less is left than the last
+        iteration took (``out_of_time``), so one long round cannot
+        overrun the budget by more than an iteration's passes.
     """
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
@@ -455,11 +466,16 @@ def minimize_box_newton(
     converged, message, it = False, "maximum number of iterations reached", 0
     steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
     secant = SecantMemory(options.secant_memory) if direction and options.secant_memory else None
+    clock = _IterationClock(time_left)
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + lin
         violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
         if violation <= options.tol:
             converged, message = True, "projected gradient below tol"
+            it -= 1
+            break
+        if clock.out_of_time():
+            message = f"time budget spent at violation {violation:.3g}"
             it -= 1
             break
         d, sweeps, curvature, ev = _step(
@@ -506,20 +522,35 @@ def minimize_box_newton(
             break
     else:
         it = options.max_iter
-    return _result(
-        theta,
-        ev,
-        value,
-        lin,
-        lower,
-        upper,
-        it,
-        passes.count,
-        converged,
-        message,
-        trace,
-        options.tol,
-    )
+    result = _result(
+        theta, ev, value, lin, lower, upper, it, passes.count, converged, message, trace,
+        options.tol, quiet=clock.spent,
+    )  # fmt: skip
+    result.timed_out = clock.spent and not result.converged
+    return result
+
+
+class _IterationClock:
+    """The time budget as the Newton loop reads it: ``time_left()`` (None:
+    no budget) asked before each iteration; an iteration's cost is the
+    drop of ``time_left`` since the one before (the budget's own clock, so
+    a test's fake clock times it too). ``spent`` once it ran out."""
+
+    def __init__(self, time_left: Callable[[], float] | None):
+        self.time_left = time_left
+        self.last: float | None = None
+        self.spent = False
+
+    def out_of_time(self) -> bool:
+        """Whether less is left than the last iteration took (0 before the
+        first: a round starts while any time is left)."""
+        if self.time_left is None:
+            return False
+        left = float(self.time_left())
+        cost = 0.0 if self.last is None else max(0.0, self.last - left)
+        self.last = left
+        self.spent = left <= cost
+        return self.spent
 
 
 def _result(
@@ -535,13 +566,15 @@ def _result(
     message: str,
     trace: list[dict],
     tol: float,
+    quiet: bool = False,
 ) -> BoxResult:
-    """The BoxResult at the last point, warned about when not converged."""
+    """The BoxResult at the last point, warned about when not converged
+    (``quiet``: not when the time budget ended it: a budget is no failure)."""
     violation = float(
         np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0)
     )
     converged = converged or violation <= tol
-    if not converged:
+    if not converged and not quiet:
         warnings.warn(
             f"Newton stopped at violation {violation:.3g} > tol {tol:.3g} "
             f"after {it} iterations: {message}",
