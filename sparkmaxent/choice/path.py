@@ -118,13 +118,17 @@ def fit_path(ctx: TrainingContext) -> FitResult:
         return combination_path(ctx, start)
     variants = elastic_variants(ctx)
     if variants:
+        stops: list[str | None] = []  # each variant's path's stop, in the order run
 
         def run_variant(sub, fit_point, cap):
             parameter, grid, _, top, extend = path_plan(sub, start)
             result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
+            stops.append(result.report["path"].stop)
             return result, result.report["path"], measure
 
         chosen, path, at, fit_point = elastic_paths(ctx, variants, run_variant)
+        for run, stopped in zip(path.elastic or [], stops, strict=False):
+            run.stop = stopped
         path.plot = _plot(ctx, path.points, path.chosen)
         return refit(at, chosen, fit_point)
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
@@ -296,6 +300,7 @@ def _run_points(
     rule = stop_rule(choice)
     weights, best = start, -np.inf
     grid = list(grid)
+    stopped = "end of the grid"
     for gamma in extended_grid(grid, scores, extend, max(choice.points, MAX_EXTENSION)):
         budget, spent = None, sum(r.passes for r in rows)
         if rows and choice.cut_passes:
@@ -306,6 +311,7 @@ def _run_points(
             within_reserve(ctx), fit_point, gamma, weights, previous, budget, best, left
         )
         point_s = ctx.deadline.elapsed() - t0
+        ctx.deadline.note_pass_s(point_s / max(row.passes, 1))  # the refit's reserve
         previous = gamma
         weights = result.weights
         rule.add(gamma, measure, row.features, eligible=not row.cut)
@@ -332,18 +338,36 @@ def _run_points(
         why = rule.why()
         if why is not None:
             log.info("path stopped: %s", why.message)
+            stopped = f"stop rule: {why.message}"
             break
         if cap is not None and sum(r.passes for r in rows) >= cap:
             log.info("path stopped: its budget of %d passes is spent", cap)
+            stopped = f"pass budget of {cap} spent"
             break
         if choice.max_weights and row.features > choice.max_weights:
             # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
             log.info("path stopped: %d non-zero weights > max_weights", row.features)
+            stopped = f"{row.features} non-zero weights > max_weights"
             break
         if time_spent(ctx, point_s):
+            stopped = budget_stop(ctx, scores)
             break
     chosen = _chosen(ctx, parameter, grid, rows, results)
+    chosen.report["path"].stop = stopped
     return chosen, measures[chosen.report["path"].chosen]
+
+
+def budget_stop(ctx: TrainingContext, scores: list[float]) -> str:
+    """The stop reason of a path ended by ``train.selection.max_seconds``,
+    saying whether held-out was still improving (the last point fitted is
+    the best so far): then a longer budget would likely choose a weaker
+    penalty, and the chosen point is the budget's, not the path's."""
+    improving = len(scores) > 1 and int(np.argmax(scores)) == len(scores) - 1
+    stopped = f"max_seconds = {ctx.deadline.seconds:g}"
+    if improving:
+        stopped += ": cut while held-out was still improving (the last point is the best)"
+        log.warning("path %s", stopped)
+    return stopped
 
 
 def scored_point(

@@ -19,7 +19,7 @@ from ..methods.grafting import fit_grafting_family
 from ..selection.base import FitResult, TrainingContext
 from ..selection.deadline import refit_reserve_s
 from ..solvers import ConvergenceWarning
-from .sections import ChosenFit, PathRefit, RefitSkipped
+from .sections import ChosenFit, PathPoint, PathRefit, RefitSkipped
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,7 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     log.info("refitting %s %.4g on the training and held-out events", parameter, gamma)
     result = fit_point(whole, gamma, chosen.weights, gamma, None, None)
     rep = result.report
-    rep["path"] = path
-    rep["refit"] = PathRefit(
+    section = PathRefit(
         parameter,
         gamma,
         objective=rep.get("objective"),
@@ -96,13 +95,42 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
         ),
         kkt_passed=None if result.certificate is None else result.certificate.passed,
     )
+    stopped = "" if result.stop is None else result.stop.reason.value
+    section.kept, section.why = kept_fit(point, section, stopped)
     log.info(
-        "refit: %d features (chosen fit: %d), objective %.6g on training + held-out",
+        "refit: %d features (chosen fit: %d), objective %.6g on training + held-out; "
+        "kept the %s: %s",
         result.weights.nnz,
         chosen.weights.nnz,
         rep.get("objective", float("nan")),
+        section.kept,
+        section.why,
     )
-    return result
+    kept = result if section.kept == "refit" else chosen
+    kept.report["path"], kept.report["refit"] = path, section
+    return kept
+
+
+def kept_fit(point: PathPoint, refit: PathRefit, stopped: str) -> tuple[str, str]:
+    """Which fit a path's choice returns, and why: the refit when it is
+    certified (KKT over all candidates; l2: converged), as
+    LogisticRegressionCV's refit=True; an uncertified refit (ended by
+    ``stopped``, e.g. the time budget) never replaces a certified chosen
+    fit, whose held-out score is the one the choice was made on: the
+    refit's own cannot be measured (it trained on the held-out events), and
+    a refit cut in its first rounds holds only part of the model. With
+    neither certified, the refit (it saw every event)."""
+    done = refit.kkt_passed if refit.kkt_passed is not None else refit.converged
+    if done:
+        return "refit", "certified on the training and held-out events"
+    chosen_done = point.kkt_passed if point.kkt_passed is not None else point.converged
+    ended = f" (stopped: {stopped})" if stopped else ""
+    if chosen_done:
+        return "chosen fit", (
+            f"the refit ended uncertified{ended}; the chosen point's fit is certified on the "
+            "training events, and its held-out score is the one chosen"
+        )
+    return "refit", f"neither certified{ended}; the refit saw the held-out events too"
 
 
 def round_size(ctx: TrainingContext, previous: float | None) -> int:
@@ -206,12 +234,13 @@ def checked_grid(values: list, name: str, zero: bool = False) -> list[float]:
 
 def path_reserve_s(ctx: TrainingContext) -> float:
     """Seconds a time-bound path keeps for the refit of its chosen point
-    (``refit_reserve_s``), a refit pass counted at the run's mean seconds a
-    training pass so far (no pass yet: 0)."""
-    passes = ctx.backend.passes
-    return refit_reserve_s(
-        ctx.config.choice, ctx.deadline, lambda: ctx.deadline.elapsed() / passes if passes else 0.0
-    )
+    (``refit_reserve_s``), a refit pass counted at the costliest point's
+    seconds a pass so far (``Deadline.pass_s``, which ``choice.path``
+    records after each point), else at the run's mean seconds a training
+    pass so far (no pass yet: 0)."""
+    passes, deadline = ctx.backend.passes, ctx.deadline
+    mean = deadline.elapsed() / passes if passes else 0.0
+    return refit_reserve_s(ctx.config.choice, deadline, lambda: max(deadline.pass_s, mean))
 
 
 def within_reserve(ctx: TrainingContext) -> TrainingContext:

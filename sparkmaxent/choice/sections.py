@@ -66,7 +66,9 @@ class PathRefit:
     """A path's chosen penalty refitted on the training and held-out events
     (``choice.points.refit``): the penalty (``parameter``: l1 or l2, its
     value ``gamma``), the refit's objective, features, passes, convergence
-    and certificate verdict (grafting), beside the chosen point's fit."""
+    and certificate verdict (grafting), beside the chosen point's fit;
+    which of the two the run ``kept`` ("refit" or "chosen fit") and why
+    (``choice.points.kept_fit``)."""
 
     parameter: str
     gamma: float
@@ -76,6 +78,8 @@ class PathRefit:
     converged: bool
     chosen_fit: ChosenFit
     kkt_passed: bool | None = None
+    kept: str = "refit"
+    why: str = ""
 
     def to_json(self) -> dict:
         doc = {
@@ -88,7 +92,7 @@ class PathRefit:
         }
         if self.kkt_passed is not None:
             doc["kkt_passed"] = self.kkt_passed
-        return doc
+        return {**doc, "kept": self.kept, "why": self.why}
 
 
 @dataclass
@@ -211,8 +215,9 @@ class PathVariant:
     it is (``{"l2_mix": m}`` or ``{"elastic_l2": gamma2}``), its points, and
     its chosen point (its ``chosen`` and ``below_best_se`` among the variants),
     the passes of its whole path, the pass budget it ran on (None: none;
-    ``choice.mixes.extension_cap``) and the seconds of its time share
-    (None: no time budget; ``choice.mixes.mix_share``)."""
+    ``choice.mixes.extension_cap``), the seconds of its time share
+    (None: no time budget; ``choice.mixes.mix_share``) and why its path
+    ended (``PathSection.stop``)."""
 
     what: dict
     points: int
@@ -220,11 +225,13 @@ class PathVariant:
     path_passes: int = 0
     passes_cap: int | None = None
     seconds_share: float | None = None
+    stop: str | None = None
 
     def to_json(self) -> dict:
         doc = {**self.what, "points": self.points, **self.point.to_json()}
         doc = {**doc, "path_passes": self.path_passes, "passes_cap": self.passes_cap}
-        return {**doc, "seconds_share": self.seconds_share}
+        doc = {**doc, "seconds_share": self.seconds_share}
+        return doc if self.stop is None else {**doc, "stop": self.stop}
 
 
 @dataclass
@@ -257,7 +264,7 @@ class PathSection:
     criterion and rule of the choice, the grid fitted, the chosen point's
     index, every point, the plot (None: none); for an elastic-net choice,
     the chosen variant (``what``), one row per variant run, and the
-    variants not run."""
+    variants not run; why the path ended (``stop``: ``choice.path.path_stop``)."""
 
     parameter: str
     criterion: str
@@ -270,6 +277,7 @@ class PathSection:
     elastic: list[PathVariant] | None = None
     elastic_not_run: list[dict] | None = None
     versus_atoms: VersusAtoms | None = None
+    stop: str | None = None
 
     @property
     def chosen_point(self) -> PathPoint:
@@ -292,6 +300,8 @@ class PathSection:
             doc["elastic_not_run"] = self.elastic_not_run
         if self.versus_atoms is not None:
             doc["versus_atoms"] = self.versus_atoms.to_json()
+        if self.stop is not None:
+            doc["stop"] = self.stop
         return doc
 
 

@@ -33,6 +33,15 @@ class Deadline:
         self.clock = clock
         self.earlier = float(earlier)
         self.start = clock()
+        # the seconds of the costliest training pass a path measured so
+        # far (a point's seconds over its passes; ``note_pass_s``): what a
+        # refit's pass is reserved at
+        self.pass_s = 0.0
+
+    def note_pass_s(self, seconds: float) -> None:
+        """Record a measured seconds-a-pass; the largest is kept (a path's
+        points grow denser, and so do their passes)."""
+        self.pass_s = max(self.pass_s, float(seconds))
 
     @property
     def bounded(self) -> bool:
@@ -62,7 +71,12 @@ def refit_reserve_s(choice: ChoiceConfig, deadline: Deadline, pass_s: Callable[[
     follows it (a path's chosen point, a stage run's chosen stage):
     ``train.choice.refit_reserve_passes`` times ``pass_s()``, the seconds
     of one pass as the caller times it (called only when a reserve is
-    kept: timing may run a pass); 0 without a budget or a refit."""
+    kept: timing may run a pass); 0 without a budget or a refit. A
+    reserve in passes, not a share of the budget: a warm-started refit
+    needs about as many passes as a point (a few dozen) whatever the
+    budget, and the seconds of its passes are those of the chosen
+    model's size, which a path measures as it goes (``Deadline.pass_s``:
+    the run's mean pass, cheap early points included, undercounts them)."""
     if not deadline.bounded or not choice.refit or not choice.refit_reserve_passes:
         return 0.0
     return choice.refit_reserve_passes * pass_s()
