@@ -123,8 +123,9 @@ def fit_path(ctx: TrainingContext) -> FitResult:
         def run_variant(sub, fit_point, cap):
             parameter, grid, _, top, extend = path_plan(sub, start)
             result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
-            stops.append(result.report["path"].stop)
-            return result, result.report["path"], measure
+            path = result.report["path"]
+            stops.append(path.stop)
+            return result, path, measure
 
         chosen, path, at, fit_point = elastic_paths(ctx, variants, run_variant)
         for run, stopped in zip(path.elastic or [], stops, strict=False):
@@ -353,16 +354,19 @@ def _run_points(
             stopped = budget_stop(ctx, scores)
             break
     chosen = _chosen(ctx, parameter, grid, rows, results)
-    chosen.report["path"].stop = stopped
-    return chosen, measures[chosen.report["path"].chosen]
+    path = chosen.report["path"]
+    path.stop = stopped
+    return chosen, measures[path.chosen]
 
 
 def budget_stop(ctx: TrainingContext, scores: list[float]) -> str:
     """The stop reason of a path ended by ``train.selection.max_seconds``,
     saying whether held-out was still improving (the last point fitted is
     the best so far): then a longer budget would likely choose a weaker
-    penalty, and the chosen point is the budget's, not the path's."""
+    penalty, and the chosen point is the budget's, not the path's. No
+    other path starts after it (``Deadline.path_cut``)."""
     improving = len(scores) > 1 and int(np.argmax(scores)) == len(scores) - 1
+    ctx.deadline.path_cut = True  # what is left is the refit's (``time_spent``)
     stopped = f"max_seconds = {ctx.deadline.seconds:g}"
     if improving:
         stopped += ": cut while held-out was still improving (the last point is the best)"

@@ -190,7 +190,8 @@ class ChoiceConfig(Section):
     refit_reserve_passes: int = key(
         50,
         "Runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no stage "
-        "or path point starts unless this many of its passes still fit after it; 0: none.",
+        "or path point starts unless this many of its passes still fit after it (a path "
+        "counts them at its costliest point's seconds a pass); 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)

@@ -37,6 +37,9 @@ class Deadline:
         # far (a point's seconds over its passes; ``note_pass_s``): what a
         # refit's pass is reserved at
         self.pass_s = 0.0
+        # a path this budget cut (its next point did not fit): what is left
+        # is the refit's, no other path (an elastic-net mix) starts on it
+        self.path_cut = False
 
     def note_pass_s(self, seconds: float) -> None:
         """Record a measured seconds-a-pass; the largest is kept (a path's

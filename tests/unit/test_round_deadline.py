@@ -2,22 +2,32 @@
 ``minimize_box_newton``'s ``time_left`` ends a round between iterations at
 its last accepted iterate, and a grafting run whose one round would take
 longer than the budget ends within about an iteration's passes of it with
-a model, reported as uncertified. Fake clocks only (1 s a pass)."""
+a model, reported as uncertified. The refit after a time-bound path: its
+reserve, and an uncertified refit that never replaces a certified chosen
+fit; a path's stop reason. Fake clocks only (1 s a pass)."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.choice.points import kept_fit, path_reserve_s
+from sparkmaxent.choice.sections import ChosenFit, PathPoint, PathRefit
+from sparkmaxent.config import train_config
+from sparkmaxent.selection.deadline import Deadline
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.solvers.newton import minimize_box_newton
 from sparkmaxent.solvers.options import SolverOptions
 from sparkmaxent.train import train
 
+from . import test_choice
 from .helpers import PassClock
+from .test_budget_split import ManualClock
 from .test_grafting import grafting_config, planted
 from .test_newton import LogisticBox
 
@@ -113,3 +123,103 @@ def test_a_grafting_run_whose_round_outlasts_the_budget_ends_near_it_with_a_mode
     assert res.stop is not None and res.stop.reason == StopReason.MAX_SECONDS
     assert res.report.rounds[0].solve.converged is None
     assert not res.report.converged and not res.report.certificate.passed
+
+
+# ---- the refit after a time-bound path (choice/points.py) and the path's stop
+
+
+problem = test_choice.problem  # the planted problem's fixture
+
+
+def _point(certified: bool) -> PathPoint:
+    return PathPoint("l1", 1e-3, 10, 0.5, 30, certified, None, False, None, {"heldout_score": -0.4},
+                     kkt_passed=certified)  # fmt: skip
+
+
+def _refit(certified: bool) -> PathRefit:
+    return PathRefit("l1", 1e-3, 0.4, 12, 9, certified, ChosenFit(0.5, 10), kkt_passed=certified)
+
+
+def test_an_uncertified_refit_never_replaces_a_certified_chosen_fit():
+    assert kept_fit(_point(True), _refit(True), "")[0] == "refit"
+    kept, why = kept_fit(_point(True), _refit(False), "max_seconds")
+    assert kept == "chosen fit" and "uncertified" in why and "max_seconds" in why
+    assert kept_fit(_point(False), _refit(False), "max_seconds")[0] == "refit"
+    # l2 (no certificate): its convergence decides
+    l2 = dataclasses.replace(_refit(False), kkt_passed=None, converged=True)
+    assert kept_fit(_point(True), l2, "")[0] == "refit"
+
+
+def test_the_refit_reserve_counts_a_pass_at_the_costliest_points_seconds():
+    clock = ManualClock()
+    deadline = Deadline(1000.0, clock)
+    config = train_config(method="grafting", path=True, max_seconds=1000.0, refit_reserve_passes=10)
+    ctx = SimpleNamespace(config=config, deadline=deadline, backend=SimpleNamespace(passes=100))
+    clock.now = 100.0  # 1 s a pass on the run's mean
+    assert path_reserve_s(ctx) == pytest.approx(10.0)
+    deadline.note_pass_s(6.0)
+    deadline.note_pass_s(4.0)  # a cheaper point later: the costliest is kept
+    assert deadline.pass_s == 6.0 and path_reserve_s(ctx) == pytest.approx(60.0)
+
+
+def test_a_time_bound_path_keeps_the_chosen_fit_when_its_refit_is_cut_and_says_why(problem):
+    """At budgets from a quarter to all of a free path's seconds, with a
+    reserve of 2 refit passes (too few to certify the refit), the run ends
+    within max_seconds and a pass; a refit cut uncertified returns the
+    chosen point's fit (its weights, its features) and says so (with
+    neither certified, at the smallest budgets, the refit); a path the
+    budget cut at its best point says held-out was still improving."""
+    tr, he, space = problem
+
+    def clocked_path(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        config = train_config(method="grafting", path=True, l2_mixes=[0.0], **more)
+        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+
+    free = clocked_path()
+    assert free.report.refit.kept == "refit" and free.report.refit.kkt_passed
+    assert not free.report.path.stop.startswith("max_seconds")
+    kept, stops = set(), []
+    for budget in np.arange(0.25, 1.0, 0.125) * free.report.wall_s:
+        res = clocked_path(max_seconds=float(budget), refit_reserve_passes=2)
+        refit, path = res.report.refit, res.report.path
+        assert res.report.wall_s <= budget + 1 and res.weights.nnz > 0
+        kept.add(refit.kept)
+        if refit.kept == "chosen fit":
+            assert not refit.kkt_passed and path.chosen_point.kkt_passed
+            assert res.weights.nnz == refit.chosen_fit.features == path.chosen_point.features
+        else:  # certified, or neither was (a point the budget cut)
+            assert refit.kkt_passed or not path.chosen_point.kkt_passed
+            assert res.weights.nnz == refit.features
+        stops.append(path.stop)
+        scores = [p.score for p in path.points]
+        best_last = len(scores) > 1 and int(np.argmax(scores)) == len(scores) - 1
+        if path.stop.startswith("max_seconds") and best_last:
+            assert "still improving" in path.stop
+    assert kept == {"refit", "chosen fit"}  # both cases met at these budgets
+    assert any("still improving" in s for s in stops)
+
+
+def test_no_other_mix_starts_after_the_budget_cut_a_path(problem):
+    """l2 mixes 0 and 0.5: at budgets that cut the pure-l1 path (its next
+    point did not fit), the 0.5 mix is not started on what is left (that
+    is the refit's); a budget that lets pure l1 end by itself runs both."""
+    tr, he, space = problem
+
+    def clocked_path(**more):
+        train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+        config = train_config(method="grafting", path=True, l2_mixes=[0.0, 0.5], **more)
+        return train(train_part, config, heldout, clock=PassClock(train_part, heldout))
+
+    free = clocked_path()
+    assert len(free.report.path.elastic) == 2
+    cut = 0
+    for budget in np.arange(0.2, 0.6, 0.1) * free.report.wall_s:
+        res = clocked_path(max_seconds=float(budget), refit_reserve_passes=5)
+        first = res.report.path.elastic[0]
+        if first.stop is not None and first.stop.startswith("max_seconds"):
+            cut += 1
+            assert len(res.report.path.elastic) == 1
+            assert res.report.path.elastic_not_run == [{"l2_mix": 0.5}]
+        assert res.report.wall_s <= budget + 1
+    assert cut > 0
