@@ -142,6 +142,8 @@ def test_refit_reports_the_chosen_fits_heldout_figures():
         "converged": True,
         "chosen_fit": {"objective": 0.5, "features": 3, **held},
         "kkt_passed": True,
+        "kept": "refit",  # which fit the run returns, and why (choice.points.kept_fit)
+        "why": "",
     }
     assert report({"refit": RefitSkipped("why")}).to_json()["refit"] == {"skipped": "why"}
 
