@@ -363,11 +363,12 @@ def budget_stop(ctx: TrainingContext, scores: list[float]) -> str:
     """The stop reason of a path ended by ``train.selection.max_seconds``,
     saying whether held-out was still improving (the last point fitted is
     the best so far): then a longer budget would likely choose a weaker
-    penalty, and the chosen point is the budget's, not the path's. No
-    other path starts after it (``Deadline.path_cut``)."""
+    penalty, and the chosen point is the budget's, not the path's (an
+    elastic-net mix's path runs on its share: ``choice.mixes.mix_share``)."""
     improving = len(scores) > 1 and int(np.argmax(scores)) == len(scores) - 1
-    ctx.deadline.path_cut = True  # what is left is the refit's (``time_spent``)
-    stopped = f"max_seconds = {ctx.deadline.seconds:g}"
+    stopped = f"max_seconds = {ctx.config.selection.max_seconds:g}"
+    if ctx.deadline.seconds < ctx.config.selection.max_seconds:
+        stopped += f" (this path's share: {ctx.deadline.seconds:.4g} s)"
     if improving:
         stopped += ": cut while held-out was still improving (the last point is the best)"
         log.warning("path %s", stopped)

@@ -258,15 +258,8 @@ def time_spent(ctx: TrainingContext, point_s: float = 0.0) -> bool:
     refit): no point starts unless the seconds left, less the refit's
     reserve (``path_reserve_s``), hold ``point_s`` (the last point's
     seconds: a point is guessed to take as long as the one before, as
-    ``selection.loop.limit_reached`` guesses a round). Once a path was cut
-    so (``Deadline.path_cut``), no other path starts either: a new
-    elastic-net mix would spend on its cheap strong-penalty points the
-    seconds that the cut path's next point lacked and that the refit
-    uses instead."""
+    ``selection.loop.limit_reached`` guesses a round)."""
     left, reserve = ctx.deadline.remaining(), path_reserve_s(ctx)
-    if ctx.deadline.path_cut:
-        log.info("no other path starts: a path was cut by train.selection.max_seconds")
-        return True
     if left - reserve > point_s:
         return False
     log.info(

@@ -37,14 +37,17 @@ class Deadline:
         # far (a point's seconds over its passes; ``note_pass_s``): what a
         # refit's pass is reserved at
         self.pass_s = 0.0
-        # a path this budget cut (its next point did not fit): what is left
-        # is the refit's, no other path (an elastic-net mix) starts on it
-        self.path_cut = False
+        # the budget this one is a part of (``part``): a measured pass is noted there too
+        self.parent: Deadline | None = None
 
     def note_pass_s(self, seconds: float) -> None:
         """Record a measured seconds-a-pass; the largest is kept (a path's
-        points grow denser, and so do their passes)."""
+        points grow denser, and so do their passes), here and in the budget
+        this one is a part of (a mix path's share: ``choice.mixes.mix_share``
+        reserves the refit's passes on the whole budget)."""
         self.pass_s = max(self.pass_s, float(seconds))
+        if self.parent is not None:
+            self.parent.note_pass_s(seconds)
 
     @property
     def bounded(self) -> bool:
@@ -66,7 +69,9 @@ class Deadline:
         clock (one of several runs that split what is left, e.g. a fold of
         a k-fold choice); unbounded when this one is."""
         seconds = max(self.remaining() * share, 1e-9) if self.bounded else 0.0
-        return Deadline(seconds, self.clock)
+        part = Deadline(seconds, self.clock)
+        part.parent, part.pass_s = self, self.pass_s
+        return part
 
 
 def refit_reserve_s(choice: ChoiceConfig, deadline: Deadline, pass_s: Callable[[], float]) -> float:
