@@ -229,9 +229,11 @@ class Grafting:
         out = Weights(ids[keep], w[keep].copy(), bias)
         if res.last is not None:
             self.gradient_test.remember(out, res.last)
-        if len(new) and same_weights(out, weights):
+        if len(new) and same_weights(out, weights) and not res.timed_out:
             # every new weight stayed at 0: the solver could not move it, and
-            # the same test would pick it again. Stop instead of cycling.
+            # the same test would pick it again. Stop instead of cycling. (A
+            # round the time budget ended before its first step is recorded
+            # as it is: the run's max_seconds stop follows it.)
             log.warning(
                 "%s: round added %d features and pruned them all without changing the "
                 "weights (solver tolerance %.3g too loose for the test?); stopping",
