@@ -565,6 +565,8 @@ def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
     assert old.report.certificate.zero_tol == pytest.approx(l1 * 1e-6)
     assert new.report.certificate.zero_tol == 2e-7
     assert all(r.solve.tol >= 1e-7 for r in new.report.rounds)
-    assert min(r.solve.tol for r in old.report.rounds) < 1e-9
+    # the old rule's last rounds ran far below the new floor (1e-7): to 1.3e-9 on
+    # this installation (numpy 2.4.6, scipy 1.17.1); the bound of 1e-9 held on earlier ones
+    assert min(r.solve.tol for r in old.report.rounds) < 1e-8
     assert new_passes < old_passes
     assert new.report.objective == pytest.approx(old.report.objective, rel=1e-8)
