@@ -237,10 +237,17 @@ def path_reserve_s(ctx: TrainingContext) -> float:
     (``refit_reserve_s``), a refit pass counted at the costliest point's
     seconds a pass so far (``Deadline.pass_s``, which ``choice.path``
     records after each point), else at the run's mean seconds a training
-    pass so far (no pass yet: 0)."""
+    pass so far (no pass yet: 0); at most the costliest point's own
+    seconds (``Deadline.point_s``). A refit starts from the chosen point's
+    weights, so it costs about one point's fit, while newton-cg passes
+    vary widely in cost (a direction pass runs CG to its forcing term):
+    passes at the costliest pass's seconds over-reserve and cut the path
+    early. A refit that the cap cuts uncertified does not replace a
+    certified chosen fit (``kept_fit``)."""
     passes, deadline = ctx.backend.passes, ctx.deadline
     mean = deadline.elapsed() / passes if passes else 0.0
-    return refit_reserve_s(ctx.config.choice, deadline, lambda: max(deadline.pass_s, mean))
+    reserve = refit_reserve_s(ctx.config.choice, deadline, lambda: max(deadline.pass_s, mean))
+    return min(reserve, deadline.point_s) if deadline.point_s > 0 else reserve
 
 
 def within_reserve(ctx: TrainingContext) -> TrainingContext:

@@ -191,7 +191,8 @@ class ChoiceConfig(Section):
         50,
         "Runs with max_seconds and a refit (or ifs/sgc's final re-estimation): no stage "
         "or path point starts unless this many of its passes still fit after it (a path "
-        "counts them at its costliest point's seconds a pass); 0: none.",
+        "counts them at its costliest point's seconds a pass, at most that point's own "
+        "seconds); 0: none.",
         ge=0,
     )
     points: int = key(10, "Points of a default path grid.", ge=2)

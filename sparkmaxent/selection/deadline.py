@@ -37,6 +37,9 @@ class Deadline:
         # far (a point's seconds over its passes; ``note_pass_s``): what a
         # refit's pass is reserved at
         self.pass_s = 0.0
+        # the seconds of the costliest path point so far (``note_point_s``):
+        # what a refit is reserved at most
+        self.point_s = 0.0
         # the budget this one is a part of (``part``): a measured pass is noted there too
         self.parent: Deadline | None = None
 
@@ -48,6 +51,13 @@ class Deadline:
         self.pass_s = max(self.pass_s, float(seconds))
         if self.parent is not None:
             self.parent.note_pass_s(seconds)
+
+    def note_point_s(self, seconds: float) -> None:
+        """Record a path point's seconds; the largest is kept, here and in
+        the budget this one is a part of (as ``note_pass_s``)."""
+        self.point_s = max(self.point_s, float(seconds))
+        if self.parent is not None:
+            self.parent.note_point_s(seconds)
 
     @property
     def bounded(self) -> bool:
@@ -70,7 +80,7 @@ class Deadline:
         a k-fold choice); unbounded when this one is."""
         seconds = max(self.remaining() * share, 1e-9) if self.bounded else 0.0
         part = Deadline(seconds, self.clock)
-        part.parent, part.pass_s = self, self.pass_s
+        part.parent, part.pass_s, part.point_s = self, self.pass_s, self.point_s
         return part
 
 

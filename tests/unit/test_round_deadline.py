@@ -150,7 +150,7 @@ def test_an_uncertified_refit_never_replaces_a_certified_chosen_fit():
     assert kept_fit(_point(True), l2, "")[0] == "refit"
 
 
-def test_the_refit_reserve_counts_a_pass_at_the_costliest_points_seconds():
+def test_the_refit_reserve_counts_a_pass_at_the_costliest_points_seconds_up_to_a_points():
     clock = ManualClock()
     deadline = Deadline(1000.0, clock)
     config = train_config(method="grafting", path=True, max_seconds=1000.0, refit_reserve_passes=10)
@@ -160,6 +160,16 @@ def test_the_refit_reserve_counts_a_pass_at_the_costliest_points_seconds():
     deadline.note_pass_s(6.0)
     deadline.note_pass_s(4.0)  # a cheaper point later: the costliest is kept
     assert deadline.pass_s == 6.0 and path_reserve_s(ctx) == pytest.approx(60.0)
+    # at most the costliest point's own seconds: a warm-started refit costs about a point
+    deadline.note_point_s(45.0)
+    deadline.note_point_s(30.0)
+    assert deadline.point_s == 45.0 and path_reserve_s(ctx) == pytest.approx(45.0)
+    deadline.note_point_s(90.0)  # a point dearer than the passes' reserve: the passes'
+    assert path_reserve_s(ctx) == pytest.approx(60.0)
+    # a mix's share notes its points on the whole budget too, and starts from its points
+    share = deadline.part(0.5)
+    share.note_point_s(120.0)
+    assert deadline.point_s == 120.0 and share.part(0.5).point_s == 120.0
 
 
 def test_a_time_bound_path_keeps_the_chosen_fit_when_its_refit_is_cut_and_says_why(problem):
