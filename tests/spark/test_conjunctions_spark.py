@@ -119,11 +119,18 @@ def test_spark_training_equals_local_and_the_model_scores_on_executors(spark, pl
     first = [r for r in combination(report.rounds) if r.phase == "combination"][0]
     first_local = [r for r in combination(local.report.rounds) if r.phase == "combination"][0]
     assert first.conjunctions_examined == first_local.conjunctions_examined > 0
-    # each round's conjunctions formed once, in a cached copy of the blocks (an RDD)
+    # each round's conjunctions formed once, in a cached copy of the blocks (an
+    # RDD): one build a round that grew the set, on each backend (which rounds
+    # grow it may differ where conjunctions tie to rounding, as the support)
     rounds = sum(r.phase == "combination" for r in combination(report.rounds))
     builds = report["combination"]["conjunction_builds"]
     assert 1 <= builds <= rounds + 1 < report["passes"]
-    assert builds == local.report["combination"]["conjunction_builds"]
+    for run, built in (
+        (report, builds),
+        (local.report, local.report["combination"]["conjunction_builds"]),
+    ):
+        grew = sum(bool(r.conjunctions_added) for r in combination(run.rounds))
+        assert built == grew, (built, grew)
     assert model.conjunctions is not None and len(model.conjunctions) > 0
     # saved, loaded, and scored with the conjunctions formed on the executors
     back = MaxentModel.load(str(tmp_path / "run" / "model"))
