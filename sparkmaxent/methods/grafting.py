@@ -231,9 +231,8 @@ class Grafting:
             self.gradient_test.remember(out, res.last)
         if len(new) and same_weights(out, weights) and not res.timed_out:
             # every new weight stayed at 0: the solver could not move it, and
-            # the same test would pick it again. Stop instead of cycling. (A
-            # round the time budget ended before its first step is recorded
-            # as it is: the run's max_seconds stop follows it.)
+            # the same test would pick it again. Stop instead of cycling (a round
+            # timed out before its first step is kept: max_seconds stops next).
             log.warning(
                 "%s: round added %d features and pruned them all without changing the "
                 "weights (solver tolerance %.3g too loose for the test?); stopping",
