@@ -312,8 +312,7 @@ def _run_points(
             within_reserve(ctx), fit_point, gamma, weights, previous, budget, best, left
         )
         point_s = ctx.deadline.elapsed() - t0
-        ctx.deadline.note_pass_s(point_s / max(row.passes, 1))  # the refit's reserve
-        ctx.deadline.note_point_s(point_s)  # and its cap
+        ctx.deadline.note_point(point_s, row.passes)  # the refit's reserve and its cap
         previous = gamma
         weights = result.weights
         rule.add(gamma, measure, row.features, eligible=not row.cut)

@@ -33,31 +33,23 @@ class Deadline:
         self.clock = clock
         self.earlier = float(earlier)
         self.start = clock()
-        # the seconds of the costliest training pass a path measured so
-        # far (a point's seconds over its passes; ``note_pass_s``): what a
-        # refit's pass is reserved at
+        # the costliest path point's seconds over its passes, and its seconds
+        # (``note_point``): what a refit's pass is reserved at, and the cap
         self.pass_s = 0.0
-        # the seconds of the costliest path point so far (``note_point_s``):
-        # what a refit is reserved at most
         self.point_s = 0.0
-        # the budget this one is a part of (``part``): a measured pass is noted there too
+        # the budget this one is a part of (``part``): a measured point is noted there too
         self.parent: Deadline | None = None
 
-    def note_pass_s(self, seconds: float) -> None:
-        """Record a measured seconds-a-pass; the largest is kept (a path's
-        points grow denser, and so do their passes), here and in the budget
-        this one is a part of (a mix path's share: ``choice.mixes.mix_share``
-        reserves the refit's passes on the whole budget)."""
-        self.pass_s = max(self.pass_s, float(seconds))
-        if self.parent is not None:
-            self.parent.note_pass_s(seconds)
-
-    def note_point_s(self, seconds: float) -> None:
-        """Record a path point's seconds; the largest is kept, here and in
-        the budget this one is a part of (as ``note_pass_s``)."""
+    def note_point(self, seconds: float, passes: int) -> None:
+        """Record a path point's ``seconds`` and its seconds a pass; the
+        largest of each is kept (a path's points grow denser, and so do
+        their passes), here and in the budget this one is a part of (a mix
+        path's share: ``choice.mixes.mix_share`` reserves the refit on the
+        whole budget)."""
+        self.pass_s = max(self.pass_s, float(seconds) / max(passes, 1))
         self.point_s = max(self.point_s, float(seconds))
         if self.parent is not None:
-            self.parent.note_point_s(seconds)
+            self.parent.note_point(seconds, passes)
 
     @property
     def bounded(self) -> bool:

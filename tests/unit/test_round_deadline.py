@@ -157,19 +157,19 @@ def test_the_refit_reserve_counts_a_pass_at_the_costliest_points_seconds_up_to_a
     ctx = SimpleNamespace(config=config, deadline=deadline, backend=SimpleNamespace(passes=100))
     clock.now = 100.0  # 1 s a pass on the run's mean
     assert path_reserve_s(ctx) == pytest.approx(10.0)
-    deadline.note_pass_s(6.0)
-    deadline.note_pass_s(4.0)  # a cheaper point later: the costliest is kept
-    assert deadline.pass_s == 6.0 and path_reserve_s(ctx) == pytest.approx(60.0)
-    # at most the costliest point's own seconds: a warm-started refit costs about a point
-    deadline.note_point_s(45.0)
-    deadline.note_point_s(30.0)
-    assert deadline.point_s == 45.0 and path_reserve_s(ctx) == pytest.approx(45.0)
-    deadline.note_point_s(90.0)  # a point dearer than the passes' reserve: the passes'
+    deadline.note_point(60.0, 10)
+    deadline.note_point(20.0, 5)  # a cheaper point later: the costliest of each is kept
+    assert deadline.pass_s == 6.0 and deadline.point_s == 60.0
     assert path_reserve_s(ctx) == pytest.approx(60.0)
+    # at most the costliest point's own seconds: a warm-started refit costs about a point
+    deadline.note_point(45.0, 3)  # 15 s a pass: 10 passes would be 150 s
+    assert deadline.pass_s == 15.0 and path_reserve_s(ctx) == pytest.approx(60.0)
+    deadline.note_point(300.0, 100)  # a point dearer than the passes' reserve: the passes'
+    assert path_reserve_s(ctx) == pytest.approx(150.0)
     # a mix's share notes its points on the whole budget too, and starts from its points
     share = deadline.part(0.5)
-    share.note_point_s(120.0)
-    assert deadline.point_s == 120.0 and share.part(0.5).point_s == 120.0
+    share.note_point(400.0, 1)
+    assert deadline.point_s == 400.0 and share.part(0.5).point_s == 400.0
 
 
 def test_a_time_bound_path_keeps_the_chosen_fit_when_its_refit_is_cut_and_says_why(problem):
@@ -213,10 +213,10 @@ def test_a_time_bound_path_keeps_the_chosen_fit_when_its_refit_is_cut_and_says_w
 def test_a_part_notes_a_measured_pass_in_the_budget_it_is_part_of():
     clock = ManualClock()
     whole = Deadline(100.0, clock)
-    whole.note_pass_s(2.0)
+    whole.note_point(2.0, 1)
     share = whole.part(0.5)
     assert share.pass_s == 2.0  # what the whole budget measured so far
-    share.note_pass_s(5.0)
+    share.note_point(10.0, 2)
     assert whole.pass_s == 5.0 and share.pass_s == 5.0
-    share.note_pass_s(1.0)
+    share.note_point(1.0, 1)
     assert whole.pass_s == 5.0
