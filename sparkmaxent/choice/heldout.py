@@ -34,8 +34,9 @@ from ..plots import new_figure, save_png
 from ..problem.objective import checked_pass
 from ..selection.base import BestStage, LoopState, RoundRecord, TrainingContext
 from ..selection.deadline import refit_reserve_s
+from .refit_labels import refit_features
 from .sections import ChosenFit, RefitSkipped, StageChoice, StageRefit
-from .stage_prior import choose_stage_prior, refit_ids, stage_prior_weights
+from .stage_prior import choose_stage_prior, stage_prior_weights
 from .stop_rule import Measure, StopRule, stop_rule
 
 log = logging.getLogger(__name__)
@@ -288,7 +289,9 @@ def refit_stage(
     """The best stage's active features refitted on the training and
     held-out events together (``train.choice.refit``, as the paths'
     ``points.refit`` and LogisticRegressionCV's refit=True): the MAP
-    weights of the same feature set (and the bias) under the stage
+    weights of the same feature set, or of every label's feature of its
+    predicates (``train.choice.refit_all_labels``, chosen on held-out data
+    by ``choice.refit_labels``), and the bias, under the stage
     method's own prior, ``penalty(W)`` on the union's event weight W, its
     variance times the scale chosen on held-out data
     (``choice.stage_prior``; 1 with ``train.choice.stage_prior_scales`` =
@@ -319,7 +322,17 @@ def refit_stage(
     chosen_from = whole.passes
     prior = choose_stage_prior(ctx, weights, penalty, reserve, measure_weights)
     scale = prior.scale if prior is not None else 1.0
-    passes0 += whole.passes - chosen_from  # the choice's passes are its points'
+    # which features: the chosen stage's or all labels of its predicates (refit_labels.py)
+    ids, start, labels = refit_features(
+        ctx,
+        weights,
+        stage_prior_weights(prior, weights),
+        lambda weight: penalty(weight) / scale,
+        pass_s,
+        reserve,
+        measure_weights,
+    )
+    passes0 += whole.passes - chosen_from  # the choices' passes are their points'
     l2 = penalty(float(lg.weight)) / scale
     values = weights.values
     log.info(
@@ -330,8 +343,7 @@ def refit_stage(
     )
     # L-BFGS-B checks its cap between iterations: the last line search's passes kept
     on_whole = dataclasses.replace(ctx, backend=whole)
-    start = stage_prior_weights(prior, weights)
-    fit = fit_smooth_within(on_whole, refit_ids(ctx, weights), l2, start, pass_s)
+    fit = fit_smooth_within(on_whole, ids, l2, start, pass_s)
     if fit is None:
         log.warning("no refit of the chosen stage: train.selection.max_seconds is spent")
         cap = ctx.deadline.seconds
@@ -356,6 +368,7 @@ def refit_stage(
         ),
         prior_scale=scale,
         prior_points=prior.points if prior is not None else [],
+        labels=labels,
     )
     log.info(
         "refit: objective %.6g on training + held-out (%.6g at the chosen stage's weights), "

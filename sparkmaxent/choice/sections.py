@@ -114,6 +114,28 @@ class PriorPoint(FlatJson):
 
 
 @dataclass
+class LabelsChoice(FlatJson):
+    """The features a stage method's refit fits, chosen on held-out data
+    (``train.choice.refit_all_labels = auto``;
+    ``choice.refit_labels.refit_features``): the chosen stage's own
+    (``chosen``) or every label's of its predicates (``all labels``), each
+    fitted on the training events under gamma2 ``l2``; which was ``kept``,
+    their features and held-out entries, the held-out gain of all labels
+    over the chosen stage's features, the standard error of that paired
+    difference, and the passes of the two fits and their scoring."""
+
+    kept: str
+    l2: float
+    chosen_features: int
+    all_features: int
+    chosen_heldout: dict
+    all_heldout: dict
+    gain: float
+    se: float
+    passes: int
+
+
+@dataclass
 class StageRefit:
     """The best stage's features refitted on the training and held-out
     events (``choice.heldout.refit_stage``) under the method's own prior,
@@ -121,7 +143,9 @@ class StageRefit:
     ``prior_points``; 1 and [] when no choice was made): gamma2, the
     refit's objective and loss, the objective at the chosen stage's
     weights under that gamma2, features, passes, convergence and
-    iterations (of at most ``max_iter``), beside the chosen stage's fit."""
+    iterations (of at most ``max_iter``), beside the chosen stage's fit;
+    ``labels``: the held-out choice of the features refitted (None: no
+    choice was made, ``train.choice.refit_all_labels`` true or false)."""
 
     l2: float
     objective: float
@@ -135,13 +159,19 @@ class StageRefit:
     chosen_fit: ChosenFit
     prior_scale: float = 1.0
     prior_points: list[PriorPoint] = field(default_factory=list)
+    labels: LabelsChoice | None = None
 
     def to_json(self) -> dict:
-        return {
+        doc = {
             **shallow_fields(self),
             "chosen_fit": self.chosen_fit.to_json(),
             "prior_points": [p.to_json() for p in self.prior_points],
         }
+        if self.labels is None:
+            del doc["labels"]
+        else:
+            doc["labels"] = self.labels.to_json()
+        return doc
 
 
 @dataclass

@@ -35,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..errors import ConfigError
-from ..kernels import MULTICLASS, Weights
+from ..kernels import Weights
 from ..kernels.loss import LossGradTask
 from ..methods.baselines import fit_smooth_within
 from ..problem.objective import checked_pass
@@ -145,21 +145,3 @@ def stage_prior_weights(choice: PriorChoice | None, weights: Weights) -> Weights
     at = dict(zip(choice.weights.active_ids().tolist(), choice.weights.values.tolist()))
     values = np.array([at.get(int(j), 0.0) for j in ids], dtype=float)
     return Weights(ids.copy(), values, choice.weights.bias)
-
-
-def refit_ids(ctx: TrainingContext, weights: Weights) -> np.ndarray:
-    """The features the chosen stage's refit fits: its own, or with
-    ``train.choice.refit_all_labels`` on multiclass events every label's
-    feature (p, k) of each predicate p the stage chose for some label.
-    SGC and the Bayes factor choose (predicate, label) pairs one by one,
-    so a predicate that predicts one genre gets no weight against the
-    others; l2 over all labels of the chosen predicates keeps the
-    selection a choice of predicates (the sparsity is in the predicates)
-    and lets the refit's prior share the evidence out among the labels."""
-    ids = weights.active_ids()
-    space = ctx.backend.space
-    if not ctx.config.choice.refit_all_labels or space.shape != MULTICLASS:
-        return ids
-    K = space.n_labels
-    predicates = np.unique(ids // K)
-    return (predicates[:, None] * K + np.arange(K)[None, :]).ravel().astype(np.int64)

@@ -70,6 +70,8 @@ def check_value(path: str, expected: Any, value: Any, rule: Rule) -> Any:
     kind = type(expected)
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
+    if kind is str and isinstance(value, bool) and str(value).lower() in rule.choices:
+        value = str(value).lower()  # a key of choices "false" | "true" | ...: TOML's booleans
     if type(value) is not kind:
         raise ConfigError(
             f"{path}: expected a {_type_name(expected)}, got {value!r} ({_type_name(value)})"

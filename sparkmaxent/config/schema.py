@@ -181,11 +181,13 @@ class ChoiceConfig(Section):
         "the best held-out score, as LogisticRegressionCV chooses C (e.g. [0.0625, 0.25, 1, "
         "4, 16, 64]); []: the method's own prior.",
     )
-    refit_all_labels: bool = key(
-        False,
-        "ifs, sgc, bayes-factor with refit, multiclass events: the refit fits every label's "
-        "feature of each predicate the chosen stage holds for some label (the selection a "
-        "choice of predicates); false: the chosen stage's features only.",
+    refit_all_labels: str = key(
+        "auto",
+        "ifs, sgc, bayes-factor with refit, multiclass events: true: the refit fits every "
+        "label's feature of each predicate the chosen stage holds for some label (the "
+        "selection a choice of predicates); false: the chosen stage's features only; auto: "
+        "both fitted on the training events, the better held-out score refitted.",
+        choices=("auto", "false", "true"),
     )
     refit_reserve_passes: int = key(
         50,

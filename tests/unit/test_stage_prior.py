@@ -124,4 +124,4 @@ def test_refit_all_labels_refits_every_label_of_the_chosen_predicates(problem):
     cold = fit_smooth(both, ids, res.report.refit.l2)
     assert res.report.refit.objective == pytest.approx(cold.objective, rel=1e-7)
     assert res.report.refit.objective < chosen.report.refit.objective
-    assert not train_config().choice.refit_all_labels  # off by default
+    assert res.report.refit.labels is None  # a fixed setting: no held-out choice
