@@ -106,13 +106,13 @@ def _held_out_choice(ctx, ids, every, start, penalty, pass_s, reserve_s, measure
     kept = "all labels" if gain > 0 else "chosen"
     log.info(
         "refit features: every label of the %d chosen features' predicates (%d features) "
-        "gains %.4g held-out %s (standard error %.4g): refitting the %s",
+        "gains %.4g held-out %s (standard error %.4g): refitting %s",
         len(ids),
         len(every),
         gain,
         ctx.config.choice.criterion,
         se,
-        "every label's" if kept == "all labels" else "chosen stage's features",
+        "every label's features" if kept == "all labels" else "the chosen stage's features",
     )
     choice = LabelsChoice(
         kept,
