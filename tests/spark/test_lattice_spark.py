@@ -29,6 +29,9 @@ from sparkmaxent.model_conjunctions import Conjunctions
 
 from .helpers import written_multiclass
 
+#: the fixture's splits are prepared in the driver's process below this size
+IN_PROCESS = 10_000
+
 
 def write_text(path: str, seed: int, m: int) -> None:
     """Maxent-format events: label yes when w=a and t=b fire together, or
@@ -46,6 +49,11 @@ def write_text(path: str, seed: int, m: int) -> None:
 
 @pytest.fixture(scope="module")
 def datasets(spark, tmp_path_factory):
+    """The three splits prepared in the driver's process: a Spark prepare of
+    these few thousand events runs several small Spark jobs a split, which
+    were the fixture's whole cost, and both engines give the same dataset
+    (tests/spark/test_local_prepare.py). The lattice passes below still read
+    the prepared events on Spark."""
     root = tmp_path_factory.mktemp("lattice")
     dirs = {}
     for split, seed, m in (("train", 0, 1500), ("heldout", 1, 700), ("test", 2, 700)):
@@ -58,6 +66,7 @@ def datasets(spark, tmp_path_factory):
             "maxent",
             merge_duplicates=split == "train",
             vocabulary=None if split == "train" else dirs["train"],
+            in_process_max_events=IN_PROCESS,
         )
     dirs["test_text"] = str(root / "test.txt")
     return dirs
