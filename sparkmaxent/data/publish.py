@@ -53,25 +53,24 @@ def save_info(
     tmp: str,
     src: RawSource,
     labels: list[str],
-    size: dict,
     counts: dict,
     settings: PrepareOptions,
     vocab_info: DatasetInfo | None,
     in_process: bool,
 ) -> DatasetInfo:
     """The DatasetInfo of the dataset written in ``tmp``, fingerprinted and
-    saved there as ``dataset.json``: ``size`` holds n_ids, n_events,
-    total_weight; ``counts`` quarantined, unknown_features,
-    feature_occurrences, unknown_labels, unseen_labels; the ``settings``
+    saved there as ``dataset.json``: ``counts`` holds n_ids, n_events,
+    total_weight, quarantined, unknown_features, feature_occurrences,
+    unknown_labels and unseen_labels; the ``settings``
     (resolved: merge_duplicates, vocabulary, partitions, binary) join the
     source. ``in_process``: fingerprinted in this process, not on Spark."""
-    n_ids, n_events = int(size["n_ids"]), int(size["n_events"])
+    n_ids, n_events = int(counts["n_ids"]), int(counts["n_events"])
     info = DatasetInfo(
         shape=src.shape,
         n_features=n_ids,
         labels=labels,
         n_events=n_events,
-        total_weight=float(size["total_weight"]),
+        total_weight=float(counts["total_weight"]),
         source=dict(src.source),
         cutoff=int(settings.cutoff) if vocab_info is None else int(vocab_info.cutoff),
         quarantined=int(counts["quarantined"]),

@@ -127,15 +127,17 @@ def build(
         engine.write_keys(src.key_col, tmp)
 
     counts = {
+        "n_ids": n_ids,
+        "n_events": n_events,
+        "total_weight": stats["total_weight"],
         "quarantined": quarantined,
         "unknown_features": unknown_features,
         "feature_occurrences": occurrences,
         "unknown_labels": unknown_labels,
         "unseen_labels": unseen_labels,
     }
-    size = {"n_ids": n_ids, "n_events": n_events, "total_weight": stats["total_weight"]}
     here = engine.in_process or settings.limits.events(n_events)
-    return save_info(engine.spark, tmp, src, labels, size, counts, settings, vocab_info, here)
+    return save_info(engine.spark, tmp, src, labels, counts, settings, vocab_info, here)
 
 
 class SparkEngine:
