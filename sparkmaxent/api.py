@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from . import storage
 from .config import Config
 from .config.schema import DataConfig
+from .data.options import MAX_UNKNOWN, ScoringOptions
 from .data.tables import TableColumns
 from .errors import InputError
 from .jsonio import write_json
@@ -24,7 +25,6 @@ MODEL_DIR = "model"
 TRAIN_REPORT = "train_report.json"
 PIPELINE_REPORT = "report.json"
 #: predict/evaluate refuse data with a larger fraction of unknown feature occurrences
-MAX_UNKNOWN = 0.5
 
 
 def session(cfg: Config, job: str = ""):
@@ -196,25 +196,26 @@ def prepared_for_model(
     data: str,
     fmt: str | None,
     workdir: str,
-    options: dict | None = None,
-    max_unknown: float = MAX_UNKNOWN,
-    allow_unknown: bool = False,
-    columns: TableColumns | None = None,
-    in_process_max_events: int = 0,
-    in_process_bytes_per_event: int = Limits.bytes_per_event,
+    settings: ScoringOptions | None = None,
+    **keywords,
 ) -> str:
     """A prepared dataset indexed with the model's dictionary: ``data`` itself
-    if it is one, else ``data`` (text or a table in ``fmt``, its ``columns``
-    as in ``data.tables.prepare_input``) prepared into ``workdir``, one
-    event per record (never merged), as the model's training data was
-    (binary predicates or counts: the vocabulary's setting); small inputs
-    in this process (``in_process_max_events``, ``in_process_bytes_per_event``:
-    the [data] keys, ``plan.Limits``; the same dataset as on Spark). Checked
-    by :func:`check_unknown`."""
+    if it is one, else ``data`` (text or a table in ``fmt``, read with
+    ``settings.options`` and ``settings.columns`` as in
+    ``data.tables.prepare_input``) prepared into ``workdir``, one event per
+    record (never merged), as the model's training data was (binary
+    predicates or counts: the vocabulary's setting); small inputs in this
+    process (``settings.in_process_max_events`` and
+    ``in_process_bytes_per_event``, ``plan.Limits``; the same dataset as on
+    Spark). Checked by :func:`check_unknown` (``settings.max_unknown``,
+    ``allow_unknown``). ``keywords`` (fields of ``ScoringOptions``) are set
+    over ``settings`` (default: ``ScoringOptions()``)."""
     from .data.options import PrepareOptions
     from .data.tables import prepare_input
     from .model import VOCABULARY_DIR
 
+    s = (settings or ScoringOptions()).replace(**keywords)
+    columns = s.columns
     if is_prepared(data):
         if columns is not None and columns != TableColumns():
             raise InputError(
@@ -228,17 +229,15 @@ def prepared_for_model(
         )
     else:
         out = storage.join(workdir, "prepared")
-        settings = PrepareOptions(
+        prepare = PrepareOptions(
             merge_duplicates=False,
             vocabulary=storage.join(model_dir, VOCABULARY_DIR),
             overwrite=True,
-            in_process_max_events=in_process_max_events,
-            in_process_bytes_per_event=in_process_bytes_per_event,
+            in_process_max_events=s.in_process_max_events,
+            in_process_bytes_per_event=s.in_process_bytes_per_event,
         )
-        prepare_input(
-            spark, [data], out, fmt, columns=columns, options=options or {}, settings=settings
-        )
-    check_unknown(model_dir, out, data, fmt, max_unknown, allow_unknown)
+        prepare_input(spark, [data], out, fmt, columns=columns, options=s.options, settings=prepare)
+    check_unknown(model_dir, out, data, fmt, s.max_unknown, s.allow_unknown)
     return out
 
 
@@ -399,23 +398,26 @@ def predict(
     data: str,
     output: str,
     fmt: str | None = None,
-    options: dict | None = None,
-    overwrite: bool = False,
-    max_unknown: float = MAX_UNKNOWN,
-    allow_unknown: bool = False,
+    *,
+    settings: ScoringOptions | None = None,
     cfg: Config | None = None,
-    columns: TableColumns | None = None,
+    **keywords,
 ) -> None:
     """Score ``data`` (a prepared dataset, or text or a table in ``fmt``) and
     write the predictions as Parquet to ``output`` (by the executors, into a
-    temporary sibling published when complete), under the output's lock;
-    ``max_unknown`` and ``allow_unknown`` as in :func:`check_unknown`;
-    ``cfg``'s [output] section gives the scratch directory and lock age.
+    temporary sibling published when complete), under the output's lock.
+
+    How the input is read (reader options, table columns, the unknown-feature
+    check, ``overwrite``, the in-process sizes) is one ``ScoringOptions``,
+    ``settings``, by default built from ``cfg``'s [data] section
+    (``ScoringOptions.from_config``); ``keywords`` (its fields, e.g.
+    ``overwrite=True``, ``columns=...``) are set over it. ``cfg``'s [output]
+    section gives the scratch directory and lock age.
     A table's ``columns.key`` (or the key a prepared dataset was made with)
     is a column of the predictions, one row per table row (per group for
     candidate sets), so they join back to the table. Input of at most
-    ``cfg.data.in_process_max_events`` events without a key column is
-    prepared and scored in this process (one Parquet file; the same rows)."""
+    ``in_process_max_events`` events without a key column is prepared and
+    scored in this process (one Parquet file; the same rows)."""
     from .backends.dataset_scoring import (
         check_key_column,
         key_column,
@@ -424,31 +426,21 @@ def predict(
     )
     from .data.schema import DatasetInfo
 
-    if columns is not None and columns.key:
-        check_key_column(columns.key, model.space.shape)
     cfg = cfg or Config()
+    s = (settings or ScoringOptions.from_config(cfg.data)).replace(**keywords)
+    if s.columns is not None and s.columns.key:
+        check_key_column(s.columns.key, model.space.shape)
     out = storage.qualify(output)
     parent, name = storage.split(out)
     with storage.output_lock(out, cfg.output.lock_stale_s, "predict"):
         storage.sweep(parent, {name})
-        storage.refuse_existing(out, overwrite)
+        storage.refuse_existing(out, s.overwrite)
         storage.check_writable(parent)
         with storage.staged(out) as tmp, scratch_for(spark, cfg, out) as work:
-            prepared = prepared_for_model(
-                spark,
-                model_dir,
-                data,
-                fmt,
-                work,
-                options,
-                max_unknown,
-                allow_unknown,
-                columns,
-                cfg.data.in_process_max_events,
-                cfg.data.in_process_bytes_per_event,
-            )
+            prepared = prepared_for_model(spark, model_dir, data, fmt, work, s)
             info = DatasetInfo.load(prepared)
             plan = ExecutionPlan.from_config(cfg)
+            plan.limits = Limits(s.in_process_max_events, s.in_process_bytes_per_event)
             keyed = key_column(info) is not None
             # a remote output under Connect: written by Spark (one Parquet directory)
             small = plan.scores_in_process("predict", info.n_events, keyed) and storage.renames(out)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 
 from . import api, storage
+from .data.options import ScoringOptions
 from .errors import ConfigError, InputError, NumericError, StalledError, UnconvergedError
 from .exits import (  # noqa: F401 (the exit codes, re-exported for callers)
     EXIT_BAD_CONFIG,
@@ -354,6 +355,17 @@ def _scoring_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _scoring(args, cfg) -> ScoringOptions:
+    """How predict and evaluate read their --input: the [data] section's
+    reader options and in-process sizes, the command line's over them."""
+    return ScoringOptions.from_config(
+        cfg.data,
+        columns=_columns(args, cfg),
+        max_unknown=args.max_unknown,
+        allow_unknown=args.allow_unknown,
+    )
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -376,19 +388,9 @@ def _predict(args, cfg) -> int:
 
     spark = api.session(cfg, args.command)
     model = MaxentModel.load(args.model)
+    settings = _scoring(args, cfg).replace(overwrite=args.overwrite)
     api.predict(
-        spark,
-        model,
-        args.model,
-        args.input,
-        args.output,
-        args.format,
-        dict(cfg.data.options),
-        args.overwrite,
-        args.max_unknown,
-        args.allow_unknown,
-        cfg,
-        _columns(args, cfg),
+        spark, model, args.model, args.input, args.output, args.format, settings=settings, cfg=cfg
     )
     print(f"predictions: {args.output}")
     return EXIT_OK
@@ -430,17 +432,7 @@ def _evaluate_to(args, cfg, spark, model) -> int:
     )
     with scratch as work:
         data = api.prepared_for_model(
-            spark,
-            args.model,
-            args.input,
-            args.format,
-            work,
-            dict(cfg.data.options),
-            args.max_unknown,
-            args.allow_unknown,
-            _columns(args, cfg),
-            cfg.data.in_process_max_events,
-            cfg.data.in_process_bytes_per_event,
+            spark, args.model, args.input, args.format, work, _scoring(args, cfg)
         )
         chunks = {"auto": None, "yes": True, "no": False}[args.chunks]
         plan = ExecutionPlan.from_config(cfg)

@@ -1,12 +1,13 @@
-"""How a prepare run builds its dataset: one ``PrepareOptions`` built once
-(from the [data] section and the command line, or a Python caller's
-keywords) and passed down through every stage of ``prepare``."""
+"""How a prepare run builds its dataset, and how predict and evaluate read
+the data they score: one ``PrepareOptions`` (one ``ScoringOptions``) built
+once (from the [data] section and the command line, or a Python caller's
+keywords) and passed down through every stage."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..plan import ExecutionPlan, Limits
 from .readers import InputError
@@ -14,6 +15,11 @@ from .readers import InputError
 if TYPE_CHECKING:
     from ..config.runtime import OutputConfig
     from ..config.schema import DataConfig
+    from .tables import TableColumns
+
+#: default largest fraction of an input's feature occurrences unknown to the
+#: model before predict and evaluate refuse it (``--max-unknown``)
+MAX_UNKNOWN = 0.5
 
 
 @dataclass(frozen=True)
@@ -99,4 +105,55 @@ class PrepareOptions:
         return dataclasses.replace(self, **changes)
 
 
-__all__ = ["PrepareOptions"]
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How ``predict`` and ``evaluate`` read the data they score (checked
+    when built): the keywords every layer from the command line down to
+    ``api.prepared_for_model`` passed one by one, as one object.
+
+    options
+        Reader options of text or table input (``data.options``, ``--option``).
+    columns
+        A table's columns (``data.tables.TableColumns``; ``key`` gives the
+        predictions a column to join back on); None: the defaults.
+    max_unknown, allow_unknown
+        Refuse input whose share of feature occurrences unknown to the model
+        is above ``max_unknown`` (a wrong format or vocabulary), or only warn
+        with ``allow_unknown`` (``api.check_unknown``).
+    overwrite
+        ``predict``: replace an existing output (once the new one is complete).
+    in_process_max_events, in_process_bytes_per_event
+        ``data.in_process_max_events`` and ``data.in_process_bytes_per_event``:
+        input below these sizes is prepared (and by ``predict`` scored) in
+        the driver's process (``sparkmaxent.plan.Limits``); 0 events: on Spark.
+    """
+
+    options: dict[str, Any] = field(default_factory=dict)
+    columns: TableColumns | None = None
+    max_unknown: float = MAX_UNKNOWN
+    allow_unknown: bool = False
+    overwrite: bool = False
+    in_process_max_events: int = 0
+    in_process_bytes_per_event: int = Limits.bytes_per_event
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.max_unknown <= 1.0:  # also refuses NaN
+            raise InputError(f"expected max_unknown in [0, 1], got {self.max_unknown}")
+
+    @classmethod
+    def from_config(cls, data: DataConfig, **given) -> ScoringOptions:
+        """The options the [data] section gives (reader options, in-process
+        sizes), ``given`` keywords (e.g. ``columns``, ``overwrite``) over them."""
+        base = cls(
+            options=dict(data.options),
+            in_process_max_events=data.in_process_max_events,
+            in_process_bytes_per_event=data.in_process_bytes_per_event,
+        )
+        return dataclasses.replace(base, **given)
+
+    def replace(self, **changes) -> ScoringOptions:
+        """A copy with ``changes`` (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+
+__all__ = ["MAX_UNKNOWN", "PrepareOptions", "ScoringOptions"]

@@ -64,3 +64,55 @@ def test_a_bad_value_is_a_config_error_naming_the_flag():
         from sparkmaxent.config.load import with_values
 
         with_values(load_config(), {"data.nope": 1})
+
+
+def test_predict_and_evaluate_flags_build_one_scoring_options():
+    """predict's and evaluate's reading flags become one ScoringOptions over
+    the [data] section: reader options, table columns, the unknown-feature
+    check and the in-process sizes."""
+    from sparkmaxent.cli import _scoring
+    from sparkmaxent.data.options import MAX_UNKNOWN
+
+    given = ["--input", "t.txt", "--format", "maxent", "--model", "m"]
+    flags = ["--option", "mode=basenp", "--key-col", "id", "--max-unknown", "0.2"]
+    sizes = ["--set", "data.in_process_max_events=7", "--set", "data.in_process_bytes_per_event=9"]
+    args, cfg = resolved(["predict", *given, "--output", "o", *flags, "--allow-unknown", *sizes])
+    s = _scoring(args, cfg)
+    assert s.options == {"mode": "basenp"} and s.columns is not None and s.columns.key == "id"
+    assert (s.max_unknown, s.allow_unknown, s.overwrite) == (0.2, True, False)
+    assert (s.in_process_max_events, s.in_process_bytes_per_event) == (7, 9)
+    args, cfg = resolved(["evaluate", *given, "--set", "data.options={mode='basenp'}"])
+    s = _scoring(args, cfg)
+    assert s.options == {"mode": "basenp"} and (s.max_unknown, s.allow_unknown) == (
+        MAX_UNKNOWN,
+        False,
+    )
+    assert s.in_process_max_events == cfg.data.in_process_max_events > 0
+
+
+def test_predict_sets_its_keywords_over_its_settings(tmp_path, monkeypatch):
+    """api.predict reads its input as ``settings`` say, each keyword over
+    them: ``overwrite=False`` refuses an existing output that
+    ``settings.overwrite`` alone would replace; a bad value is refused."""
+    from sparkmaxent import api
+    from sparkmaxent.data.options import ScoringOptions
+    from sparkmaxent.errors import InputError
+
+    out = tmp_path / "preds"
+    out.mkdir()
+    reached = []
+
+    def prepared(spark, model_dir, data, fmt, workdir, settings):
+        reached.append(settings)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(api, "prepared_for_model", prepared)
+    mine = ScoringOptions(overwrite=True, max_unknown=0.1, options={"mode": "basenp"})
+    with pytest.raises(InputError, match="exists"):
+        api.predict(None, None, "m", "t.txt", str(out), "maxent", settings=mine, overwrite=False)
+    assert reached == []
+    with pytest.raises(RuntimeError, match="stop here"):
+        api.predict(None, None, "m", "t.txt", str(out), "maxent", settings=mine)
+    assert reached == [mine]
+    with pytest.raises(InputError, match="max_unknown"):
+        api.predict(None, None, "m", "t.txt", str(out), "maxent", max_unknown=2.0)
