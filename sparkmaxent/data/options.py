@@ -15,7 +15,6 @@ from .readers import InputError
 if TYPE_CHECKING:
     from ..config.runtime import OutputConfig
     from ..config.schema import DataConfig
-    from .tables import TableColumns
 
 #: default largest fraction of an input's feature occurrences unknown to the
 #: model before predict and evaluate refuse it (``--max-unknown``)
@@ -106,6 +105,22 @@ class PrepareOptions:
 
 
 @dataclass(frozen=True)
+class TableColumns:
+    """Which columns of a table hold what: ``group`` set means candidate
+    sets (one row per candidate), else multiclass events (one per row);
+    ``label`` "": none (data to predict); ``key``: a column predictions
+    carry to join back to the rows."""
+
+    label: str = "label"
+    features: str = "features"
+    values: str | None = None
+    weight: str | None = None
+    group: str | None = None
+    correct: str = "correct"
+    key: str | None = None
+
+
+@dataclass(frozen=True)
 class ScoringOptions:
     """How ``predict`` and ``evaluate`` read the data they score (checked
     when built): the keywords every layer from the command line down to
@@ -114,7 +129,7 @@ class ScoringOptions:
     options
         Reader options of text or table input (``data.options``, ``--option``).
     columns
-        A table's columns (``data.tables.TableColumns``; ``key`` gives the
+        A table's columns (``TableColumns``; ``key`` gives the
         predictions a column to join back on); None: the defaults.
     max_unknown, allow_unknown
         Refuse input whose share of feature occurrences unknown to the model
@@ -156,4 +171,4 @@ class ScoringOptions:
         return dataclasses.replace(self, **changes)
 
 
-__all__ = ["MAX_UNKNOWN", "PrepareOptions", "ScoringOptions"]
+__all__ = ["MAX_UNKNOWN", "PrepareOptions", "ScoringOptions", "TableColumns"]

@@ -11,33 +11,16 @@ job and the Python API all prepare inputs through :func:`prepare_input`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .. import storage
-from .options import PrepareOptions
+from .options import PrepareOptions, TableColumns
 from .readers import FORMATS, InputError
 from .schema import DatasetInfo
 
 CATALOG = "table"  # the format of a catalog table: the input is its name
 #: the sources Spark ships (others, such as delta or avro, need a package)
 BUILT_IN_SOURCES = ("parquet", "orc", "json", "csv", CATALOG)
-
-
-@dataclass(frozen=True)
-class TableColumns:
-    """Which columns of a table hold what: ``group`` set means candidate
-    sets (one row per candidate), else multiclass events (one per row);
-    ``label`` "": none (data to predict); ``key``: a column predictions
-    carry to join back to the rows."""
-
-    label: str = "label"
-    features: str = "features"
-    values: str | None = None
-    weight: str | None = None
-    group: str | None = None
-    correct: str = "correct"
-    key: str | None = None
 
 
 def is_table_format(fmt: str) -> bool:
