@@ -115,9 +115,9 @@ class Scorer:
 
     def __call__(self, weights) -> tuple[float, float | None]:
         if self.chunk_dir is None:
-            from sparkmaxent.train import evaluate
+            from sparkmaxent.selection.base import evaluate_backend
 
-            return evaluate(self.backend, weights, None).accuracy, None
+            return evaluate_backend(self.backend, weights, None).accuracy, None
         from sparkmaxent.evaluate import evaluate_dataset
 
         scores = evaluate_dataset(self.chunk_dir, weights.sparse(), self.backend.space, chunks=True)

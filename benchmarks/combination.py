@@ -185,10 +185,10 @@ class Task:
 
     def score(self, backend, result) -> float:
         from sparkmaxent.evaluate import evaluate_dataset
-        from sparkmaxent.selection.base import evaluate
+        from sparkmaxent.selection.base import evaluate_backend
 
         if self.metric == "accuracy":
-            return evaluate(backend, result.weights, None, result.conjunctions).accuracy
+            return evaluate_backend(backend, result.weights, None, result.conjunctions).accuracy
         split = "dev" if backend is self.dev else "test"
         scores = evaluate_dataset(
             self.dirs[split],

@@ -98,9 +98,9 @@ def f2(gold: np.ndarray, pred: np.ndarray) -> float:
 
 
 def f2_of(result, X, y: np.ndarray) -> float:
-    from sparkmaxent.selection.base import evaluate
+    from sparkmaxent.selection.base import evaluate_backend
 
-    conf = evaluate(backend(X, y), result.weights, None, result.conjunctions).confusion
+    conf = evaluate_backend(backend(X, y), result.weights, None, result.conjunctions).confusion
     tp, fn, fp = conf[1, 1], conf[1, 0], conf[0, 1]
     return float(5 * tp / (5 * tp + 4 * fn + fp)) if tp else 0.0
 

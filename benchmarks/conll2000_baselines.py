@@ -64,7 +64,8 @@ from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.stats import CountTask
 from sparkmaxent.model import MaxentModel, feature_names_for
 from sparkmaxent.problem import Objective
-from sparkmaxent.train import evaluate, train
+from sparkmaxent.selection.base import evaluate_backend
+from sparkmaxent.train import train
 
 log = logging.getLogger("conll2000_baselines")
 
@@ -103,13 +104,13 @@ def choose_on_heldout(
     scores = {"l2": {}, "cutoff": {}}
     for gamma in l2_grid:
         res = train(fit, train_config(method="l2", l2=gamma, max_iter=max_iter, gtol=1e-5))
-        scores["l2"][gamma] = evaluate(dev, res.weights, None).accuracy
+        scores["l2"][gamma] = evaluate_backend(dev, res.weights, None).accuracy
         log.info("held-out: l2 %.3g -> accuracy %.5f", gamma, scores["l2"][gamma])
     for k in cutoff_grid:
         res = train(
             fit, train_config(method="cutoff", cutoff=k, l2=0.0, max_iter=max_iter, gtol=1e-5)
         )
-        scores["cutoff"][k] = evaluate(dev, res.weights, None).accuracy
+        scores["cutoff"][k] = evaluate_backend(dev, res.weights, None).accuracy
         log.info("held-out: cutoff %d -> accuracy %.5f", k, scores["cutoff"][k])
     # ties go to the stronger regularization
     best_l2 = max(sorted(l2_grid, reverse=True), key=lambda g: scores["l2"][g])

@@ -103,7 +103,7 @@ def objective_and_kkt(backend, weights, gamma: float) -> tuple[float, dict]:
     ids = weights.active_ids()
     obj = Objective(backend, ids)
     theta = np.concatenate([weights.values, weights.bias])
-    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    ev = obj.at(theta, full_gradient=True, hessian=False)
     lg = ev.lossgrad
     cert = kkt_certificate(ev.full_grad, weights, lg.grad_bias / lg.weight, gamma, 1e-6)
     return ev.value + gamma * float(np.abs(weights.values).sum()), cert

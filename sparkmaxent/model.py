@@ -130,7 +130,9 @@ class MaxentModel:
         assert isinstance(expanded, CandidateBlock), "expand keeps the block's shape"
         return candidate_proba(expanded, self.space, self.weights, self.scaling)
 
-    def evaluate(self, block: Block) -> EvalStats:
+    def evaluate_block(self, block: Block) -> EvalStats:
+        """Accuracy, loss and confusion of the model on ``block`` (its
+        conjunctions formed first)."""
         return evaluate_block(self.expand(block), self.space, self.weights, self.scaling)
 
     @property

@@ -17,7 +17,7 @@ from .kernels import MomentsTask, Scaling, Space, Weights
 from .kernels.conjunctions import Conjunctions
 from .registry import METHODS, method
 from .report import RUN_CAPS, HeldoutFigures, RunReport
-from .selection.base import FitResult, TrainingContext, evaluate
+from .selection.base import FitResult, TrainingContext, evaluate_backend
 from .selection.checkpoint import seconds_spent
 from .selection.deadline import Deadline
 from .selection.stops import Stop, StopReason
@@ -138,7 +138,7 @@ def run_report(
     # a refitted model saw the held-out events: the chosen fit's figures
     report.heldout = report.refit_heldout
     if report.heldout is None and heldout is not None:
-        stats = evaluate(heldout, result.weights, result.scaling, result.conjunctions)
+        stats = evaluate_backend(heldout, result.weights, result.scaling, result.conjunctions)
         report.heldout = HeldoutFigures(stats.accuracy, stats.mean_loss)
     report.unconverged = unconverged(report)
     for reason in report.unconverged:
@@ -236,7 +236,7 @@ __all__ = [
     "TrainResult",
     "TrainingContext",
     "budget_warnings",
-    "evaluate",
+    "evaluate_backend",
     "train",
     "unconverged",
 ]

@@ -225,7 +225,7 @@ def threshold_partial(
 
 def _test_sums(block: Block, space: Space, weights: Weights, scaling: Scaling | None) -> LossGrad:
     """The dense test's own kernel: ``full_loss_grad`` (every feature), scored
-    with the non-zero weights (``Objective.evaluate``), so every sum here is
+    with the non-zero weights (``Objective.at``), so every sum here is
     the dense test's bit for bit."""
     return full_loss_grad(block, space, weights.sparse(), scaling)
 

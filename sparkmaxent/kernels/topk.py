@@ -325,7 +325,7 @@ class GradientTestTask:
     weights : Weights
         All active features (zero-valued ones included: they are excluded
         from selection like the rest); scoring uses the non-zero ones only,
-        as the dense test does (``Objective.evaluate``).
+        as the dense test does (``Objective.at``).
     l2 : float
         gamma2: g_j = G_j / W + gamma2 w_j.
     bound, n_best : selection rule of the test (bound >= 0: a

@@ -378,7 +378,7 @@ def laplace_evidence(ctx: TrainingContext, weights: Weights, sigma2: float) -> f
     curvature pass."""
     ids = weights.active_ids()
     obj = Objective(ctx.backend, ids, l2=0.0, scaling=ctx.scaling)
-    ev = obj.evaluate(obj.theta(weights), hessian=True)
+    ev = obj.at(obj.theta(weights), hessian=True)
     assert ev.hess is not None, "asked for the Hessian"
     W, k, w = float(ev.lossgrad.weight), len(ids), weights.values
     A = W * ev.hess[:k, :k] + np.eye(k) / sigma2

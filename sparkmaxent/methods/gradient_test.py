@@ -182,9 +182,7 @@ class DenseTest(GradientTest):
     """One pass bringing dC/dw_j of every candidate to the driver."""
 
     def _run(self, weights: Weights, obj: Objective) -> TestResult:
-        return self._from_full(
-            weights, obj.evaluate(theta(weights), full_gradient=True, hessian=False)
-        )
+        return self._from_full(weights, obj.at(theta(weights), full_gradient=True, hessian=False))
 
 
 class ThresholdedTest(GradientTest):

@@ -129,11 +129,12 @@ class Objective:
             g = np.concatenate([g, lg.grad_bias / lg.weight])
         return f, g
 
-    def evaluate(
+    def at(
         self, theta: np.ndarray, full_gradient: bool = False, hessian: bool = True
     ) -> Evaluation:
-        """One pass: value, gradient, optionally the Hessian over ``ids``
-        (+ bias) and the gradient over all candidate features.
+        """C at ``theta``, in one pass: value, gradient, optionally the
+        Hessian over ``ids`` (+ bias) and the gradient over all candidate
+        features (named ``at``, not evaluate: evaluate is a model's metrics).
 
         Needs ``ids`` (the Hessian is dense over them)."""
         ids = self.require_ids("curvature passes")
@@ -178,9 +179,9 @@ class Objective:
             hess[np.arange(n), np.arange(n)] += self.l2
         return Evaluation(self.value(lg, w), g, hess, full, lg, part)
 
-    def evaluate_points(self, thetas: list[np.ndarray]) -> list[Evaluation]:
+    def at_points(self, thetas: list[np.ndarray]) -> list[Evaluation]:
         """One pass: value and gradient over ``ids`` (+ bias) at each of
-        ``thetas`` (``kernels.loss.PointsTask``), each what ``evaluate``
+        ``thetas`` (``kernels.loss.PointsTask``), each what ``at``
         without the Hessian or the full gradient returns there."""
         ids = self.require_ids("trial passes")
         self.evaluations += 1

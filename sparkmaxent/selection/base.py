@@ -91,7 +91,7 @@ class FitResult:
 Method = Callable[[TrainingContext], FitResult]
 
 
-def evaluate(
+def evaluate_backend(
     backend: Backend,
     weights: Weights,
     scaling: Scaling | None,

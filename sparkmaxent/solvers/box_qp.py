@@ -37,11 +37,11 @@ def solve_newton(
 ) -> BoxResult:
     """Box-constrained Newton, one curvature pass per iteration."""
 
-    def evaluate(theta, full, hessian):
-        return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=hessian)
+    def at(theta, full, hessian):
+        return obj.at(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
     return minimize_box_newton(
-        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        at, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
         time_left=time_left,
     )  # fmt: skip
 
@@ -58,15 +58,15 @@ def solve_newton_cg(
     where the data is by projected CG with Hessian-vector products
     (``kernels/direction.py``); a pass ships n-vectors, never the Hessian."""
 
-    def evaluate(theta, full, hessian):
-        return obj.evaluate(theta, full_gradient=full and options.full_gradient, hessian=False)
+    def at(theta, full, hessian):
+        return obj.at(theta, full_gradient=full and options.full_gradient, hessian=False)
 
     def direction(theta, grad, dlo, dhi, tol):
         return obj.direction(theta, grad, dlo, dhi, tol, options.max_products)
 
     return minimize_box_newton(
-        evaluate, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
-        direction=direction, points=obj.evaluate_points, product=obj.hessian_product,
+        at, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        direction=direction, points=obj.at_points, product=obj.hessian_product,
         time_left=time_left,
     )  # fmt: skip
 

@@ -111,7 +111,7 @@ def laplace_log_evidence(
 
 
 def newton_gains(
-    evaluate: Callable[[np.ndarray, np.ndarray], GainDerivatives],
+    derivatives: Callable[[np.ndarray, np.ndarray], GainDerivatives],
     n: int,
     *,
     prior_variance: float | None = None,
@@ -148,7 +148,7 @@ def newton_gains(
 
     Parameters
     ----------
-    evaluate : callable (index, alphas) -> GainDerivatives
+    derivatives : callable (index, alphas) -> GainDerivatives
         Sums for the candidates at positions ``index`` (shape (r,), repeats
         allowed) at ``alphas`` (shape (r,)).
     n : int
@@ -172,7 +172,7 @@ def newton_gains(
         if plan_idx.size == 0:
             break
         plan_a = np.concatenate([a for _, a in plan])
-        d = evaluate(plan_idx, plan_a)
+        d = derivatives(plan_idx, plan_a)
         evaluations += 1
         weight = d.weight
         st.absorb(plan, plan_idx, plan_a, d, lam)
@@ -341,13 +341,13 @@ def _fit_exact(
 ) -> GainFit:
     space = backend.space
 
-    def evaluate(index, alphas):
+    def derivatives(index, alphas):
         return _checked(
             backend.run(GainDerivativesTask(space, weights, scaling, ids[index], alphas)),
             "gain pass",
         )
 
-    fit, evaluations = newton_gains(evaluate, len(ids), **opts)
+    fit, evaluations = newton_gains(derivatives, len(ids), **opts)
     fit.passes = evaluations
     return fit
 

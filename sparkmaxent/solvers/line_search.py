@@ -39,7 +39,7 @@ def acceptance(
 
 
 def line_search(
-    evaluate: Callable,
+    at: Callable,
     along: Callable | None,
     theta: np.ndarray,
     d: np.ndarray,
@@ -81,7 +81,7 @@ def line_search(
     tries: np.ndarray = steps[:0] if ray_first else steps[first:] if along is None else steps[:1]
     for step in tries:
         trial = np.clip(theta + step * d, lower, upper)
-        ev_t = evaluate(trial, want_full, step == 1.0)
+        ev_t = at(trial, want_full, step == 1.0)
         value_t = ev_t.value + float(lin @ trial)
         if acceptable(step, value_t):
             return (trial, ev_t, value_t), step
@@ -94,7 +94,7 @@ def line_search(
         if any(ok):
             step = float(chunk[ok.index(True)])
             trial = np.clip(theta + step * d, lower, upper)
-            ev_t = evaluate(trial, want_full, True)
+            ev_t = at(trial, want_full, True)
             return (trial, ev_t, ev_t.value + float(lin @ trial)), step
     return None, step
 

@@ -256,7 +256,8 @@ class _Passes:
         self.across = AcrossPasses(budget) if direction and product else None
         self.count = 0
 
-    def evaluate(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
+    def at(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
+        """The objective at ``theta`` (``Objective.at``): one pass."""
         self.count += 1
         return self.fun(theta, full, hessian and self.direction is None)
 
@@ -275,9 +276,9 @@ class _Passes:
         assert self.ray is not None, "along is only used with a ray pass"
         return self.ray(theta, d, steps)
 
-    def at(self, thetas: list[np.ndarray]) -> list[Evaluation]:
+    def at_points(self, thetas: list[np.ndarray]) -> list[Evaluation]:
         self.count += 1
-        assert self.points is not None, "at is only used with a points pass"
+        assert self.points is not None, "at_points is only used with a points pass"
         return self.points(thetas)
 
 
@@ -398,7 +399,7 @@ def _step(
         r, work, _ = passes.direct(theta, loops[0], dlo, dhi, tol)
         return np.clip(secant.second_loop(r, loops[1]), dlo, dhi), work, None, ev
     if ev.hess is None:  # a cut step was accepted
-        ev = passes.evaluate(theta, False, True)
+        ev = passes.at(theta, False, True)
     assert ev.hess is not None, "an evaluation with hessian=True carries it"
     d, sweeps = _direction(ev.hess, grad, theta, lower, upper, radius, violation, options)
     return d, sweeps, float(d @ (ev.hess @ d)), ev
@@ -455,10 +456,10 @@ def minimize_box_newton(
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
     passes = _Passes(fun, ray, direction, points, product, options.global_cg)
-    evaluate, along = passes.evaluate, (passes.along if ray is not None else None)
+    at, along = passes.at, (passes.along if ray is not None else None)
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)
-    ev = first if first is not None and usable else evaluate(theta, False, True)
+    ev = first if first is not None and usable else at(theta, False, True)
     value = ev.value + float(lin @ theta)
     trace: list[dict] = []
     stalled, prev_violation, best_violation = 0, np.inf, np.inf
@@ -493,9 +494,9 @@ def minimize_box_newton(
         want_full = violation * min(1.0, violation / prev_violation) <= options.tol
         acceptable, noise = acceptance(value, slope, options.armijo)
         accepted, step = line_search(
-            evaluate, along, theta, d, lin, lower, upper, steps, acceptable, want_full,
+            at, along, theta, d, lin, lower, upper, steps, acceptable, want_full,
             expects_cut(ratio, along), options.ray_steps,
-            passes.at if passes.points is not None else None, options.trial_points,
+            passes.at_points if passes.points is not None else None, options.trial_points,
         )  # fmt: skip
         length = float(np.abs(d[: options.region]).max(initial=0.0))  # in the region
         if accepted is None:

@@ -49,7 +49,7 @@ def test_block_pass_selects_what_the_dense_pass_selects(backend, problem):
     passes = backend.passes
     value, summary = blockwise_summary(obj, theta, bound, 5, 7)  # 26 feature blocks of 7
     assert backend.passes == passes + 1 and backend.live_broadcasts == 0
-    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    ev = obj.at(theta, full_gradient=True, hessian=False)
     ids, best = select_candidates(ev.full_grad, w.ids, bound, 5)
     assert len(ids) == 5
     np.testing.assert_array_equal(summary.top_ids, ids)

@@ -148,7 +148,9 @@ def test_model_with_conjunctions_survives_save_load_and_scores_alike(tmp_path):
     pred0, P0 = plain.predict(wide)
     np.testing.assert_array_equal(pred, pred0)
     np.testing.assert_allclose(P, P0, rtol=1e-12)
-    assert back.evaluate(block).loss == pytest.approx(plain.evaluate(wide).loss, rel=1e-12)
+    assert back.evaluate_block(block).loss == pytest.approx(
+        plain.evaluate_block(wide).loss, rel=1e-12
+    )
     # the conjunctions change the scores (the test can fail)
     atoms_only = MaxentModel(
         Space(MULTICLASS, 6, 3, bias=True),

@@ -135,7 +135,7 @@ def test_objective_evaluate_normalizes_and_adds_l2(n_parts):
     backend = LocalBackend(split_block(block, n_parts), space)
     obj = Objective(backend, ids, l2=0.3)
     theta = rng.normal(size=len(ids) + space.n_bias)
-    ev = obj.evaluate(theta, full_gradient=True)
+    ev = obj.at(theta, full_gradient=True)
     f, g = obj(theta)
     assert ev.value == pytest.approx(f, rel=1e-12)
     np.testing.assert_allclose(ev.grad, g, rtol=1e-10, atol=1e-14)

@@ -111,7 +111,7 @@ def test_new_weights_enter_opposite_to_their_gradient():
     backend = LocalBackend([block], space)
     res = train(backend, grafting_config(n_best=30, max_rounds=1))
     obj = Objective(LocalBackend([block], space), np.zeros(0, dtype=np.int64))
-    g0 = obj.evaluate(
+    g0 = obj.at(
         np.concatenate([np.zeros(0), _bias_at_zero(block, space)]),
         full_gradient=True,
         hessian=False,
@@ -362,7 +362,7 @@ def test_thresholded_variants_stop_when_no_gradient_exceeds_the_threshold(method
     # the active weights are stationary for L (+ l2), and every other gradient is small
     l2 = res.report["l2"]
     obj = Objective(LocalBackend([block], space), res.weights.ids, l2=l2)
-    ev = obj.evaluate(
+    ev = obj.at(
         np.concatenate([res.weights.values, res.weights.bias]), full_gradient=True, hessian=False
     )
     assert np.abs(ev.grad).max() < 1e-6

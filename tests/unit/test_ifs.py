@@ -220,7 +220,7 @@ def test_reestimation_every_r_stages_and_at_the_end(generated):
     assert res.report["final_reestimate"]
     w = res.weights
     obj = Objective(LocalBackend([block], space), w.ids, l2=1e-4)
-    ev = obj.evaluate(np.concatenate([w.values, w.bias]), full_gradient=False, hessian=False)
+    ev = obj.at(np.concatenate([w.values, w.bias]), full_gradient=False, hessian=False)
     assert np.abs(ev.grad).max() < 1e-6  # stationary over the selected weights and bias
     plain = run(block, space, "sgc", max_features=7)
     assert res.report["loss"] < plain.report["loss"]

@@ -61,7 +61,7 @@ def test_the_lattice_model_learns_the_conjunction(fitted):
     assert report["heldout_accuracy"] > 0.88
     plain = train(backend(conjunction_data(0, 1500)), train_config(method="l2", backend="local"))
     model = MaxentModel(Space(MULTICLASS, N_ATOMS, 2, bias=True), plain.weights, ["0", "1"], {})
-    assert model.evaluate(held).accuracy < report["heldout_accuracy"] - 0.03
+    assert model.evaluate_block(held).accuracy < report["heldout_accuracy"] - 0.03
 
 
 def test_generalization_never_unconstrains_a_node_with_a_constrained_node_above(fitted):
@@ -94,7 +94,7 @@ def test_lattice_model_survives_save_load_predict_evaluate(fitted, tmp_path):
     pred0, P0 = model.predict(held)
     np.testing.assert_array_equal(pred, pred0)
     np.testing.assert_allclose(P, P0, rtol=1e-12)
-    assert back.evaluate(held).accuracy == pytest.approx(result.report.heldout.accuracy)
+    assert back.evaluate_block(held).accuracy == pytest.approx(result.report.heldout.accuracy)
 
 
 def test_without_heldout_data_both_phases_stop_by_the_training_aic():
@@ -118,7 +118,7 @@ def test_without_heldout_data_both_phases_stop_by_the_training_aic():
     assert any({0, 1} <= set(t) for t in result.conjunctions.tuples())
     space = result.space(Space(MULTICLASS, N_ATOMS, 2, bias=True))
     model = MaxentModel(space, result.weights, ["0", "1"], {}, conjunctions=result.conjunctions)
-    assert model.evaluate(conjunction_data(1, 800)).accuracy > 0.88
+    assert model.evaluate_block(conjunction_data(1, 800)).accuracy > 0.88
 
 
 def test_lattice_needs_no_standardization():
@@ -130,7 +130,7 @@ def test_cached_widened_blocks_give_the_passes_of_widening_in_each_pass():
     from sparkmaxent.backends.expanded import ExpandedBackend
     from sparkmaxent.kernels import Weights
     from sparkmaxent.kernels.conjunctions import Conjunctions
-    from sparkmaxent.selection.base import evaluate
+    from sparkmaxent.selection.base import evaluate_backend
 
     base = backend(conjunction_data(2, 600))
     conj = Conjunctions.from_tuples(N_ATOMS, [(0, 1), (2, 3, 4)], max_degree=0)
@@ -140,10 +140,10 @@ def test_cached_widened_blocks_give_the_passes_of_widening_in_each_pass():
     ids = np.array([0 * k + 1, N_ATOMS * k + 1, (N_ATOMS + 1) * k])
     w = Weights(ids, np.array([0.5, 2.0, -1.0]), np.array([0.1, -0.1]))
     before = base.passes
-    a, b = evaluate(plain, w, None), evaluate(cached, w, None)
+    a, b = evaluate_backend(plain, w, None), evaluate_backend(cached, w, None)
     assert base.passes == before + 2  # the cached pass counts on the base too
     assert a.loss == pytest.approx(b.loss, rel=1e-12) and a.correct == b.correct
-    atoms_only = evaluate(base, Weights(ids[:1], w.values[:1], w.bias), None)
+    atoms_only = evaluate_backend(base, Weights(ids[:1], w.values[:1], w.bias), None)
     assert a.loss != pytest.approx(atoms_only.loss)  # the conjunctions' weights count
     cached.close()
     assert cached.widened is None

@@ -68,9 +68,9 @@ def test_objective_refuses_a_nan_pass():
     with pytest.raises(NumericError, match=r"^loss\+gradient pass: non-finite loss"):
         obj(theta)
     with pytest.raises(NumericError, match=r"^curvature pass: non-finite loss"):
-        obj.evaluate(theta)
+        obj.at(theta)
     with pytest.raises(NumericError, match=r"^full-gradient pass: non-finite loss"):
-        obj.evaluate(theta, full_gradient=True, hessian=False)
+        obj.at(theta, full_gradient=True, hessian=False)
     with pytest.raises(NumericError, match=r"^gradient-test pass: non-finite loss"):
         blockwise_summary(obj, theta, 0.1, 3, 4)
 

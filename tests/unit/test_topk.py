@@ -187,7 +187,7 @@ def test_block_pass_equals_dense_pass_on_data(standardize, compact, monkeypatch)
     values[np.searchsorted(ids, w.ids)] = w.values
     theta = np.concatenate([values, w.bias])
     obj = Objective(backend, ids, l2=1e-3, scaling=scaling)
-    ev = obj.evaluate(theta, full_gradient=True, hessian=False)
+    ev = obj.at(theta, full_gradient=True, hessian=False)
     value, summary = blockwise_summary(obj, theta, 2e-3 * (1 + 1e-6), 10, 37)
     assert value == ev.value
     ids_dense, best = select_candidates(ev.full_grad, ids, 2e-3 * (1 + 1e-6), 10)

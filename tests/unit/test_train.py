@@ -94,7 +94,7 @@ def test_standardized_model_scores_the_same_after_save_and_load(tmp_path):
     np.testing.assert_allclose(P1, P0, rtol=1e-12)
     assert loaded.labels == ["a", "b", "c"]
     assert loaded.summary["objective"] == pytest.approx(res.report.objective)
-    assert loaded.evaluate(block).accuracy == pytest.approx(res.report["train_accuracy"])
+    assert loaded.evaluate_block(block).accuracy == pytest.approx(res.report["train_accuracy"])
 
 
 def test_standardization_does_not_change_the_mle_fit():

@@ -30,7 +30,7 @@ from ...backends.expanded import ExpandedBackend
 from ...kernels import Space, Weights
 from ...kernels.conjunctions import Conjunctions
 from ...kernels.lattice_nodes import is_subset
-from ...selection.base import FitResult, TrainingContext, evaluate
+from ...selection.base import FitResult, TrainingContext, evaluate_backend
 from ...selection.stops import Stop, StopReason
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,9 @@ class Criterion:
 
 def criterion(held: ExpandedBackend | None, train: ExpandedBackend, weights: Weights) -> Criterion:
     if held is not None:
-        stats = evaluate(held, weights, None)
+        stats = evaluate_backend(held, weights, None)
         return Criterion(stats.mean_loss, stats.accuracy)
-    stats = evaluate(train, weights, None)
+    stats = evaluate_backend(train, weights, None)
     n_params = int(np.count_nonzero(weights.values))
     return Criterion(stats.mean_loss + n_params / max(stats.weight, 1e-300), stats.accuracy)
 
