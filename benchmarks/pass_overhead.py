@@ -121,8 +121,10 @@ def tasks(
     grafting = cfg.grafting
     keep = grafting.partial_keep * n_best or None
     for i, l1 in enumerate(test_l1):
-        tau = grafting.partial_cut * Penalty(l1=l1).test_bound(cfg.gtol, grafting.kkt_tol)
-        out[test_key(l1, i == 0)] = ThresholdedTestTask(space, weights, None, tau, keep)
+        gamma1_cut = grafting.partial_cut * Penalty(gamma1=l1).gamma1_tested(
+            cfg.gtol, grafting.kkt_tol
+        )
+        out[test_key(l1, i == 0)] = ThresholdedTestTask(space, weights, None, gamma1_cut, keep)
     out.update(
         {
             "dense_partials": LossGradTask(space, sparse, None, None),

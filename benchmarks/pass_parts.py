@@ -55,18 +55,18 @@ def parts(blocks, space, weights, l1: float, repeats: int) -> dict:
     from sparkmaxent.problem import Penalty
 
     cfg = train_config(method="grafting", l1=l1, n_best=1000)
-    bound = Penalty(l1=l1).test_bound(cfg.gtol, cfg.grafting.kkt_tol)
-    tau = cfg.grafting.partial_cut * bound
+    gamma1_tested = Penalty(gamma1=l1).gamma1_tested(cfg.gtol, cfg.grafting.kkt_tol)
+    gamma1_cut = cfg.grafting.partial_cut * gamma1_tested
     K, active = space.n_labels, weights.active_ids()
     # a block's cap (train.grafting.partial_keep) where the code has one
     factor = getattr(cfg.grafting, "partial_keep", 0)
     capped = {"keep": factor * 1000} if factor else {}
-    out: dict = {"l1": l1, "tau": tau, "blocks": [], **capped}
+    out: dict = {"l1": l1, "tau": gamma1_cut, "blocks": [], **capped}
     received = []
     for block in blocks:
         kernel_s, lg = cpu_min(lambda b=block: _test_sums(b, space, weights, None), repeats)
         cut_s, part = cpu_min(
-            lambda lg=lg: threshold_partial(lg, active, tau, K, **capped), repeats
+            lambda lg=lg: threshold_partial(lg, active, gamma1_cut, K, **capped), repeats
         )
         dumps_s, data = cpu_min(lambda p=part: pickle.dumps(p, protocol=5), repeats)
         loads_s, back = cpu_min(lambda d=data: pickle.loads(d), repeats)
@@ -82,7 +82,9 @@ def parts(blocks, space, weights, l1: float, repeats: int) -> dict:
             }
         )
     merge_s, merged = cpu_min(lambda: received[0].merge(received[1]), repeats)
-    resolve_s, decided = cpu_min(lambda: resolve(merged, weights, 0.0, bound, 1000, False), repeats)
+    resolve_s, decided = cpu_min(
+        lambda: resolve(merged, weights, 0.0, gamma1_tested, 1000, False), repeats
+    )
     out["merge_s"], out["resolve_s"] = merge_s, resolve_s
     out["decided"] = not isinstance(decided, np.ndarray)
     worst = max(out["blocks"], key=lambda b: b["kernel_s"] + b["threshold_s"])

@@ -3,13 +3,15 @@ shipping each data block's dense partial gradient to the driver:
 thresholded partials.
 
 The test (methods/gradient_test.py) needs, over all candidates, the ``n_best``
-inactive features with |g_j| > t (in their order, with their g_j), max
-|g_j| over the inactive ones and the count over t (the KKT certificate), and
-g_j at the active features; g_j = sum_b G_bj / W over the data blocks b.
+inactive features with |g_j| > t (t = gamma1_tested, in their order, with
+their g_j), max |g_j| over the inactive ones and the count over t (the KKT
+certificate), and g_j at the active features; g_j = sum_b G_bj / W over the
+data blocks b.
 
 Block b ships its exact sums at the active features, the inactive entries
-with |G_bj| > tau W_b (tau < t, W_b the block's event weight), and m_b, the
-largest |G_bj| it kept back (m_b <= tau W_b). If |sum_b G_bj| > t W then some
+with |G_bj| > tau W_b (tau = gamma1_cut = partial_cut t < t, W_b the
+block's event weight), and m_b, the largest |G_bj| it kept back (m_b <= tau
+W_b). If |sum_b G_bj| > t W then some
 block has |G_bj| > t W_b > tau W_b, so a feature no block shipped has |g_j|
 <= sum_b m_b / W <= tau < t: it is out of the test, bounded. For a shipped
 feature the driver knows the sum S_j of the shipped parts and that the rest
@@ -187,15 +189,15 @@ class ThresholdedGradient:
 
 
 def threshold_partial(
-    lg: LossGrad, active: np.ndarray, tau: float, n_labels: int, keep: int | None = None
+    lg: LossGrad, active: np.ndarray, gamma1_cut: float, n_labels: int, keep: int | None = None
 ) -> ThresholdedGradient:
     """Block sums ``lg`` (gradient over all features) as a thresholded
-    partial: exact at ``active``, elsewhere the entries with |G_j| > tau W_b
+    partial: exact at ``active``, elsewhere the entries with |G_j| > gamma1_cut W_b
     (and any non-finite one, which the driver's checks then reject), at
     most ``keep`` of them (those of largest |G_j|; None: all)."""
     score = np.abs(lg.grad)
     score[active] = 0.0
-    ids = np.flatnonzero(~(score <= tau * lg.weight)).astype(np.int64)
+    ids = np.flatnonzero(~(score <= gamma1_cut * lg.weight)).astype(np.int64)
     if keep is not None and len(ids) > keep:
         # non-finite entries first, so the driver's checks see them
         rank = np.nan_to_num(score[ids], nan=np.inf)
@@ -219,7 +221,7 @@ def threshold_partial(
         np.zeros(len(ids)),
         rows,
         n_labels,
-        max(tau * lg.weight, float(rows.max(initial=0.0))),
+        max(gamma1_cut * lg.weight, float(rows.max(initial=0.0))),
     )
 
 
@@ -233,22 +235,22 @@ def _test_sums(block: Block, space: Space, weights: Weights, scaling: Scaling | 
 @dataclass(frozen=True)
 class ThresholdedTestTask:
     """A picklable pass of the thresholded test: per block, the dense test's
-    sums shipped as a ``ThresholdedGradient`` at cut ``tau``.
+    sums shipped as a ``ThresholdedGradient`` at cut ``gamma1_cut``.
 
     ``weights`` lists every active feature (zero-valued ones included);
-    ``tau``: the cut, ``partial_cut`` times the test's bound (below it);
+    ``gamma1_cut``: the cut, ``partial_cut`` times gamma1_tested (below it);
     ``keep``: each block ships at most this many entries above its cut."""
 
     space: Space
     weights: Weights
     scaling: Scaling | None
-    tau: float
+    gamma1_cut: float
     keep: int | None = None
 
     def __call__(self, block: Block) -> ThresholdedGradient:
         lg = _test_sums(block, self.space, self.weights, self.scaling)
         return threshold_partial(
-            lg, self.weights.active_ids(), self.tau, self.space.n_labels, self.keep
+            lg, self.weights.active_ids(), self.gamma1_cut, self.space.n_labels, self.keep
         )
 
 
@@ -286,7 +288,7 @@ class WithPartialTask:
     scoring the non-zero weights, so their gradient sums are the dense
     test's) that ships no dense gradient: per block its sums with the
     gradient cut to the features ``ids`` (the solver's), and the
-    ``ThresholdedTestTask`` partial at cut ``tau`` (at most ``keep``
+    ``ThresholdedTestTask`` partial at cut ``gamma1_cut`` (at most ``keep``
     entries) of the test at the pass's weights with active features
     ``test_ids`` (the non-zero ones when the round prunes zeros), the
     thresholded test's pass there bit for bit."""
@@ -294,13 +296,15 @@ class WithPartialTask:
     inner: LossGradTask | CurvatureTask
     ids: np.ndarray
     test_ids: np.ndarray
-    tau: float
+    gamma1_cut: float
     keep: int | None = None
 
     def __call__(self, block: Block) -> WithPartial:
         out = self.inner(block)
         lg, hess = (out.lg, out.hess_upper) if isinstance(out, Curvature) else (out, None)
-        part = threshold_partial(lg, self.test_ids, self.tau, self.inner.space.n_labels, self.keep)
+        part = threshold_partial(
+            lg, self.test_ids, self.gamma1_cut, self.inner.space.n_labels, self.keep
+        )
         return WithPartial(dataclasses.replace(lg, grad=lg.grad[self.ids]), hess, part)
 
 

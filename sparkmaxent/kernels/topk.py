@@ -2,7 +2,7 @@
 grafting without a dense gradient over all candidates in one place.
 
 The test needs only the ``n_best`` inactive features with the largest |g_j|
-above the bound, max |g_j| and the count above it, and g_j of the active
+above gamma1_tested, max |g_j| and the count above it, and g_j of the active
 features; all three decompose over feature blocks (the global n best by
 (-|g_j|, j) are among each block's n best). So each feature block is reduced
 to a ``GradientSummary`` and the driver merges the summaries, never holding
@@ -41,8 +41,8 @@ from .params import Scaling, Space, Weights
 SCALARS_KEY = -1
 
 
-def top_candidates(score: np.ndarray, ids: np.ndarray, bound: float, n: int) -> np.ndarray:
-    """Positions of the ``n`` best entries with ``score > bound``, in the
+def top_candidates(score: np.ndarray, ids: np.ndarray, gamma1_tested: float, n: int) -> np.ndarray:
+    """Positions of the ``n`` best entries with ``score > gamma1_tested``, in the
     order (-score, id): the largest first, ties broken by the smaller id.
 
     The order is total, so the n best of a union are among the union of the
@@ -57,7 +57,7 @@ def top_candidates(score: np.ndarray, ids: np.ndarray, bound: float, n: int) -> 
     """
     if n < 1:
         raise ValueError(f"expected n_best >= 1, got {n}")
-    passing = np.flatnonzero(score > bound)
+    passing = np.flatnonzero(score > gamma1_tested)
     if len(passing) > n:
         s = score[passing]
         kth = np.partition(s, len(s) - n)[len(s) - n]  # the n-th largest score
@@ -242,19 +242,20 @@ class GradientSummary:
 
     Attributes
     ----------
-    bound : float
-        The test's bound (gamma1 (1 + kkt_tol), methods/gradient_test.py);
+    gamma1_tested : float
+        gamma1 plus the zero-weight margin (``Penalty.gamma1_tested``): a
+        candidate passes when |g_j| > gamma1_tested (Riezler & Vasserman, Figure 1);
         ``n_over`` counts against it too.
     n_best : int
     top_ids : ndarray of int64, shape (<= n_best,)
-        Inactive features with |g_j| > bound, the best first (order of
+        Inactive features with |g_j| > gamma1_tested, the best first (order of
         ``top_candidates``).
     top_grad : ndarray, shape like top_ids
         Their g_j.
     max_inactive : float
         max |g_j| over inactive features (0 if none).
     n_over : int
-        Inactive features with |g_j| > bound.
+        Inactive features with |g_j| > gamma1_tested.
     active_ids : ndarray of int64
         The active features in the blocks covered (any order until ``finish``).
     active_grad : ndarray
@@ -266,7 +267,7 @@ class GradientSummary:
         empty); set by the scalar piece.
     """
 
-    bound: float
+    gamma1_tested: float
     n_best: int
     top_ids: np.ndarray
     top_grad: np.ndarray
@@ -278,26 +279,28 @@ class GradientSummary:
     lg: LossGrad | None = None
 
     @staticmethod
-    def empty(bound: float, n_best: int, lg: LossGrad | None = None) -> GradientSummary:
+    def empty(gamma1_tested: float, n_best: int, lg: LossGrad | None = None) -> GradientSummary:
         none = np.zeros(0, dtype=np.int64)
-        return GradientSummary(bound, n_best, none, np.zeros(0), 0.0, 0, none, np.zeros(0), 0, lg)
+        return GradientSummary(
+            gamma1_tested, n_best, none, np.zeros(0), 0.0, 0, none, np.zeros(0), 0, lg
+        )
 
     def merge(self, other: GradientSummary) -> GradientSummary:
-        if (self.bound, self.n_best) != (other.bound, other.n_best):
+        if (self.gamma1_tested, self.n_best) != (other.gamma1_tested, other.n_best):
             raise ValueError(
-                "cannot merge gradient summaries of different tests: bound "
-                f"{self.bound} / {other.bound}, "
+                "cannot merge gradient summaries of different tests: gamma1_tested "
+                f"{self.gamma1_tested} / {other.gamma1_tested}, "
                 f"n_best {self.n_best} / {other.n_best}"
             )
         ids = np.concatenate([self.top_ids, other.top_ids])
         grad = np.concatenate([self.top_grad, other.top_grad])
-        keep = top_candidates(np.abs(grad), ids, self.bound, self.n_best)
+        keep = top_candidates(np.abs(grad), ids, self.gamma1_tested, self.n_best)
         if self.lg is None or other.lg is None:
             lg = self.lg if other.lg is None else other.lg
         else:
             lg = self.lg.merge(other.lg)
         return GradientSummary(
-            self.bound,
+            self.gamma1_tested,
             self.n_best,
             ids[keep],
             grad[keep],
@@ -328,7 +331,7 @@ class GradientTestTask:
         as the dense test does (``Objective.at``).
     l2 : float
         gamma2: g_j = G_j / W + gamma2 w_j.
-    bound, n_best : selection rule of the test (bound >= 0: a
+    gamma1_tested, n_best : selection rule of the test (gamma1_tested >= 0: a
         feature no event holds, g_j = 0, never passes).
     block_size : int
         Features per feature block.
@@ -338,7 +341,7 @@ class GradientTestTask:
     weights: Weights
     scaling: Scaling | None
     l2: float
-    bound: float
+    gamma1_tested: float
     n_best: int
     block_size: int
 
@@ -347,8 +350,8 @@ class GradientTestTask:
             raise ValueError(f"expected a feature block size >= 1, got {self.block_size}")
         if self.n_best < 1:
             raise ValueError(f"expected n_best >= 1, got {self.n_best}")
-        if not self.bound >= 0:
-            raise ValueError(f"expected a gradient-test bound >= 0, got {self.bound}")
+        if not self.gamma1_tested >= 0:
+            raise ValueError(f"expected gamma1_tested >= 0, got {self.gamma1_tested}")
 
     @property
     def n_blocks(self) -> int:
@@ -399,9 +402,9 @@ class GradientTestTask:
         """The summary of one summed piece: the scalars (a LossGrad), or
         feature block ``key`` (a GradPiece of gradient sums) over total event
         weight ``weight``. Only the piece's features and the block's active
-        ones are looked at: every other g_j is 0, below the bound."""
+        ones are looked at: every other g_j is 0, below gamma1_tested."""
         if key == SCALARS_KEY:
-            return GradientSummary.empty(self.bound, self.n_best, value)
+            return GradientSummary.empty(self.gamma1_tested, self.n_best, value)
         lo = key * self.block_size
         n = min(self.block_size, self.space.n_features - lo)
         ids = self.weights.active_ids()
@@ -413,14 +416,14 @@ class GradientTestTask:
         g[local] += self.l2 * self.weights.values[a:b]
         score = np.abs(g)
         score[local] = -1.0  # active features are never selected again
-        top = top_candidates(score, feats, self.bound, self.n_best)
+        top = top_candidates(score, feats, self.gamma1_tested, self.n_best)
         return GradientSummary(
-            self.bound,
+            self.gamma1_tested,
             self.n_best,
             feats[top].astype(np.int64),
             g[top],
             float(score.max(initial=0.0)),
-            int(np.count_nonzero(score > self.bound)),
+            int(np.count_nonzero(score > self.gamma1_tested)),
             ids[a:b].copy(),
             g[local],
             n,

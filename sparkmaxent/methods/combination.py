@@ -77,17 +77,23 @@ class Found:
 
 
 def search(
-    backend, space: Space, weights: Weights, conj: Conjunctions, degree: int, bound: float, n: int
+    backend,
+    space: Space,
+    weights: Weights,
+    conj: Conjunctions,
+    degree: int,
+    gamma1_tested: float,
+    n: int,
 ) -> Found:
     """The ``n`` best (conjunction, label) features not yet formed whose
-    |dC/dw| exceeds ``bound``, exactly, in 2 passes (degree 2) or 3, over
+    |dC/dw| exceeds ``gamma1_tested``, exactly, in 2 passes (degree 2) or 3, over
     ``backend``'s events (atoms only, or widened by ``conj``: the round's
     backend, whose widened events a local fit keeps); ``space`` and
     ``weights`` are over the atoms followed by ``conj``."""
     K, n_atoms = space.n_labels, conj.n_atoms
     sums = backend.run(AtomBoundTask(space, weights, conj))
     W = sums.weight
-    mask = np.stack([sums.tplus / W > bound, -sums.tminus / W > bound], axis=2)
+    mask = np.stack([sums.tplus / W > gamma1_tested, -sums.tminus / W > gamma1_tested], axis=2)
     atoms = np.flatnonzero(mask.any(axis=(1, 2)))
     pairs_surviving, passes = 0, 1
     found: list[ConjunctionSums] = []
@@ -97,7 +103,9 @@ def search(
     if degree == MAX_DEGREE and found and len(found[0].keys):
         pairs = found[0]
         pair_key, k = np.divmod(pairs.keys, K)
-        alive = np.stack([pairs.tplus / W > bound, -pairs.tminus / W > bound], axis=1)
+        alive = np.stack(
+            [pairs.tplus / W > gamma1_tested, -pairs.tminus / W > gamma1_tested], axis=1
+        )
         some = alive.any(axis=1)
         parts, inv = np.unique(pair_key[some], return_inverse=True)
         pmask = np.zeros((len(parts), K, 2), dtype=bool)
@@ -116,15 +124,15 @@ def search(
     # keys are sorted (pairs' keys below triples'): count conjunctions by runs
     examined = int(np.count_nonzero(np.diff(conj_key)) + (len(keys) > 0))
     counts = ConjunctionSearch(int(len(atoms)), pairs_surviving, passes, examined, len(keys))
-    top = best_first(score, keys, bound, n)
+    top = best_first(score, keys, gamma1_tested, n)
     return Found(conj_key[top], label[top], grad[top], float(score.max(initial=0.0)), counts)
 
 
-def best_first(score: np.ndarray, keys: np.ndarray, bound: float, n: int) -> np.ndarray:
-    """Positions of the ``n`` largest ``score`` above ``bound``, best first,
+def best_first(score: np.ndarray, keys: np.ndarray, gamma1_tested: float, n: int) -> np.ndarray:
+    """Positions of the ``n`` largest ``score`` above ``gamma1_tested``, best first,
     ties by key: a partition to the n-th largest score, then a sort of only
     those at or above it (the same as sorting everything)."""
-    above = np.flatnonzero(score > bound)
+    above = np.flatnonzero(score > gamma1_tested)
     if len(above) > n > 0:
         nth = np.partition(score[above], len(above) - n)[len(above) - n]
         above = above[score[above] >= nth]
@@ -216,7 +224,7 @@ class Combination:
             weights,
             conj,
             self.degree,
-            g.gradient_test.bound,
+            g.gradient_test.gamma1_tested,
             self.search_best,
         )
         self.last_found = (weights, found)
@@ -294,14 +302,14 @@ class Combination:
     def certificate(self, kkt: Certificate, found: Found) -> Certificate:
         """The KKT certificate over atoms and formed conjunctions (``kkt``)
         extended to every conjunction up to the degree."""
-        bound = kkt.zero_bound
+        gamma1_tested = kkt.zero_bound
         check = ConjunctionCheck(
             self.degree,
             found.counts.conjunctions_examined,
             found.counts.conjunction_features_examined,
             found.best,
-            bound=bound,
-            passed=bool(found.best <= bound),
+            bound=gamma1_tested,
+            passed=bool(found.best <= gamma1_tested),
         )
         return kkt.with_conjunctions(check)
 
@@ -423,7 +431,7 @@ def fit_combination(ctx: TrainingContext, search_best: int | None = None) -> Fit
         "grafting with combination features of degree <= %d: l1 %g, %d best per round "
         "(at most %d new conjunction features), over %d atomic predicates",
         method.degree,
-        method.spec.penalty.l1,
+        method.spec.penalty.gamma1,
         ctx.config.grafting.n_best,
         method.search_best,
         method.n_atoms,

@@ -1,10 +1,10 @@
 """Grafting's gradient test behind one interface (Perkins, Lacker & Theiler
 2003; Riezler & Vasserman 2004, Figure 1): ``test(weights)`` names the
-``n_best`` inactive candidates with |dC/dw_j| > bound, the best first;
-``certify(weights)`` is the KKT certificate over every candidate
-(``problem.kkt``). Both read one value, ``bound``: gamma1, or the
+``n_best`` inactive candidates with |dC/dw_j| > gamma1_tested, the best
+first; ``certify(weights)`` is the KKT certificate over every candidate
+(``problem.kkt``). Both read one value, ``gamma1_tested``: gamma1, or the
 thresholded variants' ``grad_threshold``, plus the zero-weight margin
-(``Penalty.test_bound``), so a run that stops is certified.
+(``Penalty.gamma1_tested``), so a run that stops is certified.
 
 Three implementations, chosen once by ``make_gradient_test``:
 
@@ -40,9 +40,9 @@ from .partials import Decided, resolve
 
 
 def select_candidates(
-    full_grad: np.ndarray, active: np.ndarray, bound: float, n_best: int
+    full_grad: np.ndarray, active: np.ndarray, gamma1_tested: float, n_best: int
 ) -> tuple[np.ndarray, float]:
-    """The dense test: inactive features with |dC/dw_j| > bound, the
+    """The dense test: inactive features with |dC/dw_j| > gamma1_tested, the
     ``n_best`` largest first (ties: the smaller id first, also at the cut).
 
     Parameters
@@ -58,7 +58,7 @@ def select_candidates(
     score = np.abs(full_grad)
     score[active] = -1.0
     best = float(score.max(initial=0.0))
-    ids = top_candidates(score, np.arange(len(score)), bound, n_best)
+    ids = top_candidates(score, np.arange(len(score)), gamma1_tested, n_best)
     return ids, best
 
 
@@ -115,8 +115,9 @@ class GradientTest:
         self.n_best = cfg.n_best
         #: the certificate's margin at zero weights (Penalty.zero_margin)
         self.margin = penalty.zero_margin(ctx.config.gtol, cfg.kkt_tol)
-        #: the one bound of the test and the certificate (Penalty.test_bound)
-        self.bound = penalty.bound + self.margin
+        #: gamma1 plus the margin, the one bound of the test (|dC/dw_j| >
+        #: gamma1_tested passes: Riezler & Vasserman, Figure 1) and of the certificate
+        self.gamma1_tested = penalty.gamma1_tested(ctx.config.gtol, cfg.kkt_tol)
         self._known: tuple[Weights, TestResult] | None = None
 
     def test(self, weights: Weights) -> TestResult:
@@ -160,7 +161,9 @@ class GradientTest:
     def _from_full(self, weights: Weights, ev: Evaluation) -> TestResult:
         """The test from an evaluation that carries the full gradient."""
         assert ev.full_grad is not None, "callers pass an evaluation with the full gradient"
-        new, best = select_candidates(ev.full_grad, weights.active_ids(), self.bound, self.n_best)
+        new, best = select_candidates(
+            ev.full_grad, weights.active_ids(), self.gamma1_tested, self.n_best
+        )
         # the bias gradient from the raw sums (ev.grad may span pruned ids too)
         kkt = kkt_certificate(
             ev.full_grad, weights, grad_bias(ev.lossgrad), self.penalty, self.kkt_tol,
@@ -169,7 +172,7 @@ class GradientTest:
         return TestResult(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
 
     def _from_parts(self, active_grad, weights, best, n_over, lg: LossGrad) -> Certificate:
-        """The certificate from what a test keeps: ``bound`` is the
+        """The certificate from what a test keeps: ``gamma1_tested`` is the
         certificate's bound too, so the count over it is the certificate's."""
         n = self.ctx.backend.space.n_features
         return kkt_from_parts(
@@ -188,7 +191,7 @@ class DenseTest(GradientTest):
 class ThresholdedTest(GradientTest):
     """The dense test from thresholded partials (kernels/thresholded.py),
     equal to it: one pass, a second where the bounds leave the n best or
-    the maximum open. ``cut``: a block ships the entries over cut * bound;
+    the maximum open. ``cut``: a block ships the entries over cut * gamma1_tested;
     ``keep``: at most this many of them (None: all)."""
 
     def __init__(self, ctx: TrainingContext, penalty: Penalty, cut: float, keep: int | None):
@@ -213,7 +216,7 @@ class ThresholdedTest(GradientTest):
         """Its full-gradient passes ship this test's partials, never the
         dense gradient."""
         obj = self.objective(ids)
-        obj.partials = PartialCut(self.cut * self.bound, self.keep, self.penalty.prunes)
+        obj.partials = PartialCut(self.cut * self.gamma1_tested, self.keep, self.penalty.prunes)
         return obj
 
     def remember(self, weights: Weights, ev: Evaluation) -> None:
@@ -257,11 +260,13 @@ class ThresholdedTest(GradientTest):
         """The test from the merged partials ``part``, with the fetch pass
         where they leave it open."""
         th = theta(weights)
-        out = resolve(part, weights, self.penalty.l2, self.bound, self.n_best, exact_count)
+        out = resolve(part, weights, self.penalty.l2, self.gamma1_tested, self.n_best, exact_count)
         if not isinstance(out, Decided):
             self.fetch_passes += 1
             part = part.with_exact(out, self._exact_sums(obj, th, out))
-            out = resolve(part, weights, self.penalty.l2, self.bound, self.n_best, exact_count)
+            out = resolve(
+                part, weights, self.penalty.l2, self.gamma1_tested, self.n_best, exact_count
+            )
         if not isinstance(out, Decided):
             raise RuntimeError("the thresholded gradient test stayed open after its fetch pass")
         kkt = self._from_parts(out.active_grad, weights, out.best, out.n_over, lg)
@@ -272,11 +277,13 @@ class ThresholdedTest(GradientTest):
     ) -> tuple[float, LossGrad, ThresholdedGradient]:
         """One pass: C(theta), the pass's scalar sums, and the merged
         partials (exact at the active features, elsewhere the entries over
-        cut * bound per unit of event weight, at most ``keep`` a block)."""
+        cut * gamma1_tested per unit of event weight, at most ``keep`` a block)."""
         obj.require_ids("a gradient test")
         obj.evaluations += 1
         weights = obj.weights(th)
-        task = ThresholdedTestTask(obj.space, weights, obj.scaling, self.cut * self.bound, keep)
+        task = ThresholdedTestTask(
+            obj.space, weights, obj.scaling, self.cut * self.gamma1_tested, keep
+        )
         part = obj.backend.run(task)
         lg = checked_pass(part.scalars(), "gradient-test pass")
         check_finite("gradient-test pass", active_gradient=part.active, gradient=part.sums)
@@ -311,7 +318,7 @@ class BlockwiseTest(GradientTest):
 
     def _run(self, weights: Weights, obj: Objective) -> TestResult:
         value, summary = blockwise_summary(
-            obj, theta(weights), self.bound, self.n_best, self.block_size
+            obj, theta(weights), self.gamma1_tested, self.n_best, self.block_size
         )
         lg = summary.lg
         assert lg is not None, "blockwise_summary() returns a finished summary"
@@ -322,7 +329,7 @@ class BlockwiseTest(GradientTest):
 
 
 def blockwise_summary(
-    obj: Objective, th: np.ndarray, bound: float, n_best: int, block_size: int
+    obj: Objective, th: np.ndarray, gamma1_tested: float, n_best: int, block_size: int
 ) -> tuple[float, GradientSummary]:
     """One block-wise pass (a keyed pass, ``backend.run(Keyed(task))``): C(theta) and
     what the test keeps of the gradient over every candidate, its active
@@ -330,7 +337,9 @@ def blockwise_summary(
     ids = obj.require_ids("a gradient test")
     obj.evaluations += 1
     weights = obj.weights(th)
-    task = GradientTestTask(obj.space, weights, obj.scaling, obj.l2, bound, n_best, block_size)
+    task = GradientTestTask(
+        obj.space, weights, obj.scaling, obj.l2, gamma1_tested, n_best, block_size
+    )
     summary = finished(obj.backend.run(Keyed(task)), obj.space, ids)
     lg = summary.lg
     assert lg is not None, "finished() raises when the loss sums are missing"

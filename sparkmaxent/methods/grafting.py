@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Variant:
     """A grafting-family method: its name and its penalty (gamma1, gamma2,
-    and the gradient test's threshold as the zero-weight bound)."""
+    and for mle-ifs and l2-ifs the gradient test's grad_threshold in
+    gamma1's place as the zero-weight bound)."""
 
     name: str
     penalty: Penalty
@@ -50,12 +51,13 @@ class Variant:
 
 def variant(name: str, cfg: TrainConfig) -> Variant:
     """The Variant of method ``name`` under ``cfg`` (its ranges are checked
-    by the config schema)."""
+    by the config schema): the one place where the configuration's
+    ``train.grafting.l1`` becomes ``Penalty.gamma1`` (problem/penalty.py)."""
     if name == "grafting":
-        return Variant(name, Penalty(l1=cfg.grafting.l1, l2=cfg.grafting.elastic_l2))
+        return Variant(name, Penalty(gamma1=cfg.grafting.l1, l2=cfg.grafting.elastic_l2))
     if name in ("mle-ifs", "l2-ifs"):
         l2 = cfg.l2 if name == "l2-ifs" else 0.0
-        return Variant(name, Penalty(l1=0.0, l2=l2, threshold=cfg.grafting.grad_threshold))
+        return Variant(name, Penalty(gamma1=0.0, l2=l2, grad_threshold=cfg.grafting.grad_threshold))
     raise ValueError(f"unknown grafting variant {name!r}: expected grafting, mle-ifs or l2-ifs")
 
 
@@ -134,7 +136,7 @@ class Grafting:
         anyway (the inexact subproblems of working-set methods: Johnson &
         Guestrin 2015, Blitz). The best new weight's projected gradient at 0
         is the excess itself, so every round moves at least it."""
-        excess = test.best - self.gradient_test.bound
+        excess = test.best - self.gradient_test.gamma1_tested
         return max(self.options.tol, self.ctx.config.grafting.round_tol_ratio * excess)
 
     def round(self, state: LoopState) -> RoundOutcome:
@@ -290,9 +292,9 @@ def fit_grafting_family(
         "%s: l1 %g, l2 %g, threshold %g, %d best per round, solver %s, %s gradient test "
         "over %d candidates",
         name,
-        penalty.l1,
+        penalty.gamma1,
         penalty.l2,
-        penalty.bound,
+        penalty.gamma1_kkt,
         ctx.config.grafting.n_best,
         ctx.config.selection.solver,
         path["path"],
@@ -330,9 +332,9 @@ def grafting_report(
         )
     return {
         "objective": method.penalized(test.value, weights),
-        "l1": penalty.l1,
+        "l1": penalty.gamma1,
         "l2": penalty.l2,
-        "threshold": penalty.bound,
+        "threshold": penalty.gamma1_kkt,
         "n_best": ctx.config.grafting.n_best,
         "active_features": int(len(weights.values)),
         "loss": lg.loss / lg.weight,

@@ -4,8 +4,8 @@ each shipped feature's interval
 
     (|S_j| - U_j) / W  <=  |g_j|  <=  (|S_j| + U_j) / W
 
-decides the test (the n best over the bound, the maximum, the count over
-the bound) where the intervals suffice, and otherwise names the few
+decides the test (the n best over gamma1_tested, the maximum, the count
+over it) where the intervals suffice, and otherwise names the few
 features whose exact sums one second pass brings
 (``ThresholdedGradient.with_exact``). The answer is then the dense test's
 bit for bit. Unshipped features of a block that capped what it shipped are
@@ -39,13 +39,13 @@ class Decided:
     Attributes
     ----------
     new : ndarray of int64
-        The n best inactive features over the bound, the best first.
+        The n best inactive features over gamma1_tested, the best first.
     new_grad : ndarray
         Their g_j.
     best : float
         max |g_j| over the inactive features.
     n_over : int
-        Inactive features known to have |g_j| > bound.
+        Inactive features known to have |g_j| > gamma1_tested.
     n_undecided : int
         Inactive features that may or may not (none when asked for the
         exact count; else features outside the n best, left open).
@@ -65,7 +65,7 @@ def resolve(
     part: ThresholdedGradient,
     weights: Weights,
     l2: float,
-    bound: float,
+    gamma1_tested: float,
     n_best: int,
     exact_count: bool = True,
 ) -> Decided | np.ndarray:
@@ -74,7 +74,7 @@ def resolve(
     (``ThresholdedGradient.with_exact``; one such step always suffices).
 
     g_j = sums / W as the dense test divides (W = part.weight), gamma2 w_j
-    added at the active features; a candidate passes when |g_j| > bound.
+    added at the active features; a candidate passes when |g_j| > gamma1_tested.
     ``exact_count``: also decide every feature that may pass (the
     certificate's count), not only those that may be among the n best.
 
@@ -84,10 +84,12 @@ def resolve(
     and the maximum is wanted, when all of them are looked at."""
     active_grad = part.active / part.weight
     active_grad += l2 * weights.values
-    near = np.flatnonzero((np.abs(part.sums) + part.rest) * (1 + _NEAR) > bound * part.weight)
-    out = _decide(part, near, weights, bound, n_best, exact_count)
+    near = np.flatnonzero(
+        (np.abs(part.sums) + part.rest) * (1 + _NEAR) > gamma1_tested * part.weight
+    )
+    out = _decide(part, near, weights, gamma1_tested, n_best, exact_count)
     if out is None:
-        out = _decide(part, None, weights, bound, n_best, exact_count)
+        out = _decide(part, None, weights, gamma1_tested, n_best, exact_count)
     if isinstance(out, np.ndarray):
         return out
     assert out is not None, "the test over every shipped feature always decides"
@@ -99,7 +101,7 @@ def _decide(
     part: ThresholdedGradient,
     at: np.ndarray | None,
     weights: Weights,
-    bound: float,
+    gamma1_tested: float,
     n_best: int,
     exact_count: bool,
 ) -> tuple[np.ndarray, np.ndarray, float, int, int] | np.ndarray | None:
@@ -116,24 +118,24 @@ def _decide(
     exact = rest == 0
     half = np.where(exact, 0.0, (rest * (1 + MARGIN) + MARGIN * np.abs(sums)) / W)
     lo, hi = np.maximum(score - half, 0.0), score + half
-    sure, maybe = lo > bound, hi > bound
+    sure, maybe = lo > gamma1_tested, hi > gamma1_tested
     if at is not None and not sure.any():
         return None
     # the n best: a feature whose upper bound is below the n-th best lower
     # bound has n better ones; every other that may pass is a contender
-    floor = bound
+    floor = gamma1_tested
     if np.count_nonzero(sure) >= n_best:
         floor = float(np.partition(lo[sure], -n_best)[-n_best])
     contenders = maybe & (hi >= floor)
     undecided = maybe & ~sure
     need = ~exact & (contenders | undecided) if exact_count else ~exact & contenders
-    # unshipped features: bounded per predicate row, over the bound
+    # unshipped features: bounded per predicate row, over gamma1_tested
     # only in rows of a block that capped what it shipped
     row_hi = np.zeros(0)
     open_rows = np.zeros(0, dtype=np.int64)
-    if part.cut * (1 + MARGIN) > bound * W:
+    if part.cut * (1 + MARGIN) > gamma1_tested * W:
         row_hi = np.minimum(part.rows, part.cut) * (1 + MARGIN) / W
-        open_rows = np.flatnonzero(row_hi > bound)
+        open_rows = np.flatnonzero(row_hi > gamma1_tested)
     fetch_rows = open_rows if exact_count else open_rows[row_hi[open_rows] >= floor]
     if not sure.any():
         # nothing surely passes: the maximum is wanted exactly (fetched with
@@ -149,7 +151,7 @@ def _decide(
     if need.any() or len(extra):
         return np.union1d(ids[need], extra)
     keep = np.flatnonzero(contenders)
-    top = keep[top_candidates(score[keep], ids[keep], bound, n_best)]
+    top = keep[top_candidates(score[keep], ids[keep], gamma1_tested, n_best)]
     best = float(score[top[0]]) if len(top) else float(score.max(initial=0.0))
     n_over = int(np.count_nonzero(sure))
     n_undecided = int(np.count_nonzero(undecided)) + _n_unshipped(

@@ -46,7 +46,8 @@ class Certificate:
         an exact optimum): one figure for comparing solvers.
     tol, l1, bound : float
         The tolerance at non-zero weights and biases, gamma1, and the
-        zero-weight bound.
+        zero-weight bound gamma1_kkt (``Penalty.gamma1_kkt``), under the
+        names the run report and the checkpoint have always carried.
     zero_tol : float
         The margin checked at zero weights: |dC/dw_j| <= bound + zero_tol
         (``Penalty.zero_margin``; bound * tol where none is given).
@@ -113,14 +114,16 @@ class Certificate:
         return cls(**doc, conjunctions=check)
 
 
-def _penalty(penalty: Penalty | float, bound: float | None) -> Penalty:
+def _penalty(penalty: Penalty | float, grad_threshold: float | None) -> Penalty:
     """``penalty`` itself, or gamma1 given as a float (with an optional
-    zero-weight ``bound``) as a Penalty."""
+    ``grad_threshold`` in its place at zero weights) as a Penalty."""
     if isinstance(penalty, Penalty):
-        if bound is not None:
-            raise TypeError("pass the zero-weight bound as Penalty.threshold, not as bound")
+        if grad_threshold is not None:
+            raise TypeError(
+                "pass the zero-weight bound as Penalty.grad_threshold, not as grad_threshold"
+            )
         return penalty
-    return Penalty(l1=float(penalty), threshold=bound)
+    return Penalty(gamma1=float(penalty), grad_threshold=grad_threshold)
 
 
 def kkt_certificate(
@@ -129,7 +132,7 @@ def kkt_certificate(
     grad_bias: np.ndarray | None,
     penalty: Penalty | float,
     tol: float,
-    bound: float | None = None,
+    grad_threshold: float | None = None,
     margin: float | None = None,
 ) -> Certificate:
     """Optimality conditions of C over *all* candidate features.
@@ -137,11 +140,11 @@ def kkt_certificate(
     For the l1 problem (subdifferential of gamma1 |w_j|)::
 
         |dC/dw_j + gamma1 sign(w_j)| <= tol            for w_j != 0
-        |dC/dw_j| <= bound + margin                     for w_j == 0
+        |dC/dw_j| <= gamma1_kkt + margin                for w_j == 0
         |dC/db_k| <= tol                                for the bias
 
-    with ``bound = penalty.bound``: gamma1 (grafting), or for the thresholded
-    variants without l1 (mle-ifs, l2-ifs) the gradient-test threshold; the
+    with ``gamma1_kkt = penalty.gamma1_kkt``: gamma1 (grafting), or for the
+    thresholded variants without l1 (mle-ifs, l2-ifs) their grad_threshold; the
     certificate then says no candidate passes the test and the active
     weights are stationary. It never passes on a non-finite gradient entry
     or weight (``finite`` is False then).
@@ -152,12 +155,13 @@ def kkt_certificate(
         dC/dw_j of the smooth part L + gamma2/2 ||w||^2 at ``weights``.
     weights : Weights
     grad_bias : ndarray, shape (K,), or None
-    penalty : Penalty, or gamma1 as a float (then ``bound``, default gamma1)
+    penalty : Penalty, or gamma1 as a float (then ``grad_threshold`` in its
+        place at zero weights, default none)
     margin : float or None
-        The zero-weight margin (``Penalty.zero_margin``); None: bound * tol.
+        The zero-weight margin (``Penalty.zero_margin``); None: gamma1_kkt * tol.
     """
-    penalty = _penalty(penalty, bound)
-    margin = penalty.bound * tol if margin is None else margin
+    penalty = _penalty(penalty, grad_threshold)
+    margin = penalty.gamma1_kkt * tol if margin is None else margin
     ids = weights.active_ids()
     inactive = np.ones(len(full_grad), dtype=bool)
     inactive[ids] = False
@@ -166,7 +170,7 @@ def kkt_certificate(
         full_grad[ids],
         weights,
         float(score.max(initial=0.0)),
-        int(np.count_nonzero(score > penalty.bound + margin)),
+        int(np.count_nonzero(score > penalty.gamma1_kkt + margin)),
         len(full_grad),
         grad_bias,
         penalty,
@@ -184,29 +188,29 @@ def kkt_from_parts(
     grad_bias: np.ndarray | None,
     penalty: Penalty | float,
     tol: float,
-    bound: float | None = None,
+    grad_threshold: float | None = None,
     margin: float | None = None,
 ) -> Certificate:
     """``kkt_certificate`` from what the block-wise gradient test keeps
     (kernels/topk.py): dC/dw_j of the active features only, and over the
-    inactive ones the largest |dC/dw_j| and how many exceed bound + margin
-    (None: bound * tol).
+    inactive ones the largest |dC/dw_j| and how many exceed gamma1_kkt +
+    margin (None: gamma1_kkt * tol).
 
     Parameters
     ----------
     active_grad : ndarray, shape (n_active,)
         dC/dw_j at ``weights.active_ids()``, in that order.
     """
-    penalty = _penalty(penalty, bound)
-    l1, bound = penalty.l1, penalty.bound
-    margin = bound * tol if margin is None else margin
+    penalty = _penalty(penalty, grad_threshold)
+    gamma1, gamma1_kkt = penalty.gamma1, penalty.gamma1_kkt
+    margin = gamma1_kkt * tol if margin is None else margin
     nz = weights.values != 0
     nz_sign = np.sign(weights.values[nz])
-    active_violation = float(np.abs(active_grad[nz] + l1 * nz_sign).max(initial=0.0))
+    active_violation = float(np.abs(active_grad[nz] + gamma1 * nz_sign).max(initial=0.0))
     # zero weights: the inactive features and active ones at exactly 0
     zero_active = np.abs(active_grad[~nz])
     max_zero = max(max_inactive, float(zero_active.max(initial=0.0)))
-    over = inactive_over + int(np.count_nonzero(zero_active > bound + margin))
+    over = inactive_over + int(np.count_nonzero(zero_active > gamma1_kkt + margin))
     bias_violation = float(np.abs(grad_bias).max(initial=0.0)) if grad_bias is not None else 0.0
     # NaN compares False, but max() and abs().max() can drop or hide it: check outright
     finite = bool(
@@ -217,17 +221,20 @@ def kkt_from_parts(
         and (grad_bias is None or np.all(np.isfinite(grad_bias)))
     )
     passed = (
-        finite and max_zero <= bound + margin and active_violation <= tol and bias_violation <= tol
+        finite
+        and max_zero <= gamma1_kkt + margin
+        and active_violation <= tol
+        and bias_violation <= tol
     )
     # one figure for comparing solvers: the largest violation of the three
     # conditions (absolute, gradient units; 0 at an exact optimum)
-    violation = max(max_zero - bound, active_violation, bias_violation, 0.0)
+    violation = max(max_zero - gamma1_kkt, active_violation, bias_violation, 0.0)
     return Certificate(
         passed=bool(passed),
         violation=violation,
         tol=tol,
-        l1=l1,
-        bound=bound,
+        l1=gamma1,
+        bound=gamma1_kkt,
         nonzero_weights=int(nz.sum()),
         features_checked=int(n_features),
         max_active_violation=active_violation,

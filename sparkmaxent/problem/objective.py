@@ -59,10 +59,11 @@ class Evaluation:
 class PartialCut:
     """How an Objective's full-gradient passes ship the gradient test: as
     the thresholded test's partials (``kernels/thresholded.py``) at cut
-    ``tau``, at most ``keep`` entries a block, the test's active features
-    the non-zero weights when the round ``prunes`` zeros (else all)."""
+    ``gamma1_cut`` (``partial_cut`` times gamma1_tested), at most ``keep``
+    entries a block, the test's active features the non-zero weights when
+    the round ``prunes`` zeros (else all)."""
 
-    tau: float
+    gamma1_cut: float
     keep: int | None
     prunes: bool
 
@@ -154,7 +155,7 @@ class Objective:
         hess: np.ndarray | None = None
         if cut is not None:  # the test's partials in place of the dense gradient
             test_ids = scoring.active_ids() if cut.prunes else ids
-            both = self.backend.run(WithPartialTask(task, ids, test_ids, cut.tau, cut.keep))
+            both = self.backend.run(WithPartialTask(task, ids, test_ids, cut.gamma1_cut, cut.keep))
             lg, part = both.lg, both.partial
             hess = None if both.hess_upper is None else Curvature(lg, both.hess_upper).hess
             check_finite("full-gradient pass", gradient=part.sums, active_gradient=part.active)

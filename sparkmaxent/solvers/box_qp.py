@@ -1,6 +1,6 @@
 """The box-constrained solvers of a round's problem (``problem.penalty.BoxProblem``):
 
-    minimize  C(theta) + lin . theta   s.t.  lower <= theta <= upper
+    minimize  C(theta) + l1_per_weight . theta   s.t.  lower <= theta <= upper
 
 with C the objective (``problem.objective``) and the box the one the
 penalty implies for the round's orthants (Riezler & Vasserman 2004,
@@ -41,7 +41,7 @@ def solve_newton(
         return obj.at(theta, full_gradient=full and options.full_gradient, hessian=hessian)
 
     return minimize_box_newton(
-        at, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        at, theta0, box.l1_per_weight, box.lower, box.upper, options, first, ray=obj.ray,
         time_left=time_left,
     )  # fmt: skip
 
@@ -65,7 +65,7 @@ def solve_newton_cg(
         return obj.direction(theta, grad, dlo, dhi, tol, options.max_products)
 
     return minimize_box_newton(
-        at, theta0, box.lin, box.lower, box.upper, options, first, ray=obj.ray,
+        at, theta0, box.l1_per_weight, box.lower, box.upper, options, first, ray=obj.ray,
         direction=direction, points=obj.at_points, product=obj.hessian_product,
         time_left=time_left,
     )  # fmt: skip
@@ -85,13 +85,13 @@ def solve_lbfgsb(
     def fun(theta):
         f, g = obj(theta)
         last.update(theta=theta.copy(), f=f, g=g)
-        return f + float(box.lin @ theta), g + box.lin
+        return f + float(box.l1_per_weight @ theta), g + box.l1_per_weight
 
     bounds = list(zip(box.lower.tolist(), box.upper.tolist()))
     stop = None if time_left is None else lambda: time_left() <= 0
     res = minimize_lbfgs(fun, theta0, options, bounds=bounds, log_every=0, stop=stop)
     if last and np.array_equal(last["theta"], res.theta):
-        grad = last["g"] + box.lin
+        grad = last["g"] + box.l1_per_weight
         violation = float(
             np.abs(projected_gradient(grad, res.theta, box.lower, box.upper)).max(initial=0.0)
         )

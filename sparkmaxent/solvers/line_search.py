@@ -43,7 +43,7 @@ def line_search(
     along: Callable | None,
     theta: np.ndarray,
     d: np.ndarray,
-    lin: np.ndarray,
+    l1_per_weight: np.ndarray,
     lower: np.ndarray,
     upper: np.ndarray,
     steps: np.ndarray,
@@ -73,7 +73,7 @@ def line_search(
         chunk = steps[:n_points]
         trials = [np.clip(theta + t * d, lower, upper) for t in chunk]
         for t, trial, ev_t in zip(chunk, trials, points(trials)):
-            value_t = ev_t.value + float(lin @ trial)
+            value_t = ev_t.value + float(l1_per_weight @ trial)
             if acceptable(float(t), value_t):
                 return (trial, ev_t, value_t), float(t)
         first, ray_first = len(chunk), along is not None
@@ -82,20 +82,22 @@ def line_search(
     for step in tries:
         trial = np.clip(theta + step * d, lower, upper)
         ev_t = at(trial, want_full, step == 1.0)
-        value_t = ev_t.value + float(lin @ trial)
+        value_t = ev_t.value + float(l1_per_weight @ trial)
         if acceptable(step, value_t):
             return (trial, ev_t, value_t), step
     if along is None:
         return None, step
     for k in range(first if ray_first else 1, len(steps), ray_steps):
         chunk = steps[k : k + ray_steps]
-        values = along(theta, d, chunk) + float(lin @ theta) + chunk * float(lin @ d)
+        values = (
+            along(theta, d, chunk) + float(l1_per_weight @ theta) + chunk * float(l1_per_weight @ d)
+        )
         ok = [acceptable(t, v) for t, v in zip(chunk, values)]
         if any(ok):
             step = float(chunk[ok.index(True)])
             trial = np.clip(theta + step * d, lower, upper)
             ev_t = at(trial, want_full, True)
-            return (trial, ev_t, ev_t.value + float(lin @ trial)), step
+            return (trial, ev_t, ev_t.value + float(l1_per_weight @ trial)), step
     return None, step
 
 

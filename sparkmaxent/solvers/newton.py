@@ -2,19 +2,19 @@
 
 Solves, over theta = [weights, bias],
 
-    minimize  phi(theta) = f(theta) + lin . theta   subject to  lower <= theta <= upper
+    minimize  phi(theta) = f(theta) + l1_per_weight . theta   s.t.  lower <= theta <= upper
 
 with f, its gradient and its Hessian from one data pass
 (``kernels/curvature.py``): the l1 problem of a grafting round once every
 active weight is held in its orthant (Riezler & Vasserman 2004, section 5;
-lin = gamma1 * sign). Each iteration follows newGLMNET's outer loop (Yuan,
-Ho & Lin 2012, section 3): coordinate descent on the quadratic model over
-the box, with projected Newton face steps (Bertsekas 1982), then a
-backtracking line search whose cut steps one ray pass evaluates at once, and
-an infinity-norm trust region. Convergence is measured by the projected
-gradient; the pass predicted to converge also brings the full gradient,
-the next round's gradient test. Details: docs/methods/grafting.md,
-"The round solver".
+l1_per_weight = gamma1 * sign, problem/penalty.py). Each iteration follows
+newGLMNET's outer loop (Yuan, Ho & Lin 2012, section 3): coordinate
+descent on the quadratic model over the box, with projected Newton face
+steps (Bertsekas 1982), then a backtracking line search whose cut steps
+one ray pass evaluates at once, and an infinity-norm trust region.
+Convergence is measured by the projected gradient; the pass predicted to
+converge also brings the full gradient, the next round's gradient test.
+Details: docs/methods/grafting.md, "The round solver".
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class BoxResult:
     ----------
     theta : ndarray, shape (n,)
     value : float
-        phi(theta) = f(theta) + lin . theta.
+        phi(theta) = f(theta) + l1_per_weight . theta.
     violation : float
         Largest projected-gradient entry at ``theta``.
     last : Evaluation
@@ -408,7 +408,7 @@ def _step(
 def minimize_box_newton(
     fun: Callable[[np.ndarray, bool, bool], Evaluation],
     theta0: np.ndarray,
-    lin: np.ndarray,
+    l1_per_weight: np.ndarray,
     lower: np.ndarray,
     upper: np.ndarray,
     options: SolverOptions = SolverOptions(),
@@ -419,7 +419,7 @@ def minimize_box_newton(
     product: ProductPass | None = None,
     time_left: Callable[[], float] | None = None,
 ) -> BoxResult:
-    """Minimize f(theta) + lin . theta over lower <= theta <= upper.
+    """Minimize f(theta) + l1_per_weight . theta over lower <= theta <= upper.
 
     Parameters
     ----------
@@ -429,7 +429,8 @@ def minimize_box_newton(
         every candidate feature.
     theta0 : ndarray, shape (n,)
         A feasible start.
-    lin, lower, upper : ndarray, shape (n,)
+    l1_per_weight, lower, upper : ndarray, shape (n,)
+        gamma1 sign_j per weight (0 for the bias), the orthant box.
     first : Evaluation or None
         The evaluation at theta0 if already known (saves a pass).
     ray : callable (theta, d, steps) -> ndarray, or None
@@ -460,7 +461,7 @@ def minimize_box_newton(
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)
     ev = first if first is not None and usable else at(theta, False, True)
-    value = ev.value + float(lin @ theta)
+    value = ev.value + float(l1_per_weight @ theta)
     trace: list[dict] = []
     stalled, prev_violation, best_violation = 0, np.inf, np.inf
     radius, ratio = options.radius, None  # trust region |d_j| <= radius; rho of a full step
@@ -469,7 +470,7 @@ def minimize_box_newton(
     secant = SecantMemory(options.secant_memory) if direction and options.secant_memory else None
     clock = _IterationClock(time_left)
     for it in range(1, options.max_iter + 1):
-        grad = ev.grad + lin
+        grad = ev.grad + l1_per_weight
         violation = float(np.abs(projected_gradient(grad, theta, lower, upper)).max(initial=0.0))
         if violation <= options.tol:
             converged, message = True, "projected gradient below tol"
@@ -494,7 +495,7 @@ def minimize_box_newton(
         want_full = violation * min(1.0, violation / prev_violation) <= options.tol
         acceptable, noise = acceptance(value, slope, options.armijo)
         accepted, step = line_search(
-            at, along, theta, d, lin, lower, upper, steps, acceptable, want_full,
+            at, along, theta, d, l1_per_weight, lower, upper, steps, acceptable, want_full,
             expects_cut(ratio, along), options.ray_steps,
             passes.at_points if passes.points is not None else None, options.trial_points,
         )  # fmt: skip
@@ -524,7 +525,7 @@ def minimize_box_newton(
     else:
         it = options.max_iter
     result = _result(
-        theta, ev, value, lin, lower, upper, it, passes.count, converged, message, trace,
+        theta, ev, value, l1_per_weight, lower, upper, it, passes.count, converged, message, trace,
         options.tol, quiet=clock.spent,
     )  # fmt: skip
     result.timed_out = clock.spent and not result.converged
@@ -558,7 +559,7 @@ def _result(
     theta: np.ndarray,
     ev: Evaluation,
     value: float,
-    lin: np.ndarray,
+    l1_per_weight: np.ndarray,
     lower: np.ndarray,
     upper: np.ndarray,
     it: int,
@@ -572,7 +573,7 @@ def _result(
     """The BoxResult at the last point, warned about when not converged
     (``quiet``: not when the time budget ended it: a budget is no failure)."""
     violation = float(
-        np.abs(projected_gradient(ev.grad + lin, theta, lower, upper)).max(initial=0.0)
+        np.abs(projected_gradient(ev.grad + l1_per_weight, theta, lower, upper)).max(initial=0.0)
     )
     converged = converged or violation <= tol
     if not converged and not quiet:

@@ -67,9 +67,9 @@ def test_thresholded_test_on_spark_is_the_dense_test_there_and_the_local_one(
     if n_best == 200:  # every passing feature among the n best: some fetched
         assert method.gradient_test.fetch_passes >= 1
     if keep == 1:  # some partition's block did cap what it shipped
-        tau = cut * method.gradient_test.bound
-        part = backend.run(ThresholdedTestTask(space, weights, None, tau, n_best))
-        assert part.cut > tau * part.weight
+        gamma1_cut = cut * method.gradient_test.gamma1_tested
+        part = backend.run(ThresholdedTestTask(space, weights, None, gamma1_cut, n_best))
+        assert part.cut > gamma1_cut * part.weight
     local, _ = _test(LocalBackend([block], space), weights, cut, n_best=n_best)
     np.testing.assert_array_equal(local.new, thr.new)
     np.testing.assert_allclose(local.new_grad, thr.new_grad, rtol=1e-12)

@@ -210,7 +210,7 @@ def test_a_path_point_adds_every_candidate_above_gamma1_for_the_same_optimum(pro
     start = run(problem, heldout=False, method="grafting", l1=grid[0], gtol=1e-9)
     test = make_gradient_test(
         TrainingContext(LocalBackend([problem[0]], problem[2]), train_config(l1=grid[1])),
-        Penalty(l1=grid[1]),
+        Penalty(gamma1=grid[1]),
     ).test(start.weights)
     assert path.report.rounds[0].added == test.kkt.zero_weights_over_bound > points[0].features
     # the optimum of one candidate a round from the same start (grafting's own)

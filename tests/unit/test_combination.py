@@ -258,7 +258,7 @@ def test_each_round_selects_the_brute_force_n_best(degree):
             continue
         chosen, grown = method.selected
         conj = Conjunctions(space.n_predicates, state.arrays["conjunctions"].reshape(-1, 3))
-        bound = method.grafting(conj).gradient_test.bound
+        bound = method.grafting(conj).gradient_test.gamma1_tested
         expect, scores, nth = brute_top(
             block, space, state.weights, conj, degree, bound, cfg.grafting.n_best
         )

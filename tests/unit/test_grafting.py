@@ -83,23 +83,23 @@ def binary_candidates(seed=0, m=300, D=12, density=0.3):
 
 def test_gradient_test_picks_the_n_largest_inactive_above_threshold():
     g = np.array([0.5, -0.9, 0.05, 0.7, -0.3, 0.2, -0.7])
-    ids, best = select_candidates(g, np.array([1]), bound=0.25, n_best=3)
+    ids, best = select_candidates(g, np.array([1]), gamma1_tested=0.25, n_best=3)
     # feature 1 is active; 3 and 6 tie at 0.7 (lower id first), then 0
     assert ids.tolist() == [3, 6, 0]
     assert best == pytest.approx(0.7)
-    ids, _ = select_candidates(g, np.array([1]), bound=0.25, n_best=100)
+    ids, _ = select_candidates(g, np.array([1]), gamma1_tested=0.25, n_best=100)
     assert sorted(ids.tolist()) == [0, 3, 4, 6]
-    ids, best = select_candidates(g, np.arange(7), bound=0.0, n_best=2)
+    ids, best = select_candidates(g, np.arange(7), gamma1_tested=0.0, n_best=2)
     assert len(ids) == 0 and best == 0.0
 
 
 def test_orthant_problem_confines_each_weight_to_its_sign():
     box = orthant_problem(np.array([1.0, -1.0]), 0.1, n_bias=2)
-    np.testing.assert_array_equal(box.lin, [0.1, -0.1, 0, 0])
+    np.testing.assert_array_equal(box.l1_per_weight, [0.1, -0.1, 0, 0])
     np.testing.assert_array_equal(box.lower, [0, -np.inf, -np.inf, -np.inf])
     np.testing.assert_array_equal(box.upper, [np.inf, 0, np.inf, np.inf])
     free = orthant_problem(np.array([1.0, -1.0]), 0.0, n_bias=0)
-    assert np.all(np.isinf(free.lower)) and not free.lin.any()
+    assert np.all(np.isinf(free.lower)) and not free.l1_per_weight.any()
     with pytest.raises(ValueError, match="sign"):
         orthant_problem(np.array([1.0, 0.0]), 0.1, 0)
 
@@ -150,7 +150,7 @@ def test_kkt_certificate_over_all_candidates(solver):
     nz = w.ids
     assert np.abs(g[nz] + 2e-3 * np.sign(w.values)).max() <= 1e-6
     zero = np.setdiff1d(np.arange(space.n_features), nz)
-    assert np.abs(g[zero]).max() <= Penalty(l1=2e-3).test_bound(1e-9, 1e-6)
+    assert np.abs(g[zero]).max() <= Penalty(gamma1=2e-3).gamma1_tested(1e-9, 1e-6)
     assert np.abs(lg.grad_bias / lg.weight).max() <= 1e-6
 
 
@@ -476,7 +476,7 @@ def test_inexact_rounds_end_at_the_optimum_of_exact_rounds():
     rounds = loose.report.rounds
     # the first round stopped at half the test's excess, far above the final
     # tolerance; the exact run solved every round to the final tolerance
-    bound = Penalty(l1=2e-3).test_bound(1e-9, 1e-6)
+    bound = Penalty(gamma1=2e-3).gamma1_tested(1e-9, 1e-6)
     assert rounds[0].solve.tol == pytest.approx(0.5 * (rounds[0].score - bound))
     assert rounds[0].solve.tol > 1e3 * final_tol
     assert all(r.solve.tol == final_tol for r in exact.report.rounds)
@@ -510,7 +510,8 @@ def test_round_radius_is_the_rounds_initial_trust_region(radius, expected):
     _, block, space = planted(m=300, P=20, K=3, n_support=4, n_copies=0)
     cfg = grafting_config(round_radius=radius)
     method = Grafting(
-        TrainingContext(LocalBackend([block], space), cfg), Variant("grafting", Penalty(l1=2e-3))
+        TrainingContext(LocalBackend([block], space), cfg),
+        Variant("grafting", Penalty(gamma1=2e-3)),
     )
     assert method.options.radius == expected
 
@@ -535,7 +536,7 @@ def test_round_global_cg_reaches_the_rounds_solver_and_the_same_certified_optimu
     for budget in (0, 50):
         cfg = grafting_config(round_global_cg=budget, solver="newton-cg", n_best=20, l1=1e-3)
         backend = Counting(split_block(block, 2), space)
-        method = Grafting(TrainingContext(backend, cfg), Variant("grafting", Penalty(l1=1e-3)))
+        method = Grafting(TrainingContext(backend, cfg), Variant("grafting", Penalty(gamma1=1e-3)))
         assert method.options.global_cg == budget
         runs[budget] = (train(backend, cfg), backend.product_passes)
     assert runs[0][1] == 0 and runs[50][1] > 0

@@ -86,7 +86,7 @@ class LogisticBox:
         rng = np.random.default_rng(3)
         self.X = rng.normal(size=(300, 6))
         self.y = (self.X @ rng.normal(size=6) + rng.normal(size=300) > 0).astype(float)
-        self.lin = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
+        self.l1_per_weight = np.array([0.05, -0.05, 0.05, 0.0, 0.0, 0.0])
         self.lower = np.array([0.0, -np.inf, 0.0, -np.inf, -np.inf, -np.inf])
         self.upper = np.array([np.inf, 0.0, np.inf, np.inf, np.inf, np.inf])
         self.hessians: list[bool] = []
@@ -112,7 +112,7 @@ class LogisticBox:
         return minimize_box_newton(
             self.fun,
             theta0,
-            self.lin,
+            self.l1_per_weight,
             self.lower,
             self.upper,
             SolverOptions(tol=1e-10),
@@ -130,7 +130,7 @@ def test_newton_evaluates_cut_steps_without_curvature():
     assert res.converged
     assert not all(pb.hessians)
     ref = minimize(
-        lambda t: (pb.value(t) + pb.lin @ t, pb.gradient(t)[0] + pb.lin),
+        lambda t: (pb.value(t) + pb.l1_per_weight @ t, pb.gradient(t)[0] + pb.l1_per_weight),
         theta0,
         jac=True,
         method="L-BFGS-B",
@@ -180,7 +180,7 @@ def test_an_initial_trust_region_bounds_the_first_step_and_keeps_the_optimum(reg
     res = minimize_box_newton(
         fun,
         theta0,
-        pb.lin,
+        pb.l1_per_weight,
         pb.lower,
         pb.upper,
         SolverOptions(tol=1e-10, radius=1.0, region=region),
@@ -215,11 +215,11 @@ def test_a_weight_without_curvature_moves_to_its_orthant_bound():
         hess[:4, :4] = A.T @ A / 50
         return Evaluation(r @ r / 100, grad, hess if hessian else None, None, None)
 
-    lin = np.array([0.0, 0.0, 0.0, 0.0, gamma])
+    l1_per_weight = np.array([0.0, 0.0, 0.0, 0.0, gamma])
     lower = np.array([-np.inf] * 4 + [0.0])
     upper = np.full(5, np.inf)
     res = minimize_box_newton(
-        fun, np.array([0, 0, 0, 0, 0.7]), lin, lower, upper, SolverOptions(tol=1e-12)
+        fun, np.array([0, 0, 0, 0, 0.7]), l1_per_weight, lower, upper, SolverOptions(tol=1e-12)
     )
     assert res.converged and res.theta[4] == 0.0
     np.testing.assert_allclose(res.theta[:4], np.linalg.lstsq(A, b, rcond=None)[0], atol=1e-10)
@@ -353,7 +353,7 @@ class SparseLogisticBox(LogisticBox):
         # every weight in an orthant with an l1 term: a feature that separates
         # its events would otherwise have no finite optimum
         signs = rng.integers(1, 3, size=groups * size)
-        self.lin = np.where(signs == 1, 0.002, -0.002)
+        self.l1_per_weight = np.where(signs == 1, 0.002, -0.002)
         self.lower = np.where(signs == 1, 0.0, -np.inf)
         self.upper = np.where(signs == 2, 0.0, np.inf)
         self.hessians = []
@@ -367,7 +367,7 @@ def test_newton_on_a_sparse_hessian_reaches_the_minimum_of_lbfgsb():
     res = box.solve(theta0, ray=True)
     assert res.converged and res.violation <= 1e-10
     ref = minimize(
-        lambda t: (box.value(t) + box.lin @ t, box.gradient(t)[0] + box.lin),
+        lambda t: (box.value(t) + box.l1_per_weight @ t, box.gradient(t)[0] + box.l1_per_weight),
         theta0,
         jac=True,
         method="L-BFGS-B",
@@ -430,7 +430,7 @@ def test_a_points_pass_takes_cut_steps_with_their_gradients():
             return [pb.fun(t, False, False) for t in thetas]
 
         res = minimize_box_newton(
-            pb.fun, theta0, pb.lin, pb.lower, pb.upper, options, ray=pb.ray,
+            pb.fun, theta0, pb.l1_per_weight, pb.lower, pb.upper, options, ray=pb.ray,
             direction=direction, points=points if with_points else None,
         )  # fmt: skip
         assert res.converged and not any(pb.hessians)

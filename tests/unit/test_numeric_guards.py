@@ -167,7 +167,7 @@ def passing_parts():
     """Parts of a certificate that passes: weights at the optimum of l1."""
     weights = Weights(np.array([0, 2]), np.array([1.0, -0.5]), np.zeros(2))
     full_grad = np.array([-0.1, 0.05, 0.1, 0.0])  # -l1 sign(w) on 0 and 2, small on 1, 3
-    return weights, full_grad, np.zeros(2), Penalty(l1=0.1)
+    return weights, full_grad, np.zeros(2), Penalty(gamma1=0.1)
 
 
 def test_certificate_passes_on_finite_numbers():

@@ -52,7 +52,7 @@ class CountingBox(LogisticBox):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a time budget's stop warns of nothing
             return minimize_box_newton(
-                self.fun, theta0, self.lin, self.lower, self.upper,
+                self.fun, theta0, self.l1_per_weight, self.lower, self.upper,
                 SolverOptions(tol=1e-12), ray=self.ray, time_left=time_left,
             )  # fmt: skip
 
@@ -82,8 +82,8 @@ def test_a_spent_budget_ends_the_round_at_its_last_iterate_between_iterations(bu
     # a usable iterate: feasible, its value and violation those at theta,
     # and better than the start
     assert np.all(res.theta >= box.lower) and np.all(res.theta <= box.upper)
-    assert res.value == pytest.approx(box.value(res.theta) + box.lin @ res.theta)
-    assert res.value < box.value(FAR) + box.lin @ FAR
+    assert res.value == pytest.approx(box.value(res.theta) + box.l1_per_weight @ res.theta)
+    assert res.value < box.value(FAR) + box.l1_per_weight @ FAR
     assert res.iterations == len(res.trace) < full.iterations
 
 

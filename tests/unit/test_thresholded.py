@@ -281,6 +281,6 @@ def test_the_factory_chooses_the_test_once_from_the_configuration():
         test = method.gradient_test
         assert type(test) is kind and test.full_gradient is full
         assert method.options.full_gradient is full
-        assert test.bound == Penalty(l1=2e-3).test_bound(config.gtol, 1e-6)
+        assert test.gamma1_tested == Penalty(gamma1=2e-3).gamma1_tested(config.gtol, 1e-6)
         assert test.describe()["path"] == ("block-wise" if kind is BlockwiseTest else "dense")
     assert test.certify(Weights.zeros(space)) == test.test(Weights.zeros(space)).kkt

@@ -74,12 +74,12 @@ def test_capped_partials_bound_every_feature_and_count_exactly_when_asked(seed, 
     threshold lies in [n_over, n_over + n_undecided]; asked for the exact
     count, one fetch makes it the brute-force count."""
     blocks, space, scaling, weights = _capped_case(seed)
-    thr, n_best, tau = 2e-3, 3 + seed, 1e-3
+    thr, n_best, gamma1_cut = 2e-3, 3 + seed, 1e-3
     backend = LocalBackend(blocks, space)
     exact = backend.run(LossGradTask(space, weights.sparse(), scaling, None))
-    part = backend.run(ThresholdedTestTask(space, weights, scaling, tau, factor * n_best))
+    part = backend.run(ThresholdedTestTask(space, weights, scaling, gamma1_cut, factor * n_best))
     W, K = part.weight, space.n_labels
-    assert part.cut > tau * W, "no block capped: the case tests nothing"
+    assert part.cut > gamma1_cut * W, "no block capped: the case tests nothing"
     g = np.abs(exact.grad / exact.weight)
     inactive = np.setdiff1d(np.arange(space.n_features), weights.ids)
     unshipped = np.setdiff1d(inactive, part.ids)

@@ -65,7 +65,7 @@ def test_top_candidates_orders_by_score_then_id_and_keeps_ties_at_the_cut():
 def test_dense_selection_breaks_ties_at_the_cut_by_id():
     g = np.array([0.4, -0.4, 0.4, 0.4, -0.4, 0.9])
     for _ in range(3):
-        ids, best = select_candidates(g, np.array([5]), bound=0.1, n_best=2)
+        ids, best = select_candidates(g, np.array([5]), gamma1_tested=0.1, n_best=2)
         assert ids.tolist() == [0, 1] and best == 0.4
 
 
@@ -111,7 +111,7 @@ def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
     assert summary.max_inactive == best
     np.testing.assert_array_equal(summary.active_grad, full[active])
     grad_bias = lg.grad_bias / lg.weight
-    dense = kkt_certificate(full, weights, grad_bias, l1, tol, bound=threshold)
+    dense = kkt_certificate(full, weights, grad_bias, l1, tol, grad_threshold=threshold)
     parts = kkt_from_parts(
         summary.active_grad,
         weights,
@@ -121,7 +121,7 @@ def test_block_summaries_select_what_the_dense_test_selects(block_size, n_best):
         grad_bias,
         l1,
         tol,
-        bound=threshold,
+        grad_threshold=threshold,
     )
     assert parts == dense
     assert summary.lg.loss == lg.loss and summary.lg.weight == lg.weight
