@@ -566,3 +566,78 @@ def test_the_certificate_rule_sees_each_kind_of_read():
         'e = report.certificate["bound"]\nf = row["passed"]\ng = cert.passed\n'
     )
     assert [line for line, _ in certificate_reads(source)] == [1, 2, 3, 4, 5]
+
+
+#: ``evaluate`` means a model's metrics on a data set (``sparkmaxent evaluate``,
+#: api.evaluate_model, evaluate.evaluate_dataset, evaluate_backend,
+#: evaluate_block); a function or method named ``evaluate`` alone only where
+#: an outside API wants it: pyspark.ml's Model.evaluate(df)
+EVALUATE_ALLOWED = {"sparkmaxent.ml.classifier"}
+#: gamma1 has one name, and what is derived from it is named after it
+#: (problem/penalty.py): its old synonyms stay out of the modules it passes
+GAMMA1_SYNONYMS = {"tau", "lin", "bound", "test_bound", "threshold"}
+GAMMA1_MODULES = {
+    f"sparkmaxent.{m}"
+    for m in (
+        "methods.grafting",
+        "methods.gradient_test",
+        "methods.partials",
+        "kernels.thresholded",
+        "kernels.topk",
+        "problem.penalty",
+        "problem.objective",
+        "solvers.newton",
+        "solvers.box_qp",
+        "solvers.line_search",
+    )
+}
+
+
+def bound_names(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each name a source binds: functions and methods,
+    parameters, assigned variables, attributes and class fields."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.append((node.lineno, node.name))
+        elif isinstance(node, ast.arg):
+            found.append((node.lineno, node.arg))
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def test_evaluate_means_a_models_metrics_on_a_data_set():
+    stray = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}"
+        for name, path in modules().items()
+        if name not in EVALUATE_ALLOWED
+        for line, bound in bound_names(path.read_text())
+        if bound == "evaluate"
+    ]
+    assert not stray, "a function named evaluate (Objective.at is C at a point):\n" + "\n".join(
+        stray
+    )
+
+
+def test_gamma1_has_one_name_along_its_path():
+    mods = modules()
+    stray = [
+        f"{mods[name].relative_to(PACKAGE.parent)}:{line} {bound}"
+        for name in sorted(GAMMA1_MODULES)
+        for line, bound in bound_names(mods[name].read_text())
+        if bound in GAMMA1_SYNONYMS
+    ]
+    assert not stray, "gamma1 under another name (problem/penalty.py):\n" + "\n".join(stray)
+
+
+def test_the_naming_rules_see_each_kind_of_name():
+    source = (
+        "def evaluate(x):\n    pass\nclass A:\n    tau: float\n    def f(self, lin):\n"
+        "        self.bound = 1\n        threshold = 2\n    def test_bound(self):\n"
+        "        return self.bound\n"
+    )
+    names = {name for _, name in bound_names(source)}
+    assert names == {"evaluate", "x", "A", "f", "self", *GAMMA1_SYNONYMS}
