@@ -580,6 +580,7 @@ GAMMA1_MODULES = {
     f"sparkmaxent.{m}"
     for m in (
         "methods.grafting",
+        "methods.combination",
         "methods.gradient_test",
         "methods.partials",
         "kernels.thresholded",
