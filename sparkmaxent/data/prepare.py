@@ -18,7 +18,7 @@ from ..session_kind import default_parallelism
 from .dictionary import binary_setting, load_vocabulary
 from .inputs import resolve_options
 from .local_prepare import build_local, is_local, read_small
-from .options import PrepareOptions
+from .options import PrepareOptions, TableColumns
 from .raw import RawSource, read_files
 from .rawtable import read_candidate_table, read_table
 from .readers import FORMATS, InputError
@@ -205,16 +205,14 @@ def prepare_table(
         )
     storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
     t0 = time.perf_counter()
-    src = read_table(
-        spark,
-        table,
-        label_col=label_col,
-        features_col=features_col,
-        weight_col=weight_col,
-        values_col=values_col,
-        key_col=key_col,
-        limits=s.limits,
+    cols = TableColumns(
+        label=label_col or "",
+        features=features_col,
+        values=values_col,
+        weight=weight_col,
+        key=key_col,
     )
+    src = read_table(spark, table, cols, s.limits)
     return _run(spark, src, out_dir, s, t0)
 
 
@@ -276,17 +274,15 @@ def prepare_candidate_table(
     s = with_keywords(settings, keywords).replace(quarantine=False)
     storage.refuse_existing_output(out_dir, s.overwrite, "output directory", s.lock_stale_s)
     t0 = time.perf_counter()
-    src = read_candidate_table(
-        spark,
-        table,
-        group_col=group_col,
-        features_col=features_col,
-        correct_col=correct_col,
-        weight_col=weight_col,
-        values_col=values_col,
-        key_col=key_col,
-        limits=s.limits,
+    cols = TableColumns(
+        features=features_col,
+        values=values_col,
+        weight=weight_col,
+        group=group_col,
+        correct=correct_col,
+        key=key_col,
     )
+    src = read_candidate_table(spark, table, cols, s.limits)
     return _run(spark, src, out_dir, s, t0)
 
 

@@ -14,32 +14,27 @@ from ..plan import Limits
 from ..shapes import CANDIDATES, MULTICLASS
 from .columns import names_and_values
 from .local_prepare import collect_raw
+from .options import TableColumns
 from .raw import KIND_EVENT, RawSource
 from .readers import MAX_ABS_VALUE, InputError
 
 
-def read_table(
-    spark,
-    table,
-    *,
-    label_col: str | None,
-    features_col: str,
-    weight_col: str | None,
-    values_col: str | None,
-    key_col: str | None = None,
-    limits: Limits | None = None,
-) -> RawSource:
+def read_table(spark, table, cols: TableColumns, limits: Limits | None = None) -> RawSource:
     """Raw multiclass events of a DataFrame or catalog table, after checking
-    its columns' presence, types and values (``prepare_table``); with
-    ``key_col``, each event carries that column's value as ``key``. Without
-    ``label_col`` (data to predict) every label is "" (unseen in training).
+    its columns' presence, types and values (``prepare_table``); ``cols``
+    names the label, features, values, weight and key columns. With a key
+    column, each event carries that column's value as ``key``. Without a
+    label column (``cols.label`` "": data to predict) every label is ""
+    (unseen in training).
 
     A table of at most ``limits.max_events`` rows (``limits.rows``; None or
-    0: never; not with ``key_col``) is collected into this process with Arrow in one Spark job,
+    0: never; not with ``cols.key``) is collected into this process with Arrow in one Spark job,
     its value checks evaluated in the same projection, so ``prepare``
     finishes it in-process (``local_prepare.build_local``)."""
     from pyspark.sql import functions as F
 
+    label_col, features_col, values_col = cols.label or None, cols.features, cols.values
+    weight_col, key_col = cols.weight, cols.key
     labels = {label_col: "label"} if label_col else {}
     df, name = _table_frame(spark, table)
     _check_table_columns(df, name, {**labels, **_key(key_col)}, weight_col)
@@ -92,34 +87,28 @@ def read_table(
 
 
 def read_candidate_table(
-    spark,
-    table,
-    *,
-    group_col: str,
-    features_col: str,
-    correct_col: str,
-    weight_col: str | None,
-    values_col: str | None,
-    key_col: str | None = None,
-    limits: Limits | None = None,
+    spark, table, cols: TableColumns, limits: Limits | None = None
 ) -> RawSource:
     """Raw candidate-set events of a DataFrame or catalog table with one row
-    per candidate (``prepare_candidate_table``), after the checks of
+    per candidate (``prepare_candidate_table``; ``cols`` names the group,
+    features, values, correct, weight and key columns), after the checks of
     :func:`read_table`; the events of a table of at most
-    ``limits.max_events`` rows (not with ``key_col``) are collected into
+    ``limits.max_events`` rows (not with ``cols.key``) are collected into
     this process, as in :func:`read_table` (the checks stay Spark jobs).
 
     The rows of a group form one event, its candidates in the table's row
     order, as the lines of a TADM event. A candidate is correct when its
-    ``correct_col`` is true (boolean) or > 0 (numeric: TADM's score). The
-    event id is the group id when ``group_col`` is an integer column (so a
+    ``cols.correct`` is true (boolean) or > 0 (numeric: TADM's score). The
+    event id is the group id when ``cols.group`` is an integer column (so a
     table of TADM's events numbered 0, 1, ... prepares as TADM text does),
     else the position of the group's first row. The weight column, if any,
-    must hold one weight per group, and so must ``key_col`` (carried as
+    must hold one weight per group, and so must ``cols.key`` (carried as
     ``key``), e.g. the group column itself.
     """
     from pyspark.sql import functions as F
 
+    group_col, features_col, values_col = str(cols.group), cols.features, cols.values
+    correct_col, weight_col, key_col = cols.correct, cols.weight, cols.key
     df, name = _table_frame(spark, table)
     required = {group_col: "group", correct_col: "correct", **_key(key_col)}
     _check_table_columns(df, name, required, weight_col)
