@@ -14,7 +14,10 @@ in one Spark session: issue 20's figures for classic sessions.
   trained for ``--mllib-iter`` iterations, for its accuracy only). The test
   rows are unioned ``--score-copies`` times (cached and counted before any
   timing) so each transform runs for seconds; each transform is
-  materialized with the ``noop`` writer.
+  materialized with the ``noop`` writer, every system once per repeat in
+  turn (a load that changes during the run hits each alike), its best wall
+  time and the CPU seconds of the Spark JVM and its Python workers
+  (``cpu_s``: what the session itself spent, whatever else runs) kept.
 - ``grid``: ``fitMultiple`` over ``--grid`` gamma1 values (what
   CrossValidator calls per fold) with and without warmStart.
 - ``auto``: the documented ``Tokenizer -> MaxEntClassifier(l1="auto")``
@@ -192,13 +195,57 @@ def score_stage(spark, args, train, test, model, rows: list[dict]) -> None:
         "sparkmaxent Arrow transform (array<string>)": lambda: arrow.transform(ours),
         "mllib CountVectorizer + transform": lambda: lr.transform(vectorizer.transform(test)),
     }
-    for system, fn in scored.items():
-        acc = accuracy(fn())
+    accuracies = {system: accuracy(fn()) for system, fn in scored.items()}
+    for fn in scored.values():
         materialize(fn())  # warm-up
-        walls = [timed(lambda fn=fn: materialize(fn()))[1] for _ in range(args.repeats)]
-        rows.append(row(system, "score test", min(walls), n, acc=acc))
-        rows[-1].update(wall_s_all=walls, score_copies=args.score_copies)
+    clock = ProcessClock(spark)
+    walls: dict[str, list[float]] = {system: [] for system in scored}
+    cpus: dict[str, list[float]] = {system: [] for system in scored}
+    for _ in range(args.repeats):  # each repeat runs every system: a load change hits all
+        for system, fn in scored.items():
+            cpu = clock.seconds()
+            walls[system].append(timed(lambda fn=fn: materialize(fn()))[1])
+            cpus[system].append(round(clock.seconds() - cpu, 2))
+    for system in scored:
+        rows.append(row(system, "score test", min(walls[system]), n, acc=accuracies[system]))
+        rows[-1].update(wall_s_all=walls[system], score_copies=args.score_copies)
+        rows[-1].update(cpu_s=min(cpus[system]), cpu_s_all=cpus[system])
     rows[-len(scored)].update(differences(default_vec.transform(ours_vectors), arrow_vec))
+
+
+class ProcessClock:
+    """CPU seconds (user + system) of the Spark driver JVM and every process
+    under it (its Python workers), read from /proc: on a shared machine
+    wall time also counts other users' work, CPU seconds count only this
+    session's (a local session runs its executors in the JVM); 0.0 where
+    /proc is absent."""
+
+    def __init__(self, spark):
+        gateway = getattr(spark.sparkContext, "_gateway", None)
+        self.root = getattr(getattr(gateway, "proc", None), "pid", None)
+
+    def seconds(self) -> float:
+        if self.root is None or not os.path.isdir("/proc"):
+            return 0.0
+        children: dict[int, list[int]] = {}
+        stats: dict[int, list[str]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:  # the process ended meanwhile
+                continue
+            stats[int(entry)] = fields
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        total, todo = 0, [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid in stats:  # utime, stime, and those of its ended children
+                total += sum(int(x) for x in stats[pid][11:15])
+            todo.extend(children.get(pid, []))
+        return total / os.sysconf("SC_CLK_TCK")
 
 
 def copies(df, k: int):

@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 #: MLlib's model class, as its saved metadata names it
 MLLIB_CLASS = "org.apache.spark.ml.classification.LogisticRegressionModel"
 #: numClasses x numFeatures above which the coefficients are stored sparse
-#: (MLlib's ``compressed``); a dense matrix scores sparse Vectors fastest
+#: (:func:`_matrices`); a dense matrix scores sparse Vectors fastest
 DENSE_LIMIT = 1 << 24
 #: the column transform hands MLlib: the features, a null Vector as an empty one
 _FEATURES = "__sparkmaxent_vector"
@@ -80,11 +80,14 @@ def refuse(scorer: Scorer, num_features: int) -> None:
         raise NotMLlib(f"numFeatures must be >= 1, got {num_features}")
 
 
-def mllib_form(scorer: Scorer, num_features: int) -> tuple[np.ndarray, np.ndarray]:
-    """(coefficients numClasses x numFeatures, intercepts numClasses) of
-    MLlib's multinomial ``LogisticRegressionModel`` scoring Vectors of size
-    ``num_features`` as ``scorer`` does (module docstring); NotMLlib
-    when there is none."""
+def mllib_form(scorer: Scorer, num_features: int):
+    """(coefficients numClasses x numFeatures as a scipy CSR matrix,
+    intercepts numClasses) of MLlib's multinomial ``LogisticRegressionModel``
+    scoring Vectors of size ``num_features`` as ``scorer`` does (module
+    docstring); NotMLlib when there is none. Sparse, so a vocabulary of
+    millions costs memory for the model's weights only."""
+    from scipy import sparse
+
     refuse(scorer, num_features)
     W, b = scorer.linear()
     W = W - W.mean(axis=1, keepdims=True)
@@ -92,21 +95,34 @@ def mllib_form(scorer: Scorer, num_features: int) -> tuple[np.ndarray, np.ndarra
     names = scorer.names.to_pylist()
     rows = [j for j, n in enumerate(names) if _is_index(n) and int(n) < num_features]
     index = np.asarray([int(names[j]) for j in rows], dtype=np.int64)
-    coefficients = np.zeros((scorer.n_classes, num_features))
-    coefficients[np.ix_(scorer.classes, index)] = W[rows].T
+    block = W[rows].T  # (classes the model knows) x (its Vector indices)
+    k, j = np.nonzero(block)
+    shape = (scorer.n_classes, num_features)
+    coefficients = sparse.csr_matrix((block[k, j], (scorer.classes[k], index[j])), shape=shape)
     intercepts = np.full(scorer.n_classes, -np.inf)
     intercepts[scorer.classes] = b
     return coefficients, intercepts
 
 
-def _matrices(coefficients: np.ndarray, intercepts: np.ndarray):
-    """(pyspark Matrix, DenseVector): the coefficients dense unless larger
-    than :data:`DENSE_LIMIT` (then sparse, column-major)."""
-    from pyspark.ml.linalg import DenseMatrix, Vectors
+def _matrices(coefficients, intercepts: np.ndarray, dense_limit: int = DENSE_LIMIT):
+    """(pyspark Matrix, DenseVector) of :func:`mllib_form`'s CSR
+    ``coefficients``: dense column-major up to ``dense_limit`` entries
+    (MLlib's product with a sparse Vector then reads each of the Vector's
+    entries' K weights side by side), else sparse row-major (MLlib's
+    ``isTransposed`` CSR: its product with a sparse Vector walks each
+    class's weights; the column-major sparse form walks every column up to
+    the Vector's last index, on every row)."""
+    from pyspark.ml.linalg import DenseMatrix, Matrix, SparseMatrix, Vectors
 
     K, N = coefficients.shape
-    matrix = DenseMatrix(K, N, coefficients.ravel(order="F"))
-    return (matrix if K * N <= DENSE_LIMIT else matrix.toSparse()), Vectors.dense(intercepts)
+    matrix: Matrix
+    if K * N <= dense_limit:
+        matrix = DenseMatrix(K, N, coefficients.toarray().ravel(order="F"))
+    else:
+        csr = coefficients.tocsr()
+        csr.sort_indices()
+        matrix = SparseMatrix(K, N, csr.indptr, csr.indices, csr.data, isTransposed=True)
+    return matrix, Vectors.dense(intercepts)
 
 
 def vector_size(dataset, column: str) -> int | None:

@@ -179,3 +179,33 @@ def test_saved_in_mllibs_format_loads_as_mllibs_model(planted, tmp_path):
     assert lr.getThresholds() == [1.0, 2.0, 0.5] and lr.numFeatures == size
     present = vectors.where("features IS NOT NULL")
     _equal_to_arrow(model, present, lr.transform(present))
+
+
+def test_large_models_go_to_mllib_row_major_sparse(planted):
+    """Above the dense limit the coefficients reach MLlib in its row-major
+    sparse form (CSR, ``isTransposed``: its product with a sparse Vector
+    walks each class's weights, where the column-major form walks every
+    column up to the Vector's last index); below it dense column-major.
+    Both hold the same weights and the model MLlib builds from the sparse
+    one scores as the Arrow scorer."""
+    import numpy as np
+    from pyspark.ml.classification import LogisticRegressionModel
+    from pyspark.ml.common import _py2java
+    from pyspark.ml.linalg import DenseMatrix, SparseMatrix
+
+    from sparkmaxent.ml.mllib import MLLIB_CLASS, _matrices, mllib_form
+
+    train, vectors, size, model = planted
+    coefficients, intercepts = mllib_form(model.scorer(), size)
+    dense, _ = _matrices(coefficients, intercepts)
+    sparse, vector = _matrices(coefficients, intercepts, dense_limit=0)
+    assert isinstance(dense, DenseMatrix) and not dense.isTransposed
+    assert isinstance(sparse, SparseMatrix) and sparse.isTransposed
+    np.testing.assert_array_equal(sparse.toArray(), dense.toArray())
+    assert len(sparse.values) == np.count_nonzero(dense.toArray()) > 0
+    sc = model.spark_session().sparkContext
+    jvm_class = getattr(sc._jvm, MLLIB_CLASS)
+    java = jvm_class(model.uid, _py2java(sc, sparse), _py2java(sc, vector), model.numClasses, True)
+    lr = LogisticRegressionModel._from_java(java).setFeaturesCol("features")
+    present = vectors.where("features IS NOT NULL")
+    _equal_to_arrow(model, present, lr.transform(present))
