@@ -157,7 +157,12 @@ def _scores(known: str, flat: str, b: np.ndarray, binary: bool, kind: str) -> st
     x>>``): one ``transform`` over the classes of an ``aggregate`` over the
     entries, each weight an ``element_at`` into the flat literal ``flat``
     (row-major), all of them generated code (``zip_with`` is not); the
-    entries are bound once (:func:`_let`), not per class."""
+    entries are bound once (:func:`_let`), not per class. Dense rows, not
+    each feature's non-zero (class, weight) pairs only: SQL has no
+    scatter-add into an array, so pairs cost a pass per class over every
+    pair of the row with a class test each, or an array rebuilt per pair,
+    more work than K weights read per known feature even on a grafting
+    model's sparse rows (benchmarks/ml_api.py measures transform)."""
     K = len(b)
     value = "CAST(e.x != 0 AS DOUBLE)" if binary else "e.x"
     row, times = ("e", "") if kind == ARRAY else ("e.i", f" * {value}")
