@@ -101,7 +101,7 @@ def client(url: str, *args: str, timeout: float = 900) -> subprocess.CompletedPr
 
 def test_a_model_saved_where_only_the_server_sees_loads_back_through_it(hidden):
     server, store, _ = hidden
-    proc = client(server.url, "-c", CLIENT, server.url, MOUNT)
+    proc = client(server.url, "-c", CLIENT, server.url, f"{MOUNT}/api")
     assert proc.returncode == 0, f"{proc.stderr[-3000:]}\n{server.logs()}"
     assert proc.stdout.startswith("same predictions through the server"), proc.stdout
     assert os.listdir(store) == []  # all of it in the server's namespace only
@@ -142,6 +142,7 @@ def test_cli_outputs_where_only_the_server_sees(hidden):
     (shared / "bad.txt").write_text("this line is not an event\n")
     sets = ["--set", "train.method=grafting", "--set", "train.grafting.l1=2e-3"]
     cli = ["-m", "sparkmaxent"]
+    own = f"{MOUNT}/cli"  # the module's tests share MOUNT: each writes to its own directory
 
     def ok(*args: str) -> str:
         proc = client(server.url, *cli, *args)
@@ -150,9 +151,9 @@ def test_cli_outputs_where_only_the_server_sees(hidden):
 
     # prepare there (a small input: prepared in this process, its events written by Spark)
     ok("prepare", "--input", str(shared / "train.txt"), "--format", "maxent",
-       "--output", f"{MOUNT}/train")  # fmt: skip
-    ok("train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run", *sets)
-    ok("train", "--train", f"{MOUNT}/train", "--output", str(shared / "run"), *sets)
+       "--output", f"{own}/train")  # fmt: skip
+    ok("train", "--train", f"{own}/train", "--output", f"{own}/run", *sets)
+    ok("train", "--train", f"{own}/train", "--output", str(shared / "run"), *sets)
     config = shared / "pipeline.toml"
     config.write_text(textwrap.dedent(f"""\
         [data]
@@ -164,14 +165,14 @@ def test_cli_outputs_where_only_the_server_sees(hidden):
         [train.grafting]
         l1 = 2e-3
         """))  # fmt: skip
-    ok("pipeline", "--config", str(config), "--output", f"{MOUNT}/pipe")
-    ok("predict", "--model", f"{MOUNT}/run/model", "--input", str(shared / "test.txt"),
-       "--format", "maxent", "--output", f"{MOUNT}/pred")  # fmt: skip
+    ok("pipeline", "--config", str(config), "--output", f"{own}/pipe")
+    ok("predict", "--model", f"{own}/run/model", "--input", str(shared / "test.txt"),
+       "--format", "maxent", "--output", f"{own}/pred")  # fmt: skip
     failed = client(server.url, *cli, "prepare", "--input", str(shared / "bad.txt"),
-                    "--format", "maxent", "--output", f"{MOUNT}/bad")  # fmt: skip
+                    "--format", "maxent", "--output", f"{own}/bad")  # fmt: skip
     assert failed.returncode == 2, failed.stderr[-3000:]
 
-    proc = client(server.url, "-c", CHECK, server.url, MOUNT)
+    proc = client(server.url, "-c", CHECK, server.url, own)
     assert proc.returncode == 0, f"{proc.stderr[-3000:]}\n{server.logs()}"
     there = json.loads(proc.stdout.strip().splitlines()[-1])
     here = json.loads((shared / "run" / "train_report.json").read_text())
