@@ -2,7 +2,9 @@
 exact Newton solver (``newton``: the Hessian block per pass) and the
 Hessian-free one (``newton-cg``: each partition's Newton step by projected
 CG, n-vectors per pass, corrected by secant pairs; with ``--plain`` also
-``newton-cg-plain``, the step uncorrected; with ``--global-cg N``
+``newton-cg-plain``, the step uncorrected; with ``--through``
+``newton-cg-through``, the partitions' CG run on through the box before
+its step is projected; with ``--global-cg N``
 ``newton-cg-global``, the late iterations by CG across passes, at most N
 product passes an iteration, ``solvers/global_cg.py``) on the same rounds,
 in one run, on CoNLL-2000 chunking, in-process (LocalBackend, ``--blocks``
@@ -61,6 +63,7 @@ from benchmarks.round_cost_page import (
     PLAIN,
     PROBE,
     SOLVERS,
+    THROUGH,
     VARIANTS,
     report,
     rows_from,
@@ -248,6 +251,8 @@ def solve_round(
         method.options = dataclasses.replace(options, forcing_max=options.inner_ratio)
     if solver == GLOBAL:  # the late iterations by CG across passes
         method.options = dataclasses.replace(options, global_cg=global_cg)
+    if solver == THROUGH:  # the partitions' CG run through the box before projecting
+        method.options = dataclasses.replace(options, cg_through=True)
     if tol_mode == "final":
         tol = method.options.tol
     elif tol_mode != "round":
@@ -356,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
         "before: every direction pass to a tenth of the violation)",
     )
     parser.add_argument(
+        "--through",
+        action="store_true",
+        help=f"also solve each round by {THROUGH} (newton-cg whose partitions' CG runs on "
+        "through the box before its step is projected)",
+    )
+    parser.add_argument(
         "--global-cg",
         type=int,
         default=0,
@@ -433,6 +444,8 @@ def measure(args, spark, train_dir: str) -> None:
                     if solver == "newton" and recorded[4] > args.exact_max:
                         continue
                     if solver == PLAIN and not args.plain or solver == FIXED and not args.fixed:
+                        continue
+                    if solver == THROUGH and not args.through:
                         continue
                     if solver == GLOBAL and not args.global_cg or solver not in args.solvers:
                         continue

@@ -34,8 +34,11 @@ PLAIN = "newton-cg-plain"
 FIXED = "newton-cg-fixed"
 #: newton-cg whose late iterations run CG across passes (``SolverOptions.global_cg``)
 GLOBAL = "newton-cg-global"
+#: newton-cg whose partitions' CG runs on through the box before its step is
+#: projected (``SolverOptions.cg_through``; ``kernels.direction.box_qp_pcg``)
+THROUGH = "newton-cg-through"
 #: newton-cg with a setting of its own
-VARIANTS = (PLAIN, FIXED, GLOBAL)
+VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH)
 #: the solvers a round is solved by (``measure``)
 SOLVERS = ("newton", "newton-cg", *VARIANTS)
 

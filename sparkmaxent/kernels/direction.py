@@ -15,7 +15,8 @@ solve costs n^2 per sweep. Here the Hessian is never formed:
 * ``box_qp_pcg``: the quadratic model g.d + d^T H d / 2 minimized over a box
   by projected, Jacobi-preconditioned conjugate gradients with the products
   alone (the face of the bounds that push outward held fixed, CG on the
-  rest, a projected step when CG leaves the box; More & Toraldo 1991).
+  rest, a projected step when CG leaves the box, or optionally once CG
+  reached its tolerance; More & Toraldo 1991).
 * ``LocalDirectionTask``: each block solves that model with its own
   Hessian (its sums over its own event weight) and the global gradient;
   the driver averages the directions by event weight (GIANT, Wang et al.
@@ -153,16 +154,27 @@ def box_qp_pcg(
     hi: np.ndarray,
     tol: float,
     max_products: int,
+    through: bool = False,
 ) -> tuple[np.ndarray, int, float]:
     """Minimize q(d) = g.d + d^T H d / 2 over lo <= d <= hi (lo <= 0 <= hi,
     H PSD given by ``product``) by projected preconditioned CG.
 
     Each outer step holds the coordinates at a bound whose model gradient
-    pushes outward, runs Jacobi-preconditioned CG on the others from the
-    current point and, when the CG point leaves the box, takes the better of
-    the point where it first meets a bound and its projection onto the box
-    (both lower q: q falls along the CG step up to its end). Coordinates
-    without curvature go to the bound -g points to, as in
+    pushes outward and runs Jacobi-preconditioned CG on the others from the
+    current point: to the tolerance (``through``), or only until its step
+    first leaves the box. A step outside the box is cut where it first
+    meets a bound or projected onto the box, whichever lowers q more (the
+    cut lowers q: q falls along a CG step up to its end); run ``through``,
+    the step CG ended with, the one that first left the box and the last
+    one inside are all tried (``_box_step``), so an outer step gains at
+    least what stopping at the bound gains. The projection puts every
+    coordinate the step pushes past its bound there at once. Stopped at
+    the first bound it crosses, CG restarts after a product or two wherever
+    many free coordinates sit at a bound (an l1 round's orthant bounds at 0,
+    new weights among them): a projected gradient method that runs into
+    ``max_products``; run through, an outer step is a CG solve of the face
+    (the projected search of More & Toraldo 1991 and of TRON, Lin & More
+    1999). Coordinates without curvature go to the bound -g points to, as in
     ``solvers.newton.box_qp_cd``. Stops at a projected gradient of ``tol``
     or after ``max_products`` products.
 
@@ -188,6 +200,7 @@ def box_qp_pcg(
         z = inv * res
         s, rz = z.copy(), float(res @ z)
         p, Hp = np.zeros(n), np.zeros(n)
+        left = None  # the CG step and H times it where it first left the box
         while used < max_products and rz > 0:
             Hs = product(s)
             used += 1
@@ -198,8 +211,13 @@ def box_qp_pcg(
             p += alpha * s
             Hp += alpha * Hs
             res -= alpha * np.where(free, Hs, 0.0)
-            if np.abs(res).max(initial=0.0) <= tol or np.any((d + p < lo) | (d + p > hi)):
+            if np.abs(res).max(initial=0.0) <= tol:
                 break
+            if left is None and np.any((d + p < lo) | (d + p > hi)):
+                if not through:
+                    break
+                # the step that left, and the last one inside (alpha s back)
+                left = p.copy(), Hp.copy(), p - alpha * s, Hp - alpha * Hs
             z = inv * res
             rz, previous = float(res @ z), rz
             s = z + (rz / previous) * s
@@ -209,24 +227,51 @@ def box_qp_pcg(
         if np.all((trial >= lo) & (trial <= hi)):
             d, Hd = trial, Hd + Hp
             continue
-        # the CG step left the box: where it first meets a bound ...
-        with np.errstate(divide="ignore", invalid="ignore"):
-            room = np.where(p < 0, (lo - d) / p, np.where(p > 0, (hi - d) / p, np.inf))
-        t = float(np.clip(room.min(initial=1.0), 0.0, 1.0))
-        first = np.clip(d + t * p, lo, hi)
-        q_first = float(g @ d + 0.5 * d @ Hd + t * ((g + Hd) @ p) + 0.5 * t * t * (p @ Hp))
-        # ... or its projection, which may put several on their bounds at once
-        projected = np.clip(trial, lo, hi)
-        H_projected = Hd + product(projected - d)
-        used += 1
-        if float(g @ projected + 0.5 * projected @ H_projected) < q_first:
-            d, Hd = projected, H_projected
-        elif t > 0:  # first - d is t p but for the bound it reached exactly
-            d, Hd = first, Hd + t * Hp
-        else:  # a bound stops the step at once and its projection gains nothing:
-            # the next CG holds those coordinates there (else it repeats this one)
+        # the CG step left the box: the best of where it first meets a bound
+        # and its projection, for the step CG ended with and (``through``)
+        # the step that first left the box
+        steps = [(p, Hp)] if left is None else [(p, Hp), left[:2], left[2:]]
+        d, Hd, room, spent = _box_step(product, g, d, Hd, steps, lo, hi)
+        used += spent
+        if room is not None:  # a bound stops the step at once and its projection gains
+            # nothing: the next CG holds those coordinates there (else it repeats this one)
             held = room <= 0
     return d, used, float(d @ Hd)
+
+
+def _first_bound(g, d, Hd, p, Hp, lo, hi) -> tuple[float, np.ndarray, float, np.ndarray]:
+    """Where the step d -> d + p first meets a bound: (t in [0, 1], the
+    point, q there from H d and H p without a product, each coordinate's
+    room t along p)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.where(p < 0, (lo - d) / p, np.where(p > 0, (hi - d) / p, np.inf))
+    t = float(np.clip(room.min(initial=1.0), 0.0, 1.0))
+    q = float(g @ d + 0.5 * d @ Hd + t * ((g + Hd) @ p) + 0.5 * t * t * (p @ Hp))
+    return t, np.clip(d + t * p, lo, hi), q, room
+
+
+def _box_step(product, g, d, Hd, steps, lo, hi):
+    """The lowest q among, for each CG step (p, H p) of ``steps`` that leaves
+    the box, the point where d -> d + p first meets a bound and d + p
+    projected onto the box (one product each; steps inside the box are taken
+    at t = 1, no product): (d, H d, the first step's room when nothing
+    lowers q, else None; the products)."""
+    best, used, room0 = (float(g @ d + 0.5 * d @ Hd), d, Hd), 0, None
+    for k, (p, Hp) in enumerate(steps):
+        t, first, q, room = _first_bound(g, d, Hd, p, Hp, lo, hi)
+        room0 = room if k == 0 else room0
+        if q < best[0] and t > 0:  # first - d is t p but for the bound it reached exactly
+            best = (q, first, Hd + t * Hp)
+        if t < 1:  # ... or its projection, which may put several on their bounds at once
+            projected = np.clip(d + p, lo, hi)
+            H_projected = Hd + product(projected - d)
+            used += 1
+            q_projected = float(g @ projected + 0.5 * projected @ H_projected)
+            if q_projected < best[0]:
+                best = (q_projected, projected, H_projected)
+    if best[1] is d:
+        return d, Hd, room0, used
+    return best[1], best[2], None, used
 
 
 #: curvature per unit event weight added to every block's weights in
@@ -263,7 +308,8 @@ class LocalDirectionTask:
     """A picklable pass: each block's Newton direction on the box
     [lower, upper] from the global gradient ``grad`` (of C, l2 included)
     and the block's own Hessian (its sums over its event weight, plus
-    ``l2`` on the weights), solved to ``tol`` by ``box_qp_pcg``."""
+    ``l2`` on the weights), solved to ``tol`` by ``box_qp_pcg`` (its CG
+    run ``through`` the box before projecting, or stopped at a bound)."""
 
     space: Space
     weights: Weights
@@ -275,6 +321,7 @@ class LocalDirectionTask:
     max_products: int
     l2: float = 0.0
     scaling: Scaling | None = None
+    through: bool = False
 
     def __call__(self, block: Block) -> LocalDirection:
         lg, product, diag = hessian_operator(
@@ -293,6 +340,7 @@ class LocalDirectionTask:
             self.upper,
             self.tol,
             self.max_products,
+            self.through,
         )
         # the block's curvature sums, coordinate by coordinate; the floor makes a
         # coordinate no block has curvature at an average by event weight

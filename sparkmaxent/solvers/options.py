@@ -47,6 +47,13 @@ class SolverOptions:
         1996); the exact step's model solve to inner_ratio times it.
     max_products : the Hessian-free step (``newton-cg``): at most this many
         Hessian-vector products per block and direction pass.
+    cg_through : the blocks' projected CG runs on through the box to its
+        tolerance before the step is projected (``kernels.direction.box_qp_pcg``);
+        off (the default): it stops at the first bound its step crosses, which
+        restarts after a product or two where many free weights sit at a
+        bound (an l1 round's orthant bounds at 0). Off by default: on the
+        rounds measured its late iterations gained less for their products
+        (benchmarks/round_cost.py ``--through``).
     trial_points : the Hessian-free step's line search evaluates its first
         this many steps (1, backtrack, ...) with their gradients in one pass.
     secant_memory : the Hessian-free step is corrected by the L-BFGS
@@ -79,6 +86,7 @@ class SolverOptions:
     stall: int = 10
     forcing_max: float = 0.5
     max_products: int = 200
+    cg_through: bool = False
     trial_points: int = 3
     secant_memory: int = 5
     global_cg: int = 0
