@@ -174,7 +174,8 @@ PAGES: dict[str, Page] = {
         "training and CrossValidator wall time and passes, transform throughput; l1='auto' "
         "against a 3-fold CrossValidator on PP attachment (Tokenizer Pipeline). The score "
         "rows here; the SQL join, train, cv and auto rows in the JSON, their targets below.",
-        ("system", "task", "stage", "wall_s", "rows_per_s", "passes", "accuracy", "chosen_l1"),
+        ("system", "task", "stage", "wall_s", "rows_per_s", "cpu_s", "passes", "accuracy",
+         "chosen_l1"),
         rows=lambda row: row.get("stage") == "score" and " join " not in row["system"],
     ),
     "time_to_first_model": Page(
