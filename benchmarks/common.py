@@ -86,6 +86,32 @@ def status_kb(key: str) -> int:
         return int(next(line for line in f if line.startswith(key + ":")).split()[1])
 
 
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (``[1]`` the
+    parent pid, ``[11:15]`` utime, stime and those of ended children in
+    clock ticks); None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):  # ended meanwhile
+        return None
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes below ``pid`` (a Spark JVM's Python workers)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        fields = proc_stat(int(entry)) if entry.isdigit() else None
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def reset_peak_rss() -> bool:
     """Reset this process's peak resident set (VmHWM) to its current RSS;
     False where the kernel does not allow it."""

@@ -48,7 +48,9 @@ import time
 
 from benchmarks.common import (
     command_line,
+    descendants,
     print_table,
+    proc_stat,
     shared_corpus,
     start,
     target,
@@ -227,25 +229,9 @@ class ProcessClock:
     def seconds(self) -> float:
         if self.root is None or not os.path.isdir("/proc"):
             return 0.0
-        children: dict[int, list[int]] = {}
-        stats: dict[int, list[str]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:  # the process ended meanwhile
-                continue
-            stats[int(entry)] = fields
-            children.setdefault(int(fields[1]), []).append(int(entry))
-        total, todo = 0, [self.root]
-        while todo:
-            pid = todo.pop()
-            if pid in stats:  # utime, stime, and those of its ended children
-                total += sum(int(x) for x in stats[pid][11:15])
-            todo.extend(children.get(pid, []))
-        return total / os.sysconf("SC_CLK_TCK")
+        stats = (proc_stat(pid) for pid in [self.root, *descendants(self.root)])
+        ticks = sum(int(x) for fields in stats if fields is not None for x in fields[11:15])
+        return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def copies(df, k: int):

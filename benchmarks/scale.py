@@ -68,6 +68,7 @@ import numpy as np
 
 from benchmarks.common import (
     command_line,
+    descendants,
     merge_arguments,
     merge_pages,
     page_rows,
@@ -97,26 +98,6 @@ def rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
-
-
-def descendants(pid: int) -> list[int]:
-    """Processes below ``pid`` (the JVM's Python workers)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 class PeakMemory:
