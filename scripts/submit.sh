@@ -248,8 +248,10 @@ build_wheel() {  # build_wheel OUT: pip wheel of the project, copied to OUT
   local out="$1" dir whl
   dir="$(mktemp -d "$BUILD_DIR/.wheel.XXXXXX")"
   local isolation=()
-  # without the 'wheel' package, old setuptools cannot build wheels in place
-  "$PYTHON" -c 'import setuptools, wheel' 2>/dev/null && isolation=(--no-build-isolation)
+  # in place only with what pyproject.toml's build-system asks (the 'wheel'
+  # package; setuptools >= 77, which reads its SPDX license string)
+  "$PYTHON" -c 'import sys, setuptools, wheel
+sys.exit(int(setuptools.__version__.split(".")[0]) < 77)' 2>/dev/null && isolation=(--no-build-isolation)
   if ! "$PYTHON" -m pip wheel --quiet --disable-pip-version-check --no-deps \
        ${isolation[@]+"${isolation[@]}"} -w "$dir" "$ROOT" >&2; then
     rm -rf "$dir"; echo "submit.sh: error: building the wheel failed" >&2; exit 1
