@@ -14,6 +14,18 @@ at that objective, from the run's trace; also when each n ends certified).
     python -m benchmarks.grafting_vs_mllib                       # full grid (long)
     python -m benchmarks.grafting_vs_mllib --n-best 1000 100 10 1 --max-seconds 420 --reuse
     python -m benchmarks.grafting_vs_mllib --gammas 1e-4 --n-best 100 1000 --mllib-iter 200
+    python -m benchmarks.grafting_vs_mllib --gammas 1e-6 --n-best 1000 --mllib-iter 100000 \
+        --mllib-seconds 3600 --mllib-last --max-seconds 1200 --output $WORK/gvm6.json
+    python -m benchmarks.grafting_vs_mllib --merge $WORK/gvm6.json   # onto the page
+
+Issue 37 asks MLlib to run to its own rule or for at most an hour: its fit
+has no time limit, so ``--mllib-seconds`` cancels its Spark jobs at the cap
+and the row says so (``stopped`` 'time cap', no weights hence no objective;
+its wall time a lower bound of MLlib's, against which a certified ratio is
+an upper bound). A run of one gamma1 writes a page of its own and
+``--merge`` puts its rows on the shared page in place of the same
+measurements (``row_key``), the other rows kept, every row naming the run
+that measured it, the targets recomputed over all of them.
 
 Writes benchmarks/results/grafting_vs_mllib.json (rows: system, gamma, n,
 objective, kkt_violation, token_accuracy, chunk_f1, nonzero_weights, passes,
@@ -31,13 +43,21 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
+import uuid
 
 import numpy as np
 
 from benchmarks.common import (
     SHARED_DATA,
+    command_line,
+    commit,
+    load_average,
+    merge_arguments,
+    placeless,
     print_table,
+    replace_rows,
     shared_corpus,
     start,
     target,
@@ -116,7 +136,47 @@ def test_scores(weights, space, test_dir: str) -> dict:
     return {"token_accuracy": r["accuracy"], "chunk_f1": r["chunks"]["f1"]}
 
 
-def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
+def capped(spark, fn, seconds: float):
+    """``(fn(), False)``, or ``(None, True)`` when ``fn``'s Spark jobs were
+    still running after ``seconds`` (0: no cap) and were cancelled: MLlib's
+    fit has no time limit of its own, so a run "for at most an hour" stops
+    it from outside. The jobs are found by a tag of their own; the cancel is
+    repeated until ``fn`` returns, as the cap may fall between two jobs."""
+    if not seconds:
+        return fn(), False
+    sc = spark.sparkContext
+    tag = f"sparkmaxent-cap-{uuid.uuid4().hex[:12]}"
+    done, fired = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        fired.set()
+        while not done.is_set():
+            sc.cancelJobsWithTag(tag)
+            done.wait(0.5)
+
+    sc.addJobTag(tag)
+    watcher = threading.Thread(target=watch, name="mllib-cap", daemon=True)
+    watcher.start()
+    try:
+        return fn(), False
+    except Exception:
+        if fired.is_set():
+            log.info("cancelled after the %g s cap", seconds)
+            return None, True
+        raise
+    finally:
+        done.set()
+        watcher.join()
+        sc.removeJobTag(tag)
+
+
+def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter, max_seconds=0.0) -> dict:
+    """MLlib's l1 fit at ``gamma``, to its own rule (tol 1e-6) or ``max_iter``
+    iterations or, with ``max_seconds``, cancelled at that cap: then the row
+    has no weights to score (objective None, ``stopped`` 'time cap') and its
+    wall time is a lower bound of MLlib's."""
     from pyspark.ml.classification import LogisticRegression
 
     from benchmarks.instrumentation import count_jobs
@@ -136,9 +196,22 @@ def run_mllib(spark, train_dir, test_dir, backend, gamma, max_iter) -> dict:
         tol=1e-6,
     )
     t0 = time.perf_counter()
-    model, jobs = count_jobs(spark, lambda: lr.fit(frame))
+    (model, cut), jobs = count_jobs(
+        spark, lambda: capped(spark, lambda: lr.fit(frame), max_seconds)
+    )
     wall = time.perf_counter() - t0
     frame.unpersist()
+    if cut:
+        return {
+            "system": "mllib",
+            "gamma": gamma,
+            "n": None,
+            "objective": None,
+            "passes": jobs,
+            "wall_s": round(wall, 1),
+            "stopped": "time cap",
+            "max_seconds": max_seconds,
+        }
     W = model.coefficientMatrix.toArray()  # (K, P)
     theta = np.concatenate([W.T.ravel(), model.interceptVector.toArray()])
     weights = Weights.from_dense(space, theta).sparse()
@@ -247,6 +320,8 @@ def plot(rows: list[dict], gamma: float, path: str) -> None:
         if row["gamma"] != gamma:
             continue
         if row["system"] == "mllib":
+            if row["objective"] is None:  # cancelled at its cap
+                continue
             for ax, x in zip(axes, (row["passes"], row["wall_s"])):
                 ax.axhline(row["objective"], color="k", linestyle="--", label="MLlib (final)")
                 ax.plot([x], [row["objective"]], "ks")
@@ -289,14 +364,16 @@ def reach(rows: list[dict]) -> dict:
     out = {}
     for mllib in (r for r in rows if r["system"] == "mllib"):
         gamma = mllib["gamma"]
-        bound = mllib["objective"] + 1e-6
         ours = [r for r in rows if r["system"] != "mllib" and r["gamma"] == gamma]
-        hits = [(r, reached(r, bound)) for r in ours]
-        hits = [(r, h) for r, h in hits if h is not None]
+        hits = []
+        if mllib["objective"] is not None:  # None: cancelled at its time cap
+            hits = [(r, reached(r, mllib["objective"] + 1e-6)) for r in ours]
+            hits = [(r, h) for r, h in hits if h is not None]
         entry = {
             "mllib_objective": mllib["objective"],
             "mllib_wall_s": mllib["wall_s"],
             "mllib_passes": mllib["passes"],
+            "mllib_capped": mllib.get("stopped") == "time cap",
             "n_reaching_mllib_objective": [r["n"] for r, _ in hits],
         }
         if hits:
@@ -328,6 +405,9 @@ def reach(rows: list[dict]) -> dict:
         else:
             entry["met"] = False
         certified = [r for r in ours if r.get("kkt_passed") and r.get("stop_reason") == CERTIFIED]
+        if ours and not certified:  # the longest uncertified run: a lower bound
+            longest = max(ours, key=lambda r: r["wall_s"])
+            entry.update(uncertified_wall_s=longest["wall_s"], uncertified_n=longest["n"])
         if certified:
             first = min(certified, key=lambda r: r["wall_s"])
             entry.update(
@@ -354,6 +434,8 @@ def targets(rows: list[dict]) -> dict:
     for gamma, e in reach(rows).items():
         if "wall_ratio" not in e:
             value = "MLlib's objective not reached"
+            if e["mllib_capped"]:
+                value = f"MLlib cancelled at its {e['mllib_wall_s']:.1f} s cap: objective unknown"
             goal = WALL_GOAL.format(gamma=gamma, share=wall_share(gamma))
             out[f"wall_{gamma}"] = target(goal, value, False)
             out[f"passes_{gamma}"] = target(PASSES_GOAL.format(gamma=gamma), value, False)
@@ -376,13 +458,19 @@ def targets(rows: list[dict]) -> dict:
     for gamma, e in reach(rows).items():
         if float(gamma) > 1e-5:
             continue
+        mllib = f"{e['mllib_wall_s']:.1f} s"
+        if e["mllib_capped"]:  # MLlib's time is at least its cap: the ratio at most this
+            mllib = f"MLlib cancelled at its cap, {mllib}"
         if "certified_wall_s" not in e:
-            out[f"certified_{gamma}"] = target(
-                CERTIFIED_GOAL.format(gamma=gamma), "not certified in this run", False
-            )
+            value = "not certified in this run"
+            if "uncertified_wall_s" in e:
+                ratio = e["uncertified_wall_s"] / e["mllib_wall_s"]
+                value += f": not before {ratio:.3f} ({e['uncertified_wall_s']:.1f} s against "
+                value += f"{mllib})"
+            out[f"certified_{gamma}"] = target(CERTIFIED_GOAL.format(gamma=gamma), value, False)
             continue
         ratio = e["certified_wall_s"] / e["mllib_wall_s"]
-        value = f"{ratio:.3f} ({e['certified_wall_s']:.1f} s against {e['mllib_wall_s']:.1f} s)"
+        value = f"{ratio:.3f} ({e['certified_wall_s']:.1f} s against {mllib})"
         out[f"certified_{gamma}"] = target(CERTIFIED_GOAL.format(gamma=gamma), value, ratio <= 0.2)
     return out
 
@@ -399,6 +487,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gammas", type=float, nargs="+", default=[1e-4, 1e-5])
     parser.add_argument("--n-best", type=int, nargs="+", default=[1, 10, 100, 1000])
     parser.add_argument("--mllib-iter", type=int, default=500)
+    parser.add_argument(
+        "--mllib-seconds",
+        type=float,
+        default=0,
+        help="cancel MLlib's fit after this many seconds (0: none); its row then says "
+        "stopped 'time cap', with no objective",
+    )
     parser.add_argument("--skip-mllib", action="store_true")
     parser.add_argument(
         "--mllib-last",
@@ -427,7 +522,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--partitions", type=int, default=2)
     work_arguments(parser, "/tmp/sparkmaxent-grafting-bench", "grafting_vs_mllib.json")
+    merge_arguments(parser)
     args = start(parser, argv)
+    if args.merge:
+        merge(args.output, args.merge)
+        return 0
 
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.backends.spark import SparkBackend
@@ -459,6 +558,41 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def row_key(row: dict) -> tuple:
+    """What makes two rows one measurement: the system, gamma1, n and the
+    round solver (MLlib's rows have neither n nor solver)."""
+    return row["system"], f"{row['gamma']:g}", row.get("n"), row.get("solver")
+
+
+#: what a row takes from its page when it does not name its run itself
+RUN_KEYS = ("command", "commit", "date", "load")
+
+
+def named_rows(path: str) -> list[dict]:
+    """The rows of the page at ``path`` ([] without one), each naming the
+    run that measured it: its own ``command``, ``commit``, ``date`` and
+    ``load`` or else the page's (pages written before rows carried them)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        page = json.load(f)
+    run = {k: page[k] for k in RUN_KEYS if k in page}
+    return [
+        placeless({**run, **r}) if "command" in run or "command" in r else r for r in page["rows"]
+    ]
+
+
+def merge(output: str, pages: list[str]) -> dict:
+    """``--merge``: measure nothing; put the rows of ``pages`` (each run of
+    its own, e.g. one gamma1) on the page ``output`` in place of its rows of
+    the same measurement (``row_key``), keep its other rows, each naming the
+    run that measured it, and recompute the targets over all of them."""
+    rows = named_rows(output)
+    for page in pages:
+        rows = replace_rows(rows, named_rows(page), row_key)
+    return write_result(output, rows, targets(rows), benchmark="grafting_vs_mllib")
+
+
 def kept_rows(path: str, gammas: list[float]) -> list[dict]:
     """The rows of the page at ``path`` at gamma1 other than ``gammas``, each
     naming the run that measured it (``measured_by``, ``measured_commit``)."""
@@ -477,9 +611,15 @@ def run_gamma(args, spark, train_dir, test_dir, backend, gamma: float, rows: lis
     """MLlib and grafting at each n at one gamma1 (MLlib last with
     ``--mllib-last``), appended to ``rows``; the page rewritten after each."""
 
+    def named(row: dict) -> dict:  # a row merged onto another page names its run
+        return {**row, "command": command_line(), "commit": commit(), "load": load_average()}
+
     def mllib() -> None:
         if not args.skip_mllib:
-            rows.append(run_mllib(spark, train_dir, test_dir, backend, gamma, args.mllib_iter))
+            row = run_mllib(
+                spark, train_dir, test_dir, backend, gamma, args.mllib_iter, args.mllib_seconds
+            )
+            rows.append(named(row))
             log.info("%s", rows[-1])
             write_result(args.output, rows, targets(rows))
 
@@ -490,22 +630,24 @@ def run_gamma(args, spark, train_dir, test_dir, backend, gamma: float, rows: lis
         done = list(rows)
 
         def progress(partial, done=done):
-            write_result(args.output, done + [partial], targets(done))
+            write_result(args.output, done + [named(partial)], targets(done))
 
         rows.append(
-            run_grafting(
-                spark,
-                train_dir,
-                test_dir,
-                backend,
-                gamma,
-                n,
-                out,
-                args.solver,
-                args.max_rounds,
-                args.max_seconds,
-                progress,
-            )  # fmt: skip
+            named(
+                run_grafting(
+                    spark,
+                    train_dir,
+                    test_dir,
+                    backend,
+                    gamma,
+                    n,
+                    out,
+                    args.solver,
+                    args.max_rounds,
+                    args.max_seconds,
+                    progress,
+                )  # fmt: skip
+            )
         )
         log.info("%s", {k: v for k, v in rows[-1].items() if k != "trace"})
         write_result(args.output, rows, targets(rows))

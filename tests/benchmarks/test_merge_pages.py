@@ -46,6 +46,7 @@ MERGING = {
                       stage_targets),
     "combination": (lambda m: m.row_identity, lambda m: m.targets),
     "scale": (lambda m: m.row_key, lambda m: m.targets),
+    "grafting_vs_mllib": (lambda m: m.row_key, lambda m: m.targets),
 }  # fmt: skip
 
 
