@@ -40,10 +40,17 @@ GENRES = "abcdefghjklmnpr"
 WORD = re.compile(r"[a-z0-9]")
 
 
+def brown_names(data_dir: str) -> list[str]:
+    """The 500 document file names (``c`` + genre letter + number), sorted:
+    the order of ``read_brown``'s documents."""
+    root = shared_corpus("brown", data_dir=data_dir)
+    return sorted(n for n in os.listdir(root) if re.fullmatch(r"c[a-r]\d\d", n))
+
+
 def read_brown(data_dir: str) -> tuple[list[str], np.ndarray]:
     """The documents (space-joined lowercased words) and their genre letters."""
     root = shared_corpus("brown", data_dir=data_dir)
-    names = sorted(n for n in os.listdir(root) if re.fullmatch(r"c[a-r]\d\d", n))
+    names = brown_names(data_dir)
     docs = []
     for name in names:
         with open(os.path.join(root, name)) as f:
