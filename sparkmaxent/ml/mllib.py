@@ -21,10 +21,15 @@ p = 0). ``fit`` records the size of the Vectors it was given (the column's
 ``ml_attr`` metadata, as ``CountVectorizer``, ``HashingTF`` and
 ``VectorAssembler`` write it, else the one size of every row), and
 ``transform`` of a Vector column uses MLlib's model for Vectors of that size in a classic
-session: the JVM scores it, no Python worker and no SQL text. A column
-whose metadata gives another size is refused, naming the column (its
-indices are other features). A null Vector scores as an empty one, as the
-other scorers do (MLlib alone would fail on it).
+session: the JVM scores it, no Python worker and no SQL text. A Spark Connect
+client builds no JVM object from given coefficients (pyspark's Connect
+``LogisticRegressionModel`` has no such constructor; only ``fit`` and
+``load`` make one on the server), so there ``transform`` scores the Vectors
+with the SQL expressions (``ml/sql.py``), also in the JVM with no Python
+worker, to the same predictions. A column whose metadata gives another
+size is refused, naming the column (its indices are other features). A
+null Vector scores as an empty one, as the other scorers do (MLlib alone
+would fail on it).
 
 ``saveMLlib`` writes MLlib's saved-model layout (``metadata/`` JSON text,
 ``data/`` Parquet) with DataFrame writers only, so it works under Spark
@@ -230,7 +235,8 @@ def mllib_transform(model, dataset, features_col: str, size: int | None, require
     except NotMLlib as why:
         if required:
             raise
-        log.info("transform scores the Vectors in the Arrow UDF, not MLlib's model: %s", why)
+        # the caller scores in SQL (Spark Connect, scoring "sql") or the Arrow UDF
+        log.info("transform scores the Vectors without MLlib's model: %s", why)
         return None
     vector = F.col(features_col)
     empty = array_to_vector(F.array_repeat(F.lit(0.0), size))

@@ -111,7 +111,28 @@ def ranker_and_pipeline(spark, out: str) -> dict:
     }
 
 
-PARTS = {"classifier": classifier, "ranker-pipeline": ranker_and_pipeline}
+def vectors(spark, out: str) -> dict:
+    """The classifier on a ``CountVectorizer``'s Vectors: the Vectors, the
+    model and its default ``transform`` (no JVM model from our weights under
+    Connect: the SQL expressions) written for the classic side to compare."""
+    from pyspark.ml.feature import CountVectorizer
+
+    df = frame(spark)
+    vectorizer = CountVectorizer(inputCol="features", outputCol="vec").fit(df)
+    vec = vectorizer.transform(df).select("id", "label", "vec")
+    vec.write.parquet(os.path.join(out, "vectors"))
+    model = MaxEntClassifier(featuresCol="vec", **CLASSIFIER).fit(vec)
+    model.write().save(os.path.join(out, "vector-model"))
+    model.transform(vec).write.parquet(os.path.join(out, "vector-transform"))
+    plan = model.transform(vec)._explain_string(mode="formatted")
+    return {
+        "vector_model": summary(model),
+        "vector_size": len(vectorizer.vocabulary),
+        "python_udf": "EvalPython" in plan,
+    }
+
+
+PARTS = {"classifier": classifier, "ranker-pipeline": ranker_and_pipeline, "vectors": vectors}
 
 
 def main(url: str, out: str, part: str) -> None:

@@ -28,6 +28,7 @@ from tests.spark import connect_ml_client as client
 pytestmark = pytest.mark.connect
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUTPUTS = ["rawPrediction", "probability", "prediction"]
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +147,44 @@ def test_ranker_and_pipeline_under_connect_are_classic(spark, server, tmp_path):
     there = spark.read.parquet(os.path.join(out, "pipeline-loaded")).orderBy("text")
     loaded.stages[1].scoring = "sql"  # what transform does by default under Connect
     assert_df_equality(loaded.transform(text).orderBy("text"), there, ignore_nullable=True)
+
+
+@pytest.mark.slow
+def test_vector_transform_under_connect_predicts_as_mllib_does(spark, server, tmp_path):
+    """Given Vectors, the default transform scores by MLlib's model built
+    from our weights in a classic session (ml/mllib.py); a Connect client
+    cannot build one, so there it scores in SQL: the same rawPrediction,
+    probability and prediction as MLlib's model and the classic default for
+    the same weights (the model saved under Connect), no Python worker."""
+    out = str(tmp_path)
+    models = run_client(server, out, "vectors")
+    assert models["python_udf"] is False
+    vec = spark.read.parquet(os.path.join(out, "vectors"))
+    assert vec.schema["vec"].metadata["ml_attr"]["num_attrs"] == models["vector_size"]
+    model = MaxEntClassificationModel.load(os.path.join(out, "vector-model"))
+    assert client.summary(model) == models["vector_model"]
+    # a classic fit on the same Vectors gives the same weights (the sums' order may
+    # differ: Parquet's row order), so the comparison below is of a typical model
+    fitted = client.summary(MaxEntClassifier(featuresCol="vec", **client.CLASSIFIER).fit(vec))
+    assert fitted["ids"] == models["vector_model"]["ids"]
+    np.testing.assert_allclose(fitted["values"], models["vector_model"]["values"], rtol=1e-7)
+    # classic: MLlib's own model built from the weights, and the default transform
+    mllib = model.toMLlib(models["vector_size"]).transform(vec).orderBy("id")
+    here = model.transform(vec).orderBy("id")
+    there = spark.read.parquet(os.path.join(out, "vector-transform")).orderBy("id")
+    assert there.columns == here.columns == mllib.columns == [*vec.columns, *OUTPUTS]
+    assert there.count() == vec.count() > 0
+    for classic in (mllib, here):
+        assert_df_equality(
+            there.select("id", "prediction"),
+            classic.select("id", "prediction"),
+            ignore_nullable=True,
+            ignore_metadata=True,
+        )
+        for col in ("rawPrediction", "probability"):
+            np.testing.assert_allclose(
+                [r[col].toArray() for r in there.orderBy("id").collect()],
+                [r[col].toArray() for r in classic.collect()],
+                rtol=1e-9,
+                atol=1e-12,
+            )
