@@ -651,7 +651,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             for k, v in stamp.items():
                 r.setdefault(k, v)
-        page = previous + [{**extra, **r} for r in rows]
+        # the CoNLL run's settings: the auto rows (other corpora) carry their own sizes
+        page = previous + [r if r["stage"] == "auto" else {**extra, **r} for r in rows]
         write_result(args.output, page, targets(page))
         print_table(previous + rows, KEYS)
 
