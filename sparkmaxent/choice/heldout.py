@@ -293,10 +293,10 @@ def refit_stage(
     predicates (``train.choice.refit_all_labels``, chosen on held-out data
     by ``choice.refit_labels``), and the bias, under the stage
     method's own prior, ``penalty(W)`` on the union's event weight W, its
-    variance times the scale chosen on held-out data
-    (``choice.stage_prior``; 1 with ``train.choice.stage_prior_scales`` =
-    []), warm-started from the chosen scale's training fit (else the
-    chosen stage) by L-BFGS (``baselines.fit_smooth``; far fewer passes
+    variance times the scale chosen on held-out data for the kept feature
+    set (``choice.stage_prior``; 1 with ``train.choice.stage_prior_scales`` =
+    []), warm-started from the kept set's training fit at that scale (else
+    the chosen stage) by L-BFGS (``baselines.fit_smooth``; far fewer passes
     than the rounds' Newton-CG on long documents). Within
     ``train.selection.max_seconds`` (``ctx.deadline``, a resumed run's
     earlier sessions counted), the refit's iterations
@@ -321,13 +321,14 @@ def refit_stage(
     reserve = refit_reserve_s(ctx.config.choice, ctx.deadline, lambda: pass_s)
     chosen_from = whole.passes
     prior = choose_stage_prior(ctx, weights, penalty, reserve, measure_weights)
-    scale = prior.scale if prior is not None else 1.0
-    # which features: the chosen stage's or all labels of its predicates (refit_labels.py)
-    ids, start, labels = refit_features(
+    # which features, at which scale: the chosen stage's or all labels of its
+    # predicates, each at its own best scale of the grid (refit_labels.py)
+    ids, start, labels, scale = refit_features(
         ctx,
         weights,
         stage_prior_weights(prior, weights),
-        lambda weight: penalty(weight) / scale,
+        penalty,
+        prior,
         pass_s,
         reserve,
         measure_weights,

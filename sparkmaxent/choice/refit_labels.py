@@ -35,6 +35,7 @@ from ..methods.baselines import fit_smooth_within
 from ..problem.objective import checked_pass
 from ..selection.base import TrainingContext
 from .sections import LabelsChoice
+from .stage_prior import PriorChoice, choose_stage_prior
 from .stop_rule import Measure, difference_se
 
 #: a fit's held-out figures and its measure (``heldout.measure_weights``)
@@ -56,25 +57,82 @@ def refit_features(
     weights: Weights,
     start: Weights,
     penalty: Callable[[float], float],
+    prior: PriorChoice | None,
     pass_s: float,
     reserve_s: float,
     measure: MeasureFit,
-) -> tuple[np.ndarray, Weights, LabelsChoice | None]:
+) -> tuple[np.ndarray, Weights, LabelsChoice | None, float]:
     """(the feature ids the refit fits, its warm start, the held-out
-    choice or None) for the chosen stage ``weights`` (module doc):
-    ``start`` the refit's warm start otherwise, ``penalty(W)`` the refit's
-    gamma2 on events of weight W, ``pass_s`` the seconds of a pass,
-    ``reserve_s`` the seconds kept for the refit."""
+    choice or None, the scale of the method's prior variance it is refitted
+    under) for the chosen stage ``weights`` (module doc): ``start`` the
+    refit's warm start otherwise, ``penalty(W)`` the method's gamma2 on
+    events of weight W, ``prior`` the scale chosen for the chosen stage's
+    features (``stage_prior.choose_stage_prior``; None: scale 1),
+    ``pass_s`` the seconds of a pass, ``reserve_s`` the seconds kept for
+    the refit."""
     ids = weights.active_ids()
+    scale = prior.scale if prior is not None else 1.0
     space, mode = ctx.backend.space, ctx.config.choice.refit_all_labels
     if mode == "false" or space.shape != MULTICLASS or not len(ids):
-        return ids, start, None
+        return ids, start, None, scale
     every = all_label_ids(space, ids)
     if mode == "true":
-        return every, start, None
+        return every, start, None, scale
     if len(every) == len(ids) or ctx.heldout is None:
-        return ids, start, None  # nothing to choose between
-    return _held_out_choice(ctx, ids, every, start, penalty, pass_s, reserve_s, measure)
+        return ids, start, None, scale  # nothing to choose between
+    if prior is not None:
+        return _joint_choice(ctx, weights, ids, every, start, penalty, prior, reserve_s, measure)
+    scaled = lambda weight: penalty(weight) / scale  # noqa: E731
+    got = _held_out_choice(ctx, ids, every, start, scaled, pass_s, reserve_s, measure)
+    return (*got, scale)
+
+
+def _log_choice(ctx, ids, every, gain, se, kept) -> None:
+    log.info(
+        "refit features: every label of the %d chosen features' predicates (%d features) "
+        "gains %.4g held-out %s (standard error %.4g): refitting %s",
+        len(ids),
+        len(every),
+        gain,
+        ctx.config.choice.criterion,
+        se,
+        "every label's features" if kept == "all labels" else "the chosen stage's features",
+    )
+
+
+def _joint_choice(ctx, weights, ids, every, start, penalty, prior, reserve_s, measure):
+    """``refit_features``'s ``auto`` with a grid of prior scales: every
+    label's features walk the grid too (``choose_stage_prior``, warm-started
+    from the chosen features' best fit), and the (feature set, scale) pair
+    of the best held-out score is kept: a larger set may want another
+    prior than the chosen stage's features."""
+    passes0 = ctx.backend.passes + ctx.heldout.passes
+    walk = choose_stage_prior(ctx, prior.weights, penalty, reserve_s, measure, ids=every)
+    if walk is None:
+        log.warning("refit features: no time left to fit every label's features; chosen kept")
+        return ids, start, None, prior.scale
+    gain = float(walk.measure.score - prior.measure.score)
+    se = float(difference_se(walk.measure, prior.measure))
+    kept = "all labels" if gain > 0 else "chosen"
+    _log_choice(ctx, ids, every, gain, se, kept)
+    at = walk if kept == "all labels" else prior
+    choice = LabelsChoice(
+        kept,
+        next(p.l2 for p in at.points if p.chosen),
+        int(len(ids)),
+        int(len(every)),
+        prior.row,
+        walk.row,
+        gain,
+        se,
+        ctx.backend.passes + ctx.heldout.passes - passes0,
+        chosen_scale=prior.scale,
+        all_scale=walk.scale,
+        all_points=walk.points,
+    )
+    if kept == "all labels":
+        return every, walk.weights, choice, walk.scale
+    return ids, start, choice, prior.scale
 
 
 def _held_out_choice(ctx, ids, every, start, penalty, pass_s, reserve_s, measure):
@@ -104,16 +162,7 @@ def _held_out_choice(ctx, ids, every, start, penalty, pass_s, reserve_s, measure
     gain = float(measures[1].score - measures[0].score)
     se = float(difference_se(measures[1], measures[0]))
     kept = "all labels" if gain > 0 else "chosen"
-    log.info(
-        "refit features: every label of the %d chosen features' predicates (%d features) "
-        "gains %.4g held-out %s (standard error %.4g): refitting %s",
-        len(ids),
-        len(every),
-        gain,
-        ctx.config.choice.criterion,
-        se,
-        "every label's features" if kept == "all labels" else "the chosen stage's features",
-    )
+    _log_choice(ctx, ids, every, gain, se, kept)
     choice = LabelsChoice(
         kept,
         float(l2),

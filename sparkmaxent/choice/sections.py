@@ -119,10 +119,15 @@ class LabelsChoice(FlatJson):
     (``train.choice.refit_all_labels = auto``;
     ``choice.refit_labels.refit_features``): the chosen stage's own
     (``chosen``) or every label's of its predicates (``all labels``), each
-    fitted on the training events under gamma2 ``l2``; which was ``kept``,
-    their features and held-out entries, the held-out gain of all labels
-    over the chosen stage's features, the standard error of that paired
-    difference, and the passes of the two fits and their scoring."""
+    fitted on the training events (``l2``: the kept set's gamma2 there);
+    which was ``kept``, their features and held-out entries, the held-out
+    gain of all labels over the chosen stage's features, the standard error
+    of that paired difference, and the passes of the fits and their
+    scoring. With a grid of prior scales (``train.choice
+    .stage_prior_scales``) each set is fitted at its own best scale of the
+    grid, ``chosen_scale`` and ``all_scale``, and ``all_points`` are the
+    all-labels set's walk of the grid (the chosen stage's is the refit's
+    ``prior_points``); without, both are 1 and ``all_points`` is []."""
 
     kept: str
     l2: float
@@ -133,6 +138,9 @@ class LabelsChoice(FlatJson):
     gain: float
     se: float
     passes: int
+    chosen_scale: float = 1.0
+    all_scale: float = 1.0
+    all_points: list[PriorPoint] = field(default_factory=list)
 
 
 @dataclass
@@ -140,7 +148,8 @@ class StageRefit:
     """The best stage's features refitted on the training and held-out
     events (``choice.heldout.refit_stage``) under the method's own prior,
     its variance times ``prior_scale`` (chosen on held-out data among
-    ``prior_points``; 1 and [] when no choice was made): gamma2, the
+    ``prior_points``, or among ``labels.all_points`` when every label's
+    features were kept; 1 and [] when no choice was made): gamma2, the
     refit's objective and loss, the objective at the chosen stage's
     weights under that gamma2, features, passes, convergence and
     iterations (of at most ``max_iter``), beside the chosen stage's fit;

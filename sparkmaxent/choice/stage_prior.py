@@ -52,12 +52,15 @@ log = logging.getLogger(__name__)
 @dataclasses.dataclass
 class PriorChoice:
     """The chosen ``scale`` of the method's prior variance, the tried
-    points (the chosen one marked) and the training fit at that scale
-    (a warm start for the refit)."""
+    points (the chosen one marked), the training fit at that scale (a
+    warm start for the refit), and that fit's held-out figures and
+    measure (to compare it with another feature set's, ``refit_labels``)."""
 
     scale: float
     points: list[PriorPoint]
     weights: Weights
+    row: dict
+    measure: Measure
 
 
 def scale_grid(scales: list) -> list[float]:
@@ -76,15 +79,19 @@ def choose_stage_prior(
     penalty: Callable[[float], float],
     reserve_s: float,
     measure: MeasureFit,
+    ids: np.ndarray | None = None,
 ) -> PriorChoice | None:
     """The prior scale of the chosen stage's features (module doc):
     ``weights`` the chosen stage, ``penalty(W)`` the method's gamma2 on
     events of weight W, ``reserve_s`` the seconds kept for the refit,
     ``measure(ctx, weights)`` the held-out figures and stop-rule measure
-    of a fit (``heldout.measure_weights``). None when no scale is to be
-    chosen (an empty grid, nothing to fit) or no fit fits in the time left."""
+    of a fit (``heldout.measure_weights``); ``ids``: another feature set
+    to walk (every label's of the chosen predicates, ``refit_labels``),
+    warm-started from ``weights`` (default: the active set of ``weights``).
+    None when no scale is to be chosen (an empty grid, nothing to fit) or
+    no fit fits in the time left."""
     grid = scale_grid(ctx.config.choice.stage_prior_scales)
-    ids = weights.active_ids()
+    ids = weights.active_ids() if ids is None else ids
     if not grid or not len(ids) or ctx.heldout is None:
         return None
     left = ctx.deadline.remaining()
@@ -103,6 +110,7 @@ def choose_stage_prior(
     rule = StopRule(patience=choice.patience, margin=choice.patience_se)
     points: list[PriorPoint] = []
     fits: list[Weights] = []
+    measures: list[tuple[dict, Measure]] = []
     start = weights
     for scale in grid:
         l2 = base / scale
@@ -116,6 +124,7 @@ def choose_stage_prior(
             PriorPoint(scale, l2, ctx.backend.passes - passes0, bool(fit.report["converged"]), row)
         )
         fits.append(fit.weights)
+        measures.append((row, held))
         start = fit.weights
         log.info(
             "prior scale %g (gamma2 %.4g): held-out %s %.6g, %d passes",
@@ -132,8 +141,13 @@ def choose_stage_prior(
     best = rule.choice()
     for i, (p, gap) in enumerate(zip(points, rule.gaps)):
         p.below_best_se, p.chosen = gap, i == best
-    log.info("chose the prior scale %g of %s", points[best].scale, [p.scale for p in points])
-    return PriorChoice(points[best].scale, points, fits[best])
+    log.info(
+        "chose the prior scale %g of %s for %d features",
+        points[best].scale,
+        [p.scale for p in points],
+        len(ids),
+    )
+    return PriorChoice(points[best].scale, points, fits[best], *measures[best])
 
 
 def stage_prior_weights(choice: PriorChoice | None, weights: Weights) -> Weights:

@@ -19,7 +19,7 @@ from sparkmaxent.selection.base import TrainingContext
 
 from . import test_choice
 from .test_choice import run
-from .test_stage_prior import KEYS, heldout_loglik
+from .test_stage_prior import GRID, KEYS, heldout_loglik
 
 problem = test_choice.problem  # the planted problem's fixture: one label a predicate
 
@@ -93,6 +93,57 @@ def test_auto_keeps_the_better_held_out_fit_of_the_two_feature_sets(request, dat
     # the fixed settings make no choice
     assert chosen.report.refit.labels is None
     assert run(problem, refit_all_labels=True, **keys).report.refit.labels is None
+
+
+@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+def test_auto_with_a_grid_keeps_the_best_held_out_pair_of_feature_set_and_scale(problem, method):
+    # train.choice.stage_prior_scales with auto: each feature set walks the grid,
+    # and the (set, scale) pair of the best held-out score is refitted
+    tr, he, space = problem
+    res = run(problem, stage_prior_scales=GRID, **KEYS[method])
+    refit, labels = res.report.refit, res.report.refit.labels
+    assert labels is not None
+    selected = np.sort(run(problem, refit=False, **KEYS[method]).weights.active_ids())
+    every = all_label_ids(space, selected)
+    w_train = float(tr.c.sum())
+    on_train = TrainingContext(LocalBackend([tr], space), train_config(gtol=1e-9))
+
+    def score(ids, l2):  # a cold fit on the training events, scored in numpy
+        return heldout_loglik(he, space, fit_smooth(on_train, ids, l2).weights)
+
+    scores = {}
+    for kept, ids, points in (
+        ("chosen", selected, refit.prior_points),
+        ("all labels", every, labels.all_points),
+    ):
+        assert [p.scale for p in points] == GRID[: len(points)] and len(points) >= 3
+        for p in points:
+            assert p.l2 == pytest.approx(1.0 / (w_train * p.scale))
+            scores[kept, p.scale] = score(ids, p.l2)
+            assert p.heldout["heldout_score"] == pytest.approx(scores[kept, p.scale], abs=1e-5)
+        best = max(points, key=lambda p: p.heldout["heldout_score"])
+        assert [p.chosen for p in points] == [p is best for p in points]
+    assert labels.chosen_scale == next(p.scale for p in refit.prior_points if p.chosen)
+    assert labels.all_scale == next(p.scale for p in labels.all_points if p.chosen)
+    pair = max(scores, key=lambda k: scores[k])
+    assert (labels.kept, refit.prior_scale) == pair
+    assert labels.gain == pytest.approx(
+        scores["all labels", labels.all_scale] - scores["chosen", labels.chosen_scale], abs=1e-5
+    )
+    # the refit: the kept set at its scale on the training and held-out events, as a cold fit
+    kept_ids = every if labels.kept == "all labels" else selected
+    w_all = w_train + float(he.c.sum())
+    assert refit.l2 == pytest.approx(1.0 / (w_all * refit.prior_scale))
+    both = TrainingContext(LocalBackend([tr, he], space), train_config(gtol=1e-9))
+    assert refit.objective == pytest.approx(fit_smooth(both, kept_ids, refit.l2).objective, rel=1e-7)
+    if method != "sgc":
+        return
+    # on this planted problem SGC's stage: every label's features lose at the chosen
+    # features' best scale, so a choice of the set at that scale keeps the chosen
+    # features; at their own scale they win
+    at_chosen_scale = score(every, 1.0 / (w_train * labels.chosen_scale))
+    assert at_chosen_scale < scores["chosen", labels.chosen_scale]
+    assert labels.kept == "all labels" and labels.all_scale != labels.chosen_scale
 
 
 def test_refit_all_labels_takes_booleans_and_auto_and_refuses_the_rest():

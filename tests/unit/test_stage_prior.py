@@ -42,8 +42,10 @@ def heldout_loglik(block, space, weights) -> float:
 @pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
 def test_the_chosen_scale_is_the_best_held_out_fit_of_the_chosen_features(problem, method):
     tr, he, space = problem
-    res = run(problem, stage_prior_scales=GRID, **KEYS[method])
-    fixed = run(problem, **KEYS[method])
+    # the chosen stage's own features (every label's: test_refit_labels.py)
+    keys = dict(KEYS[method], refit_all_labels=False)
+    res = run(problem, stage_prior_scales=GRID, **keys)
+    fixed = run(problem, **keys)
     refit = res.report.refit
     points = refit.prior_points
     # walked strongest prior first, the same stage chosen as without a choice
@@ -80,7 +82,7 @@ def test_the_chosen_scale_is_the_best_held_out_fit_of_the_chosen_features(proble
 def test_the_walk_stops_by_the_held_out_rule_past_the_best(problem):
     # a grid running far past the best: the stop rule (patience 2) ends it
     scales = [4.0**k for k in range(-3, 8)]
-    res = run(problem, stage_prior_scales=scales, **KEYS["sgc"])
+    res = run(problem, stage_prior_scales=scales, refit_all_labels=False, **KEYS["sgc"])
     points = res.report.refit.prior_points
     best = [p.chosen for p in points].index(True)
     assert len(points) < len(scales)
