@@ -201,6 +201,14 @@ class BayesConfig(Section):
         "before every pick, and dearer.",
         ge=1,
     )
+    one_label_per_group: bool = key(
+        True,
+        "Multiclass events, picks taken in groups after a rescoring (heldout_rescorings): "
+        "a group takes at most one label's feature of a predicate while the rescored "
+        "proposals hold another predicate's (the others fire on the same events, so their "
+        "scores given it wait for the next rescoring, Eq. 14); false: the best scores "
+        "whatever their predicates.",
+    )
     sign: str = key(
         "laplace",
         "laplace: -1/2 log a_g (the correct Laplace approximation); printed: +1/2 log "

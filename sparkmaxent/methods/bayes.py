@@ -35,7 +35,7 @@ from ..choice.heldout import best_stage, refit_stage
 from ..choice.sections import StageRefit
 from ..config.method_sections import BayesConfig
 from ..errors import ConfigError
-from ..kernels import Weights
+from ..kernels import MULTICLASS, Weights
 from ..kernels.gains import GainDerivativesTask
 from ..kernels.loss import LossGradTask
 from ..kernels.proposals import EventSignatureTask, ProposalTask
@@ -315,14 +315,21 @@ class BayesFactor:
         picks: list[dict] = []
         model, rescored = weights, 0
         fresh = np.flatnonzero(live)  # scored against ``model`` as it is now
+        # a group's picks of one predicate fire on the same events, the most similar
+        # of section 3.5's "top S at once": one a group, the others rescored (Eq. 14)
+        K = self.space.n_labels if self.space.shape == MULTICLASS else 0
+        K = K if cfg.bayes.one_label_per_group and take > 1 else 0
         while True:
             # take the best fresh proposal while it fires on no event of the
             # picks taken since its score was computed: its score given them
             # is the score it has
             batch = np.zeros(cfg.bayes.signature_bits // 8, dtype=np.uint8)  # their events
-            taken = 0
+            taken, group = 0, np.zeros(0, dtype=np.int64)  # the group's predicates
             while len(picks) < limit:
                 cand = fresh[live[fresh]]
+                if K and len(group):  # another predicate's while the rescored hold one
+                    other = cand[~np.isin(ids[cand] // K, group)]
+                    cand = other if len(other) else cand
                 if not len(cand):
                     break
                 b = cand[best_of(score[cand], ids[cand])]
@@ -330,6 +337,8 @@ class BayesFactor:
                     break
                 picks.append({"feature": int(ids[b]), key: float(score[b]), "mu": float(mu[b])})
                 live[b] = False
+                if K:
+                    group = np.append(group, ids[b] // K)
                 if signatures is not None:
                     batch |= signatures[sig_row[b]]
                 taken += 1

@@ -135,7 +135,8 @@ def test_auto_with_a_grid_keeps_the_best_held_out_pair_of_feature_set_and_scale(
     w_all = w_train + float(he.c.sum())
     assert refit.l2 == pytest.approx(1.0 / (w_all * refit.prior_scale))
     both = TrainingContext(LocalBackend([tr, he], space), train_config(gtol=1e-9))
-    assert refit.objective == pytest.approx(fit_smooth(both, kept_ids, refit.l2).objective, rel=1e-7)
+    cold = fit_smooth(both, kept_ids, refit.l2)
+    assert refit.objective == pytest.approx(cold.objective, rel=1e-7)
     if method != "sgc":
         return
     # on this planted problem SGC's stage: every label's features lose at the chosen
