@@ -67,11 +67,13 @@ def round_plan(ctx: TrainingContext, state: LoopState) -> tuple[int, int | None]
     after a round that improved the best held-out score, twice the last
     round's picks, but at most half of the smallest round that did not
     improve it (a size that overshot is not tried again); after one
-    that did not, half of its picks taken from the best stage instead,
-    not on top of the overshoot; within ``per_round`` and
-    ``train.bayes.round_growth_cap`` times it. A round of ``per_round``
-    that did not improve goes on from itself: the held-out stop rule
-    (``train.choice.patience``) decides how far."""
+    that did not, half of the picks it took (fewer than its size when its
+    proposals ran out) taken from the best stage instead, not on top of
+    the overshoot; within ``per_round`` and ``train.bayes.round_growth_cap``
+    times it. A round that did not improve with at most ``per_round``
+    picks goes on from itself (from the best stage it would take the same
+    picks again): the held-out stop rule (``train.choice.patience``)
+    decides how far."""
     per_round = ctx.config.bayes.per_round
     if not state.trace or not beyond_rule(ctx):
         return per_round, None
@@ -79,9 +81,12 @@ def round_plan(ctx: TrainingContext, state: LoopState) -> tuple[int, int | None]
     last = state.trace[-1].detail_as(BayesRound).round_size
     best = state.best
     if best is None or best.round != state.round:  # the last round did not improve
-        if last > per_round:
+        # what it took: its proposals may have run out below its size, and half a
+        # size above them would take the same picks from the best stage again
+        took = min(last, state.trace[-1].added)
+        if took > per_round:
             assert best is not None, "a held-out run's first round is its best stage"
-            return max(last // 2, per_round), best.round
+            return max(took // 2, per_round), best.round
         return per_round, None
     overshot = [r.detail_as(BayesRound).round_size for r in not_improving(state.trace)]
     ceiling = min(overshot) // 2 if overshot else cap
