@@ -562,10 +562,15 @@ def row_corpus(r: dict) -> str | None:
     return next((k for k, v in AUTO_CORPORA.items() if f"({v})" in r["system"]), None)
 
 
+def row_key(r: dict) -> tuple:
+    """What makes two rows one measurement: the same stage, system and task."""
+    return (r.get("stage"), r["system"], r["task"])
+
+
 def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
-    """``earlier``'s rows that ``rows`` do not measure again (the same stage,
-    system and task), then ``rows``: what ``--merge`` puts on the page."""
-    return replace_rows(earlier, rows, lambda r: (r.get("stage"), r["system"], r["task"]))
+    """``earlier``'s rows that ``rows`` do not measure again (``row_key``),
+    then ``rows``: what ``--merge`` puts on the page."""
+    return replace_rows(earlier, rows, row_key)
 
 
 def kept_rows(path: str, stages: list[str], corpora: list[str] = ()) -> list[dict]:

@@ -47,6 +47,7 @@ MERGING = {
     "combination": (lambda m: m.row_identity, lambda m: m.targets),
     "scale": (lambda m: m.row_key, lambda m: m.targets),
     "grafting_vs_mllib": (lambda m: m.row_key, lambda m: m.targets),
+    "ml_api": (lambda m: m.row_key, lambda m: m.targets),
 }  # fmt: skip
 
 
