@@ -114,7 +114,10 @@ def ranker_and_pipeline(spark, out: str) -> dict:
 def vectors(spark, out: str) -> dict:
     """The classifier on a ``CountVectorizer``'s Vectors: the Vectors, the
     model and its default ``transform`` (no JVM model from our weights under
-    Connect: the SQL expressions) written for the classic side to compare."""
+    Connect: the SQL expressions), and MLlib's model saved by ``saveMLlib``
+    and loaded under Connect with its ``transform``, written for the classic
+    side to compare."""
+    from pyspark.ml.classification import LogisticRegressionModel
     from pyspark.ml.feature import CountVectorizer
 
     df = frame(spark)
@@ -125,6 +128,10 @@ def vectors(spark, out: str) -> dict:
     model.write().save(os.path.join(out, "vector-model"))
     model.transform(vec).write.parquet(os.path.join(out, "vector-transform"))
     plan = model.transform(vec)._explain_string(mode="formatted")
+    # MLlib's own model, built on the server from saveMLlib's files (the route Connect has)
+    model.saveMLlib(os.path.join(out, "mllib"), len(vectorizer.vocabulary))
+    lr = LogisticRegressionModel.load(os.path.join(out, "mllib"))
+    lr.transform(vec).write.parquet(os.path.join(out, "mllib-transform"))
     return {
         "vector_model": summary(model),
         "vector_size": len(vectorizer.vocabulary),

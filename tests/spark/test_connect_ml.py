@@ -155,7 +155,9 @@ def test_vector_transform_under_connect_predicts_as_mllib_does(spark, server, tm
     from our weights in a classic session (ml/mllib.py); a Connect client
     cannot build one, so there it scores in SQL: the same rawPrediction,
     probability and prediction as MLlib's model and the classic default for
-    the same weights (the model saved under Connect), no Python worker."""
+    the same weights (the model saved under Connect), no Python worker; and
+    ``saveMLlib`` under Connect writes a model ``LogisticRegressionModel.load``
+    reads there, scoring the same."""
     out = str(tmp_path)
     models = run_client(server, out, "vectors")
     assert models["python_udf"] is False
@@ -168,23 +170,25 @@ def test_vector_transform_under_connect_predicts_as_mllib_does(spark, server, tm
     fitted = client.summary(MaxEntClassifier(featuresCol="vec", **client.CLASSIFIER).fit(vec))
     assert fitted["ids"] == models["vector_model"]["ids"]
     np.testing.assert_allclose(fitted["values"], models["vector_model"]["values"], rtol=1e-7)
-    # classic: MLlib's own model built from the weights, and the default transform
+    # classic: MLlib's own model built from the weights, and the default transform;
+    # Connect: MLlib's model saved there (saveMLlib) and loaded there
     mllib = model.toMLlib(models["vector_size"]).transform(vec).orderBy("id")
     here = model.transform(vec).orderBy("id")
     there = spark.read.parquet(os.path.join(out, "vector-transform")).orderBy("id")
+    saved = spark.read.parquet(os.path.join(out, "mllib-transform")).orderBy("id")
     assert there.columns == here.columns == mllib.columns == [*vec.columns, *OUTPUTS]
     assert there.count() == vec.count() > 0
-    for classic in (mllib, here):
+    for other in (mllib, here, saved):
         assert_df_equality(
             there.select("id", "prediction"),
-            classic.select("id", "prediction"),
+            other.select("id", "prediction"),
             ignore_nullable=True,
             ignore_metadata=True,
         )
         for col in ("rawPrediction", "probability"):
             np.testing.assert_allclose(
                 [r[col].toArray() for r in there.orderBy("id").collect()],
-                [r[col].toArray() for r in classic.collect()],
+                [r[col].toArray() for r in other.collect()],
                 rtol=1e-9,
                 atol=1e-12,
             )
