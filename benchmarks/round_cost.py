@@ -4,7 +4,9 @@ Hessian-free one (``newton-cg``: each partition's Newton step by projected
 CG, n-vectors per pass, corrected by secant pairs; with ``--plain`` also
 ``newton-cg-plain``, the step uncorrected; with ``--through``
 ``newton-cg-through``, the partitions' CG run on through the box before
-its step is projected; with ``--global-cg N``
+its step is projected; with ``--face`` ``newton-cg-face``, the partitions'
+model solved face by face as TRON does (``kernels/box_face.py``); with
+``--global-cg N``
 ``newton-cg-global``, the late iterations by CG across passes, at most N
 product passes an iteration, ``solvers/global_cg.py``) on the same rounds,
 in one run, on CoNLL-2000 chunking, in-process (LocalBackend, ``--blocks``
@@ -58,6 +60,7 @@ import numpy as np
 from benchmarks.common import start, work_arguments
 from benchmarks.round_cost_page import (
     BACKENDS,
+    FACE,
     FIXED,
     GLOBAL,
     PLAIN,
@@ -253,6 +256,8 @@ def solve_round(
         method.options = dataclasses.replace(options, global_cg=global_cg)
     if solver == THROUGH:  # the partitions' CG run through the box before projecting
         method.options = dataclasses.replace(options, cg_through=True)
+    if solver == FACE:  # the partitions' model solved face by face (TRON)
+        method.options = dataclasses.replace(options, cg_face=True)
     if tol_mode == "final":
         tol = method.options.tol
     elif tol_mode != "round":
@@ -367,6 +372,12 @@ def main(argv: list[str] | None = None) -> int:
         "through the box before its step is projected)",
     )
     parser.add_argument(
+        "--face",
+        action="store_true",
+        help=f"also solve each round by {FACE} (newton-cg whose partitions solve their model "
+        "face by face: Cauchy step, CG on its face through the bounds, projected search)",
+    )
+    parser.add_argument(
         "--global-cg",
         type=int,
         default=0,
@@ -445,7 +456,7 @@ def measure(args, spark, train_dir: str) -> None:
                         continue
                     if solver == PLAIN and not args.plain or solver == FIXED and not args.fixed:
                         continue
-                    if solver == THROUGH and not args.through:
+                    if solver == THROUGH and not args.through or solver == FACE and not args.face:
                         continue
                     if solver == GLOBAL and not args.global_cg or solver not in args.solvers:
                         continue

@@ -37,8 +37,11 @@ GLOBAL = "newton-cg-global"
 #: newton-cg whose partitions' CG runs on through the box before its step is
 #: projected (``SolverOptions.cg_through``; ``kernels.direction.box_qp_pcg``)
 THROUGH = "newton-cg-through"
+#: newton-cg whose partitions solve their model face by face as TRON does
+#: (``SolverOptions.cg_face``; ``kernels.box_face.box_qp_face``)
+FACE = "newton-cg-face"
 #: newton-cg with a setting of its own
-VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH)
+VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH, FACE)
 #: the solvers a round is solved by (``measure``)
 SOLVERS = ("newton", "newton-cg", *VARIANTS)
 

@@ -16,7 +16,8 @@ solve costs n^2 per sweep. Here the Hessian is never formed:
   by projected, Jacobi-preconditioned conjugate gradients with the products
   alone (the face of the bounds that push outward held fixed, CG on the
   rest, a projected step when CG leaves the box, or optionally once CG
-  reached its tolerance; More & Toraldo 1991).
+  reached its tolerance; More & Toraldo 1991); ``box_face.box_qp_face``
+  solves the same model face by face as TRON does (Lin & More 1999).
 * ``LocalDirectionTask``: each block solves that model with its own
   Hessian (its sums over its own event weight) and the global gradient;
   the driver averages the directions by event weight (GIANT, Wang et al.
@@ -40,6 +41,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import Block, MulticlassBlock
+from .box_face import box_qp_face
+from .box_face import projected as projected_model_gradient
 from .curvature import _gather_columns
 from .loss import _columns, loss_grad_proba
 from .mergeable import Summed
@@ -138,14 +141,6 @@ def point_operator(
     return OPERATORS.get(block, keys, lambda: hessian_operator(block, space, weights, ids, scaling))
 
 
-def _projected(r: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """The model gradient with the entries pushing out at a bound zeroed."""
-    pg = r.copy()
-    pg[(d <= lo) & (pg > 0)] = 0.0
-    pg[(d >= hi) & (pg < 0)] = 0.0
-    return pg
-
-
 def box_qp_pcg(
     product: Product,
     diag: np.ndarray,
@@ -192,7 +187,7 @@ def box_qp_pcg(
     held = np.zeros(n, dtype=bool)  # at a bound that stopped the last CG step at once
     while used < max_products:
         r = g + Hd
-        if np.abs(_projected(r, d, lo, hi)[movable]).max(initial=0.0) <= tol:
+        if np.abs(projected_model_gradient(r, d, lo, hi)[movable]).max(initial=0.0) <= tol:
             break
         free = movable & ~held & ~((d <= lo) & (r > 0)) & ~((d >= hi) & (r < 0))
         held = np.zeros(n, dtype=bool)
@@ -309,7 +304,9 @@ class LocalDirectionTask:
     [lower, upper] from the global gradient ``grad`` (of C, l2 included)
     and the block's own Hessian (its sums over its event weight, plus
     ``l2`` on the weights), solved to ``tol`` by ``box_qp_pcg`` (its CG
-    run ``through`` the box before projecting, or stopped at a bound)."""
+    run ``through`` the box before projecting, or stopped at a bound), or
+    with ``face`` by ``box_face.box_qp_face`` (Cauchy step, CG on its face
+    through the bounds, projected search: TRON's scheme)."""
 
     space: Space
     weights: Weights
@@ -322,6 +319,7 @@ class LocalDirectionTask:
     l2: float = 0.0
     scaling: Scaling | None = None
     through: bool = False
+    face: bool = False
 
     def __call__(self, block: Block) -> LocalDirection:
         lg, product, diag = hessian_operator(
@@ -332,7 +330,7 @@ class LocalDirectionTask:
             return LocalDirection(np.zeros(len(self.grad)), np.zeros(len(self.grad)), 0.0, 0.0, 0)
         ridge = np.zeros(len(self.grad))
         ridge[:n] = self.l2
-        d, used, dHd = box_qp_pcg(
+        model = (
             lambda v: product(v) / weight + ridge * v,
             diag / weight + ridge,
             self.grad,
@@ -340,8 +338,11 @@ class LocalDirectionTask:
             self.upper,
             self.tol,
             self.max_products,
-            self.through,
         )
+        if self.face:
+            d, used, dHd = box_qp_face(*model)
+        else:
+            d, used, dHd = box_qp_pcg(*model, self.through)
         # the block's curvature sums, coordinate by coordinate; the floor makes a
         # coordinate no block has curvature at an average by event weight
         c = diag + weight * (ridge + CURVATURE_FLOOR)

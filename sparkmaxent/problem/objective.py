@@ -220,19 +220,21 @@ class Objective:
         tol: float,
         max_products: int,
         through: bool = False,
+        face: bool = False,
     ) -> tuple[np.ndarray, int, float]:
         """One pass: the Newton step of C's quadratic model at theta over
         lower <= d <= upper without forming the Hessian
         (``kernels.direction.LocalDirectionTask``: each block's own
         direction from the gradient ``grad`` of C, averaged coordinate by
         coordinate with the blocks' curvature as weights; ``through``: their
-        CG run through the box before projecting); returns (d, the blocks'
+        CG run through the box before projecting; ``face``: their model
+        solved face by face, ``kernels.box_face``); returns (d, the blocks'
         Hessian products, d^T H d as the blocks see it)."""
         ids = self.require_ids("direction passes")
         self.evaluations += 1
         task = LocalDirectionTask(
             self.space, self.weights(theta), ids, grad, lower, upper, tol, max_products,
-            self.l2, self.scaling, through,
+            self.l2, self.scaling, through, face,
         )  # fmt: skip
         part = self.backend.run(task)
         weight = check_total_weight(part.weight)

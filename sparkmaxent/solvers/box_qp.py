@@ -62,7 +62,9 @@ def solve_newton_cg(
         return obj.at(theta, full_gradient=full and options.full_gradient, hessian=False)
 
     def direction(theta, grad, dlo, dhi, tol):
-        return obj.direction(theta, grad, dlo, dhi, tol, options.max_products, options.cg_through)
+        return obj.direction(
+            theta, grad, dlo, dhi, tol, options.max_products, options.cg_through, options.cg_face
+        )
 
     return minimize_box_newton(
         at, theta0, box.l1_per_weight, box.lower, box.upper, options, first, ray=obj.ray,

@@ -54,6 +54,13 @@ class SolverOptions:
         bound (an l1 round's orthant bounds at 0). Off by default: on the
         rounds measured its late iterations gained less for their products
         (benchmarks/round_cost.py ``--through``).
+    cg_face : the blocks solve their model face by face, after TRON (Lin &
+        More 1999; ``kernels.box_face.box_qp_face``): CG on every weight but
+        those a bound holds (at their orthant's 0 with a gradient that keeps
+        them there), run to its tolerance through the bounds, then a
+        projected search along its step (a Cauchy step where it gains
+        nothing); a bound never restarts CG. Takes precedence over
+        ``cg_through``.
     trial_points : the Hessian-free step's line search evaluates its first
         this many steps (1, backtrack, ...) with their gradients in one pass.
     secant_memory : the Hessian-free step is corrected by the L-BFGS
@@ -87,6 +94,7 @@ class SolverOptions:
     forcing_max: float = 0.5
     max_products: int = 200
     cg_through: bool = False
+    cg_face: bool = False
     trial_points: int = 3
     secant_memory: int = 5
     global_cg: int = 0

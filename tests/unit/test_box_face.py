@@ -1,0 +1,152 @@
+"""The box model solved face by face (``kernels/box_face.py``, after
+TRON): against the exact minimum of tiny box QPs found by enumerating
+every face, against scipy's L-BFGS-B, against the projected CG on an l1
+round's orthant face (fewer products), and newton-cg with it
+(``SolverOptions.cg_face``) against exact Newton on a planted round."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.sparse as sp
+
+from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels.blocks import split_block
+from sparkmaxent.kernels.box_face import box_qp_face
+from sparkmaxent.kernels.direction import box_qp_pcg
+from sparkmaxent.problem.objective import Objective
+from sparkmaxent.solvers import SolverOptions
+from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
+from sparkmaxent.solvers.newton import projected_gradient
+
+from .helpers import planted_round
+from .test_grafting import planted
+
+
+def _brute_force(H, g, lo, hi):
+    """The box QP's minimum by trying every face: each coordinate at its
+    lower bound, its upper bound or free (the free ones solving H_FF d_F =
+    -(g + H_FB d_B)), keeping the lowest q among the feasible points."""
+    n, best = len(g), (np.inf, None)
+    for face in itertools.product((0, 1, 2), repeat=n):
+        state = np.array(face)
+        if np.any((state == 0) & ~np.isfinite(lo)) or np.any((state == 1) & ~np.isfinite(hi)):
+            continue
+        d = np.where(state == 0, lo, np.where(state == 1, hi, 0.0))
+        d[state == 2] = 0.0
+        free = state == 2
+        if free.any():
+            rhs = -(g[free] + H[np.ix_(free, ~free)] @ d[~free])
+            d[free] = np.linalg.lstsq(H[np.ix_(free, free)], rhs, rcond=None)[0]
+        if np.all((d >= lo - 1e-12) & (d <= hi + 1e-12)):
+            q = g @ d + 0.5 * d @ H @ d
+            best = min(best, (q, d), key=lambda b: b[0])
+    return best
+
+
+def _orthant_box(rng, n):
+    """An l1 round's step box: each weight bounded at 0 on one side, a few
+    within a trust region of 0.3."""
+    lo = np.where(rng.random(n) < 0.5, 0.0, -np.inf)
+    hi = np.where(lo == 0.0, np.inf, 0.0)
+    lo[: n // 4], hi[: n // 4] = -0.3, 0.3
+    return lo, hi
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tiny_box_models_reach_the_minimum_over_every_face(seed):
+    rng = np.random.default_rng(seed)
+    n = 6
+    A = rng.normal(size=(n, n + 2))
+    H = A @ A.T / n + 0.01 * np.eye(n)
+    g = rng.normal(size=n) * 2
+    lo, hi = _orthant_box(rng, n)
+    q_best, d_best = _brute_force(H, g, lo, hi)
+    d, used, dHd = box_qp_face(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, 1e-11, 1000)
+    assert used < 1000 and np.all((d >= lo) & (d <= hi))
+    assert g @ d + 0.5 * dHd == pytest.approx(q_best, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(d, d_best, atol=1e-7)
+    assert dHd == pytest.approx(d @ H @ d, rel=1e-9)
+
+
+def test_a_coordinate_without_curvature_goes_to_the_bound_its_gradient_points_to():
+    H = np.diag([2.0, 0.0, 1.0])
+    g = np.array([-1.0, 3.0, 0.5])
+    lo, hi = np.array([-1.0, -0.5, 0.0]), np.array([1.0, 0.5, np.inf])
+    d, _, _ = box_qp_face(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, 1e-12, 100)
+    np.testing.assert_allclose(d, [0.5, -0.5, 0.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_larger_box_model_reaches_scipys_bounded_minimum(seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    A = rng.normal(size=(n, 2 * n)) * np.exp(rng.uniform(-2, 1, size=n))[:, None]
+    H = A @ A.T / n + 1e-3 * np.eye(n)
+    g = rng.normal(size=n) * 3
+    lo, hi = _orthant_box(rng, n)
+    ref = scipy.optimize.minimize(
+        lambda d: (g @ d + 0.5 * d @ H @ d, g + H @ d), np.zeros(n), jac=True,
+        method="L-BFGS-B", bounds=list(zip(lo, hi)),
+        options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20000},
+    )  # fmt: skip
+    d, used, dHd = box_qp_face(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, 1e-10, 5000)
+    assert used < 5000
+    assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= 1e-10
+    q, q_ref = g @ d + 0.5 * dHd, ref.fun
+    assert q <= q_ref + 1e-10 * abs(q_ref)  # as low as scipy's, or lower
+    np.testing.assert_allclose(d, ref.x, atol=1e-4)
+    # the box binds: the unconstrained minimum lies outside
+    assert not np.all((lo <= -np.linalg.solve(H, g)) & (-np.linalg.solve(H, g) <= hi))
+
+
+def test_an_orthant_face_takes_fewer_products_than_cg_stopped_at_each_bound():
+    # an l1 round's model: every weight's step bounded at 0 on one side,
+    # features of frequencies over five orders of magnitude, solved to a
+    # twentieth of the gradient as the forcing term asks
+    rng = np.random.default_rng(0)
+    n, m = 2000, 8000
+    freq = np.exp(rng.uniform(np.log(2 / m), np.log(0.3), size=n))
+    X = sp.csr_matrix((rng.random((m, n)) < freq).astype(float))
+    H = (X.T @ X).toarray() * (0.25 / m) + 1e-6 * np.eye(n)
+    g = rng.normal(size=n) * np.sqrt(np.diag(H))
+    lo = np.where(rng.random(n) < 0.5, 0.0, -np.inf)
+    hi = np.where(lo == 0.0, np.inf, 0.0)
+    tol = 0.05 * np.abs(g).max()
+    face = box_qp_face(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, tol, 2000)
+    stopped = box_qp_pcg(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, tol, 2000)
+    for d, used, dHd in (face, stopped):
+        assert np.all((d >= lo) & (d <= hi)) and used < 2000
+        assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
+        assert dHd == pytest.approx(d @ H @ d, rel=1e-9)
+    assert 3 * face[1] < stopped[1], (face[1], stopped[1])
+
+
+def _round(n_blocks, seed=3, **options):
+    block, space, ids, box, theta0 = planted_round(planted(seed=seed, n_copies=0), step=7)
+    backend = LocalBackend(split_block(block, n_blocks), space)
+    opts = SolverOptions(tol=1e-8, region=len(ids), cg_face=True, **options)
+    return solve_newton_cg(Objective(backend, ids), theta0, box, opts), (block, space, ids, box)
+
+
+@pytest.mark.parametrize("n_blocks", [1, 3])
+def test_newton_cg_with_the_face_model_reaches_the_optimum_of_exact_newton(n_blocks):
+    out, (block, space, ids, box) = _round(n_blocks)
+    theta0 = np.zeros(len(ids) + space.n_bias)
+    exact = solve_newton(
+        Objective(LocalBackend([block], space), ids), theta0, box, SolverOptions(tol=1e-8)
+    )
+    assert out.converged and out.violation <= 1e-8
+    assert out.value == pytest.approx(exact.value, rel=1e-12, abs=1e-12)
+    n = len(ids)
+    assert np.array_equal(out.theta[:n] != 0, exact.theta[:n] != 0)
+    np.testing.assert_allclose(out.theta[:n], exact.theta[:n], atol=1e-5)
+
+
+def test_newton_cg_with_the_face_model_is_deterministic_for_a_fixed_partitioning():
+    (a, _), (b, _) = _round(3, seed=4), _round(3, seed=4)
+    assert np.array_equal(a.theta, b.theta) and a.value == b.value
+    assert a.evaluations == b.evaluations
