@@ -60,7 +60,10 @@ class SolverOptions:
         them there), run to its tolerance through the bounds, then a
         projected search along its step (a Cauchy step where it gains
         nothing); a bound never restarts CG. Takes precedence over
-        ``cg_through``.
+        ``cg_through``. Off by default: it needs far fewer products where the
+        stop-at-bound CG runs into ``max_products`` (a large round's late
+        iterations) but more iterations on small rounds
+        (benchmarks/round_cost.py ``--face``).
     trial_points : the Hessian-free step's line search evaluates its first
         this many steps (1, backtrack, ...) with their gradients in one pass.
     secant_memory : the Hessian-free step is corrected by the L-BFGS
