@@ -117,7 +117,8 @@ def elastic_paths(
             break
         variants += denser_mix(ctx, variants, measures)
     i, gaps = chosen_variant([v.point for v in summary], measures, one_se)
-    if go_on is not None and spend_time_left(ctx, i, fitted, summary, measures, go_on):
+    tried: set[int] = set()  # each path goes on once at most
+    while go_on is not None and spend_time_left(ctx, i, fitted, summary, measures, go_on, tried):
         i, gaps = chosen_variant([v.point for v in summary], measures, one_se)
     for j, run in enumerate(summary):
         run.point.chosen = j == i
@@ -154,30 +155,42 @@ def spend_time_left(
     summary: list[PathVariant],
     measures: list[Measure],
     go_on: GoOn,
+    tried: set[int],
 ) -> bool:
-    """Under ``train.selection.max_seconds``: whether the chosen variant
-    ``i``'s path, ended by its time share, went on from its last point with
-    all the time left (``go_on``), less the refit's reserve. The shares
-    hold time back for the paths still to come, and for the denser mixes
-    ``mix_max`` allows, which may never run (``mixes_to_come``): without
-    this, a run whose every path was cut while its held-out score still
-    improved could end with much of its budget unused. ``fitted``,
-    ``summary`` and ``measures`` get the longer path's figures (its row's
-    ``seconds_after``: the seconds it went on with)."""
-    if not ctx.deadline.bounded or time_spent(ctx):
-        return False
-    kept, old, sub, fit_point = fitted[i]
-    left = ctx.deadline.remaining()
-    log.info("elastic net %s (path %d): %.4g s left, for its path if its time share ended it",
-             old.what, i, left)  # fmt: skip
-    ran = go_on(i, dataclasses.replace(sub, output_dir=None, deadline=ctx.deadline))
-    if ran is None:
-        return False
-    kept, path, measures[i] = ran
-    row = variant_row(old.what, path, summary[i].passes_cap, summary[i].seconds_share)
-    row.seconds_after = left
-    summary[i], fitted[i] = row, (kept, path, sub, fit_point)
-    return True
+    """Under ``train.selection.max_seconds``: whether a path its time share
+    ended went on from its last point with all the time left (``go_on``),
+    less the refit's reserve: the chosen variant ``i``'s first, else the
+    others' by held-out score, each at most once (``tried``); a path goes
+    on only while it has a point to fit (its grid, or an extension while
+    held-out improves). The shares hold time back for the paths still to
+    come, and for the denser mixes ``mix_max`` allows, which may never run
+    (``mixes_to_come``): without this, a run whose every path was cut while
+    its held-out score still improved could end with much of its budget
+    unused, and a denser mix cut by its share while it still improved
+    (and below a sparser mix for that reason alone) would never be chosen.
+    ``fitted``, ``summary`` and ``measures`` get the longer path's figures
+    (its row's ``seconds_after``: the seconds it went on with)."""
+    order = [i] + sorted((j for j in range(len(summary)) if j != i),
+                         key=lambda j: -summary[j].point.score)  # fmt: skip
+    for j in order:
+        if not ctx.deadline.bounded or time_spent(ctx):
+            return False
+        if j in tried:
+            continue
+        tried.add(j)
+        kept, old, sub, fit_point = fitted[j]
+        left = ctx.deadline.remaining()
+        log.info("elastic net %s (path %d): %.4g s left, for its path if its time share "
+                 "ended it", old.what, j, left)  # fmt: skip
+        ran = go_on(j, dataclasses.replace(sub, output_dir=None, deadline=ctx.deadline))
+        if ran is None:
+            continue
+        kept, path, measures[j] = ran
+        row = variant_row(old.what, path, summary[j].passes_cap, summary[j].seconds_share)
+        row.seconds_after = left
+        summary[j], fitted[j] = row, (kept, path, sub, fit_point)
+        return True
+    return False
 
 
 def extension_cap(ctx: TrainingContext, done: list[PathVariant], listed: int) -> int | None:

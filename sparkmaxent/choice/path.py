@@ -127,9 +127,9 @@ def fit_path(ctx: TrainingContext) -> FitResult:
 
         def go_on(i, sub):  # time the other mixes left, to the chosen mix's path
             run = runs[i]
-            if not run.by_time or time_spent(sub, run.last_point_s):
+            if not run.by_time or time_spent(sub, run.last_point_s) or not run.resume(sub):
                 return None
-            return kept(run.resume(sub))
+            return kept(run)
 
         chosen, path, at, fit_point = elastic_paths(ctx, variants, run_variant, go_on)
         path.plot = path_plot(ctx, path.points, path.chosen)

@@ -86,14 +86,20 @@ class PathRun:
         self.stopped = grid_end(self.scores, len(self.grid) - self.n_grid)
         return self
 
-    def resume(self, ctx: TrainingContext) -> PathRun:
+    def resume(self, ctx: TrainingContext) -> bool:
         """Go on from the last point under ``ctx`` (its time budget: what
-        the other paths left), when the path ended by its time share."""
+        the other paths left), when the path ended by its time share;
+        whether it fitted a point more (none when its grid is fitted and
+        held-out no longer improves: then the path keeps its stop)."""
         assert self.by_time, "only a path that its time share ended goes on"
+        n, stopped = len(self.rows), self.stopped
         self.ctx = ctx
         log.info("path: going on from %s %.4g with %.4g s left", self.parameter,
-                 self.grid[len(self.rows) - 1], ctx.deadline.remaining())  # fmt: skip
-        return self.run()
+                 self.grid[n - 1], ctx.deadline.remaining())  # fmt: skip
+        self.run()
+        if len(self.rows) == n:
+            self.stopped, self.by_time = stopped, True
+        return len(self.rows) > n
 
     def _point(self, gamma: float) -> str | None:
         """Fit and score the point ``gamma``; why the path ends after it (None: it goes on)."""

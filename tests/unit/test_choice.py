@@ -15,14 +15,14 @@ from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import (
     criterion_score,
 )
-from sparkmaxent.choice.mixes import chosen_variant, denser_mix_gains
+from sparkmaxent.choice.mixes import chosen_variant, denser_mix_gains, spend_time_left
 from sparkmaxent.choice.path import (
     geometric_grid,
     null_model,
     path_plan,
 )
 from sparkmaxent.choice.path_run import scored_point
-from sparkmaxent.choice.sections import PathPoint, PathVariant
+from sparkmaxent.choice.sections import PathPoint, PathSection, PathVariant
 from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
@@ -35,6 +35,7 @@ from sparkmaxent.methods.gradient_test import make_gradient_test
 from sparkmaxent.methods.round_details import BayesRound, IfsStage
 from sparkmaxent.problem import Penalty
 from sparkmaxent.selection.base import TrainingContext
+from sparkmaxent.selection.deadline import Deadline
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -939,7 +940,8 @@ def test_time_the_mix_shares_leave_goes_to_the_chosen_mix_path(problem):
     On planted sparse data pure l1 is chosen, its share (a third) ends its
     path while held-out still improves, the 0.5 mix does not gain and no
     denser mix runs: the time left goes to the pure-l1 path, which goes on
-    from its last point to the choice of the unbounded run. A budget whose
+    from its last point to the choice of the unbounded run, then what is
+    left to the 0.5 mix's path, also cut while improving. A budget whose
     shares hold every path leaves nothing to go on with."""
     keys = dict(method="grafting", path=True, points=16, l2_mixes=[0.0, 0.5], refit=False)
     free = clocked(problem, **keys).report.path
@@ -952,7 +954,57 @@ def test_time_the_mix_shares_leave_goes_to_the_chosen_mix_path(problem):
     assert first.seconds_after > first.seconds_share / 2  # the 0.5 mix's and extensions' left
     assert (first.point.gamma, first.point.features) == (l1.point.gamma, l1.point.features)
     assert first.points == l1.points and first.stop == l1.stop
-    assert tight.elastic[1].seconds_after is None and tight.elastic_not_run == []
+    # the 0.5 mix's path, its share also cut while improving, had what was left after
+    second = tight.elastic[1]
+    assert 0 < second.seconds_after < first.seconds_after and not second.point.chosen
+    assert tight.elastic_not_run == []
     roomy = clocked(problem, max_seconds=1000, **keys).report.path
     assert all(r.seconds_after is None for r in roomy.elastic)
     assert roomy.elastic[0].point.gamma == l1.point.gamma
+
+
+@dataclasses.dataclass
+class FakeContext:
+    """What ``spend_time_left`` reads of a run: its configuration, time
+    budget and pass count (no refit: no reserve)."""
+
+    config: object
+    deadline: Deadline
+    backend: object = dataclasses.field(default_factory=lambda: type("B", (), {"passes": 0}))
+    output_dir: str | None = None
+
+
+def test_time_left_goes_to_a_path_its_share_cut_when_the_chosen_one_cannot_go_on():
+    """The chosen mix's path ended by its own rule (``go_on`` has nothing
+    to fit); a denser mix's path, cut by its share while improving and
+    below it for that reason alone, gets the time left, once, and then
+    wins the choice."""
+    ctx = FakeContext(train_config(max_seconds=100, refit=False), Deadline(100, lambda: 10.0))
+    rng = np.random.default_rng(2)
+    base = rng.normal(-1.0, 0.5, 200)
+    measures = [Measure.of_units(base), Measure.of_units(base - 0.2)]
+
+    def section(measure: Measure, what: dict) -> PathSection:
+        return PathSection("l1", "loglik", False, [0.1], 0, [point(measure, 10)], None, what)
+
+    paths = [section(m, {"l2_mix": x}) for m, x in zip(measures, (0.5, 0.99), strict=True)]
+    summary = [PathVariant(p.what, 1, p.chosen_point, 3) for p in paths]
+    fitted = [(None, p, ctx, None) for p in paths]
+    asked: list[int] = []
+    longer = Measure.of_units(base + 0.1)
+
+    def go_on(j, sub):
+        asked.append(j)
+        assert sub.deadline is ctx.deadline  # all the time left
+        return None if j == 0 else ("longer", section(longer, paths[1].what), longer)
+
+    i = chosen_variant([v.point for v in summary], measures)[0]
+    tried: set[int] = set()
+    assert i == 0 and spend_time_left(ctx, i, fitted, summary, measures, go_on, tried)
+    assert asked == [0, 1] and summary[1].seconds_after == 100.0 and fitted[1][0] == "longer"
+    assert chosen_variant([v.point for v in summary], measures)[0] == 1
+    # each path goes on once at most; without a time budget none does
+    assert not spend_time_left(ctx, 1, fitted, summary, measures, go_on, tried)
+    free = FakeContext(train_config(refit=False), Deadline(0))
+    assert not spend_time_left(free, 0, fitted, summary, measures, go_on, set())
+    assert asked == [0, 1]
