@@ -264,8 +264,6 @@ class PointCosts(logging.Handler):
             self.last = now
         elif str(record.msg).startswith("elastic net %s: chose"):
             self.mix += 1
-        elif str(record.msg).startswith("elastic net %s (path %d): %.4g s left"):
-            self.mix = record.args[1]  # type: ignore[index]  # the points that follow are its
 
 
 def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
@@ -343,8 +341,8 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
             row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
         if "elastic" in path:
             keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
-                    "below_best_se", "points", "path_passes", "passes_cap", "seconds_share",
-                    "seconds_after", "stop", "chosen")  # fmt: skip
+                    "below_best_se", "points", "path_passes", "passes_cap", "stop",
+                    "chosen")  # fmt: skip
             row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in path["elastic"]]
             row["elastic_not_run"] = path.get("elastic_not_run", [])
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])

@@ -39,8 +39,7 @@ from ..kernels import Weights
 from ..kernels.predict import EventScoresTask
 from ..selection.base import FitResult, Method, TrainingContext
 from .mixes import elastic_paths, elastic_variants
-from .path import PATH_METHODS, null_model, path_plan
-from .path_run import extended_grid, scored_point
+from .path import MAX_EXTENSION, PATH_METHODS, extended_grid, null_model, path_plan, scored_point
 from .points import PointFit, time_spent
 from .sections import PathPoint, PathSection
 from .stop_rule import Measure, choose, stop_rule
@@ -253,10 +252,9 @@ def _fold_path(
     all the training data from ``start``) point by point, each from its own
     previous point (from ``fold_starts`` first); a default grid whose last
     point has the best mean fold score goes on down at its own ratio
-    while the mean improves (``extended_grid``, as a held-out path does),
-    and the path stops by the held-out rule (``stop_rule``) read over the
-    folds, or once its points spent ``cap`` passes (None: no cap) and its
-    last point is not the best. Returns (the report's ``folds``
+    (``extended_grid``, as a held-out path does), and the path stops by the
+    held-out rule (``stop_rule``) read over the folds, or once its points
+    spent ``cap`` passes (None: no cap). Returns (the report's ``folds``
     entries and the mean of the folds' weights at the chosen point; the
     path, one ``PathPoint`` of mean fold figures a point; the chosen point's
     measure, its units the fold scores)."""
@@ -269,8 +267,8 @@ def _fold_path(
     means: list[float] = []  # mean fold score per point: what the extension reads
     mean_weights: list[Weights] = []
     rule = stop_rule(choice)  # the folds are its units: paired over folds
-    n_default = len(grid)
-    for gamma in extended_grid(grid, means, extend, choice.patience):
+    limit, n_default = max(choice.points, MAX_EXTENSION), len(grid)
+    for gamma in extended_grid(grid, means, extend, limit):
         fits = []
         for f, fctx in enumerate(fctxs):
             result, row, _ = scored_point(fctx, fit_point, gamma, *warm[f], None, -np.inf)
@@ -299,8 +297,7 @@ def _fold_path(
         if why is not None:
             log.info("k-fold path stopped: %s", why.message)
             break
-        improving = rule.best() == len(rows) - 1  # the cap never ends a path that improves
-        if cap is not None and sum(r.passes for r in rows) >= cap and not improving:
+        if cap is not None and sum(r.passes for r in rows) >= cap:
             log.info("k-fold path stopped: its budget of %d passes is spent", cap)
             break
         if time_spent(ctx):

@@ -1,8 +1,7 @@
 """Elastic-net mixes in a path choice (``train.choice.l2_mixes``,
 ``elastic_grid``): which gamma1 paths run (one per l2 mix or gamma2), when
 a denser mix is tried, the pass budget of a mix past the listed ones, and
-which variant is kept (the best held-out score, or with
-``train.choice.one_se`` the sparsest within one standard error of the
+which variant is kept (the sparsest within one standard error of the
 best). The variants' paths are run by the caller: on held-out data
 (choice/path.py) or by k folds (choice/folds.py)."""
 
@@ -39,10 +38,6 @@ Variant = tuple[dict, TrainingContext, PointFit]
 #: variant's path, as (what the caller keeps of it: on held-out data the
 #: chosen point's fit; its path; the chosen point's measure)
 RunVariant = Callable[[TrainingContext, PointFit, int | None], tuple[Any, PathSection, Measure]]
-#: go_on(i, its context): variant i's path gone on from its last point within the
-#: context's time budget, as ``RunVariant`` returns it; None when it does not go on
-#: (its path did not end at its time share, or no point fits in the time left)
-GoOn = Callable[[int, TrainingContext], tuple[Any, PathSection, Measure] | None]
 
 
 def elastic_variants(ctx: TrainingContext) -> list[Variant]:
@@ -70,26 +65,19 @@ def elastic_variants(ctx: TrainingContext) -> list[Variant]:
 
 
 def elastic_paths(
-    ctx: TrainingContext,
-    variants: list[Variant],
-    run_variant: RunVariant,
-    go_on: GoOn | None = None,
+    ctx: TrainingContext, variants: list[Variant], run_variant: RunVariant
 ) -> tuple[Any, PathSection, TrainingContext, PointFit]:
     """Elastic net (Zou & Hastie 2005): one gamma1 path per variant (a
     gamma2 of ``elastic_grid`` or an l2 mix of ``l2_mixes``) from the
     bias-only model, each run by ``run_variant`` (on held-out data,
-    choice/path.py, or by k folds, choice/folds.py); of their chosen points the
-    best, or with ``one_se`` the sparsest within one standard error of the
-    best (``chosen_variant``; glmnet chooses alpha and lambda on held-out
-    data alike). l2 mixes run from pure l1 up
+    choice/path.py, or by k folds, choice/folds.py); of their chosen points the sparsest within one
+    standard error of the best (``sparsest_within_noise``; glmnet chooses
+    alpha and lambda on held-out data alike). l2 mixes run from pure l1 up
     while the last gains beyond the noise (``denser_mix_gains``,
     ``mix_stop``), past ``l2_mixes`` up to ``mix_max`` (``denser_mix``), each
     such path on a pass budget (``extension_cap``). Under
     ``train.selection.max_seconds`` each path runs within an equal share of
-    the time left among the paths still to come (``mix_share``); the time
-    the shares leave unused goes to the chosen variant's path when its
-    share ended it, which goes on from its last point (``go_on``; held-out
-    paths: ``spend_time_left``). The report's ``path``
+    the time left among the paths still to come (``mix_share``). The report's ``path``
     is the chosen variant's, ``path.elastic`` one row per variant run,
     ``path.elastic_not_run`` the rest. Returns the chosen variant's run
     (what ``run_variant`` keeps, its path) with its context and point fit
@@ -97,29 +85,33 @@ def elastic_paths(
     fitted: list[tuple[Any, PathSection, TrainingContext, PointFit]] = []
     summary: list[PathVariant] = []
     measures: list[Measure] = []
-    listed, one_se = len(variants), ctx.config.choice.one_se
+    listed = len(variants)
     for what, sub, fit_point in variants:  # strongest l2 part first; denser mixes appended
         cap = extension_cap(ctx, summary, listed)
         share = mix_share(ctx, variants, len(summary))
         at = dataclasses.replace(sub, output_dir=None, deadline=share)  # one plot: the choice's
         kept, path, measure = run_variant(at, fit_point, cap)
         measures.append(measure)
+        point = path.chosen_point
+        path.what = what
+        passes = sum(p.passes for p in path.points)
         seconds = share.seconds if share.bounded else None
-        summary.append(variant_row(what, path, cap, seconds))
+        row = PathVariant(what, len(path.points), dataclasses.replace(point), passes, cap, seconds)
+        summary.append(row)
+        log.info(
+            "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
+            what,
+            point.gamma,
+            point.features,
+            point.score,
+        )
         fitted.append((kept, path, dataclasses.replace(sub, output_dir=ctx.output_dir), fit_point))
-        if (
-            "l2_mix" in what
-            and ctx.config.choice.mix_stop
-            and not denser_mix_gains(measures, one_se)
-        ):
+        if "l2_mix" in what and ctx.config.choice.mix_stop and not denser_mix_gains(measures):
             break
         if time_spent(ctx):
             break
         variants += denser_mix(ctx, variants, measures)
-    i, gaps = chosen_variant([v.point for v in summary], measures, one_se)
-    tried: set[int] = set()  # each path goes on once at most
-    while go_on is not None and spend_time_left(ctx, i, fitted, summary, measures, go_on, tried):
-        i, gaps = chosen_variant([v.point for v in summary], measures, one_se)
+    i, gaps = sparsest_within_noise([v.point for v in summary], measures)
     for j, run in enumerate(summary):
         run.point.chosen = j == i
         run.point.below_best_se = gaps[j]
@@ -128,69 +120,6 @@ def elastic_paths(
     path.elastic = summary
     path.elastic_not_run = [what for what, _, _ in variants[len(summary) :]]
     return best
-
-
-def variant_row(what: dict, path: PathSection, cap: int | None, seconds: float | None):
-    """The ``path.elastic`` row of variant ``what``'s ``path`` (run on the
-    pass budget ``cap`` and a time share of ``seconds``; None: none)."""
-    point = path.chosen_point
-    path.what = what
-    passes = sum(p.passes for p in path.points)
-    row = PathVariant(what, len(path.points), dataclasses.replace(point), passes, cap, seconds)
-    row.stop = path.stop
-    log.info(
-        "elastic net %s: chose gamma1 %.4g, %d features, held-out %.6g",
-        what,
-        point.gamma,
-        point.features,
-        point.score,
-    )
-    return row
-
-
-def spend_time_left(
-    ctx: TrainingContext,
-    i: int,
-    fitted: list,
-    summary: list[PathVariant],
-    measures: list[Measure],
-    go_on: GoOn,
-    tried: set[int],
-) -> bool:
-    """Under ``train.selection.max_seconds``: whether a path its time share
-    ended went on from its last point with all the time left (``go_on``),
-    less the refit's reserve: the chosen variant ``i``'s first, else the
-    others' by held-out score, each at most once (``tried``); a path goes
-    on only while it has a point to fit (its grid, or an extension while
-    held-out improves). The shares hold time back for the paths still to
-    come, and for the denser mixes ``mix_max`` allows, which may never run
-    (``mixes_to_come``): without this, a run whose every path was cut while
-    its held-out score still improved could end with much of its budget
-    unused, and a denser mix cut by its share while it still improved
-    (and below a sparser mix for that reason alone) would never be chosen.
-    ``fitted``, ``summary`` and ``measures`` get the longer path's figures
-    (its row's ``seconds_after``: the seconds it went on with)."""
-    order = [i] + sorted((j for j in range(len(summary)) if j != i),
-                         key=lambda j: -summary[j].point.score)  # fmt: skip
-    for j in order:
-        if not ctx.deadline.bounded or time_spent(ctx):
-            return False
-        if j in tried:
-            continue
-        tried.add(j)
-        kept, old, sub, fit_point = fitted[j]
-        left = ctx.deadline.remaining()
-        log.info("elastic net %s (path %d): %.4g s left, for its path if its time share "
-                 "ended it", old.what, j, left)  # fmt: skip
-        ran = go_on(j, dataclasses.replace(sub, output_dir=None, deadline=ctx.deadline))
-        if ran is None:
-            continue
-        kept, path, measures[j] = ran
-        row = variant_row(old.what, path, summary[j].passes_cap, summary[j].seconds_share)
-        row.seconds_after = left
-        summary[j], fitted[j] = row, (kept, path, sub, fit_point)
-        return True
-    return False
 
 
 def extension_cap(ctx: TrainingContext, done: list[PathVariant], listed: int) -> int | None:
@@ -239,50 +168,39 @@ def mix_share(ctx: TrainingContext, variants: list[Variant], done: int) -> Deadl
     return deadline.part(share / left if left > 0 else 0.0)
 
 
-def denser_mix_gains(measures: list[Measure], one_se: bool = False) -> bool:
+def denser_mix_gains(measures: list[Measure]) -> bool:
     """Whether the last (densest) l2 mix's chosen point beats every sparser
-    mix's by more than the noise (``train.choice.mix_stop``): only then is
-    a denser mix tried. The noise is that of the choice in force
-    (``train.choice.one_se``): by default the best held-out score is
-    chosen, and the last mix must beat the best sparser one by more than
-    the standard error of their *paired* difference (the same held-out
-    events scored by both, as the path's stop rule reads a point against
-    the best); with ``one_se`` by more than its own score's standard error,
-    the gain it needs to be chosen over the sparser mixes at all
-    (``chosen_variant``). The gain of more l2 is taken to shrink as the mix
-    grows, as a path's does past its best gamma1: a gain within the noise
-    ends the mixes."""
+    mix's by more than its standard error (``train.choice.mix_stop``): only
+    then is a denser mix tried (one that does not is not chosen either:
+    ``sparsest_within_noise``; the gain of more l2 is taken to shrink as
+    the mix grows, as a path's past its best gamma1)."""
     if len(measures) < 2:
         return True
     last, best = measures[-1], max(measures[:-1], key=lambda m: m.score)
     gain = last.score - best.score
-    noise = last.se if one_se else difference_se(last, best)
-    if gain > noise:
+    if gain > last.se:
         return True
-    what = "its standard error" if one_se else "the standard error of the paired difference"
     if gain > 0:
         log.info(
             "elastic net: the last l2 mix gains %.4g held-out over the best sparser mix, "
-            "within %s %.4g: no denser mix is tried",
+            "within its standard error %.4g: no denser mix is tried",
             gain,
-            what,
-            noise,
+            last.se,
         )
     else:
         log.info(
             "elastic net: the last l2 mix scores %.4g held-out below the best sparser mix "
-            "(%s %.4g): no denser mix is tried",
+            "(standard error %.4g): no denser mix is tried",
             -gain,
-            what,
-            noise,
+            last.se,
         )
     return False
 
 
 def denser_mix(ctx: TrainingContext, variants: list[Variant], measures: list) -> list[Variant]:
     """[the next l2 mix 1 - (1 - m) / 10] once the densest mix m of
-    ``variants`` has run and beat every sparser one beyond the noise
-    (``denser_mix_gains``), if it is at most ``train.choice.mix_max``;
+    ``variants`` has run and beat every sparser one beyond its standard
+    error (``denser_mix_gains``), if it is at most ``train.choice.mix_max``;
     else []. As a default gamma1 grid extends while its last point is the
     best, the mixes go on toward l2 while the densest is the choice."""
     what, sub, _ = variants[-1]
@@ -290,28 +208,26 @@ def denser_mix(ctx: TrainingContext, variants: list[Variant], measures: list) ->
     if mix is None or len(measures) != len(variants) or len(measures) < 2:
         return []  # a gamma2 grid, the densest mix not run yet, or nothing to beat
     denser = round(1 - (1 - mix) / 10, 12)
-    one_se = ctx.config.choice.one_se
-    if denser > ctx.config.choice.mix_max or not denser_mix_gains(measures, one_se):
+    if denser > ctx.config.choice.mix_max or not denser_mix_gains(measures):
         return []
     log.info("elastic net: the densest l2 mix %g still gains; trying %g", mix, denser)
     return [({"l2_mix": denser}, sub, mixed_point(denser))]
 
 
-def chosen_variant(
-    points: list[PathPoint], measures: list[Measure], one_se: bool = False
+def sparsest_within_noise(
+    points: list[PathPoint], measures: list[Measure]
 ) -> tuple[int, list[float]]:
     """The variant chosen among paths' chosen ``points`` (their held-out
-    score, its standard error and their features), by the rule that
-    chooses a point within a path (``stop_rule.choose``,
-    ``train.choice.one_se``): the best held-out score, or with ``one_se``
-    the one with the fewest non-zero weights whose score is at least the
-    best minus the best's standard error (the one-standard-error rule
-    across variants: a denser elastic net is kept only when its gain is
-    beyond one score's noise; Hastie, Tibshirani & Friedman 2009, section
-    7.10). Also each variant's gap below the best in standard errors of the
+    score, its standard error and their features): the one with the
+    fewest non-zero weights whose score is at least the best minus the
+    best's standard error (the one-standard-error rule across variants:
+    a denser elastic net is kept only when its gain is beyond the noise of
+    the held-out part; Hastie, Tibshirani & Friedman 2009, section 7.10).
+    Also each variant's gap below the best in standard errors of the
     *paired* difference (``measures``: the same held-out events scored by
     both; ``stop_rule.difference_se``), for the report: far narrower than
-    one score's error when the models are close."""
+    one score's error, it finds nearly every gain of a denser mix real, and
+    as a choice rule it would keep the densest mix on every corpus."""
     scores = [p.score for p in points]
     best = int(np.nanargmax(scores))
     gaps = []
@@ -319,5 +235,5 @@ def chosen_variant(
         se = difference_se(measure, measures[best])
         diff = scores[best] - score
         gaps.append(float(diff / se) if se > 0 else (np.inf if diff > 0 else 0.0))
-    chosen = choose(scores, [p.se for p in points], [p.features for p in points], one_se)
+    chosen = choose(scores, [p.se for p in points], [p.features for p in points], True)
     return chosen, gaps

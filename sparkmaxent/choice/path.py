@@ -20,7 +20,7 @@ import logging
 
 import numpy as np
 
-from .. import registry
+from .. import registry, storage
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..kernels.conjunctions import Conjunctions
@@ -29,8 +29,9 @@ from ..methods.baselines import fit_smooth
 from ..methods.grafting import Grafting, variant
 from ..problem.objective import checked_pass
 from ..selection.base import FitResult, TrainingContext
+from ..selection.reporting import PLOTS_DIR
+from .heldout import PATH_PLOT, measure_weights, write_path_plot
 from .mixes import elastic_paths, elastic_variants
-from .path_run import PathRun, path_plot, run_points
 from .points import (
     PointFit,
     checked_grid,
@@ -40,14 +41,17 @@ from .points import (
     refit,
     round_size,
     time_spent,
+    within_reserve,
 )
-from .sections import VersusAtoms
-from .stop_rule import Measure, difference_se
+from .sections import PathPoint, PathSection, VersusAtoms
+from .stop_rule import Measure, choose, difference_se, stop_rule
 
 log = logging.getLogger(__name__)
 
 #: methods with a penalty path (registry.py); the stage methods choose a stage instead
 PATH_METHODS = registry.names(lambda m: m.path is not None)
+#: points a default grid may be extended by at least, while its last point is the best
+MAX_EXTENSION = 10
 
 
 def geometric_grid(top: float, ratio: float, points: int) -> list[float]:
@@ -114,25 +118,19 @@ def fit_path(ctx: TrainingContext) -> FitResult:
         return combination_path(ctx, start)
     variants = elastic_variants(ctx)
     if variants:
-        runs: list[PathRun] = []  # each variant's path, in the order run
-
-        def kept(run: PathRun):
-            result, measure = run.chosen()
-            return result, result.report["path"], measure
+        stops: list[str | None] = []  # each variant's path's stop, in the order run
 
         def run_variant(sub, fit_point, cap):
             parameter, grid, _, top, extend = path_plan(sub, start)
-            runs.append(PathRun(sub, parameter, grid, fit_point, top, extend, start, cap))
-            return kept(runs[-1].run())
+            result, measure = _run_points(sub, parameter, grid, fit_point, top, extend, start, cap)
+            path = result.report["path"]
+            stops.append(path.stop)
+            return result, path, measure
 
-        def go_on(i, sub):  # time the other mixes left, to the chosen mix's path
-            run = runs[i]
-            if not run.by_time or time_spent(sub, run.last_point_s) or not run.resume(sub):
-                return None
-            return kept(run)
-
-        chosen, path, at, fit_point = elastic_paths(ctx, variants, run_variant, go_on)
-        path.plot = path_plot(ctx, path.points, path.chosen)
+        chosen, path, at, fit_point = elastic_paths(ctx, variants, run_variant)
+        for run, stopped in zip(path.elastic or [], stops, strict=False):
+            run.stop = stopped
+        path.plot = _plot(ctx, path.points, path.chosen)
         return refit(at, chosen, fit_point)
     return refit(ctx, run_path(ctx, *path_plan(ctx, start), start=start))
 
@@ -189,8 +187,8 @@ def combination_path(ctx: TrainingContext, start: Weights) -> FitResult:
     sub = dataclasses.replace(plain, heldout=heldout)
     parameter, grid, _, top, extend = path_plan(sub, start)
     alone = dataclasses.replace(plain, output_dir=None)  # one plot: the combination path's
-    atoms = run_points(alone, parameter, list(grid), grafting_point, top, extend, start)
-    comb = run_points(sub, parameter, list(grid), points, top, extend, start)
+    atoms = _run_points(alone, parameter, list(grid), grafting_point, top, extend, start)
+    comb = _run_points(sub, parameter, list(grid), points, top, extend, start)
     chosen, kept = versus_atoms(comb, atoms)
     if kept == "atoms":
         return refit(ctx, chosen, grafting_point)
@@ -277,7 +275,225 @@ def run_path(
     told the previous penalty: ``previous`` before the first), score each
     on the held-out data, and return the chosen point. With ``extend`` (a
     default grid), a path whose last point is still the best goes on down
-    by the grid's own ratio while held-out improves
-    (``path_run.grid_extension``). Every point after the first runs on a
-    pass budget (``path_run.scored_point``)."""
-    return run_points(ctx, parameter, grid, fit_point, previous, extend, start)[0]
+    by the grid's own ratio, up to max(``points``, MAX_EXTENSION) more points.
+    Every point after the first runs on a pass budget (``scored_point``)."""
+    return _run_points(ctx, parameter, grid, fit_point, previous, extend, start)[0]
+
+
+def _run_points(
+    ctx: TrainingContext,
+    parameter: str,
+    grid: list[float],
+    fit_point: PointFit,
+    previous: float | None,
+    extend: bool,
+    start: Weights,
+    cap: int | None = None,
+) -> tuple[FitResult, Measure]:
+    """``run_path``, with the chosen point's held-out measure; ``cap``: the
+    path's pass budget (None: none), the points after the first within it,
+    a point that spends it cut and the path ended there."""
+    choice = ctx.config.choice
+    rows: list[PathPoint] = []
+    scores: list[float] = []  # of the points fitted: what the grid's extension reads
+    results: list[FitResult] = []
+    measures: list[Measure] = []
+    rule = stop_rule(choice)
+    weights, best = start, -np.inf
+    grid = list(grid)
+    stopped = "end of the grid"
+    for gamma in extended_grid(grid, scores, extend, max(choice.points, MAX_EXTENSION)):
+        budget, spent = None, sum(r.passes for r in rows)
+        if rows and choice.cut_passes:
+            budget = max(1, int(np.ceil(choice.cut_passes * spent)))
+        left = None if cap is None or not rows else cap - spent  # the first point: no cap
+        t0 = ctx.deadline.elapsed()
+        result, row, measure = scored_point(
+            within_reserve(ctx), fit_point, gamma, weights, previous, budget, best, left
+        )
+        point_s = ctx.deadline.elapsed() - t0
+        ctx.deadline.note_point(point_s, row.passes)  # the refit's reserve and its cap
+        previous = gamma
+        weights = result.weights
+        rule.add(gamma, measure, row.features, eligible=not row.cut)
+        row.below_best_se = rule.gaps[-1]
+        rows.append(row)
+        scores.append(row.score)
+        results.append(result)
+        measures.append(measure)
+        log.info(
+            "path %s %.4g: %d features, objective %.6g, held-out %s %.6g (accuracy %.4f), "
+            "%d passes%s",
+            parameter,
+            gamma,
+            row.features,
+            row.objective,
+            choice.criterion,
+            row.score,
+            row.heldout["heldout_accuracy"],
+            row.passes,
+            " (cut: below the best after its pass budget)" if row.cut else "",
+        )
+        if not row.cut:
+            best = max(best, row.score)
+        why = rule.why()
+        if why is not None:
+            log.info("path stopped: %s", why.message)
+            stopped = f"stop rule: {why.message}"
+            break
+        if cap is not None and sum(r.passes for r in rows) >= cap:
+            log.info("path stopped: its budget of %d passes is spent", cap)
+            stopped = f"pass budget of {cap} spent"
+            break
+        if choice.max_weights and row.features > choice.max_weights:
+            # an elastic-net path improves until gamma1 ~ 0, i.e. every candidate
+            log.info("path stopped: %d non-zero weights > max_weights", row.features)
+            stopped = f"{row.features} non-zero weights > max_weights"
+            break
+        if time_spent(ctx, point_s):
+            stopped = budget_stop(ctx, scores)
+            break
+    chosen = _chosen(ctx, parameter, grid, rows, results)
+    path = chosen.report["path"]
+    path.stop = stopped
+    return chosen, measures[path.chosen]
+
+
+def budget_stop(ctx: TrainingContext, scores: list[float]) -> str:
+    """The stop reason of a path ended by ``train.selection.max_seconds``,
+    saying whether held-out was still improving (the last point fitted is
+    the best so far): then a longer budget would likely choose a weaker
+    penalty, and the chosen point is the budget's, not the path's (an
+    elastic-net mix's path runs on its share: ``choice.mixes.mix_share``)."""
+    improving = len(scores) > 1 and int(np.argmax(scores)) == len(scores) - 1
+    stopped = f"max_seconds = {ctx.config.selection.max_seconds:g}"
+    if ctx.deadline.seconds < ctx.config.selection.max_seconds:
+        stopped += f" (this path's share: {ctx.deadline.seconds:.4g} s)"
+    if improving:
+        stopped += ": cut while held-out was still improving (the last point is the best)"
+        log.warning("path %s", stopped)
+    return stopped
+
+
+def scored_point(
+    ctx: TrainingContext,
+    fit_point: PointFit,
+    gamma: float,
+    start: Weights,
+    previous: float | None,
+    budget: int | None,
+    best: float,
+    limit: int | None = None,
+) -> tuple[FitResult, PathPoint, Measure]:
+    """Fit one point on a pass ``budget`` (None: none) and score it (its
+    ``PathPoint`` and its measure for the stop rule). A
+    point whose budget runs out is scored where it stopped: below ``best``,
+    it is cut (kept in the path, never chosen); otherwise its fit goes on
+    from there without a budget (early stopping on held-out data, as in
+    successive halving: Jamieson & Talwalkar 2016). The point then reaches
+    the optimum an unbudgeted fit reaches, certified alike, without paying
+    the budget's passes again (``continued_after``: the passes spent when
+    the budget ran out). ``limit`` (a path's pass budget left; None: none)
+    bounds it all: the point is cut once it has spent ``limit`` passes."""
+    passes0 = ctx.backend.passes
+    stop: dict = {}
+    if limit is not None:
+        budget = min(budget, limit) if budget is not None else limit
+
+    def keep_going(weights: Weights) -> bool | int:
+        stop["scores"], stop["measure"] = measure_weights(ctx, weights)
+        spent = ctx.backend.passes - passes0
+        stop.setdefault("passes", spent)  # when the first budget ran out
+        if not stop["scores"]["heldout_score"] >= best or limit is not None and spent >= limit:
+            return False
+        log.info("path point %.4g spent a budget of %d passes above the best: going on", gamma,
+                 spent)  # fmt: skip
+        return True if limit is None else limit - spent
+
+    result = fit_point(ctx, gamma, start, previous, budget, keep_going)
+    rep = result.report
+    cut = bool(rep.get("budget_spent"))
+    # a cut point's weights are those keep_going scored
+    scores, measure = (
+        (stop["scores"], stop["measure"]) if cut else measure_weights(ctx, result.weights)
+    )
+    row = PathPoint(
+        "l1" if registry.method(ctx.config.method).path == "l1" else "l2",
+        gamma,
+        features=int(result.weights.nnz),
+        objective=rep.get("objective"),
+        passes=ctx.backend.passes - passes0,
+        converged=bool(rep.get("converged")),
+        budget=budget,
+        cut=cut,
+        continued_after=None if cut else stop.get("passes"),
+        heldout=scores,
+        kkt_passed=None if result.certificate is None else result.certificate.passed,
+    )
+    return result, row, measure
+
+
+def extended_grid(grid: list[float], scores: list[float], extend: bool, limit: int):
+    """The grid's values, then (``extend``) more at the same ratio while the
+    last point fitted is the best so far (``scores``: the held-out scores of
+    the points fitted, appended by the caller); appended to ``grid`` as they go."""
+    yield from list(grid)
+    if not extend or len(grid) < 2:
+        return
+    ratio = grid[-1] / grid[-2]
+    for _ in range(limit):
+        if not scores or int(np.argmax(scores)) != len(scores) - 1:
+            return
+        grid.append(grid[-1] * ratio)
+        log.info("path: the last point is the best so far; extending the grid to %.4g", grid[-1])
+        yield grid[-1]
+
+
+def _chosen(
+    ctx: TrainingContext,
+    parameter: str,
+    grid: list[float],
+    rows: list[PathPoint],
+    results: list[FitResult],
+) -> FitResult:
+    """The chosen point's result, its report carrying the whole path."""
+    choice = ctx.config.choice
+    i = choose(
+        [np.nan if r.cut else r.score for r in rows],
+        [r.se for r in rows],
+        [r.features for r in rows],
+        choice.one_se,
+    )
+    for j, row in enumerate(rows):
+        row.chosen = j == i
+    chosen = results[i]
+    log.info(
+        "chose %s %.4g (point %d of %d): %d features, held-out %s %.6g",
+        parameter,
+        rows[i].gamma,
+        i + 1,
+        len(rows),
+        rows[i].features,
+        choice.criterion,
+        rows[i].score,
+    )
+    chosen.report["path"] = PathSection(
+        parameter, choice.criterion, choice.one_se, grid, i, rows, _plot(ctx, rows, i)
+    )
+    return chosen
+
+
+def _plot(ctx: TrainingContext, rows: list[PathPoint], i: int) -> str | None:
+    """plots/path.png of a path's points ``rows``, point ``i`` marked (None
+    without an output directory or with plots off)."""
+    if not (ctx.output_dir and ctx.config.selection.plots):
+        return None
+    return write_path_plot(
+        [r.gamma for r in rows],
+        [r.score for r in rows],
+        [r.features for r in rows],
+        "gamma1" if rows[0].parameter == "l1" else "gamma2",
+        i,
+        ctx.config.choice.criterion,
+        storage.join(ctx.output_dir, PLOTS_DIR, PATH_PLOT),
+    )

@@ -196,7 +196,7 @@ Refit = PathRefit | StageRefit | RefitSkipped
 
 @dataclass
 class PathPoint:
-    """One point of a penalty path (``choice.path_run.scored_point``): its
+    """One point of a penalty path (``choice.path.scored_point``): its
     penalty (``parameter`` l1 or l2, value ``gamma``), the fit's features,
     objective, passes, convergence, pass budget (None: none), whether the
     budget cut it, the passes at which a budgeted fit went on (None: it did
@@ -255,10 +255,8 @@ class PathVariant:
     its chosen point (its ``chosen`` and ``below_best_se`` among the variants),
     the passes of its whole path, the pass budget it ran on (None: none;
     ``choice.mixes.extension_cap``), the seconds of its time share
-    (None: no time budget; ``choice.mixes.mix_share``), the seconds left
-    that its path went on with after every variant had run (None: it did
-    not; ``choice.mixes.spend_time_left``) and why its path ended
-    (``PathSection.stop``)."""
+    (None: no time budget; ``choice.mixes.mix_share``) and why its path
+    ended (``PathSection.stop``)."""
 
     what: dict
     points: int
@@ -267,14 +265,11 @@ class PathVariant:
     passes_cap: int | None = None
     seconds_share: float | None = None
     stop: str | None = None
-    seconds_after: float | None = None
 
     def to_json(self) -> dict:
         doc = {**self.what, "points": self.points, **self.point.to_json()}
         doc = {**doc, "path_passes": self.path_passes, "passes_cap": self.passes_cap}
         doc = {**doc, "seconds_share": self.seconds_share}
-        if self.seconds_after is not None:
-            doc["seconds_after"] = self.seconds_after
         return doc if self.stop is None else {**doc, "stop": self.stop}
 
 
@@ -308,7 +303,7 @@ class PathSection:
     criterion and rule of the choice, the grid fitted, the chosen point's
     index, every point, the plot (None: none); for an elastic-net choice,
     the chosen variant (``what``), one row per variant run, and the
-    variants not run; why the path ended (``stop``: ``choice.path_run.PathRun``)."""
+    variants not run; why the path ended (``stop``: ``choice.path.path_stop``)."""
 
     parameter: str
     criterion: str

@@ -160,7 +160,7 @@ class ChoiceConfig(Section):
     one_se: bool = key(
         False,
         "Paths: take the sparsest point whose held-out score is within one standard error "
-        "of the best (the one-standard-error rule), also among l2 mixes; false: the best.",
+        "of the best (the one-standard-error rule).",
     )
     path: bool = key(
         False,
@@ -222,11 +222,7 @@ class ChoiceConfig(Section):
         "glmnet's alpha = 1 - m), pure l1 (0) first; [0]: pure l1. Not with "
         "train.grafting.elastic_l2 or elastic_grid.",
     )
-    mix_stop: bool = key(
-        True,
-        "l2_mixes: next mix while the last beat the sparser ones by more than the SE of the "
-        "paired held-out difference (one_se: by more than its score's SE).",
-    )
+    mix_stop: bool = key(True, "l2_mixes: next mix while the last beat sparser by > its SE.")
     mix_max: float = key(
         0.999,
         "l2_mixes: next 1 - (1 - m) / 10 while the densest gains, up to this "

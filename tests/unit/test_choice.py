@@ -15,14 +15,14 @@ from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import (
     criterion_score,
 )
-from sparkmaxent.choice.mixes import chosen_variant, denser_mix_gains, spend_time_left
+from sparkmaxent.choice.mixes import denser_mix_gains, sparsest_within_noise
 from sparkmaxent.choice.path import (
     geometric_grid,
     null_model,
     path_plan,
+    scored_point,
 )
-from sparkmaxent.choice.path_run import scored_point
-from sparkmaxent.choice.sections import PathPoint, PathSection, PathVariant
+from sparkmaxent.choice.sections import PathPoint, PathVariant
 from sparkmaxent.choice.stop_rule import Measure, choose
 from sparkmaxent.config import ConfigError, train_config
 from sparkmaxent.data import synthetic
@@ -35,7 +35,6 @@ from sparkmaxent.methods.gradient_test import make_gradient_test
 from sparkmaxent.methods.round_details import BayesRound, IfsStage
 from sparkmaxent.problem import Penalty
 from sparkmaxent.selection.base import TrainingContext
-from sparkmaxent.selection.deadline import Deadline
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -97,7 +96,7 @@ def point(measure: Measure, features: int) -> PathPoint:
     return PathPoint("l1", 0.1, features, 0.5, 3, True, None, False, None, held)
 
 
-def test_mixes_are_chosen_by_the_best_score_or_within_one_scores_error_and_report_the_gap():
+def test_mixes_are_chosen_within_one_scores_error_and_report_the_paired_gap():
     rng = np.random.default_rng(0)
     base = rng.normal(-1.0, 0.5, 400)  # per-event scores of the sparse variant
     sparse = Measure.of_units(base)
@@ -105,18 +104,13 @@ def test_mixes_are_chosen_by_the_best_score_or_within_one_scores_error_and_repor
     dense = Measure.of_units(base + 0.02 + rng.normal(0, 0.01, 400))
     rows = [point(m, f) for m, f in ((sparse, 10), (dense, 100))]
     assert dense.score - sparse.score < dense.se
-    i, gaps = chosen_variant(rows, [sparse, dense])
-    assert i == 1  # by default the best held-out score
+    i, gaps = sparsest_within_noise(rows, [sparse, dense])
+    assert i == 0  # the sparsest within one standard error of the best
     assert gaps[1] == 0.0 and gaps[0] > 10  # far beyond the paired difference's noise
-    assert chosen_variant(rows, [sparse, dense], one_se=True)[0] == 0  # the sparsest within
-    # a denser variant better by more than one score's error is kept either way
+    # a denser variant better by more than one score's error is kept
     far = Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
     rows[1] = point(far, 100)
-    assert chosen_variant(rows, [sparse, far], one_se=True)[0] == 1
-    # a denser variant worse on held-out is never chosen
-    worse = Measure.of_units(base - 0.02 + rng.normal(0, 0.01, 400))
-    rows[1] = point(worse, 100)
-    assert chosen_variant(rows, [sparse, worse])[0] == 0
+    assert sparsest_within_noise(rows, [sparse, far])[0] == 1
 
 
 def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
@@ -124,13 +118,9 @@ def test_denser_mixes_are_tried_only_while_the_last_gained_beyond_the_noise():
     base = rng.normal(-1.0, 0.5, 400)
     l1, better = Measure.of_units(base), Measure.of_units(base + 0.2 + rng.normal(0, 0.01, 400))
     slightly = Measure.of_units(base + 0.01 + rng.normal(0, 0.01, 400))
-    noisy = Measure.of_units(base + 0.01 + rng.normal(0, 0.5, 400))  # the same gain, unpaired
-    for one_se in (False, True):
-        assert denser_mix_gains([l1], one_se) and denser_mix_gains([l1, better], one_se)
-        assert not denser_mix_gains([l1, better, l1], one_se)  # worse than a sparser mix
-    # better on every event: beyond the paired noise, within one score's error
-    assert denser_mix_gains([l1, slightly]) and not denser_mix_gains([l1, slightly], True)
-    assert not denser_mix_gains([l1, noisy])  # a gain within the paired noise
+    assert denser_mix_gains([l1]) and denser_mix_gains([l1, better])
+    assert not denser_mix_gains([l1, slightly])  # better on every event, within one error
+    assert not denser_mix_gains([l1, better, l1])  # worse than a sparser mix
 
 
 def test_mix_stop_runs_a_prefix_of_the_mixes_with_the_same_paths(problem):
@@ -319,28 +309,19 @@ def test_geometric_grid():
     assert grid == pytest.approx([10**-0.5, 10**-1.0, 10**-1.5, 1e-2])
 
 
-def test_default_path_goes_on_while_held_out_improves_with_no_fixed_count(problem):
-    # a grid that ends far above the best gamma1 (at 0.8 gamma1_max) by small steps:
-    # the path extends itself past its old cap of max(points, 10) more points
-    res = run(problem, method="grafting", path=True, points=2, l1_ratio=0.8, l2_mixes=[0])
+def test_default_path_goes_on_while_its_last_point_is_the_best(problem):
+    # a grid that ends far above the best gamma1: the path extends itself
+    res = run(problem, method="grafting", path=True, points=2, l1_ratio=0.25)
     path = res.report.path
     assert path.parameter == "l1"
     l1s = [p.gamma for p in path.points]
-    assert len(l1s) - 2 > 10 and path.grid == l1s
-    assert np.allclose(np.diff(np.log(l1s)), np.log(0.8) / 2)
+    assert len(l1s) > 2 and path.grid == l1s
+    assert np.allclose(np.diff(np.log(l1s)), np.log(0.25) / 2)
     scores = [p.score for p in path.points]
-    # it went on while the best was one of the last `patience` (2) points, and no further
-    assert path.chosen == int(np.argmax(scores)) == len(l1s) - 3
-    assert all(max(scores[: j + 1]) in scores[j - 1 : j + 1] for j in range(2, len(l1s) - 1))
-    assert path.stop.startswith(("stop rule", f"end of the grid (extended by {len(l1s) - 2}"))
-    # a grid whose points pass the best is not extended
-    short = run(problem, method="grafting", path=True, points=16, l2_mixes=[0]).report.path
-    assert len(short.points) < 16 and short.stop.startswith("stop rule")
-    # a user grid is taken as given; ending while held-out improves, it says so
-    given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01], l2_mixes=[0])
-    path = given.report.path
-    assert path.parameter == "l1" and [p.gamma for p in path.points] == [0.02, 0.01]
-    assert path.chosen == 1 and "while held-out was still improving" in path.stop
+    assert path.chosen == int(np.argmax(scores)) < len(l1s) - 1
+    # a user grid is taken as given
+    given = run(problem, method="grafting", path=True, l1_grid=[0.02, 0.01]).report.path
+    assert given.parameter == "l1" and [p.gamma for p in given.points] == [0.02, 0.01]
 
 
 def test_cut_stops_points_past_the_best_and_keeps_the_same_choice(problem):
@@ -499,9 +480,9 @@ def test_fold_path_extends_a_default_grid_whose_last_point_is_best(problem):
     np.testing.assert_allclose(np.diff(np.log(grid)), np.log(0.5) / 2)  # the grid's own ratio
     mean = np.mean(brute_force_folds(block, space, grid, 3, 2), axis=0)
     np.testing.assert_allclose(folds["mean_score"], mean, rtol=1e-5)
-    # it went on while the best was one of the last `patience` (2) points, and no further
-    assert all(mean[: j + 1].max() in mean[j - 1 : j + 1] for j in range(2, len(grid) - 1))
-    assert folds["chosen"] == int(np.argmax(mean)) == len(grid) - 3
+    # it went on while the last point was the best and stopped at the first worse one
+    assert all(mean[j] > mean[:j].max() for j in range(2, len(grid) - 1))
+    assert folds["chosen"] == int(np.argmax(mean)) == len(grid) - 2
     assert res.report["l1"] == grid[folds["chosen"]]
 
 
@@ -560,8 +541,7 @@ def test_elastic_grid_fits_one_path_per_gamma2_and_keeps_the_best(problem, tmp_p
     path = res.report.path
     rows = path.elastic
     assert [r.what["elastic_l2"] for r in rows] == [0.05, 0.0]
-    best = max(range(len(rows)), key=lambda i: rows[i].point.score)  # the best held-out score
-    assert path.what["elastic_l2"] == rows[best].what["elastic_l2"]
+    assert path.what["elastic_l2"] == rows[sparsest_within_one_se(rows)].what["elastic_l2"]
     assert [r.point.chosen for r in rows].count(True) == 1
     assert path.plot and (tmp_path / "plots" / "path.png").exists()
     # each gamma2's path is the one fitted with that elastic_l2 alone
@@ -871,8 +851,8 @@ def test_l2_mixes_choose_the_mix_with_gamma1_and_refit_with_both(problem):
     path = res.report.path
     elastic = path.elastic
     assert [e.what["l2_mix"] for e in elastic] == [0.0, 0.5, 0.9]  # pure l1 first
-    # the mix of the best held-out score (with one_se: the sparsest within one SE of it)
-    picked = max(elastic, key=lambda e: e.point.score)
+    # the sparsest mix whose chosen point is within one standard error of the best's
+    picked = elastic[sparsest_within_one_se(elastic)]
     assert min(e.point.below_best_se for e in elastic) == 0.0  # the paired gap, 0 at the best
     assert path.what["l2_mix"] == picked.what["l2_mix"] and picked.point.chosen
     assert path.chosen_point.score == picked.point.score
@@ -916,95 +896,3 @@ def test_max_seconds_covers_every_point_of_a_path(problem):
     points = res.report.path.points
     assert 1 <= len(points) < len(free.report.path.points)
     assert res.weights.nnz > 0 and "refit" in res.report
-
-
-def test_one_se_governs_the_choice_across_mixes_and_a_sparse_problem_keeps_pure_l1(problem):
-    """On planted sparse data (8 predicates carry the labels) the denser
-    mix must not win: pure l1 has the best held-out score and is kept
-    either way, and no denser mix is tried; with ``one_se`` the choice
-    across mixes is the sparsest within one standard error of the best."""
-    keys = dict(method="grafting", path=True, points=4, l2_mixes=[0.0, 0.5], refit=False)
-    best = run(problem, **keys).report.path
-    assert [e.what["l2_mix"] for e in best.elastic] == [0.0, 0.5]
-    assert best.elastic[0].point.chosen and best.what["l2_mix"] == 0.0
-    assert best.elastic[0].point.score > best.elastic[1].point.score
-    assert best.elastic_not_run == []  # 0.95 is past mix_max's list only after a gain
-    one = run(problem, one_se=True, mix_stop=False, **{**keys, "l2_mixes": [0.0, 0.5, 0.9]})
-    rows = one.report.path.elastic
-    assert one.report.path.one_se and rows[sparsest_within_one_se(rows)].point.chosen
-
-
-def test_time_the_mix_shares_leave_goes_to_the_chosen_mix_path(problem):
-    """Under ``max_seconds`` each mix's path runs on its share, one share
-    held for denser mixes that run only if the densest listed mix gains.
-    On planted sparse data pure l1 is chosen, its share (a third) ends its
-    path while held-out still improves, the 0.5 mix does not gain and no
-    denser mix runs: the time left goes to the pure-l1 path, which goes on
-    from its last point to the choice of the unbounded run, then what is
-    left to the 0.5 mix's path, also cut while improving. A budget whose
-    shares hold every path leaves nothing to go on with."""
-    keys = dict(method="grafting", path=True, points=16, l2_mixes=[0.0, 0.5], refit=False)
-    free = clocked(problem, **keys).report.path
-    l1 = free.elastic[0]
-    assert l1.point.chosen and l1.seconds_after is None and l1.stop.startswith("stop rule")
-    tight = clocked(problem, max_seconds=120, **keys).report.path
-    first = tight.elastic[0]
-    assert first.seconds_share < l1.path_passes  # 1 s a pass: its share could not hold it
-    assert first.point.chosen and first.seconds_after is not None
-    assert first.seconds_after > first.seconds_share / 2  # the 0.5 mix's and extensions' left
-    assert (first.point.gamma, first.point.features) == (l1.point.gamma, l1.point.features)
-    assert first.points == l1.points and first.stop == l1.stop
-    # the 0.5 mix's path, its share also cut while improving, had what was left after
-    second = tight.elastic[1]
-    assert 0 < second.seconds_after < first.seconds_after and not second.point.chosen
-    assert tight.elastic_not_run == []
-    roomy = clocked(problem, max_seconds=1000, **keys).report.path
-    assert all(r.seconds_after is None for r in roomy.elastic)
-    assert roomy.elastic[0].point.gamma == l1.point.gamma
-
-
-@dataclasses.dataclass
-class FakeContext:
-    """What ``spend_time_left`` reads of a run: its configuration, time
-    budget and pass count (no refit: no reserve)."""
-
-    config: object
-    deadline: Deadline
-    backend: object = dataclasses.field(default_factory=lambda: type("B", (), {"passes": 0}))
-    output_dir: str | None = None
-
-
-def test_time_left_goes_to_a_path_its_share_cut_when_the_chosen_one_cannot_go_on():
-    """The chosen mix's path ended by its own rule (``go_on`` has nothing
-    to fit); a denser mix's path, cut by its share while improving and
-    below it for that reason alone, gets the time left, once, and then
-    wins the choice."""
-    ctx = FakeContext(train_config(max_seconds=100, refit=False), Deadline(100, lambda: 10.0))
-    rng = np.random.default_rng(2)
-    base = rng.normal(-1.0, 0.5, 200)
-    measures = [Measure.of_units(base), Measure.of_units(base - 0.2)]
-
-    def section(measure: Measure, what: dict) -> PathSection:
-        return PathSection("l1", "loglik", False, [0.1], 0, [point(measure, 10)], None, what)
-
-    paths = [section(m, {"l2_mix": x}) for m, x in zip(measures, (0.5, 0.99), strict=True)]
-    summary = [PathVariant(p.what, 1, p.chosen_point, 3) for p in paths]
-    fitted = [(None, p, ctx, None) for p in paths]
-    asked: list[int] = []
-    longer = Measure.of_units(base + 0.1)
-
-    def go_on(j, sub):
-        asked.append(j)
-        assert sub.deadline is ctx.deadline  # all the time left
-        return None if j == 0 else ("longer", section(longer, paths[1].what), longer)
-
-    i = chosen_variant([v.point for v in summary], measures)[0]
-    tried: set[int] = set()
-    assert i == 0 and spend_time_left(ctx, i, fitted, summary, measures, go_on, tried)
-    assert asked == [0, 1] and summary[1].seconds_after == 100.0 and fitted[1][0] == "longer"
-    assert chosen_variant([v.point for v in summary], measures)[0] == 1
-    # each path goes on once at most; without a time budget none does
-    assert not spend_time_left(ctx, 1, fitted, summary, measures, go_on, tried)
-    free = FakeContext(train_config(refit=False), Deadline(0))
-    assert not spend_time_left(free, 0, fitted, summary, measures, go_on, set())
-    assert asked == [0, 1]

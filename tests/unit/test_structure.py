@@ -307,7 +307,6 @@ def test_the_file_rule_sees_each_kind_of_violation():
 NOT_A_METHOD = {
     ("sparkmaxent.ml.params", "l2"): "the Param l2, which stands for train.l2",
     ("sparkmaxent.choice.path", "l2"): "the penalty a path runs over (path.parameter)",
-    ("sparkmaxent.choice.path_run", "l2"): "the penalty a path point is at (PathPoint.parameter)",
 }
 
 
