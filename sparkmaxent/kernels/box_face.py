@@ -48,6 +48,27 @@ MU = 0.01
 SEARCH_TRIALS = 8
 
 
+def starting_point(
+    product: Product, diag: np.ndarray, g: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    """Where both box-QP solvers (this one, ``direction.box_qp_pcg``) start:
+    coordinates without curvature (a diagonal of nil against the largest)
+    at the bound -g points to, the rest at 0. Returns (d, H d, products
+    used, the movable coordinates, the Jacobi preconditioner 1/diag on
+    them and 0 elsewhere)."""
+    n = len(g)
+    d, Hd, used = np.zeros(n), np.zeros(n), 0
+    movable = diag > 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
+    to_lo = ~movable & (g > 0) & np.isfinite(lo)
+    to_hi = ~movable & (g < 0) & np.isfinite(hi)
+    if np.any(to_lo | to_hi):
+        d[to_lo], d[to_hi] = lo[to_lo], hi[to_hi]
+        Hd, used = product(d), 1
+    inv = np.zeros(n)
+    inv[movable] = 1.0 / diag[movable]
+    return d, Hd, used, movable, inv
+
+
 def projected(r: np.ndarray, d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The model gradient with the entries pushing out at a bound zeroed."""
     pg = r.copy()
@@ -70,16 +91,7 @@ def box_qp_face(
     its step, a Cauchy step where that gains nothing (the module's scheme).
 
     Returns (d, products, d^T H d)."""
-    n = len(g)
-    d, Hd, used = np.zeros(n), np.zeros(n), 0
-    movable = diag > 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
-    to_lo = ~movable & (g > 0) & np.isfinite(lo)
-    to_hi = ~movable & (g < 0) & np.isfinite(hi)
-    if np.any(to_lo | to_hi):
-        d[to_lo], d[to_hi] = lo[to_lo], hi[to_hi]
-        Hd, used = product(d), 1
-    inv = np.zeros(n)
-    inv[movable] = 1.0 / diag[movable]
+    d, Hd, used, movable, inv = starting_point(product, diag, g, lo, hi)
     radius = _radius(lo, hi)
     while used < max_products:
         r = g + Hd

@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blocks import Block, MulticlassBlock
-from .box_face import box_qp_face
+from .box_face import box_qp_face, starting_point
 from .box_face import projected as projected_model_gradient
 from .curvature import _gather_columns
 from .loss import _columns, loss_grad_proba
@@ -174,16 +174,8 @@ def box_qp_pcg(
     or after ``max_products`` products.
 
     Returns (d, products, d^T H d)."""
+    d, Hd, used, movable, inv = starting_point(product, diag, g, lo, hi)
     n = len(g)
-    d, Hd, used = np.zeros(n), np.zeros(n), 0
-    movable = diag > 1e-14 * max(float(diag.max(initial=0.0)), 1e-300)
-    to_lo = ~movable & (g > 0) & np.isfinite(lo)
-    to_hi = ~movable & (g < 0) & np.isfinite(hi)
-    if np.any(to_lo | to_hi):
-        d[to_lo], d[to_hi] = lo[to_lo], hi[to_hi]
-        Hd, used = product(d), 1
-    inv = np.zeros(n)
-    inv[movable] = 1.0 / diag[movable]
     held = np.zeros(n, dtype=bool)  # at a bound that stopped the last CG step at once
     while used < max_products:
         r = g + Hd
