@@ -33,6 +33,21 @@ def random_candidates(
     return CandidateBlock(F=F, event_ptr=ptr, correct=correct, c=rng.uniform(0.5, 3, size=m))
 
 
+def orthant_box_qp(seed: int = 0, n: int = 2000, m: int = 8000):
+    """An l1 round's box model (H, g, lo, hi, tol): every weight's step
+    bounded at 0 on one side (its orthant), features of frequencies over
+    five orders of magnitude (rare ones with little curvature), solved to a
+    twentieth of the gradient as the forcing term asks."""
+    rng = np.random.default_rng(seed)
+    freq = np.exp(rng.uniform(np.log(2 / m), np.log(0.3), size=n))
+    X = sp.csr_matrix((rng.random((m, n)) < freq).astype(float))
+    H = (X.T @ X).toarray() * (0.25 / m) + 1e-6 * np.eye(n)
+    g = rng.normal(size=n) * np.sqrt(np.diag(H))
+    lo = np.where(rng.random(n) < 0.5, 0.0, -np.inf)
+    hi = np.where(lo == 0.0, np.inf, 0.0)
+    return H, g, lo, hi, 0.05 * np.abs(g).max()
+
+
 def random_block(rng: np.random.Generator, shape: str):
     """A small random block of either event shape and its Space (multiclass
     with a bias)."""

@@ -11,7 +11,6 @@ import itertools
 import numpy as np
 import pytest
 import scipy.optimize
-import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels.blocks import split_block
@@ -22,7 +21,7 @@ from sparkmaxent.solvers import SolverOptions
 from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
 from sparkmaxent.solvers.newton import projected_gradient
 
-from .helpers import planted_round
+from .helpers import orthant_box_qp, planted_round
 from .test_grafting import planted
 
 
@@ -104,18 +103,8 @@ def test_a_larger_box_model_reaches_scipys_bounded_minimum(seed):
 
 
 def test_an_orthant_face_takes_fewer_products_than_cg_stopped_at_each_bound():
-    # an l1 round's model: every weight's step bounded at 0 on one side,
-    # features of frequencies over five orders of magnitude, solved to a
-    # twentieth of the gradient as the forcing term asks
-    rng = np.random.default_rng(0)
-    n, m = 2000, 8000
-    freq = np.exp(rng.uniform(np.log(2 / m), np.log(0.3), size=n))
-    X = sp.csr_matrix((rng.random((m, n)) < freq).astype(float))
-    H = (X.T @ X).toarray() * (0.25 / m) + 1e-6 * np.eye(n)
-    g = rng.normal(size=n) * np.sqrt(np.diag(H))
-    lo = np.where(rng.random(n) < 0.5, 0.0, -np.inf)
-    hi = np.where(lo == 0.0, np.inf, 0.0)
-    tol = 0.05 * np.abs(g).max()
+    # an l1 round's model (orthant_box_qp)
+    H, g, lo, hi, tol = orthant_box_qp()
     face = box_qp_face(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, tol, 2000)
     stopped = box_qp_pcg(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, tol, 2000)
     for d, used, dHd in (face, stopped):

@@ -21,7 +21,7 @@ from sparkmaxent.kernels.loss import PointsTask
 from sparkmaxent.solvers.newton import box_qp_cd, projected_gradient
 from sparkmaxent.train import train
 
-from .helpers import random_block, random_multiclass
+from .helpers import orthant_box_qp, random_block, random_multiclass
 from .test_curvature import one_correct, random_scaling
 from .test_grafting import grafting_config, planted
 
@@ -93,23 +93,10 @@ def test_projected_cg_reaches_the_box_minimum_of_coordinate_descent(seed, throug
 
 
 def test_projected_cg_run_through_the_box_solves_an_orthant_face_in_fewer_products():
-    # an l1 round's model: every weight's step bounded at 0 on one side (its
-    # orthant), features of frequencies over five orders of magnitude (rare
-    # ones with little curvature), solved to a twentieth of the gradient as
-    # the forcing term asks: CG stopped at the first bound it crosses
-    # restarted after a product or two (a projected gradient method)
+    # an l1 round's model (orthant_box_qp): CG stopped at the first bound it
+    # crosses restarted after a product or two (a projected gradient method)
     # (not every face: on smaller random ones stopping at the bound can win)
-    import scipy.sparse as sp
-
-    rng = np.random.default_rng(0)
-    n, m = 2000, 8000
-    freq = np.exp(rng.uniform(np.log(2 / m), np.log(0.3), size=n))
-    X = sp.csr_matrix((rng.random((m, n)) < freq).astype(float))
-    H = (X.T @ X).toarray() * (0.25 / m) + 1e-6 * np.eye(n)
-    g = rng.normal(size=n) * np.sqrt(np.diag(H))
-    lo = np.where(rng.random(n) < 0.5, 0.0, -np.inf)
-    hi = np.where(lo == 0.0, np.inf, 0.0)
-    tol = 0.05 * np.abs(g).max()
+    H, g, lo, hi, tol = orthant_box_qp()
     runs = {
         through: box_qp_pcg(lambda v: H @ v, np.diag(H).copy(), g, lo, hi, tol, 2000, through)
         for through in (True, False)
