@@ -162,6 +162,9 @@ def _backend_slope(backend: str, of: list[dict]) -> tuple[float | None, int, lis
 
 
 def _listed(rs: list[dict]) -> str:
+    """The rows' sizes, CPU seconds, passes and products, by size (a page
+    merged from several runs holds them in the order they were measured)."""
+    rs = sorted(rs, key=lambda r: (r["active"], str(r.get("tol"))))
     return (
         f"at {[r['active'] for r in rs]}: CPU s {[r['cpu_s'] for r in rs]}, passes "
         f"{[r['passes'] for r in rs]}, products {[r.get('hessian_products') for r in rs]}"

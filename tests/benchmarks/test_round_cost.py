@@ -186,3 +186,23 @@ def test_the_product_probe_times_both_kinds_of_pass_and_finds_the_same_bits(back
     assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is True
     report(str(out), [{**r, "cached_share": 0.7} for r in rows])
     assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is False
+
+
+def test_rows_are_listed_by_size_whatever_order_they_were_merged_in(tmp_path):
+    """A page merged from runs measured 16,000 before 1,000 and 4,000 lists
+    a variant's rows (and newton-cg's rows of a tolerance) by size."""
+
+    def row(solver, n, cpu):
+        return {"backend": "local", "solver": solver, "active": n, "cpu_s": cpu, "wall_s": 1.0,
+                "passes": n // 1000, "hessian_products": n // 10, "tol": 1e-7,
+                "tol_mode": "final", "direction_bytes_per_pass": 8 * n}  # fmt: skip
+
+    sizes = (16000, 1000, 4000)  # as merged: the 16,000 run's page first
+    rows = [row(s, n, n / 100) for s in ("newton-cg-face", "newton-cg") for n in sizes]
+    out = tmp_path / "round_cost.json"
+    report(str(out), rows)
+    value = json.loads(out.read_text())["targets"]["round_cpu_slope"]["value"]
+    listed = "newton-cg-face at [1000, 4000, 16000]: CPU s [10.0, 40.0, 160.0], passes [1, 4, 16]"
+    assert listed in value
+    assert "products [100, 400, 1600], slope 1.0" in value
+    assert "local 1.0 over 1000 to 16000" in value
