@@ -101,14 +101,14 @@ from benchmarks.common import (
 from sparkmaxent.backends.expanded import ExpandedBackend
 from sparkmaxent.backends.factory import make_backend
 from sparkmaxent.choice.folds import fold_of_groups
-from sparkmaxent.choice.heldout import criterion_score, score_on, write_path_plot
+from sparkmaxent.choice.heldout import criterion_score, heldout_labels, write_path_plot
 from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
 from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
-from sparkmaxent.kernels.predict import EventScores
+from sparkmaxent.kernels.predict import EventScores, EventScoresTask
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -287,10 +287,11 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
         path_log.removeHandler(costs)
 
 
-def ours(name: str, method: str, dirs: dict, args) -> dict:
+def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> dict:
     """One sparkmaxent row: the method at its defaults with held-out choice
     (a path stopped at ``--path-seconds``: a row ``unfinished`` with the
-    costs of the points it fitted)."""
+    costs of the points it fitted); ``keep`` (a dict) receives the test
+    set's per-event results as ``test_events`` (``EventScores``)."""
     criterion = "chunk_f1" if name in CHUNKED else "accuracy"
     config: dict = {**ATOM_PATHS.get(method, {"method": method}), **dict(args.set)}
     if args.folds:
@@ -313,7 +314,10 @@ def ours(name: str, method: str, dirs: dict, args) -> dict:
     test_events = backend(dirs["test"])
     if res.conjunctions is not None and len(res.conjunctions):  # widened as the model's
         test_events = ExpandedBackend(test_events, res.conjunctions)
-    test = score_on(test_events, res.weights, res.scaling, criterion)
+    scores = test_events.run(EventScoresTask(test_events.space, res.weights, res.scaling))
+    test = criterion_score(scores, criterion, heldout_labels(test_events))
+    if keep is not None:
+        keep["test_events"] = scores
     row = {
         "corpus": name,
         "method": method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args),
@@ -635,11 +639,18 @@ def _capped(queue, penalty, solver, tr, he, max_iter, folds):
 
 
 def sklearn_row(
-    name: str, method: str, dirs: dict, cap_s: float, folds: int = 0, single: bool = True
+    name: str,
+    method: str,
+    dirs: dict,
+    cap_s: float,
+    folds: int = 0,
+    single: bool = True,
+    keep: dict | None = None,
 ) -> dict:
     """A scikit-learn row; the cross-validated fit in a child process
     stopped after ``cap_s`` seconds (``single``: then l2's one fit at the
-    chosen C, ``wall_s_single_fit``)."""
+    chosen C, ``wall_s_single_fit``); ``keep`` (a dict) receives the
+    fitted estimator as ``cv``."""
     from sklearn.linear_model import LogisticRegression
 
     penalty, solver = method.split("-")[1], SOLVERS[method]
@@ -659,6 +670,8 @@ def sklearn_row(
         row.update(timed_out=True, wall_s=round(time.perf_counter() - t0, 2))
         return row
     proc.join()
+    if keep is not None:
+        keep["cv"] = cv
     C = float(np.atleast_1d(cv.C_)[0])
     coef = cv.coef_
     row.update(

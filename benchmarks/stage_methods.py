@@ -18,6 +18,17 @@ selection stopped by the method, its patience or ``max_seconds``; the
 row's ``wall_s`` (the whole train() call) against the cap says by how
 much the last stage ran past it.
 
+How much of a gap is noise: a small test set (Brown's 93 documents, a
+point each) moves the score by whole events, so each of our rows also
+pairs its model with sklearn-l2's on the same test events
+(``vs_l2_*``, when this work directory holds the anchor's per-event
+results from a sklearn-l2 row run with it: run ``--methods sklearn-l2
+sgc bayes-factor``): the accuracy gap (per event; per token for
+chunking, whose score is chunk F1) with the standard error of the
+*paired* difference, the events the two models score differently, and
+the test log-likelihood gap with its paired standard error
+(``paired_gap``).
+
 Usage::
 
     SPARK_LOCAL_IP=127.0.0.1 .venv/bin/python -m benchmarks.stage_methods --corpora pp brown
@@ -34,6 +45,8 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+
+import numpy as np
 
 from benchmarks.common import (
     RESULTS,
@@ -52,15 +65,17 @@ from benchmarks.common import (
 from benchmarks.model_choice import (
     CORPORA,
     DEFAULT_SENTENCES,
+    arrays,
     corpus_methods,
     merged_rows,
     ours,
     setting,
     sklearn_row,
 )
+from sparkmaxent.choice.stop_rule import Measure, difference_se
 
 ROW_KEYS = ["corpus", "method", "chosen_setting", "test_score", "features", "wall_s", "stopped"]
-METHODS = ("sgc", "bayes-factor", "sklearn-l2")
+METHODS = ("sklearn-l2", "sgc", "bayes-factor")  # the anchor first: our rows pair with it
 #: points of test score a stage method may be below scikit-learn's l2
 WITHIN = 1.0
 
@@ -97,6 +112,86 @@ def targets(rows: list[dict], seconds: float) -> dict:
     return out
 
 
+#: the anchor's per-event test results in a corpus's work directory
+ANCHOR_EVENTS = "sklearn-l2-test-events.npz"
+
+
+def sklearn_events(cv, test_dir: str) -> dict:
+    """Per test event (the prepared test set's order): weight ``c``, gold
+    label ``y``, ``hit`` (top label correct) and ``loglik`` (log-probability
+    of the gold label; NaN for a label the model never saw) of a fitted
+    scikit-learn classifier ``cv``."""
+    te = arrays(test_dir)
+    proba = cv.predict_proba(te.X)
+    classes = np.asarray(cv.classes_)
+    pos = np.minimum(np.searchsorted(classes, te.y), len(classes) - 1)
+    known = classes[pos] == te.y
+    loglik = np.full(len(te.y), np.nan)
+    rows = np.flatnonzero(known)
+    loglik[rows] = np.log(np.maximum(proba[rows, pos[rows]], 1e-300))
+    hit = (classes[proba.argmax(axis=1)] == te.y).astype(float)
+    return {"c": te.c.astype(float), "y": te.y, "hit": hit, "loglik": loglik}
+
+
+def our_events(scores) -> dict:
+    """``sklearn_events``'s fields from our test pass (``EventScores``)."""
+    return {"c": scores.c, "y": scores.y, "hit": scores.hit.astype(float), "loglik": -scores.loss}
+
+
+def paired_gap(ours: dict, anchor: dict) -> dict:
+    """Ours minus the anchor on the same test events: accuracy in points
+    and test log-likelihood, each with the standard error of the paired
+    difference (``stop_rule.difference_se``: event by event, so the noise
+    both models share cancels), and how many events the two score
+    differently (a gap of a few such events is within a sign test's
+    noise). Raises ValueError when the two are not the same events in the
+    same order."""
+    same = len(ours["y"]) == len(anchor["y"]) and np.array_equal(ours["y"], anchor["y"])
+    if not same or not np.allclose(ours["c"], anchor["c"]):
+        raise ValueError("our test events and the anchor's differ (labels, weights or order)")
+    c = anchor["c"]
+
+    def gap(field: str, scale: float) -> tuple[float, float]:
+        a = Measure.of_units(scale * ours[field], c)
+        b = Measure.of_units(scale * anchor[field], c)
+        both = np.isfinite(ours[field]) & np.isfinite(anchor[field])
+        mean = float(np.average(scale * (ours[field] - anchor[field])[both], weights=c[both]))
+        return round(mean, 4), round(float(difference_se(a, b)), 4)
+
+    accuracy, accuracy_se = gap("hit", 100.0)
+    loglik, loglik_se = gap("loglik", 1.0)
+    return {
+        "vs_l2_accuracy": accuracy,
+        "vs_l2_accuracy_se": accuracy_se,
+        "vs_l2_differ": int(np.sum(ours["hit"] != anchor["hit"])),
+        "vs_l2_ours_right": int(np.sum(ours["hit"] > anchor["hit"])),
+        "vs_l2_loglik": loglik,
+        "vs_l2_loglik_se": loglik_se,
+    }
+
+
+def measure(name: str, method: str, dirs: dict, args) -> dict:
+    """One row: sklearn-l2 (its per-event test results kept in the work
+    directory) or our method, paired with those results when they are
+    there (``paired_gap``'s ``vs_l2_*`` fields; ``vs_l2_anchor_score``:
+    the anchor's test score they are paired with)."""
+    keep: dict = {}
+    anchor_path = os.path.join(args.work, name, ANCHOR_EVENTS)
+    if method == "sklearn-l2":
+        row = sklearn_row(name, method, dirs, args.l2_cap, keep=keep)
+        if "cv" in keep:
+            events = sklearn_events(keep["cv"], dirs["test"])
+            np.savez(anchor_path, test_score=row["test_score"], **events)
+        return row
+    row = ours(name, method, dirs, args, keep=keep)
+    if "test_events" in keep and os.path.exists(anchor_path):
+        with np.load(anchor_path) as saved:
+            anchor = {k: saved[k] for k in saved.files}
+        row["vs_l2_anchor_score"] = float(anchor["test_score"])
+        row.update(paired_gap(our_events(keep["test_events"]), anchor))
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=["pp", "brown"])
@@ -120,10 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     earlier = page_rows(args.output)
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "stage-methods"):
-        if method == "sklearn-l2":
-            rows.append(sklearn_row(name, method, dirs, args.l2_cap))
-        else:
-            rows.append(ours(name, method, dirs, args))
+        rows.append(measure(name, method, dirs, args))
         rows[-1].update(command=command_line(), commit=commit(), load_average=load_average())
         print_table(rows[-1:], ROW_KEYS)
         page = merged_rows(earlier, rows)
