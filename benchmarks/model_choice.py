@@ -345,8 +345,8 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> 
             row["single_fit_keys"].update(elastic_l2=path["elastic_l2"], elastic_grid=[])
         if "elastic" in path:
             keys = ("l2_mix", "elastic_l2", "l1", "features", "heldout_score", "heldout_se",
-                    "below_best_se", "points", "path_passes", "passes_cap", "stop",
-                    "chosen")  # fmt: skip
+                    "heldout_accuracy", "below_best_se", "accuracy_gain", "accuracy_gain_se",
+                    "points", "path_passes", "passes_cap", "stop", "chosen")  # fmt: skip
             row["elastic"] = [{k: e.get(k) for k in keys if k in e} for e in path["elastic"]]
             row["elastic_not_run"] = path.get("elastic_not_run", [])
         row.update(fits_or_path_points=len(path["points"]), candidates=rep["candidate_features"])

@@ -108,18 +108,20 @@ def criterion_measure(scores: EventScores, criterion: str, row: dict) -> Measure
     loglik and accuracy, the per-event scores they are the weighted mean
     of, ordered by (group, event_id) when the events carry them so that
     two passes pair event by event whatever order the blocks came back in
-    (chunk F1 is no mean over events: no units)."""
+    (chunk F1 is no mean over events: no units), with each event's hit
+    (top label correct) in the same order, which the choice across l2
+    mixes reads (``choice.mixes.denser_by_accuracy``)."""
     if criterion == "loglik":
         units = -scores.loss
     elif criterion == "accuracy":
         units = scores.hit.astype(float)
     else:
         return Measure(row["heldout_score"], row["heldout_se"])
-    c = scores.c
+    c, hits = scores.c, scores.hit.astype(float)
     if len(units) and np.all(scores.group >= 0) and np.all(scores.event_id >= 0):
         order = np.lexsort((scores.event_id, scores.group))
-        units, c = units[order], c[order]
-    return Measure(row["heldout_score"], row["heldout_se"], units, c)
+        units, c, hits = units[order], c[order], hits[order]
+    return Measure(row["heldout_score"], row["heldout_se"], units, c, hits)
 
 
 def measure_weights(ctx: TrainingContext, weights: Weights) -> tuple[dict, Measure]:

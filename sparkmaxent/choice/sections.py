@@ -255,8 +255,11 @@ class PathVariant:
     its chosen point (its ``chosen`` and ``below_best_se`` among the variants),
     the passes of its whole path, the pass budget it ran on (None: none;
     ``choice.mixes.extension_cap``), the seconds of its time share
-    (None: no time budget; ``choice.mixes.mix_share``) and why its path
-    ended (``PathSection.stop``)."""
+    (None: no time budget; ``choice.mixes.mix_share``), why its path
+    ended (``PathSection.stop``) and its held-out accuracy gain over the
+    log-likelihood's choice with that paired difference's standard error
+    (``choice.mixes.denser_by_accuracy``; None: that variant, or not
+    comparable)."""
 
     what: dict
     points: int
@@ -265,11 +268,15 @@ class PathVariant:
     passes_cap: int | None = None
     seconds_share: float | None = None
     stop: str | None = None
+    accuracy_gain: tuple[float, float] | None = None
 
     def to_json(self) -> dict:
         doc = {**self.what, "points": self.points, **self.point.to_json()}
         doc = {**doc, "path_passes": self.path_passes, "passes_cap": self.passes_cap}
         doc = {**doc, "seconds_share": self.seconds_share}
+        if self.accuracy_gain is not None:
+            gain, se = self.accuracy_gain
+            doc = {**doc, "accuracy_gain": float(gain), "accuracy_gain_se": float(se)}
         return doc if self.stop is None else {**doc, "stop": self.stop}
 
 

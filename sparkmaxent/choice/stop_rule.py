@@ -45,15 +45,18 @@ class Measure:
     se: float
     units: np.ndarray | None = None
     weights: np.ndarray | None = None
+    hits: np.ndarray | None = None
 
     @classmethod
-    def of_units(cls, units, weights=None) -> Measure:
+    def of_units(cls, units, weights=None, hits=None) -> Measure:
         """The weighted mean of ``units`` and its standard error
-        (weighted standard deviation / sqrt(effective number of units))."""
+        (weighted standard deviation / sqrt(effective number of units));
+        ``hits``: optionally, each unit's correctness (1 or 0), in the same
+        order, for ``accuracy_gain``."""
         u = np.asarray(units, dtype=float)
         c = np.ones_like(u) if weights is None else np.asarray(weights, dtype=float)
         mean, se = _mean_se(u, c)
-        return cls(mean, se, u, c)
+        return cls(mean, se, u, c, None if hits is None else np.asarray(hits, dtype=float))
 
 
 def _mean_se(u: np.ndarray, c: np.ndarray) -> tuple[float, float]:
@@ -82,6 +85,19 @@ def difference_se(a: Measure, b: Measure) -> float:
         c = np.where((ca > 0) & (cb > 0), ca, 0.0)
         return _mean_se(a.units - b.units, c)[1]
     return math.sqrt(a.se**2 + b.se**2)
+
+
+def accuracy_gain(a: Measure, b: Measure) -> tuple[float, float] | None:
+    """Held-out accuracy of ``a`` minus that of ``b`` and the standard error
+    of that difference, paired event by event (both measures' ``hits``: the
+    same events in the same order, weighted as ``a``'s units); None when
+    either lacks per-event hits (k folds, chunk F1) or they do not pair."""
+    if a.hits is None or b.hits is None or len(a.hits) != len(b.hits):
+        return None
+    ca = np.ones(len(a.hits)) if a.weights is None else a.weights
+    cb = np.ones(len(b.hits)) if b.weights is None else b.weights
+    c = np.where((ca > 0) & (cb > 0), ca, 0.0)
+    return _mean_se(a.hits - b.hits, c)
 
 
 @dataclasses.dataclass

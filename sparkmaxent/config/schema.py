@@ -223,6 +223,13 @@ class ChoiceConfig(Section):
         "train.grafting.elastic_l2 or elastic_grid.",
     )
     mix_stop: bool = key(True, "l2_mixes: next mix while the last beat sparser by > its SE.")
+    mix_accuracy_gain: float = key(
+        0.005,
+        "l2_mixes: a denser mix within one SE of the best held-out score replaces the "
+        "choice when its held-out accuracy gains more than this plus the paired SE; 1: off.",
+        ge=0,
+        le=1,
+    )
     mix_max: float = key(
         0.999,
         "l2_mixes: next 1 - (1 - m) / 10 while the densest gains, up to this "
