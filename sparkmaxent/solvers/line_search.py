@@ -12,6 +12,10 @@ import numpy as np
 
 from ..problem.objective import Evaluation
 
+#: rho of a full step at or above which the region it was taken in is kept
+#: (``next_radius``; TRON's eta2, Lin & More 1999)
+KEEP_RHO = 0.75
+
 #: a points pass: the evaluations (value and gradient) at several thetas at once
 Points = Callable[[list[np.ndarray]], list[Evaluation]]
 
@@ -109,6 +113,7 @@ def next_radius(
     value: float,
     value_t: float,
     noise: float,
+    kept: float | None = None,
 ) -> tuple[float, float | None]:
     """The trust region after an accepted step, and rho for a full one.
 
@@ -116,12 +121,25 @@ def next_radius(
     a full step, twice its length when the quadratic model predicted at least
     half of the decrease (rho, actual over predicted decrease, as in trust-
     region methods; Nocedal & Wright, Algorithm 4.1), else its length.
+
+    ``kept``: the region the step was taken in, which a full step with rho
+    >= ``KEEP_RHO`` never shrinks (TRON's update, Lin & More 1999, section
+    2: for rho >= eta2 the next radius lies in [Delta, sigma3 Delta]). A
+    step shorter than its region because the inexact model solve ended
+    early (a forcing term of up to ``forcing_max``) says nothing about where
+    the model stops being good; following its length instead shrinks the
+    region to the step's size, and regrowing it by doublings takes as many
+    iterations again (and the face model's CG, whose Steihaug radius the
+    region is, restarts at it every few products).
     """
     if step < 1:
         return step * length, None
     predicted = -(slope + curvature / 2)
     ratio = (value - value_t) / predicted if predicted > noise else 1.0
-    return (2 if ratio >= 0.5 else 1) * length, ratio
+    radius = (2 if ratio >= 0.5 else 1) * length
+    if kept is not None and ratio >= KEEP_RHO:
+        radius = max(radius, kept)
+    return radius, ratio
 
 
 def expects_cut(ratio: float | None, ray: Callable | None) -> bool:

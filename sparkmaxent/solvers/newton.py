@@ -512,7 +512,8 @@ def minimize_box_newton(
             secant.update(theta, accepted[0], ev.grad, accepted[1].grad, lower, upper)
         if curvature is None:  # d^T H d from the gradients at both ends of the step
             curvature = float(d @ (accepted[1].grad - ev.grad)) / step
-        radius, ratio = next_radius(step, length, slope, curvature, value, accepted[2], noise)
+        kept = radius if options.cg_face and direction is not None else None  # TRON's region
+        radius, ratio = next_radius(step, length, slope, curvature, value, accepted[2], noise, kept)
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)

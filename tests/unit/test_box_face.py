@@ -1,8 +1,10 @@
 """The box model solved face by face (``kernels/box_face.py``, after
 TRON): against the exact minimum of tiny box QPs found by enumerating
 every face, against scipy's L-BFGS-B, against the projected CG on an l1
-round's orthant face (fewer products), and newton-cg with it
-(``SolverOptions.cg_face``) against exact Newton on a planted round."""
+round's orthant face (fewer products), newton-cg with it
+(``SolverOptions.cg_face``) against exact Newton on a planted round, and
+the trust region it keeps after a short, very successful step (TRON's
+update, ``line_search.next_radius``)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.box_face import box_qp_face
 from sparkmaxent.kernels.direction import box_qp_pcg
-from sparkmaxent.problem.objective import Objective
+from sparkmaxent.problem.objective import Evaluation, Objective
 from sparkmaxent.solvers import SolverOptions
 from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
-from sparkmaxent.solvers.newton import projected_gradient
+from sparkmaxent.solvers.lbfgs import ConvergenceWarning
+from sparkmaxent.solvers.line_search import next_radius
+from sparkmaxent.solvers.newton import minimize_box_newton, projected_gradient
 
 from .helpers import orthant_box_qp, planted_round
 from .test_grafting import planted
@@ -139,3 +143,57 @@ def test_newton_cg_with_the_face_model_is_deterministic_for_a_fixed_partitioning
     (a, _), (b, _) = _round(3, seed=4), _round(3, seed=4)
     assert np.array_equal(a.theta, b.theta) and a.value == b.value
     assert a.evaluations == b.evaluations
+
+
+def test_a_very_successful_full_step_keeps_the_region_it_was_taken_in():
+    # rho = 1 (the decrease the model predicted) for a step far shorter than the region
+    args = (1.0, 1e-3, -2e-6, 2e-6, 1.0, 1.0 - 1e-6, 1e-15)
+    assert next_radius(*args) == (pytest.approx(2e-3), pytest.approx(1.0))  # its length
+    assert next_radius(*args, kept=0.5)[0] == 0.5  # TRON: kept
+    # a full step the model overestimated (rho 0.6) follows its length, as before
+    assert next_radius(1.0, 1e-3, -2e-6, 2e-6, 1.0, 1.0 - 6e-7, 1e-15, kept=0.5)[0] == 2e-3
+
+
+def _short_steps(cg_face: bool):
+    """newton-cg's outer loop on a quadratic whose minimum lies far outside
+    a trust region of 1, with a direction pass that stops its model solve
+    early (a quarter of the step to the model's minimum over the region,
+    as a loose forcing term does; no secant correction): every step is
+    full with rho = 1. Returns the result and the region each direction
+    pass was given."""
+    n = 8
+    H = np.diag(np.linspace(1.0, 3.0, n))  # the model's minimum over a box: a clip
+    b = -H @ np.full(n, 10.0)  # the minimum at theta = 10
+    lower, upper = np.full(n, -np.inf), np.full(n, np.inf)
+    regions = []
+
+    def fun(theta, full, hessian):
+        value = float(0.5 * theta @ H @ theta + b @ theta)
+        return Evaluation(value, H @ theta + b, None, None, None)
+
+    def direction(theta, grad, dlo, dhi, tol):
+        regions.append(float(dhi.min()))
+        d = np.clip(-grad / np.diag(H), dlo, dhi) / 4.0
+        return d, 1, float(d @ H @ d)
+
+    options = SolverOptions(
+        tol=1e-6, radius=1.0, cg_face=cg_face, secant_memory=0, max_iter=300, stall=300
+    )
+    out = minimize_box_newton(
+        fun, np.zeros(n), np.zeros(n), lower, upper, options, direction=direction
+    )
+    return out, regions
+
+
+def test_with_the_face_model_a_short_inexact_step_does_not_shrink_the_region():
+    out, regions = _short_steps(cg_face=True)
+    assert out.converged
+    np.testing.assert_allclose(out.theta, 10.0, atol=1e-5)
+    assert min(regions) >= 1.0  # every step full with rho = 1: the region is kept
+    assert all(t["step"] == 1.0 and t["rho"] > 0.9 for t in out.trace)  # rho 1 to rounding
+    # the rule before (still newton-cg's without the face model): the region
+    # follows the short step's length and halves at every step, so the
+    # steps sum to less than the distance and the minimum is never reached
+    with pytest.warns(ConvergenceWarning):
+        plain, shrunk = _short_steps(cg_face=False)
+    assert min(shrunk) < 1e-3 and not plain.converged
