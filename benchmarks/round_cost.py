@@ -238,16 +238,27 @@ def first_round(backend, gamma: float, size: int) -> tuple:
 
 
 def solve_round(
-    backend, recorded, solver: str, tol_mode: str = "round", global_cg: int = 0
+    backend,
+    recorded,
+    solver: str,
+    tol_mode: str = "round",
+    global_cg: int = 0,
+    max_seconds: float = 0.0,
 ) -> dict:
     """The recorded round solved again from its start by ``solver``, to the
     round's own tolerance or (``tol_mode`` ``final``) the run's final one;
-    ``global_cg``: the product passes an iteration of ``newton-cg-global``."""
+    ``global_cg``: the product passes an iteration of ``newton-cg-global``;
+    ``max_seconds`` (0: none): the round's time budget (the solver ends it
+    at its last iterate, ``minimize_box_newton``'s ``time_left``), so a
+    round too long for the session still gives a row: what it reached."""
     from sparkmaxent.kernels.colcache import COLUMNS
     from sparkmaxent.methods import grafting
+    from sparkmaxent.selection.deadline import Deadline
 
     method, weights, test, tol, n = recorded
-    options = method.options
+    options, ctx = method.options, method.ctx
+    if max_seconds > 0:
+        method.ctx = dataclasses.replace(ctx, deadline=Deadline(max_seconds))
     if solver == PLAIN:  # newton-cg without its secant correction: the step before it
         method.options = dataclasses.replace(options, secant_memory=0)
     if solver == FIXED:  # newton-cg's partitions to a tenth of the violation, as before
@@ -273,7 +284,7 @@ def solve_round(
     try:
         out = method.grow(weights, test)
     finally:
-        grafting.choose_solver, method.options = chosen, options
+        grafting.choose_solver, method.options, method.ctx = chosen, options, ctx
         del method.round_tol
     assert out.solve is not None, "a grafting round records its solver"
     wall = time.perf_counter() - t0 - meter.pickle_wall
@@ -291,8 +302,13 @@ def solve_round(
         "violation": out.solve.violation,
         "tol": tol,
         "tol_mode": tol_mode,
-        "converged": out.solve.converged,
+        "converged": bool(out.solve.converged),  # None: ended by the time budget
         "iterations": out.solve.iterations,
+        **(
+            {"max_seconds": max_seconds, "timed_out": out.solve.converged is None}
+            if max_seconds
+            else {}
+        ),
     }
 
 
@@ -400,6 +416,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"also time product passes at each round's start, N times one with the blocks' "
         f"operators computed afresh and 3 more at the same point ({PROBE} rows); 0: not",
     )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=0.0,
+        help="each round's time budget: the solver ends a round still running after it at "
+        "its last iterate, and the row says what it reached (converged false); 0: none",
+    )
     parser.add_argument("--blocks", type=int, default=2, help="blocks (local), partitions (spark)")
     parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
     parser.add_argument(
@@ -465,7 +488,9 @@ def measure(args, spark, train_dir: str) -> None:
                     row = {
                         "backend": name,
                         "size": size,
-                        **solve_round(backend, recorded, solver, args.tol, args.global_cg),
+                        **solve_round(
+                            backend, recorded, solver, args.tol, args.global_cg, args.max_seconds
+                        ),
                     }
                     _add_row(args, rows, row, setting)
     if "spark" in backends:

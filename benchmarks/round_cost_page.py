@@ -5,7 +5,9 @@ log-log slopes of a round's cost in its active weights, and the targets.
 
 A slope is taken over rows solved to one tolerance only: a round solved
 to a looser tolerance needs fewer iterations, so rows of mixed tolerances
-would give a slope of the tolerances as much as of the active set.
+would give a slope of the tolerances as much as of the active set. A round
+its time budget ended (``--max-seconds``) is listed with what it reached,
+in no slope.
 """
 
 from __future__ import annotations
@@ -132,8 +134,17 @@ def _backend_slope(backend: str, of: list[dict]) -> tuple[float | None, int, lis
             notes.append(f"{backend} {solver} {_listed(rs)}, slope {slope(rs, 'cpu_s')}")
     by_tol: dict = {}
     for r in of:
-        if r["solver"] == "newton-cg" and r["active"] >= SLOPE_FROM:
+        if r["solver"] != "newton-cg" or r["active"] < SLOPE_FROM:
+            continue
+        if r.get("converged", True):
             by_tol.setdefault(r.get("tol"), []).append(r)
+        else:  # a round ended by its time budget: what it reached, in no slope
+            notes.append(
+                f"{backend} newton-cg at {r['active']} not converged (no slope): violation "
+                f"{r['violation']:.3g} against {r.get('tol')} after {r['cpu_s']} CPU s, "
+                f"{r['wall_s']} s wall, {r.get('iterations')} iterations, {r['passes']} passes, "
+                f"{r.get('hessian_products')} products"
+            )
     groups = sorted(
         by_tol.values(),
         key=lambda g: (len(g) >= 2, max(r["active"] for r in g), len(g)),

@@ -206,3 +206,28 @@ def test_rows_are_listed_by_size_whatever_order_they_were_merged_in(tmp_path):
     assert listed in value
     assert "products [100, 400, 1600], slope 1.0" in value
     assert "local 1.0 over 1000 to 16000" in value
+
+
+def test_a_round_ended_by_its_time_budget_gives_a_row_in_no_slope(backend, tmp_path):
+    """``--max-seconds``: the solver ends the round at its last iterate
+    (not converged, timed out) and the page lists what it reached, leaving
+    it out of the slope."""
+    recorded = first_round(backend, 1e-4, 12)
+    method = recorded[0]
+    ctx = method.ctx
+    cut = solve_round(backend, recorded, "newton-cg", "1e-12", max_seconds=1e-9)
+    assert cut["timed_out"] and not cut["converged"] and cut["max_seconds"] == 1e-9
+    assert cut["violation"] > 1e-12 and cut["iterations"] <= 1
+    assert method.ctx is ctx  # the method's own budget again
+    full = solve_round(backend, recorded, "newton-cg", "1e-12")
+    assert full["converged"] and "timed_out" not in full
+    rows = [
+        {**full, "backend": "local", "active": n, "cpu_s": 1e-3 * n, "wall_s": 1.0}
+        for n in (1000, 4000)
+    ]
+    rows.append({**cut, "backend": "local", "active": 64000, "cpu_s": 1.0, "wall_s": 1.0})
+    out = tmp_path / "round_cost.json"
+    report(str(out), rows)
+    entry = json.loads(out.read_text())["targets"]["round_cpu_slope"]
+    assert "local 1.0 over 1000 to 4000" in entry["value"] and entry["met"] is False
+    assert "local newton-cg at 64000 not converged (no slope): violation" in entry["value"]
