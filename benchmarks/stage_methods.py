@@ -170,9 +170,25 @@ def paired_gap(ours: dict, anchor: dict) -> dict:
     }
 
 
+def cv_path(cv) -> dict:
+    """How LogisticRegressionCV ``cv`` chose its C: each C of its grid,
+    the held-out score it chose by (its ``scoring``, mean over folds) and
+    the lbfgs iterations each C's fit ran (first fold; its path is
+    warm-started, so a point that stops after a few iterations is close
+    to the one before). Near-equal scores, or points of a few iterations,
+    say that the choice, and the anchor's test score, rest on little."""
+    scores = np.asarray(next(iter(cv.scores_.values())), dtype=float)
+    iterations = np.asarray(cv.n_iter_).reshape(-1, len(cv.Cs_))
+    return {
+        "cv_Cs": [float(f"{c:.4g}") for c in cv.Cs_],
+        "cv_scores": [round(float(v), 5) for v in scores.reshape(-1, len(cv.Cs_)).mean(axis=0)],
+        "cv_iterations": [int(v) for v in iterations[0]],
+    }
+
+
 def measure(name: str, method: str, dirs: dict, args) -> dict:
-    """One row: sklearn-l2 (its per-event test results kept in the work
-    directory) or our method, paired with those results when they are
+    """One row: sklearn-l2 (its choice of C, ``cv_path``; its per-event
+    test results kept in the work directory) or our method, paired with those results when they are
     there (``paired_gap``'s ``vs_l2_*`` fields; ``vs_l2_anchor_score``:
     the anchor's test score they are paired with)."""
     keep: dict = {}
@@ -180,6 +196,7 @@ def measure(name: str, method: str, dirs: dict, args) -> dict:
     if method == "sklearn-l2":
         row = sklearn_row(name, method, dirs, args.l2_cap, keep=keep)
         if "cv" in keep:
+            row.update(cv_path(keep["cv"]))
             events = sklearn_events(keep["cv"], dirs["test"])
             np.savez(anchor_path, test_score=row["test_score"], **events)
         return row
