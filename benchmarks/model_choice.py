@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import json
 import logging
 import multiprocessing as mp
@@ -460,11 +461,21 @@ def fold_row(row: dict, rep: dict, args) -> None:
             point[key if key != "features" else "mean_features"] = value
 
 
+#: characters of a plot's variant suffix, at most (``variant_suffix``)
+MAX_SUFFIX = 80
+
+
 def variant_suffix(settings: list) -> str:
     """A file-name suffix naming a run's --set keys ('' at the defaults), so
-    a variant run does not overwrite the defaults' plot."""
-    text = "".join(f"_{k}-{v}" for k, v in settings)
-    return re.sub(r"[^A-Za-z0-9_.-]+", "", text)
+    a variant run does not overwrite the defaults' plot. A suffix past
+    ``MAX_SUFFIX`` characters (a --set list of grid values) keeps its head
+    and a hash of the whole: file names have a length limit, and the run
+    must not fail at its plot after its fit."""
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "", "".join(f"_{k}-{v}" for k, v in settings))
+    if len(text) <= MAX_SUFFIX:
+        return text
+    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+    return f"{text[: MAX_SUFFIX - 11]}_{digest}"
 
 
 def stage_points(rounds: list[dict], count: int = 60) -> list[dict]:

@@ -109,3 +109,14 @@ def test_point_costs_follow_held_out_and_k_fold_paths_mix_by_mix(caplog):
         assert all(p["passes"] > 0 for p in costs.points)
         if folds > 1:
             assert all(len(p["fold_scores"]) == 3 and "mean_score" in p for p in costs.points)
+
+
+def test_a_long_variant_suffix_is_cut_to_a_file_name_with_a_hash_of_the_whole():
+    from benchmarks.model_choice import MAX_SUFFIX, variant_suffix
+
+    assert variant_suffix([]) == ""
+    assert variant_suffix([("max_seconds", 2400)]) == "_max_seconds-2400"
+    grid = [0.039101541718177105 / 2**i for i in range(9)]
+    long = variant_suffix([("l2_mixes", [0.99]), ("l1_grid", grid)])
+    assert len(long) == MAX_SUFFIX and long.startswith("_l2_mixes-0.99_l1_grid-0.0391")
+    assert long != variant_suffix([("l2_mixes", [0.99]), ("l1_grid", grid[:-1])])
