@@ -5,10 +5,12 @@ CG, n-vectors per pass, corrected by secant pairs; with ``--plain`` also
 ``newton-cg-plain``, the step uncorrected; with ``--through``
 ``newton-cg-through``, the partitions' CG run on through the box before
 its step is projected; with ``--face`` ``newton-cg-face``, the partitions'
-model solved face by face as TRON does (``kernels/box_face.py``); with
-``--global-cg N``
-``newton-cg-global``, the late iterations by CG across passes, at most N
-product passes an iteration, ``solvers/global_cg.py``) on the same rounds,
+model solved face by face as TRON does (``kernels/box_face.py``; newton-cg's
+default from ``SolverOptions.face_from`` weights); with ``--stop``
+``newton-cg-stop``, the partitions' CG stopped at the first bound at every
+size (the default below); with ``--global-cg N`` ``newton-cg-global``, the
+late iterations by CG across passes, at most N product passes an
+iteration, ``solvers/global_cg.py``) on the same rounds,
 in one run, on CoNLL-2000 chunking, in-process (LocalBackend, ``--blocks``
 blocks, one BLAS thread) and on Spark local[2] (SparkBackend, ``--blocks``
 partitions); with ``--probe N`` the product pass's CPU with and without the
@@ -66,6 +68,7 @@ from benchmarks.round_cost_page import (
     PLAIN,
     PROBE,
     SOLVERS,
+    STOP,
     THROUGH,
     VARIANTS,
     report,
@@ -269,6 +272,8 @@ def solve_round(
         method.options = dataclasses.replace(options, cg_through=True)
     if solver == FACE:  # the partitions' model solved face by face (TRON)
         method.options = dataclasses.replace(options, cg_face=True)
+    if solver == STOP:  # the partitions' CG stopped at the first bound, at every size
+        method.options = dataclasses.replace(options, cg_face=False)
     if tol_mode == "final":
         tol = method.options.tol
     elif tol_mode != "round":
@@ -394,6 +399,12 @@ def main(argv: list[str] | None = None) -> int:
         "face by face: Cauchy step, CG on its face through the bounds, projected search)",
     )
     parser.add_argument(
+        "--stop",
+        action="store_true",
+        help=f"also solve each round by {STOP} (newton-cg whose partitions' CG stops at the "
+        "first bound its step crosses, at every size: its default below face_from weights)",
+    )
+    parser.add_argument(
         "--global-cg",
         type=int,
         default=0,
@@ -480,6 +491,8 @@ def measure(args, spark, train_dir: str) -> None:
                     if solver == PLAIN and not args.plain or solver == FIXED and not args.fixed:
                         continue
                     if solver == THROUGH and not args.through or solver == FACE and not args.face:
+                        continue
+                    if solver == STOP and not args.stop:
                         continue
                     if solver == GLOBAL and not args.global_cg or solver not in args.solvers:
                         continue

@@ -42,8 +42,12 @@ THROUGH = "newton-cg-through"
 #: newton-cg whose partitions solve their model face by face as TRON does
 #: (``SolverOptions.cg_face``; ``kernels.box_face.box_qp_face``)
 FACE = "newton-cg-face"
+#: newton-cg whose partitions' CG stops at the first bound its step crosses
+#: (``SolverOptions.cg_face`` False; newton-cg's default before the automatic
+#: choice by the round's size, ``SolverOptions.face_from``)
+STOP = "newton-cg-stop"
 #: newton-cg with a setting of its own
-VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH, FACE)
+VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH, FACE, STOP)
 #: the solvers a round is solved by (``measure``)
 SOLVERS = ("newton", "newton-cg", *VARIANTS)
 

@@ -16,7 +16,9 @@ given only by its products and its diagonal). An outer step:
    ... until q falls by a fraction of its first-order decrease (TRON's
    section 4, their Eq. 2.4): the projection puts every coordinate the
    step pushes past its bound there at once, so the next face has them;
-4. if no trial gains, a Cauchy step (the same search along the
+4. if no trial gains, CG's last iterate inside the box (every CG iterate
+   lowers q by a sufficient decrease, and it needs no product), or where
+   the first already left it a Cauchy step (the same search along the
    Jacobi-scaled projected gradient from the model's minimizer along it,
    their section 3), which always gains while the projected gradient is
    above the tolerance.
@@ -100,10 +102,13 @@ def box_qp_face(
             break
         # the face: every coordinate but those a bound holds (at it, pushed outward)
         free = movable & ((pg != 0) | ((d > lo) & (d < hi)))
-        p, Hp, spent = _face_cg(product, inv, r, free, tol, max_products - used, radius)
+        budget = max_products - used
+        p, Hp, spent, inside = _face_cg(product, inv, r, free, tol, budget, radius, d, lo, hi)
         used += spent
         found, spent = _search(product, r, d, p, Hp, lo, hi) if np.any(p) else (None, 0)
         used += spent
+        if found is None and inside is not None:  # CG's last iterate in the box: q fell there
+            found = d + inside[0], inside[1]
         if found is None:  # CG's step gains nothing on the box: a Cauchy step
             found, spent = _cauchy(product, inv, r, pg, d, lo, hi)
             used += spent
@@ -135,19 +140,24 @@ def _cauchy(product, inv, r, pg, d, lo, hi) -> tuple[tuple[np.ndarray, np.ndarra
     return found, used + 1
 
 
-def _face_cg(product, inv, r, free, tol, budget, radius) -> tuple[np.ndarray, np.ndarray, int]:
+def _face_cg(product, inv, r, free, tol, budget, radius, d, lo, hi) -> tuple:
     """Jacobi-preconditioned CG on the free coordinates for H p = -r, to a
     residual of ``tol`` (largest entry) or ``budget`` products, through any
     bound but within ``radius`` (largest entry of p; ``inf``: none): an iterate past
     it is cut back to it and ends CG (Steihaug 1983, as TRON's CG stops at
     its trust region). A face whose Hessian is near singular (features that
     always fire together, l1's gradient along them) is otherwise left along
-    the near-null directions by far: (p, H p, products)."""
+    the near-null directions by far: (p, H p, products, and the last
+    iterate (p, H p) with d + p in the box [lo, hi], None if the first
+    left it). Every CG iterate lowers q (q(d + p_k) - q(d) = r.p_k / 2, as
+    CG's residual is orthogonal to its iterate), so where the projected
+    search along the last fails, the last inside is a step with sufficient
+    decrease that costs no product."""
     n = len(r)
-    p, Hp, used = np.zeros(n), np.zeros(n), 0
+    p, Hp, used, inside = np.zeros(n), np.zeros(n), 0, None
     res = np.where(free, -r, 0.0)
     if np.abs(res).max(initial=0.0) <= tol:
-        return p, Hp, 0
+        return p, Hp, 0, None
     z = inv * res
     s, rz = z.copy(), float(res @ z)
     while used < budget and rz > 0:
@@ -162,16 +172,18 @@ def _face_cg(product, inv, r, free, tol, budget, radius) -> tuple[np.ndarray, np
             with np.errstate(divide="ignore", invalid="ignore"):
                 room = np.where(s != 0, (radius - np.sign(s) * p) / np.abs(s), np.inf)
             alpha = float(np.clip(room.min(initial=alpha), 0.0, alpha))
-            return p + alpha * s, Hp + alpha * Hs, used
+            return p + alpha * s, Hp + alpha * Hs, used, inside
         p += alpha * s
         Hp += alpha * Hs
+        if np.all((d + p >= lo) & (d + p <= hi)):
+            inside = p.copy(), Hp.copy()
         res -= alpha * np.where(free, Hs, 0.0)
         if np.abs(res).max(initial=0.0) <= tol:
             break
         z = inv * res
         rz, previous = float(res @ z), rz
         s = z + (rz / previous) * s
-    return p, Hp, used
+    return p, Hp, used, inside
 
 
 def _search(product, r, d, p, Hp, lo, hi) -> tuple[tuple[np.ndarray, np.ndarray] | None, int]:

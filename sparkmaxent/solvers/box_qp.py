@@ -15,6 +15,7 @@ Hessian block is small enough, newton-cg beyond.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Protocol
 
@@ -56,7 +57,10 @@ def solve_newton_cg(
 ) -> BoxResult:
     """Hessian-free Newton: the same outer iterations, each step computed
     where the data is by projected CG with Hessian-vector products
-    (``kernels/direction.py``); a pass ships n-vectors, never the Hessian."""
+    (``kernels/direction.py``); a pass ships n-vectors, never the Hessian.
+    ``options.cg_face`` None: face by face on rounds of ``face_from``
+    parameters or more (``face_model``)."""
+    options = face_model(options, len(theta0))
 
     def at(theta, full, hessian):
         return obj.at(theta, full_gradient=full and options.full_gradient, hessian=False)
@@ -71,6 +75,14 @@ def solve_newton_cg(
         direction=direction, points=obj.at_points, product=obj.hessian_product,
         time_left=time_left,
     )  # fmt: skip
+
+
+def face_model(options: SolverOptions, n_params: int) -> SolverOptions:
+    """``options`` with ``cg_face`` resolved for a round of ``n_params``
+    parameters: as set, or (None) on from ``face_from`` of them."""
+    if options.cg_face is not None:
+        return options
+    return dataclasses.replace(options, cg_face=n_params >= options.face_from)
 
 
 def solve_lbfgsb(
@@ -145,4 +157,4 @@ def choose_solver(name: str, n_params: int, newton_max: int) -> str:
     return name
 
 
-__all__ = ["SOLVERS", "Solver", "choose_solver", "solve_newton", "solve_lbfgsb"]
+__all__ = ["SOLVERS", "Solver", "choose_solver", "face_model", "solve_newton", "solve_lbfgsb"]

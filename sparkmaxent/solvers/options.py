@@ -59,11 +59,19 @@ class SolverOptions:
         those a bound holds (at their orthant's 0 with a gradient that keeps
         them there), run to its tolerance through the bounds, then a
         projected search along its step (a Cauchy step where it gains
-        nothing); a bound never restarts CG. Takes precedence over
-        ``cg_through``. Off by default: it needs far fewer products where the
-        stop-at-bound CG runs into ``max_products`` (a large round's late
-        iterations) but more iterations on small rounds
+        nothing); a bound never restarts CG. With it a very successful full
+        step keeps its trust region (TRON's update,
+        ``line_search.next_radius``). Takes precedence over ``cg_through``.
+        None (the default): automatic, on from ``face_from`` parameters of a
+        round. It needs far fewer products where the stop-at-bound CG runs
+        into ``max_products`` (a large round's late iterations), and more on
+        a small round, whose stop-at-bound CG seldom reaches the cap
         (benchmarks/round_cost.py ``--face``).
+    face_from : with ``cg_face`` None, the Hessian-free step solves face by
+        face on rounds of at least this many parameters (active weights and
+        biases), with the stop-at-bound CG below: chosen from the
+        round_cost page's rows of both at 1,000, 4,000 and 16,000 weights
+        (docs/methods/grafting.md says how).
     trial_points : the Hessian-free step's line search evaluates its first
         this many steps (1, backtrack, ...) with their gradients in one pass.
     secant_memory : the Hessian-free step is corrected by the L-BFGS
@@ -97,7 +105,8 @@ class SolverOptions:
     forcing_max: float = 0.5
     max_products: int = 200
     cg_through: bool = False
-    cg_face: bool = False
+    cg_face: bool | None = None
+    face_from: int = 2000
     trial_points: int = 3
     secant_memory: int = 5
     global_cg: int = 0

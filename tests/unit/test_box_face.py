@@ -15,12 +15,13 @@ import pytest
 import scipy.optimize
 
 from sparkmaxent.backends import LocalBackend
+from sparkmaxent.kernels import box_face
 from sparkmaxent.kernels.blocks import split_block
 from sparkmaxent.kernels.box_face import box_qp_face
 from sparkmaxent.kernels.direction import box_qp_pcg
 from sparkmaxent.problem.objective import Evaluation, Objective
 from sparkmaxent.solvers import SolverOptions
-from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
+from sparkmaxent.solvers.box_qp import face_model, solve_newton, solve_newton_cg
 from sparkmaxent.solvers.lbfgs import ConvergenceWarning
 from sparkmaxent.solvers.line_search import next_radius
 from sparkmaxent.solvers.newton import minimize_box_newton, projected_gradient
@@ -118,10 +119,30 @@ def test_an_orthant_face_takes_fewer_products_than_cg_stopped_at_each_bound():
     assert 3 * face[1] < stopped[1], (face[1], stopped[1])
 
 
+def test_cgs_last_iterate_inside_the_box_lowers_q_by_half_its_linear_term():
+    # the fallback where the projected search along CG's step fails: the last
+    # CG iterate with d + p in the box, q(d + p) - q(d) = r.p / 2 < 0 (CG's
+    # residual is orthogonal to its iterate), H p carried without a product
+    H, g, lo, hi, tol = orthant_box_qp(n=400, m=2000)
+    d = np.zeros(len(g))
+    free = box_face.projected(g, d, lo, hi) != 0  # the solver's first face
+    inv = 1.0 / np.diag(H)
+    p, Hp, used, inside = box_face._face_cg(
+        lambda v: H @ v, inv, g, free, 1e-3 * tol, 500, np.inf, d, lo, hi
+    )
+    assert np.any((p < lo) | (p > hi))  # CG ran on through the bounds
+    assert inside is not None
+    p_in, Hp_in = inside
+    assert np.all((p_in >= lo) & (p_in <= hi)) and np.any(p_in)
+    np.testing.assert_allclose(Hp_in, H @ p_in, rtol=1e-9, atol=1e-14)
+    drop = g @ p_in + 0.5 * p_in @ H @ p_in
+    assert drop < 0 and drop == pytest.approx(0.5 * g @ p_in, rel=1e-6)
+
+
 def _round(n_blocks, seed=3, **options):
     block, space, ids, box, theta0 = planted_round(planted(seed=seed, n_copies=0), step=7)
     backend = LocalBackend(split_block(block, n_blocks), space)
-    opts = SolverOptions(tol=1e-8, region=len(ids), cg_face=True, **options)
+    opts = SolverOptions(tol=1e-8, region=len(ids), **{"cg_face": True, **options})
     return solve_newton_cg(Objective(backend, ids), theta0, box, opts), (block, space, ids, box)
 
 
@@ -197,3 +218,21 @@ def test_with_the_face_model_a_short_inexact_step_does_not_shrink_the_region():
     with pytest.warns(ConvergenceWarning):
         plain, shrunk = _short_steps(cg_face=False)
     assert min(shrunk) < 1e-3 and not plain.converged
+
+
+def test_by_default_a_round_solves_face_by_face_from_face_from_parameters():
+    assert SolverOptions().cg_face is None  # automatic
+    options = SolverOptions(face_from=100)
+    assert face_model(options, 99).cg_face is False
+    assert face_model(options, 100).cg_face is True
+    assert face_model(SolverOptions(cg_face=False, face_from=1), 10**6).cg_face is False
+    assert face_model(SolverOptions(cg_face=True), 1).cg_face is True
+    # a planted round solved by the automatic choice at face_from just at and
+    # just above its parameters is the one solved with the choice set, to the bit
+    face, _ = _round(2, cg_face=True)
+    stop, _ = _round(2, cg_face=False)
+    n = len(face.theta)
+    for face_from, same in ((n, face), (n + 1, stop)):
+        auto, _ = _round(2, cg_face=None, face_from=face_from)
+        assert np.array_equal(auto.theta, same.theta) and auto.evaluations == same.evaluations
+    assert face.evaluations != stop.evaluations or not np.array_equal(face.theta, stop.theta)
