@@ -16,7 +16,11 @@ A child caches the blocks, then times, taking turns, ``--repeats`` passes of
     trivial    (with --profile) CountTask: a pass's fixed cost
 
 and reports their medians; then a whole grafting fit (its wall time and
-passes, and the objective, which must agree across systems). The children
+passes, and the objective, which must agree across systems). With
+``--score`` a child also times scoring given Vectors (:func:`score_figures`):
+the default ``transform`` (MLlib's model; under Connect written once and
+loaded on the server) and the SQL scorer against MLlib's own
+``LogisticRegressionModel.transform`` in the same session. The children
 run one after another, ``--rounds`` times in turn; a row per system and
 task holds the median over rounds. With ``--profile`` the DataFrame-backend
 children also break a trivial pass down (:func:`profile`). The load average (other processes share
@@ -142,6 +146,72 @@ def profile(backend, repeats: int) -> dict:
     return {f"profile_{k}": statistics.median(v) for k, v in parts.items()}
 
 
+def vector_rows(spark, args, copies: int):
+    """(id, label, features) of :func:`synthetic`'s events as pyspark
+    Vectors of size ``--predicates`` (their ``ml_attr`` metadata says so, as
+    CountVectorizer's): the training rows, and the same rows unioned
+    ``copies`` times for scoring, both cached and counted."""
+    from functools import reduce
+
+    from pyspark.ml.linalg import SparseVector
+
+    block = synthetic(args.events, args.predicates, args.nnz, args.labels, seed=2)
+    X = block.X.tocsr()
+    rows = [
+        (i, float(block.y[i]), SparseVector(X.shape[1], X.indices[a:b], X.data[a:b]))
+        for i, (a, b) in enumerate(zip(X.indptr[:-1], X.indptr[1:]))
+    ]
+    df = spark.createDataFrame(rows, ["id", "label", "features"])
+    df = df.withMetadata("features", {"ml_attr": {"num_attrs": X.shape[1]}}).repartition(
+        args.partitions
+    )
+    train = df.cache()
+    train.count()
+    scored = reduce(lambda a, b: a.unionAll(b), [train] * copies).cache()
+    scored.count()
+    return train, scored
+
+
+def score_figures(spark, args) -> dict:
+    """Scoring throughput given Vectors in this session: the default
+    ``transform`` (MLlib's model: under Connect written under checkpointDir
+    and loaded on the server, ml/mllib_stored.py), the SQL scorer, and
+    MLlib's own ``LogisticRegressionModel.transform`` (fitted here,
+    ``--score-mllib-iter`` iterations; the same Vectors), each materialized
+    with the ``noop`` writer, taking turns ``--repeats`` times (best kept);
+    and how long the default's first transform took (writing and loading
+    MLlib's model)."""
+    from pyspark.ml.classification import LogisticRegression
+
+    from sparkmaxent.ml import MaxEntClassifier
+
+    train, scored = vector_rows(spark, args, args.score_copies)
+    n = scored.count()
+    ours = MaxEntClassifier(method="grafting", l1=args.l1, nBest=args.n_best).fit(train)
+    checkpoints = tempfile.mkdtemp(prefix="bench-connect-mllib-")
+    ours.setCheckpointDir(checkpoints)
+    t0 = time.perf_counter()
+    ours.transform(scored)  # builds (and keeps) MLlib's model
+    first = time.perf_counter() - t0
+    shutil.rmtree(checkpoints)  # left empty: the model's files are removed once loaded
+    sql = ours.copy()
+    sql.scoring = "sql"
+    lr = LogisticRegression(maxIter=args.score_mllib_iter, regParam=args.l1, elasticNetParam=1.0)
+    lr = lr.fit(train)
+
+    def noop(df):
+        return lambda: df.write.format("noop").mode("overwrite").save()
+
+    fns = {
+        "score_default": noop(ours.transform(scored)),
+        "score_sql": noop(sql.transform(scored)),
+        "score_mllib": noop(lr.transform(scored)),
+    }
+    out = {f"{k}_s": min(v) for k, v in timed_interleaved(fns, args.repeats).items()}
+    out.update(score_rows=n, score_first_transform_s=first)
+    return out
+
+
 def child(system: str, remote: str, directory: str, args) -> dict:
     """One system's figures (run in a child process)."""
     from sparkmaxent.backends.frame import FrameBackend
@@ -182,6 +252,8 @@ def child(system: str, remote: str, directory: str, args) -> dict:
     if args.profile and system != "classic-rdd":
         out.update(profile(b, args.repeats))
     b.close()
+    if args.score:
+        out.update(score_figures(spark, args))
     cfg = train_config(method="grafting", l1=args.l1, n_best=args.n_best, plots=False)
     with backend() as fit_backend:
         t0 = time.perf_counter()
@@ -227,6 +299,14 @@ def rows_of(figures: dict[str, list[dict]]) -> list[dict]:
                     "per_pass_s": round(wall, 4),
                 }
             )
+        for task, label in SCORE_TASKS.items():
+            if f"{task}_s" in runs[0]:
+                wall, n = med(f"{task}_s"), runs[0]["score_rows"]
+                r = {"system": system, "task": label, "wall_s": round(wall, 3), "passes": None}
+                r.update(rows=n, rows_per_s=round(n / wall, 1))
+                if task == "score_default":
+                    r["first_transform_s"] = round(med("score_first_transform_s"), 3)
+                rows.append(r)
         fit, passes = med("fit_s"), int(med("fit_passes"))
         rows.append(
             {
@@ -241,6 +321,14 @@ def rows_of(figures: dict[str, list[dict]]) -> list[dict]:
             }
         )
     return rows
+
+
+#: the scoring tasks (``--score``): child figure -> row task
+SCORE_TASKS = {
+    "score_default": "transform given Vectors (default)",
+    "score_sql": "SQL transform given Vectors",
+    "score_mllib": "MLlib LogisticRegressionModel.transform",
+}
 
 
 def ratios(rows: list[dict]) -> dict:
@@ -266,6 +354,22 @@ def targets(ratio: dict) -> dict:
     return out
 
 
+def score_targets(rows: list[dict]) -> dict:
+    """Under Spark Connect, transform given Vectors (the default) at least
+    MLlib's ``LogisticRegressionModel.transform`` throughput there."""
+    by = {(r["system"], r["task"]): r for r in rows}
+    ours = by.get(("connect-frame", SCORE_TASKS["score_default"]))
+    mllib = by.get(("connect-frame", SCORE_TASKS["score_mllib"]))
+    if not (ours and mllib):
+        return {}
+    x = ours["rows_per_s"] / mllib["rows_per_s"]
+    goal = (
+        "Spark Connect: transform given Vectors (default) throughput >= MLlib's "
+        "LogisticRegressionModel.transform under Connect"
+    )
+    return {"connect_transform_vectors": target(goal, f"{x:.2f}x", x >= 1)}
+
+
 def parse(argv: list[str] | None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=50_000)
@@ -285,6 +389,13 @@ def parse(argv: list[str] | None):
         action="store_true",
         help="also time a trivial pass (CountTask) and break a DataFrame-backend one down",
     )
+    ap.add_argument(
+        "--score",
+        action="store_true",
+        help="also time scoring given Vectors: transform (default, SQL) against MLlib's",
+    )
+    ap.add_argument("--score-copies", type=int, default=10, help="--score: rows unioned K times")
+    ap.add_argument("--score-mllib-iter", type=int, default=10)
     ap.add_argument("--out", default=os.path.join(RESULTS, "connect.json"))
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--dataset", help=argparse.SUPPRESS)
@@ -315,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     rows = rows_of(figures)
-    write_result(args.out, rows, targets(ratios(rows)))
+    write_result(args.out, rows, {**targets(ratios(rows)), **score_targets(rows)})
     print(json.dumps({"rows": rows, "ratios": ratios(rows)}, indent=2))
     return 0
 

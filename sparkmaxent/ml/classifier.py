@@ -503,8 +503,9 @@ class MaxEntClassificationModel(
         )
 
     #: how ``transform`` scores: "auto" (the default: a Vector column by MLlib's own
-    #: LogisticRegressionModel where the model maps to one, ml/mllib.py; else under Spark
-    #: Connect in SQL, else the Arrow UDF),
+    #: LogisticRegressionModel where the model maps to one, ml/mllib.py, under Spark Connect
+    #: loaded on the server, ml/mllib_stored.py; else under Spark Connect in SQL, else the
+    #: Arrow UDF),
     #: "mllib" (that or NotMLlib), "arrow" (ml/scoring.py) or "sql" (Spark SQL expressions, no
     #: Python worker, every features column kind; conjunction features fall back to "arrow")
     scoring = "auto"
@@ -559,7 +560,7 @@ class MaxEntClassificationModel(
             else:
                 field = "raw" if param == self.rawPredictionCol else "probability"
                 columns[name] = array_to_vector(F.col(fields[field]))
-        scored = scored.withColumns(columns).drop(*drop)
+        scored = (scored.withColumns(columns) if columns else scored).drop(*drop)  # none: MLlib's
         if self.predictionCol in outputs:  # nominal, so IndexToString needs no labels=
             name = outputs[self.predictionCol]
             meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}

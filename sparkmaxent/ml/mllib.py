@@ -20,13 +20,16 @@ fewer than two classes, a zero threshold (MLlib's p / 0 is +inf even where
 p = 0). ``fit`` records the size of the Vectors it was given (the column's
 ``ml_attr`` metadata, as ``CountVectorizer``, ``HashingTF`` and
 ``VectorAssembler`` write it, else the one size of every row), and
-``transform`` of a Vector column uses MLlib's model for Vectors of that size in a classic
-session: the JVM scores it, no Python worker and no SQL text. A Spark Connect
-client builds no JVM object from given coefficients (pyspark's Connect
+``transform`` of a Vector column uses MLlib's model for Vectors of that
+size: the JVM scores it, no Python worker and no SQL text. A classic
+session builds it from the coefficients in its JVM. A Spark Connect client
+builds no JVM object from given coefficients (pyspark's Connect
 ``LogisticRegressionModel`` has no such constructor; only ``fit`` and
-``load`` make one on the server), so there ``transform`` scores the Vectors
-with the SQL expressions (``ml/sql.py``), also in the JVM with no Python
-worker, to the same predictions. A column whose metadata gives another
+``load`` make one on the server), so there the model is written once with
+``save_mllib`` and loaded on the server (``ml/mllib_stored.py``); with no
+location to write it, ``transform`` scores the Vectors with the SQL
+expressions (``ml/sql.py``), also in the JVM with no Python worker, to the
+same predictions. A column whose metadata gives another
 size is refused, naming the column (its indices are other features). A
 null Vector scores as an empty one, as the other scorers do (MLlib alone
 would fail on it).
@@ -190,18 +193,21 @@ def _outputs(lr, model, features_col: str):
 
 def mllib_model(model, num_features: int):
     """``model`` (a ``MaxEntClassificationModel``) as a pyspark
-    ``LogisticRegressionModel`` built in the classic session's JVM, with the
-    model's Params; NotMLlib if it has no such form or no JVM is reachable."""
+    ``LogisticRegressionModel`` with the model's Params: built in the
+    classic session's JVM from the coefficients, or under Spark Connect
+    loaded on the server from files written once (ml/mllib_stored.py);
+    NotMLlib if it has no such form or, under Connect, no location to
+    write it."""
     from pyspark.ml.classification import LogisticRegressionModel
     from pyspark.ml.common import _py2java
 
     spark = model.spark_session()
-    if is_connect(spark):
-        raise NotMLlib(
-            "a Spark Connect session reaches no JVM: saveMLlib(path) and "
-            "LogisticRegressionModel.load(path) build it on the server"
-        )
     scorer = model.scorer()
+    if is_connect(spark):  # no JVM here: built on the server from files (ml/mllib_stored.py)
+        from .mllib_stored import stored_mllib_model
+
+        lr = stored_mllib_model(model, scorer, num_features)
+        return _outputs(lr.copy(), model, model.getFeaturesCol())
     refuse(scorer, num_features)
     key = (id(model.maxentModel), num_features)
     cached = getattr(model, "_mllib", None)
@@ -245,10 +251,13 @@ def mllib_transform(model, dataset, features_col: str, size: int | None, require
     return lr.transform(guarded).drop(_FEATURES)
 
 
-def save_mllib(model, path: str, num_features: int, overwrite: bool = False) -> None:
+def save_mllib(
+    model, path: str, num_features: int, overwrite: bool = False, thresholds: bool = True
+) -> None:
     """Write ``model`` at ``path`` in MLlib's ``LogisticRegressionModel``
     layout (metadata JSON text, Parquet data) with DataFrame writers only,
-    the metadata last: an interrupted save leaves nothing loadable."""
+    the metadata last: an interrupted save leaves nothing loadable.
+    ``thresholds``: whether the model's thresholds go into its Params."""
     from pyspark.ml.linalg import MatrixUDT, VectorUDT
     from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
@@ -280,7 +289,7 @@ def save_mllib(model, path: str, num_features: int, overwrite: bool = False) -> 
         "predictionCol": model.getPredictionCol(),
         "family": "multinomial",
     }
-    if scorer.thresholds is not None:
+    if thresholds and scorer.thresholds is not None:
         params["thresholds"] = scorer.thresholds.tolist()
     metadata = {
         "class": MLLIB_CLASS,
@@ -301,9 +310,10 @@ class MLlibExport:
         """This model as MLlib's ``LogisticRegressionModel`` scoring Vectors
         of size ``numFeatures`` (e.g. ``len(countVectorizerModel.vocabulary)``)
         with equal rawPrediction, probability and prediction, and this
-        model's column Params and thresholds; a classic session only (under
-        Spark Connect: :meth:`saveMLlib`). Raises NotMLlib (a ValueError)
-        naming why a model has no such form (ml/mllib.py)."""
+        model's column Params and thresholds; under Spark Connect loaded on
+        the server from files written once (ml/mllib_stored.py gives where).
+        Raises NotMLlib (a ValueError) naming why a model has no such form
+        or, under Connect, no location to write it (ml/mllib.py)."""
         return mllib_model(self, int(numFeatures))
 
     def saveMLlib(self, path: str, numFeatures: int, overwrite: bool = False) -> None:

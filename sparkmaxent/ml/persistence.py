@@ -71,6 +71,7 @@ class MaxEntWriter(MLWriter):
         except BaseException:
             storage.delete(path)  # a failed save leaves nothing (the path was new)
             raise
+        self.instance._storage_path = path  # its own storage (ml/mllib_stored.py)
 
 
 class MaxEntReader(MLReader):
@@ -89,6 +90,7 @@ class MaxEntReader(MLReader):
         report = storage.read_json(report_path) if storage.exists(report_path) else {}
         instance = self.cls.from_saved(maxent, meta, report)
         instance._session = self.sparkSession
+        instance._storage_path = path
         instance._resetUid(meta["uid"])
         DefaultParamsReader.getAndSetParams(instance, meta)
         return instance
@@ -97,6 +99,8 @@ class MaxEntReader(MLReader):
 class MaxEntWritable(MLWritable):
     #: the session that fitted or loaded the model (classic or Spark Connect)
     _session: Any = None
+    #: the path the model was saved to or loaded from, if any
+    _storage_path: str | None = None
 
     def spark_session(self):
         """The session that fitted or loaded this model, else the active one:

@@ -113,10 +113,11 @@ def ranker_and_pipeline(spark, out: str) -> dict:
 
 def vectors(spark, out: str) -> dict:
     """The classifier on a ``CountVectorizer``'s Vectors: the Vectors, the
-    model and its default ``transform`` (no JVM model from our weights under
-    Connect: the SQL expressions), and MLlib's model saved by ``saveMLlib``
-    and loaded under Connect with its ``transform``, written for the classic
-    side to compare."""
+    model and its default ``transform`` (MLlib's model written under the
+    model's checkpointDir and loaded on the server, ml/mllib_stored.py),
+    with thresholds too, the SQL scorer's ``transform`` of both, and
+    MLlib's model saved by ``saveMLlib`` and loaded under Connect with its
+    ``transform``, written for the classic side to compare."""
     from pyspark.ml.classification import LogisticRegressionModel
     from pyspark.ml.feature import CountVectorizer
 
@@ -126,8 +127,22 @@ def vectors(spark, out: str) -> dict:
     vec.write.parquet(os.path.join(out, "vectors"))
     model = MaxEntClassifier(featuresCol="vec", **CLASSIFIER).fit(vec)
     model.write().save(os.path.join(out, "vector-model"))
+    # the default: MLlib's model written under checkpointDir, loaded on the server
+    model.setCheckpointDir(os.path.join(out, "checkpoints"))
     model.transform(vec).write.parquet(os.path.join(out, "vector-transform"))
+    kept = model._mllib
     plan = model.transform(vec)._explain_string(mode="formatted")
+    tilted = model.copy({model.thresholds: [1.0, 3.0, 0.5]})
+    tilted.transform(vec).write.parquet(os.path.join(out, "vector-thresholds"))
+    try:  # MLlib's refusal of an existing output column, before any scoring
+        model.transform(model.transform(vec))
+        refused = ""
+    except Exception as e:
+        refused = str(e)
+    for scored, name in ((model, "vector-sql"), (tilted, "vector-thresholds-sql")):
+        sql = scored.copy()
+        sql.scoring = "sql"
+        sql.transform(vec).write.parquet(os.path.join(out, name))
     # MLlib's own model, built on the server from saveMLlib's files (the route Connect has)
     model.saveMLlib(os.path.join(out, "mllib"), len(vectorizer.vocabulary))
     lr = LogisticRegressionModel.load(os.path.join(out, "mllib"))
@@ -136,6 +151,10 @@ def vectors(spark, out: str) -> dict:
         "vector_model": summary(model),
         "vector_size": len(vectorizer.vocabulary),
         "python_udf": "EvalPython" in plan,
+        # written once, kept on the model (copies share it), its files removed
+        "mllib_kept": kept is not None and tilted._mllib is kept and model._mllib is kept,
+        "refused": refused,
+        "checkpoints_left": sorted(os.listdir(os.path.join(out, "checkpoints"))),
     }
 
 

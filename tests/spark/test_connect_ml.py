@@ -153,14 +153,20 @@ def test_ranker_and_pipeline_under_connect_are_classic(spark, server, tmp_path):
 def test_vector_transform_under_connect_predicts_as_mllib_does(spark, server, tmp_path):
     """Given Vectors, the default transform scores by MLlib's model built
     from our weights in a classic session (ml/mllib.py); a Connect client
-    cannot build one, so there it scores in SQL: the same rawPrediction,
-    probability and prediction as MLlib's model and the classic default for
-    the same weights (the model saved under Connect), no Python worker; and
-    ``saveMLlib`` under Connect writes a model ``LogisticRegressionModel.load``
-    reads there, scoring the same."""
+    cannot build one, so there it writes it once under the model's
+    checkpointDir, loads it on the server and removes the files
+    (ml/mllib_stored.py): the same rawPrediction, probability and
+    prediction as MLlib's model, the SQL scorer under Connect and the
+    classic default for the same weights (the model saved under Connect),
+    with thresholds too, no Python worker; and ``saveMLlib`` under Connect
+    writes a model ``LogisticRegressionModel.load`` reads there, scoring
+    the same."""
     out = str(tmp_path)
     models = run_client(server, out, "vectors")
     assert models["python_udf"] is False
+    assert models["mllib_kept"] is True
+    assert models["checkpoints_left"] == []
+    assert "Column rawPrediction already exists" in models["refused"]
     vec = spark.read.parquet(os.path.join(out, "vectors"))
     assert vec.schema["vec"].metadata["ml_attr"]["num_attrs"] == models["vector_size"]
     model = MaxEntClassificationModel.load(os.path.join(out, "vector-model"))
@@ -176,9 +182,23 @@ def test_vector_transform_under_connect_predicts_as_mllib_does(spark, server, tm
     here = model.transform(vec).orderBy("id")
     there = spark.read.parquet(os.path.join(out, "vector-transform")).orderBy("id")
     saved = spark.read.parquet(os.path.join(out, "mllib-transform")).orderBy("id")
+    sql = spark.read.parquet(os.path.join(out, "vector-sql")).orderBy("id")
     assert there.columns == here.columns == mllib.columns == [*vec.columns, *OUTPUTS]
     assert there.count() == vec.count() > 0
-    for other in (mllib, here, saved):
+    # the prediction keeps its class names under Connect's MLlib route
+    assert there.schema["prediction"].metadata == sql.schema["prediction"].metadata
+    assert there.schema["prediction"].metadata["ml_attr"]["vals"] == model.labels
+    _assert_scores_equal(there, mllib, here, saved, sql)
+    tilted = spark.read.parquet(os.path.join(out, "vector-thresholds")).orderBy("id")
+    tilted_sql = spark.read.parquet(os.path.join(out, "vector-thresholds-sql")).orderBy("id")
+    classic = model.copy({model.thresholds: [1.0, 3.0, 0.5]}).transform(vec).orderBy("id")
+    _assert_scores_equal(tilted, tilted_sql, classic)
+    assert tilted.select("prediction").exceptAll(there.select("prediction")).count() > 0
+
+
+def _assert_scores_equal(there, *others) -> None:
+    """Equal predictions (chispa) and rawPrediction and probability to 1e-9."""
+    for other in others:
         assert_df_equality(
             there.select("id", "prediction"),
             other.select("id", "prediction"),
