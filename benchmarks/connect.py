@@ -47,7 +47,16 @@ import time
 
 import numpy as np
 
-from benchmarks.common import RESULTS, ROOT, target, timed_interleaved, write_result
+from benchmarks.common import (
+    RESULTS,
+    ROOT,
+    command_line,
+    merge_pages,
+    replace_rows,
+    target,
+    timed_interleaved,
+    write_result,
+)
 
 SYSTEMS = ("classic-rdd", "classic-frame", "connect-frame")
 logger = logging.getLogger("connect")
@@ -239,6 +248,10 @@ def child(system: str, remote: str, directory: str, args) -> dict:
         return cls(spark, directory, info, bias=True, partitions=args.partitions)
 
     out: dict = {"load_before": round(os.getloadavg()[0], 2)}
+    if args.score_only:
+        out.update(score_figures(spark, args), load_after=round(os.getloadavg()[0], 2))
+        spark.stop()
+        return out
     t0 = time.perf_counter()
     b = backend()
     out["cache_s"] = time.perf_counter() - t0
@@ -306,7 +319,10 @@ def rows_of(figures: dict[str, list[dict]]) -> list[dict]:
                 r.update(rows=n, rows_per_s=round(n / wall, 1))
                 if task == "score_default":
                     r["first_transform_s"] = round(med("score_first_transform_s"), 3)
+                r["load"] = [runs[0]["load_before"], runs[-1]["load_after"]]
                 rows.append(r)
+        if "fit_s" not in runs[0]:  # --score-only
+            continue
         fit, passes = med("fit_s"), int(med("fit_passes"))
         rows.append(
             {
@@ -333,7 +349,7 @@ SCORE_TASKS = {
 
 def ratios(rows: list[dict]) -> dict:
     """connect-frame / classic-rdd and classic-frame / classic-rdd per task."""
-    by = {(r["system"], r["task"]): r["per_pass_s"] for r in rows}
+    by = {(r["system"], r["task"]): r["per_pass_s"] for r in rows if "per_pass_s" in r}
     out = {}
     for system in ("classic-frame", "connect-frame"):
         for task in ("gradient pass", "active pass", "trivial pass", "grafting fit"):
@@ -370,6 +386,17 @@ def score_targets(rows: list[dict]) -> dict:
     return {"connect_transform_vectors": target(goal, f"{x:.2f}x", x >= 1)}
 
 
+def page_targets(rows: list[dict]) -> dict:
+    """Every target of a page's rows: Connect per pass, and scoring."""
+    return {**targets(ratios(rows)), **score_targets(rows)}
+
+
+def merged_rows(earlier: list[dict], rows: list[dict]) -> list[dict]:
+    """``earlier``'s rows that ``rows`` do not measure again (same system
+    and task), then ``rows``: what ``--merge`` puts on the page."""
+    return replace_rows(earlier, rows, lambda r: (r["system"], r["task"]))
+
+
 def parse(argv: list[str] | None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=50_000)
@@ -394,6 +421,16 @@ def parse(argv: list[str] | None):
         action="store_true",
         help="also time scoring given Vectors: transform (default, SQL) against MLlib's",
     )
+    ap.add_argument(
+        "--score-only", action="store_true", help="time scoring only (no passes, no fit)"
+    )
+    ap.add_argument(
+        "--merge",
+        nargs="+",
+        default=[],
+        metavar="PAGE",
+        help="measure nothing: put these pages' rows into --out (same system and task replaced)",
+    )
     ap.add_argument("--score-copies", type=int, default=10, help="--score: rows unioned K times")
     ap.add_argument("--score-mllib-iter", type=int, default=10)
     ap.add_argument("--out", default=os.path.join(RESULTS, "connect.json"))
@@ -407,6 +444,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.merge:
+        merge_pages(args.out, args.merge, merged_rows, page_targets, "connect")
+        return 0
     if args.child:
         remote = args.remote if args.child.startswith("connect") else ""
         print(json.dumps(child(args.child, remote, args.dataset, args)))
@@ -418,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, list[dict]] = {s: [] for s in systems}
     try:
         make_dataset(os.path.join(tmp, "data"), args)
-        with connect_server(cores=args.cores, memory="2g") as srv:
+        with connect_server(cores=args.cores, memory="2g", timeout=900) as srv:
             for r in range(args.rounds):
                 for system in systems:
                     figures[system].append(run_child(system, srv.url, tmp + "/data", argv))
@@ -426,7 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     rows = rows_of(figures)
-    write_result(args.out, rows, {**targets(ratios(rows)), **score_targets(rows)})
+    for r in rows:
+        r["command"] = command_line()
+    write_result(args.out, rows, page_targets(rows))
     print(json.dumps({"rows": rows, "ratios": ratios(rows)}, indent=2))
     return 0
 

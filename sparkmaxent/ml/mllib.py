@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..session_kind import is_connect
+from .mllib_stored import NotMLlib, stored_mllib_model
 from .scoring import Scorer
 from .sql import _is_index
 
@@ -62,10 +63,6 @@ MLLIB_CLASS = "org.apache.spark.ml.classification.LogisticRegressionModel"
 DENSE_LIMIT = 1 << 24
 #: the column transform hands MLlib: the features, a null Vector as an empty one
 _FEATURES = "__sparkmaxent_vector"
-
-
-class NotMLlib(ValueError):
-    """The model has no exact MLlib ``LogisticRegressionModel`` form."""
 
 
 def refuse(scorer: Scorer, num_features: int) -> None:
@@ -203,12 +200,14 @@ def mllib_model(model, num_features: int):
 
     spark = model.spark_session()
     scorer = model.scorer()
-    if is_connect(spark):  # no JVM here: built on the server from files (ml/mllib_stored.py)
-        from .mllib_stored import stored_mllib_model
-
-        lr = stored_mllib_model(model, scorer, num_features)
-        return _outputs(lr.copy(), model, model.getFeaturesCol())
     refuse(scorer, num_features)
+    if is_connect(spark):  # no JVM here: built on the server from files (ml/mllib_stored.py)
+
+        def save(path: str) -> None:
+            save_mllib(model, path, num_features, thresholds=False)
+
+        lr = stored_mllib_model(model, num_features, save)
+        return _outputs(lr.copy(), model, model.getFeaturesCol())
     key = (id(model.maxentModel), num_features)
     cached = getattr(model, "_mllib", None)
     if cached is None or cached[0] != key:

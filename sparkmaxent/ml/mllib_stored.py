@@ -30,9 +30,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .. import storage
-from .mllib import NotMLlib, refuse, save_mllib
 
 log = logging.getLogger(__name__)
+
+
+class NotMLlib(ValueError):
+    """The model has no exact MLlib ``LogisticRegressionModel`` form (or,
+    under Spark Connect, no location to build it from: ml/mllib.py)."""
+
 
 #: the name of the saved MLlib model inside its scratch directory
 SAVED = "mllib"
@@ -82,15 +87,15 @@ def scratch_dir(model, spark) -> Iterator[str]:
         storage.delete(path)
 
 
-def stored_mllib_model(model, scorer, num_features: int):
+def stored_mllib_model(model, num_features: int, save):
     """``model``'s MLlib ``LogisticRegressionModel`` for Vectors of size
-    ``num_features`` under its Connect session: written and loaded on
-    first use (module docstring), then the one kept on the model. Its
-    column Params and thresholds are the caller's to set; saved without
-    thresholds, so a model whose thresholds change later needs no other."""
+    ``num_features`` under its Connect session: written by ``save(path)``
+    (ml/mllib.py's ``save_mllib``) and loaded on first use (module
+    docstring), then the one kept on the model. Its column Params and
+    thresholds are the caller's to set; ``save`` writes none, so a model
+    whose thresholds change later needs no other."""
     from pyspark.ml.classification import LogisticRegressionModel
 
-    refuse(scorer, num_features)
     spark = model.spark_session()
     key = (id(model.maxentModel), num_features, getattr(spark, "session_id", id(spark)))
     cached = getattr(model, "_mllib", None)
@@ -99,7 +104,7 @@ def stored_mllib_model(model, scorer, num_features: int):
     try:
         with scratch_dir(model, spark) as work:
             path = storage.join(work, SAVED)
-            save_mllib(model, path, num_features, thresholds=False)
+            save(path)
             loaded = LogisticRegressionModel.load(path)
     except NotMLlib:
         raise
@@ -113,4 +118,4 @@ def stored_mllib_model(model, scorer, num_features: int):
     return loaded
 
 
-__all__ = ["scratch_base", "scratch_dir", "stored_mllib_model", "local_master"]
+__all__ = ["NotMLlib", "scratch_base", "scratch_dir", "stored_mllib_model", "local_master"]

@@ -20,6 +20,8 @@ def _figures(default_s: float, mllib_s: float) -> dict:
         "score_mllib_s": mllib_s,
         "score_rows": 1000,
         "score_first_transform_s": 0.7,
+        "load_before": 1.0,
+        "load_after": 2.0,
     }
 
 
@@ -42,3 +44,16 @@ def test_the_connect_scoring_target_is_the_default_against_mllib_there():
     assert slow["connect_transform_vectors"]["met"] is False
     # classic rows alone: no Connect target
     assert connect.score_targets(connect.rows_of({"classic-rdd": [_figures(1.0, 3.0)]})) == {}
+
+
+def test_score_only_rows_merge_into_a_page_keeping_the_pass_rows():
+    page = connect.rows_of({"connect-frame": [_figures(2.0, 3.0)]})
+    only = {k: v for k, v in _figures(1.0, 3.0).items() if k.startswith(("score", "load"))}
+    rows = connect.rows_of({"connect-frame": [only]})
+    assert [r["task"] for r in rows] == list(connect.SCORE_TASKS.values())
+    merged = connect.merged_rows(page, rows)
+    assert len(merged) == len(page)  # the score rows replaced, the pass rows kept
+    by = {r["task"]: r for r in merged}
+    assert by["transform given Vectors (default)"]["wall_s"] == 1.0
+    assert by["grafting fit"]["per_pass_s"] == 1.0
+    assert connect.page_targets(merged)["connect_transform_vectors"]["value"] == "3.00x"

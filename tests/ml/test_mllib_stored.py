@@ -13,10 +13,17 @@ import os
 
 import pytest
 
-from sparkmaxent.ml.mllib import NotMLlib
+from sparkmaxent.ml.mllib import NotMLlib, save_mllib
 from sparkmaxent.ml.mllib_stored import scratch_base, stored_mllib_model
 
 from .test_sql_mllib import _equal_to_arrow, _no_python, planted  # noqa: F401 (fixture)
+
+
+def _stored(model, size):
+    """The route transform takes under Connect (ml/mllib.py's mllib_model)."""
+    return stored_mllib_model(
+        model, size, lambda path: save_mllib(model, path, size, thresholds=False)
+    )
 
 
 def _listing(path) -> list[str]:
@@ -30,11 +37,11 @@ def test_written_under_checkpoint_dir_loaded_removed_and_kept(planted, tmp_path)
     work = tmp_path / "work"
     model.setCheckpointDir(str(work))
     assert scratch_base(model, model.spark_session()) == (str(work), "")
-    lr = stored_mllib_model(model, model.scorer(), size)
+    lr = _stored(model, size)
     assert _listing(work) == []  # the written model is removed once loaded
     assert (lr.numClasses, lr.numFeatures) == (3, size)
     assert not lr.isSet(lr.thresholds)
-    assert stored_mllib_model(model, model.scorer(), size) is lr  # kept: written once
+    assert _stored(model, size) is lr  # kept: written once
     present = vectors.where("features IS NOT NULL")
     lr.setFeaturesCol("features")
     got = _equal_to_arrow(model, present, lr.transform(present))
@@ -44,7 +51,7 @@ def test_written_under_checkpoint_dir_loaded_removed_and_kept(planted, tmp_path)
     lr.setThresholds([1.0, 2.0, 0.5])
     _equal_to_arrow(tilted, present, lr.transform(present))
     lr.clear(lr.thresholds)
-    assert stored_mllib_model(model, model.scorer(), size + 1) is not lr  # another size
+    assert _stored(model, size + 1) is not lr  # another size
 
 
 def test_location_order_and_the_error_without_one(planted, tmp_path):  # noqa: F811
@@ -69,7 +76,7 @@ def test_location_order_and_the_error_without_one(planted, tmp_path):  # noqa: F
     model.write().save(saved)
     assert scratch_base(model, Remote()) == ("", saved)  # beside its own storage
     assert scratch_base(model.copy({model.checkpointDir: "/c"}), Remote()) == ("/c", "")
-    lr = stored_mllib_model(model, model.scorer(), size)
+    lr = _stored(model, size)
     assert lr.numFeatures == size
     assert sorted(os.listdir(tmp_path)) == ["saved"]  # the hidden sibling is gone
     fresh = model.copy()
@@ -85,4 +92,4 @@ def test_a_location_that_cannot_be_written_is_named(planted, tmp_path):  # noqa:
     blocked.write_text("not a directory")
     model.setCheckpointDir(str(blocked))
     with pytest.raises(NotMLlib, match="checkpointDir"):
-        stored_mllib_model(model, model.scorer(), size)
+        _stored(model, size)
