@@ -11,9 +11,9 @@ a name by a perfect hash built here with Spark's own ``hash`` (Murmur3,
 -> row literal. An unknown name adds nothing, a repeated one adds
 again, as ``prepare`` sums repeats; a model trained on binary predicates
 reads an array's distinct names and a value's presence, as
-``prepare(binary=True)``. The K scores are one ``transform`` over the
-classes of an ``aggregate`` over the row's known features, bound once per
-row (:func:`_let`), all of it generated code (Spark interprets ``zip_with``).
+``prepare(binary=True)``. The K scores are one ``aggregate`` over the
+row's known features adding each one's K weights with a ``transform``,
+all of it generated code (Spark interprets ``zip_with``).
 rawPrediction (S less its row mean), probability (softmax) and prediction
 (argmax, or MLlib's p_k / t_k with thresholds) follow with higher-order
 array functions. The text is plain Spark SQL, so Scala, Java and SQL users
@@ -154,21 +154,26 @@ def _scores(known: str, flat: str, b: np.ndarray, binary: bool, kind: str) -> st
     """``array<double>`` S_k = b_k + sum_e x_e rows[e.i, k] over the entries
     ``known`` of the predicates the model uses (``array<int>`` of weight
     rows for an array of names, whose x_e are 1; else ``array<struct<i,
-    x>>``): one ``transform`` over the classes of an ``aggregate`` over the
-    entries, each weight an ``element_at`` into the flat literal ``flat``
-    (row-major), all of them generated code (``zip_with`` is not); the
-    entries are bound once (:func:`_let`), not per class. Dense rows, not
-    each feature's non-zero (class, weight) pairs only: SQL has no
-    scatter-add into an array, so pairs cost a pass per class over every
-    pair of the row with a class test each, or an array rebuilt per pair,
-    more work than K weights read per known feature even on a grafting
-    model's sparse rows (benchmarks/ml_api.py measures transform)."""
+    x>>``): one ``aggregate`` over the entries, from b, adding each entry's
+    row of K weights to the K sums with a ``transform`` over them, each
+    weight an ``element_at`` into the flat literal ``flat`` (row-major, so
+    an entry's K weights are read side by side), all of it generated code
+    (``zip_with`` is not). ``known`` is an argument of the aggregate, so
+    it is evaluated once per row. An entry's K sums in the inner loop, not
+    each class's sum over the entries (an aggregate per class): the same
+    reads, but consecutive ones, and no lambda per class over every entry
+    (benchmarks/ml_api.py measures transform). Dense rows, not each
+    feature's non-zero (class, weight) pairs only: SQL has no scatter-add
+    into an array, so pairs cost a pass per class over every pair of the
+    row with a class test each, or an array rebuilt per pair, more work
+    than K weights read per known feature even on a grafting model's
+    sparse rows."""
     K = len(b)
     value = "CAST(e.x != 0 AS DOUBLE)" if binary else "e.x"
     row, times = ("e", "") if kind == ARRAY else ("e.i", f" * {value}")
-    add = f"(s, e) -> s + element_at({flat}, {row} * {K} + k + 1){times}"
-    per_class = f"transform({_doubles(b)}, (b, k) -> aggregate(kn, b, {add}))"
-    return f"coalesce({_let(known, 'kn', per_class)}, {_doubles(b)})"
+    add = f"(a, k) -> a + element_at({flat}, {row} * {K} + k + 1){times}"
+    summed = f"aggregate({known}, {_doubles(b)}, (acc, e) -> transform(acc, {add}))"
+    return f"coalesce({summed}, {_doubles(b)})"
 
 
 def _let(value: str, name: str, body: str) -> str:
