@@ -10,7 +10,8 @@ default from ``SolverOptions.face_from`` weights); with ``--stop``
 ``newton-cg-stop``, the partitions' CG stopped at the first bound at every
 size (the default below); with ``--global-cg N`` ``newton-cg-global``, the
 late iterations by CG across passes, at most N product passes an
-iteration, ``solvers/global_cg.py``) on the same rounds,
+iteration, ``solvers/global_cg.py``; with ``--across`` ``newton-cg-across``,
+the secant pairs kept across faces, ``solvers/secant.py``) on the same rounds,
 in one run, on CoNLL-2000 chunking, in-process (LocalBackend, ``--blocks``
 blocks, one BLAS thread) and on Spark local[2] (SparkBackend, ``--blocks``
 partitions); with ``--probe N`` the product pass's CPU with and without the
@@ -61,6 +62,7 @@ import numpy as np
 
 from benchmarks.common import start, work_arguments
 from benchmarks.round_cost_page import (
+    ACROSS,
     BACKENDS,
     FACE,
     FIXED,
@@ -274,6 +276,8 @@ def solve_round(
         method.options = dataclasses.replace(options, cg_face=True)
     if solver == STOP:  # the partitions' CG stopped at the first bound, at every size
         method.options = dataclasses.replace(options, cg_face=False)
+    if solver == ACROSS:  # the secant pairs kept across faces
+        method.options = dataclasses.replace(options, secant_across=True)
     if tol_mode == "final":
         tol = method.options.tol
     elif tol_mode != "round":
@@ -405,6 +409,12 @@ def main(argv: list[str] | None = None) -> int:
         "first bound its step crosses, at every size: its default below face_from weights)",
     )
     parser.add_argument(
+        "--across",
+        action="store_true",
+        help=f"also solve each round by {ACROSS} (newton-cg whose secant pairs are kept "
+        "across faces, each over the coordinates free at both ends of its step)",
+    )
+    parser.add_argument(
         "--global-cg",
         type=int,
         default=0,
@@ -493,6 +503,8 @@ def measure(args, spark, train_dir: str) -> None:
                     if solver == THROUGH and not args.through or solver == FACE and not args.face:
                         continue
                     if solver == STOP and not args.stop:
+                        continue
+                    if solver == ACROSS and not args.across:
                         continue
                     if solver == GLOBAL and not args.global_cg or solver not in args.solvers:
                         continue

@@ -46,8 +46,10 @@ FACE = "newton-cg-face"
 #: (``SolverOptions.cg_face`` False; newton-cg's default before the automatic
 #: choice by the round's size, ``SolverOptions.face_from``)
 STOP = "newton-cg-stop"
+#: newton-cg whose secant pairs are kept across faces (``SolverOptions.secant_across``)
+ACROSS = "newton-cg-across"
 #: newton-cg with a setting of its own
-VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH, FACE, STOP)
+VARIANTS = (PLAIN, FIXED, GLOBAL, THROUGH, FACE, STOP, ACROSS)
 #: the solvers a round is solved by (``measure``)
 SOLVERS = ("newton", "newton-cg", *VARIANTS)
 

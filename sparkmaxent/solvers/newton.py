@@ -467,7 +467,8 @@ def minimize_box_newton(
     radius, ratio = options.radius, None  # trust region |d_j| <= radius; rho of a full step
     converged, message, it = False, "maximum number of iterations reached", 0
     steps = options.backtrack ** np.arange(options.max_backtracks)  # 1, b, b^2, ...
-    secant = SecantMemory(options.secant_memory) if direction and options.secant_memory else None
+    memory = options.secant_memory if direction else 0
+    secant = SecantMemory(memory, options.secant_across) if memory else None
     clock = _IterationClock(time_left)
     for it in range(1, options.max_iter + 1):
         grad = ev.grad + l1_per_weight
@@ -513,7 +514,8 @@ def minimize_box_newton(
         if curvature is None:  # d^T H d from the gradients at both ends of the step
             curvature = float(d @ (accepted[1].grad - ev.grad)) / step
         kept = radius if options.cg_face and direction is not None else None  # TRON's region
-        radius, ratio = next_radius(step, length, slope, curvature, value, accepted[2], noise, kept)
+        region = next_radius(step, length, slope, curvature, value, accepted[2], noise, kept)
+        radius, ratio = secant.region(step, region, radius) if secant is not None else region
         progress = accepted[2] < value - noise or violation < 0.99 * best_violation
         stalled = 0 if progress else stalled + 1
         best_violation = min(best_violation, violation)

@@ -77,6 +77,14 @@ class SolverOptions:
     secant_memory : the Hessian-free step is corrected by the L-BFGS
         two-loop over this many pairs of its last steps on an unchanged face
         (``secant.py``); 0: the direction pass's step as it is.
+    secant_across : the pairs are kept when the face changes, each over the
+        coordinates free at both ends of its step, the two-loop over the pairs
+        restricted to the current face (OWL-QN's and L-BFGS-B's memory;
+        ``secant.py``); off: a changed face starts the memory over, which in
+        an l1 round, where weights reach 0 one after another, leaves it empty.
+        A corrected step's length is the pairs', not the model's: it neither
+        shrinks the trust region when taken whole, nor is the region cut to
+        it when the line search cuts it (the pairs are dropped instead).
     global_cg : the Hessian-free step's late iterations (the free set the
         same as at the last iteration) solve the model by CG on the whole
         data's Hessian-vector products, one pass each, at most this many
@@ -109,6 +117,7 @@ class SolverOptions:
     face_from: int = 2000
     trial_points: int = 3
     secant_memory: int = 5
+    secant_across: bool = False
     global_cg: int = 0
     full_gradient: bool = True
 

@@ -156,10 +156,13 @@ def test_the_slope_is_over_rows_solved_to_one_tolerance(tmp_path):
     assert "local 1.0 over 1000 to 16000" in entry["value"]  # the 1e-8 rows' slope beside it
 
 
-@pytest.mark.parametrize("variant", ["newton-cg-plain", "newton-cg-fixed", "newton-cg-through"])
+@pytest.mark.parametrize(
+    "variant", ["newton-cg-plain", "newton-cg-fixed", "newton-cg-through", "newton-cg-across"]
+)
 def test_the_variants_solve_by_newton_cg_to_the_same_optimum(backend, variant):
     # plain: without its secant pairs; fixed: the fixed forcing term of before;
-    # through: the partitions' CG run through the box before projecting
+    # through: the partitions' CG run through the box before projecting; across:
+    # the secant pairs kept across faces
     recorded = first_round(backend, 1e-4, 12)
     method = recorded[0]
     options = method.options
@@ -169,6 +172,7 @@ def test_the_variants_solve_by_newton_cg_to_the_same_optimum(backend, variant):
     assert plain["objective"] == pytest.approx(cg["objective"], rel=1e-9)
     assert method.options is options and options.secant_memory > 0  # the method's own again
     assert options.forcing_max > options.inner_ratio and not options.cg_through
+    assert not options.secant_across
 
 
 def test_the_product_probe_times_both_kinds_of_pass_and_finds_the_same_bits(backend, tmp_path):
