@@ -136,22 +136,12 @@ def test_a_path_choice_reports_each_mixs_paired_accuracy_gain_from_its_held_out_
     under one of two labels): each mix's reported accuracy gain is its
     held-out accuracy minus that of the log-likelihood's choice, computed
     from the per-event hits the held-out pass kept."""
-    import scipy.sparse as sp
-
     from sparkmaxent.backends import LocalBackend
-    from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space
-    from sparkmaxent.kernels.blocks import take_events
     from sparkmaxent.train import train
 
-    rng = np.random.default_rng(0)
-    n, words = 240, 150
-    favour = rng.integers(0, 2, size=words)
-    y = rng.integers(0, 2, size=n)
-    rate = np.where(favour[None, :] == y[:, None], 0.25, 0.15)
-    X = sp.csr_matrix((rng.random((n, words)) < rate).astype(float))
-    block = MulticlassBlock(X=X, y=y, c=np.ones(n), n_labels=2)
-    space = Space(MULTICLASS, words, 2, bias=True)
-    tr, he = take_events(block, np.arange(120)), take_events(block, np.arange(120, n))
+    from .helpers import planted_documents
+
+    tr, he, space = planted_documents()
     keys = dict(method="grafting", path=True, points=4, refit=False, folds=1, mix_max=0.9)
     config = train_config(l2_mixes=[0.0, 0.5, 0.9], **keys)
     rows = train(LocalBackend([tr], space), config, LocalBackend([he], space)).report.path.elastic

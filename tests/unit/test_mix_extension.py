@@ -8,35 +8,20 @@ import dataclasses
 import logging
 import math
 
-import numpy as np
 import pytest
-import scipy.sparse as sp
 
 from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.sections import PathVariant
 from sparkmaxent.config import ConfigError, train_config
-from sparkmaxent.kernels import MULTICLASS, MulticlassBlock, Space
-from sparkmaxent.kernels.blocks import take_events
 from sparkmaxent.train import train
 
-from .helpers import PassClock
+from .helpers import PassClock, planted_documents
 
 
 @pytest.fixture(scope="module")
 def documents():
-    """Planted 'documents' where l2 wins: 150 words, each a little more
-    frequent under one of two labels (0.25 against 0.15), so the evidence
-    is spread over every word and no few of them carry it (as a genre over
-    its rare words); 120 training and 120 held-out documents."""
-    rng = np.random.default_rng(0)
-    n, words = 240, 150
-    favour = rng.integers(0, 2, size=words)
-    y = rng.integers(0, 2, size=n)
-    rate = np.where(favour[None, :] == y[:, None], 0.25, 0.15)
-    X = sp.csr_matrix((rng.random((n, words)) < rate).astype(float))
-    block = MulticlassBlock(X=X, y=y, c=np.ones(n), n_labels=2)
-    space = Space(MULTICLASS, words, 2, bias=True)
-    return take_events(block, np.arange(120)), take_events(block, np.arange(120, n)), space
+    """Planted documents where l2 wins, 120 training and 120 held-out."""
+    return planted_documents()
 
 
 def mixes(documents, **keys) -> list[PathVariant]:
