@@ -45,6 +45,15 @@ def free_face(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.nda
     return (theta > lower) & (theta < upper)
 
 
+def _inverse_curvature(s: np.ndarray, y: np.ndarray) -> float | None:
+    """1 / s.y of a pair, None without positive curvature (s.y <= 0 up to
+    rounding near the optimum), which the two-loop must leave out."""
+    sy = float(s @ y)
+    if not sy > 1e-12 * float(np.linalg.norm(s) * np.linalg.norm(y)):
+        return None
+    return 1.0 / sy
+
+
 class SecantMemory:
     """The last ``memory`` pairs (s, y) over the free coordinates of one
     face: s an accepted step, y the gradient's change along it."""
@@ -65,9 +74,9 @@ class SecantMemory:
         out = []
         for s, y, _ in self.pairs:
             sf, yf = s[self.free], y[self.free]
-            sy = float(sf @ yf)
-            if sy > 1e-12 * float(np.linalg.norm(sf) * np.linalg.norm(yf)):
-                out.append((sf, yf, 1.0 / sy))
+            rho = _inverse_curvature(sf, yf)
+            if rho is not None:
+                out.append((sf, yf, rho))
         return out
 
     def first_loop(self, grad: np.ndarray) -> tuple[np.ndarray, list[float]] | None:
@@ -129,10 +138,10 @@ class SecantMemory:
 
     def _keep(self, s: np.ndarray, y: np.ndarray) -> None:
         """Keep the pair (s, y) unless its curvature is not positive."""
-        sy = float(s @ y)
-        if not sy > 1e-12 * float(np.linalg.norm(s) * np.linalg.norm(y)):
+        rho = _inverse_curvature(s, y)
+        if rho is None:
             return
-        self.pairs.append((s, y, 1.0 / sy))
+        self.pairs.append((s, y, rho))
         del self.pairs[: -self.memory]
 
     def region(
