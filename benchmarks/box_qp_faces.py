@@ -1,5 +1,6 @@
 """The Newton round's model solve on captured CoNLL-2000 rounds: the current
-``box_qp_cd`` against a baseline copy of ``solvers/newton.py`` (e.g. the
+``box_qp_cd`` (``solvers/box_cd.py``) against a baseline copy of the module
+that held it (``solvers/newton.py`` before the split; e.g. the
 Cholesky face step of an earlier commit), on the same models.
 
 Two steps:
@@ -34,7 +35,8 @@ from benchmarks.common import RESULTS, print_table, write_result
 def capture(work: str, min_n: int, argv: list[str]) -> int:
     """Run benchmarks.grafting_vs_mllib with ``box_qp_cd`` wrapped to save
     each model of at least ``min_n`` weights (H is n x n doubles: 330 MB at
-    6,400 weights)."""
+    6,400 weights). The wrapper replaces the name the Newton loop calls
+    (``newton.box_qp_cd``, imported from ``box_cd.py``)."""
     import sparkmaxent.solvers.newton as newton
     from benchmarks import grafting_vs_mllib
 
@@ -63,10 +65,10 @@ def baseline_module(path: str):
 
 def compare(baseline: str, models: list[str]) -> list[dict]:
     """Both solvers on each model in turn (baseline first), one BLAS thread."""
-    import sparkmaxent.solvers.newton as newton
     from sparkmaxent.blas import blas_threads
+    from sparkmaxent.solvers import box_cd
 
-    solvers = {"baseline": baseline_module(baseline).box_qp_cd, "current": newton.box_qp_cd}
+    solvers = {"baseline": baseline_module(baseline).box_qp_cd, "current": box_cd.box_qp_cd}
     rows = []
     for path in models:
         z = np.load(path)
@@ -77,7 +79,7 @@ def compare(baseline: str, models: list[str]) -> list[dict]:
                 t0 = time.perf_counter()
                 d, sweeps = solve(H, g, lo, hi, tol, max_sweeps)
                 seconds = time.perf_counter() - t0
-            pg = newton.projected_gradient(g + H @ d, d, lo, hi)
+            pg = box_cd.projected_gradient(g + H @ d, d, lo, hi)
             rows.append(
                 {
                     "model": os.path.basename(path),

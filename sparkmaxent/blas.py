@@ -2,7 +2,7 @@
 
 A Newton round multiplies by a dense Hessian block of up to
 ``train.selection.newton_max_active`` rows on the driver
-(``solvers/newton.py``: coordinate-descent sweeps and the face steps'
+(``solvers/box_cd.py``: coordinate-descent sweeps and the face steps'
 conjugate gradients). A multithreaded OpenBLAS on a machine whose cores
 are busy with other work (executors on the driver's machine, other jobs)
 spins waiting for its threads, and these calls then take many times longer

@@ -170,7 +170,7 @@ def box_qp_pcg(
     ``max_products``; run through, an outer step is a CG solve of the face
     (the projected search of More & Toraldo 1991 and of TRON, Lin & More
     1999). Coordinates without curvature go to the bound -g points to, as in
-    ``solvers.newton.box_qp_cd``. Stops at a projected gradient of ``tol``
+    ``solvers.box_cd.box_qp_cd``. Stops at a projected gradient of ``tol``
     or after ``max_products`` products.
 
     Returns (d, products, d^T H d)."""

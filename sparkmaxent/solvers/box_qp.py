@@ -5,7 +5,7 @@
 with C the objective (``problem.objective``) and the box the one the
 penalty implies for the round's orthants (Riezler & Vasserman 2004,
 section 5). Registry ``SOLVERS``: ``newton`` (exact Hessian block per pass
-and coordinate descent on the quadratic model, ``newton.py``),
+and coordinate descent on the quadratic model, ``newton.py``, ``box_cd.py``),
 ``newton-cg`` (the same iterations, each step from the partitions'
 Hessian-vector products, ``kernels/direction.py``) and
 ``lbfgs-b`` (scipy's L-BFGS-B on the same box problem: one loss+gradient

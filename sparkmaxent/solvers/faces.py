@@ -1,4 +1,4 @@
-"""The face step of the Newton round's model solve (``newton.box_qp_cd``).
+"""The face step of the Newton round's model solve (``box_cd.box_qp_cd``).
 
 Coordinate descent on the quadratic model q(d) = g.d + d^T H d / 2 over a
 box finds which bounds are active in a few sweeps but converges only
@@ -45,7 +45,7 @@ def face_step(
 ) -> tuple[np.ndarray, np.ndarray]:
     """One projected Newton step on q(d) = g.d + d^T H d / 2 over the box
     (Bertsekas 1982); returns the new d and H d (the old ones when q does
-    not decrease). ``H`` dense or CSR (``newton.model_matrix``).
+    not decrease). ``H`` dense or CSR (``box_cd.model_matrix``).
 
     1. The epsilon-active set: a coordinate within one diagonal Newton step
        (eps) of a bound that its gradient pushes it towards is held at that

@@ -18,7 +18,7 @@ from sparkmaxent.kernels.direction import (
     hessian_operator,
 )
 from sparkmaxent.kernels.loss import PointsTask
-from sparkmaxent.solvers.newton import box_qp_cd, projected_gradient
+from sparkmaxent.solvers.box_cd import box_qp_cd, projected_gradient
 from sparkmaxent.train import train
 
 from .helpers import orthant_box_qp, random_block, random_multiclass

@@ -9,9 +9,10 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from sparkmaxent.problem.objective import Evaluation
-from sparkmaxent.solvers import faces, newton
+from sparkmaxent.solvers import box_cd, faces
+from sparkmaxent.solvers.box_cd import box_qp_cd, projected_gradient
 from sparkmaxent.solvers.faces import face_cg
-from sparkmaxent.solvers.newton import box_qp_cd, minimize_box_newton, projected_gradient
+from sparkmaxent.solvers.newton import minimize_box_newton
 from sparkmaxent.solvers.options import SolverOptions
 
 
@@ -315,24 +316,24 @@ def test_a_sparse_model_is_solved_as_csr_to_the_minimum_of_an_independent_solver
     solve reaches tol and the minimum of scipy's L-BFGS-B, as the dense
     solve of the same model does."""
     H, g, lo, hi = grouped_box_qp(seed)
-    assert sp.issparse(newton.model_matrix(H))
+    assert sp.issparse(box_cd.model_matrix(H))
     tol = 1e-10
     reference = box_qp_reference(H, g, lo, hi)
     solutions = {}
-    for density in (newton.SPARSE_MAX_DENSITY, -1.0):  # CSR, then dense
+    for density in (box_cd.SPARSE_MAX_DENSITY, -1.0):  # CSR, then dense
         d, _ = box_qp_cd(H, g, lo, hi, tol, max_sweeps=20000, sparse_max_density=density)
         q = g @ d + d @ H @ d / 2
         assert np.all(d >= lo) and np.all(d <= hi)
         assert np.abs(projected_gradient(g + H @ d, d, lo, hi)).max() <= tol
         assert abs(q - reference) <= 1e-9 * abs(reference)
         solutions[density] = q
-    assert not sp.issparse(newton.model_matrix(H, -1.0))  # density -1: dense
+    assert not sp.issparse(box_cd.model_matrix(H, -1.0))  # density -1: dense
     assert len(solutions) == 2
 
 
 def test_model_matrix_keeps_a_dense_hessian_dense():
     H, *_ = correlated_box_qp(0)
-    assert newton.model_matrix(H) is H
+    assert box_cd.model_matrix(H) is H
 
 
 class SparseLogisticBox(LogisticBox):
@@ -363,7 +364,7 @@ def test_newton_on_a_sparse_hessian_reaches_the_minimum_of_lbfgsb():
     box = SparseLogisticBox()
     theta0 = np.zeros(box.X.shape[1])
     hess = box.fun(theta0, False, True).hess
-    assert sp.issparse(newton.model_matrix(hess))
+    assert sp.issparse(box_cd.model_matrix(hess))
     res = box.solve(theta0, ray=True)
     assert res.converged and res.violation <= 1e-10
     ref = minimize(
@@ -389,7 +390,7 @@ def test_a_class_sweep_is_the_coordinate_sweep_in_class_order():
     H[5, 17] = H[17, 5] = 0.001  # and a coupling across two groups
     S = sp.csr_matrix(H)
     movable = np.arange(len(g))
-    classes = newton.color_classes(S, movable)
+    classes = box_cd.color_classes(S, movable)
     assert np.array_equal(np.sort(np.concatenate(classes)), movable)
     for c in classes:
         assert not np.any(H[np.ix_(c, c)] - np.diag(np.diag(H)[c]))
@@ -400,10 +401,10 @@ def test_a_class_sweep_is_the_coordinate_sweep_in_class_order():
     d_cls, Hd_cls = np.zeros(len(g)), np.zeros(len(g))
     columns = S.tocsc()
     for _ in range(3):
-        newton._sweep_rows(
+        box_cd._sweep_rows(
             H, g.tolist(), d_rows, Hd_rows, lo.tolist(), hi.tolist(), inv.tolist(), order
         )
-        newton._sweep_classes([(c, columns[:, c]) for c in classes], g, d_cls, Hd_cls, lo, hi, inv)
+        box_cd._sweep_classes([(c, columns[:, c]) for c in classes], g, d_cls, Hd_cls, lo, hi, inv)
         np.testing.assert_allclose(d_cls, d_rows, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(Hd_cls, H @ d_cls, rtol=1e-10, atol=1e-14)
 

@@ -10,7 +10,7 @@ import pytest
 
 from sparkmaxent.problem.objective import Evaluation
 from sparkmaxent.solvers import ConvergenceWarning, SolverOptions, minimize_box_newton
-from sparkmaxent.solvers.newton import box_qp_cd
+from sparkmaxent.solvers.box_cd import box_qp_cd
 from sparkmaxent.solvers.secant import SecantMemory
 
 
