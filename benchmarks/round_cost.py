@@ -120,6 +120,7 @@ class Meter:
         self.passes: list[dict] = []
         self.products = 0
         self.worker_cpu = self.pickle_wall = self.pickle_cpu = 0.0
+        self.operator_hits = self.operator_misses = 0  # operator-cache lookups (product passes)
 
     def record(self, task, shipped: list[int], sent: int, merged) -> None:
         self.passes.append({"kind": pass_kind(task), "to_driver": sum(shipped), "task": sent})
@@ -159,13 +160,17 @@ def metered_local(blocks, space):
 
     from sparkmaxent.backends import LocalBackend
     from sparkmaxent.backends.base import merge_all
+    from sparkmaxent.kernels.pointcache import OPERATORS
 
     class MeteredLocal(LocalBackend):
         meter = Meter()
 
         def run(self, task):
             self.passes += 1
+            hits, misses = OPERATORS.hits, OPERATORS.misses
             results = [task(b) for b in self.blocks]
+            self.meter.operator_hits += OPERATORS.hits - hits
+            self.meter.operator_misses += OPERATORS.misses - misses
             t0, c0 = time.perf_counter(), time.process_time()
             shipped = [len(pickle.dumps(r, protocol=5)) for r in results]
             sent = len(cloudpickle.dumps(task, protocol=5))
@@ -178,12 +183,19 @@ def metered_local(blocks, space):
     return MeteredLocal(blocks, space)
 
 
-def _shipped(task, block) -> tuple[bytes, float]:
+def _shipped(task, block) -> tuple[bytes, float, int, int]:
     """On an executor: the block's result pickled (what its partition ships
-    to the driver) and the CPU seconds the task and the pickling took."""
+    to the driver), the CPU seconds the task and the pickling took, and the
+    lookups of the Python worker's operator cache the task made that it
+    served and that it built afresh (a block's task may run on another
+    worker than the one that built its operator at this point)."""
+    from sparkmaxent.kernels.pointcache import OPERATORS
+
+    hits, misses = OPERATORS.hits, OPERATORS.misses
     c0 = time.process_time()
     data = pickle.dumps(task(block), protocol=5)
-    return data, time.process_time() - c0
+    cpu = time.process_time() - c0
+    return data, cpu, OPERATORS.hits - hits, OPERATORS.misses - misses
 
 
 def _clear_columns(_block) -> None:
@@ -208,9 +220,11 @@ def metered_spark(spark, train_dir: str, partitions: int):
             with self._pass(task) as bc:
                 sent = os.path.getsize(bc._path)  # the pickled task the executors fetch
                 out = self.rdd.map(lambda block: _shipped(bc.value, block)).collect()
-            merged = merge_all([pickle.loads(data) for data, _ in out])
-            self.meter.worker_cpu += sum(cpu for _, cpu in out)
-            self.meter.record(task, [len(data) for data, _ in out], sent, merged)
+            merged = merge_all([pickle.loads(data) for data, *_ in out])
+            self.meter.worker_cpu += sum(cpu for _, cpu, _, _ in out)
+            self.meter.operator_hits += sum(hits for *_, hits, _ in out)
+            self.meter.operator_misses += sum(misses for *_, misses in out)
+            self.meter.record(task, [len(data) for data, *_ in out], sent, merged)
             return merged
 
     return MeteredSpark(spark, train_dir, bias=True, partitions=partitions, name="round-cost")
@@ -332,9 +346,16 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     """CPU seconds of a product pass (``Objective.hessian_product``) at the
     round's start, in one run: ``passes`` times, the operator cache emptied,
     then one pass (as before the cache: probabilities and diagonal afresh)
-    and ``follow`` more at the same point, as CG across passes runs them
-    (served from the cache where the worker that runs a block's task built
-    its operator); and whether all give the same bits."""
+    and ``follow`` more at the same point, as CG across passes runs them;
+    and whether all give the same bits.
+
+    A following pass is *served* when every block's operator came from the
+    cache of the Python worker that ran its task (``Meter``'s operator
+    lookups). On Spark a block's task may run on another worker than the one
+    that built its operator there (Spark hands a task whichever idle worker
+    comes first), which builds it afresh: such passes are counted apart
+    (``probe_follow_rebuilt``), the cached figure is the served passes' mean
+    and ``cpu_per_pass_follow_s`` the mean over all following passes."""
     from sparkmaxent.kernels.pointcache import OPERATORS
     from sparkmaxent.problem.objective import Objective
 
@@ -342,7 +363,7 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     ids = np.union1d(weights.active_ids(), test.new)
     theta = Objective(backend, ids).theta(weights)  # the round's start: new weights at 0
     obj, v = method.round_objective(ids), np.random.default_rng(0).normal(size=len(theta))
-    cpu, same = np.zeros(1 + follow), True
+    afresh, served, rebuilt, afresh_hits, same = [], [], [], 0, True
     for _ in range(passes):
         if hasattr(backend, "rdd"):  # the executors' caches
             backend.rdd.foreach(_clear_operators)
@@ -352,17 +373,27 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
             backend.meter.reset()
             c0 = time.process_time()
             out.append(obj.hessian_product(theta, v))
-            cpu[k] += time.process_time() - c0 - backend.meter.pickle_cpu + backend.meter.worker_cpu
+            meter = backend.meter
+            cpu = time.process_time() - c0 - meter.pickle_cpu + meter.worker_cpu
+            if k == 0:
+                afresh.append(cpu)
+                afresh_hits += meter.operator_hits
+            else:
+                (rebuilt if meter.operator_misses else served).append(cpu)
         same &= all(np.array_equal(a, b) for o in out for a, b in zip(out[0], o))
-    afresh, cached = cpu[0] / passes, cpu[1:].mean() / passes
+    fresh = float(np.mean(afresh))
+    cached = float(np.mean(served)) if served else None
     return {
         "solver": PROBE,
         "active": n,
         "probe_passes": passes,
         "probe_follow": follow,
-        "cpu_per_pass_afresh_s": round(afresh, 4),
-        "cpu_per_pass_cached_s": round(cached, 4),
-        "cached_share": round(cached / afresh, 3),
+        "cpu_per_pass_afresh_s": round(fresh, 4),
+        "cpu_per_pass_cached_s": None if cached is None else round(cached, 4),
+        "cached_share": None if cached is None else round(cached / fresh, 3),
+        "cpu_per_pass_follow_s": round(float(np.mean(served + rebuilt)), 4),
+        "probe_follow_rebuilt": len(rebuilt),
+        "probe_afresh_hits": afresh_hits,
         "same_bits": bool(same),
     }
 

@@ -194,17 +194,14 @@ def _of(row: dict, backend: str) -> bool:
 
 def _probe_target(rows: list[dict]) -> dict:
     """The product-pass probe's target, when the page has its rows: the
-    cached pass's CPU as a share of the afresh one's, each backend and size."""
+    served pass's CPU (every block's operator from the cache) as a share of
+    the afresh one's, each backend and size; how many following passes had
+    a block's operator rebuilt on another Python worker is said beside it
+    (rows of before that count: every following pass, served or not)."""
     probes = [r for r in rows if r["solver"] == PROBE]
     if not probes:
         return {}
-    value = "; ".join(
-        f"{r['backend']} at {r['active']}: {r['cpu_per_pass_cached_s']} s cached against "
-        f"{r['cpu_per_pass_afresh_s']} s afresh, share {r['cached_share']} over "
-        f"{r['probe_passes']} points ({r.get('probe_follow', 1)} cached passes each), same bits "
-        f"{r['same_bits']}"
-        for r in probes
-    )
+    value = "; ".join(_probe_value(r) for r in probes)
     return {
         "product_pass_cpu": target(
             f"CPU of a Hessian-vector product pass (CG across passes) at a point after the first "
@@ -212,6 +209,26 @@ def _probe_target(rows: list[dict]) -> dict:
             f"backend: share <= {PROBE_GOAL}, the same bits",
             value,
             {r["backend"] for r in probes} == set(BACKENDS)
-            and all(r["cached_share"] <= PROBE_GOAL and r["same_bits"] for r in probes),
+            and all(
+                r["cached_share"] is not None and r["cached_share"] <= PROBE_GOAL and r["same_bits"]
+                for r in probes
+            ),
         )
     }
+
+
+def _probe_value(r: dict) -> str:
+    """One probe row in the target's value."""
+    follow = r.get("probe_follow", 1)
+    text = (
+        f"{r['backend']} at {r['active']}: {r['cpu_per_pass_cached_s']} s cached against "
+        f"{r['cpu_per_pass_afresh_s']} s afresh, share {r['cached_share']} over "
+        f"{r['probe_passes']} points ({follow} cached passes each), same bits {r['same_bits']}"
+    )
+    if "probe_follow_rebuilt" not in r:
+        return text + " (every following pass counted)"
+    return text + (
+        f"; {r['probe_follow_rebuilt']} of {r['probe_passes'] * follow} following passes had a "
+        f"block's operator rebuilt on another worker (mean over all {r['cpu_per_pass_follow_s']}"
+        " s)"
+    )

@@ -180,6 +180,9 @@ def test_the_product_probe_times_both_kinds_of_pass_and_finds_the_same_bits(back
     assert row["solver"] == "product-pass" and row["probe_passes"] == 2 and row["same_bits"]
     assert row["probe_follow"] == 3
     assert row["cpu_per_pass_afresh_s"] > 0 and row["cpu_per_pass_cached_s"] > 0
+    # in one process every following pass is served from the cache, none the afresh one
+    assert row["probe_follow_rebuilt"] == 0 and row["probe_afresh_hits"] == 0
+    assert row["cpu_per_pass_follow_s"] == pytest.approx(row["cpu_per_pass_cached_s"], abs=1e-4)
     out = tmp_path / "round_cost.json"
     rows = [{**row, "backend": b, "cached_share": share} for b, share in (("local", 0.4),)]
     report(str(out), rows)
@@ -190,6 +193,54 @@ def test_the_product_probe_times_both_kinds_of_pass_and_finds_the_same_bits(back
     assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is True
     report(str(out), [{**r, "cached_share": 0.7} for r in rows])
     assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is False
+
+
+def test_the_shipped_result_counts_the_operator_lookups_it_served_and_built(backend):
+    """On an executor, a product task's lookups of its worker's operator
+    cache: built at a new point, served at the same point again."""
+    from benchmarks.round_cost import _shipped
+    from sparkmaxent.kernels.direction import HessianProductTask
+    from sparkmaxent.kernels.pointcache import OPERATORS
+
+    method, weights, test, _, _ = first_round(backend, 1e-4, 12)
+    ids = np.union1d(weights.active_ids(), test.new)
+    obj = method.round_objective(ids)
+    theta = obj.theta(weights)
+    v = np.random.default_rng(1).normal(size=len(theta))
+    task = HessianProductTask(obj.space, obj.weights(theta), ids, v, obj.scaling)
+    OPERATORS.clear()
+    first, second = (_shipped(task, backend.blocks[0]) for _ in range(2))
+    assert first[2:] == (0, 1) and second[2:] == (1, 0)
+    assert first[0] == second[0] and first[1] >= 0  # the same pickled result, bit for bit
+
+
+def test_the_probe_target_counts_served_passes_and_says_how_many_were_rebuilt(tmp_path):
+    """A probe row with no following pass served from the cache has no
+    share and misses the target; one of before the count (every following
+    pass) is said to be so."""
+    base = {"solver": "product-pass", "active": 1000, "probe_passes": 3, "probe_follow": 3}
+    served = {**base, "cpu_per_pass_afresh_s": 0.3, "cpu_per_pass_cached_s": 0.08,
+              "cached_share": 0.267, "cpu_per_pass_follow_s": 0.12, "probe_follow_rebuilt": 2,
+              "probe_afresh_hits": 0, "same_bits": True}  # fmt: skip
+    out = tmp_path / "round_cost.json"
+    report(str(out), [{**served, "backend": "local"}, {**served, "backend": "spark"}])
+    entry = json.loads(out.read_text())["targets"]["product_pass_cpu"]
+    assert entry["met"] is True and "2 of 9 following passes" in entry["value"]
+    none = {
+        **served,
+        "cpu_per_pass_cached_s": None,
+        "cached_share": None,
+        "probe_follow_rebuilt": 9,
+    }
+    report(str(out), [{**served, "backend": "local"}, {**none, "backend": "spark"}])
+    assert json.loads(out.read_text())["targets"]["product_pass_cpu"]["met"] is False
+    before = {k: v for k, v in served.items() if k not in ("cpu_per_pass_follow_s",
+              "probe_follow_rebuilt", "probe_afresh_hits")}  # fmt: skip
+    report(str(out), [{**before, "backend": "spark"}])
+    assert (
+        "every following pass counted"
+        in json.loads(out.read_text())["targets"]["product_pass_cpu"]["value"]
+    )
 
 
 def test_rows_are_listed_by_size_whatever_order_they_were_merged_in(tmp_path):
