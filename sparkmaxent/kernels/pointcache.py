@@ -8,7 +8,12 @@ scores, softmax) and the Hessian's diagonal, about as much work as the
 product itself. Spark reuses its Python workers between tasks
 (``spark.python.worker.reuse``), so a module-level cache lets every product
 pass at a point after the first start from the operator the first built,
-on the executors as in-process.
+on the executors as in-process, wherever a block's task runs on the worker
+that built its operator there. Spark hands a task whichever of the
+executor's idle workers comes first, not the one that ran the block's last
+task, so with several workers an executor builds a block's operator at a
+point up to once per worker its tasks land on (each builds it once, then
+holds it as well).
 
 The cache is exact, like ``colcache.ColumnCache``: an entry serves a lookup
 only when the block's arrays equal the entry's (the same objects, or equal
