@@ -6,7 +6,8 @@ held-out part.
 For each corpus the training data is split at prepare time
 (``data.heldout_fraction`` 0.2, seed 0, label-stratified; the held-out
 part prepared with the sub-train dictionary), the test data is prepared
-with the same dictionary, and then, in-process (``train.backend`` local):
+with the same dictionary, and then, in-process (``train.backend`` local;
+``--backend`` below):
 
 - ``grafting``: the gamma1 path (``train.choice.path``), its row written
   as soon as the choice is scored; then one cold fit at the chosen gamma1
@@ -35,6 +36,20 @@ scores the refitted model), and scikit-learn's rows use the same folds
 (``kernels/infold.py``'s assignment as a PredefinedSplit, refit on the
 whole sub-train part at the chosen C); the rows' methods end in
 ``folds=k``.
+
+With ``--backend spark`` (or ``spark-rdd``, ``spark-frame``) our methods'
+training and held-out events are cached on Spark local[2] in two
+partitions and every pass is a Spark job, whatever the data's size (as
+``data.in_process_max_events = 0``); the rows say ``backend`` and their
+method ends in ``backend=KIND``; the test set is scored in-process either
+way. Target ``path_vs_l2`` (issue 37): on each many-label corpus, the
+grafting path's wall seconds over the l2 path's, on the same data, split,
+backend and choice mode. l2 chooses by 5 folds on small data
+(``train.choice.kfold_max_events``: Brown's 400 training documents) while
+grafting stays on the held-out part (``kfold_max_events_grafting`` 0), so
+on Brown the defaults' rows are not a pair: ``--set folds=1`` (the
+held-out part, explicitly) makes one (``--corpora brown --methods l2
+grafting --set folds=1 --backend spark``).
 
 Choices use held-out log-likelihood (the default criterion); test scores
 are accuracy, or CoNLL chunk F1 (conlleval rules) for CoNLL-2000 and
@@ -223,8 +238,22 @@ def prepared(session, name: str, work: str, args) -> dict[str, str]:
 # ---- sparkmaxent ------------------------------------------------------------------
 
 
-def backend(directory: str):
-    return make_backend("local", directory, bias=True, partitions=1)
+def backend(directory: str, kind: str = "local", spark=None):
+    """The events of a prepared dataset: in-process in one block (``local``),
+    or cached on the executors of ``spark`` in ``SPARK_PARTITIONS`` partitions
+    (``spark``, ``spark-rdd``, ``spark-frame``: ``--backend``; every pass a
+    Spark job whatever the size, as ``data.in_process_max_events = 0``)."""
+    if kind == "local":
+        return make_backend("local", directory, bias=True, partitions=1)
+    return make_backend(kind, directory, spark=spark, bias=True, partitions=SPARK_PARTITIONS)
+
+
+#: the local[2] session's settings (preparing the data; --backend spark)
+SPARK_CONF = {"spark.sql.shuffle.partitions": "4"}
+#: partitions of the Spark backends (local[2]: one per core)
+SPARK_PARTITIONS = 2
+#: the backends ``--backend`` takes (train.backend's choices)
+BACKEND_KINDS = ("local", "spark", "spark-rdd", "spark-frame")
 
 
 class PathCapped(BaseException):
@@ -267,10 +296,12 @@ class PointCosts(logging.Handler):
             self.mix += 1
 
 
-def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
+def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=None):
     """train() on the corpus with held-out choice, stopped by PathCapped
     after ``cap_s`` seconds (0: no cap); the path's points logged into
-    ``costs``."""
+    ``costs``. With ``spark`` the training and held-out events are cached
+    on its executors (the backend ``keys["backend"]``; caching is part of
+    the run's time, as for a user's) and released afterwards."""
     import signal
 
     def stop(*_):
@@ -281,11 +312,16 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts):
     if cap_s:
         signal.signal(signal.SIGALRM, stop)
         signal.setitimer(signal.ITIMER_REAL, cap_s)
+    kind = keys.get("backend", "local") if spark is not None else "local"
+    events: list = []
     try:
-        return train(backend(dirs["train"]), train_config(**keys), backend(dirs["heldout"]))
+        events = [backend(dirs[s], kind, spark) for s in ("train", "heldout")]
+        return train(events[0], train_config(**keys), events[1])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         path_log.removeHandler(costs)
+        for part in events if kind != "local" else []:
+            part.close()
 
 
 def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> dict:
@@ -301,15 +337,18 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> 
         config["path"] = True
     else:
         config["max_seconds"] = float(args.stage_seconds)
+    kind = getattr(args, "backend", "local")  # stage_methods' arguments have none
+    spark = getattr(args, "spark", None) if kind != "local" else None
     t0, cpu0 = time.perf_counter(), time.process_time()
     costs = PointCosts()
     try:
-        res = capped_train(config, dirs, args.path_seconds if config.get("path") else 0.0, costs)
+        cap = args.path_seconds if config.get("path") else 0.0
+        res = capped_train(config, dirs, cap, costs, spark)
     except PathCapped:
         label = method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args)
         return {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
                 "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
-                "passes": sum(p["passes"] for p in costs.points)}  # fmt: skip
+                "passes": sum(p["passes"] for p in costs.points), "backend": kind}  # fmt: skip
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     rep = res.report
     test_events = backend(dirs["test"])
@@ -327,6 +366,7 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> 
         "wall_s": round(wall, 2),
         "cpu_s": round(cpu, 1),  # this process's CPU seconds: the machine may be shared
         "passes": rep["passes"],
+        "backend": kind,  # where the passes ran (the test set is scored in-process)
     }
     if costs.points:
         row["point_costs"] = costs.points
@@ -521,16 +561,23 @@ def stage_costs(rounds: list[dict]) -> dict:
     }
 
 
-def single_fit(row: dict, method: str, dirs: dict, cap_s: float) -> None:
+def single_fit(row: dict, method: str, dirs: dict, cap_s: float, spark=None) -> None:
     """One cold fit at a path row's chosen setting (``wall_s_single_fit``;
-    the path's cost target is <= 3x it). Grafting stops after the round
+    the path's cost target is <= 3x it), on the path's backend (``spark``:
+    the row's ``backend``). Grafting stops after the round
     that ends past ``cap_s`` seconds (``max_seconds``; 0: no cap) and the
     row says ``single_fit: unfinished`` with the seconds it ran."""
     keys: dict = {**ATOM_PATHS.get(method, {"method": method}), **row["single_fit_keys"]}
     if keys["method"] == "grafting" and cap_s:
         keys["max_seconds"] = cap_s
+    kind = row.get("backend", "local") if spark is not None else "local"
     t0 = time.perf_counter()
-    single = train(backend(dirs["train"]), train_config(**keys))
+    events = backend(dirs["train"], kind, spark)
+    try:
+        single = train(events, train_config(**keys))
+    finally:
+        if kind != "local":
+            events.close()
     row["wall_s_single_fit"] = round(time.perf_counter() - t0, 2)
     row["passes_single_fit"] = single.report.passes
     unfinished = (
@@ -784,7 +831,103 @@ def targets(rows: list[dict]) -> dict:
             "certified: test score at least l1-Orig's on the same atoms (l2 path beside)"
         )
         out["combination_vs_atoms"] = entry(goal, atoms)
+    versus = path_vs_l2(rows)
+    if versus:
+        goal = (
+            "a grafting path no slower than the l2 path on a many-label corpus (wall seconds, "
+            "same data, split, backend and choice mode; in-process and on Spark local[2])"
+        )
+        out["path_vs_l2"] = entry(goal, versus)
     return out
+
+
+#: corpora of many labels (Brown's 15 genres, CoNLL-2000's 22 chunk tags) and the
+#: sentence count on which path_vs_l2 asks for a held-out pair on each backend
+MANY_LABELS = {"brown": None, "conll": DEFAULT_SENTENCES}
+#: a path row's label: the method, then only the --set keys that say where and how
+#: it chose (any other key makes it a variant, not a path at the defaults)
+PATH_LABEL = re.compile(r"(grafting|l2)((?: (?:folds|backend)=\S+)*)")
+
+
+def path_mode(row: dict) -> tuple[str, str, str, str] | None:
+    """(method, backend, choice mode, label settings) of a grafting or l2 path
+    row at the defaults (None for any other row): the backend is the row's
+    (in-process before rows said), the mode ``held-out`` or ``k folds`` (an
+    automatic or ``--folds`` k-fold choice records ``folds``; ``--set folds=1``
+    is the held-out part)."""
+    match = PATH_LABEL.fullmatch(row["method"])
+    if match is None or not (row.get("test_score") is not None or row.get("unfinished")):
+        return None
+    keys = dict(k.split("=", 1) for k in match.group(2).split())
+    k = int(keys.get("folds", row.get("folds") or 1))
+    where = row.get("backend") or keys.get("backend", "local")
+    return match.group(1), where, "held-out" if k == 1 else f"{k} folds", match.group(2)
+
+
+def path_vs_l2(rows: list[dict]) -> list[tuple[str, str, bool]]:
+    """(name, figures, met) of each (corpus of ``MANY_LABELS``, sentences,
+    backend, choice mode) with a grafting and an l2 path row: grafting's wall seconds over l2's
+    (a grafting row of the same label settings preferred, e.g. both with
+    ``folds=1``; else the defaults' row, named). A path stopped at its cap
+    gives a bound: grafting stopped past l2's whole time is slower, l2
+    stopped past grafting's whole time is slower; else no ratio. Each
+    corpus of ``MANY_LABELS`` without a held-out pair in-process and on
+    Spark: "no pair", not met."""
+    groups: dict[tuple, dict[str, list]] = {}
+    for r in rows:
+        mode = path_mode(r) if r["corpus"] in MANY_LABELS else None
+        if mode:
+            key = (r["corpus"], r.get("conll_sentences"), mode[1], mode[2])
+            groups.setdefault(key, {"grafting": [], "l2": []})[mode[0]].append((r, mode[3]))
+    out = []
+    for (corpus, n, where, mode), pair in sorted(groups.items(), key=str):
+        if not (pair["grafting"] and pair["l2"]):
+            continue
+        l2, settings = pair["l2"][0]
+        same = [g for g, s in pair["grafting"] if s == settings]
+        graft = (same or [g for g, _ in pair["grafting"]])[0]
+        name = f"{corpus}{'' if n is None else f' {n}'} {backend_name(where)}, {mode}"
+        out.append((name, *wall_ratio(graft, l2)))
+    for corpus, n in MANY_LABELS.items():
+        for where in ("local", "spark"):
+            if not any(k == (corpus, n, where, "held-out") for k in groups if _paired(groups[k])):
+                name = f"{corpus}{'' if n is None else f' {n}'} {backend_name(where)}, held-out"
+                out.append((name, "no pair", False))
+    return out
+
+
+def _paired(pair: dict) -> bool:
+    return bool(pair["grafting"] and pair["l2"])
+
+
+def backend_name(kind: str) -> str:
+    return "in-process" if kind == "local" else f"on Spark local[2] ({kind})"
+
+
+def wall_ratio(graft: dict, l2: dict) -> tuple[str, bool]:
+    """(figures, met) of grafting's wall seconds over l2's, a bound when a
+    path was stopped at its cap (``unfinished``), with both rows' methods,
+    commits and loads."""
+    g, w = graft["wall_s"], l2["wall_s"]
+    text = f"{graft['method']} {g:,.1f} s / {l2['method']} {w:,.1f} s"
+    if graft.get("unfinished") and l2.get("unfinished"):
+        text, met = text + ": both stopped at their caps, no ratio", False
+    elif graft.get("unfinished"):
+        met = False
+        text += f" = > {g / w:.2f}x (grafting stopped)" if g >= w else ": grafting stopped first"
+    elif l2.get("unfinished"):
+        met = g <= w
+        text += f" = < {g / w:.2f}x (l2 stopped)" if met else ": l2 stopped first, no ratio"
+    else:
+        text, met = text + f" = {g / w:.2f}x", g <= w
+    loads = ", ".join(load_span(r) for r in (graft, l2))
+    return f"{text} (commits {graft.get('commit')}, {l2.get('commit')}; loads {loads})", met
+
+
+def load_span(row: dict) -> str:
+    """The row's load averages (1, 5, 15 minutes at its end) as low-high."""
+    load = row.get("load_average") or []
+    return f"{min(load):.0f}-{max(load):.0f}" if load else "unknown"
 
 
 def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
@@ -835,7 +978,7 @@ def corpus_methods(args: argparse.Namespace, app: str):
     from sparkmaxent.backends.session import spark_session
 
     def session():  # no JVM when every corpus is reused
-        return spark_session("local[2]", app, {"spark.sql.shuffle.partitions": "4"})
+        return spark_session("local[2]", app, SPARK_CONF)
 
     for name in args.corpora:
         work = os.path.join(args.work, name)
@@ -894,11 +1037,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="a train key (by name, e.g. variance=evidence) for our methods; named in the row",
     )
+    parser.add_argument(
+        "--backend",
+        choices=BACKEND_KINDS,
+        default="local",
+        help="where our methods' passes run: in-process (local) or on Spark local[2] "
+        "(train.backend; named in the row as --set backend=KIND)",
+    )
     merge_arguments(parser)
     args = start(parser, argv)
     if args.merge:
         merge_pages(args.output, args.merge, merged_rows, targets, "model_choice")
         return 0
+    if args.backend != "local":  # a variant of its own: the label and plot name say where
+        from sparkmaxent.backends.session import spark_session
+
+        args.set.append(("backend", args.backend))
+        args.spark = spark_session("local[2]", "model-choice", SPARK_CONF)
     earlier = page_rows(args.output)
     rows: list[dict] = []
     for name, method, dirs in corpus_methods(args, "model-choice"):
@@ -917,7 +1072,7 @@ def main(argv: list[str] | None = None) -> int:
         page = merged_rows(earlier, rows)
         write_result(args.output, page, targets(page))
         if rows[-1].get("single_fit") == "pending":  # written first: a stopped run keeps it
-            single_fit(rows[-1], method, dirs, args.single_fit_cap)
+            single_fit(rows[-1], method, dirs, args.single_fit_cap, getattr(args, "spark", None))
             print_table(rows[-1:], ROW_KEYS)
             page = merged_rows(earlier, rows)
             write_result(args.output, page, targets(page))
