@@ -120,3 +120,88 @@ def test_a_long_variant_suffix_is_cut_to_a_file_name_with_a_hash_of_the_whole():
     long = variant_suffix([("l2_mixes", [0.99]), ("l1_grid", grid)])
     assert len(long) == MAX_SUFFIX and long.startswith("_l2_mixes-0.99_l1_grid-0.0391")
     assert long != variant_suffix([("l2_mixes", [0.99]), ("l1_grid", grid[:-1])])
+
+
+def _path(method, wall, **more):
+    return {"corpus": "brown", "method": method, "test_score": 58.0, "wall_s": wall, **more}
+
+
+def test_path_vs_l2_pairs_rows_of_one_backend_and_choice_mode_only():
+    from benchmarks.model_choice import path_vs_l2, targets
+
+    rows = [
+        _path("grafting", 250.0),  # the defaults: held-out
+        _path("l2", 3800.0, folds=5, folds_automatic=True),  # l2's automatic 5 folds
+        _path("grafting one_se=True", 10.0),  # a variant: never paired
+    ]
+    by = {name: (v, met) for name, v, met in path_vs_l2(rows)}
+    assert by["brown in-process, held-out"] == ("no pair", False)  # 250 s against 5 folds: none
+    assert "brown in-process, 5 folds" not in by  # no grafting row with 5 folds
+    rows.append(_path("l2 folds=1", 80.0, commit="abc", load_average=[2.0, 3.4, 1.2]))
+    by = {name: (v, met) for name, v, met in path_vs_l2(rows)}
+    value, met = by["brown in-process, held-out"]
+    assert "grafting 250.0 s / l2 folds=1 80.0 s = 3.12x" in value and not met
+    assert "loads unknown, 1-3" in value
+    rows.append(_path("grafting folds=1", 60.0))  # the same settings as l2's: preferred
+    value, met = {n: (v, m) for n, v, m in path_vs_l2(rows)}["brown in-process, held-out"]
+    assert "grafting folds=1 60.0 s / l2 folds=1 80.0 s = 0.75x" in value and met
+    spark = [
+        _path("grafting folds=1 backend=spark", 300.0, backend="spark"),
+        _path("l2 folds=1 backend=spark", 200.0, backend="spark"),
+    ]
+    by = {name: (v, met) for name, v, met in path_vs_l2(rows + spark)}
+    assert by["brown in-process, held-out"][1]  # the Spark rows are not in-process ones
+    value, met = by["brown on Spark local[2] (spark), held-out"]
+    assert "= 1.50x" in value and not met
+    entry = targets(rows + spark)["path_vs_l2"]
+    assert not entry["met"] and "conll 2000 in-process, held-out no pair" in entry["value"]
+
+
+def test_path_vs_l2_bounds_a_ratio_by_a_path_stopped_at_its_cap():
+    from benchmarks.model_choice import wall_ratio
+
+    done = {"method": "l2 folds=1", "wall_s": 100.0}
+    stopped = {"method": "grafting folds=1", "wall_s": 150.0, "unfinished": True}
+    assert "= > 1.50x (grafting stopped)" in wall_ratio(stopped, done)[0]
+    assert not wall_ratio(stopped, done)[1]
+    text, met = wall_ratio({**stopped, "wall_s": 50.0}, done)
+    assert "grafting stopped first" in text and not met  # no ratio either way
+    l2_stopped = {**done, "wall_s": 400.0, "unfinished": True}
+    text, met = wall_ratio({"method": "grafting", "wall_s": 300.0}, l2_stopped)
+    assert "= < 0.75x (l2 stopped)" in text and met
+
+
+def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path):
+    """--backend spark: the same l2 path on the same events, each pass a Spark
+    job over two partitions, chooses the same point with the same weights."""
+    from benchmarks.model_choice import SPARK_PARTITIONS, backend, capped_train
+    from sparkmaxent.backends.spark import SparkBackend
+    from sparkmaxent.data.split import prepare_split
+
+    rng = np.random.default_rng(5)
+    lines = []
+    for i in range(240):
+        label = i % 3
+        words = {f"w{int(w)}" for w in rng.integers(0, 12, 5)} | {f"l{label}_{i % 4}"}
+        lines.append(f"{'abc'[label]} " + " ".join(sorted(words)))
+    text = tmp_path / "events.maxent"
+    text.write_text("\n".join(lines) + "\n")
+    dirs = {s: str(tmp_path / s) for s in ("train", "heldout")}
+    prepare_split(spark, [str(text)], dirs["train"], dirs["heldout"], "maxent", fraction=0.2,
+                  seed=0, partitions=2, overwrite=True)  # fmt: skip
+    on_spark = backend(dirs["train"], "spark", spark)
+    assert isinstance(on_spark, SparkBackend) and SPARK_PARTITIONS == 2
+    on_spark.close()
+    keys = dict(method="l2", path=True, folds=1, l2_grid=[1e-1, 1e-2, 1e-3], patience=0)
+    fits = {}
+    for kind, session in (("local", None), ("spark", spark)):
+        costs = PointCosts()
+        fits[kind] = (capped_train({**keys, "backend": kind}, dirs, 0.0, costs, session), costs)
+    (local, local_costs), (remote, remote_costs) = fits["local"], fits["spark"]
+    assert [p["l2"] for p in remote_costs.points] == [1e-1, 1e-2, 1e-3]
+    assert [p["passes"] > 0 for p in remote_costs.points] == [True] * 3
+    space = backend(dirs["train"]).space
+    # the refit at the chosen gamma2: another choice would give other weights
+    theta = [fit.weights.to_dense(space) for fit in (local, remote)]
+    assert np.abs(theta[0]).max() > 0.1
+    assert np.allclose(theta[0], theta[1], atol=1e-5)
