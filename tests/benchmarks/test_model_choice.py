@@ -8,6 +8,7 @@ import dataclasses
 import logging
 
 import numpy as np
+import pytest
 
 from benchmarks.model_choice import PointCosts, event_folds, stage_points
 from sparkmaxent.backends import LocalBackend
@@ -171,9 +172,11 @@ def test_path_vs_l2_bounds_a_ratio_by_a_path_stopped_at_its_cap():
     assert "= < 0.75x (l2 stopped)" in text and met
 
 
-def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path):
+@pytest.mark.slow
+def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path, caplog):
     """--backend spark: the same l2 path on the same events, each pass a Spark
     job over two partitions, chooses the same point with the same weights."""
+    caplog.set_level(logging.INFO, logger="sparkmaxent.choice")
     from benchmarks.model_choice import SPARK_PARTITIONS, backend, capped_train
     from sparkmaxent.backends.spark import SparkBackend
     from sparkmaxent.data.split import prepare_split
@@ -197,7 +200,7 @@ def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path):
     for kind, session in (("local", None), ("spark", spark)):
         costs = PointCosts()
         fits[kind] = (capped_train({**keys, "backend": kind}, dirs, 0.0, costs, session), costs)
-    (local, local_costs), (remote, remote_costs) = fits["local"], fits["spark"]
+    (local, _), (remote, remote_costs) = fits["local"], fits["spark"]
     assert [p["l2"] for p in remote_costs.points] == [1e-1, 1e-2, 1e-3]
     assert [p["passes"] > 0 for p in remote_costs.points] == [True] * 3
     space = backend(dirs["train"]).space
