@@ -83,6 +83,10 @@ class TestResult:
     open : int
         Inactive features the thresholded test left undecided: its count
         over the bound is then a lower bound (``certify`` decides them).
+    active_grad : ndarray or None
+        dC/dw_j at the weights' active features, in ``active_ids()`` order
+        (what the certificate reads); None where a caller built the result
+        without it (then a round starts with a pass of its own).
     """
 
     __test__ = False  # not a pytest class
@@ -94,6 +98,7 @@ class TestResult:
     best: float
     kkt: Certificate
     open: int = 0
+    active_grad: np.ndarray | None = None
 
 
 class GradientTest:
@@ -132,6 +137,26 @@ class GradientTest:
         """The KKT certificate at ``weights`` over every candidate."""
         return self.test(weights).kkt
 
+    def round_start(self, weights: Weights, test: TestResult, ids: np.ndarray) -> Evaluation | None:
+        """C and its gradient over ``ids`` (the active features of
+        ``weights`` and ``test.new``, sorted) and the biases at the round's
+        start, read off ``test``, the test at ``weights``, with no pass: the new
+        weights enter at 0, so C there is the test's C, and the gradient is
+        the test's at the active features and at the new ones (Riezler &
+        Vasserman's Figure 1 re-optimizes from the weights the test ran at).
+        The Hessian-free solver then starts without a pass of its own; None
+        when ``test`` does not carry its active gradient (a combination
+        round's merged test)."""
+        if test.active_grad is None:
+            return None
+        grad = np.zeros(len(ids))
+        grad[np.searchsorted(ids, weights.active_ids())] = test.active_grad
+        grad[np.searchsorted(ids, test.new)] = test.new_grad
+        bias = grad_bias(test.lossgrad)
+        if bias is not None:
+            grad = np.concatenate([grad, bias])
+        return Evaluation(test.value, grad, None, None, test.lossgrad)
+
     def remember(self, weights: Weights, ev: Evaluation) -> None:
         """Keep the test from ``ev``, a solver's pass at ``weights``, when it
         brought the full gradient (or the thresholded test's partials): the
@@ -169,7 +194,8 @@ class GradientTest:
             ev.full_grad, weights, grad_bias(ev.lossgrad), self.penalty, self.kkt_tol,
             margin=self.margin,
         )  # fmt: skip
-        return TestResult(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt)
+        active = ev.full_grad[weights.active_ids()]
+        return TestResult(ev.value, ev.lossgrad, new, ev.full_grad[new], best, kkt, 0, active)
 
     def _from_parts(self, active_grad, weights, best, n_over, lg: LossGrad) -> Certificate:
         """The certificate from what a test keeps: ``gamma1_tested`` is the
@@ -270,7 +296,9 @@ class ThresholdedTest(GradientTest):
         if not isinstance(out, Decided):
             raise RuntimeError("the thresholded gradient test stayed open after its fetch pass")
         kkt = self._from_parts(out.active_grad, weights, out.best, out.n_over, lg)
-        return TestResult(value, lg, out.new, out.new_grad, out.best, kkt, out.n_undecided)
+        return TestResult(
+            value, lg, out.new, out.new_grad, out.best, kkt, out.n_undecided, out.active_grad
+        )
 
     def _partials(
         self, obj: Objective, th: np.ndarray, keep: int | None
@@ -325,7 +353,10 @@ class BlockwiseTest(GradientTest):
         kkt = self._from_parts(
             summary.active_grad, weights, summary.max_inactive, summary.n_over, lg
         )
-        return TestResult(value, lg, summary.top_ids, summary.top_grad, summary.max_inactive, kkt)
+        return TestResult(
+            value, lg, summary.top_ids, summary.top_grad, summary.max_inactive, kkt, 0,
+            summary.active_grad,
+        )  # fmt: skip
 
 
 def blockwise_summary(

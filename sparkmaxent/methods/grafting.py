@@ -173,8 +173,9 @@ class Grafting:
             return None
         return max(0, self.pass_limit - self.ctx.backend.passes)
 
-    def solve(self, solver, obj, theta0, box, options, capped: bool):
-        """The round's box problem by ``solver``; ``capped``: the
+    def solve(self, solver, obj, theta0, box, options, capped: bool, first=None):
+        """The round's box problem by ``solver`` from ``first``, the
+        evaluation at ``theta0`` when known (None: its own pass); ``capped``: the
         iterations are cut by a path point's pass budget (no warning when
         it stops them). The run's time budget (``ctx.deadline``) ends a long
         round between its iterations (``minimize_box_newton``'s ``time_left``)."""
@@ -183,7 +184,7 @@ class Grafting:
             if capped:
                 warnings.simplefilter("ignore", ConvergenceWarning)
             time_left = deadline.remaining if deadline.bounded else None
-            return SOLVERS[solver](obj, theta0, box, options, None, time_left)
+            return SOLVERS[solver](obj, theta0, box, options, first, time_left)
 
     def grow(self, weights: Weights, test: TestResult, finish: bool = False) -> RoundOutcome:
         """One round: add ``test.new`` (from any test over this run's
@@ -204,11 +205,8 @@ class Grafting:
         box = penalty.box(signs, space.n_bias)
         obj = self.round_objective(ids)
         theta0 = np.concatenate([values, weights.bias if weights.bias is not None else []])
-        solver = choose_solver(
-            self.ctx.config.selection.solver,
-            len(theta0),
-            self.ctx.config.selection.newton_max_active,
-        )
+        selection = self.ctx.config.selection
+        solver = choose_solver(selection.solver, len(theta0), selection.newton_max_active)
         left = self.budget_left()
         options = dataclasses.replace(
             self.options,
@@ -220,7 +218,9 @@ class Grafting:
             else max(1, min(left - 1, self.options.max_iter)),
         )
         capped = options.max_iter < self.options.max_iter
-        res = self.solve(solver, obj, theta0, box, options, capped)
+        # the test ran at these weights: the Hessian-free solver starts from it
+        first = self.gradient_test.round_start(weights, test, ids)
+        res = self.solve(solver, obj, theta0, box, options, capped, first)
         self.evaluations += res.evaluations
         self.iterations += res.iterations
         self.solver_use[solver] = self.solver_use.get(solver, 0) + 1
