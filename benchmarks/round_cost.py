@@ -127,14 +127,16 @@ class Meter:
         self.products += getattr(merged, "products", 0)
 
     def summary(self) -> dict:
-        """Bytes per pass over the round, and per kind of pass."""
+        """Bytes per pass over the round, and per kind of pass (a round that
+        starts from its gradient test's evaluation may end, by its time
+        budget, before any pass)."""
         to_driver = [p["to_driver"] for p in self.passes]
         kinds: dict[str, list[dict]] = {}
         for p in self.passes:
             kinds.setdefault(p["kind"], []).append(p)
-        return {
-            "bytes_per_pass_mean": int(np.mean(to_driver)),
-            "bytes_per_pass_max": int(np.max(to_driver)),
+        return {  # None without a pass (a round its time budget ended before its first)
+            "bytes_per_pass_mean": int(np.mean(to_driver)) if to_driver else None,
+            "bytes_per_pass_max": int(np.max(to_driver)) if to_driver else None,
             "direction_bytes_per_pass": _mean_bytes(kinds.get("direction")),
             "by_pass": {
                 kind: {
