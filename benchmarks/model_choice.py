@@ -913,6 +913,7 @@ def backend_name(kind: str) -> str:
 def wall_ratio(graft: dict, l2: dict) -> tuple[str, bool]:
     """(figures, met) of grafting's wall seconds over l2's, a bound when a
     path was stopped at its cap (``unfinished``), with both rows' methods,
+    CPU seconds (on a shared machine the wall ratio moves with the load),
     commits and loads."""
     g, w = graft["wall_s"], l2["wall_s"]
     text = f"{graft['method']} {g:,.1f} s / {l2['method']} {w:,.1f} s"
@@ -926,6 +927,8 @@ def wall_ratio(graft: dict, l2: dict) -> tuple[str, bool]:
         text += f" = < {g / w:.2f}x (l2 stopped)" if met else ": l2 stopped first, no ratio"
     else:
         text, met = text + f" = {g / w:.2f}x", g <= w
+    if graft.get("cpu_s") and l2.get("cpu_s"):  # this process's CPU: the load apart
+        text += f", CPU {graft['cpu_s']:,.1f} s / {l2['cpu_s']:,.1f} s"
     loads = ", ".join(load_span(r) for r in (graft, l2))
     return f"{text} (commits {graft.get('commit')}, {l2.get('commit')}; loads {loads})", met
 

@@ -143,9 +143,13 @@ def test_path_vs_l2_pairs_rows_of_one_backend_and_choice_mode_only():
     value, met = by["brown in-process, held-out"]
     assert "grafting 250.0 s / l2 folds=1 80.0 s = 3.12x" in value and not met
     assert "loads unknown, 1-3" in value
-    rows.append(_path("grafting folds=1", 60.0))  # the same settings as l2's: preferred
+    rows.append(_path("grafting folds=1", 60.0, cpu_s=50.0))  # l2's settings: preferred
     value, met = {n: (v, m) for n, v, m in path_vs_l2(rows)}["brown in-process, held-out"]
     assert "grafting folds=1 60.0 s / l2 folds=1 80.0 s = 0.75x" in value and met
+    assert "CPU" not in value  # l2's row has no CPU seconds
+    rows[-2]["cpu_s"] = 40.0
+    value, _ = {n: (v, m) for n, v, m in path_vs_l2(rows)}["brown in-process, held-out"]
+    assert "= 0.75x, CPU 50.0 s / 40.0 s (commits" in value
     spark = [
         _path("grafting folds=1 backend=spark", 300.0, backend="spark"),
         _path("l2 folds=1 backend=spark", 200.0, backend="spark"),
