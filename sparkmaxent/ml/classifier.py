@@ -5,8 +5,9 @@ training and scoring as a pyspark.ml Estimator and Model.
 scratch directory (removed afterwards) and trains it with
 ``api.train_model``, the entry the command line uses, so the Estimator and
 ``sparkmaxent train`` fit the same model. ``transform(df)`` keeps every input
-column and adds MLlib's prediction columns: Vectors scored by MLlib's own
-model (``ml/mllib.py``), other columns in an Arrow UDF (``ml/scoring.py``).
+column and adds MLlib's prediction columns: Vectors and token arrays scored
+by MLlib's own models (``ml/mllib.py``, ``ml/mllib_text.py``), other
+columns in an Arrow UDF (``ml/scoring.py``) or SQL (ml/transform.py).
 
 Labels. A numeric label column holds class indices, as in MLlib: values must
 be integers >= 0; the prediction is the class index and the probability
@@ -28,19 +29,15 @@ from pyspark import keyword_only
 from pyspark.ml.classification import ProbabilisticClassificationModel, ProbabilisticClassifier
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
-from ..data.columns import ARRAY, VECTOR, feature_kind, names_and_values
 from ..errors import InputError
 from ..model import MaxentModel
-from .base import MaxEntEstimator, refuse_existing_columns, scoring_binary
-from .mllib import MLlibExport, checked_size, fitted_vector_size, mllib_transform
+from .base import MaxEntEstimator
+from .mllib import MLlibExport, fitted_vector_size
 from .params import AUTO, MaxEntParams
 from .persistence import MaxEntReadable, MaxEntWritable
-from .scoring import Scorer, score_column
 from .sql import SQLExport
 from .summary import MaxEntClassificationSummary, MaxEntTrainingSummary
-
-#: the temporary column transform scores into
-_SCORES = "__sparkmaxent_scores"
+from .transform import MaxEntScoring
 
 
 def label_classes(labels: list[str], numeric: bool, label_col: str) -> tuple[np.ndarray, int]:
@@ -257,6 +254,7 @@ class MaxEntClassificationModel(
     MaxEntReadable,
     MLlibExport,
     SQLExport,
+    MaxEntScoring,
 ):
     """A trained model, a pyspark ``ProbabilisticClassificationModel``:
     ``transform`` adds rawPrediction (``Vector`` of the scores w . f(x, k) +
@@ -482,91 +480,9 @@ class MaxEntClassificationModel(
         model._vector_size = meta.get("vectorSize")  # absent in models saved before it
         return model
 
-    # ---- scoring --------------------------------------------------------
-    def scorer(self) -> Scorer:
-        thresholds = self.getThresholds() if self.isDefined(self.thresholds) else None
-        if thresholds is not None:
-            from pyspark.errors import IllegalArgumentException
-
-            t = np.asarray(thresholds, dtype=np.float64)
-            if len(t) != self._n_classes or np.any(t < 0) or np.sum(t == 0) > 1:
-                raise IllegalArgumentException(
-                    message=f"requirement failed: thresholds {list(thresholds)} must have "
-                    f"numClasses = {self._n_classes} entries >= 0, at most one of them 0"
-                )
-        return Scorer.of(
-            self.maxentModel,
-            self._classes,
-            self._n_classes,
-            None if thresholds is None else np.asarray(thresholds, dtype=np.float64),
-            binary=scoring_binary(self),
-        )
-
-    #: how ``transform`` scores: "auto" (the default: a Vector column by MLlib's own
-    #: LogisticRegressionModel where the model maps to one, ml/mllib.py, under Spark Connect
-    #: loaded on the server, ml/mllib_stored.py; else under Spark Connect in SQL, else the
-    #: Arrow UDF),
-    #: "mllib" (that or NotMLlib), "arrow" (ml/scoring.py) or "sql" (Spark SQL expressions, no
-    #: Python worker, every features column kind; conjunction features fall back to "arrow")
-    scoring = "auto"
-
-    def uses_sql(self, scorer: Scorer, spark=None) -> bool:
-        """Whether ``transform`` scores in SQL: a model with a linear form (no
-        conjunctions; standardization folded in) and ``scoring == "sql"``, or
-        ``"auto"`` in a Spark Connect session ``spark`` (default: the
-        model's; the server's Python workers may not have this package, SQL
-        needs none)."""
-        from ..session_kind import is_connect
-
-        wanted = self.scoring == "sql" or (
-            self.scoring == "auto" and is_connect(spark or self.spark_session())
-        )
-        return wanted and scorer.compact is not None
-
+    # ---- scoring (ml/transform.py) ---------------------------------------
     def _transform(self, dataset):
-        from pyspark.ml.functions import array_to_vector
-        from pyspark.sql import functions as F
-
-        from .sql import sql_scored
-
-        outputs = {
-            param: self.getOrDefault(param)
-            for param in (self.rawPredictionCol, self.probabilityCol, self.predictionCol)
-            if self.getOrDefault(param)
-        }
-        refuse_existing_columns(dataset, outputs.values())
-        where, col = "transform input", self.getFeaturesCol()
-        kind = feature_kind(dataset, where, col)
-        scorer = self.scorer()
-        scored, fields, drop = None, {}, []
-        size = checked_size(dataset, col, self._vector_size) if kind == VECTOR else None
-        if kind == VECTOR and self.scoring in ("auto", "mllib"):  # MLlib adds the outputs
-            scored = mllib_transform(self, dataset, col, size, self.scoring == "mllib")
-        if scored is None and self.uses_sql(scorer, dataset.sparkSession):
-            tables = self.sql_tables(scorer, kind)
-            scored, fields, drop = sql_scored(scorer, dataset, col, kind, tables)
-        elif scored is None:
-            names, values = names_and_values(dataset, where, col)
-            binary = kind == ARRAY  # values all 1.0: not shipped
-            scored = dataset.withColumn(
-                _SCORES, score_column(scorer, names, None if binary else values)
-            )
-            fields = {k: f"{_SCORES}.{k}" for k in ("raw", "probability", "prediction")}
-            drop = [_SCORES]
-        columns = {}
-        for param, name in outputs.items() if fields else ():
-            if param == self.predictionCol:
-                columns[name] = F.col(fields["prediction"])
-            else:
-                field = "raw" if param == self.rawPredictionCol else "probability"
-                columns[name] = array_to_vector(F.col(fields[field]))
-        scored = (scored.withColumns(columns) if columns else scored).drop(*drop)  # none: MLlib's
-        if self.predictionCol in outputs:  # nominal, so IndexToString needs no labels=
-            name = outputs[self.predictionCol]
-            meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}
-            # withMetadata: Connect's WithColumns drops an inner alias(metadata=)'s metadata
-            scored = scored.withMetadata(name, meta)
-        return scored
+        return self._scored(dataset)
 
 
 __all__ = ["MaxEntClassifier", "MaxEntClassificationModel", "label_classes"]

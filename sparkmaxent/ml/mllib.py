@@ -65,14 +65,17 @@ DENSE_LIMIT = 1 << 24
 _FEATURES = "__sparkmaxent_vector"
 
 
-def refuse(scorer: Scorer, num_features: int) -> None:
-    """NotMLlib naming why ``scorer`` has no MLlib form (module docstring)."""
+def refuse(scorer: Scorer, num_features: int, values: bool = True) -> None:
+    """NotMLlib naming why ``scorer`` has no MLlib form (module docstring).
+    ``values``: the Vectors hold values MLlib scores as they are, which a
+    binary model does not (a vocabulary's binary Vectors hold presence:
+    ``values=False``, ml/mllib_text.py)."""
     if scorer.compact is None:
         raise NotMLlib(
             "the model scores conjunctions of predicates or candidate sets: it is not "
             "linear in the Vector"
         )
-    if scorer.binary:
+    if values and scorer.binary:
         raise NotMLlib(
             "the model was trained on binary predicates (it scores a value's presence; "
             "MLlib scores the value)"
@@ -91,15 +94,24 @@ def mllib_form(scorer: Scorer, num_features: int):
     scoring Vectors of size ``num_features`` as ``scorer`` does (module
     docstring); NotMLlib when there is none. Sparse, so a vocabulary of
     millions costs memory for the model's weights only."""
-    from scipy import sparse
-
     refuse(scorer, num_features)
-    W, b = scorer.linear()
-    W = W - W.mean(axis=1, keepdims=True)
-    b = b - b.mean()
     names = scorer.names.to_pylist()
     rows = [j for j, n in enumerate(names) if _is_index(n) and int(n) < num_features]
     index = np.asarray([int(names[j]) for j in rows], dtype=np.int64)
+    return centered_form(scorer, np.asarray(rows, dtype=np.int64), index, num_features)
+
+
+def centered_form(scorer: Scorer, rows: np.ndarray, index: np.ndarray, num_features: int):
+    """(coefficients numClasses x ``num_features`` CSR, intercepts) of the
+    linear form's predicate ``rows`` (positions in ``scorer.names``) at
+    Vector indices ``index``, weights and intercepts centered over the
+    classes the model knows (module docstring), -inf for the intercept of
+    a class absent in training."""
+    from scipy import sparse
+
+    W, b = scorer.linear()
+    W = W - W.mean(axis=1, keepdims=True)
+    b = b - b.mean()
     block = W[rows].T  # (classes the model knows) x (its Vector indices)
     k, j = np.nonzero(block)
     shape = (scorer.n_classes, num_features)
@@ -195,31 +207,43 @@ def mllib_model(model, num_features: int):
     loaded on the server from files written once (ml/mllib_stored.py);
     NotMLlib if it has no such form or, under Connect, no location to
     write it."""
+    scorer = model.scorer()
+    refuse(scorer, num_features)
+    lr = built_model(model, "_mllib", num_features, lambda: mllib_form(scorer, num_features))
+    return _outputs(lr.copy(), model, model.getFeaturesCol())
+
+
+def built_model(model, slot: str, num_features: int, form):
+    """MLlib's ``LogisticRegressionModel`` of ``form()`` ((coefficients,
+    intercepts) over Vectors of ``num_features``), without thresholds or
+    column Params: built in the classic session's JVM, or under Spark
+    Connect written with ``save_mllib`` and loaded on the server
+    (ml/mllib_stored.py); kept in the model's attribute ``slot`` under the
+    model's weights, ``num_features`` (and the Connect session) and built
+    again when they change. ``form`` is called only to build it."""
     from pyspark.ml.classification import LogisticRegressionModel
     from pyspark.ml.common import _py2java
 
     spark = model.spark_session()
-    scorer = model.scorer()
-    refuse(scorer, num_features)
     if is_connect(spark):  # no JVM here: built on the server from files (ml/mllib_stored.py)
 
         def save(path: str) -> None:
-            save_mllib(model, path, num_features, thresholds=False)
+            save_mllib(model, path, num_features, thresholds=False, form=form())
 
-        lr = stored_mllib_model(model, num_features, save)
-        return _outputs(lr.copy(), model, model.getFeaturesCol())
+        return stored_mllib_model(model, num_features, save, slot)
     key = (id(model.maxentModel), num_features)
-    cached = getattr(model, "_mllib", None)
+    cached = getattr(model, slot, None)
     if cached is None or cached[0] != key:
-        matrix, vector = _matrices(*mllib_form(scorer, num_features))
+        coefficients, intercepts = form()
+        matrix, vector = _matrices(coefficients, intercepts)
         sc = spark.sparkContext
         jvm_class = getattr(sc._jvm, MLLIB_CLASS)
         java = jvm_class(
-            model.uid, _py2java(sc, matrix), _py2java(sc, vector), scorer.n_classes, True
+            model.uid, _py2java(sc, matrix), _py2java(sc, vector), len(intercepts), True
         )
         cached = (key, LogisticRegressionModel._from_java(java))
-        model._mllib = cached
-    return _outputs(cached[1].copy(), model, model.getFeaturesCol())
+        setattr(model, slot, cached)
+    return cached[1]
 
 
 def mllib_transform(model, dataset, features_col: str, size: int | None, required: bool):
@@ -251,12 +275,19 @@ def mllib_transform(model, dataset, features_col: str, size: int | None, require
 
 
 def save_mllib(
-    model, path: str, num_features: int, overwrite: bool = False, thresholds: bool = True
+    model,
+    path: str,
+    num_features: int,
+    overwrite: bool = False,
+    thresholds: bool = True,
+    form: tuple | None = None,
 ) -> None:
     """Write ``model`` at ``path`` in MLlib's ``LogisticRegressionModel``
     layout (metadata JSON text, Parquet data) with DataFrame writers only,
     the metadata last: an interrupted save leaves nothing loadable.
-    ``thresholds``: whether the model's thresholds go into its Params."""
+    ``thresholds``: whether the model's thresholds go into its Params;
+    ``form``: (coefficients, intercepts) to write (default: Vectors whose
+    indices are the predicate names, :func:`mllib_form`)."""
     from pyspark.ml.linalg import MatrixUDT, VectorUDT
     from pyspark.sql.types import BooleanType, IntegerType, StructField, StructType
 
@@ -264,7 +295,7 @@ def save_mllib(
     from .persistence import path_exists
 
     scorer = model.scorer()
-    matrix, vector = _matrices(*mllib_form(scorer, num_features))
+    matrix, vector = _matrices(*(form or mllib_form(scorer, num_features)))
     if storage.exists(path):
         if not overwrite:
             raise path_exists(path)
@@ -326,6 +357,8 @@ class MLlibExport:
 __all__ = [
     "MLlibExport",
     "NotMLlib",
+    "built_model",
+    "centered_form",
     "checked_size",
     "fitted_vector_size",
     "mllib_form",

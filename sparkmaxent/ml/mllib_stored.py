@@ -87,18 +87,19 @@ def scratch_dir(model, spark) -> Iterator[str]:
         storage.delete(path)
 
 
-def stored_mllib_model(model, num_features: int, save):
+def stored_mllib_model(model, num_features: int, save, slot: str = "_mllib"):
     """``model``'s MLlib ``LogisticRegressionModel`` for Vectors of size
     ``num_features`` under its Connect session: written by ``save(path)``
     (ml/mllib.py's ``save_mllib``) and loaded on first use (module
-    docstring), then the one kept on the model. Its column Params and
+    docstring), then the one kept on the model (in its attribute ``slot``:
+    one per kind of Vector, ml/mllib_text.py keeps another). Its column Params and
     thresholds are the caller's to set; ``save`` writes none, so a model
     whose thresholds change later needs no other."""
     from pyspark.ml.classification import LogisticRegressionModel
 
     spark = model.spark_session()
     key = (id(model.maxentModel), num_features, getattr(spark, "session_id", id(spark)))
-    cached = getattr(model, "_mllib", None)
+    cached = getattr(model, slot, None)
     if cached is not None and cached[0] == key:
         return cached[1]
     try:
@@ -114,7 +115,7 @@ def stored_mllib_model(model, num_features: int, save):
             f"MLlib's model could not be written and loaded on the server ({e}); set the "
             "model's checkpointDir to a directory the cluster writes"
         ) from e
-    model._mllib = (key, loaded)
+    setattr(model, slot, (key, loaded))
     return loaded
 
 

@@ -85,7 +85,9 @@ def classifier(spark, out: str) -> dict:
     return {
         "classifier": summary(model),
         "classifier_loaded": summary(back),
-        "python_udf": "EvalPython" in plan,  # transform's default: SQL, no Python worker
+        "python_udf": "EvalPython" in plan,  # transform's default: no Python worker
+        # the default for tokens: MLlib's vectoriser and model, built on the server
+        "text_mllib": getattr(model, "_text_mllib", None) is not None,
     }
 
 

@@ -93,9 +93,10 @@ def test_classifier_under_connect_is_the_classic_classifier(spark, server, tmp_p
     assert_same(models["classifier"], client.summary(model))
     # the model saved and loaded under Connect is the one fitted there
     assert models["classifier_loaded"] == models["classifier"]
-    assert models["python_udf"] is False  # Connect scores in SQL: no Python worker
+    assert models["python_udf"] is False  # Connect scores with no Python worker
+    assert models["text_mllib"] is True  # MLlib's vectoriser and model (ml/mllib_text.py)
 
-    model.scoring = "sql"  # what transform does by default under Connect
+    model.scoring = "sql"  # the SQL scorer here: the same scores as Connect's default
     here = model.transform(df).orderBy("id")
     there = spark.read.parquet(os.path.join(out, "transform")).orderBy("id")
     assert there.columns == [*df.columns, "rawPrediction", "probability", "prediction"]
@@ -145,7 +146,7 @@ def test_ranker_and_pipeline_under_connect_are_classic(spark, server, tmp_path):
     loaded = PipelineModel.load(os.path.join(out, "pipeline"))  # saved under Connect
     assert isinstance(loaded.stages[1], MaxEntClassificationModel)
     there = spark.read.parquet(os.path.join(out, "pipeline-loaded")).orderBy("text")
-    loaded.stages[1].scoring = "sql"  # what transform does by default under Connect
+    loaded.stages[1].scoring = "sql"  # the same scores as the default under Connect
     assert_df_equality(loaded.transform(text).orderBy("text"), there, ignore_nullable=True)
 
 
