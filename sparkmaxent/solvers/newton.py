@@ -224,10 +224,14 @@ def _step(
     """The iteration's direction, its inner work (sweeps or products),
     d^T H d, and the evaluation at theta: from a direction pass when the
     solver has one, else from the exact Hessian (a curvature pass first
-    when a cut step was accepted without it). With ``secant`` pairs the
-    direction pass's step is corrected (``secant.py``) and d^T H d is left
-    to the step's gradients (None). Once ``passes.across`` is ready (the free set
-    unchanged) the step is CG across product passes (``global_cg.py``)."""
+    when a cut step was accepted without it). A direction pass's step,
+    plain or corrected by ``secant`` pairs (``secant.py``), leaves d^T H d
+    to the gradients at both ends of the step (None): the partitions'
+    curvature is each one's own d_b^T H_b d_b, not the averaged step's, and
+    a trust-region ratio rho from it stays low however short the step, so
+    the region would shrink for nothing. Once ``passes.across`` is ready
+    (the free set unchanged) the step is CG across product passes
+    (``global_cg.py``), with the whole data's d^T H d."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
         tol = _model_tol(violation, options, forcing(violation, previous, options))
@@ -237,8 +241,8 @@ def _step(
             return d, work, curvature, ev
         loops = secant.first_loop(grad) if secant is not None else None
         if loops is None:
-            d, work, curvature = passes.direct(theta, grad, dlo, dhi, tol)
-            return d, work, curvature, ev
+            d, work, _ = passes.direct(theta, grad, dlo, dhi, tol)
+            return d, work, None, ev
         assert secant is not None, "first_loop ran"
         r, work, _ = passes.direct(theta, loops[0], dlo, dhi, tol)
         return np.clip(secant.second_loop(r, loops[1]), dlo, dhi), work, None, ev
@@ -330,7 +334,7 @@ def minimize_box_newton(
             prev_violation,
         )  # fmt: skip
         slope = float(grad @ d)
-        if not slope < 0 and curvature is None and secant is not None:
+        if not slope < 0 and secant is not None and secant.used:
             secant.reset()  # the corrected step does not descend: the plain one
             continue
         if not slope < 0:

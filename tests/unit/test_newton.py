@@ -445,3 +445,43 @@ def test_a_points_pass_takes_cut_steps_with_their_gradients():
     assert all(t["step"] >= smallest for t in later)
     assert set(np.diff([t["evaluations"] for t in res.trace])) == {2}
     assert res.evaluations < plain.evaluations
+
+
+@pytest.mark.parametrize("secant_memory", [0, 5])
+def test_a_direction_pass_curvature_does_not_steer_the_trust_region(secant_memory):
+    """A direction pass's d^T H d is each partition's own, not the averaged
+    step's: the trust region's rho takes the step's curvature from the
+    gradients at both ends instead, so a pass that reports it 10x too small
+    or too large gives the same iterations (rho, steps, passes) and the
+    optimum of an independent solver (scipy's L-BFGS-B)."""
+    theta0 = np.array([3.0, -3.0, 3.0, 5.0, -5.0, 5.0])
+    options = SolverOptions(tol=1e-10, secant_memory=secant_memory)
+
+    def run(factor: float):
+        pb = LogisticBox()
+
+        def direction(theta, grad, dlo, dhi, tol):
+            _, p = pb.gradient(theta)
+            H = (pb.X * (p * (1 - p))[:, None]).T @ pb.X / len(pb.y)
+            d, sweeps = box_qp_cd(H, grad, dlo, dhi, tol, 500)
+            return d, sweeps, factor * float(d @ H @ d)
+
+        def points(thetas):
+            return [pb.fun(t, False, False) for t in thetas]
+
+        return pb, minimize_box_newton(
+            pb.fun, theta0, pb.l1_per_weight, pb.lower, pb.upper, options, ray=pb.ray,
+            direction=direction, points=points,
+        )  # fmt: skip
+
+    (pb, low), (_, high) = run(0.1), run(10.0)
+    assert low.converged and high.converged
+    rows = [[(t["rho"], t["step"], t["evaluations"]) for t in r.trace] for r in (low, high)]
+    assert rows[0] == rows[1] and any(t["rho"] is not None for t in low.trace)
+    np.testing.assert_array_equal(low.theta, high.theta)
+    ref = minimize(
+        lambda w: (pb.value(w) + pb.l1_per_weight @ w, pb.gradient(w)[0] + pb.l1_per_weight),
+        theta0, jac=True, method="L-BFGS-B", bounds=list(zip(pb.lower, pb.upper)),
+        options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000},
+    )  # fmt: skip
+    assert pb.value(low.theta) + pb.l1_per_weight @ low.theta <= ref.fun + 1e-10
