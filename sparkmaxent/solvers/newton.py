@@ -224,13 +224,17 @@ def _step(
     """The iteration's direction, its inner work (sweeps or products),
     d^T H d, and the evaluation at theta: from a direction pass when the
     solver has one, else from the exact Hessian (a curvature pass first
-    when a cut step was accepted without it). A direction pass's step,
-    plain or corrected by ``secant`` pairs (``secant.py``), leaves d^T H d
-    to the gradients at both ends of the step (None): the partitions'
-    curvature is each one's own d_b^T H_b d_b, not the averaged step's, and
-    a trust-region ratio rho from it stays low however short the step, so
-    the region would shrink for nothing. Once ``passes.across`` is ready
-    (the free set unchanged) the step is CG across product passes
+    when a cut step was accepted without it). A direction pass's step
+    corrected by ``secant`` pairs (``secant.py``), and with the face model
+    (``cg_face``) the plain one too, leaves d^T H d to the gradients at
+    both ends of the step (None): the partitions' curvature is each one's
+    own d_b^T H_b d_b, not the averaged step's, and with the face model the
+    trust region is the face CG's Steihaug radius (TRON), which a rho from
+    the partitions' curvature, low however short the step, kept shrinking.
+    The stop-at-bound CG keeps the partitions' curvature: there a region
+    grown by the gradients' rho cost rounds more passes
+    (``benchmarks/round_cost.py``). Once ``passes.across`` is ready (the
+    free set unchanged) the step is CG across product passes
     (``global_cg.py``), with the whole data's d^T H d."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
@@ -241,8 +245,8 @@ def _step(
             return d, work, curvature, ev
         loops = secant.first_loop(grad) if secant is not None else None
         if loops is None:
-            d, work, _ = passes.direct(theta, grad, dlo, dhi, tol)
-            return d, work, None, ev
+            d, work, curvature = passes.direct(theta, grad, dlo, dhi, tol)
+            return d, work, None if options.cg_face else curvature, ev
         assert secant is not None, "first_loop ran"
         r, work, _ = passes.direct(theta, loops[0], dlo, dhi, tol)
         return np.clip(secant.second_loop(r, loops[1]), dlo, dhi), work, None, ev

@@ -448,14 +448,15 @@ def test_a_points_pass_takes_cut_steps_with_their_gradients():
 
 
 @pytest.mark.parametrize("secant_memory", [0, 5])
-def test_a_direction_pass_curvature_does_not_steer_the_trust_region(secant_memory):
+def test_a_direction_pass_curvature_does_not_steer_the_face_models_region(secant_memory):
     """A direction pass's d^T H d is each partition's own, not the averaged
-    step's: the trust region's rho takes the step's curvature from the
-    gradients at both ends instead, so a pass that reports it 10x too small
-    or too large gives the same iterations (rho, steps, passes) and the
-    optimum of an independent solver (scipy's L-BFGS-B)."""
+    step's: with the face model (``cg_face``, whose CG the region truncates)
+    the trust region's rho takes the step's curvature from the gradients at
+    both ends instead, so a pass that reports it 10x too small or too large
+    gives the same iterations (rho, steps, passes) and the optimum of an
+    independent solver (scipy's L-BFGS-B)."""
     theta0 = np.array([3.0, -3.0, 3.0, 5.0, -5.0, 5.0])
-    options = SolverOptions(tol=1e-10, secant_memory=secant_memory)
+    options = SolverOptions(tol=1e-10, secant_memory=secant_memory, cg_face=True)
 
     def run(factor: float):
         pb = LogisticBox()
