@@ -78,6 +78,19 @@ def test_box_qp_holds_coordinates_a_hair_from_their_bound(seed, noise):
     assert q <= box_qp_reference(H, g, lo, hi) + 1e-9 * abs(q)
 
 
+def exact_direction(pb: LogisticBox, factor: float = 1.0):
+    """A direction pass over one block, ``pb``'s whole data: the exact
+    Newton step on the box, with d^T H d reported ``factor`` times."""
+
+    def direction(theta, grad, dlo, dhi, tol):
+        _, p = pb.gradient(theta)
+        H = (pb.X * (p * (1 - p))[:, None]).T @ pb.X / len(pb.y)
+        d, sweeps = box_qp_cd(H, grad, dlo, dhi, tol, 500)
+        return d, sweeps, factor * float(d @ H @ d)
+
+    return direction
+
+
 class LogisticBox:
     """Mean logistic loss with l1 terms and mixed orthant bounds: a smooth
     convex box problem whose Newton steps from far away are cut. Records
@@ -108,6 +121,9 @@ class LogisticBox:
 
     def ray(self, theta, d, steps):
         return np.array([self.value(theta + t * d) for t in steps])
+
+    def points(self, thetas):
+        return [self.fun(t, False, False) for t in thetas]
 
     def solve(self, theta0, ray=False):
         return minimize_box_newton(
@@ -420,19 +436,9 @@ def test_a_points_pass_takes_cut_steps_with_their_gradients():
 
     def run(with_points: bool):
         pb = LogisticBox()
-
-        def direction(theta, grad, dlo, dhi, tol):
-            _, p = pb.gradient(theta)
-            H = (pb.X * (p * (1 - p))[:, None]).T @ pb.X / len(pb.y)
-            d, sweeps = box_qp_cd(H, grad, dlo, dhi, tol, 500)
-            return d, sweeps, float(d @ H @ d)
-
-        def points(thetas):
-            return [pb.fun(t, False, False) for t in thetas]
-
         res = minimize_box_newton(
             pb.fun, theta0, pb.l1_per_weight, pb.lower, pb.upper, options, ray=pb.ray,
-            direction=direction, points=points if with_points else None,
+            direction=exact_direction(pb), points=pb.points if with_points else None,
         )  # fmt: skip
         assert res.converged and not any(pb.hessians)
         return res
@@ -460,19 +466,9 @@ def test_a_direction_pass_curvature_does_not_steer_the_face_models_region(secant
 
     def run(factor: float):
         pb = LogisticBox()
-
-        def direction(theta, grad, dlo, dhi, tol):
-            _, p = pb.gradient(theta)
-            H = (pb.X * (p * (1 - p))[:, None]).T @ pb.X / len(pb.y)
-            d, sweeps = box_qp_cd(H, grad, dlo, dhi, tol, 500)
-            return d, sweeps, factor * float(d @ H @ d)
-
-        def points(thetas):
-            return [pb.fun(t, False, False) for t in thetas]
-
         return pb, minimize_box_newton(
             pb.fun, theta0, pb.l1_per_weight, pb.lower, pb.upper, options, ray=pb.ray,
-            direction=direction, points=points,
+            direction=exact_direction(pb, factor), points=pb.points,
         )  # fmt: skip
 
     (pb, low), (_, high) = run(0.1), run(10.0)
