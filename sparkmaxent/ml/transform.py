@@ -86,12 +86,12 @@ class MaxEntScoring:
         ``text_route == "mllib"`` (classic or Spark Connect)."""
         return self.scoring == "mllib" or (self.scoring == "auto" and self.text_route == "mllib")
 
-    def _mllib_scored(self: Any, dataset, col: str, kind: str):
+    def _mllib_scored(self: Any, dataset, col: str, kind: str, size: int | None):
         """``dataset`` scored by MLlib's models (every output column added),
-        or None where that route does not apply (module docstring)."""
+        or None where that route does not apply (module docstring); ``size``:
+        a Vector column's checked size."""
         required = self.scoring == "mllib"
         if kind == VECTOR and self.scoring in ("auto", "mllib"):
-            size = checked_size(dataset, col, self._vector_size)
             return mllib_transform(self, dataset, col, size, required)
         if kind == ARRAY and self.uses_mllib_text():
             return text_transform(self, dataset, col, required)
@@ -115,9 +115,9 @@ class MaxEntScoring:
         scorer = self.scorer()
         fields: dict[str, str] = {}
         drop: list[str] = []
-        if kind == VECTOR:
-            checked_size(dataset, col, self._vector_size)  # another size: refused by every route
-        scored = self._mllib_scored(dataset, col, kind)  # MLlib adds the outputs
+        # a Vector column of another size is refused by every route
+        size = checked_size(dataset, col, self._vector_size) if kind == VECTOR else None
+        scored = self._mllib_scored(dataset, col, kind, size)  # MLlib adds the outputs
         if scored is None and self.uses_sql(scorer, dataset.sparkSession):
             tables = self.sql_tables(scorer, kind)
             scored, fields, drop = sql_scored(scorer, dataset, col, kind, tables)
