@@ -63,7 +63,22 @@ Base-NP. Corpora (``--corpora``):
 - ``conll``: CoNLL-2000 chunking, the first ``--conll-sentences`` training
   sentences (default 2,000 of 8,936; 0: all), the whole test file, the 17
   templates, count cutoff 2;
-- ``basenp``: the same in Base-NP mode (NP chunks only).
+- ``basenp``: the same in Base-NP mode (NP chunks only);
+- ``conll-unigrams``: CoNLL-2000 with only the 10 unigram templates
+  (w-2..w+2, t-2..t+2) as atoms, count cutoff 2: the atoms of combination
+  features (Okanohara & Tsujii 2009). Target ``conll_full_path`` (issue
+  37): at all 8,936 sentences (``--corpora conll-unigrams
+  --conll-sentences 0 --methods l1-Comb l1-Orig l2``), every point of
+  l1-Comb's run (the atoms' path, then the combination path) certified
+  within ``POINT_SECONDS``, the path ended by its own stop, test chunk F1
+  of its choice against l1-Orig and l2 on the same atoms.
+
+Every path point is recorded as it is scored (``PointWatch``: which path,
+gamma, weights, passes, seconds, the certificate's verdict, held-out
+score; the row's ``points_run``) and the page is rewritten after each
+(a row ``in_progress``), so a long path stopped by ``--path-seconds`` or
+SIGTERM keeps its points, with the test score of each path's best
+held-out point so far (``best_so_far``).
 
 Usage::
 
@@ -140,8 +155,11 @@ ROW_KEYS = [
     "wall_s",
     "wall_s_single_fit",
 ]
-CORPORA = ("synthetic", "pp", "brown", "conll", "basenp")
-CHUNKED = ("conll", "basenp")
+CORPORA = ("synthetic", "pp", "brown", "conll", "basenp", "conll-unigrams")
+#: the chunked corpora over the 17 hand-written templates (model choice's rows at full size)
+TEMPLATED = ("conll", "basenp")
+#: corpora scored by chunk F1: also CoNLL-2000 over the 10 unigram atoms (combination features)
+CHUNKED = (*TEMPLATED, "conll-unigrams")
 #: training sentences of CoNLL-2000 and Base-NP by default (of 8,936; 0: all)
 DEFAULT_SENTENCES = 2000
 METHODS = ("grafting", "l2", "sgc", "bayes-factor")
@@ -167,7 +185,9 @@ def corpus_inputs(name: str, work: str, data_dir: str, conll_sentences: int) -> 
         return [pp[0]], [pp[1]], "ppattach", {}, 0
     if name == "brown":
         return (*brown_files(work, data_dir), "maxent", {}, 0)
-    opts = {"mode": "basenp"} if name == "basenp" else {}
+    opts: dict = {"mode": "basenp"} if name == "basenp" else {}
+    if name == "conll-unigrams":  # the 10 unigram templates as atoms (Okanohara & Tsujii 2009)
+        opts = {"templates": "unigrams"}
     train_txt = shared_corpus("conll2000", "train.txt", data_dir=data_dir)
     if conll_sentences:
         train_txt = first_sentences(train_txt, os.path.join(work, "train.txt"), conll_sentences)
@@ -297,10 +317,61 @@ class PointCosts(logging.Handler):
             self.mix += 1
 
 
+class PointWatch:
+    """Every path point as it is scored (``choice.path.scored_point``,
+    wrapped while the watch is entered): which path it belongs to
+    (``fit``: ``combination`` for a combination-features point, else
+    ``atoms``), gamma, features, passes, wall seconds (its fit and its
+    held-out scoring), the certificate's verdict (``kkt_passed``: the KKT
+    test over every candidate, conjunctions included) and its held-out
+    score; ``on_point(points)`` after each, so a run stopped mid-path keeps
+    what it measured. ``best[fit]`` keeps the fit of the best held-out
+    point so far of each path (a cut point is never best), to score when
+    the path is stopped before its choice."""
+
+    def __init__(self, on_point=None) -> None:
+        import sparkmaxent.choice.path as path_module
+
+        self.module, self.original = path_module, path_module.scored_point
+        self.points: list[dict] = []
+        self.best: dict[str, tuple[float, object]] = {}
+        self.on_point = on_point
+
+    def __enter__(self) -> PointWatch:
+        from sparkmaxent.choice.path import CombinationPoints
+
+        def watched(ctx, fit_point, gamma, *args, **kwargs):
+            t0 = time.perf_counter()
+            result, row, measure = self.original(ctx, fit_point, gamma, *args, **kwargs)
+            fit = "combination" if isinstance(fit_point, CombinationPoints) else "atoms"
+            self.add(fit, row, round(time.perf_counter() - t0, 2), result)
+            return result, row, measure
+
+        self.module.scored_point = watched
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.module.scored_point = self.original
+
+    def add(self, fit: str, row, seconds: float, result) -> None:
+        """Record one scored point (``row``: its ``PathPoint``)."""
+        point = {
+            "fit": fit, row.parameter: row.gamma, "features": row.features,
+            "passes": row.passes, "seconds": seconds, "kkt_passed": row.kkt_passed,
+            "heldout_score": row.score, "cut": row.cut,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        }  # fmt: skip
+        self.points.append(point)
+        if not row.cut and (fit not in self.best or row.score > self.best[fit][0]):
+            self.best[fit] = (row.score, result, point)
+        if self.on_point is not None:
+            self.on_point(self.points)
+
+
 def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=None):
     """train() on the corpus with held-out choice, stopped by PathCapped
-    after ``cap_s`` seconds (0: no cap); the path's points logged into
-    ``costs``. With ``spark`` the training and held-out events are cached
+    after ``cap_s`` seconds (0: no cap) or by SIGTERM; the path's points
+    logged into ``costs``. With ``spark`` the training and held-out events are cached
     on its executors (the backend ``keys["backend"]``; caching is part of
     the run's time, as for a user's) and released afterwards."""
     import signal
@@ -313,6 +384,7 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=
     if cap_s:
         signal.signal(signal.SIGALRM, stop)
         signal.setitimer(signal.ITIMER_REAL, cap_s)
+    before = signal.signal(signal.SIGTERM, stop)  # a run stopped by hand keeps its points
     kind = keys.get("backend", "local") if spark is not None else "local"
     events: list = []
     try:
@@ -323,17 +395,20 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=
         return train(events[0], train_config(**keys), events[1])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGTERM, before)
         path_log.removeHandler(costs)
         for part in events if kind != "local" else []:
             part.close()
 
 
-def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> dict:
+def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None, progress=None) -> dict:
     """One sparkmaxent row: the method at its defaults with held-out choice
-    (a path stopped at ``--path-seconds``: a row ``unfinished`` with the
-    costs of the points it fitted); ``keep`` (a dict) receives the test
-    set's per-event results as ``test_events`` (``EventScores``)."""
-    criterion = "chunk_f1" if name in CHUNKED else "accuracy"
+    (a path stopped at ``--path-seconds`` or by SIGTERM: a row
+    ``unfinished`` with the costs of the points it fitted, each path's
+    points so far and the test score of each one's best held-out point so
+    far); ``keep`` (a dict) receives the test set's per-event results as
+    ``test_events`` (``EventScores``); ``progress(row)`` (a path) after
+    every point with a row ``in_progress`` holding the points so far."""
     config: dict = {**ATOM_PATHS.get(method, {"method": method}), **dict(args.set)}
     if args.folds:
         config.update(folds=args.folds, fold_seed=FOLD_SEED)
@@ -345,26 +420,39 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> 
     spark = getattr(args, "spark", None) if kind != "local" else None
     t0, cpu0 = time.perf_counter(), time.process_time()
     costs = PointCosts()
+    label = method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args)
+
+    def so_far(points: list[dict]) -> None:
+        if progress is not None:
+            wall_so_far = round(time.perf_counter() - t0, 2)
+            progress({"corpus": name, "method": label, "in_progress": True, "backend": kind,
+                      "wall_s": wall_so_far, "points_run": list(points)})  # fmt: skip
+
+    watch = PointWatch(so_far)
     try:
         cap = args.path_seconds if config.get("path") else 0.0
-        res = capped_train(config, dirs, cap, costs, spark)
+        with watch:
+            res = capped_train(config, dirs, cap, costs, spark)
     except PathCapped:
-        label = method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args)
-        return {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
-                "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
-                "passes": sum(p["passes"] for p in costs.points), "backend": kind}  # fmt: skip
+        row = {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
+               "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
+               "passes": sum(p["passes"] for p in costs.points), "backend": kind}  # fmt: skip
+        if watch.points:
+            row["points_run"] = watch.points
+            row["best_so_far"] = {
+                fit: {**point, "test_score": round(100 * test_score(name, dirs, result)[0], 3)}
+                for fit, (_, result, point) in watch.best.items()
+            }
+        return row
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     rep = res.report
-    test_events = backend(dirs["test"])
-    if res.conjunctions is not None and len(res.conjunctions):  # widened as the model's
-        test_events = ExpandedBackend(test_events, res.conjunctions)
-    scores = test_events.run(EventScoresTask(test_events.space, res.weights, res.scaling))
-    test = criterion_score(scores, criterion, heldout_labels(test_events))
+    test_value, scores = test_score(name, dirs, res)
+    test = {"heldout_score": test_value}
     if keep is not None:
         keep["test_events"] = scores
     row = {
         "corpus": name,
-        "method": method + "".join(f" {k}={v}" for k, v in args.set) + fold_label(args),
+        "method": label,
         "test_score": round(100 * test["heldout_score"], 3),
         "features": int(res.weights.nnz),
         "wall_s": round(wall, 2),
@@ -374,6 +462,8 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> 
     }
     if costs.points:
         row["point_costs"] = costs.points
+    if method in ATOM_PATHS and watch.points:  # each path's points, certified or not
+        row["points_run"] = watch.points
     if kind != "local":  # the executors' cache of both parts: in wall_s, before any point
         row["cache_s"] = costs.cache_s
     if "folds" in rep and rep["folds"]["parameter"] != "stages":
@@ -449,6 +539,19 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None) -> 
             row["stage_costs"] = stage_costs(rep["rounds"])
         row["stage_points"] = stage_points(rep.get("rounds") or [])
     return row
+
+
+def test_score(name: str, dirs: dict, res) -> tuple[float, object]:
+    """(the test score of ``res``'s model: accuracy, or chunk F1 on the
+    chunked corpora; the test events' ``EventScores``), the test events
+    widened by the model's conjunctions when it has any."""
+    criterion = "chunk_f1" if name in CHUNKED else "accuracy"
+    test_events = backend(dirs["test"])
+    if res.conjunctions is not None and len(res.conjunctions):  # widened as the model's
+        test_events = ExpandedBackend(test_events, res.conjunctions)
+    scores = test_events.run(EventScoresTask(test_events.space, res.weights, res.scaling))
+    test = criterion_score(scores, criterion, heldout_labels(test_events))
+    return float(test["heldout_score"]), scores
 
 
 def combination_facts(rep: dict) -> dict:
@@ -820,7 +923,7 @@ def targets(rows: list[dict]) -> dict:
 
     out = {}
     # the chunked corpora at all 8,936 training sentences (--conll-sentences 0) are part of it
-    close += [(f"{c} full", "no rows", False) for c in CHUNKED if (c, 0) not in set(groups)]
+    close += [(f"{c} full", "no rows", False) for c in TEMPLATED if (c, 0) not in set(groups)]
     if close:
         goal = "grafting with held-out choice within 0.5 point of LogisticRegressionCV l2 "
         out["grafting_vs_lrcv"] = entry(goal + "with <= 10% of its non-zero weights", close)
@@ -837,6 +940,15 @@ def targets(rows: list[dict]) -> dict:
             "certified: test score at least l1-Orig's on the same atoms (l2 path beside)"
         )
         out["combination_vs_atoms"] = entry(goal, atoms)
+    full = conll_full_path(rows)
+    if full is not None:
+        goal = (
+            f"combination features (degree 2) on CoNLL-2000 over the 10 unigram atoms at full "
+            f"size: the held-out gamma1 path run until held-out stops improving, each point "
+            f"certified in <= {POINT_SECONDS / 60:g} minutes; test chunk F1 of the held-out "
+            f"choice against l1-Orig and l2 over the same atoms"
+        )
+        out["conll_full_path"] = target(goal, *full)
     versus = path_vs_l2(rows)
     if versus:
         goal = (
@@ -939,6 +1051,58 @@ def load_span(row: dict) -> str:
     return f"{min(load):.0f}-{max(load):.0f}" if load else "unknown"
 
 
+#: the corpus and sentence count of the full-size combination path (0: all 8,936)
+FULL_COMBINATION = ("conll-unigrams", 0)
+#: wall seconds a certified point of that path may take (issue 37)
+POINT_SECONDS = 1800.0
+
+
+def conll_full_path(rows: list[dict]) -> tuple[str, bool] | None:
+    """(figures, met) of the l1-Comb path on ``FULL_COMBINATION`` (None
+    without its row): every point run (the atoms' path beside it, then the
+    combination path) certified within ``POINT_SECONDS``, the path ended
+    by its own stop (not a cap, not stopped by hand: then "stopped after k
+    points" and not met), and test chunk F1 of l1-Comb's choice (or of each
+    path's best held-out point so far when stopped) against l1-Orig's and
+    the l2 path's rows on the same data."""
+    mine = [r for r in rows if (r["corpus"], r.get("conll_sentences")) == FULL_COMBINATION]
+    comb = next((r for r in mine if r["method"] == "l1-Comb"), None)
+    if comb is None:
+        return None
+    points = comb.get("points_run") or []
+    combined = [p for p in points if p["fit"] == "combination"]
+    slow = [p for p in points if p["seconds"] > POINT_SECONDS]
+    uncertified = [p for p in points if p.get("kkt_passed") is not True]
+    done = comb.get("test_score") is not None
+    parts = [
+        f"{len(combined)} combination points and {len(points) - len(combined)} atoms points "
+        f"run, {len(points) - len(uncertified)} of {len(points)} certified"
+    ]
+    if combined:
+        worst = max(combined, key=lambda p: p["seconds"])
+        parts.append(
+            f"slowest combination point {worst['seconds']:,.0f} s / {worst['passes']} passes "
+            f"at gamma1 {worst['l1']:.3g} ({worst['features']:,} weights)"
+        )
+    if not done:
+        state = "in progress" if comb.get("in_progress") else "stopped"
+        parts.append(f"path {state} after {len(points)} points at {comb['wall_s']:,.0f} s")
+    by = {r["method"]: r for r in mine}
+    scores = []
+    for method in ("l1-Comb", "l1-Orig", "l2"):
+        r = by.get(method)
+        if r is not None and r.get("test_score") is not None:
+            scores.append(f"{method} {r['test_score']:.2f} ({r['features']:,} weights)")
+    for fit, best in (comb.get("best_so_far") or {}).items():
+        scores.append(
+            f"{fit} path's best point so far {best['test_score']:.2f} at gamma1 "
+            f"{best['l1']:.3g} ({best['features']:,} weights)"
+        )
+    parts.append("test chunk F1 " + (", ".join(scores) if scores else "not measured"))
+    text = "; ".join(parts) + f" (load {load_span(comb)})"
+    return text, done and bool(points) and not slow and not uncertified
+
+
 def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
     """(figures, met) of l1-Comb against l1-Orig and the l2 path on one
     corpus (None without both l1 rows)."""
@@ -964,6 +1128,15 @@ def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:
         certified = True
     text += "" if certified else ", not every point certified"
     return text, certified and comb["test_score"] >= orig["test_score"]
+
+
+def stamped(row: dict, name: str, args) -> dict:
+    """``row`` with its sentence count (the chunked corpora), the command,
+    commit and load average of the run."""
+    if name in CHUNKED:
+        row["conll_sentences"] = args.conll_sentences
+    row.update(command=command_line(), commit=commit(), load_average=load_average())
+    return row
 
 
 def row_key(row: dict) -> tuple:
@@ -1071,10 +1244,13 @@ def main(argv: list[str] | None = None) -> int:
             single = not args.skip_single_fit
             rows.append(sklearn_row(name, method, dirs, cap, args.folds, single))
         else:
-            rows.append(ours(name, method, dirs, args))
-        if name in CHUNKED:
-            rows[-1]["conll_sentences"] = args.conll_sentences
-        rows[-1].update(command=command_line(), commit=commit(), load_average=load_average())
+
+            def progress(row: dict, name=name) -> None:  # the page after every path point
+                page = merged_rows(earlier, [*rows, stamped(row, name, args)])
+                write_result(args.output, page, targets(page))
+
+            rows.append(ours(name, method, dirs, args, progress=progress))
+        stamped(rows[-1], name, args)
         if rows[-1].get("single_fit") == "pending" and args.skip_single_fit:
             rows[-1]["single_fit"] = "skipped"  # before the write: a run's last row says so too
         print_table(rows[-1:], ROW_KEYS)

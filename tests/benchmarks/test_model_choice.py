@@ -212,3 +212,73 @@ def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path, caplog):
     theta = [fit.weights.to_dense(space) for fit in (local, remote)]
     assert np.abs(theta[0]).max() > 0.1
     assert np.allclose(theta[0], theta[1], atol=1e-5)
+
+
+def test_point_watch_keeps_each_path_point_of_a_combination_run_as_it_is_scored():
+    """Both paths of an l1-Comb run (the atoms' path, then the combination
+    path), each point with the certificate's verdict of the report's own
+    point, handed on after each; the scored_point the path calls restored."""
+    import sparkmaxent.choice.path as path_module
+    from benchmarks.model_choice import PointWatch
+    from sparkmaxent.data import synthetic
+    from sparkmaxent.kernels import Space
+
+    spec = synthetic.SyntheticSpec(
+        n_events=1200, n_predicates=60, n_labels=3, n_support=6, n_copies=0,
+        n_conjunctions=2, min_support_count=30, seed=11,
+    )  # fmt: skip
+    tr, he = synthetic.split(synthetic.generate(spec), [0.75, 0.25], seed=0)
+    space = Space(MULTICLASS, 60, 3, bias=True)
+    grid = [4e-3, 2e-3]
+    keys = dict(method="grafting", combination_degree=2, path=True, l1_grid=grid, l2_mixes=[0])
+    seen: list[int] = []
+    original = path_module.scored_point
+    with PointWatch(lambda points: seen.append(len(points))) as watch:
+        res = train(
+            LocalBackend([tr.block()], space),
+            train_config(patience=0, refit=False, n_best=4, gtol=1e-9, **keys),
+            LocalBackend([he.block()], space),
+        )
+    assert path_module.scored_point is original
+    assert seen == [1, 2, 3, 4]
+    assert [p["fit"] for p in watch.points] == ["atoms"] * 2 + ["combination"] * 2
+    assert [p["l1"] for p in watch.points] == grid * 2
+    path = res.report.path
+    combined = watch.points[2:]
+    assert [p["kkt_passed"] for p in combined] == [p.kkt_passed for p in path.points]
+    assert [p["heldout_score"] for p in combined] == [p.score for p in path.points]
+    assert all(p["kkt_passed"] and p["seconds"] > 0 and p["passes"] > 0 for p in watch.points)
+    for fit, part in (("atoms", watch.points[:2]), ("combination", combined)):
+        assert watch.best[fit][2] is max(part, key=lambda p: p["heldout_score"])
+
+
+def test_conll_full_path_is_met_only_by_a_finished_path_of_certified_points_in_time():
+    from benchmarks.model_choice import FULL_COMBINATION, POINT_SECONDS, conll_full_path
+
+    corpus, n = FULL_COMBINATION
+
+    def point(fit, gamma, seconds, certified=True):
+        return {"fit": fit, "l1": gamma, "features": 900, "passes": 20, "seconds": seconds,
+                "kkt_passed": certified, "heldout_score": -0.2}  # fmt: skip
+
+    points = [point("atoms", 1e-4, 60.0), point("combination", 1e-4, 600.0)]
+    base = {"corpus": corpus, "conll_sentences": n, "load_average": [5.0, 4.0, 3.0]}
+    comb = {**base, "method": "l1-Comb", "test_score": 93.1, "features": 2000,
+            "points_run": points, "wall_s": 700.0}  # fmt: skip
+    orig = {**base, "method": "l1-Orig", "test_score": 92.0, "features": 1500}
+    other = {**comb, "conll_sentences": 2000}  # another size: not this target's
+    assert conll_full_path([orig, other]) is None
+    text, met = conll_full_path([comb, orig, other])
+    assert met and "l1-Comb 93.10 (2,000 weights), l1-Orig 92.00" in text
+    assert "1 combination points and 1 atoms points run, 2 of 2 certified" in text
+    slow = {**comb, "points_run": [*points, point("combination", 5e-5, POINT_SECONDS + 1)]}
+    text, met = conll_full_path([slow, orig])
+    assert not met and "slowest combination point 1,801 s" in text
+    text, met = conll_full_path([{**comb, "points_run": [point("atoms", 1e-4, 9.0, None)]}])
+    assert not met and "0 of 1 certified" in text
+    best = {"combination": {**points[1], "test_score": 92.5}}
+    stopped = {**base, "method": "l1-Comb", "unfinished": True, "wall_s": 4000.0,
+               "points_run": points, "best_so_far": best}  # fmt: skip
+    text, met = conll_full_path([stopped, orig])
+    assert not met and "path stopped after 2 points at 4,000 s" in text
+    assert "combination path's best point so far 92.50 at gamma1 0.0001" in text
