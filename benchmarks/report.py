@@ -81,8 +81,8 @@ PAGES: dict[str, Page] = {
         "count the solver's last pass, which ships the thresholded test's partials). Each "
         "row names the run that measured it (measured_by). product-pass rows (`--probe`): a "
         "product pass's CPU with each block's operator computed afresh and from the cache "
-        "(following passes in which a block's task ran on a Python worker without its "
-        "operator, which built it again, counted apart). "
+        "(on Spark from the worker's own or from the store the executor's workers share; "
+        "following passes in which a block's operator was built again counted apart). "
         "Shown: newton's and newton-cg's rows at 1,000, 4,000, 16,000 and 64,000 weights (of a "
         "page without tolerances, Spark's); the rest in the file.",
         ("backend", "solver", "active", "cpu_s", "wall_s", "passes", "hessian_products",

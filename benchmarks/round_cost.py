@@ -120,7 +120,9 @@ class Meter:
         self.passes: list[dict] = []
         self.products = 0
         self.worker_cpu = self.pickle_wall = self.pickle_cpu = 0.0
-        self.operator_hits = self.operator_misses = 0  # operator-cache lookups (product passes)
+        # operator-cache lookups (product passes): served by the worker's own
+        # entry, built afresh, served from the executor's shared store
+        self.operator_hits = self.operator_misses = self.operator_shared = 0
 
     def record(self, task, shipped: list[int], sent: int, merged) -> None:
         self.passes.append({"kind": pass_kind(task), "to_driver": sum(shipped), "task": sent})
@@ -169,10 +171,11 @@ def metered_local(blocks, space):
 
         def run(self, task):
             self.passes += 1
-            hits, misses = OPERATORS.hits, OPERATORS.misses
+            hits, misses, shared = OPERATORS.hits, OPERATORS.misses, OPERATORS.shared
             results = [task(b) for b in self.blocks]
             self.meter.operator_hits += OPERATORS.hits - hits
             self.meter.operator_misses += OPERATORS.misses - misses
+            self.meter.operator_shared += OPERATORS.shared - shared
             t0, c0 = time.perf_counter(), time.process_time()
             shipped = [len(pickle.dumps(r, protocol=5)) for r in results]
             sent = len(cloudpickle.dumps(task, protocol=5))
@@ -185,19 +188,20 @@ def metered_local(blocks, space):
     return MeteredLocal(blocks, space)
 
 
-def _shipped(task, block) -> tuple[bytes, float, int, int]:
+def _shipped(task, block) -> tuple[bytes, float, int, int, int]:
     """On an executor: the block's result pickled (what its partition ships
     to the driver), the CPU seconds the task and the pickling took, and the
     lookups of the Python worker's operator cache the task made that it
-    served and that it built afresh (a block's task may run on another
-    worker than the one that built its operator at this point)."""
+    served from its own entries, built afresh, and served from the
+    executor's shared store (a block's task may run on another worker than
+    the one that built its operator at this point)."""
     from sparkmaxent.kernels.pointcache import OPERATORS
 
-    hits, misses = OPERATORS.hits, OPERATORS.misses
+    hits, misses, shared = OPERATORS.hits, OPERATORS.misses, OPERATORS.shared
     c0 = time.process_time()
     data = pickle.dumps(task(block), protocol=5)
     cpu = time.process_time() - c0
-    return data, cpu, OPERATORS.hits - hits, OPERATORS.misses - misses
+    return data, cpu, OPERATORS.hits - hits, OPERATORS.misses - misses, OPERATORS.shared - shared
 
 
 def _clear_columns(_block) -> None:
@@ -213,7 +217,7 @@ def metered_spark(spark, train_dir: str, partitions: int):
     2-partition tree reduce) and merge them on the driver, recording their
     sizes, the broadcast task's and the workers' CPU seconds (``Meter``)."""
     from sparkmaxent.backends.base import merge_all
-    from sparkmaxent.backends.spark import SparkBackend
+    from sparkmaxent.backends.spark import SparkBackend, on_executor
 
     class MeteredSpark(SparkBackend):
         meter = Meter()
@@ -221,11 +225,14 @@ def metered_spark(spark, train_dir: str, partitions: int):
         def run(self, task):
             with self._pass(task) as bc:
                 sent = os.path.getsize(bc._path)  # the pickled task the executors fetch
-                out = self.rdd.map(lambda block: _shipped(bc.value, block)).collect()
+                # as ``run`` runs a task on an executor (``on_executor``)
+                shipped = lambda block: _shipped(bc.value, block)  # noqa: E731
+                out = self.rdd.map(lambda block: on_executor(shipped, block)).collect()
             merged = merge_all([pickle.loads(data) for data, *_ in out])
-            self.meter.worker_cpu += sum(cpu for _, cpu, _, _ in out)
-            self.meter.operator_hits += sum(hits for *_, hits, _ in out)
-            self.meter.operator_misses += sum(misses for *_, misses in out)
+            self.meter.worker_cpu += sum(cpu for _, cpu, *_ in out)
+            self.meter.operator_hits += sum(hits for _, _, hits, _, _ in out)
+            self.meter.operator_misses += sum(misses for *_, misses, _ in out)
+            self.meter.operator_shared += sum(shared for *_, shared in out)
             self.meter.record(task, [len(data) for data, *_ in out], sent, merged)
             return merged
 
@@ -338,10 +345,15 @@ def solve_round(
 
 
 def _clear_operators(_block) -> None:
-    """On an executor: empty its operator cache (kernels/pointcache.py)."""
+    """On an executor: empty its operator cache (kernels/pointcache.py) and
+    the store its Python workers share (backends/opstore.py)."""
+    from sparkmaxent.backends.spark import share_operators
     from sparkmaxent.kernels.pointcache import OPERATORS
 
+    share_operators()
     OPERATORS.clear()
+    if OPERATORS.store is not None:
+        OPERATORS.store.clear()
 
 
 def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
@@ -351,13 +363,15 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     and ``follow`` more at the same point, as CG across passes runs them;
     and whether all give the same bits.
 
-    A following pass is *served* when every block's operator came from the
-    cache of the Python worker that ran its task (``Meter``'s operator
-    lookups). On Spark a block's task may run on another worker than the one
-    that built its operator there (Spark hands a task whichever idle worker
-    comes first), which builds it afresh: such passes are counted apart
-    (``probe_follow_rebuilt``), the cached figure is the served passes' mean
-    and ``cpu_per_pass_follow_s`` the mean over all following passes."""
+    A following pass is *served* when no block's operator was built afresh
+    (``Meter``'s operator lookups): each came from the cache of the Python
+    worker that ran its task, or on Spark from the store the executor's
+    workers share, when Spark handed the task another worker than the one
+    that built the operator there (``probe_follow_shared`` counts those
+    passes). A pass that built a block's operator again is counted apart
+    (``probe_follow_rebuilt``); the cached figure is the served passes'
+    mean and ``cpu_per_pass_follow_s`` the mean over all following passes.
+    Emptying the caches before each point empties the shared stores too."""
     from sparkmaxent.kernels.pointcache import OPERATORS
     from sparkmaxent.problem.objective import Objective
 
@@ -365,7 +379,7 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     ids = np.union1d(weights.active_ids(), test.new)
     theta = Objective(backend, ids).theta(weights)  # the round's start: new weights at 0
     obj, v = method.round_objective(ids), np.random.default_rng(0).normal(size=len(theta))
-    afresh, served, rebuilt, afresh_hits, same = [], [], [], 0, True
+    afresh, served, rebuilt, afresh_hits, shared, same = [], [], [], 0, 0, True
     for _ in range(passes):
         if hasattr(backend, "rdd"):  # the executors' caches
             backend.rdd.foreach(_clear_operators)
@@ -379,9 +393,10 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
             cpu = time.process_time() - c0 - meter.pickle_cpu + meter.worker_cpu
             if k == 0:
                 afresh.append(cpu)
-                afresh_hits += meter.operator_hits
+                afresh_hits += meter.operator_hits + meter.operator_shared
             else:
                 (rebuilt if meter.operator_misses else served).append(cpu)
+                shared += bool(meter.operator_shared)
         same &= all(np.array_equal(a, b) for o in out for a, b in zip(out[0], o))
     fresh = float(np.mean(afresh))
     cached = float(np.mean(served)) if served else None
@@ -395,6 +410,7 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
         "cached_share": None if cached is None else round(cached / fresh, 3),
         "cpu_per_pass_follow_s": round(float(np.mean(served + rebuilt)), 4),
         "probe_follow_rebuilt": len(rebuilt),
+        "probe_follow_shared": shared,
         "probe_afresh_hits": afresh_hits,
         "same_bits": bool(same),
     }

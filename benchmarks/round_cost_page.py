@@ -243,4 +243,10 @@ def _probe_value(r: dict) -> str:
         f"passes each), same bits {r['same_bits']}; {r['probe_follow_rebuilt']} of "
         f"{r['probe_passes'] * follow} had a block's operator rebuilt on another worker (the "
         f"served ones alone {r['cpu_per_pass_cached_s']} s, share {r['cached_share']})"
+        + (
+            f"; {r['probe_follow_shared']} served a block's operator from the store the "
+            f"executor's workers share"
+            if "probe_follow_shared" in r
+            else ""
+        )
     )

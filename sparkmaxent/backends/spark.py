@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import os
 import pickle
 import time
 import uuid
@@ -56,8 +57,10 @@ from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_sche
 from ..errors import StalledError, check_total_weight
 from ..kernels import Block, Space
 from ..kernels.keyed import Keyed, KeyedTask
+from ..kernels.pointcache import OPERATORS
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from .base import CachedBackend
+from .opstore import OperatorStore
 from .watchdog import ClusterStatus, PassLimit, Watchdog
 
 logger = logging.getLogger(__name__)
@@ -171,6 +174,30 @@ def check_pass_weight(name: str, own: float | None, weight: float) -> None:
         raise RuntimeError(
             f"{name}: the events weigh {own} in this pass, {weight} when cached: expected the same"
         )
+
+
+def share_operators() -> None:
+    """On an executor's Python worker: give the process's operator cache
+    (``kernels/pointcache.py``) the store the executor's workers share
+    (``opstore.py``), in the executor's local directory, which Spark
+    removes when the application ends; once a process (again if the
+    directory changed). Without a local directory (not on an executor):
+    nothing."""
+    local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
+    if not local:
+        return
+    directory = os.path.join(local, "sparkmaxent-operators")
+    store = OPERATORS.store
+    if not (isinstance(store, OperatorStore) and store.directory == directory):
+        OPERATORS.store = OperatorStore(directory)
+
+
+def on_executor(task: Callable[[Block], R], block: Block) -> R:
+    """A pass's ``task`` on a cached ``block``, on an executor's Python
+    worker: a product pass there finds the block's operator at its point
+    whichever of the executor's workers built it (``share_operators``)."""
+    share_operators()
+    return task(block)
 
 
 def _unpickle_row(row) -> Block:
@@ -331,7 +358,9 @@ class SparkBackend(CachedBackend):
             return self._keyed(task.task)
         with self._pass(task) as bc:
             assert self.rdd is not None, "_pass raises when the backend is closed"
-            return self.rdd.map(lambda block: bc.value(block)).treeReduce(_merge, self.depth)
+            return self.rdd.map(lambda block: on_executor(bc.value, block)).treeReduce(
+                _merge, self.depth
+            )
 
     def _keyed(self, task: KeyedTask) -> Any:
         """A keyed pass (kernels/keyed.py; grafting's block-wise gradient

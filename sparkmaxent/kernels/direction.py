@@ -7,11 +7,7 @@ solve costs n^2 per sweep. Here the Hessian is never formed:
 
 * ``hessian_operator``: v -> H v over theta = [w over ids, bias] from a
   block's events and probabilities, two sparse products with the active
-  columns (a gradient pass's cost). Multiclass: the score change
-  ds_ik = x_i . v_(., k) + v_b,k, then u_ik = c_i P_ik (ds_ik - P_i . ds_i)
-  and H v = X^T u (centering as in ``loss.py``: its shift of the scores, and
-  of the column sums). Candidate sets: the PSD part sum_i c_i Cov_p[f] of
-  ``curvature.candidate_hessian``.
+  columns (a gradient pass's cost), built in ``operator.py``.
 * ``box_qp_pcg``: the quadratic model g.d + d^T H d / 2 minimized over a box
   by projected, Jacobi-preconditioned conjugate gradients with the products
   alone (the face of the bounds that push outward held fixed, CG on the
@@ -26,7 +22,8 @@ solve costs n^2 per sweep. Here the Hessian is never formed:
 * ``HessianProductTask``: one product H v with the whole data's Hessian
   (and its diagonal) in a pass, for CG run by the driver across passes
   (``solvers/global_cg.py``); the passes at one point after the first take
-  the block's operator from the process's cache (``pointcache.py``).
+  the block's operator from the process's cache (``pointcache.py``, and on
+  Spark its store shared by the executor's Python workers).
 
 Like every kernel this returns sums; the driver divides by the weight.
 Details: docs/methods/grafting.md, "The round solver".
@@ -38,107 +35,44 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from .blocks import Block, MulticlassBlock
+from .blocks import Block
 from .box_face import box_qp_face, starting_point
 from .box_face import projected as projected_model_gradient
-from .curvature import _gather_columns
-from .loss import _columns, loss_grad_proba
 from .mergeable import Summed
+from .operator import Operator, build_operator, operator_from_parts
 from .params import Scaling, Space, Weights
 from .pointcache import OPERATORS
-from .sweep import _dense, _linear_scores
 
 Product = Callable[[np.ndarray], np.ndarray]
 
 
-def multiclass_operator(
-    block: MulticlassBlock,
-    space: Space,
-    P: np.ndarray,
-    ids: np.ndarray,
-    scaling: Scaling | None = None,
-) -> tuple[Product, np.ndarray]:
-    """v -> H v (sums over the block's events) over [w over ``ids``, bias],
-    and H's diagonal; ``P`` the block's probabilities, shape (m, K)."""
-    K, n = space.n_labels, len(ids)
-    labels = ids % K
-    preds, rows = np.unique(ids // K, return_inverse=True)
-    Xs, mean, inv = _columns(block, preds, scaling)
-    cP = block.c[:, None] * P
-
-    def back(U: np.ndarray) -> np.ndarray:
-        """sum_i x_ij U_(i, k_j) over the features, then the bias: the
-        gradient kernel's product, centering and all."""
-        G, colsum = _dense(Xs.T @ U), U.sum(axis=0)
-        if mean is not None and inv is not None:
-            G = inv[:, None] * (G - mean[:, None] * colsum[None, :])
-        out = G[rows, labels]
-        return np.concatenate([out, colsum]) if space.bias else out
-
-    def product(v: np.ndarray) -> np.ndarray:
-        W = np.zeros((len(preds), K))
-        W[rows, labels] = v[:n]
-        S = _linear_scores(Xs, W, v[n:] if space.bias else None, mean, inv)
-        S -= np.einsum("ik,ik->i", P, S)[:, None]  # in place: S is the product's own
-        S *= cP
-        return back(S)
-
-    A = cP * (1.0 - P)
-    D = _dense(Xs.multiply(Xs).T @ A)
-    if mean is not None and inv is not None:
-        XA, total = _dense(Xs.T @ A), A.sum(axis=0)
-        D = inv[:, None] ** 2 * (D - 2 * mean[:, None] * XA + mean[:, None] ** 2 * total[None, :])
-    diag = D[rows, labels]
-    return product, np.concatenate([diag, A.sum(axis=0)]) if space.bias else diag
-
-
-def candidate_operator(
-    block, space: Space, p: np.ndarray, ids: np.ndarray, scaling: Scaling | None = None
-) -> tuple[Product, np.ndarray]:
-    """v -> H v and H's diagonal for a candidate-set block (the PSD part
-    sum_i c_i Cov_p[f] over ``ids``); ``p`` the candidates' probabilities."""
-    F = _gather_columns(block.F, ids, None if scaling is None else scaling.inv_scale[ids])
-    event = block.event_of_candidate
-    m = block.n_events
-    cp = np.repeat(block.c, np.diff(block.event_ptr)) * p
-
-    def product(v: np.ndarray) -> np.ndarray:
-        s = F @ v
-        mean = np.bincount(event, weights=p * s, minlength=m)
-        return np.asarray(F.T @ (cp * (s - mean[event])))
-
-    R = sp.csr_matrix((p, (event, np.arange(len(p)))), shape=(m, len(p)))
-    G = (R @ F).tocsr()  # E_p[f | x_i]
-    diag = np.asarray(F.multiply(F).T @ cp).ravel() - np.asarray(G.multiply(G).T @ block.c).ravel()
-    return product, diag
-
-
 def hessian_operator(
     block: Block, space: Space, weights: Weights, ids: np.ndarray, scaling: Scaling | None
-):
-    """The block's loss sums at ``weights`` (gradient over ``ids``), and its
-    Hessian operator and diagonal over [w over ids, bias] (sums)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    lg, proba = loss_grad_proba(block, space, weights, scaling, ids)
-    if isinstance(block, MulticlassBlock):
-        return lg, *multiclass_operator(block, space, proba, ids, scaling)
-    return lg, *candidate_operator(block, space, proba, ids, scaling)
+) -> tuple[float, Operator, np.ndarray]:
+    """The block's event weight, and its Hessian operator (v -> H v, sums)
+    and diagonal over [w over ids, bias] at ``weights``
+    (``operator.build_operator``: from the probabilities alone, no gradient)."""
+    op = build_operator(block, space, weights, ids, scaling)
+    return op.weight, op, op.diag
 
 
 def point_operator(
     block: Block, space: Space, weights: Weights, ids: np.ndarray, scaling: Scaling | None
-):
+) -> tuple[float, Operator, np.ndarray]:
     """``hessian_operator`` through the process's operator cache
     (``pointcache.OPERATORS``): the passes at one point after the first
-    reuse the block's probabilities and diagonal there, bit for bit."""
+    reuse the block's probabilities and diagonal there, bit for bit, from
+    the process's own entry or, where the cache has a shared store (Spark's
+    Python workers), from the operator another worker built there."""
     ids = np.asarray(ids, dtype=np.int64)
     keys = (
         type(block).__name__, space, ids, weights.ids, weights.values, weights.bias,
         None if scaling is None else scaling.mean, None if scaling is None else scaling.inv_scale,
     )  # fmt: skip
-    return OPERATORS.get(block, keys, lambda: hessian_operator(block, space, weights, ids, scaling))
+    build = lambda sink=None: build_operator(block, space, weights, ids, scaling, sink)  # noqa: E731
+    op = OPERATORS.get(block, keys, build, operator_from_parts)
+    return op.weight, op, op.diag
 
 
 def box_qp_pcg(
@@ -314,10 +248,10 @@ class LocalDirectionTask:
     face: bool = False
 
     def __call__(self, block: Block) -> LocalDirection:
-        lg, product, diag = hessian_operator(
+        weight, product, diag = hessian_operator(
             block, self.space, self.weights, self.ids, self.scaling
         )
-        weight, n = lg.weight, len(self.ids)
+        n = len(self.ids)
         if not weight > 0:  # an empty block: no opinion
             return LocalDirection(np.zeros(len(self.grad)), np.zeros(len(self.grad)), 0.0, 0.0, 0)
         ridge = np.zeros(len(self.grad))
@@ -368,8 +302,10 @@ class HessianProductTask:
     def __call__(self, block: Block) -> HessianProduct:
         # every product pass at a point after the first: the block's operator
         # there from the process's cache (``point_operator``)
-        lg, product, diag = point_operator(block, self.space, self.weights, self.ids, self.scaling)
-        if not lg.weight > 0:  # an empty block: nothing to add
+        weight, product, diag = point_operator(
+            block, self.space, self.weights, self.ids, self.scaling
+        )
+        if not weight > 0:  # an empty block: nothing to add
             zeros = np.zeros(len(self.vector))
             return HessianProduct(zeros, zeros.copy(), 0.0, 0)
-        return HessianProduct(product(self.vector), diag, lg.weight, 1)
+        return HessianProduct(product(self.vector), diag, weight, 1)

@@ -1,6 +1,8 @@
 """The operator cache on Spark's Python workers (``kernels/pointcache.py``):
-product passes at one point are served from it on the executors, give the
-in-process sums, and a moved point is never served the old operator."""
+product passes at one point are served from it on the executors, whichever
+worker a block's task lands on (the store they share, backends/opstore.py),
+give the in-process sums, and a moved point is never served the old
+operator."""
 
 from __future__ import annotations
 
@@ -16,18 +18,23 @@ from sparkmaxent.problem import Objective
 from ..unit.helpers import random_multiclass
 
 
-def _executor_hits(backend) -> dict[int, int]:
-    """The hits of the operator cache of every Python worker a job of many
-    small tasks reaches, by process id."""
+def _executor_hits(backend) -> dict[int, tuple[int, int, int]]:
+    """The lookups of the operator cache of every Python worker a job of
+    many small tasks reaches, by process id: (served by its own entries,
+    built, served from the shared store)."""
 
     def hits(_):
         import os
 
         from sparkmaxent.kernels.pointcache import OPERATORS
 
-        return os.getpid(), OPERATORS.hits
+        return os.getpid(), (OPERATORS.hits, OPERATORS.misses, OPERATORS.shared)
 
     return dict(backend.sc.parallelize(range(32), 32).map(hits).collect())
+
+
+def _grown(before: dict, after: dict, k: int) -> int:
+    return sum(after[pid][k] - before.get(pid, (0, 0, 0))[k] for pid in after)
 
 
 def test_product_passes_on_spark_reuse_the_workers_operators_and_give_the_local_sums(
@@ -51,9 +58,12 @@ def test_product_passes_on_spark_reuse_the_workers_operators_and_give_the_local_
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(diag, want_diag, rtol=1e-9, atol=1e-12)
         after = _executor_hits(backend)
-        # 12 lookups (6 passes x 2 partitions) at one point: a worker builds a
-        # block's operator there once, the lookups after it are hits
-        assert sum(after[pid] - before.get(pid, 0) for pid in after) > 0, (before, after)
+        # 12 lookups (6 passes x 2 partitions) at one point: each block's
+        # operator is built there once on the executor, whichever worker its
+        # tasks land on; the lookups after it are served (a worker's own
+        # entry, or the store when it did not build it)
+        assert _grown(before, after, 1) <= 2, (before, after)
+        assert _grown(before, after, 0) + _grown(before, after, 2) > 0, (before, after)
         moved = theta + 0.2
         got, _ = spark_obj.hessian_product(moved, vectors[0])
         want, _ = local.hessian_product(moved, vectors[0])

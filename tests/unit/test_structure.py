@@ -247,6 +247,8 @@ FILE_EXCEPTIONS = {
     "sparkmaxent.config.load": "reads the user's TOML configuration, a file on the driver",
     "sparkmaxent.config.reference": "regenerates the repository's own docs (a developer tool)",
     "sparkmaxent.backends.session": "reads $SPARK_HOME/conf/spark-defaults.conf on the driver",
+    "sparkmaxent.backends.opstore": "an executor's Python workers share Hessian operators through "
+    "files they map in its own local directory (never a distributed filesystem)",
 }
 
 
