@@ -376,8 +376,8 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=
     the run's time, as for a user's) and released afterwards."""
     import signal
 
-    def stop(*_):
-        raise PathCapped
+    def stop(signum, _frame):
+        raise PathCapped("--path-seconds" if signum == signal.SIGALRM else "SIGTERM")
 
     path_log = logging.getLogger("sparkmaxent.choice")  # path, mixes and folds
     path_log.addHandler(costs)
@@ -433,8 +433,9 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None, pro
         cap = args.path_seconds if config.get("path") else 0.0
         with watch:
             res = capped_train(config, dirs, cap, costs, spark)
-    except PathCapped:
-        row = {"corpus": name, "method": label, "unfinished": True, "point_costs": costs.points,
+    except PathCapped as capped:
+        row = {"corpus": name, "method": label, "unfinished": True, "stopped_by": str(capped),
+               "point_costs": costs.points,
                "wall_s": round(time.perf_counter() - t0, 2), "path_seconds": args.path_seconds,
                "passes": sum(p["passes"] for p in costs.points), "backend": kind}  # fmt: skip
         if watch.points:
@@ -1058,17 +1059,53 @@ POINT_SECONDS = 1800.0
 
 
 def conll_full_path(rows: list[dict]) -> tuple[str, bool] | None:
-    """(figures, met) of the l1-Comb path on ``FULL_COMBINATION`` (None
-    without its row): every point run (the atoms' path beside it, then the
-    combination path) certified within ``POINT_SECONDS``, the path ended
-    by its own stop (not a cap, not stopped by hand: then "stopped after k
-    points" and not met), and test chunk F1 of l1-Comb's choice (or of each
-    path's best held-out point so far when stopped) against l1-Orig's and
-    the l2 path's rows on the same data."""
+    """(figures, met) of the l1-Comb paths on ``FULL_COMBINATION`` (None
+    without such a row; the defaults' row and any ``--set`` variant, e.g. a
+    user's ``l1_grid``, each named): every point run (the atoms' path
+    beside it, then the combination path) certified within
+    ``POINT_SECONDS`` and the path ended by its stop rule (held-out stopped
+    improving; not the end of a grid, not a cap, not stopped by hand: then
+    "stopped after k points"), for some row; with test chunk F1 of its
+    choice (or of each path's best held-out point so far when stopped)
+    against the l1-Orig and l2 rows on the same data."""
     mine = [r for r in rows if (r["corpus"], r.get("conll_sentences")) == FULL_COMBINATION]
-    comb = next((r for r in mine if r["method"] == "l1-Comb"), None)
-    if comb is None:
+    combs = [r for r in mine if r["method"].split(" ", 1)[0] == "l1-Comb"]
+    if not combs:
         return None
+    texts, met = [], False
+    for comb in combs:
+        text, ok = _full_path_row(comb)
+        texts.append(f"{comb['method']}: {text}")
+        met = met or ok
+    refs = []
+    for r in mine:
+        if r["method"] in ("l1-Orig", "l2"):
+            refs.append(f"{r['method']} " + _row_f1(r))
+    if refs:
+        texts.append("; ".join(refs))
+    return " | ".join(texts), met
+
+
+def _row_f1(row: dict) -> str:
+    """A row's test chunk F1: its choice's, or each path's best point so far."""
+    if row.get("test_score") is not None:
+        return f"{row['test_score']:.2f} ({row['features']:,} weights)"
+    best = row.get("best_so_far") or {}
+    if not best:
+        return "no test F1 (stopped before a point)"
+    return (
+        ", ".join(
+            f"{fit} path's best point so far {b['test_score']:.2f} at "
+            f"{'gamma1' if 'l1' in b else 'gamma2'} {b.get('l1', b.get('l2')):.3g} "
+            f"({b['features']:,} weights)"
+            for fit, b in best.items()
+        )
+        + f" (stopped after {len(row.get('points_run') or [])} points at {row['wall_s']:,.0f} s)"
+    )
+
+
+def _full_path_row(comb: dict) -> tuple[str, bool]:
+    """(figures, met) of one l1-Comb row for ``conll_full_path``."""
     points = comb.get("points_run") or []
     combined = [p for p in points if p["fit"] == "combination"]
     slow = [p for p in points if p["seconds"] > POINT_SECONDS]
@@ -1084,23 +1121,17 @@ def conll_full_path(rows: list[dict]) -> tuple[str, bool] | None:
             f"slowest combination point {worst['seconds']:,.0f} s / {worst['passes']} passes "
             f"at gamma1 {worst['l1']:.3g} ({worst['features']:,} weights)"
         )
-    if not done:
+    if done:
+        parts.append(f"path ended: {comb.get('path_stop')}")
+        parts.append(f"test chunk F1 {_row_f1(comb)}")
+    else:
         state = "in progress" if comb.get("in_progress") else "stopped"
         parts.append(f"path {state} after {len(points)} points at {comb['wall_s']:,.0f} s")
-    by = {r["method"]: r for r in mine}
-    scores = []
-    for method in ("l1-Comb", "l1-Orig", "l2"):
-        r = by.get(method)
-        if r is not None and r.get("test_score") is not None:
-            scores.append(f"{method} {r['test_score']:.2f} ({r['features']:,} weights)")
-    for fit, best in (comb.get("best_so_far") or {}).items():
-        scores.append(
-            f"{fit} path's best point so far {best['test_score']:.2f} at gamma1 "
-            f"{best['l1']:.3g} ({best['features']:,} weights)"
-        )
-    parts.append("test chunk F1 " + (", ".join(scores) if scores else "not measured"))
+        if comb.get("best_so_far"):
+            parts.append("test chunk F1 " + _row_f1(comb))
     text = "; ".join(parts) + f" (load {load_span(comb)})"
-    return text, done and bool(points) and not slow and not uncertified
+    ended = str(comb.get("path_stop") or "").startswith("stop rule")
+    return text, done and ended and bool(points) and not slow and not uncertified
 
 
 def atom_paths(by: dict, corpus: str, n) -> tuple[str, bool] | None:

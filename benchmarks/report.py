@@ -252,8 +252,10 @@ PAGES: dict[str, Page] = {
         "Model choice with no user grid: grafting and l2 paths, SGC and Bayes-factor best "
         "stage, chosen on a held-out part carved at prepare time, against scikit-learn's "
         "LogisticRegressionCV (l2; l1 under a cap) on synthetic data, PP attachment, Brown "
-        "genres, CoNLL-2000 Base-NP and chunking (table: the defaults, no variants, runs "
-        "that ended with a model).",
+        "genres, CoNLL-2000 Base-NP and chunking (and chunking over the 10 unigram atoms, "
+        "`conll-unigrams`: combination features against those atoms; every point of its "
+        "paths in the file's `points_run`) (table: the defaults, no variants, runs that "
+        "ended with a model).",
         ("corpus", "method", "conll_sentences", "test_score", "features", "chosen_setting",
          "heldout_score", "passes", "wall_s", "passes_single_fit", "wall_s_single_fit"),
         lambda row: " " not in row["method"] and row.get("test_score") is not None,

@@ -252,7 +252,7 @@ def test_point_watch_keeps_each_path_point_of_a_combination_run_as_it_is_scored(
         assert watch.best[fit][2] is max(part, key=lambda p: p["heldout_score"])
 
 
-def test_conll_full_path_is_met_only_by_a_finished_path_of_certified_points_in_time():
+def test_conll_full_path_is_met_only_by_a_path_its_stop_rule_ended_certified_in_time():
     from benchmarks.model_choice import FULL_COMBINATION, POINT_SECONDS, conll_full_path
 
     corpus, n = FULL_COMBINATION
@@ -264,21 +264,27 @@ def test_conll_full_path_is_met_only_by_a_finished_path_of_certified_points_in_t
     points = [point("atoms", 1e-4, 60.0), point("combination", 1e-4, 600.0)]
     base = {"corpus": corpus, "conll_sentences": n, "load_average": [5.0, 4.0, 3.0]}
     comb = {**base, "method": "l1-Comb", "test_score": 93.1, "features": 2000,
-            "points_run": points, "wall_s": 700.0}  # fmt: skip
+            "points_run": points, "wall_s": 700.0, "path_stop": "stop rule: 2 after"}  # fmt: skip
     orig = {**base, "method": "l1-Orig", "test_score": 92.0, "features": 1500}
     other = {**comb, "conll_sentences": 2000}  # another size: not this target's
     assert conll_full_path([orig, other]) is None
     text, met = conll_full_path([comb, orig, other])
-    assert met and "l1-Comb 93.10 (2,000 weights), l1-Orig 92.00" in text
+    assert met and "test chunk F1 93.10 (2,000 weights)" in text
+    assert "l1-Orig 92.00 (1,500 weights)" in text
     assert "1 combination points and 1 atoms points run, 2 of 2 certified" in text
+    text, met = conll_full_path([{**comb, "path_stop": "end of the grid"}, orig])
+    assert not met and "path ended: end of the grid" in text  # held-out still improving
     slow = {**comb, "points_run": [*points, point("combination", 5e-5, POINT_SECONDS + 1)]}
     text, met = conll_full_path([slow, orig])
     assert not met and "slowest combination point 1,801 s" in text
     text, met = conll_full_path([{**comb, "points_run": [point("atoms", 1e-4, 9.0, None)]}])
     assert not met and "0 of 1 certified" in text
     best = {"combination": {**points[1], "test_score": 92.5}}
-    stopped = {**base, "method": "l1-Comb", "unfinished": True, "wall_s": 4000.0,
-               "points_run": points, "best_so_far": best}  # fmt: skip
+    stopped = {**base, "method": "l1-Comb l1_grid=[0.0001]", "unfinished": True,
+               "wall_s": 4000.0, "points_run": points, "best_so_far": best}  # fmt: skip
     text, met = conll_full_path([stopped, orig])
-    assert not met and "path stopped after 2 points at 4,000 s" in text
+    assert not met and text.startswith("l1-Comb l1_grid=[0.0001]: ")
+    assert "path stopped after 2 points at 4,000 s" in text
     assert "combination path's best point so far 92.50 at gamma1 0.0001" in text
+    text, met = conll_full_path([stopped, comb])  # either row may meet it
+    assert met and " | l1-Comb: " in text
