@@ -33,6 +33,24 @@ def _executor_hits(backend) -> dict[int, tuple[int, int, int]]:
     return dict(backend.sc.parallelize(range(32), 32).map(hits).collect())
 
 
+def _stored(backend, clear: bool = False) -> set[int]:
+    """The operators the executor's shared store holds, as its workers see
+    it (after emptying it, with ``clear``)."""
+
+    def count(_):
+        from sparkmaxent.backends.spark import share_operators
+        from sparkmaxent.kernels.pointcache import OPERATORS
+
+        share_operators()
+        if OPERATORS.store is None:
+            return -1
+        if clear:
+            OPERATORS.store.clear()
+        return len(OPERATORS.store)
+
+    return set(backend.sc.parallelize(range(4), 4).map(count).collect())
+
+
 def _grown(before: dict, after: dict, k: int) -> int:
     return sum(after[pid][k] - before.get(pid, (0, 0, 0))[k] for pid in after)
 
@@ -51,6 +69,7 @@ def test_product_passes_on_spark_reuse_the_workers_operators_and_give_the_local_
     local = Objective(LocalBackend([block], space), ids)
     with SparkBackend(spark, str(tmp_path), info, bias=True, partitions=2) as backend:
         spark_obj = Objective(backend, ids)
+        assert _stored(backend, clear=True) == {0}  # what earlier tests stored: gone
         before = _executor_hits(backend)
         for v in vectors:
             got, diag = spark_obj.hessian_product(theta, v)
@@ -64,8 +83,10 @@ def test_product_passes_on_spark_reuse_the_workers_operators_and_give_the_local_
         # entry, or the store when it did not build it)
         assert _grown(before, after, 1) <= 2, (before, after)
         assert _grown(before, after, 0) + _grown(before, after, 2) > 0, (before, after)
+        assert _stored(backend) == {2}  # each block's operator at the point, one file each
         moved = theta + 0.2
         got, _ = spark_obj.hessian_product(moved, vectors[0])
         want, _ = local.hessian_product(moved, vectors[0])
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+        assert _stored(backend) == {2}  # the moved point's: each block's old point dropped
         assert not np.allclose(got, spark_obj.hessian_product(theta, vectors[0])[0])
