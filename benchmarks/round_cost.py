@@ -368,7 +368,9 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     worker that ran its task, or on Spark from the store the executor's
     workers share, when Spark handed the task another worker than the one
     that built the operator there (``probe_follow_shared`` counts those
-    passes). A pass that built a block's operator again is counted apart
+    passes, ``cpu_per_pass_shared_s`` their mean; a worker that holds no
+    entry of the block takes its digest first, as once a run in a round).
+    A pass that built a block's operator again is counted apart
     (``probe_follow_rebuilt``); the cached figure is the served passes'
     mean and ``cpu_per_pass_follow_s`` the mean over all following passes.
     Emptying the caches before each point empties the shared stores too."""
@@ -379,7 +381,7 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
     ids = np.union1d(weights.active_ids(), test.new)
     theta = Objective(backend, ids).theta(weights)  # the round's start: new weights at 0
     obj, v = method.round_objective(ids), np.random.default_rng(0).normal(size=len(theta))
-    afresh, served, rebuilt, afresh_hits, shared, same = [], [], [], 0, 0, True
+    afresh, served, rebuilt, afresh_hits, shared, same = [], [], [], 0, [], True
     for _ in range(passes):
         if hasattr(backend, "rdd"):  # the executors' caches
             backend.rdd.foreach(_clear_operators)
@@ -396,7 +398,8 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
                 afresh_hits += meter.operator_hits + meter.operator_shared
             else:
                 (rebuilt if meter.operator_misses else served).append(cpu)
-                shared += bool(meter.operator_shared)
+                if meter.operator_shared and not meter.operator_misses:
+                    shared.append(cpu)
         same &= all(np.array_equal(a, b) for o in out for a, b in zip(out[0], o))
     fresh = float(np.mean(afresh))
     cached = float(np.mean(served)) if served else None
@@ -410,7 +413,8 @@ def product_probe(backend, recorded, passes: int, follow: int = 3) -> dict:
         "cached_share": None if cached is None else round(cached / fresh, 3),
         "cpu_per_pass_follow_s": round(float(np.mean(served + rebuilt)), 4),
         "probe_follow_rebuilt": len(rebuilt),
-        "probe_follow_shared": shared,
+        "probe_follow_shared": len(shared),
+        "cpu_per_pass_shared_s": round(float(np.mean(shared)), 4) if shared else None,
         "probe_afresh_hits": afresh_hits,
         "same_bits": bool(same),
     }

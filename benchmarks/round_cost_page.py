@@ -249,4 +249,9 @@ def _probe_value(r: dict) -> str:
             if "probe_follow_shared" in r
             else ""
         )
+        + (
+            f" ({r['cpu_per_pass_shared_s']} s a pass)"
+            if r.get("cpu_per_pass_shared_s") is not None
+            else ""
+        )
     )

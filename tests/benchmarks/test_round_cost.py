@@ -250,6 +250,13 @@ def test_the_probe_target_counts_every_following_pass_and_says_how_many_were_reb
         "every following pass counted"
         in json.loads(out.read_text())["targets"]["product_pass_cpu"]["value"]
     )
+    # passes served from the store the executor's workers share: counted, their CPU said
+    stored = {**served, "probe_follow_shared": 2, "cpu_per_pass_shared_s": 0.05}
+    report(str(out), [{**served, "backend": "local"}, {**stored, "backend": "spark"}])
+    value = json.loads(out.read_text())["targets"]["product_pass_cpu"]["value"]
+    assert (
+        "2 served a block's operator from the store the executor's workers share (0.05 s" in value
+    )
 
 
 def test_rows_are_listed_by_size_whatever_order_they_were_merged_in(tmp_path):
