@@ -148,9 +148,12 @@ PAGES: dict[str, Page] = {
         "Scale: grafting against MLlib on generated data",
         "Grafting against MLlib's l1 LogisticRegression on generated data (Zipf predicate "
         "rates, one planted model for every size) along events, candidate features and Spark "
-        "partitions: wall, passes, time per pass, driver and executor peak RSS, objective.",
+        "partitions: wall, passes, time per pass, driver and executor peak RSS (the JVM and "
+        "its Python workers summed; the JVM's own, and the cached blocks' arrays, where "
+        "measured), objective.",
         ("axis", "system", "events", "candidates", "partitions", "status", "gradient_test",
-         "wall_s", "passes", "s_per_pass", "driver_peak_rss_mb", "nonzero_weights"),
+         "wall_s", "passes", "s_per_pass", "driver_peak_rss_mb", "executor_peak_rss_mb",
+         "jvm_peak_rss_mb", "block_arrays_mb", "nonzero_weights"),
     ),
     "cluster_overhead": Page(
         "Cluster overhead: local against a standalone cluster",

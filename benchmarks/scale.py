@@ -29,12 +29,23 @@ standardization=False, fitIntercept=True: the same objective
 L(w) + gamma ||w||_1 with L the weight-averaged log-loss, as in
 ``benchmarks/grafting_vs_mllib.py``; its events in as many partitions as
 grafting's blocks), MLlib cancelled after ``--mllib-cap-s`` seconds.
-Rows: wall time, passes (Spark jobs for MLlib), time per pass, driver
-peak RSS (this Python process), executor peak RSS (the local-mode JVM and
-its Python workers), objective by our kernels, KKT violation, non-zeros,
-load (``uptime``); grafting rows also time the active-set pass at the
-planted model (``fixed_pass_s``: the same active set at every size,
-whatever the support of each size's optimum). ``slopes``: the log-log
+Each system runs in a Spark session and JVM of its own (a JVM's resident
+memory never shrinks back, so a row run after another would carry its
+peak), MLlib's fit before our blocks are cached (they judge its model
+afterwards). Rows: wall time, passes (Spark jobs for MLlib), time per
+pass, driver peak RSS (this Python process), executor peak RSS (the
+local-mode JVM and its Python workers summed) and its split (issue 37):
+the JVM's peak RSS, the storage memory of what the system cached (Spark's
+own RDD storage info: our pickled blocks, or MLlib's cached frame), each
+Python worker's peak RSS and the workers' proportional set size summed
+(pages shared by workers forked from one daemon counted once); the cached
+blocks' own arrays (``block_arrays_mb``: the numpy arrays' bytes summed on
+the executors, ``ArrayBytesTask``); objective by our kernels, KKT
+violation, non-zeros, load (``uptime``); grafting rows also time the
+active-set pass at the planted model (``fixed_pass_s``: the same active
+set at every size, whatever the support of each size's optimum) and the
+pass over every candidate there (``full_pass_s``: the work of one of
+MLlib's passes). ``slopes``: the log-log
 slope of wall time against size per axis per system, over the finished
 rows (``slopes_s_per_pass``, ``slopes_fixed_pass``: of those times).
 Each dataset is generated in a child process, so the driver's peak RSS is
@@ -90,75 +101,157 @@ AXES = ("events", "candidates", "partitions")
 
 def rss_mb(pid: int) -> float:
     """Resident set size of process ``pid`` in MiB (0 if it is gone)."""
+    return _status_mb(pid, "VmRSS")
+
+
+def _status_mb(pid: int, key: str) -> float:
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
 
 
-class PeakMemory:
-    """Samples the driver's RSS and the executor side's (JVM + Python
-    workers) every ``every_s`` seconds from a daemon thread; ``reset`` starts
-    a new peak."""
+def pss_mb(pid: int) -> float:
+    """Proportional set size of ``pid`` in MiB (a page shared by n processes
+    counted 1/n in each: the Python workers forked from one daemon share
+    pages their RSS each count whole); 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
-    def __init__(self, jvm_pid: int, every_s: float = 1.0):
-        self.jvm_pid, self.every_s = jvm_pid, every_s
-        self.driver = self.executor = 0.0
+
+def storage_mb(sc) -> float:
+    """Memory Spark's block manager holds for cached RDDs and DataFrames
+    (its own RDD storage info, ``memSize`` summed), in MiB."""
+    infos = sc._jsc.sc().getRDDStorageInfo()
+    return sum(info.memSize() for info in infos) / 2**20
+
+
+class PeakMemory:
+    """Samples every ``every_s`` seconds from a daemon thread, and keeps the
+    peaks of: the driver's RSS (this Python process); the executor side's
+    RSS summed (the local-mode JVM and its Python workers, ``executor``);
+    the JVM's own RSS (``jvm``); each Python worker's RSS (``workers``, by
+    pid; the daemon they fork from is one of them) and the Python side's
+    proportional set size summed (``python_pss``: shared pages counted
+    once); and, with a SparkContext ``sc``, the storage memory of the
+    cached RDDs (``storage``). ``reset`` starts new peaks."""
+
+    def __init__(self, jvm_pid: int, sc=None, every_s: float = 1.0):
+        self.jvm_pid, self.sc, self.every_s = jvm_pid, sc, every_s
+        self._lock = threading.Lock()
+        self.reset_values()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="peak-memory")
         self._thread.start()
 
+    def reset_values(self) -> None:
+        self.driver = self.executor = self.jvm = self.python_pss = self.storage = 0.0
+        self.workers: dict[int, float] = {}
+
     def sample(self) -> None:
-        self.driver = max(self.driver, rss_mb(os.getpid()))
-        side = rss_mb(self.jvm_pid) + sum(rss_mb(p) for p in descendants(self.jvm_pid))
-        self.executor = max(self.executor, side)
+        jvm = rss_mb(self.jvm_pid)
+        python = {p: rss_mb(p) for p in descendants(self.jvm_pid)}
+        pss = sum(pss_mb(p) for p in python)
+        stored = 0.0
+        if self.sc is not None:
+            try:
+                stored = storage_mb(self.sc)
+            except Exception:  # the context is stopping
+                stored = 0.0
+        with self._lock:
+            self.driver = max(self.driver, rss_mb(os.getpid()))
+            self.executor = max(self.executor, jvm + sum(python.values()))
+            self.jvm = max(self.jvm, jvm)
+            self.python_pss = max(self.python_pss, pss)
+            self.storage = max(self.storage, stored)
+            for pid, mb in python.items():
+                self.workers[pid] = max(self.workers.get(pid, 0.0), mb)
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
             self.sample()
 
     def reset(self) -> None:
-        self.driver = self.executor = 0.0
+        with self._lock:
+            self.reset_values()
         self.sample()
+
+    def fields(self) -> dict:
+        """The peaks as a row's fields, in MB (each worker's peak, largest first)."""
+        with self._lock:
+            return {
+                "driver_peak_rss_mb": round(self.driver),
+                "executor_peak_rss_mb": round(self.executor),
+                "jvm_peak_rss_mb": round(self.jvm),
+                "storage_peak_mb": round(self.storage, 1),
+                "python_worker_peak_rss_mb": sorted(
+                    (round(mb) for mb in self.workers.values() if mb), reverse=True
+                ),
+                "python_peak_pss_mb": round(self.python_pss),
+            }
 
     def close(self) -> None:
         self._stop.set()
 
 
-def fixed_pass_seconds(backend, train_dir: str, repeats: int) -> float:
-    """Median wall time of the active-set pass (loss and gradient over the
-    active features, ``LossGradTask``) at the planted model: a pass over
-    the same active set at every size, what "time per pass with the active
-    set fixed" measures whatever support the optimum of each size has."""
+def fixed_pass_seconds(backend, train_dir: str, repeats: int, full: bool = False) -> float:
+    """Median wall time of a loss-and-gradient pass (``LossGradTask``) at the
+    planted model. ``full`` False: the gradient over the active features
+    only, a pass over the same active set at every size (what "time per
+    pass with the active set fixed" measures whatever support the optimum
+    of each size has). ``full`` True: the gradient over every candidate
+    feature, the work of one of MLlib's passes (each of its jobs is the
+    loss and the dense gradient over all features at one point), so the
+    two systems' passes compare like for like (``pass_time`` target)."""
     from sparkmaxent.kernels import LossGradTask
 
     weights = planted_weights(train_dir)
-    task = LossGradTask(backend.space, weights, None, weights.ids)
-    times = timed_interleaved({"fixed": lambda: backend.run(task)}, repeats)["fixed"]
+    task = LossGradTask(backend.space, weights, None, None if full else weights.ids)
+    times = timed_interleaved({"pass": lambda: backend.run(task)}, repeats)["pass"]
     return statistics.median(times)
 
 
-def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict:
+def array_fields(backend) -> dict:
+    """The cached blocks' own arrays (``ArrayBytesTask``: the numpy arrays'
+    bytes summed on the executors, where the blocks are held): what the
+    executors' memory is judged against."""
+    from sparkmaxent.kernels.stats import ArrayBytesTask
+
+    size = backend.run(ArrayBytesTask())
+    return {
+        "block_arrays_mb": round(size.nbytes / 2**20, 1),
+        "blocks": size.blocks,
+        "block_nonzeros": size.nonzeros,
+    }
+
+
+def run_mllib_capped(spark, train_dir: str, n_predicates: int, partitions: int, args):
     """MLlib's l1 LogisticRegression at regParam = gamma (see the module
-    docstring), its jobs cancelled after ``args.mllib_cap_s`` seconds."""
+    docstring), its jobs cancelled after ``args.mllib_cap_s`` seconds: its
+    row and its fitted model (None when it did not finish)."""
     from pyspark.ml.classification import LogisticRegression
 
-    from benchmarks.grafting_vs_mllib import mllib_frame, objective_and_kkt
+    from benchmarks.grafting_vs_mllib import mllib_frame
     from benchmarks.instrumentation import count_jobs
-    from sparkmaxent.kernels import Weights
 
-    sc, space = spark.sparkContext, backend.space
+    sc = spark.sparkContext
     # as many partitions as the backend's blocks: the partitions axis is both systems'
-    frame = mllib_frame(spark, train_dir, space.n_predicates).repartition(backend.partitions)
+    frame = mllib_frame(spark, train_dir, n_predicates).repartition(partitions)
     frame = frame.cache()
     frame.count()
     lr = LogisticRegression(
         family="multinomial",
-        regParam=gamma,
+        regParam=args.gamma,
         elasticNetParam=1.0,
         standardization=False,
         fitIntercept=True,
@@ -183,82 +276,105 @@ def run_mllib_capped(spark, train_dir: str, backend, gamma: float, args) -> dict
             row["passes_before_stop"] = len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
         except Exception:
             log.warning("no job count: the JVM is gone (%s)", why)
-        return row
+        return row, None
     finally:
         timer.cancel()
-        try:
-            sc.removeJobTag(tag)
-            frame.unpersist()
-        except Exception:  # after an out-of-memory error: keep its reason, not this one
-            log.warning("cleaning up after MLlib failed", exc_info=True)
     wall = time.perf_counter() - t0
-    W = model.coefficientMatrix.toArray()  # (K, P)
-    theta = np.concatenate([W.T.ravel(), model.interceptVector.toArray()])
-    objective, cert = objective_and_kkt(backend, Weights.from_dense(space, theta).sparse(), gamma)
     row.update(
         status="finished",
         wall_s=round(wall, 1),
         passes=jobs,
         iterations=model.summary.totalIterations,
-        objective=objective,
-        kkt_violation=cert["violation"],
-        nonzero_weights=int(np.count_nonzero(W)),
     )
+    return row, model
+
+
+def mllib_objective(backend, model, gamma: float) -> dict:
+    """MLlib's model judged by our kernels: C(w), the KKT violation over all
+    candidates, its non-zeros."""
+    from benchmarks.grafting_vs_mllib import objective_and_kkt
+    from sparkmaxent.kernels import Weights
+
+    W = model.coefficientMatrix.toArray()  # (K, P)
+    theta = np.concatenate([W.T.ravel(), model.interceptVector.toArray()])
+    weights = Weights.from_dense(backend.space, theta).sparse()
+    objective, cert = objective_and_kkt(backend, weights, gamma)
+    return {
+        "objective": objective,
+        "kkt_violation": cert["violation"],
+        "nonzero_weights": int(np.count_nonzero(W)),
+    }
+
+
+def run_grafting(spark, backend, train_dir: str, partitions: int, args) -> dict:
+    """Grafting's row on ``backend`` (see the module docstring)."""
+    from benchmarks.grafting_vs_mllib import run_grafting as fit
+
+    out = os.path.join(args.work, "runs", os.path.basename(train_dir) + f"-p{partitions}")
+    dense = {} if args.dense_test_max is None else {"dense_test_max": args.dense_test_max}
+    row = fit(spark, train_dir, None, backend, args.gamma, args.n_best, out, "auto", 0,
+              args.grafting_cap_s, None, **dense)  # fmt: skip
+    row.pop("trace", None)
+    row["system"] = "grafting"
+    row["status"] = "finished" if row.get("kkt_passed") else f"stopped: {row['stopped']}"
+    dense_max = args.dense_test_max
+    if dense_max is None:
+        from sparkmaxent.config import train_config
+
+        dense_max = train_config().grafting.dense_test_max
+    row["gradient_test"] = "block-wise" if backend.space.n_features > dense_max else "dense"
     return row
 
 
 def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, args) -> dict:
-    """One system on one dataset, with its peak memory."""
-    from benchmarks.grafting_vs_mllib import run_grafting
+    """One system on one dataset, with its peak memory from the start of its
+    caching (the blocks, or MLlib's cached frame) to the end of its fit;
+    MLlib's fit runs before our blocks are cached (they judge its model
+    afterwards), so its memory is its own."""
     from sparkmaxent.backends.spark import SparkBackend
+    from sparkmaxent.data.schema import DatasetInfo
 
     load_at_start = round(os.getloadavg()[0], 2)
+    memory.reset()
+    fitted = None
+    if system == "mllib":
+        info = DatasetInfo.load(train_dir)
+        n_predicates = info.n_predicates
+        row, fitted = run_mllib_capped(spark, train_dir, n_predicates, partitions, args)
+        memory.sample()
+        peaks, load = memory.fields(), round(os.getloadavg()[0], 2)
+        if fitted is None:  # capped or failed (its JVM may be gone): no model to judge
+            size = {"events": info.n_events, "partitions": partitions,
+                    "candidates": info.space(True).n_features}  # fmt: skip
+            return {**row, **size, **peaks, "load": load, "uptime": uptime(), "gamma": args.gamma,
+                    "load_at_start": load_at_start, "command": command_line(),
+                    "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}  # fmt: skip
+        spark.catalog.clearCache()
     with SparkBackend(
         spark, train_dir, bias=True, partitions=partitions, name=f"scale-{system}"
     ) as backend:
-        memory.reset()
         if system == "mllib":
-            row = run_mllib_capped(spark, train_dir, backend, args.gamma, args)
+            if fitted is not None:
+                row.update(mllib_objective(backend, fitted, args.gamma))
         else:
-            out = os.path.join(args.work, "runs", os.path.basename(train_dir) + f"-p{partitions}")
-            row = run_grafting(
-                spark,
-                train_dir,
-                None,
-                backend,
-                args.gamma,
-                args.n_best,
-                out,
-                "auto",
-                0,
-                args.grafting_cap_s,
-                None,
-                **({} if args.dense_test_max is None else {"dense_test_max": args.dense_test_max}),
-            )
-            row.pop("trace", None)
-            row["system"] = "grafting"
-            row["status"] = "finished" if row.get("kkt_passed") else f"stopped: {row['stopped']}"
-            dense_max = args.dense_test_max
-            if dense_max is None:
-                from sparkmaxent.config import train_config
-
-                dense_max = train_config().grafting.dense_test_max
-            row["gradient_test"] = "block-wise" if backend.space.n_features > dense_max else "dense"
-        memory.sample()
-        peaks = round(memory.driver), round(memory.executor)  # the training's, not the pass's below
-        load = round(os.getloadavg()[0], 2)
-        if system == "grafting" and args.fixed_pass_repeats:
-            fixed = fixed_pass_seconds(backend, train_dir, args.fixed_pass_repeats)
-            row["fixed_pass_s"] = round(fixed, 3)
-            row["fixed_pass_features"] = len(planted_weights(train_dir).ids)
+            row = run_grafting(spark, backend, train_dir, partitions, args)
+            memory.sample()
+            peaks = memory.fields()  # the training's, not the passes' below
+            load = round(os.getloadavg()[0], 2)
+            if args.fixed_pass_repeats:
+                fixed = fixed_pass_seconds(backend, train_dir, args.fixed_pass_repeats)
+                row["fixed_pass_s"] = round(fixed, 3)
+                row["fixed_pass_features"] = len(planted_weights(train_dir).ids)
+                full = fixed_pass_seconds(backend, train_dir, args.fixed_pass_repeats, True)
+                row["full_pass_s"] = round(full, 3)
+        row.update(array_fields(backend))
         row.update(
             events=backend.n_events,
             candidates=backend.space.n_features,
             partitions=backend.partitions,
             gamma=args.gamma,
             model_events=args.model_events,
-            driver_peak_rss_mb=peaks[0],
-            executor_peak_rss_mb=peaks[1],
+            **peaks,
             load=load,
             uptime=uptime(),
             load_at_start=load_at_start,
@@ -268,6 +384,37 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
     if row.get("passes"):
         row["s_per_pass"] = round(row["wall_s"] / row["passes"], 3)
     return row
+
+
+def open_session(args, name: str):
+    """A local[2] session in a JVM of its own (one per row: a JVM's resident
+    memory never shrinks back, so a row run after another would carry the
+    other's peak), with its memory sampler."""
+    from sparkmaxent.backends.session import spark_session
+
+    spark = spark_session("local[2]", name, {"spark.driver.memory": args.driver_memory})
+    sc = spark.sparkContext
+    return spark, PeakMemory(sc._jvm.ProcessHandle.current().pid(), sc)
+
+
+def close_session(spark, memory: PeakMemory) -> None:
+    """Stop the session and its JVM (the gateway's process ends when its
+    standard input closes), so the next ``open_session`` starts a new one."""
+    from pyspark import SparkContext
+
+    memory.close()
+    gateway = SparkContext._gateway
+    try:
+        spark.stop()
+    except Exception:  # after an out-of-memory error the JVM may be gone
+        log.warning("stopping the session failed", exc_info=True)
+    if gateway is not None:
+        gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            proc.stdin.close()
+            proc.wait(timeout=120)
+    SparkContext._gateway = SparkContext._jvm = None
 
 
 def uptime() -> str:
@@ -336,7 +483,9 @@ def targets(rows: list[dict]) -> dict:
     """Issue 14's targets, from the rows present: grafting's wall time along
     the events axis grows at most linearly (log-log slope <= 1.05); grafting
     certified at the largest candidate space; the block-wise test's driver
-    peak RSS flat along the candidates (within 10%); MLlib's failure point."""
+    peak RSS flat along the candidates (within 10%); MLlib's failure point;
+    and issue 37's time per pass and executor memory at 3.2M events
+    (``memory_targets``)."""
     out = {}
     slope = slopes(rows)["events"]["grafting"]
     if slope is not None:
@@ -362,6 +511,7 @@ def targets(rows: list[dict]) -> dict:
         value = ", ".join(f"{mb} MB at {n:,}" for n, mb in sorted(rss.items()))
         goal = "driver peak RSS flat along candidate features (block-wise test, within 10%)"
         out["driver_rss"] = target(goal, value, max(rss.values()) <= 1.1 * min(rss.values()))
+    out.update(memory_targets(rows))
     failed = [r for r in rows if r["system"] == "mllib" and r.get("status") == "failed"]
     if failed:
         first = min(failed, key=lambda r: r["candidates"])
@@ -369,6 +519,74 @@ def targets(rows: list[dict]) -> dict:
             f"failed at {first['candidates']:,} candidates: {first.get('reason', '').split(':')[0]}"
         )
         out["mllib_failure"] = target("MLlib's failure point recorded", value, True)
+    return out
+
+
+TARGET_EVENTS = 3_200_000
+
+
+def memory_split(row: dict) -> str:
+    """A row's executor memory in words: the sum, its JVM and the storage
+    memory of what it cached, each Python worker."""
+    workers = ", ".join(f"{mb:,}" for mb in row.get("python_worker_peak_rss_mb", []))
+    return (
+        f"{row['executor_peak_rss_mb']:,} MB (JVM {row.get('jvm_peak_rss_mb', 0):,}, of which "
+        f"cached {row.get('storage_peak_mb', 0):,.0f}; Python workers [{workers}], "
+        f"{row.get('python_peak_pss_mb', 0):,} MB proportional)"
+    )
+
+
+def memory_targets(rows: list[dict]) -> dict:
+    """Issue 37's targets at 3.2M events (events axis, both systems
+    finished, rows with the memory split): grafting's time per pass and
+    executor peak RSS no more than MLlib's, and its executor peak RSS within
+    3x of its cached blocks' own arrays.
+
+    A pass is compared two ways, and met only when both hold: the mean of
+    each system's run (wall / passes; grafting's passes are of every kind,
+    MLlib's are its Spark jobs, nearly all a loss and dense gradient over
+    every feature), and like for like: grafting's pass doing the work of
+    MLlib's (``full_pass_s``: the loss and gradient over every candidate at
+    the planted model, median) against MLlib's mean."""
+    at = {
+        r["system"]: r
+        for r in rows
+        if r["axis"] == "events"
+        and r.get("events") == TARGET_EVENTS
+        and r["status"] == "finished"
+        and "jvm_peak_rss_mb" in r
+    }
+    ours, mllib = at.get("grafting"), at.get("mllib")
+    out: dict = {}
+    if ours is None:
+        return out
+    arrays = ours.get("block_arrays_mb")
+    if arrays:
+        ratio = ours["executor_peak_rss_mb"] / arrays
+        inner = (ours.get("storage_peak_mb", 0) + ours.get("python_peak_pss_mb", 0)) / arrays
+        value = (
+            f"{ratio:.1f}x: executor {memory_split(ours)} against the blocks' arrays "
+            f"{arrays:,.0f} MB ({ours.get('block_nonzeros', 0):,} non-zeros in "
+            f"{ours.get('blocks')} blocks); the cache and the Python workers alone {inner:.1f}x"
+        )
+        goal = "grafting's executor peak RSS within 3x of its cached blocks' own arrays at 3.2M"
+        out["memory_vs_arrays_3.2M"] = target(goal, value, ratio <= 3.0)
+    if mllib is None:
+        return out
+    full = ours.get("full_pass_s")
+    mean_ok = ours["s_per_pass"] <= mllib["s_per_pass"]
+    like_ok = full is not None and full <= mllib["s_per_pass"]
+    value = (
+        f"grafting {ours['s_per_pass']} s a pass ({ours['wall_s']} s / {ours['passes']} passes "
+        f"of every kind), its full-gradient pass (MLlib's pass's work) {full} s; MLlib "
+        f"{mllib['s_per_pass']} s ({mllib['wall_s']} s / {mllib['passes']} jobs)"
+    )
+    goal = "grafting's time per pass <= MLlib's at 3.2M events (mean and like for like)"
+    out["pass_time_3.2M"] = target(goal, value, mean_ok and like_ok)
+    value = f"grafting {memory_split(ours)}; MLlib {memory_split(mllib)}"
+    goal = "grafting's executor peak RSS (JVM + Python workers) <= MLlib's at 3.2M events"
+    met = ours["executor_peak_rss_mb"] <= mllib["executor_peak_rss_mb"]
+    out["executor_memory_3.2M"] = target(goal, value, met)
     return out
 
 
@@ -498,8 +716,6 @@ def main(argv: list[str] | None = None) -> int:
         merge_pages(args.output, args.merge, merge, targets, "scale")
         return 0
 
-    from sparkmaxent.backends.session import spark_session
-
     choice = None
     if args.choose_gamma:
         choice = chosen_gamma(args)
@@ -512,31 +728,26 @@ def main(argv: list[str] | None = None) -> int:
         for _, n_events, n_candidates, _ in todo:
             log.info("prepared %s", dataset(args.work, n_events, n_candidates, args))
         return 0
-    for axis in args.axes:
-        spark = spark_session(
-            "local[2]", f"scale-{axis}", {"spark.driver.memory": args.driver_memory}
-        )
-        memory = PeakMemory(spark.sparkContext._jvm.ProcessHandle.current().pid())
-        try:
-            for _, n_events, n_candidates, partitions in (t for t in todo if t[0] == axis):
-                train_dir = dataset(args.work, n_events, n_candidates, args)
-                for system in args.systems:
-                    try:
-                        row = run_row(spark, memory, train_dir, system, partitions, args)
-                    except Exception as e:  # e.g. MLlib's JVM out of memory: the session is gone
-                        log.exception("%s on %s failed", system, train_dir)
-                        row = failed_row(system, n_events, n_candidates, partitions, e)
-                    rows.append({"axis": axis, **row})
-                    log.info("%s", rows[-1])
-                    out = rows
-                    if args.merge_into:
-                        out = merged_rows(args.merge_into, rows)
-                    write_result(args.merge_into or args.output, out, targets(out))
-        finally:
-            memory.close()
-            spark.stop()
+    for axis, n_events, n_candidates, partitions in todo:
+        train_dir = dataset(args.work, n_events, n_candidates, args)
+        for system in args.systems:
+            spark, memory = open_session(args, f"scale-{axis}-{system}")
+            try:
+                row = run_row(spark, memory, train_dir, system, partitions, args)
+            except Exception as e:  # e.g. MLlib's JVM out of memory: the session is gone
+                log.exception("%s on %s failed", system, train_dir)
+                row = failed_row(system, n_events, n_candidates, partitions, e)
+            finally:
+                close_session(spark, memory)
+            rows.append({"axis": axis, **row})
+            log.info("%s", rows[-1])
+            out = rows
+            if args.merge_into:
+                out = merged_rows(args.merge_into, rows)
+            write_result(args.merge_into or args.output, out, targets(out))
     keys = ["axis", "system", "events", "candidates", "partitions", "status", "wall_s", "passes"]
-    keys += ["s_per_pass", "fixed_pass_s", "driver_peak_rss_mb", "executor_peak_rss_mb"]
+    keys += ["s_per_pass", "fixed_pass_s", "full_pass_s", "driver_peak_rss_mb"]
+    keys += ["executor_peak_rss_mb", "jvm_peak_rss_mb", "storage_peak_mb", "block_arrays_mb"]
     keys += ["objective", "nonzero_weights", "uptime"]
     print_table(rows, keys)
     done = {(r[0], r[1], r[2], r[3]) for r in todo}

@@ -1,10 +1,13 @@
-"""Per-predicate moments for standardization, and the scaling they give."""
+"""Per-predicate moments for standardization, and the scaling they give;
+feature counts; the trivial pass; the bytes of the blocks' own arrays."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .blocks import Block, MulticlassBlock
 from .mergeable import Summed
@@ -117,3 +120,38 @@ class CountTask:
 
     def __call__(self, block: Block) -> Count:
         return Count(int(block.n_events), float(np.sum(block.c)), 1)
+
+
+def block_nbytes(block: Block) -> int:
+    """Bytes of a block's own numpy arrays (a sparse matrix counted as its
+    data, indices and index pointer): what the block holds, without any
+    interpreter, pickle or cache overhead. What a cached block's memory is
+    judged against (benchmarks/scale.py)."""
+    total = 0
+    for f in dataclasses.fields(block):
+        value = getattr(block, f.name)
+        if sp.issparse(value):
+            total += value.data.nbytes + value.indices.nbytes + value.indptr.nbytes
+        elif isinstance(value, np.ndarray):
+            total += value.nbytes
+    return total
+
+
+@dataclass
+class ArrayBytes(Summed):
+    """Mergeable bytes of the blocks' own arrays (``block_nbytes``), with
+    the events, stored non-zeros and blocks they hold."""
+
+    nbytes: int
+    events: int
+    nonzeros: int
+    blocks: int
+
+
+class ArrayBytesTask:
+    """A pass measuring every cached block's own arrays where it is held
+    (on the executors for Spark), not a driver-side estimate."""
+
+    def __call__(self, block: Block) -> ArrayBytes:
+        matrix = block.X if isinstance(block, MulticlassBlock) else block.F
+        return ArrayBytes(block_nbytes(block), int(block.n_events), int(matrix.nnz), 1)

@@ -118,3 +118,40 @@ def test_slopes_of_other_values_skip_rows_without_them():
     assert out["events"]["grafting"] == pytest.approx(1.0, abs=1e-3)
     assert out["events"]["mllib"] is None
     assert slopes(rows)["events"]["grafting"] == pytest.approx(0.0, abs=1e-3)
+
+
+def memory_row(system, wall, passes, executor, **extra):
+    return {
+        **row("events", system, 3_200_000, wall),
+        "passes": passes,
+        "s_per_pass": round(wall / passes, 3),
+        "executor_peak_rss_mb": executor,
+        "jvm_peak_rss_mb": executor - 1000,
+        "storage_peak_mb": 800.0,
+        "python_worker_peak_rss_mb": [600, 400],
+        "python_peak_pss_mb": 900,
+        **extra,
+    }
+
+
+def test_memory_targets_compare_at_3_2m_events_with_mllib_and_the_arrays():
+    from benchmarks.scale import memory_targets, targets
+
+    ours = memory_row("grafting", 100.0, 20, 6000, full_pass_s=4.0, block_arrays_mb=2500.0)
+    theirs = memory_row("mllib", 300.0, 30, 7000)
+    out = memory_targets([ours, theirs, memory_row("grafting", 1.0, 1, 1, events=800_000)])
+    assert out["pass_time_3.2M"]["met"]  # 5.0 and 4.0 s against 10.0
+    assert out["executor_memory_3.2M"]["met"]  # 6,000 against 7,000 MB
+    assert out["memory_vs_arrays_3.2M"]["met"]  # 2.4x
+    assert out["memory_vs_arrays_3.2M"]["value"].startswith("2.4x")
+    assert "Python workers [600, 400]" in out["executor_memory_3.2M"]["value"]
+    # the like-for-like pass slower than MLlib's: not met, though the mean is
+    slow = {**ours, "full_pass_s": 10.5, "block_arrays_mb": 1000.0}
+    out = memory_targets([slow, {**theirs, "executor_peak_rss_mb": 5999}])
+    assert not out["pass_time_3.2M"]["met"]
+    assert not out["executor_memory_3.2M"]["met"]
+    assert not out["memory_vs_arrays_3.2M"]["met"]  # 6.0x
+    # without MLlib's finished row only the arrays' target; rows before the split: none
+    assert set(memory_targets([ours, {**theirs, "status": "capped"}])) == {"memory_vs_arrays_3.2M"}
+    old = {k: v for k, v in ours.items() if k != "jvm_peak_rss_mb"}
+    assert "pass_time_3.2M" not in targets([old, theirs])

@@ -167,6 +167,36 @@ def test_the_parquet_partitions_are_kept_without_repartition(spark, datasets):
         assert backend.passes == 1
 
 
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+def test_the_blocks_own_arrays_are_measured_where_they_are_cached(spark, datasets, shape):
+    """ArrayBytesTask's bytes (summed on the executors) equal a count from
+    the Parquet events: 12 bytes a stored value (float64 value, int32
+    index), 4 an index pointer (one more per block than its rows; scipy
+    keeps int32 index arrays where they fit), 8 a label and weight and the
+    two id columns per event; candidate sets add 8 an event pointer (one
+    more per block) and 1 a candidate's flag."""
+    import pyarrow.compute as pc
+
+    from sparkmaxent.kernels.stats import ArrayBytes, ArrayBytesTask
+
+    directory, info, _ = datasets[shape]
+    table = read_events_table(directory, info)
+    events, nnz = table.num_rows, pc.sum(pc.list_value_length(table.column("indices"))).as_py()
+    with SparkBackend(spark, directory, info, partitions=3, max_block_nnz=200) as backend:
+        blocks = backend.n_blocks
+        if shape == MULTICLASS:
+            rows = events  # one CSR row an event
+            per_event = 8 * 4  # y, c, event_id, group
+            extra = 0
+        else:
+            rows = pc.sum(pc.list_value_length(table.column("correct"))).as_py()  # candidates
+            per_event = 8 * 3 + 8  # c, event_id, group; event_ptr
+            extra = 8 * blocks + rows  # event_ptr's extra entry a block; correct, 1 byte each
+        expected = 12 * nnz + 4 * (rows + blocks) + per_event * events + extra
+        assert blocks > 1
+        assert backend.run(ArrayBytesTask()) == ArrayBytes(expected, events, nnz, blocks)
+
+
 # ---------------------------------------------------------------- bookkeeping
 
 
