@@ -67,6 +67,7 @@ from .spark import (
     check_pass_weight,
     job_group,
     large_var_types,
+    on_executor,
     read_events_frame,
 )
 from .watchdog import PassLimit
@@ -103,10 +104,11 @@ def _merged(values: Iterator[Any]) -> Any:
 def _apply_task(task: Callable[[Block], Any], large: bool):
     """The mapInArrow function of a pass: one row (column ``result``, the
     pickled merge of ``task`` over the partition's blocks) per non-empty
-    partition."""
+    partition; each task run as the RDD backend runs it (``on_executor``:
+    the executor's Python workers share the blocks' Hessian operators)."""
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        out = _merged(task(block) for block in _unpickled(batches))
+        out = _merged(on_executor(task, block) for block in _unpickled(batches))
         if out is not None:
             yield _binary_column([pickle.dumps(out, pickle.HIGHEST_PROTOCOL)], "result", large)
 
