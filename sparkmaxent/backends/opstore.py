@@ -36,6 +36,7 @@ each array's dtype, shape and offset, the file's length).
 from __future__ import annotations
 
 import json
+import logging
 import mmap
 import os
 import struct
@@ -43,6 +44,8 @@ import uuid
 from typing import Any
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 Parts = tuple[dict[str, Any], dict[str, np.ndarray]]
 
@@ -94,7 +97,7 @@ class OperatorStore:
         path = self._path(name)
         try:
             fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
+        except OSError:  # none, or the directory is gone: build afresh
             return None
         try:
             size = os.fstat(fd).st_size
@@ -161,6 +164,9 @@ class OperatorStore:
             if entry.name.endswith(SUFFIX):
                 _remove(entry.path)
 
+    def __repr__(self) -> str:
+        return f"OperatorStore({self.directory!r}, max_bytes={self.max_bytes})"
+
     def __len__(self) -> int:
         return sum(1 for e in os.scandir(self.directory) if e.name.endswith(SUFFIX))
 
@@ -187,15 +193,15 @@ class Writer:
             self.layout[key] = [np.dtype(dtype).str, [int(s) for s in shape], offset]
             offset = _aligned(offset + np.dtype(dtype).itemsize * int(np.prod(shape)))
         self.end = offset
+        in_memory = {**placed, **{k: np.empty(shape, dtype) for k, (dtype, shape) in specs.items()}}
         if 2 * (offset + HEADER_ROOM) > self.store.max_bytes:
-            return {**placed, **{k: np.empty(shape, dtype) for k, (dtype, shape) in specs.items()}}
-        self.store._make_room(offset + HEADER_ROOM, self.group, self.name)
-        self.temporary = os.path.join(
-            self.store.directory, f".{self.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        )
-        with open(self.temporary, "wb+") as f:
-            f.truncate(offset)
-            mapped = mmap.mmap(f.fileno(), offset, access=mmap.ACCESS_WRITE)
+            return in_memory
+        try:
+            mapped = self._mapped(offset)
+        except OSError as e:  # no room on the disk, the directory gone: not stored
+            logger.warning("operator store %s: %s; the operator stays in memory", self.store, e)
+            self.abort()
+            return in_memory
         out = {}
         for key, (dtype, shape, at) in self.layout.items():
             count = int(np.prod(shape))
@@ -206,6 +212,21 @@ class Writer:
         for key, a in placed.items():
             _write_array(out[key], a)
         return out
+
+    def _mapped(self, size: int) -> mmap.mmap:
+        """A new temporary file of ``size`` bytes, its blocks allocated now
+        (a full disk fails here, not as a fault while the build writes into
+        the mapping), mapped writable."""
+        self.store._make_room(size + HEADER_ROOM, self.group, self.name)
+        self.temporary = os.path.join(
+            self.store.directory, f".{self.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
+        )
+        with open(self.temporary, "wb+") as f:
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(f.fileno(), 0, size)
+            else:
+                f.truncate(size)
+            return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_WRITE)
 
     def commit(self, numbers: dict[str, Any]) -> Parts | None:
         """Append the header (the entry's ``numbers``, its arrays' layout and
@@ -223,6 +244,10 @@ class Writer:
                 f.seek(0)
                 f.write(MAGIC + struct.pack("<QQ", self.end, len(head)))
             os.replace(self.temporary, self.store._path(self.name))
+        except OSError as e:  # the build's own arrays serve this process
+            logger.warning("operator store %s: %s; the operator is not stored", self.store, e)
+            self.abort()
+            return None
         except BaseException:
             self.abort()
             raise
@@ -273,5 +298,5 @@ def _write_array(out: np.ndarray, a: np.ndarray) -> None:
 def _remove(path: str) -> None:
     try:
         os.remove(path)
-    except FileNotFoundError:
+    except OSError:  # gone already (another worker removed it), or its directory
         pass

@@ -181,15 +181,19 @@ def share_operators() -> None:
     (``kernels/pointcache.py``) the store the executor's workers share
     (``opstore.py``), in the executor's local directory, which Spark
     removes when the application ends; once a process (again if the
-    directory changed). Without a local directory (not on an executor):
-    nothing."""
+    directory changed). Without a local directory (not on an executor), or
+    where it cannot be made: none (each worker keeps its own operators)."""
     local = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0]
     if not local:
         return
     directory = os.path.join(local, "sparkmaxent-operators")
     store = OPERATORS.store
     if not (isinstance(store, OperatorStore) and store.directory == directory):
-        OPERATORS.store = OperatorStore(directory)
+        try:
+            OPERATORS.store = OperatorStore(directory)
+        except OSError as e:
+            logger.debug("no operator store in %s: %s", directory, e)
+            OPERATORS.store = None
 
 
 def on_executor(task: Callable[[Block], R], block: Block) -> R:

@@ -165,3 +165,31 @@ def test_the_store_stays_within_its_bound_least_recently_used_first(tmp_path):
     # larger than half the bound: not kept, and the cache still hands back the built value
     assert store.put("big-p", "big", ({"kind": "x"}, {"a": np.zeros(2000)})) is None
     assert "big-p.op" not in os.listdir(tmp_path)
+
+
+def test_a_store_that_cannot_write_leaves_the_operator_in_memory(tmp_path, monkeypatch):
+    """A full disk (or a directory gone) never fails a pass: the build's
+    own arrays serve it, nothing half-made is left, and a lookup afterwards
+    builds again rather than reading anything."""
+    rng = np.random.default_rng(7)
+    block = random_multiclass(rng, m=200, P=15, K=3)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids, weights, _ = _point(rng, space)
+    v = rng.normal(size=len(ids) + space.n_bias)
+
+    def full(fd, offset, size):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    cache, built = PointCache(store=OperatorStore(str(tmp_path))), []
+    op = _lookup(cache, block, space, weights, ids, None, built)
+    assert built == [1] and os.listdir(tmp_path) == []
+    assert np.array_equal(op(v), build_operator(block, space, weights, ids, None)(v))
+    # the directory replaced by a file: fetches find nothing, builds stay in memory
+    monkeypatch.undo()
+    gone = tmp_path / "gone"
+    other = PointCache(store=OperatorStore(str(gone)))
+    gone.rmdir()
+    gone.write_text("not a directory")
+    again = _lookup(other, block, space, weights, ids, None, built)
+    assert built == [1, 1] and np.array_equal(again(v), op(v))
