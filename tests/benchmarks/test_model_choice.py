@@ -288,3 +288,52 @@ def test_conll_full_path_is_met_only_by_a_path_its_stop_rule_ended_certified_in_
     assert "combination path's best point so far 92.50 at gamma1 0.0001" in text
     text, met = conll_full_path([stopped, comb])  # either row may meet it
     assert met and " | l1-Comb: " in text
+
+
+@pytest.mark.slow
+def test_a_path_stopped_by_sigterm_keeps_its_points_and_the_best_point_so_far(spark, tmp_path):
+    """A row per point while the path runs (``in_progress``); SIGTERM after
+    the second point: an ``unfinished`` row with both points, the test score
+    of the best held-out point so far, and the SIGTERM handler restored."""
+    import argparse
+    import os
+    import signal
+
+    from benchmarks.model_choice import ours
+    from sparkmaxent.data.prepare import prepare
+    from sparkmaxent.data.split import prepare_split
+
+    rng = np.random.default_rng(7)
+    texts = {}
+    for split, n in (("events", 240), ("test", 90)):
+        lines = []
+        for i in range(n):
+            label = i % 3
+            words = {f"w{int(w)}" for w in rng.integers(0, 12, 5)} | {f"l{label}_{i % 4}"}
+            lines.append(f"{'abc'[label]} " + " ".join(sorted(words)))
+        texts[split] = tmp_path / f"{split}.maxent"
+        texts[split].write_text("\n".join(lines) + "\n")
+    dirs = {s: str(tmp_path / s) for s in ("train", "heldout", "test")}
+    prepare_split(spark, [str(texts["events"])], dirs["train"], dirs["heldout"], "maxent",
+                  fraction=0.2, seed=0, partitions=1, overwrite=True)  # fmt: skip
+    prepare(spark, [str(texts["test"])], dirs["test"], "maxent", merge_duplicates=False,
+            vocabulary=dirs["train"], partitions=1, overwrite=True)  # fmt: skip
+    grid = [0.05, 0.02, 0.01]
+    args = argparse.Namespace(set=[("l1_grid", grid)], folds=0, stage_seconds=60.0,
+                              path_seconds=0.0, backend="local")  # fmt: skip
+    seen: list[dict] = []
+
+    def progress(row: dict) -> None:
+        seen.append(row)
+        if len(row["points_run"]) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    row = ours("synthetic", "l1-Orig", dirs, args, progress=progress)
+    assert signal.getsignal(signal.SIGTERM) == before
+    assert [len(r["points_run"]) for r in seen] == [1, 2] and seen[0]["in_progress"]
+    assert row["unfinished"] and row["stopped_by"] == "SIGTERM"
+    assert [p["l1"] for p in row["points_run"]] == grid[:2]
+    best = row["best_so_far"]["atoms"]
+    assert best == {**max(row["points_run"], key=lambda p: p["heldout_score"]), **best}
+    assert 0 < best["test_score"] <= 100
