@@ -39,7 +39,10 @@ whole sub-train part at the chosen C); the rows' methods end in
 
 With ``--backend spark`` (or ``spark-rdd``, ``spark-frame``) our methods'
 training and held-out events are cached on Spark local[2] in two
-partitions and every pass is a Spark job, whatever the data's size (as
+partitions (fewer where each would hold fewer than
+``data.min_partition_events`` events, as in a user's run: Brown's
+training documents and its held-out part in one each) and every pass is
+a Spark job, whatever the data's size (as
 ``data.in_process_max_events = 0``); the rows say ``backend`` and their
 method ends in ``backend=KIND``; the test set is scored in-process either
 way. Target ``path_vs_l2`` (issue 37): on each many-label corpus, the
@@ -260,12 +263,17 @@ def prepared(session, name: str, work: str, args) -> dict[str, str]:
 
 def backend(directory: str, kind: str = "local", spark=None):
     """The events of a prepared dataset: in-process in one block (``local``),
-    or cached on the executors of ``spark`` in ``SPARK_PARTITIONS`` partitions
-    (``spark``, ``spark-rdd``, ``spark-frame``: ``--backend``; every pass a
-    Spark job whatever the size, as ``data.in_process_max_events = 0``)."""
+    or cached on the executors of ``spark`` in ``SPARK_PARTITIONS`` partitions,
+    fewer where each would hold fewer than the default
+    ``data.min_partition_events`` events (``spark``, ``spark-rdd``,
+    ``spark-frame``: ``--backend``; every pass a Spark job whatever the size,
+    as ``data.in_process_max_events = 0``)."""
     if kind == "local":
         return make_backend("local", directory, bias=True, partitions=1)
-    return make_backend(kind, directory, spark=spark, bias=True, partitions=SPARK_PARTITIONS)
+    return make_backend(
+        kind, directory, spark=spark, bias=True, partitions=SPARK_PARTITIONS,
+        min_partition_events=DataConfig().min_partition_events,
+    )  # fmt: skip
 
 
 #: the local[2] session's settings (preparing the data; --backend spark)

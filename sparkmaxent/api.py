@@ -84,6 +84,7 @@ def train_model(
         bias=bias,
         partitions=partitions,
         watchdog=watchdog,
+        min_partition_events=cfg.data.min_partition_events,
     )
     heldout = (
         make_backend(
@@ -93,6 +94,7 @@ def train_model(
             bias=bias,
             partitions=partitions,
             watchdog=watchdog,
+            min_partition_events=cfg.data.min_partition_events,
         )
         if heldout_dir
         else None

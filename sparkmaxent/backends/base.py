@@ -117,3 +117,15 @@ def merge_all(results: list):
             a.merge(b) if b is not None else a for a, b in zip(results[::2], results[1::2] + [None])
         ]
     return results[0]
+
+
+def capped_partitions(partitions: int | None, n_events: int, min_partition_events: int):
+    """``partitions`` (None: the source's own count), but no more than
+    n_events // min_partition_events (at least one): each partition holds
+    at least ``min_partition_events`` events (``data.min_partition_events``;
+    0, or a dataset whose event count is not recorded: no cap). Returns
+    (partitions, the cap or None)."""
+    if min_partition_events <= 0 or n_events <= 0:
+        return partitions, None
+    cap = max(1, n_events // min_partition_events)
+    return (None if partitions is None else min(partitions, cap)), cap

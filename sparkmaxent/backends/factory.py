@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from ..data.schema import DatasetInfo
 from ..errors import ConfigError
-from .base import Backend
+from .base import Backend, capped_partitions
 
 logger = logging.getLogger(__name__)
 
@@ -23,13 +23,15 @@ def _local(
     bias: bool = False,
     partitions: int | None = None,
     watchdog: dict | None = None,
+    min_partition_events: int = 0,
 ) -> Backend:
     """All events read into this process (pyarrow), cut into ``partitions`` blocks."""
     from ..data.load import read_blocks
     from .local import LocalBackend
 
     info = DatasetInfo.load(dataset_dir)
-    blocks = read_blocks(dataset_dir, info, n_blocks=partitions or 1)
+    n_blocks, _ = capped_partitions(partitions or 1, info.n_events, min_partition_events)
+    blocks = read_blocks(dataset_dir, info, n_blocks=n_blocks)
     return LocalBackend(blocks, info.space(bias), info, dataset_dir)
 
 
@@ -40,6 +42,7 @@ def _spark(
     bias: bool = False,
     partitions: int | None = None,
     watchdog: dict | None = None,
+    min_partition_events: int = 0,
 ) -> Backend:
     """Blocks cached on Spark executors; without ``spark``, the active session
     (or a new one, with the master spark-submit gives)."""
@@ -48,7 +51,10 @@ def _spark(
 
     if spark is None:
         spark = spark_session(master=None)
-    return SparkBackend(spark, dataset_dir, bias=bias, partitions=partitions, **(watchdog or {}))
+    return SparkBackend(
+        spark, dataset_dir, bias=bias, partitions=partitions,
+        min_partition_events=min_partition_events, **(watchdog or {}),
+    )  # fmt: skip
 
 
 def _spark_frame(
@@ -58,6 +64,7 @@ def _spark_frame(
     bias: bool = False,
     partitions: int | None = None,
     watchdog: dict | None = None,
+    min_partition_events: int = 0,
 ) -> Backend:
     """Blocks cached as a DataFrame, DataFrame API only (backends/frame.py):
     the backend of a Spark Connect session, also usable in a classic one."""
@@ -67,7 +74,10 @@ def _spark_frame(
     if spark is None:
         spark = spark_session(master=None)
     limits = {k: v for k, v in (watchdog or {}).items() if k.startswith("pass_timeout")}
-    return FrameBackend(spark, dataset_dir, bias=bias, partitions=partitions, **limits)
+    return FrameBackend(
+        spark, dataset_dir, bias=bias, partitions=partitions,
+        min_partition_events=min_partition_events, **limits,
+    )  # fmt: skip
 
 
 def _spark_rdd(dataset_dir: str, *, spark=None, **kwargs) -> Backend:
@@ -111,6 +121,7 @@ def make_backend(
     bias: bool = False,
     partitions: int | None = None,
     watchdog: dict | None = None,
+    min_partition_events: int = 0,
 ) -> Backend:
     """A backend of the given kind over a prepared dataset.
 
@@ -131,10 +142,16 @@ def make_backend(
         ``pass_timeout_factor``, ``pass_timeout_floor_s`` and
         ``max_executor_losses`` of SparkBackend (FrameBackend takes the
         ``pass_timeout*`` ones); ignored by "local".
+    min_partition_events : int
+        Fewer partitions (blocks) than ``partitions`` where they would hold
+        fewer events each (``data.min_partition_events``; 0: none): data of
+        fewer than twice this many events is one partition
+        (``spark.event_partitions`` says why).
     """
     if kind not in BACKENDS:
         raise ValueError(f"unknown backend {kind!r}: expected one of {sorted(BACKENDS)}")
     logger.debug("making a %s backend over %s", kind, dataset_dir)
     return BACKENDS[kind](
-        dataset_dir, spark=spark, bias=bias, partitions=partitions, watchdog=watchdog
-    )
+        dataset_dir, spark=spark, bias=bias, partitions=partitions, watchdog=watchdog,
+        min_partition_events=min_partition_events,
+    )  # fmt: skip

@@ -65,6 +65,7 @@ from .spark import (
     _add_piece,
     _pickled_blocks,
     check_pass_weight,
+    event_partitions,
     job_group,
     large_var_types,
     on_executor,
@@ -178,6 +179,7 @@ class FrameBackend(CachedBackend):
     spark : SparkSession
         A classic or a Spark Connect session.
     dataset_dir, info, bias, partitions, name, storage_level, max_block_nnz
+    min_partition_events
         As for ``SparkBackend``.
     pass_timeout_s, pass_timeout_factor, pass_timeout_floor_s : float
         Interrupt a pass and raise ``StalledError`` when it has run longer
@@ -207,6 +209,7 @@ class FrameBackend(CachedBackend):
         name: str | None = None,
         storage_level: str = "MEMORY_ONLY",
         max_block_nnz: int = MAX_BLOCK_NNZ,
+        min_partition_events: int = 0,
         no_executor_timeout_s: float = 0.0,
         pass_timeout_s: float = 0.0,
         pass_timeout_factor: float = 0.0,
@@ -228,9 +231,10 @@ class FrameBackend(CachedBackend):
         self.passes = 0
         self.large = large_var_types(spark)
         t0 = time.perf_counter()
-        frame = read_events_frame(spark, dataset_dir, self.info)
-        if partitions is not None:
-            frame = frame.repartition(partitions)
+        frame = event_partitions(
+            read_events_frame(spark, dataset_dir, self.info), partitions, self.info.n_events,
+            min_partition_events,
+        )  # fmt: skip
         build = _pickled_blocks(self.info, max_block_nnz, self.large)
         self.blocks = frame.mapInArrow(build, "block binary").persist(level)
         try:

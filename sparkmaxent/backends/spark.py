@@ -59,7 +59,7 @@ from ..kernels import Block, Space
 from ..kernels.keyed import Keyed, KeyedTask
 from ..kernels.pointcache import OPERATORS
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
-from .base import CachedBackend
+from .base import CachedBackend, capped_partitions
 from .opstore import OperatorStore
 from .watchdog import ClusterStatus, PassLimit, Watchdog
 
@@ -123,6 +123,29 @@ def read_events_frame(spark, dataset_dir: str, info: DatasetInfo):
     # An explicit schema spares a schema-inference job and fixes the types.
     schema = from_arrow_schema(events_schema(info.shape))
     return spark.read.schema(schema).parquet(f"{dataset_dir.rstrip('/')}/{EVENTS_DIR}")
+
+
+def event_partitions(frame, partitions: int | None, n_events: int, min_partition_events: int = 0):
+    """``frame`` (the events) in the partitions its blocks are cached in:
+    ``partitions`` (None: the Parquet scan's), but each holding at least
+    ``min_partition_events`` events (0: no such rule), so data of fewer
+    than twice that many events is one partition.
+
+    A Hessian-free round (``kernels/direction.py``) averages the
+    partitions' own Newton steps (GIANT, Wang et al. 2018), which is the
+    whole data's step only when each partition's Hessian is close to the
+    whole data's. A partition of a few documents with many rare words
+    holds most of its features alone, and the average of such steps
+    converges linearly where one block's step converges as Newton does: on
+    small data a core left idle costs less than the passes the average
+    adds. The cap only lowers the count (``coalesce``: no shuffle, the same
+    grouping of the scan's splits on every run)."""
+    partitions, cap = capped_partitions(partitions, n_events, min_partition_events)
+    if partitions is not None:
+        return frame.repartition(partitions)
+    if cap is not None:  # at most the cap; coalesce never adds partitions
+        return frame.coalesce(cap)
+    return frame
 
 
 def partition_blocks(
@@ -230,6 +253,9 @@ class SparkBackend(CachedBackend):
     partitions : int or None
         Repartition the events into this many partitions (one shuffle, at
         construction); None keeps the partitions of the Parquet scan.
+    min_partition_events : int
+        Fewer partitions than ``partitions`` (or the scan's) where they
+        would hold fewer events each (``event_partitions``; 0: none).
     name : str or None
         Names the cached RDD and the job group; a unique one by default.
     storage_level : str
@@ -283,6 +309,7 @@ class SparkBackend(CachedBackend):
         storage_level: str = "MEMORY_ONLY",
         depth: int = 2,
         max_block_nnz: int = MAX_BLOCK_NNZ,
+        min_partition_events: int = 0,
         no_executor_timeout_s: float = 600.0,
         pass_timeout_s: float = 0.0,
         max_executor_losses: int = 0,
@@ -319,9 +346,10 @@ class SparkBackend(CachedBackend):
             job_group(self.sc, self.job_group, f"{self.name}: cache blocks"),
             self._watched("caching the blocks", pass_s=0.0),
         ):
-            frame = read_events_frame(spark, dataset_dir, self.info)
-            if partitions is not None:
-                frame = frame.repartition(partitions)
+            frame = event_partitions(
+                read_events_frame(spark, dataset_dir, self.info), partitions,
+                self.info.n_events, min_partition_events,
+            )  # fmt: skip
             build = _pickled_blocks(self.info, max_block_nnz, large_var_types(spark))
             rdd = frame.mapInArrow(build, "block binary").rdd.map(_unpickle_row)
             rdd.setName(f"{self.name} blocks of {dataset_dir}")

@@ -107,3 +107,55 @@ def test_newton_cg_on_spark_grafts_the_optimum_of_exact_newton(spark, problem, l
     assert res.report.certificate.passed and res.report["solvers"].keys() == {"newton-cg"}
     assert res.report.objective == pytest.approx(local_result.report.objective, rel=1e-9)
     assert res.weights.ids.tolist() == local_result.weights.ids.tolist()
+
+
+def path_config(**kw):
+    """A two-point held-out grafting path (pure l1) with the Hessian-free solver."""
+    return config(
+        path=True, l1_grid=[4e-3, 2e-3], l2_mixes=[0.0], folds=1, solver="newton-cg", **kw
+    )
+
+
+def test_two_partition_path_points_reach_the_in_process_optimum(spark, problem):
+    """Each point of a held-out path on 2 partitions (the rule off: each its
+    own Newton step, averaged) is certified at the objective in-process
+    finds with one block."""
+    directory, info, block, space = problem
+    local = train(LocalBackend([block], space), path_config(), LocalBackend([block], space))
+    with (
+        SparkBackend(spark, directory, info, bias=True, partitions=2, name="t-path") as events,
+        SparkBackend(spark, directory, info, bias=True, partitions=2, name="t-held") as held,
+    ):
+        assert events.partitions == 2
+        res = train(events, path_config(), held)
+    ours, theirs = res.report.path, local.report.path
+    assert ours is not None and theirs is not None
+    assert [p.gamma for p in ours.points] == [p.gamma for p in theirs.points]
+    for mine, other in zip(ours.points, theirs.points):
+        assert mine.kkt_passed and other.kkt_passed and mine.converged
+        assert mine.objective == pytest.approx(other.objective, rel=1e-8)
+        assert mine.features == other.features
+    assert ours.chosen == theirs.chosen
+
+
+@pytest.mark.parametrize("min_events, expected", [(1000, 1), (500, 2), (0, 2)])
+def test_few_events_are_cached_in_fewer_partitions(
+    spark, problem, local_result, min_events, expected
+):
+    """data.min_partition_events: 1,500 events hold one partition of at
+    least 1,000 (the rule's default), two of 500 (no more than asked);
+    with one partition the Hessian-free rounds are in-process's with one
+    block, pass for pass."""
+    directory, info, block, space = problem
+    with SparkBackend(
+        spark, directory, info, bias=True, partitions=2, min_partition_events=min_events,
+        name="t-few",
+    ) as backend:  # fmt: skip
+        assert backend.partitions == expected
+        res = train(backend, config(solver="newton-cg"))
+    assert res.report.certificate.passed
+    assert res.report.objective == pytest.approx(local_result.report.objective, rel=1e-9)
+    if expected == 1:
+        alone = train(LocalBackend([block], space), config(solver="newton-cg"))
+        assert res.report.objective == alone.report.objective
+        assert [r.passes for r in res.report.rounds] == [r.passes for r in alone.report.rounds]
