@@ -265,7 +265,8 @@ def backend(directory: str, kind: str = "local", spark=None):
     """The events of a prepared dataset: in-process in one block (``local``),
     or cached on the executors of ``spark`` in ``SPARK_PARTITIONS`` partitions,
     fewer where each would hold fewer than the default
-    ``data.min_partition_events`` events (``spark``, ``spark-rdd``,
+    ``data.min_partition_events`` events, as a user's run with
+    ``data.partitions = 0`` on local[2] (``spark``, ``spark-rdd``,
     ``spark-frame``: ``--backend``; every pass a Spark job whatever the size,
     as ``data.in_process_max_events = 0``)."""
     if kind == "local":

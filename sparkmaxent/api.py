@@ -67,6 +67,8 @@ def train_model(
 
     info = DatasetInfo.load(train_dir)
     partitions = cfg.data.partitions or None
+    # small data in fewer partitions than Spark's default (not than asked)
+    few = 0 if partitions else cfg.data.min_partition_events
     bias = cfg.train.bias and info.shape == "multiclass"
     watchdog = {
         "no_executor_timeout_s": cfg.spark.no_executor_timeout_s,
@@ -84,7 +86,7 @@ def train_model(
         bias=bias,
         partitions=partitions,
         watchdog=watchdog,
-        min_partition_events=cfg.data.min_partition_events,
+        min_partition_events=few,
     )
     heldout = (
         make_backend(
@@ -94,7 +96,7 @@ def train_model(
             bias=bias,
             partitions=partitions,
             watchdog=watchdog,
-            min_partition_events=cfg.data.min_partition_events,
+            min_partition_events=few,
         )
         if heldout_dir
         else None

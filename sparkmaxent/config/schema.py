@@ -52,8 +52,8 @@ class DataConfig(Section):
     partitions: int = key(0, "Spark partitions of the events; 0: the default parallelism.", ge=0)
     min_partition_events: int = key(
         1000,
-        "Training on Spark: fewer partitions than data.partitions (or the default) where "
-        "each would hold fewer events than this, so data of fewer than twice as many "
+        "Training on Spark with data.partitions = 0: fewer partitions than Spark's default "
+        "where each would hold fewer events than this, so data of fewer than twice as many "
         "events is one partition: a Hessian-free round averages the partitions' own Newton "
         "steps, poor when each holds few of its features' events; 0: off.",
         ge=0,

@@ -114,9 +114,12 @@ def test_in_process_path_gives_the_spark_paths_dataset_model_and_scores(spark, t
             went_local = "plan: train in-process" in caplog.text
         if went_local:
             assert report["plan"] == {"train": {"engine": "in-process", "backend": "local"}}
-        else:  # data.partitions = 0: the count of the Parquet scan, named in the line
+        else:  # data.partitions = 0: the count of the Parquet scan, named in the line,
+            # at most one partition per data.min_partition_events events
             train = on_spark["train"]
-            n = read_events_frame(spark, train, DatasetInfo.load(train)).rdd.getNumPartitions()
+            info = DatasetInfo.load(train)
+            n = read_events_frame(spark, train, info).rdd.getNumPartitions()
+            n = min(n, max(1, info.n_events // cfg.data.min_partition_events))
             assert report.plan.line() == f"plan: train on spark ({n} partitions)"
             assert report.plan.line() in caplog.text and cfg.data.partitions == 0
             assert report["plan"] == {
