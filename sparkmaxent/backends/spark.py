@@ -154,30 +154,48 @@ def partition_blocks(
     """Kernel blocks from one partition's Arrow batches: one block, or a few
     of consecutive events if it holds more than ``max_block_nnz`` non-zeros;
     none if it is empty."""
+    return list(iter_partition_blocks(batches, info, max_block_nnz))
+
+
+def iter_partition_blocks(
+    batches: list[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
+) -> Iterator[Block]:
+    """``partition_blocks`` one block at a time, each built when asked for:
+    the caching holds one block of a partition, not all of them."""
     batches = [b for b in batches if b.num_rows]
     if not batches:
-        return []
+        return
     table = pa.Table.from_batches(batches)
     nnz = pc.sum(pc.list_value_length(table.column("indices"))).as_py() or 0
     n_parts = max(1, math.ceil(nnz / max_block_nnz))
     bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(np.int64)
-    return [
-        block_from_arrow(table.slice(lo, hi - lo), info)
-        for lo, hi in zip(bounds[:-1], bounds[1:])
-        if hi > lo
-    ]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if hi > lo:
+            yield block_from_arrow(table.slice(lo, hi - lo), info)
+
+
+def binary_row(data: bytes, large: bool) -> pa.Array:
+    """A one-row Arrow binary (or large_binary) array over ``data`` without
+    copying it (``pa.array([data])`` copies the bytes into a new buffer)."""
+    offsets = np.array([0, len(data)], dtype=np.int64 if large else np.int32)
+    arrow_type = pa.large_binary() if large else pa.binary()
+    return pa.Array.from_buffers(arrow_type, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
     """The mapInArrow function: a partition's events in, one row per block
     (column ``block``: the pickled block) out. ``large``: Spark expects
-    large_binary (spark.sql.execution.arrow.useLargeVarTypes)."""
-    arrow_type = pa.large_binary() if large else pa.binary()
+    large_binary (spark.sql.execution.arrow.useLargeVarTypes). One block
+    is held at a time, dropped once pickled, and its pickle goes out
+    without a copy: the Python worker building the cache holds the
+    partition's events, one block and its pickle at most."""
 
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for block in partition_blocks(list(batches), info, max_block_nnz):
+        for block in iter_partition_blocks(list(batches), info, max_block_nnz):
             data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
-            yield pa.RecordBatch.from_arrays([pa.array([data], type=arrow_type)], names=["block"])
+            del block
+            yield pa.RecordBatch.from_arrays([binary_row(data, large)], names=["block"])
+            del data
 
     return build
 

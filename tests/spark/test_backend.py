@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from sparkmaxent.backends import LocalBackend
@@ -165,6 +166,35 @@ def test_the_parquet_partitions_are_kept_without_repartition(spark, datasets):
         assert backend.info == info
         assert backend.run(CountTask()).events == block.n_events
         assert backend.passes == 1
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_a_pickled_block_goes_out_as_arrow_binary_without_a_copy(large):
+    from sparkmaxent.backends.spark import binary_row
+
+    data = bytes(range(256)) * 40
+    row = binary_row(data, large)
+    assert row.type == (pa.large_binary() if large else pa.binary())
+    assert row.to_pylist() == [data]
+    assert row.buffers()[2].address == pa.py_buffer(data).address  # the bytes' own memory
+
+
+def test_the_cache_builder_makes_the_blocks_of_partition_blocks_one_at_a_time(datasets):
+    """The mapInArrow function yields, block by block, the pickles of the
+    blocks partition_blocks makes (the same bytes), building each only when
+    the one before has gone out."""
+    import pickle
+
+    from sparkmaxent.backends.spark import _pickled_blocks, iter_partition_blocks, partition_blocks
+
+    directory, info, _ = datasets[MULTICLASS]
+    batches = read_events_table(directory, info).to_batches(max_chunksize=40)
+    blocks = partition_blocks(batches, info, max_block_nnz=200)
+    assert len(blocks) > 2
+    out = [rb.column(0)[0].as_py() for rb in _pickled_blocks(info, 200, False)(iter(batches))]
+    assert out == [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in blocks]
+    lazy = iter_partition_blocks(batches, info, max_block_nnz=200)
+    assert not isinstance(lazy, list) and len(list(lazy)) == len(blocks)
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
