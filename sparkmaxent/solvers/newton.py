@@ -238,7 +238,10 @@ def _step(
     (``global_cg.py``), with the whole data's d^T H d."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
-        tol = _model_tol(violation, options, forcing(violation, previous, options))
+        tol = max(
+            _model_tol(violation, options, forcing(violation, previous, options)),
+            options.forcing_floor * options.tol,
+        )
         across = passes.across
         if across is not None and across.ready(theta, grad, lower, upper):
             d, work, curvature = across.step(passes.multiply, theta, grad, dlo, dhi, tol)

@@ -45,6 +45,14 @@ class SolverOptions:
         the outer violation times its last contraction, clipped to
         [inner_ratio, forcing_max] (``newton.forcing``; Eisenstat & Walker
         1996); the exact step's model solve to inner_ratio times it.
+    forcing_floor : the Hessian-free step's partitions never solve their model
+        below this fraction of ``tol`` (the solve's own tolerance: a round's),
+        whatever the forcing term asks (``newton.forcing``; Kelley 1995,
+        section 6.3, safeguards the forcing term the same way with 0.5).
+        The outer violation after a step is about the model's, so a solve
+        far below ``tol`` oversolves a round's last iteration; 0.1 (the
+        default) is the floor of before, 0.7 keeps that iteration's solve
+        near ``tol``.
     max_products : the Hessian-free step (``newton-cg``): at most this many
         Hessian-vector products per block and direction pass.
     cg_through : the blocks' projected CG runs on through the box to its
@@ -111,6 +119,7 @@ class SolverOptions:
     min_radius: float = 1e-12
     stall: int = 10
     forcing_max: float = 0.5
+    forcing_floor: float = 0.1
     max_products: int = 200
     cg_through: bool = False
     cg_face: bool | None = None

@@ -233,6 +233,71 @@ def test_blocks_directions_are_averaged_by_their_curvature_coordinate_by_coordin
     np.testing.assert_allclose(d, (c[0] * d_a + c[1] * d_b) / (c[0] + c[1]), rtol=1e-10)
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_forcing_floor_at_the_rounds_tolerance_saves_products_not_iterations(seed):
+    # the partitions' CG never asked below 0.7 of the round's tolerance
+    # (``forcing_floor``) against the tenth of before: every round-like solve
+    # (tolerances 1e-3 .. 1e-6) converges to its tolerance in as many
+    # iterations and passes, with no more products, and fewer in all
+    from sparkmaxent.problem.objective import Objective
+    from sparkmaxent.problem.penalty import orthant_problem
+    from sparkmaxent.solvers import SolverOptions
+    from sparkmaxent.solvers.box_qp import solve_newton_cg
+
+    _, block, space = planted(seed=seed, n_copies=0)
+    ids = np.arange(0, space.n_features, 7)
+    lg = LocalBackend([block], space).run(
+        LossGradTask(space, Weights(ids, np.zeros(len(ids)), np.zeros(space.n_labels)), None, ids)
+    )
+    box = orthant_problem(np.where(lg.grad > 0, -1.0, 1.0), 1e-4, space.n_bias)
+    theta0 = np.zeros(len(ids) + space.n_bias)
+    totals = {0.1: 0, 0.7: 0}
+    for tol in (1e-3, 1e-4, 1e-5, 1e-6):
+        runs = {}
+        for floor in totals:
+            backend = _ProductCount(split_block(block, 3), space)
+            obj = Objective(backend, ids)
+            options = SolverOptions(tol=tol, forcing_floor=floor, region=len(ids))
+            res = solve_newton_cg(obj, theta0, box, options)
+            # independent: the projected gradient at the result, from a pass of its own
+            ev = obj.at(res.theta, full_gradient=False, hessian=False)
+            grad = ev.grad + box.l1_per_weight
+            assert np.abs(projected_gradient(grad, res.theta, box.lower, box.upper)).max() <= tol
+            runs[floor] = res, backend.products, backend.passes
+            totals[floor] += backend.products
+        (old, old_products, old_passes), (new, new_products, new_passes) = runs.values()
+        assert old.converged and new.converged
+        assert new.iterations == old.iterations and new_passes == old_passes
+        assert new_products <= old_products, (tol, new_products, old_products)
+    assert totals[0.7] < totals[0.1], totals
+
+
+def test_grafting_with_the_forcing_floor_reaches_the_same_certified_optimum(monkeypatch):
+    # whole newton-cg grafting runs over 3 blocks, the floor at 0.7 of each
+    # round's tolerance against the tenth of before: the same certified
+    # objective, with fewer products in all
+    import functools
+
+    import sparkmaxent.methods.grafting as grafting
+    from sparkmaxent.solvers import SolverOptions
+
+    _, block, space = planted(seed=5, m=3000, P=200, n_copies=0)
+    cfg = grafting_config(l1=1e-3, n_best=20, solver="newton-cg")
+    runs = {}
+    for floor in (0.1, 0.7):
+        monkeypatch.setattr(
+            grafting, "SolverOptions", functools.partial(SolverOptions, forcing_floor=floor)
+        )
+        backend = _ProductCount(split_block(block, 3), space)
+        runs[floor] = train(backend, cfg), backend.products
+    (old, old_products), (new, new_products) = runs.values()
+    for res in (old, new):
+        assert res.report.certificate.passed and res.report.converged
+    # certified at gtol 1e-9: the two optima agree to the solvers' tolerance
+    assert new.report.objective == pytest.approx(old.report.objective, rel=1e-9)
+    assert new_products < old_products, (new_products, old_products)
+
+
 class _ProductCount(LocalBackend):
     """A LocalBackend that adds up the Hessian-vector products of its passes."""
 
