@@ -339,7 +339,7 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
     fitted = None
     if system == "mllib":
         info = DatasetInfo.load(train_dir)
-        n_predicates = info.n_predicates
+        n_predicates = info.space(True).n_predicates
         row, fitted = run_mllib_capped(spark, train_dir, n_predicates, partitions, args)
         memory.sample()
         peaks, load = memory.fields(), round(os.getloadavg()[0], 2)
