@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import json
 import logging
 import os
@@ -57,9 +58,12 @@ def load_average() -> list[float] | None:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+@functools.cache
 def commit() -> str:
     """The checkout's commit (short hash, ``+dirty`` with uncommitted changes
-    to tracked files), or ``unknown`` outside a git checkout."""
+    to tracked files), or ``unknown`` outside a git checkout: read once, when
+    the benchmark starts (below), so that a checkout moved during a long run
+    (a rebase) does not put another commit on its rows."""
     try:
         head = subprocess.run(
             ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
@@ -72,6 +76,9 @@ def commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
+
+
+commit()  # read at import: the run's commit is the one it started from
 
 
 def target(goal: str, value, met: bool) -> dict:

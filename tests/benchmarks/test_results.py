@@ -103,3 +103,44 @@ def test_a_page_names_scratch_paths_as_work(tmp_path):
     write_result(path, [{"a": 1, "measured_by": command}, {"a": 2}])
     rows = json.loads(open(path).read())["rows"]
     assert rows == [{"a": 1, "measured_by": scratch_paths(command)}, {"a": 2}]
+
+
+def test_commit_is_the_one_the_run_started_from(tmp_path):
+    """A checkout moved during a run (a rebase) does not change the commit
+    its rows record: ``common.commit`` is read when the module is imported."""
+    import shutil
+    import subprocess
+    import sys
+
+    from benchmarks import common
+
+    repo = tmp_path / "repo"
+    (repo / "benchmarks").mkdir(parents=True)
+    shutil.copy(common.__file__, repo / "benchmarks" / "common.py")
+    (repo / "benchmarks" / "__init__.py").write_text("")
+    who = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
+    env = {**os.environ, **who, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*args: str) -> str:
+        run = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    first = git("rev-parse", "--short", "HEAD")
+    script = (
+        "import subprocess\n"
+        "from benchmarks import common\n"
+        "open('moved.txt', 'w').write('x')\n"
+        "subprocess.run(['git', 'add', '.'], check=True)\n"
+        "subprocess.run(['git', 'commit', '-q', '-m', 'second'], check=True)\n"
+        "print(common.commit())\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], cwd=repo, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert git("rev-parse", "--short", "HEAD") != first  # the checkout moved
+    assert run.stdout.strip() == first
