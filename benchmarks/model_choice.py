@@ -377,16 +377,44 @@ class PointWatch:
             self.on_point(self.points)
 
 
+def in_jvm_call(frame) -> bool:
+    """Whether an interrupted frame is inside a py4j or pyspark call: an
+    exception raised there leaves the JVM connection out of step (py4j
+    turns it into a failed call, and later calls can read wrong answers)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(("py4j", "pyspark")):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=None):
     """train() on the corpus with held-out choice, stopped by PathCapped
     after ``cap_s`` seconds (0: no cap) or by SIGTERM; the path's points
     logged into ``costs``. With ``spark`` the training and held-out events are cached
     on its executors (the backend ``keys["backend"]``; caching is part of
-    the run's time, as for a user's) and released afterwards."""
+    the run's time, as for a user's) and released afterwards. A stop that
+    arrives inside a JVM call is not raised there: the session's jobs are
+    cancelled (every second until train() returns) and the failure that
+    follows becomes PathCapped, so the session still serves the test score."""
     import signal
+    import threading
 
-    def stop(signum, _frame):
-        raise PathCapped("--path-seconds" if signum == signal.SIGALRM else "SIGTERM")
+    stopping: list[str] = []
+    returned = threading.Event()
+
+    def cancel_jobs() -> None:
+        while not returned.is_set():
+            spark.sparkContext.cancelAllJobs()
+            returned.wait(1.0)
+
+    def stop(signum, frame):
+        why = "--path-seconds" if signum == signal.SIGALRM else "SIGTERM"
+        if spark is None or not in_jvm_call(frame):
+            raise PathCapped(why)
+        if not stopping:
+            stopping.append(why)
+            threading.Thread(target=cancel_jobs, name="cancel-on-stop", daemon=True).start()
 
     path_log = logging.getLogger("sparkmaxent.choice")  # path, mixes and folds
     path_log.addHandler(costs)
@@ -402,9 +430,14 @@ def capped_train(keys: dict, dirs: dict, cap_s: float, costs: PointCosts, spark=
         costs.last = time.perf_counter()  # the first point's seconds: its fit, not the cache
         costs.cache_s = round(costs.last - t0, 2)
         return train(events[0], train_config(**keys), events[1])
+    except Exception as failed:
+        if stopping:
+            raise PathCapped(stopping[0]) from failed
+        raise
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGTERM, before)
+        returned.set()
         path_log.removeHandler(costs)
         for part in events if kind != "local" else []:
             part.close()

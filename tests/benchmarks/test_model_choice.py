@@ -214,6 +214,45 @@ def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path, caplog):
     assert np.allclose(theta[0], theta[1], atol=1e-5)
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # CI's slow step runs it
+def test_a_spark_path_stopped_by_sigterm_keeps_the_session_usable(spark, tmp_path):
+    """SIGTERM during a Spark path (most of its time is inside JVM calls):
+    PathCapped, the session's jobs cancelled, and the session still answers
+    correctly afterwards (the stopped run's best point is then scored)."""
+    import os
+    import signal
+    import threading
+
+    from benchmarks.model_choice import PathCapped, capped_train
+    from sparkmaxent.data.split import prepare_split
+
+    rng = np.random.default_rng(7)
+    lines = []
+    for i in range(400):
+        label = i % 3
+        words = {f"w{int(w)}" for w in rng.integers(0, 40, 8)} | {f"l{label}_{i % 5}"}
+        lines.append(f"{'abc'[label]} " + " ".join(sorted(words)))
+    text = tmp_path / "events.maxent"
+    text.write_text("\n".join(lines) + "\n")
+    dirs = {s: str(tmp_path / s) for s in ("train", "heldout")}
+    prepare_split(spark, [str(text)], dirs["train"], dirs["heldout"], "maxent", fraction=0.2,
+                  seed=0, partitions=2, overwrite=True)  # fmt: skip
+    grid = [float(g) for g in np.geomspace(1.0, 1e-6, 60)]
+    keys = dict(method="l2", path=True, folds=1, l2_grid=grid, patience=0, backend="spark")
+    timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(PathCapped, match="SIGTERM"):
+            capped_train(keys, dirs, 0.0, PointCosts(), spark)
+    finally:
+        timer.cancel()
+    assert spark.range(7).count() == 7
+    jvm = spark.sparkContext._jvm
+    assert jvm.java.lang.System.getProperty("java.specification.version") == "17"
+    assert spark.sparkContext.statusTracker().getActiveJobsIds() == []
+
+
 def test_point_watch_keeps_each_path_point_of_a_combination_run_as_it_is_scored():
     """Both paths of an l1-Comb run (the atoms' path, then the combination
     path), each point with the certificate's verdict of the report's own
