@@ -210,6 +210,18 @@ def model_proba(
     return P
 
 
+def squared(X: sp.csr_matrix) -> sp.csr_matrix:
+    """X with every entry squared, ``X.multiply(X)``: for a matrix in
+    canonical form (sorted indices, no duplicate entries: what ``_columns``
+    gathers) a copy with its data squared, the same entries and the same
+    bits (an entry squared to 0 stays stored, adding 0) without the
+    element-wise product's merge of two index lists; otherwise the product
+    itself, which sums duplicates before squaring."""
+    if not X.has_canonical_format:
+        return X.multiply(X).tocsr()
+    return sp.csr_matrix((X.data * X.data, X.indices.copy(), X.indptr.copy()), shape=X.shape)
+
+
 def multiclass_operator(
     block: MulticlassBlock,
     space: Space,
@@ -232,7 +244,7 @@ def multiclass_operator(
     P = model_proba(block, space, weights, scaling, ids, out=out["P"])
     cP = np.multiply(block.c[:, None], P, out=out["cP"])
     A = cP * (1.0 - P)
-    D = _dense(Xs.multiply(Xs).T @ A)
+    D = _dense(squared(Xs).T @ A)
     if mean is not None and inv is not None:
         XA, total = _dense(Xs.T @ A), A.sum(axis=0)
         D = inv[:, None] ** 2 * (D - 2 * mean[:, None] * XA + mean[:, None] ** 2 * total[None, :])

@@ -337,3 +337,25 @@ def test_forcing_by_the_outer_contraction_takes_fewer_products_to_the_same_optim
     assert fixed.converged and adaptive.converged
     assert adaptive.value == pytest.approx(fixed.value, rel=1e-10)
     assert adaptive_products < fixed_products, (adaptive_products, fixed_products)
+
+
+def test_squared_columns_are_the_bits_of_the_element_wise_square():
+    # the operator's diagonal squares the gathered columns: a canonical
+    # matrix's data squared (an entry squaring to 0 and an explicit 0 kept),
+    # and a matrix with duplicate entries summed before squaring, as multiply
+    import scipy.sparse as sp
+
+    from sparkmaxent.kernels.operator import squared
+
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 15, density=0.3, format="csr", random_state=4)
+    X.data = rng.normal(size=X.nnz)
+    X.data[:3] = [0.0, 1e-200, -1e-170]
+    assert X.has_canonical_format
+    A = rng.normal(size=(40, 4))
+    np.testing.assert_array_equal((squared(X).T @ A), (X.multiply(X).T @ A))
+    assert squared(X).nnz == X.nnz  # the same entries, no merge
+    # duplicates: (0, 1) twice, summed first (9, not 1 + 4)
+    D = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([1, 1, 0]), np.array([0, 2, 3])), (2, 2))
+    assert not D.has_canonical_format
+    np.testing.assert_array_equal(squared(D).toarray(), [[0.0, 9.0], [9.0, 0.0]])
