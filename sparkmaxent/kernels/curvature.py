@@ -185,15 +185,52 @@ def _label_blocks(
         out[a:b, b:] = column[b - a :].T
 
 
+#: expanded entries (an active feature's predicate once per its label) per
+#: row chunk of ``multiclass_hessian``: bounds the chunk's temporaries,
+#: each a few times this many doubles, whatever the block's size
+HESSIAN_CHUNK_ENTRIES = 1 << 21
+
+
+def _row_chunks(X: sp.csr_matrix, repeats: np.ndarray, chunk_entries: int) -> np.ndarray:
+    """Row bounds [0, ..., m] cutting X (CSR) into chunks of at most about
+    ``chunk_entries`` entries, column j counted ``repeats[j]`` times (a row
+    with more entries is a chunk of its own)."""
+    m = X.shape[0]
+    cum = np.concatenate([[0], np.cumsum(repeats[X.indices], dtype=np.int64)])[X.indptr]
+    cuts = np.searchsorted(cum, np.arange(chunk_entries, cum[-1], chunk_entries), side="right")
+    return np.unique(np.concatenate([[0], cuts - 1, [m]]).clip(0, m))
+
+
+def _expanded_chunk(
+    Xd: sp.csr_matrix, a: int, b: int, inverse: np.ndarray, scale: np.ndarray | None
+) -> sp.csc_matrix:
+    """Rows a..b of the features' columns as CSC: the distinct predicates'
+    columns ``Xd`` repeated by ``inverse`` (a predicate once per label of
+    its features), times ``scale`` per column."""
+    E = Xd[a:b][:, inverse]
+    if scale is not None:
+        E = E @ sp.diags(scale)
+    return E.tocsc()
+
+
 def multiclass_hessian(
     block: MulticlassBlock,
     space: Space,
     P: np.ndarray,
     ids: np.ndarray,
     scaling: Scaling | None = None,
+    chunk_entries: int = HESSIAN_CHUNK_ENTRIES,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Hessian sums of a multiclass block over ``ids`` (+ bias when the space
     has one), with the features grouped by label.
+
+    The sums run over row chunks of the block (``chunk_entries``): the
+    features' columns repeat a predicate once per label, so over the whole
+    block they hold many times the block's own non-zeros, and every
+    per-entry temporary would too; a chunk's are bounded. The gathered
+    columns kept between passes (``colcache.py``) are the distinct
+    predicates', those the loss pass gathers. Chunks add their sums in
+    turn: equal to one chunk's to rounding.
 
     Parameters
     ----------
@@ -201,6 +238,8 @@ def multiclass_hessian(
         Model probabilities at the current weights.
     ids : ndarray of int64, shape (n,)
         Feature ids ``p * K + k``.
+    chunk_entries : int
+        Feature entries per row chunk, about (``_row_chunks``).
 
     Returns
     -------
@@ -210,29 +249,38 @@ def multiclass_hessian(
         The permutation is left to the reader: ``Curvature.of`` packs the
         triangle through it, which is cheaper than a permuted copy.
     """
+    if chunk_entries < 1:
+        raise ValueError(f"expected chunk_entries >= 1, got {chunk_entries}")
     K = space.n_labels
     ids = np.asarray(ids, dtype=np.int64)
     n = len(ids)
     by_label = np.argsort(ids % K, kind="stable")  # E's columns: features of label 0, 1, ...
     preds, labels = ids[by_label] // K, ids[by_label] % K
-    c = block.c
-    cP = c[:, None] * P
-    E = _gather_columns(
-        block.X, preds, None if scaling is None else scaling.inv_scale[preds], csc=True
-    )
-    # P_(i,k_b) of every entry, by a flat gather (cheaper than a 2-d fancy index)
-    flat = E.indices.astype(np.int64) * K + np.repeat(labels, np.diff(E.indptr))
-    P_entry = np.take(P.reshape(-1), flat)
+    distinct, inverse = np.unique(preds, return_inverse=True)
+    X = block.X
+    Xd = COLUMNS.get("columns", X, (distinct,), lambda: gather_columns(X, distinct))
+    scale = None if scaling is None else scaling.inv_scale[preds]
     H = np.zeros((n + K, n + K))
-    _label_blocks(E, labels, P_entry, cP, K, out=H[:n, :n])
-    # bias rows: the always-on predicate with every label; V^T = E^T with
-    # entries e_ib P_(i,k_b), the CSC columns read as rows
-    Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, block.n_events))
-    B = -np.asarray(Vt @ cP)  # (n, K)
-    B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()
+    ww, B = np.empty((n, n)), np.zeros((n, K))
+    bounds = _row_chunks(Xd, np.bincount(inverse, minlength=len(distinct)), chunk_entries)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        E = _expanded_chunk(Xd, a, b, inverse, scale)
+        Pc, c = P[a:b], block.c[a:b]
+        cP = c[:, None] * Pc
+        # P_(i,k_b) of every entry, by a flat gather (cheaper than a 2-d fancy index)
+        flat = E.indices.astype(np.int64) * K + np.repeat(labels, np.diff(E.indptr))
+        P_entry = np.take(np.ascontiguousarray(Pc).reshape(-1), flat)
+        del flat
+        _label_blocks(E, labels, P_entry, cP, K, out=ww)
+        H[:n, :n] += ww
+        # bias rows: the always-on predicate with every label; V^T = E^T with
+        # entries e_ib P_(i,k_b), the CSC columns read as rows
+        Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, b - a))
+        B -= np.asarray(Vt @ cP)  # (n, K)
+        B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()
+        H[n:, n:] += np.diag(cP.sum(axis=0)) - Pc.T @ cP
     H[:n, n:] = B
     H[n:, :n] = B.T
-    H[n:, n:] = np.diag(cP.sum(axis=0)) - P.T @ cP
     if scaling is not None:
         # uncentered (w, b') -> (w, b) with b' = b - M w, M[k, j] = [k_j = k] mean s
         mu = scaling.mean[preds] * scaling.inv_scale[preds]

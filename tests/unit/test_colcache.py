@@ -168,7 +168,8 @@ def test_passes_served_from_the_cache_equal_those_without_it(scaled, monkeypatch
     cache = ColumnCache()
     got = run_all(cache)
     assert got == expected
-    assert cache.hits > 0 and cache.misses >= 2 * len(rounds)
+    # the curvature gathers the loss pass's columns (the distinct predicates): one miss a round
+    assert cache.hits > 0 and cache.misses == len(rounds)
 
 
 def test_closing_an_in_process_backend_empties_the_cache():

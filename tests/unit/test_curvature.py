@@ -20,8 +20,15 @@ from sparkmaxent.kernels import (
     sparsetools,
 )
 from sparkmaxent.kernels.blocks import CandidateBlock, split_block
-from sparkmaxent.kernels.curvature import Curvature, CurvatureTask, _dense_product, curvature
-from sparkmaxent.kernels.loss import LossGrad
+from sparkmaxent.kernels.curvature import (
+    Curvature,
+    CurvatureTask,
+    _dense_product,
+    _row_chunks,
+    curvature,
+    multiclass_hessian,
+)
+from sparkmaxent.kernels.loss import LossGrad, loss_grad_proba
 from sparkmaxent.problem import Objective
 
 from .helpers import random_candidates, random_multiclass
@@ -209,3 +216,43 @@ def test_curvature_is_that_of_scipys_products_bit_for_bit(use_scaling, monkeypat
     expected = curvature(block, space, w, ids, scaling)
     assert np.array_equal(got.hess_upper, expected.hess_upper)
     assert np.count_nonzero(got.hess_upper) > len(ids)  # off-diagonal entries too
+
+
+@pytest.mark.parametrize("use_scaling", [False, True])
+@pytest.mark.parametrize("chunk_entries", [1, 7, 40])
+def test_multiclass_hessian_by_row_chunks_equals_one_chunk(use_scaling, chunk_entries):
+    # the features repeat predicates across labels (their columns expand),
+    # and chunks as small as one row sum to the whole block's Hessian
+    rng = np.random.default_rng(5)
+    block = random_multiclass(rng, m=50)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    K = space.n_labels
+    preds = rng.choice(block.n_predicates, size=4, replace=False)
+    ids = rng.permutation((preds[:, None] * K + np.arange(K)[None, :]).ravel()[::2])
+    scaling = random_scaling(rng, space.n_predicates) if use_scaling else None
+    w = Weights(ids, rng.normal(size=len(ids)) * 0.5, rng.normal(size=K) * 0.1)
+    _, P = loss_grad_proba(block, space, w, scaling, ids)
+    whole, order = multiclass_hessian(block, space, P, ids, scaling, chunk_entries=10**9)
+    chunked, order2 = multiclass_hessian(block, space, P, ids, scaling, chunk_entries)
+    assert len(_row_chunks(block.X, np.ones(block.n_predicates, np.int64), chunk_entries)) > 2
+    np.testing.assert_array_equal(order, order2)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
+    assert np.abs(whole).max() > 0
+
+
+@pytest.mark.parametrize("chunk_entries", [1, 3, 10, 1000])
+def test_row_chunks_cover_the_rows_within_the_bound(chunk_entries):
+    rng = np.random.default_rng(8)
+    X = sp.random(40, 6, density=0.4, random_state=3, format="csr")
+    repeats = rng.integers(0, 4, size=6)
+    bounds = _row_chunks(X, repeats, chunk_entries)
+    assert bounds[0] == 0 and bounds[-1] == 40 and np.all(np.diff(bounds) > 0)
+    per_row = [repeats[X.indices[X.indptr[i] : X.indptr[i + 1]]].sum() for i in range(40)]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        # at most the bound, plus the entries of the chunk's first row
+        assert sum(per_row[a:b]) <= chunk_entries + per_row[a]
+    with pytest.raises(ValueError, match="chunk_entries"):
+        multiclass_hessian(
+            random_multiclass(rng, m=5), Space(MULTICLASS, 5, 3), np.ones((5, 3)) / 3,
+            np.array([0]), None, chunk_entries=0,
+        )  # fmt: skip
