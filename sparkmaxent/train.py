@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backends import Backend
+from .backends.union import close_union
 from .blas import blas_threads
 from .choice import folds, path
 from .config import TrainConfig
@@ -69,42 +70,49 @@ def train(
     earlier = seconds_spent(output_dir) if resume else 0.0
     deadline = Deadline(config.selection.max_seconds, clock, earlier)
     passes0 = backend.passes
+    given = backend
     backend, heldout, config, auto = folds.automatic_choice(backend, heldout, config)
-    scaling = None
-    if config.standardize:
-        scaling = backend.run(MomentsTask()).scaling()
-    ctx = TrainingContext(
-        backend,
-        config,
-        scaling,
-        heldout,
-        output_dir,
-        resume,
-        on_round,
-        warm_start,
-        warm_conjunctions,
-        deadline,
-    )
-    log.info(
-        "training %s on %d candidate features (%s events)",
-        config.method,
-        backend.space.n_features,
-        backend.space.shape,
-    )
     try:
-        with blas_threads(config.selection.blas_threads):
-            fit = method(config.method).fit_function(config.grafting.combination_degree > 1)
-            if config.choice.folds > 1:
-                result = folds.fit_folds(ctx, fit)
-            else:
-                result = (path.fit_path if config.choice.path else fit)(ctx)
-    except NumericError as e:  # name the method once, whichever pass raised
-        if str(e).startswith(config.method):
-            raise
-        raise NumericError(f"{config.method}: {e}") from e
-    result.scaling = scaling
-    wall_s = round(deadline.elapsed(), 3)
-    return TrainResult(result, run_report(result, config, backend, heldout, auto, passes0, wall_s))
+        scaling = None
+        if config.standardize:
+            scaling = backend.run(MomentsTask()).scaling()
+        ctx = TrainingContext(
+            backend,
+            config,
+            scaling,
+            heldout,
+            output_dir,
+            resume,
+            on_round,
+            warm_start,
+            warm_conjunctions,
+            deadline,
+        )
+        log.info(
+            "training %s on %d candidate features (%s events)",
+            config.method,
+            backend.space.n_features,
+            backend.space.shape,
+        )
+        try:
+            with blas_threads(config.selection.blas_threads):
+                fit = method(config.method).fit_function(config.grafting.combination_degree > 1)
+                if config.choice.folds > 1:
+                    result = folds.fit_folds(ctx, fit)
+                else:
+                    result = (path.fit_path if config.choice.path else fit)(ctx)
+        except NumericError as e:  # name the method once, whichever pass raised
+            if str(e).startswith(config.method):
+                raise
+            raise NumericError(f"{config.method}: {e}") from e
+        result.scaling = scaling
+        wall_s = round(deadline.elapsed(), 3)
+        return TrainResult(
+            result, run_report(result, config, backend, heldout, auto, passes0, wall_s)
+        )
+    finally:
+        if backend is not given:  # the training and held-out parts joined
+            close_union(backend)
 
 
 def run_report(

@@ -351,6 +351,8 @@ class SparkBackend(CachedBackend):
         # unique even when two backends share a name
         self.job_group = f"{self.name}-{uuid.uuid4().hex[:12]}"
         self.depth = depth
+        # the partition rule and block size a joined copy (spark_union.py) follows
+        self.min_partition_events, self.max_block_nnz = min_partition_events, max_block_nnz
         self.passes = 0
         self.live_broadcasts = 0
         self.rdd = None
@@ -502,7 +504,7 @@ class SparkBackend(CachedBackend):
         passes; its ``close`` releases only the derived blocks."""
         if self.rdd is None:
             raise RuntimeError(f"{self.name} is closed: expected an open backend")
-        out = copy.copy(self)
+        out = self.plain_copy()
         out.space, out.passes = space, 0
         rdd = self.rdd.map(fn)
         rdd.setName(f"{self.name} blocks {what}")
@@ -518,6 +520,10 @@ class SparkBackend(CachedBackend):
                 out.close()
                 raise
         return out
+
+    def plain_copy(self) -> SparkBackend:
+        """A shallow copy counting its own passes (``derived``'s start)."""
+        return copy.copy(self)
 
     def close(self) -> None:
         """Unpersist the cached blocks; later passes fail. Idempotent."""

@@ -131,11 +131,28 @@ class InProcessUnion(LocalBackend):
         return LocalBackend([fn(b) for b in self.blocks], space, self.info, self.dataset_dir)
 
 
-def union_of(first: Backend, second: Backend) -> UnionBackend | InProcessUnion:
-    """The training and held-out events as one backend for a refit: both
-    in process (``LocalBackend``), one in-process backend whose blocks
-    each hold a share of the held-out events (``InProcessUnion``); else a
-    ``UnionBackend`` (every pass runs on both parts)."""
+def union_of(first: Backend, second: Backend) -> Backend:
+    """The training and held-out events as one backend for a refit, each
+    block a training block with a share of the held-out events: both in
+    process (``LocalBackend``), ``InProcessUnion``; both cached on Spark
+    (``SparkBackend``), ``spark_union.SparkUnion`` (one cached RDD, built
+    on the executors); else (e.g. Spark Connect's ``FrameBackend``) a
+    ``UnionBackend`` (every pass runs on both parts). The caller closes
+    what it gets (``close_union``)."""
     if type(first) is LocalBackend and type(second) is LocalBackend:
         return InProcessUnion(first, second)
+    from .spark import SparkBackend  # pyspark only where Spark backends exist
+
+    if isinstance(first, SparkBackend) and isinstance(second, SparkBackend):
+        from .spark_union import SparkUnion
+
+        return SparkUnion(first, second)
     return UnionBackend(first, second)
+
+
+def close_union(union: Backend) -> None:
+    """Release what ``union_of`` built: a ``SparkUnion``'s joined blocks
+    (its parts stay open, closed by their owners); the in-process copies
+    and the plain union hold nothing to release."""
+    if not isinstance(union, LocalBackend | UnionBackend):
+        union.close()

@@ -11,7 +11,7 @@ import logging
 import warnings
 from collections.abc import Callable
 
-from ..backends.union import UnionBackend, union_of
+from ..backends.union import UnionBackend, close_union, union_of
 from ..errors import ConfigError
 from ..kernels import Weights
 from ..methods.baselines import fit_smooth
@@ -50,24 +50,35 @@ def refit(ctx: TrainingContext, chosen: FitResult, fit_point: PointFit | None = 
     together (``train.choice.refit``; LogisticRegressionCV's refit=True,
     glmnet keeps lambda alike: the loss is a mean over events, so the same
     gamma means the same strength on more data), warm-started from the
-    chosen point. In process, the held-out events are shared out among the
-    training blocks (``backends.union.union_of``). The report is the
+    chosen point. In process and on Spark, the held-out events are shared
+    out among the training blocks (``backends.union.union_of``; closed
+    after the refit). The report is the
     refit's, with ``path`` and ``refit``: the chosen point's objective,
     weights and held-out figures beside the refit's. Skipped
     (``refit.skipped`` says why) when the grafting test would be block-wise
-    over two distributed parts: its summaries do not add up over them."""
-    path = chosen.report["path"]
-    point = path.chosen_point
+    over two distributed parts (a ``UnionBackend``: other backend kinds):
+    its summaries do not add up over them."""
     if not ctx.config.choice.refit:
         return chosen
     assert ctx.heldout is not None, "a path has held-out data"
-    parameter, gamma = path.parameter, point.gamma
-    space = ctx.backend.space
     whole = dataclasses.replace(ctx, backend=union_of(ctx.backend, ctx.heldout))
+    try:
+        return refit_on(whole, chosen, fit_point)
+    finally:
+        close_union(whole.backend)
+
+
+def refit_on(whole: TrainingContext, chosen: FitResult, fit_point: PointFit | None) -> FitResult:
+    """``refit`` on ``whole``, the context over the training and held-out
+    events together (``union_of``)."""
+    path = chosen.report["path"]
+    point = path.chosen_point
+    parameter, gamma = path.parameter, point.gamma
+    space = whole.backend.space
     # with combination features: the atoms' and the chosen model's conjunctions' features
     n_features = space.n_features + len(chosen.conjunctions or ()) * space.n_labels
     split = isinstance(whole.backend, UnionBackend)  # no block-wise test over two parts
-    if split and parameter == "l1" and n_features > ctx.config.grafting.dense_test_max:
+    if split and parameter == "l1" and n_features > whole.config.grafting.dense_test_max:
         reason = (
             f"{n_features} candidates > train.grafting.dense_test_max: "
             "the block-wise gradient test of training + held-out events is not available"
