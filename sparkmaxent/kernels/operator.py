@@ -212,11 +212,11 @@ def model_proba(
 
 def squared(X: sp.csr_matrix) -> sp.csr_matrix:
     """X with every entry squared, ``X.multiply(X)``: for a matrix in
-    canonical form (sorted indices, no duplicate entries: what ``_columns``
-    gathers) a copy with its data squared, the same entries and the same
-    bits (an entry squared to 0 stays stored, adding 0) without the
-    element-wise product's merge of two index lists; otherwise the product
-    itself, which sums duplicates before squaring."""
+    canonical form (sorted indices, no duplicate entries: the gathered
+    columns of both operators) a copy with its data squared, the same
+    entries and the same bits (an entry squared to 0 stays stored, adding
+    0) without the element-wise product's merge of two index lists;
+    otherwise the product itself, which sums duplicates before squaring."""
     if not X.has_canonical_format:
         return X.multiply(X).tocsr()
     return sp.csr_matrix((X.data * X.data, X.indices.copy(), X.indptr.copy()), shape=X.shape)
@@ -287,7 +287,7 @@ def candidate_operator(
     cp = np.repeat(block.c, np.diff(block.event_ptr)) * p
     R = sp.csr_matrix((p, (event, np.arange(len(p)))), shape=(m, len(p)))
     G = (R @ F).tocsr()  # E_p[f | x_i]
-    diag = np.asarray(F.multiply(F).T @ cp).ravel() - np.asarray(G.multiply(G).T @ block.c).ravel()
+    diag = np.asarray(squared(F).T @ cp).ravel() - np.asarray(squared(G).T @ block.c).ravel()
     placed = {"F.indptr": F.indptr, "F.indices": F.indices, "F.data": F.data, "event": event}
     out = sink.allocate({}, {**placed, "p": p, "cp": cp, "diag": diag})
     F = _csr(out["F.indptr"], out["F.indices"], out["F.data"], F.shape)
