@@ -144,9 +144,11 @@ class CombinationPoints:
     scored). Started with a model's conjunctions (the chosen point's), it
     is the refit's point fit. A warm-started point's rounds add every atom
     or formed conjunction above gamma1, as grafting points do
-    (``round_size``); new conjunctions still enter by the search's
-    ``n_best`` a round (all at once, a conjunction whose events equal an
-    atom's enters beside it: the same objective with more weights)."""
+    (``round_size``); new conjunctions enter by the search's ``n_best`` in
+    the first combination round and by ``conjunction_growth`` times the
+    last round's batch in each later one that finds some
+    (``Combination.batch``): a fixed ``n_best`` took a round per ``n_best``
+    conjunctions, and the rounds of a point grew with the model."""
 
     def __init__(self, conjunctions: Conjunctions):
         self.conjunctions = conjunctions
@@ -158,7 +160,9 @@ class CombinationPoints:
         graft = dataclasses.replace(ctx.config.grafting, l1=gamma, n_best=size)
         at = point_context(ctx, grafting=graft)
         at = dataclasses.replace(at, start=start, start_conjunctions=self.conjunctions)
-        result = fit_combination(at, search_best=ctx.config.grafting.n_best)
+        cfg = ctx.config.grafting
+        growth = cfg.conjunction_growth if previous is not None else 1.0
+        result = fit_combination(at, search_best=cfg.n_best, growth=growth)
         assert result.conjunctions is not None, "a combination fit has conjunctions"
         self.conjunctions = result.conjunctions
         return result

@@ -95,6 +95,14 @@ class GraftingConfig(Section):
         ge=1,
         le=3,
     )
+    conjunction_growth: float = key(
+        2.0,
+        "Combination features on a warm-started gamma1 path point (its atoms enter all at "
+        "once): the first combination round forms at most n_best new conjunction features, "
+        "each later round that still finds some this many times the last; 1: n_best every "
+        "round. The certified optimum is the same for any value.",
+        ge=1,
+    )
 
 
 @dataclass(frozen=True)

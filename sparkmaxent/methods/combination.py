@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 #: LoopState.arrays keys: the conjunctions formed so far, and the phase
 CONJUNCTIONS, PHASE = "conjunctions", "phase"
 ATOMS, COMBINATION = 0, 1
+#: largest batch of new conjunction features (a geometric batch stops growing here)
+MAX_BATCH = 2**40
 
 
 @dataclass(frozen=True)
@@ -155,11 +157,15 @@ def _arrays(conj: Conjunctions, phase: int) -> dict:
 class Combination:
     """The round method: atoms' grafting rounds, then combination rounds."""
 
-    def __init__(self, ctx: TrainingContext, search_best: int | None = None):
+    def __init__(self, ctx: TrainingContext, search_best: int | None = None, growth: float = 1.0):
         self.ctx = ctx
         self.spec = variant("grafting", ctx.config)
-        #: new conjunction features a round forms at most (the search's own limit)
+        #: new conjunction features a round forms at most (the search's own
+        #: limit) in the first combination round that finds some
         self.search_best = search_best or ctx.config.grafting.n_best
+        #: each later combination round that still finds some forms up to
+        #: this many times the last round's limit (1: a fixed batch)
+        self.growth = growth
         self.degree = ctx.config.grafting.combination_degree
         self.n_atoms = ctx.backend.space.n_predicates
         #: the warm start's conjunctions (its weights are over the atoms followed by them)
@@ -168,7 +174,7 @@ class Combination:
         self._current: tuple[int, Grafting] | None = None
         #: conjunction builds of the rounds' released widened events
         self.builds = 0
-        self.last_found: tuple[Weights, Found] | None = None
+        self.last_found: tuple[Weights, int, Found] | None = None
         #: the last combination round's selection: feature ids over the
         #: atoms followed by the conjunctions (tests compare it with brute force)
         self.selected: tuple[np.ndarray, Conjunctions] | None = None
@@ -214,10 +220,34 @@ class Combination:
         widened = self._widened()
         return self.first if widened is None else widened.conjunctions
 
-    def find(self, weights: Weights, conj: Conjunctions, g: Grafting) -> Found:
-        """The conjunction test at ``weights`` (no pass when just run there)."""
+    def batch(self, state: LoopState) -> int:
+        """New conjunction features this round forms at most: ``search_best``
+        times ``growth`` to the number of earlier combination rounds of this
+        fit that formed some (the trace: the same after a resume). A
+        warm-started path point's atoms enter all at once (choice/points.py
+        ``round_size``); a batch that grows geometrically lets the
+        conjunctions above gamma1 enter in a logarithmic number of rounds
+        while a round that finds few still adds few. The optimum is the
+        same for any batch (Okanohara & Tsujii 2009, section 2.2: grafting
+        ends when no candidate's gradient exceeds gamma1)."""
+        grown = sum(
+            1
+            for r in state.trace
+            if r.detail_as(CombinationRound).phase == COMBINATION_PHASE
+            and (r.detail_as(CombinationRound).conjunctions_added or 0) > 0
+        )
+        return int(min(self.search_best * self.growth ** min(grown, 64), MAX_BATCH))
+
+    def find(
+        self, weights: Weights, conj: Conjunctions, g: Grafting, n: int | None = None
+    ) -> Found:
+        """The conjunction test at ``weights``, selecting at most ``n`` (None:
+        ``search_best``; no pass when just run there with the same ``n``, or
+        with any when ``n`` is None: only its bound is then needed)."""
         if self.last_found is not None and self.last_found[0] is weights:
-            return self.last_found[1]
+            if n is None or self.last_found[1] == n:
+                return self.last_found[2]
+        n = self.search_best if n is None else n
         found = search(
             g.ctx.backend,
             g.ctx.backend.space,
@@ -225,9 +255,9 @@ class Combination:
             conj,
             self.degree,
             g.gradient_test.gamma1_tested,
-            self.search_best,
+            n,
         )
-        self.last_found = (weights, found)
+        self.last_found = (weights, n, found)
         return found
 
     def round(self, state: LoopState) -> RoundOutcome:
@@ -244,7 +274,7 @@ class Combination:
     def _combination_round(self, state: LoopState, conj: Conjunctions, g: Grafting):
         weights = state.weights
         test = g.gradient_test.test(weights)
-        found = self.find(weights, conj, g)
+        found = self.find(weights, conj, g, self.batch(state))
         best = max(test.best, found.best)
         detail = CombinationRound(COMBINATION_PHASE, found.counts)
         if not len(test.new) and not len(found.keys):
@@ -420,20 +450,26 @@ class HeldoutWithConjunctions:
         """Nothing of its own to release (``base`` is closed by its owner)."""
 
 
-def fit_combination(ctx: TrainingContext, search_best: int | None = None) -> FitResult:
+def fit_combination(
+    ctx: TrainingContext, search_best: int | None = None, growth: float = 1.0
+) -> FitResult:
     """Grafting with combination features (this module's docstring).
-    ``search_best``: the new conjunction features a round forms at most
-    (None: ``n_best``), when ``n_best`` is a warm-started path point's round
-    size (choice/points.py ``round_size``)."""
+    ``search_best``: the new conjunction features the first combination
+    round forms at most (None: ``n_best``), when ``n_best`` is a
+    warm-started path point's round size (choice/points.py ``round_size``);
+    ``growth``: each later round that formed some multiplies it
+    (``Combination.batch``)."""
     check_data(ctx)
-    method = Combination(ctx, search_best)
+    method = Combination(ctx, search_best, growth)
     log.info(
         "grafting with combination features of degree <= %d: l1 %g, %d best per round "
-        "(at most %d new conjunction features), over %d atomic predicates",
+        "(at most %d new conjunction features in the first combination round, x%g in each "
+        "later one that finds some), over %d atomic predicates",
         method.degree,
         method.spec.penalty.gamma1,
         ctx.config.grafting.n_best,
         method.search_best,
+        method.growth,
         method.n_atoms,
     )
     start = ctx.start.sparse() if ctx.start is not None else None

@@ -108,9 +108,11 @@ def test_refit_fits_the_chosen_gamma1_on_training_and_held_out_events(problem, c
     assert res.report.certificate.conjunctions.passed
     assert refit.objective == pytest.approx(both.report.objective, rel=1e-6)
     assert res.weights.nnz == refit.features
-    # warm-started: new conjunctions still enter by the search's n best a round
+    # warm-started: new conjunctions enter by the search's n best in the
+    # first combination round, twice the last batch in each later one
     added = [r.detail_as(CombinationRound).conjunctions_added or 0 for r in res.report.rounds]
-    assert 0 < max(added) <= KEYS["n_best"]
+    limits = [KEYS["n_best"] * 2 ** sum(a > 0 for a in added[:i]) for i in range(len(added))]
+    assert max(added) > 0 and all(a <= m for a, m in zip(added, limits, strict=True))
     assert res.report["combination"]["conjunctions_in_model"] == len(res.conjunctions)
     # the held-out figures are the chosen fit's (the refit saw those events)
     assert res.report.heldout.accuracy == point.heldout["heldout_accuracy"]
@@ -217,3 +219,38 @@ def test_without_planted_conjunctions_the_atoms_path_is_kept():
     assert unbudgeted(res.report.path.points) == unbudgeted(alone.report.path.points)
     assert (res.weights.active_ids() == alone.weights.active_ids()).all()
     assert res.weights.values == pytest.approx(alone.weights.values)
+
+
+def test_a_warm_started_points_conjunction_batch_grows_to_the_same_optimum(problem, monkeypatch):
+    """``conjunction_growth``: at a warm-started point each combination round
+    that formed conjunctions multiplies the next round's batch; the points'
+    certified optima are those of a fixed batch of n_best (growth 1)."""
+    import sparkmaxent.methods.combination as combination
+
+    tr, he, space = problem
+    asked: list[tuple[int, int]] = []  # (batch asked, new conjunction features found)
+    search = combination.search
+
+    def spied(*args):
+        found = search(*args)
+        asked.append((args[-1], int(len(found.keys))))
+        return found
+
+    monkeypatch.setattr(combination, "search", spied)
+    runs = {}
+    for growth in (1.0, 3.0):
+        asked.clear()
+        cfg = train_config(
+            path=True, l1_grid=GRID, patience=0, refit=False, conjunction_growth=growth, **KEYS
+        )
+        res = train(LocalBackend([tr], space), cfg, LocalBackend([he], space))
+        runs[growth] = (res, list(asked))
+    (fixed, fixed_asked), (grown, grown_asked) = runs[1.0], runs[3.0]
+    n = KEYS["n_best"]
+    assert {a for a, _ in fixed_asked} == {n}
+    batches = sorted({a for a, _ in grown_asked})
+    assert batches == [n * 3**k for k in range(len(batches))] and len(batches) > 1
+    assert any(k > n for a, k in grown_asked)  # a round formed more than n_best
+    for a, b in zip(fixed.report.path.points, grown.report.path.points, strict=True):
+        assert a.kkt_passed and b.kkt_passed
+        assert b.objective == pytest.approx(a.objective, rel=1e-6)
