@@ -421,31 +421,43 @@ class RayLoss(Summed):
     weight: float
 
 
-def _ray_scores(
+#: scores per row chunk of ``ray_losses``: each chunk is scored and its
+#: steps' log-sum-exps taken before the next, so no (m, K) array is built
+RAY_CHUNK_ENTRIES = 1 << 20
+
+
+def _ray_scorer(
     block: MulticlassBlock,
     space: Space,
     weights: Weights,
     direction: Weights,
     scaling: Scaling | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Scores at the weights and along the direction. Sparse weights score
-    over their gathered predicate columns, the active-set pass's own (kept
-    between passes, ``_columns``): nothing the size of all predicates is
-    built, unlike ``Weights.matrix``."""
+):
+    """A function of rows a..b: their scores at the weights and along the
+    direction. Sparse weights score over their gathered predicate columns,
+    the active-set pass's own (kept between passes, ``_columns``): nothing
+    the size of all predicates is built, unlike ``Weights.matrix``. A row's
+    scores are the same bits whatever rows are scored with it (scipy's
+    product sums each row on its own)."""
     ids = weights.ids
     if ids is None or direction.ids is None or not np.array_equal(ids, direction.ids):
+        X, W0, Wd = block.X, weights.matrix(space), direction.matrix(space)
+        mean = None if scaling is None else scaling.mean
+        inv = None if scaling is None else scaling.inv_scale
+    else:
+        K = space.n_labels
+        preds, inverse = np.unique(ids // K, return_inverse=True)
+        X, mean, inv = _columns(block, preds, scaling)
+        W0, Wd = (_gathered(w, preds, inverse, K) for w in (weights, direction))
+
+    def scores(a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = X[a:b]
         return (
-            multiclass_scores(block, space, weights, scaling),
-            multiclass_scores(block, space, direction, scaling),
+            _linear_scores(rows, W0, weights.bias, mean, inv),
+            _linear_scores(rows, Wd, direction.bias, mean, inv),
         )
-    K = space.n_labels
-    preds, inverse = np.unique(ids // K, return_inverse=True)
-    Xs, mean_s, inv_s = _columns(block, preds, scaling)
 
-    def scores(w: Weights) -> np.ndarray:
-        return _linear_scores(Xs, _gathered(w, preds, inverse, K), w.bias, mean_s, inv_s)
-
-    return scores(weights), scores(direction)
+    return scores
 
 
 def ray_losses(
@@ -455,13 +467,17 @@ def ray_losses(
     direction: Weights,
     steps: np.ndarray,
     scaling: Scaling | None = None,
+    chunk_entries: int = RAY_CHUNK_ENTRIES,
 ) -> np.ndarray:
     """Loss sums at ``weights + t * direction`` for every t in ``steps``.
 
     Scores are linear in t, so the block is scored twice (at the weights
     and along the direction) and each step costs a log-sum-exp, not a pass:
     a backtracking line search tries all its steps in one pass. The two
-    Weights range over the same ids (or are both dense).
+    Weights range over the same ids (or are both dense). Multiclass blocks
+    go by row chunks of about ``chunk_entries`` scores (the chunks' sums
+    added in turn: equal to one chunk's to rounding), so the pass's
+    temporaries are a chunk's, not the block's (m, K) arrays per step.
 
     Returns
     -------
@@ -473,13 +489,18 @@ def ray_losses(
             raise ValueError(
                 "cannot train on events whose label was not seen in training (label -1)"
             )
-        S0, D = _ray_scores(block, space, weights, direction, scaling)
-        # the gold label's score is linear in t too: no (m, K) gather per step
-        rows = np.arange(block.n_events)
-        gold0, gold_d = S0[rows, block.y], D[rows, block.y]
-        return np.array(
-            [block.c @ (row_logsumexp(S0 + t * D) - (gold0 + t * gold_d)) for t in steps]
-        )
+        if chunk_entries < 1:
+            raise ValueError(f"expected chunk_entries >= 1, got {chunk_entries}")
+        scores, m = _ray_scorer(block, space, weights, direction, scaling), block.n_events
+        out, step = np.zeros(len(steps)), max(1, chunk_entries // space.n_labels)
+        for a in range(0, m, step):
+            b = min(m, a + step)
+            S0, D = scores(a, b)
+            # the gold label's score is linear in t too: no (m, K) gather per step
+            rows, c = np.arange(b - a), block.c[a:b]
+            gold0, gold_d = S0[rows, block.y[a:b]], D[rows, block.y[a:b]]
+            out += [c @ (row_logsumexp(S0 + t * D) - (gold0 + t * gold_d)) for t in steps]
+        return out
     s0 = candidate_scores(block, space, weights, scaling)
     ds = candidate_scores(block, space, direction, scaling)
     out = np.empty(len(steps))

@@ -19,6 +19,7 @@ from sparkmaxent.kernels import (
     sparsetools,
 )
 from sparkmaxent.kernels.blocks import concat_blocks, split_block
+from sparkmaxent.kernels.loss import ray_losses
 from sparkmaxent.kernels.stats import moments
 from sparkmaxent.problem import Objective
 
@@ -165,6 +166,29 @@ def test_ray_pass_gives_the_objective_at_every_step(shape, l2):
     along = obj.ray(theta, d, steps)
     assert backend.passes == before + 1
     np.testing.assert_allclose(along, [obj(theta + t * d)[0] for t in steps], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("chunk_entries", [1, 9, 10**9])
+def test_ray_losses_by_row_chunks_are_the_losses_at_each_step(dense, chunk_entries):
+    """The multiclass ray kernel over row chunks (one row each at the
+    smallest) gives the loss sums a loss pass gives at each point, for
+    sparse weights (their gathered columns) and dense ones."""
+    rng = np.random.default_rng(12)
+    block = random_multiclass(rng, m=40, P=10, K=4)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    scaling = random_scaling(rng, space.n_predicates)
+    ids = None if dense else np.sort(rng.choice(space.n_features, size=15, replace=False))
+    n = space.n_features if dense else len(ids)
+    w = Weights(ids, rng.normal(size=n), rng.normal(size=space.n_labels))
+    d = Weights(ids, rng.normal(size=n), rng.normal(size=space.n_labels))
+    steps = np.array([1.0, 0.5, 1e-3, 0.0])
+    got = ray_losses(block, space, w, d, steps, scaling, chunk_entries=chunk_entries)
+    at = [Weights(ids, w.values + t * d.values, w.bias + t * d.bias) for t in steps]
+    want = [loss_grad(block, space, p, scaling, np.arange(3)).loss for p in at]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="chunk_entries"):
+        ray_losses(block, space, w, d, steps, scaling, chunk_entries=0)
 
 
 @pytest.mark.parametrize("bias", [False, True])
