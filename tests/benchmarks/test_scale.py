@@ -151,7 +151,20 @@ def test_memory_targets_compare_at_3_2m_events_with_mllib_and_the_arrays():
     assert not out["pass_time_3.2M"]["met"]
     assert not out["executor_memory_3.2M"]["met"]
     assert not out["memory_vs_arrays_3.2M"]["met"]  # 6.0x
-    # without MLlib's finished row only the arrays' target; rows before the split: none
-    assert set(memory_targets([ours, {**theirs, "status": "capped"}])) == {"memory_vs_arrays_3.2M"}
+    # MLlib capped at its time limit: its jobs before the cap, said in the values
+    capped = {k: v for k, v in theirs.items() if k not in ("passes", "s_per_pass")}
+    capped.update(status="capped", wall_s=200.0, passes_before_stop=4)
+    out = memory_targets([ours, capped])
+    assert out["pass_time_3.2M"]["met"]  # 5.0 and 4.0 s against 50.0
+    assert "MLlib 50.0 s (200.0 s / 4 jobs)" in out["pass_time_3.2M"]["value"]
+    assert "[mllib capped: figures over the passes it ran]" in out["executor_memory_3.2M"]["value"]
+    # a finished row is preferred to a stopped one; a row without passes counts for nothing
+    stopped = {**ours, "status": "stopped: max_seconds = 10", "executor_peak_rss_mb": 1}
+    out = memory_targets([ours, stopped, theirs])
+    assert out["executor_memory_3.2M"]["met"] and "stopped" not in str(out)
+    assert set(memory_targets([ours, {**capped, "passes_before_stop": 0}])) == {
+        "memory_vs_arrays_3.2M"
+    }
+    # rows before the split: none
     old = {k: v for k, v in ours.items() if k != "jvm_peak_rss_mb"}
     assert "pass_time_3.2M" not in targets([old, theirs])
