@@ -38,6 +38,22 @@ class Backend(Protocol):
         ...
 
 
+class PassesOnFirst:
+    """The pass counter of a union of training and held-out events (a
+    refit's backend, union.py, spark_union.py): its passes count on the
+    training part ``first``, as the training part's own passes do."""
+
+    first: Backend
+
+    @property
+    def passes(self) -> int:
+        return self.first.passes
+
+    @passes.setter
+    def passes(self, value: int) -> None:
+        self.first.passes = value
+
+
 class CachedBackend:
     """What the Spark backends share: a context manager that closes (releases
     its cached blocks) on exit, and a repr naming the dataset and state.

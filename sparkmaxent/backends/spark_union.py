@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from ..kernels import Block
 from ..kernels.blocks import concat_blocks, split_block, trainable_events
 from ..kernels.stats import Count
-from .base import capped_partitions
+from .base import PassesOnFirst, capped_partitions
 from .spark import SparkBackend, _block_size, _merge, job_group
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def joined_rdd(first, second, n_out: int):
     )
 
 
-class SparkUnion(SparkBackend):
+class SparkUnion(PassesOnFirst, SparkBackend):
     """A training ``SparkBackend`` (``first``) and a held-out one
     (``second``, prepared with the training dictionary) as one
     ``SparkBackend``: its own cached RDD in the partitions of ``first``
@@ -176,14 +176,6 @@ class SparkUnion(SparkBackend):
             "%s: joined %d events (%d training) in %d blocks over %d partitions in %.1f s",
             self.name, self.n_events, first.n_events, self.n_blocks, n_out, self.join_s,
         )  # fmt: skip
-
-    @property
-    def passes(self) -> int:
-        return self.first.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.first.passes = value
 
     def plain_copy(self) -> SparkBackend:
         """A plain ``SparkBackend`` over the same settings and blocks,

@@ -12,7 +12,7 @@ from typing import TypeVar
 from ..kernels import Block, Space
 from ..kernels.blocks import concat_blocks, split_block, trainable_events
 from ..kernels.keyed import Keyed
-from .base import Backend
+from .base import Backend, PassesOnFirst
 from .local import LocalBackend
 
 R = TypeVar("R")
@@ -29,7 +29,7 @@ class OnTrainable:
         return self.task(trainable_events(block))
 
 
-class UnionBackend:
+class UnionBackend(PassesOnFirst):
     """``first``'s events followed by ``second``'s (the held-out part:
     its untrainable events left out inside the pass, ``OnTrainable``).
     Both must share the candidate space (held-out data is prepared with
@@ -45,14 +45,6 @@ class UnionBackend:
         self.space = first.space
         self.info = getattr(first, "info", None)
         self.dataset_dir = getattr(first, "dataset_dir", None)
-
-    @property
-    def passes(self) -> int:
-        return self.first.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.first.passes = value
 
     def run(self, task: Callable[[Block], R] | Keyed) -> R:
         """A pass over both parts; not a keyed pass: the block-wise test's
@@ -92,7 +84,7 @@ class UnionBackend:
             self.second.close()
 
 
-class InProcessUnion(LocalBackend):
+class InProcessUnion(PassesOnFirst, LocalBackend):
     """Two in-process parts (training and held-out ``LocalBackend``) as one:
     the held-out part's trainable events cut into as many pieces as
     ``first`` has blocks, each piece appended to one of its blocks, so that
@@ -116,14 +108,6 @@ class InProcessUnion(LocalBackend):
         self.first, self.space = first, first.space
         self.blocks = [concat_blocks([b, p]) for b, p in zip(first.blocks, pieces, strict=True)]
         self.info, self.dataset_dir = first.info, first.dataset_dir
-
-    @property
-    def passes(self) -> int:
-        return self.first.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.first.passes = value
 
     def derived(self, fn: Callable[[Block], Block], space: Space, what: str) -> LocalBackend:
         """A plain in-process copy over ``fn`` of every block, counting its

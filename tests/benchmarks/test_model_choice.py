@@ -176,6 +176,26 @@ def test_path_vs_l2_bounds_a_ratio_by_a_path_stopped_at_its_cap():
     assert "= < 0.75x (l2 stopped)" in text and met
 
 
+def _split_text_events(spark, tmp_path, n_events: int, n_words: int, per_event: int, seed: int):
+    """Training and held-out datasets (a 0.2 split, 2 partitions) of a small
+    3-label text corpus: ``n_events`` lines of ``per_event`` draws from
+    ``n_words`` shared words and one of four words bound to the label."""
+    from sparkmaxent.data.split import prepare_split
+
+    rng = np.random.default_rng(seed)
+    lines = []
+    for i in range(n_events):
+        label = i % 3
+        words = {f"w{int(w)}" for w in rng.integers(0, n_words, per_event)}
+        lines.append(f"{'abc'[label]} " + " ".join(sorted(words | {f"l{label}_{i % 4}"})))
+    text = tmp_path / "events.maxent"
+    text.write_text("\n".join(lines) + "\n")
+    dirs = {s: str(tmp_path / s) for s in ("train", "heldout")}
+    prepare_split(spark, [str(text)], dirs["train"], dirs["heldout"], "maxent", fraction=0.2,
+                  seed=0, partitions=2, overwrite=True)  # fmt: skip
+    return dirs
+
+
 @pytest.mark.slow
 def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path, caplog):
     """--backend spark: the same l2 path on the same events, each pass a Spark
@@ -183,19 +203,8 @@ def test_spark_backend_chooses_as_the_in_process_one(spark, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="sparkmaxent.choice")
     from benchmarks.model_choice import SPARK_PARTITIONS, backend, capped_train
     from sparkmaxent.backends.spark import SparkBackend
-    from sparkmaxent.data.split import prepare_split
 
-    rng = np.random.default_rng(5)
-    lines = []
-    for i in range(240):
-        label = i % 3
-        words = {f"w{int(w)}" for w in rng.integers(0, 12, 5)} | {f"l{label}_{i % 4}"}
-        lines.append(f"{'abc'[label]} " + " ".join(sorted(words)))
-    text = tmp_path / "events.maxent"
-    text.write_text("\n".join(lines) + "\n")
-    dirs = {s: str(tmp_path / s) for s in ("train", "heldout")}
-    prepare_split(spark, [str(text)], dirs["train"], dirs["heldout"], "maxent", fraction=0.2,
-                  seed=0, partitions=2, overwrite=True)  # fmt: skip
+    dirs = _split_text_events(spark, tmp_path, n_events=240, n_words=12, per_event=5, seed=5)
     on_spark = backend(dirs["train"], "spark", spark)
     assert isinstance(on_spark, SparkBackend) and SPARK_PARTITIONS == 2
     on_spark.close()
@@ -225,19 +234,8 @@ def test_a_spark_path_stopped_by_sigterm_keeps_the_session_usable(spark, tmp_pat
     import threading
 
     from benchmarks.model_choice import PathCapped, capped_train
-    from sparkmaxent.data.split import prepare_split
 
-    rng = np.random.default_rng(7)
-    lines = []
-    for i in range(400):
-        label = i % 3
-        words = {f"w{int(w)}" for w in rng.integers(0, 40, 8)} | {f"l{label}_{i % 5}"}
-        lines.append(f"{'abc'[label]} " + " ".join(sorted(words)))
-    text = tmp_path / "events.maxent"
-    text.write_text("\n".join(lines) + "\n")
-    dirs = {s: str(tmp_path / s) for s in ("train", "heldout")}
-    prepare_split(spark, [str(text)], dirs["train"], dirs["heldout"], "maxent", fraction=0.2,
-                  seed=0, partitions=2, overwrite=True)  # fmt: skip
+    dirs = _split_text_events(spark, tmp_path, n_events=400, n_words=40, per_event=8, seed=7)
     grid = [float(g) for g in np.geomspace(1.0, 1e-6, 60)]
     keys = dict(method="l2", path=True, folds=1, l2_grid=grid, patience=0, backend="spark")
     timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
