@@ -56,6 +56,16 @@ ATOMS, COMBINATION = 0, 1
 MAX_BATCH = 2**40
 
 
+def grown_batch(first: int, growth: float, rounds: int) -> int:
+    """``first`` times ``growth`` once per earlier round that formed
+    conjunctions, capped at ``MAX_BATCH`` as it grows (a large growth, e.g.
+    "all at once", never overflows a float)."""
+    batch = float(first)
+    for _ in range(rounds):
+        batch = min(batch * growth, MAX_BATCH)
+    return int(batch)
+
+
 @dataclass(frozen=True)
 class Found:
     """The conjunction test at some weights.
@@ -236,7 +246,7 @@ class Combination:
             if r.detail_as(CombinationRound).phase == COMBINATION_PHASE
             and (r.detail_as(CombinationRound).conjunctions_added or 0) > 0
         )
-        return int(min(self.search_best * self.growth ** min(grown, 64), MAX_BATCH))
+        return grown_batch(self.search_best, self.growth, grown)
 
     def find(
         self, weights: Weights, conj: Conjunctions, g: Grafting, n: int | None = None

@@ -254,3 +254,16 @@ def test_a_warm_started_points_conjunction_batch_grows_to_the_same_optimum(probl
     for a, b in zip(fixed.report.path.points, grown.report.path.points, strict=True):
         assert a.kkt_passed and b.kkt_passed
         assert b.objective == pytest.approx(a.objective, rel=1e-6)
+
+
+def test_grown_batch_grows_geometrically_up_to_its_cap_without_overflow():
+    """The batch of new conjunction features after k rounds that formed
+    some: first * growth^k, capped; a huge growth ("all at once") over many
+    rounds reaches the cap instead of overflowing a float (1e9**40 does)."""
+    from sparkmaxent.methods.combination import MAX_BATCH, grown_batch
+
+    assert [grown_batch(10, 2.0, k) for k in range(4)] == [10, 20, 40, 80]
+    assert grown_batch(10, 1.0, 50) == 10
+    assert grown_batch(4, 3.0, 2) == 36
+    assert grown_batch(10, 1e9, 40) == MAX_BATCH
+    assert grown_batch(10, 2.0, 200) == MAX_BATCH
