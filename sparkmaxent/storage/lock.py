@@ -138,10 +138,29 @@ class Heartbeat:
         self._stop.set()
         self._thread.join()
 
+    #: pauses before reading an unreadable lock again: a file being written
+    #: (a new owner's create, seen between its truncate and its write) or a
+    #: file system hiccup is not yet a takeover
+    REREAD_PAUSES_S = (0.05, 0.2, 1.0)
+
+    def _current_owner(self) -> dict | None:
+        """What the lock says, read again after :data:`REREAD_PAUSES_S` while
+        it is unreadable; None when the heartbeat was stopped meanwhile."""
+        owner = _owner(self.path, self.fs)
+        for pause in self.REREAD_PAUSES_S:
+            if owner:
+                break
+            if self._stop.wait(pause):
+                return None
+            owner = _owner(self.path, self.fs)
+        return owner
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                owner = _owner(self.path, self.fs)
+                owner = self._current_owner()
+                if owner is None:
+                    return
                 if owner.get("token") != self.token:
                     log.error(
                         "the lock %s is no longer this run's (taken over as stale?) but "

@@ -264,6 +264,36 @@ def test_a_heartbeat_stops_on_a_lock_taken_over(base, tmp_path, caplog):
         assert os.path.getmtime(lock) < time.time() - 3000  # theirs, not refreshed by us
 
 
+class _HalfWritten:
+    """A lock's file system on which every other read finds the file empty,
+    as a reader does between a writer's truncate and its write."""
+
+    def __init__(self, fs):
+        self.fs, self.reads = fs, 0
+
+    def read_bytes(self, path):
+        self.reads += 1
+        return b"" if self.reads % 2 else self.fs.read_bytes(path)
+
+    def touch(self, path):
+        self.fs.touch(path)
+
+
+def test_a_heartbeat_reads_a_half_written_lock_again_before_giving_it_up(tmp_path, caplog):
+    from sparkmaxent.storage.lock import Heartbeat
+
+    lock = tmp_path / ".run.lock"
+    lock.write_text(json.dumps({"token": "mine"}))
+    beat = Heartbeat(str(lock), "mine", 0.02)
+    beat.fs = _HalfWritten(beat.fs)
+    with caplog.at_level("ERROR"), beat:
+        deadline = time.time() + 30
+        while beat.refreshed < 3 and time.time() < deadline and not caplog.text:
+            time.sleep(0.02)
+    assert beat.refreshed >= 3 and beat.fs.reads >= 6
+    assert "no longer this run's" not in caplog.text
+
+
 def test_a_damaged_parquet_file_is_bad_input_naming_it(base, tmp_path):
     import pyarrow as pa
 
