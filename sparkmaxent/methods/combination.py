@@ -328,11 +328,16 @@ class Combination:
         gt = TestResult(test.value, test.lossgrad, chosen, grads[top], best, test.kkt)
         out = g2.grow(weights, gt)
         self.namer.conjunctions = grown
-        new_conj = [self.namer(int(j)) for j in chosen if j // K >= self.n_atoms][:3]
+        # weights on conjunctions (new ones, or new labels of formed ones)
+        conj_weights = [int(j) for j in chosen if j // K >= self.n_atoms]
+        names = [self.namer(j) for j in conj_weights[:3]]
         added = int(len(grown) - len(conj))
         detail = dataclasses.replace(detail, conjunctions_added=added)
         note = f"+{added} conjunctions" + (
-            f" ({', '.join(new_conj)}{', ...' if added > 3 else ''})" if new_conj else ""
+            f", {len(conj_weights)} weights on them ({', '.join(names)}"
+            f"{', ...' if len(conj_weights) > 3 else ''})"
+            if conj_weights
+            else ""
         )
         note += f", {found.counts.conjunctions_examined} examined"
         return dataclasses.replace(

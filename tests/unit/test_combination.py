@@ -253,11 +253,18 @@ def test_each_round_selects_the_brute_force_n_best(degree):
         if int(state.arrays.get("phase", [0])[0]) == 0:
             continue
         method = Combination(TrainingContext(LocalBackend(blocks, space), cfg))
-        method.round(state)
+        out = method.round(state)
         if method.selected is None:
             continue
         chosen, grown = method.selected
         conj = Conjunctions(space.n_predicates, state.arrays["conjunctions"].reshape(-1, 3))
+        # the progress note counts the conjunctions formed and the weights on conjunctions
+        on_conj = chosen[chosen // K >= space.n_predicates] // K - space.n_predicates
+        formed = {grown.tuples()[q] for q in on_conj} - set(conj.tuples())
+        assert out.note.startswith(f"+{len(formed)} conjunctions")
+        if len(on_conj):
+            assert f", {len(on_conj)} weights on them (" in out.note
+            assert out.note.count("&") >= min(3, len(on_conj))
         bound = method.grafting(conj).gradient_test.gamma1_tested
         expect, scores, nth = brute_top(
             block, space, state.weights, conj, degree, bound, cfg.grafting.n_best
