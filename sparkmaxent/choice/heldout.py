@@ -24,7 +24,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import storage
-from ..backends.union import UnionBackend
+from ..backends import Backend
+from ..backends.union import close_union, union_of
 from ..errors import ConfigError
 from ..kernels import Scaling, Space, Weights
 from ..kernels.loss import LossGradTask
@@ -311,7 +312,24 @@ def refit_stage(
     if choice is None or not refit_follows(ctx):
         return weights, None
     assert ctx.heldout is not None, "refit_follows checks that there is held-out data"
-    whole = UnionBackend(ctx.backend, ctx.heldout)
+    # in process and on Spark, the held-out events shared out among the
+    # training blocks, as the paths' refit (``union_of``)
+    whole = union_of(ctx.backend, ctx.heldout)
+    try:
+        return _refit_stage_on(whole, ctx, weights, choice, trace, penalty)
+    finally:
+        close_union(whole)
+
+
+def _refit_stage_on(
+    whole: Backend,
+    ctx: TrainingContext,
+    weights: Weights,
+    choice: StageChoice,
+    trace: list[RoundRecord],
+    penalty: StagePenalty,
+) -> tuple[Weights, StageRefit | RefitSkipped]:
+    """``refit_stage`` on ``whole``, the training and held-out events together."""
     passes0, t0 = whole.passes, ctx.deadline.elapsed()
     lg = checked_pass(
         whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64))),

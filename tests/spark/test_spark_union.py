@@ -152,3 +152,32 @@ def test_spark_path_refit_reaches_the_in_process_refit(spark, parts):
     gamma = on_spark.report.path.chosen_point.gamma
     objective = lg.loss / lg.weight + gamma * np.abs(on_spark.weights.values).sum()
     assert a.objective == pytest.approx(objective, rel=1e-9)
+
+
+def test_spark_stage_refit_reaches_the_in_process_refit(spark, parts):
+    """A stage method's refit of its best held-out stage (choice/heldout.py)
+    on Spark, over the joined backend: the same stages and choice as in
+    process, the refit's objective equal to the solver's tolerance, and the
+    joined blocks released afterwards (the parts stay cached)."""
+    _, _, _, tr, he, space = parts
+    keys = dict(method="sgc", max_features=12, gtol=1e-9, stage_refit_gtol=0.0)
+    cached = len(spark.sparkContext._jsc.getPersistentRDDs())
+    first, second = backends(spark, parts, 2, 0, "t-stage")
+    with first, second:
+        on_spark = train(first, train_config(**keys), second)
+        assert len(spark.sparkContext._jsc.getPersistentRDDs()) == cached + 2
+    local = train(
+        LocalBackend(split_block(tr, 2), space), train_config(**keys), LocalBackend([he], space)
+    )
+    a, b = on_spark.report.refit, local.report.refit
+    assert a is not None and b is not None and a.converged and b.converged
+    assert on_spark.report.stage_choice == local.report.stage_choice
+    assert a.objective == pytest.approx(b.objective, rel=1e-7)
+    assert np.array_equal(on_spark.weights.active_ids(), local.weights.active_ids())
+    # independent of both unions: the refit's objective recomputed over the
+    # training and trainable held-out events in one in-process block
+    whole = LocalBackend([concat_blocks([tr, take_events(he, he.y >= 0)])], space)
+    lg = whole.run(LossGradTask(space, on_spark.weights, None, np.zeros(0, dtype=np.int64)))
+    values = on_spark.weights.values
+    objective = lg.loss / lg.weight + 0.5 * a.l2 * float(values @ values)
+    assert a.objective == pytest.approx(objective, rel=1e-9)
