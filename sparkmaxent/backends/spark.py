@@ -3,7 +3,8 @@
 Data flow::
 
     events Parquet --read--> (repartition) --mapInArrow--> one CSR block per
-    partition (pickled, one row) --.rdd.map(unpickle)--> persisted RDD of blocks
+    partition (pickled, one row) --as byte arrays--> persisted RDD of blocks
+    (the JVM caches each pickle, the Python workers unpickle it per pass)
 
     each pass:  broadcast the task (it carries the weights)
                 -> task(block) on every cached block (pure numpy)
@@ -245,8 +246,25 @@ def on_executor(task: Callable[[Block], R], block: Block) -> R:
     return task(block)
 
 
-def _unpickle_row(row) -> Block:
-    return pickle.loads(row[0])
+def pickled_block_rdd(frame, build):
+    """The blocks ``build`` (``_pickled_blocks``) makes of ``frame``'s
+    partitions, as a pyspark RDD whose JVM side holds each block's pickle
+    as the Python worker wrote it: the binary column is read as a JVM RDD
+    of byte arrays (``Dataset.as(Encoders.BINARY)``) and the Python side
+    unpickles each array (``CPickleSerializer``, one framed pickle per
+    element). Persisting it caches those arrays. ``DataFrame.rdd`` instead
+    converts every row to a JVM Row, pickles it again in the JVM (a growing
+    buffer, then a copy), unpickles it in a second Python worker and
+    pickles the block again into the cache: several transient copies of
+    every block on the JVM heap, which the heap grows to hold and does not
+    give back. The blocks (and the cache's bytes) are the same."""
+    from pyspark.rdd import RDD
+    from pyspark.serializers import CPickleSerializer
+
+    rows = frame.mapInArrow(build, "block binary")
+    encoder = frame.sparkSession._jvm.org.apache.spark.sql.Encoders.BINARY()
+    jrdd = getattr(rows._jdf, "as")(encoder).javaRDD()
+    return RDD(jrdd, frame.sparkSession.sparkContext, CPickleSerializer())
 
 
 def _block_size(block: Block) -> Count:
@@ -371,7 +389,7 @@ class SparkBackend(CachedBackend):
                 self.info.n_events, min_partition_events,
             )  # fmt: skip
             build = _pickled_blocks(self.info, max_block_nnz, large_var_types(spark))
-            rdd = frame.mapInArrow(build, "block binary").rdd.map(_unpickle_row)
+            rdd = pickled_block_rdd(frame, build)
             rdd.setName(f"{self.name} blocks of {dataset_dir}")
             rdd.persist(level)
             self.rdd = rdd

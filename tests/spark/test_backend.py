@@ -198,6 +198,37 @@ def test_the_cache_builder_makes_the_blocks_of_partition_blocks_one_at_a_time(da
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
+def test_the_cache_holds_the_workers_pickles_and_the_blocks_of_the_row_path(spark, datasets, shape):
+    """The JVM side of the cached RDD holds, element by element, the bytes
+    the cache builder's Python worker wrote (the blocks partition_blocks
+    makes of each partition's events, pickled), and the blocks the passes
+    get are exactly those the earlier path (``DataFrame.rdd``: Row, pickle,
+    unpickle) gave: the same pickles, so every pass's result is the same."""
+    import pickle
+
+    from sparkmaxent.backends.spark import (
+        _pickled_blocks,
+        event_partitions,
+        large_var_types,
+        read_events_frame,
+    )
+
+    directory, info, _ = datasets[shape]
+    with SparkBackend(spark, directory, info, partitions=3, max_block_nnz=200) as backend:
+        assert backend.n_blocks > 3
+        cached = [bytes(b) for b in backend.rdd._jrdd.collect()]
+        frame = event_partitions(read_events_frame(spark, directory, info), 3, info.n_events)
+        build = _pickled_blocks(info, 200, large_var_types(spark))
+        old = frame.mapInArrow(build, "block binary").rdd.map(lambda r: pickle.loads(r[0]))
+        expected = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in old.collect()]
+        got = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in backend.rdd.collect()]
+    assert got == expected == cached
+    blocks = [pickle.loads(b) for b in cached]
+    assert sum(b.n_events for b in blocks) == info.n_events
+    assert min(b.n_events for b in blocks) > 0
+
+
+@pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
 def test_the_blocks_own_arrays_are_measured_where_they_are_cached(spark, datasets, shape):
     """ArrayBytesTask's bytes (summed on the executors) equal a count from
     the Parquet events: 12 bytes a stored value (float64 value, int32
