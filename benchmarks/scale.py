@@ -326,6 +326,18 @@ def run_grafting(spark, backend, train_dir: str, partitions: int, args) -> dict:
     return row
 
 
+def jvm_settings(spark) -> dict:
+    """The local-mode JVM's heap limit and options as its session started it
+    (``spark.driver.memory``, ``spark.driver.extraJavaOptions``: the
+    project's local defaults, backends/session.py, unless a layer above set
+    them), recorded with the row's memory."""
+    conf = spark.sparkContext.getConf()
+    return {
+        "jvm_heap": conf.get("spark.driver.memory", ""),
+        "jvm_options": conf.get("spark.driver.extraJavaOptions", ""),
+    }
+
+
 def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, args) -> dict:
     """One system on one dataset, with its peak memory from the start of its
     caching (the blocks, or MLlib's cached frame) to the end of its fit;
@@ -346,7 +358,8 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
         if fitted is None:  # capped or failed (its JVM may be gone): no model to judge
             size = {"events": info.n_events, "partitions": partitions,
                     "candidates": info.space(True).n_features}  # fmt: skip
-            return {**row, **size, **peaks, "load": load, "uptime": uptime(), "gamma": args.gamma,
+            return {**row, **size, **peaks, **jvm_settings(spark), "load": load,
+                    "uptime": uptime(), "gamma": args.gamma,
                     "load_at_start": load_at_start, "command": command_line(),
                     "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}  # fmt: skip
         spark.catalog.clearCache()
@@ -375,6 +388,7 @@ def run_row(spark, memory: PeakMemory, train_dir: str, system: str, partitions, 
             gamma=args.gamma,
             model_events=args.model_events,
             **peaks,
+            **jvm_settings(spark),
             load=load,
             uptime=uptime(),
             load_at_start=load_at_start,

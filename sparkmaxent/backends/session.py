@@ -8,8 +8,8 @@ Settings come in three layers, highest first:
    process: the ``spark-defaults.conf`` file the gateway's spark-submit will
    load);
 2. the ``[spark]`` section of the TOML config (``master``, ``conf``);
-3. this module's defaults: ``DEFAULT_CONF``, and ``LOOPBACK_CONF`` when the
-   master is local.
+3. this module's defaults: ``DEFAULT_CONF``, and ``LOOPBACK_CONF`` and
+   ``LOCAL_JVM_CONF`` when the master is local.
 
 The project's settings are defaults only: a key of layer 1 is never
 overridden. See :func:`plan_session`.
@@ -30,6 +30,19 @@ log = logging.getLogger(__name__)
 LOOPBACK_CONF = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
+}
+# A local master's one JVM is the driver and the executor, on a machine it
+# shares with its Python workers. G1 grows its heap for the transient
+# copies of the blocks while they are cached (and for bursts of pass
+# results) and by default keeps it: here it gives back what exceeds 30%
+# free after each concurrent cycle (MaxHeapFreeRatio; MinHeapFreeRatio
+# must not exceed it) and runs a concurrent cycle after 5 s without a
+# collection (G1PeriodicGCInterval), so a JVM idle between passes returns
+# its garbage's pages. Documented in docs/cli.md ("Spark settings").
+LOCAL_JVM_CONF = {
+    "spark.driver.extraJavaOptions": (
+        "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:G1PeriodicGCInterval=5000"
+    ),
 }
 DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -101,6 +114,7 @@ def plan_session(
     defaults = dict(DEFAULT_CONF)
     if loopback:
         defaults.update(LOOPBACK_CONF)
+        defaults.update(LOCAL_JVM_CONF)
     builder_conf = {**defaults, **project}
     own = (MASTER_KEY, NAME_KEY)  # set with builder.master() and .appName()
     builder_conf = {k: v for k, v in builder_conf.items() if k not in provided and k not in own}

@@ -8,6 +8,7 @@ import pytest
 
 from sparkmaxent.backends.session import (
     DEFAULT_CONF,
+    LOCAL_JVM_CONF,
     LOOPBACK_CONF,
     is_local_master,
     plan_session,
@@ -183,3 +184,34 @@ def test_app_name():
     plan = plan_session("local[1]", {"spark.app.name": "mine"}, None, False, "sparkmaxent")
     assert plan.app_name == "mine"
     assert "spark.app.name" not in plan.builder_conf
+
+
+JVM_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def test_a_local_master_gets_the_jvm_options_that_give_heap_back_unless_the_user_sets_them():
+    assert plan_session("local[2]", None).builder_conf[JVM_OPTIONS] == LOCAL_JVM_CONF[JVM_OPTIONS]
+    assert JVM_OPTIONS not in plan_session("spark://node1:7077", None).settings
+    mine = "-XX:+UseParallelGC"
+    assert plan_session("local[2]", {JVM_OPTIONS: mine}).settings[JVM_OPTIONS] == mine
+    plan = plan_session(None, None, {"spark.master": "local[1]", JVM_OPTIONS: mine}, True)
+    assert plan.settings[JVM_OPTIONS] == mine and JVM_OPTIONS not in plan.builder_conf
+
+
+def test_the_local_jvm_options_start_a_java_17_jvm():
+    """The installed Java accepts the options (an unknown or misspelt -XX
+    flag stops the JVM, and with it the session, at start)."""
+    import shutil
+    import subprocess
+
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    options = LOCAL_JVM_CONF[JVM_OPTIONS].split()
+    done = subprocess.run([java, *options, "-XX:+PrintFlagsFinal", "-version"],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    flags = {line.split()[1]: line.split()[3] for line in done.stdout.splitlines()
+             if line.count("=") == 1 and len(line.split()) >= 4}  # fmt: skip
+    assert flags["MaxHeapFreeRatio"] == "30" and flags["MinHeapFreeRatio"] == "10"
+    assert flags["G1PeriodicGCInterval"] == "5000"
