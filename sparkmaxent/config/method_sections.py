@@ -39,7 +39,7 @@ class GraftingConfig(Section):
         gt=0,
     )
     round_tol_ratio: float = key(
-        0.3,
+        0.9,
         "A round solves its active set only to a projected gradient of this times the "
         "gradient test's excess (max candidate |gradient| - threshold); the last round goes "
         "to the final tolerance. 0: every round to the final tolerance.",
