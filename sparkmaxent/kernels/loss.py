@@ -201,12 +201,11 @@ def _swept(
     """A request's pass through the general ``_sweep``; the probabilities
     when ``keep_proba``."""
     (Xs, W, w_mean, w_inv), (X, mean, inv, g_rows) = request
-    R, G, gold, top, lse, proba = _sweep(
+    r_sum, G, gold, top, lse, proba = _sweep(
         Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba, chunk_entries
     )
     correct = float(block.c @ (top == block.y))
     loss = float(block.c @ (lse - gold))
-    r_sum = np.ones(block.n_events) @ R
     return _summed(block, space, G, r_sum, (mean, inv, g_rows), grad_ids, loss, correct), proba
 
 

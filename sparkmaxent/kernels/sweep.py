@@ -5,7 +5,8 @@ and multiplies them into gradient sums G = X^T R, over row chunks that stay
 in the CPU cache where scipy's own kernels can be called (``_chunkable``).
 ``_sweep`` is the general sweep (the gradient over any columns, the
 probabilities kept on request), ``_active_sweep`` an active-set pass's
-(the gradient over the scoring columns, no (m, K) residual matrix kept).
+(the gradient over the scoring columns); neither keeps the (m, K)
+residual matrix.
 """
 
 from __future__ import annotations
@@ -85,36 +86,43 @@ def _sweep(
     Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba: bool, chunk_entries: int
 ):
     """Scores Xs @ W (scaled, ``_linear_scores``), the residual in their place
-    (``_residual_rows``) and G = Xg^T R, the gradient sums over Xg's columns.
+    (``_residual_rows``), G = Xg^T R, the gradient sums over Xg's columns,
+    and r_sum = 1^T R, the bias's.
 
     Over row chunks small enough to stay in the CPU cache where scipy's
     own product kernels can be called (``_chunkable``): a chunk's rows are
-    scored, turned into residuals and added into G before the next chunk,
-    instead of a dozen sweeps of the whole (m, K) matrix through memory.
-    The sums are the same bit for bit: each row's arithmetic is the same,
-    and G's product (scipy's ``csc_matvecs``) adds the events in the same
-    order into the same buffer whether called once or chunk by chunk.
+    scored, turned into residuals and added into G and r_sum in one
+    chunk-sized buffer before the next chunk, instead of a dozen sweeps of
+    the whole (m, K) matrix through memory, and the (m, K) residual matrix
+    is never held (only the probabilities, on request). G is the same bit
+    for bit: each row's arithmetic is the same, and G's product (scipy's
+    ``csc_matvecs``) adds the events in the same order into the same buffer
+    whether called once or chunk by chunk. r_sum adds its chunks' column
+    sums (equal to one sum over the whole column to rounding; the same
+    chunks, so the same bits, as ``_active_sweep``'s).
 
-    Returns (R, G, gold, top, lse, proba) as ``_residual_rows``."""
+    Returns (r_sum, G, gold, top, lse, proba), the last four as
+    ``_residual_rows``."""
     if not _chunkable(Xs, W, Xg):
         R = np.ascontiguousarray(_linear_scores(Xs, W, bias, mean, inv))
         rows = _residual_rows(R, y, c, keep_proba)
-        return (R, _dense(Xg.T @ R), *rows)
+        return (np.ones(len(y)) @ R, _dense(Xg.T @ R), *rows)
     W, shift = _scaled(W, mean, inv)
     m, K = Xs.shape[0], W.shape[1]
     Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    R, G = np.empty((m, K)), np.zeros((Xg.shape[1], K))
+    step = max(1, chunk_entries // K)
+    buffer, G, r_sum = np.empty((min(step, m), K)), np.zeros((Xg.shape[1], K)), np.zeros(K)
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
     proba = np.empty((m, K)) if keep_proba else None
-    step = max(1, chunk_entries // K)
     for a in range(0, m, step):
         b = min(m, a + step)
-        S = _chunk_scores(Xs, Wf, shift, bias, a, b, R[a:b])
+        S = _chunk_scores(Xs, Wf, shift, bias, a, b, buffer[: b - a])
         gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep_proba)
         if proba is not None:
             proba[a:b] = p
+        r_sum += np.ones(b - a) @ S
         _add_chunk_gradient(Xg, a, b, S, G)
-    return R, G, gold, top, lse, proba
+    return r_sum, G, gold, top, lse, proba
 
 
 def _chunk_scores(Xs, Wf, shift, bias, a: int, b: int, S: np.ndarray) -> np.ndarray:
@@ -157,9 +165,8 @@ def _active_sweep(
     each row chunk is scored, turned into residuals and added into
     G = Xs^T R and r_sum = 1^T R in one chunk-sized buffer, so the (m, K)
     residual matrix is never written out and read back. G, the loss and the
-    correct count are ``_sweep``'s bit for bit (the same arithmetic per row
-    and per chunk); r_sum adds its chunks' column sums, ``_sweep`` the
-    whole column at once (equal to rounding).
+    correct count and r_sum are ``_sweep``'s bit for bit (the same
+    arithmetic per row and per chunk).
 
     Returns (G, r_sum, loss, correct)."""
     W, shift = _scaled(W, mean, inv)
