@@ -123,22 +123,39 @@ def test_a_closed_part_is_refused(spark, parts):
             union_of(first, second)
 
 
-def test_spark_path_refit_reaches_the_in_process_refit(spark, parts):
-    """The path and its refit on Spark (2 partitions, the block-wise
-    gradient test: dense_test_max below the candidates) against the
-    in-process run on the same events: the same choice and the refit's
-    certified objective; the joined blocks released after the refit."""
+def on_spark_and_in_process(spark, parts, keys, tag):
+    """``train`` with ``keys`` on the two Spark parts (2 partitions each)
+    and in process on the same events; the joined blocks a Spark refit
+    builds are released when it ends (only the two parts stay cached)."""
     _, _, _, tr, he, space = parts
-    keys = dict(method="grafting", path=True, points=5, gtol=1e-9, l2_mixes=[0.0], folds=1)
-    keys.update(dense_test_max=10)
     cached = len(spark.sparkContext._jsc.getPersistentRDDs())
-    first, second = backends(spark, parts, 2, 0, "t-refit")
+    first, second = backends(spark, parts, 2, 0, tag)
     with first, second:
         on_spark = train(first, train_config(**keys), second)
         assert len(spark.sparkContext._jsc.getPersistentRDDs()) == cached + 2
     local = train(
         LocalBackend(split_block(tr, 2), space), train_config(**keys), LocalBackend([he], space)
     )
+    return on_spark, local
+
+
+def mean_loss_on_all(parts, weights) -> float:
+    """The mean loss of ``weights`` over the training and trainable held-out
+    events in one in-process block: independent of both unions."""
+    _, _, _, tr, he, space = parts
+    whole = LocalBackend([concat_blocks([tr, take_events(he, he.y >= 0)])], space)
+    lg = whole.run(LossGradTask(space, weights, None, np.zeros(0, dtype=np.int64)))
+    return lg.loss / lg.weight
+
+
+def test_spark_path_refit_reaches_the_in_process_refit(spark, parts):
+    """The path and its refit on Spark (2 partitions, the block-wise
+    gradient test: dense_test_max below the candidates) against the
+    in-process run on the same events: the same choice and the refit's
+    certified objective; the joined blocks released after the refit."""
+    keys = dict(method="grafting", path=True, points=5, gtol=1e-9, l2_mixes=[0.0], folds=1)
+    keys.update(dense_test_max=10)
+    on_spark, local = on_spark_and_in_process(spark, parts, keys, "t-refit")
     assert on_spark.report["gradient_test"]["path"] == "block-wise"
     a, b = on_spark.report.refit, local.report.refit
     assert on_spark.report.path.chosen_point.gamma == local.report.path.chosen_point.gamma
@@ -147,10 +164,10 @@ def test_spark_path_refit_reaches_the_in_process_refit(spark, parts):
     assert a.features == b.features
     # independent of both unions: the objective of the refit's weights over
     # the training and trainable held-out events, in one in-process block
-    whole = LocalBackend([concat_blocks([tr, take_events(he, he.y >= 0)])], space)
-    lg = whole.run(LossGradTask(space, on_spark.weights, None, np.zeros(0, dtype=np.int64)))
     gamma = on_spark.report.path.chosen_point.gamma
-    objective = lg.loss / lg.weight + gamma * np.abs(on_spark.weights.values).sum()
+    objective = (
+        mean_loss_on_all(parts, on_spark.weights) + gamma * np.abs(on_spark.weights.values).sum()
+    )
     assert a.objective == pytest.approx(objective, rel=1e-9)
 
 
@@ -159,16 +176,8 @@ def test_spark_stage_refit_reaches_the_in_process_refit(spark, parts):
     on Spark, over the joined backend: the same stages and choice as in
     process, the refit's objective equal to the solver's tolerance, and the
     joined blocks released afterwards (the parts stay cached)."""
-    _, _, _, tr, he, space = parts
     keys = dict(method="sgc", max_features=12, gtol=1e-9, stage_refit_gtol=0.0)
-    cached = len(spark.sparkContext._jsc.getPersistentRDDs())
-    first, second = backends(spark, parts, 2, 0, "t-stage")
-    with first, second:
-        on_spark = train(first, train_config(**keys), second)
-        assert len(spark.sparkContext._jsc.getPersistentRDDs()) == cached + 2
-    local = train(
-        LocalBackend(split_block(tr, 2), space), train_config(**keys), LocalBackend([he], space)
-    )
+    on_spark, local = on_spark_and_in_process(spark, parts, keys, "t-stage")
     a, b = on_spark.report.refit, local.report.refit
     assert a is not None and b is not None and a.converged and b.converged
     assert on_spark.report.stage_choice == local.report.stage_choice
@@ -176,8 +185,6 @@ def test_spark_stage_refit_reaches_the_in_process_refit(spark, parts):
     assert np.array_equal(on_spark.weights.active_ids(), local.weights.active_ids())
     # independent of both unions: the refit's objective recomputed over the
     # training and trainable held-out events in one in-process block
-    whole = LocalBackend([concat_blocks([tr, take_events(he, he.y >= 0)])], space)
-    lg = whole.run(LossGradTask(space, on_spark.weights, None, np.zeros(0, dtype=np.int64)))
     values = on_spark.weights.values
-    objective = lg.loss / lg.weight + 0.5 * a.l2 * float(values @ values)
+    objective = mean_loss_on_all(parts, on_spark.weights) + 0.5 * a.l2 * float(values @ values)
     assert a.objective == pytest.approx(objective, rel=1e-9)
