@@ -61,6 +61,7 @@ from ..kernels.keyed import Keyed, KeyedTask
 from ..kernels.pointcache import OPERATORS
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from .base import CachedBackend, capped_partitions
+from .chunked import CACHE_CHUNK_BYTES, ChunkedPickles, chunk_rows
 from .opstore import OperatorStore
 from .watchdog import ClusterStatus, PassLimit, Watchdog
 
@@ -175,19 +176,23 @@ def iter_partition_blocks(
             yield block_from_arrow(table.slice(lo, hi - lo), info)
 
 
-def binary_row(data: bytes, large: bool) -> pa.Array:
+def binary_row(data: bytes | memoryview, large: bool) -> pa.Array:
     """A one-row Arrow binary (or large_binary) array over ``data`` without
     copying it (``pa.array([data])`` copies the bytes into a new buffer)."""
-    offsets = np.array([0, len(data)], dtype=np.int64 if large else np.int32)
+    offsets = np.array([0, len(memoryview(data))], dtype=np.int64 if large else np.int32)
     arrow_type = pa.large_binary() if large else pa.binary()
     return pa.Array.from_buffers(arrow_type, 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
-def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
-    """The mapInArrow function: a partition's events in, one row per block
-    (column ``block``: the pickled block) out. ``large``: Spark expects
-    large_binary (spark.sql.execution.arrow.useLargeVarTypes). One block
-    is held at a time, dropped once pickled, and its pickle goes out
+def _pickled_blocks(
+    info: DatasetInfo, max_block_nnz: int, large: bool, chunk_bytes: int | None = None
+):
+    """The mapInArrow function: a partition's events in, each block's
+    pickle out (column ``block``): one row a block, or with ``chunk_bytes``
+    a header row and chunks of at most that many bytes
+    (``chunked.chunk_rows``, what the RDD cache reads). ``large``: Spark
+    expects large_binary (spark.sql.execution.arrow.useLargeVarTypes). One
+    block is held at a time, dropped once pickled, and its pickle goes out
     without a copy: the Python worker building the cache holds the
     partition's events, one block and its pickle at most."""
 
@@ -195,8 +200,10 @@ def _pickled_blocks(info: DatasetInfo, max_block_nnz: int, large: bool):
         for block in iter_partition_blocks(list(batches), info, max_block_nnz):
             data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
             del block
-            yield pa.RecordBatch.from_arrays([binary_row(data, large)], names=["block"])
-            del data
+            rows = [data] if chunk_bytes is None else chunk_rows(data, chunk_bytes)
+            for row in rows:
+                yield pa.RecordBatch.from_arrays([binary_row(row, large)], names=["block"])
+            del data, rows
 
     return build
 
@@ -251,20 +258,19 @@ def pickled_block_rdd(frame, build):
     partitions, as a pyspark RDD whose JVM side holds each block's pickle
     as the Python worker wrote it: the binary column is read as a JVM RDD
     of byte arrays (``Dataset.as(Encoders.BINARY)``) and the Python side
-    unpickles each array (``CPickleSerializer``, one framed pickle per
-    element). Persisting it caches those arrays. ``DataFrame.rdd`` instead
+    joins each block's chunks and unpickles it (``chunked.ChunkedPickles``).
+    Persisting it caches those arrays. ``DataFrame.rdd`` instead
     converts every row to a JVM Row, pickles it again in the JVM (a growing
     buffer, then a copy), unpickles it in a second Python worker and
     pickles the block again into the cache: several transient copies of
     every block on the JVM heap, which the heap grows to hold and does not
     give back. The blocks (and the cache's bytes) are the same."""
     from pyspark.rdd import RDD
-    from pyspark.serializers import CPickleSerializer
 
     rows = frame.mapInArrow(build, "block binary")
     encoder = frame.sparkSession._jvm.org.apache.spark.sql.Encoders.BINARY()
     jrdd = getattr(rows._jdf, "as")(encoder).javaRDD()
-    return RDD(jrdd, frame.sparkSession.sparkContext, CPickleSerializer())
+    return RDD(jrdd, frame.sparkSession.sparkContext, ChunkedPickles())
 
 
 def _block_size(block: Block) -> Count:
@@ -299,6 +305,9 @@ class SparkBackend(CachedBackend):
         MEMORY_ONLY an evicted partition is rebuilt from Parquet.
     depth : int
         Depth of the tree reduction.
+    cache_chunk_bytes : int
+        Largest piece of a pickled block per row on its way into the JVM's
+        cache (``chunked.py``).
     no_executor_timeout_s : float
         Cancel a pass (or the caching) and raise ``StalledError`` when the
         cluster has had no executor and the pass no progress for this many
@@ -346,6 +355,7 @@ class SparkBackend(CachedBackend):
         depth: int = 2,
         max_block_nnz: int = MAX_BLOCK_NNZ,
         min_partition_events: int = 0,
+        cache_chunk_bytes: int = CACHE_CHUNK_BYTES,
         no_executor_timeout_s: float = 600.0,
         pass_timeout_s: float = 0.0,
         max_executor_losses: int = 0,
@@ -388,7 +398,9 @@ class SparkBackend(CachedBackend):
                 read_events_frame(spark, dataset_dir, self.info), partitions,
                 self.info.n_events, min_partition_events,
             )  # fmt: skip
-            build = _pickled_blocks(self.info, max_block_nnz, large_var_types(spark))
+            build = _pickled_blocks(
+                self.info, max_block_nnz, large_var_types(spark), cache_chunk_bytes
+            )
             rdd = pickled_block_rdd(frame, build)
             rdd.setName(f"{self.name} blocks of {dataset_dir}")
             rdd.persist(level)

@@ -191,21 +191,29 @@ def test_the_cache_builder_makes_the_blocks_of_partition_blocks_one_at_a_time(da
     batches = read_events_table(directory, info).to_batches(max_chunksize=40)
     blocks = partition_blocks(batches, info, max_block_nnz=200)
     assert len(blocks) > 2
-    out = [rb.column(0)[0].as_py() for rb in _pickled_blocks(info, 200, False)(iter(batches))]
-    assert out == [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in blocks]
+    from sparkmaxent.backends.chunked import chunk_rows
+
+    rows = _pickled_blocks(info, 200, False, chunk_bytes=50)(iter(batches))
+    out = [rb.column(0)[0].as_py() for rb in rows]
+    pickles = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in blocks]
+    assert out == [bytes(r) for data in pickles for r in chunk_rows(data, 50)]
     lazy = iter_partition_blocks(batches, info, max_block_nnz=200)
     assert not isinstance(lazy, list) and len(list(lazy)) == len(blocks)
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
-def test_the_cache_holds_the_workers_pickles_and_the_blocks_of_the_row_path(spark, datasets, shape):
-    """The JVM side of the cached RDD holds, element by element, the bytes
-    the cache builder's Python worker wrote (the blocks partition_blocks
-    makes of each partition's events, pickled), and the blocks the passes
-    get are exactly those the earlier path (``DataFrame.rdd``: Row, pickle,
-    unpickle) gave: the same pickles, so every pass's result is the same."""
+def test_the_cache_holds_the_workers_pickles_in_chunks_and_the_blocks_of_the_row_path(
+    spark, datasets, shape
+):
+    """The JVM side of the cached RDD holds, in order, each block's header
+    and its pickle cut in chunks of at most cache_chunk_bytes, as the cache
+    builder's Python worker wrote them; the blocks the passes get are
+    exactly those the earlier path (``DataFrame.rdd`` of one row a block:
+    Row, pickle, unpickle) gave: the same pickles, so every pass's result
+    is the same."""
     import pickle
 
+    from sparkmaxent.backends.chunked import MAGIC, chunk_rows
     from sparkmaxent.backends.spark import (
         _pickled_blocks,
         event_partitions,
@@ -214,18 +222,38 @@ def test_the_cache_holds_the_workers_pickles_and_the_blocks_of_the_row_path(spar
     )
 
     directory, info, _ = datasets[shape]
-    with SparkBackend(spark, directory, info, partitions=3, max_block_nnz=200) as backend:
+    chunk = 97  # bytes: every block in several chunks, the last one short
+    with SparkBackend(
+        spark, directory, info, partitions=3, max_block_nnz=200, cache_chunk_bytes=chunk
+    ) as backend:
         assert backend.n_blocks > 3
         cached = [bytes(b) for b in backend.rdd._jrdd.collect()]
-        frame = event_partitions(read_events_frame(spark, directory, info), 3, info.n_events)
-        build = _pickled_blocks(info, 200, large_var_types(spark))
-        old = frame.mapInArrow(build, "block binary").rdd.map(lambda r: pickle.loads(r[0]))
-        expected = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in old.collect()]
         got = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in backend.rdd.collect()]
-    assert got == expected == cached
-    blocks = [pickle.loads(b) for b in cached]
+        frame = event_partitions(read_events_frame(spark, directory, info), 3, info.n_events)
+        whole = _pickled_blocks(info, 200, large_var_types(spark))  # one row a block
+        old = frame.mapInArrow(whole, "block binary").rdd.map(lambda r: pickle.loads(r[0]))
+        expected = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in old.collect()]
+    assert got == expected
+    rows = [bytes(r) for data in expected for r in chunk_rows(data, chunk)]
+    assert cached == rows
+    assert sum(r.startswith(MAGIC) for r in cached) == len(expected) == backend.n_blocks
+    assert max(len(r) for r in cached if not r.startswith(MAGIC)) == chunk
+    blocks = [pickle.loads(b) for b in expected]
     assert sum(b.n_events for b in blocks) == info.n_events
     assert min(b.n_events for b in blocks) > 0
+
+
+def test_chunked_rows_are_refused_without_their_header():
+    """A stream that does not start with a block's header row (rows cached
+    by another writer) is refused, not unpickled."""
+    import io
+    import struct
+
+    from sparkmaxent.backends.chunked import ChunkedPickles
+
+    stream = io.BytesIO(struct.pack(">i", 3) + b"abc")
+    with pytest.raises(ValueError, match="header"):
+        list(ChunkedPickles().load_stream(stream))
 
 
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
