@@ -64,6 +64,7 @@ from benchmarks.common import (
     work_arguments,
     write_result,
 )
+from sparkmaxent.problem import Certificate
 from sparkmaxent.selection.stops import StopReason
 
 log = logging.getLogger("grafting_vs_mllib")
@@ -115,7 +116,7 @@ def mllib_frame(spark, dataset_dir: str, n_features: int):
     return rows.toDF(["label", "weight", "features"])
 
 
-def objective_and_kkt(backend, weights, gamma: float) -> tuple[float, dict]:
+def objective_and_kkt(backend, weights, gamma: float) -> tuple[float, Certificate]:
     """C(w) = L(w) + gamma ||w||_1 and the KKT certificate over all candidates
     (one full-gradient pass of our kernels)."""
     from sparkmaxent.problem import Objective, kkt_certificate

@@ -301,7 +301,7 @@ def mllib_objective(backend, model, gamma: float) -> dict:
     objective, cert = objective_and_kkt(backend, weights, gamma)
     return {
         "objective": objective,
-        "kkt_violation": cert["violation"],
+        "kkt_violation": cert.violation,
         "nonzero_weights": int(np.count_nonzero(W)),
     }
 

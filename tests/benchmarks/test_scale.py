@@ -168,3 +168,44 @@ def test_memory_targets_compare_at_3_2m_events_with_mllib_and_the_arrays():
     # rows before the split: none
     old = {k: v for k, v in ours.items() if k != "jvm_peak_rss_mb"}
     assert "pass_time_3.2M" not in targets([old, theirs])
+
+
+def test_mllib_objective_judges_a_finished_mllib_model_by_our_kernels():
+    """A finished MLlib fit's row (at 3.2M MLlib had always been capped
+    before): C(w) and the certificate's violation of its coefficients."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from benchmarks.grafting_vs_mllib import objective_and_kkt
+    from benchmarks.scale import mllib_objective
+    from sparkmaxent.backends import LocalBackend
+    from sparkmaxent.data import synthetic
+    from sparkmaxent.kernels import MULTICLASS, Space, Weights
+    from sparkmaxent.kernels.blocks import split_block
+
+    data = synthetic.generate(
+        synthetic.SyntheticSpec(
+            n_events=2000, n_predicates=60, n_support=6, n_conjunctions=0, seed=3
+        )
+    )
+    block = data.block()
+    space = Space(MULTICLASS, data.n_predicates, int(block.y.max()) + 1, bias=True)
+    backend = LocalBackend(split_block(block, 2), space)
+    rng = np.random.default_rng(0)
+    W = np.zeros((space.n_labels, space.n_predicates))
+    W[:, :3] = rng.normal(0, 0.5, (space.n_labels, 3))
+    b = rng.normal(0, 0.1, space.n_labels)
+    model = SimpleNamespace(
+        coefficientMatrix=SimpleNamespace(toArray=lambda: W),
+        interceptVector=SimpleNamespace(toArray=lambda: b),
+    )
+    row = mllib_objective(backend, model, 1e-3)
+    weights = Weights.from_dense(space, np.concatenate([W.T.ravel(), b])).sparse()
+    objective, cert = objective_and_kkt(backend, weights, 1e-3)
+    assert row == {
+        "objective": objective,
+        "kkt_violation": cert.violation,
+        "nonzero_weights": 3 * space.n_labels,
+    }
+    assert cert.violation > 0  # not an optimum: the row says so
