@@ -334,7 +334,7 @@ class Combination:
         added = int(len(grown) - len(conj))
         detail = dataclasses.replace(detail, conjunctions_added=added)
         note = f"+{added} conjunctions" + (
-            f", {len(conj_weights)} weights on them ({', '.join(names)}"
+            f", {len(conj_weights)} conjunction weights ({', '.join(names)}"
             f"{', ...' if len(conj_weights) > 3 else ''})"
             if conj_weights
             else ""

@@ -263,7 +263,7 @@ def test_each_round_selects_the_brute_force_n_best(degree):
         formed = {grown.tuples()[q] for q in on_conj} - set(conj.tuples())
         assert out.note.startswith(f"+{len(formed)} conjunctions")
         if len(on_conj):
-            assert f", {len(on_conj)} weights on them (" in out.note
+            assert f", {len(on_conj)} conjunction weights (" in out.note
             assert out.note.count("&") >= min(3, len(on_conj))
         bound = method.grafting(conj).gradient_test.gamma1_tested
         expect, scores, nth = brute_top(
