@@ -36,7 +36,9 @@ afterwards). Rows: wall time, passes (Spark jobs for MLlib), time per
 pass, driver peak RSS (this Python process), executor peak RSS (the
 local-mode JVM and its Python workers summed) and its split (issue 37):
 the JVM's peak RSS, the storage memory of what the system cached (Spark's
-own RDD storage info: our pickled blocks, or MLlib's cached frame), each
+own RDD storage info: our pickled blocks as stored, compressed by
+``storage_compression`` (Spark 4 compresses cached RDD blocks by default),
+or MLlib's cached frame in Spark SQL's columnar format), each
 Python worker's peak RSS and the workers' proportional set size summed
 (pages shared by workers forked from one daemon counted once); the cached
 blocks' own arrays (``block_arrays_mb``: the numpy arrays' bytes summed on
@@ -131,9 +133,24 @@ def pss_mb(pid: int) -> float:
 
 def storage_mb(sc) -> float:
     """Memory Spark's block manager holds for cached RDDs and DataFrames
-    (its own RDD storage info, ``memSize`` summed), in MiB."""
+    (its own RDD storage info, ``memSize`` summed), in MiB: the blocks as
+    stored, which is not what they hold once read (``rdd_compression``)."""
     infos = sc._jsc.sc().getRDDStorageInfo()
     return sum(info.memSize() for info in infos) / 2**20
+
+
+def rdd_compression(sc) -> str:
+    """The codec Spark compresses a serialized RDD block with when it caches
+    it (``spark.io.compression.codec``), or "off": ``spark.rdd.compress``,
+    true by default since Spark 4. Our block cache is such an RDD (the
+    workers' pickles, serialized at PySpark's ``MEMORY_ONLY``), so with it
+    on the storage memory counts the compressed pickles, a fraction of the
+    pickles (and of ``block_arrays_mb``) that each pass decompresses.
+    MLlib's cached DataFrame is Spark SQL's columnar cache, compressed by
+    its own rule (``spark.sql.inMemoryColumnarStorage.compressed``)."""
+    config = getattr(getattr(sc._jvm.org.apache.spark.internal.config, "package$"), "MODULE$")
+    conf = sc._jsc.sc().conf()
+    return conf.get(config.IO_COMPRESSION_CODEC()) if conf.get(config.RDD_COMPRESS()) else "off"
 
 
 class PeakMemory:
@@ -144,10 +161,13 @@ class PeakMemory:
     pid; the daemon they fork from is one of them) and the Python side's
     proportional set size summed (``python_pss``: shared pages counted
     once); and, with a SparkContext ``sc``, the storage memory of the
-    cached RDDs (``storage``). ``reset`` starts new peaks."""
+    cached RDDs (``storage``: the blocks as the block manager stores them,
+    compressed by ``compression``, see ``rdd_compression``; Spark's own
+    status reports the same). ``reset`` starts new peaks."""
 
     def __init__(self, jvm_pid: int, sc=None, every_s: float = 1.0):
         self.jvm_pid, self.sc, self.every_s = jvm_pid, sc, every_s
+        self.compression = rdd_compression(sc) if sc is not None else None
         self._lock = threading.Lock()
         self.reset_values()
         self._stop = threading.Event()
@@ -194,6 +214,7 @@ class PeakMemory:
                 "executor_peak_rss_mb": round(self.executor),
                 "jvm_peak_rss_mb": round(self.jvm),
                 "storage_peak_mb": round(self.storage, 1),
+                "storage_compression": self.compression,
                 "python_worker_peak_rss_mb": sorted(
                     (round(mb) for mb in self.workers.values() if mb), reverse=True
                 ),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import types
 
 import pytest
 
@@ -209,3 +211,51 @@ def test_mllib_objective_judges_a_finished_mllib_model_by_our_kernels():
         "nonzero_weights": 3 * space.n_labels,
     }
     assert cert.violation > 0  # not an optimum: the row says so
+
+
+class _Conf:
+    """A SparkConf read through the JVM's config entries (``rdd_compression``)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def get(self, entry):
+        return self.values[entry]
+
+
+class _Context:
+    """The parts of a SparkContext ``rdd_compression`` and ``storage_mb`` read."""
+
+    def __init__(self, compress, codec="lz4", stored_mb=()):
+        config = types.SimpleNamespace(
+            RDD_COMPRESS=lambda: "rdd.compress", IO_COMPRESSION_CODEC=lambda: "codec"
+        )
+        package = types.SimpleNamespace(**{"MODULE$": config})
+        internal = types.SimpleNamespace(config=types.SimpleNamespace(**{"package$": package}))
+        self._jvm = types.SimpleNamespace(
+            org=types.SimpleNamespace(
+                apache=types.SimpleNamespace(spark=types.SimpleNamespace(internal=internal))
+            )
+        )
+        infos = [types.SimpleNamespace(memSize=lambda mb=mb: mb * 2**20) for mb in stored_mb]
+        conf = _Conf({"rdd.compress": compress, "codec": codec})
+        spark_context = types.SimpleNamespace(conf=lambda: conf, getRDDStorageInfo=lambda: infos)
+        self._jsc = types.SimpleNamespace(sc=lambda: spark_context)
+
+
+def test_peak_memory_says_how_the_storage_it_counts_was_compressed():
+    from benchmarks.scale import PeakMemory, rdd_compression
+
+    assert rdd_compression(_Context(True, "zstd")) == "zstd"
+    assert rdd_compression(_Context(False, "zstd")) == "off"
+    memory = PeakMemory(os.getpid(), _Context(True, stored_mb=(12.5, 0.5)), every_s=3600)
+    try:
+        memory.sample()
+        fields = memory.fields()
+    finally:
+        memory.close()
+    assert fields["storage_peak_mb"] == 13.0
+    assert fields["storage_compression"] == "lz4"
+    without = PeakMemory(os.getpid(), every_s=3600)
+    without.close()
+    assert without.fields()["storage_compression"] is None
