@@ -12,7 +12,7 @@ stateless, so a retried task never changes the answer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, overload
 
 from ..kernels import Block, Space
 from ..kernels.keyed import Keyed, KeyedOn
@@ -38,20 +38,35 @@ class Backend(Protocol):
         ...
 
 
+class PassesOn:
+    """A wrapper's ``passes``: the pass counter of the backend it holds in
+    attribute ``owner``, read and written there (``passes = PassesOn("base")``
+    in the class body), so that a pass through the wrapper counts where
+    the wrapped backend's own passes do."""
+
+    def __init__(self, owner: str):
+        self.owner = owner
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> PassesOn: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> int: ...
+    def __get__(self, obj: object, objtype: type | None = None) -> PassesOn | int:
+        if obj is None:  # on the class: the descriptor itself
+            return self
+        return getattr(obj, self.owner).passes
+
+    def __set__(self, obj: object, value: int) -> None:
+        getattr(obj, self.owner).passes = value
+
+
 class PassesOnFirst:
     """The pass counter of a union of training and held-out events (a
     refit's backend, union.py, spark_union.py): its passes count on the
     training part ``first``, as the training part's own passes do."""
 
     first: Backend
-
-    @property
-    def passes(self) -> int:
-        return self.first.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.first.passes = value
+    passes = PassesOn("first")
 
 
 class CachedBackend:
@@ -100,13 +115,7 @@ class WrappingBackend:
         self.info = getattr(base, "info", None)
         self.dataset_dir = getattr(base, "dataset_dir", None)
 
-    @property
-    def passes(self) -> int:
-        return self.base.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.base.passes = value
+    passes = PassesOn("base")
 
     def wrap(self, task: Callable[[Block], R]) -> Callable[[Block], R]:
         raise NotImplementedError

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.base import Backend
+from ..backends.base import Backend, PassesOn
 from ..backends.expanded import ExpandedBackend
 from ..errors import ConfigError, InputError
 from ..kernels import MULTICLASS, Space, Weights
@@ -450,13 +450,7 @@ class HeldoutWithConjunctions:
     def space(self, value: Space) -> None:
         raise AttributeError("the held-out space follows the conjunctions; it is not set")
 
-    @property
-    def passes(self) -> int:
-        return self.base.passes
-
-    @passes.setter
-    def passes(self, value: int) -> None:
-        self.base.passes = value
+    passes = PassesOn("base")
 
     def run(self, task):
         return self._now().run(task)
