@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from .. import storage
-from ..backends.union import UnionBackend
+from ..backends.union import close_union, union_of
 from ..choice.heldout import BEST_KEYS, keep_if_best, measure_weights, refit_follows, stage_rule
 from ..choice.stop_rule import StopRule
 from ..errors import InputError, check_finite
@@ -75,13 +75,22 @@ def limit_reached(
     return None
 
 
-def refit_pass_s(ctx: TrainingContext, weights: Weights) -> float:
-    """Seconds of one refit pass (the loss and gradient over the training
-    and held-out events at ``weights``), measured by running one."""
+def refit_timing(ctx: TrainingContext, weights: Weights) -> tuple[float, float]:
+    """Seconds of joining the training and held-out events as the stage
+    refit does (``union_of``, the backend ``choice.heldout.refit_stage``
+    runs on: on Spark one cached ``SparkUnion``, a job a pass, where a
+    ``UnionBackend`` runs two) and of one refit pass on them (the loss at
+    ``weights``), measured by doing both; the joined blocks are released
+    after."""
     assert ctx.heldout is not None, "refit_follows checks that there is held-out data"
-    whole, t0 = UnionBackend(ctx.backend, ctx.heldout), ctx.deadline.elapsed()
-    whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
-    return ctx.deadline.elapsed() - t0
+    t0 = ctx.deadline.elapsed()
+    whole = union_of(ctx.backend, ctx.heldout)
+    t1 = ctx.deadline.elapsed()
+    try:
+        whole.run(LossGradTask(whole.space, weights, ctx.scaling, np.zeros(0, dtype=np.int64)))
+    finally:
+        close_union(whole)
+    return t1 - t0, ctx.deadline.elapsed() - t1
 
 
 class ReserveOnce:
@@ -90,7 +99,9 @@ class ReserveOnce:
     choice or ``refit``), a refit pass timed once, after the loop's first
     round (a refit pass costs about the same at every stage: its events
     are the same, only a few weights change), and kept for the rest of the
-    run. ``passes``: the passes the measuring ran, which are no training pass
+    run: ``refit_reserve_s`` at the seconds of a pass on the joined events
+    the refit runs on, plus the seconds of joining them (``refit_timing``).
+    ``passes``: the passes the measuring ran, which are no training pass
     (the loop leaves them out of its count)."""
 
     def __init__(self, ctx: TrainingContext, stage_choice: bool):
@@ -102,17 +113,20 @@ class ReserveOnce:
         if self.seconds is None:
             passes0 = self.ctx.backend.passes
             follows = self.stage_choice and refit_follows(self.ctx)
-            self.seconds = (
-                refit_reserve_s(
-                    self.ctx.config.choice,
-                    self.ctx.deadline,
-                    lambda: refit_pass_s(self.ctx, weights),
-                )
-                if follows
-                else 0.0
-            )
+            self.seconds = self._measured(weights) if follows else 0.0
             self.passes = self.ctx.backend.passes - passes0
         return self.seconds
+
+    def _measured(self, weights: Weights) -> float:
+        join_s = 0.0
+
+        def pass_s() -> float:
+            nonlocal join_s
+            join_s, seconds = refit_timing(self.ctx, weights)
+            return seconds
+
+        reserve = refit_reserve_s(self.ctx.config.choice, self.ctx.deadline, pass_s)
+        return reserve + join_s
 
 
 def run_rounds(

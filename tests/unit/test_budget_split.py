@@ -18,10 +18,11 @@ from sparkmaxent.backends import LocalBackend
 from sparkmaxent.choice.folds import fit_folds
 from sparkmaxent.config import train_config
 from sparkmaxent.kernels import Weights
+from sparkmaxent.selection import loop
 from sparkmaxent.selection.base import FitResult, LoopState, RoundRecord, TrainingContext
 from sparkmaxent.selection.checkpoint import seconds_spent
 from sparkmaxent.selection.deadline import Deadline, refit_reserve_s
-from sparkmaxent.selection.loop import limit_reached
+from sparkmaxent.selection.loop import ReserveOnce, limit_reached
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -87,6 +88,62 @@ def test_the_refit_reserve_is_its_passes_at_the_callers_seconds_a_pass_and_timed
     # no budget, no refit, or no reserve passes: nothing kept, no pass timed
     assert reserve(0.0) == 0.0 and reserve(100.0, refit=False) == 0.0
     assert reserve(100.0, refit_reserve_passes=0) == 0.0 and len(timed) == 1
+
+
+def test_the_stage_reserve_is_timed_on_the_joined_events_the_refit_runs_on(problem):
+    # the refit runs on union_of's joined backend (a pass counts once, on the
+    # training part): 1 s a pass over any part, so a reserve timed on a
+    # UnionBackend (a pass on each part) would keep 2 s a refit pass
+    tr, he, space = problem
+    train_part, heldout = LocalBackend([tr], space), LocalBackend([he], space)
+    clock = PassClock(train_part, heldout)
+    config = train_config(method="grafting", max_seconds=100.0, refit_reserve_passes=10)
+    assert config.choice.best_stage and config.choice.refit
+    ctx = TrainingContext(train_part, config, heldout=heldout, deadline=Deadline(100.0, clock))
+    weights = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(space.n_labels))
+    reserve = ReserveOnce(ctx, stage_choice=True)
+    assert reserve(weights) == pytest.approx(10.0)
+    assert reserve.passes == 1 and heldout.passes == 0
+    assert reserve(weights) == pytest.approx(10.0) and train_part.passes == 1  # timed once
+
+
+def test_the_stage_reserve_counts_the_joining_of_the_events(problem):
+    # joining the parts (on Spark: caching the joined blocks) is the refit's
+    # too; the measuring releases what it joined
+    tr, he, space = problem
+    manual = ManualClock()
+    train_part = LocalBackend([tr], space)
+
+    class Joined:
+        """A joined backend (not an in-process one: ``close_union`` closes it)."""
+
+        def __init__(self):
+            self.inner, self.space = LocalBackend([tr, he], space), space
+            self.passes, self.closed = 0, False
+
+        def run(self, task):
+            self.passes += 1
+            return self.inner.run(task)
+
+        def close(self) -> None:
+            self.closed = True
+
+    joined: list[Joined] = []
+
+    def union(first, second):
+        assert first is train_part and second is heldout
+        manual.now += 3.0  # the join's seconds
+        joined.append(Joined())
+        return joined[-1]
+
+    config = train_config(method="grafting", max_seconds=100.0, refit_reserve_passes=10)
+    heldout = LocalBackend([he], space)
+    ctx = TrainingContext(train_part, config, heldout=heldout, deadline=Deadline(100.0, manual))
+    weights = Weights(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(space.n_labels))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop, "union_of", union)
+        assert ReserveOnce(ctx, stage_choice=True)(weights) == pytest.approx(3.0)
+    assert len(joined) == 1 and joined[0].passes == 1 and joined[0].closed
 
 
 class FakeStageMethod:
