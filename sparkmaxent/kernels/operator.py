@@ -38,7 +38,7 @@ from .curvature import _gather_columns
 from .loss import _checked, _columns, _scoring, candidate_scores
 from .params import Scaling, Space, Weights
 from .softmax import row_softmax, segment_logsumexp
-from .sweep import _chunk_scores, _chunkable, _dense, _linear_scores, _scaled
+from .sweep import _chunkable, _dense, _linear_scores, scored_chunks
 
 #: scores per row chunk of the probabilities' sweep: ``loss.CHUNK_ENTRIES``,
 #: whose chunks give the same bits (each row's arithmetic is the same)
@@ -201,12 +201,8 @@ def model_proba(
         S = np.ascontiguousarray(_linear_scores(Xs, W, weights.bias, mean, inv))
         P[...] = row_softmax(S, overwrite=True)[1]
         return P
-    W, shift = _scaled(W, mean, inv)
-    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    step = max(1, chunk_entries // K)
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        row_softmax(_chunk_scores(Xs, Wf, shift, weights.bias, a, b, P[a:b]), overwrite=True)
+    for _, _, S in scored_chunks(Xs, W, weights.bias, mean, inv, chunk_entries, out=P):
+        row_softmax(S, overwrite=True)
     return P
 
 

@@ -11,6 +11,7 @@ residual matrix.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -107,22 +108,37 @@ def _sweep(
         R = np.ascontiguousarray(_linear_scores(Xs, W, bias, mean, inv))
         rows = _residual_rows(R, y, c, keep_proba)
         return (np.ones(len(y)) @ R, _dense(Xg.T @ R), *rows)
-    W, shift = _scaled(W, mean, inv)
     m, K = Xs.shape[0], W.shape[1]
-    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    step = max(1, chunk_entries // K)
-    buffer, G, r_sum = np.empty((min(step, m), K)), np.zeros((Xg.shape[1], K)), np.zeros(K)
+    G, r_sum = np.zeros((Xg.shape[1], K)), np.zeros(K)
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
     proba = np.empty((m, K)) if keep_proba else None
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        S = _chunk_scores(Xs, Wf, shift, bias, a, b, buffer[: b - a])
+    for a, b, S in scored_chunks(Xs, W, bias, mean, inv, chunk_entries):
         gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep_proba)
         if proba is not None:
             proba[a:b] = p
         r_sum += np.ones(b - a) @ S
         _add_chunk_gradient(Xg, a, b, S, G)
     return r_sum, G, gold, top, lse, proba
+
+
+def scored_chunks(
+    Xs, W, bias, mean, inv, chunk_entries: int, out: np.ndarray | None = None
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """The linear scores (``_linear_scores``, ``_chunkable`` arguments) row
+    chunk by row chunk, each of ``chunk_entries // K`` rows (at least one,
+    the last what is left): (a, b, S), S rows a..b of the scores
+    (``_chunk_scores``), written into ``out[a:b]`` when ``out`` (m, K) is
+    given, else into one chunk-sized buffer that the next chunk overwrites
+    (so S is used before the next is asked for)."""
+    W, shift = _scaled(W, mean, inv)
+    m, K = Xs.shape[0], W.shape[1]
+    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
+    step = max(1, chunk_entries // K)
+    buffer = np.empty((min(step, m), K)) if out is None else out
+    for a in range(0, m, step):
+        b = min(m, a + step)
+        S = buffer[a:b] if out is not None else buffer[: b - a]
+        yield a, b, _chunk_scores(Xs, Wf, shift, bias, a, b, S)
 
 
 def _chunk_scores(Xs, Wf, shift, bias, a: int, b: int, S: np.ndarray) -> np.ndarray:
@@ -169,15 +185,10 @@ def _active_sweep(
     arithmetic per row and per chunk).
 
     Returns (G, r_sum, loss, correct)."""
-    W, shift = _scaled(W, mean, inv)
     m, K = Xs.shape[0], W.shape[1]
-    Wf = np.ascontiguousarray(W, dtype=np.float64).reshape(-1)
-    step = max(1, chunk_entries // K)
-    buffer, G, r_sum = np.empty((min(step, m), K)), np.zeros((Xs.shape[1], K)), np.zeros(K)
+    G, r_sum = np.zeros((Xs.shape[1], K)), np.zeros(K)
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
-    for a in range(0, m, step):
-        b = min(m, a + step)
-        S = _chunk_scores(Xs, Wf, shift, bias, a, b, buffer[: b - a])
+    for a, b, S in scored_chunks(Xs, W, bias, mean, inv, chunk_entries):
         gold[a:b], top[a:b], lse[a:b], _ = _residual_rows(S, y[a:b], c[a:b], False)
         r_sum += np.ones(b - a) @ S
         _add_chunk_gradient(Xs, a, b, S, G)

@@ -399,3 +399,32 @@ def test_scipys_own_kernels_are_its_public_products_and_refused_when_missing(mon
     assert not sparsetools.available()
     with pytest.raises(RuntimeError, match="check available"):
         sparsetools.csr_matvecs(30, 20, 3, A.indptr, A.indices, A.data, x.ravel(), y.ravel())
+
+
+@pytest.mark.parametrize("chunk_entries", [1, 7, 15, 10**9])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_scored_chunks_cover_the_rows_once_in_order_with_their_scores(chunk_entries, scaled):
+    """The row chunks the sweeps and the probabilities share
+    (``sweep.scored_chunks``): consecutive, each of chunk_entries // K rows
+    (at least one, the last what is left), every row once, each chunk's
+    scores the whole block's rows (in one reused buffer, or in ``out``)."""
+    import scipy.sparse as sp
+
+    from sparkmaxent.kernels.sweep import _linear_scores, scored_chunks
+
+    rng = np.random.default_rng(5)
+    m, n, K = 23, 9, 4
+    X = sp.random(m, n, density=0.3, format="csr", random_state=6, dtype=np.float64)
+    W, bias = rng.normal(size=(n, K)), rng.normal(size=K)
+    mean, inv = (rng.normal(size=n), 1 + rng.random(n)) if scaled else (None, None)
+    whole = _linear_scores(X, W, bias, mean, inv)
+    step = max(1, chunk_entries // K)
+    seen = []
+    for a, b, S in scored_chunks(X, W, bias, mean, inv, chunk_entries):
+        np.testing.assert_allclose(S, whole[a:b], rtol=1e-12, atol=1e-12)
+        seen.append((a, b))
+    assert seen == [(a, min(m, a + step)) for a in range(0, m, step)]
+    out = np.full((m, K), np.nan)
+    for a, b, S in scored_chunks(X, W, bias, mean, inv, chunk_entries, out=out):
+        assert np.shares_memory(S, out[a:b]) and S.shape == (b - a, K)
+    np.testing.assert_allclose(out, whole, rtol=1e-12, atol=1e-12)
