@@ -51,6 +51,36 @@ class ConnectServer:
     def logs(self, lines: int = 40) -> str:
         return f"--- Spark Connect server log ({self.log}) ---\n{_tail(self.log, lines)}"
 
+    def client(
+        self, cmd: list[str], env: dict[str, str], cwd: str, timeout: float, poll_s: float = 1.0
+    ) -> subprocess.CompletedProcess:
+        """``cmd``, a client of this server, run to its end with its output
+        captured; it is killed and RuntimeError raised (with the client's
+        and the server's log ends) as soon as the server exits (a client
+        would otherwise retry or wait for an answer until ``timeout``), or
+        once ``timeout`` seconds pass. Checked every ``poll_s`` seconds."""
+        deadline = time.monotonic() + timeout
+        with subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            while True:
+                try:
+                    out, err = proc.communicate(timeout=poll_s)
+                    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+                except subprocess.TimeoutExpired:
+                    pass
+                if not _alive(self.pid):
+                    why = f"the Spark Connect server (pid {self.pid}) exited while its client ran"
+                elif time.monotonic() > deadline:
+                    why = f"the client ran past its timeout of {timeout:g} s"
+                else:
+                    continue
+                proc.kill()
+                out, err = proc.communicate()
+                raise RuntimeError(
+                    f"{why}: {cmd}\n--- client stderr ---\n{err[-3000:]}\n{self.logs()}"
+                )
+
 
 def _alive(pid: int) -> bool:
     try:
@@ -64,6 +94,31 @@ def _listening(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(1.0)
         return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a socket listening on TCP ``port``
+    (Linux's /proc: the listening sockets' inodes among the process's open
+    files); True where /proc cannot tell."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
+            continue
+        for row in rows:  # local address HEX:PORT, state 0A = LISTEN, inode
+            if row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{row[9]}]")
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return True
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+    return False
 
 
 def _env(base: str, ident: str) -> dict[str, str]:
@@ -82,8 +137,10 @@ def _env(base: str, ident: str) -> dict[str, str]:
 
 
 def _wait_started(port: int, pid_glob: str, base: str, timeout: float) -> int:
-    """The server's pid once its gRPC port accepts connections; RuntimeError
-    with the log's end when it dies or ``timeout`` passes first."""
+    """The server's pid once it listens on its gRPC port; RuntimeError with
+    the log's end when it dies, another process holds the port (the server
+    cannot bind it, and a client would wait on the other process's socket
+    for an answer that never comes) or ``timeout`` passes first."""
     deadline = time.monotonic() + timeout
     pid = 0
     while time.monotonic() < deadline:
@@ -92,13 +149,19 @@ def _wait_started(port: int, pid_glob: str, base: str, timeout: float) -> int:
             with open(files[0]) as f:
                 pid = int(f.read().strip() or 0)
         if pid and not _alive(pid):
+            why = f"the Spark Connect server (pid {pid}) exited before it listened on port {port}"
             break
         if pid and _listening(port):
-            return pid
+            if _listens(pid, port):
+                return pid
+            why = f"another process holds port {port}, not the Spark Connect server (pid {pid})"
+            break
         time.sleep(0.5)
+    else:
+        why = f"the Spark Connect server did not start on port {port} within {timeout:g} s"
     logs = glob.glob(os.path.join(base, "logs", "*.out"))
     tail = _tail(logs[0]) if logs else "<no log>"
-    raise RuntimeError(f"the Spark Connect server did not start on port {port}:\n{tail}")
+    raise RuntimeError(f"{why}:\n{tail}")
 
 
 @contextlib.contextmanager

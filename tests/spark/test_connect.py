@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -83,23 +85,17 @@ def texts(tmp_path_factory):
     return d, paths
 
 
-def cli(args: list[str], remote: str, via_env: bool = False, timeout: float = 1200):
-    """``python -m sparkmaxent ARGS`` as a Spark Connect client of ``remote``
-    (through ``--remote``, or ``SPARK_REMOTE`` with ``via_env``)."""
+def cli(args: list[str], server, via_env: bool = False, timeout: float = 1200):
+    """``python -m sparkmaxent ARGS`` as a Spark Connect client of ``server``
+    (through ``--remote``, or ``SPARK_REMOTE`` with ``via_env``), ended with
+    a clear error as soon as the server exits (``ConnectServer.client``)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
     env.pop("SPARK_REMOTE", None)
     if via_env:
-        env["SPARK_REMOTE"] = remote
+        env["SPARK_REMOTE"] = server.url
     else:
-        args = [*args, "--remote", remote]
-    proc = subprocess.run(
-        [sys.executable, "-m", "sparkmaxent", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+        args = [*args, "--remote", server.url]
+    proc = server.client([sys.executable, "-m", "sparkmaxent", *args], env, ROOT, timeout)
     assert proc.returncode == 0, f"{args} failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     return proc
 
@@ -119,7 +115,7 @@ def prepared(spark, server, texts):
     remote, classic = str(d / "train-connect"), str(d / "train-classic")
     cli(
         ["prepare", "--input", paths["train"], "--format", "maxent", "--output", remote],
-        server.url,
+        server,
         via_env=True,
     )
     prepare(spark, [paths["train"]], classic, "maxent", overwrite=True)
@@ -148,7 +144,7 @@ def connect_model(server, train_dir: str, method: str, out: str):
         "train.selection.plots": "false",
         **METHOD_SETTINGS[method],
     }
-    cli(["train", "--train", train_dir, "--output", out, *sets(settings)], server.url)
+    cli(["train", "--train", train_dir, "--output", out, *sets(settings)], server)
     with open(os.path.join(out, api.TRAIN_REPORT)) as f:
         return MaxentModel.load(os.path.join(out, api.MODEL_DIR)), json.load(f)
 
@@ -199,7 +195,7 @@ def test_evaluate_under_connect_loads_the_model_and_scores_as_classic(
     model_dir = os.path.join(out, api.MODEL_DIR)
     evaluate = ["evaluate", "--model", model_dir, "--input", paths["test"], "--format", "maxent"]
     report = str(tmp_path / "eval.json")
-    proc = cli([*evaluate, "--report", report, "--set", "data.in_process_max_events=0"], server.url)
+    proc = cli([*evaluate, "--report", report, "--set", "data.in_process_max_events=0"], server)
     remote = json.loads(proc.stdout[proc.stdout.index("{") :])
     test_dir = str(d / "test-classic")
     vocabulary = os.path.join(model_dir, VOCABULARY_DIR)
@@ -232,7 +228,7 @@ def test_pipeline_and_predict_under_connect_equal_classic(spark, server, texts, 
         '[train]\nmethod = "grafting"\n[train.grafting]\nl1 = 2e-3\nn_best = 5\n'
     )
     runs = {kind: str(tmp_path / kind) for kind in ("connect", "classic")}
-    cli(["pipeline", "--config", str(config), "--output", runs["connect"]], server.url)
+    cli(["pipeline", "--config", str(config), "--output", runs["connect"]], server)
     assert main(["pipeline", "--config", str(config), "--output", runs["classic"]]) == 0
     reports = {}
     for kind, run in runs.items():
@@ -247,7 +243,7 @@ def test_pipeline_and_predict_under_connect_equal_classic(spark, server, texts, 
     model_dir = os.path.join(runs["connect"], api.MODEL_DIR)
     out = {kind: str(tmp_path / f"predictions-{kind}") for kind in runs}
     zero = ["--set", "data.in_process_max_events=0"]
-    cli([*predict, "--model", model_dir, "--output", out["connect"], *zero], server.url)
+    cli([*predict, "--model", model_dir, "--output", out["connect"], *zero], server)
     assert main([*predict, "--model", model_dir, "--output", out["classic"], *zero]) == 0
     there, here = (spark.read.parquet(out[k]).orderBy("event_id").collect() for k in runs)
     assert len(there) == len(here) == 100
@@ -256,3 +252,88 @@ def test_pipeline_and_predict_under_connect_equal_classic(spark, server, texts, 
     np.testing.assert_allclose(
         [r.probabilities for r in there], [r.probabilities for r in here], rtol=1e-12, atol=0
     )
+
+
+def _sleeper(seconds: float = 60.0) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+
+
+def test_a_client_of_a_server_that_exited_fails_at_once_with_the_logs(tmp_path):
+    """A Connect client whose server is gone retries or waits for an
+    answer until its timeout: ``ConnectServer.client`` ends it as soon as
+    the server's process has exited, with both sides' log ends."""
+    from tests.e2e.connect import ConnectServer
+
+    gone = _sleeper(0)
+    gone.wait()
+    log = tmp_path / "server.out"
+    log.write_text("the server's last words\n")
+    server = ConnectServer("sc://127.0.0.1:1", 1, str(tmp_path), str(log), gone.pid)
+    cmd = [sys.executable, "-c", "import time; time.sleep(60)"]
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited while its client ran") as raised:
+        server.client(cmd, dict(os.environ), str(tmp_path), timeout=600, poll_s=0.2)
+    assert time.monotonic() - t0 < 30
+    assert "client stderr" in str(raised.value) and "the server's last words" in str(raised.value)
+
+
+def test_a_client_past_its_timeout_is_ended_with_a_clear_error(tmp_path):
+    from tests.e2e.connect import ConnectServer
+
+    alive = _sleeper()
+    try:
+        server = ConnectServer("sc://127.0.0.1:1", 1, str(tmp_path), "", alive.pid)
+        cmd = [sys.executable, "-c", "import time; time.sleep(60)"]
+        with pytest.raises(RuntimeError, match="past its timeout of 1 s"):
+            server.client(cmd, dict(os.environ), str(tmp_path), timeout=1, poll_s=0.2)
+        done = server.client([sys.executable, "-c", "print(7)"], dict(os.environ), ROOT, 60)
+        assert done.returncode == 0 and done.stdout.strip() == "7"
+    finally:
+        alive.kill()
+        alive.wait()
+
+
+def test_a_server_whose_port_another_process_holds_is_refused(tmp_path):
+    """A server that could not bind its port (another process took it
+    between ``free_port`` and the server's start) is not taken for started:
+    its clients would wait on the other process's socket until their
+    timeout (seen: the CLI client hung to its 1,200 s timeout)."""
+    from tests.e2e.connect import _wait_started
+
+    server = _sleeper()
+    pid_dir = tmp_path / "pid"
+    pid_dir.mkdir()
+    (pid_dir / "spark-x-1.pid").write_text(str(server.pid))
+    try:
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            t0 = time.monotonic()
+            with pytest.raises(RuntimeError, match=f"another process holds port {port}"):
+                _wait_started(port, str(pid_dir / "spark-x-*.pid"), str(tmp_path), 60)
+            assert time.monotonic() - t0 < 30
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_server_that_listens_on_its_port_is_started(tmp_path):
+    from tests.e2e.connect import _wait_started
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = (
+        "import socket, time; s = socket.socket(); "
+        f"s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)"
+    )
+    server = subprocess.Popen([sys.executable, "-c", code])
+    pid_dir = tmp_path / "pid"
+    pid_dir.mkdir()
+    (pid_dir / "spark-x-1.pid").write_text(str(server.pid))
+    try:
+        assert _wait_started(port, str(pid_dir / "spark-x-*.pid"), str(tmp_path), 60) == server.pid
+    finally:
+        server.kill()
+        server.wait()
