@@ -61,8 +61,9 @@ from ..kernels.keyed import Keyed, KeyedTask
 from ..kernels.pointcache import OPERATORS
 from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivial pass)
 from .base import CachedBackend, capped_partitions
-from .chunked import CACHE_CHUNK_BYTES, ChunkedPickles, chunk_rows
+from .chunked import CACHE_CHUNK_BYTES, ChunkedPickles, chunk_rows, pickle_frames
 from .opstore import OperatorStore
+from .release import collect_local_jvm, release_memory
 from .watchdog import ClusterStatus, PassLimit, Watchdog
 
 logger = logging.getLogger(__name__)
@@ -194,16 +195,22 @@ def _pickled_blocks(
     expects large_binary (spark.sql.execution.arrow.useLargeVarTypes). One
     block is held at a time, dropped once pickled, and its pickle goes out
     without a copy: the Python worker building the cache holds the
-    partition's events, one block and its pickle at most."""
+    partition's events, one block and its pickle at most, and once the
+    partition is done gives what it freed back to the system
+    (``release.release_memory``): the worker stays alive, idle, beside the
+    ones that run the passes."""
 
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for block in iter_partition_blocks(list(batches), info, max_block_nnz):
-            data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+            if chunk_bytes is None:
+                rows: Any = [pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)]
+            else:  # the block's arrays go out as they are (no pickle of them)
+                rows = chunk_rows(pickle_frames(block), chunk_bytes)
             del block
-            rows = [data] if chunk_bytes is None else chunk_rows(data, chunk_bytes)
             for row in rows:
                 yield pa.RecordBatch.from_arrays([binary_row(row, large)], names=["block"])
-            del data, rows
+            del rows
+        release_memory()  # the events and pickles freed: the idle worker keeps none
 
     return build
 
@@ -414,6 +421,7 @@ class SparkBackend(CachedBackend):
         if size.events == 0:
             self.close()
             raise ValueError(f"{dataset_dir}: the dataset has no events")
+        collect_local_jvm(self.sc)
         self.n_events, self.n_blocks, self.weight = size.events, size.blocks, size.weight
         self.partitions = rdd.getNumPartitions()
         self.pass_limit.seen(time.perf_counter() - t0)

@@ -181,22 +181,19 @@ def test_a_pickled_block_goes_out_as_arrow_binary_without_a_copy(large):
 
 def test_the_cache_builder_makes_the_blocks_of_partition_blocks_one_at_a_time(datasets):
     """The mapInArrow function yields, block by block, the pickles of the
-    blocks partition_blocks makes (the same bytes), building each only when
-    the one before has gone out."""
-    import pickle
-
+    blocks partition_blocks makes (the same bytes: each block's pickle head
+    and its arrays out of band), building each only when the one before has
+    gone out."""
+    from sparkmaxent.backends.chunked import chunk_rows, pickle_frames
     from sparkmaxent.backends.spark import _pickled_blocks, iter_partition_blocks, partition_blocks
 
     directory, info, _ = datasets[MULTICLASS]
     batches = read_events_table(directory, info).to_batches(max_chunksize=40)
     blocks = partition_blocks(batches, info, max_block_nnz=200)
     assert len(blocks) > 2
-    from sparkmaxent.backends.chunked import chunk_rows
-
     rows = _pickled_blocks(info, 200, False, chunk_bytes=50)(iter(batches))
     out = [rb.column(0)[0].as_py() for rb in rows]
-    pickles = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in blocks]
-    assert out == [bytes(r) for data in pickles for r in chunk_rows(data, 50)]
+    assert out == [bytes(r) for b in blocks for r in chunk_rows(pickle_frames(b), 50)]
     lazy = iter_partition_blocks(batches, info, max_block_nnz=200)
     assert not isinstance(lazy, list) and len(list(lazy)) == len(blocks)
 
@@ -206,14 +203,14 @@ def test_the_cache_holds_the_workers_pickles_in_chunks_and_the_blocks_of_the_row
     spark, datasets, shape
 ):
     """The JVM side of the cached RDD holds, in order, each block's header
-    and its pickle cut in chunks of at most cache_chunk_bytes, as the cache
-    builder's Python worker wrote them; the blocks the passes get are
-    exactly those the earlier path (``DataFrame.rdd`` of one row a block:
-    Row, pickle, unpickle) gave: the same pickles, so every pass's result
-    is the same."""
+    and its frames (the pickle's head, the arrays out of band) cut in
+    chunks of at most cache_chunk_bytes, as the cache builder's Python
+    worker wrote them; the blocks the passes get are exactly those the
+    earlier path (``DataFrame.rdd`` of one row a block: Row, pickle,
+    unpickle) gave: the same pickles, so every pass's result is the same."""
     import pickle
 
-    from sparkmaxent.backends.chunked import MAGIC, chunk_rows
+    from sparkmaxent.backends.chunked import MAGIC, chunk_rows, pickle_frames
     from sparkmaxent.backends.spark import (
         _pickled_blocks,
         event_partitions,
@@ -234,13 +231,57 @@ def test_the_cache_holds_the_workers_pickles_in_chunks_and_the_blocks_of_the_row
         old = frame.mapInArrow(whole, "block binary").rdd.map(lambda r: pickle.loads(r[0]))
         expected = [pickle.dumps(b, protocol=pickle.HIGHEST_PROTOCOL) for b in old.collect()]
     assert got == expected
-    rows = [bytes(r) for data in expected for r in chunk_rows(data, chunk)]
+    blocks = [pickle.loads(b) for b in expected]
+    rows = [bytes(r) for b in blocks for r in chunk_rows(pickle_frames(b), chunk)]
     assert cached == rows
     assert sum(r.startswith(MAGIC) for r in cached) == len(expected) == backend.n_blocks
     assert max(len(r) for r in cached if not r.startswith(MAGIC)) == chunk
-    blocks = [pickle.loads(b) for b in expected]
     assert sum(b.n_events for b in blocks) == info.n_events
     assert min(b.n_events for b in blocks) > 0
+
+
+def framed(rows) -> bytes:
+    """``rows`` as the JVM streams a partition's byte arrays to a worker."""
+    import struct
+
+    from pyspark.serializers import SpecialLengths
+
+    out = b"".join(struct.pack(">i", len(r)) + bytes(r) for r in rows)
+    return out + struct.pack(">i", SpecialLengths.END_OF_DATA_SECTION)
+
+
+def read_buffer(array: np.ndarray):
+    """The memory an array lies in: the object at the end of its bases."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    return array.obj if isinstance(array, memoryview) else array
+
+
+def test_a_read_block_holds_no_pickle_beside_its_arrays(datasets):
+    """The worker reading a cached block gets the blocks written, whose
+    arrays lie in the buffers the chunks were read into (no unpickled copy
+    beside a pickle), and the reader keeps no block it has handed out."""
+    import io
+
+    from sparkmaxent.backends.chunked import ChunkedPickles, chunk_rows, pickle_frames
+    from sparkmaxent.backends.spark import partition_blocks
+
+    directory, info, _ = datasets[MULTICLASS]
+    batches = read_events_table(directory, info).to_batches(max_chunksize=40)
+    blocks = partition_blocks(batches, info, max_block_nnz=200)
+    stream = io.BytesIO(framed(r for b in blocks for r in chunk_rows(pickle_frames(b), 64)))
+    reader = ChunkedPickles().load_stream(stream)
+    first = next(reader)
+    for array in (first.X.data, first.X.indices, first.y, first.c):
+        assert isinstance(read_buffer(array), bytearray)  # the read buffer, not a copy of it
+    assert first.X.nnz == blocks[0].X.nnz and np.array_equal(first.y, blocks[0].y)
+    second = next(reader)
+    held = list(reader.gi_frame.f_locals.values())  # what the reader keeps while a pass runs
+    assert not any(v is first for v in held)  # the block before
+    assert not any(isinstance(v, (bytearray, bytes, list)) for v in held)  # frames, pickles
+    rest = [second, *reader]
+    assert len(rest) == len(blocks) - 1
+    assert all((a.X != b.X).nnz == 0 for a, b in zip(rest, blocks[1:]))
 
 
 def test_chunked_rows_are_refused_without_their_header():
