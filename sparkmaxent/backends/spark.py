@@ -142,10 +142,17 @@ def event_partitions(frame, partitions: int | None, n_events: int, min_partition
     converges linearly where one block's step converges as Newton does: on
     small data a core left idle costs less than the passes the average
     adds. The cap only lowers the count (``coalesce``: no shuffle, the same
-    grouping of the scan's splits on every run)."""
+    grouping of the scan's splits on every run).
+
+    ``partitions`` events are spread by a hash of every column (the same
+    partition for an event on every run). Round-robin would have Spark
+    sort every map task's events first, to deal them the same way on a
+    retry (``spark.sql.execution.sortBeforeRepartition``): the sort holds a
+    task's events in the JVM's heap, which grows for them and stays grown
+    beside the Python workers that build the blocks."""
     partitions, cap = capped_partitions(partitions, n_events, min_partition_events)
     if partitions is not None:
-        return frame.repartition(partitions)
+        return frame.repartition(partitions, *frame.columns)
     if cap is not None:  # at most the cap; coalesce never adds partitions
         return frame.coalesce(cap)
     return frame

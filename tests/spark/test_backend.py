@@ -160,6 +160,20 @@ def test_partitions_cut_into_several_blocks_give_the_same_sums(spark, datasets):
         _compare(backend, local, backend.space, np.random.default_rng(5))
 
 
+def test_events_are_spread_by_hash_not_dealt_round_robin(spark, datasets):
+    """Repartitioned events are hash-partitioned on their columns: no
+    round-robin, which makes Spark sort each map task's events in the JVM
+    (sortBeforeRepartition); every partition gets events, none is lost."""
+    from sparkmaxent.backends.spark import event_partitions, read_events_frame
+
+    directory, info, _ = datasets[MULTICLASS]
+    frame = event_partitions(read_events_frame(spark, directory, info), 3, info.n_events)
+    plan = frame._jdf.queryExecution().executedPlan().toString().lower()
+    assert "hashpartitioning" in plan and "roundrobin" not in plan
+    sizes = frame.rdd.glom().map(len).collect()
+    assert len(sizes) == 3 and min(sizes) > 0 and sum(sizes) == info.n_events
+
+
 def test_the_parquet_partitions_are_kept_without_repartition(spark, datasets):
     directory, info, block = datasets[MULTICLASS]
     with SparkBackend(spark, directory) as backend:
