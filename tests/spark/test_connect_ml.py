@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -44,12 +43,10 @@ def run_client(server, out: str, part: str) -> dict:
     """``part`` of connect_ml_client.py run by a Connect client into ``out``."""
     env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
     env.pop("SPARK_REMOTE", None)
-    proc = subprocess.run(
+    proc = server.client(
         [sys.executable, "-m", "tests.spark.connect_ml_client", server.url, out, part],
         env=env,
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=1200,
     )
     assert proc.returncode == 0, f"the Connect client failed:\n{proc.stderr[-3000:]}"

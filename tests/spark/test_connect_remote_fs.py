@@ -72,17 +72,16 @@ def server(store):
         yield s
 
 
-def run(args: list[str], remote: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": ROOT, "SPARK_LOCAL_IP": "127.0.0.1"}
-    env.pop("SPARK_REMOTE", None)
-    return subprocess.run(
-        [sys.executable, *args],
-        env={**env, "SPARK_REMOTE": remote},
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def run(args: list[str], server, timeout: float = 900) -> subprocess.CompletedProcess:
+    """``python args`` as a client of ``server`` (``ConnectServer.client``: ended with
+    a clear error as soon as the server exits or past ``timeout``)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": ROOT,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_REMOTE": server.url,
+    }
+    return server.client([sys.executable, *args], env=env, cwd=ROOT, timeout=timeout)
 
 
 def ok(proc: subprocess.CompletedProcess) -> str:
@@ -94,13 +93,13 @@ def test_reading_a_remote_file_system_under_connect(server, store):
     url = server.url
     cli = ["-m", "sparkmaxent"]
     ok(run([*cli, "prepare", "--input", str(store / "train.txt"), "--format", "maxent",
-            "--output", str(store / "train")], url))  # fmt: skip
+            "--output", str(store / "train")], server))  # fmt: skip
     # train from the dataset on the server's file system; outputs on the client's disk
     ok(run([*cli, "train", "--train", f"{MOUNT}/train", "--output", str(store / "run"),
-            *sets(SETTINGS)], url))  # fmt: skip
+            *sets(SETTINGS)], server))  # fmt: skip
     run_json = json.loads((store / "run" / "train_report.json").read_text())
     local_train = run([*cli, "train", "--train", str(store / "train"), "--output",
-                       str(store / "run-local"), *sets(SETTINGS)], url)  # fmt: skip
+                       str(store / "run-local"), *sets(SETTINGS)], server)  # fmt: skip
     ok(local_train)
     local_json = json.loads((store / "run-local" / "train_report.json").read_text())
     assert run_json["objective"] == pytest.approx(local_json["objective"], rel=1e-9)
@@ -108,13 +107,13 @@ def test_reading_a_remote_file_system_under_connect(server, store):
 
     # the model saved there, loaded through the server, scores as the local one
     evaluate = [*cli, "evaluate", "--input", str(store / "test.txt"), "--format", "maxent"]
-    there = json.loads(ok(run([*evaluate, "--model", f"{MOUNT}/run/model"], url)))
-    here = json.loads(ok(run([*evaluate, "--model", str(store / "run" / "model")], url)))
+    there = json.loads(ok(run([*evaluate, "--model", f"{MOUNT}/run/model"], server)))
+    here = json.loads(ok(run([*evaluate, "--model", str(store / "run" / "model")], server)))
     assert there["accuracy"] == here["accuracy"] and there["events"] == here["events"] > 0
 
     # a run's outputs there: written through the server, in place, the same run
     ok(run([*cli, "train", "--train", f"{MOUNT}/train", "--output", f"{MOUNT}/run2",
-            *sets(SETTINGS)], url))  # fmt: skip
+            *sets(SETTINGS)], server))  # fmt: skip
     there = json.loads(storage.read_bytes(str(store / "run2" / "train_report.json")))  # packed
     assert there["objective"] == pytest.approx(run_json["objective"], rel=1e-9)
     assert not [p for p in os.listdir(store) if ".tmp-" in p]
@@ -126,7 +125,7 @@ def test_reading_a_remote_file_system_under_connect(server, store):
 
     # pyspark.ml: a model saved there through the server loads back (under Connect
     # and, from the server's disk, in this classic process), and is not replaced
-    out = ok(run(["-c", ML_CLIENT, url, f"{MOUNT}/ml"], url))
+    out = ok(run(["-c", ML_CLIENT, url, f"{MOUNT}/ml"], server))
     assert out.startswith("same predictions"), out
     assert not [p for p in os.listdir(store / "ml") if ".tmp-" in p]
     saved = MaxentModel.load(str(store / "ml" / "model"))
