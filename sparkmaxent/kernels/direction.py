@@ -205,8 +205,9 @@ CURVATURE_FLOOR = 1e-12
 class LocalDirection(Summed):
     """Mergeable sums of a local-direction pass: sum_b c_b * d_b and
     sum_b c_b (per coordinate: c_b is block b's Hessian diagonal, its sums
-    over its events, ridge included), sum_b W_b, sum_b W_b d_b^T H_b d_b and
-    the products the blocks ran. ``combined`` is the blocks' directions
+    over its events, ridge included), sum_b W_b, sum_b W_b d_b^T H_b d_b,
+    the products the blocks ran and the blocks that solved (those with
+    events: with one the step is the exact Newton step). ``combined`` is the blocks' directions
     averaged coordinate by coordinate with their curvature as weights: a
     block that holds few events of a feature has little say in its step
     (a refit's held-out part, a small partition: GIANT's plain average
@@ -217,6 +218,7 @@ class LocalDirection(Summed):
     weight: float
     curvature: float
     products: int
+    blocks: int = 0
 
     def combined(self) -> np.ndarray:
         """The step: sum_b c_b d_b / sum_b c_b; with one block its own
@@ -253,7 +255,9 @@ class LocalDirectionTask:
         )
         n = len(self.ids)
         if not weight > 0:  # an empty block: no opinion
-            return LocalDirection(np.zeros(len(self.grad)), np.zeros(len(self.grad)), 0.0, 0.0, 0)
+            return LocalDirection(
+                np.zeros(len(self.grad)), np.zeros(len(self.grad)), 0.0, 0.0, 0, 0
+            )
         ridge = np.zeros(len(self.grad))
         ridge[:n] = self.l2
         model = (
@@ -272,7 +276,7 @@ class LocalDirectionTask:
         # the block's curvature sums, coordinate by coordinate; the floor makes a
         # coordinate no block has curvature at an average by event weight
         c = diag + weight * (ridge + CURVATURE_FLOOR)
-        return LocalDirection(c * d, c, weight, weight * dHd, used)
+        return LocalDirection(c * d, c, weight, weight * dHd, used, 1)
 
 
 @dataclass

@@ -221,7 +221,7 @@ class Objective:
         max_products: int,
         through: bool = False,
         face: bool = False,
-    ) -> tuple[np.ndarray, int, float]:
+    ) -> tuple[np.ndarray, int, float, int]:
         """One pass: the Newton step of C's quadratic model at theta over
         lower <= d <= upper without forming the Hessian
         (``kernels.direction.LocalDirectionTask``: each block's own
@@ -229,7 +229,8 @@ class Objective:
         coordinate with the blocks' curvature as weights; ``through``: their
         CG run through the box before projecting; ``face``: their model
         solved face by face, ``kernels.box_face``); returns (d, the blocks'
-        Hessian products, d^T H d as the blocks see it)."""
+        Hessian products, d^T H d as the blocks see it, the blocks that
+        solved)."""
         ids = self.require_ids("direction passes")
         self.evaluations += 1
         task = LocalDirectionTask(
@@ -240,7 +241,7 @@ class Objective:
         weight = check_total_weight(part.weight)
         d = part.combined()
         check_finite("direction pass", direction=d)
-        return d, part.products, part.curvature / weight
+        return d, part.products, part.curvature / weight, part.blocks
 
     def hessian_product(
         self, theta: np.ndarray, vector: np.ndarray

@@ -75,10 +75,9 @@ class BoxResult:
 
 
 #: a direction pass (theta, gradient, model box lower, upper, tolerance) ->
-#: (d, inner work, d^T H d): the model solved without the Hessian on the driver
-Direction = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, float], tuple[np.ndarray, int, float]
-]
+#: (d, inner work, d^T H d[, the blocks that solved]): the model solved without
+#: the Hessian on the driver (without the count: one block, the exact step)
+Direction = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float], tuple]
 
 
 class _Passes:
@@ -99,6 +98,7 @@ class _Passes:
         # the late iterations' CG across product passes (``global_cg.py``)
         self.across = AcrossPasses(budget) if direction and product else None
         self.count = 0
+        self.blocks = 1  # the blocks that solved the last direction pass
 
     def at(self, theta: np.ndarray, full: bool, hessian: bool) -> Evaluation:
         """The objective at ``theta`` (``Objective.at``): one pass."""
@@ -106,9 +106,12 @@ class _Passes:
         return self.fun(theta, full, hessian and self.direction is None)
 
     def direct(self, theta, grad, dlo, dhi, tol) -> tuple[np.ndarray, int, float]:
+        """(d, inner work, d^T H d); the pass's block count kept in ``blocks``."""
         self.count += 1
         assert self.direction is not None, "direct is only used with a direction pass"
-        return self.direction(theta, grad, dlo, dhi, tol)
+        out = self.direction(theta, grad, dlo, dhi, tol)
+        self.blocks = int(out[3]) if len(out) > 3 else 1
+        return out[0], out[1], out[2]
 
     def multiply(self, theta: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self.count += 1
@@ -198,14 +201,28 @@ def _model_tol(violation: float, options: SolverOptions, ratio: float | None = N
     return max((options.inner_ratio if ratio is None else ratio) * violation, 0.1 * options.tol)
 
 
-def forcing(violation: float, previous: float, options: SolverOptions) -> float:
+def forcing(violation: float, previous: float, options: SolverOptions, blocks: int = 1) -> float:
     """The direction pass's forcing term: the outer violation's last
     contraction (violation / previous; 1 at the first iteration) within
     [``inner_ratio``, ``forcing_max``]. A partition's CG solved further than
     the outer iteration converges buys no outer progress (oversolving):
-    Eisenstat & Walker (1996), choice 2 with exponent 1, safeguarded."""
+    Eisenstat & Walker (1996), choice 2 with exponent 1, safeguarded. Where
+    the last direction pass averaged several ``blocks`` the term is at least
+    ``forcing_blocks``: each block's CG runs only until its model gradient
+    is that fraction of the outer violation. Run further, a block's CG goes
+    on along the directions its own Hessian is nearly flat in and the
+    whole data's is not (features with few events in the block, saturated
+    labels), so the averaged step overshoots there: its full step is cut,
+    the trust region shrinks to the cut step, and with it every weight's
+    way to its orthant's 0 (a round that crawls at a fraction of its
+    tolerance for a hundred iterations). CG's first products follow the
+    well-determined directions, so stopping early keeps the step where the
+    blocks agree (CG's early stop as regularization). Only for the face model
+    (``cg_face``, ``_step``): the stop-at-bound CG restarts at every bound
+    and, stopped early, gains too little a step."""
     contraction = violation / previous if np.isfinite(previous) and previous > 0 else 1.0
-    return float(np.clip(contraction, options.inner_ratio, options.forcing_max))
+    low = max(options.inner_ratio, options.forcing_blocks) if blocks > 1 else options.inner_ratio
+    return float(np.clip(contraction, low, max(low, options.forcing_max)))
 
 
 def _step(
@@ -238,8 +255,9 @@ def _step(
     (``global_cg.py``), with the whole data's d^T H d."""
     if passes.direction is not None:
         dlo, dhi = _model_box(theta, lower, upper, radius, options)
+        averaged = passes.blocks if options.cg_face else 1  # the face model's CG over blocks
         tol = max(
-            _model_tol(violation, options, forcing(violation, previous, options)),
+            _model_tol(violation, options, forcing(violation, previous, options, averaged)),
             options.forcing_floor * options.tol,
         )
         across = passes.across

@@ -45,6 +45,12 @@ class SolverOptions:
         the outer violation times its last contraction, clipped to
         [inner_ratio, forcing_max] (``newton.forcing``; Eisenstat & Walker
         1996); the exact step's model solve to inner_ratio times it.
+    forcing_blocks : where the last direction pass averaged the steps of
+        several blocks solved by the face model (``cg_face``), the forcing
+        term is at least this (``newton.forcing``):
+        each block's CG stops at this fraction of the outer violation, before
+        it runs far along directions only its own Hessian is flat in. One
+        block's step (the exact Newton step) keeps ``inner_ratio``.
     forcing_floor : the Hessian-free step's partitions never solve their model
         below this fraction of ``tol`` (the solve's own tolerance: a round's),
         whatever the forcing term asks (``newton.forcing``; Kelley 1995,
@@ -119,6 +125,7 @@ class SolverOptions:
     min_radius: float = 1e-12
     stall: int = 10
     forcing_max: float = 0.5
+    forcing_blocks: float = 0.5
     forcing_floor: float = 0.1
     max_products: int = 200
     cg_through: bool = False

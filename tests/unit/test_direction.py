@@ -145,7 +145,13 @@ def test_grafting_with_newton_cg_reaches_the_certified_optimum_of_exact_newton(n
     assert free.report["solvers"] == {"newton-cg": free.report.rounds[-1].round}
     assert free.report.objective == pytest.approx(exact.report.objective, rel=1e-9)
     assert set(free.weights.ids.tolist()) == set(exact.weights.ids.tolist())
-    np.testing.assert_allclose(free.weights.values, exact.weights.values, atol=1e-5)
+    # over blocks each block's CG stops at half the outer violation
+    # (``forcing_blocks``) and the last round ends just below its tolerance
+    # (1.2e-6 here), so the weights agree to what that tolerance fixes along
+    # the flat directions; one block's step is the exact one
+    np.testing.assert_allclose(
+        free.weights.values, exact.weights.values, atol=1e-5 if n_blocks == 1 else 1e-4
+    )
 
 
 def test_newton_cg_certifies_where_a_bound_stops_the_blocks_cg_step_at_once():
@@ -257,7 +263,9 @@ def test_a_forcing_floor_at_the_rounds_tolerance_saves_products_not_iterations(s
         for floor in totals:
             backend = _ProductCount(split_block(block, 3), space)
             obj = Objective(backend, ids)
-            options = SolverOptions(tol=tol, forcing_floor=floor, region=len(ids))
+            options = SolverOptions(
+                tol=tol, forcing_floor=floor, region=len(ids), forcing_blocks=0.0
+            )
             res = solve_newton_cg(obj, theta0, box, options)
             # independent: the projected gradient at the result, from a pass of its own
             ev = obj.at(res.theta, full_gradient=False, hessian=False)
@@ -286,7 +294,9 @@ def test_grafting_with_the_forcing_floor_reaches_the_same_certified_optimum(monk
     runs = {}
     for floor in (0.1, 0.7):
         monkeypatch.setattr(
-            grafting, "SolverOptions", functools.partial(SolverOptions, forcing_floor=floor)
+            grafting,
+            "SolverOptions",
+            functools.partial(SolverOptions, forcing_floor=floor, forcing_blocks=0.0),
         )
         backend = _ProductCount(split_block(block, 3), space)
         runs[floor] = train(backend, cfg), backend.products
@@ -327,7 +337,9 @@ def test_forcing_by_the_outer_contraction_takes_fewer_products_to_the_same_optim
     runs = {}
     for forcing_max in (0.1, 0.5):
         backend = _ProductCount(split_block(block, 3), space)
-        options = SolverOptions(tol=1e-8, forcing_max=forcing_max, region=len(ids))
+        options = SolverOptions(
+            tol=1e-8, forcing_max=forcing_max, region=len(ids), forcing_blocks=0.0
+        )
         theta0 = np.zeros(len(ids) + space.n_bias)
         runs[forcing_max] = (
             solve_newton_cg(Objective(backend, ids), theta0, box, options),
@@ -337,6 +349,66 @@ def test_forcing_by_the_outer_contraction_takes_fewer_products_to_the_same_optim
     assert fixed.converged and adaptive.converged
     assert adaptive.value == pytest.approx(fixed.value, rel=1e-10)
     assert adaptive_products < fixed_products, (adaptive_products, fixed_products)
+
+
+def test_blocks_cg_stops_at_half_the_outer_violation_where_steps_are_averaged():
+    # forcing_blocks: a direction pass over several blocks keeps their CG to
+    # half the outer violation (not the outer contraction's tenth); one
+    # block's exact step keeps the contraction rule
+    from sparkmaxent.solvers import SolverOptions
+    from sparkmaxent.solvers.newton import forcing
+
+    options = SolverOptions()
+    assert forcing(1e-6, 1e-4, options) == options.inner_ratio  # a fast contraction: a tenth
+    assert forcing(1e-6, 1e-4, options, blocks=2) == 0.5
+    assert forcing(1e-6, 1e-4, SolverOptions(forcing_blocks=0.0), blocks=2) == 0.1
+    assert forcing(3e-5, 1e-4, options, blocks=1) == pytest.approx(0.3)
+
+
+def test_direction_pass_counts_the_blocks_that_solved():
+    from sparkmaxent.problem.objective import Objective
+
+    _, block, space = planted(seed=3, n_copies=0)
+    ids = np.arange(0, space.n_features, 7)
+    theta = np.zeros(len(ids) + space.n_bias)
+    lo, hi = np.full(len(theta), -1.0), np.full(len(theta), 1.0)
+    grad = np.full(len(theta), 1e-3)
+    for n_blocks in (1, 3):
+        obj = Objective(LocalBackend(split_block(block, n_blocks), space), ids)
+        assert obj.direction(theta, grad, lo, hi, 1e-8, 50)[3] == n_blocks
+
+
+def test_newton_cg_over_uneven_blocks_takes_fewer_passes_with_early_blocks_cg():
+    # two blocks split by the events' first predicate, so most features sit
+    # mostly in one of them, solved by the face model: with the blocks' CG
+    # stopped at half the outer violation the rounds reach the same certified
+    # optima in fewer passes in all (on these small rounds not at every seed;
+    # on CoNLL-2000's stalled path points by far: docs/methods/grafting.md)
+    import functools
+
+    import sparkmaxent.methods.grafting as grafting
+    from sparkmaxent.solvers import SolverOptions
+
+    passes = {0.0: 0, 0.5: 0}
+    for seed in (1, 2, 3, 5):
+        _, block, space = planted(seed=seed, m=3000, P=200, n_copies=0)
+        first = np.asarray(block.X.argmax(axis=1)).ravel()
+        low = np.zeros(block.n_events, dtype=bool)
+        low[np.argsort(first, kind="stable")[: block.n_events // 2]] = True
+        blocks = [take_events(block, low), take_events(block, ~low)]
+        cfg = grafting_config(l1=1e-3, n_best=20, solver="newton-cg")
+        objectives = []
+        for early in passes:
+            partial = functools.partial(SolverOptions, forcing_blocks=early, cg_face=True)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(grafting, "SolverOptions", partial)
+                backend = LocalBackend(blocks, space)
+                res = train(backend, cfg)
+            assert res.report.certificate.passed and res.report.converged
+            objectives.append(res.report.objective)
+            passes[early] += backend.passes
+        assert objectives[1] == pytest.approx(objectives[0], rel=1e-9)
+    assert passes[0.5] < passes[0.0], passes
 
 
 def test_squared_columns_are_the_bits_of_the_element_wise_square():
