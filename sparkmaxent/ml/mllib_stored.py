@@ -25,7 +25,9 @@ these, :class:`NotMLlib` says how to give one.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -115,8 +117,44 @@ def stored_mllib_model(model, num_features: int, save, slot: str = "_mllib"):
             f"MLlib's model could not be written and loaded on the server ({e}); set the "
             "model's checkpointDir to a directory the cluster writes"
         ) from e
-    setattr(model, slot, (key, loaded))
+    setattr(model, slot, (key, released_at_exit(loaded)))
     return loaded
 
 
-__all__ = ["NotMLlib", "scratch_base", "scratch_dir", "stored_mllib_model", "local_master"]
+#: the server-side references of the models built here, still alive
+_SERVER_REFS: weakref.WeakSet = weakref.WeakSet()
+
+
+def released_at_exit(server_model):
+    """``server_model`` (a pyspark model held on the Connect server), its
+    reference forgotten when the process exits. pyspark's Connect client
+    deletes a model's server copy from the model's finalizer; at interpreter
+    shutdown that call waits for gRPC threads that are gone, so a script
+    that never called ``spark.stop()`` hung after its last line. The
+    session's whole model cache is released by pyspark's own exit hook
+    (the client's ``_on_exit``, registered before ours, so run after it),
+    so the finalizers have nothing left to do."""
+    ref = getattr(server_model, "_java_obj", None)
+    if ref is not None and hasattr(ref, "_ref_id"):  # a RemoteModelRef
+        atexit.unregister(_forget_server_refs)  # once, and after the client's own hook
+        atexit.register(_forget_server_refs)
+        _SERVER_REFS.add(ref)
+    return server_model
+
+
+def _forget_server_refs() -> None:
+    """At exit: the finalizers of the models built here delete nothing
+    (``del_remote_cache`` skips a reference without an id)."""
+    for ref in list(_SERVER_REFS):
+        ref._ref_id = None
+    _SERVER_REFS.clear()
+
+
+__all__ = [
+    "NotMLlib",
+    "scratch_base",
+    "scratch_dir",
+    "stored_mllib_model",
+    "local_master",
+    "released_at_exit",
+]

@@ -33,7 +33,7 @@ import logging
 import numpy as np
 
 from .mllib import _outputs, built_model, centered_form, refuse
-from .mllib_stored import NotMLlib
+from .mllib_stored import NotMLlib, released_at_exit
 from .scoring import Scorer
 
 log = logging.getLogger(__name__)
@@ -72,8 +72,10 @@ def text_models(model):
     cached = getattr(model, "_text_mllib", None)
     if cached is None or cached[0] != key:
         vocabulary, form = vocabulary_form(scorer)
-        vectorizer = CountVectorizerModel.from_vocabulary(
-            vocabulary, inputCol=_TOKENS, outputCol=_VECTOR, binary=scorer.binary
+        vectorizer = released_at_exit(
+            CountVectorizerModel.from_vocabulary(
+                vocabulary, inputCol=_TOKENS, outputCol=_VECTOR, binary=scorer.binary
+            )
         )
         size = len(vocabulary)
         lr = built_model(model, "_text_mllib_lr", size, lambda: form)

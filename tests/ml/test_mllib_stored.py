@@ -93,3 +93,47 @@ def test_a_location_that_cannot_be_written_is_named(planted, tmp_path):  # noqa:
     model.setCheckpointDir(str(blocked))
     with pytest.raises(NotMLlib, match="checkpointDir"):
         _stored(model, size)
+
+
+class _Client:
+    def __init__(self):
+        self.deleted: list[list[str]] = []
+
+    def _delete_ml_cache(self, ids):
+        self.deleted.append(list(ids))
+
+
+class _Held:
+    """A pyspark model held on a Connect server: its ``_java_obj`` a RemoteModelRef."""
+
+    def __init__(self, ref_id: str):
+        from pyspark.ml.util import RemoteModelRef
+
+        self._java_obj = RemoteModelRef(ref_id)
+
+
+def test_server_models_are_forgotten_at_exit(monkeypatch):
+    """At exit the finalizers of models built on the server send nothing:
+    pyspark's own exit hook releases the session's model cache, and a
+    finalizer's call at interpreter shutdown waited forever (a Connect script
+    that never called spark.stop() hung after its last line). Before the hook
+    a release still deletes the server copy, as pyspark does."""
+    from pyspark.sql.connect.session import SparkSession
+
+    from sparkmaxent.ml import mllib_stored
+
+    client = _Client()
+    monkeypatch.setattr(
+        SparkSession, "getActiveSession", classmethod(lambda cls: type("S", (), {"client": client}))
+    )
+    before, after = _Held("model-a"), _Held("model-b")
+    for held in (before, after):
+        assert mllib_stored.released_at_exit(held) is held
+    before._java_obj.release_ref()
+    assert client.deleted == [["model-a"]]
+    mllib_stored._forget_server_refs()  # what atexit runs
+    after._java_obj.release_ref()  # the finalizer's call at shutdown
+    assert client.deleted == [["model-a"]]
+    assert not mllib_stored._SERVER_REFS
+    assert mllib_stored.released_at_exit(object()) is not None  # a classic model: not held
+    assert not mllib_stored._SERVER_REFS
