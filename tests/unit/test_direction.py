@@ -282,8 +282,10 @@ def test_a_forcing_floor_at_the_rounds_tolerance_saves_products_not_iterations(s
 
 def test_grafting_with_the_forcing_floor_reaches_the_same_certified_optimum(monkeypatch):
     # whole newton-cg grafting runs over 3 blocks, the floor at 0.7 of each
-    # round's tolerance against the tenth of before: the same certified
-    # objective, with fewer products in all
+    # round's tolerance against the tenth of the default: the same certified
+    # objective. Fewer products on single rounds (the test above) do not add up
+    # to fewer over whole runs: on planted seeds 0-5 the 0.7 floor took more in
+    # all, on every seed with one BLAS kernel and on two of six with another
     import functools
 
     import sparkmaxent.methods.grafting as grafting
@@ -305,7 +307,7 @@ def test_grafting_with_the_forcing_floor_reaches_the_same_certified_optimum(monk
         assert res.report.certificate.passed and res.report.converged
     # certified at gtol 1e-9: the two optima agree to the solvers' tolerance
     assert new.report.objective == pytest.approx(old.report.objective, rel=1e-9)
-    assert new_products < old_products, (new_products, old_products)
+    assert new_products > 0 and old_products > 0
 
 
 class _ProductCount(LocalBackend):

@@ -552,22 +552,25 @@ def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
     own condition (kkt_tol). gtol = 0.5 gamma1 kkt_tol is that old rule
     exactly; the default keeps the margin at 2 gtol: fewer passes, the same
     certified optimum."""
-    _, block, space = planted(m=3000, P=200)
-    l1, runs = 1e-4, {}
-    for name, gtol in (("old", 0.5 * 1e-4 * 1e-6), ("new", 1e-7)):
-        backend = LocalBackend(split_block(block, 2), space)
-        cfg = train_config(
-            method="grafting", l1=l1, n_best=50, gtol=gtol, solver="newton-cg", kkt_tol=1e-6
-        )
-        runs[name] = (train(backend, cfg), backend.passes)
-    (old, old_passes), (new, new_passes) = runs["old"], runs["new"]
-    for res in (old, new):
-        assert res.report.certificate.passed and res.report.converged
-    assert old.report.certificate.zero_tol == pytest.approx(l1 * 1e-6)
-    assert new.report.certificate.zero_tol == 2e-7
-    assert all(r.solve.tol >= 1e-7 for r in new.report.rounds)
-    # the old rule's last rounds ran far below the new floor (1e-7): to 1.3e-9 on
-    # this installation (numpy 2.4.6, scipy 1.17.1); the bound of 1e-9 held on earlier ones
-    assert min(r.solve.tol for r in old.report.rounds) < 1e-8
-    assert new_passes < old_passes
-    assert new.report.objective == pytest.approx(old.report.objective, rel=1e-8)
+    l1, passes, old_tols = 1e-4, {"old": 0, "new": 0}, []
+    for seed in range(4):  # passes summed: on one seed the two may come out even
+        _, block, space = planted(seed=seed, m=3000, P=200)
+        runs = {}
+        for name, gtol in (("old", 0.5 * 1e-4 * 1e-6), ("new", 1e-7)):
+            backend = LocalBackend(split_block(block, 2), space)
+            cfg = train_config(
+                method="grafting", l1=l1, n_best=50, gtol=gtol, solver="newton-cg", kkt_tol=1e-6
+            )
+            runs[name] = train(backend, cfg)
+            passes[name] += backend.passes
+        old, new = runs["old"], runs["new"]
+        for res in (old, new):
+            assert res.report.certificate.passed and res.report.converged
+        assert old.report.certificate.zero_tol == pytest.approx(l1 * 1e-6)
+        assert new.report.certificate.zero_tol == 2e-7
+        assert all(r.solve.tol >= 1e-7 for r in new.report.rounds)
+        assert new.report.objective == pytest.approx(old.report.objective, rel=1e-8)
+        old_tols += [r.solve.tol for r in old.report.rounds]
+    # the old rule's last rounds ran far below the new floor (1e-7)
+    assert min(old_tols) < 1e-8
+    assert passes["new"] < passes["old"], passes
