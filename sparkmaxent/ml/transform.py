@@ -137,6 +137,11 @@ class MaxEntScoring:
                 field = "raw" if param == self.rawPredictionCol else "probability"
                 columns[name] = array_to_vector(F.col(fields[field]))
         scored = (scored.withColumns(columns) if columns else scored).drop(*drop)  # none: MLlib's
+        for param in (self.rawPredictionCol, self.probabilityCol):  # as MLlib's own columns
+            if param in outputs:
+                scored = scored.withMetadata(
+                    outputs[param], {"ml_attr": {"num_attrs": self._n_classes}}
+                )
         if self.predictionCol in outputs:  # nominal, so IndexToString needs no labels=
             name = outputs[self.predictionCol]
             meta = {"ml_attr": {"type": "nominal", "name": name, "vals": self.labels}}

@@ -171,3 +171,16 @@ def test_index_to_string_reads_the_prediction_metadata(spark):
     # string labels: evaluate maps them onto the class indices
     direct = MaxEntClassifier(l1=0.01).fit(named)
     assert direct.evaluate(named).accuracy > 0.6
+
+
+@pytest.mark.parametrize("scoring", ["arrow", "sql", "mllib"])
+def test_score_vectors_carry_mllib_attribute_size(model, df, scoring):
+    """rawPrediction and probability carry numClasses as their attribute
+    group size, as MLlib's classifiers write it, whichever route scored them
+    (a Connect client's default route is MLlib's, a classic one's the Arrow
+    UDF: the same columns either way)."""
+    scorer = model.copy()
+    scorer.scoring = scoring
+    out = scorer.transform(df)
+    for col in ("rawPrediction", "probability"):
+        assert out.schema[col].metadata == {"ml_attr": {"num_attrs": model.numClasses}}
