@@ -67,6 +67,10 @@ def test_the_mixes_extend_toward_l2_while_the_densest_gains_and_stop_when_it_doe
     assert [mix(r) for r in mixes(documents)] == pytest.approx([0.0, 0.5, 0.95, 0.995])
 
 
+#: the most passes one Hessian-free iteration takes (direction, trial points, ray)
+ITERATION_PASSES = 3
+
+
 def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(documents):
     """Near l2 a mix's path holds many more weights (on Brown genres the 0.99
     mix's ran for over an hour): a mix past ``l2_mixes`` gets ``cut_passes``
@@ -77,9 +81,11 @@ def test_a_mix_past_the_list_runs_on_a_pass_budget_and_ends_with_its_best_point(
     assert len(rows) > 2
     for i, row in enumerate(rows[2:], start=2):
         assert row.passes_cap == math.ceil(0.3 * sum(r.path_passes for r in rows[:i]))
-        assert row.path_passes <= row.passes_cap
+        # the budget stops a round's solver between iterations: at most one
+        # iteration's passes (direction, trial points, ray) past it
+        assert row.path_passes <= row.passes_cap + ITERATION_PASSES
         assert row.point.cut is False  # its chosen point is a finished one
-    assert rows[2].path_passes == rows[2].passes_cap  # the budget ended this path
+    assert rows[2].path_passes >= rows[2].passes_cap  # the budget ended this path
     # without a cut (cut_passes = 0) no path is capped
     assert all(r.passes_cap is None for r in mixes(documents, mix_max=0.96, cut_passes=0))
 
