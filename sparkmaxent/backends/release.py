@@ -1,4 +1,5 @@
-"""Giving a Python worker's freed memory back to the operating system.
+"""Executor memory around the cached blocks: freed memory given back to the
+operating system, one pool of Python workers.
 
 A worker that built cached blocks (or ran a pass) frees its arrays, but the
 allocators keep the pages: glibc's malloc keeps freed heap memory below the
@@ -8,7 +9,8 @@ pyarrow's memory pool keeps freed Arrow buffers. On an executor the workers
 stay alive between tasks (``spark.python.worker.reuse``), so what one task
 freed stays resident beside the cached blocks. ``release_memory`` hands it
 back: the Arrow pool's unused memory (when pyarrow is loaded), then
-``malloc_trim(0)`` (glibc only; elsewhere nothing).
+``malloc_trim(0)`` (glibc only; elsewhere nothing). ``share_worker_pool``
+has the workers that build the blocks run the passes too.
 """
 
 from __future__ import annotations
@@ -65,4 +67,26 @@ def collect_local_jvm(sc) -> bool:
     if not is_local_master(sc.master):
         return False
     sc._jvm.java.lang.System.gc()
+    return True
+
+
+SIMPLIFIED_TRACEBACK = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
+
+
+def share_worker_pool(spark) -> bool:
+    """Give the passes' Python functions (RDD tasks) the environment Spark's
+    SQL runner gives the ``mapInArrow`` that builds the blocks, so both take
+    their workers from one pool. Spark keeps a pool of Python workers (a
+    daemon and the workers it forks) per interpreter and environment, and
+    its SQL runner adds ``SPARK_SIMPLIFIED_TRACEBACK=1`` while
+    ``SIMPLIFIED_TRACEBACK`` is on (the default), which an RDD's runner does
+    not: two pools, and the workers that built the blocks stay resident,
+    idle, beside the ones that run the passes until Spark's idle timeout.
+    One pool's workers build the blocks, give back what that freed
+    (``release_memory``) and run the passes. The variable only trims
+    pyspark's own frames from a failed task's traceback, as it does for SQL
+    functions. True when it was set."""
+    if str(spark.conf.get(SIMPLIFIED_TRACEBACK, "true")).lower() != "true":
+        return False
+    spark.sparkContext.environment["SPARK_SIMPLIFIED_TRACEBACK"] = "1"
     return True

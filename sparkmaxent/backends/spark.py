@@ -63,7 +63,7 @@ from ..kernels.stats import Count, CountTask  # noqa: F401 (CountTask: the trivi
 from .base import CachedBackend, capped_partitions
 from .chunked import CACHE_CHUNK_BYTES, ChunkedPickles, chunk_rows, pickle_frames
 from .opstore import OperatorStore
-from .release import collect_local_jvm, release_memory
+from .release import collect_local_jvm, release_memory, share_worker_pool
 from .watchdog import ClusterStatus, PassLimit, Watchdog
 
 logger = logging.getLogger(__name__)
@@ -204,8 +204,8 @@ def _pickled_blocks(
     without a copy: the Python worker building the cache holds the
     partition's events, one block and its pickle at most, and once the
     partition is done gives what it freed back to the system
-    (``release.release_memory``): the worker stays alive, idle, beside the
-    ones that run the passes."""
+    (``release.release_memory``) before it runs passes
+    (``release.share_worker_pool``)."""
 
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for block in iter_partition_blocks(list(batches), info, max_block_nnz):
@@ -217,7 +217,7 @@ def _pickled_blocks(
             for row in rows:
                 yield pa.RecordBatch.from_arrays([binary_row(row, large)], names=["block"])
             del rows
-        release_memory()  # the events and pickles freed: the idle worker keeps none
+        release_memory()  # the events and pickles freed: the worker's passes start lean
 
     return build
 
@@ -403,6 +403,7 @@ class SparkBackend(CachedBackend):
         self.pass_limit = PassLimit(0.0, pass_timeout_factor, pass_timeout_floor_s)
         self.status = ClusterStatus(self.sc)
 
+        share_worker_pool(spark)
         t0 = time.perf_counter()
         with (
             job_group(self.sc, self.job_group, f"{self.name}: cache blocks"),
