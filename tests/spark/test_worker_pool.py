@@ -14,6 +14,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, sys
     import numpy as np
+    from benchmarks.common import proc_stat
     from sparkmaxent.backends.session import spark_session
     from sparkmaxent.backends.spark import SparkBackend
     from sparkmaxent.data.load import write_events
@@ -30,16 +31,12 @@ SCRIPT = textwrap.dedent(
         for _ in range(3):
             backend.run(CountTask())
         jvm = spark.sparkContext._jvm.ProcessHandle.current().pid()
-        daemons = 0
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    command = f.read()
-            except OSError:  # gone meanwhile
-                continue
-            daemons += parent == jvm and b"pyspark.daemon" in command
+        children = [
+            p for p in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if (fields := proc_stat(p)) is not None and int(fields[1]) == jvm
+        ]  # fmt: skip
+        commands = [open(f"/proc/{p}/cmdline", "rb").read() for p in children]
+        daemons = sum(b"pyspark.daemon" in c for c in commands)
     print("daemons", daemons)
     spark.stop()
     """
