@@ -132,24 +132,57 @@ class ColumnCache(BoundedCache):
 COLUMNS = ColumnCache()
 
 
-def gather_columns(X: sp.csr_matrix, preds: np.ndarray) -> sp.csr_matrix:
+#: stored entries of a block looked up at a time by ``gather_columns``: its
+#: temporaries (a position and a flag an entry) follow this, not the block
+GATHER_CHUNK_ENTRIES = 1 << 20
+
+
+def gather_columns(
+    X: sp.csr_matrix, preds: np.ndarray, chunk_entries: int = GATHER_CHUNK_ENTRIES
+) -> sp.csr_matrix:
     """``X[:, preds]`` for increasing distinct ``preds``, the same arrays as
     scipy's gather, which allocates a table over all of X's columns (an
-    index per predicate, whenever the active set changes). Here that table
-    is built only where it is no larger than the block; else each stored
-    entry is looked up among ``preds`` by binary search. Memory follows the
-    block and the active set, never the candidate space."""
+    index per predicate, whenever the active set changes) and temporaries
+    over all of the block's entries. Here the table is built only where it
+    is no larger than the block (else each stored entry is looked up among
+    ``preds`` by binary search), and entries are looked up
+    ``chunk_entries`` at a time, so memory beyond the result follows the
+    slice, never the block or the candidate space."""
     idx = np.int32 if X.indices.dtype == X.indptr.dtype == np.int32 else np.int64
-    k, cols = len(preds), X.indices
-    if X.shape[1] <= len(cols):
+    table = None
+    if X.shape[1] <= len(X.indices):
         table = np.full(X.shape[1], -1, dtype=idx)
-        table[preds] = np.arange(k, dtype=idx)
-        where = table[cols]
-    else:
-        pos = np.minimum(np.searchsorted(preds, cols), max(k - 1, 0)).astype(idx)
-        where = np.where(preds[pos] == cols, pos, -1) if k else np.full(len(cols), -1, idx)
-    keep = where >= 0
-    ends = np.concatenate([[0], np.cumsum(keep, dtype=idx)])
+        table[preds] = np.arange(len(preds), dtype=idx)
+    nnz, starts = int(X.indptr[-1]), X.indptr
+    indptr = np.empty(len(starts), dtype=idx)
+    data, indices = [X.data[:0]], [np.empty(0, dtype=idx)]
+    kept = row = 0
+    for lo in range(0, nnz, chunk_entries):
+        hi = min(lo + chunk_entries, nnz)
+        where = _positions(X.indices[lo:hi], preds, table, idx)
+        keep = where >= 0
+        # rows that start within the slice start after the entries kept before them
+        end = int(np.searchsorted(starts, hi, side="left"))
+        before = np.concatenate([[0], np.cumsum(keep, dtype=idx)])
+        indptr[row:end] = kept + before[starts[row:end] - lo]
+        data.append(X.data[lo:hi][keep])
+        indices.append(where[keep])
+        kept, row = kept + int(before[-1]), end
+    indptr[row:] = kept  # rows that start at the end: empty trailing rows and the end
     return sp.csr_matrix(
-        (X.data[keep], where[keep], ends[X.indptr]), shape=(X.shape[0], k), copy=False
+        (np.concatenate(data), np.concatenate(indices), indptr),
+        shape=(X.shape[0], len(preds)),
+        copy=False,
     )
+
+
+def _positions(
+    cols: np.ndarray, preds: np.ndarray, table: np.ndarray | None, idx: type
+) -> np.ndarray:
+    """Each column's position among ``preds``, -1 where it is not one."""
+    if table is not None:
+        return table[cols]
+    if not len(preds):
+        return np.full(len(cols), -1, dtype=idx)
+    pos: np.ndarray = np.minimum(np.searchsorted(preds, cols), len(preds) - 1).astype(idx)
+    return np.where(preds[pos] == cols, pos, -1).astype(idx, copy=False)

@@ -4,6 +4,7 @@ and never a stale entry for a changed block or active set."""
 from __future__ import annotations
 
 import pickle
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -186,7 +187,8 @@ def test_closing_an_in_process_backend_empties_the_cache():
 
 @pytest.mark.parametrize("n_cols", [12, 5000])  # a table of the columns, or binary search
 @pytest.mark.parametrize("k", [0, 1, 4, 12])
-def test_gather_columns_gives_scipys_arrays(n_cols, k):
+@pytest.mark.parametrize("chunk_entries", [1, 7, 1 << 20])  # slices cut rows, or hold all
+def test_gather_columns_gives_scipys_arrays(n_cols, k, chunk_entries):
     """``gather_columns`` equals scipy's ``X[:, preds]`` array for array
     (dtypes included), with empty rows, whichever way it finds the columns."""
     rng = np.random.default_rng(n_cols + k)
@@ -196,8 +198,27 @@ def test_gather_columns_gives_scipys_arrays(n_cols, k):
     held = np.unique(X.indices)
     pool = held if len(held) >= k else np.arange(n_cols)
     preds = np.sort(rng.choice(pool, size=min(k, len(pool)), replace=False)).astype(np.int64)
-    got, want = gather_columns(X, preds), X[:, preds]
+    got, want = gather_columns(X, preds, chunk_entries), X[:, preds]
     assert got.shape == want.shape
     for a, b in zip((got.indptr, got.indices, got.data), (want.indptr, want.indices, want.data)):
         np.testing.assert_array_equal(a, b)
         assert a.dtype == b.dtype
+
+
+def test_gather_columns_temporaries_are_a_slices_not_the_blocks():
+    """Beyond its result, the gather allocates a few arrays per entry of a
+    slice, far less than the block's own column indices (scipy's gather
+    allocates several arrays over all of the block's entries)."""
+    rng = np.random.default_rng(3)
+    X = sp.random(4000, 300, density=0.25, format="csr", random_state=rng)
+    preds = np.arange(0, 300, 10)
+    chunk = 1000
+    tracemalloc.start()
+    try:
+        got = gather_columns(X, preds, chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    result = got.data.nbytes + got.indices.nbytes + got.indptr.nbytes
+    assert peak <= 2 * result + 64 * chunk + (X.shape[0] + 1) * 8 < X.indices.nbytes + result
+    np.testing.assert_array_equal(got.toarray(), X[:, preds].toarray())
