@@ -185,18 +185,24 @@ def _label_blocks(
         out[a:b, b:] = column[b - a :].T
 
 
-#: expanded entries (an active feature's predicate once per its label) per
-#: row chunk of ``multiclass_hessian``: bounds the chunk's temporaries,
-#: each a few times this many doubles, whatever the block's size
+#: expanded entries (an active feature's predicate once per its label) and
+#: rows' label probabilities per row chunk of ``multiclass_hessian``: bounds
+#: the chunk's temporaries, each a few times this many doubles, whatever
+#: the block's size
 HESSIAN_CHUNK_ENTRIES = 1 << 21
 
 
-def _row_chunks(X: sp.csr_matrix, repeats: np.ndarray, chunk_entries: int) -> np.ndarray:
+def _row_chunks(
+    X: sp.csr_matrix, repeats: np.ndarray, chunk_entries: int, per_row: int = 0
+) -> np.ndarray:
     """Row bounds [0, ..., m] cutting X (CSR) into chunks of at most about
-    ``chunk_entries`` entries, column j counted ``repeats[j]`` times (a row
-    with more entries is a chunk of its own)."""
+    ``chunk_entries`` entries, column j counted ``repeats[j]`` times and
+    each row ``per_row`` more (its dense arrays: a block whose active
+    columns are sparse is still many rows of probabilities); a row with
+    more entries is a chunk of its own."""
     m = X.shape[0]
     cum = np.concatenate([[0], np.cumsum(repeats[X.indices], dtype=np.int64)])[X.indptr]
+    cum += per_row * np.arange(m + 1, dtype=np.int64)
     cuts = np.searchsorted(cum, np.arange(chunk_entries, cum[-1], chunk_entries), side="right")
     return np.unique(np.concatenate([[0], cuts - 1, [m]]).clip(0, m))
 
@@ -227,7 +233,8 @@ def multiclass_hessian(
     The sums run over row chunks of the block (``chunk_entries``): the
     features' columns repeat a predicate once per label, so over the whole
     block they hold many times the block's own non-zeros, and every
-    per-entry temporary would too; a chunk's are bounded. The gathered
+    per-entry temporary would too, as would the per-row (m, K) products of
+    P; a chunk's are bounded. The gathered
     columns kept between passes (``colcache.py``) are the distinct
     predicates', those the loss pass gathers. Chunks add their sums in
     turn: equal to one chunk's to rounding.
@@ -262,7 +269,7 @@ def multiclass_hessian(
     scale = None if scaling is None else scaling.inv_scale[preds]
     H = np.zeros((n + K, n + K))
     ww, B = np.empty((n, n)), np.zeros((n, K))
-    bounds = _row_chunks(Xd, np.bincount(inverse, minlength=len(distinct)), chunk_entries)
+    bounds = _row_chunks(Xd, np.bincount(inverse, minlength=len(distinct)), chunk_entries, K)
     for a, b in zip(bounds[:-1], bounds[1:]):
         E = _expanded_chunk(Xd, a, b, inverse, scale)
         Pc, c = P[a:b], block.c[a:b]

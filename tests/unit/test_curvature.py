@@ -4,6 +4,7 @@ second-order pass through the backend and Objective."""
 from __future__ import annotations
 
 import pickle
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -241,13 +242,16 @@ def test_multiclass_hessian_by_row_chunks_equals_one_chunk(use_scaling, chunk_en
 
 
 @pytest.mark.parametrize("chunk_entries", [1, 3, 10, 1000])
-def test_row_chunks_cover_the_rows_within_the_bound(chunk_entries):
+@pytest.mark.parametrize("dense_per_row", [0, 5])
+def test_row_chunks_cover_the_rows_within_the_bound(chunk_entries, dense_per_row):
     rng = np.random.default_rng(8)
     X = sp.random(40, 6, density=0.4, random_state=3, format="csr")
     repeats = rng.integers(0, 4, size=6)
-    bounds = _row_chunks(X, repeats, chunk_entries)
+    bounds = _row_chunks(X, repeats, chunk_entries, dense_per_row)
     assert bounds[0] == 0 and bounds[-1] == 40 and np.all(np.diff(bounds) > 0)
-    per_row = [repeats[X.indices[X.indptr[i] : X.indptr[i + 1]]].sum() for i in range(40)]
+    per_row = [
+        repeats[X.indices[X.indptr[i] : X.indptr[i + 1]]].sum() + dense_per_row for i in range(40)
+    ]
     for a, b in zip(bounds[:-1], bounds[1:]):
         # at most the bound, plus the entries of the chunk's first row
         assert sum(per_row[a:b]) <= chunk_entries + per_row[a]
@@ -256,3 +260,25 @@ def test_row_chunks_cover_the_rows_within_the_bound(chunk_entries):
             random_multiclass(rng, m=5), Space(MULTICLASS, 5, 3), np.ones((5, 3)) / 3,
             np.array([0]), None, chunk_entries=0,
         )  # fmt: skip
+
+
+def test_multiclass_hessian_temporaries_follow_the_chunk_not_the_rows():
+    """Active columns that few rows hold still leave every row a K-vector
+    of probabilities: a chunk is bounded in rows too, so the pass never
+    builds an (m, K) product of P (P itself is the caller's)."""
+    rng = np.random.default_rng(11)
+    m, K = 20000, 10
+    block = random_multiclass(rng, m=m, P=30, K=K)
+    space = Space(MULTICLASS, block.n_predicates, K, bias=True)
+    ids = np.array([3 * K + 1, 7 * K + 4])
+    w = Weights(ids, np.array([0.3, -0.2]), rng.normal(size=K) * 0.1)
+    _, P = loss_grad_proba(block, space, w, None, ids)
+    tracemalloc.start()
+    try:
+        chunked, _ = multiclass_hessian(block, space, P, ids, chunk_entries=4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < P.nbytes / 2  # before rows were bounded too: 0.8 of P
+    whole, _ = multiclass_hessian(block, space, P, ids, chunk_entries=10**9)
+    np.testing.assert_allclose(chunked, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
