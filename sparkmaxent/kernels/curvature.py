@@ -234,9 +234,9 @@ def multiclass_hessian(
     features' columns repeat a predicate once per label, so over the whole
     block they hold many times the block's own non-zeros, and every
     per-entry temporary would too, as would the per-row (m, K) products of
-    P; a chunk's are bounded. The gathered
-    columns kept between passes (``colcache.py``) are the distinct
-    predicates', those the loss pass gathers. Chunks add their sums in
+    P; a chunk's are bounded. The gathered columns kept between passes
+    (``colcache.py``) are the distinct predicates', those the loss pass
+    gathers. Chunks add their sums in
     turn: equal to one chunk's to rounding.
 
     Parameters

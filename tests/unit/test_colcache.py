@@ -205,7 +205,7 @@ def test_gather_columns_gives_scipys_arrays(n_cols, k, chunk_entries):
         assert a.dtype == b.dtype
 
 
-def test_gather_columns_temporaries_are_a_slices_not_the_blocks():
+def test_gather_columns_temporaries_follow_the_slice_not_the_block():
     """Beyond its result, the gather allocates a few arrays per entry of a
     slice, far less than the block's own column indices (scipy's gather
     allocates several arrays over all of the block's entries)."""

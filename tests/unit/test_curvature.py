@@ -263,9 +263,10 @@ def test_row_chunks_cover_the_rows_within_the_bound(chunk_entries, dense_per_row
 
 
 def test_multiclass_hessian_temporaries_follow_the_chunk_not_the_rows():
-    """Active columns that few rows hold still leave every row a K-vector
-    of probabilities: a chunk is bounded in rows too, so the pass never
-    builds an (m, K) product of P (P itself is the caller's)."""
+    """Active columns with fewer entries a row than there are labels still
+    leave every row a K-vector of probabilities: a chunk is bounded in rows
+    too, so the pass never builds an (m, K) product of P (P itself is the
+    caller's)."""
     rng = np.random.default_rng(11)
     m, K = 20000, 10
     block = random_multiclass(rng, m=m, P=30, K=K)
@@ -279,6 +280,6 @@ def test_multiclass_hessian_temporaries_follow_the_chunk_not_the_rows():
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < P.nbytes / 2  # before rows were bounded too: 0.8 of P
+    assert peak < P.nbytes / 2  # one chunk of all the rows came close to P
     whole, _ = multiclass_hessian(block, space, P, ids, chunk_entries=10**9)
     np.testing.assert_allclose(chunked, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
