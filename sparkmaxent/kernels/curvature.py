@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from . import sparsetools
 from .blocks import Block, CandidateBlock, MulticlassBlock
 from .colcache import COLUMNS, gather_columns
-from .loss import LossGrad, loss_grad_proba
+from .loss import LossGrad, loss_grad_feeding, loss_grad_proba
 from .mergeable import Summed
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
@@ -219,6 +219,111 @@ def _expanded_chunk(
     return E.tocsc()
 
 
+class MulticlassHessian:
+    """Hessian sums of a multiclass block over ``ids`` (+ bias when the space
+    has one), with the features grouped by label, taken from the model
+    probabilities row chunk by row chunk as a loss pass hands them out
+    (``add_rows``, in row order; ``loss.loss_grad_feeding``), so that a
+    curvature pass never holds the (m, K) matrix: only the rows of the
+    chunk being filled.
+
+    The sums run over row chunks of the block (``chunk_entries``): the
+    features' columns repeat a predicate once per label, so over the whole
+    block they hold many times the block's own non-zeros, and every
+    per-entry temporary would too, as would the per-row (m, K) products of
+    P; a chunk's are bounded. The gathered columns kept between passes
+    (``colcache.py``) are the distinct predicates', those the loss pass
+    gathers. Chunks add their sums in turn: equal to one chunk's to
+    rounding, and the same chunks however the rows are handed in.
+
+    ``ids``: feature ids ``p * K + k``; ``chunk_entries``: feature entries
+    per row chunk, about (``_row_chunks``; None, ``HESSIAN_CHUNK_ENTRIES``).
+    """
+
+    def __init__(
+        self,
+        block: MulticlassBlock,
+        space: Space,
+        ids: np.ndarray,
+        scaling: Scaling | None = None,
+        chunk_entries: int | None = None,
+    ):
+        if chunk_entries is None:
+            chunk_entries = HESSIAN_CHUNK_ENTRIES
+        if chunk_entries < 1:
+            raise ValueError(f"expected chunk_entries >= 1, got {chunk_entries}")
+        K, ids = space.n_labels, np.asarray(ids, dtype=np.int64)
+        self.block, self.space, self.scaling, n = block, space, scaling, len(ids)
+        self._by_label = np.argsort(ids % K, kind="stable")  # features of label 0, 1, ...
+        self._preds, self._labels = ids[self._by_label] // K, ids[self._by_label] % K
+        distinct, self._inverse = np.unique(self._preds, return_inverse=True)
+        X = block.X
+        self._Xd = COLUMNS.get("columns", X, (distinct,), lambda: gather_columns(X, distinct))
+        self._scale = None if scaling is None else scaling.inv_scale[self._preds]
+        self._H, self._ww, self._B = np.zeros((n + K, n + K)), np.empty((n, n)), np.zeros((n, K))
+        repeats = np.bincount(self._inverse, minlength=len(distinct))
+        self._bounds = _row_chunks(self._Xd, repeats, chunk_entries, K)
+        self._rows = np.empty((int(np.diff(self._bounds).max(initial=0)), K))
+        self._next = 0  # the chunk being filled
+
+    def add_rows(self, a: int, b: int, P: np.ndarray) -> None:
+        """Take the probabilities of rows a..b (``P``, shape (b - a, K)), the
+        rows after those taken before; each chunk is summed once filled."""
+        bounds = self._bounds
+        while a < b:
+            lo, hi = bounds[self._next], bounds[self._next + 1]
+            take = min(b, hi) - a
+            self._rows[a - lo : a - lo + take] = P[:take]
+            a, P = a + take, P[take:]
+            if a == hi:
+                self._add_chunk(lo, hi, self._rows[: hi - lo])
+                self._next += 1
+
+    def _add_chunk(self, a: int, b: int, Pc: np.ndarray) -> None:
+        """Add rows a..b, their probabilities ``Pc``."""
+        n, K, labels = len(self._preds), self.space.n_labels, self._labels
+        E = _expanded_chunk(self._Xd, a, b, self._inverse, self._scale)
+        c = self.block.c[a:b]
+        cP = c[:, None] * Pc
+        # P_(i,k_b) of every entry, by a flat gather (cheaper than a 2-d fancy index)
+        flat = E.indices.astype(np.int64) * K + np.repeat(labels, np.diff(E.indptr))
+        P_entry = np.take(np.ascontiguousarray(Pc).reshape(-1), flat)
+        del flat
+        _label_blocks(E, labels, P_entry, cP, K, out=self._ww)
+        self._H[:n, :n] += self._ww
+        # bias rows: the always-on predicate with every label; V^T = E^T with
+        # entries e_ib P_(i,k_b), the CSC columns read as rows
+        Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, b - a))
+        self._B -= np.asarray(Vt @ cP)  # (n, K)
+        self._B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()
+        self._H[n:, n:] += np.diag(cP.sum(axis=0)) - Pc.T @ cP
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(H, order) once every row was added: H of shape (N, N),
+        N = n + n_bias, and ``H[np.ix_(order, order)]`` the Hessian over
+        [w over ids, bias]. The permutation is left to the reader:
+        ``Curvature.of`` packs the triangle through it, which is cheaper
+        than a permuted copy."""
+        if self._next != len(self._bounds) - 1:
+            raise ValueError("expected the probabilities of every row of the block")
+        n, K, labels, H, B = len(self._preds), self.space.n_labels, self._labels, self._H, self._B
+        H[:n, n:] = B
+        H[n:, :n] = B.T
+        if self.scaling is not None:
+            # uncentered (w, b') -> (w, b) with b' = b - M w, M[k, j] = [k_j = k] mean s
+            mu = self.scaling.mean[self._preds] * self.scaling.inv_scale[self._preds]
+            A, C = H[:n, :n], H[n:, n:]
+            BM = B[:, labels] * mu[None, :]
+            A = A - BM - BM.T + mu[:, None] * C[np.ix_(labels, labels)] * mu[None, :]
+            Bt = B - mu[:, None] * C[labels, :]
+            H[:n, :n], H[:n, n:], H[n:, :n] = A, Bt, Bt.T
+        order = np.arange(n + K)
+        order[self._by_label] = np.arange(n)
+        if not self.space.bias:
+            return H[:n, :n], order[:n]
+        return H, order
+
+
 def multiclass_hessian(
     block: MulticlassBlock,
     space: Space,
@@ -227,80 +332,12 @@ def multiclass_hessian(
     scaling: Scaling | None = None,
     chunk_entries: int = HESSIAN_CHUNK_ENTRIES,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Hessian sums of a multiclass block over ``ids`` (+ bias when the space
-    has one), with the features grouped by label.
-
-    The sums run over row chunks of the block (``chunk_entries``): the
-    features' columns repeat a predicate once per label, so over the whole
-    block they hold many times the block's own non-zeros, and every
-    per-entry temporary would too, as would the per-row (m, K) products of
-    P; a chunk's are bounded. The gathered columns kept between passes
-    (``colcache.py``) are the distinct predicates', those the loss pass
-    gathers. Chunks add their sums in
-    turn: equal to one chunk's to rounding.
-
-    Parameters
-    ----------
-    P : ndarray, shape (m, K)
-        Model probabilities at the current weights.
-    ids : ndarray of int64, shape (n,)
-        Feature ids ``p * K + k``.
-    chunk_entries : int
-        Feature entries per row chunk, about (``_row_chunks``).
-
-    Returns
-    -------
-    H : ndarray, shape (N, N), N = n + n_bias
-    order : ndarray of int64, shape (N,)
-        ``H[np.ix_(order, order)]`` is the Hessian over [w over ids, bias].
-        The permutation is left to the reader: ``Curvature.of`` packs the
-        triangle through it, which is cheaper than a permuted copy.
-    """
-    if chunk_entries < 1:
-        raise ValueError(f"expected chunk_entries >= 1, got {chunk_entries}")
-    K = space.n_labels
-    ids = np.asarray(ids, dtype=np.int64)
-    n = len(ids)
-    by_label = np.argsort(ids % K, kind="stable")  # E's columns: features of label 0, 1, ...
-    preds, labels = ids[by_label] // K, ids[by_label] % K
-    distinct, inverse = np.unique(preds, return_inverse=True)
-    X = block.X
-    Xd = COLUMNS.get("columns", X, (distinct,), lambda: gather_columns(X, distinct))
-    scale = None if scaling is None else scaling.inv_scale[preds]
-    H = np.zeros((n + K, n + K))
-    ww, B = np.empty((n, n)), np.zeros((n, K))
-    bounds = _row_chunks(Xd, np.bincount(inverse, minlength=len(distinct)), chunk_entries, K)
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        E = _expanded_chunk(Xd, a, b, inverse, scale)
-        Pc, c = P[a:b], block.c[a:b]
-        cP = c[:, None] * Pc
-        # P_(i,k_b) of every entry, by a flat gather (cheaper than a 2-d fancy index)
-        flat = E.indices.astype(np.int64) * K + np.repeat(labels, np.diff(E.indptr))
-        P_entry = np.take(np.ascontiguousarray(Pc).reshape(-1), flat)
-        del flat
-        _label_blocks(E, labels, P_entry, cP, K, out=ww)
-        H[:n, :n] += ww
-        # bias rows: the always-on predicate with every label; V^T = E^T with
-        # entries e_ib P_(i,k_b), the CSC columns read as rows
-        Vt = sp.csr_matrix((E.data * P_entry, E.indices, E.indptr), shape=(n, b - a))
-        B -= np.asarray(Vt @ cP)  # (n, K)
-        B[np.arange(n), labels] += np.asarray(Vt @ c).ravel()
-        H[n:, n:] += np.diag(cP.sum(axis=0)) - Pc.T @ cP
-    H[:n, n:] = B
-    H[n:, :n] = B.T
-    if scaling is not None:
-        # uncentered (w, b') -> (w, b) with b' = b - M w, M[k, j] = [k_j = k] mean s
-        mu = scaling.mean[preds] * scaling.inv_scale[preds]
-        A, C = H[:n, :n], H[n:, n:]
-        BM = B[:, labels] * mu[None, :]
-        A = A - BM - BM.T + mu[:, None] * C[np.ix_(labels, labels)] * mu[None, :]
-        Bt = B - mu[:, None] * C[labels, :]
-        H[:n, :n], H[:n, n:], H[n:, :n] = A, Bt, Bt.T
-    order = np.arange(n + K)
-    order[by_label] = np.arange(n)
-    if not space.bias:
-        H, order = H[:n, :n], order[:n]
-    return H, order
+    """``MulticlassHessian``'s (H, order) of a block from its probabilities
+    ``P`` (shape (m, K)) at once: ids are feature ids ``p * K + k``,
+    ``chunk_entries`` feature entries per row chunk, about (``_row_chunks``)."""
+    hessian = MulticlassHessian(block, space, ids, scaling, chunk_entries)
+    hessian.add_rows(0, block.n_events, P)
+    return hessian.result()
 
 
 def candidate_hessian(
@@ -341,6 +378,8 @@ def curvature(
     hess_ids: np.ndarray,
     scaling: Scaling | None = None,
     full_gradient: bool = False,
+    *,
+    chunk_entries: int | None = None,
 ) -> Curvature:
     """Loss, gradient and Hessian sums of one block.
 
@@ -354,12 +393,18 @@ def curvature(
         Return the gradient over all ``space.n_features`` features (the
         gradient test of the next round rides on this pass), computed by the
         same code as ``loss.full_loss_grad``.
+    chunk_entries : int or None
+        Feature entries per row chunk of a multiclass block's Hessian
+        (``MulticlassHessian``).
     """
     hess_ids = np.asarray(hess_ids, dtype=np.int64)
-    lg, proba = loss_grad_proba(block, space, weights, scaling, None if full_gradient else hess_ids)
+    grad_ids = None if full_gradient else hess_ids
     if isinstance(block, MulticlassBlock):
-        return Curvature.of(lg, *multiclass_hessian(block, space, proba, hess_ids, scaling))
-    return Curvature.of(lg, candidate_hessian(block, space, proba, hess_ids, scaling))
+        hessian = MulticlassHessian(block, space, hess_ids, scaling, chunk_entries)
+        lg = loss_grad_feeding(block, space, weights, scaling, grad_ids, hessian.add_rows)
+        return Curvature.of(lg, *hessian.result())
+    lg, p = loss_grad_proba(block, space, weights, scaling, grad_ids)
+    return Curvature.of(lg, candidate_hessian(block, space, p, hess_ids, scaling))
 
 
 @dataclass(frozen=True)

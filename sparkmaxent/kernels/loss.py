@@ -25,7 +25,7 @@ from .mergeable import Summed
 from .packing import pack_nonzero, unpack_nonzero
 from .params import Scaling, Space, Weights
 from .softmax import row_logsumexp, row_softmax, segment_logsumexp
-from .sweep import _active_sweep, _chunkable, _linear_scores, _sweep
+from .sweep import ProbaRows, _active_sweep, _chunkable, _linear_scores, _sweep
 
 #: scores per row chunk of a block (``_sweep``): a chunk's rows stay in the
 #: CPU cache through every step of the kernel
@@ -195,18 +195,18 @@ def _swept(
     weights: Weights,
     request: tuple,
     grad_ids: np.ndarray | None,
-    keep_proba: bool,
     chunk_entries: int,
-) -> tuple[LossGrad, np.ndarray | None]:
-    """A request's pass through the general ``_sweep``; the probabilities
-    when ``keep_proba``."""
+    proba_rows: ProbaRows | None = None,
+) -> LossGrad:
+    """A request's pass through the general ``_sweep``, the probabilities
+    handed to ``proba_rows`` chunk by chunk when given."""
     (Xs, W, w_mean, w_inv), (X, mean, inv, g_rows) = request
-    r_sum, G, gold, top, lse, proba = _sweep(
-        Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, keep_proba, chunk_entries
+    r_sum, G, gold, top, lse = _sweep(
+        Xs, W, weights.bias, w_mean, w_inv, X, block.y, block.c, proba_rows, chunk_entries
     )
     correct = float(block.c @ (top == block.y))
     loss = float(block.c @ (lse - gold))
-    return _summed(block, space, G, r_sum, (mean, inv, g_rows), grad_ids, loss, correct), proba
+    return _summed(block, space, G, r_sum, (mean, inv, g_rows), grad_ids, loss, correct)
 
 
 def _summed(block, space, G, r_sum, columns, grad_ids, loss: float, correct: float) -> LossGrad:
@@ -269,7 +269,7 @@ def full_loss_grad(
     gathered columns, the gradient is taken over every predicate."""
     if isinstance(block, MulticlassBlock):
         request = _full_request(_checked(block), space, weights, scaling)
-        return _swept(block, space, weights, request, None, False, chunk_entries)[0]
+        return _swept(block, space, weights, request, None, chunk_entries)
     return _candidate_loss_grad(block, space, weights, scaling, None)[0]
 
 
@@ -293,7 +293,7 @@ def active_loss_grad(
     Xs, W, mean_s, inv_s = scoring
     if not _chunkable(Xs, W, Xs):
         request = (scoring, columns)
-        return _swept(block, space, weights, request, grad_ids, False, chunk_entries)[0]
+        return _swept(block, space, weights, request, grad_ids, chunk_entries)
     G, r_sum, loss, correct = _active_sweep(
         Xs, W, weights.bias, mean_s, inv_s, block.y, block.c, chunk_entries
     )
@@ -317,7 +317,7 @@ def loss_grad_at(
     test's fetch pass, kernels/thresholded.py)."""
     if isinstance(block, MulticlassBlock):
         request = _subset_request(_checked(block), space, weights, scaling, grad_ids)
-        return _swept(block, space, weights, request, grad_ids, False, chunk_entries)[0]
+        return _swept(block, space, weights, request, grad_ids, chunk_entries)
     return _candidate_loss_grad(block, space, weights, scaling, grad_ids)[0]
 
 
@@ -335,6 +335,28 @@ def loss_grad_proba(
     multiclass blocks, p of shape (n_candidates_total,) for candidate sets."""
     if not isinstance(block, MulticlassBlock):
         return _candidate_loss_grad(block, space, weights, scaling, grad_ids)
+    P = np.empty((block.n_events, space.n_labels))
+
+    def keep(a: int, b: int, p: np.ndarray) -> None:
+        P[a:b] = p
+
+    lg = loss_grad_feeding(block, space, weights, scaling, grad_ids, keep, chunk_entries)
+    return lg, P
+
+
+def loss_grad_feeding(
+    block: MulticlassBlock,
+    space: Space,
+    weights: Weights,
+    scaling: Scaling | None,
+    grad_ids: np.ndarray | None,
+    proba_rows: ProbaRows,
+    chunk_entries: int = CHUNK_ENTRIES,
+) -> LossGrad:
+    """:func:`loss_grad_proba`'s sums of a multiclass block, its
+    probabilities handed to ``proba_rows(a, b, P[a:b])`` row chunk by row
+    chunk in row order instead of kept: a curvature pass sums its Hessian
+    from them as they come, never holding the (m, K) matrix."""
     _checked(block)
     if grad_ids is None:
         request = _full_request(block, space, weights, scaling)
@@ -342,9 +364,7 @@ def loss_grad_proba(
         request = _active_request(block, space, weights, scaling, grad_ids)
     else:
         request = _subset_request(block, space, weights, scaling, grad_ids)
-    lg, proba = _swept(block, space, weights, request, grad_ids, True, chunk_entries)
-    assert proba is not None
-    return lg, proba
+    return _swept(block, space, weights, request, grad_ids, chunk_entries, proba_rows)
 
 
 def loss_grad(

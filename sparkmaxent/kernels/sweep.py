@@ -4,14 +4,14 @@ turns the scores into residuals R = c (P - Y) in place (``_residual_rows``)
 and multiplies them into gradient sums G = X^T R, over row chunks that stay
 in the CPU cache where scipy's own kernels can be called (``_chunkable``).
 ``_sweep`` is the general sweep (the gradient over any columns, the
-probabilities kept on request), ``_active_sweep`` an active-set pass's
-(the gradient over the scoring columns); neither keeps the (m, K)
-residual matrix.
+probabilities handed out chunk by chunk on request), ``_active_sweep`` an
+active-set pass's (the gradient over the scoring columns); neither keeps
+the (m, K) residual matrix, nor the probabilities.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -83,8 +83,21 @@ def _chunkable(Xs, W, Xg) -> bool:
     )
 
 
+#: takes a sweep's probabilities rows a..b, (a, b, P[a:b]), in row order
+ProbaRows = Callable[[int, int, np.ndarray], None]
+
+
 def _sweep(
-    Xs, W, bias, mean, inv, Xg, y: np.ndarray, c: np.ndarray, keep_proba: bool, chunk_entries: int
+    Xs,
+    W,
+    bias,
+    mean,
+    inv,
+    Xg,
+    y: np.ndarray,
+    c: np.ndarray,
+    proba_rows: ProbaRows | None,
+    chunk_entries: int,
 ):
     """Scores Xs @ W (scaled, ``_linear_scores``), the residual in their place
     (``_residual_rows``), G = Xg^T R, the gradient sums over Xg's columns,
@@ -95,30 +108,33 @@ def _sweep(
     scored, turned into residuals and added into G and r_sum in one
     chunk-sized buffer before the next chunk, instead of a dozen sweeps of
     the whole (m, K) matrix through memory, and the (m, K) residual matrix
-    is never held (only the probabilities, on request). G is the same bit
+    is never held, nor the probabilities: with ``proba_rows`` each chunk's
+    are handed to it (curvature) before the next. G is the same bit
     for bit: each row's arithmetic is the same, and G's product (scipy's
     ``csc_matvecs``) adds the events in the same order into the same buffer
     whether called once or chunk by chunk. r_sum adds its chunks' column
     sums (equal to one sum over the whole column to rounding; the same
     chunks, so the same bits, as ``_active_sweep``'s).
 
-    Returns (r_sum, G, gold, top, lse, proba), the last four as
+    Returns (r_sum, G, gold, top, lse), the last three as
     ``_residual_rows``."""
+    keep = proba_rows is not None
     if not _chunkable(Xs, W, Xg):
         R = np.ascontiguousarray(_linear_scores(Xs, W, bias, mean, inv))
-        rows = _residual_rows(R, y, c, keep_proba)
-        return (np.ones(len(y)) @ R, _dense(Xg.T @ R), *rows)
+        gold, top, lse, proba = _residual_rows(R, y, c, keep)
+        if proba_rows is not None and proba is not None:
+            proba_rows(0, len(y), proba)
+        return np.ones(len(y)) @ R, _dense(Xg.T @ R), gold, top, lse
     m, K = Xs.shape[0], W.shape[1]
     G, r_sum = np.zeros((Xg.shape[1], K)), np.zeros(K)
     gold, lse, top = np.empty(m), np.empty(m), np.empty(m, dtype=np.intp)
-    proba = np.empty((m, K)) if keep_proba else None
     for a, b, S in scored_chunks(Xs, W, bias, mean, inv, chunk_entries):
-        gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep_proba)
-        if proba is not None:
-            proba[a:b] = p
+        gold[a:b], top[a:b], lse[a:b], p = _residual_rows(S, y[a:b], c[a:b], keep)
+        if proba_rows is not None and p is not None:
+            proba_rows(a, b, p)
         r_sum += np.ones(b - a) @ S
         _add_chunk_gradient(Xg, a, b, S, G)
-    return r_sum, G, gold, top, lse, proba
+    return r_sum, G, gold, top, lse
 
 
 def scored_chunks(

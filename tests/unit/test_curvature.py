@@ -24,12 +24,13 @@ from sparkmaxent.kernels.blocks import CandidateBlock, split_block
 from sparkmaxent.kernels.curvature import (
     Curvature,
     CurvatureTask,
+    MulticlassHessian,
     _dense_product,
     _row_chunks,
     curvature,
     multiclass_hessian,
 )
-from sparkmaxent.kernels.loss import LossGrad, loss_grad_proba
+from sparkmaxent.kernels.loss import LossGrad, loss_grad_feeding, loss_grad_proba
 from sparkmaxent.problem import Objective
 
 from .helpers import random_candidates, random_multiclass
@@ -283,3 +284,64 @@ def test_multiclass_hessian_temporaries_follow_the_chunk_not_the_rows():
     assert peak < P.nbytes / 2  # one chunk of all the rows came close to P
     whole, _ = multiclass_hessian(block, space, P, ids, chunk_entries=10**9)
     np.testing.assert_allclose(chunked, whole, rtol=1e-12, atol=1e-12 * np.abs(whole).max())
+
+
+@pytest.mark.parametrize("chunk_entries", [7, 400, 10**9])
+def test_the_hessian_takes_the_rows_in_any_pieces(chunk_entries):
+    """Rows handed in pieces that cut the chunks anywhere (a loss pass's row
+    chunks are not the Hessian's) give the Hessian of the whole matrix at
+    once, bit for bit; a Hessian asked for before every row came is refused."""
+    rng = np.random.default_rng(12)
+    block = random_multiclass(rng, m=300, P=20, K=6)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids = np.sort(rng.choice(space.n_features, size=15, replace=False))
+    scaling = random_scaling(rng, space.n_predicates)
+    w = Weights(ids, rng.normal(size=len(ids)) * 0.5, rng.normal(size=6) * 0.1)
+    _, P = loss_grad_proba(block, space, w, scaling, ids)
+    whole, order = multiclass_hessian(block, space, P, ids, scaling, chunk_entries)
+    hessian = MulticlassHessian(block, space, ids, scaling, chunk_entries)
+    cuts = np.unique(np.r_[0, rng.integers(0, 300, size=25), 300])
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        hessian.add_rows(a, b, P[a:b])
+        if b < 300:
+            with pytest.raises(ValueError, match="every row"):
+                MulticlassHessian(block, space, ids, scaling, chunk_entries).result()
+    pieces, order2 = hessian.result()
+    np.testing.assert_array_equal(pieces, whole)
+    np.testing.assert_array_equal(order, order2)
+
+
+def test_a_curvature_pass_holds_no_matrix_of_probabilities():
+    """The pass sums its Hessian from the loss sweep's chunks of
+    probabilities as they come: with Hessian chunks of a few rows it
+    allocates less than a quarter of the (m, K) matrix beyond what the same
+    loss sweep allocates alone (it held the whole matrix before), and its
+    result is the one of the loss pass's kept probabilities
+    (loss_grad_proba, then multiclass_hessian) bit for bit."""
+    rng = np.random.default_rng(13)
+    m, K = 40000, 10
+    block = random_multiclass(rng, m=m, P=30, K=K)
+    space = Space(MULTICLASS, block.n_predicates, K, bias=True)
+    ids = np.array([3 * K + 1, 7 * K + 4, 9 * K])
+    w = Weights(ids, np.array([0.3, -0.2, 0.1]), rng.normal(size=K) * 0.1)
+
+    def peak(f, *args, **kwargs):
+        tracemalloc.start()
+        try:
+            return f(*args, **kwargs), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def hand_out(a, b, p):  # takes the rows, keeps none
+        pass
+
+    for grad_ids in (ids, None):  # the full gradient rides on the pass, or not
+        _, alone = peak(loss_grad_feeding, block, space, w, None, grad_ids, hand_out)
+        full = grad_ids is None
+        got, with_hessian = peak(curvature, block, space, w, ids, None, full, chunk_entries=4096)
+        assert with_hessian - alone < m * K * 8 / 4
+        lg, P = loss_grad_proba(block, space, w, None, grad_ids)
+        want = Curvature.of(lg, *multiclass_hessian(block, space, P, ids, chunk_entries=4096))
+        np.testing.assert_array_equal(got.hess_upper, want.hess_upper)
+        np.testing.assert_array_equal(got.lg.grad, want.lg.grad)
+        assert got.lg.loss == want.lg.loss

@@ -343,39 +343,52 @@ def test_the_active_set_sweep_keeps_no_residual_matrix_and_gives_the_same_sums(
     assert len(got.grad) == len(grad_ids)
 
 
-@pytest.mark.parametrize("keep_proba", [False, True])
+@pytest.mark.parametrize("hand_out_proba", [False, True])
 def test_the_general_sweep_holds_no_residual_matrix_and_its_bias_sums_are_the_active_sweeps(
-    keep_proba,
+    hand_out_proba,
 ):
     """The general sweep (a full-gradient pass) scores, turns into residuals
     and sums each row chunk in one chunk-sized buffer: its allocations stay
-    under half the (m, K) residual matrix beyond the probabilities it keeps
-    on request; its gradient sums are the whole block's product bit for bit,
+    under half the (m, K) residual matrix, also when it hands out the
+    probabilities (each chunk's, in row order, to a taker that keeps none
+    of them); its gradient sums are the whole block's product bit for bit,
     its bias sums the whole columns' to rounding and the active-set sweep's
     (the same chunks) bit for bit, the same on every call."""
     import tracemalloc
 
+    from sparkmaxent.kernels.softmax import row_softmax
     from sparkmaxent.kernels.sweep import _active_sweep, _residual_rows, _sweep
 
     rng = np.random.default_rng(5)
     block = random_multiclass(rng, m=20000, P=30, K=10)
     X, y, c, (m, K) = block.X.tocsr(), block.y, block.c, (block.n_events, block.n_labels)
     W, bias = rng.normal(size=(X.shape[1], K)) * 0.3, rng.normal(size=K)
+    handed: list[tuple[int, int, float]] = []
+
+    def take(a, b, p):  # keeps a checksum of the rows, not the rows
+        handed.append((a, b, float(p @ np.arange(1.0, K + 1) @ np.arange(1.0, b - a + 1))))
+
+    taker = take if hand_out_proba else None
     tracemalloc.start()
-    r_sum, G, gold, top, lse, proba = _sweep(X, W, bias, None, None, X, y, c, keep_proba, 4096)
+    r_sum, G, gold, top, lse = _sweep(X, W, bias, None, None, X, y, c, taker, 4096)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    kept = m * K * 8 if keep_proba else 0  # the probabilities
-    assert peak - kept < m * K * 8 / 2
-    assert (proba is not None) == keep_proba
+    assert peak < m * K * 8 / 2
     R = X @ W + bias  # the whole block at once: scores, then residuals in place
+    P = row_softmax(R)[1]
+    if hand_out_proba:
+        assert handed[0][0] == 0 and handed[-1][1] == m and len(handed) > 1
+        assert all(prev[1] == nxt[0] for prev, nxt in zip(handed, handed[1:]))
+        for a, b, checksum in handed:
+            want = float(P[a:b] @ np.arange(1.0, K + 1) @ np.arange(1.0, b - a + 1))
+            assert checksum == pytest.approx(want, rel=1e-13)
     want_gold, want_top, want_lse, _ = _residual_rows(R, y, c, False)
     np.testing.assert_array_equal(G, X.T @ R)
     np.testing.assert_allclose(r_sum, R.sum(axis=0), rtol=1e-13, atol=1e-13)
     np.testing.assert_array_equal(np.c_[gold, top, lse], np.c_[want_gold, want_top, want_lse])
     active = _active_sweep(X, W, bias, None, None, y, c, 4096)
     np.testing.assert_array_equal(active[1], r_sum)
-    again = _sweep(X, W, bias, None, None, X, y, c, keep_proba, 4096)
+    again = _sweep(X, W, bias, None, None, X, y, c, taker, 4096)
     np.testing.assert_array_equal(again[0], r_sum)
 
 
