@@ -29,8 +29,12 @@ from pyspark.serializers import FramedSerializer, SpecialLengths, read_int
 
 MAGIC = b"sparkmaxent-block-frames:"
 
-#: largest piece of a pickled block per cached row
-CACHE_CHUNK_BYTES = 1 << 22
+#: largest piece of a pickled block per cached row: below half of G1's
+#: smallest heap region (1 MiB), so that no chunk is a humongous object.
+#: G1 gives each of those whole regions of its own outside the young
+#: generation, and the local JVM's heap grew by hundreds of megabytes of
+#: them while the blocks were cached (the scale benchmark's JVM peak)
+CACHE_CHUNK_BYTES = 1 << 18
 
 _LEN = 8  # bytes of each count and length in the header, little-endian
 
