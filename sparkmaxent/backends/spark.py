@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 from pyspark import StorageLevel, cloudpickle
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from ..data.drained import drained_slices
 from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
 from ..errors import StalledError, check_total_weight
 from ..kernels import Block, Space
@@ -171,17 +172,27 @@ def iter_partition_blocks(
     batches: list[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
 ) -> Iterator[Block]:
     """``partition_blocks`` one block at a time, each built when asked for:
-    the caching holds one block of a partition, not all of them."""
-    batches = [b for b in batches if b.num_rows]
-    if not batches:
+    the caching holds one block of a partition, not all of them, and each
+    block's rows are copied out of the batches chunk by chunk, letting go
+    of each as it goes (``drained.drained_slices``), so the block's arrays
+    take the place of its events instead of sitting beside them, when the
+    caller keeps no reference to ``batches`` (the cache builder's is its
+    own list; a caller that keeps one gets the same blocks)."""
+    kept = [b for b in batches if b.num_rows]
+    del batches
+    if not kept:
         return
-    table = pa.Table.from_batches(batches)
+    table = pa.Table.from_batches(kept)
+    del kept
     nnz = pc.sum(pc.list_value_length(table.column("indices"))).as_py() or 0
     n_parts = max(1, math.ceil(nnz / max_block_nnz))
-    bounds = np.linspace(0, table.num_rows, n_parts + 1).astype(np.int64)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        if hi > lo:
-            yield block_from_arrow(table.slice(lo, hi - lo), info)
+    bounds = np.unique(np.linspace(0, table.num_rows, n_parts + 1).astype(np.int64))
+    columns = {name: list(table.column(name).chunks) for name in table.schema.names}
+    schema = table.schema
+    del table  # the chunks in ``columns`` are the only references left
+    for rows in drained_slices(columns, schema, bounds):
+        yield block_from_arrow(rows, info)
+        del rows
 
 
 def binary_row(data: bytes | memoryview, large: bool) -> pa.Array:

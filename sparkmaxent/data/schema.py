@@ -118,8 +118,8 @@ class DatasetInfo:
 
 def _list_parts(arr: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     """CSR (offsets from 0, flat values) of a possibly sliced list array."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    if isinstance(arr, pa.ChunkedArray):  # one chunk is taken as it is, not copied
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     offsets = arr.offsets.to_numpy().astype(np.int64)
     return offsets - offsets[0], arr.flatten().to_numpy(zero_copy_only=False)
 
