@@ -213,7 +213,8 @@ def _pickled_blocks(
     expects large_binary (spark.sql.execution.arrow.useLargeVarTypes). One
     block is held at a time, dropped once pickled, and its pickle goes out
     without a copy: the Python worker building the cache holds the
-    partition's events, one block and its pickle at most, and once the
+    partition's events not yet in a block (``iter_partition_blocks``), one
+    block and its pickle's head at most, and once the
     partition is done gives what it freed back to the system
     (``release.release_memory``) before it runs passes
     (``release.share_worker_pool``)."""
