@@ -31,11 +31,10 @@ def drained_slices(
     source chunk is replaced by None in ``columns`` once its last row was
     copied: the caller must hold no other reference to the chunks, or
     nothing is freed. ``bounds`` are increasing, from 0 to the row count."""
-    first = next(iter(columns.values()))
-    sizes = [0 if c is None else len(c) for c in first]
-    if None in first:
+    first = [c for c in next(iter(columns.values())) if c is not None]
+    if len(first) < len(next(iter(columns.values()))):
         raise ValueError("expected columns none of whose chunks was let go")
-    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    starts = np.concatenate([[0], np.cumsum([len(c) for c in first], dtype=np.int64)])
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         arrays = [_drained_column(columns[f.name], starts, int(lo), int(hi)) for f in schema]
         yield pa.Table.from_arrays(arrays, schema=schema)
@@ -67,7 +66,7 @@ def _drained_column(chunks: list, starts: np.ndarray, lo: int, hi: int) -> pa.Ar
     offsets = np.empty(hi - lo + 1, dtype=np.int32)
     offsets[0], row, at = 0, 0, 0
     for i, piece in _pieces(chunks, starts, lo, hi):
-        flat = piece.flatten().to_numpy()
+        flat = piece.flatten().to_numpy(zero_copy_only=False)  # as block_from_arrow reads
         values[at : at + len(flat)] = flat
         own = piece.offsets.to_numpy()
         offsets[row + 1 : row + len(piece) + 1] = own[1:] - own[0] + at

@@ -77,3 +77,5 @@ def test_drained_slices_let_go_of_each_chunk_once_copied():
     list(slices)
     assert all(c is None for column in columns.values() for c in column)
     assert pa.total_allocated_bytes() < 0.1 * before
+    with pytest.raises(ValueError, match="let go"):  # drained columns cannot be read again
+        next(drained_slices(columns, schema, np.array([0, m])))
