@@ -24,6 +24,8 @@ def dataset(tmp_path_factory):
     return str(directory), write_events(block, str(directory), info, n_files=3)
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_passes_and_spark_jobs_are_counted(spark, dataset):
     sc = spark.sparkContext
     directory, info = dataset

@@ -47,7 +47,18 @@ def data(spark, tmp_path_factory):
     return make_data(spark, tmp_path_factory.mktemp("faults"))
 
 
-@pytest.mark.parametrize("name", list(SETTINGS))
+#: methods whose kill-and-resume test runs only in CI's slow step: each
+#: shares its checkpoint writer with a family kept in the default suite
+CI_ONLY = {"combination", "mle-ifs", "l2-ifs", "ifs", "sgc-lookahead"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=[pytest.mark.slow, pytest.mark.ci]) if n in CI_ONLY else n
+        for n in SETTINGS
+    ],
+)
 def test_a_training_job_killed_at_a_seeded_write_resumes_to_the_uninterrupted_model(
     data, name, tmp_path, caplog
 ):
@@ -77,8 +88,12 @@ def test_a_training_job_killed_at_a_seeded_write_resumes_to_the_uninterrupted_mo
     [
         "write:1",  # inside the first checkpoint's weights
         "write:2",  # inside the first checkpoint's state.json
-        "write:4",  # inside the second round's state.json (the first round's stays good)
-        "publish:1",  # the model complete, about to be renamed in
+        pytest.param(  # inside the second round's state.json (the first round's stays good)
+            "write:4", marks=[pytest.mark.slow, pytest.mark.ci]
+        ),
+        pytest.param(  # the model complete, about to be renamed in
+            "publish:1", marks=[pytest.mark.slow, pytest.mark.ci]
+        ),
     ],
 )
 def test_grafting_killed_inside_checkpoint_writes_and_model_publish_resumes(data, point, tmp_path):
@@ -121,6 +136,8 @@ def test_a_kill_while_replacing_a_model_keeps_the_old_one(data, point, tmp_path)
     assert leftovers(out) == []
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_prepare_killed_while_replacing_a_dataset_keeps_the_old_one(spark, data, tmp_path):
     """``prepare --overwrite`` (Spark) killed between publish's renames: the
     next prepare puts the old dataset back and refuses it without

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Your own data in three commands"
@@ -44,6 +45,8 @@ def write_events(path: Path, rng: np.random.Generator, n: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_readme_own_data_commands_run_verbatim(tmp_path):
     commands = readme_commands()
     assert commands[0].startswith("pip install"), commands

@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.e2e.test_cluster import ROOT, run_submit, submit_env
 
 # a job script: spark_session() with a TOML-like master and conf; dumps what
@@ -38,6 +40,8 @@ spark.stop()
 """
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_spark_submit_options_win_in_a_real_session(tmp_path):
     script = tmp_path / "settings.py"
     script.write_text(REPORT)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from sparkmaxent.cli import EXIT_BAD_INPUT, EXIT_STALLED
 from tests.e2e.test_cluster import JOB_TIMEOUT, ROOT, SUBMIT, submit_env
 
@@ -24,6 +26,8 @@ def _submit(args: list[str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_a_bad_input_error_line_is_on_stderr_under_submit(tmp_path):
     missing = str(tmp_path / "missing.txt")
     r = _submit(

@@ -66,6 +66,8 @@ def test_tokens_are_scored_by_mllib_as_by_the_arrow_scorer(spark, model, df, cap
     assert text_models(model.copy())[0] is vectorizer  # built once, copies share it
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_repeated_tokens_count_or_are_present_as_in_training(spark):
     """A model fitted on counts scores repeats as counts; a binary one as
     presence (the vectoriser's binary=True): both as the Arrow scorer, and

@@ -82,6 +82,8 @@ def planted(spark):
     return train, vectors, size, MaxEntClassifier(l2=0.01, standardization=True).fit(train)
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_transform_delegates_vectors_to_mllib(planted, caplog):
     train, vectors, size, model = planted
     with caplog.at_level(logging.INFO, logger="sparkmaxent.ml.mllib"):
@@ -134,6 +136,8 @@ def test_what_does_not_map_falls_back_or_is_refused(planted, caplog):
         model.copy({model.thresholds: [0.0, 1.0, 1.0]}).toMLlib(size)
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_fit_records_the_vector_size(spark, planted, tmp_path, caplog):
     """fit records the Vectors' size (metadata, else every row's one size):
     hand-made Vectors with no metadata are scored by MLlib's model, a column

@@ -98,6 +98,8 @@ def planted(tmp_path_factory):
     return directory, info, block
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_spark_training_equals_local_and_the_model_scores_on_executors(spark, planted, tmp_path):
     import dataclasses
 

@@ -165,6 +165,8 @@ def test_prepare_under_connect_equals_classic_prepare(prepared):
     assert remote.vocabulary_fingerprint == classic.vocabulary_fingerprint
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_grafting_under_connect_is_classic_grafting(spark, server, prepared, tmp_path):
     """Default-suite check: the grafting model trained, saved and reloaded
     under Connect on the DataFrame backend is the classic RDD backend's."""

@@ -124,6 +124,8 @@ def test_lattice_model_from_text_on_spark(spark, datasets, tmp_path):
     assert hits == pytest.approx(scored["accuracy"])
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_cached_widened_blocks_on_spark_give_the_model_of_widening_in_each_pass(
     spark, datasets, monkeypatch
 ):

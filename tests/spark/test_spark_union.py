@@ -175,6 +175,8 @@ def test_spark_path_refit_reaches_the_in_process_refit(spark, parts):
     assert a.objective == pytest.approx(objective, rel=1e-9)
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_spark_stage_refit_reaches_the_in_process_refit(spark, parts):
     """A stage method's refit of its best held-out stage (choice/heldout.py)
     on Spark, over the joined backend: the same stages and choice as in

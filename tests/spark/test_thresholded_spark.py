@@ -89,6 +89,8 @@ def test_the_frame_backends_thresholded_test_is_its_dense_test(spark, problem):
         assert method.gradient_test.fetch_passes >= 1
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_grafting_on_spark_with_thresholded_partials_grafts_the_dense_model(backend):
     dense = train(backend, config(partial_cut=0.0))
     thr = train(backend, config(partial_cut=0.5))

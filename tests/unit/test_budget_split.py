@@ -360,7 +360,7 @@ _ROUNDS = {
     "method",
     [
         "bayes-factor",
-        "grafting",
+        pytest.param("grafting", marks=[pytest.mark.slow, pytest.mark.ci]),
         pytest.param("sgc", marks=pytest.mark.slow),
         "sgc reestimate",
         "sgc reestimate refit",

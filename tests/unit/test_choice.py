@@ -598,7 +598,9 @@ PAST_OPTIMUM = {
 }
 
 
-@pytest.mark.parametrize("method", ["sgc", "bayes-factor"])
+@pytest.mark.parametrize(
+    "method", ["sgc", pytest.param("bayes-factor", marks=[pytest.mark.slow, pytest.mark.ci])]
+)
 def test_stage_runs_stop_by_the_paths_held_out_rule_where_brute_force_says(problem, method):
     keys = PAST_OPTIMUM[method]
     if method == "bayes-factor":  # its rounds grow under a held-out rule: one that never fires

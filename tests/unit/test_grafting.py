@@ -545,6 +545,8 @@ def test_round_global_cg_reaches_the_rounds_solver_and_the_same_certified_optimu
     assert runs[50][0].report.objective == pytest.approx(runs[0][0].report.objective, rel=1e-9)
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_small_gamma1_rounds_stop_at_the_certificates_own_accuracy():
     """At a small gamma1 the zero-weight margin gamma1 * kkt_tol once set the
     rounds' final tolerance (0.5 gamma1 kkt_tol): the Hessian-free rounds

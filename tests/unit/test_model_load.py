@@ -253,7 +253,13 @@ def test_a_failed_replace_keeps_the_old_model(saved, monkeypatch):
     assert MaxentModel.load(saved).scaling is None
 
 
-@pytest.mark.parametrize("part", [WEIGHTS_DIR, f"{VOCABULARY_DIR}/features"])
+@pytest.mark.parametrize(
+    "part",
+    [
+        WEIGHTS_DIR,
+        pytest.param(f"{VOCABULARY_DIR}/features", marks=[pytest.mark.slow, pytest.mark.ci]),
+    ],
+)
 def test_every_byte_flipped_in_a_model_parquet_page_is_found_naming_the_file(saved, part):
     """issue 40 item 2: damage in the middle of a model's Parquet file (the
     footer intact) is never loaded as other names or weights: each byte of

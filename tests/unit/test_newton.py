@@ -275,6 +275,8 @@ def test_face_cg_solves_a_singular_system_off_its_null_space():
     assert short @ A @ short / 2 - b @ short < 0
 
 
+@pytest.mark.slow
+@pytest.mark.ci  # kept out of the default suite; CI's slow step runs it
 def test_face_step_without_cholesky_matches_an_independent_solver_on_a_late_round_model():
     """A model like a late grafting round's (near twins, a null direction,
     orthant bounds a hair from 0): the sweeps with conjugate-gradient face
