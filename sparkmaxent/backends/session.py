@@ -22,6 +22,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from sparkmaxent.backends.chunked import CACHE_CHUNK_BYTES
+
 log = logging.getLogger(__name__)
 
 # Spark binds to the machine's external interface unless told otherwise; local
@@ -44,10 +46,17 @@ LOCAL_JVM_CONF = {
         "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:G1PeriodicGCInterval=5000"
     ),
 }
+# The block manager stores a partition cached at a serialized level in
+# chunks of spark.storage.unrollMemoryThreshold bytes. Spark's 1 MiB is a
+# humongous object for G1 in heaps under 8 GiB (regions of 2 MiB or less),
+# taking whole regions of its own: the block cache took about twice its
+# size on the heap. CACHE_CHUNK_BYTES is an ordinary object at every
+# region size.
 DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
+    "spark.storage.unrollMemoryThreshold": str(CACHE_CHUNK_BYTES),
 }
 MASTER_KEY = "spark.master"
 NAME_KEY = "spark.app.name"

@@ -29,6 +29,14 @@ def test_defaults_alone():
     assert plan.settings["spark.master"] == "local[2]"
 
 
+def test_cached_blocks_are_stored_in_chunks_of_the_cache_rows_on_every_master():
+    from sparkmaxent.backends.chunked import CACHE_CHUNK_BYTES
+
+    for master in ("local[2]", "spark://10.0.0.1:7077", "yarn"):
+        plan = plan_session(master, None)
+        assert plan.settings["spark.storage.unrollMemoryThreshold"] == str(CACHE_CHUNK_BYTES)
+
+
 def test_the_ui_is_not_turned_off_by_default():
     plan = plan_session("local[2]", None)
     assert "spark.ui.enabled" not in plan.settings
