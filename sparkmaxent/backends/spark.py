@@ -44,7 +44,7 @@ import os
 import pickle
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -160,39 +160,54 @@ def event_partitions(frame, partitions: int | None, n_events: int, min_partition
 
 
 def partition_blocks(
-    batches: list[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
+    batches: Iterable[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
 ) -> list[Block]:
-    """Kernel blocks from one partition's Arrow batches: one block, or a few
-    of consecutive events if it holds more than ``max_block_nnz`` non-zeros;
-    none if it is empty."""
+    """Kernel blocks from one partition's Arrow batches, of consecutive
+    events in order: each as many events as fit in ``max_block_nnz``
+    non-zeros (an event alone beyond it makes a block of its own); none if
+    the partition is empty."""
     return list(iter_partition_blocks(batches, info, max_block_nnz))
 
 
 def iter_partition_blocks(
-    batches: list[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
+    batches: Iterable[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
 ) -> Iterator[Block]:
-    """``partition_blocks`` one block at a time, each built when asked for:
-    the caching holds one block of a partition, not all of them, and each
-    block's rows are copied out of the batches chunk by chunk, letting go
-    of each as it goes (``drained.drained_slices``), so the block's arrays
-    take the place of its events instead of sitting beside them, when the
-    caller keeps no reference to ``batches`` (the cache builder's is its
-    own list; a caller that keeps one gets the same blocks)."""
-    kept = [b for b in batches if b.num_rows]
-    del batches
-    if not kept:
-        return
-    table = pa.Table.from_batches(kept)
-    del kept
-    nnz = pc.sum(pc.list_value_length(table.column("indices"))).as_py() or 0
-    n_parts = max(1, math.ceil(nnz / max_block_nnz))
-    bounds = np.unique(np.linspace(0, table.num_rows, n_parts + 1).astype(np.int64))
+    """``partition_blocks`` one block at a time, each built as soon as its
+    events have come and before the next block's are read: the worker
+    caching a partition holds one block's events, not the partition's.
+    Each block's rows are copied out of its batches chunk by chunk, letting
+    go of each as it goes (``drained.drained_slices``), so the block's
+    arrays take the place of its events instead of sitting beside them."""
+    pending: list[pa.RecordBatch] = []
+    nnz = 0
+    for batch in batches:
+        while batch.num_rows:
+            sizes = pc.fill_null(pc.list_value_length(batch.column("indices")), 0)
+            ends = np.cumsum(sizes.to_numpy(), dtype=np.int64)
+            fit = int(np.searchsorted(ends, max_block_nnz - nnz, side="right"))
+            if fit == batch.num_rows:
+                pending.append(batch)
+                nnz += int(ends[-1])
+                break
+            fit = fit or (0 if pending else 1)  # an event beyond the limit alone
+            if fit:
+                pending.append(batch.slice(0, fit))
+            batch = batch.slice(fit)
+            yield _drained_block(pending, info)
+            nnz = 0
+    if pending:
+        yield _drained_block(pending, info)
+
+
+def _drained_block(pending: list[pa.RecordBatch], info: DatasetInfo) -> Block:
+    """The block of ``pending``'s rows, emptying the list: its batches'
+    chunks are let go as their rows are copied (``drained_slices``)."""
+    table = pa.Table.from_batches(pending)
+    pending.clear()
     columns = {name: list(table.column(name).chunks) for name in table.schema.names}
-    schema = table.schema
+    schema, rows = table.schema, table.num_rows
     del table  # the chunks in ``columns`` are the only references left
-    for rows in drained_slices(columns, schema, bounds):
-        yield block_from_arrow(rows, info)
-        del rows
+    return block_from_arrow(next(drained_slices(columns, schema, np.array([0, rows]))), info)
 
 
 def binary_row(data: bytes | memoryview, large: bool) -> pa.Array:
@@ -212,15 +227,15 @@ def _pickled_blocks(
     (``chunked.chunk_rows``, what the RDD cache reads). ``large``: Spark
     expects large_binary (spark.sql.execution.arrow.useLargeVarTypes). One
     block is held at a time, dropped once pickled, and its pickle goes out
-    without a copy: the Python worker building the cache holds the
-    partition's events not yet in a block (``iter_partition_blocks``), one
-    block and its pickle's head at most, and once the
+    without a copy: the Python worker building the cache holds one block's
+    events (``iter_partition_blocks``), one block and its pickle's head at
+    most, and once the
     partition is done gives what it freed back to the system
     (``release.release_memory``) before it runs passes
     (``release.share_worker_pool``)."""
 
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for block in iter_partition_blocks(list(batches), info, max_block_nnz):
+        for block in iter_partition_blocks(batches, info, max_block_nnz):
             if chunk_bytes is None:
                 rows: Any = [pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)]
             else:  # the block's arrays go out as they are (no pickle of them)

@@ -2,16 +2,16 @@
 let go once copied: the events a block is built from change hands instead
 of being held twice.
 
-A Python worker that caches a partition's blocks holds the partition's
-Arrow batches (about the size of its blocks' arrays) while it builds each
-block, a copy of that block's rows made contiguous. Copied at once, the
+A Python worker that caches a partition's blocks holds a block's Arrow
+batches (about the size of the block's arrays) while it builds the block,
+a copy of its rows made contiguous. Copied at once, the
 rows of a block sit twice in memory until the block is done; copied
 chunk by chunk into arrays allocated (not yet touched) for the whole
 range, with each chunk that ends within the range dropped as soon as it is
 copied and its memory handed back to the system at once (Arrow's pool
 keeps freed memory otherwise), the pages the block's arrays touch follow
-the pages the batches give back, and a worker's peak while it builds the
-blocks is about the batches' (``backends.spark.iter_partition_blocks``).
+the pages the batches give back, and a worker's peak while it builds a
+block is about its batches' (``backends.spark.iter_partition_blocks``).
 """
 
 from __future__ import annotations

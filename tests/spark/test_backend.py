@@ -212,6 +212,51 @@ def test_the_cache_builder_makes_the_blocks_of_partition_blocks_one_at_a_time(da
     assert not isinstance(lazy, list) and len(list(lazy)) == len(blocks)
 
 
+@pytest.mark.parametrize("limit", [200, 6])
+def test_partition_blocks_fill_each_block_to_the_limit_reading_one_block_of_batches(
+    datasets, limit
+):
+    """A partition's blocks are its events in order, each block as many as
+    fit in max_block_nnz (an event beyond it alone), and each block comes
+    out before the batches after the one holding the next block's first
+    event are read: the worker holds one block's events, not the
+    partition's."""
+    import pyarrow.compute as pc
+
+    from sparkmaxent.backends.spark import iter_partition_blocks
+    from sparkmaxent.data.schema import block_from_arrow
+
+    directory, info, _ = datasets[MULTICLASS]
+    table = read_events_table(directory, info)
+    sizes = pc.list_value_length(table.column("indices")).to_numpy()
+    assert sizes.max() > 6  # the small limit has events beyond it
+    ends, filled, count = [], 0, 0
+    for i, size in enumerate(sizes):  # the split, event by event
+        if count and filled + size > limit:
+            ends.append(i)
+            filled = count = 0
+        filled, count = filled + size, count + 1
+    ends.append(len(sizes))
+    read, given = [], table.to_batches(max_chunksize=7)
+    batch_ends = np.cumsum([b.num_rows for b in given])
+
+    def batches():
+        for batch in given:
+            read.append(batch.num_rows)
+            yield batch
+
+    starts = [0, *ends[:-1]]
+    for n, block in enumerate(iter_partition_blocks(batches(), info, max_block_nnz=limit)):
+        lo, hi = starts[n], ends[n]
+        next_batch = min(np.searchsorted(batch_ends, hi, side="right"), len(given) - 1)
+        assert sum(read) <= batch_ends[next_batch]  # none after the next block's first event's
+        expected = block_from_arrow(table.slice(lo, hi - lo), info)
+        assert block.n_events == hi - lo and (block.X != expected.X).nnz == 0
+        assert np.array_equal(block.y, expected.y)
+        assert block.X.nnz <= limit or block.n_events == 1
+    assert n + 1 == len(ends) > 3
+
+
 @pytest.mark.parametrize("shape", [MULTICLASS, CANDIDATES])
 def test_the_cache_holds_the_workers_pickles_in_chunks_and_the_blocks_of_the_row_path(
     spark, datasets, shape
