@@ -58,7 +58,7 @@ def collect_local_jvm(sc) -> bool:
     transient copies while the blocks were cached (the Parquet scan, the
     shuffle of a repartition, the Arrow batches to and from the Python
     workers) is given back before the passes instead of staying resident
-    beside the workers: a full collection of G1 shrinks the heap to
+    beside the workers: a full collection shrinks the heap to
     ``-XX:MaxHeapFreeRatio`` (the local default, ``session.LOCAL_JVM_CONF``).
     With a cluster's master nothing is done (the executors' JVMs are
     elsewhere). True when it ran."""

@@ -34,16 +34,19 @@ LOOPBACK_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
 }
 # A local master's one JVM is the driver and the executor, on a machine it
-# shares with its Python workers. G1 grows its heap for the transient
-# copies of the blocks while they are cached (and for bursts of pass
-# results) and by default keeps it: here it gives back what exceeds 30%
-# free after each concurrent cycle (MaxHeapFreeRatio; MinHeapFreeRatio
-# must not exceed it) and runs a concurrent cycle after 5 s without a
-# collection (G1PeriodicGCInterval), so a JVM idle between passes returns
-# its garbage's pages. Documented in docs/cli.md ("Spark settings").
+# shares with its Python workers. The stream of short-lived byte arrays
+# that goes through it (the events on their way to the workers while the
+# blocks are cached, each pass's cached chunks on their way back to them)
+# makes G1 grow its heap to several times what it keeps alive, even with
+# its periodic and concurrent cycles; the serial collector grows the heap
+# only when its old generation fills and gives back what exceeds 30% free
+# after each full collection (MaxHeapFreeRatio; MinHeapFreeRatio must not
+# exceed it). A local JVM is one process on one machine, its heap a few
+# GiB, where the serial collector's pauses are short. Documented in
+# docs/cli.md ("Spark settings").
 LOCAL_JVM_CONF = {
     "spark.driver.extraJavaOptions": (
-        "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30 -XX:G1PeriodicGCInterval=5000"
+        "-XX:+UseSerialGC -XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
     ),
 }
 # The block manager stores a partition cached at a serialized level in

@@ -222,4 +222,4 @@ def test_the_local_jvm_options_start_a_java_17_jvm():
     flags = {line.split()[1]: line.split()[3] for line in done.stdout.splitlines()
              if line.count("=") == 1 and len(line.split()) >= 4}  # fmt: skip
     assert flags["MaxHeapFreeRatio"] == "30" and flags["MinHeapFreeRatio"] == "10"
-    assert flags["G1PeriodicGCInterval"] == "5000"
+    assert flags["UseSerialGC"] == "true" and flags["UseG1GC"] == "false"
