@@ -44,6 +44,9 @@ from .sweep import _chunkable, _dense, _linear_scores, scored_chunks
 #: whose chunks give the same bits (each row's arithmetic is the same)
 CHUNK_ENTRIES = 1 << 17
 
+#: rows of c_i P_ik formed at once (``times_cP``)
+CP_ROWS = 1 << 13
+
 Parts = tuple[dict[str, Any], dict[str, np.ndarray]]
 Specs = dict[str, tuple[str, tuple[int, ...]]]
 
@@ -117,13 +120,15 @@ class MulticlassOperator(_Arrays):
     """v -> H v (sums over the block's events) over [w over the ids, bias]
     and H's diagonal ``diag``; ``Xs`` the gathered columns of the ids'
     predicates, ``rows``/``labels`` each id's column and label, ``P`` the
-    probabilities, ``cP`` c_i P_ik, ``weight`` the events' weight."""
+    probabilities, ``c`` the events' weights c_i, ``weight`` their sum.
+    c_i P_ik is formed a chunk of rows at a time where it is used
+    (``times_cP``), not kept beside P: an operator holds one (m, K) matrix."""
 
     Xs: sp.csr_matrix
     mean: np.ndarray | None
     inv: np.ndarray | None
     P: np.ndarray
-    cP: np.ndarray
+    c: np.ndarray
     rows: np.ndarray
     labels: np.ndarray
     bias: bool
@@ -146,8 +151,7 @@ class MulticlassOperator(_Arrays):
         W[self.rows, self.labels] = v[:n]
         S = _linear_scores(self.Xs, W, v[n:] if self.bias else None, self.mean, self.inv)
         S -= np.einsum("ik,ik->i", self.P, S)[:, None]  # in place: S is the product's own
-        S *= self.cP
-        return self.back(S)
+        return self.back(times_cP(S, self.c, self.P))
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,15 @@ class CandidateOperator(_Arrays):
 
 Operator = MulticlassOperator | CandidateOperator
 KINDS = {cls.__name__: cls for cls in (MulticlassOperator, CandidateOperator)}
+
+
+def times_cP(S: np.ndarray, c: np.ndarray, P: np.ndarray, rows: int = CP_ROWS) -> np.ndarray:
+    """``S *= c_i P_ik`` in place, returned: c_i P_ik formed ``rows`` rows
+    at a time, the same bits as multiplying by the whole (m, K) matrix
+    ``c[:, None] * P`` (each entry's two products are the same), without it."""
+    for a in range(0, len(S), rows):
+        S[a : a + rows] *= c[a : a + rows, None] * P[a : a + rows]
+    return S
 
 
 def operator_from_parts(numbers: dict[str, Any], arrays: dict[str, np.ndarray]) -> Operator:
@@ -233,13 +246,13 @@ def multiclass_operator(
     Xs, mean, inv = _columns(_checked(block), preds, scaling)
     placed = {"Xs.indptr": Xs.indptr, "Xs.indices": Xs.indices, "Xs.data": Xs.data}
     placed.update(rows=rows, labels=ids % K, **({} if mean is None else {"mean": mean, "inv": inv}))
+    placed.update(c=np.asarray(block.c, dtype=np.float64))
     n_diag = len(ids) + (K if space.bias else 0)
     f8 = np.dtype(np.float64).str
-    specs = {"P": (f8, (m, K)), "cP": (f8, (m, K)), "diag": (f8, (n_diag,))}
+    specs = {"P": (f8, (m, K)), "diag": (f8, (n_diag,))}
     out = sink.allocate(specs, placed)
     P = model_proba(block, space, weights, scaling, ids, out=out["P"])
-    cP = np.multiply(block.c[:, None], P, out=out["cP"])
-    A = cP * (1.0 - P)
+    A = times_cP(np.subtract(1.0, P), out["c"], P)  # c_i P_ik (1 - P_ik)
     D = _dense(squared(Xs).T @ A)
     if mean is not None and inv is not None:
         XA, total = _dense(Xs.T @ A), A.sum(axis=0)
@@ -249,7 +262,7 @@ def multiclass_operator(
         out["diag"][len(ids) :] = A.sum(axis=0)
     Xs = _csr(out["Xs.indptr"], out["Xs.indices"], out["Xs.data"], Xs.shape)
     return MulticlassOperator(
-        Xs, out.get("mean"), out.get("inv"), P, cP, out["rows"], out["labels"], space.bias,
+        Xs, out.get("mean"), out.get("inv"), P, out["c"], out["rows"], out["labels"], space.bias,
         float(block.c.sum()), out["diag"],
     )  # fmt: skip
 

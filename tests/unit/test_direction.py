@@ -430,3 +430,32 @@ def test_squared_columns_are_the_bits_of_the_element_wise_square():
     D = sp.csr_matrix((np.array([1.0, 2.0, 3.0]), np.array([1, 1, 0]), np.array([0, 2, 3])), (2, 2))
     assert not D.has_canonical_format
     np.testing.assert_array_equal(squared(D).toarray(), [[0.0, 9.0], [9.0, 0.0]])
+
+
+def test_the_multiclass_operator_keeps_one_matrix_of_the_blocks_size():
+    """The operator holds the probabilities and the events' weights, not
+    c_i P_ik beside them (formed a chunk of rows at a time where it is used,
+    the bits of the whole product), and its build allocates about two
+    (m, K) matrices, the probabilities and c_i P_ik (1 - P_ik)."""
+    import dataclasses
+    import tracemalloc
+
+    from sparkmaxent.kernels.operator import build_operator, times_cP
+
+    rng = np.random.default_rng(8)
+    block = random_multiclass(rng, m=60_000, P=30, K=10, density=0.1)
+    space = Space(MULTICLASS, block.n_predicates, block.n_labels, bias=True)
+    ids, _, _, weights = _point(rng, block, space, False)
+    matrix = block.n_events * space.n_labels * 8
+    tracemalloc.start()
+    op = build_operator(block, space, weights, ids, None)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 3 * matrix
+    entries = block.n_events * space.n_labels
+    held = [f.name for f in dataclasses.fields(op) if np.size(getattr(op, f.name)) >= entries]
+    assert held == ["P"]
+    S = rng.normal(size=op.P.shape)
+    expected = S * (block.c[:, None] * op.P)
+    np.testing.assert_array_equal(times_cP(S.copy(), block.c, op.P, rows=7), expected)
+    np.testing.assert_array_equal(times_cP(S, block.c, op.P), expected)
