@@ -44,18 +44,17 @@ import os
 import pickle
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import StorageLevel, cloudpickle
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from ..data.drained import drained_slices
-from ..data.schema import EVENTS_DIR, DatasetInfo, block_from_arrow, events_schema
+from ..data.drained import iter_partition_blocks
+from ..data.schema import EVENTS_DIR, DatasetInfo, events_schema
 from ..errors import StalledError, check_total_weight
 from ..kernels import Block, Space
 from ..kernels.keyed import Keyed, KeyedTask
@@ -157,57 +156,6 @@ def event_partitions(frame, partitions: int | None, n_events: int, min_partition
     if cap is not None:  # at most the cap; coalesce never adds partitions
         return frame.coalesce(cap)
     return frame
-
-
-def partition_blocks(
-    batches: Iterable[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
-) -> list[Block]:
-    """Kernel blocks from one partition's Arrow batches, of consecutive
-    events in order: each as many events as fit in ``max_block_nnz``
-    non-zeros (an event alone beyond it makes a block of its own); none if
-    the partition is empty."""
-    return list(iter_partition_blocks(batches, info, max_block_nnz))
-
-
-def iter_partition_blocks(
-    batches: Iterable[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int = MAX_BLOCK_NNZ
-) -> Iterator[Block]:
-    """``partition_blocks`` one block at a time, each built as soon as its
-    events have come and before the next block's are read: the worker
-    caching a partition holds one block's events, not the partition's.
-    Each block's rows are copied out of its batches chunk by chunk, letting
-    go of each as it goes (``drained.drained_slices``), so the block's
-    arrays take the place of its events instead of sitting beside them."""
-    pending: list[pa.RecordBatch] = []
-    nnz = 0
-    for batch in batches:
-        while batch.num_rows:
-            sizes = pc.fill_null(pc.list_value_length(batch.column("indices")), 0)
-            ends = np.cumsum(sizes.to_numpy(), dtype=np.int64)
-            fit = int(np.searchsorted(ends, max_block_nnz - nnz, side="right"))
-            if fit == batch.num_rows:
-                pending.append(batch)
-                nnz += int(ends[-1])
-                break
-            fit = fit or (0 if pending else 1)  # an event beyond the limit alone
-            if fit:
-                pending.append(batch.slice(0, fit))
-            batch = batch.slice(fit)
-            yield _drained_block(pending, info)
-            nnz = 0
-    if pending:
-        yield _drained_block(pending, info)
-
-
-def _drained_block(pending: list[pa.RecordBatch], info: DatasetInfo) -> Block:
-    """The block of ``pending``'s rows, emptying the list: its batches'
-    chunks are let go as their rows are copied (``drained_slices``)."""
-    table = pa.Table.from_batches(pending)
-    pending.clear()
-    columns = {name: list(table.column(name).chunks) for name in table.schema.names}
-    schema, rows = table.schema, table.num_rows
-    del table  # the chunks in ``columns`` are the only references left
-    return block_from_arrow(next(drained_slices(columns, schema, np.array([0, rows]))), info)
 
 
 def binary_row(data: bytes | memoryview, large: bool) -> pa.Array:

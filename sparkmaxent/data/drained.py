@@ -1,25 +1,81 @@
-"""Row ranges of Arrow columns copied out piece by piece, each source chunk
-let go once copied: the events a block is built from change hands instead
-of being held twice.
+"""A partition's blocks built from its Arrow batches as they come, each
+block's rows copied out piece by piece and each source chunk let go once
+copied: the events a block is built from change hands instead of being
+held twice.
 
 A Python worker that caches a partition's blocks holds a block's Arrow
 batches (about the size of the block's arrays) while it builds the block,
-a copy of its rows made contiguous. Copied at once, the
-rows of a block sit twice in memory until the block is done; copied
-chunk by chunk into arrays allocated (not yet touched) for the whole
-range, with each chunk that ends within the range dropped as soon as it is
-copied and its memory handed back to the system at once (Arrow's pool
-keeps freed memory otherwise), the pages the block's arrays touch follow
-the pages the batches give back, and a worker's peak while it builds a
-block is about its batches' (``backends.spark.iter_partition_blocks``).
+a copy of its rows made contiguous. Copied at once, the rows of a block
+sit twice in memory until the block is done; copied chunk by chunk into
+arrays allocated (not yet touched) for the whole range, with each chunk
+that ends within the range dropped as soon as it is copied and its memory
+handed back to the system at once (Arrow's pool keeps freed memory
+otherwise), the pages the block's arrays touch follow the pages the
+batches give back, and a worker's peak while it builds a block is about
+its batches' (``iter_partition_blocks``, the Spark cache builder's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..kernels import Block
+from .schema import DatasetInfo, block_from_arrow
+
+
+def partition_blocks(
+    batches: Iterable[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int
+) -> list[Block]:
+    """Kernel blocks from one partition's Arrow batches, of consecutive
+    events in order: each as many events as fit in ``max_block_nnz``
+    non-zeros (an event alone beyond it makes a block of its own); none if
+    the partition is empty."""
+    return list(iter_partition_blocks(batches, info, max_block_nnz))
+
+
+def iter_partition_blocks(
+    batches: Iterable[pa.RecordBatch], info: DatasetInfo, max_block_nnz: int
+) -> Iterator[Block]:
+    """``partition_blocks`` one block at a time, each built as soon as its
+    events have come and before the next block's are read: the worker
+    caching a partition holds one block's events, not the partition's.
+    Each block's rows are copied out of its batches chunk by chunk, letting
+    go of each as it goes (``drained_slices``), so the block's
+    arrays take the place of its events instead of sitting beside them."""
+    pending: list[pa.RecordBatch] = []
+    nnz = 0
+    for batch in batches:
+        while batch.num_rows:
+            sizes = pc.fill_null(pc.list_value_length(batch.column("indices")), 0)
+            ends = np.cumsum(sizes.to_numpy(), dtype=np.int64)
+            fit = int(np.searchsorted(ends, max_block_nnz - nnz, side="right"))
+            if fit == batch.num_rows:
+                pending.append(batch)
+                nnz += int(ends[-1])
+                break
+            fit = fit or (0 if pending else 1)  # an event beyond the limit alone
+            if fit:
+                pending.append(batch.slice(0, fit))
+            batch = batch.slice(fit)
+            yield _drained_block(pending, info)
+            nnz = 0
+    if pending:
+        yield _drained_block(pending, info)
+
+
+def _drained_block(pending: list[pa.RecordBatch], info: DatasetInfo) -> Block:
+    """The block of ``pending``'s rows, emptying the list: its batches'
+    chunks are let go as their rows are copied (``drained_slices``)."""
+    table = pa.Table.from_batches(pending)
+    pending.clear()
+    columns = {name: list(table.column(name).chunks) for name in table.schema.names}
+    schema, rows = table.schema, table.num_rows
+    del table  # the chunks in ``columns`` are the only references left
+    return block_from_arrow(next(drained_slices(columns, schema, np.array([0, rows]))), info)
 
 
 def drained_slices(

@@ -199,7 +199,8 @@ def test_the_cache_builder_makes_the_blocks_of_partition_blocks_one_at_a_time(da
     and its arrays out of band), building each only when the one before has
     gone out."""
     from sparkmaxent.backends.chunked import chunk_rows, pickle_frames
-    from sparkmaxent.backends.spark import _pickled_blocks, iter_partition_blocks, partition_blocks
+    from sparkmaxent.backends.spark import _pickled_blocks
+    from sparkmaxent.data.drained import iter_partition_blocks, partition_blocks
 
     directory, info, _ = datasets[MULTICLASS]
     batches = read_events_table(directory, info).to_batches(max_chunksize=40)
@@ -223,7 +224,7 @@ def test_partition_blocks_fill_each_block_to_the_limit_reading_one_block_of_batc
     partition's."""
     import pyarrow.compute as pc
 
-    from sparkmaxent.backends.spark import iter_partition_blocks
+    from sparkmaxent.data.drained import iter_partition_blocks
     from sparkmaxent.data.schema import block_from_arrow
 
     directory, info, _ = datasets[MULTICLASS]
@@ -323,7 +324,7 @@ def test_a_read_block_holds_no_pickle_beside_its_arrays(datasets):
     import io
 
     from sparkmaxent.backends.chunked import ChunkedPickles, chunk_rows, pickle_frames
-    from sparkmaxent.backends.spark import partition_blocks
+    from sparkmaxent.data.drained import partition_blocks
 
     directory, info, _ = datasets[MULTICLASS]
     batches = read_events_table(directory, info).to_batches(max_chunksize=40)
