@@ -177,9 +177,8 @@ def _pickled_blocks(
     block is held at a time, dropped once pickled, and its pickle goes out
     without a copy: the Python worker building the cache holds one block's
     events (``iter_partition_blocks``), one block and its pickle's head at
-    most, and once the
-    partition is done gives what it freed back to the system
-    (``release.release_memory``) before it runs passes
+    most, and once the partition is done gives what it freed back to the
+    system (``release.release_memory``) before it runs passes
     (``release.share_worker_pool``)."""
 
     def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -44,8 +44,8 @@ def iter_partition_blocks(
     events have come and before the next block's are read: the worker
     caching a partition holds one block's events, not the partition's.
     Each block's rows are copied out of its batches chunk by chunk, letting
-    go of each as it goes (``drained_slices``), so the block's
-    arrays take the place of its events instead of sitting beside them."""
+    go of each as it goes (``drained_slices``), so the block's arrays take
+    the place of its events instead of sitting beside them."""
     pending: list[pa.RecordBatch] = []
     nnz = 0
     for batch in batches:
