@@ -44,9 +44,6 @@ from .sweep import _chunkable, _dense, _linear_scores, scored_chunks
 #: whose chunks give the same bits (each row's arithmetic is the same)
 CHUNK_ENTRIES = 1 << 17
 
-#: rows of c_i P_ik formed at once (``times_cP``)
-CP_ROWS = 1 << 13
-
 Parts = tuple[dict[str, Any], dict[str, np.ndarray]]
 Specs = dict[str, tuple[str, tuple[int, ...]]]
 
@@ -179,10 +176,14 @@ Operator = MulticlassOperator | CandidateOperator
 KINDS = {cls.__name__: cls for cls in (MulticlassOperator, CandidateOperator)}
 
 
-def times_cP(S: np.ndarray, c: np.ndarray, P: np.ndarray, rows: int = CP_ROWS) -> np.ndarray:
-    """``S *= c_i P_ik`` in place, returned: c_i P_ik formed ``rows`` rows
-    at a time, the same bits as multiplying by the whole (m, K) matrix
-    ``c[:, None] * P`` (each entry's two products are the same), without it."""
+def times_cP(
+    S: np.ndarray, c: np.ndarray, P: np.ndarray, chunk_entries: int = CHUNK_ENTRIES
+) -> np.ndarray:
+    """``S *= c_i P_ik`` in place, returned: c_i P_ik formed in row chunks of
+    about ``chunk_entries`` entries, the same bits as multiplying by the
+    whole (m, K) matrix ``c[:, None] * P`` (each entry's two products are
+    the same), without it."""
+    rows = max(1, chunk_entries // max(1, P.shape[1]))
     for a in range(0, len(S), rows):
         S[a : a + rows] *= c[a : a + rows, None] * P[a : a + rows]
     return S

@@ -457,5 +457,5 @@ def test_the_multiclass_operator_keeps_one_matrix_of_the_blocks_size():
     assert held == ["P"]
     S = rng.normal(size=op.P.shape)
     expected = S * (block.c[:, None] * op.P)
-    np.testing.assert_array_equal(times_cP(S.copy(), block.c, op.P, rows=7), expected)
+    np.testing.assert_array_equal(times_cP(S.copy(), block.c, op.P, chunk_entries=70), expected)
     np.testing.assert_array_equal(times_cP(S, block.c, op.P), expected)
