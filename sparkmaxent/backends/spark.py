@@ -74,8 +74,8 @@ R = TypeVar("R")
 # block (about 12 bytes per non-zero) far below the 2 GB limits of Arrow
 # binary arrays and JVM byte arrays, and bounds what a pass's Python worker
 # holds at once (a block unpickled, and the task's temporaries over it),
-# whatever the partition's size. A task's fixed cost is small beside a
-# block this size (docs/benchmarks.md, "Scale").
+# whatever the partition's size; a task's fixed cost stays small beside a
+# block this size.
 MAX_BLOCK_NNZ = 1 << 23
 
 _GROUP_KEYS = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
