@@ -30,6 +30,13 @@ with the same dictionary, and then, in-process (``train.backend`` local;
   ``sklearn-l1-liblinear``: l1 with liblinear (one-vs-rest for more than
   two labels), which finishes where saga does not.
 
+With ``--path-test`` (in-process) every point of a grafting run's paths
+is also refitted on sub-train + held-out, as the chosen one is, and
+scored on test (the row's ``path_test``): never part of the choice, only
+of the report of ``grafting_vs_lrcv``'s fallback, the sparsest refit
+within 0.5 point of LogisticRegressionCV where none with <= 10% of its
+weights gets there.
+
 With ``--folds k`` the choice is made on k folds of the sub-train part
 instead (``train.choice.folds``, seed 0; the held-out part then only
 scores the refitted model), and scikit-learn's rows use the same folds
@@ -104,6 +111,7 @@ run side by side write pages of their own (``--output``); ``--merge PAGE
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import glob
 import hashlib
 import json
@@ -134,8 +142,10 @@ from benchmarks.common import (
 )
 from sparkmaxent.backends.expanded import ExpandedBackend
 from sparkmaxent.backends.factory import make_backend
+from sparkmaxent.backends.union import close_union, union_of
 from sparkmaxent.choice.folds import fold_of_groups
 from sparkmaxent.choice.heldout import criterion_score, heldout_labels, write_path_plot
+from sparkmaxent.choice.points import PointFit
 from sparkmaxent.config import DataConfig, train_config
 from sparkmaxent.data import synthetic
 from sparkmaxent.data.load import read_blocks
@@ -143,6 +153,7 @@ from sparkmaxent.data.prepare import prepare
 from sparkmaxent.data.schema import DatasetInfo
 from sparkmaxent.kernels.blocks import concat_blocks
 from sparkmaxent.kernels.predict import EventScores, EventScoresTask
+from sparkmaxent.selection.base import FitResult, TrainingContext
 from sparkmaxent.selection.stops import StopReason
 from sparkmaxent.train import train
 
@@ -336,15 +347,19 @@ class PointWatch:
     score; ``on_point(points)`` after each, so a run stopped mid-path keeps
     what it measured. ``best[fit]`` keeps the fit of the best held-out
     point so far of each path (a cut point is never best), to score when
-    the path is stopped before its choice."""
+    the path is stopped before its choice. With ``keep_fits``, ``fits``
+    keeps every point (its l2 mix, gamma1, features, whether it was cut)
+    with its context, point fit and fit, for ``path_test``."""
 
-    def __init__(self, on_point=None) -> None:
+    def __init__(self, on_point=None, keep_fits: bool = False) -> None:
         import sparkmaxent.choice.path as path_module
 
         self.module, self.original = path_module, path_module.scored_point
         self.points: list[dict] = []
         self.best: dict[str, tuple[float, object]] = {}
+        self.fits: list[tuple[dict, TrainingContext, PointFit, FitResult]] = []
         self.on_point = on_point
+        self.keep_fits = keep_fits
 
     def __enter__(self) -> PointWatch:
         from sparkmaxent.choice.path import CombinationPoints
@@ -354,6 +369,8 @@ class PointWatch:
             result, row, measure = self.original(ctx, fit_point, gamma, *args, **kwargs)
             fit = "combination" if isinstance(fit_point, CombinationPoints) else "atoms"
             self.add(fit, row, round(time.perf_counter() - t0, 2), result)
+            if self.keep_fits:
+                self.keep(ctx, fit_point, row, result)
             return result, row, measure
 
         self.module.scored_point = watched
@@ -375,6 +392,14 @@ class PointWatch:
             self.best[fit] = (row.score, result, point)
         if self.on_point is not None:
             self.on_point(self.points)
+
+    def keep(self, ctx: TrainingContext, fit_point: PointFit, row, result: FitResult) -> None:
+        """Keep one grafting point for ``path_test``: its l2 mix (from the
+        fit's own l1 and l2), gamma1, features and whether it was cut."""
+        l1, l2 = result.report.get("l1") or 0.0, result.report.get("l2") or 0.0
+        what = {"l2_mix": round(l2 / (l1 + l2), 4) if l1 + l2 else 0.0, "l1": row.gamma,
+                "features": row.features, "cut": row.cut}  # fmt: skip
+        self.fits.append((what, ctx, fit_point, result))
 
 
 def in_jvm_call(frame) -> bool:
@@ -470,7 +495,7 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None, pro
             progress({"corpus": name, "method": label, "in_progress": True, "backend": kind,
                       "wall_s": wall_so_far, "points_run": list(points)})  # fmt: skip
 
-    watch = PointWatch(so_far)
+    watch = PointWatch(so_far, keep_fits=method == "grafting" and getattr(args, "path_test", False))
     try:
         cap = args.path_seconds if config.get("path") else 0.0
         with watch:
@@ -562,6 +587,8 @@ def ours(name: str, method: str, dirs: dict, args, keep: dict | None = None, pro
             keys = ("l1", "features", "heldout_score", "heldout_se", "heldout_accuracy", "passes",
                     "chosen", "cut", "continued_after")  # fmt: skip
             row["path_points"] = [{k: p.get(k) for k in keys} for p in path["points"]]
+            if watch.fits:
+                row["path_test"] = path_test(name, dirs, watch.fits)
     else:
         choice = rep.get("choice") or {}
         stages = choice.get("stages_run") or 0
@@ -595,6 +622,61 @@ def test_score(name: str, dirs: dict, res) -> tuple[float, object]:
     scores = test_events.run(EventScoresTask(test_events.space, res.weights, res.scaling))
     test = criterion_score(scores, criterion, heldout_labels(test_events))
     return float(test["heldout_score"]), scores
+
+
+def path_test(
+    name: str, dirs: dict, fits: list[tuple[dict, TrainingContext, PointFit, FitResult]]
+) -> list[dict]:
+    """Every uncut point of a grafting run's paths (each l2 mix) refitted
+    on the training and held-out events as the chosen point is
+    (``choice.points.refit_on``: its point fit, warm-started from the
+    point), with the refit's features and test score beside the point's
+    own (``subtrain_*``). Read only by ``sparsest_within``, to report how
+    sparse a model reaches the anchor on test (issue 36's fallback), never
+    by the choice (``--path-test``)."""
+    rows = []
+    for what, ctx, fit_point, result in fits:
+        if what["cut"] or ctx.heldout is None:
+            continue
+        whole = dataclasses.replace(ctx, backend=union_of(ctx.backend, ctx.heldout))
+        try:
+            refitted = fit_point(whole, what["l1"], result.weights, what["l1"], None, None)
+        finally:
+            close_union(whole.backend)
+        rows.append({
+            "l2_mix": what["l2_mix"], "l1": what["l1"], "features": int(refitted.weights.nnz),
+            "test_score": round(100 * test_score(name, dirs, refitted)[0], 3),
+            "subtrain_features": what["features"],
+            "subtrain_test_score": round(100 * test_score(name, dirs, result)[0], 3),
+        })  # fmt: skip
+    return rows
+
+
+def sparsest_within(
+    points: list[dict], peer: dict, margin: float, share: float
+) -> tuple[str, bool]:
+    """Of a row's ``path_test`` refits, the sparsest within ``margin``
+    points of ``peer``'s test score and the best of those with at most
+    ``share`` of its weights, as text, and whether no refit that sparse
+    gets within the margin (the target's fallback then applies)."""
+    reach = [p for p in points if p["test_score"] >= peer["test_score"] - margin]
+    sparse = [p for p in points if p["features"] <= share * peer["features"]]
+
+    def where(p: dict) -> str:
+        gap = p["test_score"] - peer["test_score"]
+        return (
+            f"{gap:+.2f} at {p['features']:,} weights ({p['features'] / peer['features']:.1%}; "
+            f"gamma1 {p['l1']:.3g}, l2 mix {p['l2_mix']:g})"
+        )
+
+    sparsest = min(reach, key=lambda p: p["features"]) if reach else None
+    parts = [f"the sparsest within {margin:g} point {where(sparsest)}" if sparsest
+             else f"none within {margin:g} point"]  # fmt: skip
+    if sparse:
+        best = max(sparse, key=lambda p: p["test_score"])
+        parts.append(f"the best with <= {share:.0%} {where(best)}")
+    text = f"; its path's points refitted, on test ({len(points)} points): " + ", ".join(parts)
+    return text, not any(p in reach for p in sparse)
 
 
 def combination_facts(rep: dict) -> dict:
@@ -929,10 +1011,13 @@ def setting(text: str) -> tuple[str, object]:
 def targets(rows: list[dict]) -> dict:
     """Issue 21's targets over the corpora present, each against
     LogisticRegressionCV l2 on the same corpus and sentence count: grafting
-    within 0.5 point with <= 10% of its weights (the chunked corpora at full
-    size too: a missing row is not met); SGC and the Bayes factor at their
-    defaults within 1 point; a grafting path <= 3x one fit's seconds
-    (a single fit still unfinished at its cap makes the ratio an upper bound)."""
+    within 0.5 point with <= 10% of its weights, or, where none of its
+    path's points that sparse gets within 0.5 point on test, within 0.5
+    point with the sparsest point that does reported (``sparsest_within``;
+    the chunked corpora at full size too: a missing row is not met); SGC
+    and the Bayes factor at their defaults within 1 point; a grafting path
+    <= 3x one fit's seconds (a single fit still unfinished at its cap makes
+    the ratio an upper bound)."""
     by: dict[tuple, dict] = {}
     for r in rows:
         method = re.sub(r" max_seconds=\S+", "", r["method"])  # a time budget, no setting
@@ -948,9 +1033,12 @@ def targets(rows: list[dict]) -> dict:
         peer, ours = by.get((corpus, n, "sklearn-l2")), by.get((corpus, n, "grafting"))
         if peer and ours:
             d, share = ours["test_score"] - peer["test_score"], ours["features"] / peer["features"]
-            close.append(
-                (name, f"{d:+.2f} ({share:.1%} of the weights)", d >= -0.5 and share <= 0.1)
-            )
+            text, ok = f"{d:+.2f} ({share:.1%} of the weights)", d >= -0.5 and share <= 0.1
+            if d >= -0.5 and share > 0.1 and ours.get("path_test"):
+                # no model that sparse gets there: the sparsest that does, with its share
+                found, fallback = sparsest_within(ours["path_test"], peer, 0.5, 0.1)
+                text, ok = text + found, fallback
+            close.append((name, text, ok))
         for method in ("sgc", "bayes-factor"):
             if peer and (corpus, n, method) in by:
                 d = by[(corpus, n, method)]["test_score"] - peer["test_score"]
@@ -969,7 +1057,11 @@ def targets(rows: list[dict]) -> dict:
     close += [(f"{c} full", "no rows", False) for c in TEMPLATED if (c, 0) not in set(groups)]
     if close:
         goal = "grafting with held-out choice within 0.5 point of LogisticRegressionCV l2 "
-        out["grafting_vs_lrcv"] = entry(goal + "with <= 10% of its non-zero weights", close)
+        goal += (
+            "with <= 10% of its non-zero weights, or, where no point of its path that sparse "
+            "gets within 0.5 point on test, the sparsest that does reported"
+        )
+        out["grafting_vs_lrcv"] = entry(goal, close)
     if defaults:
         goal = (
             "SGC and the Bayes factor at their defaults within 1 point of LogisticRegressionCV l2"
@@ -1270,6 +1362,12 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="stop a path after this many seconds: a row 'unfinished' with its points' costs "
         "(0: no cap)",
+    )
+    parser.add_argument(
+        "--path-test",
+        action="store_true",
+        help="refit every point of a grafting path (in-process) on training + held-out events "
+        "and score it on test, for the sparsest-model report only (row's path_test)",
     )
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
     parser.add_argument("--l2-cap", type=float, default=600.0, help="seconds for sklearn-l2")

@@ -374,3 +374,48 @@ def test_a_path_stopped_by_sigterm_keeps_its_points_and_the_best_point_so_far(sp
     best = row["best_so_far"]["atoms"]
     assert best == {**max(row["points_run"], key=lambda p: p["heldout_score"]), **best}
     assert 0 < best["test_score"] <= 100
+
+
+def test_path_test_refits_every_point_of_every_mix_as_the_chosen_one_is_refitted(spark, tmp_path):
+    """--path-test: each point of each l2 mix's path refitted on both parts
+    and scored on test; the chosen point's refit is the model train() gave
+    (the same warm-started fit), features and test score alike."""
+    from benchmarks.model_choice import PointWatch, capped_train, path_test, test_score
+
+    dirs = _split_text_events(spark, tmp_path, n_events=240, n_words=12, per_event=5, seed=5)
+    dirs["test"] = dirs["heldout"]  # any prepared events to score
+    grid = [2e-2, 5e-3]
+    keys = dict(method="grafting", path=True, l1_grid=grid, l2_mixes=[0, 0.5], mix_stop=False,
+                patience=0)  # fmt: skip
+    with PointWatch(keep_fits=True) as watch:
+        res = capped_train(keys, dirs, 0.0, PointCosts())
+    rows = path_test("pp", dirs, watch.fits)
+    assert [(r["l2_mix"], r["l1"]) for r in rows] == [(m, g) for m in (0.0, 0.5) for g in grid]
+    path = res.report["path"]
+    mix, gamma = path["l2_mix"], path["points"][path["chosen"]]["l1"]
+    (chosen,) = [r for r in rows if (r["l2_mix"], r["l1"]) == (mix, gamma)]
+    assert chosen["features"] == res.weights.nnz > 0
+    assert chosen["test_score"] == round(100 * test_score("pp", dirs, res)[0], 3)
+    assert all(r["subtrain_features"] > 0 and 0 < r["subtrain_test_score"] <= 100 for r in rows)
+
+
+def test_sparsest_within_reports_the_fallback_only_when_no_sparse_point_gets_there():
+    """The fallback applies when no refitted point with <= 10% of the
+    anchor's weights is within 0.5 point of it on test; the text names the sparsest
+    point that is, and the best of the sparse ones."""
+    from benchmarks.model_choice import sparsest_within
+
+    peer = {"test_score": 57.0, "features": 1000}
+
+    def point(features: int, score: float) -> dict:
+        return {"l2_mix": 0.5, "l1": 1e-3, "features": features, "test_score": score}
+
+    points = [point(50, 50.0), point(100, 56.0), point(300, 56.6), point(900, 59.0)]
+    text, fallback = sparsest_within(points, peer, 0.5, 0.1)
+    assert fallback
+    assert "sparsest within 0.5 point -0.40 at 300 weights (30.0%" in text
+    assert "best with <= 10% -1.00 at 100 weights" in text
+    text, fallback = sparsest_within([*points, point(90, 56.8)], peer, 0.5, 0.1)
+    assert not fallback and "sparsest within 0.5 point -0.20 at 90 weights" in text
+    text, fallback = sparsest_within([point(2000, 50.0)], peer, 0.5, 0.1)
+    assert fallback and "none within 0.5 point" in text
