@@ -831,6 +831,21 @@ def arrays(directory: str):
 SOLVERS = {"sklearn-l2": "lbfgs", "sklearn-l1": "saga", "sklearn-l1-liblinear": "liblinear"}
 #: fold_seed of --folds (train.choice.fold_seed), ours and scikit-learn's alike
 FOLD_SEED = 0
+#: scikit-learn's l1 ratio of each penalty (its ``penalty`` is deprecated from 1.8)
+L1_RATIOS = {"l2": 0.0, "l1": 1.0}
+
+
+def lrcv_keys(penalty: str) -> dict:
+    """LogisticRegressionCV's keywords for ``penalty`` (l1 or l2): its
+    ``l1_ratios``, and the attribute layout scikit-learn 1.10 makes the
+    default (``use_legacy_attributes=False``: ``C_`` a float, ``scores_``
+    and ``n_iter_`` arrays) where the release has the choice."""
+    from sklearn.linear_model import LogisticRegressionCV
+
+    keys: dict = {"l1_ratios": (L1_RATIOS[penalty],)}
+    if "use_legacy_attributes" in LogisticRegressionCV().get_params():
+        keys["use_legacy_attributes"] = False
+    return keys
 
 
 def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0):
@@ -856,9 +871,9 @@ def sklearn_cv(penalty: str, solver: str, tr, he, max_iter: int, folds: int = 0)
     if solver == "liblinear" and len(np.unique(y[keep])) > 2:
         ovr = OneVsRestL1CV(max_iter)
         return ovr.fit(X[keep], y[keep], w[keep], PredefinedSplit(fold[keep]), bool(folds))
-    cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), penalty=penalty, solver=solver,
-                              scoring="neg_log_loss", refit=True,
-                              max_iter=max_iter)  # fmt: skip
+    cv = LogisticRegressionCV(Cs=10, cv=PredefinedSplit(fold[keep]), solver=solver,
+                              scoring="neg_log_loss", refit=True, max_iter=max_iter,
+                              **lrcv_keys(penalty))  # fmt: skip
     cv.fit(X[keep], y[keep], sample_weight=w[keep])
     return cv
 
@@ -903,7 +918,7 @@ class OneVsRestL1CV:
             if target.min() == target.max():  # a label absent from (or alone in) this part
                 intercept[k] = 30.0 if target[0] else -30.0
                 continue
-            fit = LogisticRegression(penalty="l1", solver="liblinear", C=C, max_iter=self.max_iter)
+            fit = LogisticRegression(l1_ratio=1.0, solver="liblinear", C=C, max_iter=self.max_iter)
             fit.fit(X, target, sample_weight=w)
             coef[k], intercept[k] = fit.coef_[0], fit.intercept_[0]
         self.coef_, self.intercept_ = coef, intercept

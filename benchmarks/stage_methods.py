@@ -177,8 +177,11 @@ def cv_path(cv) -> dict:
     warm-started, so a point that stops after a few iterations is close
     to the one before). Near-equal scores, or points of a few iterations,
     say that the choice, and the anchor's test score, rest on little."""
-    scores = np.asarray(next(iter(cv.scores_.values())), dtype=float)
-    iterations = np.asarray(cv.n_iter_).reshape(-1, len(cv.Cs_))
+    scores = cv.scores_  # a dict by class (the same for each) in the legacy layout
+    scores = np.asarray(
+        next(iter(scores.values())) if isinstance(scores, dict) else scores, dtype=float
+    )
+    iterations = np.asarray(cv.n_iter_).reshape(-1, len(cv.Cs_))  # (folds x one l1 ratio) x Cs
     return {
         "cv_Cs": [float(f"{c:.4g}") for c in cv.Cs_],
         "cv_scores": [round(float(v), 5) for v in scores.reshape(-1, len(cv.Cs_)).mean(axis=0)],

@@ -419,3 +419,37 @@ def test_sparsest_within_reports_the_fallback_only_when_no_sparse_point_gets_the
     assert not fallback and "sparsest within 0.5 point -0.20 at 90 weights" in text
     text, fallback = sparsest_within([point(2000, 50.0)], peer, 0.5, 0.1)
     assert fallback and "none within 0.5 point" in text
+
+
+def test_sklearn_anchor_chooses_c_for_l2_and_l1_with_the_l1_ratio_keywords():
+    """LogisticRegressionCV l2 (lbfgs) and l1 (saga), and the one-vs-rest
+    liblinear l1, over the held-out split, with the keywords scikit-learn
+    1.10 keeps (no FutureWarning): a C of the grid each, l1's weights
+    sparser than l2's."""
+    import warnings
+    from types import SimpleNamespace
+
+    import scipy.sparse as sp
+
+    from benchmarks.model_choice import sklearn_cv
+
+    rng = np.random.default_rng(4)
+
+    def part(n: int) -> SimpleNamespace:
+        X = sp.csr_matrix((rng.random((n, 30)) < 0.3).astype(float))
+        y = np.asarray(X[:, :3].toarray().argmax(axis=1))
+        return SimpleNamespace(X=X, y=y, c=np.ones(n))
+
+    tr, he = part(150), part(50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        fits = {
+            name: sklearn_cv(penalty, solver, tr, he, 3000)
+            for name, penalty, solver in (
+                ("l2", "l2", "lbfgs"), ("l1", "l1", "saga"), ("ovr", "l1", "liblinear")
+            )
+        }  # fmt: skip
+    for fit in fits.values():
+        assert np.isclose(np.logspace(-4, 4, 10), np.atleast_1d(fit.C_)[0]).any()
+    zeros = {name: int((fit.coef_ == 0).sum()) for name, fit in fits.items()}
+    assert zeros["l1"] > zeros["l2"] and zeros["ovr"] > zeros["l2"]
