@@ -30,12 +30,12 @@ with the same dictionary, and then, in-process (``train.backend`` local;
   ``sklearn-l1-liblinear``: l1 with liblinear (one-vs-rest for more than
   two labels), which finishes where saga does not.
 
-With ``--path-test`` (in-process) every point of a grafting run's paths
-is also refitted on sub-train + held-out, as the chosen one is, and
-scored on test (the row's ``path_test``): never part of the choice, only
-of the report of ``grafting_vs_lrcv``'s fallback, the sparsest refit
-within 0.5 point of LogisticRegressionCV where none with <= 10% of its
-weights gets there.
+With ``--path-test`` every point of a grafting run's paths is also
+refitted on sub-train + held-out (on the path's backend), as the chosen
+one is, and scored on test (the row's ``path_test``): never part of the
+choice, only of the report of ``grafting_vs_lrcv``'s fallback, the
+sparsest refit within 0.5 point of LogisticRegressionCV where none with
+<= 10% of its weights gets there.
 
 With ``--folds k`` the choice is made on k folds of the sub-train part
 instead (``train.choice.folds``, seed 0; the held-out part then only
@@ -1027,8 +1027,9 @@ def targets(rows: list[dict]) -> dict:
     """Issue 21's targets over the corpora present, each against
     LogisticRegressionCV l2 on the same corpus and sentence count: grafting
     within 0.5 point with <= 10% of its weights, or, where none of its
-    path's points that sparse gets within 0.5 point on test, within 0.5
-    point with the sparsest point that does reported (``sparsest_within``;
+    path's points refitted that sparse gets within 0.5 point on test
+    (``--path-test``), within 0.5 point with the sparsest refit that does
+    reported (``sparsest_within``;
     the chunked corpora at full size too: a missing row is not met); SGC
     and the Bayes factor at their defaults within 1 point; a grafting path
     <= 3x one fit's seconds (a single fit still unfinished at its cap makes
@@ -1381,7 +1382,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--path-test",
         action="store_true",
-        help="refit every point of a grafting path (in-process) on training + held-out events "
+        help="refit every point of a grafting path on training + held-out events "
         "and score it on test, for the sparsest-model report only (row's path_test)",
     )
     parser.add_argument("--l1-cap", type=float, default=120.0, help="seconds for sklearn-l1")
