@@ -659,7 +659,11 @@ def sparsest_within(
     points of ``peer``'s test score and the best of those with at most
     ``share`` of its weights, as text, and whether no refit that sparse
     gets within the margin (the target's fallback then applies)."""
-    reach = [p for p in points if p["test_score"] >= peer["test_score"] - margin]
+
+    def close(p: dict) -> bool:
+        return p["test_score"] >= peer["test_score"] - margin
+
+    reach = [p for p in points if close(p)]
     sparse = [p for p in points if p["features"] <= share * peer["features"]]
 
     def where(p: dict) -> str:
@@ -676,7 +680,7 @@ def sparsest_within(
         best = max(sparse, key=lambda p: p["test_score"])
         parts.append(f"the best with <= {share:.0%} {where(best)}")
     text = f"; its path's points refitted, on test ({len(points)} points): " + ", ".join(parts)
-    return text, not any(p in reach for p in sparse)
+    return text, not any(close(p) for p in sparse)
 
 
 def combination_facts(rep: dict) -> dict:
