@@ -61,6 +61,15 @@ class GraftingConfig(Section):
         "partition's own step throughout (docs/methods/grafting.md, CG across passes).",
         ge=0,
     )
+    round_crawl_cg: int = key(
+        200,
+        "newton-cg rounds: once the partitions' averaged step has twice been cut by the "
+        "line search after their CG ran into its product cap (a round that crawls), the "
+        "rest of the round's steps are the whole data's Newton step by face CG on the "
+        "driver, each Hessian-vector product one pass, at most this many passes an "
+        "iteration; 0: never (docs/methods/grafting.md, the crawl switch).",
+        ge=0,
+    )
     dense_test_max: int = key(
         4_000_000,
         "Largest candidate space (features) whose gradient test brings the dense gradient "

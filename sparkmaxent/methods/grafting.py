@@ -105,6 +105,7 @@ class Grafting:
             # (a common shift of the unpenalized biases changes no probability)
             radius=cfg.grafting.round_radius or np.inf,
             global_cg=cfg.grafting.round_global_cg,
+            crawl_cg=cfg.grafting.round_crawl_cg,
         )
         self.evaluations = 0
         self.iterations = 0

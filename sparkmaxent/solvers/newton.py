@@ -92,11 +92,12 @@ class _Passes:
         points: Points | None = None,
         product: ProductPass | None = None,
         budget: int = 0,
+        crawl_budget: int = 0,
     ):
         self.fun, self.ray, self.direction, self.product = fun, ray, direction, product
         self.points = points if direction is not None else None  # with a direction pass only
         # the late iterations' CG across product passes (``global_cg.py``)
-        self.across = AcrossPasses(budget) if direction and product else None
+        self.across = AcrossPasses(budget, crawl_budget) if direction and product else None
         self.count = 0
         self.blocks = 1  # the blocks that solved the last direction pass
 
@@ -329,7 +330,7 @@ def minimize_box_newton(
     if np.any(theta0 < lower) or np.any(theta0 > upper):
         raise ValueError("expected a start inside the bounds, got one outside")
     start = time.perf_counter()
-    passes = _Passes(fun, ray, direction, points, product, options.global_cg)
+    passes = _Passes(fun, ray, direction, points, product, options.global_cg, options.crawl_cg)
     at = passes.at
     theta = theta0.copy()
     usable = first is not None and (first.hess is not None or direction is not None)
@@ -380,6 +381,8 @@ def minimize_box_newton(
             break
         if secant is not None:
             secant.update(theta, accepted[0], ev.grad, accepted[1].grad, lower, upper)
+        if passes.across is not None:  # a cut average after the product cap: the crawl
+            passes.across.crawled(step, sweeps, options.max_products * passes.blocks, passes.blocks)
         if curvature is None:  # d^T H d from the gradients at both ends of the step
             curvature = float(d @ (accepted[1].grad - ev.grad)) / step
         kept = radius if options.cg_face and direction is not None else None  # TRON's region

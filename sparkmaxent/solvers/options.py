@@ -104,6 +104,12 @@ class SolverOptions:
         data's Hessian-vector products, one pass each, at most this many
         per iteration (``global_cg.py``); 0: each partition's local CG
         throughout.
+    crawl_cg : once the partitions' averaged step has twice been cut by the
+        line search after their CG ran into ``max_products`` (a round that
+        crawls), the rest of the round's steps are the whole data's, by face
+        CG across product passes, at most this many per iteration
+        (``global_cg.py``); 0: never (the default here; grafting's rounds
+        take ``train.grafting.round_crawl_cg``).
     full_gradient : Newton's last pass may bring the gradient over every
         candidate (the next gradient test); off when that gradient is too
         large for the driver (the block-wise test, kernels/topk.py).
@@ -135,6 +141,7 @@ class SolverOptions:
     secant_memory: int = 5
     secant_across: bool = False
     global_cg: int = 0
+    crawl_cg: int = 0
     full_gradient: bool = True
 
 

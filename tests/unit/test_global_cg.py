@@ -2,7 +2,8 @@
 exact Hessian, and newton-cg with its late iterations run that way against
 exact Newton (same optimum), across reruns (same bits) and on an
 ill-conditioned planted round (converged where the partitions' local CG is
-not, in fewer products)."""
+not, in fewer products); the crawl switch (a cut averaged step after the
+partitions' CG ran into its product cap) against the same."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from sparkmaxent.kernels.direction import HessianProductTask
 from sparkmaxent.problem.objective import Objective
 from sparkmaxent.solvers import SolverOptions
 from sparkmaxent.solvers.box_qp import solve_newton, solve_newton_cg
-from sparkmaxent.solvers.global_cg import free_set
+from sparkmaxent.solvers.global_cg import CRAWL_STEPS, AcrossPasses, free_set
 
 from .helpers import planted_round, random_multiclass, round_problem
 from .test_grafting import planted
@@ -114,3 +115,47 @@ def test_an_ill_conditioned_round_converges_across_passes_in_fewer_products():
     assert across.converged and not local.converged
     assert backend.products < local_backend.products, (backend.products, local_backend.products)
     assert across.value < local.value
+
+
+def test_the_crawl_switch_fires_only_on_cut_averaged_steps_at_the_product_cap():
+    theta, grad = np.zeros(2), np.ones(2)
+    lower, upper = np.full(2, -np.inf), np.full(2, np.inf)
+    for step, products, blocks in [(0.5, 599, 3), (1.0, 600, 3), (0.5, 600, 1)]:
+        across = AcrossPasses(0, 200)
+        for _ in range(CRAWL_STEPS):
+            across.crawled(step, products, 600, blocks)
+        assert not across.ready(theta, grad, lower, upper), (step, products, blocks)
+    off = AcrossPasses(0, 0)
+    for _ in range(CRAWL_STEPS):
+        off.crawled(0.5, 600, 600, 3)
+    assert not off.ready(theta, grad, lower, upper)
+    across = AcrossPasses(0, 200)
+    across.crawled(0.5, 600, 600, 3)
+    assert not across.ready(theta, grad, lower, upper)  # once: not yet
+    across.crawled(0.5, 600, 600, 3)
+    assert across.ready(theta, grad, lower, upper)  # twice: and for the rest of the round
+    across.crawled(1.0, 0, 600, 3)
+    assert across.ready(theta, grad, lower, upper)
+
+
+def test_a_crawling_round_reaches_the_optimum_of_exact_newton_in_fewer_passes():
+    # a product cap so low that the partitions' averaged steps run into it
+    # and get cut: the crawl the switch is for
+    block, space, ids, box, theta0 = planted_round(planted(seed=4, n_copies=0), step=5)
+    exact = solve_newton(
+        Objective(LocalBackend([block], space), ids), theta0, box, SolverOptions(tol=1e-8)
+    )
+    blocks = split_block(block, 3)
+    crawl, backend = _solve(blocks, space, ids, box, max_products=10, crawl_cg=200)
+    again, _ = _solve(blocks, space, ids, box, max_products=10, crawl_cg=200)
+    local, local_backend = _solve(blocks, space, ids, box, max_products=10)
+    assert crawl.converged and local.converged
+    assert backend.product_passes > 0 and local_backend.product_passes == 0
+    assert backend.passes < local_backend.passes, (backend.passes, local_backend.passes)
+    assert crawl.value == pytest.approx(exact.value, rel=1e-12, abs=1e-12)
+    n = len(ids)
+    assert np.array_equal(crawl.theta[:n] != 0, exact.theta[:n] != 0)
+    np.testing.assert_allclose(crawl.theta[:n], exact.theta[:n], atol=1e-5)
+    assert np.array_equal(crawl.theta, again.theta)  # a fixed partitioning: the same bits
+    one, one_backend = _solve([block], space, ids, box, max_products=10, crawl_cg=200)
+    assert one.converged and one_backend.product_passes == 0  # one block: the exact step
